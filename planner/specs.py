@@ -1,0 +1,206 @@
+"""Frozen, SI-unit descriptions of hardware, model architecture, numeric precision and efficiency.
+
+These are what `catalog/` hands to the planner; nothing here knows about databases or HTTP.
+GB = 1e9 bytes, TB/s = 1e12 B/s, TFLOP/s = 1e12 FLOP/s: conversions happen at the edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from planner.errors import PlannerInputError
+
+#: Datatypes a GPU can list a dense peak for (the catalog's `peak_tflops` keys).
+DATATYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4")
+
+#: Architecture generations, oldest first, per vendor line. A scheme's `min_architecture`
+#: is satisfied by the same or a later generation of the same line.
+ARCHITECTURE_GENERATIONS: dict[str, tuple[str, ...]] = {
+    "nvidia": ("volta", "turing", "ampere", "ada", "hopper", "blackwell"),
+    "amd": ("cdna2", "cdna3", "cdna4"),
+}
+
+
+def _require(condition: bool, message: str, **extensions: object) -> None:
+    if not condition:
+        raise PlannerInputError(message, **extensions)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Efficiency:
+    """How far a replica falls short of the datasheet: the calibration of the roofline.
+
+    `memory` and `compute` scale bandwidth and peak FLOP/s (η_mem, η_compute);
+    `step_overhead_s` is added to every continuous-batching step (scheduler, kernel launches);
+    `memory_reserve_fraction` of HBM is unavailable to weights and KV (activations, CUDA context,
+    fragmentation); `include_comm` switches tensor-parallel all-reduce time on;
+    `memory_compute_overlap` = 1 combines memory and compute time as max(a, b), 0 as a + b.
+    """
+
+    name: str = "ideal"
+    memory: float = 1.0
+    compute: float = 1.0
+    step_overhead_s: float = 0.0
+    memory_reserve_fraction: float = 0.0
+    include_comm: bool = False
+    memory_compute_overlap: float = 1.0
+    source: str = "ideal roofline: η = 1, no reserve, no communication, no overhead (DESIGN.md test vectors)"
+
+    def __post_init__(self) -> None:
+        _require(0.0 < self.memory <= 1.0, f"memory efficiency must be in (0, 1], got {self.memory}")
+        _require(0.0 < self.compute <= 1.0, f"compute efficiency must be in (0, 1], got {self.compute}")
+        _require(self.step_overhead_s >= 0.0, f"step overhead must be >= 0, got {self.step_overhead_s}")
+        _require(
+            0.0 <= self.memory_reserve_fraction < 1.0,
+            f"memory reserve fraction must be in [0, 1), got {self.memory_reserve_fraction}",
+        )
+        _require(
+            0.0 <= self.memory_compute_overlap <= 1.0,
+            f"memory/compute overlap must be in [0, 1], got {self.memory_compute_overlap}",
+        )
+
+
+IDEAL = Efficiency()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSpec:
+    """One GPU as its datasheet describes it, with its price and calibrated efficiency."""
+
+    slug: str
+    vendor: str
+    architecture: str
+    memory_bytes: float
+    hbm_bandwidth_bytes_per_s: float
+    #: Dense peak FLOP/s per datatype; a datatype the chip lacks is absent or None.
+    peak_flops_per_s: Mapping[str, float | None]
+    #: Per-GPU link bandwidth used by tensor-parallel all-reduce (NVLink, Infinity Fabric, PCIe).
+    interconnect_bytes_per_s: float
+    #: Latency of one all-reduce hop; the catalog may set it, else a documented default applies.
+    interconnect_latency_s: float = 0.0
+    gpus_per_node: int = 8
+    price_usd_per_hour_on_demand: float = 0.0
+    price_usd_per_hour_reserved_1y: float | None = None
+    efficiency: Efficiency = field(default_factory=Efficiency)
+
+    def __post_init__(self) -> None:
+        _require(self.memory_bytes > 0, f"{self.slug}: memory must be positive")
+        _require(self.hbm_bandwidth_bytes_per_s > 0, f"{self.slug}: memory bandwidth must be positive")
+        _require(self.interconnect_bytes_per_s > 0, f"{self.slug}: interconnect bandwidth must be positive")
+        _require(self.interconnect_latency_s >= 0, f"{self.slug}: interconnect latency must be >= 0")
+        _require(self.gpus_per_node >= 1, f"{self.slug}: gpus_per_node must be >= 1")
+        _require(self.price_usd_per_hour_on_demand >= 0, f"{self.slug}: price must be >= 0")
+        for dtype, flops in self.peak_flops_per_s.items():
+            _require(dtype in DATATYPES, f"{self.slug}: unknown datatype {dtype!r}", datatype=dtype)
+            _require(flops is None or flops > 0, f"{self.slug}: peak {dtype} must be positive or null")
+
+    def peak_flops(self, datatype: str) -> float | None:
+        """Dense peak FLOP/s for `datatype`, or None where the chip has no such unit."""
+        return self.peak_flops_per_s.get(datatype)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoeSpec:
+    """Mixture-of-experts layout. `expert_params` counts one routed expert in one MoE layer."""
+
+    experts: int
+    experts_per_token: int
+    shared_experts: int
+    expert_params: float
+    moe_layers: int
+
+    def __post_init__(self) -> None:
+        _require(self.experts >= 1, "moe.experts must be >= 1")
+        _require(
+            1 <= self.experts_per_token <= self.experts,
+            f"moe.experts_per_token must be in [1, experts={self.experts}]",
+        )
+        _require(self.shared_experts >= 0, "moe.shared_experts must be >= 0")
+        _require(self.expert_params > 0, "moe.expert_params must be positive")
+        _require(self.moe_layers >= 1, "moe.moe_layers must be >= 1")
+
+    @property
+    def routed_params(self) -> float:
+        """Parameters of every routed expert in every MoE layer."""
+        return self.experts * self.moe_layers * self.expert_params  # E experts × L_moe layers × params each
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MlaSpec:
+    """Multi-head latent attention: the KV cache stores a compressed latent plus a RoPE key."""
+
+    kv_lora_rank: int
+    rope_head_dim: int
+
+    def __post_init__(self) -> None:
+        _require(self.kv_lora_rank >= 1, "mla.kv_lora_rank must be >= 1")
+        _require(self.rope_head_dim >= 0, "mla.rope_head_dim must be >= 0")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """A transformer's published shape (model card / config.json)."""
+
+    slug: str
+    params_total: float
+    params_active: float
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate_size: int = 0
+    vocab_size: int = 0
+    max_context_tokens: int = 4096
+    moe: MoeSpec | None = None
+    mla: MlaSpec | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.params_total > 0, f"{self.slug}: params_total must be positive")
+        _require(
+            0 < self.params_active <= self.params_total,
+            f"{self.slug}: params_active must be in (0, params_total]",
+        )
+        for name in ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "max_context_tokens"):
+            _require(getattr(self, name) >= 1, f"{self.slug}: {name} must be >= 1", field=name)
+        _require(
+            self.attention_heads % self.kv_heads == 0,
+            f"{self.slug}: kv_heads ({self.kv_heads}) must divide attention_heads ({self.attention_heads})",
+            field="kv_heads",
+        )
+        if self.moe is not None:
+            _require(
+                self.moe.routed_params < self.params_total,
+                f"{self.slug}: routed expert params exceed params_total",
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QuantSpec:
+    """A numeric format for weights or KV cache.
+
+    `weight_bytes_per_param` includes scale overhead (grouped int4/fp4); `element_bytes` is one
+    stored value with no scales, and is what a KV-cache entry of this format costs.
+    `compute_dtype` names the GPU peak the matrix multiplies run at (W4A16 computes in fp16).
+    """
+
+    slug: str
+    weight_bytes_per_param: float
+    element_bytes: float
+    compute_dtype: str
+    kv_cache_dtypes: tuple[str, ...] = ()
+    min_architecture: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.weight_bytes_per_param > 0, f"{self.slug}: weight_bytes_per_param must be positive")
+        _require(self.element_bytes > 0, f"{self.slug}: element_bytes must be positive")
+        _require(self.compute_dtype in DATATYPES, f"{self.slug}: unknown compute dtype {self.compute_dtype!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Precision:
+    """Weights and KV cache formats chosen independently."""
+
+    weights: QuantSpec
+    kv_cache: QuantSpec

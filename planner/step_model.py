@@ -1,0 +1,95 @@
+"""The step-time formula of one continuous-batching iteration, with every coefficient explicit.
+
+A `StepModel` is what the performance model produces for one (GPU, model, precision, tp,
+efficiency) and what the queueing model and the simulator consume. A client can recompute
+any step from its fields:
+
+    t_step = combine(t_mem, t_compute) + t_comm + step_overhead_s
+    t_mem     = (weight_bytes_read(n) + kv_tokens_read · kv_bytes_per_token) / memory_bandwidth_bytes_per_s
+    t_compute = (n · flops_per_token + attended_tokens · attention_flops_per_context_token) / compute_flops_per_s
+    t_comm    = n · comm_s_per_token + comm_latency_s            (0 when n = 0)
+    combine(a, b) = max(a, b) + (1 − memory_compute_overlap) · min(a, b)
+
+where n is the number of new tokens the step processes (one per decoding sequence plus the
+prefill tokens), kv_tokens_read the KV-cache tokens the step reads (sum of the contexts of
+the sequences in the batch), and attended_tokens the sum over new tokens of the context each
+attends to (a decode at context c attends to c; a prefill chunk of p tokens starting at
+position s attends to p·s + p(p+1)/2).
+
+MoE: weight_bytes_read(n) = dense_weight_bytes + moe_layers · E · (1 − (1 − k/E)^n) · expert_weight_bytes
+(the expected number of distinct routed experts touched by n tokens, per MoE layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.errors import PlannerInputError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepModel:
+    #: Bytes of weights read by every step whatever its tokens (all weights for a dense model;
+    #: attention, embeddings and shared experts for an MoE model).
+    dense_weight_bytes: float
+    #: Bytes of one routed expert in one MoE layer (0 for a dense model).
+    expert_weight_bytes: float = 0.0
+    experts: int = 0
+    experts_per_token: int = 0
+    moe_layers: int = 0
+    kv_bytes_per_token: float
+    flops_per_token: float
+    attention_flops_per_context_token: float
+    memory_bandwidth_bytes_per_s: float
+    compute_flops_per_s: float
+    comm_s_per_token: float = 0.0
+    comm_latency_s: float = 0.0
+    step_overhead_s: float = 0.0
+    memory_compute_overlap: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.memory_bandwidth_bytes_per_s <= 0 or self.compute_flops_per_s <= 0:
+            raise PlannerInputError("step model bandwidth and FLOP/s must be positive")
+        if self.dense_weight_bytes < 0 or self.kv_bytes_per_token <= 0 or self.flops_per_token <= 0:
+            raise PlannerInputError("step model byte and FLOP coefficients must be positive")
+        if self.expert_weight_bytes > 0 and not (0 < self.experts_per_token <= self.experts and self.moe_layers > 0):
+            raise PlannerInputError("MoE step model needs experts >= experts_per_token >= 1 and moe_layers >= 1")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.expert_weight_bytes > 0
+
+    @property
+    def weight_bytes(self) -> float:
+        """All weights of the replica (what a step reads when every expert is touched)."""
+        return self.dense_weight_bytes + self.moe_layers * self.experts * self.expert_weight_bytes  # dense + L·E·expert
+
+    def weight_bytes_read(self, new_tokens: float) -> float:
+        """Weight bytes one step reads when it processes `new_tokens` tokens."""
+        if not self.is_moe:
+            return self.dense_weight_bytes
+        experts_touched = self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts) ** new_tokens)  # E·(1−(1−k/E)^n)
+        return self.dense_weight_bytes + self.moe_layers * experts_touched * self.expert_weight_bytes
+
+    def memory_s(self, new_tokens: float, kv_tokens_read: float) -> float:
+        return (self.weight_bytes_read(new_tokens) + kv_tokens_read * self.kv_bytes_per_token) / self.memory_bandwidth_bytes_per_s  # bytes / BW
+
+    def compute_s(self, new_tokens: float, attended_tokens: float) -> float:
+        return (new_tokens * self.flops_per_token + attended_tokens * self.attention_flops_per_context_token) / self.compute_flops_per_s  # FLOPs / F
+
+    def comm_s(self, new_tokens: float) -> float:
+        if new_tokens <= 0:
+            return 0.0
+        return new_tokens * self.comm_s_per_token + self.comm_latency_s  # bandwidth term + latency term
+
+    def step_s(self, new_tokens: float, kv_tokens_read: float, attended_tokens: float) -> float:
+        """Duration of one step; scalar floats (fast path for the simulator)."""
+        mem = self.memory_s(new_tokens, kv_tokens_read)
+        comp = self.compute_s(new_tokens, attended_tokens)
+        hi, lo = (mem, comp) if mem >= comp else (comp, mem)
+        return hi + (1.0 - self.memory_compute_overlap) * lo + self.comm_s(new_tokens) + self.step_overhead_s
+
+    @property
+    def break_even_flops_per_byte(self) -> float:
+        """Arithmetic intensity at which compute time equals memory time: F / BW."""
+        return self.compute_flops_per_s / self.memory_bandwidth_bytes_per_s

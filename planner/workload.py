@@ -1,0 +1,195 @@
+"""Traffic, serving shape and latency targets shared by the queueing model, the simulator and the optimizer.
+
+Length distributions are small frozen value types with closed-form moments and quantiles and a
+seeded sampler; a workload couples two of them with an arrival process.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.special import ndtri
+
+from planner.errors import PlannerInputError
+
+Router = Literal["random", "round_robin", "jsq"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FixedLength:
+    """Every request has exactly `tokens` tokens."""
+
+    tokens: int
+
+    def __post_init__(self) -> None:
+        if self.tokens < 1:
+            raise PlannerInputError(f"token count must be >= 1, got {self.tokens}")
+
+    @property
+    def mean(self) -> float:
+        return float(self.tokens)
+
+    @property
+    def second_moment(self) -> float:
+        return float(self.tokens) ** 2
+
+    def quantile(self, q: float) -> float:
+        return float(self.tokens)
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.full(size, self.tokens, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LognormalLength:
+    """Lognormal lengths given by their mean and 99th percentile (as a traffic report states them).
+
+    With z = Φ⁻¹(0.99): mean = exp(μ + σ²/2), p99 = exp(μ + zσ)  ⇒  σ²/2 − zσ + ln(p99/mean) = 0,
+    taking the smaller root σ = z − √(z² − 2 ln(p99/mean)).
+    """
+
+    mean_tokens: float
+    p99_tokens: float
+
+    def __post_init__(self) -> None:
+        if not (self.mean_tokens >= 1 and self.p99_tokens > self.mean_tokens):
+            raise PlannerInputError(
+                f"lognormal lengths need 1 <= mean < p99, got mean {self.mean_tokens}, p99 {self.p99_tokens}"
+            )
+        z = float(ndtri(0.99))
+        if z * z < 2.0 * math.log(self.p99_tokens / self.mean_tokens):
+            raise PlannerInputError(
+                f"p99 {self.p99_tokens} is too far above mean {self.mean_tokens} for a lognormal "
+                f"(p99/mean must be <= {math.exp(z * z / 2):.1f})"
+            )
+
+    @property
+    def sigma(self) -> float:
+        z = float(ndtri(0.99))
+        return z - math.sqrt(z * z - 2.0 * math.log(self.p99_tokens / self.mean_tokens))  # smaller root
+
+    @property
+    def mu(self) -> float:
+        return math.log(self.mean_tokens) - self.sigma**2 / 2.0  # ln mean − σ²/2
+
+    @property
+    def mean(self) -> float:
+        return float(self.mean_tokens)
+
+    @property
+    def second_moment(self) -> float:
+        return math.exp(2.0 * self.mu + 2.0 * self.sigma**2)  # E[X²] = exp(2μ + 2σ²)
+
+    def quantile(self, q: float) -> float:
+        return math.exp(self.mu + self.sigma * float(ndtri(q)))
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return np.maximum(1, np.rint(rng.lognormal(self.mu, self.sigma, size))).astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistogramLength:
+    """Lengths drawn from observed values with weights (normalised here)."""
+
+    tokens: tuple[int, ...]
+    weights: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if not self.tokens or len(self.tokens) != len(self.weights):
+            raise PlannerInputError("histogram needs as many weights as token values, at least one")
+        if min(self.tokens) < 1 or min(self.weights) < 0 or sum(self.weights) <= 0:
+            raise PlannerInputError("histogram token values must be >= 1 and weights >= 0 with a positive sum")
+
+    @property
+    def _p(self) -> np.ndarray:
+        w = np.asarray(self.weights, dtype=float)
+        return w / w.sum()
+
+    @property
+    def mean(self) -> float:
+        return float(np.dot(self._p, self.tokens))
+
+    @property
+    def second_moment(self) -> float:
+        return float(np.dot(self._p, np.square(np.asarray(self.tokens, dtype=float))))
+
+    def quantile(self, q: float) -> float:
+        order = np.argsort(self.tokens)
+        cdf = np.cumsum(self._p[order])
+        index = int(np.searchsorted(cdf, q - 1e-12))
+        return float(np.asarray(self.tokens)[order][min(index, len(order) - 1)])
+
+    def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        return rng.choice(np.asarray(self.tokens, dtype=np.int64), size=size, p=self._p)
+
+
+LengthDistribution = FixedLength | LognormalLength | HistogramLength
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Workload:
+    """Poisson arrivals (arrival_cv = 1) or gamma inter-arrivals with the given coefficient of variation."""
+
+    arrival_rate_rps: float
+    prompt_tokens: LengthDistribution
+    output_tokens: LengthDistribution
+    arrival_cv: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.arrival_rate_rps >= 0 and math.isfinite(self.arrival_rate_rps)):
+            raise PlannerInputError(f"arrival rate must be a finite number >= 0, got {self.arrival_rate_rps}")
+        if not (self.arrival_cv > 0 and math.isfinite(self.arrival_cv)):
+            raise PlannerInputError(f"arrival CV must be positive, got {self.arrival_cv}")
+
+    def at_rate(self, arrival_rate_rps: float) -> Workload:
+        return Workload(
+            arrival_rate_rps=arrival_rate_rps,
+            prompt_tokens=self.prompt_tokens,
+            output_tokens=self.output_tokens,
+            arrival_cv=self.arrival_cv,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Serving:
+    """How one deployment runs: replicas behind a router, each a continuous-batching engine."""
+
+    replicas: int = 1
+    batch_limit: int
+    chunk_tokens: int | None = None
+    router: Router = "random"
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise PlannerInputError(f"replicas must be >= 1, got {self.replicas}")
+        if self.batch_limit < 1:
+            raise PlannerInputError(f"batch_limit must be >= 1, got {self.batch_limit}")
+        if self.chunk_tokens is not None and self.chunk_tokens <= self.batch_limit:
+            raise PlannerInputError(
+                f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit}): "
+                "decodes count against the chunk budget, so a smaller budget could starve prefill"
+            )
+        if self.router not in ("random", "round_robin", "jsq"):
+            raise PlannerInputError(f"unknown router {self.router!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Slo:
+    """Latency targets at a percentile; any subset, at least one. SI seconds."""
+
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    e2e_s: float | None = None
+    percentile: float = 99.0
+
+    def __post_init__(self) -> None:
+        targets = [t for t in (self.ttft_s, self.tpot_s, self.e2e_s) if t is not None]
+        if not targets:
+            raise PlannerInputError("an SLO needs at least one of ttft, tpot, e2e")
+        if any(not (t > 0 and math.isfinite(t)) for t in targets):
+            raise PlannerInputError("SLO targets must be positive and finite")
+        if not (50.0 <= self.percentile < 100.0):
+            raise PlannerInputError(f"SLO percentile must be in [50, 100), got {self.percentile}")
