@@ -1,0 +1,179 @@
+"""SQLAlchemy tables of the catalog. Only `catalog/` touches these classes.
+
+Nested record blocks (`peak_tflops`, `price_usd_per_hour`, `efficiency`, `moe`, `mla`) are
+flattened into typed columns with the block name as prefix; a nullable block is absent when its
+required member column is NULL. Every row carries `version`, bumped on each UPDATE by the mapper
+(optimistic concurrency: the UPDATE matches the version it read, so a concurrent writer loses).
+`catalog_meta` holds the single catalog version that every catalog write increments.
+Later migrations add tables (plans, deployments) to the same metadata.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Date,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
+
+#: Deterministic constraint names, so later migrations (and SQLite batch mode) can name them.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+SLUG_LENGTH = 64
+NAME_LENGTH = 200
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class _Versioned:
+    """Row version for If-Match plus creation and update times (UTC, set by the repository)."""
+
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    @declared_attr.directive
+    def __mapper_args__(cls) -> dict[str, Any]:
+        return {"version_id_col": cls.version}
+
+
+class GpuRow(_Versioned, Base):
+    __tablename__ = "gpus"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    slug: Mapped[str] = mapped_column(String(SLUG_LENGTH), unique=True, nullable=False)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    vendor: Mapped[str] = mapped_column(String(32), index=True, nullable=False)
+    architecture: Mapped[str] = mapped_column(String(32), index=True, nullable=False)
+    memory_gb: Mapped[float] = mapped_column(Float, nullable=False)
+    memory_bandwidth_gb_per_s: Mapped[float] = mapped_column(Float, nullable=False)
+    peak_tflops_fp32: Mapped[float | None] = mapped_column(Float)
+    peak_tflops_tf32: Mapped[float | None] = mapped_column(Float)
+    peak_tflops_bf16: Mapped[float | None] = mapped_column(Float)
+    peak_tflops_fp16: Mapped[float | None] = mapped_column(Float)
+    peak_tflops_fp8: Mapped[float | None] = mapped_column(Float)
+    peak_tflops_int8: Mapped[float | None] = mapped_column(Float)
+    peak_tflops_fp4: Mapped[float | None] = mapped_column(Float)
+    interconnect_gb_per_s: Mapped[float] = mapped_column(Float, nullable=False)
+    interconnect_latency_us: Mapped[float | None] = mapped_column(Float)
+    gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
+    price_on_demand_usd_per_hour: Mapped[float | None] = mapped_column(Float)
+    price_reserved_1y_usd_per_hour: Mapped[float | None] = mapped_column(Float)
+    price_as_of: Mapped[date | None] = mapped_column(Date)
+    price_source: Mapped[str | None] = mapped_column(Text)
+    efficiency_memory: Mapped[float | None] = mapped_column(Float)
+    efficiency_compute: Mapped[float | None] = mapped_column(Float)
+    efficiency_step_overhead_ms: Mapped[float | None] = mapped_column(Float)
+    efficiency_memory_reserve_fraction: Mapped[float | None] = mapped_column(Float)
+    efficiency_source: Mapped[str | None] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+class ModelRow(_Versioned, Base):
+    __tablename__ = "models"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    slug: Mapped[str] = mapped_column(String(SLUG_LENGTH), unique=True, nullable=False)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    params_total: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    params_active: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    layers: Mapped[int] = mapped_column(Integer, nullable=False)
+    hidden_size: Mapped[int] = mapped_column(Integer, nullable=False)
+    attention_heads: Mapped[int] = mapped_column(Integer, nullable=False)
+    kv_heads: Mapped[int] = mapped_column(Integer, nullable=False)
+    head_dim: Mapped[int] = mapped_column(Integer, nullable=False)
+    intermediate_size: Mapped[int] = mapped_column(Integer, nullable=False)
+    vocab_size: Mapped[int] = mapped_column(Integer, nullable=False)
+    max_context_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    moe_experts: Mapped[int | None] = mapped_column(Integer)
+    moe_experts_per_token: Mapped[int | None] = mapped_column(Integer)
+    moe_shared_experts: Mapped[int | None] = mapped_column(Integer)
+    moe_expert_params: Mapped[int | None] = mapped_column(BigInteger)
+    moe_layers: Mapped[int | None] = mapped_column(Integer)
+    mla_kv_lora_rank: Mapped[int | None] = mapped_column(Integer)
+    mla_rope_head_dim: Mapped[int | None] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+class QuantizationRow(_Versioned, Base):
+    __tablename__ = "quantizations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    slug: Mapped[str] = mapped_column(String(SLUG_LENGTH), unique=True, nullable=False)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), nullable=False)
+    weight_bytes_per_param: Mapped[float] = mapped_column(Float, nullable=False)
+    element_bytes: Mapped[float] = mapped_column(Float, nullable=False)
+    compute_dtype: Mapped[str] = mapped_column(String(16), nullable=False)
+    kv_cache_dtypes: Mapped[list[str]] = mapped_column(JSON, nullable=False)
+    min_architecture: Mapped[str | None] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+class EfficiencyProfileRow(_Versioned, Base):
+    """A named calibration of one GPU. Deleting the GPU deletes its profiles (ON DELETE CASCADE);
+    `model_slug` and `weights_slug` record what the fit was measured on and are not foreign keys,
+    so the provenance survives edits to the model and quantization tables."""
+
+    __tablename__ = "efficiency_profiles"
+    __table_args__ = (UniqueConstraint("gpu_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
+    gpu_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("gpus.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    model_slug: Mapped[str | None] = mapped_column(String(SLUG_LENGTH))
+    weights_slug: Mapped[str | None] = mapped_column(String(SLUG_LENGTH))
+    memory: Mapped[float] = mapped_column(Float, nullable=False)
+    compute: Mapped[float] = mapped_column(Float, nullable=False)
+    step_overhead_ms: Mapped[float] = mapped_column(Float, nullable=False)
+    memory_reserve_fraction: Mapped[float] = mapped_column(Float, nullable=False)
+    include_comm: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    memory_compute_overlap: Mapped[float] = mapped_column(Float, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+    fit: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class ApiKeyRow(Base):
+    """An API key: its public id and the SHA-256 of its secret; the secret itself is never stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __mapper_args__ = {"version_id_col": version}  # noqa: RUF012
+
+
+class CatalogMeta(Base):
+    """The single row (id = 1) whose `version` is the catalog version plans record."""
+
+    __tablename__ = "catalog_meta"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    version: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)

@@ -1,0 +1,1 @@
+"""Alembic migrations of the Headroom database; run them through `catalog.migrate`."""
