@@ -1,0 +1,103 @@
+"""Tensor parallelism: which degrees a model and GPU allow, how KV heads spread, and all-reduce time.
+
+Head layout follows vLLM's `QKVParallelLinear` (vllm/model_executor/layers/linear.py): query heads
+are split evenly, so `tp` must divide `attention_heads`; KV heads are split when `tp` divides
+`kv_heads`, and replicated `tp / kv_heads` times when `kv_heads` divides `tp` (each GPU then holds
+one KV head); any other `tp` is refused. An MLA model caches one latent per token that every rank
+needs ("When using MLA during decode it becomes MQA": vLLM `ModelConfig.get_num_kv_heads` returns
+1), so its latent is replicated on all `tp` GPUs.
+
+Communication: Megatron-style tensor parallelism all-reduces the hidden state twice per layer
+(after attention and after the MLP; Shoeybi et al. 2019, arXiv 1909.08053, §3). A ring all-reduce
+of S bytes over p ranks moves 2·(p−1)/p·S bytes through each link in 2·(p−1) steps (reduce-scatter
+then all-gather; Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication
+Operations in MPICH"), so it costs 2·(p−1)/p·S/B + 2·(p−1)·α with α the per-hop latency that
+`GpuSpec.interconnect_latency_s` holds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner.errors import PlannerInputError, UnsupportedConfigurationError
+from planner.specs import GpuSpec, ModelSpec
+
+
+def kv_head_replicas(model: ModelSpec, tp: int) -> int:
+    """How many GPUs of a replica hold a copy of each KV head (1 when heads are split).
+
+    MLA: the latent is one shared "head", so every one of the `tp` GPUs holds it.
+    """
+    if model.mla is not None:
+        return tp
+    return max(1, tp // model.kv_heads)  # tp ≥ kv_heads: tp/kv_heads copies; else split, 1 copy
+
+
+def check_tensor_parallel(gpu: GpuSpec, model: ModelSpec, tp: int) -> None:
+    """Raise unless `tp` GPUs of `gpu` can hold one tensor-parallel replica of `model`."""
+    if tp < 1:
+        raise PlannerInputError(f"tp must be >= 1, got {tp}", tp=tp)
+    if tp > gpu.gpus_per_node:
+        raise UnsupportedConfigurationError(
+            f"tp={tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.slug} node; "
+            "tensor parallelism stays inside a node",
+            tp=tp,
+            gpus_per_node=gpu.gpus_per_node,
+            valid_tp=list(valid_tensor_parallel_degrees(gpu, model)),
+        )
+    if model.attention_heads % tp != 0:
+        raise UnsupportedConfigurationError(
+            f"tp={tp} does not divide {model.slug}'s {model.attention_heads} attention heads",
+            tp=tp,
+            attention_heads=model.attention_heads,
+            valid_tp=list(valid_tensor_parallel_degrees(gpu, model)),
+        )
+    if model.mla is None and model.kv_heads % tp != 0 and tp % model.kv_heads != 0:
+        raise UnsupportedConfigurationError(
+            f"tp={tp} neither divides nor is a multiple of {model.slug}'s {model.kv_heads} KV heads, "
+            "so the KV heads can be neither split evenly nor replicated evenly",
+            tp=tp,
+            kv_heads=model.kv_heads,
+            valid_tp=list(valid_tensor_parallel_degrees(gpu, model)),
+        )
+
+
+def is_valid_tensor_parallel(gpu: GpuSpec, model: ModelSpec, tp: int) -> bool:
+    return (
+        1 <= tp <= gpu.gpus_per_node
+        and model.attention_heads % tp == 0
+        and (model.mla is not None or model.kv_heads % tp == 0 or tp % model.kv_heads == 0)
+    )
+
+
+def valid_tensor_parallel_degrees(gpu: GpuSpec, model: ModelSpec) -> tuple[int, ...]:
+    """Every tp from 1 to `gpus_per_node` that `check_tensor_parallel` accepts, ascending."""
+    return tuple(tp for tp in range(1, gpu.gpus_per_node + 1) if is_valid_tensor_parallel(gpu, model, tp))
+
+
+def ring_all_reduce_s(message_bytes: float, ranks: int, link_bytes_per_s: float, hop_latency_s: float) -> float:
+    """Time of one ring all-reduce of `message_bytes` over `ranks` GPUs (0 for one rank)."""
+    if ranks <= 1:
+        return 0.0
+    return 2.0 * (ranks - 1) / ranks * message_bytes / link_bytes_per_s + 2.0 * (ranks - 1) * hop_latency_s  # bandwidth + 2(p−1) hops
+
+
+def comm_s_per_token(gpu: GpuSpec, model: ModelSpec, tp: int, activation_bytes: float) -> float:
+    """All-reduce bandwidth time per new token per step: two all-reduces per layer of hidden·activation bytes."""
+    if tp <= 1:
+        return 0.0
+    return 2 * model.layers * 2.0 * (tp - 1) / tp * model.hidden_size * activation_bytes / gpu.interconnect_bytes_per_s  # 2 per layer × L × ring bytes / link
+
+
+def comm_latency_s(gpu: GpuSpec, model: ModelSpec, tp: int) -> float:
+    """All-reduce latency per step: two all-reduces per layer, each 2·(tp−1) ring hops."""
+    if tp <= 1:
+        return 0.0
+    return 2 * model.layers * 2 * (tp - 1) * gpu.interconnect_latency_s  # 2 per layer × L × 2(tp−1) hops × α
+
+
+def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
+    """KV heads each GPU stores (1 for MLA's latent)."""
+    if model.mla is not None:
+        return 1
+    return math.ceil(model.kv_heads / tp)  # split evenly, or one replicated head when tp > kv_heads
