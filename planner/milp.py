@@ -1,0 +1,167 @@
+"""Solver plumbing shared by the plan and fleet MILPs: names, solver choice, status → typed outcome.
+
+Both MILPs are PuLP problems. This module picks the solver (HiGHS through `highspy` when it is
+installed, else CBC, which ships with PuLP), always with a time limit, and turns the solver's
+status into a `SolveOutcome` (optimal, or feasible at the time limit with its MIP gap), an
+"infeasible" outcome the caller diagnoses, or a `SolverError`. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import pulp
+
+from planner.errors import PlannerInputError, SolverError
+
+#: Solver names reported in every result.
+HIGHS = "HiGHS"
+CBC = "CBC"
+
+SolveStatus = Literal["optimal", "feasible", "infeasible"]
+
+_NAME_PART = re.compile(r"[^a-z0-9]+")
+
+
+def constraint_name(*parts: object) -> str:
+    """A constraint or variable name in the grammar `[a-z0-9_]`, parts joined by `__`.
+
+    `constraint_name("meet_demand", "chat", "h14")` → `meet_demand__chat__h14`;
+    `constraint_name("gpu_inventory", "h100-sxm", "h14")` → `gpu_inventory__h100_sxm__h14`.
+    """
+    cleaned = [_NAME_PART.sub("_", str(part).lower()).strip("_") or "x" for part in parts]
+    return "__".join(cleaned)
+
+
+def period_label(period: int) -> str:
+    """`h0`, `h1`, … — the period index as it appears in constraint names."""
+    return f"h{period}"
+
+
+def highs_available() -> bool:
+    """True when PuLP can drive HiGHS through its Python API (`highspy` installed)."""
+    return bool(pulp.HiGHS(msg=False).available())
+
+
+def default_solver_name() -> str:
+    """HiGHS when installed (faster, reports its MIP gap), else CBC."""
+    return HIGHS if highs_available() else CBC
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolverReport:
+    """How the solver ended: which one, its status, the wall time and the relative MIP gap.
+
+    `status` is "optimal" (proved within the solver's default gap tolerance) or "feasible"
+    (the time limit stopped it with an incumbent; `mip_gap` then says how far from proved).
+    `mip_gap` is None when the solver does not report one (CBC through PuLP reports none;
+    an "optimal" CBC result is reported with gap 0).
+    """
+
+    name: str
+    status: Literal["optimal", "feasible"]
+    solve_s: float
+    mip_gap: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSize:
+    """Size of the MILP as built: candidates offered, variables and constraints."""
+
+    candidates: int
+    variables: int
+    constraints: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SolveOutcome:
+    """The result of one solve before the caller reads variable values off the problem."""
+
+    status: SolveStatus
+    solver_name: str
+    solve_s: float
+    mip_gap: float | None
+    objective: float | None
+
+    def report(self) -> SolverReport:
+        if self.status == "infeasible":
+            raise SolverError("an infeasible solve has no solver report to give (planner bug)")
+        return SolverReport(name=self.solver_name, status=self.status, solve_s=self.solve_s, mip_gap=self.mip_gap)
+
+
+def _make_solver(name: str, time_limit_s: float) -> pulp.LpSolver:
+    if name == HIGHS:
+        return pulp.HiGHS(msg=False, timeLimit=time_limit_s)
+    if name == CBC:
+        # The CBC binary bundled with PuLP, driven through COIN_CMD (PULP_CBC_CMD is deprecated in PuLP 3.3).
+        bundled = pulp.PULP_CBC_CMD.pulp_cbc_path
+        return pulp.COIN_CMD(path=bundled if os.path.exists(bundled) else None, msg=False, timeLimit=time_limit_s)
+    raise PlannerInputError(f"unknown solver {name!r}; expected {HIGHS!r} or {CBC!r}")
+
+
+def _highs_gap(problem: pulp.LpProblem) -> float | None:
+    model = getattr(problem, "solverModel", None)
+    if model is None:
+        return None
+    gap = float(model.getInfo().mip_gap)
+    return gap if math.isfinite(gap) else None
+
+
+def solve(problem: pulp.LpProblem, *, time_limit_s: float, solver_name: str | None = None) -> SolveOutcome:
+    """Solve `problem` within `time_limit_s`; map the status to a typed outcome.
+
+    Returns "optimal", "feasible" (time limit reached with an incumbent) or "infeasible";
+    raises `SolverError` for anything else (unbounded — a modelling bug here, since every
+    variable is bounded — or a time limit without any feasible solution, or a solver error).
+    """
+    if not (math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise PlannerInputError(f"solver time limit must be a positive number of seconds, got {time_limit_s}")
+    name = solver_name or default_solver_name()
+    solver = _make_solver(name, time_limit_s)
+    started = time.perf_counter()
+    try:
+        status = problem.solve(solver)
+    except pulp.PulpSolverError as error:
+        raise SolverError(f"{name} failed on {problem.name}: {error}", solver=name) from error
+    solve_s = time.perf_counter() - started
+    solution_status = problem.sol_status
+    if status == pulp.LpStatusInfeasible:
+        return SolveOutcome(status="infeasible", solver_name=name, solve_s=solve_s, mip_gap=None, objective=None)
+    if status == pulp.LpStatusOptimal and solution_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+        proved = solution_status == pulp.LpSolutionOptimal
+        gap = _highs_gap(problem) if name == HIGHS else (0.0 if proved else None)
+        if proved and gap is None:
+            gap = 0.0
+        return SolveOutcome(
+            status="optimal" if proved else "feasible",
+            solver_name=name,
+            solve_s=solve_s,
+            mip_gap=gap,
+            objective=float(pulp.value(problem.objective) or 0.0),
+        )
+    if status == pulp.LpStatusUnbounded:
+        raise SolverError(f"{problem.name} is unbounded (planner bug: every decision should be bounded)", solver=name)
+    raise SolverError(
+        f"{name} ended without a usable solution for {problem.name} within {time_limit_s} s "
+        f"(status {pulp.LpStatus.get(status, status)}); raise the time limit or shrink the candidate table",
+        solver=name,
+        time_limit_s=time_limit_s,
+    )
+
+
+def integer_value(variable: pulp.LpVariable) -> int:
+    """The solved value of an integer variable, rounded (solvers return 2.9999999 for 3)."""
+    return int(round(variable.varValue or 0.0))
+
+
+def model_size(problem: pulp.LpProblem, *, candidates: int) -> ModelSize:
+    return ModelSize(
+        candidates=candidates,
+        variables=problem.numVariables(),
+        constraints=problem.numConstraints(),
+    )
