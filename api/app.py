@@ -1,0 +1,115 @@
+"""The FastAPI application factory: `create_app(settings)` builds one service instance.
+
+Adding an area of the API is one line in `ROUTERS` (an `APIRouter` whose routes are named
+after their operationId); the router lives in `api/routers/<area>.py`, its bodies in
+`api/schemas/<area>.py`, and its errors map to problems through `api/problems.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+from sqlalchemy import text
+
+import api
+from api.errors import NotReadyError
+from api.problems import install_problem_handlers, problem_responses, problem_schemas
+from api.routers import catalog as catalog_routes
+from api.settings import Settings
+from catalog.db import make_engine, make_session_factory
+from catalog.migrate import is_at_head
+
+#: Routers mounted under /v1, in the order the OpenAPI document lists them.
+ROUTERS: tuple[APIRouter, ...] = (catalog_routes.router,)
+
+DESCRIPTION = """\
+Capacity planning for LLM inference: which GPUs, how many, at what precision, tensor-parallel
+degree, batch limit and utilisation serve a workload within its p99 latency SLOs at minimum
+cost, and why. This version serves the catalog the planner reads (GPUs, models, quantization
+schemes).
+
+Errors are RFC 9457 `application/problem+json` documents. Writes need an API key with role
+admin as `Authorization: Bearer <key>`. Every record carries a `version`, sent as the ETag;
+send it back in `If-Match` on PUT/PATCH to avoid overwriting someone else's change (412).
+Units are in the field names: GB = 1e9 bytes, GB/s = 1e9 bytes/s, TFLOP/s = 1e12 FLOP/s (dense).
+"""
+
+
+def operation_id(route: APIRoute) -> str:
+    """operationIds are route names (the handler's function name): stable and readable."""
+    return route.name
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """A service configured by `settings` (default: read once from the environment)."""
+    settings = Settings.from_env() if settings is None else settings
+    engine = make_engine(settings.database_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="Headroom",
+        version=api.__version__,
+        description=DESCRIPTION,
+        generate_unique_id_function=operation_id,
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    install_problem_handlers(app)
+
+    @app.get("/healthz", tags=["health"], summary="Process is up", name="healthz")
+    def healthz() -> dict[str, str]:
+        """Answers while the process runs; touches nothing else."""
+        return {"status": "ok"}
+
+    @app.get(
+        "/readyz", tags=["health"], summary="Ready to serve", name="readyz", responses=problem_responses(503)
+    )
+    def readyz() -> dict[str, str]:
+        """The database answers and its schema is migrated to the newest revision; else 503."""
+        try:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT 1"))
+            at_head = is_at_head(settings.database_url)
+        except Exception as exc:
+            raise NotReadyError(f"the database is not reachable ({type(exc).__name__})") from exc
+        if not at_head:
+            raise NotReadyError("the database is not migrated to head: run `headroom db upgrade`")
+        return {"status": "ready"}
+
+    for router in ROUTERS:
+        app.include_router(router, prefix="/v1")
+
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document, with the Problem schema the error responses refer to."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+            tags=[
+                {"name": "gpus", "description": "GPU types with datasheet numbers, prices and calibrated efficiencies."},
+                {"name": "models", "description": "Model architectures as published in model cards."},
+                {"name": "quantizations", "description": "Numeric formats for weights and KV cache."},
+                {"name": "health", "description": "Liveness and readiness probes."},
+            ],
+        )
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(problem_schemas())
+        app.openapi_schema = schema
+    return app.openapi_schema
+

@@ -1,0 +1,195 @@
+"""CRUD for the catalog: `/v1/gpus`, `/v1/models`, `/v1/quantizations`.
+
+The three resources behave alike, so `_record_routes` adds get / create / replace / update /
+delete to a resource's router; the list routes are written out because their filters differ.
+operationIds are the function names: list_gpus, get_gpu, create_gpu, replace_gpu, update_gpu,
+delete_gpu, and the same for models and quantizations.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the closures' annotations at runtime.
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response, status
+from pydantic import BaseModel
+
+from api.deps import AdminKeyDep, CatalogDep, IfMatchDep, ReaderDep, etag
+from api.problems import problem_responses
+from api.schemas.catalog import (
+    Datatype,
+    GpuCreate,
+    GpuPage,
+    GpuPatch,
+    GpuRead,
+    GpuUpdate,
+    ModelCreate,
+    ModelPage,
+    ModelPatch,
+    ModelRead,
+    ModelUpdate,
+    QuantizationCreate,
+    QuantizationPage,
+    QuantizationPatch,
+    QuantizationRead,
+    QuantizationUpdate,
+    changes,
+    record,
+)
+from catalog.repository import Catalog
+
+Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this many records.")]
+Offset = Annotated[int, Query(ge=0, description="Records to skip before the page starts.")]
+SlugPath = Annotated[str, Path(min_length=1, max_length=64, description="The record's slug.")]
+
+_READ_PROBLEMS = problem_responses(401, 404)
+_WRITE_PROBLEMS = problem_responses(400, 401, 403, 404, 409, 412, 422)
+
+
+def _with_etag(response: Response, stored: dict[str, Any]) -> dict[str, Any]:
+    response.headers["ETag"] = etag(stored["version"])
+    return stored
+
+
+def _record_routes(
+    router: APIRouter,
+    *,
+    singular: str,
+    plural: str,
+    create_schema: type[BaseModel],
+    update_schema: type[BaseModel],
+    patch_schema: type[BaseModel],
+    read_schema: type[BaseModel],
+) -> None:
+    """Add get/create/replace/update/delete routes for one catalog resource to `router`."""
+
+    def method(catalog: Catalog, verb: str) -> Callable[..., Any]:
+        return getattr(catalog, f"{verb}_{singular}")  # Catalog.get_gpu, Catalog.create_model, ...
+
+    def get_record(slug: SlugPath, catalog: CatalogDep, _reader: ReaderDep, response: Response) -> Any:
+        return _with_etag(response, method(catalog, "get")(slug))
+
+    def create_record(body: create_schema, catalog: CatalogDep, _admin: AdminKeyDep, response: Response) -> Any:  # type: ignore[valid-type]
+        stored = method(catalog, "create")(record(body))
+        response.headers["Location"] = f"/v1/{plural}/{stored['slug']}"
+        return _with_etag(response, stored)
+
+    def replace_record(
+        slug: SlugPath, body: update_schema, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep, response: Response  # type: ignore[valid-type]
+    ) -> Any:
+        return _with_etag(response, method(catalog, "update")(slug, record(body, slug=slug), if_version=if_version))
+
+    def update_record(
+        slug: SlugPath, body: patch_schema, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep, response: Response  # type: ignore[valid-type]
+    ) -> Any:
+        return _with_etag(response, method(catalog, "update")(slug, changes(body), if_version=if_version))
+
+    def delete_record(slug: SlugPath, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep) -> None:
+        method(catalog, "delete")(slug, if_version=if_version)
+
+    router.add_api_route(
+        "/{slug}", get_record, methods=["GET"], name=f"get_{singular}", response_model=read_schema,
+        summary=f"Get one {singular}", responses=_READ_PROBLEMS,
+        description=f"The {singular} with this slug; the ETag header carries its version.",
+    )  # fmt: skip
+    router.add_api_route(
+        "", create_record, methods=["POST"], name=f"create_{singular}", response_model=read_schema,
+        status_code=status.HTTP_201_CREATED, summary=f"Add a {singular}", responses=_WRITE_PROBLEMS,
+        description="Needs an admin key. 409 if the slug exists already; 422 lists every bad field.",
+    )  # fmt: skip
+    router.add_api_route(
+        "/{slug}", replace_record, methods=["PUT"], name=f"replace_{singular}", response_model=read_schema,
+        summary=f"Replace a {singular}", responses=_WRITE_PROBLEMS,
+        description=(
+            f"Needs an admin key. Replaces every member but the slug. With `If-Match: \"<version>\"` "
+            "the write happens only if nobody changed the record since it was read (412 otherwise)."
+        ),
+    )  # fmt: skip
+    router.add_api_route(
+        "/{slug}", update_record, methods=["PATCH"], name=f"update_{singular}", response_model=read_schema,
+        summary=f"Change members of a {singular}", responses=_WRITE_PROBLEMS,
+        description=(
+            "Needs an admin key. Changes only the members sent; nested blocks are replaced whole and "
+            "an explicit null clears an optional member. Honours If-Match like PUT."
+        ),
+    )  # fmt: skip
+    router.add_api_route(
+        "/{slug}", delete_record, methods=["DELETE"], name=f"delete_{singular}",
+        status_code=status.HTTP_204_NO_CONTENT, summary=f"Delete a {singular}",
+        responses=problem_responses(400, 401, 403, 404, 412), response_class=Response,
+        description=(
+            "Needs an admin key. Deleting a GPU deletes its efficiency profiles. "
+            "With If-Match, only if the record is still at that version (412 otherwise)."
+        ),
+    )  # fmt: skip
+
+
+gpus = APIRouter(prefix="/gpus", tags=["gpus"])
+
+
+@gpus.get("", response_model=GpuPage, summary="List GPUs", responses=problem_responses(401, 422))
+def list_gpus(
+    catalog: CatalogDep,
+    _reader: ReaderDep,
+    vendor: Annotated[str | None, Query(max_length=32, description="Only GPUs of this vendor (nvidia, amd).")] = None,
+    architecture: Annotated[str | None, Query(max_length=32, description="Only GPUs of this architecture (hopper, …).")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Any:
+    """GPUs ordered by slug, one page at a time; `total` counts every match."""
+    page = catalog.list_gpus(vendor=vendor, architecture=architecture, limit=limit, offset=offset)
+    return {"items": page.items, "total": page.total, "limit": limit, "offset": offset}
+
+
+_record_routes(
+    gpus, singular="gpu", plural="gpus",
+    create_schema=GpuCreate, update_schema=GpuUpdate, patch_schema=GpuPatch, read_schema=GpuRead,
+)  # fmt: skip
+
+models = APIRouter(prefix="/models", tags=["models"])
+
+
+@models.get("", response_model=ModelPage, summary="List models", responses=problem_responses(401, 422))
+def list_models(
+    catalog: CatalogDep,
+    _reader: ReaderDep,
+    moe: Annotated[bool | None, Query(description="true: only mixture-of-experts models; false: only dense ones.")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Any:
+    """Models ordered by slug, one page at a time; `total` counts every match."""
+    page = catalog.list_models(moe=moe, limit=limit, offset=offset)
+    return {"items": page.items, "total": page.total, "limit": limit, "offset": offset}
+
+
+_record_routes(
+    models, singular="model", plural="models",
+    create_schema=ModelCreate, update_schema=ModelUpdate, patch_schema=ModelPatch, read_schema=ModelRead,
+)  # fmt: skip
+
+quantizations = APIRouter(prefix="/quantizations", tags=["quantizations"])
+
+
+@quantizations.get("", response_model=QuantizationPage, summary="List quantization schemes", responses=problem_responses(401, 422))
+def list_quantizations(
+    catalog: CatalogDep,
+    _reader: ReaderDep,
+    compute_dtype: Annotated[Datatype | None, Query(description="Only schemes computing in this datatype.")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Any:
+    """Quantization schemes ordered by slug, one page at a time; `total` counts every match."""
+    page = catalog.list_quantizations(compute_dtype=compute_dtype, limit=limit, offset=offset)
+    return {"items": page.items, "total": page.total, "limit": limit, "offset": offset}
+
+
+_record_routes(
+    quantizations, singular="quantization", plural="quantizations",
+    create_schema=QuantizationCreate, update_schema=QuantizationUpdate, patch_schema=QuantizationPatch,
+    read_schema=QuantizationRead,
+)  # fmt: skip
+
+#: What api/app.py includes under /v1.
+router = APIRouter()
+for _resource in (gpus, models, quantizations):
+    router.include_router(_resource)

@@ -1,0 +1,292 @@
+"""Request and response bodies of the catalog endpoints (`/v1/gpus`, `/v1/models`, `/v1/quantizations`).
+
+Field names are the catalog record format (docs/TEAM-CONTRACTS.md); units are in the names and
+the descriptions (GB = 1e9 bytes, TB/s = 1e12 B/s, TFLOP/s = 1e12 FLOP/s, dense, no sparsity).
+Families per resource:
+
+- `<Kind>Create`: POST body, the whole record including `slug`.
+- `<Kind>Update`: PUT body, a full replacement of every member except `slug` (the path names it).
+- `<Kind>Patch`: PATCH body, only the members to change; a nested block (`peak_tflops`,
+  `price_usd_per_hour`, `efficiency`, `moe`, `mla`) is replaced as a whole, and an explicit
+  null clears an optional member.
+- `<Kind>Read`: a stored record plus `version` (the ETag), `created_at`, `updated_at`.
+- `<Kind>Page`: a list response `{items, total, limit, offset}`.
+
+Input bodies reject unknown members (a typo, or a datatype outside the seven), and check what
+one record can check by itself; the catalog re-checks the merged record on every write.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Annotated, Any, Generic, Literal, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
+
+from planner.specs import ARCHITECTURE_GENERATIONS
+
+Slug = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$",
+        description="Stable identifier: lowercase letters, digits, '.', '_', '-'; at most 64 characters.",
+        examples=["h100-sxm"],
+    ),
+]
+Name = Annotated[str, Field(min_length=1, max_length=200, description="Human-readable name.")]
+Source = Annotated[str, Field(min_length=1, description="Where the numbers come from: datasheet or model-card URL / title.")]
+Datatype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
+Architecture = Literal[tuple(g for gs in ARCHITECTURE_GENERATIONS.values() for g in gs)]  # type: ignore[valid-type]
+
+_Tflops = Annotated[float | None, Field(default=None, gt=0, description="Dense peak in TFLOP/s (1e12 FLOP/s); null where the chip has no such unit.")]
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PeakTflops(_Input):
+    """Dense peak throughput per datatype in TFLOP/s (no sparsity); null where the chip lacks the datatype."""
+
+    fp32: _Tflops = None
+    tf32: _Tflops = None
+    bf16: _Tflops = None
+    fp16: _Tflops = None
+    fp8: _Tflops = None
+    int8: _Tflops = None
+    fp4: _Tflops = None
+
+    @model_validator(mode="after")
+    def _some_peak(self) -> Self:
+        if all(value is None for value in self.model_dump().values()):
+            raise ValueError("peak_tflops needs a peak for at least one datatype")
+        return self
+
+
+class GpuPrice(_Input):
+    """Reference cloud price of one GPU, per GPU-hour, with its date and source."""
+
+    on_demand: float = Field(ge=0, description="On-demand price in USD per GPU-hour.")
+    reserved_1y: float | None = Field(default=None, ge=0, description="Effective 1-year reserved price in USD per GPU-hour; null if not offered.")
+    as_of: date | None = Field(default=None, description="Date the prices were read (YYYY-MM-DD).")
+    source: str | None = Field(default=None, description="Price list the numbers come from.")
+
+
+class GpuEfficiency(_Input):
+    """Calibrated fraction of the datasheet a serving engine reaches on this GPU (the roofline's η)."""
+
+    memory: float = Field(gt=0, le=1, description="η_mem: achieved / datasheet memory bandwidth, in (0, 1].")
+    compute: float = Field(gt=0, le=1, description="η_compute: achieved / datasheet peak FLOP/s, in (0, 1].")
+    step_overhead_ms: float = Field(default=0.0, ge=0, description="Fixed time added to every batching step, in milliseconds.")
+    memory_reserve_fraction: float = Field(default=0.0, ge=0, lt=1, description="Fraction of HBM unavailable to weights and KV cache, in [0, 1).")
+    source: str | None = Field(default=None, description="Measurement or publication the efficiencies come from.")
+
+
+class GpuFields(_Input):
+    name: Name
+    vendor: str = Field(min_length=1, max_length=32, description="Vendor, lowercase: nvidia, amd.", examples=["nvidia"])
+    architecture: str = Field(
+        min_length=1, max_length=32, description="Architecture generation, lowercase: ampere, ada, hopper, blackwell, cdna3, …", examples=["hopper"]
+    )
+    memory_gb: float = Field(gt=0, description="HBM/GDDR capacity per GPU in GB (1e9 bytes).", examples=[80])
+    memory_bandwidth_gb_per_s: float = Field(gt=0, description="Memory bandwidth per GPU in GB/s (1e9 bytes/s).", examples=[3350])
+    peak_tflops: PeakTflops = Field(description="Dense peak TFLOP/s per datatype.")
+    interconnect_gb_per_s: float = Field(gt=0, description="GPU-to-GPU bandwidth per GPU in GB/s (NVLink, Infinity Fabric, PCIe), one direction.", examples=[450])
+    interconnect_latency_us: float | None = Field(default=None, ge=0, description="Latency of one all-reduce hop in microseconds; null for the planner's default.")
+    gpus_per_node: int = Field(ge=1, description="GPUs per node sharing the fast interconnect (the largest tensor-parallel group).", examples=[8])
+    price_usd_per_hour: GpuPrice | None = Field(default=None, description="Reference price; null if unknown.")
+    efficiency: GpuEfficiency | None = Field(default=None, description="Calibrated efficiencies; null for the ideal roofline.")
+    source: Source
+
+
+class _Slugged(_Input):
+    slug: Slug
+
+
+class GpuCreate(GpuFields, _Slugged):
+    """A new GPU type (POST /v1/gpus)."""
+
+
+class GpuUpdate(GpuFields):
+    """A full replacement of a GPU's members (PUT /v1/gpus/{slug}); the slug stays."""
+
+
+class _Record(BaseModel):
+    version: int = Field(ge=1, description="Row version; sent as the ETag, and expected back in If-Match.")
+    created_at: datetime = Field(description="When the record was created (UTC).")
+    updated_at: datetime = Field(description="When the record was last changed (UTC).")
+
+
+class GpuRead(_Record, GpuCreate):
+    """A stored GPU."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class MoeFields(_Input):
+    """Mixture-of-experts layout."""
+
+    experts: int = Field(ge=1, description="Routed experts per MoE layer.")
+    experts_per_token: int = Field(ge=1, description="Routed experts each token activates (top-k).")
+    shared_experts: int = Field(ge=0, description="Always-active shared experts per MoE layer.")
+    expert_params: int = Field(ge=1, description="Parameters of ONE routed expert in ONE MoE layer.")
+    moe_layers: int = Field(ge=1, description="Layers with a MoE block.")
+
+    @field_validator("experts_per_token")
+    @classmethod
+    def _k_at_most_experts(cls, value: int, info: ValidationInfo) -> int:
+        experts = info.data.get("experts")
+        if experts is not None and value > experts:
+            raise ValueError(f"experts_per_token ({value}) must not exceed experts ({experts})")
+        return value
+
+
+class MlaFields(_Input):
+    """Multi-head latent attention: the KV cache stores a compressed latent plus a RoPE key."""
+
+    kv_lora_rank: int = Field(ge=1, description="Width of the compressed KV latent per token per layer.")
+    rope_head_dim: int = Field(ge=0, description="Width of the decoupled RoPE key per token per layer.")
+
+
+class ModelFields(_Input):
+    name: Name
+    params_total: int = Field(ge=1, description="Total parameters (all experts).", examples=[70_000_000_000])
+    params_active: int = Field(ge=1, description="Parameters active per token (dense models: = params_total).", examples=[70_000_000_000])
+    layers: int = Field(ge=1, description="Transformer layers.", examples=[80])
+    hidden_size: int = Field(ge=1, description="Model (residual stream) width.", examples=[8192])
+    attention_heads: int = Field(ge=1, description="Query heads per layer.", examples=[64])
+    kv_heads: int = Field(ge=1, description="Key/value heads per layer (GQA); must divide attention_heads.", examples=[8])
+    head_dim: int = Field(ge=1, description="Width of one attention head.", examples=[128])
+    intermediate_size: int = Field(ge=1, description="MLP hidden width (per expert for MoE models).", examples=[28672])
+    vocab_size: int = Field(ge=1, description="Vocabulary size in tokens.", examples=[32000])
+    max_context_tokens: int = Field(ge=1, description="Longest supported context in tokens.", examples=[4096])
+    moe: MoeFields | None = Field(default=None, description="Mixture-of-experts layout; null for dense models.")
+    mla: MlaFields | None = Field(default=None, description="Multi-head latent attention; null for standard attention.")
+    source: Source
+
+    @field_validator("params_active")
+    @classmethod
+    def _active_at_most_total(cls, value: int, info: ValidationInfo) -> int:
+        total = info.data.get("params_total")
+        if total is not None and value > total:
+            raise ValueError(f"params_active ({value}) must not exceed params_total ({total})")
+        return value
+
+    @field_validator("kv_heads")
+    @classmethod
+    def _kv_heads_divide_heads(cls, value: int, info: ValidationInfo) -> int:
+        heads = info.data.get("attention_heads")
+        if heads is not None and heads % value != 0:
+            raise ValueError(f"kv_heads ({value}) must divide attention_heads ({heads})")
+        return value
+
+    @field_validator("moe")
+    @classmethod
+    def _moe_within_model(cls, value: MoeFields | None, info: ValidationInfo) -> MoeFields | None:
+        layers = info.data.get("layers")
+        if value is not None and layers is not None and value.moe_layers > layers:
+            raise ValueError(f"moe.moe_layers ({value.moe_layers}) must not exceed layers ({layers})")
+        return value
+
+
+class ModelCreate(ModelFields, _Slugged):
+    """A new model (POST /v1/models)."""
+
+
+class ModelUpdate(ModelFields):
+    """A full replacement of a model's members (PUT /v1/models/{slug}); the slug stays."""
+
+
+class ModelRead(_Record, ModelCreate):
+    """A stored model."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class QuantizationFields(_Input):
+    name: Name
+    weight_bytes_per_param: float = Field(gt=0, description="Bytes per weight including scale overhead (INT4 group-128 AWQ: 0.53125).", examples=[0.53125])
+    element_bytes: float = Field(gt=0, description="Bytes of one stored value without scales; what a KV-cache entry in this format costs.", examples=[0.5])
+    compute_dtype: Datatype = Field(description="Datatype the matrix multiplies run in: the GPU peak that applies (W4A16 computes in fp16).")
+    kv_cache_dtypes: list[Slug] = Field(default_factory=list, description="Quantization slugs allowed for the KV cache with these weights.")
+    min_architecture: Architecture | None = Field(default=None, description="Oldest architecture generation that runs it natively; null for any.")
+    source: Source
+
+    @field_validator("element_bytes")
+    @classmethod
+    def _scales_never_negative(cls, value: float, info: ValidationInfo) -> float:
+        weight_bytes = info.data.get("weight_bytes_per_param")
+        if weight_bytes is not None and weight_bytes < value:
+            raise ValueError(f"element_bytes ({value}) must not exceed weight_bytes_per_param ({weight_bytes})")
+        return value
+
+    @field_validator("kv_cache_dtypes")
+    @classmethod
+    def _distinct(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("kv_cache_dtypes must not repeat a slug")
+        return value
+
+
+class QuantizationCreate(QuantizationFields, _Slugged):
+    """A new quantization scheme (POST /v1/quantizations)."""
+
+
+class QuantizationUpdate(QuantizationFields):
+    """A full replacement of a scheme's members (PUT /v1/quantizations/{slug}); the slug stays."""
+
+
+class QuantizationRead(_Record, QuantizationCreate):
+    """A stored quantization scheme."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+def _partial(model: type[BaseModel], name: str, doc: str) -> type[BaseModel]:
+    """`model` with every member optional and without default: only the members sent are changed."""
+    fields: dict[str, Any] = {}
+    for field_name, info in model.model_fields.items():
+        annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation  # type: ignore[valid-type]
+        fields[field_name] = (annotation | None, Field(default=None, description=info.description))
+    return create_model(name, __base__=_Input, __doc__=doc, __module__=__name__, **fields)
+
+
+GpuPatch = _partial(GpuUpdate, "GpuPatch", "Members of a GPU to change (PATCH /v1/gpus/{slug}); nested blocks are replaced whole.")
+ModelPatch = _partial(ModelUpdate, "ModelPatch", "Members of a model to change (PATCH /v1/models/{slug}); `moe`/`mla` are replaced whole.")
+QuantizationPatch = _partial(QuantizationUpdate, "QuantizationPatch", "Members of a quantization scheme to change (PATCH /v1/quantizations/{slug}).")
+
+ItemT = TypeVar("ItemT")
+
+
+class Page(BaseModel, Generic[ItemT]):
+    """One page of a list, in stored order (by slug)."""
+
+    items: list[ItemT] = Field(description="The records on this page.")
+    total: int = Field(ge=0, description="Records matching the filters, on all pages.")
+    limit: int = Field(ge=1, description="Page size requested.")
+    offset: int = Field(ge=0, description="Records skipped before this page.")
+
+
+class GpuPage(Page[GpuRead]):
+    """A page of GPUs."""
+
+
+class ModelPage(Page[ModelRead]):
+    """A page of models."""
+
+
+class QuantizationPage(Page[QuantizationRead]):
+    """A page of quantization schemes."""
+
+
+def record(body: BaseModel, **identity: str) -> dict[str, Any]:
+    """The catalog record (JSON types: dates as YYYY-MM-DD) of a Create/Update body; `identity`
+    adds the slug the path names."""
+    return {**identity, **body.model_dump(mode="json")}
+
+
+def changes(body: BaseModel) -> dict[str, Any]:
+    """Only the members a Patch body sent, as catalog record members."""
+    return body.model_dump(mode="json", exclude_unset=True)

@@ -1,0 +1,104 @@
+"""The service's settings: one frozen object, read from the environment once by the CLI or the
+app factory (never at import time), so tests build apps with settings of their own.
+
+| variable                          | field                  | default                         |
+|-----------------------------------|------------------------|---------------------------------|
+| HEADROOM_DATABASE_URL             | database_url           | sqlite:///./headroom.db         |
+| HEADROOM_ADMIN_KEY                | admin_key              | none                            |
+| HEADROOM_REQUIRE_AUTH             | require_auth           | 0 (reads need no key)           |
+| HEADROOM_REQUEST_TIMEOUT_S        | request_timeout_s      | 30                              |
+| HEADROOM_SOLVER_TIME_LIMIT_S      | solver_time_limit_s    | 10                              |
+| HEADROOM_MAX_SIMULATED_REQUESTS   | max_simulated_requests | 200000                          |
+| HEADROOM_LOG_LEVEL                | log_level              | info                            |
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from catalog.db import DEFAULT_DATABASE_URL, default_database_url
+
+_N = TypeVar("_N", int, float)
+
+LOG_LEVELS: tuple[str, ...] = ("critical", "error", "warning", "info", "debug", "trace")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message names the variable."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """What one running service is configured with.
+
+    `admin_key` (HEADROOM_ADMIN_KEY) is accepted as an admin API key besides the keys stored in
+    the catalog (compared in constant time); it bootstraps the first writes on a fresh database.
+    `request_timeout_s` and `solver_time_limit_s` bound the planning endpoints' work;
+    `max_simulated_requests` bounds one simulation request (larger ones are a 422 problem).
+    """
+
+    database_url: str = field(default_factory=default_database_url)
+    admin_key: str | None = field(default=None, repr=False)
+    require_auth: bool = False
+    request_timeout_s: float = 30.0
+    solver_time_limit_s: float = 10.0
+    max_simulated_requests: int = 200_000
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        if not self.database_url:
+            raise SettingsError("HEADROOM_DATABASE_URL must not be empty")
+        if self.admin_key is not None and len(self.admin_key) < 16:
+            raise SettingsError("HEADROOM_ADMIN_KEY must be at least 16 characters long")
+        for name in ("request_timeout_s", "solver_time_limit_s"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise SettingsError(f"HEADROOM_{name.upper()} must be a positive number of seconds, got {value}")
+        if self.max_simulated_requests < 1:
+            raise SettingsError(
+                f"HEADROOM_MAX_SIMULATED_REQUESTS must be >= 1, got {self.max_simulated_requests}"
+            )
+        if self.log_level not in LOG_LEVELS:
+            raise SettingsError(f"HEADROOM_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Settings from `environ` (default: the process environment); unset variables keep their default."""
+        env = os.environ if environ is None else environ
+        return cls(
+            database_url=env.get("HEADROOM_DATABASE_URL") or DEFAULT_DATABASE_URL,
+            admin_key=env.get("HEADROOM_ADMIN_KEY") or None,
+            require_auth=_flag(env, "HEADROOM_REQUIRE_AUTH", default=False),
+            request_timeout_s=_number(env, "HEADROOM_REQUEST_TIMEOUT_S", float, default=30.0),
+            solver_time_limit_s=_number(env, "HEADROOM_SOLVER_TIME_LIMIT_S", float, default=10.0),
+            max_simulated_requests=_number(env, "HEADROOM_MAX_SIMULATED_REQUESTS", int, default=200_000),
+            log_level=(env.get("HEADROOM_LOG_LEVEL") or "info").lower(),
+        )
+
+
+def _flag(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise SettingsError(f"{name} must be 1 or 0, got {raw!r}")
+
+
+def _number(env: Mapping[str, str], name: str, kind: type[_N], *, default: _N) -> _N:
+    raw = env.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
