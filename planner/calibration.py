@@ -1,0 +1,485 @@
+"""Fit η_mem, η_compute and per-step overhead to measured step times, prefill times and throughput.
+
+A measurement is predicted through the step-time formula of `planner/step_model.py`:
+
+    decode step / TPOT at batch B, context c per sequence:  step_s(B, B·c, B·c)
+    prefill / TTFT of B prompts of p tokens:                 step_s(B·p, 0, B·p(p+1)/2)
+    throughput at batch B, prompt p, output o:               B·o / (prefill(B, p) + (o − 1)·decode(B, p + o/2))
+    throughput at batch B with no prompt length:             B / decode(B, c)
+
+The throughput form is one static batch cycle (prefill then o − 1 decode steps at the mean
+context), which is also the steady-state work of a closed loop at concurrency B. The fit
+minimises the relative errors (predicted − measured)/measured by bounded least squares
+(0 < η ≤ 1, overhead ≥ 0) from several starting points, since max(memory, compute) has kinks.
+
+A parameter is only fitted when the points can see it: memory efficiency needs a point whose
+memory time is material, compute efficiency a point whose compute time is (a long prefill or a
+large batch), overhead two points with different step durations. Otherwise it is held at the
+base value and the fit says so, or — with `strict=True` — a `CalibrationError` names what is
+missing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from planner.errors import CalibrationError
+from planner.specs import IDEAL, Efficiency, GpuSpec, ModelSpec, Precision
+from planner.step_model import StepModel
+
+#: Kinds of measurement and the unit of their `value`.
+MEASUREMENT_UNITS: dict[str, str] = {
+    "decode_step": "s",
+    "tpot": "s",
+    "prefill": "s",
+    "ttft": "s",
+    "throughput": "output tokens/s",
+}
+FITTABLE_PARAMETERS: tuple[str, ...] = ("memory", "compute", "overhead")
+
+#: A point informs compute efficiency when, at the base efficiencies, its compute time is at
+#: least this fraction of its memory time: below it a realistic η_compute (≥ 0.3–0.5) still
+#: leaves the step memory-bound, so the point says nothing about compute.
+COMPUTE_INFORMATIVE_RATIO = 0.5
+#: A point informs memory efficiency when memory time is at least this fraction of compute time.
+MEMORY_INFORMATIVE_RATIO = 0.5
+#: Relative sensitivities below this (per unit change of log η, or per 1 ms of overhead) count as blind.
+SENSITIVITY_FLOOR = 1e-3
+#: Starting points of the multi-start search (η_mem, η_compute, overhead_ms): the whole plausible box.
+_STARTS: tuple[tuple[float, float, float], ...] = (
+    (0.8, 0.8, 0.5),
+    (0.5, 0.5, 2.0),
+    (0.3, 0.3, 5.0),
+    (0.8, 0.4, 0.1),
+    (0.5, 0.8, 1.0),
+)
+_OVERHEAD_MS_MAX = 1000.0  # one second per step: far above any engine's scheduling overhead
+
+
+def _fail(message: str, **extensions: Any) -> None:
+    raise CalibrationError(message, **extensions)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasuredPoint:
+    """One published or measured number, in SI units.
+
+    `value` is seconds for decode_step / tpot / prefill / ttft and output tokens per second
+    (all sequences together) for throughput. `context_tokens` is the KV context each decoding
+    sequence reads; when 0 it is taken as prompt + output/2 (the mean over a generation).
+    """
+
+    kind: str
+    value: float
+    batch: int = 1
+    context_tokens: float = 0.0
+    prompt_tokens: float = 0.0
+    output_tokens: float = 0.0
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        where = f" ({self.label})" if self.label else ""
+        if self.kind not in MEASUREMENT_UNITS:
+            _fail(
+                f"unknown measurement kind {self.kind!r}{where}; expected one of {sorted(MEASUREMENT_UNITS)}",
+                field="kind",
+            )
+        if not (isinstance(self.value, (int, float)) and math.isfinite(self.value) and self.value > 0):
+            _fail(f"measured value must be a positive finite number, got {self.value!r}{where}", field="value")
+        if self.batch < 1:
+            _fail(f"batch must be >= 1, got {self.batch}{where}", field="batch")
+        for name in ("context_tokens", "prompt_tokens", "output_tokens"):
+            if getattr(self, name) < 0:
+                _fail(f"{name} must be >= 0{where}", field=name)
+        if self.kind in ("prefill", "ttft") and self.prompt_tokens < 1:
+            _fail(f"a {self.kind} point needs prompt_tokens >= 1{where}", field="prompt_tokens")
+        if self.kind in ("decode_step", "tpot") and self.decode_context_tokens < 1:
+            _fail(
+                f"a {self.kind} point needs context_tokens (or prompt/output tokens) >= 1{where}",
+                field="context_tokens",
+            )
+        if self.kind == "throughput":
+            has_cycle = self.prompt_tokens >= 1 and self.output_tokens >= 1
+            if not has_cycle and self.context_tokens < 1:
+                _fail(
+                    f"a throughput point needs prompt and output tokens, or a decode context_tokens{where}",
+                    field="context_tokens",
+                )
+
+    @property
+    def decode_context_tokens(self) -> float:
+        """KV tokens each decoding sequence reads: stated, or prompt + output/2 (mean over the generation)."""
+        if self.context_tokens > 0:
+            return self.context_tokens
+        return self.prompt_tokens + self.output_tokens / 2.0  # p + o/2
+
+    @property
+    def unit(self) -> str:
+        return MEASUREMENT_UNITS[self.kind]
+
+
+def decode_step_s(step_model: StepModel, batch: float, context_tokens: float) -> float:
+    """One decode step of `batch` sequences each at `context_tokens`."""
+    return step_model.step_s(batch, batch * context_tokens, batch * context_tokens)  # n = B, KV = attended = B·c
+
+
+def prefill_s(step_model: StepModel, batch: float, prompt_tokens: float) -> float:
+    """One step that prefills `batch` prompts of `prompt_tokens` each from an empty cache."""
+    attended = batch * prompt_tokens * (prompt_tokens + 1.0) / 2.0  # B · p(p+1)/2
+    return step_model.step_s(batch * prompt_tokens, 0.0, attended)
+
+
+def predict(step_model: StepModel, point: MeasuredPoint) -> float:
+    """What the step model predicts for `point`, in the point's unit."""
+    if point.kind in ("decode_step", "tpot"):
+        return decode_step_s(step_model, point.batch, point.decode_context_tokens)
+    if point.kind in ("prefill", "ttft"):
+        return prefill_s(step_model, point.batch, point.prompt_tokens)
+    if point.prompt_tokens >= 1 and point.output_tokens >= 1:
+        cycle_s = prefill_s(step_model, point.batch, point.prompt_tokens) + (point.output_tokens - 1.0) * decode_step_s(
+            step_model, point.batch, point.decode_context_tokens
+        )  # prefill + (o − 1) decode steps at the mean context
+        return point.batch * point.output_tokens / cycle_s  # B·o tokens per cycle
+    return point.batch / decode_step_s(step_model, point.batch, point.decode_context_tokens)  # B tokens per step
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PointSet:
+    """Points measured on one configuration and how to build its step model for an efficiency."""
+
+    points: tuple[MeasuredPoint, ...]
+    step_model_for: Callable[[Efficiency], StepModel]
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PointResidual:
+    label: str
+    kind: str
+    unit: str
+    predicted: float
+    measured: float
+    relative_error: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrationFit:
+    """Fitted efficiency, what was fitted and what was held, and how well it reproduces the points."""
+
+    efficiency: Efficiency
+    fitted: tuple[str, ...]
+    fixed: tuple[str, ...]
+    notes: tuple[str, ...]
+    residuals: tuple[PointResidual, ...]
+    rms_relative_error: float
+    max_abs_relative_error: float
+    points_used: int
+    base: Efficiency = field(default=IDEAL)
+
+
+def _efficiency_with(base: Efficiency, memory: float, compute: float, overhead_s: float) -> Efficiency:
+    return replace(base, memory=memory, compute=compute, step_overhead_s=overhead_s)
+
+
+def _time_shares(step_model: StepModel, point: MeasuredPoint) -> tuple[float, float]:
+    """Memory and compute seconds of the step(s) behind a point (the cycle for throughput)."""
+    decode_n, decode_kv = point.batch, point.batch * point.decode_context_tokens
+    prefill_n = point.batch * point.prompt_tokens
+    prefill_attended = point.batch * point.prompt_tokens * (point.prompt_tokens + 1.0) / 2.0
+    if point.kind in ("decode_step", "tpot"):
+        return step_model.memory_s(decode_n, decode_kv), step_model.compute_s(decode_n, decode_kv)
+    if point.kind in ("prefill", "ttft"):
+        return step_model.memory_s(prefill_n, 0.0), step_model.compute_s(prefill_n, prefill_attended)
+    mem = comp = 0.0
+    if point.prompt_tokens >= 1 and point.output_tokens >= 1:
+        mem += step_model.memory_s(prefill_n, 0.0)
+        comp += step_model.compute_s(prefill_n, prefill_attended)
+        steps = point.output_tokens - 1.0
+    else:
+        steps = 1.0
+    mem += steps * step_model.memory_s(decode_n, decode_kv)
+    comp += steps * step_model.compute_s(decode_n, decode_kv)
+    return mem, comp
+
+
+def _step_count(point: MeasuredPoint) -> float:
+    """Steps behind one measured value (overhead is paid once per step)."""
+    if point.kind == "throughput" and point.prompt_tokens >= 1 and point.output_tokens >= 1:
+        return point.output_tokens  # one prefill step + (o − 1) decode steps
+    return 1.0
+
+
+def _identifiability(
+    sets: Sequence[PointSet], base: Efficiency, requested: Sequence[str]
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """Split the requested parameters into those the points can see and those they cannot (with why)."""
+    memory_seen = compute_seen = False
+    durations: list[float] = []
+    for point_set in sets:
+        step_model = point_set.step_model_for(base)
+        for point in point_set.points:
+            mem, comp = _time_shares(step_model, point)
+            memory_seen |= mem >= MEMORY_INFORMATIVE_RATIO * comp
+            compute_seen |= comp >= COMPUTE_INFORMATIVE_RATIO * mem
+            durations.append((max(mem, comp)) / _step_count(point))
+    fitted: list[str] = []
+    blind: list[tuple[str, str]] = []
+    for name in requested:
+        if name == "memory" and not memory_seen:
+            blind.append((name, "need at least one memory-bound point (decode at small batch, e.g. batch-1 TPOT) to fit memory efficiency"))
+        elif name == "compute" and not compute_seen:
+            blind.append((name, "need at least one compute-bound point (prefill of a long prompt, or decode at batch >= 256) to fit compute efficiency"))
+        elif name == "overhead" and (len(durations) < 2 or max(durations) <= 1.05 * min(durations)):
+            blind.append((name, "need points with different step durations (other models, batch sizes, contexts or prompt lengths) to separate per-step overhead from efficiency"))
+        else:
+            fitted.append(name)
+    return fitted, blind
+
+
+def fit_step_models(
+    sets: Sequence[PointSet],
+    *,
+    fit: Sequence[str] = FITTABLE_PARAMETERS,
+    base: Efficiency = IDEAL,
+    strict: bool = False,
+    name: str = "calibrated",
+) -> CalibrationFit:
+    """Least-squares fit of η_mem, η_compute and step overhead to points on one GPU type.
+
+    Points of several models / precisions / tp degrees can be pooled: each `PointSet` brings
+    its own step-model builder. Parameters not in `fit`, or not visible in the points, stay at
+    `base`; `strict` turns a blind requested parameter into a `CalibrationError`.
+    """
+    requested = list(dict.fromkeys(fit))
+    for parameter in requested:
+        if parameter not in FITTABLE_PARAMETERS:
+            _fail(f"unknown fit parameter {parameter!r}; expected a subset of {list(FITTABLE_PARAMETERS)}", field="fit")
+    if not requested:
+        _fail("nothing to fit: name at least one of memory, compute, overhead", field="fit")
+    points = [(point_set, point) for point_set in sets for point in point_set.points]
+    if not points:
+        _fail("no measured points: give at least one decode step, TPOT, prefill, TTFT or throughput measurement", field="points")
+
+    fitted, blind = _identifiability(sets, base, requested)
+    if blind and strict:
+        _fail("; ".join(reason for _, reason in blind), missing=[name for name, _ in blind])
+    if not fitted:
+        _fail("; ".join(reason for _, reason in blind), missing=[name for name, _ in blind])
+    if len(points) < len(fitted):
+        _fail(
+            f"{len(points)} point(s) cannot determine {len(fitted)} parameters ({', '.join(fitted)}): "
+            f"give at least {len(fitted)} points",
+            points=len(points),
+            parameters=fitted,
+        )
+
+    index = {parameter: i for i, parameter in enumerate(fitted)}
+    measured = np.array([point.value for _, point in points])
+
+    def efficiency_of(x: np.ndarray) -> Efficiency:
+        memory = float(x[index["memory"]]) if "memory" in index else base.memory
+        compute = float(x[index["compute"]]) if "compute" in index else base.compute
+        overhead_s = float(x[index["overhead"]]) / 1e3 if "overhead" in index else base.step_overhead_s
+        return _efficiency_with(base, memory, compute, overhead_s)
+
+    def predictions(x: np.ndarray) -> np.ndarray:
+        efficiency = efficiency_of(x)
+        models = {id(point_set): point_set.step_model_for(efficiency) for point_set in sets}
+        return np.array([predict(models[id(point_set)], point) for point_set, point in points])
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        return predictions(x) / measured - 1.0  # relative error of each point
+
+    lower = np.array([1e-3 if p != "overhead" else 0.0 for p in fitted])
+    upper = np.array([1.0 if p != "overhead" else _OVERHEAD_MS_MAX for p in fitted])
+    def solve(start: tuple[float, float, float]) -> Any:
+        by_name = {"memory": start[0], "compute": start[1], "overhead": start[2]}
+        x0 = np.array([by_name[p] for p in fitted])
+        return least_squares(
+            residuals, x0, bounds=(lower, upper), method="trf", xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=2000
+        )
+
+    best = min((solve(start) for start in _STARTS), key=lambda result: float(result.cost))
+
+    notes = [f"{parameter} held at base value: {reason}" for parameter, reason in blind]
+    notes += [f"{p} held at base value (not requested)" for p in FITTABLE_PARAMETERS if p not in requested]
+    # A fitted parameter no residual responds to (e.g. every point ended compute-bound) is
+    # undetermined: report it instead of returning an arbitrary value.
+    jac = np.asarray(best.jac)
+    scale = np.array([best.x[index[p]] if p != "overhead" else 1.0 for p in fitted])
+    sensitivity = np.abs(jac * scale).max(axis=0)
+    for parameter in fitted:
+        if sensitivity[index[parameter]] < SENSITIVITY_FLOOR:
+            message = f"the points do not constrain {parameter} at the fitted solution (no point is bound by it)"
+            if strict:
+                _fail(message, missing=[parameter])
+            notes.append(message)
+    if len(fitted) > 1:
+        singular = np.linalg.svd(jac * scale, compute_uv=False)
+        if singular[-1] < 1e-9 * singular[0]:
+            message = f"{', '.join(fitted)} are not separately determined by these points (their effects are collinear)"
+            if strict:
+                _fail(message, parameters=fitted)
+            notes.append(message)
+
+    efficiency = efficiency_of(best.x)
+    predicted = predictions(best.x)
+    relative = predicted / measured - 1.0
+    rms = float(math.sqrt(float(np.mean(relative**2))))
+    efficiency = replace(
+        efficiency,
+        name=name,
+        source=(
+            f"least-squares fit of {', '.join(fitted)} to {len(points)} measured points "
+            f"(RMS relative error {rms:.1%})"
+        ),
+    )
+    residual_rows = tuple(
+        PointResidual(
+            label=point.label or f"{point_set.label} {point.kind}".strip(),
+            kind=point.kind,
+            unit=point.unit,
+            predicted=float(p),
+            measured=point.value,
+            relative_error=float(r),
+        )
+        for (point_set, point), p, r in zip(points, predicted, relative, strict=True)
+    )
+    return CalibrationFit(
+        efficiency=efficiency,
+        fitted=tuple(fitted),
+        fixed=tuple(p for p in FITTABLE_PARAMETERS if p not in fitted),
+        notes=tuple(notes),
+        residuals=residual_rows,
+        rms_relative_error=rms,
+        max_abs_relative_error=float(np.max(np.abs(relative))),
+        points_used=len(points),
+        base=base,
+    )
+
+
+def fit_efficiency(
+    points: Sequence[MeasuredPoint],
+    gpu: GpuSpec,
+    model: ModelSpec,
+    precision: Precision,
+    tp: int,
+    *,
+    fit: Sequence[str] = FITTABLE_PARAMETERS,
+    base: Efficiency = IDEAL,
+    strict: bool = False,
+    name: str = "calibrated",
+) -> CalibrationFit:
+    """Fit efficiencies for one (GPU, model, precision, tp) through the performance model's step model."""
+    from planner.performance import build_step_model  # the performance model owns the step-model physics
+
+    def step_model_for(efficiency: Efficiency) -> StepModel:
+        return build_step_model(gpu, model, precision, tp, efficiency)
+
+    point_set = PointSet(points=tuple(points), step_model_for=step_model_for, label=f"{gpu.slug} {model.slug} tp{tp}")
+    return fit_step_models([point_set], fit=fit, base=base, strict=strict, name=name)
+
+
+# --- input formats -----------------------------------------------------------------------------
+
+
+def points_from_records(records: Sequence[Mapping[str, Any]]) -> list[MeasuredPoint]:
+    """Points from the simple JSON list format (times in ms, throughput in output tokens/s).
+
+    Each record: {"kind", "batch"?, "context_tokens"?, "prompt_tokens"?, "output_tokens"?,
+    one of "value_ms" (decode_step/tpot/prefill/ttft) or "output_tokens_per_s" (throughput), "label"?}.
+    """
+    points: list[MeasuredPoint] = []
+    for i, record in enumerate(records):
+        kind = str(record.get("kind", ""))
+        if kind not in MEASUREMENT_UNITS:
+            _fail(f"point {i}: unknown kind {kind!r}; expected one of {sorted(MEASUREMENT_UNITS)}", index=i, field="kind")
+        if kind == "throughput":
+            raw = record.get("output_tokens_per_s")
+            if raw is None:
+                _fail(f"point {i}: a throughput point needs output_tokens_per_s", index=i, field="output_tokens_per_s")
+            value = float(raw)
+        else:
+            raw = record.get("value_ms")
+            if raw is None:
+                _fail(f"point {i}: a {kind} point needs value_ms", index=i, field="value_ms")
+            value = float(raw) / 1e3
+        points.append(
+            MeasuredPoint(
+                kind=kind,
+                value=value,
+                batch=int(record.get("batch", 1)),
+                context_tokens=float(record.get("context_tokens", 0.0)),
+                prompt_tokens=float(record.get("prompt_tokens", 0.0)),
+                output_tokens=float(record.get("output_tokens", 0.0)),
+                label=str(record.get("label", f"point {i}")),
+            )
+        )
+    return points
+
+
+def points_from_vllm_benchmark(result: Mapping[str, Any], *, batch_hint: int | None = None) -> list[MeasuredPoint]:
+    """Points from the JSON that vLLM's `benchmarks/benchmark_serving.py --save-result` writes.
+
+    Keys read (vLLM's names): completed, total_input_tokens, total_output_tokens, max_concurrency,
+    request_rate ("inf" for a closed loop), median_ttft_ms, median_tpot_ms, output_throughput.
+    The batch is `max_concurrency`, else `batch_hint`. TTFT becomes a prefill point only at
+    batch 1 (at higher concurrency it includes queueing); throughput only when requests were
+    sent at an infinite rate, since an open-loop rate measures the offered load, not capacity.
+    """
+    for key in ("completed", "total_input_tokens", "total_output_tokens"):
+        if key not in result:
+            _fail(f"not a vLLM benchmark_serving result: missing {key!r}", field=key)
+    completed = float(result["completed"])
+    if completed <= 0:
+        _fail("the vLLM benchmark completed no requests", field="completed")
+    prompt = float(result["total_input_tokens"]) / completed  # mean prompt tokens per request
+    output = float(result["total_output_tokens"]) / completed  # mean output tokens per request
+    concurrency = result.get("max_concurrency")
+    batch = int(concurrency) if concurrency is not None else batch_hint
+    if batch is None:
+        _fail(
+            "the vLLM result has no max_concurrency; pass batch_hint (the number of sequences in flight)",
+            field="max_concurrency",
+        )
+    closed_loop = str(result.get("request_rate", "inf")) == "inf"
+    label = str(result.get("model_id", "vllm benchmark"))
+    points: list[MeasuredPoint] = []
+    ttft_ms = result.get("median_ttft_ms", result.get("mean_ttft_ms"))
+    if ttft_ms is not None and batch == 1 and prompt >= 1:
+        points.append(
+            MeasuredPoint(kind="ttft", value=float(ttft_ms) / 1e3, batch=1, prompt_tokens=prompt, label=f"{label} ttft")
+        )
+    tpot_ms = result.get("median_tpot_ms", result.get("mean_tpot_ms"))
+    if tpot_ms is not None and float(tpot_ms) > 0:
+        points.append(
+            MeasuredPoint(
+                kind="tpot",
+                value=float(tpot_ms) / 1e3,
+                batch=batch,
+                prompt_tokens=prompt,
+                output_tokens=output,
+                label=f"{label} tpot @ concurrency {batch}",
+            )
+        )
+    throughput = result.get("output_throughput")
+    if throughput is not None and closed_loop and float(throughput) > 0:
+        points.append(
+            MeasuredPoint(
+                kind="throughput",
+                value=float(throughput),
+                batch=batch,
+                prompt_tokens=prompt,
+                output_tokens=output,
+                label=f"{label} output throughput @ concurrency {batch}",
+            )
+        )
+    if not points:
+        _fail("the vLLM result holds no usable TTFT, TPOT or output throughput", field="result")
+    return points
