@@ -134,6 +134,7 @@ def activation_bytes(weights: QuantSpec) -> float:
 
 def check_precision(gpu: GpuSpec, precision: Precision) -> None:
     """Raise `UnsupportedConfigurationError` unless `gpu` can run both formats of `precision`."""
+    vendor_line(gpu)
     compute_peak_flops_per_s(gpu, precision.weights)
     kv = precision.kv_cache
     _check_min_architecture(gpu, kv, "KV cache")
