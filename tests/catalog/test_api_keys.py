@@ -1,0 +1,60 @@
+"""API keys: shown once, stored as a hash, checked in constant time."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from catalog.errors import InvalidRecordError
+from catalog.models import ApiKeyRow
+from catalog.repository import Catalog
+
+
+@pytest.mark.parametrize("role", ["admin", "planner", "reader"])
+def test_a_new_key_has_its_role(catalog: Catalog, role: str) -> None:
+    key = catalog.create_api_key(role)
+    assert key.startswith("hr_")
+    assert catalog.role_for_key(key) == role
+
+
+def test_only_the_hash_of_the_secret_is_stored(catalog: Catalog, session: Session) -> None:
+    key = catalog.create_api_key("admin")
+    _, key_id, secret = key.split("_", 2)
+    row = session.scalars(select(ApiKeyRow)).one()
+    assert row.id == key_id
+    assert row.secret_sha256 == hashlib.sha256(secret.encode()).hexdigest()
+    stored = " ".join(str(value) for value in (row.id, row.secret_sha256, row.role))
+    assert secret not in stored
+    assert key not in stored
+
+
+def test_wrong_unknown_or_malformed_keys_have_no_role(catalog: Catalog) -> None:
+    key = catalog.create_api_key("admin")
+    other = catalog.create_api_key("reader")
+    _, key_id, secret = key.split("_", 2)
+    _, other_id, other_secret = other.split("_", 2)
+    tampered = secret[:-1] + ("A" if secret[-1] != "A" else "B")
+    assert catalog.role_for_key(f"hr_{key_id}_{tampered}") is None
+    assert catalog.role_for_key(f"hr_{key_id}_{other_secret}") is None  # another key's secret
+    assert catalog.role_for_key(f"hr_{'0' * 16}_{secret}") is None
+    for malformed in ("", "hr_", key_id, secret, f"xx_{key_id}_{secret}", f"Bearer {key}", key + " "):
+        assert catalog.role_for_key(malformed) is None
+    assert catalog.role_for_key(other) == "reader"
+
+
+def test_keys_are_unique_and_revocable(catalog: Catalog) -> None:
+    keys = {catalog.create_api_key("planner") for _ in range(5)}
+    assert len(keys) == 5
+    key = keys.pop()
+    assert catalog.delete_api_key(key.split("_", 2)[1]) is True
+    assert catalog.role_for_key(key) is None
+    assert catalog.delete_api_key(key.split("_", 2)[1]) is False
+
+
+def test_unknown_role_is_invalid(catalog: Catalog) -> None:
+    with pytest.raises(InvalidRecordError) as error:
+        catalog.create_api_key("root")
+    assert error.value.errors[0]["field"] == "role"
