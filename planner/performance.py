@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from planner.errors import PlannerInputError, UnsupportedConfigurationError
+from planner.errors import ConvergenceError, PlannerInputError, UnsupportedConfigurationError
 from planner.memory import (
     check_fit,
     dense_weight_bytes,
@@ -46,6 +46,10 @@ Bound = Literal["memory", "compute"]
 
 #: Throughput-curve grid: four points per doubling of the batch (then rounded to integers).
 CURVE_POINTS_PER_DOUBLING = 4
+
+#: Search bound for the knee: batch / step_s tends to its ceiling, so half of it is reached at a
+#: finite batch; 2^40 sequences only guards against a non-finite coefficient.
+MAX_KNEE_BATCH = 2**40
 
 
 def attention_flops_per_context_token(model: ModelSpec) -> float:
@@ -254,6 +258,11 @@ def _knee_batch(step_model: StepModel, context_tokens: int, ceiling: float) -> i
 
     low, high = 1, 1
     while throughput(high) < ceiling / 2:
+        if high > MAX_KNEE_BATCH:
+            raise ConvergenceError(
+                f"throughput did not reach half its ceiling ({ceiling:.4g} tokens/s) by batch {MAX_KNEE_BATCH:,}",
+                ceiling_tokens_per_s=ceiling,
+            )
         low, high = high, high * 2
     if throughput(low) >= ceiling / 2:
         return low
