@@ -1,6 +1,7 @@
 """API fixtures: a real app on a real, migrated database (SQLite and PostgreSQL through the shared
 `migrated_database_url` fixture), driven through httpx's ASGI transport.
 
+- `open_client(app)`: a client on any app (e.g. one on an unmigrated database).
 - `make_client(**settings)` builds an app with `Settings(database_url=..., admin_key=ADMIN_KEY, **settings)`
   and returns an `ApiClient`; engines and clients are closed after the test.
 - `client`: `make_client()` with default settings (reads open, writes need the admin key).
@@ -75,23 +76,31 @@ RECORDS = {"gpus": GPU_RECORD, "models": MODEL_RECORD, "quantizations": QUANTIZA
 
 
 @pytest.fixture
-def make_client(migrated_database_url: str) -> Iterator[Callable[..., ApiClient]]:
-    apps: list[FastAPI] = []
-    clients: list[ApiClient] = []
+def open_client() -> Iterator[Callable[..., ApiClient]]:
+    """`open_client(app, raise_app_exceptions=True)`: a client on `app`; both are closed after the test."""
+    opened: list[tuple[ApiClient, FastAPI]] = []
+
+    def build(app: FastAPI, *, raise_app_exceptions: bool = True) -> ApiClient:
+        opened.append((ApiClient(app, raise_app_exceptions=raise_app_exceptions), app))
+        return opened[-1][0]
+
+    yield build
+    for client, app in opened:
+        client.close()
+        app.state.engine.dispose()
+
+
+@pytest.fixture
+def make_client(migrated_database_url: str, open_client: Callable[..., ApiClient]) -> Callable[..., ApiClient]:
+    """`make_client(**settings)`: a client on a new app over the migrated test database."""
 
     def build(*, raise_app_exceptions: bool = True, app: FastAPI | None = None, **settings: Any) -> ApiClient:
         if app is None:
             settings.setdefault("admin_key", ADMIN_KEY)
             app = create_app(Settings(database_url=migrated_database_url, **settings))
-        apps.append(app)
-        clients.append(ApiClient(app, raise_app_exceptions=raise_app_exceptions))
-        return clients[-1]
+        return open_client(app, raise_app_exceptions=raise_app_exceptions)
 
-    yield build
-    for client in clients:
-        client.close()
-    for app in apps:
-        app.state.engine.dispose()
+    return build
 
 
 @pytest.fixture
