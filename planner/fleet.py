@@ -1,0 +1,819 @@
+"""The fleet plan: many workloads over a day of periods, on reserved, on-demand and spot GPUs.
+
+One MILP chooses how many GPUs of each type to reserve (held and paid in every period), how
+many to rent on demand (and on spot) in each period, and how many replicas of which candidate
+each workload runs in each period. On paper, with w a workload, c ∈ C_w its candidates (GPU
+k_c, g_c GPUs per replica, μ_c = max_rps_at_slo), p a period of h hours, d_wp the demand:
+
+    minimise   Σ_k R_k·π^res_k·h·P + Σ_{k,p} (O_kp·π^od_k + S_kp·π^spot_k)·h
+    subject to Σ_c r_wcp·μ_c ≥ d_wp                                 meet_demand__w__hp
+               Σ_c r_wcp·μ_c − m_wp ≥ d_wp,  m_wp ≥ μ_c·u_wcp        n_plus_one__w__hp
+               Σ_c r_wcp ≥ min_replicas                             min_replicas__w__hp
+               Σ_{w, c on k} r_wcp·g_c ≤ R_k + O_kp + S_kp          gpus_held__k__hp
+               R_k + O_kp + S_kp ≤ inventory_kp                     gpu_inventory__k__hp
+               S_kp ≤ spot availability_k                           (a variable bound)
+               total cost ≤ budget_usd_per_day · P·h / 24           budget
+
+Every workload may mix candidates (the router splits its traffic in proportion to capacity).
+Costs come from the GPU prices, not from `Candidate.cost_usd_per_hour`. Pools shared between
+workloads of the same model (`share_pools`) are not modelled in this version: each workload
+runs its own replicas. An infeasible fleet is re-solved with the budget left out, then with
+inventory made elastic, to name the workload, period and GPU type that fall short.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import pulp
+
+from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.milp import (
+    ModelSize,
+    SolverReport,
+    constraint_name,
+    integer_value,
+    model_size,
+    period_label,
+    solve,
+)
+from planner.optimizer import Candidate
+
+HOURS_PER_DAY = 24.0
+
+
+def _finite_non_negative(value: float) -> bool:
+    return math.isfinite(value) and value >= 0
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetWorkload:
+    """One workload: its candidate configurations and its demand, one rate per period."""
+
+    name: str
+    candidates: tuple[Candidate, ...]
+    demand_rps: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "candidates", tuple(self.candidates))
+        object.__setattr__(self, "demand_rps", tuple(float(d) for d in self.demand_rps))
+        if not self.name:
+            raise PlannerInputError("a workload needs a name")
+        if not self.demand_rps:
+            raise PlannerInputError(f"workload {self.name!r}: demand_rps needs at least one period")
+        if not all(_finite_non_negative(d) for d in self.demand_rps):
+            raise PlannerInputError(f"workload {self.name!r}: every demand must be finite and >= 0")
+        ids = [c.id for c in self.candidates]
+        if len(set(ids)) != len(ids):
+            raise PlannerInputError(f"workload {self.name!r}: candidate ids must be unique")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuPrice:
+    """USD per GPU-hour: on demand (paid in the periods rented), reserved (paid in every period)."""
+
+    on_demand_usd_per_hour: float
+    reserved_usd_per_hour: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.on_demand_usd_per_hour) and self.on_demand_usd_per_hour > 0):
+            raise PlannerInputError(f"on-demand price must be finite and > 0, got {self.on_demand_usd_per_hour}")
+        if not _finite_non_negative(self.reserved_usd_per_hour):
+            raise PlannerInputError(f"reserved price must be finite and >= 0, got {self.reserved_usd_per_hour}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpotOffer:
+    """Spot GPUs of one type: price = on-demand × (1 − discount), at most `max_gpus` per period."""
+
+    discount_fraction: float
+    max_gpus: int
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.discount_fraction < 1.0):
+            raise PlannerInputError(f"spot discount must be in [0, 1), got {self.discount_fraction}")
+        if self.max_gpus < 0:
+            raise PlannerInputError(f"spot availability must be >= 0 GPUs, got {self.max_gpus}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetConstraints:
+    """Per workload and period: at least `min_replicas`, and N+1 if asked; a budget over the horizon."""
+
+    min_replicas: int = 1
+    n_plus_one: bool = False
+    budget_usd_per_day: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_replicas < 0:
+            raise PlannerInputError(f"min_replicas must be >= 0, got {self.min_replicas}")
+        if self.budget_usd_per_day is not None and not (
+            math.isfinite(self.budget_usd_per_day) and self.budget_usd_per_day > 0
+        ):
+            raise PlannerInputError(f"budget_usd_per_day must be finite and > 0, got {self.budget_usd_per_day}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetSpec:
+    """Everything the fleet MILP needs. `inventory` gives the most GPUs of a type, either one
+    count for every period or one per period; types not listed are unlimited."""
+
+    workloads: tuple[FleetWorkload, ...]
+    prices: Mapping[str, GpuPrice]
+    inventory: Mapping[str, int | tuple[int, ...]] = field(default_factory=dict)
+    spot: Mapping[str, SpotOffer] = field(default_factory=dict)
+    period_hours: float = 1.0
+    constraints: FleetConstraints = FleetConstraints()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "workloads", tuple(self.workloads))
+        if not self.workloads:
+            raise PlannerInputError("a fleet needs at least one workload")
+        names = [w.name for w in self.workloads]
+        if len(set(names)) != len(names):
+            raise PlannerInputError("workload names must be unique", duplicates=sorted({n for n in names if names.count(n) > 1}))
+        periods = {len(w.demand_rps) for w in self.workloads}
+        if len(periods) != 1:
+            raise PlannerInputError(
+                "every workload must give the same number of periods",
+                periods={w.name: len(w.demand_rps) for w in self.workloads},
+            )
+        if not (math.isfinite(self.period_hours) and self.period_hours > 0):
+            raise PlannerInputError(f"period_hours must be finite and > 0, got {self.period_hours}")
+        object.__setattr__(self, "prices", MappingProxyType(dict(self.prices)))
+        object.__setattr__(self, "spot", MappingProxyType(dict(self.spot)))
+        unpriced = sorted({c.gpu for w in self.workloads for c in w.candidates} - set(self.prices))
+        if unpriced:
+            raise PlannerInputError(f"no price for GPU types {', '.join(unpriced)}", gpus=unpriced)
+        unpriced_spot = sorted(set(self.spot) - set(self.prices))
+        if unpriced_spot:
+            raise PlannerInputError(f"spot offered for unpriced GPU types {', '.join(unpriced_spot)}", gpus=unpriced_spot)
+        object.__setattr__(self, "inventory", MappingProxyType(self._per_period_inventory()))
+
+    def _per_period_inventory(self) -> dict[str, tuple[int, ...]]:
+        inventory: dict[str, tuple[int, ...]] = {}
+        for gpu, counts in self.inventory.items():
+            per_period = (counts,) * self.periods if isinstance(counts, int) else tuple(counts)
+            if len(per_period) != self.periods or not all(isinstance(n, int) and n >= 0 for n in per_period):
+                raise PlannerInputError(
+                    f"inventory of {gpu!r} must be a whole number >= 0 or one per period ({self.periods}), got {counts!r}"
+                )
+            inventory[gpu] = per_period
+        return inventory
+
+    @property
+    def periods(self) -> int:
+        return len(self.workloads[0].demand_rps)
+
+    @property
+    def horizon_hours(self) -> float:
+        return self.periods * self.period_hours
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """GPU types some candidate runs on, sorted."""
+        return tuple(sorted({c.gpu for w in self.workloads for c in w.candidates}))
+
+    def inventory_limit(self, gpu: str, period: int) -> int | None:
+        counts = self.inventory.get(gpu)
+        return None if counts is None else counts[period]
+
+    def spot_price_usd_per_hour(self, gpu: str) -> float:
+        return self.prices[gpu].on_demand_usd_per_hour * (1 - self.spot[gpu].discount_fraction)  # on-demand less the discount
+
+
+# --- outputs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetAssignment:
+    """Replicas of one candidate serving one workload in one period."""
+
+    workload: str
+    period: int
+    candidate: Candidate
+    replicas: int
+    gpus: int
+    capacity_rps: float  # replicas × max_rps_at_slo
+    offered_rps: float  # the workload's demand × this row's share of its capacity
+    target_rho: float  # offered rate per replica / saturation_rps
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetPeriod:
+    """One period of the schedule: GPUs rented, used and held, who runs where, and its cost."""
+
+    index: int
+    demand_rps: Mapping[str, float]
+    on_demand_gpus: Mapping[str, int]
+    spot_gpus: Mapping[str, int]
+    gpus_used: Mapping[str, int]
+    gpus_held: Mapping[str, int]  # reserved + on-demand + spot
+    assignments: tuple[FleetAssignment, ...]
+    cost_usd: float
+    gpu_utilisation: float  # Σ used / Σ held (0 when nothing is held)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetCost:
+    """Costs over the horizon. Per workload: in each period, a GPU type's cost is spread over
+    the GPUs held at their mean price; each workload pays for the GPUs its replicas use, and
+    GPUs held but unused (reserved GPUs idle off-peak) are `idle_usd`. The parts sum to the total."""
+
+    total_usd: float
+    usd_per_day: float  # total × 24 h / horizon
+    reserved_usd: float
+    on_demand_usd: float
+    spot_usd: float
+    idle_usd: float
+    per_workload_usd: Mapping[str, float]
+    per_period_usd: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemandShadowPrice:
+    """Marginal cost (USD over the horizon) of one more req/s of this workload in this period."""
+
+    workload: str
+    period: int
+    usd_per_rps: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InventoryShadowPrice:
+    """Value (USD saved over the horizon) of one more GPU of inventory in a period where it binds."""
+
+    gpu: str
+    period: int
+    usd_per_gpu: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShadowPrices:
+    """Duals of the LP relaxation (every integer made continuous, binaries in [0, 1]).
+
+    The relaxation prices capacity at its fractional marginal cost, so a demand dual reads
+    "one more req/s here costs this much if GPUs came in fractions"; where the integer plan
+    has slack the true marginal cost of a small increase is zero, and of a larger one a step.
+    Inventory values are reported for the (type, period) pairs whose inventory the integer plan
+    exhausts; the relaxation may value some of them at zero. When several periods share a
+    reservation the LP is degenerate and the split of the reservation's cost over those
+    periods' demand duals is one of several valid ones (their sum is what is determined).
+    """
+
+    method: str
+    demand: tuple[DemandShadowPrice, ...]
+    inventory: tuple[InventoryShadowPrice, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetPlan:
+    """The cheapest schedule of reserved, on-demand and spot GPUs and replicas, with its costs."""
+
+    reserved_gpus: Mapping[str, int]
+    periods: tuple[FleetPeriod, ...]
+    period_hours: float
+    cost: FleetCost
+    shadow_prices: ShadowPrices | None
+    solver: SolverReport
+    model_size: ModelSize
+    candidates_dropped: int  # dominated candidates removed before the MILP
+
+
+# --- presolve -----------------------------------------------------------------------------------
+
+
+def dominates(better: Candidate, worse: Candidate) -> bool:
+    """Same GPU type, no more GPUs per replica and no less rate at the SLOs.
+
+    Swapping every `worse` replica for a `better` one then keeps demand, N+1 (capacity grows at
+    least as much as the largest replica) and min_replicas, and never needs more GPUs.
+    """
+    return (
+        better.gpu == worse.gpu
+        and better.gpus_per_replica <= worse.gpus_per_replica
+        and better.max_rps_at_slo >= worse.max_rps_at_slo
+    )
+
+
+def undominated(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
+    """Candidates no other one dominates; of equals, the first listed stays."""
+    kept: list[Candidate] = []
+    for index, c in enumerate(candidates):
+        beaten = any(
+            dominates(other, c) and (not dominates(c, other) or other_index < index)
+            for other_index, other in enumerate(candidates)
+            if other_index != index
+        )
+        if not beaten:
+            kept.append(c)
+    return tuple(kept)
+
+
+def _presolved(spec: FleetSpec) -> tuple[FleetSpec, int]:
+    workloads = []
+    dropped = 0
+    for w in spec.workloads:
+        if not w.candidates:
+            raise InfeasiblePlanError(
+                f"workload {w.name!r} has no candidate configuration that holds its model and meets its SLOs: "
+                "allow more GPU types, precisions or tensor-parallel degrees, or relax its SLOs",
+                constraint="candidates",
+                workload=w.name,
+            )
+        kept = undominated(w.candidates)
+        dropped += len(w.candidates) - len(kept)
+        workloads.append(FleetWorkload(name=w.name, candidates=kept, demand_rps=w.demand_rps))
+    presolved = FleetSpec(
+        workloads=tuple(workloads),
+        prices=spec.prices,
+        inventory=dict(spec.inventory),
+        spot=spec.spot,
+        period_hours=spec.period_hours,
+        constraints=spec.constraints,
+    )
+    return presolved, dropped
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FleetDecisions:
+    """The decision variables of one built fleet problem, keyed by (gpu), (gpu, period) and
+    (workload, candidate id, period)."""
+
+    reserved_gpus: Mapping[str, pulp.LpVariable]
+    on_demand_gpus: Mapping[tuple[str, int], pulp.LpVariable]
+    spot_gpus: Mapping[tuple[str, int], pulp.LpVariable]
+    replicas: Mapping[tuple[str, str, int], pulp.LpVariable]
+    use: Mapping[tuple[str, str, int], pulp.LpVariable]
+    largest_replica_rps: Mapping[tuple[str, int], pulp.LpVariable]
+    inventory_shortfall: Mapping[tuple[str, int], pulp.LpVariable]
+
+
+def replica_bound(candidate: Candidate, demand_rps: float, constraints: FleetConstraints) -> int:
+    """max(min_replicas, ⌈d/μ_c⌉ + [N+1]): at least one optimum never runs more replicas of c.
+
+    That many replicas of c alone meet demand, N+1 and min_replicas; extra replicas only add
+    GPUs used, so trimming them never raises the cost.
+    """
+    needed = math.ceil(demand_rps / candidate.max_rps_at_slo) + (1 if constraints.n_plus_one and demand_rps > 0 else 0)
+    return max(constraints.min_replicas, needed)
+
+
+def add_fleet_variables(
+    problem: pulp.LpProblem, spec: FleetSpec, *, continuous: bool, elastic_inventory: bool
+) -> FleetDecisions:
+    """reserved_gpus[k], on_demand_gpus[k, p], spot_gpus[k, p], replicas[w, c, p] (+ N+1 helpers)."""
+    whole = pulp.LpContinuous if continuous else pulp.LpInteger
+    binary = pulp.LpContinuous if continuous else pulp.LpBinary
+    periods = range(spec.periods)
+
+    def limit(gpu: str, period: int) -> int | None:
+        return spec.inventory_limit(gpu, period)
+
+    # Inventory limits reserved and on-demand GPUs through its named rows only (no variable
+    # bounds), so the LP relaxation puts the value of inventory on those rows' duals.
+    reserved = {gpu: problem.add_variable(constraint_name("reserved_gpus", gpu), lowBound=0, cat=whole) for gpu in spec.gpus}
+    on_demand = {
+        (gpu, p): problem.add_variable(constraint_name("on_demand_gpus", gpu, period_label(p)), lowBound=0, cat=whole)
+        for gpu in spec.gpus
+        for p in periods
+    }
+    spot = {}
+    for gpu in spec.gpus:
+        if gpu not in spec.spot:
+            continue
+        for p in periods:
+            spot[gpu, p] = problem.add_variable(
+                constraint_name("spot_gpus", gpu, period_label(p)), lowBound=0, upBound=spec.spot[gpu].max_gpus, cat=whole
+            )
+    replicas = {
+        (w.name, c.id, p): problem.add_variable(
+            constraint_name("replicas", w.name, c.id, period_label(p)),
+            lowBound=0,
+            upBound=replica_bound(c, w.demand_rps[p], spec.constraints),
+            cat=whole,
+        )
+        for w in spec.workloads
+        for c in w.candidates
+        for p in periods
+    }
+    use: dict[tuple[str, str, int], pulp.LpVariable] = {}
+    largest: dict[tuple[str, int], pulp.LpVariable] = {}
+    if spec.constraints.n_plus_one:
+        for w in spec.workloads:
+            for p in periods:
+                largest[w.name, p] = problem.add_variable(
+                    constraint_name("largest_replica_rps", w.name, period_label(p)),
+                    lowBound=0,
+                    upBound=max(c.max_rps_at_slo for c in w.candidates),
+                )
+                for c in w.candidates:
+                    use[w.name, c.id, p] = problem.add_variable(
+                        constraint_name("use", w.name, c.id, period_label(p)), lowBound=0, upBound=1, cat=binary
+                    )
+    shortfall = {}
+    if elastic_inventory:
+        shortfall = {
+            (gpu, p): problem.add_variable(
+                constraint_name("inventory_shortfall", gpu, period_label(p)), lowBound=0, cat=whole
+            )
+            for gpu in spec.gpus
+            for p in periods
+            if limit(gpu, p) is not None
+        }
+    return FleetDecisions(reserved, on_demand, spot, replicas, use, largest, shortfall)
+
+
+def capacity_rps(spec: FleetSpec, decisions: FleetDecisions, workload: FleetWorkload, period: int) -> pulp.LpAffineExpression:
+    """Σ_c r_wcp·μ_c"""
+    return pulp.lpSum(decisions.replicas[workload.name, c.id, period] * c.max_rps_at_slo for c in workload.candidates)
+
+
+def gpus_used(spec: FleetSpec, decisions: FleetDecisions, gpu: str, period: int) -> pulp.LpAffineExpression:
+    """Σ_{w, c on k} r_wcp·g_c"""
+    return pulp.lpSum(
+        decisions.replicas[w.name, c.id, period] * c.gpus_per_replica
+        for w in spec.workloads
+        for c in w.candidates
+        if c.gpu == gpu
+    )
+
+
+def gpus_held(decisions: FleetDecisions, gpu: str, period: int) -> pulp.LpAffineExpression:
+    """R_k + O_kp + S_kp"""
+    held = decisions.reserved_gpus[gpu] + decisions.on_demand_gpus[gpu, period]
+    spot = decisions.spot_gpus.get((gpu, period))
+    return held if spot is None else held + spot
+
+
+def fleet_cost_usd(spec: FleetSpec, decisions: FleetDecisions) -> pulp.LpAffineExpression:
+    """Σ_k R_k·π^res_k·h·P + Σ_{k,p} (O_kp·π^od_k + S_kp·π^spot_k)·h"""
+    reserved = pulp.lpSum(
+        decisions.reserved_gpus[gpu] * spec.prices[gpu].reserved_usd_per_hour * spec.horizon_hours for gpu in spec.gpus
+    )
+    on_demand = pulp.lpSum(
+        variable * spec.prices[gpu].on_demand_usd_per_hour * spec.period_hours
+        for (gpu, _), variable in decisions.on_demand_gpus.items()
+    )
+    spot = pulp.lpSum(
+        variable * spec.spot_price_usd_per_hour(gpu) * spec.period_hours for (gpu, _), variable in decisions.spot_gpus.items()
+    )
+    return reserved + on_demand + spot
+
+
+def add_meet_demand_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
+    """Σ_c r_wcp·μ_c ≥ d_wp for every workload w and period p."""
+    for w in spec.workloads:
+        for p in range(spec.periods):
+            problem += (
+                capacity_rps(spec, decisions, w, p) >= w.demand_rps[p],
+                constraint_name("meet_demand", w.name, period_label(p)),
+            )
+
+
+def add_n_plus_one_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
+    """Σ_c r_wcp·μ_c − m_wp ≥ d_wp, m_wp ≥ μ_c·u_wcp, r_wcp ≤ R_wcp·u_wcp: one replica may be lost."""
+    for w in spec.workloads:
+        for p in range(spec.periods):
+            label = period_label(p)
+            largest = decisions.largest_replica_rps[w.name, p]
+            for c in w.candidates:
+                replicas = decisions.replicas[w.name, c.id, p]
+                use = decisions.use[w.name, c.id, p]
+                problem += replicas <= replicas.upBound * use, constraint_name("use_links_replicas", w.name, c.id, label)
+                problem += largest >= c.max_rps_at_slo * use, constraint_name("largest_replica", w.name, c.id, label)
+            problem += (
+                capacity_rps(spec, decisions, w, p) - largest >= w.demand_rps[p],
+                constraint_name("n_plus_one", w.name, label),
+            )
+
+
+def add_min_replicas_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
+    """Σ_c r_wcp ≥ min_replicas for every workload w and period p."""
+    for w in spec.workloads:
+        for p in range(spec.periods):
+            problem += (
+                pulp.lpSum(decisions.replicas[w.name, c.id, p] for c in w.candidates) >= spec.constraints.min_replicas,
+                constraint_name("min_replicas", w.name, period_label(p)),
+            )
+
+
+def add_gpus_held_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
+    """Σ_{w, c on k} r_wcp·g_c ≤ R_k + O_kp + S_kp for every GPU type k and period p."""
+    for gpu in spec.gpus:
+        for p in range(spec.periods):
+            problem += (
+                gpus_used(spec, decisions, gpu, p) <= gpus_held(decisions, gpu, p),
+                constraint_name("gpus_held", gpu, period_label(p)),
+            )
+
+
+def add_gpu_inventory_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
+    """R_k + O_kp + S_kp ≤ inventory_kp (+ shortfall_kp when diagnosing) where inventory is given."""
+    for gpu in spec.gpus:
+        for p in range(spec.periods):
+            limit = spec.inventory_limit(gpu, p)
+            if limit is None:
+                continue
+            shortfall = decisions.inventory_shortfall.get((gpu, p))
+            allowance = limit if shortfall is None else limit + shortfall
+            problem += gpus_held(decisions, gpu, p) <= allowance, constraint_name("gpu_inventory", gpu, period_label(p))
+
+
+def add_budget_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions, budget_usd_per_day: float) -> None:
+    """total cost ≤ budget_usd_per_day · horizon_hours / 24"""
+    problem += fleet_cost_usd(spec, decisions) <= budget_usd_per_day * spec.horizon_hours / HOURS_PER_DAY, "budget"
+
+
+def build_fleet_problem(
+    spec: FleetSpec, *, continuous: bool = False, with_budget: bool = True, elastic_inventory: bool = False
+) -> tuple[pulp.LpProblem, FleetDecisions]:
+    """The fleet MILP (its LP relaxation when `continuous`; inventory shortfall minimised when elastic)."""
+    problem = pulp.LpProblem("fleet", pulp.LpMinimize)
+    decisions = add_fleet_variables(problem, spec, continuous=continuous, elastic_inventory=elastic_inventory)
+    add_meet_demand_constraints(problem, spec, decisions)
+    if spec.constraints.n_plus_one:
+        add_n_plus_one_constraints(problem, spec, decisions)
+    if spec.constraints.min_replicas > 0:
+        add_min_replicas_constraints(problem, spec, decisions)
+    add_gpus_held_constraints(problem, spec, decisions)
+    add_gpu_inventory_constraints(problem, spec, decisions)
+    if with_budget and spec.constraints.budget_usd_per_day is not None:
+        add_budget_constraints(problem, spec, decisions, spec.constraints.budget_usd_per_day)
+    if elastic_inventory:
+        problem.setObjective(pulp.lpSum(decisions.inventory_shortfall.values()))
+    else:
+        problem.setObjective(fleet_cost_usd(spec, decisions))
+    return problem, decisions
+
+
+# --- solving ------------------------------------------------------------------------------------
+
+
+def solve_fleet(
+    spec: FleetSpec,
+    *,
+    time_limit_s: float = 10.0,
+    solver_name: str | None = None,
+    shadow_prices: bool = True,
+) -> FleetPlan:
+    """The cheapest fleet schedule for `spec`, with costs, utilisation and (optionally) shadow prices.
+
+    Raises InfeasiblePlanError naming the workload, period and GPU type that fall short (or the
+    budget), SolverError when the solver gives no usable answer within `time_limit_s`.
+    """
+    presolved, dropped = _presolved(spec)
+    problem, decisions = build_fleet_problem(presolved)
+    size = model_size(problem, candidates=sum(len(w.candidates) for w in presolved.workloads))
+    outcome = solve(problem, time_limit_s=time_limit_s, solver_name=solver_name)
+    if outcome.status == "infeasible":
+        raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
+    reserved = {gpu: integer_value(v) for gpu, v in decisions.reserved_gpus.items()}
+    on_demand = {key: integer_value(v) for key, v in decisions.on_demand_gpus.items()}
+    spot = {key: integer_value(v) for key, v in decisions.spot_gpus.items()}
+    replicas = trim_idle_replicas(presolved, {key: integer_value(v) for key, v in decisions.replicas.items()})
+    periods = tuple(
+        _fleet_period(presolved, p, reserved, on_demand, spot, replicas) for p in range(presolved.periods)
+    )
+    prices = (
+        lp_shadow_prices(presolved, periods, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
+        if shadow_prices
+        else None
+    )
+    return FleetPlan(
+        reserved_gpus=MappingProxyType(reserved),
+        periods=periods,
+        period_hours=presolved.period_hours,
+        cost=_fleet_cost(presolved, reserved, on_demand, spot, periods),
+        shadow_prices=prices,
+        solver=outcome.report(),
+        model_size=size,
+        candidates_dropped=dropped,
+    )
+
+
+def _meets(workload: FleetWorkload, period: int, counts: Mapping[str, int], constraints: FleetConstraints) -> bool:
+    chosen = [c for c in workload.candidates if counts[c.id] > 0]
+    capacity = sum(c.max_rps_at_slo * counts[c.id] for c in chosen)
+    demand = workload.demand_rps[period]
+    largest = max((c.max_rps_at_slo for c in chosen), default=0.0)
+    return (
+        capacity >= demand
+        and (not constraints.n_plus_one or capacity - largest >= demand)
+        and sum(counts.values()) >= constraints.min_replicas
+    )
+
+
+def trim_idle_replicas(spec: FleetSpec, replicas: Mapping[tuple[str, str, int], int]) -> dict[tuple[str, str, int], int]:
+    """Drop replicas the workload does not need (the solver may park some on idle reserved GPUs
+    at no cost); largest replicas first. GPUs held and the cost are unchanged."""
+    trimmed = dict(replicas)
+    for w in spec.workloads:
+        order = sorted(w.candidates, key=lambda c: (-c.gpus_per_replica, c.max_rps_at_slo))
+        for p in range(spec.periods):
+            counts = {c.id: trimmed[w.name, c.id, p] for c in w.candidates}
+            for c in order:
+                while counts[c.id] > 0:
+                    counts[c.id] -= 1
+                    if not _meets(w, p, counts, spec.constraints):
+                        counts[c.id] += 1
+                        break
+            for c in w.candidates:
+                trimmed[w.name, c.id, p] = counts[c.id]
+    return trimmed
+
+
+def _period_cost_usd(spec: FleetSpec, gpu: str, period: int, reserved: Mapping[str, int], on_demand, spot) -> float:
+    hours = spec.period_hours
+    cost = reserved[gpu] * spec.prices[gpu].reserved_usd_per_hour * hours  # reserved: paid in every period
+    cost += on_demand[gpu, period] * spec.prices[gpu].on_demand_usd_per_hour * hours
+    if (gpu, period) in spot:
+        cost += spot[gpu, period] * spec.spot_price_usd_per_hour(gpu) * hours
+    return cost
+
+
+def _fleet_period(
+    spec: FleetSpec,
+    period: int,
+    reserved: Mapping[str, int],
+    on_demand: Mapping[tuple[str, int], int],
+    spot: Mapping[tuple[str, int], int],
+    replicas: Mapping[tuple[str, str, int], int],
+) -> FleetPeriod:
+    assignments = []
+    for w in spec.workloads:
+        rows = [(c, replicas[w.name, c.id, period]) for c in w.candidates if replicas[w.name, c.id, period] > 0]
+        capacity = sum(c.max_rps_at_slo * n for c, n in rows)
+        for c, n in rows:
+            offered = w.demand_rps[period] * c.max_rps_at_slo * n / capacity  # split in proportion to capacity
+            assignments.append(
+                FleetAssignment(
+                    workload=w.name,
+                    period=period,
+                    candidate=c,
+                    replicas=n,
+                    gpus=n * c.gpus_per_replica,
+                    capacity_rps=n * c.max_rps_at_slo,
+                    offered_rps=offered,
+                    target_rho=offered / n / c.saturation_rps,
+                )
+            )
+    used = {gpu: sum(a.gpus for a in assignments if a.candidate.gpu == gpu) for gpu in spec.gpus}
+    held = {gpu: reserved[gpu] + on_demand[gpu, period] + spot.get((gpu, period), 0) for gpu in spec.gpus}
+    total_held = sum(held.values())
+    return FleetPeriod(
+        index=period,
+        demand_rps=MappingProxyType({w.name: w.demand_rps[period] for w in spec.workloads}),
+        on_demand_gpus=MappingProxyType({gpu: on_demand[gpu, period] for gpu in spec.gpus if on_demand[gpu, period]}),
+        spot_gpus=MappingProxyType({gpu: n for (gpu, p), n in spot.items() if p == period and n}),
+        gpus_used=MappingProxyType({gpu: n for gpu, n in used.items() if n}),
+        gpus_held=MappingProxyType({gpu: n for gpu, n in held.items() if n}),
+        assignments=tuple(assignments),
+        cost_usd=sum(_period_cost_usd(spec, gpu, period, reserved, on_demand, spot) for gpu in spec.gpus),
+        gpu_utilisation=sum(used.values()) / total_held if total_held else 0.0,
+    )
+
+
+def _fleet_cost(
+    spec: FleetSpec,
+    reserved: Mapping[str, int],
+    on_demand: Mapping[tuple[str, int], int],
+    spot: Mapping[tuple[str, int], int],
+    periods: Sequence[FleetPeriod],
+) -> FleetCost:
+    hours = spec.period_hours
+    reserved_usd = sum(n * spec.prices[gpu].reserved_usd_per_hour * spec.horizon_hours for gpu, n in reserved.items())
+    on_demand_usd = sum(n * spec.prices[gpu].on_demand_usd_per_hour * hours for (gpu, _), n in on_demand.items())
+    spot_usd = sum(n * spec.spot_price_usd_per_hour(gpu) * hours for (gpu, _), n in spot.items())
+    per_workload = {w.name: 0.0 for w in spec.workloads}
+    idle = 0.0
+    for period in periods:
+        for gpu in spec.gpus:
+            held = period.gpus_held.get(gpu, 0)
+            if held == 0:
+                continue
+            usd_per_gpu = _period_cost_usd(spec, gpu, period.index, reserved, on_demand, spot) / held  # mean price held
+            used = 0
+            for a in period.assignments:
+                if a.candidate.gpu == gpu:
+                    per_workload[a.workload] += a.gpus * usd_per_gpu
+                    used += a.gpus
+            idle += (held - used) * usd_per_gpu
+    total = reserved_usd + on_demand_usd + spot_usd
+    return FleetCost(
+        total_usd=total,
+        usd_per_day=total * HOURS_PER_DAY / spec.horizon_hours,
+        reserved_usd=reserved_usd,
+        on_demand_usd=on_demand_usd,
+        spot_usd=spot_usd,
+        idle_usd=idle,
+        per_workload_usd=MappingProxyType(per_workload),
+        per_period_usd=tuple(period.cost_usd for period in periods),
+    )
+
+
+def _dual(problem: pulp.LpProblem, name: str) -> float:
+    constraint = problem.get_constraint_by_name(name)
+    if constraint is None:
+        raise PlannerInputError(f"no constraint {name} in {problem.name} (planner bug)")
+    return float(constraint.pi or 0.0)
+
+
+def lp_shadow_prices(
+    spec: FleetSpec, periods: Sequence[FleetPeriod], *, time_limit_s: float, solver_name: str | None = None
+) -> ShadowPrices:
+    """Duals of `meet_demand__w__hp` and of the exhausted `gpu_inventory__k__hp` in the LP relaxation.
+
+    In a minimisation the dual of a ≥ row is d(cost)/d(demand) ≥ 0; the dual of a ≤ inventory
+    row is ≤ 0, and its negation is what one more GPU of inventory would save.
+    """
+    problem, _ = build_fleet_problem(spec, continuous=True)
+    solve(problem, time_limit_s=time_limit_s, solver_name=solver_name)
+    demand = tuple(
+        DemandShadowPrice(
+            workload=w.name,
+            period=p,
+            usd_per_rps=max(0.0, _dual(problem, constraint_name("meet_demand", w.name, period_label(p)))),
+        )
+        for w in spec.workloads
+        for p in range(spec.periods)
+    )
+    inventory = []
+    for period in periods:
+        for gpu in spec.gpus:
+            limit = spec.inventory_limit(gpu, period.index)
+            if limit is None or period.gpus_held.get(gpu, 0) < limit:
+                continue
+            dual = _dual(problem, constraint_name("gpu_inventory", gpu, period_label(period.index)))
+            inventory.append(InventoryShadowPrice(gpu=gpu, period=period.index, usd_per_gpu=max(0.0, -dual)))
+    return ShadowPrices(method="lp_relaxation", demand=demand, inventory=tuple(inventory))
+
+
+# --- infeasibility ------------------------------------------------------------------------------
+
+
+def diagnose_infeasible_fleet(
+    spec: FleetSpec, *, time_limit_s: float, solver_name: str | None = None
+) -> InfeasiblePlanError:
+    """Name what makes the fleet infeasible and the smallest relaxation.
+
+    First the budget is left out: if that is feasible, the budget is named with the cheapest
+    fleet's cost per day. Otherwise inventory is made elastic (shortfall GPUs allowed, their
+    number minimised, budget left out): each (GPU type, period) short is reported with the
+    workload that uses most of that type in that period.
+    """
+    if spec.constraints.budget_usd_per_day is not None:
+        problem, decisions = build_fleet_problem(spec, with_budget=False)
+        if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status != "infeasible":
+            cost_usd = float(pulp.value(fleet_cost_usd(spec, decisions)))
+            per_day = cost_usd * HOURS_PER_DAY / spec.horizon_hours
+            needed = math.ceil(per_day * 100 - 1e-6) / 100  # whole cents, rounded up
+            return InfeasiblePlanError(
+                f"the cheapest fleet costs ${per_day:.2f}/day but budget_usd_per_day is "
+                f"${spec.constraints.budget_usd_per_day:.2f}/day: raise the budget to ${needed:.2f}/day",
+                constraint="budget",
+                needed=per_day,
+                limit=spec.constraints.budget_usd_per_day,
+            )
+    problem, decisions = build_fleet_problem(spec, with_budget=False, elastic_inventory=True)
+    if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status == "infeasible":
+        return InfeasiblePlanError(
+            "no fleet meets the demand even with inventory unlimited (planner bug or contradictory constraints)",
+            constraint="combination",
+        )
+    shortfalls = []
+    for (gpu, p), variable in sorted(decisions.inventory_shortfall.items(), key=lambda item: (item[0][1], item[0][0])):
+        short = integer_value(variable)
+        if short == 0:
+            continue
+        users: dict[str, int] = {}
+        for w in spec.workloads:
+            for c in w.candidates:
+                if c.gpu == gpu:
+                    users[w.name] = users.get(w.name, 0) + integer_value(decisions.replicas[w.name, c.id, p]) * c.gpus_per_replica
+        workload = max(sorted(users), key=lambda name: users[name])
+        limit = spec.inventory_limit(gpu, p)
+        shortfalls.append(
+            {"workload": workload, "period": p, "gpu": gpu, "gpus_short": short, "inventory": limit, "needed": limit + short}
+        )
+    first = shortfalls[0]
+    return InfeasiblePlanError(
+        f"workload {first['workload']!r} cannot be served in period {first['period']}: {first['gpu']} inventory is "
+        f"{first['inventory']} GPUs and meeting demand needs {first['needed']} — "
+        f"{first['gpus_short']} GPUs short; raise the {first['gpu']} inventory or allow other GPU types",
+        constraint="gpu_inventory",
+        workload=first["workload"],
+        period=first["period"],
+        gpu=first["gpu"],
+        gpus_short=first["gpus_short"],
+        shortfalls=shortfalls,
+    )

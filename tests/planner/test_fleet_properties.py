@@ -1,0 +1,125 @@
+"""Brute force agrees with the fleet MILP on small random instances."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner.errors import InfeasiblePlanError
+from planner.fleet import FleetConstraints, FleetSpec, FleetWorkload, GpuPrice, solve_fleet
+from planner.optimizer import Candidate
+
+GPUS = ("h100-sxm", "a100-80gb")
+
+#: Quarters keep every sum exact in binary floating point (no tolerance can split MILP and enumeration).
+quarters = st.integers(min_value=4, max_value=32).map(lambda k: k / 4)
+demands = st.integers(min_value=0, max_value=24).map(lambda k: k / 4)
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> FleetSpec:
+    periods = draw(st.integers(min_value=1, max_value=3))
+    workloads = []
+    for w in range(draw(st.integers(min_value=1, max_value=2))):
+        candidates = []
+        for c in range(draw(st.integers(min_value=1, max_value=2))):
+            tp = draw(st.sampled_from((1, 2)))
+            rps = draw(quarters)
+            candidates.append(
+                Candidate(
+                    id=f"w{w}c{c}", gpu=draw(st.sampled_from(GPUS)), tp=tp, weights_precision="fp16",
+                    kv_precision="fp16", batch_limit=32, chunk_tokens=None, gpus_per_replica=tp,
+                    cost_usd_per_hour=1.0, max_rps_at_slo=rps, saturation_rps=rps * 1.5,
+                )
+            )
+        workloads.append(
+            FleetWorkload(
+                name=f"w{w}", candidates=tuple(candidates), demand_rps=tuple(draw(demands) for _ in range(periods))
+            )
+        )
+    prices = {}
+    for gpu in GPUS:
+        on_demand = draw(quarters)
+        prices[gpu] = GpuPrice(on_demand_usd_per_hour=on_demand, reserved_usd_per_hour=draw(quarters) * on_demand / 8)
+    return FleetSpec(
+        workloads=tuple(workloads),
+        prices=prices,
+        inventory=draw(st.dictionaries(st.sampled_from(GPUS), st.integers(min_value=0, max_value=6), max_size=2)),
+        period_hours=draw(st.sampled_from((0.5, 1.0, 2.0))),
+        constraints=FleetConstraints(min_replicas=draw(st.integers(0, 2)), n_plus_one=draw(st.booleans())),
+    )
+
+
+def workload_usages(spec: FleetSpec, workload: FleetWorkload, period: int) -> set[tuple[int, ...]]:
+    """GPUs per type of every feasible replica vector of one workload in one period.
+
+    Each candidate gets 0 … ⌈d/μ_min⌉ + 1 + min_replicas replicas (that many of any one alone
+    already meets demand, N+1 and min_replicas, so more are never needed).
+    """
+    demand = workload.demand_rps[period]
+    bound = math.ceil(demand / min(c.max_rps_at_slo for c in workload.candidates)) + 1 + spec.constraints.min_replicas
+    usages = set()
+    for counts in itertools.product(range(bound + 1), repeat=len(workload.candidates)):
+        chosen = [(c, n) for c, n in zip(workload.candidates, counts, strict=True) if n > 0]
+        capacity = sum(c.max_rps_at_slo * n for c, n in chosen)
+        largest = max((c.max_rps_at_slo for c, _ in chosen), default=0.0)
+        if capacity < demand or sum(counts) < spec.constraints.min_replicas:
+            continue
+        if spec.constraints.n_plus_one and capacity - largest < demand:
+            continue
+        usages.add(tuple(sum(c.gpus_per_replica * n for c, n in chosen if c.gpu == gpu) for gpu in GPUS))
+    return usages
+
+
+def brute_force_cost(spec: FleetSpec) -> float:
+    """Enumerate reservations; given them, each period independently takes its cheapest rental."""
+    per_period = []
+    for p in range(spec.periods):
+        combined = {(0,) * len(GPUS)}
+        for w in spec.workloads:
+            combined = {tuple(a + b for a, b in zip(u, v, strict=True)) for u in combined for v in workload_usages(spec, w, p)}
+        per_period.append(combined)
+    most = [max((u[k] for usages in per_period for u in usages), default=0) for k in range(len(GPUS))]
+    best = math.inf
+    for reserved in itertools.product(*(range(m + 1) for m in most)):
+        if any(
+            spec.inventory_limit(gpu, p) is not None and reserved[k] > spec.inventory_limit(gpu, p)
+            for k, gpu in enumerate(GPUS)
+            for p in range(spec.periods)
+        ):
+            continue
+        cost = sum(reserved[k] * spec.prices[gpu].reserved_usd_per_hour * spec.horizon_hours for k, gpu in enumerate(GPUS))
+        for p, usages in enumerate(per_period):
+            rentals = [
+                sum(max(0, u[k] - reserved[k]) * spec.prices[gpu].on_demand_usd_per_hour * spec.period_hours for k, gpu in enumerate(GPUS))
+                for u in usages
+                if all(
+                    spec.inventory_limit(gpu, p) is None or max(u[k], reserved[k]) <= spec.inventory_limit(gpu, p)
+                    for k, gpu in enumerate(GPUS)
+                )
+            ]
+            cost += min(rentals, default=math.inf)
+        best = min(best, cost)
+    return best
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=fleets())
+def test_brute_force_agrees_with_the_fleet_milp(spec: FleetSpec) -> None:
+    expected = brute_force_cost(spec)
+    try:
+        plan = solve_fleet(spec, shadow_prices=False)
+    except InfeasiblePlanError:
+        assert expected == math.inf
+        return
+    assert plan.cost.total_usd == pytest.approx(expected)
+    for period in plan.periods:
+        for gpu, used in period.gpus_used.items():
+            assert used <= period.gpus_held[gpu]
+            limit = spec.inventory_limit(gpu, period.index)
+            assert limit is None or period.gpus_held[gpu] <= limit
+    assert sum(plan.cost.per_workload_usd.values()) + plan.cost.idle_usd == pytest.approx(plan.cost.total_usd)
