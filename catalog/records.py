@@ -10,6 +10,7 @@ ignored on input; any other unknown member is an error, so a typo never passes s
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -31,6 +32,8 @@ KNOWN_ARCHITECTURES: frozenset[str] = frozenset(
 )
 
 _MISSING = object()
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 class _Checker:
@@ -86,6 +89,9 @@ class _Checker:
             return None
         if not value.strip():
             self.error(key, "must not be empty")
+            return None
+        if "\x00" in value:
+            self.error(key, "must not contain NUL characters")
             return None
         if max_length is not None and len(value) > max_length:
             self.error(key, f"must be at most {max_length} characters")
@@ -158,7 +164,9 @@ class _Checker:
         default: object = _MISSING,
         ge: int | None = None,
         le: int | None = None,
+        big: bool = False,
     ) -> int | None:
+        """An integer; `big` ones (parameter counts) are stored as 64-bit, the rest as 32-bit."""
         value = self._raw(key, nullable=nullable, default=default)
         if value is _MISSING or value is None:
             return None
@@ -167,8 +175,9 @@ class _Checker:
         if isinstance(value, bool) or not isinstance(value, int):
             self.error(key, "must be an integer")
             return None
-        if not -(2**63) <= value < 2**63:
-            self.error(key, "is out of range")
+        limit = INT64_MAX if big else INT32_MAX
+        if not -limit <= value <= limit:
+            self.error(key, f"must be at most {limit} in magnitude, got {value}")
             return None
         return value if self._bounded(key, value, gt=None, ge=ge, lt=None, le=le) else None
 
@@ -209,7 +218,16 @@ class _Checker:
         if not isinstance(value, Mapping):
             self.error(key, "must be an object")
             return None
-        return dict(value)
+        try:
+            # Stored as JSON text: no NaN/Infinity (PostgreSQL rejects them) and no NUL.
+            encoded = json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            self.error(key, f"must be plain JSON: {error}")
+            return None
+        if "\\u0000" in encoded:
+            self.error(key, "must not contain NUL characters")
+            return None
+        return json.loads(encoded)
 
     def finish(self) -> None:
         """Record members nobody asked for (typos, fields from another kind)."""
@@ -305,8 +323,8 @@ def canonical_model(record: object, *, path: str = "", errors: list[dict[str, st
         canonical: dict[str, Any] = {
             "slug": check.slug("slug"),
             "name": check.text("name", max_length=200),
-            "params_total": check.integer("params_total", ge=1),
-            "params_active": check.integer("params_active", ge=1),
+            "params_total": check.integer("params_total", ge=1, big=True),
+            "params_active": check.integer("params_active", ge=1, big=True),
             "layers": check.integer("layers", ge=1),
             "hidden_size": check.integer("hidden_size", ge=1),
             "attention_heads": check.integer("attention_heads", ge=1),
@@ -330,7 +348,7 @@ def canonical_model(record: object, *, path: str = "", errors: list[dict[str, st
                 "experts": moe.integer("experts", ge=1),
                 "experts_per_token": moe.integer("experts_per_token", ge=1),
                 "shared_experts": moe.integer("shared_experts", ge=0),
-                "expert_params": moe.integer("expert_params", ge=1),
+                "expert_params": moe.integer("expert_params", ge=1, big=True),
                 "moe_layers": moe.integer("moe_layers", ge=1),
             }
             experts, per_token = block["experts"], block["experts_per_token"]

@@ -82,6 +82,8 @@ TFLOPS_FLOPS = 1e12  # TFLOP/s = 1e12 FLOP/s
 MS_PER_S = 1e3
 US_PER_S = 1e6
 
+MAX_PAGE_SIZE = 10_000
+INT32_MAX = 2**31 - 1
 _API_KEY_PATTERN = re.compile(r"^hr_([0-9a-f]{16})_([A-Za-z0-9_-]{20,})$")
 
 
@@ -104,6 +106,11 @@ def _timestamp(moment: datetime) -> str:
 
 def _read_only(row: GpuRow | ModelRow | QuantizationRow | EfficiencyProfileRow) -> dict[str, Any]:
     return {"version": row.version, "created_at": _timestamp(row.created_at), "updated_at": _timestamp(row.updated_at)}
+
+
+def _storable(value: object) -> bool:
+    """Whether a look-up string can match a stored one (PostgreSQL refuses NUL in text)."""
+    return isinstance(value, str) and "\x00" not in value
 
 
 def _secret_sha256(secret: str) -> str:
@@ -262,7 +269,7 @@ class Catalog:
     ) -> Page:
         filters = [GpuRow.vendor == vendor] if vendor is not None else []
         filters += [GpuRow.architecture == architecture] if architecture is not None else []
-        return self._list(GPU, filters, limit=limit, offset=offset)
+        return self._list(GPU, filters, limit=limit, offset=offset, text_filters=(vendor, architecture))
 
     def get_gpu(self, slug: str) -> dict[str, Any]:
         return self._get(GPU, slug)
@@ -304,7 +311,7 @@ class Catalog:
 
     def list_quantizations(self, *, compute_dtype: str | None = None, limit: int = 50, offset: int = 0) -> Page:
         filters = [] if compute_dtype is None else [QuantizationRow.compute_dtype == compute_dtype]
-        return self._list(QUANTIZATION, filters, limit=limit, offset=offset)
+        return self._list(QUANTIZATION, filters, limit=limit, offset=offset, text_filters=(compute_dtype,))
 
     def get_quantization(self, slug: str) -> dict[str, Any]:
         return self._get(QUANTIZATION, slug)
@@ -456,6 +463,8 @@ class Catalog:
             .order_by(GpuRow.slug, EfficiencyProfileRow.name)
         )
         if gpu_slug is not None:
+            if not _storable(gpu_slug):
+                return []
             query = query.where(GpuRow.slug == gpu_slug)
         return [{**_profile_record(row, slug), **_read_only(row)} for row, slug in self.session.execute(query)]
 
@@ -598,7 +607,12 @@ class Catalog:
     # ---- internals -----------------------------------------------------------------------------
 
     def _row(self, kind: _Kind, slug: str) -> Any:
-        row = self.session.scalar(select(kind.row_class).where(kind.row_class.slug == slug))
+        if not _storable(slug):
+            raise NotFoundError(f"no {kind.name} with slug {slug!r}", kind=kind.name.lower(), slug=str(slug))
+        # populate_existing: a write checks If-Match against the stored version, not a cached one.
+        row = self.session.scalar(
+            select(kind.row_class).where(kind.row_class.slug == slug).execution_options(populate_existing=True)
+        )
         if row is None:
             raise NotFoundError(f"no {kind.name} with slug {slug!r}", kind=kind.name.lower(), slug=slug)
         return row
@@ -607,11 +621,15 @@ class Catalog:
         row = self._row(kind, slug)
         return {**kind.to_record(row), **_read_only(row)}
 
-    def _list(self, kind: _Kind, filters: list[Any], *, limit: int, offset: int) -> Page:
-        problems = [{"field": name, "message": "must be a non-negative integer"}
-                    for name, value in (("limit", limit), ("offset", offset))
-                    if isinstance(value, bool) or not isinstance(value, int) or value < 0]
+    def _list(
+        self, kind: _Kind, filters: list[Any], *, limit: int, offset: int, text_filters: tuple[object, ...] = ()
+    ) -> Page:
+        problems = [{"field": name, "message": f"must be an integer in [0, {bound}]"}
+                    for name, value, bound in (("limit", limit, MAX_PAGE_SIZE), ("offset", offset, INT32_MAX))
+                    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound]
         raise_collected("listing", problems)
+        if not all(_storable(value) for value in text_filters if value is not None):
+            return Page(items=[], total=0)  # no stored text contains NUL
         total = self.session.scalar(select(func.count()).select_from(kind.row_class).where(*filters)) or 0
         rows = self.session.scalars(
             select(kind.row_class).where(*filters).order_by(kind.row_class.slug).limit(limit).offset(offset)
@@ -730,12 +748,14 @@ class Catalog:
         )
 
     def _profile_row(self, name: str, gpu_id: int) -> EfficiencyProfileRow | None:
+        if not _storable(name):
+            return None
         return self.session.scalar(
             select(EfficiencyProfileRow).where(EfficiencyProfileRow.gpu_id == gpu_id, EfficiencyProfileRow.name == name)
         )
 
     def _gpu_for_profile(self, slug: str, *, field: str) -> GpuRow:
-        row = self.session.scalar(select(GpuRow).where(GpuRow.slug == slug))
+        row = self.session.scalar(select(GpuRow).where(GpuRow.slug == slug)) if _storable(slug) else None
         if row is None:
             raise InvalidRecordError(
                 f"invalid efficiency profile record: {field}",

@@ -289,3 +289,23 @@ def test_efficiency_profiles_save_replace_and_list(loaded: Catalog) -> None:
     assert error.value.errors == [{"field": "gpu_slug", "message": "no GPU 'no-such-gpu'"}]
     with pytest.raises(NotFoundError):
         loaded.get_efficiency_profile("missing", "h100-sxm")
+
+
+def test_hostile_input_gets_typed_errors_not_database_errors(loaded: Catalog) -> None:
+    """Values PostgreSQL would refuse (NUL in text, integers past the column, NaN in JSON)
+    are caught before the database sees them, on both backends."""
+    with pytest.raises(NotFoundError):
+        loaded.get_gpu("h100\x00sxm")
+    with pytest.raises(NotFoundError):
+        loaded.efficiency_profile("fit\x00", "h100-sxm")
+    assert loaded.list_gpus(vendor="nv\x00idia").total == 0
+    assert loaded.list_efficiency_profiles(gpu_slug="\x00") == []
+    with pytest.raises(InvalidRecordError) as error:
+        loaded.create_model({**llama_70b(), "slug": "big", "name": "a\x00b", "hidden_size": 2**31, "params_total": 2**63})
+    assert {item["field"] for item in error.value.errors} == {"name", "hidden_size", "params_total"}
+    with pytest.raises(InvalidRecordError) as error:
+        loaded.save_efficiency_profile(profile(fit={"residual": float("nan")}))
+    assert error.value.errors[0]["field"] == "fit"
+    with pytest.raises(InvalidRecordError):
+        loaded.list_models(limit=10**20)
+    assert loaded.catalog_version() == 1
