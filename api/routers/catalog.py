@@ -42,8 +42,16 @@ Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this 
 Offset = Annotated[int, Query(ge=0, description="Records to skip before the page starts.")]
 SlugPath = Annotated[str, Path(min_length=1, max_length=64, description="The record's slug.")]
 
-_READ_PROBLEMS = problem_responses(401, 404)
-_WRITE_PROBLEMS = problem_responses(400, 401, 403, 404, 409, 412, 422)
+_ETAG_HEADER = {
+    "ETag": {
+        "description": 'The record\'s version as a strong entity tag, e.g. `"3"`; send it back in If-Match.',
+        "schema": {"type": "string"},
+    }
+}
+
+
+def _responses(success: int, *problems: int) -> dict[int | str, dict[str, Any]]:
+    return {success: {"headers": _ETAG_HEADER}, **problem_responses(*problems)}
 
 
 def _with_etag(response: Response, stored: dict[str, Any]) -> dict[str, Any]:
@@ -89,17 +97,17 @@ def _record_routes(
 
     router.add_api_route(
         "/{slug}", get_record, methods=["GET"], name=f"get_{singular}", response_model=read_schema,
-        summary=f"Get one {singular}", responses=_READ_PROBLEMS,
+        summary=f"Get one {singular}", responses=_responses(200, 401, 404),
         description=f"The {singular} with this slug; the ETag header carries its version.",
     )  # fmt: skip
     router.add_api_route(
         "", create_record, methods=["POST"], name=f"create_{singular}", response_model=read_schema,
-        status_code=status.HTTP_201_CREATED, summary=f"Add a {singular}", responses=_WRITE_PROBLEMS,
+        status_code=status.HTTP_201_CREATED, summary=f"Add a {singular}", responses=_responses(201, 401, 403, 409, 422),
         description="Needs an admin key. 409 if the slug exists already; 422 lists every bad field.",
     )  # fmt: skip
     router.add_api_route(
         "/{slug}", replace_record, methods=["PUT"], name=f"replace_{singular}", response_model=read_schema,
-        summary=f"Replace a {singular}", responses=_WRITE_PROBLEMS,
+        summary=f"Replace a {singular}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
         description=(
             f"Needs an admin key. Replaces every member but the slug. With `If-Match: \"<version>\"` "
             "the write happens only if nobody changed the record since it was read (412 otherwise)."
@@ -107,7 +115,7 @@ def _record_routes(
     )  # fmt: skip
     router.add_api_route(
         "/{slug}", update_record, methods=["PATCH"], name=f"update_{singular}", response_model=read_schema,
-        summary=f"Change members of a {singular}", responses=_WRITE_PROBLEMS,
+        summary=f"Change members of a {singular}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
         description=(
             "Needs an admin key. Changes only the members sent; nested blocks are replaced whole and "
             "an explicit null clears an optional member. Honours If-Match like PUT."

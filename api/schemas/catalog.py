@@ -125,7 +125,7 @@ class GpuRead(_Record, GpuCreate):
     model_config = ConfigDict(extra="ignore")
 
 
-class MoeFields(_Input):
+class MoeLayout(_Input):
     """Mixture-of-experts layout."""
 
     experts: int = Field(ge=1, description="Routed experts per MoE layer.")
@@ -143,7 +143,7 @@ class MoeFields(_Input):
         return value
 
 
-class MlaFields(_Input):
+class MlaLayout(_Input):
     """Multi-head latent attention: the KV cache stores a compressed latent plus a RoPE key."""
 
     kv_lora_rank: int = Field(ge=1, description="Width of the compressed KV latent per token per layer.")
@@ -162,8 +162,8 @@ class ModelFields(_Input):
     intermediate_size: int = Field(ge=1, description="MLP hidden width (per expert for MoE models).", examples=[28672])
     vocab_size: int = Field(ge=1, description="Vocabulary size in tokens.", examples=[32000])
     max_context_tokens: int = Field(ge=1, description="Longest supported context in tokens.", examples=[4096])
-    moe: MoeFields | None = Field(default=None, description="Mixture-of-experts layout; null for dense models.")
-    mla: MlaFields | None = Field(default=None, description="Multi-head latent attention; null for standard attention.")
+    moe: MoeLayout | None = Field(default=None, description="Mixture-of-experts layout; null for dense models.")
+    mla: MlaLayout | None = Field(default=None, description="Multi-head latent attention; null for standard attention.")
     source: Source
 
     @field_validator("params_active")
@@ -184,7 +184,7 @@ class ModelFields(_Input):
 
     @field_validator("moe")
     @classmethod
-    def _moe_within_model(cls, value: MoeFields | None, info: ValidationInfo) -> MoeFields | None:
+    def _moe_within_model(cls, value: MoeLayout | None, info: ValidationInfo) -> MoeLayout | None:
         layers = info.data.get("layers")
         if value is not None and layers is not None and value.moe_layers > layers:
             raise ValueError(f"moe.moe_layers ({value.moe_layers}) must not exceed layers ({layers})")
