@@ -507,7 +507,9 @@ class Catalog:
         and the new catalog version."""
         errors: list[dict[str, str]] = []
         if not isinstance(data, Mapping):
-            raise InvalidRecordError("a catalog import must be an object", errors=[{"field": "(root)", "message": "must be an object"}])
+            raise InvalidRecordError(
+                "a catalog import must be an object", errors=[{"field": "(root)", "message": "must be an object"}]
+            )
         known = {"catalog_version", "efficiency_profiles", *(kind.plural for kind in _KINDS)}
         errors += [{"field": str(key), "message": "unknown field"} for key in data if key not in known]
         imported_version = data.get("catalog_version", 0)

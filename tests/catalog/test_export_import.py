@@ -62,7 +62,8 @@ def test_export_import_round_trip_into_the_same_backend(loaded: Catalog, databas
 def test_import_upserts_and_leaves_other_rows(loaded: Catalog) -> None:
     changed = {**h100(), "memory_gb": 94}
     new = {**h100(), "slug": "h100-nvl"}
-    result = loaded.import_catalog({"gpus": [changed, new], "quantizations": [json.loads((FIXTURE_DATA_DIR / "quantizations.json").read_text())[0]]})
+    unchanged = json.loads((FIXTURE_DATA_DIR / "quantizations.json").read_text())[0]
+    result = loaded.import_catalog({"gpus": [changed, new], "quantizations": [unchanged]})
     assert result == {"created": 1, "updated": 1, "unchanged": 1, "catalog_version": 2}
     assert loaded.get_gpu("h100-sxm")["memory_gb"] == 94
     assert loaded.get_gpu("h100-sxm")["version"] == 2
