@@ -11,8 +11,11 @@ Communication: Megatron-style tensor parallelism all-reduces the hidden state tw
 (after attention and after the MLP; Shoeybi et al. 2019, arXiv 1909.08053, §3). A ring all-reduce
 of S bytes over p ranks moves 2·(p−1)/p·S bytes through each link in 2·(p−1) steps (reduce-scatter
 then all-gather; Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication
-Operations in MPICH"), so it costs 2·(p−1)/p·S/B + 2·(p−1)·α with α the per-hop latency that
-`GpuSpec.interconnect_latency_s` holds.
+Operations in MPICH"), so it costs 2·(p−1)/p·S/B + α, the form DESIGN.md states ("ring:
+2·(tp−1)/tp·bytes/link_bandwidth + latency"). α is the end-to-end latency of one small-message
+all-reduce (`GpuSpec.interconnect_latency_s`), not a per-hop figure: on NVSwitch and Infinity
+Fabric machines serving engines use one-shot or two-shot all-reduce kernels for the small decode
+messages (vLLM `custom_all_reduce`), whose latency does not grow as 2·(p−1) ring hops.
 """
 
 from __future__ import annotations
@@ -75,11 +78,11 @@ def valid_tensor_parallel_degrees(gpu: GpuSpec, model: ModelSpec) -> tuple[int, 
     return tuple(tp for tp in range(1, gpu.gpus_per_node + 1) if is_valid_tensor_parallel(gpu, model, tp))
 
 
-def ring_all_reduce_s(message_bytes: float, ranks: int, link_bytes_per_s: float, hop_latency_s: float) -> float:
+def ring_all_reduce_s(message_bytes: float, ranks: int, link_bytes_per_s: float, latency_s: float) -> float:
     """Time of one ring all-reduce of `message_bytes` over `ranks` GPUs (0 for one rank)."""
     if ranks <= 1:
         return 0.0
-    return 2.0 * (ranks - 1) / ranks * message_bytes / link_bytes_per_s + 2.0 * (ranks - 1) * hop_latency_s  # bandwidth + 2(p−1) hops
+    return 2.0 * (ranks - 1) / ranks * message_bytes / link_bytes_per_s + latency_s  # ring bytes / link + one all-reduce latency
 
 
 def comm_s_per_token(gpu: GpuSpec, model: ModelSpec, tp: int, activation_bytes: float) -> float:
@@ -90,10 +93,10 @@ def comm_s_per_token(gpu: GpuSpec, model: ModelSpec, tp: int, activation_bytes: 
 
 
 def comm_latency_s(gpu: GpuSpec, model: ModelSpec, tp: int) -> float:
-    """All-reduce latency per step: two all-reduces per layer, each 2·(tp−1) ring hops."""
+    """All-reduce latency per step: two all-reduces per layer, each costing one all-reduce latency α."""
     if tp <= 1:
         return 0.0
-    return 2 * model.layers * 2 * (tp - 1) * gpu.interconnect_latency_s  # 2 per layer × L × 2(tp−1) hops × α
+    return 2 * model.layers * gpu.interconnect_latency_s  # 2 per layer × L × α
 
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:

@@ -77,7 +77,7 @@ class GpuSpec:
     peak_flops_per_s: Mapping[str, float | None]
     #: Per-GPU link bandwidth used by tensor-parallel all-reduce (NVLink, Infinity Fabric, PCIe).
     interconnect_bytes_per_s: float
-    #: Latency of one all-reduce hop; the catalog may set it, else a documented default applies.
+    #: End-to-end latency of one small-message all-reduce across the replica (DESIGN.md's ring "+ latency").
     interconnect_latency_s: float = 0.0
     gpus_per_node: int = 8
     price_usd_per_hour_on_demand: float = 0.0
