@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 import api
 from api.errors import NotReadyError
-from api.problems import install_problem_handlers, problem_responses, problem_schemas
+from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import catalog as catalog_routes
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
@@ -94,6 +94,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     return app
 
 
+def _validation_errors_as_problems(schema: dict[str, Any]) -> None:
+    """FastAPI documents its own 422 body (HTTPValidationError) on every route with parameters;
+    this service answers 422 with a Problem, so the document says that instead."""
+    problem_422 = problem_responses(422)[422]
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            response = operation.get("responses", {}).get("422")
+            if response is not None and PROBLEM_MEDIA_TYPE not in response.get("content", {}):
+                operation["responses"]["422"] = problem_422
+    for name in ("HTTPValidationError", "ValidationError"):
+        schema["components"]["schemas"].pop(name, None)
+
+
 def _openapi(app: FastAPI) -> dict[str, Any]:
     """The OpenAPI document, with the Problem schema the error responses refer to."""
     if app.openapi_schema is None:
@@ -109,7 +122,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 {"name": "health", "description": "Liveness and readiness probes."},
             ],
         )
-        schema.setdefault("components", {}).setdefault("schemas", {}).update(problem_schemas())
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        schemas.update(problem_schemas())
+        _validation_errors_as_problems(schema)
         app.openapi_schema = schema
     return app.openapi_schema
 
