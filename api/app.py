@@ -19,13 +19,14 @@ from sqlalchemy import text
 import api
 from api.errors import NotReadyError
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
+from api.routers import calibrations as calibration_routes
 from api.routers import catalog as catalog_routes
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import is_at_head
 
 #: Routers mounted under /v1, in the order the OpenAPI document lists them.
-ROUTERS: tuple[APIRouter, ...] = (catalog_routes.router,)
+ROUTERS: tuple[APIRouter, ...] = (catalog_routes.router, calibration_routes.router)
 
 DESCRIPTION = """\
 Capacity planning for LLM inference: which GPUs, how many, at what precision, tensor-parallel
