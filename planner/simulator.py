@@ -36,11 +36,14 @@ whole KV cache could never be admitted: `UnsupportedConfigurationError` before a
 
 Statistics (see `simulate`): warm-up = the first `warmup_fraction` of requests by arrival;
 percentiles over the remaining requests; a 95 % confidence interval for each p99 by batch means
-("sectioning", Asmussen & Glynn, Stochastic Simulation, 2007, §III.5 and §IV.5): the measured
-requests in arrival order are cut into consecutive blocks, the p99 of each block gives the
-spread, half-width = t(0.975, k−1) · sd(block p99s) / √k around the p99 of all of them.
-Time averages (occupancy, number in system, busy fraction) are taken over the window from the
-first measured arrival to the last arrival, while the replicas are fed.
+in the "sectioning" form (Asmussen & Glynn, Stochastic Simulation: Algorithms and Analysis,
+Springer 2007): the measured requests in arrival order are cut into k consecutive blocks, the
+p99 of each block gives the spread, half-width = t(0.975, k−1) · sd(block p99s) / √k around the
+p99 of all of them. Time averages (occupancy, number in system, busy fraction) are taken over
+the window from the first measured arrival to the last arrival, while the replicas are fed.
+`stable` is False when a replica's queue never empties in the late half of that window (a
+stable queue regenerates; Glynn, "Simulation algorithms for regenerative processes", Handbooks
+in OR & MS vol. 13, 2006).
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ from planner.errors import PlannerInputError, SimulationLimitError, UnsupportedC
 from planner.step_model import StepModel
 from planner.workload import Serving, Workload
 
-#: Batches for the p99 confidence intervals: 20 consecutive blocks (Asmussen & Glynn suggest
-#: 10–30), each of at least 200 requests so a block p99 rests on at least two requests above it.
+#: Batches for the p99 confidence intervals: 20 consecutive blocks (within the 10–30 batches
+#: Schmeiser, "Batch size effects in the analysis of simulation output", Oper. Res. 30(3), 1982,
+#: recommends), each of at least 200 requests so a block p99 rests on two requests above it.
 CI_BLOCKS = 20
 CI_MIN_BLOCK_REQUESTS = 200
 CI_MIN_BLOCKS = 5
@@ -390,7 +394,8 @@ def simulate_requests(
         for rid, t_arrival in enumerate(arrival):
             counts = []
             for replica in replicas:
-                replica.run_until(t_arrival)
+                if replica.t < t_arrival:  # else nothing can start before the arrival; admissions wait for the next call
+                    replica.run_until(t_arrival)
                 counts.append(replica.in_system(t_arrival))
             chosen = counts.index(min(counts))
             replicas[chosen].ids.append(rid)
