@@ -39,7 +39,7 @@ from api.schemas.catalog import (
 from catalog.repository import Catalog
 
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this many records.")]
-Offset = Annotated[int, Query(ge=0, description="Records to skip before the page starts.")]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="Records to skip before the page starts.")]
 SlugPath = Annotated[str, Path(min_length=1, max_length=64, description="The record's slug.")]
 
 _ETAG_HEADER = {

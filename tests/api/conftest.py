@@ -12,14 +12,18 @@
 from __future__ import annotations
 
 import copy
+import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi import FastAPI
+from sqlalchemy.engine import make_url
 
 from api.app import create_app
 from api.settings import Settings
+from catalog import migrate
 from tests.api.client import ApiClient
 
 ADMIN_KEY = "test-admin-key-0123456789"
@@ -73,6 +77,25 @@ QUANTIZATION_RECORD: dict[str, Any] = {
 }
 
 RECORDS = {"gpus": GPU_RECORD, "models": MODEL_RECORD, "quantizations": QUANTIZATION_RECORD}
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite file migrated to head per test session; API tests start from a copy of it."""
+    path = tmp_path_factory.mktemp("template") / "headroom.db"
+    migrate.upgrade(f"sqlite:///{path}", "head")
+    return path
+
+
+@pytest.fixture
+def migrated_database_url(database_url: str, migrated_sqlite_template: Path) -> str:
+    """The shared fixture's `migrated_database_url`, with SQLite copied from a migrated template
+    instead of migrated per test (the migration round trip itself is tested in tests/catalog/)."""
+    if make_url(database_url).get_backend_name() == "sqlite" and make_url(database_url).database:
+        shutil.copyfile(migrated_sqlite_template, make_url(database_url).database)
+    else:
+        migrate.upgrade(database_url, "head")
+    return database_url
 
 
 @pytest.fixture

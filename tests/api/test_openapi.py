@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tomllib
 from pathlib import Path
 
 import api
-from api.cli import openapi_document
+from api.cli import openapi_document as _openapi_document
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "openapi" / "openapi.json"
+openapi_document = functools.cache(_openapi_document)
 REGENERATE = "regenerate it with `.venv/bin/python -m api.cli openapi export` (or `headroom openapi export`) and commit it"
 
 

@@ -94,6 +94,15 @@ def test_null_for_a_required_member_in_patch_is_422(client: ApiClient, admin: di
     assert "memory_gb" in bad_fields(body)
 
 
+def test_patch_bodies_keep_the_member_constraints(client: ApiClient, admin: dict[str, str], gpu_record: dict[str, Any]) -> None:
+    client.post("/v1/gpus", json=gpu_record, headers=admin)
+    body = assert_problem(
+        client.patch("/v1/gpus/h100-sxm", json={"memory_gb": -1, "peak_tflops": {"fp6": 1}, "colour": "green"}, headers=admin), 422
+    )
+    assert bad_fields(body).keys() == {"memory_gb", "peak_tflops.fp6", "colour"}
+    assert client.get("/v1/gpus/h100-sxm").json()["version"] == 1
+
+
 def test_malformed_json_and_bad_query_are_422(client: ApiClient, admin: dict[str, str]) -> None:
     body = assert_problem(
         client.post("/v1/gpus", content=b'{"slug": ', headers=admin | {"Content-Type": "application/json"}), 422
