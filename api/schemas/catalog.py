@@ -44,7 +44,7 @@ _Tflops = Annotated[float | None, Field(default=None, gt=0, description="Dense p
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class PeakTflops(_Input):

@@ -162,3 +162,13 @@ def test_openapi_export_writes_the_committed_format(tmp_path: Path, capsys: pyte
     document = json.loads(text)
     assert text == json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     assert document["info"]["title"] == "Headroom"
+
+
+def test_console_script_points_at_main() -> None:
+    import tomllib
+
+    from tests.api.test_openapi import ROOT
+
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    module, _, function = scripts["headroom"].partition(":")
+    assert (module, function) == ("api.cli", "main")

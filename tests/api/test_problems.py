@@ -4,6 +4,7 @@ leaks nothing. A failed write leaves nothing behind."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -101,6 +102,13 @@ def test_patch_bodies_keep_the_member_constraints(client: ApiClient, admin: dict
     )
     assert bad_fields(body).keys() == {"memory_gb", "peak_tflops.fp6", "colour"}
     assert client.get("/v1/gpus/h100-sxm").json()["version"] == 1
+
+
+def test_non_finite_numbers_are_422(client: ApiClient, admin: dict[str, str], gpu_record: dict[str, Any]) -> None:
+    text = json.dumps(gpu_record | {"memory_gb": float("inf"), "memory_bandwidth_gb_per_s": float("nan")})
+    assert "Infinity" in text
+    response = client.post("/v1/gpus", content=text, headers=admin | {"Content-Type": "application/json"})
+    assert bad_fields(assert_problem(response, 422)).keys() == {"memory_gb", "memory_bandwidth_gb_per_s"}
 
 
 def test_malformed_json_and_bad_query_are_422(client: ApiClient, admin: dict[str, str]) -> None:
