@@ -1,8 +1,17 @@
 """The FastAPI application factory: `create_app(settings)` builds one service instance.
 
-Adding an area of the API is one line in `ROUTERS` (an `APIRouter` whose routes are named
-after their operationId); the router lives in `api/routers/<area>.py`, its bodies in
-`api/schemas/<area>.py`, and its errors map to problems through `api/problems.py`.
+Adding an area of the API:
+1. `api/schemas/<area>.py`: pydantic request/response bodies (`PlanRequest`, `PlanResponse`),
+   units in field names and descriptions.
+2. `api/routers/<area>.py`: `router = APIRouter(tags=[...])`; plain `def` handlers named after
+   their operationId (the route name becomes the operationId), taking `CatalogDep`,
+   `SettingsDep`, `ReaderDep` / `PlannerKeyDep` / `AdminKeyDep` from `api/deps.py`; no session
+   handling and no status-code logic: raise the typed planner/catalog error and
+   `api/problems.py` answers (add a row to `PROBLEM_TYPES` for a new exception type);
+   document them with `responses=problem_responses(...)`.
+3. One line here: append the router to `ROUTERS`.
+4. `python -m api.cli openapi export` (= `headroom openapi export`) and commit openapi/openapi.json;
+   tests/api/test_openapi.py fails until the committed document matches the app.
 """
 
 from __future__ import annotations
@@ -21,12 +30,19 @@ from api.errors import NotReadyError
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import calibrations as calibration_routes
 from api.routers import catalog as catalog_routes
+from api.routers import evaluate as evaluate_routes
+from api.routers import simulate as simulate_routes
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import is_at_head
 
 #: Routers mounted under /v1, in the order the OpenAPI document lists them.
-ROUTERS: tuple[APIRouter, ...] = (catalog_routes.router, calibration_routes.router)
+ROUTERS: tuple[APIRouter, ...] = (
+    catalog_routes.router,
+    calibration_routes.router,
+    evaluate_routes.router,
+    simulate_routes.router,
+)
 
 DESCRIPTION = """\
 Capacity planning for LLM inference: which GPUs, how many, at what precision, tensor-parallel
