@@ -30,8 +30,6 @@ from api.errors import NotReadyError
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import calibrations as calibration_routes
 from api.routers import catalog as catalog_routes
-from api.routers import evaluate as evaluate_routes
-from api.routers import simulate as simulate_routes
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import is_at_head
@@ -40,8 +38,6 @@ from catalog.migrate import is_at_head
 ROUTERS: tuple[APIRouter, ...] = (
     catalog_routes.router,
     calibration_routes.router,
-    evaluate_routes.router,
-    simulate_routes.router,
 )
 
 DESCRIPTION = """\
