@@ -64,6 +64,7 @@ def _record_routes(
     *,
     singular: str,
     plural: str,
+    label: str,
     create_schema: type[BaseModel],
     update_schema: type[BaseModel],
     patch_schema: type[BaseModel],
@@ -97,25 +98,25 @@ def _record_routes(
 
     router.add_api_route(
         "/{slug}", get_record, methods=["GET"], name=f"get_{singular}", response_model=read_schema,
-        summary=f"Get one {singular}", responses=_responses(200, 401, 404),
-        description=f"The {singular} with this slug; the ETag header carries its version.",
+        summary=f"Get one {label}", responses=_responses(200, 401, 404),
+        description=f"The {label} with this slug; the ETag header carries its version.",
     )  # fmt: skip
     router.add_api_route(
         "", create_record, methods=["POST"], name=f"create_{singular}", response_model=read_schema,
-        status_code=status.HTTP_201_CREATED, summary=f"Add a {singular}", responses=_responses(201, 401, 403, 409, 422),
+        status_code=status.HTTP_201_CREATED, summary=f"Add a {label}", responses=_responses(201, 401, 403, 409, 422),
         description="Needs an admin key. 409 if the slug exists already; 422 lists every bad field.",
     )  # fmt: skip
     router.add_api_route(
         "/{slug}", replace_record, methods=["PUT"], name=f"replace_{singular}", response_model=read_schema,
-        summary=f"Replace a {singular}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
+        summary=f"Replace a {label}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
         description=(
-            f"Needs an admin key. Replaces every member but the slug. With `If-Match: \"<version>\"` "
+            "Needs an admin key. Replaces every member but the slug. With `If-Match: \"<version>\"` "
             "the write happens only if nobody changed the record since it was read (412 otherwise)."
         ),
     )  # fmt: skip
     router.add_api_route(
         "/{slug}", update_record, methods=["PATCH"], name=f"update_{singular}", response_model=read_schema,
-        summary=f"Change members of a {singular}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
+        summary=f"Change members of a {label}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
         description=(
             "Needs an admin key. Changes only the members sent; nested blocks are replaced whole and "
             "an explicit null clears an optional member. Honours If-Match like PUT."
@@ -123,7 +124,7 @@ def _record_routes(
     )  # fmt: skip
     router.add_api_route(
         "/{slug}", delete_record, methods=["DELETE"], name=f"delete_{singular}",
-        status_code=status.HTTP_204_NO_CONTENT, summary=f"Delete a {singular}",
+        status_code=status.HTTP_204_NO_CONTENT, summary=f"Delete a {label}",
         responses=problem_responses(400, 401, 403, 404, 412), response_class=Response,
         description=(
             "Needs an admin key. Deleting a GPU deletes its efficiency profiles. "
@@ -150,7 +151,7 @@ def list_gpus(
 
 
 _record_routes(
-    gpus, singular="gpu", plural="gpus",
+    gpus, singular="gpu", plural="gpus", label="GPU",
     create_schema=GpuCreate, update_schema=GpuUpdate, patch_schema=GpuPatch, read_schema=GpuRead,
 )  # fmt: skip
 
@@ -171,7 +172,7 @@ def list_models(
 
 
 _record_routes(
-    models, singular="model", plural="models",
+    models, singular="model", plural="models", label="model",
     create_schema=ModelCreate, update_schema=ModelUpdate, patch_schema=ModelPatch, read_schema=ModelRead,
 )  # fmt: skip
 
@@ -192,7 +193,7 @@ def list_quantizations(
 
 
 _record_routes(
-    quantizations, singular="quantization", plural="quantizations",
+    quantizations, singular="quantization", plural="quantizations", label="quantization scheme",
     create_schema=QuantizationCreate, update_schema=QuantizationUpdate, patch_schema=QuantizationPatch,
     read_schema=QuantizationRead,
 )  # fmt: skip
