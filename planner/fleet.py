@@ -24,13 +24,14 @@ inventory made elastic, to name the workload, period and GPU type that fall shor
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import pulp
 
-from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.errors import InfeasiblePlanError, PlannerInputError, SolverError
 from planner.milp import (
     ModelSize,
     SolverReport,
@@ -43,6 +44,12 @@ from planner.milp import (
 from planner.optimizer import Candidate
 
 HOURS_PER_DAY = 24.0
+
+#: LP values within this of an integer count as that integer when rounding up (solver tolerance).
+_ROUNDING_SLACK = 1e-6
+
+#: Least time left to the MILP after the LP relaxation, whatever the overall limit.
+_MIN_MILP_TIME_S = 1.0
 
 
 def _finite_non_negative(value: float) -> bool:
@@ -290,16 +297,14 @@ class FleetPlan:
 
 
 def dominates(better: Candidate, worse: Candidate) -> bool:
-    """Same GPU type, no more GPUs per replica and no less rate at the SLOs.
+    """Same GPU type, k = g_worse / g_better a whole number, and k·μ_better ≥ μ_worse.
 
-    Swapping every `worse` replica for a `better` one then keeps demand, N+1 (capacity grows at
-    least as much as the largest replica) and min_replicas, and never needs more GPUs.
+    Swapping every `worse` replica for k `better` ones uses the same GPUs of the same type and
+    keeps demand, N+1 (capacity less the largest replica never falls: it gains k·μ_better − μ_worse
+    ≥ 0, and if μ_better becomes the largest, (k − 1)·μ_better ≥ 0 more) and min_replicas.
     """
-    return (
-        better.gpu == worse.gpu
-        and better.gpus_per_replica <= worse.gpus_per_replica
-        and better.max_rps_at_slo >= worse.max_rps_at_slo
-    )
+    k, remainder = divmod(worse.gpus_per_replica, better.gpus_per_replica)
+    return better.gpu == worse.gpu and remainder == 0 and k * better.max_rps_at_slo >= worse.max_rps_at_slo
 
 
 def undominated(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
@@ -316,7 +321,9 @@ def undominated(candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
     return tuple(kept)
 
 
-def _presolved(spec: FleetSpec) -> tuple[FleetSpec, int]:
+def presolve(spec: FleetSpec) -> tuple[FleetSpec, int]:
+    """The fleet with dominated candidates dropped, and how many were; a workload without
+    candidates is an InfeasiblePlanError naming it."""
     workloads = []
     dropped = 0
     for w in spec.workloads:
@@ -368,12 +375,8 @@ def replica_bound(candidate: Candidate, demand_rps: float, constraints: FleetCon
     return max(constraints.min_replicas, needed)
 
 
-def add_fleet_variables(
-    problem: pulp.LpProblem, spec: FleetSpec, *, continuous: bool, elastic_inventory: bool
-) -> FleetDecisions:
+def add_fleet_variables(problem: pulp.LpProblem, spec: FleetSpec, *, elastic_inventory: bool) -> FleetDecisions:
     """reserved_gpus[k], on_demand_gpus[k, p], spot_gpus[k, p], replicas[w, c, p] (+ N+1 helpers)."""
-    whole = pulp.LpContinuous if continuous else pulp.LpInteger
-    binary = pulp.LpContinuous if continuous else pulp.LpBinary
     periods = range(spec.periods)
 
     def limit(gpu: str, period: int) -> int | None:
@@ -381,9 +384,9 @@ def add_fleet_variables(
 
     # Inventory limits reserved and on-demand GPUs through its named rows only (no variable
     # bounds), so the LP relaxation puts the value of inventory on those rows' duals.
-    reserved = {gpu: problem.add_variable(constraint_name("reserved_gpus", gpu), lowBound=0, cat=whole) for gpu in spec.gpus}
+    reserved = {gpu: problem.add_variable(constraint_name("reserved_gpus", gpu), lowBound=0, cat=pulp.LpInteger) for gpu in spec.gpus}
     on_demand = {
-        (gpu, p): problem.add_variable(constraint_name("on_demand_gpus", gpu, period_label(p)), lowBound=0, cat=whole)
+        (gpu, p): problem.add_variable(constraint_name("on_demand_gpus", gpu, period_label(p)), lowBound=0, cat=pulp.LpInteger)
         for gpu in spec.gpus
         for p in periods
     }
@@ -393,14 +396,14 @@ def add_fleet_variables(
             continue
         for p in periods:
             spot[gpu, p] = problem.add_variable(
-                constraint_name("spot_gpus", gpu, period_label(p)), lowBound=0, upBound=spec.spot[gpu].max_gpus, cat=whole
+                constraint_name("spot_gpus", gpu, period_label(p)), lowBound=0, upBound=spec.spot[gpu].max_gpus, cat=pulp.LpInteger
             )
     replicas = {
         (w.name, c.id, p): problem.add_variable(
             constraint_name("replicas", w.name, c.id, period_label(p)),
             lowBound=0,
             upBound=replica_bound(c, w.demand_rps[p], spec.constraints),
-            cat=whole,
+            cat=pulp.LpInteger,
         )
         for w in spec.workloads
         for c in w.candidates
@@ -418,13 +421,13 @@ def add_fleet_variables(
                 )
                 for c in w.candidates:
                     use[w.name, c.id, p] = problem.add_variable(
-                        constraint_name("use", w.name, c.id, period_label(p)), lowBound=0, upBound=1, cat=binary
+                        constraint_name("use", w.name, c.id, period_label(p)), lowBound=0, upBound=1, cat=pulp.LpBinary
                     )
     shortfall = {}
     if elastic_inventory:
         shortfall = {
             (gpu, p): problem.add_variable(
-                constraint_name("inventory_shortfall", gpu, period_label(p)), lowBound=0, cat=whole
+                constraint_name("inventory_shortfall", gpu, period_label(p)), lowBound=0, cat=pulp.LpInteger
             )
             for gpu in spec.gpus
             for p in periods
@@ -535,11 +538,11 @@ def add_budget_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: 
 
 
 def build_fleet_problem(
-    spec: FleetSpec, *, continuous: bool = False, with_budget: bool = True, elastic_inventory: bool = False
+    spec: FleetSpec, *, with_budget: bool = True, elastic_inventory: bool = False
 ) -> tuple[pulp.LpProblem, FleetDecisions]:
-    """The fleet MILP (its LP relaxation when `continuous`; inventory shortfall minimised when elastic)."""
+    """The fleet MILP (with inventory shortfall minimised instead of cost when elastic)."""
     problem = pulp.LpProblem("fleet", pulp.LpMinimize)
-    decisions = add_fleet_variables(problem, spec, continuous=continuous, elastic_inventory=elastic_inventory)
+    decisions = add_fleet_variables(problem, spec, elastic_inventory=elastic_inventory)
     add_meet_demand_constraints(problem, spec, decisions)
     if spec.constraints.n_plus_one:
         add_n_plus_one_constraints(problem, spec, decisions)
@@ -571,34 +574,180 @@ def solve_fleet(
     Raises InfeasiblePlanError naming the workload, period and GPU type that fall short (or the
     budget), SolverError when the solver gives no usable answer within `time_limit_s`.
     """
-    presolved, dropped = _presolved(spec)
+    started = time.perf_counter()
+    presolved, dropped = presolve(spec)
     problem, decisions = build_fleet_problem(presolved)
     size = model_size(problem, candidates=sum(len(w.candidates) for w in presolved.workloads))
-    outcome = solve(problem, time_limit_s=time_limit_s, solver_name=solver_name)
+    lp = solve(problem, time_limit_s=time_limit_s, solver_name=solver_name, relaxed=True)
+    if lp.status == "infeasible":  # no fractional fleet, so no integer one
+        raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=lp.solver_name)
+    if lp.status == "no_solution" or lp.objective is None:
+        raise SolverError(
+            f"{lp.solver_name} could not solve the fleet's LP relaxation within {time_limit_s} s; "
+            "raise the time limit or plan fewer workloads, periods or candidates",
+            solver=lp.solver_name,
+            time_limit_s=time_limit_s,
+        )
+    lp_values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
+    duals = _demand_and_inventory_duals(presolved, problem)
+    rounded = rounded_fleet(presolved, decisions, lp_values)
+    # Leave the MILP what is left of the limit, less as much again as building and solving the
+    # LP took (PuLP hands the model over again, which costs about that much).
+    elapsed_s = time.perf_counter() - started
+    remaining_s = max(time_limit_s - 2 * elapsed_s, _MIN_MILP_TIME_S)
+    outcome = solve(problem, time_limit_s=remaining_s, solver_name=lp.solver_name)
     if outcome.status == "infeasible":
         raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
-    reserved = {gpu: integer_value(v) for gpu, v in decisions.reserved_gpus.items()}
-    on_demand = {key: integer_value(v) for key, v in decisions.on_demand_gpus.items()}
-    spot = {key: integer_value(v) for key, v in decisions.spot_gpus.items()}
-    replicas = trim_idle_replicas(presolved, {key: integer_value(v) for key, v in decisions.replicas.items()})
+    cost = fleet_cost_usd(presolved, decisions)
+    if outcome.status == "no_solution" and rounded is None:
+        raise SolverError(
+            f"{outcome.solver_name} found no feasible fleet within {remaining_s:.1f} s and rounding the LP "
+            "relaxation broke an inventory limit; raise the time limit",
+            solver=outcome.solver_name,
+            time_limit_s=time_limit_s,
+        )
+    values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
+    if outcome.status != "optimal" and rounded is not None and (
+        outcome.status == "no_solution" or _evaluate(cost, rounded) < _evaluate(cost, values)
+    ):
+        values = rounded  # the time limit stopped the solver short of the rounded LP fleet
+    incumbent = _evaluate(cost, values)
+    # Any proved bound holds for every integer fleet, and so does the LP relaxation's optimum.
+    bound = max(b for b in (outcome.dual_bound, lp.objective) if b is not None)
+    report = SolverReport(
+        name=outcome.solver_name,
+        status="optimal" if outcome.status == "optimal" else "feasible",
+        solve_s=lp.solve_s + outcome.solve_s,
+        mip_gap=outcome.mip_gap if outcome.status == "optimal" else max(0.0, incumbent - bound) / max(abs(incumbent), 1e-12),
+    )
+    reserved = {gpu: _whole(values, v) for gpu, v in decisions.reserved_gpus.items()}
+    on_demand = {key: _whole(values, v) for key, v in decisions.on_demand_gpus.items()}
+    spot = {key: _whole(values, v) for key, v in decisions.spot_gpus.items()}
+    replicas = trim_idle_replicas(presolved, {key: _whole(values, v) for key, v in decisions.replicas.items()})
     periods = tuple(
         _fleet_period(presolved, p, reserved, on_demand, spot, replicas) for p in range(presolved.periods)
     )
-    prices = (
-        lp_shadow_prices(presolved, periods, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
-        if shadow_prices
-        else None
-    )
+    prices = lp_shadow_prices(presolved, duals, periods) if shadow_prices else None
     return FleetPlan(
         reserved_gpus=MappingProxyType(reserved),
         periods=periods,
         period_hours=presolved.period_hours,
         cost=_fleet_cost(presolved, reserved, on_demand, spot, periods),
         shadow_prices=prices,
-        solver=outcome.report(),
+        solver=report,
         model_size=size,
         candidates_dropped=dropped,
     )
+
+
+def _whole(values: Mapping[str, float], variable: pulp.LpVariable) -> int:
+    return int(round(values.get(variable.name, 0.0)))
+
+
+def _evaluate(expression: pulp.LpAffineExpression, values: Mapping[str, float]) -> float:
+    """The value of `expression` at `values` (variable name → value)."""
+    return expression.constant + sum(coefficient * values.get(v.name, 0.0) for v, coefficient in expression.items())
+
+
+def rounded_fleet(
+    spec: FleetSpec, decisions: FleetDecisions, lp_values: Mapping[str, float]
+) -> dict[str, float] | None:
+    """A feasible integer fleet built from the solved LP relaxation: the answer when the MILP's
+    time limit stops it at a worse incumbent (HiGHS's own heuristics can stall on large fleets).
+
+    Each workload-period keeps the whole part of its LP replicas, then adds replicas one at a
+    time — largest LP remainder first, then the cheapest on-demand cost per req/s — on GPU types
+    with inventory left in that period, until demand, N+1 and min_replicas hold. Idle replicas
+    are trimmed, and each GPU type reserves the level R minimising
+    R·π_res·P + Σ_p max(0, used_p − R)·π_od, renting the rest; spot is left unused.
+    None when inventory runs out first.
+    """
+    replicas: dict[tuple[str, str, int], int] = {}
+    for p in range(spec.periods):
+        room = {gpu: spec.inventory_limit(gpu, p) for gpu in spec.gpus}
+        fractional = {
+            (w.name, c.id): max(0.0, lp_values.get(decisions.replicas[w.name, c.id, p].name, 0.0))
+            for w in spec.workloads
+            for c in w.candidates
+        }
+        counts = {key: math.floor(value + _ROUNDING_SLACK) for key, value in fractional.items()}
+        for w in spec.workloads:
+            for c in w.candidates:
+                if room[c.gpu] is not None:
+                    room[c.gpu] -= counts[w.name, c.id] * c.gpus_per_replica
+        for w in spec.workloads:
+            mine = {c.id: counts[w.name, c.id] for c in w.candidates}
+            while not _meets(w, p, mine, spec.constraints):
+                addable = [
+                    c
+                    for c in w.candidates
+                    if (room[c.gpu] is None or room[c.gpu] >= c.gpus_per_replica)
+                    and mine[c.id] < decisions.replicas[w.name, c.id, p].upBound
+                ]
+                if not addable:
+                    return None
+                chosen = min(
+                    addable,
+                    key=lambda c: (
+                        -(fractional[w.name, c.id] - mine[c.id]),
+                        spec.prices[c.gpu].on_demand_usd_per_hour * c.gpus_per_replica / c.max_rps_at_slo,
+                    ),
+                )
+                mine[chosen.id] += 1
+                if room[chosen.gpu] is not None:
+                    room[chosen.gpu] -= chosen.gpus_per_replica
+            replicas.update({(w.name, key, p): n for key, n in mine.items()})
+    return _start_from_replicas(spec, trim_idle_replicas(spec, replicas), {})
+
+
+def _start_from_replicas(
+    spec: FleetSpec, replicas: Mapping[tuple[str, str, int], int], spot: Mapping[tuple[str, int], int]
+) -> dict[str, float] | None:
+    """Variable values for a fleet running `replicas` (and `spot`): each GPU type reserves the level
+    R ≤ min_p inventory minimising R·π_res·P + Σ_p max(0, used_p − spot_p − R)·π_od and rents the
+    rest. None if that breaks an inventory limit."""
+    start: dict[str, float] = {}
+    for gpu in spec.gpus:
+        spot_used = [spot.get((gpu, p), 0) for p in range(spec.periods)]
+        used = [
+            sum(replicas[w.name, c.id, p] * c.gpus_per_replica for w in spec.workloads for c in w.candidates if c.gpu == gpu)
+            for p in range(spec.periods)
+        ]
+        limits = [spec.inventory_limit(gpu, p) for p in range(spec.periods)]
+        ceiling = min((n for n in limits if n is not None), default=None)
+        price = spec.prices[gpu]
+        uncovered = [max(0, n - s) for n, s in zip(used, spot_used, strict=True)]
+
+        def cost(level: int, uncovered: list[int] = uncovered, price: GpuPrice = price) -> float:
+            return level * price.reserved_usd_per_hour * spec.periods + sum(
+                max(0, n - level) for n in uncovered
+            ) * price.on_demand_usd_per_hour
+
+        levels = sorted(level for level in {0, *uncovered} if ceiling is None or level <= ceiling)
+        reserved = min(levels, key=cost)
+        start[constraint_name("reserved_gpus", gpu)] = reserved
+        for p, n in enumerate(uncovered):
+            on_demand = max(0, n - reserved)
+            held = reserved + on_demand + spot_used[p]
+            if limits[p] is not None and held > limits[p]:
+                return None
+            start[constraint_name("on_demand_gpus", gpu, period_label(p))] = on_demand
+            if gpu in spec.spot:
+                start[constraint_name("spot_gpus", gpu, period_label(p))] = spot_used[p]
+    for w in spec.workloads:
+        for p in range(spec.periods):
+            label = period_label(p)
+            largest = 0.0
+            for c in w.candidates:
+                n = replicas[w.name, c.id, p]
+                start[constraint_name("replicas", w.name, c.id, label)] = n
+                if spec.constraints.n_plus_one:
+                    start[constraint_name("use", w.name, c.id, label)] = 1 if n > 0 else 0
+                if n > 0:
+                    largest = max(largest, c.max_rps_at_slo)
+            if spec.constraints.n_plus_one:
+                start[constraint_name("largest_replica_rps", w.name, label)] = largest
+    return start
 
 
 def _meets(workload: FleetWorkload, period: int, counts: Mapping[str, int], constraints: FleetConstraints) -> bool:
@@ -721,28 +870,36 @@ def _fleet_cost(
     )
 
 
-def _dual(problem: pulp.LpProblem, name: str) -> float:
-    constraint = problem.get_constraint_by_name(name)
-    if constraint is None:
-        raise PlannerInputError(f"no constraint {name} in {problem.name} (planner bug)")
-    return float(constraint.pi or 0.0)
+def _demand_and_inventory_duals(spec: FleetSpec, problem: pulp.LpProblem) -> dict[str, float]:
+    """Row duals of every meet_demand and gpu_inventory row, read right after the LP relaxation."""
+    names = [constraint_name("meet_demand", w.name, period_label(p)) for w in spec.workloads for p in range(spec.periods)]
+    names += [
+        constraint_name("gpu_inventory", gpu, period_label(p))
+        for gpu in spec.gpus
+        for p in range(spec.periods)
+        if spec.inventory_limit(gpu, p) is not None
+    ]
+    duals = {}
+    for name in names:
+        constraint = problem.get_constraint_by_name(name)
+        if constraint is None:
+            raise PlannerInputError(f"no constraint {name} in {problem.name} (planner bug)")
+        duals[name] = float(constraint.pi or 0.0)
+    return duals
 
 
-def lp_shadow_prices(
-    spec: FleetSpec, periods: Sequence[FleetPeriod], *, time_limit_s: float, solver_name: str | None = None
-) -> ShadowPrices:
-    """Duals of `meet_demand__w__hp` and of the exhausted `gpu_inventory__k__hp` in the LP relaxation.
+def lp_shadow_prices(spec: FleetSpec, duals: Mapping[str, float], periods: Sequence[FleetPeriod]) -> ShadowPrices:
+    """Shadow prices from the LP relaxation's row duals (`_demand_and_inventory_duals`).
 
     In a minimisation the dual of a ≥ row is d(cost)/d(demand) ≥ 0; the dual of a ≤ inventory
-    row is ≤ 0, and its negation is what one more GPU of inventory would save.
+    row is ≤ 0, and its negation is what one more GPU of inventory would save. Inventory is
+    priced only where the integer plan holds every GPU the inventory allows.
     """
-    problem, _ = build_fleet_problem(spec, continuous=True)
-    solve(problem, time_limit_s=time_limit_s, solver_name=solver_name)
     demand = tuple(
         DemandShadowPrice(
             workload=w.name,
             period=p,
-            usd_per_rps=max(0.0, _dual(problem, constraint_name("meet_demand", w.name, period_label(p)))),
+            usd_per_rps=max(0.0, duals[constraint_name("meet_demand", w.name, period_label(p))]),
         )
         for w in spec.workloads
         for p in range(spec.periods)
@@ -753,7 +910,7 @@ def lp_shadow_prices(
             limit = spec.inventory_limit(gpu, period.index)
             if limit is None or period.gpus_held.get(gpu, 0) < limit:
                 continue
-            dual = _dual(problem, constraint_name("gpu_inventory", gpu, period_label(period.index)))
+            dual = duals[constraint_name("gpu_inventory", gpu, period_label(period.index))]
             inventory.append(InventoryShadowPrice(gpu=gpu, period=period.index, usd_per_gpu=max(0.0, -dual)))
     return ShadowPrices(method="lp_relaxation", demand=demand, inventory=tuple(inventory))
 
@@ -773,7 +930,7 @@ def diagnose_infeasible_fleet(
     """
     if spec.constraints.budget_usd_per_day is not None:
         problem, decisions = build_fleet_problem(spec, with_budget=False)
-        if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status != "infeasible":
+        if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status in ("optimal", "feasible"):
             cost_usd = float(pulp.value(fleet_cost_usd(spec, decisions)))
             per_day = cost_usd * HOURS_PER_DAY / spec.horizon_hours
             needed = math.ceil(per_day * 100 - 1e-6) / 100  # whole cents, rounded up
@@ -785,10 +942,17 @@ def diagnose_infeasible_fleet(
                 limit=spec.constraints.budget_usd_per_day,
             )
     problem, decisions = build_fleet_problem(spec, with_budget=False, elastic_inventory=True)
-    if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status == "infeasible":
+    status = solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status
+    if status == "infeasible":
         return InfeasiblePlanError(
             "no fleet meets the demand even with inventory unlimited (planner bug or contradictory constraints)",
             constraint="combination",
+        )
+    if status == "no_solution":
+        return InfeasiblePlanError(
+            f"no fleet meets the constraints, and finding the shortfall took longer than {time_limit_s} s; "
+            "raise the time limit to see which GPU type falls short",
+            constraint="unknown",
         )
     shortfalls = []
     for (gpu, p), variable in sorted(decisions.inventory_shortfall.items(), key=lambda item: (item[0][1], item[0][0])):

@@ -23,7 +23,10 @@ from planner.errors import PlannerInputError, SolverError
 HIGHS = "HiGHS"
 CBC = "CBC"
 
-SolveStatus = Literal["optimal", "feasible", "infeasible"]
+SolveStatus = Literal["optimal", "feasible", "infeasible", "no_solution"]
+
+#: A solve that ran this share of its time limit and found nothing hit the limit (not an error).
+_TIME_LIMIT_SHARE = 0.9
 
 _NAME_PART = re.compile(r"[^a-z0-9]+")
 
@@ -87,33 +90,55 @@ class SolveOutcome:
     solve_s: float
     mip_gap: float | None
     objective: float | None
+    #: The best proved lower bound on the objective (None when the solver does not report one).
+    dual_bound: float | None
 
     def report(self) -> SolverReport:
-        if self.status == "infeasible":
-            raise SolverError("an infeasible solve has no solver report to give (planner bug)")
+        if self.status not in ("optimal", "feasible"):
+            raise SolverError(f"a solve ending {self.status} has no solver report to give (planner bug)")
         return SolverReport(name=self.solver_name, status=self.status, solve_s=self.solve_s, mip_gap=self.mip_gap)
 
 
-def _make_solver(name: str, time_limit_s: float) -> pulp.LpSolver:
+def _make_solver(name: str, time_limit_s: float, relative_gap: float | None, *, mip: bool) -> pulp.LpSolver:
     if name == HIGHS:
-        return pulp.HiGHS(msg=False, timeLimit=time_limit_s)
+        return pulp.HiGHS(mip=mip, msg=False, timeLimit=time_limit_s, gapRel=relative_gap)
     if name == CBC:
         # The CBC binary bundled with PuLP, driven through COIN_CMD (PULP_CBC_CMD is deprecated in PuLP 3.3).
         bundled = pulp.PULP_CBC_CMD.pulp_cbc_path
-        return pulp.COIN_CMD(path=bundled if os.path.exists(bundled) else None, msg=False, timeLimit=time_limit_s)
+        return pulp.COIN_CMD(
+            path=bundled if os.path.exists(bundled) else None,
+            mip=mip,
+            msg=False,
+            timeLimit=time_limit_s,
+            gapRel=relative_gap,
+        )
     raise PlannerInputError(f"unknown solver {name!r}; expected {HIGHS!r} or {CBC!r}")
 
 
-def _highs_gap(problem: pulp.LpProblem) -> float | None:
+def _highs_gap_and_bound(problem: pulp.LpProblem) -> tuple[float | None, float | None]:
     model = getattr(problem, "solverModel", None)
     if model is None:
-        return None
-    gap = float(model.getInfo().mip_gap)
-    return gap if math.isfinite(gap) else None
+        return None, None
+    info = model.getInfo()
+    gap, bound = float(info.mip_gap), float(info.mip_dual_bound)
+    return (gap if math.isfinite(gap) else None), (bound if math.isfinite(bound) else None)
 
 
-def solve(problem: pulp.LpProblem, *, time_limit_s: float, solver_name: str | None = None) -> SolveOutcome:
+def solve(
+    problem: pulp.LpProblem,
+    *,
+    time_limit_s: float,
+    solver_name: str | None = None,
+    relative_gap: float | None = None,
+    relaxed: bool = False,
+) -> SolveOutcome:
     """Solve `problem` within `time_limit_s`; map the status to a typed outcome.
+
+    `relative_gap` stops the search once the incumbent is proved within that fraction of the
+    optimum (solver default, 1e-4 for HiGHS, when None). `relaxed` solves the LP relaxation
+    (integrality ignored), whose row duals the caller may then read as shadow prices.
+
+    "no_solution" means the time limit came before any feasible solution.
 
     Returns "optimal", "feasible" (time limit reached with an incumbent) or "infeasible";
     raises `SolverError` for anything else (unbounded — a modelling bug here, since every
@@ -122,7 +147,7 @@ def solve(problem: pulp.LpProblem, *, time_limit_s: float, solver_name: str | No
     if not (math.isfinite(time_limit_s) and time_limit_s > 0):
         raise PlannerInputError(f"solver time limit must be a positive number of seconds, got {time_limit_s}")
     name = solver_name or default_solver_name()
-    solver = _make_solver(name, time_limit_s)
+    solver = _make_solver(name, time_limit_s, relative_gap, mip=not relaxed)
     started = time.perf_counter()
     try:
         status = problem.solve(solver)
@@ -131,18 +156,27 @@ def solve(problem: pulp.LpProblem, *, time_limit_s: float, solver_name: str | No
     solve_s = time.perf_counter() - started
     solution_status = problem.sol_status
     if status == pulp.LpStatusInfeasible:
-        return SolveOutcome(status="infeasible", solver_name=name, solve_s=solve_s, mip_gap=None, objective=None)
+        return SolveOutcome(
+            status="infeasible", solver_name=name, solve_s=solve_s, mip_gap=None, objective=None, dual_bound=None
+        )
     if status == pulp.LpStatusOptimal and solution_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         proved = solution_status == pulp.LpSolutionOptimal
-        gap = _highs_gap(problem) if name == HIGHS else (0.0 if proved else None)
-        if proved and gap is None:
-            gap = 0.0
+        objective = float(pulp.value(problem.objective) or 0.0)
+        gap, bound = _highs_gap_and_bound(problem) if name == HIGHS else (None, None)
+        if proved:
+            gap = 0.0 if gap is None else gap
+            bound = objective if bound is None else bound
         return SolveOutcome(
             status="optimal" if proved else "feasible",
             solver_name=name,
             solve_s=solve_s,
             mip_gap=gap,
-            objective=float(pulp.value(problem.objective) or 0.0),
+            objective=objective,
+            dual_bound=bound,
+        )
+    if status == pulp.LpStatusNotSolved and solve_s >= _TIME_LIMIT_SHARE * time_limit_s:
+        return SolveOutcome(
+            status="no_solution", solver_name=name, solve_s=solve_s, mip_gap=None, objective=None, dual_bound=None
         )
     if status == pulp.LpStatusUnbounded:
         raise SolverError(f"{problem.name} is unbounded (planner bug: every decision should be bounded)", solver=name)

@@ -30,7 +30,7 @@ from typing import Literal
 
 import pulp
 
-from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.errors import InfeasiblePlanError, PlannerInputError, SolverError
 from planner.milp import (
     ModelSize,
     SolverReport,
@@ -402,6 +402,8 @@ def solve_plan(
     problem, decisions = build_plan_problem(candidates, arrival_rate_rps, constraints, objective="cost")
     size = model_size(problem, candidates=len(candidates))
     first = solve(problem, time_limit_s=time_limit_s, solver_name=solver_name)
+    if first.status == "no_solution":
+        raise _timed_out(first.solver_name, time_limit_s)
     if first.status == "infeasible":
         raise diagnose_infeasible_plan(
             candidates, arrival_rate_rps, constraints, time_limit_s=time_limit_s, solver_name=first.solver_name
@@ -413,15 +415,23 @@ def solve_plan(
         candidates, arrival_rate_rps, constraints, objective="gpus", cost_cap_usd_per_hour=cap
     )
     second = solve(tie_problem, time_limit_s=time_limit_s, solver_name=first.solver_name)
-    if second.status != "infeasible":
+    if second.status in ("optimal", "feasible"):
         replicas = {c.id: integer_value(tie_decisions.replicas[c.id]) for c in candidates}
     report = SolverReport(
         name=first.solver_name,
-        status="optimal" if first.status == "optimal" and second.status != "feasible" else "feasible",
+        status="optimal" if first.status == "optimal" and second.status == "optimal" else "feasible",
         solve_s=first.solve_s + second.solve_s,
         mip_gap=first.mip_gap,
     )
     return _plan_solution(candidates, arrival_rate_rps, constraints, replicas, first.objective, report, size)
+
+
+def _timed_out(solver_name: str, time_limit_s: float) -> SolverError:
+    return SolverError(
+        f"{solver_name} found no feasible plan within {time_limit_s} s; raise the time limit or offer fewer candidates",
+        solver=solver_name,
+        time_limit_s=time_limit_s,
+    )
 
 
 def _validated_candidates(candidates: Sequence[Candidate], arrival_rate_rps: float) -> tuple[Candidate, ...]:
@@ -595,7 +605,7 @@ def diagnose_infeasible_plan(
         problem, decisions = build_plan_problem(
             candidates, arrival_rate_rps, constraints, objective=objective, relax=relax
         )
-        if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status == "infeasible":
+        if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status in ("infeasible", "no_solution"):
             continue
         relaxations.append(_relaxation(family, constraints, decisions))
     if not relaxations:

@@ -238,6 +238,10 @@ def test_dominated_candidates_are_dropped_before_the_milp() -> None:
     """Same GPU: tp2 at 8 req/s is beaten by tp1 at 10 req/s (fewer GPUs, more rate)."""
     worse = candidate("h100-sxm", 8.0, tp=2)
     assert undominated([worse, FAST, SLOW]) == (FAST, SLOW)
+    # Two tp1 replicas (2 × 10 = 20 req/s on 2 GPUs) beat one tp2 at 18, but not one tp2 at 25.
+    assert undominated([candidate("h100-sxm", 18.0, tp=2), FAST]) == (FAST,)
+    wide = candidate("h100-sxm", 25.0, tp=2)
+    assert undominated([wide, FAST]) == (wide, FAST)
     plan = solve_fleet(fleet([15], candidates=(worse, FAST, SLOW)))
     assert plan.candidates_dropped == 1
     assert plan.model_size.candidates == 2

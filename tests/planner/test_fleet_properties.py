@@ -1,4 +1,4 @@
-"""Brute force agrees with the fleet MILP on small random instances."""
+"""Brute force agrees with the fleet MILP on small random instances; the rounded LP fallback is a real fleet."""
 
 from __future__ import annotations
 
@@ -10,7 +10,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from planner.errors import InfeasiblePlanError
-from planner.fleet import FleetConstraints, FleetSpec, FleetWorkload, GpuPrice, solve_fleet
+from planner.fleet import (
+    FleetConstraints,
+    FleetSpec,
+    FleetWorkload,
+    GpuPrice,
+    presolve,
+    build_fleet_problem,
+    fleet_cost_usd,
+    rounded_fleet,
+    solve_fleet,
+)
+from planner.milp import solve
 from planner.optimizer import Candidate
 
 GPUS = ("h100-sxm", "a100-80gb")
@@ -123,3 +134,36 @@ def test_brute_force_agrees_with_the_fleet_milp(spec: FleetSpec) -> None:
             limit = spec.inventory_limit(gpu, period.index)
             assert limit is None or period.gpus_held[gpu] <= limit
     assert sum(plan.cost.per_workload_usd.values()) + plan.cost.idle_usd == pytest.approx(plan.cost.total_usd)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=fleets())
+def test_the_rounded_lp_fleet_is_feasible_and_never_beats_the_optimum(spec: FleetSpec) -> None:
+    """The fallback used when the MILP's time limit strikes: a real fleet, never below the optimum."""
+    presolved, _ = presolve(spec)
+    problem, decisions = build_fleet_problem(presolved)
+    if solve(problem, time_limit_s=5, relaxed=True).status != "optimal":
+        return
+    lp_values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
+    rounded = rounded_fleet(presolved, decisions, lp_values)
+    if rounded is None:
+        return
+    value = {key: int(round(rounded[variable.name])) for key, variable in decisions.replicas.items()}
+    for w in presolved.workloads:
+        for p in range(presolved.periods):
+            counts = {c.id: value[w.name, c.id, p] for c in w.candidates}
+            capacity = sum(c.max_rps_at_slo * counts[c.id] for c in w.candidates)
+            assert capacity >= w.demand_rps[p]
+            assert sum(counts.values()) >= presolved.constraints.min_replicas
+    for gpu in presolved.gpus:
+        for p in range(presolved.periods):
+            used = sum(
+                value[w.name, c.id, p] * c.gpus_per_replica for w in presolved.workloads for c in w.candidates if c.gpu == gpu
+            )
+            held = rounded[decisions.reserved_gpus[gpu].name] + rounded[decisions.on_demand_gpus[gpu, p].name]
+            assert used <= held
+            limit = presolved.inventory_limit(gpu, p)
+            assert limit is None or held <= limit
+    cost = fleet_cost_usd(presolved, decisions)
+    rounded_cost = cost.constant + sum(k * rounded.get(v.name, 0.0) for v, k in cost.items())
+    assert rounded_cost >= brute_force_cost(spec) - 1e-9
