@@ -1,0 +1,230 @@
+"""Candidate configurations for one plan: enumeration, the drops made before any queueing, and the
+cheap bounds that let the planner skip most of the queueing model's root-finds.
+
+A candidate is (GPU, weight precision, KV precision, tp, batch limit, chunk budget). A whole
+(GPU, precision, tp) group is dropped, with its reason, when the GPU cannot run the precision,
+tp does not divide the model, the weights plus one request do not fit, the catalog has no
+on-demand price, or an SLO target lies below a latency no load can undercut:
+
+    TPOT ≥ one decode step of one sequence         t_step(1, 1, 1)
+    TTFT ≥ the prefill of the prompt alone         t_step(p_q, 0, p_q(p_q+1)/2)
+    E2E  ≥ max(prefill of p_q, (o_q − 1) · t_step(1, 1, 1))
+
+(the queueing model adds waits, step-mates and interference on top of each, so a group these
+bounds refuse could not meet the SLO at any rate; p_q, o_q are the lengths at one percentile
+point below the SLO's, so sampling noise in the model's percentile never makes the bound unsafe).
+
+Per batch/chunk candidate an upper bound on the saturation rate needs no queueing model:
+a replica holds c = min(batch, ⌊KV capacity / E[p + o]⌋) sequences, each for at least E[o]
+steps, and a step with c decodes takes at least t_step(c, c·E[p], c·E[p]) (prefill tokens and
+longer contexts only add time), so
+
+    saturation ≤ c / (E[o] · t_step(c, c·E[p], c·E[p])).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from planner.errors import UnsupportedConfigurationError
+from planner.memory import kv_capacity_tokens, memory_fit
+from planner.optimizer import candidate_id
+from planner.parallel import is_valid_tensor_parallel
+from planner.performance import build_step_model, prefill
+from planner.precision import check_precision
+from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.step_model import StepModel
+from planner.workload import Slo, Workload
+
+GB = 1e9  # bytes; only in messages a person reads
+MS_PER_S = 1e3
+
+#: Default grids (DESIGN.md "The optimisation"): tp within a node; batch limits and chunked-prefill
+#: budgets as vLLM deployments set `max_num_seqs` and `max_num_batched_tokens` (None = no chunking).
+TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
+BATCH_LIMITS: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+CHUNK_BUDGETS: tuple[int | None, ...] = (None, 512, 2048, 8192)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Drop:
+    """Why a group of candidates (or one candidate) left before the MILP.
+
+    `constraint` names the physics ("precision", "tensor_parallel", "memory", "price", "ttft",
+    "tpot", "e2e", "kv_cache", "queueing", "max_gpus", "budget", "gpu_inventory");
+    `bound_s` / `target_s` carry the latency bound that refused an SLO.
+    """
+
+    gpu: str
+    weights_precision: str
+    kv_precision: str
+    tp: int | None
+    constraint: str
+    reason: str
+    bound_s: float | None = None
+    target_s: float | None = None
+    needed_bytes: float | None = None
+    available_bytes: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Group:
+    """One (GPU, precision, tp) that holds the model: everything its candidates share."""
+
+    gpu: GpuSpec
+    precision: Precision
+    tp: int
+    step_model: StepModel
+    kv_capacity_tokens: int
+    kv_slots: int  # ⌊capacity / E[p + o]⌋
+    price_usd_per_hour: float  # tp × on-demand price per GPU
+    batch1_decode_s: float
+    prefill_quantile_s: float
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.gpu.slug, self.precision.weights.slug, self.precision.kv_cache.slug, self.tp)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Option:
+    """One batch/chunk setting of a group, with its bound on the saturation rate."""
+
+    id: str
+    group: Group
+    batch_limit: int
+    chunk_tokens: int | None
+    slots: int
+    saturation_bound_rps: float
+
+
+def _lengths_below(workload: Workload, percentile: float) -> tuple[float, float]:
+    q = max(0.5, percentile - 1.0) / 100.0
+    return workload.prompt_tokens.quantile(q), workload.output_tokens.quantile(q)
+
+
+def slo_floor_drop(group_key: tuple[str, str, str, int], group: Group, slo: Slo, output_q: float) -> Drop | None:
+    """A Drop when an SLO target lies below what this group takes even with no load at all."""
+    gpu, weights, kv, tp = group_key
+    floors = (
+        ("tpot", slo.tpot_s, group.batch1_decode_s, "one decode step of a single sequence"),
+        ("ttft", slo.ttft_s, group.prefill_quantile_s, "the prefill of the prompt alone"),
+        ("e2e", slo.e2e_s, max(group.prefill_quantile_s, (output_q - 1.0) * group.batch1_decode_s),
+         "the prefill plus one decode step per output token of a single request"),
+    )
+    for metric, target, bound, what in floors:
+        if target is not None and bound > target:
+            return Drop(
+                gpu=gpu, weights_precision=weights, kv_precision=kv, tp=tp, constraint=metric,
+                reason=f"{metric} target {target * MS_PER_S:.4g} ms is below {what}: {bound * MS_PER_S:.4g} ms",
+                bound_s=bound, target_s=target,
+            )
+    return None
+
+
+def enumerate_groups(
+    *,
+    model: ModelSpec,
+    gpus: Sequence[GpuSpec],
+    precisions: Sequence[Precision],
+    workload: Workload,
+    slo: Slo,
+    tp_degrees: Sequence[int] = TP_DEGREES,
+) -> tuple[list[Group], list[Drop]]:
+    """Every (GPU, precision, tp) that can serve the model within the SLO floors, and every drop."""
+    groups: list[Group] = []
+    drops: list[Drop] = []
+    request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
+    prompt_q, output_q = _lengths_below(workload, slo.percentile)
+    largest_request = math.ceil(workload.prompt_tokens.quantile(0.99) + workload.output_tokens.quantile(0.99))
+    for gpu in gpus:
+        for precision in precisions:
+            names = (gpu.slug, precision.weights.slug, precision.kv_cache.slug)
+            try:
+                check_precision(gpu, precision)
+            except UnsupportedConfigurationError as exc:
+                drops.append(Drop(gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=None,
+                                  constraint="precision", reason=exc.detail))
+                continue
+            if gpu.price_usd_per_hour_on_demand <= 0:
+                drops.append(Drop(gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=None,
+                                  constraint="price", reason=f"{gpu.slug} has no on-demand price in the catalog"))
+                continue
+            for tp in tp_degrees:
+                if tp > gpu.gpus_per_node or not is_valid_tensor_parallel(gpu, model, tp):
+                    drops.append(Drop(gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=tp,
+                                      constraint="tensor_parallel",
+                                      reason=f"tp {tp} does not divide {model.slug}'s heads or exceeds the "
+                                             f"{gpu.gpus_per_node} GPUs of a {gpu.slug} node"))
+                    continue
+                fit = memory_fit(gpu, model, precision, tp, gpu.efficiency, context_tokens=largest_request)
+                if not fit.fits:
+                    drops.append(Drop(
+                        gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=tp, constraint="memory",
+                        reason=f"cannot hold the model: weights {fit.weights_bytes / GB:.1f} GB + one "
+                               f"{largest_request:,}-token request need {fit.required_bytes / GB:.1f} GB, "
+                               f"{tp} × {gpu.slug} offer {fit.available_bytes / GB:.1f} GB",
+                        needed_bytes=fit.required_bytes, available_bytes=fit.available_bytes))
+                    continue
+                sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
+                capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency)
+                group = Group(
+                    gpu=gpu, precision=precision, tp=tp, step_model=sm, kv_capacity_tokens=capacity,
+                    kv_slots=int(capacity // request_tokens),
+                    price_usd_per_hour=tp * gpu.price_usd_per_hour_on_demand,  # tp GPUs × on-demand $/GPU-h
+                    batch1_decode_s=sm.step_s(1, 1, 1),
+                    prefill_quantile_s=prefill(sm, max(1, math.floor(prompt_q))).time_s,
+                )
+                if group.kv_slots < 1:
+                    drops.append(Drop(gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=tp,
+                                      constraint="kv_cache",
+                                      reason=f"the KV cache ({capacity:,} tokens) cannot hold one average request "
+                                             f"({request_tokens:,.0f} tokens)"))
+                    continue
+                floor = slo_floor_drop(group.key, group, slo, output_q)
+                if floor is not None:
+                    drops.append(floor)
+                    continue
+                groups.append(group)
+    return groups, drops
+
+
+def saturation_bound_rps(group: Group, slots: int, workload: Workload) -> float:
+    """c / (E[o] · t_step(c, c·E[p], c·E[p])): no replica of this setting sustains more."""
+    p, o = workload.prompt_tokens.mean, workload.output_tokens.mean
+    kv = slots * p
+    return slots / (o * group.step_model.step_s(slots, kv, kv))  # c sequences, ≥ E[o] steps each, ≥ the pure decode step
+
+
+def enumerate_options(
+    group: Group,
+    workload: Workload,
+    *,
+    batch_limits: Sequence[int] = BATCH_LIMITS,
+    chunk_budgets: Sequence[int | None] = CHUNK_BUDGETS,
+) -> list[Option]:
+    """Batch × chunk settings of a group; batch limits above the KV slot count collapse onto the
+    first one (the KV cache, not the limit, sets their concurrency, so they serve identically)."""
+    options: list[Option] = []
+    seen_kv_limited = False
+    for batch in sorted(batch_limits):
+        slots = min(batch, group.kv_slots)
+        if batch > group.kv_slots:
+            if seen_kv_limited:
+                continue
+            seen_kv_limited = True
+        bound = saturation_bound_rps(group, slots, workload)
+        for chunk in chunk_budgets:
+            if chunk is not None and chunk <= batch:
+                continue
+            gpu, weights, kv, tp = group.key
+            options.append(
+                Option(
+                    id=candidate_id(gpu=gpu, weights_precision=weights, kv_precision=kv, tp=tp, batch_limit=batch,
+                                    chunk_tokens=chunk),
+                    group=group, batch_limit=batch, chunk_tokens=chunk, slots=slots, saturation_bound_rps=bound,
+                )
+            )
+    return options

@@ -1,0 +1,881 @@
+"""Headroom's main job: the cheapest plan that meets the p99 SLOs, with the numbers that justify it.
+
+`plan_capacity(request, inputs)` enumerates candidates (planner/candidates.py), drops what cannot
+hold the model or meet an SLO at any load, finds each surviving candidate's `max_rps_at_slo` from
+the queueing model, lets the MILP (`planner.optimizer.solve_plan`) choose integer replicas at
+minimum cost, verifies the plan in the simulator, and explains it.
+
+Why a branch and bound before the MILP. The queueing root-find is the expensive step (tens of
+predictions per candidate), and a request can have thousands of candidates. In a single-
+configuration plan a candidate c costs p_c · max(min_replicas, ⌈λ/μ_c⌉ + [N+1]) and μ_c ≤ its
+saturation rate ≤ the closed-form bound of planner/candidates.py, so the same expression with
+the bound in place of μ_c is a lower bound on its cost. Candidates are taken in order of that
+bound (first the closed form, then the queueing model's exact saturation, then μ_c itself), and
+the search stops when the next bound exceeds the cheapest plan found: every candidate left
+could not have been cheaper. A bound whose replica count already breaks max_gpus, the budget or
+the inventory drops the candidate outright (replicas only grow from the bound). The MILP then
+solves over every candidate whose μ was found — the same optimum, proved by the solver, with
+its constraint slacks and infeasibility diagnosis. A mixed fleet can use any candidate, so
+there the search keeps only each (GPU, precision, tp)'s largest μ (same price and GPUs, so the
+others are dominated) and the MILP sees all of those.
+
+The what-ifs of the justification (each SLO relaxed by 10 %, traffic +10/+25/+50 %) re-run the
+same search — re-solved, not scaled — reusing every μ already found.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from planner.candidates import (
+    BATCH_LIMITS,
+    CHUNK_BUDGETS,
+    MS_PER_S,
+    TP_DEGREES,
+    Drop,
+    Group,
+    Option,
+    enumerate_groups,
+    enumerate_options,
+)
+from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError, UnsupportedConfigurationError
+from planner.memory import kv_bytes_per_request, weight_bytes
+from planner.optimizer import Candidate, PlanConstraints, PlanSolution, solve_plan
+from planner.performance import decode_step, prefill
+from planner.queueing import Prediction, max_rps_at_slo, predict, saturation_rps
+from planner.simulator import simulate
+from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.step_model import StepModel
+from planner.workload import Serving, Slo, Workload
+
+HOURS_PER_MONTH = 730.0  # 8,760 h / 12, the convention cloud price sheets use
+SECONDS_PER_HOUR = 3600.0
+TRAFFIC_FACTORS: tuple[float, ...] = (1.10, 1.25, 1.50)
+SLO_RELAXATION = 1.10
+#: Simulated requests per verification. Measured (docs/plan-benchmark.md): 6,000 requests (5,400
+#: after the 10 % warm-up) put ≈ 54 requests beyond a p99, enough for a p99 that moves a few per
+#: cent between seeds, while one simulation stays a few hundred milliseconds.
+VERIFY_REQUESTS = 6_000
+#: Extra capacity steps (one replica, or the next candidate) verification may take before it gives up.
+MAX_VERIFY_ADJUSTMENTS = 4
+#: Upper bound on queueing root-finds in one search, so a pathological request stays bounded;
+#: reaching it is reported (`exhaustive: false`).
+MAX_ROOT_FINDS = 400
+_COST_TOLERANCE = 1e-9
+
+
+# --- request and inputs ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanningInputs:
+    """What the API gathered from the catalog: specs with prices and the chosen efficiencies."""
+
+    model: ModelSpec
+    gpus: tuple[GpuSpec, ...]
+    precisions: tuple[Precision, ...]
+    efficiency_profile: str = "calibrated"
+    catalog_version: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.gpus:
+            raise PlannerInputError("no GPU types to plan with: allow at least one", constraint="gpus")
+        if not self.precisions:
+            raise PlannerInputError("no precisions to plan with: allow at least one", constraint="precisions")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanningRequest:
+    """The workload, its SLOs and the limits on the plan, plus the search grids."""
+
+    workload: Workload
+    slo: Slo
+    constraints: PlanConstraints = field(default_factory=PlanConstraints)
+    verify: bool = True
+    verify_requests: int = VERIFY_REQUESTS
+    seed: int = 0
+    tp_degrees: tuple[int, ...] = TP_DEGREES
+    batch_limits: tuple[int, ...] = BATCH_LIMITS
+    chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
+    solver_time_limit_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not (self.workload.arrival_rate_rps > 0 and math.isfinite(self.workload.arrival_rate_rps)):
+            raise PlannerInputError(
+                f"arrival_rate_rps must be > 0 to plan for, got {self.workload.arrival_rate_rps}",
+                constraint="arrival_rate_rps",
+            )
+        if self.verify_requests < 100:
+            raise PlannerInputError(f"verify_requests must be >= 100, got {self.verify_requests}")
+
+
+# --- result ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetRow:
+    gpu: str
+    tp: int
+    replicas: int
+    gpus: int
+    weights_precision: str
+    kv_precision: str
+    batch_limit: int
+    chunk_tokens: int | None
+    max_rps_at_slo: float  # per replica
+    saturation_rps: float  # per replica
+    offered_rps: float  # to the whole row
+    target_rho: float  # per-replica rate / per-replica saturation
+    cost_usd_per_hour: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanResult:
+    """A plan and its justification; SI units with the unit in every name (the API converts)."""
+
+    rows: tuple[FleetRow, ...]
+    replicas: int
+    gpus_total: int
+    target_rho: float
+    cost_usd_per_hour: float
+    cost_usd_per_month: float
+    cost_usd_per_million_output_tokens: float
+    predicted: dict[str, Any]
+    justification: dict[str, Any]
+    verification: dict[str, Any] | None
+    provenance: dict[str, Any]
+
+    @property
+    def row(self) -> FleetRow:
+        """The largest row (the only one in a single-configuration plan)."""
+        return max(self.rows, key=lambda r: r.offered_rps)
+
+
+# --- cached queueing calls (pure functions of hashable inputs; shared across requests) -----------
+
+
+def _mix(workload: Workload) -> Workload:
+    """The workload at a unit rate: per-replica μ and saturation do not depend on the offered rate."""
+    return workload.at_rate(1.0)
+
+
+@lru_cache(maxsize=8192)
+def _saturation(sm: StepModel, mix: Workload, serving: Serving, capacity: int) -> float:
+    return saturation_rps(sm, mix, serving, kv_capacity_tokens=capacity)
+
+
+@lru_cache(maxsize=8192)
+def _max_rps(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int) -> float | tuple[str, str, float | None]:
+    """μ, or (constraint, reason, predicted_s) when no rate meets the SLO on this configuration."""
+    try:
+        return max_rps_at_slo(sm, mix, serving, slo, kv_capacity_tokens=capacity)
+    except InfeasiblePlanError as exc:
+        predicted = exc.extensions.get("predicted_s")
+        return str(exc.extensions.get("constraint", "slo")), exc.detail, None if predicted is None else float(predicted)
+    except ConvergenceError as exc:
+        return "queueing", f"the queueing model did not converge on this configuration ({exc.detail})", None
+
+
+def _serving(option: Option, replicas: int = 1) -> Serving:
+    return Serving(replicas=replicas, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
+
+
+# --- the search -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SinglePlan:
+    """One candidate alone covering the rate: its replicas and cost, or why the limits refuse it."""
+
+    option: Option
+    mu_rps: float
+    saturation_rps: float
+    replicas: int
+    gpus: int
+    cost_usd_per_hour: float
+    refused: str | None  # family of the limit it breaks (max_gpus, budget, gpu_inventory), None when within all
+
+    @property
+    def feasible(self) -> bool:
+        return self.refused is None
+
+
+def _replicas(rate_rps: float, arrival_rate_rps: float, constraints: PlanConstraints) -> int:
+    return max(constraints.min_replicas, math.ceil(arrival_rate_rps / rate_rps) + (1 if constraints.n_plus_one else 0), 1)  # ⌈λ/μ⌉ (+1 for N+1), at least min_replicas
+
+
+def _refused_by(gpu: str, gpus: int, cost: float, constraints: PlanConstraints) -> str | None:
+    if constraints.max_gpus is not None and gpus > constraints.max_gpus:
+        return "max_gpus"
+    if constraints.budget_usd_per_hour is not None and cost > constraints.budget_usd_per_hour * (1 + _COST_TOLERANCE):
+        return "budget"
+    if gpu in constraints.inventory and gpus > constraints.inventory[gpu]:
+        return "gpu_inventory"
+    return None
+
+
+def single_plan(option: Option, mu_rps: float, saturation: float, arrival_rate_rps: float, constraints: PlanConstraints) -> SinglePlan:
+    replicas = _replicas(mu_rps, arrival_rate_rps, constraints)
+    gpus = replicas * option.group.tp
+    cost = replicas * option.group.price_usd_per_hour
+    return SinglePlan(
+        option=option, mu_rps=mu_rps, saturation_rps=saturation, replicas=replicas, gpus=gpus,
+        cost_usd_per_hour=cost, refused=_refused_by(option.group.gpu.slug, gpus, cost, constraints),
+    )
+
+
+def _beats(cost: float, gpus: float, best_cost: float, best_gpus: float) -> bool:
+    """Cheaper, or as cheap (within rounding) with fewer GPUs: the MILP's lexicographic order."""
+    return cost < best_cost * (1 - _COST_TOLERANCE) or (cost <= best_cost * (1 + _COST_TOLERANCE) and gpus < best_gpus)
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What one search learned: the best single plan, every plan priced, and what it skipped."""
+
+    best: SinglePlan | None = None
+    priced: list[SinglePlan] = field(default_factory=list)
+    slo_drops: dict[str, tuple[str, str, float | None]] = field(default_factory=dict)  # option id → (constraint, reason, predicted)
+    limit_drops: dict[str, str] = field(default_factory=dict)  # option id → family
+    unexplored_bound: dict[str, float] = field(default_factory=dict)  # option id → cost lower bound
+    root_finds: int = 0
+    exhaustive: bool = True
+
+
+class _Planner:
+    """Caches for one request: exact saturations and μ per (option, SLO)."""
+
+    def __init__(self, options: Sequence[Option], workload: Workload) -> None:
+        self.options = list(options)
+        self.mix = _mix(workload)
+        self.root_finds = 0
+
+    def saturation(self, option: Option) -> float:
+        return _saturation(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens)
+
+    def mu(self, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
+        before = _max_rps.cache_info().hits
+        value = _max_rps(option.group.step_model, self.mix, _serving(option), slo, option.group.kv_capacity_tokens)
+        if _max_rps.cache_info().hits == before:
+            self.root_finds += 1
+        return value
+
+    def search(self, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, *, below_usd_per_hour: float = math.inf) -> _Outcome:
+        """Branch and bound for the cheapest single configuration (then the fewest GPUs); with
+        `below_usd_per_hour`, only plans strictly cheaper than that count."""
+        out = _Outcome()
+        heap: list[tuple[float, int, int, str]] = []
+        by_id = {o.id: o for o in self.options}
+        for option in self.options:
+            self._push(heap, option, option.saturation_bound_rps, 0, arrival_rate_rps, constraints, out)
+        best_cost, best_gpus = below_usd_per_hour, (0 if math.isfinite(below_usd_per_hour) else math.inf)
+        while heap:
+            cost_lb, gpus_lb, stage, option_id = heapq.heappop(heap)
+            if not _beats(cost_lb, gpus_lb, best_cost, best_gpus):
+                out.unexplored_bound[option_id] = cost_lb
+                for item in heap:
+                    out.unexplored_bound[item[3]] = min(item[0], out.unexplored_bound.get(item[3], math.inf))
+                break
+            option = by_id[option_id]
+            if stage == 0:
+                self._push(heap, option, self.saturation(option), 1, arrival_rate_rps, constraints, out)
+                continue
+            if out.root_finds >= MAX_ROOT_FINDS:
+                out.exhaustive = False
+                out.unexplored_bound[option_id] = cost_lb
+                continue
+            before = self.root_finds
+            value = self.mu(option, slo)
+            out.root_finds += self.root_finds - before
+            if isinstance(value, tuple):
+                out.slo_drops[option_id] = value
+                continue
+            plan = single_plan(option, value, self.saturation(option), arrival_rate_rps, constraints)
+            out.priced.append(plan)
+            if plan.feasible and _beats(plan.cost_usd_per_hour, plan.gpus, best_cost, best_gpus):
+                out.best = plan
+                best_cost, best_gpus = plan.cost_usd_per_hour, plan.gpus
+        return out
+
+    @staticmethod
+    def _push(heap: list[tuple[float, int, int, str]], option: Option, rate_bound: float, stage: int,
+              arrival_rate_rps: float, constraints: PlanConstraints, out: _Outcome) -> None:
+        if not (rate_bound > 0 and math.isfinite(rate_bound)):
+            out.slo_drops[option.id] = ("kv_cache", "no sustainable rate: the replica cannot run one request", None)
+            return
+        replicas = _replicas(rate_bound, arrival_rate_rps, constraints)
+        gpus = replicas * option.group.tp
+        cost = replicas * option.group.price_usd_per_hour
+        refused = _refused_by(option.group.gpu.slug, gpus, cost, constraints)
+        if refused is not None:
+            out.limit_drops[option.id] = refused
+            return
+        heapq.heappush(heap, (cost, gpus, stage, option.id))
+
+    def best_per_group(self, slo: Slo) -> tuple[dict[tuple[str, str, str, int], tuple[Option, float]], dict[str, tuple[str, str, float | None]]]:
+        """For a mixed fleet: each group's option with the largest μ (equal price and GPUs, so the
+        others are dominated), searched in order of the saturation bound."""
+        groups: dict[tuple[str, str, str, int], list[Option]] = {}
+        for option in self.options:
+            groups.setdefault(option.group.key, []).append(option)
+        best: dict[tuple[str, str, str, int], tuple[Option, float]] = {}
+        drops: dict[str, tuple[str, str, float | None]] = {}
+        for key, options in groups.items():
+            for option in sorted(options, key=lambda o: -o.saturation_bound_rps):
+                if key in best and option.saturation_bound_rps <= best[key][1]:
+                    break
+                if key in best and self.saturation(option) <= best[key][1]:
+                    continue
+                value = self.mu(option, slo)
+                if isinstance(value, tuple):
+                    drops[option.id] = value
+                elif key not in best or value > best[key][1]:
+                    best[key] = (option, value)
+        return best, drops
+
+
+# --- infeasibility ----------------------------------------------------------------------------------
+
+
+def _describe(gpu: str, weights: str, kv: str, tp: int | None) -> str:
+    precision = weights if weights == kv else f"{weights} weights, {kv} KV"
+    return f"{gpu}, {precision}" + ("" if tp is None else f", tp {tp}")
+
+
+def _infeasible_from_drops(drops: Sequence[Drop], slo: Slo, slo_predicted: Sequence[tuple[str, float, str]]) -> InfeasiblePlanError:
+    """No candidate survives: name the constraint and the smallest relaxation that would admit one."""
+    latency = [(d.constraint, d.bound_s, _describe(d.gpu, d.weights_precision, d.kv_precision, d.tp)) for d in drops
+               if d.constraint in ("ttft", "tpot", "e2e") and d.bound_s is not None]
+    latency += list(slo_predicted)
+    if latency:
+        by_metric: dict[str, tuple[float, str]] = {}
+        for metric, bound, where in latency:
+            if metric not in by_metric or bound < by_metric[metric][0]:
+                by_metric[metric] = (bound, where)
+        metric, (bound, where) = min(by_metric.items(), key=lambda kv: kv[1][0] / getattr(slo, f"{kv[0]}_s"))
+        target = getattr(slo, f"{metric}_s")
+        unit, scale = ("s", 1.0) if metric == "e2e" else ("ms", MS_PER_S)
+        return InfeasiblePlanError(
+            f"{metric}_{unit} {target * scale:.4g} is below the fastest p{slo.percentile:g} {metric.upper()} of any allowed "
+            f"configuration: {bound * scale:.4g} {unit} on {where}; relax {metric}_{unit} to at least {bound * scale * 1.001:.4g} "
+            "or allow faster GPUs, lower precisions or a higher tp",
+            constraint=metric,
+            target=target * scale,
+            smallest_feasible=bound * scale,
+            unit=unit,
+            configuration=where,
+            relaxation={"constraint": f"{metric}_{unit}", "at_least": bound * scale * 1.001},
+            alternatives_dropped=len(drops),
+        )
+    memory = [d for d in drops if d.constraint == "memory"]
+    if memory:
+        best = max(memory, key=lambda d: (d.available_bytes or 0) / (d.needed_bytes or 1))
+        return InfeasiblePlanError(
+            f"no allowed configuration can hold the model; the closest is {_describe(best.gpu, best.weights_precision, best.kv_precision, best.tp)}: "
+            f"{best.reason}. Allow GPUs with more memory, a lower precision or a higher tp",
+            constraint="memory",
+            needed_gb=(best.needed_bytes or 0) / 1e9,
+            available_gb=(best.available_bytes or 0) / 1e9,
+            configuration=_describe(best.gpu, best.weights_precision, best.kv_precision, best.tp),
+        )
+    first = drops[0] if drops else None
+    return InfeasiblePlanError(
+        "no allowed configuration can serve this model: "
+        + ("; ".join(sorted({f"{_describe(d.gpu, d.weights_precision, d.kv_precision, d.tp)}: {d.reason}" for d in drops})[:6]) or "nothing to plan with"),
+        constraint=first.constraint if first else "candidates",
+    )
+
+
+# --- explanation helpers ----------------------------------------------------------------------------
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * MS_PER_S
+
+
+def _slo_targets(slo: Slo) -> dict[str, float]:
+    return {m: t for m, t in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)) if t is not None}
+
+
+def _predicted_at(p: Prediction, metric: str) -> float:
+    latency = getattr(p, metric)
+    return 0.0 if latency is None else latency.at_percentile_s
+
+
+def _per_replica_cv(arrival_cv: float, replicas: int) -> float:
+    """A random split of a renewal stream into r parts: c² = c²/r + (r − 1)/r (thinning; Poisson stays Poisson)."""
+    return math.sqrt(arrival_cv**2 / replicas + (replicas - 1) / replicas)
+
+
+def _prediction(option: Option, workload: Workload, rate_rps: float, replicas: int, percentile: float, *, curve: bool) -> Prediction:
+    serving = _serving(option, replicas)
+    return predict(option.group.step_model, workload.at_rate(rate_rps), serving,
+                   kv_capacity_tokens=option.group.kv_capacity_tokens, percentile=percentile, curve=curve)
+
+
+def _verify(option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, requests: int, seed: int) -> dict[str, Any]:
+    """Simulate one replica at its share of the traffic (random split) and compare with the SLOs."""
+    per_replica = workload.at_rate(rate_rps / replicas)
+    per_replica = Workload(arrival_rate_rps=per_replica.arrival_rate_rps, prompt_tokens=workload.prompt_tokens,
+                           output_tokens=workload.output_tokens, arrival_cv=_per_replica_cv(workload.arrival_cv, replicas))
+    result = simulate(option.group.step_model, per_replica, _serving(option), kv_capacity_tokens=option.group.kv_capacity_tokens,
+                      requests=requests, seed=seed)
+    detail = result.detail
+    warm = int(math.floor(0.1 * result.requests))
+    tpot = detail.tpot_s[warm:]
+    values = {
+        "ttft": float(np.percentile(detail.ttft_s[warm:], slo.percentile)),
+        "tpot": float(np.percentile(tpot[~np.isnan(tpot)], slo.percentile)) if np.any(~np.isnan(tpot)) else 0.0,
+        "e2e": float(np.percentile(detail.e2e_s[warm:], slo.percentile)),
+    }
+    misses = [m for m, target in _slo_targets(slo).items() if values[m] > target]
+    if not result.stable:
+        misses.append("stability")
+    return {
+        "simulated": {
+            "percentile": slo.percentile,
+            "ttft_s": {"p50": result.ttft_s.p50, "p99": result.ttft_s.p99, "at_percentile": values["ttft"]},
+            "tpot_s": {"p50": result.tpot_s.p50, "p99": result.tpot_s.p99, "at_percentile": values["tpot"]},
+            "e2e_s": {"p50": result.e2e_s.p50, "p99": result.e2e_s.p99, "at_percentile": values["e2e"]},
+            "p99_ci_s": {
+                "ttft": [result.ttft_s.p99_ci_low, result.ttft_s.p99_ci_high],
+                "tpot": [result.tpot_s.p99_ci_low, result.tpot_s.p99_ci_high],
+                "e2e": [result.e2e_s.p99_ci_low, result.e2e_s.p99_ci_high],
+            },
+            "mean_occupancy": result.mean_occupancy,
+            "stable": result.stable,
+        },
+        "misses": misses,
+        "meets_slo": not misses,
+        "requests_simulated": result.requests,
+        "replicas_simulated": 1,
+        "per_replica_rate_rps": per_replica.arrival_rate_rps,
+        "wall_time_s": result.wall_time_s,
+    }
+
+
+def _row(option: Option, replicas: int, mu: float, saturation: float, offered: float) -> FleetRow:
+    return FleetRow(
+        gpu=option.group.gpu.slug, tp=option.group.tp, replicas=replicas, gpus=replicas * option.group.tp,
+        weights_precision=option.group.precision.weights.slug, kv_precision=option.group.precision.kv_cache.slug,
+        batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens, max_rps_at_slo=mu, saturation_rps=saturation,
+        offered_rps=offered, target_rho=offered / replicas / saturation,  # per-replica rate / per-replica saturation
+        cost_usd_per_hour=replicas * option.group.price_usd_per_hour,
+    )
+
+
+def _config(option: Option) -> dict[str, Any]:
+    g = option.group
+    return {"gpu": g.gpu.slug, "tp": g.tp, "weights_precision": g.precision.weights.slug,
+            "kv_precision": g.precision.kv_cache.slug, "batch_limit": option.batch_limit, "chunk_tokens": option.chunk_tokens}
+
+
+# --- the plan ----------------------------------------------------------------------------------------
+
+
+def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
+    """The cheapest verified plan for `request` on `inputs`, with its justification.
+
+    Raises InfeasiblePlanError (constraint + smallest relaxation) when no plan exists,
+    PlannerInputError on malformed input, SolverError when the MILP gives no answer.
+    """
+    started = time.perf_counter()
+    workload, slo, constraints = request.workload, request.slo, request.constraints
+    lam = workload.arrival_rate_rps
+    groups, drops = enumerate_groups(model=inputs.model, gpus=inputs.gpus, precisions=inputs.precisions,
+                                     workload=workload, slo=slo, tp_degrees=request.tp_degrees)
+    options = [o for g in groups for o in enumerate_options(g, workload, batch_limits=request.batch_limits,
+                                                              chunk_budgets=request.chunk_budgets)]
+    if not options:
+        raise _infeasible_from_drops(drops, slo, ())
+    planner = _Planner(options, workload)
+    by_id = {o.id: o for o in options}
+
+    outcome = planner.search(slo, lam, constraints)
+    if constraints.mixed_fleet:
+        best_groups, mixed_drops = planner.best_per_group(slo)
+        pool = [(opt, mu) for opt, mu in best_groups.values()]
+        slo_failures = mixed_drops
+    else:
+        pool = [(p.option, p.mu_rps) for p in outcome.priced]
+        slo_failures = outcome.slo_drops
+    if not pool:
+        if outcome.limit_drops and not slo_failures:
+            # every candidate breaks a limit at its bound: price a few so the MILP can name the relaxation
+            ranked = sorted((o for o in options if o.id in outcome.limit_drops), key=lambda o: -o.saturation_bound_rps)[:8]
+            for option in ranked:
+                value = planner.mu(option, slo)
+                if not isinstance(value, tuple):
+                    pool.append((option, value))
+        if not pool:
+            predicted = [(c, pred, _describe(*by_id[i].group.key)) for i, (c, _, pred) in slo_failures.items()
+                         if pred is not None and c in ("ttft", "tpot", "e2e")]
+            raise _infeasible_from_drops(drops, slo, predicted)
+
+    candidates = [
+        Candidate(id=opt.id, gpu=opt.group.gpu.slug, tp=opt.group.tp, weights_precision=opt.group.precision.weights.slug,
+                  kv_precision=opt.group.precision.kv_cache.slug, batch_limit=opt.batch_limit, chunk_tokens=opt.chunk_tokens,
+                  gpus_per_replica=opt.group.tp, cost_usd_per_hour=opt.group.price_usd_per_hour, max_rps_at_slo=mu,
+                  saturation_rps=max(planner.saturation(opt), mu))
+        for opt, mu in pool
+    ]
+    solve_started = time.perf_counter()
+    solution = solve_plan(candidates, lam, constraints, time_limit_s=request.solver_time_limit_s)
+    solve_ms = (time.perf_counter() - solve_started) * MS_PER_S
+
+    rows = [_row(by_id[r.candidate.id], r.replicas, r.candidate.max_rps_at_slo, r.candidate.saturation_rps, r.offered_rps)
+            for r in solution.rows]
+    adjustments: list[dict[str, Any]] = []
+    verification: dict[str, Any] | None = None
+    if request.verify:
+        rows, verification, adjustments = _verified_rows(rows, by_id, outcome, workload, slo, constraints, request)
+
+    cost = sum(r.cost_usd_per_hour for r in rows)
+    main = max(rows, key=lambda r: r.offered_rps)
+    main_option = by_id[candidate_id_of(main)]
+    prediction = _prediction(main_option, workload, main.offered_rps, main.replicas, slo.percentile, curve=True)
+    saturation_total = sum(r.replicas * r.saturation_rps for r in rows)
+    output_tokens_per_s = lam * workload.output_tokens.mean
+    result_rows = tuple(rows)
+
+    justification = {
+        "step_model": _step_model_section(main_option.group.step_model),
+        "memory": _memory_section(main_option, inputs.model, workload, prediction),
+        "roofline": _roofline_section(main_option, workload, prediction),
+        "queueing": _queueing_section(prediction, slo),
+        "binding": _binding_section(planner, outcome, solution, main_option, main, rows, workload, slo, constraints, prediction),
+        "alternatives": _alternatives_section(planner, outcome, drops, main, cost, inputs, slo, by_id),
+        "sensitivity": _sensitivity_section(planner, rows, workload, slo, constraints, cost),
+        "candidates": {
+            "enumerated": len(options),
+            "groups": len(groups),
+            "dropped_before_queueing": len(drops),
+            "queueing_root_finds": planner.root_finds,
+            "in_milp": len(candidates),
+            "search_exhaustive": outcome.exhaustive,
+        },
+    }
+    if adjustments and verification is not None:
+        verification["adjustments"] = adjustments
+    predicted = {
+        "percentile": slo.percentile,
+        "per_replica_rate_rps": main.offered_rps / main.replicas,
+        "ttft_s": {"p50": prediction.ttft.p50_s if prediction.ttft else None, "p99": prediction.ttft.p99_s if prediction.ttft else None,
+                   "at_percentile": _predicted_at(prediction, "ttft")},
+        "tpot_s": {"p50": prediction.tpot.p50_s if prediction.tpot else None, "p99": prediction.tpot.p99_s if prediction.tpot else None,
+                   "at_percentile": _predicted_at(prediction, "tpot")},
+        "e2e_s": {"p50": prediction.e2e.p50_s if prediction.e2e else None, "p99": prediction.e2e.p99_s if prediction.e2e else None,
+                  "at_percentile": _predicted_at(prediction, "e2e")},
+        "output_tokens_per_s": output_tokens_per_s,
+        "reliable": prediction.reliable,
+        "fidelity_note": prediction.fidelity_note,
+    }
+    return PlanResult(
+        rows=result_rows,
+        replicas=sum(r.replicas for r in rows),
+        gpus_total=sum(r.gpus for r in rows),
+        target_rho=lam / saturation_total,  # λ / Σ replicas · saturation
+        cost_usd_per_hour=cost,
+        cost_usd_per_month=cost * HOURS_PER_MONTH,
+        cost_usd_per_million_output_tokens=cost / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6,  # $/h ÷ tokens/h × 1e6
+        predicted=predicted,
+        justification=justification,
+        verification=verification,
+        provenance={
+            "catalog_version": inputs.catalog_version,
+            "solver": solution.solver.name,
+            "status": solution.solver.status,
+            "mip_gap": solution.solver.mip_gap,
+            "solve_ms": solve_ms,
+            "plan_ms": (time.perf_counter() - started) * MS_PER_S,
+            "efficiency_profile": inputs.efficiency_profile,
+            "efficiencies": {g.slug: asdict(g.efficiency) for g in inputs.gpus if g.slug in {r.gpu for r in rows}},
+            "created_at": datetime.now(UTC).isoformat(),
+        },
+    )
+
+
+def candidate_id_of(row: FleetRow) -> str:
+    from planner.optimizer import candidate_id
+
+    return candidate_id(gpu=row.gpu, weights_precision=row.weights_precision, kv_precision=row.kv_precision, tp=row.tp,
+                        batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
+
+
+def _verified_rows(rows: list[FleetRow], by_id: Mapping[str, Option], outcome: _Outcome, workload: Workload, slo: Slo,
+                   constraints: PlanConstraints, request: PlanningRequest) -> tuple[list[FleetRow], dict[str, Any], list[dict[str, Any]]]:
+    """Simulate every row at its planned load; add a replica (or move to the next-cheapest
+    candidate) until the simulator agrees the SLOs hold. Never returns a plan that misses."""
+    adjustments: list[dict[str, Any]] = []
+    fallbacks = sorted((p for p in outcome.priced if p.feasible), key=lambda p: (p.cost_usd_per_hour, p.gpus))
+    for _ in range(MAX_VERIFY_ADJUSTMENTS + 1):
+        reports = []
+        failing = None
+        for index, row in enumerate(rows):
+            report = _verify(by_id[candidate_id_of(row)], workload, row.offered_rps, row.replicas, slo,
+                             request.verify_requests, request.seed)
+            reports.append(report)
+            if not report["meets_slo"] and failing is None:
+                failing = index
+        if failing is None:
+            main = max(range(len(rows)), key=lambda i: rows[i].offered_rps)
+            verification = dict(reports[main])
+            verification["rows"] = [{"gpu": r.gpu, "replicas": r.replicas, "meets_slo": rep["meets_slo"]} for r, rep in zip(rows, reports, strict=True)]
+            return rows, verification, adjustments
+        row = rows[failing]
+        option = by_id[candidate_id_of(row)]
+        extra = row.replicas + 1
+        limit_breach = _refused_by(row.gpu, sum(r.gpus for r in rows) + row.tp, sum(r.cost_usd_per_hour for r in rows) + option.group.price_usd_per_hour, constraints)
+        if limit_breach is None:
+            adjustments.append({"action": "add_replica", "configuration": _config(option), "from_replicas": row.replicas,
+                                "to_replicas": extra, "because": f"simulated p{slo.percentile:g} missed: {', '.join(reports[failing]['misses'])}"})
+            offered_total = sum(r.offered_rps for r in rows)
+            rows[failing] = _row(option, extra, row.max_rps_at_slo, row.saturation_rps, row.offered_rps)
+            rows = _rebalance(rows, offered_total)
+            continue
+        current = {candidate_id_of(r) for r in rows}
+        nxt = next((p for p in fallbacks if p.option.id not in current), None)
+        if nxt is None or len(rows) > 1:
+            break
+        adjustments.append({"action": "next_candidate", "from": _config(option), "to": _config(nxt.option),
+                            "because": f"simulated p{slo.percentile:g} missed and one more replica breaks {limit_breach}"})
+        rows = [_row(nxt.option, nxt.replicas, nxt.mu_rps, nxt.saturation_rps, workload.arrival_rate_rps)]
+    raise InfeasiblePlanError(
+        f"the simulator finds the SLOs missed at the planned load even after {len(adjustments)} adjustment(s) "
+        "within the limits; relax the SLOs or the limits (max_gpus, budget, inventory)",
+        constraint="verification",
+        adjustments=adjustments,
+    )
+
+
+def _rebalance(rows: list[FleetRow], offered_total: float) -> list[FleetRow]:
+    """Traffic split in proportion to capacity, as the router is assumed to do."""
+    capacity = sum(r.replicas * r.max_rps_at_slo for r in rows)
+    return [replace(r, offered_rps=offered_total * r.replicas * r.max_rps_at_slo / capacity,
+                    target_rho=offered_total * r.max_rps_at_slo / capacity / r.saturation_rps) for r in rows]
+
+
+# --- justification sections --------------------------------------------------------------------------
+
+
+def _step_model_section(sm: StepModel) -> dict[str, Any]:
+    data = asdict(sm)
+    data["weight_bytes"] = sm.weight_bytes
+    data["break_even_flops_per_byte"] = sm.break_even_flops_per_byte
+    data["formula"] = ("t_step = max(t_mem, t_compute) + (1 - overlap) * min(t_mem, t_compute) + t_comm + step_overhead_s; "
+                       "t_mem = (weight_bytes_read(n) + kv_tokens_read * kv_bytes_per_token) / memory_bandwidth_bytes_per_s; "
+                       "t_compute = (n * flops_per_token + attended_tokens * attention_flops_per_context_token) / compute_flops_per_s; "
+                       "t_comm = n * comm_s_per_token + comm_latency_s")
+    return data
+
+
+def _memory_section(option: Option, model: ModelSpec, workload: Workload, prediction: Prediction) -> dict[str, Any]:
+    g = option.group
+    request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
+    detail = prediction.queueing
+    return {
+        "usable_bytes": g.tp * g.gpu.memory_bytes * (1 - g.gpu.efficiency.memory_reserve_fraction),
+        "weights_bytes": weight_bytes(model, g.precision.weights),
+        "kv_bytes_per_token": g.step_model.kv_bytes_per_token,
+        "kv_bytes_per_request": kv_bytes_per_request(model, g.precision.kv_cache, g.tp, math.ceil(request_tokens)),
+        "mean_request_tokens": request_tokens,
+        "kv_capacity_tokens": g.kv_capacity_tokens,
+        "concurrency_limit_by_kv": g.kv_slots,
+        "batch_limit": option.batch_limit,
+        "concurrency_limit": option.slots,
+        "batch_limited_by": detail.slots_limited_by if detail else ("batch_limit" if option.batch_limit <= g.kv_slots else "kv_cache"),
+    }
+
+
+def _roofline_section(option: Option, workload: Workload, prediction: Prediction) -> dict[str, Any]:
+    sm = option.group.step_model
+    context = max(1, round(workload.prompt_tokens.mean + workload.output_tokens.mean / 2))
+    occupancy = prediction.queueing.mean_occupancy if prediction.queueing else 1.0
+    rows = []
+    for label, batch in (("batch_1", 1), ("at_plan_occupancy", max(1, round(occupancy))), ("at_concurrency_limit", option.slots)):
+        d = decode_step(sm, batch=batch, context_tokens=context)
+        rows.append({"at": label, "batch": batch, "context_tokens": context, "step_s": d.step_s, "memory_s": d.memory_s,
+                     "compute_s": d.compute_s, "comm_s": d.comm_s, "flops_per_byte": d.flops_per_byte_with_attention,
+                     "bound": d.bound, "output_tokens_per_s": d.output_tokens_per_s})
+    p = prefill(sm, max(1, round(workload.prompt_tokens.mean)))
+    return {
+        "decode": rows,
+        "prefill": {"prompt_tokens": p.tokens, "time_s": p.time_s, "linear_time_s": p.linear_time_s,
+                    "attention_time_s": p.attention_time_s, "weight_read_s": p.weight_read_s, "bound": p.bound},
+        "break_even_flops_per_byte": sm.break_even_flops_per_byte,
+    }
+
+
+def _queueing_section(prediction: Prediction, slo: Slo) -> dict[str, Any]:
+    q = prediction.queueing
+    if q is None:
+        return {"unstable": True}
+    L, lam, W = q.littles_law
+    return {
+        "arrival_rate_rps": q.arrival_rate_rps,
+        "arrival_cv": q.arrival_cv,
+        "service_s": q.service_s,
+        "steps_per_request": q.steps_per_request,
+        "mean_step_s": q.mean_step_s,
+        "utilisation": q.utilisation,
+        "saturation_rps": q.saturation_rps,
+        "slots": q.slots,
+        "slots_limited_by": q.slots_limited_by,
+        "littles_law": {"occupancy": L, "arrival_rate_rps": lam, "time_in_service_s": W,
+                        "check": f"L = λ·W: {L:.4g} = {lam:.4g} × {W:.4g}"},
+        "wait_probability": q.wait_probability,
+        "mean_wait_s": q.mean_wait_s,
+        "wait_at_percentile_s": q.wait_at_percentile_s,
+        "formula": q.formula,
+        "rho_curve": [asdict(point) for point in q.rho_curve],
+        "slo_lines_s": _slo_targets(slo),
+        "percentile": slo.percentile,
+    }
+
+
+def _cheapest(planner: _Planner, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, below: float = math.inf) -> SinglePlan | None:
+    return planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below).best
+
+
+def _binding_section(planner: _Planner, outcome: _Outcome, solution: PlanSolution, main_option: Option, main: FleetRow,
+                     rows: Sequence[FleetRow], workload: Workload, slo: Slo, constraints: PlanConstraints,
+                     prediction: Prediction) -> list[dict[str, Any]]:
+    lam = workload.arrival_rate_rps
+    cost = sum(r.cost_usd_per_hour for r in rows)
+    at_mu = _prediction(main_option, workload, main.max_rps_at_slo, 1, slo.percentile, curve=False)
+    ratios = {m: _predicted_at(at_mu, m) / t for m, t in _slo_targets(slo).items()}
+    setting = max(ratios, key=lambda m: ratios[m]) if ratios else None
+    at_saturation = main.max_rps_at_slo >= main.saturation_rps * (1 - 1e-6)
+    binding: list[dict[str, Any]] = []
+    for metric, target in _slo_targets(slo).items():
+        relaxed = replace(slo, **{f"{metric}_s": target * SLO_RELAXATION})
+        if constraints.mixed_fleet:
+            saving = None
+        else:
+            better = _cheapest(planner, relaxed, lam, constraints, below=cost)
+            saving = cost - better.cost_usd_per_hour if better is not None else 0.0
+        predicted = _predicted_at(prediction, metric)
+        binding.append({
+            "constraint": f"slo_{metric}",
+            "kind": "slo",
+            "binding": metric == setting and not at_saturation,
+            "target_s": target,
+            "predicted_at_plan_s": predicted,
+            "slack_s": target - predicted,
+            "predicted_at_max_rps_s": _predicted_at(at_mu, metric),
+            "relax_by": SLO_RELAXATION - 1.0,
+            "relaxed_saving_usd_per_hour": saving,
+            "note": None if saving is not None else "mixed fleet: relaxation not re-solved",
+        })
+    limited_by = prediction.queueing.slots_limited_by if prediction.queueing else "batch_limit"
+    binding.append({
+        "constraint": "saturation" if at_saturation else "concurrency",
+        "kind": "capacity",
+        "binding": at_saturation,
+        "limited_by": limited_by,
+        "concurrency_limit": main_option.slots,
+        "detail": (f"every SLO holds up to saturation, so capacity ({limited_by}) sets the replica rate"
+                   if at_saturation else f"concurrency is capped by {limited_by} at {main_option.slots} sequences"),
+    })
+    for slack in solution.constraints:
+        binding.append({"constraint": slack.name, "kind": slack.family, "binding": slack.binding, "value": slack.value,
+                        "limit": slack.limit, "slack": slack.slack, "unit": slack.unit})
+    return binding
+
+
+def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[Drop], main: FleetRow, cost: float,
+                          inputs: PlanningInputs, slo: Slo, by_id: Mapping[str, Option]) -> list[dict[str, Any]]:
+    """The best plan for each other GPU type and each other precision, with why it lost."""
+    alternatives: list[dict[str, Any]] = []
+    chosen_precision = (main.weights_precision, main.kv_precision)
+
+    def summarise(kind: str, label: str, match: Any) -> None:
+        priced = [p for p in outcome.priced if match(p.option)]
+        feasible = sorted((p for p in priced if p.feasible), key=lambda p: (p.cost_usd_per_hour, p.gpus))
+        bounds = [b for i, b in outcome.unexplored_bound.items() if match(by_id[i])]
+        entry: dict[str, Any] = {"kind": kind, "name": label}
+        if feasible and (not bounds or feasible[0].cost_usd_per_hour <= min(bounds) * (1 + _COST_TOLERANCE)):
+            best = feasible[0]
+            delta = best.cost_usd_per_hour - cost
+            entry.update(_config(best.option), replicas=best.replicas, gpus=best.gpus,
+                         cost_usd_per_hour=best.cost_usd_per_hour, exact=True,
+                         reason=(f"costs ${delta:.2f}/h more" if delta > 1e-9 else "same cost, more GPUs or a later tie-break"))
+        elif bounds:
+            bound = min(bounds)
+            entry.update(cost_usd_per_hour=None, cost_at_least_usd_per_hour=bound, exact=False,
+                         reason=(f"even with every replica at its saturation rate it needs at least ${bound:.2f}/h, "
+                                 f"${bound - cost:.2f}/h more than this plan"))
+        else:
+            slo_fail = [v for i, v in outcome.slo_drops.items() if match(by_id[i])]
+            limit_fail = sorted({v for i, v in outcome.limit_drops.items() if match(by_id[i])}
+                                | {p.refused for p in priced if p.refused})
+            group_drops = [d for d in drops if (kind == "gpu" and d.gpu == label) or
+                           (kind == "precision" and f"{d.weights_precision}/{d.kv_precision}" == label)]
+            if limit_fail:
+                reason = f"breaks {', '.join(x for x in limit_fail if x)} at the replicas it would need"
+            elif slo_fail:
+                reason = slo_fail[0][1]
+            elif group_drops:
+                reason = group_drops[0].reason
+            else:
+                reason = "not among the allowed configurations"
+            entry.update(cost_usd_per_hour=None, exact=True, reason=reason)
+        alternatives.append(entry)
+
+    for gpu in inputs.gpus:
+        if gpu.slug != main.gpu:
+            summarise("gpu", gpu.slug, lambda o, s=gpu.slug: o.group.gpu.slug == s)
+    for precision in inputs.precisions:
+        pair = (precision.weights.slug, precision.kv_cache.slug)
+        if pair != chosen_precision:
+            summarise("precision", f"{pair[0]}/{pair[1]}",
+                      lambda o, p=pair: (o.group.precision.weights.slug, o.group.precision.kv_cache.slug) == p)
+    return alternatives
+
+
+def _sensitivity_section(planner: _Planner, rows: Sequence[FleetRow], workload: Workload, slo: Slo,
+                         constraints: PlanConstraints, cost: float) -> dict[str, Any]:
+    lam = workload.arrival_rate_rps
+    capacity = sum(r.replicas * r.max_rps_at_slo for r in rows)
+    largest = max(r.max_rps_at_slo for r in rows)
+    holds = capacity - largest if constraints.n_plus_one else capacity
+    traffic = []
+    for factor in TRAFFIC_FACTORS:
+        rate = lam * factor
+        entry: dict[str, Any] = {"traffic_factor": factor, "arrival_rate_rps": rate}
+        same = rows[0]
+        same_replicas = _replicas(same.max_rps_at_slo, rate, constraints) if len(rows) == 1 else None
+        if same_replicas is not None:
+            entry["same_configuration"] = {"replicas": same_replicas, "gpus": same_replicas * same.tp,
+                                           "cost_usd_per_hour": same_replicas * same.cost_usd_per_hour / same.replicas}
+        if not constraints.mixed_fleet:
+            best = _cheapest(planner, slo, rate, constraints)
+            if best is None:
+                entry.update(feasible=False, replicas=None, cost_usd_per_hour=None)
+            else:
+                entry.update(feasible=True, replicas=best.replicas, gpus=best.gpus, cost_usd_per_hour=best.cost_usd_per_hour,
+                             configuration=_config(best.option), cost_increase_usd_per_hour=best.cost_usd_per_hour - cost)
+        traffic.append(entry)
+    return {"traffic": traffic, "max_arrival_rate_rps_within_slo": holds,
+            "headroom_fraction": holds / lam - 1.0}
+
+
+__all__ = [
+    "FleetRow",
+    "PlanResult",
+    "PlanningInputs",
+    "PlanningRequest",
+    "SinglePlan",
+    "UnsupportedConfigurationError",
+    "plan_capacity",
+    "single_plan",
+]
