@@ -111,7 +111,8 @@ class RequestTimes:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Percentiles:
     """p50/p90/p99 of one latency (s) over the measured requests, with the p99's confidence interval
-    (None when too few requests for `CI_MIN_BLOCKS` blocks)."""
+    (None when too few requests for `CI_MIN_BLOCKS` blocks). All NaN with samples = 0 when no
+    request qualifies (TPOT when every output is one token)."""
 
     p50: float
     p90: float
