@@ -1,0 +1,105 @@
+"""`POST /v1/plans` (create_plan) and `GET /v1/plans/{plan_id}` (get_plan): the cheapest plan that
+meets the SLOs, stored immutable with its request and the catalog version (issue 5)."""
+
+# No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, Response, status
+
+from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
+from api.problems import problem_responses
+from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest, PlanResponse, plan_response
+from catalog.errors import NotFoundError
+from catalog.plans import Plans, new_plan_id
+from catalog.repository import Catalog
+from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
+
+router = APIRouter(tags=["plans"])
+
+#: Efficiency names every GPU has; any other name is a stored profile that some GPUs may lack.
+BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
+#: Upper bound on GPU types gathered when a request names none (the catalog's page limit).
+MAX_GPU_TYPES = 100
+
+
+def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
+    """Specs for the planner: the named (or every) GPU at the requested efficiencies, the model,
+    the allowed precisions. Unknown slugs are 404; a named profile missing for a GPU the request
+    names is 404, and GPUs the request does not name are skipped when they lack it."""
+    profile = body.efficiency_profile
+    constraints = body.constraints
+    model = catalog.model_spec(body.model)
+    if constraints.gpus is not None:
+        gpus = tuple(catalog.gpu_spec(slug, profile) for slug in dict.fromkeys(constraints.gpus))
+    else:
+        specs = []
+        for record in catalog.list_gpus(limit=MAX_GPU_TYPES).items:
+            try:
+                specs.append(catalog.gpu_spec(record["slug"], profile))
+            except NotFoundError:
+                if profile in BUILT_IN_EFFICIENCIES:
+                    raise
+        gpus = tuple(specs)
+    for slug in constraints.inventory:
+        catalog.get_gpu(slug)  # 404 for an inventory of a GPU nobody catalogued
+    if constraints.precisions is not None:
+        pairs = [(p.weights, p.kv_cache) for p in constraints.precisions]
+        precisions = tuple(catalog.precision(w, kv) for w, kv in dict.fromkeys(pairs))
+    else:
+        known = {record["slug"] for record in catalog.list_quantizations(limit=MAX_GPU_TYPES).items}
+        precisions = tuple(catalog.precision(w, kv) for w, kv in DEFAULT_PRECISIONS if w in known and kv in known)
+    return PlanningInputs(
+        model=model, gpus=gpus, precisions=precisions, efficiency_profile=profile, catalog_version=catalog.catalog_version()
+    )
+
+
+@router.post(
+    "/plans",
+    status_code=status.HTTP_201_CREATED,
+    response_model=PlanResponse,
+    name="create_plan",
+    summary="Plan the cheapest deployment that meets the SLOs",
+    responses=problem_responses(401, 403, 404, 422, 503),
+)
+def create_plan(body: PlanRequest, catalog: CatalogDep, session: SessionDep, response: Response, _planner: PlannerKeyDep) -> PlanResponse:
+    """Chooses GPU type, tp, replicas, precision, batch limit and chunked-prefill budget at minimum
+    on-demand cost so that the predicted p99 (or `slo.percentile`) latencies meet every target,
+    verifies the plan in the simulator (unless `verify` is false) and explains it: the step model,
+    memory, roofline, queueing, binding constraints with what a 10 % looser SLO would save,
+    alternatives per GPU type and precision, and sensitivity to traffic. The plan is stored and
+    can be read back at the `Location` header. 404 for an unknown model, GPU or quantization;
+    422 when no plan exists, naming the constraint and the smallest relaxation."""
+    inputs = planning_inputs(body, catalog)
+    request = PlanningRequest(
+        workload=body.workload.to_workload(),
+        slo=body.slo.to_slo(),
+        constraints=body.constraints.to_constraints(),
+        verify=body.verify,
+    )
+    result = plan_capacity(request, inputs)
+    plan_id = new_plan_id()
+    created_at = datetime.now(UTC)
+    content = plan_response(plan_id, body.name, result, created_at.isoformat())
+    Plans(session).save(
+        plan_id=plan_id,
+        name=body.name,
+        request=body.model_dump(mode="json"),
+        response=content,
+        catalog_version=inputs.catalog_version,
+        created_at=created_at,
+    )
+    response.headers["Location"] = f"/v1/plans/{plan_id}"
+    return PlanResponse.model_validate(content)
+
+
+@router.get(
+    "/plans/{plan_id}",
+    response_model=PlanResponse,
+    name="get_plan",
+    summary="A stored plan",
+    responses=problem_responses(401, 404),
+)
+def get_plan(plan_id: str, session: SessionDep, _reader: ReaderDep) -> PlanResponse:
+    """The plan exactly as `create_plan` answered it; 404 for an id nobody issued."""
+    return PlanResponse.model_validate(Plans(session).get(plan_id).response)

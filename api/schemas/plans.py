@@ -1,0 +1,240 @@
+"""Bodies of POST /v1/plans and GET /v1/plans/{id}: a model, its traffic, its SLOs and the limits
+in; the cheapest verified plan, its cost, its predicted latencies and its justification out.
+
+Times at the edge are milliseconds (`ttft_ms`, `tpot_ms`) and seconds for end-to-end (`e2e_s`),
+as SLOs are usually stated; the justification keeps the planner's SI names (`*_s`, `*_bytes`,
+`*_rps`), the unit in every name, so a person can redo each number with the formulas it quotes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from api.schemas.catalog import Slug
+from api.schemas.workload import WorkloadSpec
+from planner.optimizer import PlanConstraints
+from planner.planning import PlanResult
+from planner.workload import Slo
+
+MS_PER_S = 1e3
+
+#: Precisions considered when a request names none: 16-bit weights and cache, and FP8 weights and
+#: cache — near-lossless on the models in the catalog. Int8, int4 and FP4 trade accuracy the
+#: planner cannot judge, so they are opt-in through `constraints.precisions`.
+DEFAULT_PRECISIONS: tuple[tuple[str, str], ...] = (("bf16", "bf16"), ("fp8", "fp8"))
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlanSlo(_Input):
+    """Latency targets at `percentile`; any subset of the three, at least one."""
+
+    ttft_ms: float | None = Field(default=None, gt=0, le=3.6e6, allow_inf_nan=False, description="Time to first token.", examples=[500])
+    tpot_ms: float | None = Field(default=None, gt=0, le=3.6e6, allow_inf_nan=False, description="Time per output token after the first.", examples=[50])
+    e2e_s: float | None = Field(default=None, gt=0, le=86_400, allow_inf_nan=False, description="Arrival to last token.")
+    percentile: float = Field(default=99.0, ge=50, lt=100, description="Percentile the targets apply to.")
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> Self:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_s is None:
+            raise ValueError("give at least one of ttft_ms, tpot_ms, e2e_s")
+        return self
+
+    def to_slo(self) -> Slo:
+        return Slo(
+            ttft_s=None if self.ttft_ms is None else self.ttft_ms / MS_PER_S,
+            tpot_s=None if self.tpot_ms is None else self.tpot_ms / MS_PER_S,
+            e2e_s=self.e2e_s,
+            percentile=self.percentile,
+        )
+
+
+class PlanPrecision(_Input):
+    weights: Slug = Field(description="Quantization scheme of the weights (a catalog slug).", examples=["fp8"])
+    kv_cache: Slug = Field(description="Quantization scheme of the KV cache (a catalog slug).", examples=["fp8"])
+
+
+class PlanConstraintsSpec(_Input):
+    """What the plan may use. Omitted members do not constrain."""
+
+    gpus: list[Slug] | None = Field(
+        default=None, min_length=1, max_length=100,
+        description="GPU types allowed (catalog slugs); default every GPU in the catalog. An empty list is refused.",
+    )
+    precisions: list[PlanPrecision] | None = Field(
+        default=None, min_length=1, max_length=50,
+        description="Weight/KV-cache precision pairs allowed; default bf16/bf16 and fp8/fp8.",
+    )
+    max_gpus: int | None = Field(default=None, ge=1, le=1_000_000, description="Most GPUs in the plan.")
+    budget_usd_per_hour: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False, description="Most on-demand cost per hour.")
+    min_replicas: int = Field(default=1, ge=0, le=100_000, description="Fewest replicas.")
+    n_plus_one: bool = Field(default=False, description="Demand still covered within the SLOs with any one replica lost.")
+    mixed_fleet: bool = Field(default=False, description="Allow several configurations splitting the traffic in proportion to capacity.")
+    inventory: dict[Slug, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(
+        default_factory=dict, description="Most GPUs available per GPU type (types not listed are unlimited)."
+    )
+
+    def to_constraints(self) -> PlanConstraints:
+        return PlanConstraints(
+            max_gpus=self.max_gpus,
+            budget_usd_per_hour=self.budget_usd_per_hour,
+            min_replicas=self.min_replicas,
+            n_plus_one=self.n_plus_one,
+            mixed_fleet=self.mixed_fleet,
+            inventory=dict(self.inventory),
+        )
+
+
+class PlanRequest(_Input):
+    """Plan the cheapest deployment of `model` that serves `workload` within `slo`."""
+
+    model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
+    workload: WorkloadSpec
+    slo: PlanSlo
+    constraints: PlanConstraintsSpec = Field(default_factory=PlanConstraintsSpec)
+    efficiency_profile: Slug = Field(
+        default="calibrated",
+        description="Efficiencies to plan with: `calibrated` (each GPU's catalog calibration), `ideal` (pure roofline) "
+        "or a stored profile name (POST /v1/calibrations).",
+    )
+    verify: bool = Field(default=True, description="Run the chosen plan through the simulator and add capacity until it agrees.")
+    name: str | None = Field(default=None, min_length=1, max_length=200, description="Deployment this plan is for (lists its plans).")
+
+    @model_validator(mode="after")
+    def _positive_rate(self) -> Self:
+        if not self.workload.arrival_rate_rps > 0:
+            raise ValueError("workload.arrival_rate_rps must be > 0 to plan capacity for it")
+        return self
+
+
+# --- response ------------------------------------------------------------------------------------
+
+
+class PrecisionRead(BaseModel):
+    weights: str
+    kv_cache: str
+
+
+class FleetRowRead(BaseModel):
+    gpu: str
+    tp: int
+    replicas: int
+    gpus: int
+    precision: PrecisionRead
+    batch_limit: int = Field(description="vLLM max_num_seqs.")
+    chunk_tokens: int | None = Field(description="vLLM max_num_batched_tokens with chunked prefill; null = no chunking.")
+    target_rho: float = Field(description="Per-replica arrival rate / per-replica saturation rate.")
+    max_rps_at_slo: float = Field(description="Largest per-replica rate meeting every SLO (queueing model).")
+    saturation_rps: float
+    offered_rps: float
+    cost_usd_per_hour: float
+
+
+class PlanDecision(BaseModel):
+    """The decisions: for a mixed fleet the largest row, with every row in `fleet`."""
+
+    gpu: str
+    tp: int
+    replicas: int
+    gpus_total: int
+    precision: PrecisionRead
+    batch_limit: int
+    chunk_tokens: int | None
+    target_rho: float = Field(description="Arrival rate / saturation capacity of the whole plan.")
+    fleet: list[FleetRowRead] | None = Field(default=None, description="Every configuration of a mixed fleet.")
+
+
+class PlanCost(BaseModel):
+    usd_per_hour: float
+    usd_per_month: float = Field(description="730 hours.")
+    usd_per_million_output_tokens: float
+
+
+class Percentiles(BaseModel):
+    p50: float | None
+    p99: float | None
+    at_percentile: float | None = Field(description="At the SLO's percentile.")
+
+
+class PlanPredicted(BaseModel):
+    """Analytic predictions at the planned per-replica load."""
+
+    percentile: float
+    per_replica_rate_rps: float
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    e2e_s: Percentiles
+    output_tokens_per_s: float
+    reliable: bool
+    fidelity_note: str | None
+
+
+class PlanProvenance(BaseModel):
+    catalog_version: int
+    solver: str
+    status: str
+    mip_gap: float | None
+    solve_ms: float
+    plan_ms: float
+    efficiency_profile: str
+    efficiencies: dict[str, Any]
+    created_at: str
+
+
+class PlanResponse(BaseModel):
+    id: str
+    name: str | None
+    plan: PlanDecision
+    cost: PlanCost
+    predicted: PlanPredicted
+    justification: dict[str, Any] = Field(
+        description="step_model, memory, roofline, queueing, binding, alternatives, sensitivity, candidates; SI units in every name."
+    )
+    verification: dict[str, Any] | None = Field(description="Simulated percentiles next to the SLOs; null when verify was false.")
+    provenance: PlanProvenance
+
+
+def _row_read(row: Any) -> dict[str, Any]:
+    return {
+        "gpu": row.gpu, "tp": row.tp, "replicas": row.replicas, "gpus": row.gpus,
+        "precision": {"weights": row.weights_precision, "kv_cache": row.kv_precision},
+        "batch_limit": row.batch_limit, "chunk_tokens": row.chunk_tokens, "target_rho": row.target_rho,
+        "max_rps_at_slo": row.max_rps_at_slo, "saturation_rps": row.saturation_rps, "offered_rps": row.offered_rps,
+        "cost_usd_per_hour": row.cost_usd_per_hour,
+    }
+
+
+def _scaled(latency: dict[str, float | None], scale: float) -> dict[str, float | None]:
+    return {key: None if value is None else value * scale for key, value in latency.items()}
+
+
+def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at: str) -> dict[str, Any]:
+    """The JSON body (also what is stored) of one plan."""
+    main = result.row
+    predicted = dict(result.predicted)
+    predicted["ttft_ms"] = _scaled(predicted.pop("ttft_s"), MS_PER_S)
+    predicted["tpot_ms"] = _scaled(predicted.pop("tpot_s"), MS_PER_S)
+    body = {
+        "id": plan_id,
+        "name": name,
+        "plan": {
+            "gpu": main.gpu, "tp": main.tp, "replicas": result.replicas, "gpus_total": result.gpus_total,
+            "precision": {"weights": main.weights_precision, "kv_cache": main.kv_precision},
+            "batch_limit": main.batch_limit, "chunk_tokens": main.chunk_tokens, "target_rho": result.target_rho,
+            "fleet": [_row_read(r) for r in result.rows] if len(result.rows) > 1 else None,
+        },
+        "cost": {
+            "usd_per_hour": result.cost_usd_per_hour,
+            "usd_per_month": result.cost_usd_per_month,
+            "usd_per_million_output_tokens": result.cost_usd_per_million_output_tokens,
+        },
+        "predicted": predicted,
+        "justification": result.justification,
+        "verification": result.verification,
+        "provenance": {**result.provenance, "created_at": created_at},
+    }
+    return PlanResponse.model_validate(body).model_dump(mode="json")
