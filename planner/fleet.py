@@ -581,7 +581,7 @@ def solve_fleet(
     lp = solve(problem, time_limit_s=time_limit_s, solver_name=solver_name, relaxed=True)
     if lp.status == "infeasible":  # no fractional fleet, so no integer one
         raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=lp.solver_name)
-    if lp.status == "no_solution" or lp.objective is None:
+    if lp.status != "optimal" or lp.objective is None:  # an interrupted LP gives neither bound nor duals
         raise SolverError(
             f"{lp.solver_name} could not solve the fleet's LP relaxation within {time_limit_s} s; "
             "raise the time limit or plan fewer workloads, periods or candidates",
@@ -591,6 +591,10 @@ def solve_fleet(
     lp_values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
     duals = _demand_and_inventory_duals(presolved, problem)
     rounded = rounded_fleet(presolved, decisions, lp_values)
+    cost = fleet_cost_usd(presolved, decisions)
+    budget = presolved.constraints.budget_usd_per_day
+    if rounded is not None and budget is not None and _evaluate(cost, rounded) > budget * presolved.horizon_hours / HOURS_PER_DAY:
+        rounded = None  # rounding up overran the budget: not a fleet we may return
     # Leave the MILP what is left of the limit, less as much again as building and solving the
     # LP took (PuLP hands the model over again, which costs about that much).
     elapsed_s = time.perf_counter() - started
@@ -598,11 +602,10 @@ def solve_fleet(
     outcome = solve(problem, time_limit_s=remaining_s, solver_name=lp.solver_name)
     if outcome.status == "infeasible":
         raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
-    cost = fleet_cost_usd(presolved, decisions)
     if outcome.status == "no_solution" and rounded is None:
         raise SolverError(
             f"{outcome.solver_name} found no feasible fleet within {remaining_s:.1f} s and rounding the LP "
-            "relaxation broke an inventory limit; raise the time limit",
+            "relaxation broke an inventory or budget limit; raise the time limit",
             solver=outcome.solver_name,
             time_limit_s=time_limit_s,
         )

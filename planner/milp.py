@@ -12,8 +12,9 @@ import math
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import pulp
 
@@ -24,6 +25,9 @@ HIGHS = "HiGHS"
 CBC = "CBC"
 
 SolveStatus = Literal["optimal", "feasible", "infeasible", "no_solution"]
+
+#: HiGHS's `primal_solution_status` for a feasible primal solution (kSolutionStatusFeasible).
+_HIGHS_SOLUTION_FEASIBLE = 2
 
 #: A solve that ran this share of its time limit and found nothing hit the limit (not an error).
 _TIME_LIMIT_SHARE = 0.9
@@ -99,9 +103,34 @@ class SolveOutcome:
         return SolverReport(name=self.solver_name, status=self.status, solve_s=self.solve_s, mip_gap=self.mip_gap)
 
 
+def _interrupt_after(deadline: float) -> Callable[..., None]:
+    """A HiGHS callback that interrupts the solve once `deadline` (perf_counter) has passed.
+
+    HiGHS checks its own time limit only between phases; under load one round of root cuts
+    on a fleet-sized MILP can overrun it by tens of seconds. The simplex and MIP interrupt
+    callbacks are polled inside those phases, so the limit holds to within one poll.
+    """
+
+    def callback(callback_type: object, message: str, data_out: object, data_in: Any, user_data: object) -> None:
+        if time.perf_counter() > deadline:
+            data_in.user_interrupt = True
+
+    return callback
+
+
 def _make_solver(name: str, time_limit_s: float, relative_gap: float | None, *, mip: bool) -> pulp.LpSolver:
     if name == HIGHS:
-        return pulp.HiGHS(mip=mip, msg=False, timeLimit=time_limit_s, gapRel=relative_gap)
+        import highspy  # installed whenever HiGHS is the solver (`highs_available()`)
+
+        kinds = highspy.cb.HighsCallbackType
+        return pulp.HiGHS(
+            mip=mip,
+            msg=False,
+            timeLimit=time_limit_s,
+            gapRel=relative_gap,
+            callbackTuple=(_interrupt_after(time.perf_counter() + time_limit_s), None),
+            callbacksToActivate=[kinds.kCallbackMipInterrupt, kinds.kCallbackSimplexInterrupt],
+        )
     if name == CBC:
         # The CBC binary bundled with PuLP, driven through COIN_CMD (PULP_CBC_CMD is deprecated in PuLP 3.3).
         bundled = pulp.PULP_CBC_CMD.pulp_cbc_path
@@ -113,6 +142,13 @@ def _make_solver(name: str, time_limit_s: float, relative_gap: float | None, *, 
             gapRel=relative_gap,
         )
     raise PlannerInputError(f"unknown solver {name!r}; expected {HIGHS!r} or {CBC!r}")
+
+
+def _highs_has_solution(problem: pulp.LpProblem) -> bool:
+    model = getattr(problem, "solverModel", None)
+    if model is None:
+        return False
+    return int(model.getInfo().primal_solution_status) == _HIGHS_SOLUTION_FEASIBLE
 
 
 def _highs_gap_and_bound(problem: pulp.LpProblem) -> tuple[float | None, float | None]:
@@ -159,6 +195,9 @@ def solve(
         return SolveOutcome(
             status="infeasible", solver_name=name, solve_s=solve_s, mip_gap=None, objective=None, dual_bound=None
         )
+    if name == HIGHS and not _highs_has_solution(problem):
+        # PuLP reads an interrupted HiGHS run without an incumbent as "integer feasible".
+        status = pulp.LpStatusNotSolved
     if status == pulp.LpStatusOptimal and solution_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
         proved = solution_status == pulp.LpSolutionOptimal
         objective = float(pulp.value(problem.objective) or 0.0)
