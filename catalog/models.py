@@ -179,6 +179,19 @@ class CatalogMeta(Base):
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
 
 
+class FleetPlanRow(Base):
+    """A stored fleet plan (POST /v1/fleet-plans): the request and response bodies as sent, and
+    the catalog version it was planned against. Written once, never updated."""
+
+    __tablename__ = "fleet_plans"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    response: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    catalog_version: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True, nullable=False)
+
+
 class PlanRow(Base):
     """A stored plan (POST /v1/plans): the request and response bodies as sent, the catalog version
     it was planned against and the optional deployment name it was made for. Written once, never updated."""
