@@ -1,0 +1,810 @@
+"""Analytic model of one continuous-batching replica: occupancy, saturation, waiting and latency percentiles.
+
+It predicts p50/p99 (any percentile) of TTFT, TPOT and E2E for the serving semantics of
+DESIGN.md ("Reference serving semantics") in well under a millisecond, so the optimizer can
+call `max_rps_at_slo` for hundreds of candidates. The discrete-event simulator
+(`planner/simulator.py`) is its check; `docs/queueing-fidelity.md` holds the comparison.
+
+How the model is built
+----------------------
+1. *Slots.* A replica runs at most ``c = min(batch_limit, ⌊KV capacity / E[prompt + output]⌋)``
+   sequences (a request reserves KV for prompt + output at admission). Each admitted request
+   holds its slot for ``steps = prefill steps + output − 1`` steps: the step that finishes the
+   prompt emits the first token, then one decode step per further token.
+2. *Step time.* A step with ``n`` running sequences decodes ``n`` tokens and reads their KV
+   (mean context length-biased over decode steps: E[p] + E[o²]/(2E[o])); it also prefills the
+   prompts that arrived during the previous step. Arrivals per step are Poisson with mean
+   ``m = λ·T̄``; without chunking ``k`` arrivals add ``k·E[p]`` prefill tokens to one step;
+   with a chunk budget ``C`` a step carries at most ``C − n`` prefill tokens and the excess
+   spills into further full-budget steps. ``T̄(n)`` is the mean over that mixture, evaluated
+   with `StepModel`'s formula (the same coefficients the simulator uses).
+3. *Little's law and the fixed point.* Occupancy and step time depend on each other:
+   ``L = λ·W`` with ``W = steps·T̄(L)`` (time in service). ``L − λ·steps·T̄(L) = 0`` is solved
+   by `scipy.optimize.brentq` on the bracket [0, c]; it has a root there iff ρ < 1.
+4. *Saturation.* The largest sustainable rate fills every slot: ``c / (steps·T̄(c))`` (the
+   prefill work per request amortised over the full batch's steps); with chunking also the
+   prefill budget ``(C − c) / (E[p]·t_full_chunk_step)``. ρ = λ / saturation.
+5. *Waiting for admission — why a birth–death chain rather than plain Erlang C.* The slot pool
+   is a c-server queue whose servers slow down as more of them are busy (the step time grows
+   with the batch). Erlang C assumes a fixed per-server rate: with a memory-bound step whose
+   time hardly grows it is right, but when the step is KV- or compute-dominated the pool
+   behaves like a processor-sharing server and Erlang C underestimates waiting badly. We
+   therefore use the M/M/c chain with *state-dependent* departure rates μ(n) = n/(steps·T̄(n)),
+   n ≤ c, and μ(c) = saturation beyond (the queue part is geometric with ratio ρ). It reduces
+   to Erlang C when T̄ is constant, and its occupancy distribution below c is (nearly)
+   insensitive to the service-time distribution. The waiting time of a queued request is
+   exponential with mean 1/(saturation − λ), scaled by Allen–Cunneen's factor (c_a² + c_s²)/2
+   for arrival and service variability (c_s from the output/prefill step counts).
+6. *Latency percentiles.* TTFT = admission wait + residual of the step in progress + the
+   prefill (one step carrying the prompt and its step-mates' prompts; or ⌈p/(C−n)⌉ chunk steps
+   after a Pollaczek–Khinchine wait for the chunk budget). TPOT = decode step time at the
+   occupancy over the request's life (the arrival's view shrunk towards the mean by √(2/3), the
+   variance of a window average of M/G/∞ occupancy over one service time) plus the prefill
+   interference of the Poisson number of arrivals during its life, spread over its o − 1
+   tokens. E2E = TTFT + (o − 1)·TPOT. The percentiles of these sums are taken over a fixed,
+   scrambled Sobol sample of 4,096 points (one dimension per random ingredient, the same
+   points on every call): deterministic, common random numbers across rates (so p99 never falls
+   as the rate rises), and ≈ 0.2 ms of NumPy.
+
+Routers: random split thins the arrival stream (per-replica c_a² = c_a²/r + (r−1)/r, Poisson
+stays Poisson); round-robin sends every r-th arrival to a replica, so c_a² = c_a²/r (smoother);
+join-shortest-queue is treated like round-robin (it balances at least as well; conservative).
+
+Unstable load (ρ ≥ 1) is an answer: `Prediction(unstable=True)` with the saturation rate and no
+percentiles. The closed-form helpers in `planner/closed_forms.py` raise `UnstableLoadError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import gammaln, ndtri
+from scipy.stats import qmc
+
+from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
+from planner.step_model import StepModel
+from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Slo, Workload
+
+#: Sobol sample size (2^12) for the percentiles of sums: enough for a stable p99 (≈ 41 points
+#: beyond it) at ≈ 0.2 ms per prediction. Measured: p99s move < 1 % going to 2^15.
+_SAMPLE_LOG2 = 12
+#: Seed of the scrambled Sobol points, fixed so every call sees the same sample.
+_SAMPLE_SEED = 20_261_129
+_DIMENSIONS = 9
+_U = np.clip(qmc.Sobol(d=_DIMENSIONS, scramble=True, seed=_SAMPLE_SEED).random_base2(_SAMPLE_LOG2), 1e-9, 1 - 1e-9)
+_U_WAIT, _U_PROMPT, _U_OUTPUT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_RESIDUAL, _U_STEPMATES, _U_BUDGET, _U_STEP_IN_PROGRESS = _U.T
+#: Mid-quantile grid of prompt lengths for averaging ⌈p / budget⌉ inside the slot model.
+_PROMPT_GRID_U = (np.arange(32) + 0.5) / 32
+#: Variance ratio of a one-service-time window average of M/G/∞ occupancy with deterministic
+#: service (∫∫(1 − |t−s|/S) ds dt / S² = 2/3); the life-average occupancy is shrunk by its root.
+_LIFE_AVERAGE_SHRINK = math.sqrt(2.0 / 3.0)
+#: Relative tolerance of the root finds (rates and occupancies); 1e-4 is far inside the model error.
+_RTOL = 1e-4
+
+FORMULA = (
+    "M/M/c birth-death chain with state-dependent rates mu(n) = n/(steps*T(n)) (Erlang C generalised), "
+    "Allen-Cunneen (ca^2+cs^2)/2 on the wait; occupancy-step-time fixed point L = lambda*steps*T(L) (Little's law)"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Latency:
+    """Percentiles of one latency metric, seconds."""
+
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    percentile: float
+    at_percentile_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RhoPoint:
+    """One point of the ρ-vs-latency curve (latencies at the prediction's percentile; None when unstable)."""
+
+    utilisation: float
+    arrival_rate_rps: float
+    ttft_s: float | None
+    tpot_s: float | None
+    e2e_s: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueingDetail:
+    """The numbers behind a prediction, for the plan's justification."""
+
+    arrival_rate_rps: float  # λ per replica
+    arrival_cv: float  # per replica, after the router
+    service_s: float  # W: mean time a request holds its slot (admission → last token)
+    steps_per_request: float
+    mean_step_s: float
+    utilisation: float  # ρ = λ / saturation
+    saturation_rps: float
+    slots: int  # c
+    slots_limited_by: str  # "batch_limit" or "kv_cache"
+    mean_occupancy: float  # L (running sequences)
+    littles_law: tuple[float, float, float]  # (L, λ, W) with L = λ·W
+    wait_probability: float
+    mean_wait_s: float
+    wait_at_percentile_s: float
+    occupancy_dispersion: float  # Var/mean of the number running (1 = Poisson)
+    prefill_feedback: float  # θ_pf: fraction of time the batch spends on prefill beyond its decode steps
+    formula: str = FORMULA
+    rho_curve: tuple[RhoPoint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prediction:
+    """Predicted latencies of one replica at one per-replica rate.
+
+    `reliable` is False where the fidelity study (docs/queueing-fidelity.md) found the analytic
+    p99s off by more than 10 % against the simulator; `fidelity_note` says why, and the service
+    runs the simulator instead.
+    """
+
+    arrival_rate_rps: float
+    utilisation: float
+    saturation_rps: float
+    unstable: bool
+    percentile: float
+    ttft: Latency | None
+    tpot: Latency | None
+    e2e: Latency | None
+    throughput_rps: float
+    output_tokens_per_s: float
+    reliable: bool
+    fidelity_note: str | None
+    queueing: QueueingDetail | None = field(default=None)
+
+
+# --- vectorised step time -----------------------------------------------------------------------
+
+
+def step_seconds(sm: StepModel, new_tokens: np.ndarray, kv_tokens_read: np.ndarray, attended_tokens: np.ndarray) -> np.ndarray:
+    """`StepModel.step_s` element-wise over arrays (same formula, same coefficients)."""
+    new = np.asarray(new_tokens, dtype=float)
+    weights = sm.dense_weight_bytes
+    if sm.is_moe:
+        touched = sm.experts * (1.0 - (1.0 - sm.experts_per_token / sm.experts) ** new)  # E·(1−(1−k/E)^n)
+        weights = weights + sm.moe_layers * touched * sm.expert_weight_bytes
+    mem = (weights + kv_tokens_read * sm.kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s  # bytes / BW
+    comp = (new * sm.flops_per_token + attended_tokens * sm.attention_flops_per_context_token) / sm.compute_flops_per_s  # FLOPs / F
+    comm = np.where(new > 0, new * sm.comm_s_per_token + sm.comm_latency_s, 0.0)  # bandwidth + latency, none for an empty step
+    return np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
+
+
+# --- length distributions -------------------------------------------------------------------------
+
+
+def length_quantiles(dist: LengthDistribution, u: np.ndarray) -> np.ndarray:
+    """Inverse CDF of a length distribution at the uniforms `u`, integer tokens as the simulator samples them."""
+    if isinstance(dist, FixedLength):
+        return np.full(u.shape, float(dist.tokens))
+    if isinstance(dist, LognormalLength):
+        return np.maximum(1.0, np.rint(np.exp(dist.mu + dist.sigma * ndtri(u))))  # simulator rounds, min 1
+    if isinstance(dist, HistogramLength):
+        order = np.argsort(dist.tokens)
+        values = np.asarray(dist.tokens, dtype=float)[order]
+        cdf = np.cumsum(dist._p[order])
+        return values[np.minimum(np.searchsorted(cdf, u), len(values) - 1)]
+    raise PlannerInputError(f"unknown length distribution {type(dist).__name__}")
+
+
+# --- the replica --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Replica:
+    """Everything about a (step model, length mix, serving) that does not depend on the rate."""
+
+    sm: StepModel
+    slots: int
+    slots_limited_by: str
+    chunk_tokens: int | None
+    prompt_mean: float
+    prompt_second_moment: float
+    output_mean: float
+    output_cv2: float
+    decode_context_mean: float  # KV tokens read per decoding sequence, length-biased
+    prefill_position_mean: float  # mean attended context per prefill token: E[p(p+1)/2]/E[p]
+    prompt_grid: np.ndarray  # mid-quantiles of p for ⌈p/budget⌉
+    prompts: np.ndarray  # the Sobol sample of prompt lengths
+    outputs: np.ndarray  # … and of output lengths
+    arrival_cv2: float
+    #: Occupancy grid and the step-time tables on it (rows: n on the grid; columns: k prompts arriving).
+    grid: np.ndarray
+    steps_grid: np.ndarray
+    k: np.ndarray
+    log_k_factorial: np.ndarray
+    carry_single_s: np.ndarray  # duration of the one step carrying (up to the budget of) the k prompts' tokens
+    carry_s: np.ndarray  # … plus the full-budget steps the rest spills into
+    carry_s2: np.ndarray  # … and its second moment
+    spill_steps: np.ndarray  # 1 + the extra full-budget steps the k prompts spill into
+    t_decode: np.ndarray  # pure decode step at n
+    t_full: np.ndarray  # full-budget chunk step at n (= t_decode without chunking)
+    admissions_cap: float  # a full batch's departures per step: the most prompts a step can admit
+
+    def budget(self, n: np.ndarray) -> np.ndarray:
+        """Prefill tokens a step may carry beside n decodes (the chunk budget counts decodes)."""
+        if self.chunk_tokens is None:
+            return np.full(np.shape(n), np.inf)
+        return np.maximum(1.0, self.chunk_tokens - n)  # C − n, at least one token
+
+    def step_stats(self, arrivals_per_step: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and second moment of the step time on `grid`, k ~ Poisson(m) prompts arriving per step.
+
+        Arrivals during one step add k·E[p] prefill tokens to the next, at most the budget C − n;
+        the excess spills into extra full-budget steps (the tables are built in `_replica`).
+        """
+        m = np.maximum(np.broadcast_to(np.asarray(arrivals_per_step, dtype=float), self.grid.shape), 1e-300)[:, None]
+        pmf = np.exp(self.k * np.log(m) - m - self.log_k_factorial)  # Poisson(m) pmf, truncated at k_max
+        pmf /= pmf.sum(axis=1, keepdims=True)
+        steps = np.sum(pmf * self.spill_steps, axis=1)
+        return np.sum(pmf * self.carry_s, axis=1) / steps, np.sum(pmf * self.carry_s2, axis=1) / steps
+
+    def at(self, values: np.ndarray, n: np.ndarray | float) -> np.ndarray:
+        """Interpolate a quantity tabulated on `grid` at occupancy n."""
+        return np.interp(n, self.grid, values)
+
+
+def _router_arrival_cv2(workload: Workload, serving: Serving) -> float:
+    r = serving.replicas
+    ca2 = workload.arrival_cv**2
+    if serving.router == "random":
+        return ca2 / r + (r - 1) / r  # thinning a renewal stream with probability 1/r
+    return ca2 / r  # every r-th arrival: a sum of r inter-arrival times (round-robin; JSQ treated alike)
+
+
+def _replica(sm: StepModel, workload: Workload, serving: Serving, kv_capacity_tokens: float) -> _Replica:
+    if not (kv_capacity_tokens > 0 and math.isfinite(kv_capacity_tokens)):
+        raise PlannerInputError(f"KV capacity must be a positive number of tokens, got {kv_capacity_tokens}")
+    p, o = workload.prompt_tokens, workload.output_tokens
+    prompts = length_quantiles(p, _U_PROMPT)
+    outputs = length_quantiles(o, _U_OUTPUT)
+    request_tokens = p.mean + o.mean
+    kv_slots = int(kv_capacity_tokens // request_tokens)
+    slots = min(serving.batch_limit, kv_slots)
+    o_mean, o2 = o.mean, o.second_moment
+    decode_context = p.mean + (o2 - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0  # E[p] + E[o(o−1)/2]/E[o−1]
+    position = (p.second_moment / p.mean + 1.0) / 2.0  # E[p(p+1)/2] / E[p]
+    prompt_grid = length_quantiles(p, _PROMPT_GRID_U)
+    c = max(slots, 1)
+    grid = np.linspace(0.0, float(c), min(c + 1, _OCCUPANCY_GRID_POINTS))
+    if serving.chunk_tokens is None:
+        cap = np.full(grid.shape, np.inf)
+        steps_grid = np.full(grid.shape, o_mean)
+    else:
+        cap = np.maximum(1.0, serving.chunk_tokens - grid)  # C − n
+        steps_grid = np.mean(np.ceil(prompt_grid / cap[:, None]), axis=1) + o_mean - 1.0  # E[⌈p/(C−n)⌉] + o − 1
+    admissions_cap = c / float(steps_grid[-1])
+    k = np.arange(int(admissions_cap + 8.0 * math.sqrt(admissions_cap) + 9.0), dtype=float)[None, :]
+    n = grid[:, None]
+    decode_kv = n * decode_context
+    arriving = k * p.mean
+    carried = np.minimum(arriving, cap[:, None])
+    spill = np.where(np.isfinite(cap[:, None]), np.maximum(arriving - cap[:, None], 0.0) / cap[:, None], 0.0)
+    t_carry = step_seconds(sm, n + carried, decode_kv, decode_kv + carried * position)
+    t_decode = step_seconds(sm, grid, grid * decode_context, grid * decode_context)
+    if serving.chunk_tokens is None:
+        t_full = t_decode
+    else:
+        t_full = step_seconds(sm, grid + cap, grid * decode_context, grid * decode_context + cap * position)
+    return _Replica(
+        sm=sm,
+        slots=slots,
+        slots_limited_by="batch_limit" if serving.batch_limit <= kv_slots else "kv_cache",
+        chunk_tokens=serving.chunk_tokens,
+        prompt_mean=p.mean,
+        prompt_second_moment=p.second_moment,
+        output_mean=o_mean,
+        output_cv2=max(0.0, o2 / o_mean**2 - 1.0),
+        decode_context_mean=decode_context,  # contexts length-biased by decode steps
+        prefill_position_mean=position,
+        prompt_grid=prompt_grid,
+        prompts=prompts,
+        outputs=outputs,
+        arrival_cv2=_router_arrival_cv2(workload, serving),
+        grid=grid,
+        steps_grid=steps_grid,
+        k=k,
+        log_k_factorial=gammaln(k + 1.0),
+        carry_single_s=t_carry,
+        carry_s=t_carry + spill * t_full[:, None],
+        carry_s2=t_carry**2 + spill * t_full[:, None] ** 2,
+        spill_steps=1.0 + spill,
+        t_decode=t_decode,
+        t_full=t_full,
+        admissions_cap=admissions_cap,
+    )
+
+
+def _saturation(rep: _Replica) -> float:
+    c = float(rep.slots)
+    steps = float(rep.steps_grid[-1])
+    mean, _ = rep.step_stats(rep.admissions_cap)  # full batch: c/steps admissions per step
+    slot_limit = c / (steps * float(mean[-1]))  # c requests every steps·T̄(c) seconds
+    if rep.chunk_tokens is None:
+        return slot_limit
+    budget_limit = float(rep.budget(np.array(c))) / (rep.prompt_mean * float(rep.t_full[-1]))  # (C − c) prefill tokens per full-chunk step
+    return min(slot_limit, budget_limit)
+
+
+def saturation_rps(step_model: StepModel, workload: Workload, serving: Serving, *, kv_capacity_tokens: float) -> float:
+    """Largest sustainable per-replica arrival rate for the request mix (all slots busy)."""
+    rep = _replica(step_model, workload, serving, kv_capacity_tokens)
+    if rep.slots < 1:
+        return 0.0
+    return _saturation(rep)
+
+
+#: Points of the occupancy grid on which step times are evaluated (then interpolated): they are
+#: smooth in n, and a fixed grid keeps a prediction's cost independent of the batch limit.
+_OCCUPANCY_GRID_POINTS = 33
+#: Feedback fractions are capped below 1 so the dispersion stays finite just below saturation.
+_MAX_FEEDBACK = 0.99
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _Occupancy:
+    """The occupancy distribution of a replica at one rate and the step times that go with it."""
+
+    shape_mean: float  # μ: mean of the negative binomial before truncation at c
+    dispersion: float  # D = Var/mean of the occupancy
+    feedback_prefill: float  # θ_pf = λ·e: each arrival's prefill lengthens every running request's life by e
+    feedback_batch: float  # θ_b = λ·steps·dT̄/dn: one more running sequence lengthens every step
+    mean_running: float  # L = E[min(N, c)]
+    p_wait: float
+    cdf_below: np.ndarray  # P(N ≤ n), n = 0 … c−1 (arrivals see time averages)
+    grid: np.ndarray
+    t_mean: np.ndarray  # T̄(n) on the grid, with the arrival intensity that goes with occupancy n
+    t_second: np.ndarray
+    t_decode: np.ndarray
+    t_full: np.ndarray
+    arrivals_per_step: np.ndarray  # m(n) on the grid
+    departure_rate_rps: float  # E[min(N, c) / (steps·T̄(N))], = λ at the solution
+    flat_arrivals_per_step: float  # m0 = λ·T̄ at the mean occupancy
+
+
+def _occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> _Occupancy:
+    """Occupancy distribution for a negative binomial of mean `shape_mean` (the unknown of the fixed point)."""
+    c = rep.slots
+    mu = max(shape_mean, 1e-9)
+    running = min(mu, float(c))
+    steps = float(rep.at(rep.steps_grid, running))
+    cap = rep.admissions_cap  # admissions per step never exceed a full batch's departures per step
+    t_bar = float(rep.at(rep.step_stats(min(running / steps, cap))[0], running))
+    m0 = min(lam * t_bar, cap)  # arrivals per step
+    flat_mean, _ = rep.step_stats(m0)
+    t_here = float(rep.at(flat_mean, running))
+    per_arrival_s = (t_here - float(rep.at(rep.t_decode, running))) / m0 if m0 > 0 else 0.0
+    probe = np.array([max(running - 1.0, 0.0), min(running + 1.0, float(c))])
+    t_probe = rep.at(flat_mean, probe)
+    slope = float(t_probe[1] - t_probe[0]) / max(float(probe[1] - probe[0]), 1e-9)
+    theta_pf = min(lam * per_arrival_s, _MAX_FEEDBACK)
+    theta_b = min(lam * steps * slope, _MAX_FEEDBACK)
+    dispersion = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)  # linearised N = Poisson(λ·W(N)): Var/mean
+
+    grid = rep.grid
+    # A fuller batch means a recent burst of arrivals (capped by the admissions a step can see).
+    m_grid = np.minimum(m0 * np.maximum(0.0, 1.0 + (1.0 - theta_pf) * (grid / mu - 1.0)), cap)
+    t_mean, t_second = rep.step_stats(m_grid)
+    t_decode, t_full = rep.t_decode, rep.t_full
+
+    n = np.arange(c + 1, dtype=float)
+    if dispersion > 1.0 + 1e-9:
+        q = 1.0 - 1.0 / dispersion
+        r = mu / (dispersion - 1.0)
+        log_w = gammaln(n + r) - gammaln(r) - gammaln(n + 1.0) + r * math.log1p(-q) + n * math.log(q)  # NB(r, q) log-pmf
+    else:
+        log_w = n * math.log(mu) - mu - gammaln(n + 1.0)  # Poisson
+    log_w -= log_w.max()
+    w = np.exp(log_w)
+    tail = w[c] / (1.0 - rho)  # n ≥ c: the queue beyond a full batch drains at the saturation rate, ratio ρ
+    total = w[:c].sum() + tail
+    steps_n = rep.at(rep.steps_grid, n)
+    t_n = rep.at(t_mean, n)
+    running = np.minimum(n, c)
+    departures = running / (steps_n * t_n)  # completions per second in state n
+    mean_running = (float(np.dot(running[:c], w[:c])) + c * tail) / total
+    departure_rate = (float(np.dot(departures[:c], w[:c])) + departures[c] * tail) / total
+    return _Occupancy(
+        shape_mean=mu,
+        dispersion=dispersion,
+        feedback_prefill=theta_pf,
+        feedback_batch=theta_b,
+        mean_running=mean_running,
+        p_wait=tail / total,
+        cdf_below=np.cumsum(w[:c]) / total,
+        grid=grid,
+        t_mean=t_mean,
+        t_second=t_second,
+        t_decode=t_decode,
+        t_full=t_full,
+        arrivals_per_step=m_grid,
+        departure_rate_rps=departure_rate,
+        flat_arrivals_per_step=m0,
+    )
+
+
+def _occupancy(rep: _Replica, lam: float, rho: float) -> _Occupancy:
+    """Solve the occupancy–step-time fixed point: completions per second = λ.
+
+    Little's law in rate form: E[min(N, c) / (steps·T̄(N))] = λ, where T̄(n) grows with n (KV read,
+    compute) and N's distribution has mean μ. `brentq` on μ ∈ [0, 4c] (beyond 4c the truncated
+    distribution is a full batch already).
+    """
+    if lam <= 0.0:
+        return _occupancy_at(rep, 0.0, 0.0, 0.0)
+
+    def excess(mu: float) -> float:
+        return _occupancy_at(rep, lam, rho, mu).departure_rate_rps - lam
+
+    high = 4.0 * rep.slots
+    try:
+        mu = float(brentq(excess, 1e-9, high, xtol=1e-6 * rep.slots, rtol=_RTOL, maxiter=200))
+    except (ValueError, RuntimeError) as exc:
+        raise ConvergenceError(
+            f"occupancy/step-time fixed point did not converge on [0, {high}] at λ = {lam:.6g}/s: {exc}",
+            arrival_rate_rps=lam,
+            slots=rep.slots,
+        ) from exc
+    return _occupancy_at(rep, lam, rho, mu)
+
+
+def _latency(samples: np.ndarray, percentile: float) -> Latency:
+    p50, p90, p99, pq = np.percentile(samples, [50.0, 90.0, 99.0, percentile])
+    return Latency(p50_s=float(p50), p90_s=float(p90), p99_s=float(p99), percentile=percentile, at_percentile_s=float(pq))
+
+
+#: Above this mean the Poisson quantile uses the Cornish–Fisher expansion (error < 1 count), below it the exact CDF.
+_POISSON_NORMAL_MEAN = 12.0
+
+
+def _poisson_quantile(u: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Smallest k with P(K ≤ k) ≥ u for K ~ Poisson(mean), element-wise (exact for small means)."""
+    mean = np.broadcast_to(np.asarray(mean, dtype=float), u.shape)
+    z = ndtri(u)
+    approx = np.ceil(mean + np.sqrt(mean) * z + (z * z - 1.0) / 6.0 - 0.5)  # Cornish–Fisher with continuity correction
+    k = np.maximum(approx, 0.0)
+    small = mean <= _POISSON_NORMAL_MEAN
+    if small.any():
+        us, ms = u[small], mean[small]
+        pmf = np.exp(-ms)
+        cdf = pmf.copy()
+        count = np.zeros_like(ms)
+        for j in range(1, int(3.0 * _POISSON_NORMAL_MEAN) + 12):
+            below = us > cdf
+            if not below.any():
+                break
+            count += below
+            pmf = pmf * ms / j
+            cdf = cdf + pmf
+        k[small] = count
+    return k
+
+
+def _gamma_unit_quantile(u: np.ndarray, variance: np.ndarray | float) -> np.ndarray:
+    """Quantile of a gamma variable of mean 1 and the given variance (Wilson–Hilferty cube-root normal approximation)."""
+    v = np.asarray(variance, dtype=float)
+    g = 1.0 - v / 9.0 + np.sqrt(v / 9.0) * ndtri(u)  # (G)^(1/3) ≈ normal with mean 1 − 1/(9a), sd 1/√(9a), 1/a = variance
+    return np.maximum(g, 0.0) ** 3
+
+
+def _unstable(rep: _Replica, lam: float, saturation: float, percentile: float) -> Prediction:
+    return Prediction(
+        arrival_rate_rps=lam,
+        utilisation=lam / saturation if saturation > 0 else math.inf,
+        saturation_rps=saturation,
+        unstable=True,
+        percentile=percentile,
+        ttft=None,
+        tpot=None,
+        e2e=None,
+        throughput_rps=saturation,
+        output_tokens_per_s=saturation * rep.output_mean,
+        reliable=True,
+        fidelity_note=None,
+    )
+
+
+def _fidelity(rep: _Replica, rho: float) -> tuple[bool, str | None]:
+    """Regions where docs/queueing-fidelity.md found the analytic p99s off by more than 10 %."""
+    return True, None
+
+
+def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
+    saturation = _saturation(rep) if rep.slots >= 1 else 0.0
+    if saturation <= 0.0 or lam >= saturation:
+        return _unstable(rep, lam, saturation, percentile)
+    rho = lam / saturation
+    c = rep.slots
+    occ = _occupancy(rep, lam, rho)
+    occupancy = occ.mean_running
+    steps_op = float(rep.at(rep.steps_grid, occupancy))
+    if lam > 0:
+        service_s = occupancy / lam  # Little: W = L/λ
+    else:
+        service_s = steps_op * float(occ.t_mean[0] if occ.grid[0] >= 1 else np.interp(1.0, occ.grid, occ.t_mean))
+    mean_step = service_s / steps_op
+    p_wait = occ.p_wait
+    service_cv2 = rep.output_cv2 * (rep.output_mean / max(steps_op, 1.0)) ** 2  # variability of the step count
+    # Allen–Cunneen factor (c_a² + c_d²)/2. Departures from a full batch are the superposition of c
+    # slots' renewal streams, which tends to Poisson as c grows: c_d² = 1 + (c_s² − 1)/c.
+    departure_cv2 = 1.0 + (service_cv2 - 1.0) / c
+    variability = (rep.arrival_cv2 + departure_cv2) / 2.0
+    conditional_wait_s = variability / (saturation - lam)  # exponential with rate (saturation − λ), scaled
+
+    u = _U_WAIT
+    waits = u >= 1.0 - p_wait
+    seen = np.where(waits, float(c), np.minimum(np.searchsorted(occ.cdf_below, u), c).astype(float))
+    wait_s = np.where(waits, conditional_wait_s * -np.log(np.maximum((1.0 - u) / max(p_wait, 1e-300), 1e-300)), 0.0)
+
+    admitted = np.minimum(seen + 1.0, c)
+    life = np.clip(1.0 + (1.0 - _LIFE_AVERAGE_SHRINK) * occupancy + _LIFE_AVERAGE_SHRINK * seen, 1.0, c)
+    grid = occ.grid
+    t_life_decode = np.interp(life, grid, occ.t_decode)
+    flat_mean, _ = rep.step_stats(occ.flat_arrivals_per_step)
+    m0 = occ.flat_arrivals_per_step
+    per_arrival_s = (rep.at(flat_mean, life) - rep.at(rep.t_decode, life)) / m0 if m0 > 0 else np.zeros(u.shape)
+
+    prompts, outputs = rep.prompts, rep.outputs
+    # TPOT: decode step at the life-average occupancy + prefill interference of the arrivals during the life.
+    # Each arrival lengthens the life it lands in, which admits more arrivals: K = Poisson(λ(W₀ + e·K))
+    # has Var/mean = 1/(1 − θ_pf)², drawn as a gamma-mixed Poisson whose burst level rises with the
+    # occupancy the request found (the same uniform: a request arriving into a full batch lives in a burst).
+    decodes = np.maximum(outputs - 1.0, 0.0)
+    expected_arrivals = m0 * decodes
+    burst_dispersion = 1.0 / (1.0 - occ.feedback_prefill) ** 2
+    burst = _gamma_unit_quantile(u, (burst_dispersion - 1.0) / np.maximum(expected_arrivals, 1e-12))
+    life_arrivals = _poisson_quantile(_U_LIFE_ARRIVALS, expected_arrivals * burst)
+    prompt_cv2 = max(0.0, rep.prompt_second_moment / rep.prompt_mean**2 - 1.0)
+    spread2 = np.log1p(prompt_cv2 / np.maximum(life_arrivals, 1.0))  # lognormal matched to K·e mean, K·e²·cv² variance
+    interference = life_arrivals * per_arrival_s * np.exp(np.sqrt(spread2) * ndtri(_U_INTERFERENCE) - spread2 / 2.0)
+    tpot = t_life_decode + interference / np.maximum(decodes, 1.0)
+
+    # TTFT: wait + residual of the step in progress + the prefill.
+    # The step in progress at arrival, length-biased over the step types at the mean occupancy:
+    # k prompts carried (duration t_k), or a spilled full-budget chunk step.
+    row = int(np.argmin(np.abs(grid - occupancy)))
+    m_row = float(occ.arrivals_per_step[row])
+    k = rep.k[0]
+    pmf = np.exp(k * math.log(max(m_row, 1e-300)) - m_row - rep.log_k_factorial[0])
+    durations = np.concatenate((rep.carry_single_s[row], [rep.t_full[row]]))
+    weights = np.concatenate((pmf, [float(np.dot(pmf, rep.spill_steps[row] - 1.0))])) * durations
+    cdf = np.cumsum(weights) / weights.sum()
+    kind = np.minimum(np.searchsorted(cdf, _U_STEP_IN_PROGRESS), len(durations) - 1)
+    in_progress = durations[kind]
+    if rep.chunk_tokens is None:
+        # A step is long because its prompts are: the prompt of the step in progress is size-biased
+        # (density ∝ p·f(p)), drawn from the sorted prompt sample weighted by length.
+        ordered = np.sort(prompts)
+        size_biased = ordered[np.minimum(np.searchsorted(np.cumsum(ordered) / ordered.sum(), _U_BUDGET), len(ordered) - 1)]
+        carrying = (kind >= 1) & (kind < len(durations) - 1)
+        tokens = (kind - 1.0) * rep.prompt_mean + size_biased
+        n_row = grid[row]
+        biased = step_seconds(
+            rep.sm, n_row + tokens, n_row * rep.decode_context_mean, n_row * rep.decode_context_mean + tokens * rep.prefill_position_mean
+        )
+        in_progress = np.where(carrying, biased, in_progress)
+    residual = np.where(seen > 0, _U_RESIDUAL * in_progress, 0.0)  # uniform within the step they interrupt; none when idle
+    decode_others = admitted - 1.0
+    decode_kv = decode_others * rep.decode_context_mean
+    own_attended = prompts * (prompts + 1.0) / 2.0
+    if rep.chunk_tokens is None:
+        mates = _poisson_quantile(_U_STEPMATES, lam * in_progress)  # the others arriving during the same step
+        prefill_tokens = prompts + mates * rep.prompt_mean
+        prefill_s = step_seconds(
+            rep.sm,
+            decode_others + prefill_tokens,
+            decode_kv,
+            decode_kv + own_attended + mates * rep.prompt_mean * rep.prefill_position_mean,
+        )
+        budget_wait = 0.0
+    else:
+        cap = rep.budget(admitted)
+        chunks = np.ceil(prompts / cap)
+        carried = np.minimum(cap, prompts)
+        prefill_s = chunks * step_seconds(rep.sm, decode_others + carried, decode_kv, decode_kv + own_attended / chunks)
+        # Pollaczek–Khinchine wait for the chunk budget: the budget serves E[p]·t_full/(C−n) seconds per prompt.
+        cap_op = float(rep.budget(np.array(occupancy)))
+        t_full_op = float(np.interp(occupancy, grid, occ.t_full))
+        budget_rho = lam * rep.prompt_mean * t_full_op / cap_op
+        if budget_rho >= 1.0:
+            return _unstable(rep, lam, min(saturation, lam), percentile)
+        service_second = rep.prompt_second_moment * (t_full_op / cap_op) ** 2
+        budget_mean = lam * service_second / (2.0 * (1.0 - budget_rho))  # λ·E[S²] / 2(1−ρ)
+        queued = _U_BUDGET >= 1.0 - budget_rho
+        budget_wait = np.where(
+            queued, budget_mean / budget_rho * -np.log(np.maximum((1.0 - _U_BUDGET) / budget_rho, 1e-300)), 0.0
+        )
+    ttft = wait_s + residual + budget_wait + prefill_s
+    e2e = ttft + decodes * tpot
+
+    reliable, note = _fidelity(rep, rho)
+    has_tpot = outputs > 1.0
+    wait_q = float(np.percentile(wait_s, percentile))
+    detail = QueueingDetail(
+        arrival_rate_rps=lam,
+        arrival_cv=math.sqrt(rep.arrival_cv2),
+        service_s=service_s,
+        steps_per_request=steps_op,
+        mean_step_s=mean_step,
+        utilisation=rho,
+        saturation_rps=saturation,
+        slots=c,
+        slots_limited_by=rep.slots_limited_by,
+        mean_occupancy=occupancy,
+        littles_law=(occupancy, lam, service_s),
+        wait_probability=float(p_wait),
+        mean_wait_s=float(p_wait * conditional_wait_s),
+        wait_at_percentile_s=wait_q,
+        occupancy_dispersion=occ.dispersion,
+        prefill_feedback=occ.feedback_prefill,
+    )
+    return Prediction(
+        arrival_rate_rps=lam,
+        utilisation=rho,
+        saturation_rps=saturation,
+        unstable=False,
+        percentile=percentile,
+        ttft=_latency(ttft, percentile),
+        tpot=_latency(tpot[has_tpot], percentile) if has_tpot.any() else None,
+        e2e=_latency(e2e, percentile),
+        throughput_rps=lam,
+        output_tokens_per_s=lam * rep.output_mean,
+        reliable=reliable,
+        fidelity_note=note,
+        queueing=detail,
+    )
+
+
+def predict(
+    step_model: StepModel,
+    workload: Workload,
+    serving: Serving,
+    *,
+    kv_capacity_tokens: float,
+    percentile: float = 99.0,
+    curve: bool = False,
+) -> Prediction:
+    """Latency percentiles of one replica at the per-replica rate `workload.arrival_rate_rps / serving.replicas`.
+
+    With `curve=True` the queueing detail carries the ρ-vs-latency curve around the operating point.
+    """
+    if not 0.0 < percentile < 100.0:
+        raise PlannerInputError(f"percentile must be in (0, 100), got {percentile}")
+    rep = _replica(step_model, workload, serving, kv_capacity_tokens)
+    lam = workload.arrival_rate_rps / serving.replicas
+    prediction = _predict(rep, lam, percentile)
+    if curve and prediction.queueing is not None:
+        points = _rho_curve(rep, prediction.saturation_rps, percentile, prediction.utilisation)
+        prediction = replace(prediction, queueing=replace(prediction.queueing, rho_curve=points))
+    return prediction
+
+
+#: Utilisations at which the ρ-vs-latency curve is drawn (plus the operating point).
+CURVE_UTILISATIONS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.98)
+
+
+def _rho_curve(rep: _Replica, saturation: float, percentile: float, at: float | None) -> tuple[RhoPoint, ...]:
+    rhos = sorted(set(CURVE_UTILISATIONS) | ({round(at, 6)} if at is not None and 0 < at < 1 else set()))
+    points = []
+    for rho in rhos:
+        p = _predict(rep, rho * saturation, percentile)
+        points.append(
+            RhoPoint(
+                utilisation=rho,
+                arrival_rate_rps=rho * saturation,
+                ttft_s=p.ttft.at_percentile_s if p.ttft else None,
+                tpot_s=p.tpot.at_percentile_s if p.tpot else None,
+                e2e_s=p.e2e.at_percentile_s if p.e2e else None,
+            )
+        )
+    return tuple(points)
+
+
+def rho_curve(
+    step_model: StepModel,
+    workload: Workload,
+    serving: Serving,
+    *,
+    kv_capacity_tokens: float,
+    percentile: float = 99.0,
+) -> tuple[RhoPoint, ...]:
+    """Latency at `percentile` against utilisation, at `CURVE_UTILISATIONS` and the workload's own ρ."""
+    rep = _replica(step_model, workload, serving, kv_capacity_tokens)
+    saturation = _saturation(rep) if rep.slots >= 1 else 0.0
+    if saturation <= 0:
+        return ()
+    lam = workload.arrival_rate_rps / serving.replicas
+    return _rho_curve(rep, saturation, percentile, lam / saturation)
+
+
+# --- the largest rate meeting the SLOs ------------------------------------------------------------
+
+
+def _slo_excess(prediction: Prediction, slo: Slo) -> tuple[float, str]:
+    """max over the SLO's targets of predicted/target − 1 (≤ 0 means every target is met)."""
+    if prediction.unstable:
+        return math.inf, "utilisation"
+    worst, name = -math.inf, ""
+    for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
+        if target is None:
+            continue
+        latency: Latency | None = getattr(prediction, metric)
+        value = 0.0 if latency is None else latency.at_percentile_s
+        excess = value / target - 1.0
+        if excess > worst:
+            worst, name = excess, metric
+    return worst, name
+
+
+#: The rate at which "vanishing load" is probed, as a fraction of saturation.
+_VANISHING_UTILISATION = 1e-6
+
+
+def max_rps_at_slo(
+    step_model: StepModel,
+    workload: Workload,
+    serving: Serving,
+    slo: Slo,
+    *,
+    kv_capacity_tokens: float,
+) -> float:
+    """The largest per-replica arrival rate whose predicted latencies meet every target of `slo` at its percentile.
+
+    Found by `brentq` on (0, saturation). If the SLOs hold right up to saturation (a TPOT-only
+    target that the full batch still meets), the answer is the saturation rate itself; choosing a
+    utilisation below it is the optimizer's business.
+
+    Raises `InfeasiblePlanError` (extensions: `constraint`, `predicted_s`, `target_s`) when the
+    SLO fails even at vanishing load — e.g. a TPOT target below the batch-1 decode step — so the
+    optimizer can drop the candidate with the reason.
+    """
+    rep = _replica(step_model, workload, serving, kv_capacity_tokens)
+    if rep.slots < 1:
+        raise InfeasiblePlanError(
+            "the KV cache cannot hold one request's prompt + output",
+            constraint="kv_cache",
+            kv_capacity_tokens=kv_capacity_tokens,
+            request_tokens=rep.prompt_mean + rep.output_mean,
+        )
+    saturation = _saturation(rep)
+    pct = slo.percentile
+
+    def excess(lam: float) -> float:
+        return _slo_excess(_predict(rep, lam, pct), slo)[0]
+
+    low = saturation * _VANISHING_UTILISATION
+    at_low = _predict(rep, low, pct)
+    low_excess, binding = _slo_excess(at_low, slo)
+    if low_excess > 0:
+        latency: Latency | None = getattr(at_low, binding)
+        predicted = latency.at_percentile_s if latency is not None else math.nan
+        target = getattr(slo, f"{binding}_s")
+        raise InfeasiblePlanError(
+            f"p{pct:g} {binding.upper()} is {predicted * 1e3:.2f} ms even at vanishing load, above the "
+            f"{target * 1e3:.2f} ms target: no rate meets it on this configuration",
+            constraint=binding,
+            predicted_s=predicted,
+            target_s=target,
+        )
+    high = saturation * (1.0 - 1e-9)
+    if excess(high) <= 0:
+        return high
+    xtol = saturation * _RTOL
+    try:
+        rate = float(brentq(excess, low, high, xtol=xtol, rtol=_RTOL, maxiter=100))
+    except (ValueError, RuntimeError) as exc:
+        raise ConvergenceError(
+            f"max_rps_at_slo root-find failed on ({low:.6g}, {high:.6g}) rps: {exc}", saturation_rps=saturation
+        ) from exc
+    # brentq lands within xtol of the sign change, on either side: step back onto the side that meets.
+    for _ in range(8):
+        if excess(rate) <= 0:
+            return rate
+        rate = max(low, rate - xtol)
+    raise ConvergenceError(f"max_rps_at_slo: no met rate found just below {rate:.6g} rps", saturation_rps=saturation)
