@@ -61,6 +61,8 @@ HOURS_PER_MONTH = 730.0  # 8,760 h / 12, the convention cloud price sheets use
 SECONDS_PER_HOUR = 3600.0
 TRAFFIC_FACTORS: tuple[float, ...] = (1.10, 1.25, 1.50)
 SLO_RELAXATION = 1.10
+#: Utilisations of the ρ-vs-latency curve (with the plan's own ρ and μ's): where the 1/(1−ρ) wall shows.
+CURVE_UTILISATIONS: tuple[float, ...] = (0.5, 0.8, 0.9, 0.95)
 #: Simulated requests per verification. Measured (docs/plan-benchmark.md): 6,000 requests (5,400
 #: after the 10 % warm-up) put ≈ 54 requests beyond a p99, enough for a p99 that moves a few per
 #: cent between seeds, while one simulation stays a few hundred milliseconds.
@@ -69,7 +71,9 @@ VERIFY_REQUESTS = 6_000
 MAX_VERIFY_ADJUSTMENTS = 4
 #: Upper bound on queueing root-finds in one search, so a pathological request stays bounded;
 #: reaching it is reported (`exhaustive: false`).
-MAX_ROOT_FINDS = 400
+MAX_EVALUATIONS = 400
+#: Below this fraction of the lowest rate known to miss, the oracle checks vanishing load before searching on.
+_VANISHING = 1e-3
 _COST_TOLERANCE = 1e-9
 
 
@@ -185,6 +189,39 @@ def _max_rps(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity:
         return "queueing", f"the queueing model did not converge on this configuration ({exc.detail})", None
 
 
+@lru_cache(maxsize=16384)
+def _cached_prediction(sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, percentile: float) -> Prediction:
+    return predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=percentile)
+
+
+def _meets(prediction: Prediction, slo: Slo) -> bool:
+    if prediction.unstable:
+        return False
+    return all(_predicted_at(prediction, metric) <= target for metric, target in _slo_targets(slo).items())
+
+
+def _stricter_or_equal(a: Slo, b: Slo) -> bool:
+    """Whether meeting `a` implies meeting `b`: same percentile, each target of `b` set in `a` no looser."""
+    if a.percentile != b.percentile:
+        return False
+    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+        target_b = getattr(b, metric)
+        target_a = getattr(a, metric)
+        if target_b is not None and (target_a is None or target_a > target_b):
+            return False
+    return True
+
+
+@dataclass(slots=True)
+class _RateFacts:
+    """What is known about one option under one SLO: a per-replica rate that meets it, the lowest
+    that misses (saturation at first), and why no rate does (when so)."""
+
+    met_rps: float
+    missed_rps: float
+    drop: tuple[str, str, float | None] | None = None
+
+
 def _serving(option: Option, replicas: int = 1) -> Serving:
     return Serving(replicas=replicas, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
 
@@ -210,7 +247,8 @@ class SinglePlan:
 
 
 def _replicas(rate_rps: float, arrival_rate_rps: float, constraints: PlanConstraints) -> int:
-    return max(constraints.min_replicas, math.ceil(arrival_rate_rps / rate_rps) + (1 if constraints.n_plus_one else 0), 1)  # ⌈λ/μ⌉ (+1 for N+1), at least min_replicas
+    needed = math.ceil(arrival_rate_rps / rate_rps * (1 - 1e-12))  # ⌈λ/μ⌉, immune to λ/(λ/r) rounding up past r
+    return max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), 1)  # (+1 for N+1), at least min_replicas
 
 
 def _refused_by(gpu: str, gpus: int, cost: float, constraints: PlanConstraints) -> str | None:
@@ -258,16 +296,102 @@ class _Planner:
         self.options = list(options)
         self.mix = _mix(workload)
         self.root_finds = 0
+        self.predictions = 0
+        self.facts: dict[tuple[str, Slo], _RateFacts] = {}
 
     def saturation(self, option: Option) -> float:
         return _saturation(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens)
 
     def mu(self, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
+        """The queueing model's root-find for μ (mixed fleets need the exact rate)."""
         before = _max_rps.cache_info().hits
         value = _max_rps(option.group.step_model, self.mix, _serving(option), slo, option.group.kv_capacity_tokens)
         if _max_rps.cache_info().hits == before:
             self.root_finds += 1
+        if not isinstance(value, tuple):
+            facts = self._facts(option, slo)
+            facts.met_rps = max(facts.met_rps, value)
         return value
+
+    # -- the replica oracle: what the search needs is the fewest replicas meeting the SLOs at a rate,
+    # -- and the queueing model's percentiles never fall as the rate rises (common random numbers),
+    # -- so a few predictions at λ/r decide it without finding μ itself.
+
+    def _facts(self, option: Option, slo: Slo) -> _RateFacts:
+        key = (option.id, slo)
+        facts = self.facts.get(key)
+        if facts is None:
+            facts = _RateFacts(met_rps=0.0, missed_rps=self.saturation(option))
+            # a rate meeting a stricter SLO meets this one: carry what is known
+            for (other_id, other_slo), known in self.facts.items():
+                if other_id == option.id and _stricter_or_equal(other_slo, slo):
+                    facts.met_rps = max(facts.met_rps, known.met_rps)
+            self.facts[key] = facts
+        return facts
+
+    def meets(self, option: Option, slo: Slo, rate_rps: float) -> bool:
+        """Whether one replica at `rate_rps` meets every target (one prediction unless already known)."""
+        facts = self._facts(option, slo)
+        if rate_rps <= facts.met_rps:
+            return True
+        if rate_rps >= facts.missed_rps:
+            return False
+        prediction = _cached_prediction(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens,
+                                        rate_rps, slo.percentile)
+        self.predictions += 1
+        ok = _meets(prediction, slo)
+        if ok:
+            facts.met_rps = rate_rps
+        else:
+            facts.missed_rps = rate_rps
+        return ok
+
+    def fewest_replicas_bound(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int:
+        """No fewer replicas can meet the SLOs: λ/r must stay below the lowest rate known to miss."""
+        return math.floor(arrival_rate_rps / self._facts(option, slo).missed_rps * (1 + 1e-12)) + 1
+
+    def fewest_replicas(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int | tuple[str, str, float | None]:
+        """The fewest replicas r whose per-replica rate λ/r meets every SLO; or why none does."""
+        facts = self._facts(option, slo)
+        if facts.drop is not None:
+            return facts.drop
+        low = self.fewest_replicas_bound(option, slo, arrival_rate_rps)
+        high = math.ceil(arrival_rate_rps / facts.met_rps * (1 - 1e-12)) if facts.met_rps > 0 else None
+        r = low
+        while high is None:
+            if self.meets(option, slo, arrival_rate_rps / r):
+                high = r
+                break
+            low = r + 1
+            if arrival_rate_rps / low < facts.missed_rps * _VANISHING and facts.drop is None:
+                vanishing = self.saturation(option) * 1e-6
+                if not self.meets(option, slo, vanishing):
+                    facts.drop = self._why_never(option, slo, vanishing)
+                    return facts.drop
+            r = 2 * r
+        while low < high:
+            middle = (low + high) // 2
+            if self.meets(option, slo, arrival_rate_rps / middle):
+                high = middle
+            else:
+                low = middle + 1
+        return high
+
+    def _why_never(self, option: Option, slo: Slo, rate_rps: float) -> tuple[str, str, float | None]:
+        prediction = _cached_prediction(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens,
+                                        rate_rps, slo.percentile)
+        metric = max(_slo_targets(slo), key=lambda m: _predicted_at(prediction, m) / _slo_targets(slo)[m])
+        predicted = _predicted_at(prediction, metric)
+        target = _slo_targets(slo)[metric]
+        return (metric, f"p{slo.percentile:g} {metric.upper()} is {predicted * MS_PER_S:.4g} ms even at vanishing load, "
+                        f"above the {target * MS_PER_S:.4g} ms target", predicted)
+
+    def max_rate(self, option: Option, slo: Slo, *, relative_tolerance: float = 0.01) -> tuple[float, float]:
+        """A bracket [met, missed) around μ, narrowed by bisection to `relative_tolerance`."""
+        facts = self._facts(option, slo)
+        while facts.missed_rps - facts.met_rps > relative_tolerance * facts.met_rps and facts.met_rps > 0:
+            self.meets(option, slo, (facts.met_rps + facts.missed_rps) / 2)
+        return facts.met_rps, facts.missed_rps
 
     def search(self, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, *, below_usd_per_hour: float = math.inf) -> _Outcome:
         """Branch and bound for the cheapest single configuration (then the fewest GPUs); with
@@ -287,19 +411,19 @@ class _Planner:
                 break
             option = by_id[option_id]
             if stage == 0:
-                self._push(heap, option, self.saturation(option), 1, arrival_rate_rps, constraints, out)
+                self._push(heap, option, min(self.saturation(option), self._facts(option, slo).missed_rps), 1,
+                           arrival_rate_rps, constraints, out)
                 continue
-            if out.root_finds >= MAX_ROOT_FINDS:
+            if out.root_finds >= MAX_EVALUATIONS:
                 out.exhaustive = False
                 out.unexplored_bound[option_id] = cost_lb
                 continue
-            before = self.root_finds
-            value = self.mu(option, slo)
-            out.root_finds += self.root_finds - before
+            out.root_finds += 1
+            value = self.fewest_replicas(option, slo, arrival_rate_rps)
             if isinstance(value, tuple):
                 out.slo_drops[option_id] = value
                 continue
-            plan = single_plan(option, value, self.saturation(option), arrival_rate_rps, constraints)
+            plan = single_plan(option, arrival_rate_rps / value, self.saturation(option), arrival_rate_rps, constraints)
             out.priced.append(plan)
             if plan.feasible and _beats(plan.cost_usd_per_hour, plan.gpus, best_cost, best_gpus):
                 out.best = plan
@@ -365,8 +489,8 @@ def _infeasible_from_drops(drops: Sequence[Drop], slo: Slo, slo_predicted: Seque
         target = getattr(slo, f"{metric}_s")
         unit, scale = ("s", 1.0) if metric == "e2e" else ("ms", MS_PER_S)
         return InfeasiblePlanError(
-            f"{metric}_{unit} {target * scale:.4g} is below the fastest p{slo.percentile:g} {metric.upper()} of any allowed "
-            f"configuration: {bound * scale:.4g} {unit} on {where}; relax {metric}_{unit} to at least {bound * scale * 1.001:.4g} "
+            f"{metric}_{unit} {target * scale:.4g} is below the fastest {metric.upper()} any allowed configuration reaches "
+            f"even unloaded: {bound * scale:.4g} {unit} on {where}; relax {metric}_{unit} to at least {bound * scale * 1.001:.4g} "
             "or allow faster GPUs, lower precisions or a higher tp",
             constraint=metric,
             target=target * scale,
@@ -506,7 +630,12 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
         pool = [(opt, mu) for opt, mu in best_groups.values()]
         slo_failures = mixed_drops
     else:
-        pool = [(p.option, p.mu_rps) for p in outcome.priced]
+        # μ for the MILP: the largest per-replica rate verified to meet the SLOs — within 1 % of μ for
+        # the cheapest candidate, λ/r for the others (enough to decide their replica counts; a
+        # larger μ could only make the winner win by more).
+        refined = planner.max_rate(outcome.best.option, slo)[0] if outcome.best is not None else None
+        pool = [(p.option, refined if refined is not None and p.option is outcome.best.option else p.mu_rps)
+                for p in outcome.priced]
         slo_failures = outcome.slo_drops
     if not pool:
         if outcome.limit_drops and not slo_failures:
@@ -542,7 +671,12 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
     cost = sum(r.cost_usd_per_hour for r in rows)
     main = max(rows, key=lambda r: r.offered_rps)
     main_option = by_id[candidate_id_of(main)]
-    prediction = _prediction(main_option, workload, main.offered_rps, main.replicas, slo.percentile, curve=True)
+    prediction = _prediction(main_option, workload, main.offered_rps, main.replicas, slo.percentile, curve=False)
+    mu_met, mu_missed = planner.max_rate(main_option, slo)
+    if len(rows) == 1:
+        rows = [replace(main, max_rps_at_slo=max(main.max_rps_at_slo, mu_met))]
+        main = rows[0]
+    curve = _rho_curve(planner, main_option, slo, main.offered_rps / main.replicas, mu_met)
     saturation_total = sum(r.replicas * r.saturation_rps for r in rows)
     output_tokens_per_s = lam * workload.output_tokens.mean
     result_rows = tuple(rows)
@@ -551,14 +685,15 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
         "step_model": _step_model_section(main_option.group.step_model),
         "memory": _memory_section(main_option, inputs.model, workload, prediction),
         "roofline": _roofline_section(main_option, workload, prediction),
-        "queueing": _queueing_section(prediction, slo),
-        "binding": _binding_section(planner, outcome, solution, main_option, main, rows, workload, slo, constraints, prediction),
+        "queueing": _queueing_section(prediction, slo, curve),
+        "binding": _binding_section(planner, solution, main_option, main, rows, workload, slo, constraints, prediction, mu_met),
         "alternatives": _alternatives_section(planner, outcome, drops, main, cost, inputs, slo, by_id),
-        "sensitivity": _sensitivity_section(planner, rows, workload, slo, constraints, cost),
+        "sensitivity": _sensitivity_section(planner, rows, by_id, workload, slo, constraints, cost, (mu_met, mu_missed)),
         "candidates": {
             "enumerated": len(options),
             "groups": len(groups),
             "dropped_before_queueing": len(drops),
+            "queueing_predictions": planner.predictions,
             "queueing_root_finds": planner.root_finds,
             "in_milp": len(candidates),
             "search_exhaustive": outcome.exhaustive,
@@ -715,7 +850,23 @@ def _roofline_section(option: Option, workload: Workload, prediction: Prediction
     }
 
 
-def _queueing_section(prediction: Prediction, slo: Slo) -> dict[str, Any]:
+def _rho_curve(planner: _Planner, option: Option, slo: Slo, plan_rate_rps: float, mu_rps: float) -> list[dict[str, Any]]:
+    """p-percentile latencies against ρ around the plan: fixed utilisations plus the plan's and μ's."""
+    saturation = planner.saturation(option)
+    rates = sorted({u * saturation for u in CURVE_UTILISATIONS} | {plan_rate_rps, mu_rps})
+    points = []
+    for rate in rates:
+        p = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
+                               rate, slo.percentile)
+        points.append({"utilisation": rate / saturation, "arrival_rate_rps": rate,
+                       "ttft_s": _predicted_at(p, "ttft") if not p.unstable else None,
+                       "tpot_s": _predicted_at(p, "tpot") if not p.unstable else None,
+                       "e2e_s": _predicted_at(p, "e2e") if not p.unstable else None,
+                       "meets_slo": _meets(p, slo), "at": "plan" if rate == plan_rate_rps else ("max_rps_at_slo" if rate == mu_rps else None)})
+    return points
+
+
+def _queueing_section(prediction: Prediction, slo: Slo, curve: list[dict[str, Any]]) -> dict[str, Any]:
     q = prediction.queueing
     if q is None:
         return {"unstable": True}
@@ -736,7 +887,7 @@ def _queueing_section(prediction: Prediction, slo: Slo) -> dict[str, Any]:
         "mean_wait_s": q.mean_wait_s,
         "wait_at_percentile_s": q.wait_at_percentile_s,
         "formula": q.formula,
-        "rho_curve": [asdict(point) for point in q.rho_curve],
+        "rho_curve": curve,
         "slo_lines_s": _slo_targets(slo),
         "percentile": slo.percentile,
     }
@@ -746,15 +897,16 @@ def _cheapest(planner: _Planner, slo: Slo, arrival_rate_rps: float, constraints:
     return planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below).best
 
 
-def _binding_section(planner: _Planner, outcome: _Outcome, solution: PlanSolution, main_option: Option, main: FleetRow,
+def _binding_section(planner: _Planner, solution: PlanSolution, main_option: Option, main: FleetRow,
                      rows: Sequence[FleetRow], workload: Workload, slo: Slo, constraints: PlanConstraints,
-                     prediction: Prediction) -> list[dict[str, Any]]:
+                     prediction: Prediction, mu_rps: float) -> list[dict[str, Any]]:
     lam = workload.arrival_rate_rps
     cost = sum(r.cost_usd_per_hour for r in rows)
-    at_mu = _prediction(main_option, workload, main.max_rps_at_slo, 1, slo.percentile, curve=False)
+    at_mu = _cached_prediction(main_option.group.step_model, planner.mix, _serving(main_option),
+                               main_option.group.kv_capacity_tokens, mu_rps, slo.percentile)
     ratios = {m: _predicted_at(at_mu, m) / t for m, t in _slo_targets(slo).items()}
     setting = max(ratios, key=lambda m: ratios[m]) if ratios else None
-    at_saturation = main.max_rps_at_slo >= main.saturation_rps * (1 - 1e-6)
+    at_saturation = mu_rps >= planner.saturation(main_option) * 0.99
     binding: list[dict[str, Any]] = []
     for metric, target in _slo_targets(slo).items():
         relaxed = replace(slo, **{f"{metric}_s": target * SLO_RELAXATION})
@@ -842,21 +994,30 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
     return alternatives
 
 
-def _sensitivity_section(planner: _Planner, rows: Sequence[FleetRow], workload: Workload, slo: Slo,
-                         constraints: PlanConstraints, cost: float) -> dict[str, Any]:
+def _sensitivity_section(planner: _Planner, rows: Sequence[FleetRow], by_id: Mapping[str, Option], workload: Workload,
+                         slo: Slo, constraints: PlanConstraints, cost: float, mu_bracket: tuple[float, float]) -> dict[str, Any]:
     lam = workload.arrival_rate_rps
-    capacity = sum(r.replicas * r.max_rps_at_slo for r in rows)
-    largest = max(r.max_rps_at_slo for r in rows)
-    holds = capacity - largest if constraints.n_plus_one else capacity
+    single = len(rows) == 1
+    if single:
+        row = rows[0]
+        lost = 1 if constraints.n_plus_one else 0
+        holds = (row.replicas - lost) * mu_bracket[0]  # replicas still serving × the largest per-replica rate known to meet
+        holds_below = (row.replicas - lost) * mu_bracket[1]
+    else:
+        capacity = sum(r.replicas * r.max_rps_at_slo for r in rows)
+        holds = capacity - (max(r.max_rps_at_slo for r in rows) if constraints.n_plus_one else 0.0)
+        holds_below = None
     traffic = []
     for factor in TRAFFIC_FACTORS:
         rate = lam * factor
         entry: dict[str, Any] = {"traffic_factor": factor, "arrival_rate_rps": rate}
-        same = rows[0]
-        same_replicas = _replicas(same.max_rps_at_slo, rate, constraints) if len(rows) == 1 else None
-        if same_replicas is not None:
-            entry["same_configuration"] = {"replicas": same_replicas, "gpus": same_replicas * same.tp,
-                                           "cost_usd_per_hour": same_replicas * same.cost_usd_per_hour / same.replicas}
+        if single:
+            option = by_id[candidate_id_of(rows[0])]
+            needed = planner.fewest_replicas(option, slo, rate)
+            if not isinstance(needed, tuple):
+                replicas = max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), 1)
+                entry["same_configuration"] = {"replicas": replicas, "gpus": replicas * option.group.tp,
+                                               "cost_usd_per_hour": replicas * option.group.price_usd_per_hour}
         if not constraints.mixed_fleet:
             best = _cheapest(planner, slo, rate, constraints)
             if best is None:
@@ -865,7 +1026,7 @@ def _sensitivity_section(planner: _Planner, rows: Sequence[FleetRow], workload: 
                 entry.update(feasible=True, replicas=best.replicas, gpus=best.gpus, cost_usd_per_hour=best.cost_usd_per_hour,
                              configuration=_config(best.option), cost_increase_usd_per_hour=best.cost_usd_per_hour - cost)
         traffic.append(entry)
-    return {"traffic": traffic, "max_arrival_rate_rps_within_slo": holds,
+    return {"traffic": traffic, "max_arrival_rate_rps_within_slo": holds, "fails_by_arrival_rate_rps": holds_below,
             "headroom_fraction": holds / lam - 1.0}
 
 
