@@ -784,7 +784,14 @@ def trim_idle_replicas(spec: FleetSpec, replicas: Mapping[tuple[str, str, int], 
     return trimmed
 
 
-def _period_cost_usd(spec: FleetSpec, gpu: str, period: int, reserved: Mapping[str, int], on_demand, spot) -> float:
+def _period_cost_usd(
+    spec: FleetSpec,
+    gpu: str,
+    period: int,
+    reserved: Mapping[str, int],
+    on_demand: Mapping[tuple[str, int], int],
+    spot: Mapping[tuple[str, int], int],
+) -> float:
     hours = spec.period_hours
     cost = reserved[gpu] * spec.prices[gpu].reserved_usd_per_hour * hours  # reserved: paid in every period
     cost += on_demand[gpu, period] * spec.prices[gpu].on_demand_usd_per_hour * hours
