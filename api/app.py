@@ -30,6 +30,7 @@ from api.errors import NotReadyError
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import calibrations as calibration_routes
 from api.routers import catalog as catalog_routes
+from api.routers import fleet_plans as fleet_plan_routes
 from api.routers import plans as plan_routes
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
@@ -40,6 +41,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     catalog_routes.router,
     plan_routes.router,
     calibration_routes.router,
+    fleet_plan_routes.router,
 )
 
 DESCRIPTION = """\

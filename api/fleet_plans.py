@@ -1,0 +1,315 @@
+"""From a fleet-plan request naming catalog rows to the planner's `FleetSpec`, and from the
+`FleetPlan` back to the response body.
+
+`plan_fleet(body, catalog)` reads the GPUs, models and precisions the request names (404 for an
+unknown slug or efficiency profile), applies the request's price overrides, builds each
+workload's candidate table once per distinct (model, request mix, SLO) with
+`planner.fleet_candidates.CandidateTables`, and solves one fleet MILP (`planner.fleet.solve_fleet`).
+An infeasible fleet raises the planner's InfeasiblePlanError, whose members (workload, period,
+gpu, gpus_short, shortfalls) the problem document carries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from api.schemas.plans import DEFAULT_PRECISIONS
+from api.schemas.fleet_plans import (
+    AssignmentRead,
+    CandidateRead,
+    CandidateSearchRead,
+    CostRead,
+    DemandShadowPriceRead,
+    FleetPlanRequest,
+    FleetPlanResponse,
+    GpuPriceRead,
+    InventoryShadowPriceRead,
+    ModelSizeRead,
+    PeriodRead,
+    PrecisionRead,
+    ShadowPricesRead,
+    SolverRead,
+)
+from catalog.errors import NotFoundError
+from catalog.repository import Catalog, Page
+from planner.fleet import FleetConstraints, FleetPlan, FleetSpec, FleetWorkload, GpuPrice, SpotOffer, solve_fleet
+from planner.fleet_candidates import CandidateTable, CandidateTables, no_candidates_error
+from planner.optimizer import Candidate
+from planner.specs import GpuSpec, Precision
+
+MS_PER_S = 1e3
+_PAGE = 500
+#: Efficiency names every GPU has; a stored profile may exist for some GPUs only.
+BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
+
+SHARE_POOLS_NOTE = (
+    "share_pools is accepted but not modelled in this version: each workload runs its own replicas, "
+    "so workloads of the same model never share one (the plan may cost more than a pooled one)."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetInputs:
+    """What the catalog and the request give the planner, and what to tell the caller about it."""
+
+    gpus: tuple[GpuSpec, ...]
+    precisions: tuple[Precision, ...]
+    prices: dict[str, GpuPrice]
+    price_sources: dict[str, str]
+    spot: dict[str, SpotOffer]
+    catalog_version: int
+    notes: tuple[str, ...]
+
+
+def _pages(list_page: Callable[..., Page]) -> Iterator[str]:
+    """Every slug a catalog listing (`list_gpus`, `list_quantizations`) pages through."""
+    offset = 0
+    while True:
+        page = list_page(limit=_PAGE, offset=offset)
+        yield from (str(record["slug"]) for record in page.items)
+        offset += len(page.items)
+        if not page.items or offset >= page.total:
+            return
+
+
+def resolve_inputs(body: FleetPlanRequest, catalog: Catalog) -> FleetInputs:
+    """GPU specs (with the request's prices), precisions, prices and spot offers, with the same
+    defaults as /v1/plans: every catalog GPU, precisions bf16/bf16 and fp8/fp8. NotFoundError for
+    any unknown GPU slug the request names (constraints, inventory, prices, spot), or a stored
+    efficiency profile missing for a GPU it names (unnamed GPUs lacking it are skipped)."""
+    notes: list[str] = []
+    named = set(body.inventory) | set(body.prices) | set(body.spot)
+    for slug in sorted(named):
+        catalog.get_gpu(slug)  # 404 for a slug the catalog lacks
+    named_gpus = body.constraints.gpus is not None
+    allowed = list(dict.fromkeys(body.constraints.gpus)) if body.constraints.gpus is not None else list(_pages(catalog.list_gpus))
+    gpus: list[GpuSpec] = []
+    prices: dict[str, GpuPrice] = {}
+    sources: dict[str, str] = {}
+    for slug in allowed:
+        try:
+            spec = catalog.gpu_spec(slug, body.efficiency_profile)
+        except NotFoundError:
+            if named_gpus or body.efficiency_profile in BUILT_IN_EFFICIENCIES:
+                raise
+            continue
+        override = body.prices.get(slug)
+        on_demand = spec.price_usd_per_hour_on_demand
+        reserved = spec.price_usd_per_hour_reserved_1y
+        if override is not None:
+            on_demand = on_demand if override.on_demand is None else override.on_demand
+            reserved = reserved if override.reserved_1y is None else override.reserved_1y
+            spec = dataclasses.replace(spec, price_usd_per_hour_on_demand=on_demand, price_usd_per_hour_reserved_1y=reserved)
+        if on_demand <= 0:
+            if named_gpus:
+                notes.append(f"{slug} has no on-demand price: left out (give one in `prices`)")
+            continue
+        if reserved is None:
+            reserved = on_demand
+            notes.append(f"{slug} has no reserved price: reserving it is priced at its on-demand price")
+        gpus.append(spec)
+        prices[slug] = GpuPrice(on_demand_usd_per_hour=on_demand, reserved_usd_per_hour=reserved)
+        sources[slug] = "request" if override is not None else "catalog"
+    spot: dict[str, SpotOffer] = {}
+    for slug, offer in body.spot.items():
+        if slug not in prices:
+            notes.append(f"spot offer for {slug} ignored: that GPU type is not allowed or has no price")
+            continue
+        spot[slug] = SpotOffer(discount_fraction=offer.discount, max_gpus=offer.max_gpus)
+    if body.constraints.precisions is not None:
+        precisions = tuple(catalog.precision(p.weights, p.kv_cache) for p in body.constraints.precisions)
+    else:
+        known = set(_pages(catalog.list_quantizations))
+        precisions = tuple(catalog.precision(w, kv) for w, kv in DEFAULT_PRECISIONS if w in known and kv in known)
+    if body.share_pools:
+        notes.append(SHARE_POOLS_NOTE)
+    return FleetInputs(
+        gpus=tuple(gpus),
+        precisions=precisions,
+        prices=prices,
+        price_sources=sources,
+        spot=spot,
+        catalog_version=catalog.catalog_version(),
+        notes=tuple(notes),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetOutcome:
+    plan: FleetPlan
+    inputs: FleetInputs
+    tables: dict[str, CandidateTable]  # workload name → its table (shared between equal shapes)
+    distinct_tables: int
+    candidates_ms: float
+    plan_ms: float
+
+
+def plan_fleet(body: FleetPlanRequest, catalog: Catalog) -> FleetOutcome:
+    """The cheapest fleet for `body`. Raises NotFoundError, InfeasiblePlanError (a workload no
+    configuration serves, or demand beyond inventory or budget), SolverError."""
+    started = time.perf_counter()
+    inputs = resolve_inputs(body, catalog)
+    models = {slug: catalog.model_spec(slug) for slug in dict.fromkeys(w.model for w in body.workloads)}
+    tables = CandidateTables(gpus=inputs.gpus, precisions=inputs.precisions, grid=body.search.to_grid())
+    by_workload: dict[str, CandidateTable] = {}
+    workloads = []
+    for w in body.workloads:
+        table = tables.table(models[w.model], w.to_workload(), w.slo.to_slo())
+        if not table.candidates:
+            raise no_candidates_error(w.name, table)
+        by_workload[w.name] = table
+        workloads.append(FleetWorkload(name=w.name, candidates=table.candidates, demand_rps=tuple(w.demand_rps)))
+    candidates_ms = (time.perf_counter() - started) * MS_PER_S
+    used = {c.gpu for w in workloads for c in w.candidates}
+    spec = FleetSpec(
+        workloads=tuple(workloads),
+        prices={gpu: price for gpu, price in inputs.prices.items() if gpu in used},
+        inventory={gpu: counts if isinstance(counts, int) else tuple(counts) for gpu, counts in body.inventory.items()},
+        spot={gpu: offer for gpu, offer in inputs.spot.items() if gpu in used},
+        period_hours=body.period_hours,
+        constraints=FleetConstraints(
+            min_replicas=body.constraints.min_replicas,
+            n_plus_one=body.constraints.n_plus_one,
+            budget_usd_per_day=body.constraints.budget_usd_per_day,
+        ),
+    )
+    plan = solve_fleet(spec, time_limit_s=body.solver_time_limit_s)
+    return FleetOutcome(
+        plan=plan,
+        inputs=inputs,
+        tables=by_workload,
+        distinct_tables=tables.computed,
+        candidates_ms=candidates_ms,
+        plan_ms=(time.perf_counter() - started) * MS_PER_S,
+    )
+
+
+def _precision(candidate: Candidate) -> PrecisionRead:
+    return PrecisionRead(weights=candidate.weights_precision, kv_cache=candidate.kv_precision)
+
+
+def _candidate_read(candidate: Candidate) -> CandidateRead:
+    return CandidateRead(
+        id=candidate.id,
+        gpu=candidate.gpu,
+        tp=candidate.tp,
+        precision=_precision(candidate),
+        batch_limit=candidate.batch_limit,
+        chunk_tokens=candidate.chunk_tokens,
+        gpus_per_replica=candidate.gpus_per_replica,
+        max_rps_at_slo=candidate.max_rps_at_slo,
+        saturation_rps=candidate.saturation_rps,
+    )
+
+
+def fleet_plan_response(
+    body: FleetPlanRequest, outcome: FleetOutcome, *, plan_id: str, created_at: datetime
+) -> FleetPlanResponse:
+    plan, inputs = outcome.plan, outcome.inputs
+    periods = []
+    for period in plan.periods:
+        periods.append(
+            PeriodRead(
+                period=period.index,
+                start_hour=period.index * plan.period_hours,
+                demand_rps=dict(period.demand_rps),
+                on_demand_gpus=dict(period.on_demand_gpus),
+                spot_gpus=dict(period.spot_gpus),
+                gpus_held=dict(period.gpus_held),
+                gpus_used=dict(period.gpus_used),
+                workloads=[
+                    AssignmentRead(
+                        name=a.workload,
+                        gpu=a.candidate.gpu,
+                        tp=a.candidate.tp,
+                        precision=_precision(a.candidate),
+                        batch_limit=a.candidate.batch_limit,
+                        chunk_tokens=a.candidate.chunk_tokens,
+                        replicas=a.replicas,
+                        gpus=a.gpus,
+                        max_rps_at_slo=a.candidate.max_rps_at_slo,
+                        capacity_rps=a.capacity_rps,
+                        demand_rps=period.demand_rps[a.workload],
+                        offered_rps=a.offered_rps,
+                        target_rho=a.target_rho,
+                    )
+                    for a in period.assignments
+                ],
+                cost_usd=period.cost_usd,
+                utilisation=period.gpu_utilisation,
+            )
+        )
+    cost = plan.cost
+    shadow = plan.shadow_prices
+    tables = list({id(t): t for t in outcome.tables.values()}.values())
+    notes = list(inputs.notes)
+    if not all(t.exhaustive for t in tables):
+        notes.append("the candidate search hit its root-find bound for some workload: a better configuration may exist")
+    if plan.solver.status == "feasible":
+        notes.append(f"the solver's time limit stopped the search: the plan is within {plan.solver.mip_gap:.2%} of optimal"
+                     if plan.solver.mip_gap is not None else "the solver's time limit stopped the search before a proof")
+    gpus_priced = {c.gpu for t in tables for c in t.candidates}
+    return FleetPlanResponse(
+        id=plan_id,
+        created_at=created_at.astimezone(UTC).isoformat(),
+        catalog_version=inputs.catalog_version,
+        efficiency_profile=body.efficiency_profile,
+        period_hours=plan.period_hours,
+        reserved_gpus={gpu: n for gpu, n in plan.reserved_gpus.items() if n},
+        prices={
+            gpu: GpuPriceRead(
+                on_demand_usd_per_hour=price.on_demand_usd_per_hour,
+                reserved_usd_per_hour=price.reserved_usd_per_hour,
+                spot_usd_per_hour=(price.on_demand_usd_per_hour * (1 - inputs.spot[gpu].discount_fraction)  # on-demand less the discount
+                                   if gpu in inputs.spot else None),
+                source="request" if inputs.price_sources.get(gpu) == "request" else "catalog",
+            )
+            for gpu, price in sorted(inputs.prices.items())
+            if gpu in gpus_priced
+        },
+        periods=periods,
+        cost=CostRead(
+            usd_total=cost.total_usd,
+            usd_per_day=cost.usd_per_day,
+            horizon_hours=len(plan.periods) * plan.period_hours,
+            reserved_usd=cost.reserved_usd,
+            on_demand_usd=cost.on_demand_usd,
+            spot_usd=cost.spot_usd,
+            idle_usd=cost.idle_usd,
+            per_workload_usd=dict(cost.per_workload_usd),
+            per_period_usd=list(cost.per_period_usd),
+        ),
+        shadow_prices=None
+        if shadow is None
+        else ShadowPricesRead(
+            method=shadow.method,
+            demand=[DemandShadowPriceRead(workload=d.workload, period=d.period, usd_per_rps=d.usd_per_rps) for d in shadow.demand],
+            inventory=[InventoryShadowPriceRead(gpu=i.gpu, period=i.period, usd_per_gpu=i.usd_per_gpu) for i in shadow.inventory],
+        ),
+        solver=SolverRead(
+            name=plan.solver.name, status=plan.solver.status, gap=plan.solver.mip_gap, solve_ms=plan.solver.solve_s * MS_PER_S
+        ),
+        model_size=ModelSizeRead(
+            candidates=plan.model_size.candidates,
+            candidates_dropped=plan.candidates_dropped,
+            variables=plan.model_size.variables,
+            constraints=plan.model_size.constraints,
+        ),
+        candidate_search=CandidateSearchRead(
+            distinct_tables=outcome.distinct_tables,
+            options_enumerated=sum(t.options_enumerated for t in tables),
+            root_finds=sum(t.root_finds for t in tables),
+            rate_checks=sum(t.rate_checks for t in tables),
+            exhaustive=all(t.exhaustive for t in tables),
+            ms=outcome.candidates_ms,
+        ),
+        plan_ms=outcome.plan_ms,
+        notes=notes,
+        candidates={name: [_candidate_read(c) for c in table.candidates] for name, table in outcome.tables.items()}
+        if body.include_candidates
+        else None,
+    )

@@ -1,0 +1,133 @@
+"""`POST /v1/fleet-plans` and `GET /v1/fleet-plans/{id}`: many workloads over periods of demand, on
+reserved, on-demand and spot GPUs within inventory, planned as one MILP and stored (issue 6).
+operationIds: create_fleet_plan, get_fleet_plan."""
+
+# No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, Path, Query, Response, status
+from fastapi.exceptions import RequestValidationError
+
+from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
+from api.fleet_plans import fleet_plan_response, plan_fleet
+from api.problems import problem_responses
+from api.schemas.fleet_plans import (
+    CSV_DESCRIPTION,
+    CSV_MEDIA_TYPE,
+    FleetPlanRequest,
+    FleetPlanResponse,
+    schedule_csv,
+)
+from catalog.fleet_plans import FleetPlans, new_fleet_plan_id
+
+router = APIRouter(tags=["fleet-plans"])
+
+Format = Annotated[
+    Literal["json", "csv"] | None,
+    Query(description="`csv` answers with the schedule as CSV (as `Accept: text/csv` does); default JSON."),
+]
+Accept = Annotated[str | None, Header(include_in_schema=False)]
+
+
+def _csv_content() -> dict[str, Any]:
+    return {CSV_MEDIA_TYPE: {"schema": {"type": "string"}, "example": "period,start_hour,workload,gpu,...\n"}}
+
+
+def _wants_csv(format: str | None, accept: str | None) -> bool:
+    if format is not None:
+        return format == "csv"
+    if not accept:
+        return False
+    types = [part.split(";")[0].strip().lower() for part in accept.split(",")]
+    if CSV_MEDIA_TYPE not in types:
+        return False
+    json_at = types.index("application/json") if "application/json" in types else len(types)
+    return types.index(CSV_MEDIA_TYPE) < json_at
+
+
+def _answer(plan: FleetPlanResponse, *, csv: bool, status_code: int, headers: dict[str, str]) -> Response:
+    if csv:
+        return Response(schedule_csv(plan), status_code=status_code, media_type=CSV_MEDIA_TYPE, headers=headers)
+    return Response(plan.model_dump_json(), status_code=status_code, media_type="application/json", headers=headers)
+
+
+@router.post(
+    "/fleet-plans",
+    status_code=status.HTTP_201_CREATED,
+    response_model=FleetPlanResponse,
+    name="create_fleet_plan",
+    summary="Plan reserved, on-demand and spot GPUs for many workloads over periods of demand",
+    responses={201: {"description": "The plan (stored; `Location` names it).", "content": _csv_content()},
+               **problem_responses(401, 403, 404, 422, 503)},
+    description=f"""\
+Chooses, as one MILP, how many GPUs of each type to reserve (held and paid in every period), how
+many to rent on demand (and on spot) in each period, and which configuration (GPU, precision, tp,
+batch limit, chunk budget) and how many replicas serve each workload in each period, at minimum
+cost over the horizon, so that every period's demand is met within each workload's SLOs:
+
+    minimise   Σ_k R_k·π^res_k·h·P + Σ_(k,p) (O_kp·π^od_k + S_kp·π^spot_k)·h
+    subject to Σ_c r_wcp·μ_c ≥ d_wp  (and N+1, min_replicas)
+               Σ_(w, c on k) r_wcp·g_c ≤ R_k + O_kp + S_kp ≤ inventory_kp,  total cost ≤ budget
+
+μ_c is the candidate's `max_rps_at_slo` from the queueing model, computed once per distinct
+(model, request mix, SLO) — not per period — over the undominated candidates only.
+Prices come from the catalog unless `prices` overrides them. `share_pools` is accepted but not
+modelled (each workload runs its own replicas; `notes` says so).
+
+`Accept: text/csv` or `?format=csv` answers with the schedule as CSV. {CSV_DESCRIPTION}
+
+Errors: unknown model, GPU or efficiency profile → 404; mismatched period counts, negative
+demand, duplicate names, an empty workload list → 422 `invalid-request` listing each field; a
+workload no allowed configuration serves within its SLOs → 422 `infeasible-plan` naming the
+workload; demand that no allowed configuration can meet within inventory → 422 `infeasible-plan`
+with `workload`, `period`, `gpu`, `gpus_short` and every `shortfalls` entry; a budget below the
+cheapest fleet → 422 with `constraint: budget` and `needed`.""",
+)
+def create_fleet_plan(
+    body: FleetPlanRequest,
+    catalog: CatalogDep,
+    session: SessionDep,
+    _planner: PlannerKeyDep,
+    format: Format = None,
+    accept: Accept = None,
+) -> Response:
+    errors = body.field_errors()
+    if errors:
+        raise RequestValidationError(errors)
+    plan_id = new_fleet_plan_id()
+    created_at = datetime.now(UTC)
+    outcome = plan_fleet(body, catalog)
+    plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
+    FleetPlans(session).save(
+        plan_id=plan_id,
+        request=body.model_dump(mode="json"),
+        response=plan.model_dump(mode="json"),
+        catalog_version=plan.catalog_version,
+        created_at=created_at,
+    )
+    headers = {"Location": f"/v1/fleet-plans/{plan_id}"}
+    return _answer(plan, csv=_wants_csv(format, accept), status_code=status.HTTP_201_CREATED, headers=headers)
+
+
+@router.get(
+    "/fleet-plans/{plan_id}",
+    response_model=FleetPlanResponse,
+    name="get_fleet_plan",
+    summary="A stored fleet plan (JSON or CSV)",
+    responses={200: {"description": "The plan as it was answered.", "content": _csv_content()},
+               **problem_responses(401, 404)},
+)
+def get_fleet_plan(
+    plan_id: Annotated[str, Path(max_length=64, description="The id a POST answered with.")],
+    session: SessionDep,
+    _reader: ReaderDep,
+    format: Format = None,
+    accept: Accept = None,
+) -> Response:
+    """The plan exactly as the POST answered it; `Accept: text/csv` or `?format=csv` for the schedule as CSV.
+    404 for an id nobody issued."""
+    stored = FleetPlans(session).get(plan_id)
+    plan = FleetPlanResponse.model_validate(stored.response)
+    return _answer(plan, csv=_wants_csv(format, accept), status_code=status.HTTP_200_OK, headers={})

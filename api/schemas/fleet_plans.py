@@ -1,0 +1,432 @@
+"""Bodies of `POST /v1/fleet-plans` and `GET /v1/fleet-plans/{id}`: many workloads over a day (or
+any number) of periods, on reserved, on-demand and spot GPUs within inventory (issue 6).
+
+Units are in the field names: rates in requests per second, prices in USD per GPU-hour, costs in
+USD, latencies in ms (TTFT, TPOT) or s (E2E). Cross-field checks (every workload giving the same
+number of periods, unique names, per-period inventory lists of that length) are made by
+`FleetPlanRequest.field_errors()`, so a bad body is one 422 listing every bad field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.schemas.catalog import Slug
+from api.schemas.plans import PlanPrecision, PlanSlo, PrecisionRead
+from api.schemas.workload import TokenLengths, length_distribution
+from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
+from planner.fleet_candidates import CandidateGrid
+from planner.workload import Workload
+
+#: Most periods one plan may have: a 31-day month of hours. A bound on the request, not physics.
+MAX_PERIODS = 744
+#: Most workloads in one plan (a bound on the request size).
+MAX_WORKLOADS = 200
+#: Longest solver time limit a request may ask for, in seconds.
+MAX_SOLVER_TIME_LIMIT_S = 120.0
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+WorkloadName = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="Unique name of the workload in this plan: letters, digits, '.', '_', '-'.",
+        examples=["chat"],
+    ),
+]
+
+
+class FleetWorkloadSpec(_Input):
+    """One workload: a model, its request mix, its SLO, and its demand in each period."""
+
+    name: WorkloadName
+    model: Slug = Field(description="Model served (a catalog slug).", examples=["llama-3.1-8b"])
+    prompt_tokens: TokenLengths = Field(
+        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[{"mean": 1000, "p99": 4000}],
+    )
+    output_tokens: TokenLengths = Field(
+        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[256],
+    )
+    arrival_cv: float = Field(
+        default=1.0, gt=0, le=100, description="Coefficient of variation of inter-arrival times: 1 = Poisson, > 1 burstier."
+    )
+    slo: PlanSlo = Field(description="Latency targets, as in /v1/plans.")
+    demand_rps: list[Annotated[float, Field(ge=0, le=1e7)]] = Field(
+        min_length=1,
+        max_length=MAX_PERIODS,
+        description="Mean arrival rate in requests/s in each period; every workload gives the same number of periods.",
+        examples=[[4, 2, 8, 12]],
+    )
+
+    def to_workload(self) -> Workload:
+        """The request mix at a unit rate (per-replica rates do not depend on demand)."""
+        return Workload(
+            arrival_rate_rps=1.0,
+            prompt_tokens=length_distribution(self.prompt_tokens),
+            output_tokens=length_distribution(self.output_tokens),
+            arrival_cv=self.arrival_cv,
+        )
+
+
+class PriceOverride(_Input):
+    """USD per GPU-hour replacing the catalog's price for this plan (either or both)."""
+
+    on_demand: float | None = Field(default=None, gt=0, le=10_000, description="On-demand USD per GPU-hour.")
+    reserved_1y: float | None = Field(
+        default=None, ge=0, le=10_000, description="One-year reserved USD per GPU-hour (paid in every period)."
+    )
+
+
+class SpotSpec(_Input):
+    """Spot GPUs of one type: on-demand price × (1 − discount), at most `max_gpus` per period."""
+
+    discount: float = Field(ge=0, lt=1, description="Fraction off the on-demand price.", examples=[0.6])
+    max_gpus: int = Field(ge=0, le=1_000_000, description="Most spot GPUs of this type available in any period.")
+
+
+class FleetConstraintsSpec(_Input):
+    """What the plan may use and must guarantee."""
+
+    gpus: list[Slug] | None = Field(
+        default=None,
+        min_length=1,
+        description="GPU types allowed (catalog slugs); default every catalog GPU with an on-demand price (and the named "
+        "efficiency profile).",
+        examples=[["h100-sxm", "l40s"]],
+    )
+    precisions: list[PlanPrecision] | None = Field(
+        default=None,
+        min_length=1,
+        description="(weights, KV cache) formats allowed; default bf16/bf16 and fp8/fp8, as /v1/plans.",
+    )
+    min_replicas: int = Field(default=1, ge=0, le=10_000, description="Fewest replicas per workload in every period.")
+    n_plus_one: bool = Field(default=False, description="Demand still met in every period with any one replica lost.")
+    budget_usd_per_day: float | None = Field(
+        default=None, gt=0, le=1e9, description="Most the fleet may cost per 24 h (the horizon's cost × 24 h / horizon)."
+    )
+
+
+class SearchGrid(_Input):
+    """The configuration grid searched per workload (defaults: DESIGN.md's)."""
+
+    tp_degrees: list[Annotated[int, Field(ge=1, le=64)]] = Field(default=list(TP_DEGREES), min_length=1, max_length=8)
+    batch_limits: list[Annotated[int, Field(ge=1, le=65_536)]] = Field(default=list(BATCH_LIMITS), min_length=1, max_length=16)
+    chunk_budgets: list[Annotated[int, Field(ge=2, le=10_000_000)] | None] = Field(
+        default=list(CHUNK_BUDGETS), min_length=1, max_length=8,
+        description="Chunked-prefill budgets in tokens; null = no chunking.",
+    )
+
+    def to_grid(self) -> CandidateGrid:
+        return CandidateGrid(
+            tp_degrees=tuple(self.tp_degrees), batch_limits=tuple(self.batch_limits), chunk_budgets=tuple(self.chunk_budgets)
+        )
+
+
+class FleetPlanRequest(_Input):
+    """Workloads with a demand per period; what GPUs cost and how many exist; the constraints."""
+
+    workloads: list[FleetWorkloadSpec] = Field(min_length=1, max_length=MAX_WORKLOADS)
+    period_hours: float = Field(default=1.0, gt=0, le=8_760, description="Length of each period in hours.")
+    inventory: dict[Slug, int | list[Annotated[int, Field(ge=0, le=10_000_000)]]] = Field(
+        default_factory=dict,
+        description="Most GPUs of a type held in any period (reserved + on-demand + spot): one count for every period, "
+        "or one count per period. Types not listed are unlimited.",
+        examples=[{"h100-sxm": 16, "l40s": [8, 8, 4, 4]}],
+    )
+    prices: dict[Slug, PriceOverride] = Field(
+        default_factory=dict, description="Per GPU type, USD per GPU-hour replacing the catalog's prices."
+    )
+    spot: dict[Slug, SpotSpec] = Field(default_factory=dict, description="Spot offers per GPU type.")
+    constraints: FleetConstraintsSpec = Field(default_factory=FleetConstraintsSpec)
+    share_pools: bool = Field(
+        default=False,
+        description="Let workloads of the same model share replicas. Not modelled in this version: each workload runs "
+        "its own replicas, and the response's `notes` say so.",
+    )
+    include_candidates: bool = Field(default=False, description="Return each workload's candidate table.")
+    efficiency_profile: str = Field(
+        default="calibrated", min_length=1, max_length=64,
+        description="GPU efficiencies: `calibrated`, `ideal`, or a stored profile name (per GPU).",
+    )
+    search: SearchGrid = Field(default_factory=SearchGrid)
+    solver_time_limit_s: float = Field(default=10.0, gt=0, le=MAX_SOLVER_TIME_LIMIT_S, description="MILP time limit in s.")
+
+    @property
+    def periods(self) -> int:
+        return len(self.workloads[0].demand_rps)
+
+    def field_errors(self) -> list[dict[str, Any]]:
+        """Cross-field problems as pydantic-style errors (loc into the body), empty when none."""
+        errors: list[dict[str, Any]] = []
+        periods = self.periods
+        seen: set[str] = set()
+        for index, workload in enumerate(self.workloads):
+            if len(workload.demand_rps) != periods:
+                errors.append(_error(("workloads", index, "demand_rps"),
+                                     f"gives {len(workload.demand_rps)} periods but workload {self.workloads[0].name!r} "
+                                     f"gives {periods}: every workload needs the same number"))
+            if workload.name in seen:
+                errors.append(_error(("workloads", index, "name"), f"duplicate workload name {workload.name!r}"))
+            seen.add(workload.name)
+        for gpu, counts in self.inventory.items():
+            if isinstance(counts, list) and len(counts) != periods:
+                errors.append(_error(("inventory", gpu), f"gives {len(counts)} per-period counts but the plan has {periods} periods"))
+            elif isinstance(counts, int) and not 0 <= counts <= 10_000_000:
+                errors.append(_error(("inventory", gpu), "must be a whole number of GPUs in [0, 10000000]"))
+        return errors
+
+
+def _error(loc: tuple[str | int, ...], message: str) -> dict[str, Any]:
+    return {"loc": ("body", *loc), "msg": message, "type": "value_error", "input": None}
+
+
+# --- the response -------------------------------------------------------------------------------
+
+
+class AssignmentRead(BaseModel):
+    """Replicas of one configuration serving one workload in one period."""
+
+    name: str = Field(description="Workload name.")
+    gpu: str
+    tp: int
+    precision: PrecisionRead
+    batch_limit: int
+    chunk_tokens: int | None
+    replicas: int
+    gpus: int = Field(description="replicas × tp.")
+    max_rps_at_slo: float = Field(description="Largest per-replica rate (req/s) meeting the workload's SLOs.")
+    capacity_rps: float = Field(description="replicas × max_rps_at_slo.")
+    demand_rps: float = Field(description="The workload's demand in this period (req/s).")
+    offered_rps: float = Field(description="The share of that demand sent to these replicas (split in proportion to capacity).")
+    target_rho: float = Field(description="Per-replica offered rate / per-replica saturation rate.")
+
+
+class PeriodRead(BaseModel):
+    period: int = Field(description="Period index from 0.")
+    start_hour: float = Field(description="period × period_hours.")
+    demand_rps: dict[str, float] = Field(description="Each workload's demand in this period (req/s).")
+    on_demand_gpus: dict[str, int]
+    spot_gpus: dict[str, int]
+    gpus_held: dict[str, int] = Field(description="Reserved + on-demand + spot, per GPU type.")
+    gpus_used: dict[str, int] = Field(description="GPUs the replicas run on, per GPU type.")
+    workloads: list[AssignmentRead]
+    cost_usd: float = Field(description="Cost of this period: every GPU held, reserved ones included.")
+    utilisation: float = Field(description="GPUs used / GPUs held in this period (0 when none is held).")
+
+
+class CostRead(BaseModel):
+    """Costs in USD. `usd_total` covers the whole horizon; `usd_per_day` = usd_total × 24 h / horizon."""
+
+    usd_total: float = Field(description="Cost over the whole horizon (all periods).")
+    usd_per_day: float = Field(description="usd_total scaled to 24 hours (equal to usd_total for a 24 × 1 h plan).")
+    horizon_hours: float
+    reserved_usd: float = Field(description="Reserved GPUs over the horizon (paid in every period, used or not).")
+    on_demand_usd: float
+    spot_usd: float
+    idle_usd: float = Field(description="GPUs held but unused (e.g. reserved GPUs idle off-peak).")
+    per_workload_usd: dict[str, float] = Field(
+        description="Each workload pays for the GPUs its replicas use at the period's mean price per GPU held; "
+        "with idle_usd they sum to usd_total."
+    )
+    per_period_usd: list[float]
+
+
+class DemandShadowPriceRead(BaseModel):
+    workload: str
+    period: int
+    usd_per_rps: float = Field(description="Marginal cost over the horizon of one more req/s here (LP relaxation).")
+
+
+class InventoryShadowPriceRead(BaseModel):
+    gpu: str
+    period: int
+    usd_per_gpu: float = Field(description="What one more GPU of inventory here would save over the horizon (LP relaxation).")
+
+
+class ShadowPricesRead(BaseModel):
+    method: str = Field(description="`lp_relaxation`: duals of the MILP with every integer made continuous.")
+    demand: list[DemandShadowPriceRead]
+    inventory: list[InventoryShadowPriceRead] = Field(description="Only (GPU type, period) pairs whose inventory the plan exhausts.")
+
+
+class SolverRead(BaseModel):
+    name: str
+    status: Literal["optimal", "feasible"] = Field(description="`feasible`: the time limit stopped the search; see `gap`.")
+    gap: float | None = Field(description="Relative MIP gap: (incumbent − best bound) / incumbent.")
+    solve_ms: float
+
+
+class ModelSizeRead(BaseModel):
+    candidates: int = Field(description="Candidates offered to the MILP over all workloads.")
+    candidates_dropped: int = Field(description="Dominated candidates the MILP presolve removed.")
+    variables: int
+    constraints: int
+
+
+class CandidateSearchRead(BaseModel):
+    """How the candidate tables were built (once per distinct model, request mix and SLO)."""
+
+    distinct_tables: int
+    options_enumerated: int = Field(description="GPU × precision × tp × batch × chunk options over the distinct tables.")
+    root_finds: int = Field(description="max_rps_at_slo root-finds run (the rest were skipped by exact bounds or cached).")
+    rate_checks: int
+    exhaustive: bool = Field(description="False when the root-find bound stopped a search early.")
+    ms: float
+
+
+class CandidateRead(BaseModel):
+    id: str
+    gpu: str
+    tp: int
+    precision: PrecisionRead
+    batch_limit: int
+    chunk_tokens: int | None
+    gpus_per_replica: int
+    max_rps_at_slo: float
+    saturation_rps: float
+
+
+class GpuPriceRead(BaseModel):
+    """The prices this plan used (catalog, or the request's override), USD per GPU-hour."""
+
+    on_demand_usd_per_hour: float
+    reserved_usd_per_hour: float
+    spot_usd_per_hour: float | None = Field(description="On-demand × (1 − discount) where spot is offered.")
+    source: Literal["catalog", "request"]
+
+
+class FleetPlanResponse(BaseModel):
+    """The cheapest schedule of reserved, on-demand and spot GPUs and replicas."""
+
+    id: str
+    created_at: str
+    catalog_version: int
+    efficiency_profile: str
+    period_hours: float
+    reserved_gpus: dict[str, int] = Field(description="GPUs of each type reserved, held in every period.")
+    prices: dict[str, GpuPriceRead] = Field(description="Prices of every GPU type some candidate runs on.")
+    periods: list[PeriodRead]
+    cost: CostRead
+    shadow_prices: ShadowPricesRead | None
+    solver: SolverRead
+    model_size: ModelSizeRead
+    candidate_search: CandidateSearchRead
+    plan_ms: float = Field(description="Wall time of the whole plan: catalog reads, candidate tables, MILP.")
+    notes: list[str]
+    candidates: dict[str, list[CandidateRead]] | None = Field(
+        default=None, description="Each workload's candidate table (with `include_candidates`)."
+    )
+
+
+# --- CSV ----------------------------------------------------------------------------------------
+
+#: The CSV schedule's columns, in order; units in the names. Stable: spreadsheets refer to them.
+CSV_COLUMNS: tuple[str, ...] = (
+    "period",
+    "start_hour",
+    "workload",
+    "gpu",
+    "tp",
+    "weights_precision",
+    "kv_cache_precision",
+    "batch_limit",
+    "chunk_tokens",
+    "replicas",
+    "gpus",
+    "gpus_reserved",
+    "gpus_on_demand",
+    "gpus_spot",
+    "demand_rps",
+    "offered_rps",
+    "capacity_rps",
+    "target_rho",
+    "cost_usd",
+)
+
+CSV_MEDIA_TYPE = "text/csv"
+
+CSV_DESCRIPTION = (
+    "The schedule, one row per period, workload and configuration (a workload that mixes configurations "
+    "in a period has one row per configuration). Columns: " + ", ".join(CSV_COLUMNS) + ". Within a period and "
+    "GPU type, rows take reserved GPUs first, then on-demand, then spot, in row order; `cost_usd` is the row's "
+    "GPUs at that period's mean price per GPU held (as `cost.per_workload_usd`), so idle reserved GPUs are in "
+    "no row."
+)
+
+
+def schedule_csv(plan: FleetPlanResponse) -> str:
+    """The plan's schedule as CSV text with `CSV_COLUMNS` as the header."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for period in plan.periods:
+        left = {
+            gpu: [plan.reserved_gpus.get(gpu, 0), period.on_demand_gpus.get(gpu, 0), period.spot_gpus.get(gpu, 0)]
+            for gpu in period.gpus_held
+        }
+        for row in period.workloads:
+            pools = left.setdefault(row.gpu, [0, 0, 0])
+            taken = []
+            need = row.gpus
+            for index in range(3):
+                take = min(need, pools[index])
+                pools[index] -= take
+                need -= take
+                taken.append(take)
+            held = period.gpus_held.get(row.gpu, 0)
+            period_gpu_usd = _period_gpu_cost(plan, period, row.gpu)
+            writer.writerow(
+                (
+                    period.period,
+                    _number(period.start_hour),
+                    row.name,
+                    row.gpu,
+                    row.tp,
+                    row.precision.weights,
+                    row.precision.kv_cache,
+                    row.batch_limit,
+                    "" if row.chunk_tokens is None else row.chunk_tokens,
+                    row.replicas,
+                    row.gpus,
+                    *taken,
+                    _number(row.demand_rps),
+                    _number(row.offered_rps),
+                    _number(row.capacity_rps),
+                    _number(row.target_rho),
+                    _number(row.gpus * period_gpu_usd / held if held else 0.0),
+                )
+            )
+    return out.getvalue()
+
+
+def _period_gpu_cost(plan: FleetPlanResponse, period: PeriodRead, gpu: str) -> float:
+    """USD of every GPU of type `gpu` held in `period`: reserved at the reserved price, the rest at theirs."""
+    rates = _gpu_prices(plan)
+    hours = plan.period_hours
+    price = rates.get(gpu, {"reserved": 0.0, "on_demand": 0.0, "spot": 0.0})
+    return hours * (
+        plan.reserved_gpus.get(gpu, 0) * price["reserved"]
+        + period.on_demand_gpus.get(gpu, 0) * price["on_demand"]
+        + period.spot_gpus.get(gpu, 0) * price["spot"]
+    )
+
+
+def _gpu_prices(plan: FleetPlanResponse) -> dict[str, dict[str, float]]:
+    return {gpu: {"reserved": p.reserved_usd_per_hour, "on_demand": p.on_demand_usd_per_hour, "spot": p.spot_usd_per_hour or 0.0}
+            for gpu, p in plan.prices.items()}
+
+
+def _number(value: float) -> str:
+    return f"{value:.6g}"

@@ -1,0 +1,113 @@
+"""Candidate tables for the fleet MILP: the pruned search keeps exactly what a brute force over
+every option keeps after dominance, shapes are shared, demand does not enter, and an empty table
+is a typed answer naming the workload."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.fleet import dominates, undominated
+from planner.fleet_candidates import CandidateGrid, CandidateTables, candidate_table, no_candidates_error
+from planner.candidates import enumerate_groups, enumerate_options
+from planner.optimizer import Candidate
+from planner.queueing import max_rps_at_slo, saturation_rps
+from planner.workload import FixedLength, LognormalLength, Serving, Slo, Workload
+from tests.planner.performance_specs import A100_SXM, FP8_PRECISION, FP16_PRECISION, H100_SXM, LLAMA_2_70B
+
+# Catalog on-demand prices (catalog/data/gpus.json); only their being positive matters here.
+H100 = dataclasses.replace(H100_SXM, price_usd_per_hour_on_demand=6.155, price_usd_per_hour_reserved_1y=3.8777)
+A100 = dataclasses.replace(A100_SXM, price_usd_per_hour_on_demand=2.7, price_usd_per_hour_reserved_1y=1.701)
+MIX = Workload(arrival_rate_rps=1.0, prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=3000), output_tokens=FixedLength(tokens=200))
+SLO = Slo(ttft_s=2.0, tpot_s=0.08, percentile=99)
+GRID = CandidateGrid(tp_degrees=(1, 2, 4), batch_limits=(16, 64), chunk_budgets=(None,))
+
+
+def brute_force() -> list[Candidate]:
+    """μ for every enumerated option, then the fleet's dominance filter."""
+    groups, _ = enumerate_groups(model=LLAMA_2_70B, gpus=(H100, A100), precisions=(FP16_PRECISION, FP8_PRECISION),
+                                 workload=MIX, slo=SLO, tp_degrees=GRID.tp_degrees)
+    everything = []
+    for group in groups:
+        for option in enumerate_options(group, MIX, batch_limits=GRID.batch_limits, chunk_budgets=GRID.chunk_budgets):
+            serving = Serving(batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
+            try:
+                mu = max_rps_at_slo(group.step_model, MIX, serving, SLO, kv_capacity_tokens=group.kv_capacity_tokens)
+            except InfeasiblePlanError:
+                continue
+            saturation = saturation_rps(group.step_model, MIX, serving, kv_capacity_tokens=group.kv_capacity_tokens)
+            everything.append(Candidate(
+                id=option.id, gpu=group.gpu.slug, tp=group.tp, weights_precision=group.precision.weights.slug,
+                kv_precision=group.precision.kv_cache.slug, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens,
+                gpus_per_replica=group.tp, cost_usd_per_hour=group.price_usd_per_hour, max_rps_at_slo=mu,
+                saturation_rps=max(saturation, mu)))
+    return everything
+
+
+def key(candidate: Candidate) -> tuple[str, int, float]:
+    return candidate.gpu, candidate.tp, round(candidate.max_rps_at_slo, 9)
+
+
+def test_the_pruned_search_keeps_what_brute_force_and_dominance_keep() -> None:
+    """Every option's μ by root-finding, then `undominated`, gives the same (GPU, tp, μ) set as the
+    search that skips options by the saturation bound, the exact saturation and one prediction
+    at the rate to beat — and no option left out could have beaten a kept one."""
+    table = candidate_table(model=LLAMA_2_70B, gpus=(H100, A100), precisions=(FP16_PRECISION, FP8_PRECISION),
+                            workload=MIX, slo=SLO, grid=GRID)
+    everything = brute_force()
+    assert {key(c) for c in table.candidates} == {key(c) for c in undominated(everything)}
+    assert table.exhaustive
+    assert table.root_finds < len(everything), "the bounds skipped some root-finds"
+    for kept in table.candidates:
+        assert not any(dominates(other, kept) and key(other) != key(kept) for other in everything)
+    for candidate in everything:
+        assert any(dominates(kept, candidate) for kept in table.candidates)
+
+
+def test_identical_shapes_share_one_table_and_demand_does_not_enter() -> None:
+    tables = CandidateTables(gpus=(H100,), precisions=(FP8_PRECISION,), grid=CandidateGrid(tp_degrees=(1, 2), batch_limits=(64,), chunk_budgets=(None,)))
+    first = tables.table(LLAMA_2_70B, MIX, SLO)
+    busier = tables.table(LLAMA_2_70B, MIX.at_rate(250.0), SLO)
+    assert busier is first and tables.computed == 1
+    assert first.candidates and all(c.gpu == "h100-sxm" for c in first.candidates)
+    looser = tables.table(LLAMA_2_70B, MIX, dataclasses.replace(SLO, ttft_s=4.0))
+    assert tables.computed == 2
+    by_tp = {c.tp: c.max_rps_at_slo for c in first.candidates}
+    for c in looser.candidates:
+        assert c.max_rps_at_slo >= by_tp.get(c.tp, 0.0) * (1 - 1e-6), "a looser SLO never lowers μ"
+
+
+def test_a_shape_no_configuration_serves_gives_an_error_naming_the_workload() -> None:
+    impossible = Slo(tpot_s=1e-5)  # 0.01 ms: far below one decode step of a 70B model on any GPU
+    table = candidate_table(model=LLAMA_2_70B, gpus=(H100,), precisions=(FP16_PRECISION,), workload=MIX, slo=impossible,
+                            grid=CandidateGrid(tp_degrees=(2, 4), batch_limits=(16,), chunk_budgets=(None,)))
+    assert table.candidates == ()
+    assert table.root_finds == 0, "the SLO floors refuse every group before any queueing"
+    error = no_candidates_error("chat", table)
+    assert error.extensions["workload"] == "chat"
+    assert error.extensions["constraint"] == "tpot"
+    assert "chat" in error.detail and error.extensions["refused_by"]["tpot"] == 2
+
+
+def test_a_model_too_large_for_the_gpus_is_refused_by_memory() -> None:
+    table = candidate_table(model=LLAMA_2_70B, gpus=(A100,), precisions=(FP16_PRECISION,), workload=MIX, slo=SLO,
+                            grid=CandidateGrid(tp_degrees=(1,), batch_limits=(16,), chunk_budgets=(None,)))
+    assert table.candidates == ()
+    assert no_candidates_error("big", table).extensions["constraint"] == "memory"
+
+
+@pytest.mark.parametrize("field", ["tp_degrees", "batch_limits"])
+def test_grids_must_be_non_empty_whole_numbers(field: str) -> None:
+    with pytest.raises(PlannerInputError):
+        CandidateGrid(**{field: ()})
+    with pytest.raises(PlannerInputError):
+        CandidateGrid(**{field: (0,)})
+
+
+def test_no_gpus_or_precisions_is_an_input_error() -> None:
+    with pytest.raises(PlannerInputError):
+        CandidateTables(gpus=(), precisions=(FP16_PRECISION,))
+    with pytest.raises(PlannerInputError):
+        CandidateTables(gpus=(H100,), precisions=())
