@@ -1,0 +1,265 @@
+"""CSV for spreadsheets: one renderer, one content-negotiation rule and one OpenAPI declaration,
+shared by every endpoint that can answer as a table (plans, what-if sweeps, deployment history).
+
+How a route offers CSV (three lines):
+
+    @router.get("/things/{id}", response_model=ThingRead, responses=csv_responses("One row per thing.", COLUMNS))
+    def get_thing(id: str, as_csv: CsvDep, ...) -> ThingRead | Response:
+        ...
+        if as_csv:
+            return csv_response(rows_to_csv(rows, COLUMNS), filename=f"thing-{id}.csv")
+        return ThingRead(...)
+
+- `rows_to_csv(rows, columns)`: flat dicts → RFC 4180 text (CRLF line ends, a header row, fields
+  quoted only when they hold a comma, quote or line break). Numbers are written round-trip exact
+  (`repr` of a float), None is an empty cell, booleans are `true` / `false`. A text cell that a
+  spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, tab or CR) gets a leading
+  `'` (OWASP's CSV-injection advice): names come from callers. A key not among the columns is a
+  bug (ValueError); a missing key is an empty cell.
+- `CsvDep`: True when the caller asked for CSV — `?format=csv`, or `Accept` preferring `text/csv`
+  over JSON (higher q, or equal q and named first; `?format=json|csv` wins over `Accept`).
+- `csv_response(text, filename=...)`: `text/csv; charset=utf-8` with
+  `Content-Disposition: attachment; filename="..."`.
+- `csv_responses(description, columns, status_code=200)`: the `responses=` entry that declares the
+  `text/csv` content next to the JSON one in the OpenAPI document (columns listed in its description).
+- `plan_csv_rows(request, response)` and `PLAN_CSV_COLUMNS`: one stored plan (its request and
+  response JSON, as `catalog.plans.Plans.get` returns them) as rows; deployment history is these rows
+  for each plan, newest first.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from enum import Enum
+from typing import Annotated, Any
+
+from fastapi import Depends, Query, Request, Response
+
+CSV_MEDIA_TYPE = "text/csv"
+CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
+JSON_MEDIA_TYPE = "application/json"
+HOURS_PER_MONTH = 730.0  # 8,760 h / 12, as planner.planning and cloud price sheets use
+CURRENCY = "USD"
+#: Leading characters a spreadsheet reads as the start of a formula (OWASP "CSV Injection").
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+class ResponseFormat(str, Enum):
+    """How to answer: `json` (default) or `csv` (the same data as flat rows)."""
+
+    json = "json"
+    csv = "csv"
+
+
+# --- rendering ------------------------------------------------------------------------------------
+
+
+def csv_cell(value: Any) -> str:
+    """One value as a CSV cell: exact numbers, empty for None/NaN, true/false, text guarded against formulas."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return "" if not math.isfinite(value) else repr(value)
+    if isinstance(value, Enum):
+        value = value.value
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
+def rows_to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """RFC 4180 CSV text: a header of `columns`, then one line per row (values by column name)."""
+    known = set(columns)
+    if len(known) != len(columns):
+        raise ValueError(f"duplicate CSV column names in {list(columns)}")
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+    writer.writerow(columns)
+    for row in rows:
+        extra = row.keys() - known
+        if extra:
+            raise ValueError(f"CSV row has keys that are not columns: {sorted(extra)}")
+        writer.writerow([csv_cell(row.get(column)) for column in columns])
+    return out.getvalue()
+
+
+# --- content negotiation --------------------------------------------------------------------------
+
+
+def _quality(accept: str, media_type: str) -> tuple[float, int]:
+    """The q-value `accept` gives `media_type` by name (0 when not named) and where it is first named."""
+    best, first = 0.0, len(accept)
+    for position, part in enumerate(accept.split(",")):
+        name, *params = (piece.strip() for piece in part.split(";"))
+        if name.lower() != media_type:
+            continue
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        best, first = max(best, q if math.isfinite(q) else 0.0), min(first, position)
+    return best, first
+
+
+def prefers_csv(accept: str | None) -> bool:
+    """Whether an Accept header asks for CSV ahead of JSON: `text/csv` named with q > 0 and a higher
+    q than `application/json`, or the same q and named first. Wildcards never choose CSV: JSON is the default."""
+    if not accept:
+        return False
+    (csv_q, csv_at), (json_q, json_at) = _quality(accept, CSV_MEDIA_TYPE), _quality(accept, JSON_MEDIA_TYPE)
+    return csv_q > 0 and (csv_q > json_q or (csv_q == json_q and csv_at < json_at))
+
+
+def wants_csv(
+    request: Request,
+    format: Annotated[
+        ResponseFormat | None,
+        Query(description="`csv` answers with flat CSV rows (as `Accept: text/csv` does); `json` forces JSON. Default: by `Accept`."),
+    ] = None,
+) -> bool:
+    """`?format=` when given, else the Accept header."""
+    if format is not None:
+        return format is ResponseFormat.csv
+    return prefers_csv(request.headers.get("accept"))
+
+
+#: True when the caller asked for CSV (`?format=csv` or `Accept: text/csv`).
+CsvDep = Annotated[bool, Depends(wants_csv)]
+
+
+def _safe_filename(filename: str) -> str:
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in filename) or "export.csv"
+
+
+def csv_response(text: str, *, filename: str, status_code: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """`text` as `text/csv; charset=utf-8`, offered for download as `filename` (ASCII-safe)."""
+    return Response(
+        content=text.encode("utf-8"),
+        status_code=status_code,
+        media_type=CSV_CONTENT_TYPE,
+        headers={**(headers or {}), "Content-Disposition": f'attachment; filename="{_safe_filename(filename)}"'},
+    )
+
+
+def csv_responses(description: str, columns: Sequence[str], *, status_code: int = 200) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses=` entry declaring `text/csv` beside the route's JSON response model."""
+    header = ",".join(columns)
+    return {
+        status_code: {
+            "description": f"{description} As CSV (`?format=csv` or `Accept: text/csv`): columns {', '.join(columns)}.",
+            "content": {CSV_MEDIA_TYPE: {"schema": {"type": "string"}, "example": header + "\r\n"}},
+        }
+    }
+
+
+# --- plans as rows --------------------------------------------------------------------------------
+
+#: One row per plan (per configuration of a mixed fleet). Stable: workbooks refer to these names.
+PLAN_CSV_COLUMNS: tuple[str, ...] = (
+    "plan_id",
+    "deployment",
+    "created_at",
+    "catalog_version",
+    "model",
+    "arrival_rate_rps",
+    "slo_percentile",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    "slo_e2e_s",
+    "fleet_row",
+    "fleet_rows",
+    "gpu",
+    "tp",
+    "replicas",
+    "gpus_total",
+    "weights_precision",
+    "kv_cache_precision",
+    "batch_limit",
+    "chunk_tokens",
+    "target_rho",
+    "offered_rps",
+    "cost_usd_per_hour",
+    "cost_usd_per_month",
+    "cost_usd_per_million_output_tokens",
+    "currency",
+    "ttft_p99_ms",
+    "tpot_p99_ms",
+    "e2e_p99_s",
+    "verified",
+)
+
+PLAN_CSV_DESCRIPTION = (
+    "One row per plan; a mixed fleet has one row per configuration (`fleet_row` 1..`fleet_rows`), each "
+    "with that configuration's GPUs, replicas, offered rate and costs, so summing a plan's rows gives its "
+    "totals; the plan's columns (id, model, SLOs, predicted p99s of its largest configuration) repeat."
+)
+
+
+def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The CSV rows of one plan from its request and response JSON (`PLAN_CSV_COLUMNS`).
+
+    A configuration's cost per million output tokens is its cost per hour over the output tokens it
+    serves per hour: the plan's figure × (its share of cost) / (its share of traffic)."""
+    plan, cost, predicted = response["plan"], response["cost"], response["predicted"]
+    slo = request.get("slo", {})
+    rate = float(request["workload"]["arrival_rate_rps"])
+    shared = {
+        "plan_id": response["id"],
+        "deployment": response.get("name"),
+        "created_at": response["provenance"]["created_at"],
+        "catalog_version": response["provenance"]["catalog_version"],
+        "model": request["model"],
+        "arrival_rate_rps": rate,
+        "slo_percentile": slo.get("percentile", 99.0),
+        "slo_ttft_ms": slo.get("ttft_ms"),
+        "slo_tpot_ms": slo.get("tpot_ms"),
+        "slo_e2e_s": slo.get("e2e_s"),
+        "currency": cost.get("currency", CURRENCY),
+        "ttft_p99_ms": predicted["ttft_ms"]["p99"],
+        "tpot_p99_ms": predicted["tpot_ms"]["p99"],
+        "e2e_p99_s": predicted["e2e_s"]["p99"],
+        "verified": response.get("verification") is not None,
+    }
+    fleet = plan.get("fleet")
+    if not fleet:
+        return [{
+            **shared,
+            "fleet_row": 1, "fleet_rows": 1,
+            "gpu": plan["gpu"], "tp": plan["tp"], "replicas": plan["replicas"], "gpus_total": plan["gpus_total"],
+            "weights_precision": plan["precision"]["weights"], "kv_cache_precision": plan["precision"]["kv_cache"],
+            "batch_limit": plan["batch_limit"], "chunk_tokens": plan["chunk_tokens"], "target_rho": plan["target_rho"],
+            "offered_rps": rate,
+            "cost_usd_per_hour": cost["usd_per_hour"],
+            "cost_usd_per_month": cost["usd_per_month"],
+            "cost_usd_per_million_output_tokens": cost["usd_per_million_output_tokens"],
+        }]  # fmt: skip
+    total_usd_per_hour = cost["usd_per_hour"]
+    rows = []
+    for index, row in enumerate(fleet, start=1):
+        cost_share = row["cost_usd_per_hour"] / total_usd_per_hour if total_usd_per_hour > 0 else 0.0
+        traffic_share = row["offered_rps"] / rate if rate > 0 else 0.0
+        rows.append({
+            **shared,
+            "fleet_row": index, "fleet_rows": len(fleet),
+            "gpu": row["gpu"], "tp": row["tp"], "replicas": row["replicas"], "gpus_total": row["gpus"],
+            "weights_precision": row["precision"]["weights"], "kv_cache_precision": row["precision"]["kv_cache"],
+            "batch_limit": row["batch_limit"], "chunk_tokens": row["chunk_tokens"], "target_rho": row["target_rho"],
+            "offered_rps": row["offered_rps"],
+            "cost_usd_per_hour": row["cost_usd_per_hour"],
+            "cost_usd_per_month": row["cost_usd_per_hour"] * HOURS_PER_MONTH,  # $/h × 730 h
+            "cost_usd_per_million_output_tokens": (
+                cost["usd_per_million_output_tokens"] * cost_share / traffic_share if traffic_share > 0 else None
+            ),  # plan $/Mtok × (cost share ÷ traffic share)
+        })  # fmt: skip
+    return rows
+
