@@ -32,6 +32,8 @@ from api.routers import calibrations as calibration_routes
 from api.routers import catalog as catalog_routes
 from api.routers import fleet_plans as fleet_plan_routes
 from api.routers import plans as plan_routes
+from api.routers import evaluate as evaluate_routes
+from api.routers import simulate as simulate_routes
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import is_at_head
@@ -42,6 +44,8 @@ ROUTERS: tuple[APIRouter, ...] = (
     plan_routes.router,
     calibration_routes.router,
     fleet_plan_routes.router,
+    evaluate_routes.router,
+    simulate_routes.router,
 )
 
 DESCRIPTION = """\

@@ -1,0 +1,167 @@
+"""From a request naming catalog rows to the planner's inputs, and latency predictions that fall
+back to the simulator where the analytic model is known to be off.
+
+`resolve_configuration` reads the GPU, model, precision and efficiency a request names (404 for
+an unknown slug or profile) and applies the request's efficiency overrides; `predict_latency`
+runs the analytic queueing model and, where it flags its own answer as outside the region the
+fidelity study validated, the discrete-event simulator instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from catalog.repository import Catalog
+from planner.queueing import Prediction, RhoPoint, predict, rho_curve
+from planner.simulator import SimulationResult, simulate
+from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
+from planner.step_model import StepModel
+from planner.workload import Serving, Workload
+
+#: Requests the simulator runs when it stands in for the analytic model: the simulator's own
+#: benchmark size (issue 4 §1), whose p99 confidence intervals are a few per cent wide.
+FALLBACK_SIMULATED_REQUESTS = 20_000
+#: Catalog page size when listing quantization schemes for precision suggestions.
+_PAGE = 500
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EfficiencyChoice:
+    """A named efficiency profile with the request's overrides applied; `overridden` names them."""
+
+    efficiency: Efficiency
+    overridden: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Configuration:
+    """One replica shape as the planner takes it, plus the alternatives a does-not-fit error may suggest."""
+
+    gpu: GpuSpec
+    model: ModelSpec
+    precision: Precision
+    tp: int
+    efficiency: EfficiencyChoice
+    candidate_precisions: tuple[Precision, ...]
+    catalog_version: int
+
+
+#: Override field → Efficiency field and the factor from the API's unit to SI.
+OVERRIDE_FIELDS: dict[str, tuple[str, float]] = {
+    "memory_efficiency": ("memory", 1.0),
+    "compute_efficiency": ("compute", 1.0),
+    "step_overhead_ms": ("step_overhead_s", 1e-3),
+    "memory_reserve_fraction": ("memory_reserve_fraction", 1.0),
+    "include_comm": ("include_comm", 1.0),
+    "memory_compute_overlap": ("memory_compute_overlap", 1.0),
+}
+
+
+def apply_overrides(efficiency: Efficiency, overrides: dict[str, float | bool]) -> EfficiencyChoice:
+    """`efficiency` with each given override (API units: ms for the overhead) replacing its value."""
+    changes: dict[str, float | bool] = {}
+    for name, value in overrides.items():
+        field, to_si = OVERRIDE_FIELDS[name]
+        changes[field] = value if isinstance(value, bool) else value * to_si
+    if not changes:
+        return EfficiencyChoice(efficiency=efficiency, overridden=())
+    names = tuple(sorted(overrides))
+    return EfficiencyChoice(
+        efficiency=dataclasses.replace(efficiency, source=f"{efficiency.source}; overridden by the request: {', '.join(names)}", **changes),
+        overridden=names,
+    )
+
+
+def _quantization_slugs(catalog: Catalog) -> Iterator[dict[str, object]]:
+    offset = 0
+    while True:
+        page = catalog.list_quantizations(limit=_PAGE, offset=offset)
+        yield from page.items
+        offset += len(page.items)
+        if not page.items or offset >= page.total:
+            return
+
+
+def candidate_precisions(catalog: Catalog, requested_kv_cache: str) -> tuple[Precision, ...]:
+    """Every (weights, KV cache) pair the catalog allows, the requested KV format first within each
+    weights scheme, so a suggestion changes as little as it can."""
+    schemes = {str(record["slug"]): record for record in _quantization_slugs(catalog)}
+    pairs = []
+    for slug, record in schemes.items():
+        allowed = [str(kv) for kv in record.get("kv_cache_dtypes") or schemes]  # type: ignore[union-attr]
+        ordered = sorted((kv for kv in allowed if kv in schemes), key=lambda kv: kv != requested_kv_cache)
+        pairs.extend(catalog.precision(slug, kv) for kv in ordered)
+    return tuple(pairs)
+
+
+def resolve_configuration(
+    catalog: Catalog,
+    *,
+    gpu: str,
+    model: str,
+    weights: str,
+    kv_cache: str,
+    tp: int,
+    efficiency_profile: str,
+    overrides: dict[str, float | bool],
+) -> Configuration:
+    """The specs a request names; raises the catalog's NotFoundError for an unknown slug or profile
+    and UnsupportedConfigurationError for a KV format the weights scheme does not allow."""
+    gpu_spec = catalog.gpu_spec(gpu, efficiency_profile)
+    return Configuration(
+        gpu=gpu_spec,
+        model=catalog.model_spec(model),
+        precision=catalog.precision(weights, kv_cache),
+        tp=tp,
+        efficiency=apply_overrides(gpu_spec.efficiency, overrides),
+        candidate_precisions=candidate_precisions(catalog, kv_cache),
+        catalog_version=catalog.catalog_version(),
+    )
+
+
+Method = Literal["analytic", "simulated"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LatencyEstimate:
+    """The analytic prediction, and — where it flagged itself unreliable — the simulation that replaced
+    its percentiles (`method` says which one the percentiles come from)."""
+
+    method: Method
+    prediction: Prediction
+    simulation: SimulationResult | None
+    curve: tuple[RhoPoint, ...]
+
+
+def predict_latency(
+    step_model: StepModel,
+    workload: Workload,
+    serving: Serving,
+    *,
+    kv_capacity_tokens: int,
+    max_simulated_requests: int,
+    seed: int = 0,
+) -> LatencyEstimate:
+    """Analytic p50/p90/p99 at the workload's rate, or simulated ones where the analytic model is
+    outside its validated region (`Prediction.reliable` False): a prediction known to be off is
+    never returned as if it were good. Unstable load (ρ ≥ 1) is an answer from the analytic model."""
+    prediction = predict(step_model, workload, serving, kv_capacity_tokens=kv_capacity_tokens, curve=True)
+    curve = (
+        prediction.queueing.rho_curve
+        if prediction.queueing is not None
+        else rho_curve(step_model, workload, serving, kv_capacity_tokens=kv_capacity_tokens)
+    )
+    if prediction.unstable or prediction.reliable:
+        return LatencyEstimate(method="analytic", prediction=prediction, simulation=None, curve=curve)
+    simulation = simulate(
+        step_model,
+        workload,
+        serving,
+        kv_capacity_tokens=kv_capacity_tokens,
+        requests=min(FALLBACK_SIMULATED_REQUESTS, max_simulated_requests),
+        seed=seed,
+    )
+    return LatencyEstimate(method="simulated", prediction=prediction, simulation=simulation, curve=curve)

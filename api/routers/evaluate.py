@@ -1,0 +1,79 @@
+"""`POST /v1/evaluate`: the roofline, memory picture and step-time coefficients of one replica
+configuration and, given a serving shape and a workload, its queueing latencies (issues 3 §3 and
+4 §4). operationId: evaluate_configuration."""
+
+# No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
+
+from fastapi import APIRouter
+
+from api.deps import CatalogDep, ReaderDep, SettingsDep
+from api.performance import predict_latency, resolve_configuration
+from api.problems import problem_responses
+from api.schemas.performance import STEP_FORMULA, EvaluateRequest, EvaluateResponse, evaluate_response
+from planner.performance import evaluate
+
+router = APIRouter(tags=["performance"])
+
+
+@router.post(
+    "/evaluate",
+    response_model=EvaluateResponse,
+    name="evaluate_configuration",
+    summary="Step times, memory and throughput of one configuration; latencies under a workload",
+    responses=problem_responses(401, 404, 422),
+    description=f"""\
+Evaluates `tp` GPUs of type `gpu` holding one copy of `model` at `precision`, with the named
+efficiency profile (and `overrides`): weights and KV-cache bytes, the largest batch whose KV cache
+fits at `context_tokens`, a prefill of `prompt_tokens`, one decode row per batch size, the
+throughput curve up to the memory limit and every coefficient of the step-time formula:
+
+```
+{STEP_FORMULA}
+```
+
+With `serving` and `workload` the response adds `predicted` (p50/p90/p99 TTFT, TPOT and E2E,
+utilisation ρ, saturation rate) and `queueing` (λ per replica, service time, ρ, Little's law
+L = λ·W, waiting probability, p99 wait, the formula, the ρ-vs-p99 curve). An unstable load
+(ρ ≥ 1) is an answer: `unstable: true`, null percentiles, and the saturation rate. Where the
+analytic model flags the operating point as outside its validated region, the discrete-event
+simulator answers instead and `predicted.method` is `simulated`.
+
+Errors: unknown GPU, model, quantization or efficiency profile → 404; a model that does not fit →
+422 `model-does-not-fit` with `shortfall_gb`, `smallest_fitting_tp` and `fitting_precisions`; a
+combination the GPU or model cannot run (fp8 before Ada/Hopper, fp4 before Blackwell, tp not
+dividing the heads, a context beyond the model's window) → 422 `unsupported-configuration`.""",
+)
+def evaluate_configuration(
+    body: EvaluateRequest, catalog: CatalogDep, settings: SettingsDep, _reader: ReaderDep
+) -> EvaluateResponse:
+    config = resolve_configuration(
+        catalog,
+        gpu=body.gpu,
+        model=body.model,
+        weights=body.precision.weights,
+        kv_cache=body.precision.kv_cache,
+        tp=body.tp,
+        efficiency_profile=body.efficiency_profile,
+        overrides=body.override_values(),
+    )
+    evaluation = evaluate(
+        config.gpu,
+        config.model,
+        config.precision,
+        config.tp,
+        config.efficiency.efficiency,
+        context_tokens=body.context_tokens,
+        batch_sizes=body.batch_sizes,
+        prompt_tokens=body.context_tokens if body.prompt_tokens is None else body.prompt_tokens,
+        candidate_precisions=config.candidate_precisions,
+    )
+    estimate = None
+    if body.serving is not None and body.workload is not None:
+        estimate = predict_latency(
+            evaluation.step_model,
+            body.workload.to_workload(),
+            body.serving.to_serving(),
+            kv_capacity_tokens=evaluation.kv_capacity_tokens,
+            max_simulated_requests=settings.max_simulated_requests,
+        )
+    return evaluate_response(config, evaluation, estimate, replicas=1 if body.serving is None else body.serving.replicas)

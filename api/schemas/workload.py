@@ -1,0 +1,197 @@
+"""Request bodies for traffic and serving shape, shared by every endpoint that queues requests
+(`/v1/evaluate`, `/v1/simulate`, `/v1/plans`): a workload (arrival rate, prompt and output
+length distributions, burstiness) and a serving shape (replicas, batch limit, chunked-prefill
+budget, router). `to_workload()` / `to_serving()` give the planner's value types.
+
+A length is one of three JSON shapes, told apart by their members:
+- an integer: every request has exactly that many tokens;
+- `{"mean": m, "p99": q}`: lognormal with that mean and 99th percentile (q > m);
+- `{"tokens": [...], "weights": [...]}`: a histogram of observed lengths and their weights.
+
+Every check that makes a body unusable is made here, so a bad body is a 422 listing each bad
+field (pointer into the body), never a planner error later.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+from scipy.special import ndtri
+
+from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Workload
+
+#: Largest length anyone could mean (tokens); beyond it a number is a typo, not a workload.
+MAX_TOKENS = 10_000_000
+#: Largest p99/mean ratio a lognormal can have: exp(z²/2) with z = Φ⁻¹(0.99) (see planner/workload.py).
+MAX_LOGNORMAL_P99_OVER_MEAN = math.exp(float(ndtri(0.99)) ** 2 / 2.0)
+#: Histogram size bound, so one body cannot carry an unbounded sample.
+MAX_HISTOGRAM_BINS = 10_000
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LognormalTokens(_Input):
+    """Lognormal lengths given by their mean and 99th percentile, as traffic reports state them."""
+
+    mean: float = Field(ge=1, le=MAX_TOKENS, description="Mean length in tokens.", examples=[1000])
+    p99: float = Field(
+        ge=1,
+        le=MAX_TOKENS,
+        description=f"99th-percentile length in tokens; above `mean` and at most {MAX_LOGNORMAL_P99_OVER_MEAN:.1f} × it "
+        "(the largest ratio a lognormal can have).",
+        examples=[4000],
+    )
+
+    @field_validator("p99")
+    @classmethod
+    def _p99_above_mean(cls, p99: float, info: ValidationInfo) -> float:
+        mean = info.data.get("mean")
+        if mean is None:
+            return p99
+        if p99 <= mean:
+            raise ValueError(f"p99 ({p99:g}) must exceed mean ({mean:g})")
+        if p99 / mean > MAX_LOGNORMAL_P99_OVER_MEAN:
+            raise ValueError(
+                f"p99 ({p99:g}) is more than {MAX_LOGNORMAL_P99_OVER_MEAN:.1f} × mean ({mean:g}): no lognormal has that shape"
+            )
+        return p99
+
+
+class HistogramTokens(_Input):
+    """Lengths drawn from observed values with relative weights (normalised by the service)."""
+
+    tokens: list[Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
+        min_length=1, max_length=MAX_HISTOGRAM_BINS, description="Observed lengths in tokens.", examples=[[128, 512, 2048]]
+    )
+    weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(
+        min_length=1,
+        max_length=MAX_HISTOGRAM_BINS,
+        description="Relative frequency of each length (same count as `tokens`, >= 0, positive sum).",
+        examples=[[0.5, 0.3, 0.2]],
+    )
+
+    @field_validator("weights")
+    @classmethod
+    def _matching_weights(cls, weights: list[float], info: ValidationInfo) -> list[float]:
+        tokens = info.data.get("tokens")
+        if tokens is not None and len(tokens) != len(weights):
+            raise ValueError(f"weights has {len(weights)} entries but tokens has {len(tokens)}: give one weight per length")
+        if sum(weights) <= 0:
+            raise ValueError("weights must have a positive sum")
+        return weights
+
+
+def _length_shape(value: Any) -> str | None:
+    """Which of the three shapes a JSON length is (None: none of them)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return "fixed[int]"
+    if isinstance(value, LognormalTokens):
+        return "lognormal[mean,p99]"
+    if isinstance(value, HistogramTokens):
+        return "histogram[tokens,weights]"
+    if isinstance(value, dict):
+        if "tokens" in value or "weights" in value:
+            return "histogram[tokens,weights]"
+        if "mean" in value or "p99" in value:
+            return "lognormal[mean,p99]"
+    return None
+
+
+# The tags read like pydantic's own union-member tags ("name[...]"), which the problem mapper
+# drops from a bad field's path: an error points at `prompt_tokens.p99`, as the body spells it.
+TokenLengths = Annotated[
+    Annotated[int, Field(ge=1, le=MAX_TOKENS), Tag("fixed[int]")]
+    | Annotated[LognormalTokens, Tag("lognormal[mean,p99]")]
+    | Annotated[HistogramTokens, Tag("histogram[tokens,weights]")],
+    Discriminator(
+        _length_shape,
+        custom_error_type="length_shape",
+        custom_error_message="a length is an integer number of tokens, {mean, p99} (lognormal) or {tokens, weights} (histogram)",
+    ),
+]
+
+
+def length_distribution(value: int | LognormalTokens | HistogramTokens) -> LengthDistribution:
+    """The planner's length distribution for one validated JSON length."""
+    if isinstance(value, LognormalTokens):
+        return LognormalLength(mean_tokens=value.mean, p99_tokens=value.p99)
+    if isinstance(value, HistogramTokens):
+        return HistogramLength(tokens=tuple(value.tokens), weights=tuple(value.weights))
+    return FixedLength(tokens=value)
+
+
+class WorkloadSpec(_Input):
+    """Traffic offered to the whole deployment: Poisson arrivals (or burstier, gamma inter-arrivals
+    with `arrival_cv` > 1) at `arrival_rate_rps`, with prompt and output lengths from distributions."""
+
+    arrival_rate_rps: float = Field(
+        ge=0, le=1e7, allow_inf_nan=False, description="Arrivals per second over all replicas.", examples=[10]
+    )
+    prompt_tokens: TokenLengths = Field(
+        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[{"mean": 1000, "p99": 4000}],
+    )
+    output_tokens: TokenLengths = Field(
+        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[256],
+    )
+    arrival_cv: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        allow_inf_nan=False,
+        description="Coefficient of variation of inter-arrival times: 1 = Poisson, > 1 burstier (gamma), < 1 smoother.",
+    )
+
+    def to_workload(self) -> Workload:
+        return Workload(
+            arrival_rate_rps=self.arrival_rate_rps,
+            prompt_tokens=length_distribution(self.prompt_tokens),
+            output_tokens=length_distribution(self.output_tokens),
+            arrival_cv=self.arrival_cv,
+        )
+
+
+Router = Literal["random", "round_robin", "jsq"]
+
+
+class ServingSpec(_Input):
+    """How the deployment runs: `replicas` copies of the model behind a router, each a
+    continuous-batching engine (vLLM's `max_num_seqs` = `batch_limit`, `max_num_batched_tokens` = `chunk_tokens`)."""
+
+    replicas: int = Field(default=1, ge=1, le=100_000, description="Replicas (each `tp` GPUs holding one copy of the model).")
+    batch_limit: int = Field(ge=1, le=65_536, description="Most sequences one replica runs at once.", examples=[128])
+    chunk_tokens: int | None = Field(
+        default=None,
+        ge=2,
+        le=10_000_000,
+        description="Chunked-prefill budget: most tokens one step processes, decodes counted first (must exceed "
+        "`batch_limit`); null = whole prompts prefill in one step.",
+    )
+    router: Router = Field(
+        default="random",
+        description="How arrivals are spread: random split (each replica sees Poisson at rate/replicas), round_robin, or jsq "
+        "(join the shortest queue).",
+    )
+
+    @field_validator("chunk_tokens")
+    @classmethod
+    def _chunk_above_batch(cls, chunk_tokens: int | None, info: ValidationInfo) -> int | None:
+        batch_limit = info.data.get("batch_limit")
+        if chunk_tokens is not None and batch_limit is not None and chunk_tokens <= batch_limit:
+            raise ValueError(
+                f"chunk_tokens ({chunk_tokens}) must exceed batch_limit ({batch_limit}): decodes count "
+                "against the chunk budget, so a smaller one could leave no room for prefill"
+            )
+        return chunk_tokens
+
+    def to_serving(self) -> Serving:
+        return Serving(
+            replicas=self.replicas, batch_limit=self.batch_limit, chunk_tokens=self.chunk_tokens, router=self.router
+        )
