@@ -71,7 +71,7 @@ VERIFY_REQUESTS = 6_000
 MAX_VERIFY_ADJUSTMENTS = 4
 #: Upper bound on queueing root-finds in one search, so a pathological request stays bounded;
 #: reaching it is reported (`exhaustive: false`).
-MAX_EVALUATIONS = 400
+MAX_EVALUATIONS = 600
 #: Below this fraction of the lowest rate known to miss, the oracle checks vanishing load before searching on.
 _VANISHING = 1e-3
 _COST_TOLERANCE = 1e-9
@@ -220,6 +220,7 @@ class _RateFacts:
     met_rps: float
     missed_rps: float
     drop: tuple[str, str, float | None] | None = None
+    probes: int = 0
 
 
 def _serving(option: Option, replicas: int = 1) -> Serving:
@@ -336,8 +337,13 @@ class _Planner:
             return True
         if rate_rps >= facts.missed_rps:
             return False
-        prediction = _cached_prediction(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens,
-                                        rate_rps, slo.percentile)
+        try:
+            prediction = _cached_prediction(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens,
+                                            rate_rps, slo.percentile)
+        except ConvergenceError as exc:
+            facts.drop = ("queueing", f"the queueing model did not converge on this configuration ({exc.detail})", None)
+            facts.missed_rps = 0.0
+            return False
         self.predictions += 1
         ok = _meets(prediction, slo)
         if ok:
@@ -349,6 +355,31 @@ class _Planner:
     def fewest_replicas_bound(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int:
         """No fewer replicas can meet the SLOs: λ/r must stay below the lowest rate known to miss."""
         return math.floor(arrival_rate_rps / self._facts(option, slo).missed_rps * (1 + 1e-12)) + 1
+
+    def refine(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int | tuple[str, str, float | None] | None:
+        """One step of the lazy search: the fewest replicas when already decided, else one prediction
+        (at the bound, or halfway to the known answer, or twice the bound when nothing meets yet)
+        and None, so the caller re-queues the option at its raised bound."""
+        facts = self._facts(option, slo)
+        if facts.drop is not None:
+            return facts.drop
+        low = self.fewest_replicas_bound(option, slo, arrival_rate_rps)
+        high = math.ceil(arrival_rate_rps / facts.met_rps * (1 - 1e-12)) if facts.met_rps > 0 else None
+        if high is not None and high <= low:
+            return high
+        if high is None:
+            probe = low if facts.probes == 0 else 2 * low
+            facts.probes += 1
+            if arrival_rate_rps / probe < facts.missed_rps * _VANISHING:
+                vanishing = self.saturation(option) * 1e-6
+                if not self.meets(option, slo, vanishing):
+                    if facts.drop is None:
+                        facts.drop = self._why_never(option, slo, vanishing)
+                    return facts.drop
+        else:
+            probe = (low + high) // 2
+        self.meets(option, slo, arrival_rate_rps / probe)
+        return facts.drop
 
     def fewest_replicas(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int | tuple[str, str, float | None]:
         """The fewest replicas r whose per-replica rate λ/r meets every SLO; or why none does."""
@@ -362,11 +393,14 @@ class _Planner:
             if self.meets(option, slo, arrival_rate_rps / r):
                 high = r
                 break
+            if facts.drop is not None:
+                return facts.drop
             low = r + 1
             if arrival_rate_rps / low < facts.missed_rps * _VANISHING and facts.drop is None:
                 vanishing = self.saturation(option) * 1e-6
                 if not self.meets(option, slo, vanishing):
-                    facts.drop = self._why_never(option, slo, vanishing)
+                    if facts.drop is None:
+                        facts.drop = self._why_never(option, slo, vanishing)
                     return facts.drop
             r = 2 * r
         while low < high:
@@ -374,6 +408,8 @@ class _Planner:
             if self.meets(option, slo, arrival_rate_rps / middle):
                 high = middle
             else:
+                if facts.drop is not None:
+                    return facts.drop
                 low = middle + 1
         return high
 
@@ -389,7 +425,7 @@ class _Planner:
     def max_rate(self, option: Option, slo: Slo, *, relative_tolerance: float = 0.01) -> tuple[float, float]:
         """A bracket [met, missed) around μ, narrowed by bisection to `relative_tolerance`."""
         facts = self._facts(option, slo)
-        while facts.missed_rps - facts.met_rps > relative_tolerance * facts.met_rps and facts.met_rps > 0:
+        while facts.missed_rps - facts.met_rps > relative_tolerance * facts.met_rps and facts.met_rps > 0 and facts.drop is None:
             self.meets(option, slo, (facts.met_rps + facts.missed_rps) / 2)
         return facts.met_rps, facts.missed_rps
 
@@ -419,9 +455,12 @@ class _Planner:
                 out.unexplored_bound[option_id] = cost_lb
                 continue
             out.root_finds += 1
-            value = self.fewest_replicas(option, slo, arrival_rate_rps)
+            value = self.refine(option, slo, arrival_rate_rps)
             if isinstance(value, tuple):
                 out.slo_drops[option_id] = value
+                continue
+            if value is None:  # one prediction raised its bound: back into the queue at the new bound
+                self._push(heap, option, self._facts(option, slo).missed_rps, 2, arrival_rate_rps, constraints, out)
                 continue
             plan = single_plan(option, arrival_rate_rps / value, self.saturation(option), arrival_rate_rps, constraints)
             out.priced.append(plan)
@@ -437,6 +476,9 @@ class _Planner:
             out.slo_drops[option.id] = ("kv_cache", "no sustainable rate: the replica cannot run one request", None)
             return
         replicas = _replicas(rate_bound, arrival_rate_rps, constraints)
+        if stage == 2:  # λ/r must stay strictly below a rate known to miss
+            strict = math.floor(arrival_rate_rps / rate_bound * (1 + 1e-12)) + 1
+            replicas = max(constraints.min_replicas, strict + (1 if constraints.n_plus_one else 0), 1)
         gpus = replicas * option.group.tp
         cost = replicas * option.group.price_usd_per_hour
         refused = _refused_by(option.group.gpu.slug, gpus, cost, constraints)
@@ -856,8 +898,11 @@ def _rho_curve(planner: _Planner, option: Option, slo: Slo, plan_rate_rps: float
     rates = sorted({u * saturation for u in CURVE_UTILISATIONS} | {plan_rate_rps, mu_rps})
     points = []
     for rate in rates:
-        p = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
-                               rate, slo.percentile)
+        try:
+            p = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
+                                   rate, slo.percentile)
+        except ConvergenceError:
+            continue  # a point the queueing model cannot solve is left out of the drawing, not guessed
         points.append({"utilisation": rate / saturation, "arrival_rate_rps": rate,
                        "ttft_s": _predicted_at(p, "ttft") if not p.unstable else None,
                        "tpot_s": _predicted_at(p, "tpot") if not p.unstable else None,
