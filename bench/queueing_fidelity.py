@@ -30,11 +30,18 @@ import numpy as np
 
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
-from planner.queueing import predict, saturation_rps
+from planner.queueing import (
+    RELIABLE_MAX_DISPERSION,
+    RELIABLE_MAX_UTILISATION,
+    RELIABLE_MAX_WAIT_PROBABILITY,
+    max_rps_at_slo,
+    predict,
+    saturation_rps,
+)
 from planner.simulator import simulate
 from planner.specs import Efficiency, GpuSpec, ModelSpec, MoeSpec, Precision, QuantSpec
 from planner.step_model import StepModel
-from planner.workload import FixedLength, LengthDistribution, LognormalLength, Serving, Workload
+from planner.workload import FixedLength, LengthDistribution, LognormalLength, Serving, Slo, Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "catalog" / "data"
@@ -238,6 +245,25 @@ def _summary(points: list[Point], title: str) -> list[str]:
     return lines
 
 
+def _timings(repeats: int = 20) -> dict[str, float]:
+    """`predict` and `max_rps_at_slo` wall times on one grid scenario (Llama-2-70B, H100 tp4, batch 64, ρ = 0.5)."""
+    s = scenario(GRID[8])
+    sm, kv = build(s)
+    serving = Serving(batch_limit=s.batch_limit, chunk_tokens=s.chunk_tokens)
+    base = Workload(arrival_rate_rps=1.0, prompt_tokens=s.prompt, output_tokens=s.output)
+    workload = base.at_rate(0.5 * saturation_rps(sm, base, serving, kv_capacity_tokens=kv))
+    slo = Slo(ttft_s=1.0, tpot_s=0.05)
+    predict_ms, max_ms = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        predict(sm, workload, serving, kv_capacity_tokens=kv)
+        predict_ms.append((time.perf_counter() - started) * 1e3)
+        started = time.perf_counter()
+        max_rps_at_slo(sm, workload, serving, slo, kv_capacity_tokens=kv)
+        max_ms.append((time.perf_counter() - started) * 1e3)
+    return {"predict_ms": statistics.median(predict_ms), "max_rps_ms": statistics.median(max_ms), "repeats": float(repeats)}
+
+
 def write_report(points: list[Point], command: str, wall_s: float) -> str:
     lines = [
         "# Queueing model fidelity: analytic p99 vs the discrete-event simulator",
@@ -277,7 +303,27 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
         if subset:
             lines += _summary(subset, name)
             lines.append("")
+    unreliable = [p for p in in_scope if not p.reliable]
     lines += [
+        "## Regions handed to the simulator",
+        "",
+        f"`predict` returns `reliable = False` (with `fidelity_note` saying why) when any of: ρ > {RELIABLE_MAX_UTILISATION}; "
+        f"the model's probability that an arrival finds the batch full exceeds {RELIABLE_MAX_WAIT_PROBABILITY:.1%}; "
+        f"the occupancy's dispersion Var/mean exceeds {RELIABLE_MAX_DISPERSION}. "
+        "The service then runs the simulator instead of returning the analytic p99s as if they were good. "
+        f"On this grid that is {len(unreliable)} of {len(in_scope)} points at ρ ≤ {TARGET_MAX_RHO} (and every point above it).",
+        "",
+        "Why those regions: without chunking every prompt lands in one compute-bound step that stalls every running "
+        "sequence; with a large chunk budget the stall is split but still batch-wide. Such stalls couple the requests: "
+        "a burst of arrivals lengthens every life in progress, the batch stays fuller, the next burst meets a slower "
+        "batch. The model captures the first-order effect (a negative-binomial occupancy whose dispersion comes from "
+        "the linearised feedback, gamma-mixed prefill interference for TPOT), which is enough while the batch rarely "
+        "fills and the feedback is weak. Beyond that the simulator's p99s are driven by the full-batch episodes "
+        "themselves: TPOT p99 approaches the full-batch step time as soon as ~1 % of lives overlap one (the model "
+        "underestimates by 10–35 %), and the slot wait depends on how bursts drain, which neither Erlang C nor its "
+        "Allen–Cunneen correction describes to 10 % (errors of ±20–60 % in TTFT p99 at ρ 0.7–0.85). The thresholds "
+        "were read off this table: the largest region in which every analytic p99 was within 10 %.",
+        "",
         "## Every point",
         "",
         "| scenario | ρ | λ (rps) | TTFT p99 analytic / sim [CI] (ms) | err | TPOT p99 analytic / sim [CI] (ms) | err | "
@@ -293,10 +339,16 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
         lines.append(f"| {p.scenario.label} | {p.rho:.2f} | {p.rate_rps:.3g} | " + " | ".join(cells) + f" | {'yes' if p.reliable else 'no'} |")
     predict_ms = [p.predict_ms for p in points]
     sim_s = [p.simulate_s for p in points]
+    timing = _timings()
     lines += [
         "",
-        f"`predict` took a median {statistics.median(predict_ms):.2f} ms per point (max {max(predict_ms):.2f} ms); "
-        f"the simulator a median {statistics.median(sim_s):.2f} s per point.",
+        "## Speed",
+        "",
+        f"`predict` took a median {statistics.median(predict_ms):.2f} ms per grid point (max {max(predict_ms):.2f} ms) "
+        f"while the simulations ran beside it; the simulator a median {statistics.median(sim_s):.2f} s per point. "
+        f"Measured alone on the same machine: `predict` {timing['predict_ms']:.2f} ms (median of {timing['repeats']:.0f}), "
+        f"`max_rps_at_slo` {timing['max_rps_ms']:.1f} ms (median of {timing['repeats']:.0f}; a brentq on (0, saturation) "
+        "of about 10–15 predictions).",
         "",
     ]
     return "\n".join(lines)
