@@ -243,7 +243,10 @@ class Predicted(BaseModel):
         "model is outside the region its fidelity study validated)."
     )
     unstable: bool = Field(description="Offered load at or above saturation (ρ ≥ 1): queues grow without bound, percentiles are null.")
-    utilisation: float = Field(description="ρ = per-replica arrival rate / saturation_rps.")
+    utilisation: float | None = Field(
+        description="ρ = per-replica arrival rate / saturation_rps; null when saturation_rps is 0 (a replica's KV cache cannot hold "
+        "one request of the mix)."
+    )
     saturation_rps: float = Field(description="Largest sustainable arrival rate of one replica for this request mix, requests/s.")
     max_deployment_rps: float = Field(description="saturation_rps × replicas: the most the deployment sustains, requests/s.")
     arrival_rate_rps_per_replica: float = Field(description="λ each replica sees, requests/s.")
@@ -280,7 +283,7 @@ class QueueingRead(BaseModel):
     formula: str = Field(description="The waiting-time model used.")
     arrival_rate_rps: float = Field(description="λ per replica, requests/s.")
     arrival_cv: float | None = Field(description="Coefficient of variation of inter-arrival times per replica, after the router.")
-    utilisation: float = Field(description="ρ = λ / saturation_rps.")
+    utilisation: float | None = Field(description="ρ = λ / saturation_rps; null when saturation_rps is 0.")
     saturation_rps: float = Field(description="Largest sustainable per-replica rate, requests/s.")
     service_time_s: float | None = Field(description="Mean time a request holds its slot, s.")
     mean_step_ms: float | None = Field(description="Mean step time at the operating point, ms.")
@@ -410,6 +413,10 @@ def _latency_s(latency: Latency | None) -> PercentilesS:
     return PercentilesS(p50=latency.p50_s, p90=latency.p90_s, p99=latency.p99_s)
 
 
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
 def _simulated(p: Percentiles, scale: float, *, stable: bool) -> SimulatedPercentiles:
     def value(v: float | None) -> float | None:
         return None if v is None or not stable or not math.isfinite(v) else v * scale
@@ -435,7 +442,7 @@ def _predicted(estimate: LatencyEstimate, replicas: int) -> Predicted:
     return Predicted(
         method=estimate.method,
         unstable=unstable,
-        utilisation=p.utilisation,
+        utilisation=_finite(p.utilisation),
         saturation_rps=p.saturation_rps,
         max_deployment_rps=p.saturation_rps * replicas,
         arrival_rate_rps_per_replica=p.arrival_rate_rps,
@@ -464,7 +471,7 @@ def _queueing(prediction: Prediction, curve: tuple[RhoPoint, ...]) -> QueueingRe
     common = {
         "reliable": prediction.reliable,
         "arrival_rate_rps": prediction.arrival_rate_rps,
-        "utilisation": prediction.utilisation,
+        "utilisation": _finite(prediction.utilisation),
         "saturation_rps": prediction.saturation_rps,
         "rho_curve": [_curve_point(point) for point in curve],
     }
@@ -488,6 +495,15 @@ def _queueing(prediction: Prediction, curve: tuple[RhoPoint, ...]) -> QueueingRe
         p99_wait_ms=_ms(q.wait_at_percentile_s),
         **common,
     )
+
+
+def _queueing_notes(estimate: LatencyEstimate | None, kv_capacity_tokens: int) -> list[str]:
+    if estimate is None or estimate.prediction.saturation_rps > 0:
+        return []
+    return [
+        f"the KV cache ({kv_capacity_tokens:,} tokens per replica) cannot hold one request of the workload's mix "
+        "(prompt + output): no arrival rate is sustainable on this configuration"
+    ]
 
 
 def evaluate_response(
@@ -584,7 +600,7 @@ def evaluate_response(
                 for p in curve.points
             ],
         ),
-        notes=list(ev.notes),
+        notes=list(ev.notes) + _queueing_notes(estimate, ev.kv_capacity_tokens),
         predicted=None if estimate is None else _predicted(estimate, replicas),
         queueing=None if estimate is None else _queueing(estimate.prediction, estimate.curve),
     )

@@ -310,6 +310,12 @@ def test_load_above_saturation_is_an_answer_not_an_error(seeded: ApiClient) -> N
     assert body["queueing"]["littles_law"] is None
     assert body["queueing"]["rho_curve"], "the ρ-vs-p99 curve is still drawn below saturation"
 
+    # A request longer than the whole KV cache (549,316 tokens here) can never run: no rate is sustainable.
+    body = _ok(seeded, efficiency_profile="ideal", serving={"batch_limit": 8}, workload={"arrival_rate_rps": 1, "prompt_tokens": 600_000, "output_tokens": 10})
+    assert body["predicted"]["unstable"] is True
+    assert body["predicted"]["saturation_rps"] == 0 and body["predicted"]["utilisation"] is None
+    assert any("cannot hold one request" in note for note in body["notes"])
+
 
 def test_an_unreliable_analytic_point_is_answered_by_the_simulator(
     seeded: ApiClient, monkeypatch: pytest.MonkeyPatch
@@ -353,3 +359,18 @@ def test_lognormal_and_histogram_lengths_are_accepted(seeded: ApiClient) -> None
         workload={**WORKLOAD["workload"], "output_tokens": {"tokens": [200, 4000], "weights": [1.0, 0.0]}},
     )["predicted"]
     assert histogram["e2e_s"] == pytest.approx(fixed["e2e_s"])
+
+
+def test_past_the_validated_utilisation_the_simulator_answers(seeded: ApiClient) -> None:
+    """The fidelity study validated the analytic p99s up to ρ = 0.85; at ρ = 0.9 the service runs the
+    simulator and says so, rather than return an analytic p99 known to be off."""
+    saturation = _ok(seeded, **WORKLOAD)["predicted"]["saturation_rps"]
+    body = _ok(seeded, serving=WORKLOAD["serving"], workload={**WORKLOAD["workload"], "arrival_rate_rps": 0.9 * saturation})
+    predicted = body["predicted"]
+    assert predicted["method"] == "simulated"
+    assert predicted["utilisation"] == pytest.approx(0.9)
+    assert "utilisation 0.90 > 0.85" in predicted["fidelity_note"]
+    assert predicted["simulated_requests"] == FALLBACK_SIMULATED_REQUESTS
+    assert body["queueing"]["reliable"] is False
+    assert predicted["unstable"] is False
+    assert 0 < predicted["ttft_ms"]["p50"] <= predicted["ttft_ms"]["p99"]
