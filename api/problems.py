@@ -29,6 +29,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.errors import ApiError, AuthenticationError, MalformedHeaderError, NotReadyError, PermissionDeniedError
+from api.idempotency import IdempotencyConflictError
 from catalog.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -75,6 +76,7 @@ PROBLEM_TYPES: dict[type[BaseException], ProblemType] = {
     PermissionDeniedError: ProblemType(status=403, name="forbidden"),
     MalformedHeaderError: ProblemType(status=400, name="malformed-header"),
     NotReadyError: ProblemType(status=503, name="not-ready"),
+    IdempotencyConflictError: ProblemType(status=409, name="idempotency-conflict"),
     ApiError: ProblemType(status=400, name="bad-request"),
     RequestValidationError: ProblemType(status=422, name="invalid-request", title="Invalid request"),
     PydanticValidationError: ProblemType(status=422, name="invalid-request", title="Invalid request"),

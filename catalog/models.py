@@ -204,3 +204,37 @@ class PlanRow(Base):
     response: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
     catalog_version: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True, nullable=False)
+
+
+class DeploymentRow(Base):
+    """A named deployment: the plan request it is (re-)planned with, its hysteresis settings and
+    the plan now in force. Its history is every plan stored under its name."""
+
+    __tablename__ = "deployments"
+
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    hysteresis: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    current_plan_id: Mapped[str | None] = mapped_column(String(32), ForeignKey("plans.id"))
+    version: Mapped[int] = mapped_column(Integer, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+    __mapper_args__ = {"version_id_col": version}
+
+
+class IdempotencyKeyRow(Base):
+    """The first answer to a POST sent with an `Idempotency-Key`: replayed to retries with the same
+    body, a 409 for the same key with another. The primary key makes concurrent retries race on
+    the insert, so only one of them commits what it created."""
+
+    __tablename__ = "idempotency_keys"
+
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
+    method: Mapped[str] = mapped_column(String(10), nullable=False)
+    path: Mapped[str] = mapped_column(String(500), nullable=False)
+    response_status: Mapped[int] = mapped_column(Integer, nullable=False)
+    response_headers: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False)
+    response_body: Mapped[str] = mapped_column(Text, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True, nullable=False)

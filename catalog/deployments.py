@@ -1,0 +1,204 @@
+"""Named deployments and idempotency keys.
+
+A deployment is a name, the plan request it is planned (and re-planned) with, its hysteresis
+settings and the id of the plan now in force; its history is every plan stored under its name
+(catalog/plans.py), newest first. Idempotency keys hold the first answer to a POST so a retry
+can be answered with it. Like `Catalog`, these speak plain dicts and dataclasses and the caller
+owns the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from catalog.errors import NotFoundError, VersionConflictError
+from catalog.models import DeploymentRow, IdempotencyKeyRow, PlanRow
+from catalog.plans import Plans, StoredPlan
+from planner.diff import Hysteresis
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)  # SQLite drops the zone
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredDeployment:
+    name: str
+    request: dict[str, Any]
+    hysteresis: dict[str, Any]
+    current_plan_id: str | None
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanPage:
+    items: list[StoredPlan]
+    total: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeploymentPage:
+    items: list[StoredDeployment]
+    total: int
+
+
+class Deployments:
+    """Deployments on one session."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def get(self, name: str) -> StoredDeployment:
+        """The deployment; NotFoundError (404) for a name nobody created."""
+        return self._stored(self._row(name))
+
+    def find(self, name: str) -> StoredDeployment | None:
+        row = self._session.get(DeploymentRow, name)
+        return None if row is None else self._stored(row)
+
+    def list(self, *, limit: int = 50, offset: int = 0) -> DeploymentPage:
+        """Deployments by name, one page at a time."""
+        total = self._session.scalar(select(func.count()).select_from(DeploymentRow)) or 0
+        rows = self._session.scalars(select(DeploymentRow).order_by(DeploymentRow.name).limit(limit).offset(offset))
+        return DeploymentPage(items=[self._stored(row) for row in rows], total=total)
+
+    def save(
+        self,
+        *,
+        name: str,
+        request: Mapping[str, Any],
+        hysteresis: Mapping[str, Any],
+        if_version: int | None = None,
+    ) -> tuple[StoredDeployment, bool]:
+        """Create the deployment or replace its settings (its plans and current plan stay);
+        returns it and whether it was created. `if_version` guards an update (412 otherwise)."""
+        now = datetime.now(UTC)
+        row = self._session.get(DeploymentRow, name)
+        created = row is None
+        if row is None:
+            if if_version is not None:
+                raise NotFoundError(f"no deployment named {name!r} to update at version {if_version}", kind="deployment", id=name)
+            row = DeploymentRow(name=name, request=dict(request), hysteresis=dict(hysteresis), current_plan_id=None,
+                                created_at=now, updated_at=now)
+            self._session.add(row)
+        else:
+            self._check_version(row, if_version)
+            row.request = dict(request)
+            row.hysteresis = dict(hysteresis)
+            row.updated_at = now
+        self._session.flush()
+        return self._stored(row), created
+
+    def adopt(self, name: str, plan_id: str, *, request: Mapping[str, Any] | None = None,
+              default_hysteresis: Mapping[str, Any] | None = None) -> StoredDeployment:
+        """Make `plan_id` the deployment's current plan (creating the deployment with `request` and
+        `default_hysteresis` when it does not exist; replacing its request when one is given)."""
+        now = datetime.now(UTC)
+        row = self._session.get(DeploymentRow, name)
+        if row is None:
+            if request is None:
+                raise NotFoundError(f"no deployment named {name!r}", kind="deployment", id=name)
+            row = DeploymentRow(name=name, request=dict(request), hysteresis=dict(default_hysteresis or {}),
+                                current_plan_id=plan_id, created_at=now, updated_at=now)
+            self._session.add(row)
+        else:
+            row.current_plan_id = plan_id
+            if request is not None:
+                row.request = dict(request)
+            row.updated_at = now
+        self._session.flush()
+        return self._stored(row)
+
+    def record_named_plan(self, name: str | None, plan_id: str, request: Mapping[str, Any]) -> None:
+        """A plan made with a deployment `name` (POST /v1/plans) becomes its current plan; the first one
+        creates the deployment with `request` (less its name) and the default hysteresis."""
+        if name is not None:
+            template = {key: value for key, value in request.items() if key != "name"}
+            self.adopt(name, plan_id, request=template, default_hysteresis=asdict(Hysteresis()))
+
+    def update_request(self, name: str, request: Mapping[str, Any]) -> StoredDeployment:
+        """Replace the request the deployment is re-planned with (the newest forecast), plan unchanged."""
+        row = self._row(name)
+        row.request = dict(request)
+        row.updated_at = datetime.now(UTC)
+        self._session.flush()
+        return self._stored(row)
+
+    def history(self, name: str, *, limit: int = 50, offset: int = 0) -> PlanPage:
+        """Plans stored under the deployment's name, newest first; 404 for an unknown deployment."""
+        self._row(name)
+        total = self._session.scalar(select(func.count()).select_from(PlanRow).where(PlanRow.name == name)) or 0
+        rows = self._session.scalars(
+            select(PlanRow).where(PlanRow.name == name)
+            .order_by(PlanRow.created_at.desc(), PlanRow.id).limit(limit).offset(offset)
+        )
+        return PlanPage(items=[Plans(self._session).get(row.id) for row in rows], total=total)
+
+    def _row(self, name: str) -> DeploymentRow:
+        row = self._session.get(DeploymentRow, name)
+        if row is None:
+            raise NotFoundError(f"no deployment named {name!r}", kind="deployment", id=name)
+        return row
+
+    @staticmethod
+    def _check_version(row: DeploymentRow, if_version: int | None) -> None:
+        if if_version is not None and row.version != if_version:
+            raise VersionConflictError(
+                f"deployment {row.name!r} is at version {row.version}, not {if_version}: read it again and retry",
+                current_version=row.version,
+            )
+
+    @staticmethod
+    def _stored(row: DeploymentRow) -> StoredDeployment:
+        return StoredDeployment(
+            name=row.name, request=row.request, hysteresis=row.hysteresis, current_plan_id=row.current_plan_id,
+            version=row.version, created_at=_aware(row.created_at), updated_at=_aware(row.updated_at),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredAnswer:
+    """The first answer given to a request with an idempotency key."""
+
+    key: str
+    request_hash: str
+    method: str
+    path: str
+    status: int
+    headers: dict[str, str]
+    body: str
+    created_at: datetime
+
+
+class IdempotencyKeys:
+    """Idempotency keys on one session. `save` flushes, so a concurrent holder of the same key
+    surfaces here as sqlalchemy's IntegrityError (or, on SQLite, OperationalError: locked)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def find(self, key: str) -> StoredAnswer | None:
+        row = self._session.get(IdempotencyKeyRow, key)
+        return None if row is None else self._stored(row)
+
+    def save(self, *, key: str, request_hash: str, method: str, path: str, status: int,
+             headers: Mapping[str, str], body: str) -> StoredAnswer:
+        row = IdempotencyKeyRow(key=key, request_hash=request_hash, method=method, path=path, response_status=status,
+                                response_headers=dict(headers), response_body=body, created_at=datetime.now(UTC))
+        self._session.add(row)
+        self._session.flush()
+        return self._stored(row)
+
+    @staticmethod
+    def _stored(row: IdempotencyKeyRow) -> StoredAnswer:
+        return StoredAnswer(key=row.key, request_hash=row.request_hash, method=row.method, path=row.path,
+                            status=row.response_status, headers=dict(row.response_headers), body=row.response_body,
+                            created_at=_aware(row.created_at))
