@@ -19,8 +19,17 @@ its constraint slacks and infeasibility diagnosis. A mixed fleet can use any can
 there the search keeps only each (GPU, precision, tp)'s largest μ (same price and GPUs, so the
 others are dominated) and the MILP sees all of those.
 
-The what-ifs of the justification (each SLO relaxed by 10 %, traffic +10/+25/+50 %) re-run the
-same search — re-solved, not scaled — reusing every μ already found.
+Each SLO relaxed by 10 % re-runs the same search — re-solved, not scaled — reusing what is
+known (a rate that meets a stricter SLO meets the looser one). Traffic +10/+25/+50 % keeps the
+plan's configuration and finds its replicas with the same predictions (how this plan grows).
+
+The replica oracle. What a single-configuration plan needs of candidate c is the fewest replicas r
+whose per-replica rate λ/r meets every SLO. The queueing model's percentiles never fall as the rate
+rises (common random numbers), so each prediction at some λ/r either proves r enough (and every
+rate below it) or proves fewer replicas too few; a handful of predictions decide r where the
+root-find for μ itself takes dozens. The search takes one prediction per pop and re-queues the
+candidate at its raised bound, so candidates that stop being competitive are never resolved.
+Only the chosen candidate's μ is narrowed (to 1 %) for the justification.
 """
 
 from __future__ import annotations
@@ -67,8 +76,10 @@ CURVE_UTILISATIONS: tuple[float, ...] = (0.5, 0.8, 0.9, 0.95)
 #: after the 10 % warm-up) put ≈ 54 requests beyond a p99, enough for a p99 that moves a few per
 #: cent between seeds, while one simulation stays a few hundred milliseconds.
 VERIFY_REQUESTS = 6_000
-#: Extra capacity steps (one replica, or the next candidate) verification may take before it gives up.
+#: Extra capacity steps verification may take before it gives up; each adds one replica or 10 %
+#: of the row's replicas, whichever is more (so a 30-replica plan is not walked one replica at a time).
 MAX_VERIFY_ADJUSTMENTS = 4
+VERIFY_CAPACITY_STEP = 1.10
 #: Upper bound on queueing root-finds in one search, so a pathological request stays bounded;
 #: reaching it is reported (`exhaustive: false`).
 MAX_EVALUATIONS = 600
@@ -501,10 +512,17 @@ class _Planner:
                     break
                 if key in best and self.saturation(option) <= best[key][1]:
                     continue
-                value = self.mu(option, slo)
-                if isinstance(value, tuple):
-                    drops[option.id] = value
-                elif key not in best or value > best[key][1]:
+                facts = self._facts(option, slo)
+                if facts.met_rps <= 0 and not self.meets(option, slo, self.saturation(option) * 1e-6):
+                    if facts.drop is None:
+                        facts.drop = self._why_never(option, slo, self.saturation(option) * 1e-6)
+                if facts.drop is not None:
+                    drops[option.id] = facts.drop
+                    continue
+                if facts.met_rps <= 0:
+                    facts.met_rps = self.saturation(option) * 1e-6
+                value = self.max_rate(option, slo)[0]  # μ within 1 %, from below: every rate used is one that meets
+                if key not in best or value > best[key][1]:
                     best[key] = (option, value)
         return best, drops
 
@@ -810,8 +828,10 @@ def _verified_rows(rows: list[FleetRow], by_id: Mapping[str, Option], outcome: _
             return rows, verification, adjustments
         row = rows[failing]
         option = by_id[candidate_id_of(row)]
-        extra = row.replicas + 1
-        limit_breach = _refused_by(row.gpu, sum(r.gpus for r in rows) + row.tp, sum(r.cost_usd_per_hour for r in rows) + option.group.price_usd_per_hour, constraints)
+        extra = max(row.replicas + 1, math.ceil(row.replicas * VERIFY_CAPACITY_STEP))
+        added = extra - row.replicas
+        limit_breach = _refused_by(row.gpu, sum(r.gpus for r in rows) + added * row.tp,
+                                   sum(r.cost_usd_per_hour for r in rows) + added * option.group.price_usd_per_hour, constraints)
         if limit_breach is None:
             adjustments.append({"action": "add_replica", "configuration": _config(option), "from_replicas": row.replicas,
                                 "to_replicas": extra, "because": f"simulated p{slo.percentile:g} missed: {', '.join(reports[failing]['misses'])}"})
@@ -1063,13 +1083,16 @@ def _sensitivity_section(planner: _Planner, rows: Sequence[FleetRow], by_id: Map
                 replicas = max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), 1)
                 entry["same_configuration"] = {"replicas": replicas, "gpus": replicas * option.group.tp,
                                                "cost_usd_per_hour": replicas * option.group.price_usd_per_hour}
-        if not constraints.mixed_fleet:
-            best = _cheapest(planner, slo, rate, constraints)
-            if best is None:
-                entry.update(feasible=False, replicas=None, cost_usd_per_hour=None)
-            else:
-                entry.update(feasible=True, replicas=best.replicas, gpus=best.gpus, cost_usd_per_hour=best.cost_usd_per_hour,
-                             configuration=_config(best.option), cost_increase_usd_per_hour=best.cost_usd_per_hour - cost)
+            if not isinstance(needed, tuple):
+                same = entry["same_configuration"]
+                refused = _refused_by(option.group.gpu.slug, same["gpus"], same["cost_usd_per_hour"], constraints)
+                entry.update(replicas=same["replicas"], gpus=same["gpus"], cost_usd_per_hour=same["cost_usd_per_hour"],
+                             cost_increase_usd_per_hour=same["cost_usd_per_hour"] - cost, within_limits=refused is None,
+                             breaks=refused)
+        else:
+            scaled = [(r, math.ceil(r.replicas * factor * (1 - 1e-12))) for r in rows]  # a mixed fleet scaled row by row
+            entry.update(replicas=sum(n for _, n in scaled), gpus=sum(n * r.tp for r, n in scaled),
+                         cost_usd_per_hour=sum(n * r.cost_usd_per_hour / r.replicas for r, n in scaled))
         traffic.append(entry)
     return {"traffic": traffic, "max_arrival_rate_rps_within_slo": holds, "fails_by_arrival_rate_rps": holds_below,
             "headroom_fraction": holds / lam - 1.0}

@@ -183,3 +183,11 @@ def test_verification_simulates_the_plan_and_agrees_it_meets_the_slos() -> None:
     assert v["requests_simulated"] == 2000
     assert v["simulated"]["ttft_s"]["at_percentile"] <= SLO.ttft_s
     assert v["simulated"]["tpot_s"]["at_percentile"] <= SLO.tpot_s
+
+
+def test_a_mixed_fleet_never_costs_more_than_the_best_single_configuration() -> None:
+    single = plan_capacity(request(CHAT.at_rate(40.0)), INPUTS)
+    mixed = plan_capacity(request(CHAT.at_rate(40.0), constraints=PlanConstraints(mixed_fleet=True)), INPUTS)
+    assert mixed.cost_usd_per_hour <= single.cost_usd_per_hour + 1e-9
+    assert sum(row.offered_rps for row in mixed.rows) == pytest.approx(40.0)
+    assert all(row.offered_rps / row.replicas <= row.max_rps_at_slo * (1 + 1e-9) for row in mixed.rows)
