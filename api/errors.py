@@ -4,7 +4,8 @@
     ├── AuthenticationError      no API key, or one the service does not know    → 401
     ├── PermissionDeniedError    a valid key whose role may not do this          → 403
     ├── MalformedHeaderError     a header that cannot be parsed (If-Match: abc)  → 400
-    └── NotReadyError            database unreachable or not migrated (/readyz)   → 503
+    ├── NotReadyError            database unreachable or not migrated (/readyz)   → 503
+    └── RequestTimeoutError      planning work ran past HEADROOM_REQUEST_TIMEOUT_S → 503
 
 Like the planner's and the catalog's errors they carry `detail` and `extensions`; `headers`
 are sent with the problem response (WWW-Authenticate on a 401).
@@ -45,3 +46,16 @@ class NotReadyError(ApiError):
     """The process is up but cannot serve: database unreachable or not migrated to head."""
 
     title = "Not ready"
+
+
+class RequestTimeoutError(ApiError):
+    """Planning work did not finish within the service's request timeout (api.observability.Deadline)."""
+
+    title = "Request timeout"
+
+    def __init__(self, *, timeout_s: float) -> None:
+        super().__init__(
+            f"The planning work did not finish within this service's request timeout of {timeout_s:g} s "
+            "(HEADROOM_REQUEST_TIMEOUT_S): ask for less work (fewer candidates or simulated requests) or retry later.",
+            timeout_s=timeout_s,
+        )

@@ -10,11 +10,13 @@ fidelity study validated, the discrete-event simulator instead.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from catalog.repository import Catalog
+from planner.errors import SimulationLimitError
 from planner.queueing import Prediction, RhoPoint, predict, rho_curve
 from planner.simulator import SimulationResult, simulate
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
@@ -24,6 +26,10 @@ from planner.workload import Serving, Workload
 #: Requests the simulator runs when it stands in for the analytic model: the simulator's own
 #: benchmark size (issue 4 §1), whose p99 confidence intervals are a few per cent wide.
 FALLBACK_SIMULATED_REQUESTS = 20_000
+#: One-at-a-time simulator steps per second, measured on the 2-core development machine under
+#: load (prefill-carrying steps cannot be jumped; 116k–165k steps/s over chunked and unchunked
+#: 70B runs), rounded down: it turns the service's request timeout into a step budget.
+SIMULATED_PREFILL_STEPS_PER_S = 100_000
 #: Catalog page size when listing quantization schemes for precision suggestions.
 _PAGE = 500
 
@@ -122,6 +128,40 @@ def resolve_configuration(
     )
 
 
+def check_simulation_size(
+    workload: Workload, serving: Serving, *, requests: int, max_requests: int, time_budget_s: float
+) -> None:
+    """Refuse (SimulationLimitError → 422) a simulation larger than the service allows: more than
+    `max_requests` arrivals, or more prefill-carrying steps than `time_budget_s` covers.
+
+    Decode-only stretches are jumped over, but every step that prefills runs on its own. A prompt
+    of p tokens takes at most ⌈p / (chunk_tokens − batch_limit)⌉ steps (the budget left when a full
+    batch of decodes takes its share), one step without chunking; requests × that at the mean
+    prompt is the estimate held against `time_budget_s` × `SIMULATED_PREFILL_STEPS_PER_S`.
+    """
+    if requests > max_requests:
+        raise SimulationLimitError(
+            f"{requests:,} requests exceed this service's limit of {max_requests:,} simulated requests per call "
+            "(HEADROOM_MAX_SIMULATED_REQUESTS): ask for fewer",
+            requests=requests,
+            max_simulated_requests=max_requests,
+        )
+    per_step = None if serving.chunk_tokens is None else serving.chunk_tokens - serving.batch_limit
+    steps_per_request = 1 if per_step is None else math.ceil(workload.prompt_tokens.mean / per_step)
+    estimated = requests * steps_per_request  # requests × prefill steps each
+    budget = int(time_budget_s * SIMULATED_PREFILL_STEPS_PER_S)
+    if estimated > budget:
+        raise SimulationLimitError(
+            f"{requests:,} requests of {workload.prompt_tokens.mean:,.0f} prompt tokens through a chunk budget of "
+            f"{serving.chunk_tokens:,} tokens with up to {serving.batch_limit} decodes per step could take "
+            f"{estimated:,} prefill steps, more than the {budget:,} this service simulates per call "
+            f"(HEADROOM_REQUEST_TIMEOUT_S = {time_budget_s:g} s): simulate fewer requests or raise chunk_tokens",
+            requests=requests,
+            estimated_prefill_steps=estimated,
+            max_prefill_steps=budget,
+        )
+
+
 Method = Literal["analytic", "simulated"]
 
 
@@ -143,11 +183,13 @@ def predict_latency(
     *,
     kv_capacity_tokens: int,
     max_simulated_requests: int,
+    time_budget_s: float,
     seed: int = 0,
 ) -> LatencyEstimate:
     """Analytic p50/p90/p99 at the workload's rate, or simulated ones where the analytic model is
     outside its validated region (`Prediction.reliable` False): a prediction known to be off is
-    never returned as if it were good. Unstable load (ρ ≥ 1) is an answer from the analytic model."""
+    never returned as if it were good. Unstable load (ρ ≥ 1) is an answer from the analytic model.
+    A fallback simulation is held to the same bounds as POST /v1/simulate (`check_simulation_size`)."""
     prediction = predict(step_model, workload, serving, kv_capacity_tokens=kv_capacity_tokens, curve=True)
     curve = (
         prediction.queueing.rho_curve
@@ -156,12 +198,7 @@ def predict_latency(
     )
     if prediction.unstable or prediction.reliable:
         return LatencyEstimate(method="analytic", prediction=prediction, simulation=None, curve=curve)
-    simulation = simulate(
-        step_model,
-        workload,
-        serving,
-        kv_capacity_tokens=kv_capacity_tokens,
-        requests=min(FALLBACK_SIMULATED_REQUESTS, max_simulated_requests),
-        seed=seed,
-    )
+    requests = min(FALLBACK_SIMULATED_REQUESTS, max_simulated_requests)
+    check_simulation_size(workload, serving, requests=requests, max_requests=max_simulated_requests, time_budget_s=time_budget_s)
+    simulation = simulate(step_model, workload, serving, kv_capacity_tokens=kv_capacity_tokens, requests=requests, seed=seed)
     return LatencyEstimate(method="simulated", prediction=prediction, simulation=simulation, curve=curve)

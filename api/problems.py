@@ -28,8 +28,14 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.errors import ApiError, AuthenticationError, MalformedHeaderError, NotReadyError, PermissionDeniedError
-from api.idempotency import IdempotencyConflictError
+from api.errors import (
+    ApiError,
+    AuthenticationError,
+    MalformedHeaderError,
+    NotReadyError,
+    PermissionDeniedError,
+    RequestTimeoutError,
+)
 from catalog.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -76,7 +82,7 @@ PROBLEM_TYPES: dict[type[BaseException], ProblemType] = {
     PermissionDeniedError: ProblemType(status=403, name="forbidden"),
     MalformedHeaderError: ProblemType(status=400, name="malformed-header"),
     NotReadyError: ProblemType(status=503, name="not-ready"),
-    IdempotencyConflictError: ProblemType(status=409, name="idempotency-conflict"),
+    RequestTimeoutError: ProblemType(status=503, name="request-timeout"),
     ApiError: ProblemType(status=400, name="bad-request"),
     RequestValidationError: ProblemType(status=422, name="invalid-request", title="Invalid request"),
     PydanticValidationError: ProblemType(status=422, name="invalid-request", title="Invalid request"),
@@ -128,6 +134,7 @@ class Problem(BaseModel):
     detail: str = Field(description="What went wrong in this occurrence, in a sentence a person can act on.")
     instance: str | None = Field(default=None, description="The request path this problem occurred on.")
     errors: list[FieldError] | None = Field(default=None, description="Each bad field (422 only).")
+    request_id: str | None = Field(default=None, description="The request's X-Request-ID, to find it in the service's logs.")
 
 
 def problem_type_for(exc: BaseException) -> ProblemType:
@@ -178,6 +185,9 @@ def problem_response(request: Request, exc: Exception) -> JSONResponse:
         "instance": request.url.path,
     }
     body.update((key, value) for key, value in jsonable_encoder(extensions).items() if key not in body)
+    request_id = getattr(request.state, "request_id", None)  # set by api.observability's middleware
+    if request_id is not None:
+        body["request_id"] = headers["X-Request-ID"] = request_id
     return JSONResponse(body, status_code=status, headers=headers or None, media_type=PROBLEM_MEDIA_TYPE)
 
 

@@ -75,5 +75,6 @@ def evaluate_configuration(
             body.serving.to_serving(),
             kv_capacity_tokens=evaluation.kv_capacity_tokens,
             max_simulated_requests=settings.max_simulated_requests,
+            time_budget_s=settings.request_timeout_s,
         )
     return evaluate_response(config, evaluation, estimate, replicas=1 if body.serving is None else body.serving.replicas)

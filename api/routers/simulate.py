@@ -6,10 +6,9 @@ discrete-event simulator of continuous batching (issue 4 §4). operationId: simu
 from fastapi import APIRouter
 
 from api.deps import CatalogDep, ReaderDep, SettingsDep
-from api.performance import resolve_configuration
+from api.performance import check_simulation_size, resolve_configuration
 from api.problems import problem_responses
 from api.schemas.performance import SimulateRequest, SimulateResponse, simulate_response
-from planner.errors import SimulationLimitError
 from planner.memory import check_fit, kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.queueing import saturation_rps
@@ -36,16 +35,17 @@ def simulate_configuration(
     Deterministic for a given `seed`. An overloaded deployment is an answer: `unstable: true` with
     null percentiles.
 
-    Errors: more than the service's `max_simulated_requests` → 422 `simulation-too-large` naming
-    the limit; unknown slug → 404; a model that does not fit or a request longer than the KV
-    cache → 422."""
-    if body.requests > settings.max_simulated_requests:
-        raise SimulationLimitError(
-            f"{body.requests:,} requests exceed this service's limit of {settings.max_simulated_requests:,} "
-            "simulated requests per call (HEADROOM_MAX_SIMULATED_REQUESTS): ask for fewer",
-            requests=body.requests,
-            max_simulated_requests=settings.max_simulated_requests,
-        )
+    Errors: more than the service's `max_simulated_requests`, or a chunk budget so tight that the
+    prefill steps would outrun the request timeout → 422 `simulation-too-large` naming the limit;
+    unknown slug → 404; a model that does not fit or a request longer than the KV cache → 422."""
+    workload, serving = body.workload.to_workload(), body.serving.to_serving()
+    check_simulation_size(
+        workload,
+        serving,
+        requests=body.requests,
+        max_requests=settings.max_simulated_requests,
+        time_budget_s=settings.request_timeout_s,
+    )
     config = resolve_configuration(
         catalog,
         gpu=body.gpu,
@@ -60,7 +60,6 @@ def simulate_configuration(
     step_model = build_step_model(config.gpu, config.model, config.precision, config.tp, efficiency)
     check_fit(config.gpu, config.model, config.precision, config.tp, efficiency, candidate_precisions=config.candidate_precisions)
     capacity = kv_capacity_tokens(config.gpu, config.model, config.precision, config.tp, efficiency)
-    workload, serving = body.workload.to_workload(), body.serving.to_serving()
     result = simulate(
         step_model,
         workload,

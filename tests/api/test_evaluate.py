@@ -4,18 +4,15 @@ and the queueing extension (analytic percentiles, Little's law, unstable load, s
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-import api.performance
 from api.performance import FALLBACK_SIMULATED_REQUESTS
-from planner import queueing
 from planner.simulator import simulate
 from planner.step_model import StepModel
-from planner.workload import FixedLength, Serving, Workload
+from planner.workload import FixedLength, LognormalLength, Serving, Workload
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
 from tests.api.reference_catalog import seed_reference_catalog
@@ -317,38 +314,6 @@ def test_load_above_saturation_is_an_answer_not_an_error(seeded: ApiClient) -> N
     assert any("cannot hold one request" in note for note in body["notes"])
 
 
-def test_an_unreliable_analytic_point_is_answered_by_the_simulator(
-    seeded: ApiClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where the analytic model flags its point as outside the validated region (`reliable` False), the
-    percentiles come from the simulator — the same numbers a direct simulation with the same seed gives."""
-    captured: dict[str, Any] = {}
-
-    def flagged(step_model: StepModel, workload: Workload, serving: Serving, **kwargs: Any) -> queueing.Prediction:
-        captured.update(step_model=step_model, kv_capacity_tokens=kwargs["kv_capacity_tokens"])
-        prediction = queueing.predict(step_model, workload, serving, **kwargs)
-        return dataclasses.replace(prediction, reliable=False, fidelity_note="outside the validated region (test)")
-
-    monkeypatch.setattr(api.performance, "predict", flagged)
-    workload = {"arrival_rate_rps": 1.0, "prompt_tokens": 500, "output_tokens": 50}
-    body = _ok(seeded, serving={"batch_limit": 32}, workload=workload)
-    predicted = body["predicted"]
-    assert predicted["method"] == "simulated"
-    assert predicted["fidelity_note"] == "outside the validated region (test)"
-    assert predicted["simulated_requests"] == FALLBACK_SIMULATED_REQUESTS
-    assert body["queueing"]["reliable"] is False
-    direct = simulate(
-        captured["step_model"],
-        Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=500), output_tokens=FixedLength(tokens=50)),
-        Serving(batch_limit=32),
-        kv_capacity_tokens=captured["kv_capacity_tokens"],
-        requests=FALLBACK_SIMULATED_REQUESTS,
-        seed=0,
-    )
-    assert predicted["ttft_ms"]["p99"] == pytest.approx(direct.ttft_s.p99 * 1e3)
-    assert predicted["e2e_s"]["p50"] == pytest.approx(direct.e2e_s.p50)
-
-
 def test_lognormal_and_histogram_lengths_are_accepted(seeded: ApiClient) -> None:
     """The three length shapes reach the planner as the distributions they describe: a histogram
     that puts all weight on 200 tokens predicts what the fixed length 200 predicts."""
@@ -374,3 +339,20 @@ def test_past_the_validated_utilisation_the_simulator_answers(seeded: ApiClient)
     assert body["queueing"]["reliable"] is False
     assert predicted["unstable"] is False
     assert 0 < predicted["ttft_ms"]["p50"] <= predicted["ttft_ms"]["p99"]
+    # The same numbers the simulator gives for the response's own step model, capacity and seed 0.
+    coefficients = {name: value for name, value in body["step_model"].items() if name not in ("weight_bytes", "break_even_flops_per_byte")}
+    direct = simulate(
+        StepModel(**coefficients),
+        Workload(
+            arrival_rate_rps=0.9 * saturation,
+            prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=3000),
+            output_tokens=FixedLength(tokens=200),
+        ),
+        Serving(batch_limit=64),
+        kv_capacity_tokens=body["kv_capacity_tokens"],
+        requests=FALLBACK_SIMULATED_REQUESTS,
+        seed=0,
+    )
+    assert predicted["ttft_ms"]["p99"] == pytest.approx(direct.ttft_s.p99 * 1e3)
+    assert predicted["tpot_ms"]["p50"] == pytest.approx(direct.tpot_s.p50 * 1e3)
+    assert predicted["e2e_s"]["p90"] == pytest.approx(direct.e2e_s.p90)

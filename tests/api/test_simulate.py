@@ -118,6 +118,15 @@ def test_a_request_over_the_limit_is_refused_with_the_limit(make_client: Callabl
     assert _simulate(client, requests=5000).status_code == 200
 
 
+def test_a_chunk_budget_too_tight_for_the_time_budget_is_refused(make_client: Callable[..., ApiClient], database: str) -> None:
+    """chunk_tokens 65 with up to 64 decodes per step leaves 1 prefill token a step: 4,000 prompts of
+    mean 500 tokens could take 2,000,000 prefill steps, over the 1 s × 100,000 steps/s budget."""
+    client = make_client(request_timeout_s=1.0)
+    problem = assert_problem(_simulate(client, serving={"batch_limit": 64, "chunk_tokens": 65}), 422, "simulation-too-large")
+    assert problem["estimated_prefill_steps"] == 4000 * 500 and problem["max_prefill_steps"] == 100_000
+    assert "raise chunk_tokens" in problem["detail"]
+
+
 def test_invalid_bodies_and_unknown_slugs(seeded: ApiClient) -> None:
     body = {
         **BODY,
