@@ -36,6 +36,7 @@ from api.errors import (
     PermissionDeniedError,
     RequestTimeoutError,
 )
+from api.idempotency import IdempotencyConflictError
 from catalog.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -83,6 +84,7 @@ PROBLEM_TYPES: dict[type[BaseException], ProblemType] = {
     MalformedHeaderError: ProblemType(status=400, name="malformed-header"),
     NotReadyError: ProblemType(status=503, name="not-ready"),
     RequestTimeoutError: ProblemType(status=503, name="request-timeout"),
+    IdempotencyConflictError: ProblemType(status=409, name="idempotency-conflict"),
     ApiError: ProblemType(status=400, name="bad-request"),
     RequestValidationError: ProblemType(status=422, name="invalid-request", title="Invalid request"),
     PydanticValidationError: ProblemType(status=422, name="invalid-request", title="Invalid request"),
