@@ -106,6 +106,14 @@ def _max_rps(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity:
                           reason=f"the queueing model did not converge on this configuration ({exc.detail})")
 
 
+def clear_caches() -> None:
+    """Forget every cached queueing result (benchmarks measuring a cold start call this)."""
+    _saturation.cache_clear()
+    _max_rps.cache_clear()
+    _meets_slo_at.cache_clear()
+
+
+@lru_cache(maxsize=65536)
 def _meets_slo_at(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> bool:
     """Whether every target of `slo` holds at per-replica rate `rate_rps` (False when unstable)."""
     prediction = predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=slo.percentile)
