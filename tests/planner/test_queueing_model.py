@@ -218,3 +218,18 @@ def test_predictions_outside_the_validated_region_are_flagged() -> None:
     assert low.reliable and low.fidelity_note is None
     beyond = predict(LLAMA70B_4XH100, at_utilisation(LONG_TAILED, Serving(batch_limit=32), 0.9), Serving(batch_limit=32), kv_capacity_tokens=KV_TOKENS)
     assert not beyond.reliable and beyond.fidelity_note is not None and "utilisation" in beyond.fidelity_note
+
+
+def test_non_poisson_arrivals_are_outside_the_validated_region() -> None:
+    """Burstier arrivals (c_a = 2) or round-robin's smoother per-replica stream (c_a² = 1/r) were not in the
+    fidelity grid: the prediction is returned but flagged."""
+    bursty = at_utilisation(CHAT, BATCH64, 0.2)
+    bursty = Workload(
+        arrival_rate_rps=bursty.arrival_rate_rps, prompt_tokens=CHAT.prompt_tokens, output_tokens=CHAT.output_tokens, arrival_cv=2.0
+    )
+    p = predict(LLAMA70B_4XH100, bursty, BATCH64, kv_capacity_tokens=KV_TOKENS)
+    assert not p.reliable and p.fidelity_note is not None and "Poisson" in p.fidelity_note
+    round_robin = Serving(replicas=2, batch_limit=64, router="round_robin")
+    q = predict(LLAMA70B_4XH100, CHAT.at_rate(2 * bursty.arrival_rate_rps), round_robin, kv_capacity_tokens=KV_TOKENS)
+    assert q.queueing is not None and q.queueing.arrival_cv == pytest.approx(math.sqrt(0.5))
+    assert not q.reliable
