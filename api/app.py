@@ -26,9 +26,7 @@ from fastapi.routing import APIRoute
 from sqlalchemy import text
 
 import api
-from api.docs_assets import install_docs
 from api.errors import NotReadyError
-from api.observability import install_observability
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import calibrations as calibration_routes
 from api.routers import catalog as catalog_routes
@@ -36,6 +34,7 @@ from api.routers import fleet_plans as fleet_plan_routes
 from api.routers import plans as plan_routes
 from api.routers import evaluate as evaluate_routes
 from api.routers import simulate as simulate_routes
+from api.routers import what_if as what_if_routes
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import is_at_head
@@ -48,6 +47,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     fleet_plan_routes.router,
     evaluate_routes.router,
     simulate_routes.router,
+    what_if_routes.router,
 )
 
 DESCRIPTION = """\
@@ -84,8 +84,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=DESCRIPTION,
         generate_unique_id_function=operation_id,
         lifespan=lifespan,
-        docs_url=None,  # api.docs_assets serves /docs and /redoc from vendored files, not a CDN
-        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -112,8 +110,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise NotReadyError("the database is not migrated to head: run `headroom db upgrade`")
         return {"status": "ready"}
 
-    install_observability(app, settings)
-    install_docs(app)
     for router in ROUTERS:
         app.include_router(router, prefix="/v1")
 

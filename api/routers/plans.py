@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Response, status
 
+from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
 from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
 from api.problems import problem_responses
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest, PlanResponse, plan_response
@@ -60,9 +61,11 @@ def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
     response_model=PlanResponse,
     name="create_plan",
     summary="Plan the cheapest deployment that meets the SLOs",
-    responses=problem_responses(401, 403, 404, 422, 503),
+    responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS, status_code=201), **problem_responses(401, 403, 404, 422, 503)},
 )
-def create_plan(body: PlanRequest, catalog: CatalogDep, session: SessionDep, response: Response, _planner: PlannerKeyDep) -> PlanResponse:
+def create_plan(
+    body: PlanRequest, catalog: CatalogDep, session: SessionDep, response: Response, _planner: PlannerKeyDep, as_csv: CsvDep
+) -> PlanResponse | Response:
     """Chooses GPU type, tp, replicas, precision, batch limit and chunked-prefill budget at minimum
     on-demand cost so that the predicted p99 (or `slo.percentile`) latencies meet every target,
     verifies the plan in the simulator (unless `verify` is false) and explains it: the step model,
@@ -89,7 +92,11 @@ def create_plan(body: PlanRequest, catalog: CatalogDep, session: SessionDep, res
         catalog_version=inputs.catalog_version,
         created_at=created_at,
     )
-    response.headers["Location"] = f"/v1/plans/{plan_id}"
+    location = f"/v1/plans/{plan_id}"
+    if as_csv:
+        text = rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS)
+        return csv_response(text, filename=f"plan-{plan_id}.csv", status_code=status.HTTP_201_CREATED, headers={"Location": location})
+    response.headers["Location"] = location
     return PlanResponse.model_validate(content)
 
 
@@ -97,9 +104,13 @@ def create_plan(body: PlanRequest, catalog: CatalogDep, session: SessionDep, res
     "/plans/{plan_id}",
     response_model=PlanResponse,
     name="get_plan",
-    summary="A stored plan",
-    responses=problem_responses(401, 404),
+    summary="A stored plan (JSON or CSV)",
+    responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404)},
 )
-def get_plan(plan_id: str, session: SessionDep, _reader: ReaderDep) -> PlanResponse:
-    """The plan exactly as `create_plan` answered it; 404 for an id nobody issued."""
-    return PlanResponse.model_validate(Plans(session).get(plan_id).response)
+def get_plan(plan_id: str, session: SessionDep, _reader: ReaderDep, as_csv: CsvDep) -> PlanResponse | Response:
+    """The plan exactly as `create_plan` answered it, or as CSV rows (`?format=csv` or `Accept: text/csv`);
+    404 for an id nobody issued."""
+    stored = Plans(session).get(plan_id)
+    if as_csv:
+        return csv_response(rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv")
+    return PlanResponse.model_validate(stored.response)

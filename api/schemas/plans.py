@@ -8,14 +8,14 @@ as SLOs are usually stated; the justification keeps the planner's SI names (`*_s
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
 from api.schemas.workload import WorkloadSpec
 from planner.optimizer import PlanConstraints
-from planner.planning import PlanResult
+from planner.planning import HOURS_PER_MONTH, PlanResult
 from planner.workload import Slo
 
 MS_PER_S = 1e3
@@ -132,6 +132,10 @@ class FleetRowRead(BaseModel):
     saturation_rps: float
     offered_rps: float
     cost_usd_per_hour: float
+    cost_usd_per_month: float | None = Field(default=None, description="cost_usd_per_hour × 730 h.")
+    cost_usd_per_million_output_tokens: float | None = Field(
+        default=None, description="This row's cost per hour over the output tokens its share of the traffic makes per hour."
+    )
 
 
 class PlanDecision(BaseModel):
@@ -149,9 +153,12 @@ class PlanDecision(BaseModel):
 
 
 class PlanCost(BaseModel):
+    """On-demand cost of the whole plan, in `currency`."""
+
     usd_per_hour: float
     usd_per_month: float = Field(description="730 hours.")
-    usd_per_million_output_tokens: float
+    usd_per_million_output_tokens: float = Field(description="usd_per_hour over the output tokens served per hour, × 1e6.")
+    currency: Literal["USD"] = "USD"
 
 
 class Percentiles(BaseModel):
@@ -198,13 +205,20 @@ class PlanResponse(BaseModel):
     provenance: PlanProvenance
 
 
-def _row_read(row: Any) -> dict[str, Any]:
+def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
+    offered_total = sum(r.offered_rps for r in result.rows)
+    cost_share = row.cost_usd_per_hour / result.cost_usd_per_hour if result.cost_usd_per_hour > 0 else 0.0
+    traffic_share = row.offered_rps / offered_total if offered_total > 0 else 0.0
     return {
         "gpu": row.gpu, "tp": row.tp, "replicas": row.replicas, "gpus": row.gpus,
         "precision": {"weights": row.weights_precision, "kv_cache": row.kv_precision},
         "batch_limit": row.batch_limit, "chunk_tokens": row.chunk_tokens, "target_rho": row.target_rho,
         "max_rps_at_slo": row.max_rps_at_slo, "saturation_rps": row.saturation_rps, "offered_rps": row.offered_rps,
         "cost_usd_per_hour": row.cost_usd_per_hour,
+        "cost_usd_per_month": row.cost_usd_per_hour * HOURS_PER_MONTH,
+        "cost_usd_per_million_output_tokens": (
+            result.cost_usd_per_million_output_tokens * cost_share / traffic_share if traffic_share > 0 else None
+        ),  # the plan's $/Mtok × (share of cost ÷ share of traffic)
     }
 
 
@@ -225,12 +239,13 @@ def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at
             "gpu": main.gpu, "tp": main.tp, "replicas": result.replicas, "gpus_total": result.gpus_total,
             "precision": {"weights": main.weights_precision, "kv_cache": main.kv_precision},
             "batch_limit": main.batch_limit, "chunk_tokens": main.chunk_tokens, "target_rho": result.target_rho,
-            "fleet": [_row_read(r) for r in result.rows] if len(result.rows) > 1 else None,
+            "fleet": [_row_read(r, result) for r in result.rows] if len(result.rows) > 1 else None,
         },
         "cost": {
             "usd_per_hour": result.cost_usd_per_hour,
             "usd_per_month": result.cost_usd_per_month,
             "usd_per_million_output_tokens": result.cost_usd_per_million_output_tokens,
+            "currency": "USD",
         },
         "predicted": predicted,
         "justification": result.justification,

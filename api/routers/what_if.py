@@ -1,0 +1,146 @@
+"""`POST /v1/what-if` (what_if_sweep): the cheapest plan at each point of a sweep over arrival
+rates (and optionally SLO values or GPU types), as one table a finance workbook can chart, in
+JSON or CSV. Nothing is stored: a sweep is a question, not a plan of record."""
+
+# No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from fastapi import APIRouter, Response
+
+from api.csv_export import HOURS_PER_MONTH, CsvDep, csv_response, csv_responses, rows_to_csv
+from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
+from api.problems import problem_responses, problem_type_for
+from api.routers.plans import planning_inputs
+from api.schemas.plans import PlanRequest
+from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
+from api.schemas.workload import WorkloadSpec
+from planner.errors import HeadroomError
+from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
+from planner.workload import Slo
+
+router = APIRouter(tags=["what-if"])
+
+MS_PER_S = 1e3
+
+WHAT_IF_CSV_DESCRIPTION = "One row per point of the sweep, in the order of `points`."
+
+METHOD = (
+    "Each point is a full POST /v1/plans search (plan_capacity: candidates, branch and bound, MILP) at that point's "
+    "rate, SLOs and GPU types; queueing-model predictions, {verified}. The planner's per-configuration caches (saturation "
+    "rates, per-replica predictions) carry over between points, so later points are faster."
+)
+
+
+def _point(index: int, rate: float, slo: Slo, gpu: str | None, result: PlanResult | None, error: HeadroomError | None,
+           plan_ms: float, verified: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        **dict.fromkeys(WHAT_IF_CSV_COLUMNS), "currency": "USD",
+        "point": index, "arrival_rate_rps": rate, "slo_percentile": slo.percentile,
+        "slo_ttft_ms": None if slo.ttft_s is None else slo.ttft_s * MS_PER_S,
+        "slo_tpot_ms": None if slo.tpot_s is None else slo.tpot_s * MS_PER_S,
+        "slo_e2e_s": slo.e2e_s, "gpu_allowed": gpu, "feasible": result is not None, "plan_ms": plan_ms,
+        "verified": verified and result is not None,
+    }  # fmt: skip
+    if result is None:
+        kind = problem_type_for(error) if error is not None else None
+        constraint = error.extensions.get("constraint") if isinstance(error, HeadroomError) else None
+        return {**row, "infeasible_problem": kind.uri if kind else None,
+                "infeasible_constraint": None if constraint is None else str(constraint),
+                "infeasible_reason": error.detail if isinstance(error, HeadroomError) else None}  # fmt: skip
+    main = result.row
+    predicted = result.predicted
+    return {
+        **row,
+        "gpu": main.gpu, "tp": main.tp, "replicas": result.replicas, "gpus_total": result.gpus_total,
+        "weights_precision": main.weights_precision, "kv_cache_precision": main.kv_precision,
+        "batch_limit": main.batch_limit, "chunk_tokens": main.chunk_tokens, "target_rho": result.target_rho,
+        "fleet_rows": len(result.rows),
+        "cost_usd_per_hour": result.cost_usd_per_hour,
+        "cost_usd_per_month": result.cost_usd_per_hour * HOURS_PER_MONTH,  # $/h × 730 h
+        "cost_usd_per_million_output_tokens": result.cost_usd_per_million_output_tokens,
+        "ttft_p99_ms": _ms(predicted["ttft_s"]["p99"]), "tpot_p99_ms": _ms(predicted["tpot_s"]["p99"]),
+        "e2e_p99_s": predicted["e2e_s"]["p99"],
+        "infeasible_problem": None, "infeasible_constraint": None, "infeasible_reason": None,
+    }  # fmt: skip
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * MS_PER_S
+
+
+def _inputs_for_gpus(body: WhatIfRequest, catalog: CatalogDep) -> PlanningInputs:
+    """The planner's specs for the sweep, via the plans route's gathering (same 404s): the sweep's
+    GPU types when it has them, else those `constraints.gpus` allows."""
+    constraints = body.constraints
+    if body.sweep.gpus is not None:
+        constraints = constraints.model_copy(update={"gpus": list(body.sweep.gpus)})
+    shape = body.workload
+    as_plan = PlanRequest(
+        model=body.model,
+        workload=WorkloadSpec(arrival_rate_rps=body.sweep.rates_rps()[0], prompt_tokens=shape.prompt_tokens,
+                              output_tokens=shape.output_tokens, arrival_cv=shape.arrival_cv),
+        slo=body.slo, constraints=constraints, efficiency_profile=body.efficiency_profile, verify=body.verify,
+    )  # fmt: skip
+    return planning_inputs(as_plan, catalog)
+
+
+@router.post(
+    "/what-if",
+    response_model=WhatIfResponse,
+    name="what_if_sweep",
+    summary="The cheapest plan at each arrival rate (and SLO value or GPU type) of a sweep",
+    responses={**csv_responses(WHAT_IF_CSV_DESCRIPTION, WHAT_IF_CSV_COLUMNS), **problem_responses(401, 403, 404, 422, 503)},
+    description=f"""\
+For one model, workload shape, SLOs and constraints (as POST /v1/plans takes them), plans the
+cheapest deployment at every point of a sweep — arrival rates (`sweep.arrival_rates_rps`, or
+`sweep.arrival_rate_range` {{start_rps, stop_rps, steps}}), times the values of one SLO target
+(`sweep.slo`), times GPU types each planned alone (`sweep.gpus`) — and answers one table: per
+point the GPU type, tp, replicas, GPUs, precision, batch limit, target ρ and cost per hour, per
+month (730 h) and per million output tokens in USD, or `feasible: false` with the problem type,
+constraint and reason (a point no plan serves does not fail the sweep). At most
+{MAX_WHAT_IF_POINTS} points (else 422). Plans are not verified in the simulator unless `verify` is
+true, and nothing is stored. `Accept: text/csv` or `?format=csv` answers the points as CSV.
+Errors: unknown model, GPU type or efficiency profile → 404.""",
+)
+def what_if_sweep(body: WhatIfRequest, catalog: CatalogDep, settings: SettingsDep, _planner: PlannerKeyDep,
+                  as_csv: CsvDep) -> WhatIfResponse | Response:
+    started = time.perf_counter()
+    inputs = _inputs_for_gpus(body, catalog)
+    constraints = body.constraints.to_constraints()
+    slos = [body.slo.to_slo()] if body.sweep.slo is None else [
+        body.slo.model_copy(update={body.sweep.slo.metric: value}).to_slo() for value in body.sweep.slo.values
+    ]  # fmt: skip
+    gpu_axis: list[str | None] = list(body.sweep.gpus) if body.sweep.gpus is not None else [None]
+    points: list[dict[str, Any]] = []
+    for gpu in gpu_axis:
+        point_inputs = inputs if gpu is None else replace(inputs, gpus=tuple(g for g in inputs.gpus if g.slug == gpu))
+        for slo in slos:
+            for rate in body.sweep.rates_rps():
+                point_started = time.perf_counter()
+                request = PlanningRequest(workload=body.workload.to_workload(rate), slo=slo, constraints=constraints,
+                                          verify=body.verify, solver_time_limit_s=settings.solver_time_limit_s)
+                result: PlanResult | None = None
+                error: HeadroomError | None = None
+                try:
+                    result = plan_capacity(request, point_inputs)
+                except HeadroomError as exc:
+                    if problem_type_for(exc).status != 422:
+                        raise  # a solver that gave up is the service's failure, not an answer about this point
+                    error = exc
+                plan_ms = (time.perf_counter() - point_started) * MS_PER_S
+                points.append(_point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify))
+    answer = WhatIfResponse(
+        model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=inputs.catalog_version,
+        hours_per_month=HOURS_PER_MONTH, verify=body.verify,
+        method=METHOD.format(verified="each plan verified in the simulator" if body.verify else "not verified in the simulator"),
+        points_total=len(points), points_feasible=sum(1 for p in points if p["feasible"]),
+        sweep_ms=(time.perf_counter() - started) * MS_PER_S,
+        points=[WhatIfPoint.model_validate(p) for p in points],
+    )  # fmt: skip
+    if as_csv:
+        rows = [point.model_dump(mode="json") for point in answer.points]
+        return csv_response(rows_to_csv(rows, WHAT_IF_CSV_COLUMNS), filename="what-if.csv")
+    return answer

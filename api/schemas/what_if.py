@@ -1,0 +1,213 @@
+"""Bodies of POST /v1/what-if: one model, workload shape, SLO and constraints (the plans request's
+own schemas) swept over arrival rates — and optionally over one SLO target's values or over GPU
+types, each alone — answered as one flat table a finance workbook can chart: per point the
+cheapest plan's GPU type, tp, replicas, GPUs, precision, costs (per hour, per month of 730 h, per
+million output tokens, in USD) and target ρ, or `feasible: false` with the reason.
+
+The CSV columns are `WhatIfPoint`'s fields, in order (`WHAT_IF_CSV_COLUMNS`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from api.schemas.catalog import Slug
+from api.schemas.plans import PlanConstraintsSpec, PlanSlo
+from api.schemas.workload import TokenLengths, length_distribution
+from planner.workload import Workload
+
+#: Most points one sweep may have (rates × SLO values × GPU types): one unverified plan takes up to
+#: ~1 s cold on the reference catalog (docs in the response), so 50 points stay within the
+#: service's default 30 s request timeout once the planner's caches are warm.
+MAX_WHAT_IF_POINTS = 50
+#: Largest arrival rate a sweep may ask about, as WorkloadSpec bounds arrival_rate_rps.
+MAX_RATE_RPS = 1e7
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class WhatIfWorkload(_Input):
+    """The traffic's shape; the arrival rate is what the sweep varies."""
+
+    prompt_tokens: TokenLengths = Field(
+        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[{"mean": 1000, "p99": 4000}],
+    )
+    output_tokens: TokenLengths = Field(
+        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[256],
+    )
+    arrival_cv: float = Field(
+        default=1.0, gt=0, le=100, allow_inf_nan=False,
+        description="Coefficient of variation of inter-arrival times: 1 = Poisson, > 1 burstier (gamma), < 1 smoother.",
+    )  # fmt: skip
+
+    def to_workload(self, arrival_rate_rps: float) -> Workload:
+        return Workload(
+            arrival_rate_rps=arrival_rate_rps,
+            prompt_tokens=length_distribution(self.prompt_tokens),
+            output_tokens=length_distribution(self.output_tokens),
+            arrival_cv=self.arrival_cv,
+        )
+
+
+class RateRange(_Input):
+    """`steps` rates from `start_rps` to `stop_rps` inclusive, evenly spaced (or geometrically with `spacing: log`)."""
+
+    start_rps: float = Field(gt=0, le=MAX_RATE_RPS, allow_inf_nan=False, examples=[5])
+    stop_rps: float = Field(gt=0, le=MAX_RATE_RPS, allow_inf_nan=False, examples=[50])
+    steps: int = Field(ge=2, le=MAX_WHAT_IF_POINTS, examples=[10])
+    spacing: Literal["linear", "log"] = "linear"
+
+    @model_validator(mode="after")
+    def _increasing(self) -> Self:
+        if not self.stop_rps > self.start_rps:
+            raise ValueError(f"stop_rps ({self.stop_rps:g}) must exceed start_rps ({self.start_rps:g})")
+        return self
+
+    def rates_rps(self) -> list[float]:
+        if self.spacing == "log":
+            ratio = self.stop_rps / self.start_rps
+            rates = [self.start_rps * ratio ** (i / (self.steps - 1)) for i in range(self.steps)]  # start · (stop/start)^(i/(n−1))
+        else:
+            width = self.stop_rps - self.start_rps
+            rates = [self.start_rps + width * i / (self.steps - 1) for i in range(self.steps)]  # start + (stop − start)·i/(n−1)
+        rates[-1] = self.stop_rps  # exactly the stated end, not a rounding of it
+        return rates
+
+
+class SloSweep(_Input):
+    """Values of one SLO target to sweep; the request's `slo` gives the other targets and the percentile."""
+
+    metric: Literal["ttft_ms", "tpot_ms", "e2e_s"] = Field(description="Which target the values replace.", examples=["tpot_ms"])
+    values: list[float] = Field(min_length=1, max_length=MAX_WHAT_IF_POINTS, description="Target values, in the metric's unit.",
+                                examples=[[30, 50, 80]])
+
+    @model_validator(mode="after")
+    def _positive(self) -> Self:
+        bound = 86_400 if self.metric == "e2e_s" else 3.6e6
+        for value in self.values:
+            if not (math.isfinite(value) and 0 < value <= bound):
+                raise ValueError(f"every {self.metric} value must be > 0 and <= {bound:g}, got {value}")
+        return self
+
+
+class WhatIfSweep(_Input):
+    """The axes: arrival rates (a list, or a range), and optionally SLO values and GPU types.
+    Points are every combination: GPU types × SLO values × rates, rates varying fastest."""
+
+    arrival_rates_rps: list[float] | None = Field(
+        default=None, min_length=1, max_length=MAX_WHAT_IF_POINTS,
+        description="Arrival rates to plan for (req/s, each > 0). Give this or `arrival_rate_range`.", examples=[[5, 10, 20, 40]],
+    )  # fmt: skip
+    arrival_rate_range: RateRange | None = Field(default=None, description="Evenly spaced rates. Give this or `arrival_rates_rps`.")
+    slo: SloSweep | None = Field(default=None, description="Sweep one SLO target over these values.")
+    gpus: list[Slug] | None = Field(
+        default=None, min_length=1, max_length=MAX_WHAT_IF_POINTS,
+        description="Plan on each GPU type alone (catalog slugs), instead of choosing among `constraints.gpus`.",
+    )  # fmt: skip
+
+    @model_validator(mode="after")
+    def _one_rate_axis(self) -> Self:
+        if (self.arrival_rates_rps is None) == (self.arrival_rate_range is None):
+            raise ValueError("give exactly one of arrival_rates_rps and arrival_rate_range")
+        for rate in self.arrival_rates_rps or ():
+            if not (math.isfinite(rate) and 0 < rate <= MAX_RATE_RPS):
+                raise ValueError(f"every arrival rate must be > 0 and <= {MAX_RATE_RPS:g} req/s, got {rate}")
+        if self.gpus is not None and len(set(self.gpus)) != len(self.gpus):
+            raise ValueError("gpus lists a GPU type twice")
+        if self.point_count() > MAX_WHAT_IF_POINTS:
+            raise ValueError(
+                f"the sweep has {self.point_count()} points (rates × SLO values × GPU types); at most {MAX_WHAT_IF_POINTS} "
+                "per request: split it"
+            )
+        return self
+
+    def rates_rps(self) -> list[float]:
+        return list(self.arrival_rates_rps) if self.arrival_rates_rps is not None else self.arrival_rate_range.rates_rps()  # type: ignore[union-attr]
+
+    def point_count(self) -> int:
+        rates = len(self.arrival_rates_rps) if self.arrival_rates_rps is not None else self.arrival_rate_range.steps  # type: ignore[union-attr]
+        return rates * (len(self.slo.values) if self.slo else 1) * (len(self.gpus) if self.gpus else 1)
+
+
+class WhatIfRequest(_Input):
+    """Sweep the cheapest plan of `model` for a workload shape and SLOs over arrival rates (and
+    optionally SLO values or GPU types)."""
+
+    model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
+    workload: WhatIfWorkload
+    slo: PlanSlo
+    constraints: PlanConstraintsSpec = Field(default_factory=PlanConstraintsSpec)
+    efficiency_profile: Slug = Field(
+        default="calibrated", description="Efficiencies to plan with: `calibrated`, `ideal` or a stored profile name."
+    )
+    sweep: WhatIfSweep
+    verify: bool = Field(
+        default=False,
+        description="Verify each point's plan in the simulator (slow: about a second per point); default false, "
+        "analytic queueing model only.",
+    )
+
+
+# --- response ------------------------------------------------------------------------------------
+
+
+class WhatIfPoint(BaseModel):
+    """One point of the sweep: the cheapest plan there, or why there is none. Flat, so it is a CSV row."""
+
+    point: int = Field(description="1-based position in the sweep.")
+    arrival_rate_rps: float
+    slo_percentile: float
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+    slo_e2e_s: float | None
+    gpu_allowed: str | None = Field(description="The GPU type this point was planned on alone (sweep.gpus); null: any allowed.")
+    feasible: bool
+    gpu: str | None = Field(description="GPU type of the plan (its largest configuration in a mixed fleet).")
+    tp: int | None
+    replicas: int | None = Field(description="Replicas over every configuration.")
+    gpus_total: int | None
+    weights_precision: str | None
+    kv_cache_precision: str | None
+    batch_limit: int | None
+    chunk_tokens: int | None
+    target_rho: float | None = Field(description="Arrival rate / saturation capacity of the whole plan.")
+    fleet_rows: int | None = Field(description="Configurations in the plan (more than 1 only with constraints.mixed_fleet).")
+    cost_usd_per_hour: float | None
+    cost_usd_per_month: float | None = Field(description="cost_usd_per_hour × 730 h.")
+    cost_usd_per_million_output_tokens: float | None
+    currency: Literal["USD"] = "USD"
+    ttft_p99_ms: float | None = Field(description="Predicted p99 time to first token (queueing model).")
+    tpot_p99_ms: float | None
+    e2e_p99_s: float | None
+    verified: bool = Field(description="Whether the simulator checked this point's plan.")
+    infeasible_problem: str | None = Field(description="Problem type of the refusal, e.g. `urn:headroom:problem:infeasible-plan`.")
+    infeasible_constraint: str | None = Field(description="The constraint that ruled every plan out, when the planner named one.")
+    infeasible_reason: str | None = Field(description="Why no plan exists at this point, in a sentence.")
+    plan_ms: float = Field(description="Wall time planning this point.")
+
+
+#: The CSV's columns: the point's fields, in order.
+WHAT_IF_CSV_COLUMNS: tuple[str, ...] = tuple(WhatIfPoint.model_fields)
+
+
+class WhatIfResponse(BaseModel):
+    """The sweep's table, points in order (GPU types × SLO values × rates, rates fastest)."""
+
+    model: str
+    efficiency_profile: str
+    catalog_version: int
+    currency: Literal["USD"] = "USD"
+    hours_per_month: float = Field(description="Hours in the month that cost_usd_per_month uses (730).")
+    verify: bool = Field(description="Whether each point's plan was verified in the simulator.")
+    method: str = Field(description="How each point was planned, in a sentence.")
+    points_total: int
+    points_feasible: int
+    sweep_ms: float = Field(description="Wall time of the whole sweep.")
+    points: list[WhatIfPoint]
