@@ -1,0 +1,157 @@
+"""Latency of POST /v1/plans over varied requests on the shipped reference catalog.
+
+Runs the real app in process (httpx ASGI transport, a fresh SQLite database seeded with
+catalog/data/), posts every request of `REQUESTS` with `verify` false and then true, and prints
+p50/p99 wall time per mode plus each request's time and how many queueing predictions it made.
+The planner's process-wide caches are cleared before every request (`--warm` keeps them), so each
+number is a cold plan, as a new forecast would see it.
+
+    .venv/bin/python -m bench.plan_latency [--warm] [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from api.app import create_app
+from api.settings import Settings
+from catalog.db import make_engine, make_session_factory
+from catalog.migrate import upgrade
+from catalog.repository import Catalog
+from planner import planning
+
+KEY = "bench-admin-key-0123456789"
+
+
+def _request(model: str, rate: float, prompt: Any, output: Any, slo: dict[str, float], **constraints: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "workload": {"arrival_rate_rps": rate, "prompt_tokens": prompt, "output_tokens": output},
+        "slo": slo,
+    }
+    if constraints:
+        body["constraints"] = constraints
+    return body
+
+
+CHAT_IN, CHAT_OUT = {"mean": 1000, "p99": 4000}, {"mean": 250, "p99": 1000}
+RAG_IN, RAG_OUT = {"mean": 6000, "p99": 16000}, {"mean": 300, "p99": 800}
+SUM_IN, SUM_OUT = {"mean": 3000, "p99": 8000}, {"mean": 400, "p99": 1000}
+
+#: 24 requests: five models (dense 7–72 B, two MoE), chat / RAG / summarisation mixes, TTFT+TPOT,
+#: TPOT-only and E2E-only SLOs, GPU subsets, N+1, budgets, inventories, a mixed fleet, a histogram.
+REQUESTS: tuple[dict[str, Any], ...] = (
+    _request("llama-3.1-8b", 20, CHAT_IN, CHAT_OUT, {"ttft_ms": 500, "tpot_ms": 50}),
+    _request("llama-3.1-8b", 200, CHAT_IN, CHAT_OUT, {"ttft_ms": 500, "tpot_ms": 50}),
+    _request("llama-3.1-8b", 5, 512, 128, {"tpot_ms": 20}),
+    _request("llama-3.1-8b", 30, SUM_IN, SUM_OUT, {"e2e_s": 60}),
+    _request("llama-3.1-8b", 50, CHAT_IN, CHAT_OUT, {"ttft_ms": 800, "tpot_ms": 40}, n_plus_one=True),
+    _request("llama-3.1-70b", 4, RAG_IN, RAG_OUT, {"ttft_ms": 3000, "tpot_ms": 80}),
+    _request("llama-3.1-70b", 10, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 50}),
+    _request("llama-3.1-70b", 2, CHAT_IN, CHAT_OUT, {"ttft_ms": 2000, "tpot_ms": 20}, gpus=["h100-sxm", "h200", "a100-80gb-sxm"]),
+    _request("llama-3.1-70b", 10, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 60}, gpus=["h100-sxm"], inventory={"h100-sxm": 64}),
+    _request("llama-3.1-70b", 20, SUM_IN, SUM_OUT, {"e2e_s": 120}, budget_usd_per_hour=500),
+    _request("qwen2.5-7b", 30, SUM_IN, SUM_OUT, {"e2e_s": 120}),
+    _request("qwen2.5-7b", 100, 256, 64, {"ttft_ms": 200, "tpot_ms": 30}),
+    _request("qwen2.5-72b", 5, CHAT_IN, CHAT_OUT, {"ttft_ms": 1500, "tpot_ms": 60}),
+    _request("qwen2.5-72b", 5, CHAT_IN, CHAT_OUT, {"ttft_ms": 1500, "tpot_ms": 60}, precisions=[{"weights": "bf16", "kv_cache": "bf16"}]),
+    _request("mixtral-8x7b", 10, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 60}),
+    _request("mixtral-8x7b", 40, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 60}, min_replicas=3),
+    _request("qwen3-30b-a3b", 25, CHAT_IN, CHAT_OUT, {"ttft_ms": 600, "tpot_ms": 40}),
+    _request("qwen3-30b-a3b", 25, CHAT_IN, CHAT_OUT, {"tpot_ms": 30}, gpus=["l40s", "l4", "a10g"]),
+    _request("mistral-7b-v0.3", 15, {"tokens": [128, 512, 2048], "weights": [0.5, 0.3, 0.2]}, 200, {"ttft_ms": 400, "tpot_ms": 40}),
+    _request("mistral-7b-v0.3", 60, CHAT_IN, CHAT_OUT, {"ttft_ms": 700, "tpot_ms": 45}, max_gpus=16),
+    _request("llama-2-13b", 8, 1500, 300, {"ttft_ms": 800, "tpot_ms": 50}),
+    _request("llama-2-70b", 3, 2000, 500, {"ttft_ms": 2000, "tpot_ms": 70}),
+    _request("llama-3.1-8b", 20, CHAT_IN, CHAT_OUT, {"ttft_ms": 500, "tpot_ms": 50}, mixed_fleet=True, gpus=["h100-sxm", "a100-80gb-sxm", "l40s"]),
+    _request("llama-3.1-8b", 20, CHAT_IN, CHAT_OUT, {"ttft_ms": 500, "tpot_ms": 50, "percentile": 95}),
+)
+
+
+def _clear_caches() -> None:
+    for cache in (planning._cached_prediction, planning._saturation, planning._max_rps):
+        cache.cache_clear()
+
+
+def run(*, warm: bool) -> dict[str, Any]:
+    logging.disable(logging.CRITICAL)  # the access log would dominate the terminal
+    from tests.api.client import ApiClient
+
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'headroom.db'}"
+        upgrade(url)
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            Catalog(session).load_reference_catalog()
+            session.commit()
+        engine.dispose()
+        app = create_app(Settings(database_url=url, admin_key=KEY))
+        client = ApiClient(app)
+        headers = {"Authorization": f"Bearer {KEY}"}
+        results: dict[str, Any] = {}
+        try:
+            for verify in (False, True):
+                rows = []
+                for index, body in enumerate(REQUESTS):
+                    if not warm:
+                        _clear_caches()
+                    started = time.perf_counter()
+                    response = client.post("/v1/plans", json={**body, "verify": verify}, headers=headers)
+                    elapsed_ms = (time.perf_counter() - started) * 1e3
+                    answer = response.json()
+                    rows.append({
+                        "request": index,
+                        "model": body["model"],
+                        "status": response.status_code,
+                        "ms": elapsed_ms,
+                        "predictions": answer["justification"]["candidates"]["queueing_predictions"] if response.status_code == 201 else None,
+                        "plan": None if response.status_code != 201 else
+                        f"{answer['plan']['replicas']} × {answer['plan']['gpu']} tp{answer['plan']['tp']} "
+                        f"{answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h",
+                        "detail": answer.get("detail"),
+                    })
+                times = [row["ms"] for row in rows]
+                results["verify" if verify else "no_verify"] = {
+                    "p50_ms": statistics.median(times),
+                    "p99_ms": float(np.percentile(times, 99)),
+                    "mean_ms": statistics.fmean(times),
+                    "requests": rows,
+                }
+        finally:
+            client.close()
+            app.state.engine.dispose()
+    results["load_average"] = os.getloadavg()
+    results["cpus"] = os.cpu_count()
+    results["warm_caches"] = warm
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    results = run(warm=args.warm)
+    for mode in ("no_verify", "verify"):
+        summary = results[mode]
+        print(f"{mode:>10}: p50 {summary['p50_ms']:8.1f} ms   p99 {summary['p99_ms']:8.1f} ms   mean {summary['mean_ms']:8.1f} ms")
+        for row in summary["requests"]:
+            print(f"    #{row['request']:>2} {row['model']:<16} {row['status']} {row['ms']:8.1f} ms  "
+                  f"{row['predictions'] if row['predictions'] is not None else '-':>5} predictions  {row['plan'] or row['detail']}")
+    print(f"load average {results['load_average']}, {results['cpus']} CPUs, warm caches: {results['warm_caches']}")
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
