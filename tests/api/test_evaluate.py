@@ -4,11 +4,13 @@ and the queueing extension (analytic percentiles, Little's law, unstable load, s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from api.cli import openapi_document
 from api.performance import FALLBACK_SIMULATED_REQUESTS
 from planner.simulator import simulate
 from planner.step_model import StepModel
@@ -356,3 +358,15 @@ def test_past_the_validated_utilisation_the_simulator_answers(seeded: ApiClient)
     assert predicted["ttft_ms"]["p99"] == pytest.approx(direct.ttft_s.p99 * 1e3)
     assert predicted["tpot_ms"]["p50"] == pytest.approx(direct.tpot_s.p50 * 1e3)
     assert predicted["e2e_s"]["p90"] == pytest.approx(direct.e2e_s.p90)
+
+
+def test_openapi_names_the_operations_and_writes_out_the_step_formula() -> None:
+    document = json.loads(openapi_document())
+    evaluate_op = document["paths"]["/v1/evaluate"]["post"]
+    assert evaluate_op["operationId"] == "evaluate_configuration"
+    assert document["paths"]["/v1/simulate"]["post"]["operationId"] == "simulate_configuration"
+    for text in (evaluate_op["description"], document["components"]["schemas"]["StepModelRead"]["description"]):
+        assert "t_mem     = (weight_bytes_read(n) + kv_tokens_read · kv_bytes_per_token) / memory_bandwidth_bytes_per_s" in text
+    decode = document["components"]["schemas"]["DecodeRow"]["properties"]
+    assert "ms" in decode["step_ms"]["description"] and "bytes" in decode["kv_bytes"]["description"].lower()
+    assert {"422", "404"} <= evaluate_op["responses"].keys()
