@@ -39,6 +39,7 @@ from catalog.repository import Catalog, Page
 from planner.fleet import FleetConstraints, FleetPlan, FleetSpec, FleetWorkload, GpuPrice, SpotOffer, solve_fleet
 from planner.fleet_candidates import CandidateTable, CandidateTables, no_candidates_error
 from planner.optimizer import Candidate
+from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR
 from planner.specs import GpuSpec, Precision
 
 MS_PER_S = 1e3
@@ -206,6 +207,19 @@ def _candidate_read(candidate: Candidate) -> CandidateRead:
     )
 
 
+def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: float, period_hours: float) -> dict[str, float | None]:
+    """Cost per hour and per month (730 h) of the schedule, and per million output tokens demanded."""
+    output_tokens = sum(
+        rate * period_hours * SECONDS_PER_HOUR * w.to_workload().output_tokens.mean for w in body.workloads for rate in w.demand_rps
+    )  # Σ λ_wp · h · 3600 s/h · mean output tokens
+    usd_per_hour = total_usd / horizon_hours if horizon_hours > 0 else 0.0
+    return {
+        "usd_per_hour": usd_per_hour,
+        "usd_per_month": usd_per_hour * HOURS_PER_MONTH,
+        "usd_per_million_output_tokens": total_usd / output_tokens * 1e6 if output_tokens > 0 else None,
+    }
+
+
 def fleet_plan_response(
     body: FleetPlanRequest, outcome: FleetOutcome, *, plan_id: str, created_at: datetime
 ) -> FleetPlanResponse:
@@ -282,6 +296,7 @@ def fleet_plan_response(
             idle_usd=cost.idle_usd,
             per_workload_usd=dict(cost.per_workload_usd),
             per_period_usd=list(cost.per_period_usd),
+            **_per_unit_costs(body, cost.total_usd, len(plan.periods) * plan.period_hours, plan.period_hours),
         ),
         shadow_prices=None
         if shadow is None
@@ -302,8 +317,8 @@ def fleet_plan_response(
         candidate_search=CandidateSearchRead(
             distinct_tables=outcome.distinct_tables,
             options_enumerated=sum(t.options_enumerated for t in tables),
-            root_finds=sum(t.root_finds for t in tables),
-            rate_checks=sum(t.rate_checks for t in tables),
+            mu_searches=sum(t.mu_searches for t in tables),
+            predictions=sum(t.predictions for t in tables),
             exhaustive=all(t.exhaustive for t in tables),
             ms=outcome.candidates_ms,
         ),

@@ -9,22 +9,27 @@ alone (planner/fleet.py): a candidate on GPU type k with g GPUs per replica is d
 on k with g' GPUs, g' dividing g, when (g/g')·μ' ≥ μ (`planner.fleet.dominates`). So for each
 GPU type and tp only the option with the largest μ survives, and a larger tp survives only if
 it beats every divisor tp scaled up. The search finds exactly those, and skips most of the
-queueing model's root-finds (the expensive step, ≈ 10 predictions each) with bounds that are
-exact, not heuristic. With θ the rate an option must beat to survive:
+queueing model's work (each prediction ≈ a few ms) with bounds that are exact, not heuristic.
+With θ the rate an option must beat to survive:
 
     μ ≤ saturation ≤ the closed-form bound of planner/candidates.py   (skip when bound ≤ θ, then when saturation ≤ θ)
     the SLOs fail at rate θ  ⇒  μ < θ                                 (one prediction; p99s never fall as the rate rises)
 
 Options are taken per (GPU, tp) in decreasing order of the closed-form bound, so the first
-root-find usually sets a θ the rest cannot reach. (GPU, precision, tp) groups whose step model
-and KV capacity are identical (fp16 and bf16 on most GPUs) are searched once.
+μ found usually sets a θ the rest cannot reach. An option that survives gets μ by bisection
+on [θ, saturation) to within 1 %, taken from below: the rate used is one the model verified
+meets every SLO (planner/planning.py narrows its chosen μ the same way). (GPU, precision, tp)
+groups whose step model and KV capacity are identical (fp16 and bf16 on most GPUs) are
+searched once.
 
-The small pieces of planner/planning.py this needs (the cached μ and saturation, and serving
-from an option) are private there, so they are re-implemented here.
+The small pieces of planner/planning.py this needs (cached predictions and saturation, the
+met/missed bracket of an option's μ, serving from an option) are private there, so they are
+re-implemented here.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -33,14 +38,25 @@ from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES, Drop, Op
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.fleet import undominated
 from planner.optimizer import Candidate
-from planner.queueing import max_rps_at_slo, predict, saturation_rps
+from planner.queueing import predict, saturation_rps
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
 from planner.workload import Serving, Slo, Workload
 
-#: Upper bound on queueing root-finds for one table, so a pathological request stays bounded;
-#: reaching it is reported (`exhaustive: false`). The same bound as planner/planning.py's search.
-MAX_ROOT_FINDS = 400
+#: Upper bound on μ searches for one table, so a pathological request stays bounded; reaching it
+#: is reported (`exhaustive: false`). The same bound as planner/planning.py's search.
+MAX_MU_SEARCHES = 400
+
+#: μ is narrowed by bisection until (missed − met) ≤ this × met and taken from below: every rate
+#: the MILP uses is one the queueing model verified to meet the SLOs, at most 1 % under the true
+#: μ. planner/planning.py narrows its chosen candidate's μ to the same 1 %.
+MU_RELATIVE_TOLERANCE = 0.01
+
+#: The rate, as a fraction of saturation, at which "no rate meets the SLO" is probed (as
+#: planner/queueing.py's max_rps_at_slo does).
+VANISHING_UTILISATION = 1e-6
+
+MS_PER_S = 1e3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,9 +97,9 @@ class CandidateTable:
     groups_searched: int  # after merging groups with identical physics
     drops: tuple[Drop, ...]  # groups dropped before any queueing, with the reason
     slo_refusals: tuple[SloRefusal, ...]
-    root_finds: int
-    rate_checks: int  # single predictions at the rate an option had to beat
-    exhaustive: bool  # False when MAX_ROOT_FINDS stopped the search
+    mu_searches: int  # options whose μ was narrowed by bisection
+    predictions: int  # queueing-model predictions asked for (cached ones included)
+    exhaustive: bool  # False when MAX_MU_SEARCHES stopped the search
 
 
 # --- cached queueing calls (pure functions of hashable inputs; shared across requests) -----------
@@ -94,36 +110,28 @@ def _saturation(sm: StepModel, mix: Workload, serving: Serving, capacity: int) -
     return saturation_rps(sm, mix, serving, kv_capacity_tokens=capacity)
 
 
-@lru_cache(maxsize=8192)
-def _max_rps(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int) -> float | SloRefusal:
-    """μ, or why no rate meets the SLO on this configuration (option id filled in by the caller)."""
-    try:
-        return max_rps_at_slo(sm, mix, serving, slo, kv_capacity_tokens=capacity)
-    except InfeasiblePlanError as exc:
-        return SloRefusal(option_id="", constraint=str(exc.extensions.get("constraint", "slo")), reason=exc.detail)
-    except ConvergenceError as exc:
-        return SloRefusal(option_id="", constraint="queueing",
-                          reason=f"the queueing model did not converge on this configuration ({exc.detail})")
+@lru_cache(maxsize=65536)
+def _excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> tuple[float, str, float]:
+    """max over the SLO's targets of predicted/target − 1 at per-replica rate `rate_rps` (≤ 0: every
+    target met), the metric that sets it and its predicted value (inf when unstable)."""
+    prediction = predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=slo.percentile)
+    if prediction.unstable:
+        return math.inf, "utilisation", math.inf
+    worst = (-math.inf, "", 0.0)
+    for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
+        latency = getattr(prediction, metric)
+        if target is None:
+            continue
+        value = 0.0 if latency is None else latency.at_percentile_s
+        if value / target - 1.0 > worst[0]:
+            worst = (value / target - 1.0, metric, value)
+    return worst
 
 
 def clear_caches() -> None:
     """Forget every cached queueing result (benchmarks measuring a cold start call this)."""
     _saturation.cache_clear()
-    _max_rps.cache_clear()
-    _meets_slo_at.cache_clear()
-
-
-@lru_cache(maxsize=65536)
-def _meets_slo_at(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> bool:
-    """Whether every target of `slo` holds at per-replica rate `rate_rps` (False when unstable)."""
-    prediction = predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=slo.percentile)
-    if prediction.unstable:
-        return False
-    for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
-        latency = getattr(prediction, metric)
-        if target is not None and latency is not None and latency.at_percentile_s > target:
-            return False
-    return True
+    _excess.cache_clear()
 
 
 def _serving(option: Option) -> Serving:
@@ -134,17 +142,81 @@ def _serving(option: Option) -> Serving:
 
 
 @dataclass(slots=True)
+class _Bracket:
+    """What is known of one option's μ: `met_rps` meets every SLO, `missed_rps` does not (or is
+    the saturation rate, which no stable rate reaches)."""
+
+    met_rps: float
+    missed_rps: float
+
+
+@dataclass(slots=True)
 class _Search:
     mix: Workload
     slo: Slo
-    max_root_finds: int
-    root_finds: int = 0
-    rate_checks: int = 0
+    max_mu_searches: int
+    mu_searches: int = 0
+    predictions: int = 0
     exhaustive: bool = True
     refusals: list[SloRefusal] = field(default_factory=list)
+    brackets: dict[str, _Bracket] = field(default_factory=dict)
 
     def saturation(self, option: Option) -> float:
         return _saturation(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens)
+
+    def _bracket(self, option: Option) -> _Bracket:
+        if option.id not in self.brackets:
+            self.brackets[option.id] = _Bracket(met_rps=0.0, missed_rps=self.saturation(option))
+        return self.brackets[option.id]
+
+    def excess(self, option: Option, rate_rps: float) -> tuple[float, str, float]:
+        """`_excess`; a fixed point that does not converge counts as a miss ("queueing", NaN)."""
+        group = option.group
+        self.predictions += 1
+        try:
+            return _excess(group.step_model, self.mix, _serving(option), self.slo, group.kv_capacity_tokens, rate_rps)
+        except ConvergenceError:
+            return math.inf, "queueing", math.nan
+
+    def meets(self, option: Option, rate_rps: float) -> bool:
+        """Whether one replica at `rate_rps` meets every SLO target (one prediction unless known)."""
+        bracket = self._bracket(option)
+        if rate_rps <= bracket.met_rps:
+            return True
+        if rate_rps >= bracket.missed_rps:
+            return False
+        ok = self.excess(option, rate_rps)[0] <= 0
+        if ok:
+            bracket.met_rps = rate_rps
+        else:
+            bracket.missed_rps = rate_rps
+        return ok
+
+    def mu(self, option: Option) -> float | None:
+        """The largest rate found to meet every SLO, within MU_RELATIVE_TOLERANCE below μ (bisection);
+        None when no rate does (the refusal is recorded) or the search budget is spent."""
+        if self.mu_searches >= self.max_mu_searches:
+            self.exhaustive = False
+            return None
+        self.mu_searches += 1
+        bracket = self._bracket(option)
+        if bracket.met_rps == 0.0:
+            vanishing = bracket.missed_rps * VANISHING_UTILISATION
+            excess, metric, predicted = self.excess(option, vanishing)
+            if excess > 0:
+                self.refusals.append(SloRefusal(option_id=option.id, constraint=metric, reason=self._why_never(metric, predicted)))
+                return None
+            bracket.met_rps = vanishing
+        while bracket.missed_rps - bracket.met_rps > MU_RELATIVE_TOLERANCE * bracket.met_rps:
+            self.meets(option, (bracket.met_rps + bracket.missed_rps) / 2)
+        return bracket.met_rps
+
+    def _why_never(self, metric: str, predicted_s: float) -> str:
+        if metric in ("ttft", "tpot", "e2e"):
+            target = getattr(self.slo, f"{metric}_s")
+            return (f"p{self.slo.percentile:g} {metric.upper()} is {predicted_s * MS_PER_S:.4g} ms even at vanishing load, "
+                    f"above the {target * MS_PER_S:.4g} ms target")
+        return f"no stable rate meets the SLO on this configuration ({metric})"
 
     def best_above(self, options: Sequence[Option], threshold_rps: float) -> tuple[Option, float, float] | None:
         """The option with the largest μ among `options` if that μ exceeds `threshold_rps`, with its
@@ -157,23 +229,15 @@ class _Search:
             saturation = self.saturation(option)
             if not saturation > theta:
                 continue
-            group = option.group
-            if theta > 0:
-                self.rate_checks += 1
-                if not _meets_slo_at(group.step_model, self.mix, _serving(option), self.slo, group.kv_capacity_tokens, theta):
-                    continue
-            if self.root_finds >= self.max_root_finds:
-                self.exhaustive = False
-                break
-            hits = _max_rps.cache_info().hits
-            value = _max_rps(group.step_model, self.mix, _serving(option), self.slo, group.kv_capacity_tokens)
-            if _max_rps.cache_info().hits == hits:
-                self.root_finds += 1
-            if isinstance(value, SloRefusal):
-                self.refusals.append(SloRefusal(option_id=option.id, constraint=value.constraint, reason=value.reason))
+            if theta > 0 and not self.meets(option, theta):
+                continue  # μ < θ: the model's percentiles never fall as the rate rises
+            value = self.mu(option)
+            if value is None:
+                if not self.exhaustive:
+                    break
                 continue
             if value > theta:
-                best, theta = (option, value, max(saturation, value)), value
+                best, theta = (option, value, saturation), value
         return best
 
 
@@ -202,13 +266,13 @@ def candidate_table(
     workload: Workload,
     slo: Slo,
     grid: CandidateGrid = CandidateGrid(),
-    max_root_finds: int = MAX_ROOT_FINDS,
+    max_mu_searches: int = MAX_MU_SEARCHES,
 ) -> CandidateTable:
     """The undominated candidates for serving `model` to `workload`'s length mix within `slo`.
 
     `workload`'s arrival rate is ignored (μ is per replica and does not depend on it). Every
     candidate that planner/candidates.py enumerates and that no kept candidate dominates is
-    kept, unless MAX_ROOT_FINDS stops the search first (`exhaustive` False). An empty table is
+    kept, unless MAX_MU_SEARCHES stops the search first (`exhaustive` False). An empty table is
     an answer: `drops` and `slo_refusals` say why.
     """
     mix = workload.at_rate(1.0)
@@ -222,7 +286,7 @@ def candidate_table(
         key = (group.gpu.slug, group.tp, group.step_model, group.kv_capacity_tokens)
         if key not in distinct:  # identical physics (e.g. fp16 and bf16): same μ for every option
             distinct[key] = options
-    search = _Search(mix=mix, slo=slo, max_root_finds=max_root_finds)
+    search = _Search(mix=mix, slo=slo, max_mu_searches=max_mu_searches)
     found: list[Candidate] = []
     for gpu in dict.fromkeys(group.gpu.slug for group in groups):
         by_tp: dict[int, list[Option]] = {}
@@ -244,8 +308,8 @@ def candidate_table(
         groups_searched=len(distinct),
         drops=tuple(drops),
         slo_refusals=tuple(search.refusals),
-        root_finds=search.root_finds,
-        rate_checks=search.rate_checks,
+        mu_searches=search.mu_searches,
+        predictions=search.predictions,
         exhaustive=search.exhaustive,
     )
 
@@ -283,7 +347,7 @@ class CandidateTables:
         gpus: Sequence[GpuSpec],
         precisions: Sequence[Precision],
         grid: CandidateGrid = CandidateGrid(),
-        max_root_finds: int = MAX_ROOT_FINDS,
+        max_mu_searches: int = MAX_MU_SEARCHES,
     ) -> None:
         if not gpus:
             raise PlannerInputError("no GPU types to plan with: allow at least one", constraint="gpus")
@@ -292,7 +356,7 @@ class CandidateTables:
         self._gpus = tuple(gpus)
         self._precisions = tuple(precisions)
         self._grid = grid
-        self._max_root_finds = max_root_finds
+        self._max_mu_searches = max_mu_searches
         self._tables: dict[tuple[ModelSpec, Workload, Slo], CandidateTable] = {}
 
     def table(self, model: ModelSpec, workload: Workload, slo: Slo) -> CandidateTable:
@@ -300,7 +364,7 @@ class CandidateTables:
         if key not in self._tables:
             self._tables[key] = candidate_table(model=model, gpus=self._gpus, precisions=self._precisions,
                                                 workload=workload, slo=slo, grid=self._grid,
-                                                max_root_finds=self._max_root_finds)
+                                                max_mu_searches=self._max_mu_searches)
         return self._tables[key]
 
     @property

@@ -241,6 +241,14 @@ class CostRead(BaseModel):
         "with idle_usd they sum to usd_total."
     )
     per_period_usd: list[float]
+    usd_per_hour: float | None = Field(default=None, description="usd_total / horizon_hours: the mean cost of an hour of this schedule.")
+    usd_per_month: float | None = Field(default=None, description="usd_per_hour × 730 h.")
+    usd_per_million_output_tokens: float | None = Field(
+        default=None,
+        description="usd_total over the output tokens the demand asks for over the horizon (Σ demand_rps × period_hours × "
+        "3600 s/h × mean output tokens), × 1e6; null when there is no demand.",
+    )
+    currency: Literal["USD"] = "USD"
 
 
 class DemandShadowPriceRead(BaseModel):
@@ -280,9 +288,10 @@ class CandidateSearchRead(BaseModel):
 
     distinct_tables: int
     options_enumerated: int = Field(description="GPU × precision × tp × batch × chunk options over the distinct tables.")
-    root_finds: int = Field(description="max_rps_at_slo root-finds run (the rest were skipped by exact bounds or cached).")
-    rate_checks: int
-    exhaustive: bool = Field(description="False when the root-find bound stopped a search early.")
+    mu_searches: int = Field(description="Options whose max_rps_at_slo was narrowed (bisection to 1 %); the rest were "
+                             "skipped by exact bounds.")
+    predictions: int = Field(description="Queueing-model predictions asked for (cached ones included).")
+    exhaustive: bool = Field(description="False when the bound on μ searches stopped a search early.")
     ms: float
 
 

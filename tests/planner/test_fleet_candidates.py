@@ -8,12 +8,20 @@ import dataclasses
 
 import pytest
 
-from planner.errors import InfeasiblePlanError, PlannerInputError
-from planner.fleet import dominates, undominated
-from planner.fleet_candidates import CandidateGrid, CandidateTables, candidate_table, no_candidates_error
 from planner.candidates import enumerate_groups, enumerate_options
+from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.fleet import undominated
+from planner.fleet_candidates import (
+    MU_RELATIVE_TOLERANCE,
+    CandidateGrid,
+    CandidateTables,
+    candidate_table,
+    no_candidates_error,
+)
+from planner.memory import kv_capacity_tokens
 from planner.optimizer import Candidate
-from planner.queueing import max_rps_at_slo, saturation_rps
+from planner.performance import build_step_model
+from planner.queueing import max_rps_at_slo, predict, saturation_rps
 from planner.workload import FixedLength, LognormalLength, Serving, Slo, Workload
 from tests.planner.performance_specs import A100_SXM, FP8_PRECISION, FP16_PRECISION, H100_SXM, LLAMA_2_70B
 
@@ -46,24 +54,41 @@ def brute_force() -> list[Candidate]:
     return everything
 
 
-def key(candidate: Candidate) -> tuple[str, int, float]:
-    return candidate.gpu, candidate.tp, round(candidate.max_rps_at_slo, 9)
+def meets_slo(candidate: Candidate) -> bool:
+    """Re-evaluate one replica of `candidate` at its max_rps_at_slo with the queueing model."""
+    gpu = {"h100-sxm": H100, "a100-80gb-sxm": A100}[candidate.gpu]
+    precision = {"fp16": FP16_PRECISION, "fp8": FP8_PRECISION}[candidate.weights_precision]
+    step_model = build_step_model(gpu, LLAMA_2_70B, precision, candidate.tp, gpu.efficiency)
+    capacity = kv_capacity_tokens(gpu, LLAMA_2_70B, precision, candidate.tp, gpu.efficiency)
+    serving = Serving(batch_limit=candidate.batch_limit, chunk_tokens=candidate.chunk_tokens)
+    p = predict(step_model, MIX.at_rate(candidate.max_rps_at_slo), serving, kv_capacity_tokens=capacity, percentile=SLO.percentile)
+    return not p.unstable and p.ttft.at_percentile_s <= SLO.ttft_s and p.tpot.at_percentile_s <= SLO.tpot_s
 
 
 def test_the_pruned_search_keeps_what_brute_force_and_dominance_keep() -> None:
-    """Every option's μ by root-finding, then `undominated`, gives the same (GPU, tp, μ) set as the
-    search that skips options by the saturation bound, the exact saturation and one prediction
-    at the rate to beat — and no option left out could have beaten a kept one."""
+    """Every option's μ by the queueing model's own root-find (brentq to 1e-4), then
+    `undominated`, keeps the same (GPU, tp) set as the search that skips options by the
+    saturation bound, the exact saturation and one prediction at the rate to beat; each kept μ
+    is the best of its (GPU, tp) within the search's 1 %, from below (a rate verified to meet)."""
     table = candidate_table(model=LLAMA_2_70B, gpus=(H100, A100), precisions=(FP16_PRECISION, FP8_PRECISION),
                             workload=MIX, slo=SLO, grid=GRID)
     everything = brute_force()
-    assert {key(c) for c in table.candidates} == {key(c) for c in undominated(everything)}
+    kept = undominated(everything)
+    assert {(c.gpu, c.tp) for c in table.candidates} == {(c.gpu, c.tp) for c in kept}
+    assert len(kept) >= 3, "the instance keeps several GPU types and tp degrees"
+    for candidate in table.candidates:
+        best = max(c.max_rps_at_slo for c in everything if (c.gpu, c.tp) == (candidate.gpu, candidate.tp))
+        assert best * (1 - MU_RELATIVE_TOLERANCE) * 0.999 <= candidate.max_rps_at_slo <= best * (1 + 1e-3)
+        assert candidate.max_rps_at_slo <= candidate.saturation_rps
+        assert meets_slo(candidate), f"{candidate.id} misses its SLO at the rate the MILP would use"
     assert table.exhaustive
-    assert table.root_finds < len(everything), "the bounds skipped some root-finds"
-    for kept in table.candidates:
-        assert not any(dominates(other, kept) and key(other) != key(kept) for other in everything)
+    assert table.mu_searches < len(everything), "the bounds skipped some μ searches"
     for candidate in everything:
-        assert any(dominates(kept, candidate) for kept in table.candidates)
+        assert any(
+            candidate.gpu == k.gpu and candidate.tp % k.tp == 0
+            and candidate.tp // k.tp * k.max_rps_at_slo >= candidate.max_rps_at_slo * (1 - MU_RELATIVE_TOLERANCE) * 0.999
+            for k in table.candidates
+        ), candidate.id
 
 
 def test_identical_shapes_share_one_table_and_demand_does_not_enter() -> None:
@@ -84,7 +109,7 @@ def test_a_shape_no_configuration_serves_gives_an_error_naming_the_workload() ->
     table = candidate_table(model=LLAMA_2_70B, gpus=(H100,), precisions=(FP16_PRECISION,), workload=MIX, slo=impossible,
                             grid=CandidateGrid(tp_degrees=(2, 4), batch_limits=(16,), chunk_budgets=(None,)))
     assert table.candidates == ()
-    assert table.root_finds == 0, "the SLO floors refuse every group before any queueing"
+    assert table.predictions == 0, "the SLO floors refuse every group before any queueing"
     error = no_candidates_error("chat", table)
     assert error.extensions["workload"] == "chat"
     assert error.extensions["constraint"] == "tpot"
