@@ -632,11 +632,22 @@ class Catalog:
         raise_collected("listing", problems)
         if not all(_storable(value) for value in text_filters if value is not None):
             return Page(items=[], total=0)  # no stored text contains NUL
-        total = self.session.scalar(select(func.count()).select_from(kind.row_class).where(*filters)) or 0
-        rows = self.session.scalars(
-            select(kind.row_class).where(*filters).order_by(kind.row_class.slug).limit(limit).offset(offset)
-        )
-        return Page(items=[{**kind.to_record(row), **_read_only(row)} for row in rows], total=total)
+        # The page and its total in one statement, so both come from one snapshot while other
+        # requests write (two statements see two snapshots under READ COMMITTED and SQLite autocommit).
+        page = self.session.execute(
+            select(kind.row_class, func.count().over().label("total"))
+            .where(*filters)
+            .order_by(kind.row_class.slug)
+            .limit(limit)
+            .offset(offset)
+        ).all()
+        if page:
+            total = page[0].total
+        elif offset == 0 and limit > 0:
+            total = 0  # an empty first page means nothing matched
+        else:
+            total = self.session.scalar(select(func.count()).select_from(kind.row_class).where(*filters)) or 0
+        return Page(items=[{**kind.to_record(row), **_read_only(row)} for row, _ in page], total=total)
 
     def _create(self, kind: _Kind, record: Mapping[str, Any]) -> dict[str, Any]:
         canonical = kind.canonical(record)

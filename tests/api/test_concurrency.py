@@ -1,0 +1,154 @@
+"""Parallel requests against a live server (uvicorn on 127.0.0.1, real threads, real connections)
+on SQLite and PostgreSQL (issue 7 §4): concurrent writes all land or fail cleanly, the catalog
+version counts exactly the writes that landed, readers never see a torn page, and racing
+conditional updates let exactly one win."""
+
+from __future__ import annotations
+
+import copy
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from api.app import create_app
+from api.settings import Settings
+from catalog.db import make_engine, make_session_factory
+from catalog.repository import Catalog
+from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY, GPU_RECORD
+
+WRITES = 20
+WRITER_THREADS = 5
+READER_THREADS = 2
+RACERS = 6
+STARTUP_TIMEOUT_S = 20.0
+
+
+@pytest.fixture
+def live_url(migrated_database_url: str) -> Iterator[str]:
+    """The app served by uvicorn on an ephemeral 127.0.0.1 port, in a thread of this process."""
+    app = create_app(Settings(database_url=migrated_database_url, admin_key=ADMIN_KEY, log_level="warning"))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", ws="none"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=STARTUP_TIMEOUT_S)
+        sock.close()
+        app.state.engine.dispose()
+    assert not thread.is_alive(), "uvicorn did not stop"
+
+
+def catalog_version(database_url: str) -> int:
+    engine = make_engine(database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            return Catalog(session).catalog_version()
+    finally:
+        engine.dispose()
+
+
+def gpu(index: int) -> dict[str, Any]:
+    record = copy.deepcopy(GPU_RECORD)
+    record["slug"] = f"gpu-{index:02d}"
+    record["memory_gb"] = 40 + index  # each record distinct, so a mixed-up write shows
+    return record
+
+
+def test_parallel_writes_and_reads(live_url: str, migrated_database_url: str) -> None:
+    version_before = catalog_version(migrated_database_url)
+    writing = threading.Event()
+    writing.set()
+    pages: list[list[tuple[int, int, int]]] = [[] for _ in range(READER_THREADS)]
+
+    def read(reader: int) -> None:
+        with httpx.Client(base_url=live_url, timeout=30.0) as client:
+            while writing.is_set() or not pages[reader]:
+                response = client.get("/v1/gpus", params={"limit": 100})
+                body = response.json()
+                pages[reader].append((response.status_code, body.get("total", -1), len(body.get("items", []))))
+
+    def write(index: int) -> httpx.Response:
+        with httpx.Client(base_url=live_url, timeout=30.0) as client:
+            return client.post("/v1/gpus", json=gpu(index), headers=ADMIN_HEADERS)
+
+    readers = [threading.Thread(target=read, args=(reader,)) for reader in range(READER_THREADS)]
+    for thread in readers:
+        thread.start()
+    try:
+        with ThreadPoolExecutor(max_workers=WRITER_THREADS) as pool:
+            responses = list(pool.map(write, range(WRITES)))
+    finally:
+        writing.clear()
+        for thread in readers:
+            thread.join(timeout=60)
+
+    statuses = [response.status_code for response in responses]
+    assert statuses == [201] * WRITES, [(r.status_code, r.text[:200]) for r in responses if r.status_code != 201]
+    assert catalog_version(migrated_database_url) == version_before + WRITES
+
+    listed = httpx.get(f"{live_url}/v1/gpus", params={"limit": 100}, timeout=30.0).json()
+    assert listed["total"] == WRITES
+    stored = {item["slug"]: item for item in listed["items"]}
+    for index in range(WRITES):
+        record = stored[f"gpu-{index:02d}"]
+        assert (record["memory_gb"], record["version"]) == (40 + index, 1)
+
+    for reader_pages in pages:
+        assert reader_pages, "a reader never got an answer"
+        assert all(status == 200 for status, _, _ in reader_pages), reader_pages
+        assert all(total == items for _, total, items in reader_pages), "a page disagrees with its own total"
+        totals = [total for _, total, _ in reader_pages]
+        assert totals == sorted(totals), "a later read saw fewer GPUs than an earlier one"
+
+
+def test_racing_conditional_updates_let_exactly_one_win(live_url: str, migrated_database_url: str) -> None:
+    created = httpx.post(f"{live_url}/v1/gpus", json=gpu(0), headers=ADMIN_HEADERS, timeout=30.0)
+    assert created.status_code == 201 and created.headers["etag"] == '"1"'
+    version_before = catalog_version(migrated_database_url)
+    start = threading.Barrier(RACERS)
+
+    def update(racer: int) -> httpx.Response:
+        with httpx.Client(base_url=live_url, timeout=30.0) as client:
+            start.wait(timeout=30)
+            return client.patch(
+                "/v1/gpus/gpu-00",
+                json={"memory_gb": 100 + racer},
+                headers={**ADMIN_HEADERS, "If-Match": '"1"', "X-Request-ID": f"racer-{racer}"},
+            )
+
+    with ThreadPoolExecutor(max_workers=RACERS) as pool:
+        responses = list(pool.map(update, range(RACERS)))
+
+    winners = [racer for racer, response in enumerate(responses) if response.status_code == 200]
+    assert len(winners) == 1, [(r.status_code, r.text[:200]) for r in responses]
+    for racer, response in enumerate(responses):
+        assert response.headers["x-request-id"] == f"racer-{racer}"
+        if racer != winners[0]:
+            assert response.status_code == 412, response.text
+            assert response.headers["content-type"] == "application/problem+json"
+            assert response.json()["type"] == "urn:headroom:problem:version-conflict"
+    stored = httpx.get(f"{live_url}/v1/gpus/gpu-00", timeout=30.0)
+    assert stored.headers["etag"] == '"2"'
+    assert stored.json()["memory_gb"] == 100 + winners[0]
+    assert catalog_version(migrated_database_url) == version_before + 1
+
+    metrics = httpx.get(f"{live_url}/metrics", timeout=30.0).text
+    assert 'headroom_http_requests_total{method="PATCH",route="/v1/gpus/{slug}",status="200"} 1' in metrics
+    assert f'headroom_http_requests_total{{method="PATCH",route="/v1/gpus/{{slug}}",status="412"}} {RACERS - 1}' in metrics
