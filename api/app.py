@@ -30,6 +30,7 @@ from api.errors import NotReadyError
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import calibrations as calibration_routes
 from api.routers import catalog as catalog_routes
+from api.routers import deployments as deployment_routes
 from api.routers import fleet_plans as fleet_plan_routes
 from api.routers import plans as plan_routes
 from api.routers import evaluate as evaluate_routes
@@ -47,6 +48,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     fleet_plan_routes.router,
     evaluate_routes.router,
     simulate_routes.router,
+    deployment_routes.router,
     what_if_routes.router,
 )
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from api import client_cli
 from api.settings import Settings, SettingsError
 from catalog import migrate
 from catalog.db import make_engine, make_session_factory
@@ -99,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys.add_parser("create", help="issue a key and print it once (only its hash is stored)")
     create.add_argument("--role", required=True, choices=API_KEY_ROLES)
     create.set_defaults(run=_keys_create)
+
+    client_cli.add_commands(commands)  # plan, replan: the scheduled-job commands (exit codes 0/2/3/4)
 
     openapi = commands.add_parser("openapi", help="the OpenAPI document").add_subparsers(
         dest="openapi_command", required=True, metavar="ACTION"

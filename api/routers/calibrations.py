@@ -3,9 +3,12 @@ the result as a named efficiency profile of the GPU (issue 3 §2). operationId: 
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 
 from api.deps import CatalogDep, PlannerKeyDep
+from api.idempotency import IdempotencyDep
 from api.problems import problem_responses
 from api.schemas.calibration import CalibrationRead, CalibrationRequest, calibration_read, profile_record
 from planner.calibration import FITTABLE_PARAMETERS, fit_efficiency
@@ -21,7 +24,7 @@ router = APIRouter(tags=["calibrations"])
     summary="Fit and store an efficiency profile from measured points",
     responses=problem_responses(401, 403, 404, 422),
 )
-def create_calibration(body: CalibrationRequest, catalog: CatalogDep, _planner: PlannerKeyDep) -> CalibrationRead:
+def create_calibration(body: CalibrationRequest, catalog: CatalogDep, idempotency: IdempotencyDep, _planner: PlannerKeyDep) -> Response:
     """Least-squares fit (scipy.optimize.least_squares, 0 < η ≤ 1, overhead ≥ 0) of the named
     parameters to the relative errors of the step-time model's predictions:
     decode step / TPOT at batch B and context c = step_s(B, B·c, B·c); prefill / TTFT of p tokens =
@@ -29,7 +32,10 @@ def create_calibration(body: CalibrationRequest, catalog: CatalogDep, _planner: 
     Parameters not fitted keep the GPU's `calibrated` values, as do the memory reserve and
     communication. The profile is stored under `name` for this GPU (replacing one of that name)
     and can be named as `efficiency_profile` in evaluations and plans. 404 for an unknown GPU,
-    model or quantization; 422 when the points are malformed or cannot determine what `fit` names."""
+    model or quantization; 422 when the points are malformed or cannot determine what `fit` names.
+    A retry with the same `Idempotency-Key` and body answers the first fit again."""
+    if (replayed := idempotency.replay(body)) is not None:
+        return replayed
     gpu = catalog.gpu_spec(body.gpu, "ideal")
     model = catalog.model_spec(body.model)
     precision = catalog.precision(body.precision.weights, body.precision.kv_cache)
@@ -46,4 +52,5 @@ def create_calibration(body: CalibrationRequest, catalog: CatalogDep, _planner: 
         name=body.name,
     )
     stored = catalog.save_efficiency_profile(profile_record(body, fit))
-    return calibration_read(body, fit, stored)
+    content = jsonable_encoder(calibration_read(body, fit, stored))
+    return idempotency.respond(body, JSONResponse(content, status_code=status.HTTP_201_CREATED))

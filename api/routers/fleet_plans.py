@@ -11,6 +11,7 @@ from fastapi import APIRouter, Header, Path, Query, Response, status
 from fastapi.exceptions import RequestValidationError
 
 from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
+from api.idempotency import IdempotencyDep
 from api.fleet_plans import fleet_plan_response, plan_fleet
 from api.problems import problem_responses
 from api.schemas.fleet_plans import (
@@ -90,9 +91,12 @@ def create_fleet_plan(
     catalog: CatalogDep,
     session: SessionDep,
     _planner: PlannerKeyDep,
+    idempotency: IdempotencyDep,
     format: Format = None,
     accept: Accept = None,
 ) -> Response:
+    if (replayed := idempotency.replay(body)) is not None:
+        return replayed
     errors = body.field_errors()
     if errors:
         raise RequestValidationError(errors)
@@ -108,7 +112,7 @@ def create_fleet_plan(
         created_at=created_at,
     )
     headers = {"Location": f"/v1/fleet-plans/{plan_id}"}
-    return _answer(plan, csv=_wants_csv(format, accept), status_code=status.HTTP_201_CREATED, headers=headers)
+    return idempotency.respond(body, _answer(plan, csv=_wants_csv(format, accept), status_code=status.HTTP_201_CREATED, headers=headers))
 
 
 @router.get(

@@ -6,11 +6,14 @@ meets the SLOs, stored immutable with its request and the catalog version (issue
 from datetime import UTC, datetime
 
 from fastapi import APIRouter, Response, status
+from fastapi.responses import JSONResponse
 
 from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
 from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
+from api.idempotency import IdempotencyDep
 from api.problems import problem_responses
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest, PlanResponse, plan_response
+from catalog.deployments import Deployments
 from catalog.errors import NotFoundError
 from catalog.plans import Plans, new_plan_id
 from catalog.repository import Catalog
@@ -64,15 +67,20 @@ def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
     responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS, status_code=201), **problem_responses(401, 403, 404, 422, 503)},
 )
 def create_plan(
-    body: PlanRequest, catalog: CatalogDep, session: SessionDep, response: Response, _planner: PlannerKeyDep, as_csv: CsvDep
-) -> PlanResponse | Response:
+    body: PlanRequest, catalog: CatalogDep, session: SessionDep, _planner: PlannerKeyDep, as_csv: CsvDep,
+    idempotency: IdempotencyDep,
+) -> Response:
     """Chooses GPU type, tp, replicas, precision, batch limit and chunked-prefill budget at minimum
     on-demand cost so that the predicted p99 (or `slo.percentile`) latencies meet every target,
     verifies the plan in the simulator (unless `verify` is false) and explains it: the step model,
     memory, roofline, queueing, binding constraints with what a 10 % looser SLO would save,
     alternatives per GPU type and precision, and sensitivity to traffic. The plan is stored and
     can be read back at the `Location` header. 404 for an unknown model, GPU or quantization;
-    422 when no plan exists, naming the constraint and the smallest relaxation."""
+    422 when no plan exists, naming the constraint and the smallest relaxation. With `name`, the
+    plan becomes that deployment's current plan (GET /v1/deployments/{name}). A retry with the same
+    `Idempotency-Key` and body answers the first plan again and plans nothing."""
+    if (replayed := idempotency.replay(body)) is not None:
+        return replayed
     inputs = planning_inputs(body, catalog)
     request = PlanningRequest(
         workload=body.workload.to_workload(),
@@ -92,12 +100,14 @@ def create_plan(
         catalog_version=inputs.catalog_version,
         created_at=created_at,
     )
+    Deployments(session).record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
     location = f"/v1/plans/{plan_id}"
     if as_csv:
         text = rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS)
-        return csv_response(text, filename=f"plan-{plan_id}.csv", status_code=status.HTTP_201_CREATED, headers={"Location": location})
-    response.headers["Location"] = location
-    return PlanResponse.model_validate(content)
+        answer = csv_response(text, filename=f"plan-{plan_id}.csv", status_code=status.HTTP_201_CREATED, headers={"Location": location})
+    else:
+        answer = JSONResponse(content, status_code=status.HTTP_201_CREATED, headers={"Location": location})
+    return idempotency.respond(body, answer)
 
 
 @router.get(

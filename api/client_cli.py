@@ -1,0 +1,308 @@
+"""`headroom plan` and `headroom replan`: the commands a scheduled job runs.
+
+Both talk to a running service with `--url` (API key from HEADROOM_API_KEY) or, without it, plan
+in-process against the local database (HEADROOM_DATABASE_URL or --database-url), and print the
+answer as JSON (default) or a table. The exit code is the contract a CronJob alerts on:
+
+    0  planned (re-plan: whether or not the deployment changed; see `changed` in the output)
+    2  bad input: unreadable file, invalid request, unknown model/GPU/deployment, rejected key
+    3  infeasible: no plan meets the SLOs and constraints (the problem names the relaxation)
+    4  service unreachable: connection refused or timed out, 502/503/504, or a local database
+       that cannot be opened or is not migrated
+    1  anything else (a bug: the message says where to look)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_BAD_INPUT = 2
+EXIT_INFEASIBLE = 3
+EXIT_UNREACHABLE = 4
+
+API_KEY_ENV = "HEADROOM_API_KEY"
+#: Problem types that mean "no plan exists for this request" (exit 3) rather than "bad request" (exit 2).
+INFEASIBLE_PROBLEMS = ("urn:headroom:problem:infeasible-plan", "urn:headroom:problem:model-does-not-fit")
+#: Seconds to wait for the service: connecting, and the whole plan (a verified plan can take tens of seconds).
+CONNECT_TIMEOUT_S = 5.0
+REQUEST_TIMEOUT_S = 300.0
+
+EXIT_CODES_HELP = """\
+exit codes: 0 planned; 2 bad input (file, request, unknown model/GPU/deployment, API key);
+3 infeasible (no plan meets the SLOs and constraints); 4 service unreachable (connection,
+502/503/504, or the local database cannot be opened or is not migrated); 1 anything else.
+With --url the API key is read from HEADROOM_API_KEY; without it the command plans in-process
+against HEADROOM_DATABASE_URL (or --database-url)."""
+
+
+class CommandError(Exception):
+    """A failure with its exit code and a one-line message."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def add_commands(commands: Any) -> None:
+    """Add `plan` and `replan` to the `headroom` argument parser's sub-commands."""
+    plan = commands.add_parser(
+        "plan", help="plan the request in FILE (JSON, as POST /v1/plans takes it)",
+        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plan.add_argument("file", metavar="FILE", help="plan request JSON (- for stdin)")
+    plan.add_argument("--deployment", metavar="NAME", help="record the plan as deployment NAME's current plan")
+    _common(plan)
+    plan.set_defaults(run=run_plan)
+
+    replan = commands.add_parser(
+        "replan", help="re-plan deployment NAME for a new rate or demand, with its diff and hysteresis",
+        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replan.add_argument("name", metavar="NAME", help="the deployment")
+    traffic = replan.add_mutually_exclusive_group(required=True)
+    traffic.add_argument("--rate", type=float, metavar="R", help="new arrival rate, requests per second")
+    traffic.add_argument("--demand", metavar="FILE",
+                         help="JSON: a workload ({arrival_rate_rps, prompt_tokens, output_tokens, ...}) or a re-plan body "
+                              "({workload | arrival_rate_rps, slo, constraints, verify})")
+    _common(replan)
+    replan.set_defaults(run=run_replan)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help="a running Headroom service (e.g. http://headroom:8000); default: plan in-process")
+    parser.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
+    parser.add_argument("--idempotency-key", metavar="KEY",
+                        help="sent as Idempotency-Key with --url, so a retried job creates nothing twice (default: a fresh UUID)")
+
+
+# --- the commands -----------------------------------------------------------------------------------
+
+
+def run_plan(args: argparse.Namespace, settings: Any) -> int:
+    def work() -> dict[str, Any]:
+        body = _read_json(args.file)
+        if not isinstance(body, dict):
+            raise CommandError(EXIT_BAD_INPUT, f"{args.file} must hold a JSON object (a plan request)")
+        if args.deployment is not None:
+            body["name"] = args.deployment
+        if args.url:
+            return _remote(args, "POST", "/v1/plans", body)
+        return _in_process(settings, lambda catalog, session: _plan_locally(body, catalog, session))
+
+    return _run(args, work, _plan_table)
+
+
+def run_replan(args: argparse.Namespace, settings: Any) -> int:
+    def work() -> dict[str, Any]:
+        body = _replan_body(args)
+        if args.url:
+            return _remote(args, "POST", f"/v1/deployments/{_quote(args.name)}/replan", body)
+        return _in_process(settings, lambda catalog, session: _replan_locally(args.name, body, catalog, session))
+
+    return _run(args, work, _replan_table)
+
+
+def _replan_body(args: argparse.Namespace) -> dict[str, Any]:
+    if args.rate is not None:
+        if not args.rate > 0:
+            raise CommandError(EXIT_BAD_INPUT, f"--rate must be > 0 requests per second, got {args.rate:g}")
+        return {"arrival_rate_rps": args.rate}
+    demand = _read_json(args.demand)
+    if not isinstance(demand, dict):
+        raise CommandError(EXIT_BAD_INPUT, f"{args.demand} must hold a JSON object (a workload or a re-plan body)")
+    return {"workload": demand} if "prompt_tokens" in demand else demand
+
+
+def _run(args: argparse.Namespace, work: Callable[[], dict[str, Any]], table: Callable[[dict[str, Any]], str]) -> int:
+    try:
+        result = work()
+    except CommandError as exc:
+        print(f"headroom: error: {exc}", file=sys.stderr)
+        return exc.code
+    sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n" if args.format == "json" else table(result))
+    return EXIT_OK
+
+
+def _read_json(name: str) -> Any:
+    try:
+        text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CommandError(EXIT_BAD_INPUT, f"cannot read {name}: {exc.strerror}") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CommandError(EXIT_BAD_INPUT, f"{name} is not valid JSON: {exc}") from exc
+
+
+def _quote(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
+# --- in-process --------------------------------------------------------------------------------------
+
+
+def _in_process(settings: Any, work: Callable[[Any, Any], dict[str, Any]]) -> dict[str, Any]:
+    """`work(catalog, session)` in one transaction on the local database, errors as exit codes."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from catalog import migrate
+    from catalog.db import make_engine, make_session_factory
+    from catalog.errors import CatalogError
+    from catalog.repository import Catalog
+    from planner.errors import HeadroomError, InfeasiblePlanError, ModelDoesNotFitError, SolverError
+
+    try:
+        at_head = migrate.is_at_head(settings.database_url)
+    except Exception as exc:  # a driver, a path or a server that is not there
+        raise CommandError(EXIT_UNREACHABLE, f"cannot open the database {settings.database_url}: {type(exc).__name__}: {exc}") from exc
+    if not at_head:
+        raise CommandError(EXIT_UNREACHABLE, f"the database {settings.database_url} is not migrated to head: run `headroom db upgrade`")
+    engine = make_engine(settings.database_url)
+    try:
+        with make_session_factory(engine)() as session, session.begin():
+            return work(Catalog(session), session)
+    except ValidationError as exc:
+        raise CommandError(EXIT_BAD_INPUT, "invalid request: " + _validation_summary(exc)) from exc
+    except (InfeasiblePlanError, ModelDoesNotFitError) as exc:
+        raise CommandError(EXIT_INFEASIBLE, f"infeasible: {exc.detail}") from exc
+    except SolverError as exc:
+        raise CommandError(EXIT_ERROR, f"the solver gave no answer: {exc.detail}") from exc
+    except HeadroomError as exc:  # unknown model, GPU or deployment; invalid planner input
+        raise CommandError(EXIT_UNREACHABLE if type(exc) is CatalogError else EXIT_BAD_INPUT, exc.detail) from exc
+    except SQLAlchemyError as exc:
+        raise CommandError(EXIT_UNREACHABLE, f"database error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
+    finally:
+        engine.dispose()
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    from api.problems import field_errors
+
+    return "; ".join(f"{e['field']}: {e['message']}" for e in field_errors(exc.errors(), strip_body=False))
+
+
+def _plan_locally(body: dict[str, Any], catalog: Any, session: Any) -> dict[str, Any]:
+    from api.deployments import create_plan
+    from api.schemas.plans import PlanRequest
+    from catalog.deployments import Deployments
+
+    request = PlanRequest.model_validate(body)
+    content = create_plan(request, catalog, session)
+    Deployments(session).record_named_plan(request.name, content["id"], request.model_dump(mode="json"))
+    return content
+
+
+def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any) -> dict[str, Any]:
+    from fastapi.encoders import jsonable_encoder
+
+    from api.deployments import replan
+    from api.schemas.deployments import ReplanRequest, ReplanResponse
+
+    content = replan(name, ReplanRequest.model_validate(body), catalog, session)
+    return jsonable_encoder(ReplanResponse.model_validate(content))
+
+
+# --- against a service ----------------------------------------------------------------------------------
+
+
+def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        import httpx
+    except ImportError as exc:  # pragma: no cover - httpx is a dependency; this guards a broken install
+        raise CommandError(EXIT_ERROR, "--url needs the httpx package") from exc
+    headers = {"Idempotency-Key": args.idempotency_key or str(uuid.uuid4()), "Accept": "application/json"}
+    key = os.environ.get(API_KEY_ENV)
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    timeout = httpx.Timeout(REQUEST_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+    try:
+        with httpx.Client(base_url=args.url.rstrip("/"), timeout=timeout) as client:
+            response = client.request(method, path, json=body, headers=headers)
+    except httpx.InvalidURL as exc:
+        raise CommandError(EXIT_BAD_INPUT, f"--url {args.url!r} is not a URL: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise CommandError(EXIT_UNREACHABLE, f"cannot reach {args.url}: {type(exc).__name__}: {exc}") from exc
+    if response.is_success:
+        return response.json()
+    problem = _problem(response)
+    detail = problem.get("detail") or response.text[:300]
+    if response.status_code in (502, 503, 504):
+        raise CommandError(EXIT_UNREACHABLE, f"{args.url} answered {response.status_code}: {detail}")
+    if problem.get("type") in INFEASIBLE_PROBLEMS:
+        raise CommandError(EXIT_INFEASIBLE, f"infeasible: {detail}")
+    if 400 <= response.status_code < 500:
+        errors = "; ".join(f"{e.get('field')}: {e.get('message')}" for e in problem.get("errors") or [])
+        raise CommandError(EXIT_BAD_INPUT, f"{response.status_code} {detail}" + (f" ({errors})" if errors and errors not in detail else ""))
+    raise CommandError(EXIT_ERROR, f"{args.url} answered {response.status_code}: {detail}")
+
+
+def _problem(response: Any) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+# --- tables ------------------------------------------------------------------------------------------------
+
+
+def _table(rows: list[tuple[str, Any]]) -> str:
+    width = max(len(label) for label, _ in rows)
+    return "".join(f"{label.ljust(width)}  {value}\n" for label, value in rows)
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.2f}"
+
+
+def _plan_table(plan: dict[str, Any]) -> str:
+    decision, cost, predicted = plan["plan"], plan["cost"], plan["predicted"]
+    percentile = f"p{predicted['percentile']:g}"
+    return _table([
+        ("plan", plan["id"]),
+        ("deployment", plan.get("name") or "-"),
+        ("gpu", f"{decision['gpu']} × {decision['gpus_total']} (tp {decision['tp']}, {decision['replicas']} replicas)"),
+        ("precision", f"{decision['precision']['weights']}/{decision['precision']['kv_cache']}"),
+        ("batch limit", decision["batch_limit"]),
+        ("chunk tokens", decision["chunk_tokens"] if decision["chunk_tokens"] is not None else "-"),
+        ("cost", f"{_money(cost['usd_per_hour'])}/h, {_money(cost['usd_per_month'])}/month (730 h)"),
+        (f"{percentile} TTFT", f"{predicted['ttft_ms']['at_percentile']:.4g} ms"),
+        (f"{percentile} TPOT", f"{predicted['tpot_ms']['at_percentile']:.4g} ms"),
+        ("catalog version", plan["provenance"]["catalog_version"]),
+    ])
+
+
+def _replan_table(result: dict[str, Any]) -> str:
+    diff = result["diff"]
+    rows: list[tuple[str, Any]] = [
+        ("deployment", result["deployment"]),
+        ("changed", "yes" if result["changed"] else "no"),
+        ("reason", result["reason"]),
+        ("plan in force", result["adopted"]),
+        ("new plan", result["plan"]["id"]),
+    ]
+    for field in ("gpu", "tp", "replicas", "gpus_total", "batch_limit", "precision"):
+        change = diff[field]
+        rows.append((field.replace("_", " "), f"{change['before']} → {change['after']}" if change["changed"] else f"{change['before']}"))
+    hourly, monthly = diff["cost_usd_per_hour"], diff["cost_usd_per_month"]
+    rows.append(("cost per hour", f"{_money(hourly['before_now'])} → {_money(hourly['after'])}"))
+    rows.append(("cost per month", f"{_money(monthly['before_now'])} → {_money(monthly['after'])}"))
+    added = ", ".join(f"+{n} {gpu}" for gpu, n in diff["gpus_added"].items())
+    removed = ", ".join(f"-{n} {gpu}" for gpu, n in diff["gpus_removed"].items())
+    rows.append(("gpus", ", ".join(x for x in (added, removed) if x) or "no change"))
+    rows.append(("why", "; ".join(f"{r['kind']}: {r['detail']}" for r in diff["why"]) or "nothing changed"))
+    return _table(rows)

@@ -1,0 +1,130 @@
+"""Named deployments and their plan history, re-planning with a diff and hysteresis, and the
+recheck of a stored plan against today's catalog (issue 7 §1).
+operationIds: put_deployment, list_deployments, get_deployment, list_deployment_plans,
+replan_deployment, recheck_plan."""
+
+# No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response, status
+from fastapi.responses import JSONResponse
+from fastapi.encoders import jsonable_encoder
+
+from api import deployments as service
+from api.deps import CatalogDep, IfMatchDep, PlannerKeyDep, ReaderDep, SessionDep, etag
+from api.idempotency import IdempotencyDep
+from api.problems import problem_responses
+from api.schemas.deployments import (
+    DeploymentPage,
+    DeploymentPut,
+    DeploymentRead,
+    PlanHistoryPage,
+    RecheckResponse,
+    ReplanRequest,
+    ReplanResponse,
+)
+from catalog.deployments import Deployments
+
+router = APIRouter(tags=["deployments"])
+
+Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this many records.")]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="Records to skip before the page starts.")]
+Name = Annotated[str, Path(min_length=1, max_length=200, description="The deployment's name (as `name` on POST /v1/plans).")]
+
+
+@router.put(
+    "/deployments/{name}",
+    response_model=DeploymentRead,
+    name="put_deployment",
+    summary="Create a deployment (planned at once) or replace its settings",
+    responses={201: {"description": "Created and planned.", "model": DeploymentRead},
+               **problem_responses(400, 401, 403, 404, 409, 412, 422, 503)},
+)
+def put_deployment(name: Name, body: DeploymentPut, catalog: CatalogDep, session: SessionDep, if_match: IfMatchDep,
+                   idempotency: IdempotencyDep, _planner: PlannerKeyDep) -> Response:
+    """A new name is created and planned at once (201, `Location`); an existing one gets the new
+    settings and hysteresis without re-planning (200; `POST .../replan` plans with them). Honours
+    If-Match on an update (412 when the deployment moved on) and `Idempotency-Key`."""
+    if (replayed := idempotency.replay(body)) is not None:
+        return replayed
+    content, created = service.put_deployment(name, body, catalog, session, if_version=if_match)
+    headers = {"ETag": etag(content["version"])}
+    if created:
+        headers["Location"] = f"/v1/deployments/{name}"
+    answer = JSONResponse(jsonable_encoder(DeploymentRead.model_validate(content)),
+                          status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK, headers=headers)
+    return idempotency.respond(body, answer)
+
+
+@router.get("/deployments", response_model=DeploymentPage, name="list_deployments", summary="List deployments",
+            responses=problem_responses(401, 422))
+def list_deployments(session: SessionDep, _reader: ReaderDep, limit: Limit = 50, offset: Offset = 0) -> Any:
+    """Deployments by name with their current plan's GPU, size and cost; `total` counts all."""
+    page = Deployments(session).list(limit=limit, offset=offset)
+    items = [service.deployment_summary(session, d) for d in page.items]
+    return {"items": items, "total": page.total, "limit": limit, "offset": offset}
+
+
+@router.get("/deployments/{name}", response_model=DeploymentRead, name="get_deployment",
+            summary="A deployment: settings, hysteresis and current plan", responses=problem_responses(401, 404))
+def get_deployment(name: Name, session: SessionDep, response: Response, _reader: ReaderDep) -> Any:
+    """The deployment with its plan in force; 404 for a name nobody created."""
+    content = service.deployment_read(session, Deployments(session).get(name))
+    response.headers["ETag"] = etag(content["version"])
+    return content
+
+
+@router.get("/deployments/{name}/plans", response_model=PlanHistoryPage, name="list_deployment_plans",
+            summary="A deployment's plan history, newest first", responses=problem_responses(401, 404, 422))
+def list_deployment_plans(name: Name, session: SessionDep, _reader: ReaderDep, limit: Limit = 50, offset: Offset = 0) -> Any:
+    """Every plan made for the deployment (POST /v1/plans with its name, PUT, re-plans — adopted or
+    not), newest first; `current` marks the plan in force. 404 for an unknown deployment."""
+    deployment = Deployments(session).get(name)
+    page = Deployments(session).history(name, limit=limit, offset=offset)
+    items = [service.history_item(plan, deployment.current_plan_id) for plan in page.items]
+    return {"items": items, "total": page.total, "limit": limit, "offset": offset}
+
+
+@router.post(
+    "/deployments/{name}/replan",
+    response_model=ReplanResponse,
+    name="replan_deployment",
+    summary="Plan a deployment again for a new forecast, diff it and decide with hysteresis",
+    responses=problem_responses(400, 401, 403, 404, 409, 422, 503),
+)
+def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, session: SessionDep,
+                      idempotency: IdempotencyDep, _planner: PlannerKeyDep) -> Response:
+    """Plans again with the new workload (or only `arrival_rate_rps`), SLOs and constraints against
+    today's catalog, and diffs the new plan against the current one: GPU type, tp, replicas, batch
+    limit, precision, GPUs added/removed, cost per hour and per month (730 h), and why
+    (`diff.why`: traffic, slo, constraints, prices, catalog).
+
+    The current plan is re-evaluated by the planner's forward model (one replica at λ/r, the
+    queueing model) at the new rate and at (1 + `headroom_margin`) × it. It is kept
+    (`changed: false`, `reason` says why) while it meets every SLO with that margin and switching
+    would save less than the hysteresis thresholds; a plan that misses the SLOs is always replaced.
+    The new plan is stored in the history either way; `adopted` names the plan now in force.
+    404 for an unknown deployment; 422 `infeasible-plan` when nothing meets the new SLOs."""
+    if (replayed := idempotency.replay(body)) is not None:
+        return replayed
+    content = service.replan(name, body, catalog, session)
+    answer = JSONResponse(jsonable_encoder(ReplanResponse.model_validate(content)), status_code=status.HTTP_200_OK,
+                          headers={"Location": f"/v1/plans/{content['plan']['id']}"})
+    return idempotency.respond(body, answer)
+
+
+@router.get(
+    "/plans/{plan_id}/recheck",
+    response_model=RecheckResponse,
+    name="recheck_plan",
+    summary="Whether a stored plan still holds on today's catalog",
+    tags=["plans"],
+    responses=problem_responses(401, 404),
+)
+def recheck_plan(plan_id: Annotated[str, Path(max_length=64, description="The id POST /v1/plans answered with.")],
+                 catalog: CatalogDep, session: SessionDep, _reader: ReaderDep) -> Any:
+    """Re-evaluates the plan's configuration at its own workload and SLOs with today's catalog
+    (prices, efficiencies) by the forward model: whether it still meets every SLO, its cost now
+    against when planned, the catalog versions then and now, and what changed for its GPUs."""
+    return service.recheck(plan_id, catalog, session)

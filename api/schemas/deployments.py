@@ -1,0 +1,275 @@
+"""Bodies of the deployment routes: a named deployment's settings and hysteresis, its plan history,
+re-planning with a diff and the hysteresis decision, and the recheck of a stored plan.
+
+Latencies at the edge are milliseconds (`*_ms`) except end-to-end (`e2e_s`); costs are US dollars
+per hour and per month of 730 hours.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from api.schemas.catalog import Page, Slug
+from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanResponse, PlanSlo
+from api.schemas.workload import WorkloadSpec
+from planner.diff import (
+    DEFAULT_HEADROOM_MARGIN,
+    DEFAULT_MIN_SAVING_FRACTION,
+    DEFAULT_MIN_SAVING_USD_PER_HOUR,
+    Check,
+    Hysteresis,
+    PlanDiff,
+    Reason,
+)
+
+MS_PER_S = 1e3
+CURRENCY = "USD"
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HysteresisSpec(_Input):
+    """When a re-plan keeps the current plan: it still meets the SLOs at (1 + `headroom_margin`) × the
+    new rate, and switching would save less than `min_saving_usd_per_hour` or less than
+    `min_saving_fraction` of its cost (whichever is larger). A plan that misses the SLOs is always replaced."""
+
+    headroom_margin: float = Field(default=DEFAULT_HEADROOM_MARGIN, ge=0, le=10, allow_inf_nan=False,
+                                   description="Traffic headroom the current plan must still have (0.1 = 10 % above the new rate).")
+    min_saving_fraction: float = Field(default=DEFAULT_MIN_SAVING_FRACTION, ge=0, le=1, allow_inf_nan=False,
+                                       description="Smallest saving worth a change, as a fraction of the current plan's cost.")
+    min_saving_usd_per_hour: float = Field(default=DEFAULT_MIN_SAVING_USD_PER_HOUR, ge=0, le=1e9, allow_inf_nan=False,
+                                           description="Smallest saving worth a change, USD per hour.")
+
+    def to_hysteresis(self) -> Hysteresis:
+        return Hysteresis(headroom_margin=self.headroom_margin, min_saving_fraction=self.min_saving_fraction,
+                          min_saving_usd_per_hour=self.min_saving_usd_per_hour)
+
+
+class DeploymentPut(_Input):
+    """A deployment's planning settings (as POST /v1/plans takes them) and its hysteresis."""
+
+    model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
+    workload: WorkloadSpec
+    slo: PlanSlo
+    constraints: PlanConstraintsSpec = Field(default_factory=PlanConstraintsSpec)
+    efficiency_profile: Slug = Field(default="calibrated", description="As in POST /v1/plans.")
+    verify: bool = Field(default=True, description="Verify each plan in the simulator.")
+    hysteresis: HysteresisSpec = Field(default_factory=HysteresisSpec)
+
+    def plan_request(self, name: str) -> PlanRequest:
+        return PlanRequest.model_validate({**self.model_dump(mode="json", exclude={"hysteresis"}), "name": name})
+
+
+class DeploymentSummary(BaseModel):
+    name: str
+    current_plan_id: str | None
+    gpu: str | None = Field(description="GPU type of the current plan's largest row.")
+    replicas: int | None
+    gpus_total: int | None
+    cost_usd_per_hour: float | None = Field(description="Current plan's on-demand cost as planned.")
+    cost_usd_per_month: float | None = Field(description="730 hours.")
+    currency: str = CURRENCY
+    version: int = Field(description="Row version (ETag) for If-Match on PUT.")
+    updated_at: datetime
+
+
+class DeploymentPage(Page[DeploymentSummary]):
+    """A page of deployments, by name."""
+
+
+class DeploymentRead(BaseModel):
+    name: str
+    settings: dict[str, Any] = Field(description="The plan request (model, workload, slo, constraints, …) re-plans start from.")
+    hysteresis: HysteresisSpec
+    current_plan_id: str | None
+    current_plan: PlanResponse | None = Field(description="The plan in force; null until the first plan.")
+    plans_total: int = Field(description="Plans in the deployment's history.")
+    version: int = Field(description="Row version (ETag) for If-Match on PUT.")
+    created_at: datetime
+    updated_at: datetime
+
+
+class PlanHistoryItem(BaseModel):
+    id: str
+    created_at: datetime
+    current: bool = Field(description="Whether this is the deployment's plan in force.")
+    catalog_version: int
+    arrival_rate_rps: float
+    gpu: str
+    tp: int
+    replicas: int
+    gpus_total: int
+    precision: str = Field(description="weights/kv_cache.")
+    batch_limit: int
+    cost_usd_per_hour: float
+    cost_usd_per_month: float = Field(description="730 hours.")
+    currency: str = CURRENCY
+
+
+class PlanHistoryPage(Page[PlanHistoryItem]):
+    """A page of a deployment's plans, newest first."""
+
+
+class ReplanRequest(_Input):
+    """What changed: a whole new workload, or only its arrival rate; optionally new SLOs, constraints.
+    Members omitted keep the deployment's settings."""
+
+    workload: WorkloadSpec | None = Field(default=None, description="The new forecast (replaces the deployment's workload).")
+    arrival_rate_rps: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False,
+                                           description="Only a new arrival rate; lengths stay as they are.")
+    slo: PlanSlo | None = None
+    constraints: PlanConstraintsSpec | None = None
+    verify: bool | None = Field(default=None, description="Override the deployment's `verify` for this re-plan.")
+
+    @model_validator(mode="after")
+    def _one_traffic(self) -> Self:
+        if self.workload is not None and self.arrival_rate_rps is not None:
+            raise ValueError("give either workload or arrival_rate_rps, not both")
+        return self
+
+
+class ChangeRead(BaseModel):
+    before: Any
+    after: Any
+    changed: bool
+
+
+class CostChangeRead(BaseModel):
+    before: float = Field(description="The current plan's cost as planned.")
+    before_now: float | None = Field(description="The current plan at today's catalog prices (null if its GPU left the catalog).")
+    after: float = Field(description="The new plan's cost.")
+    change: float | None = Field(description="after − before_now: what switching adds to (negative: saves from) today's bill.")
+
+
+class ReasonRead(BaseModel):
+    kind: Literal["traffic", "prices", "catalog", "slo", "constraints"]
+    detail: str
+
+
+class PlanDiffRead(BaseModel):
+    gpu: ChangeRead
+    tp: ChangeRead
+    replicas: ChangeRead
+    gpus_total: ChangeRead
+    batch_limit: ChangeRead
+    chunk_tokens: ChangeRead
+    precision: ChangeRead
+    gpus_added: dict[str, int] = Field(description="GPUs per type the new plan has beyond the current one.")
+    gpus_removed: dict[str, int] = Field(description="GPUs per type the new plan releases.")
+    cost_usd_per_hour: CostChangeRead
+    cost_usd_per_month: CostChangeRead = Field(description="730 hours.")
+    currency: str = CURRENCY
+    same_configuration: bool
+    why: list[ReasonRead] = Field(description="What differs from when the current plan was made: traffic, slo, constraints, prices, catalog.")
+
+
+class PredictedRead(BaseModel):
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_s: float | None = None
+
+
+class RowCheckRead(BaseModel):
+    gpu: str
+    per_replica_rate_rps: float
+    meets_slo: bool
+    unstable: bool
+    utilisation: float | None
+    predicted: PredictedRead = Field(description="At the SLO's percentile, by the queueing model.")
+    misses: list[str]
+    problem: str | None
+
+
+class CheckRead(BaseModel):
+    """A stored plan under the forward model (one replica at λ·share/r, the queueing model)."""
+
+    arrival_rate_rps: float
+    meets_slo: bool
+    summary: str
+    cost_usd_per_hour: float | None = Field(description="At today's prices; null when its GPU left the catalog.")
+    rows: list[RowCheckRead]
+
+
+class CurrentPlanCheck(BaseModel):
+    at_new_rate: CheckRead
+    with_margin: CheckRead = Field(description="At (1 + headroom_margin) × the new rate.")
+
+
+class ReplanResponse(BaseModel):
+    deployment: str
+    changed: bool = Field(description="Whether the deployment now runs the new plan.")
+    reason: str = Field(description="Why it changed or kept the current plan.")
+    current: str = Field(description="Id of the plan in force before this re-plan (the diff's `before`).")
+    adopted: str = Field(description="Id of the plan in force after it: `plan.id` when changed, else `current`.")
+    plan: PlanResponse = Field(description="The new plan (stored in the deployment's history either way).")
+    diff: PlanDiffRead
+    current_check: CurrentPlanCheck
+    hysteresis: HysteresisSpec
+    saving_usd_per_hour: float | None = Field(description="Current plan at today's prices − new plan.")
+    threshold_usd_per_hour: float = Field(description="Smallest saving the hysteresis accepts for this change.")
+
+
+class RecheckCost(BaseModel):
+    then_usd_per_hour: float
+    now_usd_per_hour: float | None
+    change_usd_per_hour: float | None
+    then_usd_per_month: float
+    now_usd_per_month: float | None
+    currency: str = CURRENCY
+
+
+class RecheckResponse(BaseModel):
+    plan_id: str
+    holds: bool = Field(description="Whether the plan still meets its SLOs at its workload with today's catalog.")
+    summary: str
+    check: CheckRead
+    cost: RecheckCost
+    catalog_version_then: int
+    catalog_version_now: int
+    changes: list[ReasonRead] = Field(description="What differs in the catalog for this plan's GPUs (prices, efficiencies, other records).")
+    checked_at: datetime
+
+
+# --- planner values → JSON ---------------------------------------------------------------------------
+
+
+def _none_if_nan(value: float) -> float | None:
+    return None if value != value else value  # NaN marks "unknown" in the planner's dataclasses
+
+
+def check_read(check: Check) -> dict[str, Any]:
+    rows = []
+    for row in check.rows:
+        predicted: dict[str, float | None] = {}
+        for metric, seconds in row.predicted_s.items():
+            predicted["e2e_s" if metric == "e2e" else f"{metric}_ms"] = seconds if metric == "e2e" else seconds * MS_PER_S
+        rows.append({"gpu": row.gpu, "per_replica_rate_rps": row.per_replica_rate_rps, "meets_slo": row.meets_slo,
+                     "unstable": row.unstable, "utilisation": row.utilisation, "predicted": predicted,
+                     "misses": list(row.misses), "problem": row.problem})
+    return {"arrival_rate_rps": check.arrival_rate_rps, "meets_slo": check.meets_slo, "summary": check.summary,
+            "cost_usd_per_hour": _none_if_nan(check.cost_usd_per_hour), "rows": rows}
+
+
+def reasons_read(reasons: tuple[Reason, ...]) -> list[dict[str, str]]:
+    return [{"kind": r.kind, "detail": r.detail} for r in reasons]
+
+
+def diff_read(diff: PlanDiff, reasons: tuple[Reason, ...]) -> dict[str, Any]:
+    def change(c: Any) -> dict[str, Any]:
+        return {"before": c.before, "after": c.after, "changed": c.changed}
+
+    def cost(c: Any) -> dict[str, Any]:
+        return {"before": c.before, "before_now": _none_if_nan(c.before_now), "after": c.after, "change": _none_if_nan(c.change)}
+
+    return {
+        "gpu": change(diff.gpu), "tp": change(diff.tp), "replicas": change(diff.replicas), "gpus_total": change(diff.gpus_total),
+        "batch_limit": change(diff.batch_limit), "chunk_tokens": change(diff.chunk_tokens), "precision": change(diff.precision),
+        "gpus_added": diff.gpus_added, "gpus_removed": diff.gpus_removed,
+        "cost_usd_per_hour": cost(diff.cost_usd_per_hour), "cost_usd_per_month": cost(diff.cost_usd_per_month),
+        "same_configuration": diff.same_configuration, "why": reasons_read(reasons),
+    }
