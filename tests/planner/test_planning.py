@@ -191,3 +191,23 @@ def test_a_mixed_fleet_never_costs_more_than_the_best_single_configuration() -> 
     assert mixed.cost_usd_per_hour <= single.cost_usd_per_hour + 1e-9
     assert sum(row.offered_rps for row in mixed.rows) == pytest.approx(40.0)
     assert all(row.offered_rps / row.replicas <= row.max_rps_at_slo * (1 + 1e-9) for row in mixed.rows)
+
+
+@settings(max_examples=4, deadline=None)
+@given(rate=st.floats(min_value=1.0, max_value=80.0), ttft=st.floats(min_value=0.4, max_value=3.0),
+       tpot=st.floats(min_value=0.03, max_value=0.12))
+def test_every_plan_meets_its_slos_under_the_forward_model(rate: float, ttft: float, tpot: float) -> None:
+    slo = Slo(ttft_s=ttft, tpot_s=tpot)
+    try:
+        result = plan_capacity(request(CHAT.at_rate(rate), slo), INPUTS)
+    except InfeasiblePlanError:
+        return
+    for row in result.rows:
+        gpu = {g.slug: g for g in INPUTS.gpus}[row.gpu]
+        sm = build_step_model(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
+        capacity = kv_capacity_tokens(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
+        p = predict(sm, CHAT.at_rate(row.offered_rps / row.replicas), Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
+                    kv_capacity_tokens=capacity)
+        assert not p.unstable
+        assert p.ttft is not None and p.ttft.p99_s <= ttft
+        assert p.tpot is not None and p.tpot.p99_s <= tpot
