@@ -22,6 +22,7 @@ from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.repository import Catalog
 from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY, GPU_RECORD
+from tests.api.reference_catalog import seed_reference_catalog
 
 WRITES = 20
 WRITER_THREADS = 5
@@ -152,3 +153,54 @@ def test_racing_conditional_updates_let_exactly_one_win(live_url: str, migrated_
     metrics = httpx.get(f"{live_url}/metrics", timeout=30.0).text
     assert 'headroom_http_requests_total{method="PATCH",route="/v1/gpus/{slug}",status="200"} 1' in metrics
     assert f'headroom_http_requests_total{{method="PATCH",route="/v1/gpus/{{slug}}",status="412"}} {RACERS - 1}' in metrics
+
+
+#: Chat on an 8B model over two GPU types (tests/api/test_plans.py's request), at three rates.
+PLAN_RATES_RPS = (5, 15, 40)
+
+
+def plan_body(rate_rps: float) -> dict[str, Any]:
+    return {
+        "model": "llama-3.1-8b",
+        "workload": {"arrival_rate_rps": rate_rps, "prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}},
+        "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+        "constraints": {"gpus": ["h100-sxm", "a100-80gb-sxm"]},
+        "verify": False,
+        "name": f"chat-{rate_rps}",
+    }
+
+
+@pytest.fixture
+def seeded_live_url(migrated_database_url: str, live_url: str) -> str:
+    seed_reference_catalog(migrated_database_url)
+    return live_url
+
+
+@pytest.mark.slow
+def test_parallel_plans_do_not_mix_and_match_plans_made_alone(seeded_live_url: str, migrated_database_url: str) -> None:
+    """Plans computed at the same time equal the same plans computed one by one afterwards, each is
+    stored under its own id with its own request, and cost never falls as the rate rises."""
+
+    def create(rate_rps: float) -> httpx.Response:
+        with httpx.Client(base_url=seeded_live_url, timeout=120.0) as client:
+            return client.post("/v1/plans", json=plan_body(rate_rps), headers=ADMIN_HEADERS)
+
+    with ThreadPoolExecutor(max_workers=len(PLAN_RATES_RPS)) as pool:
+        parallel = list(pool.map(create, PLAN_RATES_RPS))
+    assert [response.status_code for response in parallel] == [201] * len(PLAN_RATES_RPS), [r.text[:300] for r in parallel]
+    alone = [create(rate_rps) for rate_rps in PLAN_RATES_RPS]
+    assert [response.status_code for response in alone] == [201] * len(PLAN_RATES_RPS)
+
+    plans = [response.json() for response in parallel]
+    assert len({plan["id"] for plan in plans + [response.json() for response in alone]}) == 2 * len(PLAN_RATES_RPS)
+    for plan, baseline in zip(plans, (response.json() for response in alone), strict=True):
+        assert (plan["plan"], plan["cost"], plan["predicted"]) == (baseline["plan"], baseline["cost"], baseline["predicted"])
+    for rate_rps, response, plan in zip(PLAN_RATES_RPS, parallel, plans, strict=True):
+        stored = httpx.get(f"{seeded_live_url}{response.headers['location']}", timeout=30.0)
+        assert stored.json() == plan
+        assert plan["name"] == f"chat-{rate_rps}"
+    costs = [plan["cost"]["usd_per_hour"] for plan in plans]
+    assert costs == sorted(costs), costs
+
+    metrics = httpx.get(f"{seeded_live_url}/metrics", timeout=30.0).text
+    assert f'headroom_http_requests_total{{method="POST",route="/v1/plans",status="201"}} {2 * len(PLAN_RATES_RPS)}' in metrics
