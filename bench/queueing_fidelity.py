@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -266,7 +267,12 @@ def _timings(repeats: int = 20) -> dict[str, float]:
         started = time.perf_counter()
         max_rps_at_slo(sm, workload, serving, slo, kv_capacity_tokens=kv)
         max_ms.append((time.perf_counter() - started) * 1e3)
-    return {"predict_ms": statistics.median(predict_ms), "max_rps_ms": statistics.median(max_ms), "repeats": float(repeats)}
+    return {
+        "predict_ms": statistics.median(predict_ms),
+        "max_rps_ms": statistics.median(max_ms),
+        "repeats": float(repeats),
+        "load": os.getloadavg()[0],
+    }
 
 
 def write_report(points: list[Point], command: str, wall_s: float) -> str:
@@ -381,7 +387,8 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
         "",
         f"`predict` took a median {statistics.median(predict_ms):.2f} ms per grid point (max {max(predict_ms):.2f} ms) "
         f"while the simulations ran beside it; the simulator a median {statistics.median(sim_s):.2f} s per point. "
-        f"Measured alone on the same machine: `predict` {timing['predict_ms']:.2f} ms (median of {timing['repeats']:.0f}), "
+        f"Measured after the grid, on the same machine shared with other jobs (1-minute load average {timing['load']:.1f} "
+        f"on its 2 cores, so several times slower than an idle core): `predict` {timing['predict_ms']:.2f} ms (median of {timing['repeats']:.0f}), "
         f"`max_rps_at_slo` {timing['max_rps_ms']:.1f} ms (median of {timing['repeats']:.0f}; a brentq on (0, saturation) "
         "of about 10–15 predictions).",
         "",
