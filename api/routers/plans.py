@@ -44,6 +44,11 @@ def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
             except NotFoundError:
                 if profile in BUILT_IN_EFFICIENCIES:
                     raise
+        if not specs and profile not in BUILT_IN_EFFICIENCIES:
+            raise NotFoundError(
+                f"no GPU has an efficiency profile named {profile!r}: use 'calibrated', 'ideal' or a profile stored "
+                "with POST /v1/calibrations", kind="efficiency_profile", name=profile,
+            )
         gpus = tuple(specs)
     for slug in constraints.inventory:
         catalog.get_gpu(slug)  # 404 for an inventory of a GPU nobody catalogued

@@ -90,9 +90,16 @@ def test_an_unknown_plan_is_404(seeded: ApiClient) -> None:
     assert_problem(seeded.get("/v1/plans/not-an-id"), 404, "not-found")
 
 
-def test_unknown_model_or_gpu_is_404(seeded: ApiClient, admin: dict[str, str]) -> None:
+def test_unknown_model_gpu_quantization_or_profile_is_404(seeded: ApiClient, admin: dict[str, str]) -> None:
     assert_problem(seeded.post("/v1/plans", json=body(model="no-such-model"), headers=admin), 404, "not-found")
     assert_problem(seeded.post("/v1/plans", json=body(constraints__gpus=["no-such-gpu"]), headers=admin), 404, "not-found")
+    assert_problem(seeded.post("/v1/plans", json=body(constraints__inventory={"no-such-gpu": 2}), headers=admin), 404, "not-found")
+    precisions = [{"weights": "no-such-scheme", "kv_cache": "fp8"}]
+    assert_problem(seeded.post("/v1/plans", json=body(constraints__precisions=precisions), headers=admin), 404, "not-found")
+    without_gpus = body(efficiency_profile="no-such-profile")
+    del without_gpus["constraints"]
+    problem = assert_problem(seeded.post("/v1/plans", json=without_gpus, headers=admin), 404, "not-found")
+    assert problem["kind"] == "efficiency_profile"
 
 
 @pytest.mark.parametrize(
