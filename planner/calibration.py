@@ -7,10 +7,26 @@ A measurement is predicted through the step-time formula of `planner/step_model.
     throughput at batch B, prompt p, output o:               B·o / (prefill(B, p) + (o − 1)·decode(B, p + o/2))
     throughput at batch B with no prompt length:             B / decode(B, c)
 
-The throughput form is one static batch cycle (prefill then o − 1 decode steps at the mean
-context), which is also the steady-state work of a closed loop at concurrency B. The fit
-minimises the relative errors (predicted − measured)/measured by bounded least squares
-(0 < η ≤ 1, overhead ≥ 0) from several starting points, since max(memory, compute) has kinks.
+The throughput form above is one static batch cycle (prefill of the whole batch, then o − 1
+decode steps at the mean context): what a static-batch benchmark measures (TensorRT-LLM's
+gptSessionBenchmark, vLLM's benchmark_latency). A point with `batching="continuous"` was
+measured on an in-flight-batching engine at a steady concurrency B (vLLM's serving benchmark
+at max_concurrency B, trtllm-bench at maximum load, a closed loop of B clients). In that
+steady state every step holds the B slots: B·(o−1)/o of them decode and B/o of them are
+prefilled (chunked prefill mixes their p prompt tokens into the same step), so
+
+    mixed step:  n = B·(o−1)/o + B·p/o new tokens, KV read = B·(o−1)/o · c,
+                 attended = B·(o−1)/o · c + (B/o)·p(p+1)/2,       c = p + o/2
+    throughput = B / mixed step                                  (B output tokens per step)
+    TPOT at concurrency B = the same step with (B − 1)/o prompts admitted (the other slots'
+                            turnover seen by one decoding request)
+    at concurrency 1 nothing mixes: the static forms apply exactly
+
+The fit minimises the relative errors (predicted − measured)/measured by bounded least squares
+from several starting points, since max(memory, compute) has kinks. By default the loss is
+plain squares and the bounds 0 < η ≤ 1, overhead ≥ 0 (what a user's own points get); the
+shipped profiles use a robust loss (`loss="soft_l1"`) and physically plausible bounds
+(`bounds=`), stated with their sources in bench/fidelity.py.
 
 A parameter is only fitted when the points can see it: memory efficiency needs a point whose
 memory time is material, compute efficiency a point whose compute time is (a long prefill or a
@@ -42,6 +58,15 @@ MEASUREMENT_UNITS: dict[str, str] = {
     "throughput": "output tokens/s",
 }
 FITTABLE_PARAMETERS: tuple[str, ...] = ("memory", "compute", "overhead")
+#: Parameters a caller may ask for beyond the default three: "overlap" is the step model's
+#: memory_compute_overlap (1 = max(memory, compute), 0 = their sum). A whole step runs
+#: compute-bound GEMMs and memory-bound attention one kernel after the other, so its time
+#: lies between max and sum when both are material (large-batch decode, mixed steps).
+OPTIONAL_PARAMETERS: tuple[str, ...] = ("overlap",)
+#: How the engine batched when the point was measured (see the module docstring).
+BATCHING_MODES: tuple[str, ...] = ("static", "continuous")
+#: Losses `fit_step_models` accepts (scipy.optimize.least_squares names).
+LOSSES: tuple[str, ...] = ("linear", "soft_l1", "huber", "cauchy", "arctan")
 
 #: A point informs compute efficiency when, at the base efficiencies, its compute time is at
 #: least this fraction of its memory time: below it a realistic η_compute (≥ 0.3–0.5) still
@@ -82,9 +107,14 @@ class MeasuredPoint:
     prompt_tokens: float = 0.0
     output_tokens: float = 0.0
     label: str = ""
+    #: "static": the batch runs start to finish together; "continuous": in-flight batching at a
+    #: steady concurrency `batch` (throughput and TPOT are then the mixed step's).
+    batching: str = "static"
 
     def __post_init__(self) -> None:
         where = f" ({self.label})" if self.label else ""
+        if self.batching not in BATCHING_MODES:
+            _fail(f"unknown batching {self.batching!r}{where}; expected one of {list(BATCHING_MODES)}", field="batching")
         if self.kind not in MEASUREMENT_UNITS:
             _fail(
                 f"unknown measurement kind {self.kind!r}{where}; expected one of {sorted(MEASUREMENT_UNITS)}",
@@ -111,6 +141,14 @@ class MeasuredPoint:
                     f"a throughput point needs prompt and output tokens, or a decode context_tokens{where}",
                     field="context_tokens",
                 )
+        if self.is_steady_state and self.kind in ("prefill", "ttft"):
+            _fail(f"continuous batching applies to throughput and TPOT points, not {self.kind}{where}", field="batching")
+
+    @property
+    def is_steady_state(self) -> bool:
+        """A continuous-batching point at concurrency > 1 with prompt and output lengths: predicted
+        by the mixed step. At concurrency 1 nothing mixes, and the static form is exact."""
+        return self.batching == "continuous" and self.batch > 1 and self.prompt_tokens >= 1 and self.output_tokens >= 1
 
     @property
     def decode_context_tokens(self) -> float:
@@ -135,8 +173,37 @@ def prefill_s(step_model: StepModel, batch: float, prompt_tokens: float) -> floa
     return step_model.step_s(batch * prompt_tokens, 0.0, attended)
 
 
+def _mixed_step_tokens(
+    batch: float, prompt_tokens: float, output_tokens: float, *, seen_by_one: bool = False
+) -> tuple[float, float, float]:
+    """(new tokens, KV tokens read, attended tokens) of one steady-state continuous-batching step.
+
+    Each of the B slots turns over every o steps, so B/o prompts are prefilled per step and the
+    other slots decode. Seen by one decoding request (its TPOT), only the other B − 1 slots
+    turn over during its generation: (B − 1)/o prompts per step, B − (B − 1)/o decoding.
+    """
+    admitted = (batch - 1.0 if seen_by_one else batch) / output_tokens  # prompts prefilled per step
+    decoding = batch - admitted  # the rest of the slots decode one token each
+    context = prompt_tokens + output_tokens / 2.0  # mean decode context p + o/2
+    new_tokens = decoding + admitted * prompt_tokens  # decode tokens + prefill tokens
+    attended = decoding * context + admitted * prompt_tokens * (prompt_tokens + 1.0) / 2.0
+    return new_tokens, decoding * context, attended
+
+
+def mixed_step_s(
+    step_model: StepModel, batch: float, prompt_tokens: float, output_tokens: float, *, seen_by_one: bool = False
+) -> float:
+    """One steady-state step of an in-flight-batching engine holding `batch` requests of p in / o out."""
+    new_tokens, kv_read, attended = _mixed_step_tokens(batch, prompt_tokens, output_tokens, seen_by_one=seen_by_one)
+    return step_model.step_s(new_tokens, kv_read, attended)
+
+
 def predict(step_model: StepModel, point: MeasuredPoint) -> float:
     """What the step model predicts for `point`, in the point's unit."""
+    if point.is_steady_state and point.kind in ("decode_step", "tpot"):
+        return mixed_step_s(step_model, point.batch, point.prompt_tokens, point.output_tokens, seen_by_one=True)  # one token per step
+    if point.is_steady_state:
+        return point.batch / mixed_step_s(step_model, point.batch, point.prompt_tokens, point.output_tokens)  # B tokens per step
     if point.kind in ("decode_step", "tpot"):
         return decode_step_s(step_model, point.batch, point.decode_context_tokens)
     if point.kind in ("prefill", "ttft"):
@@ -156,6 +223,9 @@ class PointSet:
     points: tuple[MeasuredPoint, ...]
     step_model_for: Callable[[Efficiency], StepModel]
     label: str = ""
+    #: Multiplies each point's relative residual in the fit (e.g. 1/√n per source so one long
+    #: table does not outvote every other source); residuals are reported unweighted.
+    weight: float = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,6 +262,12 @@ def _time_shares(step_model: StepModel, point: MeasuredPoint) -> tuple[float, fl
     decode_n, decode_kv = point.batch, point.batch * point.decode_context_tokens
     prefill_n = point.batch * point.prompt_tokens
     prefill_attended = point.batch * point.prompt_tokens * (point.prompt_tokens + 1.0) / 2.0
+    if point.is_steady_state:
+        seen_by_one = point.kind in ("decode_step", "tpot")
+        new_tokens, kv_read, attended = _mixed_step_tokens(
+            point.batch, point.prompt_tokens, point.output_tokens, seen_by_one=seen_by_one
+        )
+        return step_model.memory_s(new_tokens, kv_read), step_model.compute_s(new_tokens, attended)
     if point.kind in ("decode_step", "tpot"):
         return step_model.memory_s(decode_n, decode_kv), step_model.compute_s(decode_n, decode_kv)
     if point.kind in ("prefill", "ttft"):
@@ -210,7 +286,7 @@ def _time_shares(step_model: StepModel, point: MeasuredPoint) -> tuple[float, fl
 
 def _step_count(point: MeasuredPoint) -> float:
     """Steps behind one measured value (overhead is paid once per step)."""
-    if point.kind == "throughput" and point.prompt_tokens >= 1 and point.output_tokens >= 1:
+    if point.kind == "throughput" and point.prompt_tokens >= 1 and point.output_tokens >= 1 and not point.is_steady_state:
         return point.output_tokens  # one prefill step + (o − 1) decode steps
     return 1.0
 
@@ -235,6 +311,8 @@ def _identifiability(
             blind.append((name, "need at least one memory-bound point (decode at small batch, e.g. batch-1 TPOT) to fit memory efficiency"))
         elif name == "compute" and not compute_seen:
             blind.append((name, "need at least one compute-bound point (prefill of a long prompt, or decode at batch >= 256) to fit compute efficiency"))
+        elif name == "overlap" and not (memory_seen and compute_seen):
+            blind.append((name, "need points where memory and compute time are both material (large-batch decode, long prefill) to fit their overlap"))
         elif name == "overhead" and (len(durations) < 2 or max(durations) <= 1.05 * min(durations)):
             blind.append((name, "need points with different step durations (other models, batch sizes, contexts or prompt lengths) to separate per-step overhead from efficiency"))
         else:
@@ -249,19 +327,42 @@ def fit_step_models(
     base: Efficiency = IDEAL,
     strict: bool = False,
     name: str = "calibrated",
+    loss: str = "linear",
+    f_scale: float = 0.1,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> CalibrationFit:
     """Least-squares fit of η_mem, η_compute and step overhead to points on one GPU type.
 
     Points of several models / precisions / tp degrees can be pooled: each `PointSet` brings
     its own step-model builder. Parameters not in `fit`, or not visible in the points, stay at
     `base`; `strict` turns a blind requested parameter into a `CalibrationError`.
+
+    `loss` is scipy's `least_squares` loss on the (weighted) relative residuals: "linear" is
+    plain least squares; "soft_l1" grows like |r| beyond `f_scale` (0.1 = 10 % error), so one
+    odd source cannot drag the fit. `bounds` maps a parameter to (low, high) — η as a fraction,
+    overhead in milliseconds — replacing the default (0.001, 1) / (0, 1000 ms) box.
     """
     requested = list(dict.fromkeys(fit))
     for parameter in requested:
-        if parameter not in FITTABLE_PARAMETERS:
-            _fail(f"unknown fit parameter {parameter!r}; expected a subset of {list(FITTABLE_PARAMETERS)}", field="fit")
+        if parameter not in FITTABLE_PARAMETERS + OPTIONAL_PARAMETERS:
+            _fail(
+                f"unknown fit parameter {parameter!r}; expected a subset of {list(FITTABLE_PARAMETERS + OPTIONAL_PARAMETERS)}",
+                field="fit",
+            )
     if not requested:
         _fail("nothing to fit: name at least one of memory, compute, overhead", field="fit")
+    if loss not in LOSSES:
+        _fail(f"unknown loss {loss!r}; expected one of {list(LOSSES)}", field="loss")
+    if not (math.isfinite(f_scale) and f_scale > 0):
+        _fail(f"f_scale must be a positive number, got {f_scale!r}", field="f_scale")
+    box = {"memory": (1e-3, 1.0), "compute": (1e-3, 1.0), "overhead": (0.0, _OVERHEAD_MS_MAX), "overlap": (0.0, 1.0)}
+    for parameter, (low, high) in (bounds or {}).items():
+        if parameter not in box:
+            _fail(f"bounds for unknown parameter {parameter!r}", field="bounds")
+        floor, ceiling = (0.0, 1.0) if parameter != "overhead" else (0.0, _OVERHEAD_MS_MAX)
+        if not (floor <= low < high <= ceiling) or (parameter in ("memory", "compute") and low <= 0.0):
+            _fail(f"bounds for {parameter} must satisfy {floor} < low < high <= {ceiling}, got ({low}, {high})", field="bounds")
+        box[parameter] = (float(low), float(high))
     points = [(point_set, point) for point_set in sets for point in point_set.points]
     if not points:
         _fail("no measured points: give at least one decode step, TPOT, prefill, TTFT or throughput measurement", field="points")
@@ -281,12 +382,18 @@ def fit_step_models(
 
     index = {parameter: i for i, parameter in enumerate(fitted)}
     measured = np.array([point.value for _, point in points])
+    weights = np.array([point_set.weight for point_set, _ in points])
+    if not np.all(np.isfinite(weights) & (weights > 0)):
+        _fail("point-set weights must be positive finite numbers", field="weight")
 
     def efficiency_of(x: np.ndarray) -> Efficiency:
         memory = float(x[index["memory"]]) if "memory" in index else base.memory
         compute = float(x[index["compute"]]) if "compute" in index else base.compute
         overhead_s = float(x[index["overhead"]]) / 1e3 if "overhead" in index else base.step_overhead_s
-        return _efficiency_with(base, memory, compute, overhead_s)
+        efficiency = _efficiency_with(base, memory, compute, overhead_s)
+        if "overlap" in index:
+            efficiency = replace(efficiency, memory_compute_overlap=float(x[index["overlap"]]))
+        return efficiency
 
     def predictions(x: np.ndarray) -> np.ndarray:
         efficiency = efficiency_of(x)
@@ -294,15 +401,18 @@ def fit_step_models(
         return np.array([predict(models[id(point_set)], point) for point_set, point in points])
 
     def residuals(x: np.ndarray) -> np.ndarray:
-        return predictions(x) / measured - 1.0  # relative error of each point
+        return weights * (predictions(x) / measured - 1.0)  # weighted relative error of each point
 
-    lower = np.array([1e-3 if p != "overhead" else 0.0 for p in fitted])
-    upper = np.array([1.0 if p != "overhead" else _OVERHEAD_MS_MAX for p in fitted])
+    lower = np.array([box[p][0] for p in fitted])
+    upper = np.array([box[p][1] for p in fitted])
+
     def solve(start: tuple[float, float, float]) -> Any:
-        by_name = {"memory": start[0], "compute": start[1], "overhead": start[2]}
-        x0 = np.array([by_name[p] for p in fitted])
+        by_name = {"memory": start[0], "compute": start[1], "overhead": start[2], "overlap": base.memory_compute_overlap}
+        x0 = np.clip(np.array([by_name[p] for p in fitted]), lower, upper)
+        x0 = np.where(x0 <= lower, lower + 1e-6 * (upper - lower), np.where(x0 >= upper, upper - 1e-6 * (upper - lower), x0))
         return least_squares(
-            residuals, x0, bounds=(lower, upper), method="trf", xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=2000
+            residuals, x0, bounds=(lower, upper), method="trf", loss=loss, f_scale=f_scale,
+            xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=2000,
         )
 
     best = min((solve(start) for start in _STARTS), key=lambda result: float(result.cost))
@@ -312,7 +422,7 @@ def fit_step_models(
     # A fitted parameter no residual responds to (e.g. every point ended compute-bound) is
     # undetermined: report it instead of returning an arbitrary value.
     jac = np.asarray(best.jac)
-    scale = np.array([best.x[index[p]] if p != "overhead" else 1.0 for p in fitted])
+    scale = np.array([best.x[index[p]] if p in ("memory", "compute") else 1.0 for p in fitted])
     sensitivity = np.abs(jac * scale).max(axis=0)
     for parameter in fitted:
         if sensitivity[index[parameter]] < SENSITIVITY_FLOOR:
@@ -328,6 +438,12 @@ def fit_step_models(
                 _fail(message, parameters=fitted)
             notes.append(message)
 
+    for parameter in fitted:
+        value, (low, high) = float(best.x[index[parameter]]), box[parameter]
+        at_low, at_high = value <= low + 1e-6 * (high - low), value >= high - 1e-6 * (high - low)
+        if bounds and parameter in bounds and ((at_low and low > 0.0) or (at_high and parameter != "overlap")):
+            notes.append(f"{parameter} at its bound {low if at_low else high}: the points ask for a value outside the plausible range")
+
     efficiency = efficiency_of(best.x)
     predicted = predictions(best.x)
     relative = predicted / measured - 1.0
@@ -336,7 +452,7 @@ def fit_step_models(
         efficiency,
         name=name,
         source=(
-            f"least-squares fit of {', '.join(fitted)} to {len(points)} measured points "
+            f"{'least-squares' if loss == 'linear' else loss + ' robust'} fit of {', '.join(fitted)} to {len(points)} measured points "
             f"(RMS relative error {rms:.1%})"
         ),
     )
@@ -354,7 +470,8 @@ def fit_step_models(
     return CalibrationFit(
         efficiency=efficiency,
         fitted=tuple(fitted),
-        fixed=tuple(p for p in FITTABLE_PARAMETERS if p not in fitted),
+        fixed=tuple(p for p in FITTABLE_PARAMETERS if p not in fitted)
+        + tuple(p for p in OPTIONAL_PARAMETERS if p in requested and p not in fitted),
         notes=tuple(notes),
         residuals=residual_rows,
         rms_relative_error=rms,
@@ -375,15 +492,22 @@ def fit_efficiency(
     base: Efficiency = IDEAL,
     strict: bool = False,
     name: str = "calibrated",
+    loss: str = "linear",
+    f_scale: float = 0.1,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> CalibrationFit:
     """Fit efficiencies for one (GPU, model, precision, tp) through the performance model's step model."""
-    from planner.performance import build_step_model  # the performance model owns the step-model physics
+    from planner.performance import (
+        build_step_model,  # the performance model owns the step-model physics
+    )
 
     def step_model_for(efficiency: Efficiency) -> StepModel:
         return build_step_model(gpu, model, precision, tp, efficiency)
 
     point_set = PointSet(points=tuple(points), step_model_for=step_model_for, label=f"{gpu.slug} {model.slug} tp{tp}")
-    return fit_step_models([point_set], fit=fit, base=base, strict=strict, name=name)
+    return fit_step_models(
+        [point_set], fit=fit, base=base, strict=strict, name=name, loss=loss, f_scale=f_scale, bounds=bounds
+    )
 
 
 # --- input formats -----------------------------------------------------------------------------
@@ -393,7 +517,8 @@ def points_from_records(records: Sequence[Mapping[str, Any]]) -> list[MeasuredPo
     """Points from the simple JSON list format (times in ms, throughput in output tokens/s).
 
     Each record: {"kind", "batch"?, "context_tokens"?, "prompt_tokens"?, "output_tokens"?,
-    one of "value_ms" (decode_step/tpot/prefill/ttft) or "output_tokens_per_s" (throughput), "label"?}.
+    one of "value_ms" (decode_step/tpot/prefill/ttft) or "output_tokens_per_s" (throughput), "label"?,
+    "batching"? ("static", the default, or "continuous")}.
     """
     points: list[MeasuredPoint] = []
     for i, record in enumerate(records):
@@ -419,6 +544,7 @@ def points_from_records(records: Sequence[Mapping[str, Any]]) -> list[MeasuredPo
                 prompt_tokens=float(record.get("prompt_tokens", 0.0)),
                 output_tokens=float(record.get("output_tokens", 0.0)),
                 label=str(record.get("label", f"point {i}")),
+                batching=str(record.get("batching", "static")),
             )
         )
     return points
@@ -432,6 +558,8 @@ def points_from_vllm_benchmark(result: Mapping[str, Any], *, batch_hint: int | N
     The batch is `max_concurrency`, else `batch_hint`. TTFT becomes a prefill point only at
     batch 1 (at higher concurrency it includes queueing); throughput only when requests were
     sent at an infinite rate, since an open-loop rate measures the offered load, not capacity.
+    The serving benchmark drives vLLM's continuous-batching server, so TPOT and throughput are
+    continuous-batching points (the mixed step at concurrency > 1).
     """
     for key in ("completed", "total_input_tokens", "total_output_tokens"):
         if key not in result:
@@ -466,6 +594,7 @@ def points_from_vllm_benchmark(result: Mapping[str, Any], *, batch_hint: int | N
                 prompt_tokens=prompt,
                 output_tokens=output,
                 label=f"{label} tpot @ concurrency {batch}",
+                batching="continuous",
             )
         )
     throughput = result.get("output_throughput")
@@ -478,6 +607,7 @@ def points_from_vllm_benchmark(result: Mapping[str, Any], *, batch_hint: int | N
                 prompt_tokens=prompt,
                 output_tokens=output,
                 label=f"{label} output throughput @ concurrency {batch}",
+                batching="continuous",
             )
         )
     if not points:

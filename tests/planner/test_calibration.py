@@ -13,6 +13,7 @@ from planner.calibration import (
     decode_step_s,
     fit_efficiency,
     fit_step_models,
+    mixed_step_s,
     points_from_records,
     points_from_vllm_benchmark,
     predict,
@@ -22,12 +23,12 @@ from planner.errors import CalibrationError
 from planner.performance import build_step_model
 from planner.specs import IDEAL, Efficiency
 from tests.planner.performance_specs import (
+    A100_SXM,
     FP16_PRECISION,
     H100_SXM,
+    INT8_PRECISION,
     LLAMA_2_70B,
     MIXTRAL_8X7B,
-    A100_SXM,
-    INT8_PRECISION,
 )
 
 TRUE = Efficiency(name="truth", memory=0.72, compute=0.55, step_overhead_s=0.002)
@@ -223,3 +224,120 @@ def test_fit_from_a_vllm_result_recovers_memory_efficiency():
     result = {**VLLM_RESULT, "median_tpot_ms": tpot_s * 1e3, "median_ttft_ms": None, "mean_ttft_ms": None, "output_throughput": None}
     fit = fit_efficiency(points_from_vllm_benchmark(result), H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, fit=("memory",))
     assert fit.efficiency.memory == pytest.approx(0.8, abs=1e-6)
+
+
+# --- continuous batching, robust fit, bounds, overlap ------------------------------------------
+
+
+def test_continuous_throughput_is_batch_over_one_mixed_step_worked_by_hand():
+    """B = 64 slots, p = 128, o = 128 on an in-flight-batching engine: per step 64/128 = 0.5 prompts
+    are admitted and 63.5 slots decode, so the step has 63.5 + 0.5·128 = 127.5 new tokens, reads the
+    KV of 63.5 sequences at c = 128 + 64 = 192, attends 63.5·192 + 0.5·128·129/2 tokens, and the
+    replica emits 64 tokens per step."""
+    step_model = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, TRUE)
+    point = MeasuredPoint(kind="throughput", value=1000.0, batch=64, prompt_tokens=128, output_tokens=128, batching="continuous")
+    step_s = step_model.step_s(127.5, 63.5 * 192, 63.5 * 192 + 0.5 * 128 * 129 / 2)
+    assert predict(step_model, point) == pytest.approx(64 / step_s, rel=1e-12)
+    assert mixed_step_s(step_model, 64, 128, 128) == pytest.approx(step_s, rel=1e-12)
+    # the static cycle of the same numbers charges a whole-batch prefill step and is a different number
+    static = replace(point, batching="static")
+    assert predict(step_model, static) != pytest.approx(predict(step_model, point), rel=1e-3)
+
+
+def test_continuous_tpot_at_concurrency_b_sees_the_other_slots_prefills():
+    """TPOT at concurrency 32, p = 1000, o = 250: (32 − 1)/250 prompts per step are prefilled
+    alongside 32 − 31/250 decoding sequences at c = 1125."""
+    step_model = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, TRUE)
+    point = MeasuredPoint(kind="tpot", value=0.03, batch=32, prompt_tokens=1000, output_tokens=250, batching="continuous")
+    admitted, decoding = 31 / 250, 32 - 31 / 250
+    expected = step_model.step_s(decoding + admitted * 1000, decoding * 1125, decoding * 1125 + admitted * 1000 * 1001 / 2)
+    assert predict(step_model, point) == pytest.approx(expected, rel=1e-12)
+    summed = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, replace(TRUE, memory_compute_overlap=0.0))
+    assert predict(summed, point) > decode_step_s(summed, 32, 1125)  # the others' prefill compute adds when nothing overlaps
+
+
+def test_continuous_at_concurrency_one_is_the_static_form_exactly():
+    """Nothing mixes at concurrency 1: the prefill step then o − 1 decode steps."""
+    step_model = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, TRUE)
+    for kind, value in (("throughput", 50.0), ("tpot", 0.02)):
+        continuous = MeasuredPoint(kind=kind, value=value, batch=1, prompt_tokens=500, output_tokens=200, batching="continuous")
+        assert predict(step_model, continuous) == predict(step_model, replace(continuous, batching="static"))
+
+
+def test_unknown_batching_and_continuous_ttft_are_refused():
+    with pytest.raises(CalibrationError, match="unknown batching"):
+        MeasuredPoint(kind="tpot", value=0.01, context_tokens=100, batching="paged")
+    with pytest.raises(CalibrationError, match="continuous batching applies"):
+        MeasuredPoint(kind="ttft", value=0.1, batch=8, prompt_tokens=100, output_tokens=10, batching="continuous")
+    (point,) = points_from_records([{"kind": "throughput", "output_tokens_per_s": 900, "batch": 16,
+                                     "prompt_tokens": 100, "output_tokens": 100, "batching": "continuous"}])
+    assert point.batching == "continuous" and point.is_steady_state
+
+
+def test_vllm_serving_points_are_continuous_batching():
+    busy = {**VLLM_RESULT, "max_concurrency": 32}
+    tpot, throughput = points_from_vllm_benchmark(busy)
+    assert tpot.batching == throughput.batching == "continuous"
+    assert tpot.is_steady_state and throughput.is_steady_state
+
+
+def _planted_outlier_sets() -> tuple[list[PointSet], list[MeasuredPoint]]:
+    more = [MeasuredPoint(kind="decode_step", value=1.0, batch=b, context_tokens=c) for b in (4, 16, 64) for c in (500, 2000)]
+    truth_points = _synthetic(SHAPES + more, TRUE)
+    # a second source's copy of the batch-32 decode step, 60 % faster than the truth says
+    odd = replace(truth_points[1], value=truth_points[1].value * 0.4, label="odd source")
+    points = truth_points + [odd]
+    sets = [PointSet(points=(p,), step_model_for=lambda e: build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, e))
+            for p in points]
+    return sets, points
+
+
+def test_robust_fit_ignores_a_planted_outlier_that_drags_plain_least_squares():
+    """Twelve exact points of η = (0.72, 0.55, 2 ms) plus a second source's batch-32 decode step 60 %
+    below the first's: soft-L1 stays on the truth (the outlier keeps a large residual), plain
+    squares is pulled off it."""
+    sets, _ = _planted_outlier_sets()
+    robust = fit_step_models(sets, loss="soft_l1", f_scale=0.05)
+    plain = fit_step_models(sets)
+    assert (robust.efficiency.memory, robust.efficiency.compute) == pytest.approx((0.72, 0.55), rel=0.05)
+    plain_miss = max(abs(plain.efficiency.memory / 0.72 - 1), abs(plain.efficiency.compute / 0.55 - 1))
+    robust_miss = max(abs(robust.efficiency.memory / 0.72 - 1), abs(robust.efficiency.compute / 0.55 - 1))
+    assert plain_miss > 3 * robust_miss
+    assert abs(robust.residuals[-1].relative_error) > 1.0  # the outlier is left standing, predicted ~2.5× its value
+    assert "soft_l1 robust fit" in robust.efficiency.source
+
+
+def test_source_weight_scales_a_points_pull():
+    """Down-weighting the outlier's set by 100 makes even plain least squares recover the truth."""
+    sets, _ = _planted_outlier_sets()
+    weighted = sets[:-1] + [replace(sets[-1], weight=0.01)]
+    fit = fit_step_models(weighted)
+    assert (fit.efficiency.memory, fit.efficiency.compute) == pytest.approx((0.72, 0.55), rel=0.01)
+    with pytest.raises(CalibrationError, match="weights must be positive"):
+        fit_step_models(sets[:-1] + [replace(sets[-1], weight=0.0)])
+
+
+def test_bounds_hold_the_fit_in_range_and_say_when_they_bind():
+    points = _synthetic(SHAPES, TRUE)
+    fit = fit_efficiency(points, H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, bounds={"memory": (0.8, 1.0)})
+    assert fit.efficiency.memory == pytest.approx(0.8, abs=1e-9)
+    assert any(note.startswith("memory at its bound 0.8") for note in fit.notes)
+    free = fit_efficiency(points, H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, bounds={"memory": (0.5, 1.0)})
+    assert free.efficiency.memory == pytest.approx(0.72, abs=1e-6) and not free.notes
+    with pytest.raises(CalibrationError, match="bounds for compute"):
+        fit_efficiency(points, H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, bounds={"compute": (0.0, 0.5)})
+    with pytest.raises(CalibrationError, match="unknown loss"):
+        fit_efficiency(points, H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, loss="l3")
+
+
+def test_overlap_is_an_optional_parameter_the_fit_recovers():
+    """memory_compute_overlap = 0.4 with both memory- and compute-heavy points is recovered; it is
+    not fitted unless asked for."""
+    truth = replace(TRUE, memory_compute_overlap=0.4)
+    shapes = SHAPES + [MeasuredPoint(kind="throughput", value=1.0, batch=128, prompt_tokens=1000, output_tokens=200, batching="continuous")]
+    points = _synthetic(shapes, truth)
+    fit = fit_efficiency(points, H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, fit=("memory", "compute", "overhead", "overlap"))
+    assert fit.efficiency.memory_compute_overlap == pytest.approx(0.4, abs=1e-4)
+    assert fit.efficiency.memory == pytest.approx(0.72, abs=1e-4)
+    default = fit_efficiency(points, H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4)
+    assert default.efficiency.memory_compute_overlap == 1.0 and "overlap" not in default.fitted
