@@ -132,7 +132,13 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         print("headroom: loaded the reference catalog into the empty database", file=sys.stderr)
     if settings.admin_key is not None:
         print("headroom: HEADROOM_ADMIN_KEY is accepted as an admin API key", file=sys.stderr)
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level=settings.log_level)
+    from api.observability import UVICORN_LOG_CONFIG
+
+    # uvicorn's own lines as JSON too; its access log is replaced by the app's headroom.access line
+    uvicorn.run(
+        create_app(settings), host=args.host, port=args.port, log_level=settings.log_level,
+        log_config=UVICORN_LOG_CONFIG, access_log=False,
+    )  # fmt: skip
     return 0
 
 

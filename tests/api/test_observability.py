@@ -6,13 +6,18 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
+import os
 import re
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI, Request
 
@@ -38,6 +43,7 @@ from planner.errors import InfeasiblePlanError
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_KEY, assert_problem
 
+ROOT = Path(__file__).resolve().parents[2]
 _SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>(?:[^"}]|"(?:[^"\\]|\\.)*")*)\})? (?P<value>\S+)$')
 _LABEL = re.compile(r'(?P<name>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 
@@ -338,3 +344,38 @@ def test_create_app_uses_observability(migrated_database_url: str) -> None:
         assert app.docs_url is None and app.redoc_url is None
     finally:
         app.state.engine.dispose()
+
+
+@pytest.mark.slow
+def test_headroom_serve_writes_json_lines_only(tmp_path: Path) -> None:
+    """`headroom serve` over real HTTP: uvicorn's lines and the access lines are JSON, one access
+    line per request, and uvicorn's plain-text access log is off."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "HEADROOM_DATABASE_URL": f"sqlite:///{tmp_path / 'headroom.db'}", "HEADROOM_LOG_LEVEL": "info"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30.0
+        while True:
+            assert server.poll() is None, server.communicate()
+            try:
+                response = httpx.get(f"http://127.0.0.1:{port}/healthz", headers={"X-Request-ID": "serve-1"}, timeout=1.0)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline, "headroom serve did not answer"
+                time.sleep(0.1)
+        assert response.headers["x-request-id"] == "serve-1"
+    finally:
+        server.terminate()
+        stdout, stderr = server.communicate(timeout=20)
+    assert stdout == ""
+    structured = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    plain = [line for line in stderr.splitlines() if not line.startswith("{")]
+    assert all(line.startswith("headroom: ") for line in plain), plain  # the CLI's own start-up notes
+    access = [line for line in structured if line["logger"] == "headroom.access"]
+    assert [(line["request_id"], line["route"], line["status"]) for line in access] == [("serve-1", "/healthz", 200)]
+    assert any(line["logger"] == "uvicorn.error" and "Uvicorn running" in line["message"] for line in structured)
