@@ -12,6 +12,8 @@ from fastapi import APIRouter, Response
 
 from api.csv_export import HOURS_PER_MONTH, CsvDep, csv_response, csv_responses, rows_to_csv
 from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
+from api.errors import RequestTimeoutError
+from api.observability import Deadline, DeadlineDep
 from api.problems import problem_responses, problem_type_for
 from api.routers.plans import planning_inputs
 from api.schemas.plans import PlanRequest
@@ -24,6 +26,9 @@ from planner.workload import Slo
 router = APIRouter(tags=["what-if"])
 
 MS_PER_S = 1e3
+#: The solver's limit never drops below this when the request's deadline is near: a MILP over a
+#: few candidates solves in milliseconds, and the deadline itself still answers 503 on time.
+MIN_SOLVER_TIME_S = 0.1
 
 WHAT_IF_CSV_DESCRIPTION = "One row per point of the sweep, in the order of `points`."
 
@@ -87,6 +92,38 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: CatalogDep) -> PlanningInputs
     return planning_inputs(as_plan, catalog)
 
 
+def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, *, solver_time_limit_s: float, deadline: Deadline) -> list[dict[str, Any]]:
+    """Each point's cheapest plan (or why none), GPU types × SLO values × rates, rates fastest. Pure
+    planner work on specs already read, so the request's deadline can abandon it (api.observability)."""
+    constraints = body.constraints.to_constraints()
+    slos = [body.slo.to_slo()] if body.sweep.slo is None else [
+        body.slo.model_copy(update={body.sweep.slo.metric: value}).to_slo() for value in body.sweep.slo.values
+    ]  # fmt: skip
+    gpu_axis: list[str | None] = list(body.sweep.gpus) if body.sweep.gpus is not None else [None]
+    points: list[dict[str, Any]] = []
+    for gpu in gpu_axis:
+        point_inputs = inputs if gpu is None else replace(inputs, gpus=tuple(g for g in inputs.gpus if g.slug == gpu))
+        for slo in slos:
+            for rate in body.sweep.rates_rps():
+                if deadline.remaining_s() <= 0:
+                    raise RequestTimeoutError(timeout_s=deadline.timeout_s)  # stops an abandoned sweep between points
+                point_started = time.perf_counter()
+                request = PlanningRequest(workload=body.workload.to_workload(rate), slo=slo, constraints=constraints, verify=body.verify,
+                                          solver_time_limit_s=max(min(solver_time_limit_s, deadline.remaining_s()), MIN_SOLVER_TIME_S))
+                result: PlanResult | None = None
+                error: HeadroomError | None = None
+                try:
+                    result = plan_capacity(request, point_inputs)
+                except HeadroomError as exc:
+                    if problem_type_for(exc).status != 422:
+                        raise  # a solver that gave up is the service's failure, not an answer about this point
+                    error = exc
+                plan_ms = (time.perf_counter() - point_started) * MS_PER_S
+                point = _point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
+                points.append(point)
+    return points
+
+
 @router.post(
     "/what-if",
     response_model=WhatIfResponse,
@@ -106,32 +143,10 @@ true, and nothing is stored. `Accept: text/csv` or `?format=csv` answers the poi
 Errors: unknown model, GPU type or efficiency profile → 404.""",
 )
 def what_if_sweep(body: WhatIfRequest, catalog: CatalogDep, settings: SettingsDep, _planner: PlannerKeyDep,
-                  as_csv: CsvDep) -> WhatIfResponse | Response:
+                  as_csv: CsvDep, deadline: DeadlineDep) -> WhatIfResponse | Response:
     started = time.perf_counter()
     inputs = _inputs_for_gpus(body, catalog)
-    constraints = body.constraints.to_constraints()
-    slos = [body.slo.to_slo()] if body.sweep.slo is None else [
-        body.slo.model_copy(update={body.sweep.slo.metric: value}).to_slo() for value in body.sweep.slo.values
-    ]  # fmt: skip
-    gpu_axis: list[str | None] = list(body.sweep.gpus) if body.sweep.gpus is not None else [None]
-    points: list[dict[str, Any]] = []
-    for gpu in gpu_axis:
-        point_inputs = inputs if gpu is None else replace(inputs, gpus=tuple(g for g in inputs.gpus if g.slug == gpu))
-        for slo in slos:
-            for rate in body.sweep.rates_rps():
-                point_started = time.perf_counter()
-                request = PlanningRequest(workload=body.workload.to_workload(rate), slo=slo, constraints=constraints,
-                                          verify=body.verify, solver_time_limit_s=settings.solver_time_limit_s)
-                result: PlanResult | None = None
-                error: HeadroomError | None = None
-                try:
-                    result = plan_capacity(request, point_inputs)
-                except HeadroomError as exc:
-                    if problem_type_for(exc).status != 422:
-                        raise  # a solver that gave up is the service's failure, not an answer about this point
-                    error = exc
-                plan_ms = (time.perf_counter() - point_started) * MS_PER_S
-                points.append(_point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify))
+    points = deadline.run(sweep_points, body, inputs, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
     answer = WhatIfResponse(
         model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=inputs.catalog_version,
         hours_per_month=HOURS_PER_MONTH, verify=body.verify,

@@ -97,7 +97,7 @@ class SloSweep(_Input):
         return self
 
 
-class WhatIfSweep(_Input):
+class WhatIfAxes(_Input):
     """The axes: arrival rates (a list, or a range), and optionally SLO values and GPU types.
     Points are every combination: GPU types × SLO values × rates, rates varying fastest."""
 
@@ -147,7 +147,7 @@ class WhatIfRequest(_Input):
     efficiency_profile: Slug = Field(
         default="calibrated", description="Efficiencies to plan with: `calibrated`, `ideal` or a stored profile name."
     )
-    sweep: WhatIfSweep
+    sweep: WhatIfAxes
     verify: bool = Field(
         default=False,
         description="Verify each point's plan in the simulator (slow: about a second per point); default false, "

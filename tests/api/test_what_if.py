@@ -155,4 +155,22 @@ def test_the_openapi_document_declares_the_sweep_and_its_csv(client: ApiClient) 
     content = operation["responses"]["200"]["content"]
     assert content["application/json"]["schema"] == {"$ref": "#/components/schemas/WhatIfResponse"}
     assert content["text/csv"]["example"] == ",".join(WHAT_IF_CSV_COLUMNS) + "\r\n"
-    assert {"WhatIfRequest", "WhatIfSweep", "WhatIfPoint", "RateRange", "SloSweep"} <= document["components"]["schemas"].keys()
+    assert {"WhatIfRequest", "WhatIfAxes", "WhatIfPoint", "RateRange", "SloSweep"} <= document["components"]["schemas"].keys()
+
+
+def test_a_sweep_past_the_request_timeout_is_a_503(
+    make_client: Any, migrated_database_url: str, admin: dict[str, str]
+) -> None:
+    engine = make_engine(migrated_database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            assert Catalog(session).load_reference_catalog()
+            session.commit()
+    finally:
+        engine.dispose()
+    hurried = make_client(request_timeout_s=0.05)
+    body = sweep(arrival_rate_range={"start_rps": 1, "stop_rps": 50, "steps": 50}, arrival_rates_rps=None, gpus=None)
+    body["constraints"] = {}  # every GPU type: far more than 50 ms of planning
+    problem = assert_problem(hurried.post("/v1/what-if", json=body, headers=admin), 503, "request-timeout")
+    assert problem["timeout_s"] == 0.05
+

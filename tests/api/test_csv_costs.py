@@ -1,0 +1,52 @@
+"""Costs for spreadsheets on fleet plans: per hour, per month (730 h) and per million output
+tokens next to the horizon total, with the currency, worked from the plan's own numbers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from catalog.db import make_engine, make_session_factory
+from catalog.repository import Catalog
+from tests.api.client import ApiClient
+
+#: One 8B chat workload over two 2-hour periods on one GPU type and a small search grid (quick).
+FLEET: dict[str, Any] = {
+    "workloads": [{
+        "name": "chat", "model": "llama-3.1-8b", "prompt_tokens": 1000, "output_tokens": 250,
+        "slo": {"ttft_ms": 2000, "tpot_ms": 60}, "demand_rps": [4, 10],
+    }],
+    "period_hours": 2,
+    "constraints": {"gpus": ["h100-sxm"], "precisions": [{"weights": "fp8", "kv_cache": "fp8"}]},
+    "search": {"tp_degrees": [1], "batch_limits": [64], "chunk_budgets": [None]},
+}  # fmt: skip
+
+
+@pytest.fixture
+def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
+    engine = make_engine(migrated_database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            assert Catalog(session).load_reference_catalog()
+            session.commit()
+    finally:
+        engine.dispose()
+    return client
+
+
+def test_a_fleet_plan_states_its_cost_per_hour_month_and_million_output_tokens(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Demand is 4 req/s for 2 h then 10 req/s for 2 h, 250 output tokens each:
+    (4 + 10) req/s × 7,200 s × 250 = 25.2 million output tokens over the 4-hour horizon."""
+    created = seeded.post("/v1/fleet-plans", json=FLEET, headers=admin)
+    assert created.status_code == 201, created.text
+    cost = created.json()["cost"]
+    assert cost["horizon_hours"] == 4
+    assert cost["currency"] == "USD"
+    assert cost["usd_per_hour"] == pytest.approx(cost["usd_total"] / 4)
+    assert cost["usd_per_month"] == pytest.approx(cost["usd_total"] / 4 * 730)
+    assert cost["usd_per_million_output_tokens"] == pytest.approx(cost["usd_total"] / 25.2)
+    assert cost["usd_total"] > 0
+
+    stored = seeded.get(created.headers["location"]).json()
+    assert stored["cost"] == cost
