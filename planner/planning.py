@@ -310,6 +310,8 @@ class _Planner:
         self.root_finds = 0
         self.predictions = 0
         self.facts: dict[tuple[str, Slo], _RateFacts] = {}
+        self.by_id = {o.id: o for o in self.options}
+        self._initial: dict[tuple[float, int], tuple[list[tuple[float, int, int, str]], dict[str, str], dict[str, tuple[str, str, float | None]]]] = {}
 
     def saturation(self, option: Option) -> float:
         return _saturation(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens)
@@ -444,10 +446,18 @@ class _Planner:
         """Branch and bound for the cheapest single configuration (then the fewest GPUs); with
         `below_usd_per_hour`, only plans strictly cheaper than that count."""
         out = _Outcome()
-        heap: list[tuple[float, int, int, str]] = []
-        by_id = {o.id: o for o in self.options}
-        for option in self.options:
-            self._push(heap, option, option.saturation_bound_rps, 0, arrival_rate_rps, constraints, out)
+        by_id = self.by_id
+        key = (arrival_rate_rps, id(constraints))
+        if key not in self._initial:  # the closed-form bounds depend on the rate and limits, not the SLO
+            first = _Outcome()
+            heap0: list[tuple[float, int, int, str]] = []
+            for option in self.options:
+                self._push(heap0, option, option.saturation_bound_rps, 0, arrival_rate_rps, constraints, first)
+            self._initial[key] = (heap0, first.limit_drops, first.slo_drops)
+        heap0, limit_drops, slo_drops = self._initial[key]
+        heap = list(heap0)
+        out.limit_drops.update(limit_drops)
+        out.slo_drops.update(slo_drops)
         best_cost, best_gpus = below_usd_per_hour, (0 if math.isfinite(below_usd_per_hour) else math.inf)
         while heap:
             cost_lb, gpus_lb, stage, option_id = heapq.heappop(heap)
