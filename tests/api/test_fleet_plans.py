@@ -222,6 +222,7 @@ def test_workload_no_configuration_serves_is_422_naming_it(api: ApiClient) -> No
         ({"constraints": {"gpus": ["no-such-gpu"]}}, "no-such-gpu"),
         ({"inventory": {"no-such-gpu": 3}}, "no-such-gpu"),
         ({"prices": {"no-such-gpu": {"on_demand": 1.0}}}, "no-such-gpu"),
+        ({"efficiency_profile": "no-such-profile"}, "no-such-profile"),
     ],
 )
 def test_unknown_slugs_are_404(api: ApiClient, change: dict[str, Any], missing: str) -> None:
@@ -247,6 +248,30 @@ def test_price_overrides_and_spot_change_the_plan(api: ApiClient) -> None:
     gpu = next(iter(plan["periods"][0]["spot_gpus"]))
     assert plan["prices"][gpu]["spot_usd_per_hour"] == pytest.approx(plan["prices"][gpu]["on_demand_usd_per_hour"] * 0.1)
     assert plan["cost"]["spot_usd"] == pytest.approx(plan["cost"]["usd_total"])
+
+
+def test_n_plus_one_keeps_demand_covered_with_the_largest_replica_lost(api: ApiClient) -> None:
+    payload = body(workload("chat", [3, 9]), constraints={"gpus": GPUS, "precisions": PRECISIONS, "n_plus_one": True, "min_replicas": 2})
+    response = post(api, payload)
+    assert response.status_code == 201, response.text
+    for period, demand in zip(response.json()["periods"], (3, 9), strict=True):
+        rows = period["workloads"]
+        capacity = sum(r["capacity_rps"] for r in rows)
+        assert capacity - max(r["max_rps_at_slo"] for r in rows) >= demand * (1 - 1e-9)
+        assert sum(r["replicas"] for r in rows) >= 2
+
+
+def test_per_period_inventory_moves_the_load_to_another_gpu_type(api: ApiClient) -> None:
+    """An inventory of 0 for the type the unconstrained plan prefers, in period 1 only, moves
+    period 1's load to the other type and holds none of the first there (reserved included)."""
+    free = post(api, body(workload("chat", [6, 6]))).json()
+    first_choice = free["periods"][0]["workloads"][0]["gpu"]
+    other = next(gpu for gpu in GPUS if gpu != first_choice)
+    response = post(api, body(workload("chat", [6, 6]), inventory={first_choice: [64, 0]}))
+    assert response.status_code == 201, response.text
+    periods = response.json()["periods"]
+    assert {r["gpu"] for r in periods[1]["workloads"]} == {other}
+    assert periods[1]["gpus_held"].get(first_choice, 0) == 0
 
 
 def test_budget_below_the_cheapest_fleet_is_422_with_the_needed_budget(api: ApiClient) -> None:
