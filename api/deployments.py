@@ -5,6 +5,7 @@ catalog. Translates stored JSON and catalog records into planner values (planner
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,18 +41,30 @@ from planner.diff import (
 from planner.planning import PlanningRequest, plan_capacity
 from planner.specs import Efficiency
 
+#: Runs pure planning work: `run(fn, *args)` → fn(*args), e.g. bounded by a request's deadline.
+Runner = Callable[..., Any]
+#: The planner's own default solver limit (planner.planning.PlanningRequest), for callers without settings.
+DEFAULT_SOLVER_TIME_LIMIT_S = PlanningRequest.__dataclass_fields__["solver_time_limit_s"].default
+
 
 def template_of(body: PlanRequest) -> dict[str, Any]:
     """The plan request a deployment is re-planned from (its name is the deployment's)."""
     return body.model_dump(mode="json", exclude={"name"})
 
 
-def create_plan(body: PlanRequest, catalog: Catalog, session: Session) -> dict[str, Any]:
-    """Plan `body` on today's catalog and store it (as POST /v1/plans does); the response JSON."""
+def _direct(fn: Callable[..., Any], /, *args: Any) -> Any:
+    return fn(*args)
+
+
+def create_plan(body: PlanRequest, catalog: Catalog, session: Session, *, run: Runner = _direct,
+                solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S) -> dict[str, Any]:
+    """Plan `body` on today's catalog and store it (as POST /v1/plans does); the response JSON.
+    `run(plan_capacity, request, inputs)` does the pure planning work (a route passes its deadline's `run`)."""
     inputs = planning_inputs(body, catalog)
     request = PlanningRequest(workload=body.workload.to_workload(), slo=body.slo.to_slo(),
-                              constraints=body.constraints.to_constraints(), verify=body.verify)
-    result = plan_capacity(request, inputs)
+                              constraints=body.constraints.to_constraints(), verify=body.verify,
+                              solver_time_limit_s=solver_time_limit_s)
+    result = run(plan_capacity, request, inputs)
     plan_id = new_plan_id()
     created_at = datetime.now(UTC)
     content = plan_response(plan_id, body.name, result, created_at.isoformat())
@@ -60,13 +73,14 @@ def create_plan(body: PlanRequest, catalog: Catalog, session: Session) -> dict[s
     return content
 
 
-def put_deployment(name: str, body: DeploymentPut, catalog: Catalog, session: Session, *, if_version: int | None) -> tuple[dict[str, Any], bool]:
+def put_deployment(name: str, body: DeploymentPut, catalog: Catalog, session: Session, *, if_version: int | None,
+                   run: Runner = _direct, solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S) -> tuple[dict[str, Any], bool]:
     """Create the deployment (and plan it at once) or replace its settings; (DeploymentRead JSON, created)."""
     request = body.plan_request(name)
     _, created = Deployments(session).save(name=name, request=template_of(request),
                                            hysteresis=body.hysteresis.model_dump(mode="json"), if_version=if_version)
     if created:
-        content = create_plan(request, catalog, session)
+        content = create_plan(request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s)
         Deployments(session).adopt(name, content["id"])
     return deployment_read(session, Deployments(session).get(name)), created
 
@@ -209,7 +223,8 @@ def _replan_request(template: dict[str, Any], name: str, body: ReplanRequest) ->
     return PlanRequest.model_validate({**merged, "name": name})
 
 
-def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session) -> dict[str, Any]:
+def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *, run: Runner = _direct,
+           solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S) -> dict[str, Any]:
     """Plan the deployment again with what changed, diff it against the current plan and decide
     with the deployment's hysteresis; the ReplanResponse JSON."""
     deployments = Deployments(session)
@@ -217,7 +232,7 @@ def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session) -
     request = _replan_request(deployment.request, name, body)
     hysteresis_spec = HysteresisSpec.model_validate(deployment.hysteresis)
     hysteresis = hysteresis_spec.to_hysteresis()
-    new = create_plan(request, catalog, session)
+    new = create_plan(request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s)
     if deployment.current_plan_id is None:  # created by PUT whose first plan failed: nothing to keep
         deployments.adopt(name, new["id"], request=template_of(request))
         current = Plans(session).get(new["id"])

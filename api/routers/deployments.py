@@ -12,8 +12,10 @@ from fastapi.responses import JSONResponse
 from fastapi.encoders import jsonable_encoder
 
 from api import deployments as service
-from api.deps import CatalogDep, IfMatchDep, PlannerKeyDep, ReaderDep, SessionDep, etag
+from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
+from api.deps import CatalogDep, IfMatchDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep, etag
 from api.idempotency import IdempotencyDep
+from api.observability import DeadlineDep
 from api.problems import problem_responses
 from api.schemas.deployments import (
     DeploymentPage,
@@ -42,13 +44,14 @@ Name = Annotated[str, Path(min_length=1, max_length=200, description="The deploy
                **problem_responses(400, 401, 403, 404, 409, 412, 422, 503)},
 )
 def put_deployment(name: Name, body: DeploymentPut, catalog: CatalogDep, session: SessionDep, if_match: IfMatchDep,
-                   idempotency: IdempotencyDep, _planner: PlannerKeyDep) -> Response:
+                   idempotency: IdempotencyDep, settings: SettingsDep, deadline: DeadlineDep, _planner: PlannerKeyDep) -> Response:
     """A new name is created and planned at once (201, `Location`); an existing one gets the new
     settings and hysteresis without re-planning (200; `POST .../replan` plans with them). Honours
     If-Match on an update (412 when the deployment moved on) and `Idempotency-Key`."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
-    content, created = service.put_deployment(name, body, catalog, session, if_version=if_match)
+    content, created = service.put_deployment(name, body, catalog, session, if_version=if_match, run=deadline.run,
+                                              solver_time_limit_s=settings.solver_time_limit_s)
     headers = {"ETag": etag(content["version"])}
     if created:
         headers["Location"] = f"/v1/deployments/{name}"
@@ -76,12 +79,18 @@ def get_deployment(name: Name, session: SessionDep, response: Response, _reader:
 
 
 @router.get("/deployments/{name}/plans", response_model=PlanHistoryPage, name="list_deployment_plans",
-            summary="A deployment's plan history, newest first", responses=problem_responses(401, 404, 422))
-def list_deployment_plans(name: Name, session: SessionDep, _reader: ReaderDep, limit: Limit = 50, offset: Offset = 0) -> Any:
+            summary="A deployment's plan history, newest first (JSON or CSV)",
+            responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404, 422)})
+def list_deployment_plans(name: Name, session: SessionDep, _reader: ReaderDep, as_csv: CsvDep,
+                          limit: Limit = 50, offset: Offset = 0) -> Any:
     """Every plan made for the deployment (POST /v1/plans with its name, PUT, re-plans — adopted or
-    not), newest first; `current` marks the plan in force. 404 for an unknown deployment."""
+    not), newest first; `current` marks the plan in force. As CSV (`?format=csv` or
+    `Accept: text/csv`) the page's plans as plan rows, newest first. 404 for an unknown deployment."""
     deployment = Deployments(session).get(name)
     page = Deployments(session).history(name, limit=limit, offset=offset)
+    if as_csv:
+        rows = [row for plan in page.items for row in plan_csv_rows(plan.request, plan.response)]
+        return csv_response(rows_to_csv(rows, PLAN_CSV_COLUMNS), filename=f"deployment-{name}-plans.csv")
     items = [service.history_item(plan, deployment.current_plan_id) for plan in page.items]
     return {"items": items, "total": page.total, "limit": limit, "offset": offset}
 
@@ -93,8 +102,8 @@ def list_deployment_plans(name: Name, session: SessionDep, _reader: ReaderDep, l
     summary="Plan a deployment again for a new forecast, diff it and decide with hysteresis",
     responses=problem_responses(400, 401, 403, 404, 409, 422, 503),
 )
-def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, session: SessionDep,
-                      idempotency: IdempotencyDep, _planner: PlannerKeyDep) -> Response:
+def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, session: SessionDep, idempotency: IdempotencyDep,
+                      settings: SettingsDep, deadline: DeadlineDep, _planner: PlannerKeyDep) -> Response:
     """Plans again with the new workload (or only `arrival_rate_rps`), SLOs and constraints against
     today's catalog, and diffs the new plan against the current one: GPU type, tp, replicas, batch
     limit, precision, GPUs added/removed, cost per hour and per month (730 h), and why
@@ -108,7 +117,7 @@ def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, sess
     404 for an unknown deployment; 422 `infeasible-plan` when nothing meets the new SLOs."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
-    content = service.replan(name, body, catalog, session)
+    content = service.replan(name, body, catalog, session, run=deadline.run, solver_time_limit_s=settings.solver_time_limit_s)
     answer = JSONResponse(jsonable_encoder(ReplanResponse.model_validate(content)), status_code=status.HTTP_200_OK,
                           headers={"Location": f"/v1/plans/{content['plan']['id']}"})
     return idempotency.respond(body, answer)

@@ -86,6 +86,12 @@ def test_named_plans_make_a_deployment_with_history_newest_first(seeded: ApiClie
     assert [p["arrival_rate_rps"] for p in history["items"]] == [40, 15]
     assert history["items"][0]["cost_usd_per_month"] == pytest.approx(history["items"][0]["cost_usd_per_hour"] * 730)
 
+    table = seeded.get("/v1/deployments/chat/plans", params={"format": "csv"})
+    assert table.status_code == 200 and table.headers["content-type"].startswith("text/csv")
+    lines = table.text.strip().split("\r\n")
+    assert lines[0].startswith("plan_id,deployment,created_at") and len(lines) == 3
+    assert [line.split(",")[0] for line in lines[1:]] == [second["id"], first["id"]]
+
     page = seeded.get("/v1/deployments/chat/plans", params={"limit": 1, "offset": 1}).json()
     assert (page["total"], page["limit"], page["offset"]) == (2, 1, 1)
     assert [p["id"] for p in page["items"]] == [first["id"]]
