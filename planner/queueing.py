@@ -88,6 +88,10 @@ _SAMPLE_SEED = 20_261_129
 _DIMENSIONS = 9
 _U = np.clip(qmc.Sobol(d=_DIMENSIONS, scramble=True, seed=_SAMPLE_SEED).random_base2(_SAMPLE_LOG2), 1e-9, 1 - 1e-9)
 _U_WAIT, _U_PROMPT, _U_OUTPUT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_RESIDUAL, _U_STEPMATES, _U_BUDGET, _U_STEP_IN_PROGRESS = _U.T
+#: Rate-independent transforms of the sample, computed once (the optimizer calls `_predict` thousands of times).
+_Z_WAIT, _Z_LIFE_ARRIVALS, _Z_INTERFERENCE, _Z_STEPMATES = (ndtri(u) for u in (_U_WAIT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_STEPMATES))
+_LOG_WAIT_TAIL = np.log1p(-_U_WAIT)  # log(1 − u): the exponential wait is −log((1 − u)/P(wait))
+_LOG_BUDGET_TAIL = np.log1p(-_U_BUDGET)
 #: Mid-quantile grid of prompt lengths for averaging ⌈p / budget⌉ inside the slot model.
 _PROMPT_GRID_U = (np.arange(32) + 0.5) / 32
 #: Variance ratio of a one-service-time window average of M/G/∞ occupancy with deterministic
@@ -226,6 +230,10 @@ class _Replica:
     prompt_grid: np.ndarray  # mid-quantiles of p for ⌈p/budget⌉
     prompts: np.ndarray  # the Sobol sample of prompt lengths
     outputs: np.ndarray  # … and of output lengths
+    size_biased_prompts: np.ndarray  # prompts drawn ∝ p·f(p) at `_U_BUDGET` (the prompt of a long step in progress)
+    own_attended: np.ndarray  # p(p+1)/2: context a prompt's own prefill attends to
+    decodes: np.ndarray  # o − 1 per sampled request
+    prompt_cv2: float
     arrival_cv2: float
     #: Occupancy grid and the step-time tables on it (rows: n on the grid; columns: k prompts arriving).
     grid: np.ndarray
@@ -234,11 +242,14 @@ class _Replica:
     log_k_factorial: np.ndarray
     carry_single_s: np.ndarray  # duration of the one step carrying (up to the budget of) the k prompts' tokens
     carry_s: np.ndarray  # … plus the full-budget steps the rest spills into
-    carry_s2: np.ndarray  # … and its second moment
     spill_steps: np.ndarray  # 1 + the extra full-budget steps the k prompts spill into
     t_decode: np.ndarray  # pure decode step at n
     t_full: np.ndarray  # full-budget chunk step at n (= t_decode without chunking)
     admissions_cap: float  # a full batch's departures per step: the most prompts a step can admit
+    #: Tables over every occupancy n = 0 … c (the fixed point sums over them on each evaluation).
+    log_n_factorial: np.ndarray
+    steps_at_n: np.ndarray
+    saturation_rps: float = 0.0  # set by `_replica_cached` once the tables exist
 
     def budget(self, n: np.ndarray) -> np.ndarray:
         """Prefill tokens a step may carry beside n decodes (the chunk budget counts decodes)."""
@@ -246,17 +257,19 @@ class _Replica:
             return np.full(np.shape(n), np.inf)
         return np.maximum(1.0, self.chunk_tokens - n)  # C − n, at least one token
 
-    def step_stats(self, arrivals_per_step: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and second moment of the step time on `grid`, k ~ Poisson(m) prompts arriving per step.
+    def step_mean(self, arrivals_per_step: np.ndarray | float) -> np.ndarray:
+        """Mean step time on `grid`, k ~ Poisson(m) prompts arriving per step (m a scalar or one per grid row).
 
         Arrivals during one step add k·E[p] prefill tokens to the next, at most the budget C − n;
         the excess spills into extra full-budget steps (the tables are built in `_replica`).
         """
-        m = np.maximum(np.broadcast_to(np.asarray(arrivals_per_step, dtype=float), self.grid.shape), 1e-300)[:, None]
-        pmf = np.exp(self.k * np.log(m) - m - self.log_k_factorial)  # Poisson(m) pmf, truncated at k_max
-        pmf /= pmf.sum(axis=1, keepdims=True)
-        steps = np.sum(pmf * self.spill_steps, axis=1)
-        return np.sum(pmf * self.carry_s, axis=1) / steps, np.sum(pmf * self.carry_s2, axis=1) / steps
+        if np.ndim(arrivals_per_step) == 0:
+            m = max(float(arrivals_per_step), 1e-300)
+            pmf = np.exp(self.k[0] * math.log(m) - m - self.log_k_factorial[0])  # Poisson(m) pmf, truncated at k_max
+            return (self.carry_s @ pmf) / (self.spill_steps @ pmf)  # the pmf's normalisation cancels
+        m = np.maximum(np.asarray(arrivals_per_step, dtype=float), 1e-300)[:, None]
+        pmf = np.exp(self.k * np.log(m) - m - self.log_k_factorial)
+        return np.einsum("ij,ij->i", pmf, self.carry_s) / np.einsum("ij,ij->i", pmf, self.spill_steps)
 
     def at(self, values: np.ndarray, n: np.ndarray | float) -> np.ndarray:
         """Interpolate a quantity tabulated on `grid` at occupancy n."""
@@ -307,6 +320,9 @@ def _replica_cached(
         cap = np.maximum(1.0, serving.chunk_tokens - grid)  # C − n
         steps_grid = np.mean(np.ceil(prompt_grid / cap[:, None]), axis=1) + o_mean - 1.0  # E[⌈p/(C−n)⌉] + o − 1
     admissions_cap = c / float(steps_grid[-1])
+    n_all = np.arange(c + 1, dtype=float)
+    ordered = np.sort(prompts)
+    size_biased = ordered[np.minimum(np.searchsorted(np.cumsum(ordered) / ordered.sum(), _U_BUDGET), len(ordered) - 1)]
     k = np.arange(int(admissions_cap + 8.0 * math.sqrt(admissions_cap) + 9.0), dtype=float)[None, :]
     n = grid[:, None]
     decode_kv = n * decode_context
@@ -319,7 +335,7 @@ def _replica_cached(
         t_full = t_decode
     else:
         t_full = step_seconds(sm, grid + cap, grid * decode_context, grid * decode_context + cap * position)
-    return _Replica(
+    replica = _Replica(
         sm=sm,
         slots=slots,
         slots_limited_by="batch_limit" if serving.batch_limit <= kv_slots else "kv_cache",
@@ -333,6 +349,10 @@ def _replica_cached(
         prompt_grid=prompt_grid,
         prompts=prompts,
         outputs=outputs,
+        size_biased_prompts=size_biased,
+        own_attended=prompts * (prompts + 1.0) / 2.0,
+        decodes=np.maximum(outputs - 1.0, 0.0),
+        prompt_cv2=max(0.0, p.second_moment / p.mean**2 - 1.0),
         arrival_cv2=_router_arrival_cv2(workload, serving),
         grid=grid,
         steps_grid=steps_grid,
@@ -340,18 +360,20 @@ def _replica_cached(
         log_k_factorial=gammaln(k + 1.0),
         carry_single_s=t_carry,
         carry_s=t_carry + spill * t_full[:, None],
-        carry_s2=t_carry**2 + spill * t_full[:, None] ** 2,
         spill_steps=1.0 + spill,
         t_decode=t_decode,
         t_full=t_full,
         admissions_cap=admissions_cap,
+        log_n_factorial=gammaln(n_all + 1.0),
+        steps_at_n=np.interp(n_all, grid, steps_grid),
     )
+    return replace(replica, saturation_rps=_saturation(replica) if slots >= 1 else 0.0)
 
 
 def _saturation(rep: _Replica) -> float:
     c = float(rep.slots)
     steps = float(rep.steps_grid[-1])
-    mean, _ = rep.step_stats(rep.admissions_cap)  # full batch: c/steps admissions per step
+    mean = rep.step_mean(rep.admissions_cap)  # full batch: c/steps admissions per step
     slot_limit = c / (steps * float(mean[-1]))  # c requests every steps·T̄(c) seconds
     if rep.chunk_tokens is None:
         return slot_limit
@@ -362,9 +384,7 @@ def _saturation(rep: _Replica) -> float:
 def saturation_rps(step_model: StepModel, workload: Workload, serving: Serving, *, kv_capacity_tokens: float) -> float:
     """Largest sustainable per-replica arrival rate for the request mix (all slots busy)."""
     rep = _replica(step_model, workload, serving, kv_capacity_tokens)
-    if rep.slots < 1:
-        return 0.0
-    return _saturation(rep)
+    return rep.saturation_rps
 
 
 #: Points of the occupancy grid on which step times are evaluated (then interpolated): they are
@@ -387,7 +407,7 @@ class _Occupancy:
     cdf_below: np.ndarray  # P(N ≤ n), n = 0 … c−1 (arrivals see time averages)
     grid: np.ndarray
     t_mean: np.ndarray  # T̄(n) on the grid, with the arrival intensity that goes with occupancy n
-    t_second: np.ndarray
+    flat_t_mean: np.ndarray  # T̄(n) on the grid at the flat arrival intensity m0
     t_decode: np.ndarray
     t_full: np.ndarray
     arrivals_per_step: np.ndarray  # m(n) on the grid
@@ -400,42 +420,38 @@ def _occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> _
     c = rep.slots
     mu = max(shape_mean, 1e-9)
     running = min(mu, float(c))
-    steps = float(rep.at(rep.steps_grid, running))
+    grid = rep.grid
+    steps = float(np.interp(running, grid, rep.steps_grid))
     cap = rep.admissions_cap  # admissions per step never exceed a full batch's departures per step
     m0 = min(running / steps, cap) if lam > 0 else 0.0  # arrivals per step: λ·T̄ = L/steps by Little's law
-    flat_mean, _ = rep.step_stats(m0)
-    t_here = float(rep.at(flat_mean, running))
-    per_arrival_s = (t_here - float(rep.at(rep.t_decode, running))) / m0 if m0 > 0 else 0.0
-    probe = np.array([max(running - 1.0, 0.0), min(running + 1.0, float(c))])
-    t_probe = rep.at(flat_mean, probe)
-    slope = float(t_probe[1] - t_probe[0]) / max(float(probe[1] - probe[0]), 1e-9)
+    flat_mean = rep.step_mean(m0)
+    low, high = max(running - 1.0, 0.0), min(running + 1.0, float(c))
+    t_here, t_low, t_high = np.interp((running, low, high), grid, flat_mean)
+    per_arrival_s = (t_here - float(np.interp(running, grid, rep.t_decode))) / m0 if m0 > 0 else 0.0
+    slope = float(t_high - t_low) / max(high - low, 1e-9)
     theta_pf = min(lam * per_arrival_s, _MAX_FEEDBACK)
     theta_b = min(lam * steps * slope, _MAX_FEEDBACK)
     dispersion = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)  # linearised N = Poisson(λ·W(N)): Var/mean
 
-    grid = rep.grid
     # A fuller batch means a recent burst of arrivals (capped by the admissions a step can see).
     m_grid = np.minimum(m0 * np.maximum(0.0, 1.0 + (1.0 - theta_pf) * (grid / mu - 1.0)), cap)
-    t_mean, t_second = rep.step_stats(m_grid)
-    t_decode, t_full = rep.t_decode, rep.t_full
+    t_mean = rep.step_mean(m_grid)
 
     n = np.arange(c + 1, dtype=float)
     if dispersion > 1.0 + 1e-9:
         q = 1.0 - 1.0 / dispersion
         r = mu / (dispersion - 1.0)
-        log_w = gammaln(n + r) - gammaln(r) - gammaln(n + 1.0) + r * math.log1p(-q) + n * math.log(q)  # NB(r, q) log-pmf
+        log_w = gammaln(n + r) - (gammaln(r) + rep.log_n_factorial) + (r * math.log1p(-q) + n * math.log(q))  # NB(r, q) log-pmf
     else:
-        log_w = n * math.log(mu) - mu - gammaln(n + 1.0)  # Poisson
-    log_w -= log_w.max()
-    w = np.exp(log_w)
+        log_w = n * math.log(mu) - mu - rep.log_n_factorial  # Poisson
+    w = np.exp(log_w - log_w.max())
     tail = w[c] / (1.0 - rho)  # n ≥ c: the queue beyond a full batch drains at the saturation rate, ratio ρ
-    total = w[:c].sum() + tail
-    steps_n = rep.at(rep.steps_grid, n)
-    t_n = rep.at(t_mean, n)
-    running = np.minimum(n, c)
-    departures = running / (steps_n * t_n)  # completions per second in state n
-    mean_running = (float(np.dot(running[:c], w[:c])) + c * tail) / total
-    departure_rate = (float(np.dot(departures[:c], w[:c])) + departures[c] * tail) / total
+    body = w[:c]
+    total = body.sum() + tail
+    running_n = n[:c]
+    departures = n / (rep.steps_at_n * np.interp(n, grid, t_mean))  # completions per second in state n (min(n, c) = n here)
+    mean_running = (float(running_n @ body) + c * tail) / total
+    departure_rate = (float(departures[:c] @ body) + float(departures[c]) * tail) / total
     return _Occupancy(
         shape_mean=mu,
         dispersion=dispersion,
@@ -443,12 +459,12 @@ def _occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> _
         feedback_batch=theta_b,
         mean_running=mean_running,
         p_wait=tail / total,
-        cdf_below=np.cumsum(w[:c]) / total,
+        cdf_below=np.cumsum(body) / total,
         grid=grid,
         t_mean=t_mean,
-        t_second=t_second,
-        t_decode=t_decode,
-        t_full=t_full,
+        flat_t_mean=flat_mean,
+        t_decode=rep.t_decode,
+        t_full=rep.t_full,
         arrivals_per_step=m_grid,
         departure_rate_rps=departure_rate,
         flat_arrivals_per_step=m0,
@@ -480,8 +496,17 @@ def _occupancy(rep: _Replica, lam: float, rho: float) -> _Occupancy:
     return _occupancy_at(rep, lam, rho, mu)
 
 
+def _percentiles(samples: np.ndarray, percentiles: tuple[float, ...]) -> np.ndarray:
+    """`np.percentile` (linear interpolation between order statistics) without its per-call overhead."""
+    ordered = np.sort(samples)
+    position = np.asarray(percentiles) / 100.0 * (ordered.size - 1)
+    below = np.floor(position).astype(int)
+    above = np.minimum(below + 1, ordered.size - 1)
+    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
+
+
 def _latency(samples: np.ndarray, percentile: float) -> Latency:
-    p50, p90, p99, pq = np.percentile(samples, [50.0, 90.0, 99.0, percentile])
+    p50, p90, p99, pq = _percentiles(samples, (50.0, 90.0, 99.0, percentile))
     return Latency(p50_s=float(p50), p90_s=float(p90), p99_s=float(p99), percentile=percentile, at_percentile_s=float(pq))
 
 
@@ -489,10 +514,9 @@ def _latency(samples: np.ndarray, percentile: float) -> Latency:
 _POISSON_NORMAL_MEAN = 12.0
 
 
-def _poisson_quantile(u: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """Smallest k with P(K ≤ k) ≥ u for K ~ Poisson(mean), element-wise (exact for small means)."""
+def _poisson_quantile(u: np.ndarray, z: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Smallest k with P(K ≤ k) ≥ u for K ~ Poisson(mean), element-wise (exact for small means); z = Φ⁻¹(u)."""
     mean = np.broadcast_to(np.asarray(mean, dtype=float), u.shape)
-    z = ndtri(u)
     approx = np.ceil(mean + np.sqrt(mean) * z + (z * z - 1.0) / 6.0 - 0.5)  # Cornish–Fisher with continuity correction
     k = np.maximum(approx, 0.0)
     small = mean <= _POISSON_NORMAL_MEAN
@@ -512,10 +536,10 @@ def _poisson_quantile(u: np.ndarray, mean: np.ndarray) -> np.ndarray:
     return k
 
 
-def _gamma_unit_quantile(u: np.ndarray, variance: np.ndarray | float) -> np.ndarray:
-    """Quantile of a gamma variable of mean 1 and the given variance (Wilson–Hilferty cube-root normal approximation)."""
+def _gamma_unit_quantile(z: np.ndarray, variance: np.ndarray | float) -> np.ndarray:
+    """Quantile of a gamma variable of mean 1 and the given variance at the normal quantiles z (Wilson–Hilferty cube-root approximation)."""
     v = np.asarray(variance, dtype=float)
-    g = 1.0 - v / 9.0 + np.sqrt(v / 9.0) * ndtri(u)  # (G)^(1/3) ≈ normal with mean 1 − 1/(9a), sd 1/√(9a), 1/a = variance
+    g = 1.0 - v / 9.0 + np.sqrt(v / 9.0) * z  # (G)^(1/3) ≈ normal with mean 1 − 1/(9a), sd 1/√(9a), 1/a = variance
     return np.maximum(g, 0.0) ** 3
 
 
@@ -567,7 +591,7 @@ def _fidelity(rho: float, p_wait: float, dispersion: float, arrival_cv2: float) 
 
 
 def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
-    saturation = _saturation(rep) if rep.slots >= 1 else 0.0
+    saturation = rep.saturation_rps
     if saturation <= 0.0 or lam >= saturation:
         return _unstable(rep, lam, saturation, percentile)
     rho = lam / saturation
@@ -591,29 +615,27 @@ def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
     u = _U_WAIT
     waits = u >= 1.0 - p_wait
     seen = np.where(waits, float(c), np.minimum(np.searchsorted(occ.cdf_below, u), c).astype(float))
-    wait_s = np.where(waits, conditional_wait_s * -np.log(np.maximum((1.0 - u) / max(p_wait, 1e-300), 1e-300)), 0.0)
+    wait_s = np.where(waits, conditional_wait_s * (math.log(max(p_wait, 1e-300)) - _LOG_WAIT_TAIL), 0.0)  # −log((1 − u)/P(wait))
 
     admitted = np.minimum(seen + 1.0, c)
     life = np.clip(1.0 + (1.0 - _LIFE_AVERAGE_SHRINK) * occupancy + _LIFE_AVERAGE_SHRINK * seen, 1.0, c)
     grid = occ.grid
     t_life_decode = np.interp(life, grid, occ.t_decode)
-    flat_mean, _ = rep.step_stats(occ.flat_arrivals_per_step)
     m0 = occ.flat_arrivals_per_step
-    per_arrival_s = (rep.at(flat_mean, life) - rep.at(rep.t_decode, life)) / m0 if m0 > 0 else np.zeros(u.shape)
+    per_arrival_s = np.interp(life, grid, (occ.flat_t_mean - rep.t_decode) / m0) if m0 > 0 else np.zeros(u.shape)
 
     prompts, outputs = rep.prompts, rep.outputs
     # TPOT: decode step at the life-average occupancy + prefill interference of the arrivals during the life.
     # Each arrival lengthens the life it lands in, which admits more arrivals: K = Poisson(λ(W₀ + e·K))
     # has Var/mean = 1/(1 − θ_pf)², drawn as a gamma-mixed Poisson whose burst level rises with the
     # occupancy the request found (the same uniform: a request arriving into a full batch lives in a burst).
-    decodes = np.maximum(outputs - 1.0, 0.0)
+    decodes = rep.decodes
     expected_arrivals = m0 * decodes
     burst_dispersion = 1.0 / (1.0 - occ.feedback_prefill) ** 2
-    burst = _gamma_unit_quantile(u, (burst_dispersion - 1.0) / np.maximum(expected_arrivals, 1e-12))
-    life_arrivals = _poisson_quantile(_U_LIFE_ARRIVALS, expected_arrivals * burst)
-    prompt_cv2 = max(0.0, rep.prompt_second_moment / rep.prompt_mean**2 - 1.0)
-    spread2 = np.log1p(prompt_cv2 / np.maximum(life_arrivals, 1.0))  # lognormal matched to K·e mean, K·e²·cv² variance
-    interference = life_arrivals * per_arrival_s * np.exp(np.sqrt(spread2) * ndtri(_U_INTERFERENCE) - spread2 / 2.0)
+    burst = _gamma_unit_quantile(_Z_WAIT, (burst_dispersion - 1.0) / np.maximum(expected_arrivals, 1e-12))
+    life_arrivals = _poisson_quantile(_U_LIFE_ARRIVALS, _Z_LIFE_ARRIVALS, expected_arrivals * burst)
+    spread2 = np.log1p(rep.prompt_cv2 / np.maximum(life_arrivals, 1.0))  # lognormal matched to K·e mean, K·e²·cv² variance
+    interference = life_arrivals * per_arrival_s * np.exp(np.sqrt(spread2) * _Z_INTERFERENCE - spread2 / 2.0)
     tpot = t_life_decode + interference / np.maximum(decodes, 1.0)
 
     # TTFT: wait + residual of the step in progress + the prefill.
@@ -631,8 +653,7 @@ def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
     if rep.chunk_tokens is None:
         # A step is long because its prompts are: the prompt of the step in progress is size-biased
         # (density ∝ p·f(p)), drawn from the sorted prompt sample weighted by length.
-        ordered = np.sort(prompts)
-        size_biased = ordered[np.minimum(np.searchsorted(np.cumsum(ordered) / ordered.sum(), _U_BUDGET), len(ordered) - 1)]
+        size_biased = rep.size_biased_prompts
         carrying = (kind >= 1) & (kind < len(durations) - 1)
         tokens = np.maximum(kind - 1.0, 0.0) * rep.prompt_mean + size_biased
         n_row = grid[row]
@@ -643,9 +664,9 @@ def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
     residual = np.where(seen > 0, _U_RESIDUAL * in_progress, 0.0)  # uniform within the step they interrupt; none when idle
     decode_others = admitted - 1.0
     decode_kv = decode_others * rep.decode_context_mean
-    own_attended = prompts * (prompts + 1.0) / 2.0
+    own_attended = rep.own_attended
     if rep.chunk_tokens is None:
-        mates = _poisson_quantile(_U_STEPMATES, lam * in_progress)  # the others arriving during the same step
+        mates = _poisson_quantile(_U_STEPMATES, _Z_STEPMATES, lam * in_progress)  # the others arriving during the same step
         prefill_tokens = prompts + mates * rep.prompt_mean
         prefill_s = step_seconds(
             rep.sm,
@@ -675,14 +696,14 @@ def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
         budget_mean = lam * float(np.mean(extra_s**2)) / (2.0 * (1.0 - budget_rho)) if budget_rho > 0 else 0.0  # λ·E[S²] / 2(1−ρ)
         queued = _U_BUDGET >= 1.0 - budget_rho
         budget_wait = np.where(
-            queued, budget_mean / max(budget_rho, 1e-300) * -np.log(np.maximum((1.0 - _U_BUDGET) / max(budget_rho, 1e-300), 1e-300)), 0.0
+            queued, budget_mean / max(budget_rho, 1e-300) * (math.log(max(budget_rho, 1e-300)) - _LOG_BUDGET_TAIL), 0.0
         )
     ttft = wait_s + np.where(budget_wait > 0, budget_wait, residual) + prefill_s
     e2e = ttft + decodes * tpot
 
     reliable, note = _fidelity(rho, float(p_wait), occ.dispersion, rep.arrival_cv2)
     has_tpot = outputs > 1.0
-    wait_q = float(np.percentile(wait_s, percentile))
+    wait_q = float(_percentiles(wait_s, (percentile,))[0])
     detail = QueueingDetail(
         arrival_rate_rps=lam,
         arrival_cv=math.sqrt(rep.arrival_cv2),
@@ -773,7 +794,7 @@ def rho_curve(
 ) -> tuple[RhoPoint, ...]:
     """Latency at `percentile` against utilisation, at `CURVE_UTILISATIONS` and the workload's own ρ."""
     rep = _replica(step_model, workload, serving, kv_capacity_tokens)
-    saturation = _saturation(rep) if rep.slots >= 1 else 0.0
+    saturation = rep.saturation_rps
     if saturation <= 0:
         return ()
     lam = workload.arrival_rate_rps / serving.replicas
@@ -829,7 +850,7 @@ def max_rps_at_slo(
             kv_capacity_tokens=kv_capacity_tokens,
             request_tokens=rep.prompt_mean + rep.output_mean,
         )
-    saturation = _saturation(rep)
+    saturation = rep.saturation_rps
     pct = slo.percentile
 
     def excess(lam: float) -> float:
