@@ -26,7 +26,9 @@ from fastapi.routing import APIRoute
 from sqlalchemy import text
 
 import api
+from api.docs_assets import install_docs
 from api.errors import NotReadyError
+from api.observability import install_observability
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import calibrations as calibration_routes
 from api.routers import catalog as catalog_routes
@@ -86,6 +88,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=DESCRIPTION,
         generate_unique_id_function=operation_id,
         lifespan=lifespan,
+        docs_url=None,  # api.docs_assets serves /docs and /redoc from vendored files, not a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -112,6 +116,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise NotReadyError("the database is not migrated to head: run `headroom db upgrade`")
         return {"status": "ready"}
 
+    install_observability(app, settings)
+    install_docs(app)
     for router in ROUTERS:
         app.include_router(router, prefix="/v1")
 
