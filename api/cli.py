@@ -2,7 +2,8 @@
 in and out as JSON/YAML, issue API keys, export the OpenAPI document.
 
 Exit codes: 0 success, 2 bad input (arguments, settings, files, records), 1 anything else;
-errors are one line on stderr.
+errors are one line on stderr. `plan` and `replan` (api/client_cli.py, for scheduled jobs) add
+3 infeasible and 4 service unreachable.
 """
 
 from __future__ import annotations
