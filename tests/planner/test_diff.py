@@ -11,6 +11,8 @@ import math
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from planner.diff import (
     HOURS_PER_MONTH,
@@ -211,3 +213,13 @@ def test_hysteresis_settings_are_validated(settings: dict[str, float]) -> None:
     with pytest.raises(PlannerInputError):
         Hysteresis(**settings)
 
+
+
+@settings(max_examples=8, deadline=None)
+@given(rate=st.floats(min_value=0.5, max_value=60.0), ttft_s=st.sampled_from([0.5, 1.0, 2.0]))
+def test_every_plan_holds_when_rechecked_against_its_own_request(rate: float, ttft_s: float) -> None:
+    """Whatever the rate and TTFT target, the plan the planner chose meets its SLO under the forward
+    model used for re-plans."""
+    slo = Slo(ttft_s=ttft_s, tpot_s=0.06)
+    result = plan_capacity(request(CHAT.at_rate(rate), slo), INPUTS)
+    assert check_plan(deployed(result), LLAMA_8B, CHAT.at_rate(rate), slo).meets_slo
