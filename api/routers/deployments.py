@@ -15,7 +15,7 @@ from api import deployments as service
 from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
 from api.deps import CatalogDep, IfMatchDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep, etag
 from api.idempotency import IdempotencyDep
-from api.observability import DeadlineDep
+from api.observability import DeadlineDep, MetricsDep, MetricsRegistry
 from api.problems import problem_responses
 from api.schemas.deployments import (
     DeploymentPage,
@@ -32,7 +32,13 @@ router = APIRouter(tags=["deployments"])
 
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this many records.")]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="Records to skip before the page starts.")]
+MS_PER_S = 1e3
 Name = Annotated[str, Path(min_length=1, max_length=200, description="The deployment's name (as `name` on POST /v1/plans).")]
+
+
+def _record_plan(metrics: MetricsRegistry, plan: dict[str, Any]) -> None:
+    metrics.record_plan_computed()
+    metrics.record_solver_time(plan["provenance"]["solve_ms"] / MS_PER_S)
 
 
 @router.put(
@@ -44,7 +50,8 @@ Name = Annotated[str, Path(min_length=1, max_length=200, description="The deploy
                **problem_responses(400, 401, 403, 404, 409, 412, 422, 503)},
 )
 def put_deployment(name: Name, body: DeploymentPut, catalog: CatalogDep, session: SessionDep, if_match: IfMatchDep,
-                   idempotency: IdempotencyDep, settings: SettingsDep, deadline: DeadlineDep, _planner: PlannerKeyDep) -> Response:
+                   idempotency: IdempotencyDep, settings: SettingsDep, deadline: DeadlineDep, metrics: MetricsDep,
+                   _planner: PlannerKeyDep) -> Response:
     """A new name is created and planned at once (201, `Location`); an existing one gets the new
     settings and hysteresis without re-planning (200; `POST .../replan` plans with them). Honours
     If-Match on an update (412 when the deployment moved on) and `Idempotency-Key`."""
@@ -55,6 +62,7 @@ def put_deployment(name: Name, body: DeploymentPut, catalog: CatalogDep, session
     headers = {"ETag": etag(content["version"])}
     if created:
         headers["Location"] = f"/v1/deployments/{name}"
+        _record_plan(metrics, content["current_plan"])
     answer = JSONResponse(jsonable_encoder(DeploymentRead.model_validate(content)),
                           status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK, headers=headers)
     return idempotency.respond(body, answer)
@@ -103,7 +111,7 @@ def list_deployment_plans(name: Name, session: SessionDep, _reader: ReaderDep, a
     responses=problem_responses(400, 401, 403, 404, 409, 422, 503),
 )
 def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, session: SessionDep, idempotency: IdempotencyDep,
-                      settings: SettingsDep, deadline: DeadlineDep, _planner: PlannerKeyDep) -> Response:
+                      settings: SettingsDep, deadline: DeadlineDep, metrics: MetricsDep, _planner: PlannerKeyDep) -> Response:
     """Plans again with the new workload (or only `arrival_rate_rps`), SLOs and constraints against
     today's catalog, and diffs the new plan against the current one: GPU type, tp, replicas, batch
     limit, precision, GPUs added/removed, cost per hour and per month (730 h), and why
@@ -118,6 +126,7 @@ def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, sess
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
     content = service.replan(name, body, catalog, session, run=deadline.run, solver_time_limit_s=settings.solver_time_limit_s)
+    _record_plan(metrics, content["plan"])
     answer = JSONResponse(jsonable_encoder(ReplanResponse.model_validate(content)), status_code=status.HTTP_200_OK,
                           headers={"Location": f"/v1/plans/{content['plan']['id']}"})
     return idempotency.respond(body, answer)

@@ -145,6 +145,8 @@ def test_replan_for_more_traffic_adds_replicas_and_says_traffic(seeded: ApiClien
     deployment = seeded.get("/v1/deployments/chat").json()
     assert deployment["current_plan_id"] == result["plan"]["id"]
     assert deployment["settings"]["workload"]["arrival_rate_rps"] == 40
+    samples = dict(line.rsplit(" ", 1) for line in seeded.get("/metrics").text.splitlines() if line and not line.startswith("#"))
+    assert float(samples["headroom_plans_computed_total"]) >= 1 and float(samples["headroom_solver_seconds_count"]) >= 1
     assert seeded.get("/v1/deployments/chat/plans").json()["total"] == 2
 
 
