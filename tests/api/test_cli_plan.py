@@ -67,9 +67,10 @@ def test_plan_and_replan_in_process(local_url: str, tmp_path: Path, capsys: pyte
     demand = write(tmp_path / "demand.json", chat(40)["workload"])  # a bare workload: the same forecast again
     code, out, err = run(capsys, "--database-url", local_url, "replan", "chat", "--demand", demand, "--format", "table")
     assert code == 0, err
-    lines = dict(line.split(None, 1) for line in out.splitlines() if line and not line.startswith(("plan in", "new plan", "cost per", "batch limit", "gpus total")))
-    assert lines["changed"] == "no"
-    assert "nothing to change" in lines["reason"]
+    table = {line[:14].strip(): line[14:].strip() for line in out.splitlines()}  # labels padded to the widest, "plan in force"
+    assert table["changed"] == "no"
+    assert "nothing to change" in table["reason"]
+    assert table["plan in force"] == result["adopted"]
 
 
 def test_exit_codes_in_process(local_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
