@@ -5,11 +5,12 @@ operationIds: create_fleet_plan, get_fleet_plan."""
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Path, Query, Response, status
+from fastapi import APIRouter, Path, Response, status
 from fastapi.exceptions import RequestValidationError
 
+from api.csv_export import CsvDep, csv_response
 from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
 from api.idempotency import IdempotencyDep
 from api.fleet_plans import fleet_plan_response, plan_fleet
@@ -25,32 +26,13 @@ from catalog.fleet_plans import FleetPlans, new_fleet_plan_id
 
 router = APIRouter(tags=["fleet-plans"])
 
-Format = Annotated[
-    Literal["json", "csv"] | None,
-    Query(description="`csv` answers with the schedule as CSV (as `Accept: text/csv` does); default JSON."),
-]
-Accept = Annotated[str | None, Header(include_in_schema=False)]
-
-
 def _csv_content() -> dict[str, Any]:
     return {CSV_MEDIA_TYPE: {"schema": {"type": "string"}, "example": "period,start_hour,workload,gpu,...\n"}}
 
 
-def _wants_csv(format: str | None, accept: str | None) -> bool:
-    if format is not None:
-        return format == "csv"
-    if not accept:
-        return False
-    types = [part.split(";")[0].strip().lower() for part in accept.split(",")]
-    if CSV_MEDIA_TYPE not in types:
-        return False
-    json_at = types.index("application/json") if "application/json" in types else len(types)
-    return types.index(CSV_MEDIA_TYPE) < json_at
-
-
 def _answer(plan: FleetPlanResponse, *, csv: bool, status_code: int, headers: dict[str, str]) -> Response:
     if csv:
-        return Response(schedule_csv(plan), status_code=status_code, media_type=CSV_MEDIA_TYPE, headers=headers)
+        return csv_response(schedule_csv(plan), filename=f"fleet-plan-{plan.id}.csv", status_code=status_code, headers=headers)
     return Response(plan.model_dump_json(), status_code=status_code, media_type="application/json", headers=headers)
 
 
@@ -92,8 +74,7 @@ def create_fleet_plan(
     session: SessionDep,
     _planner: PlannerKeyDep,
     idempotency: IdempotencyDep,
-    format: Format = None,
-    accept: Accept = None,
+    as_csv: CsvDep,
 ) -> Response:
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
@@ -112,7 +93,7 @@ def create_fleet_plan(
         created_at=created_at,
     )
     headers = {"Location": f"/v1/fleet-plans/{plan_id}"}
-    return idempotency.respond(body, _answer(plan, csv=_wants_csv(format, accept), status_code=status.HTTP_201_CREATED, headers=headers))
+    return idempotency.respond(body, _answer(plan, csv=as_csv, status_code=status.HTTP_201_CREATED, headers=headers))
 
 
 @router.get(
@@ -127,11 +108,10 @@ def get_fleet_plan(
     plan_id: Annotated[str, Path(max_length=64, description="The id a POST answered with.")],
     session: SessionDep,
     _reader: ReaderDep,
-    format: Format = None,
-    accept: Accept = None,
+    as_csv: CsvDep,
 ) -> Response:
     """The plan exactly as the POST answered it; `Accept: text/csv` or `?format=csv` for the schedule as CSV.
     404 for an id nobody issued."""
     stored = FleetPlans(session).get(plan_id)
     plan = FleetPlanResponse.model_validate(stored.response)
-    return _answer(plan, csv=_wants_csv(format, accept), status_code=status.HTTP_200_OK, headers={})
+    return _answer(plan, csv=as_csv, status_code=status.HTTP_200_OK, headers={})

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Response
 from api.csv_export import HOURS_PER_MONTH, CsvDep, csv_response, csv_responses, rows_to_csv
 from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
 from api.errors import RequestTimeoutError
-from api.observability import Deadline, DeadlineDep
+from api.observability import Deadline, DeadlineDep, MetricsDep
 from api.problems import problem_responses, problem_type_for
 from api.routers.plans import planning_inputs
 from api.schemas.plans import PlanRequest
@@ -120,6 +120,7 @@ def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, *, solver_time_lim
                     error = exc
                 plan_ms = (time.perf_counter() - point_started) * MS_PER_S
                 point = _point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
+                point["solve_ms"] = None if result is None else result.provenance["solve_ms"]
                 points.append(point)
     return points
 
@@ -143,17 +144,21 @@ true, and nothing is stored. `Accept: text/csv` or `?format=csv` answers the poi
 Errors: unknown model, GPU type or efficiency profile → 404.""",
 )
 def what_if_sweep(body: WhatIfRequest, catalog: CatalogDep, settings: SettingsDep, _planner: PlannerKeyDep,
-                  as_csv: CsvDep, deadline: DeadlineDep) -> WhatIfResponse | Response:
+                  as_csv: CsvDep, deadline: DeadlineDep, metrics: MetricsDep) -> WhatIfResponse | Response:
     started = time.perf_counter()
     inputs = _inputs_for_gpus(body, catalog)
     points = deadline.run(sweep_points, body, inputs, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
+    metrics.record_plan_computed(sum(1 for p in points if p["feasible"]))
+    for point in points:
+        if point["solve_ms"] is not None:
+            metrics.record_solver_time(point["solve_ms"] / MS_PER_S)
     answer = WhatIfResponse(
         model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=inputs.catalog_version,
         hours_per_month=HOURS_PER_MONTH, verify=body.verify,
         method=METHOD.format(verified="each plan verified in the simulator" if body.verify else "not verified in the simulator"),
         points_total=len(points), points_feasible=sum(1 for p in points if p["feasible"]),
         sweep_ms=(time.perf_counter() - started) * MS_PER_S,
-        points=[WhatIfPoint.model_validate(p) for p in points],
+        points=[WhatIfPoint.model_validate({k: v for k, v in p.items() if k != "solve_ms"}) for p in points],
     )  # fmt: skip
     if as_csv:
         rows = [point.model_dump(mode="json") for point in answer.points]

@@ -378,7 +378,7 @@ CSV_DESCRIPTION = (
 def schedule_csv(plan: FleetPlanResponse) -> str:
     """The plan's schedule as CSV text with `CSV_COLUMNS` as the header."""
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180
     writer.writerow(CSV_COLUMNS)
     for period in plan.periods:
         left = {

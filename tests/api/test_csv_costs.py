@@ -1,5 +1,6 @@
-"""Costs for spreadsheets on fleet plans: per hour, per month (730 h) and per million output
-tokens next to the horizon total, with the currency, worked from the plan's own numbers."""
+"""Fleet plans for spreadsheets: costs per hour, per month (730 h) and per million output tokens
+next to the horizon total, with the currency, worked from the plan's own numbers; the schedule
+CSV through the shared negotiation and response (api/csv_export.py)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,17 @@ def test_a_fleet_plan_states_its_cost_per_hour_month_and_million_output_tokens(s
 
     stored = seeded.get(created.headers["location"]).json()
     assert stored["cost"] == cost
+
+    schedule = seeded.get(created.headers["location"], headers={"Accept": "text/csv;q=0.9, application/json;q=0.5"})
+    assert schedule.headers["content-type"] == "text/csv; charset=utf-8"
+    assert schedule.headers["content-disposition"] == f'attachment; filename="fleet-plan-{stored["id"]}.csv"'
+    lines = schedule.text.split("\r\n")
+    assert lines[0].startswith("period,start_hour,workload,gpu,") and lines[-1] == ""  # CRLF line ends (RFC 4180)
+    assert seeded.get(created.headers["location"], headers={"Accept": "application/json, text/csv"}).json() == stored
+
+
+def test_fleet_plans_take_the_shared_format_parameter(client: ApiClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    for path, method in (("/v1/fleet-plans", "post"), ("/v1/fleet-plans/{plan_id}", "get")):
+        [format_parameter] = [p for p in paths[path][method]["parameters"] if p["name"] == "format"]
+        assert {"$ref": "#/components/schemas/ResponseFormat"} in format_parameter["schema"]["anyOf"]

@@ -177,6 +177,7 @@ def test_generated_names_read_well(live: tuple[Path, str]) -> None:
     assert {"plan_request", "plan_response", "plan_cost", "what_if_request", "what_if_axes", "what_if_point", "what_if_response",
             "rate_range", "slo_sweep", "response_format"} <= models
     assert sorted(name for name in operations | models if FALLBACK_NAME.search(name)) == []
+    assert sorted(name for name in models if "format" in name) == ["response_format"]  # one shared ?format= enum
 
 
 def test_a_generated_client_plans_reads_back_and_reads_csv_over_http(live: tuple[Path, str]) -> None:

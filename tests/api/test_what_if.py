@@ -158,7 +158,7 @@ def test_the_openapi_document_declares_the_sweep_and_its_csv(client: ApiClient) 
     assert {"WhatIfRequest", "WhatIfAxes", "WhatIfPoint", "RateRange", "SloSweep"} <= document["components"]["schemas"].keys()
 
 
-def test_a_sweep_past_the_request_timeout_is_a_503(
+def test_a_sweep_past_the_request_timeout_is_a_503_and_counts_in_metrics(
     make_client: Any, migrated_database_url: str, admin: dict[str, str]
 ) -> None:
     engine = make_engine(migrated_database_url)
@@ -174,3 +174,7 @@ def test_a_sweep_past_the_request_timeout_is_a_503(
     problem = assert_problem(hurried.post("/v1/what-if", json=body, headers=admin), 503, "request-timeout")
     assert problem["timeout_s"] == 0.05
 
+    patient = make_client()
+    assert patient.post("/v1/what-if", json=sweep(arrival_rates_rps=[4]), headers=admin).status_code == 200
+    metrics = patient.get("/metrics").text
+    assert any(line.startswith("headroom_plans_computed_total") and not line.endswith(" 0") for line in metrics.splitlines()), metrics
