@@ -745,7 +745,12 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
     cost = sum(r.cost_usd_per_hour for r in rows)
     main = max(rows, key=lambda r: r.offered_rps)
     main_option = by_id[candidate_id_of(main)]
-    prediction = _prediction(main_option, workload, main.offered_rps, main.replicas, slo.percentile, curve=False)
+    if workload.arrival_cv == 1.0 and len(rows) == 1:
+        # a random split of Poisson arrivals is Poisson: one replica at λ/r, the very rate the search probed
+        prediction = _cached_prediction(main_option.group.step_model, planner.mix, _serving(main_option),
+                                        main_option.group.kv_capacity_tokens, lam / main.replicas, slo.percentile)
+    else:
+        prediction = _prediction(main_option, workload, main.offered_rps, main.replicas, slo.percentile, curve=False)
     mu_met, mu_missed = planner.max_rate(main_option, slo)
     if len(rows) == 1:
         rows = [replace(main, max_rps_at_slo=max(main.max_rps_at_slo, mu_met))]
