@@ -103,6 +103,7 @@ def deployment_summary(session: Session, deployment: StoredDeployment) -> dict[s
         "gpus_total": plan["plan"]["gpus_total"] if plan else None,
         "cost_usd_per_hour": plan["cost"]["usd_per_hour"] if plan else None,
         "cost_usd_per_month": plan["cost"]["usd_per_month"] if plan else None,
+        "cost_usd_per_million_output_tokens": plan["cost"]["usd_per_million_output_tokens"] if plan else None,
         "version": deployment.version, "updated_at": deployment.updated_at,
     }
 
@@ -116,6 +117,7 @@ def history_item(plan: StoredPlan, current_id: str | None) -> dict[str, Any]:
         "replicas": decision["replicas"], "gpus_total": decision["gpus_total"],
         "precision": f"{precision['weights']}/{precision['kv_cache']}", "batch_limit": decision["batch_limit"],
         "cost_usd_per_hour": plan.response["cost"]["usd_per_hour"], "cost_usd_per_month": plan.response["cost"]["usd_per_month"],
+        "cost_usd_per_million_output_tokens": plan.response["cost"]["usd_per_million_output_tokens"],
     }
 
 

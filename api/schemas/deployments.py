@@ -73,6 +73,7 @@ class DeploymentSummary(BaseModel):
     gpus_total: int | None
     cost_usd_per_hour: float | None = Field(description="Current plan's on-demand cost as planned.")
     cost_usd_per_month: float | None = Field(description="730 hours.")
+    cost_usd_per_million_output_tokens: float | None = Field(default=None, description="Current plan's cost per million output tokens.")
     currency: str = CURRENCY
     version: int = Field(description="Row version (ETag) for If-Match on PUT.")
     updated_at: datetime
@@ -108,6 +109,7 @@ class PlanHistoryItem(BaseModel):
     batch_limit: int
     cost_usd_per_hour: float
     cost_usd_per_month: float = Field(description="730 hours.")
+    cost_usd_per_million_output_tokens: float | None = Field(default=None, description="As the plan answered it.")
     currency: str = CURRENCY
 
 

@@ -65,3 +65,19 @@ def test_fleet_plans_take_the_shared_format_parameter(client: ApiClient) -> None
     for path, method in (("/v1/fleet-plans", "post"), ("/v1/fleet-plans/{plan_id}", "get")):
         [format_parameter] = [p for p in paths[path][method]["parameters"] if p["name"] == "format"]
         assert {"$ref": "#/components/schemas/ResponseFormat"} in format_parameter["schema"]["anyOf"]
+
+
+def test_deployment_summaries_and_history_carry_every_cost_unit(seeded: ApiClient, admin: dict[str, str]) -> None:
+    request = {
+        "model": "llama-3.1-8b", "workload": {"arrival_rate_rps": 8, "prompt_tokens": 800, "output_tokens": 200},
+        "slo": {"tpot_ms": 60}, "constraints": {"gpus": ["h100-sxm"]}, "verify": False, "name": "finance-costs",
+    }  # fmt: skip
+    created = seeded.post("/v1/plans", json=request, headers=admin)
+    assert created.status_code == 201, created.text
+    cost = created.json()["cost"]
+    [summary] = [d for d in seeded.get("/v1/deployments").json()["items"] if d["name"] == "finance-costs"]
+    [item] = seeded.get("/v1/deployments/finance-costs/plans").json()["items"]
+    for listed in (summary, item):
+        assert (listed["cost_usd_per_hour"], listed["cost_usd_per_month"], listed["currency"]) == (
+            cost["usd_per_hour"], cost["usd_per_month"], "USD")
+        assert listed["cost_usd_per_million_output_tokens"] == cost["usd_per_million_output_tokens"]
