@@ -12,9 +12,12 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from api.deps import AdminKeyDep, CatalogDep, IfMatchDep, ReaderDep, etag
+from api.idempotency import IdempotencyDep
 from api.problems import problem_responses
 from api.schemas.catalog import (
     Datatype,
@@ -78,10 +81,13 @@ def _record_routes(
     def get_record(slug: SlugPath, catalog: CatalogDep, _reader: ReaderDep, response: Response) -> Any:
         return _with_etag(response, method(catalog, "get")(slug))
 
-    def create_record(body: create_schema, catalog: CatalogDep, _admin: AdminKeyDep, response: Response) -> Any:  # type: ignore[valid-type]
+    def create_record(body: create_schema, catalog: CatalogDep, idempotency: IdempotencyDep, _admin: AdminKeyDep) -> Any:  # type: ignore[valid-type]
+        if (replayed := idempotency.replay(body)) is not None:
+            return replayed
         stored = method(catalog, "create")(record(body))
-        response.headers["Location"] = f"/v1/{plural}/{stored['slug']}"
-        return _with_etag(response, stored)
+        headers = {"Location": f"/v1/{plural}/{stored['slug']}", "ETag": etag(stored["version"])}
+        content = jsonable_encoder(read_schema.model_validate(stored))
+        return idempotency.respond(body, JSONResponse(content, status_code=status.HTTP_201_CREATED, headers=headers))
 
     def replace_record(
         slug: SlugPath, body: update_schema, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep, response: Response  # type: ignore[valid-type]
@@ -104,7 +110,10 @@ def _record_routes(
     router.add_api_route(
         "", create_record, methods=["POST"], name=f"create_{singular}", response_model=read_schema,
         status_code=status.HTTP_201_CREATED, summary=f"Add a {label}", responses=_responses(201, 401, 403, 409, 422),
-        description="Needs an admin key. 409 if the slug exists already; 422 lists every bad field.",
+        description=(
+            "Needs an admin key. 409 if the slug exists already; 422 lists every bad field. A retry with the "
+            "same `Idempotency-Key` and body answers the first 201 again instead of 409."
+        ),
     )  # fmt: skip
     router.add_api_route(
         "/{slug}", replace_record, methods=["PUT"], name=f"replace_{singular}", response_model=read_schema,

@@ -170,3 +170,14 @@ def test_retried_calibration_answers_the_first(client: ApiClient, admin: dict[st
     retry = client.post("/v1/calibrations", json=_body(), headers=headers)
     assert retry.status_code == 201 and retry.json() == first.json()
     assert_problem(client.post("/v1/calibrations", json=_body(name="other"), headers=headers), 409, "idempotency-conflict")
+
+
+def test_a_retried_catalog_create_answers_the_first_201_not_409(client: ApiClient, admin: dict[str, str], gpu_record: dict) -> None:
+    headers = {**admin, "Idempotency-Key": "gpu-1"}
+    first = client.post("/v1/gpus", json=gpu_record, headers=headers)
+    retry = client.post("/v1/gpus", json=gpu_record, headers=headers)
+    assert first.status_code == retry.status_code == 201, first.text
+    assert retry.json() == first.json()
+    assert retry.headers["location"] == first.headers["location"] == "/v1/gpus/h100-sxm"
+    assert retry.headers["etag"] == first.headers["etag"]
+    assert_problem(client.post("/v1/gpus", json=gpu_record, headers=admin), 409, "already-exists")  # no key: a plain retry
