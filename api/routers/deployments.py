@@ -33,7 +33,8 @@ router = APIRouter(tags=["deployments"])
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this many records.")]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="Records to skip before the page starts.")]
 MS_PER_S = 1e3
-Name = Annotated[str, Path(min_length=1, max_length=200, description="The deployment's name (as `name` on POST /v1/plans).")]
+Name = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^/\x00-\x1f]+$",
+                           description="The deployment's name (as `name` on POST /v1/plans).")]
 
 
 def _record_plan(metrics: MetricsRegistry, plan: dict[str, Any]) -> None:

@@ -102,7 +102,10 @@ class PlanRequest(_Input):
         "or a stored profile name (POST /v1/calibrations).",
     )
     verify: bool = Field(default=True, description="Run the chosen plan through the simulator and add capacity until it agrees.")
-    name: str | None = Field(default=None, min_length=1, max_length=200, description="Deployment this plan is for (lists its plans).")
+    name: str | None = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[^/\x00-\x1f]+$",
+        description="Deployment this plan is for: the plan becomes its current plan (GET /v1/deployments/{name}). No `/` or control characters.",
+    )
 
     @model_validator(mode="after")
     def _positive_rate(self) -> Self:

@@ -97,6 +97,11 @@ def test_named_plans_make_a_deployment_with_history_newest_first(seeded: ApiClie
     assert [p["id"] for p in page["items"]] == [first["id"]]
 
 
+def test_a_deployment_name_with_a_slash_is_refused_as_unaddressable(seeded: ApiClient, admin: dict[str, str]) -> None:
+    problem = assert_problem(seeded.post("/v1/plans", json=chat(15, name="team/chat"), headers=admin), 422, "invalid-request")
+    assert "name" in {e["field"] for e in problem["errors"]}
+
+
 def test_unknown_deployments_are_404(seeded: ApiClient, admin: dict[str, str]) -> None:
     assert_problem(seeded.get("/v1/deployments/nobody"), 404, "not-found")
     assert_problem(seeded.get("/v1/deployments/nobody/plans"), 404, "not-found")
