@@ -249,6 +249,15 @@ def test_recheck_says_a_plan_no_longer_holds_when_the_gpu_got_slower(seeded: Api
     assert "efficiencies changed" in checked["changes"][0]["detail"]
 
 
+def test_recheck_of_a_plan_whose_gpu_left_the_catalog_says_it_cannot_hold(seeded: ApiClient, admin: dict[str, str]) -> None:
+    stored = plan(seeded, admin, chat(15))
+    assert seeded.delete("/v1/gpus/h100-sxm", headers=admin).status_code == 204
+    checked = seeded.get(f"/v1/plans/{stored['id']}/recheck").json()
+    assert checked["holds"] is False and "cannot be evaluated on today's catalog" in checked["summary"]
+    assert checked["cost"]["now_usd_per_hour"] is None and checked["check"]["cost_usd_per_hour"] is None
+    assert [c["kind"] for c in checked["changes"]] == ["catalog"]
+
+
 def test_openapi_names_the_deployment_operations() -> None:
     paths = json.loads(openapi_document())["paths"]
     assert paths["/v1/deployments/{name}"]["put"]["operationId"] == "put_deployment"
