@@ -11,7 +11,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from api.routers.plans import planning_inputs
 from api.schemas.deployments import (
     DeploymentPut,
     HysteresisSpec,
@@ -20,7 +19,7 @@ from api.schemas.deployments import (
     diff_read,
     reasons_read,
 )
-from api.schemas.plans import PlanRequest, plan_response
+from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest, plan_response
 from catalog.deployments import Deployments, StoredDeployment
 from catalog.errors import NotFoundError
 from catalog.plans import Plans, StoredPlan, new_plan_id
@@ -38,8 +37,50 @@ from planner.diff import (
     plan_diff,
     unavailable,
 )
-from planner.planning import PlanningRequest, plan_capacity
+from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
 from planner.specs import Efficiency
+
+#: Efficiency names every GPU has; any other name is a stored profile that some GPUs may lack.
+BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
+#: Upper bound on GPU types gathered when a request names none (the catalog's page limit).
+MAX_GPU_TYPES = 100
+
+
+def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
+    """Specs for the planner: the named (or every) GPU at the requested efficiencies, the model,
+    the allowed precisions. Unknown slugs are 404; a named profile missing for a GPU the request
+    names is 404, and GPUs the request does not name are skipped when they lack it."""
+    profile = body.efficiency_profile
+    constraints = body.constraints
+    model = catalog.model_spec(body.model)
+    if constraints.gpus is not None:
+        gpus = tuple(catalog.gpu_spec(slug, profile) for slug in dict.fromkeys(constraints.gpus))
+    else:
+        specs = []
+        for record in catalog.list_gpus(limit=MAX_GPU_TYPES).items:
+            try:
+                specs.append(catalog.gpu_spec(record["slug"], profile))
+            except NotFoundError:
+                if profile in BUILT_IN_EFFICIENCIES:
+                    raise
+        if not specs and profile not in BUILT_IN_EFFICIENCIES:
+            raise NotFoundError(
+                f"no GPU has an efficiency profile named {profile!r}: use 'calibrated', 'ideal' or a profile stored "
+                "with POST /v1/calibrations", kind="efficiency_profile", name=profile,
+            )
+        gpus = tuple(specs)
+    for slug in constraints.inventory:
+        catalog.get_gpu(slug)  # 404 for an inventory of a GPU nobody catalogued
+    if constraints.precisions is not None:
+        pairs = [(p.weights, p.kv_cache) for p in constraints.precisions]
+        precisions = tuple(catalog.precision(w, kv) for w, kv in dict.fromkeys(pairs))
+    else:
+        known = {record["slug"] for record in catalog.list_quantizations(limit=MAX_GPU_TYPES).items}
+        precisions = tuple(catalog.precision(w, kv) for w, kv in DEFAULT_PRECISIONS if w in known and kv in known)
+    return PlanningInputs(
+        model=model, gpus=gpus, precisions=precisions, efficiency_profile=profile, catalog_version=catalog.catalog_version()
+    )
+
 
 #: Runs pure planning work: `run(fn, *args)` → fn(*args), e.g. bounded by a request's deadline.
 Runner = Callable[..., Any]

@@ -13,7 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from api.csv_export import CsvDep, csv_response
 from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
 from api.idempotency import IdempotencyDep
+from api.observability import MetricsDep
 from api.fleet_plans import fleet_plan_response, plan_fleet
+from api.schemas.plans import MS_PER_S
 from api.problems import problem_responses
 from api.schemas.fleet_plans import (
     CSV_DESCRIPTION,
@@ -75,6 +77,7 @@ def create_fleet_plan(
     _planner: PlannerKeyDep,
     idempotency: IdempotencyDep,
     as_csv: CsvDep,
+    metrics: MetricsDep,
 ) -> Response:
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
@@ -85,6 +88,8 @@ def create_fleet_plan(
     created_at = datetime.now(UTC)
     outcome = plan_fleet(body, catalog)
     plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
+    metrics.record_plan_computed()
+    metrics.record_solver_time(plan.solver.solve_ms / MS_PER_S)
     FleetPlans(session).save(
         plan_id=plan_id,
         request=body.model_dump(mode="json"),

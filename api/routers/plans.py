@@ -3,65 +3,20 @@ meets the SLOs, stored immutable with its request and the catalog version (issue
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
-from datetime import UTC, datetime
-
 from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 
 from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
-from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
+from api import deployments as service
+from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep
 from api.idempotency import IdempotencyDep
+from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
-from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest, PlanResponse, plan_response
+from api.schemas.plans import MS_PER_S, PlanRequest, PlanResponse
 from catalog.deployments import Deployments
-from catalog.errors import NotFoundError
-from catalog.plans import Plans, new_plan_id
-from catalog.repository import Catalog
-from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
+from catalog.plans import Plans
 
 router = APIRouter(tags=["plans"])
-
-#: Efficiency names every GPU has; any other name is a stored profile that some GPUs may lack.
-BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
-#: Upper bound on GPU types gathered when a request names none (the catalog's page limit).
-MAX_GPU_TYPES = 100
-
-
-def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
-    """Specs for the planner: the named (or every) GPU at the requested efficiencies, the model,
-    the allowed precisions. Unknown slugs are 404; a named profile missing for a GPU the request
-    names is 404, and GPUs the request does not name are skipped when they lack it."""
-    profile = body.efficiency_profile
-    constraints = body.constraints
-    model = catalog.model_spec(body.model)
-    if constraints.gpus is not None:
-        gpus = tuple(catalog.gpu_spec(slug, profile) for slug in dict.fromkeys(constraints.gpus))
-    else:
-        specs = []
-        for record in catalog.list_gpus(limit=MAX_GPU_TYPES).items:
-            try:
-                specs.append(catalog.gpu_spec(record["slug"], profile))
-            except NotFoundError:
-                if profile in BUILT_IN_EFFICIENCIES:
-                    raise
-        if not specs and profile not in BUILT_IN_EFFICIENCIES:
-            raise NotFoundError(
-                f"no GPU has an efficiency profile named {profile!r}: use 'calibrated', 'ideal' or a profile stored "
-                "with POST /v1/calibrations", kind="efficiency_profile", name=profile,
-            )
-        gpus = tuple(specs)
-    for slug in constraints.inventory:
-        catalog.get_gpu(slug)  # 404 for an inventory of a GPU nobody catalogued
-    if constraints.precisions is not None:
-        pairs = [(p.weights, p.kv_cache) for p in constraints.precisions]
-        precisions = tuple(catalog.precision(w, kv) for w, kv in dict.fromkeys(pairs))
-    else:
-        known = {record["slug"] for record in catalog.list_quantizations(limit=MAX_GPU_TYPES).items}
-        precisions = tuple(catalog.precision(w, kv) for w, kv in DEFAULT_PRECISIONS if w in known and kv in known)
-    return PlanningInputs(
-        model=model, gpus=gpus, precisions=precisions, efficiency_profile=profile, catalog_version=catalog.catalog_version()
-    )
-
 
 @router.post(
     "/plans",
@@ -73,7 +28,7 @@ def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
 )
 def create_plan(
     body: PlanRequest, catalog: CatalogDep, session: SessionDep, _planner: PlannerKeyDep, as_csv: CsvDep,
-    idempotency: IdempotencyDep,
+    idempotency: IdempotencyDep, settings: SettingsDep, deadline: DeadlineDep, metrics: MetricsDep,
 ) -> Response:
     """Chooses GPU type, tp, replicas, precision, batch limit and chunked-prefill budget at minimum
     on-demand cost so that the predicted p99 (or `slo.percentile`) latencies meet every target,
@@ -86,25 +41,11 @@ def create_plan(
     `Idempotency-Key` and body answers the first plan again and plans nothing."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
-    inputs = planning_inputs(body, catalog)
-    request = PlanningRequest(
-        workload=body.workload.to_workload(),
-        slo=body.slo.to_slo(),
-        constraints=body.constraints.to_constraints(),
-        verify=body.verify,
-    )
-    result = plan_capacity(request, inputs)
-    plan_id = new_plan_id()
-    created_at = datetime.now(UTC)
-    content = plan_response(plan_id, body.name, result, created_at.isoformat())
-    Plans(session).save(
-        plan_id=plan_id,
-        name=body.name,
-        request=body.model_dump(mode="json"),
-        response=content,
-        catalog_version=inputs.catalog_version,
-        created_at=created_at,
-    )
+    content = service.create_plan(body, catalog, session, run=deadline.run,
+                                  solver_time_limit_s=min(settings.solver_time_limit_s, deadline.remaining_s()))
+    metrics.record_plan_computed()
+    metrics.record_solver_time(content["provenance"]["solve_ms"] / MS_PER_S)
+    plan_id = content["id"]
     Deployments(session).record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
     location = f"/v1/plans/{plan_id}"
     if as_csv:

@@ -6,6 +6,7 @@ discrete-event simulator of continuous batching (issue 4 §4). operationId: simu
 from fastapi import APIRouter
 
 from api.deps import CatalogDep, ReaderDep, SettingsDep
+from api.observability import DeadlineDep, MetricsDep
 from api.performance import check_simulation_size, resolve_configuration
 from api.problems import problem_responses
 from api.schemas.performance import SimulateRequest, SimulateResponse, simulate_response
@@ -25,7 +26,8 @@ router = APIRouter(tags=["performance"])
     responses=problem_responses(401, 404, 422),
 )
 def simulate_configuration(
-    body: SimulateRequest, catalog: CatalogDep, settings: SettingsDep, _reader: ReaderDep
+    body: SimulateRequest, catalog: CatalogDep, settings: SettingsDep, _reader: ReaderDep,
+    deadline: DeadlineDep, metrics: MetricsDep,
 ) -> SimulateResponse:
     """Runs `requests` arrivals of `workload` through `serving` (router, replicas, continuous
     batching with FCFS admission and KV reservation, optional chunked prefill), each step timed by
@@ -60,15 +62,17 @@ def simulate_configuration(
     step_model = build_step_model(config.gpu, config.model, config.precision, config.tp, efficiency)
     check_fit(config.gpu, config.model, config.precision, config.tp, efficiency, candidate_precisions=config.candidate_precisions)
     capacity = kv_capacity_tokens(config.gpu, config.model, config.precision, config.tp, efficiency)
-    result = simulate(
-        step_model,
-        workload,
-        serving,
-        kv_capacity_tokens=capacity,
-        requests=body.requests,
-        seed=body.seed,
-        warmup_fraction=body.warmup_fraction,
-    )
+    with metrics.simulation_timer():
+        result = deadline.run(
+            simulate,
+            step_model,
+            workload,
+            serving,
+            kv_capacity_tokens=capacity,
+            requests=body.requests,
+            seed=body.seed,
+            warmup_fraction=body.warmup_fraction,
+        )
     return simulate_response(
         config,
         result,

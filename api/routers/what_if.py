@@ -15,7 +15,7 @@ from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
 from api.errors import RequestTimeoutError
 from api.observability import Deadline, DeadlineDep, MetricsDep
 from api.problems import problem_responses, problem_type_for
-from api.routers.plans import planning_inputs
+from api.deployments import planning_inputs
 from api.schemas.plans import PlanRequest
 from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
 from api.schemas.workload import WorkloadSpec

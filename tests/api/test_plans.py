@@ -140,3 +140,16 @@ def test_openapi_names_the_operations(seeded: ApiClient) -> None:
     paths = seeded.get("/openapi.json").json()["paths"]
     assert paths["/v1/plans"]["post"]["operationId"] == "create_plan"
     assert paths["/v1/plans/{plan_id}"]["get"]["operationId"] == "get_plan"
+
+
+def test_plans_are_counted_and_solver_time_recorded_in_the_metrics(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """A plan computed by POST /v1/plans adds one to `headroom_plans_computed_total` and one solver
+    observation; a retried request with the same Idempotency-Key plans nothing and adds nothing."""
+    from tests.api.test_observability import sample, scrape
+
+    headers = {**admin, "Idempotency-Key": "metrics-test-1"}
+    assert seeded.post("/v1/plans", json=body(), headers=headers).status_code == 201
+    assert seeded.post("/v1/plans", json=body(), headers=headers).status_code == 201
+    samples = scrape(seeded)
+    assert sample(samples, "headroom_plans_computed_total") == 1
+    assert sample(samples, "headroom_solver_seconds_count") == 1

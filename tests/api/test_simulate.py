@@ -151,3 +151,14 @@ def test_invalid_bodies_and_unknown_slugs(seeded: ApiClient) -> None:
     assert assert_problem(_simulate(seeded, gpu="h300"), 404, "not-found")["kind"] == "gpu"
     too_big = _simulate(seeded, model="llama-3.1-405b", gpu="l4")
     assert assert_problem(too_big, 422, "model-does-not-fit")["shortfall_gb"] > 700
+
+
+def test_simulations_are_timed_in_the_metrics(seeded: ApiClient) -> None:
+    """Each simulation run by the route adds one observation to `headroom_simulation_seconds`."""
+    from tests.api.test_observability import sample, scrape
+
+    before = sample(scrape(seeded), "headroom_simulation_seconds_count")
+    assert _simulate(seeded, requests=1000).status_code == 200
+    after = scrape(seeded)
+    assert sample(after, "headroom_simulation_seconds_count") == before + 1
+    assert sample(after, "headroom_simulation_seconds_sum") > 0
