@@ -44,12 +44,19 @@ How the model is built
 7. *Latency percentiles.* TTFT = slot wait + the residual of the step in progress (length-biased
    over step types; a prompt-carrying step's prompt size-biased) + the prefill (one step carrying
    the prompt and the prompts that arrived during the same step; with chunking ⌈p/(C−n)⌉ budget
-   steps after a Pollaczek–Khinchine wait for the budget). TPOT = decode step at the life-average
+   steps after a wait for the budget, whose last step also carries the prompts that arrived
+   behind this one, up to the budget). The budget wait is M/G/1's: busy with probability ρ_budget —
+   exactly when the step in progress carries prefill, so the two share one uniform (drawn apart
+   they counted one stall twice: +6–20 % on TTFT p99 with fixed prompts) — and, given busy, a gamma
+   matched to the conditional wait's first two moments (Pollaczek–Khinchine and Takács), so
+   fixed prompts get a near-uniform residual and long-tailed ones a heavier tail than an
+   exponential's. Leaving out the prompts behind it put TTFT p99 of long-tailed prompts with a
+   large budget 10–18 % low against the simulator. TPOT = decode step at the life-average
    occupancy (the arrival's view shrunk towards the mean by √(2/3), the variance ratio of a window
    average of M/G/∞ occupancy over one service time) + the prefill interference of the arrivals
    during the life, a gamma-mixed Poisson count with Var/mean 1/(1 − θ_pf)² whose burst level is
    comonotone with the occupancy found, spread over o − 1 tokens. E2E = TTFT + (o − 1)·TPOT.
-   Percentiles of these sums are taken over a fixed, scrambled Sobol sample of 4,096 points (one
+   Percentiles of these sums are taken over a fixed, scrambled Sobol sample of 8,192 points (one
    dimension per random ingredient, the same points on every call): deterministic, common random
    numbers across rates (so p99 does not fall as the rate rises).
 8. *Where it holds.* `Prediction.reliable` is False outside the region the fidelity study
@@ -79,10 +86,11 @@ from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputEr
 from planner.step_model import StepModel
 from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Slo, Workload
 
-#: Sobol sample size (2^12) for the percentiles of sums (≈ 41 points beyond the p99). Measured
-#: against a 2^15-point sample on four test workloads: p99s within 1 %, except TTFT p99 of a
-#: long-tailed workload without chunking (4 %; 2^13 points bring it to 1.8 % at twice the cost).
-_SAMPLE_LOG2 = 12
+#: Sobol sample size (2^13) for the percentiles of sums (≈ 82 points beyond the p99). Measured
+#: against a 2^15-point sample: 2^12 points left TTFT p99 of long-tailed prompts up to 4 % off
+#: (Mixtral-8x7B on 8 L40S, no chunking, ρ 0.5: −9.0 % against the simulator vs −5.1 % with 2^15);
+#: 2^13 brings that to ≤ 1.8 % for ~40 % more CPU per prediction (docs/queueing-fidelity.md, speed).
+_SAMPLE_LOG2 = 13
 #: Seed of the scrambled Sobol points, fixed so every call sees the same sample.
 _SAMPLE_SEED = 20_261_129
 _DIMENSIONS = 9
@@ -91,7 +99,7 @@ _U_WAIT, _U_PROMPT, _U_OUTPUT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_RESIDUAL, _
 #: Rate-independent transforms of the sample, computed once (the optimizer calls `_predict` thousands of times).
 _Z_WAIT, _Z_LIFE_ARRIVALS, _Z_INTERFERENCE, _Z_STEPMATES = (ndtri(u) for u in (_U_WAIT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_STEPMATES))
 _LOG_WAIT_TAIL = np.log1p(-_U_WAIT)  # log(1 − u): the exponential wait is −log((1 − u)/P(wait))
-_LOG_BUDGET_TAIL = np.log1p(-_U_BUDGET)
+_LOG_STEP_IN_PROGRESS_TAIL = np.log1p(-_U_STEP_IN_PROGRESS)
 #: Mid-quantile grid of prompt lengths for averaging ⌈p / budget⌉ inside the slot model.
 _PROMPT_GRID_U = (np.arange(32) + 0.5) / 32
 #: Variance ratio of a one-service-time window average of M/G/∞ occupancy with deterministic
@@ -519,20 +527,22 @@ def _poisson_quantile(u: np.ndarray, z: np.ndarray, mean: np.ndarray) -> np.ndar
     mean = np.broadcast_to(np.asarray(mean, dtype=float), u.shape)
     approx = np.ceil(mean + np.sqrt(mean) * z + (z * z - 1.0) / 6.0 - 0.5)  # Cornish–Fisher with continuity correction
     k = np.maximum(approx, 0.0)
-    small = mean <= _POISSON_NORMAL_MEAN
-    if small.any():
-        us, ms = u[small], mean[small]
+    # Exact inversion for small means: walk the CDF, each pass only over the points still below u
+    # (most leave after a pass or two, so the cost is the sample size, not sample × 48).
+    active = np.flatnonzero(mean <= _POISSON_NORMAL_MEAN)
+    if active.size:
+        us, ms = u[active], mean[active]
         pmf = np.exp(-ms)
         cdf = pmf.copy()
-        count = np.zeros_like(ms)
+        k[active] = 0.0
         for j in range(1, int(3.0 * _POISSON_NORMAL_MEAN) + 12):
             below = us > cdf
             if not below.any():
                 break
-            count += below
+            active, us, ms, pmf, cdf = active[below], us[below], ms[below], pmf[below], cdf[below]
+            k[active] = j
             pmf = pmf * ms / j
             cdf = cdf + pmf
-        k[small] = count
     return k
 
 
@@ -676,17 +686,11 @@ def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
         )
         budget_wait = 0.0
     else:
-        # ⌈p/(C−n)⌉ steps: full-budget chunks, then the remainder (each chunk attends to its position).
-        cap = rep.budget(admitted)
-        chunks = np.ceil(prompts / cap)
-        last = prompts - (chunks - 1.0) * cap
-        full_attended = (own_attended - last * (prompts - last) - last * (last + 1.0) / 2.0) / np.maximum(chunks - 1.0, 1.0)
-        prefill_s = (chunks - 1.0) * step_seconds(rep.sm, decode_others + cap, decode_kv, decode_kv + full_attended) + step_seconds(
-            rep.sm, decode_others + last, decode_kv + prompts - last, decode_kv + last * (prompts - last) + last * (last + 1.0) / 2.0
-        )
         # Pollaczek–Khinchine wait for the chunk budget, a server of C − n prefill tokens per full
         # step: a prompt holds it p/(C−n) full steps. A prompt that queues there waits out the
-        # prompt in service instead of the residual of the step in progress.
+        # prompt in service instead of the residual of the step in progress. The budget is busy
+        # exactly while the step in progress carries prefill (the upper tail of the step-type
+        # uniform), so the two share a uniform: drawn independently they would count one stall twice.
         cap_op = float(rep.budget(np.array(occupancy)))
         t_full_op = float(np.interp(occupancy, grid, occ.t_full))
         extra_s = prompts / cap_op * t_full_op
@@ -694,9 +698,34 @@ def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
         if budget_rho >= 1.0:
             return _unstable(rep, lam, min(saturation, lam), percentile)
         budget_mean = lam * float(np.mean(extra_s**2)) / (2.0 * (1.0 - budget_rho)) if budget_rho > 0 else 0.0  # λ·E[S²] / 2(1−ρ)
-        queued = _U_BUDGET >= 1.0 - budget_rho
-        budget_wait = np.where(
-            queued, budget_mean / max(budget_rho, 1e-300) * (math.log(max(budget_rho, 1e-300)) - _LOG_BUDGET_TAIL), 0.0
+        queued = _U_STEP_IN_PROGRESS >= 1.0 - budget_rho
+        # Given that it queues, the wait is a gamma matched to the first two moments of M/G/1's
+        # conditional wait (Takács: E[W²] = 2E[W]² + λE[S³]/3(1−ρ)): near-uniform for fixed prompts
+        # (the residual of one prompt), heavier-tailed for long-tailed ones, exponential-like as ρ grows.
+        conditional_mean = budget_mean / max(budget_rho, 1e-300)
+        second = (2.0 * budget_mean**2 + lam * float(np.mean(extra_s**3)) / (3.0 * (1.0 - budget_rho))) / max(budget_rho, 1e-300)
+        conditional_cv2 = max(second / max(conditional_mean, 1e-300) ** 2 - 1.0, 1e-6)
+        tail_u = np.clip(1.0 - (1.0 - _U_STEP_IN_PROGRESS[queued]) / max(budget_rho, 1e-300), 1e-9, 1.0 - 1e-9)
+        budget_wait = np.zeros(u.shape)
+        budget_wait[queued] = conditional_mean * _gamma_unit_quantile(ndtri(tail_u), conditional_cv2)
+        # ⌈p/(C−n)⌉ steps: full-budget chunks, then the remainder (each chunk attends to its position).
+        cap = rep.budget(admitted)
+        chunks = np.ceil(prompts / cap)
+        last = prompts - (chunks - 1.0) * cap
+        full_attended = (own_attended - last * (prompts - last) - last * (last + 1.0) / 2.0) / np.maximum(chunks - 1.0, 1.0)
+        full_s = step_seconds(rep.sm, decode_others + cap, decode_kv, decode_kv + full_attended)
+        # The prompts that arrive after this one (FCFS behind it: during the rest of the step in
+        # progress or its budget wait, and during its own full chunks) fill the last step's spare
+        # budget C − n − last and make the step that yields the first token longer. Those ahead of
+        # it are the budget wait's work.
+        behind_s = np.where(queued, budget_wait, in_progress - residual) + (chunks - 1.0) * full_s
+        mates = _poisson_quantile(_U_STEPMATES, _Z_STEPMATES, lam * behind_s)
+        filled = np.minimum(cap - last, mates * rep.prompt_mean)
+        prefill_s = (chunks - 1.0) * full_s + step_seconds(
+            rep.sm,
+            decode_others + last + filled,
+            decode_kv + prompts - last,
+            decode_kv + last * (prompts - last) + last * (last + 1.0) / 2.0 + filled * rep.prefill_position_mean,
         )
     ttft = wait_s + np.where(budget_wait > 0, budget_wait, residual) + prefill_s
     e2e = ttft + decodes * tpot
