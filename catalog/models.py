@@ -86,6 +86,8 @@ class GpuRow(_Versioned, Base):
     efficiency_compute: Mapped[float | None] = mapped_column(Float)
     efficiency_step_overhead_ms: Mapped[float | None] = mapped_column(Float)
     efficiency_memory_reserve_fraction: Mapped[float | None] = mapped_column(Float)
+    #: 1 = memory and compute time combine as max(a, b), 0 as a + b; NULL (rows before 0005) reads as 1.
+    efficiency_memory_compute_overlap: Mapped[float | None] = mapped_column(Float)
     efficiency_source: Mapped[str | None] = mapped_column(Text)
     source: Mapped[str] = mapped_column(Text, nullable=False)
 

@@ -294,6 +294,7 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
                 "compute": efficiency_block.number("compute", gt=0, le=1),
                 "step_overhead_ms": efficiency_block.number("step_overhead_ms", default=0.0, ge=0),
                 "memory_reserve_fraction": efficiency_block.number("memory_reserve_fraction", default=0.0, ge=0, lt=1),
+                "memory_compute_overlap": efficiency_block.number("memory_compute_overlap", default=1.0, ge=0, le=1),
                 "source": efficiency_block.text("source", nullable=True),
             }
             efficiency_block.finish()

@@ -147,6 +147,7 @@ def _gpu_record(row: GpuRow) -> dict[str, Any]:
             "compute": row.efficiency_compute,
             "step_overhead_ms": row.efficiency_step_overhead_ms,
             "memory_reserve_fraction": row.efficiency_memory_reserve_fraction,
+            "memory_compute_overlap": 1.0 if row.efficiency_memory_compute_overlap is None else row.efficiency_memory_compute_overlap,
             "source": row.efficiency_source,
         },
         "source": row.source,
@@ -169,6 +170,7 @@ def _apply_gpu(row: GpuRow, record: Mapping[str, Any]) -> None:
     row.efficiency_compute = efficiency.get("compute")
     row.efficiency_step_overhead_ms = efficiency.get("step_overhead_ms")
     row.efficiency_memory_reserve_fraction = efficiency.get("memory_reserve_fraction")
+    row.efficiency_memory_compute_overlap = efficiency.get("memory_compute_overlap")
     row.efficiency_source = efficiency.get("source")
 
 
@@ -741,6 +743,7 @@ class Catalog:
                 step_overhead_s=(gpu.efficiency_step_overhead_ms or 0.0) / MS_PER_S,
                 memory_reserve_fraction=gpu.efficiency_memory_reserve_fraction or 0.0,
                 include_comm=True,
+                memory_compute_overlap=1.0 if gpu.efficiency_memory_compute_overlap is None else gpu.efficiency_memory_compute_overlap,
                 source=gpu.efficiency_source or f"calibrated efficiency of {gpu.slug} (no source recorded)",
             )
         row = self._profile_row(name, gpu.id)

@@ -81,6 +81,15 @@ class GpuEfficiency(_Input):
     compute: float = Field(gt=0, le=1, description="η_compute: achieved / datasheet peak FLOP/s, in (0, 1].")
     step_overhead_ms: float = Field(default=0.0, ge=0, description="Fixed time added to every batching step, in milliseconds.")
     memory_reserve_fraction: float = Field(default=0.0, ge=0, lt=1, description="Fraction of HBM unavailable to weights and KV cache, in [0, 1).")
+    memory_compute_overlap: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description=(
+            "Dimensionless, in [0, 1]: how a step's memory time a and compute time b combine, "
+            "max(a, b) + (1 − overlap) · min(a, b). 1 = fully overlapped (max of the two, the roofline), 0 = serial (their sum)."
+        ),
+    )
     source: str | None = Field(default=None, description="Measurement or publication the efficiencies come from.")
 
 

@@ -174,3 +174,18 @@ def test_reads_with_require_auth(make_client: Any, admin: dict[str, str], gpu_re
     assert_problem(client.get("/v1/gpus"), 401, "unauthenticated")
     assert client.post("/v1/gpus", json=gpu_record, headers=admin).status_code == 201
     assert client.get("/v1/gpus", headers=admin).json()["total"] == 1
+
+
+def test_gpu_efficiency_overlap_defaults_to_max_and_is_range_checked(
+    client: ApiClient, admin: dict[str, str], gpu_record: dict[str, Any]
+) -> None:
+    """`efficiency.memory_compute_overlap`: omitted = 1 (max of memory and compute time), stored when given, [0, 1]."""
+    body = client.post("/v1/gpus", json=gpu_record, headers=admin).json()
+    assert body["efficiency"]["memory_compute_overlap"] == 1.0
+    efficiency = {**gpu_record["efficiency"], "memory_compute_overlap": 0.35}
+    body = client.patch("/v1/gpus/h100-sxm", json={"efficiency": efficiency}, headers=admin).json()
+    assert body["efficiency"]["memory_compute_overlap"] == 0.35
+    assert client.get("/v1/gpus/h100-sxm").json()["efficiency"]["memory_compute_overlap"] == 0.35
+    bad = client.patch("/v1/gpus/h100-sxm", json={"efficiency": {**efficiency, "memory_compute_overlap": 1.2}}, headers=admin)
+    assert_problem(bad, 422)
+    assert client.get("/v1/gpus/h100-sxm").json()["efficiency"]["memory_compute_overlap"] == 0.35

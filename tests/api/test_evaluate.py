@@ -16,7 +16,7 @@ from planner.simulator import simulate
 from planner.step_model import StepModel
 from planner.workload import FixedLength, LognormalLength, Serving, Workload
 from tests.api.client import ApiClient
-from tests.api.conftest import assert_problem, bad_fields
+from tests.api.conftest import ADMIN_HEADERS, assert_problem, bad_fields
 from tests.api.reference_catalog import seed_reference_catalog
 
 #: DESIGN.md: step times and tokens/s within 0.5 %.
@@ -159,6 +159,24 @@ def test_calibrated_predictions_are_slower_than_ideal(seeded: ApiClient) -> None
     assert calibrated["prefill"]["time_ms"] > ideal["prefill"]["time_ms"]
     assert calibrated["max_batch_by_memory"] < ideal["max_batch_by_memory"]
     assert calibrated["usable_memory_bytes"] == pytest.approx(0.9 * 320e9)
+
+
+def test_the_catalog_overlap_reaches_the_calibrated_step_model(seeded: ApiClient) -> None:
+    """The GPU efficiency block's memory_compute_overlap is the `calibrated` step model's, and the steps use it."""
+    gpu = seeded.get("/v1/gpus/h100-sxm").json()
+    shipped = gpu["efficiency"]["memory_compute_overlap"]
+    assert 0.0 <= shipped <= 1.0
+    before = _ok(seeded, efficiency_profile="calibrated")
+    assert before["step_model"]["memory_compute_overlap"] == pytest.approx(shipped)
+    patched = seeded.patch(
+        "/v1/gpus/h100-sxm", json={"efficiency": {**gpu["efficiency"], "memory_compute_overlap": 1.0}}, headers=ADMIN_HEADERS
+    )
+    assert patched.status_code == 200, patched.text
+    after = _ok(seeded, efficiency_profile="calibrated")
+    assert after["step_model"]["memory_compute_overlap"] == 1.0
+    # Full overlap (max of the two) is never slower than the shipped partial overlap, and faster wherever
+    # both memory and compute take time (every decode row here).
+    assert all(a["step_ms"] < b["step_ms"] for a, b in zip(after["decode"], before["decode"], strict=True))
 
 
 def test_overrides_replace_the_profiles_values(seeded: ApiClient) -> None:

@@ -37,9 +37,11 @@ def second_database(tmp_path: Path) -> str:
 def test_export_import_round_trip(loaded: Catalog, tmp_path: Path) -> None:
     loaded.save_efficiency_profile(profile())
     loaded.update_gpu("mi300x", {"memory_gb": 192.5})
+    loaded.update_gpu("h100-sxm", {"efficiency": {**loaded.get_gpu("h100-sxm")["efficiency"], "memory_compute_overlap": 0.4}})
     loaded.session.commit()
     exported = loaded.export_catalog()
-    assert exported["catalog_version"] == 3
+    assert exported["catalog_version"] == 4
+    assert exported["gpus"][0]["efficiency"]["memory_compute_overlap"] == 0.4  # the overlap survives the round trip below
     assert [gpu["slug"] for gpu in exported["gpus"]] == ["h100-sxm", "mi300x"]
     assert [model["slug"] for model in exported["models"]] == ["deepseek-v3", "llama-2-70b"]
     assert [scheme["slug"] for scheme in exported["quantizations"]] == ["fp16", "fp8", "int4-awq"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from catalog import migrate
 from catalog.db import make_engine
@@ -66,3 +66,53 @@ def test_migrations_do_not_depend_on_the_working_directory(
 def test_a_fresh_migration_starts_the_catalog_at_version_zero(catalog) -> None:  # noqa: ANN001
     assert catalog.catalog_version() == 0
     assert catalog.is_empty()
+
+
+def _gpu_columns(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        return {column["name"] for column in inspect(engine).get_columns("gpus")}
+    finally:
+        engine.dispose()
+
+
+def test_0005_adds_the_overlap_column_reads_old_rows_as_max_and_downgrades(database_url: str) -> None:
+    """A GPU stored before 0005 (no overlap column) reads as overlap 1 after the upgrade; the
+    downgrade drops the column and keeps the row (batch mode on SQLite, ALTER TABLE on PostgreSQL)."""
+    from catalog.db import make_session_factory
+    from catalog.repository import Catalog
+
+    migrate.upgrade(database_url, "0004_deployments")
+    assert "efficiency_memory_compute_overlap" not in _gpu_columns(database_url)
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO gpus (slug, name, vendor, architecture, memory_gb, memory_bandwidth_gb_per_s, "
+                    "interconnect_gb_per_s, gpus_per_node, efficiency_memory, efficiency_compute, source, version, "
+                    "created_at, updated_at) VALUES ('old-gpu', 'Old GPU', 'nvidia', 'hopper', 80, 3350, 450, 8, "
+                    "0.6, 0.4, 'test', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
+                )
+            )
+    finally:
+        engine.dispose()
+    migrate.upgrade(database_url)
+    assert "efficiency_memory_compute_overlap" in _gpu_columns(database_url)
+    engine = make_engine(database_url)
+    try:
+        session = make_session_factory(engine)()
+        catalog = Catalog(session)
+        assert catalog.get_gpu("old-gpu")["efficiency"]["memory_compute_overlap"] == 1.0
+        assert catalog.efficiency_profile("calibrated", "old-gpu").memory_compute_overlap == 1.0
+        session.close()
+    finally:
+        engine.dispose()
+    migrate.downgrade(database_url, "0004_deployments")
+    assert "efficiency_memory_compute_overlap" not in _gpu_columns(database_url)
+    engine = make_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT efficiency_memory FROM gpus WHERE slug = 'old-gpu'")).scalar_one() == 0.6
+    finally:
+        engine.dispose()

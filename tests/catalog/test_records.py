@@ -82,8 +82,24 @@ def test_efficiency_block_fills_physical_defaults() -> None:
     record = h100()
     record["efficiency"] = {"memory": 0.9, "compute": 0.8}
     assert canonical_gpu(record)["efficiency"] == {
-        "memory": 0.9, "compute": 0.8, "step_overhead_ms": 0.0, "memory_reserve_fraction": 0.0, "source": None,
+        "memory": 0.9, "compute": 0.8, "step_overhead_ms": 0.0, "memory_reserve_fraction": 0.0,
+        "memory_compute_overlap": 1.0, "source": None,
     }
+
+
+@pytest.mark.parametrize("overlap", [-0.1, 1.5, "half"])
+def test_efficiency_overlap_outside_zero_one_is_refused(overlap: object) -> None:
+    record = h100()
+    record["efficiency"] = {"memory": 0.9, "compute": 0.8, "memory_compute_overlap": overlap}
+    with pytest.raises(InvalidRecordError) as error:
+        canonical_gpu(record)
+    assert "efficiency.memory_compute_overlap" in {item["field"] for item in error.value.extensions["errors"]}
+
+
+def test_efficiency_overlap_is_kept() -> None:
+    record = h100()
+    record["efficiency"] = {"memory": 0.9, "compute": 0.8, "memory_compute_overlap": 0.25}
+    assert canonical_gpu(record)["efficiency"]["memory_compute_overlap"] == 0.25
 
 
 def test_model_invariants_are_checked() -> None:

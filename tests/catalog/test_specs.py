@@ -37,7 +37,17 @@ def test_calibrated_efficiency_comes_from_the_gpu_row_with_communication_on(load
     assert efficiency.step_overhead_s == pytest.approx(2.5e-3)  # 2.5 ms
     assert efficiency.memory_reserve_fraction == pytest.approx(0.1)
     assert efficiency.include_comm is True
+    assert efficiency.memory_compute_overlap == 1.0  # block without the field: max(memory, compute)
     assert efficiency.source == "test fixture calibration"
+
+
+def test_the_gpu_efficiency_overlap_is_carried_into_the_calibrated_spec(loaded: Catalog) -> None:
+    record = loaded.get_gpu("h100-sxm")
+    record["efficiency"] = {**record["efficiency"], "memory_compute_overlap": 0.3}
+    loaded.update_gpu("h100-sxm", record)
+    assert loaded.get_gpu("h100-sxm")["efficiency"]["memory_compute_overlap"] == pytest.approx(0.3)
+    assert loaded.gpu_spec("h100-sxm", "calibrated").efficiency.memory_compute_overlap == pytest.approx(0.3)
+    assert loaded.gpu_spec("h100-sxm", "ideal").efficiency.memory_compute_overlap == 1.0
 
 
 def test_a_gpu_without_calibration_falls_back_to_the_roofline_with_communication(loaded: Catalog) -> None:
