@@ -57,8 +57,16 @@ ROUTERS: tuple[APIRouter, ...] = (
 DESCRIPTION = """\
 Capacity planning for LLM inference: which GPUs, how many, at what precision, tensor-parallel
 degree, batch limit and utilisation serve a workload within its p99 latency SLOs at minimum
-cost, and why. This version serves the catalog the planner reads (GPUs, models, quantization
-schemes).
+cost, and why. `POST /v1/plans` answers with the plan and its justification (roofline step
+times, KV-cache limit, Little's law and the waiting-time tail, the binding constraint,
+alternatives, sensitivity) verified by a discrete-event simulator; `POST /v1/fleet-plans` plans
+many workloads over a day of demand with reserved and on-demand GPUs; `POST /v1/evaluate` and
+`POST /v1/simulate` expose the performance and queueing models; deployments keep plan history and
+re-plan with hysteresis; the catalog (GPUs, models, quantization schemes) feeds all of it.
+
+Costs are in USD per hour, per month (730 h) and per million output tokens. Plans, fleet plans,
+deployment histories and what-if sweeps are also CSV (`Accept: text/csv` or `?format=csv`).
+POSTs that create something accept an `Idempotency-Key`.
 
 Errors are RFC 9457 `application/problem+json` documents. Writes need an API key with role
 admin as `Authorization: Bearer <key>`. Every record carries a `version`, sent as the ETag;
@@ -151,6 +159,12 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 {"name": "models", "description": "Model architectures as published in model cards."},
                 {"name": "quantizations", "description": "Numeric formats for weights and KV cache."},
                 {"name": "health", "description": "Liveness and readiness probes."},
+                {"name": "plans", "description": "Minimum-cost plans that meet p99 SLOs, with their justification and simulator verification."},
+                {"name": "fleet-plans", "description": "Many workloads over periods: reserved, on-demand and spot GPUs within inventory, one MILP."},
+                {"name": "deployments", "description": "Named deployments: plan history, re-planning with a diff and hysteresis, rechecks."},
+                {"name": "what-if", "description": "Sweeps over traffic, SLOs or GPU types for finance: one cheapest plan per point."},
+                {"name": "performance", "description": "The performance model (roofline, KV cache) and the queueing model and simulator of one configuration."},
+                {"name": "calibrations", "description": "Fit efficiencies to measured points or a vLLM benchmark result and store them as a named profile."},
             ],
         )
         schemas = schema.setdefault("components", {}).setdefault("schemas", {})
