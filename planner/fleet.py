@@ -34,6 +34,7 @@ import pulp
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverError
 from planner.milp import (
     ModelSize,
+    SolveOutcome,
     SolverReport,
     constraint_name,
     integer_value,
@@ -50,6 +51,19 @@ _ROUNDING_SLACK = 1e-6
 
 #: Least time left to the MILP after the LP relaxation, whatever the overall limit.
 _MIN_MILP_TIME_S = 1.0
+
+#: The MILP stops once its incumbent is proved within this fraction of the optimum (the gap is
+#: reported with every plan). 1 % of a fleet's cost is below the 1 % tolerance at which μ itself
+#: is known (planner/fleet_candidates.py MU_RELATIVE_TOLERANCE), so a smaller gap buys nothing real.
+FLEET_RELATIVE_GAP = 0.01
+
+#: The cutoff row allows this relative excess over the fallback fleet's cost, so that fleet stays
+#: feasible for the solver despite rounding in its row activity.
+_CUTOFF_SLACK = 1e-7
+
+#: Branch-and-bound nodes allowed per workload-period when pricing its cheapest integer cover
+#: (`cover_cost_lower_bound`); past it the cut is left out (it is a strengthening, never needed).
+_COVER_NODE_LIMIT = 20_000
 
 
 def _finite_non_negative(value: float) -> bool:
@@ -500,6 +514,101 @@ def add_n_plus_one_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisio
             )
 
 
+def cheapest_cover(
+    items: Sequence[tuple[float, float]], demand_rps: float, *, node_limit: int = _COVER_NODE_LIMIT
+) -> tuple[float, tuple[int, ...], bool]:
+    """min Σ_c a_c·r_c over whole r_c ≥ 0 with Σ_c μ_c·r_c ≥ d; `items` are (a_c, μ_c) with
+    a_c ≥ 0, μ_c > 0. Returns the cost, the counts (in `items` order) and whether the search
+    finished within `node_limit` (if not, the counts are the best found, not proved cheapest).
+
+    A depth-first branch and bound over the items in increasing a/μ (the fractional bound
+    cost + remaining demand × the best a/μ left prunes).
+    """
+    order = sorted(range(len(items)), key=lambda i: items[i][0] / items[i][1])
+    slack = 1e-9 * max(demand_rps, 1.0)
+    counts = [0] * len(items)
+    if demand_rps <= slack:
+        return 0.0, tuple(counts), True
+    single = min(order, key=lambda i: items[i][0] * math.ceil(demand_rps / items[i][1] - 1e-12))
+    best_counts = list(counts)
+    best_counts[single] = math.ceil(demand_rps / items[single][1] - 1e-12)
+    best = items[single][0] * best_counts[single]
+    nodes = 0
+
+    def search(depth: int, remaining: float, cost: float) -> bool:
+        nonlocal best, best_counts, nodes
+        nodes += 1
+        if nodes > node_limit:
+            return False
+        if remaining <= slack:
+            if cost < best:
+                best, best_counts = cost, list(counts)
+            return True
+        if depth == len(order):
+            return True
+        a, mu = items[order[depth]]
+        if cost + remaining * a / mu >= best * (1 - 1e-12):
+            return True  # not even fractional replicas of the best a/μ left beat the incumbent
+        for count in range(math.ceil(remaining / mu - 1e-12), -1, -1):
+            counts[order[depth]] = count
+            finished = search(depth + 1, remaining - count * mu, cost + count * a)
+            counts[order[depth]] = 0
+            if not finished:
+                return False
+        return True
+
+    finished = search(0, demand_rps, 0.0)
+    return best, tuple(best_counts), finished
+
+
+def cover_cost_lower_bound(
+    items: Sequence[tuple[float, float]], demand_rps: float, min_replicas: int, *, node_limit: int = _COVER_NODE_LIMIT
+) -> float | None:
+    """A lower bound on Σ_c a_c·r_c for whole r_c meeting Σ_c μ_c·r_c ≥ d and Σ_c r_c ≥ min_replicas:
+    the cheapest cover (`cheapest_cover`), and at least min_replicas × the cheapest a_c. None when
+    `node_limit` runs out first. Every such r costs at least this, so Σ_c a_c·r_c ≥ it is a valid cut.
+    """
+    cost, _, finished = cheapest_cover(items, demand_rps, node_limit=node_limit)
+    if not finished:
+        return None
+    return max(cost, min_replicas * min(a for a, _ in items))
+
+
+def cheapest_gpu_hour_usd(spec: FleetSpec, gpu: str) -> float:
+    """The lowest price one GPU-hour of `gpu` can have in this fleet: reserved, on demand or spot."""
+    prices = [spec.prices[gpu].reserved_usd_per_hour, spec.prices[gpu].on_demand_usd_per_hour]
+    if gpu in spec.spot:
+        prices.append(spec.spot_price_usd_per_hour(gpu))
+    return min(prices)
+
+
+def add_cover_cost_cuts(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> int:
+    """Σ_c a_c·r_wcp ≥ V_wp with a_c = g_c × the cheapest GPU-hour of c's type and V_wp the least
+    Σ a_c·r_c of any whole number of replicas meeting d_wp and min_replicas
+    (`cover_cost_lower_bound`): valid for every integer fleet, and it removes the LP relaxation's
+    fractional replicas (1.13 replicas where 2 are needed), whose rounding is most of the gap on
+    fleets of few replicas per workload. Rows named cover_cost__w__hp; how many were added."""
+    added = 0
+    for w in spec.workloads:
+        weights = {c.id: c.gpus_per_replica * cheapest_gpu_hour_usd(spec, c.gpu) for c in w.candidates}
+        items = [(weights[c.id], c.max_rps_at_slo) for c in w.candidates]
+        best_ratio = min(a / mu for a, mu in items)
+        bounds: dict[tuple[float, int], float | None] = {}
+        for p in range(spec.periods):
+            key = (w.demand_rps[p], spec.constraints.min_replicas)
+            if key not in bounds:
+                bounds[key] = cover_cost_lower_bound(items, *key)
+            bound = bounds[key]
+            if bound is None or bound <= w.demand_rps[p] * best_ratio * (1 + 1e-9):
+                continue  # no stronger than the LP relaxation already is
+            problem += (
+                pulp.lpSum(decisions.replicas[w.name, c.id, p] * weights[c.id] for c in w.candidates) >= bound,
+                constraint_name("cover_cost", w.name, period_label(p)),
+            )
+            added += 1
+    return added
+
+
 def add_min_replicas_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
     """Σ_c r_wcp ≥ min_replicas for every workload w and period p."""
     for w in spec.workloads:
@@ -538,9 +647,10 @@ def add_budget_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: 
 
 
 def build_fleet_problem(
-    spec: FleetSpec, *, with_budget: bool = True, elastic_inventory: bool = False
+    spec: FleetSpec, *, with_budget: bool = True, elastic_inventory: bool = False, cover_cuts: bool = False
 ) -> tuple[pulp.LpProblem, FleetDecisions]:
-    """The fleet MILP (with inventory shortfall minimised instead of cost when elastic)."""
+    """The fleet MILP (with inventory shortfall minimised instead of cost when elastic); with
+    `cover_cuts`, strengthened by `add_cover_cost_cuts` (same integer optimum, tighter relaxation)."""
     problem = pulp.LpProblem("fleet", pulp.LpMinimize)
     decisions = add_fleet_variables(problem, spec, elastic_inventory=elastic_inventory)
     add_meet_demand_constraints(problem, spec, decisions)
@@ -550,6 +660,8 @@ def build_fleet_problem(
         add_min_replicas_constraints(problem, spec, decisions)
     add_gpus_held_constraints(problem, spec, decisions)
     add_gpu_inventory_constraints(problem, spec, decisions)
+    if cover_cuts:
+        add_cover_cost_cuts(problem, spec, decisions)
     if with_budget and spec.constraints.budget_usd_per_day is not None:
         add_budget_constraints(problem, spec, decisions, spec.constraints.budget_usd_per_day)
     if elastic_inventory:
@@ -568,8 +680,12 @@ def solve_fleet(
     time_limit_s: float = 10.0,
     solver_name: str | None = None,
     shadow_prices: bool = True,
+    relative_gap: float = FLEET_RELATIVE_GAP,
 ) -> FleetPlan:
     """The cheapest fleet schedule for `spec`, with costs, utilisation and (optionally) shadow prices.
+
+    The MILP stops once proved within `relative_gap` of the optimum ("optimal", gap reported),
+    or at `time_limit_s` with the best fleet found ("feasible", gap against the proved bound).
 
     Raises InfeasiblePlanError naming the workload, period and GPU type that fall short (or the
     budget), SolverError when the solver gives no usable answer within `time_limit_s`.
@@ -590,17 +706,33 @@ def solve_fleet(
         )
     lp_values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
     duals = _demand_and_inventory_duals(presolved, problem)
-    rounded = rounded_fleet(presolved, decisions, lp_values)
     cost = fleet_cost_usd(presolved, decisions)
     budget = presolved.constraints.budget_usd_per_day
-    if rounded is not None and budget is not None and _evaluate(cost, rounded) > budget * presolved.horizon_hours / HOURS_PER_DAY:
-        rounded = None  # rounding up overran the budget: not a fleet we may return
+    fallbacks = [
+        fleet
+        for fleet in (rounded_fleet(presolved, decisions, lp_values), cover_fleet(presolved))
+        if fleet is not None
+        and (budget is None or _evaluate(cost, fleet) <= budget * presolved.horizon_hours / HOURS_PER_DAY)
+    ]  # a fleet over the budget is not one we may return
+    rounded = min(fallbacks, key=lambda fleet: _evaluate(cost, fleet), default=None)
+    # The duals above come from the plain relaxation (the cuts would take the demand rows'
+    # prices); the MILP gets the cover cuts, which leave its integer optimum unchanged, and the
+    # cutoff cost ≤ the best fallback's (a row, not a MIP start: see docs/fleet-benchmark.md).
+    add_cover_cost_cuts(problem, presolved, decisions)
+    cutoff_usd = math.inf
+    if rounded is not None:
+        cutoff_usd = _evaluate(cost, rounded)
+        problem += cost <= cutoff_usd + _CUTOFF_SLACK * max(abs(cutoff_usd), 1.0), "incumbent_cutoff"
     # Leave the MILP what is left of the limit, less as much again as building and solving the
     # LP took (PuLP hands the model over again, which costs about that much).
     elapsed_s = time.perf_counter() - started
     remaining_s = max(time_limit_s - 2 * elapsed_s, _MIN_MILP_TIME_S)
-    outcome = solve(problem, time_limit_s=remaining_s, solver_name=lp.solver_name)
-    if outcome.status == "infeasible":
+    outcome = solve(problem, time_limit_s=remaining_s, solver_name=lp.solver_name, relative_gap=relative_gap)
+    if outcome.status == "infeasible" and rounded is not None:
+        # No fleet is cheaper than the fallback (to the cutoff's slack): it is optimal.
+        outcome = SolveOutcome(status="optimal", solver_name=outcome.solver_name, solve_s=outcome.solve_s,
+                               mip_gap=0.0, objective=cutoff_usd, dual_bound=cutoff_usd)
+    elif outcome.status == "infeasible":
         raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
     if outcome.status == "no_solution" and rounded is None:
         raise SolverError(
@@ -610,7 +742,9 @@ def solve_fleet(
             time_limit_s=time_limit_s,
         )
     values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
-    if outcome.status != "optimal" and rounded is not None and (
+    if outcome.objective == cutoff_usd and outcome.dual_bound == cutoff_usd and rounded is not None:
+        values = rounded  # proved optimal by the cutoff's infeasibility above
+    elif outcome.status != "optimal" and rounded is not None and (
         outcome.status == "no_solution" or _evaluate(cost, rounded) < _evaluate(cost, values)
     ):
         values = rounded  # the time limit stopped the solver short of the rounded LP fleet
@@ -699,6 +833,32 @@ def rounded_fleet(
                 mine[chosen.id] += 1
                 if room[chosen.gpu] is not None:
                     room[chosen.gpu] -= chosen.gpus_per_replica
+            replicas.update({(w.name, key, p): n for key, n in mine.items()})
+    return _start_from_replicas(spec, trim_idle_replicas(spec, replicas), {})
+
+
+def cover_fleet(spec: FleetSpec) -> dict[str, float] | None:
+    """A feasible integer fleet built workload-period by workload-period: the cheapest whole cover
+    of each demand (`cheapest_cover`, each replica priced at its GPUs' cheapest GPU-hour), topped
+    up with the cheapest replica per req/s until N+1 and min_replicas hold; idle replicas trimmed
+    and reservations chosen as in `rounded_fleet`. None when it breaks an inventory limit.
+
+    The LP relaxation spreads replicas over candidates in fractions, so rounding it
+    (`rounded_fleet`) is often worse than this; the solver gets the cheaper of the two as a cutoff.
+    """
+    replicas: dict[tuple[str, str, int], int] = {}
+    for w in spec.workloads:
+        weights = [c.gpus_per_replica * cheapest_gpu_hour_usd(spec, c.gpu) for c in w.candidates]
+        items = [(a, c.max_rps_at_slo) for a, c in zip(weights, w.candidates, strict=True)]
+        cheapest = min(range(len(items)), key=lambda i: (items[i][0] / items[i][1], items[i][0]))
+        covers: dict[float, tuple[int, ...]] = {}
+        for p in range(spec.periods):
+            demand = w.demand_rps[p]
+            if demand not in covers:
+                covers[demand] = cheapest_cover(items, demand)[1]
+            mine = {c.id: n for c, n in zip(w.candidates, covers[demand], strict=True)}
+            while not _meets(w, p, mine, spec.constraints):
+                mine[w.candidates[cheapest].id] += 1
             replicas.update({(w.name, key, p): n for key, n in mine.items()})
     return _start_from_replicas(spec, trim_idle_replicas(spec, replicas), {})
 
