@@ -34,7 +34,6 @@ import pulp
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverError
 from planner.milp import (
     ModelSize,
-    SolveOutcome,
     SolverReport,
     constraint_name,
     integer_value,
@@ -708,54 +707,82 @@ def solve_fleet(
     duals = _demand_and_inventory_duals(presolved, problem)
     cost = fleet_cost_usd(presolved, decisions)
     budget = presolved.constraints.budget_usd_per_day
+    budget_usd = math.inf if budget is None else budget * presolved.horizon_hours / HOURS_PER_DAY
+    # The duals above come from the plain relaxation (the cuts would take the demand rows'
+    # prices). Everything below has the cover cuts, which leave the integer optimum unchanged.
+    add_cover_cost_cuts(problem, presolved, decisions)
+    solve_s = lp.solve_s
+    bound = lp.objective
+    cut_lp = solve(problem, time_limit_s=time_limit_s, solver_name=lp.solver_name, relaxed=True)
+    solve_s += cut_lp.solve_s
+    cut_values = lp_values
+    if cut_lp.status == "optimal" and cut_lp.objective is not None:
+        bound = max(bound, cut_lp.objective)
+        cut_values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
     fallbacks = [
         fleet
-        for fleet in (rounded_fleet(presolved, decisions, lp_values), cover_fleet(presolved))
-        if fleet is not None
-        and (budget is None or _evaluate(cost, fleet) <= budget * presolved.horizon_hours / HOURS_PER_DAY)
-    ]  # a fleet over the budget is not one we may return
-    rounded = min(fallbacks, key=lambda fleet: _evaluate(cost, fleet), default=None)
-    # The duals above come from the plain relaxation (the cuts would take the demand rows'
-    # prices); the MILP gets the cover cuts, which leave its integer optimum unchanged, and the
-    # cutoff cost ≤ the best fallback's (a row, not a MIP start: see docs/fleet-benchmark.md).
-    add_cover_cost_cuts(problem, presolved, decisions)
-    cutoff_usd = math.inf
-    if rounded is not None:
-        cutoff_usd = _evaluate(cost, rounded)
-        problem += cost <= cutoff_usd + _CUTOFF_SLACK * max(abs(cutoff_usd), 1.0), "incumbent_cutoff"
-    # Leave the MILP what is left of the limit, less as much again as building and solving the
-    # LP took (PuLP hands the model over again, which costs about that much).
-    elapsed_s = time.perf_counter() - started
-    remaining_s = max(time_limit_s - 2 * elapsed_s, _MIN_MILP_TIME_S)
-    outcome = solve(problem, time_limit_s=remaining_s, solver_name=lp.solver_name, relative_gap=relative_gap)
-    if outcome.status == "infeasible" and rounded is not None:
-        # No fleet is cheaper than the fallback (to the cutoff's slack): it is optimal.
-        outcome = SolveOutcome(status="optimal", solver_name=outcome.solver_name, solve_s=outcome.solve_s,
-                               mip_gap=0.0, objective=cutoff_usd, dual_bound=cutoff_usd)
-    elif outcome.status == "infeasible":
-        raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
-    if outcome.status == "no_solution" and rounded is None:
+        for fleet in (rounded_fleet(presolved, decisions, lp_values), rounded_fleet(presolved, decisions, cut_values),
+                      cover_fleet(presolved))
+        if fleet is not None and _evaluate(cost, fleet) <= budget_usd  # over the budget: not one we may return
+    ]
+    best = min(fallbacks, key=lambda fleet: _evaluate(cost, fleet), default=None)
+
+    def gap(fleet: Mapping[str, float] | None) -> float:
+        return math.inf if fleet is None else max(0.0, _evaluate(cost, fleet) - bound) / max(abs(_evaluate(cost, fleet)), 1e-12)
+
+    # Stage 1, the neighbourhood of the cut relaxation: the MILP restricted to the (workload,
+    # candidate) pairs the cut LP or the best fallback uses (a quarter of them on the benchmark),
+    # for at most half the time left. Stage 2, if that is not within the gap: the whole MILP.
+    # Both carry the cutoff cost ≤ the best fleet so far (a row, not a MIP start: HiGHS 1.16's
+    # MIP start misreports optima, see docs/fleet-benchmark.md).
+    for restricted in (True, False):
+        if gap(best) <= relative_gap:
+            break
+        elapsed_s = time.perf_counter() - started
+        # Leave the MILP what is left of the limit, less as much again as building and solving the
+        # LPs took (PuLP hands the model over again, which costs about that much).
+        remaining_s = max(time_limit_s - 2 * elapsed_s, _MIN_MILP_TIME_S)
+        if restricted:
+            remaining_s /= 2
+        cutoff_usd = math.inf if best is None else _evaluate(cost, best)
+        if best is not None:
+            limit_usd = cutoff_usd + _CUTOFF_SLACK * max(abs(cutoff_usd), 1.0)
+            row = problem.get_constraint_by_name("incumbent_cutoff")
+            if row is None:
+                problem += cost <= limit_usd, "incumbent_cutoff"
+            else:
+                row.changeRHS(limit_usd)
+        closed = _restrict(decisions, [cut_values, best or {}]) if restricted else {}
+        try:
+            outcome = solve(problem, time_limit_s=remaining_s, solver_name=lp.solver_name,
+                            relative_gap=relative_gap / 2 if restricted else relative_gap)
+        finally:
+            for variable, upper in closed.items():
+                variable.upBound = upper
+        solve_s += outcome.solve_s
+        if outcome.status == "infeasible" and best is None and not restricted:
+            raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
+        if outcome.status == "infeasible" and not restricted:
+            bound = max(bound, cutoff_usd)  # nothing beats the best fleet so far: it is optimal
+        if outcome.status in ("optimal", "feasible"):
+            found = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
+            if best is None or _evaluate(cost, found) < _evaluate(cost, best):
+                best = found
+            if not restricted and outcome.dual_bound is not None:
+                bound = max(bound, min(outcome.dual_bound, _evaluate(cost, best)))
+    if best is None:
         raise SolverError(
-            f"{outcome.solver_name} found no feasible fleet within {remaining_s:.1f} s and rounding the LP "
+            f"{lp.solver_name} found no feasible fleet within {time_limit_s} s and rounding the LP "
             "relaxation broke an inventory or budget limit; raise the time limit",
-            solver=outcome.solver_name,
+            solver=lp.solver_name,
             time_limit_s=time_limit_s,
         )
-    values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
-    if outcome.objective == cutoff_usd and outcome.dual_bound == cutoff_usd and rounded is not None:
-        values = rounded  # proved optimal by the cutoff's infeasibility above
-    elif outcome.status != "optimal" and rounded is not None and (
-        outcome.status == "no_solution" or _evaluate(cost, rounded) < _evaluate(cost, values)
-    ):
-        values = rounded  # the time limit stopped the solver short of the rounded LP fleet
-    incumbent = _evaluate(cost, values)
-    # Any proved bound holds for every integer fleet, and so does the LP relaxation's optimum.
-    bound = max(b for b in (outcome.dual_bound, lp.objective) if b is not None)
+    values = best
     report = SolverReport(
-        name=outcome.solver_name,
-        status="optimal" if outcome.status == "optimal" else "feasible",
-        solve_s=lp.solve_s + outcome.solve_s,
-        mip_gap=outcome.mip_gap if outcome.status == "optimal" else max(0.0, incumbent - bound) / max(abs(incumbent), 1e-12),
+        name=lp.solver_name,
+        status="optimal" if gap(best) <= relative_gap else "feasible",
+        solve_s=solve_s,
+        mip_gap=gap(best),
     )
     reserved = {gpu: _whole(values, v) for gpu, v in decisions.reserved_gpus.items()}
     on_demand = {key: _whole(values, v) for key, v in decisions.on_demand_gpus.items()}
@@ -775,6 +802,22 @@ def solve_fleet(
         model_size=size,
         candidates_dropped=dropped,
     )
+
+
+def _restrict(decisions: FleetDecisions, fleets: Sequence[Mapping[str, float]]) -> dict[pulp.LpVariable, float | None]:
+    """Close (upper bound 0) every replica variable of a (workload, candidate) pair that no
+    period of any of `fleets` uses; the closed variables and their former upper bounds."""
+    used = {
+        (workload, candidate)
+        for (workload, candidate, _), variable in decisions.replicas.items()
+        if any(fleet.get(variable.name, 0.0) > _ROUNDING_SLACK for fleet in fleets)
+    }
+    closed = {}
+    for (workload, candidate, _), variable in decisions.replicas.items():
+        if (workload, candidate) not in used:
+            closed[variable] = variable.upBound
+            variable.upBound = 0
+    return closed
 
 
 def _whole(values: Mapping[str, float], variable: pulp.LpVariable) -> int:
