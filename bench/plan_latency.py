@@ -2,11 +2,13 @@
 
 Runs the real app in process (httpx ASGI transport, a fresh SQLite database seeded with
 catalog/data/), posts every request of `REQUESTS` with `verify` false and then true, and prints
-p50/p99 wall time per mode plus each request's time and how many queueing predictions it made.
+p50/p99 wall time and CPU time (`time.process_time()`, which a busy shared machine does not
+inflate the way it inflates wall time) per mode, plus each request's times and how many queueing
+predictions it made; the load average is recorded before and after.
 The planner's process-wide caches are cleared before every request (`--warm` keeps them), so each
 number is a cold plan, as a new forecast would see it.
 
-    .venv/bin/python -m bench.plan_latency [--warm] [--json results.json]
+    .venv/bin/python -m bench.plan_latency [--warm] [--json results.json] [--responses DIR]
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import upgrade
 from catalog.repository import Catalog
-from planner import planning
+from planner import candidates, planning, queueing
 
 KEY = "bench-admin-key-0123456789"
 
@@ -79,11 +81,19 @@ REQUESTS: tuple[dict[str, Any], ...] = (
 
 
 def _clear_caches() -> None:
-    for cache in (planning._cached_prediction, planning._saturation, planning._max_rps):
-        cache.cache_clear()
+    """Every process-wide cache of the planner's modules (functools caches), so a plan starts cold."""
+    for module in (planning, candidates, queueing):
+        for value in vars(module).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
 
 
-def run(*, warm: bool) -> dict[str, Any]:
+def _summary(values: list[float]) -> dict[str, float]:
+    return {"p50": statistics.median(values), "p90": float(np.percentile(values, 90)),
+            "p99": float(np.percentile(values, 99)), "max": max(values), "mean": statistics.fmean(values)}
+
+
+def run(*, warm: bool, responses: Path | None = None) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)  # the access log would dominate the terminal
     from tests.api.client import ApiClient
 
@@ -98,39 +108,43 @@ def run(*, warm: bool) -> dict[str, Any]:
         app = create_app(Settings(database_url=url, admin_key=KEY))
         client = ApiClient(app)
         headers = {"Authorization": f"Bearer {KEY}"}
-        results: dict[str, Any] = {}
+        results: dict[str, Any] = {"load_average_before": os.getloadavg()}
         try:
             for verify in (False, True):
                 rows = []
                 for index, body in enumerate(REQUESTS):
                     if not warm:
                         _clear_caches()
-                    started = time.perf_counter()
+                    started, cpu_started = time.perf_counter(), time.process_time()
                     response = client.post("/v1/plans", json={**body, "verify": verify}, headers=headers)
                     elapsed_ms = (time.perf_counter() - started) * 1e3
+                    cpu_ms = (time.process_time() - cpu_started) * 1e3
                     answer = response.json()
+                    if responses is not None:
+                        responses.mkdir(parents=True, exist_ok=True)
+                        (responses / f"{index:02d}-{'verify' if verify else 'no-verify'}.json").write_text(
+                            json.dumps(answer, indent=1, sort_keys=True) + "\n", encoding="utf-8")
                     rows.append({
                         "request": index,
                         "model": body["model"],
                         "status": response.status_code,
                         "ms": elapsed_ms,
+                        "cpu_ms": cpu_ms,
                         "predictions": answer["justification"]["candidates"]["queueing_predictions"] if response.status_code == 201 else None,
                         "plan": None if response.status_code != 201 else
                         f"{answer['plan']['replicas']} × {answer['plan']['gpu']} tp{answer['plan']['tp']} "
                         f"{answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h",
                         "detail": answer.get("detail"),
                     })
-                times = [row["ms"] for row in rows]
                 results["verify" if verify else "no_verify"] = {
-                    "p50_ms": statistics.median(times),
-                    "p99_ms": float(np.percentile(times, 99)),
-                    "mean_ms": statistics.fmean(times),
+                    "wall_ms": _summary([row["ms"] for row in rows]),
+                    "cpu_ms": _summary([row["cpu_ms"] for row in rows]),
                     "requests": rows,
                 }
         finally:
             client.close()
             app.state.engine.dispose()
-    results["load_average"] = os.getloadavg()
+    results["load_average_after"] = os.getloadavg()
     results["cpus"] = os.cpu_count()
     results["warm_caches"] = warm
     return results
@@ -140,15 +154,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--responses", type=Path, help="write every response body into this folder (to diff two versions)")
     args = parser.parse_args()
-    results = run(warm=args.warm)
+    results = run(warm=args.warm, responses=args.responses)
     for mode in ("no_verify", "verify"):
         summary = results[mode]
-        print(f"{mode:>10}: p50 {summary['p50_ms']:8.1f} ms   p99 {summary['p99_ms']:8.1f} ms   mean {summary['mean_ms']:8.1f} ms")
+        for kind in ("wall_ms", "cpu_ms"):
+            s = summary[kind]
+            print(f"{mode:>10} {kind[:-3]:>4}: p50 {s['p50']:8.1f} ms   p90 {s['p90']:8.1f} ms   p99 {s['p99']:8.1f} ms   "
+                  f"max {s['max']:8.1f} ms   mean {s['mean']:8.1f} ms")
         for row in summary["requests"]:
-            print(f"    #{row['request']:>2} {row['model']:<16} {row['status']} {row['ms']:8.1f} ms  "
+            print(f"    #{row['request']:>2} {row['model']:<16} {row['status']} {row['ms']:8.1f} ms wall {row['cpu_ms']:8.1f} ms cpu  "
                   f"{row['predictions'] if row['predictions'] is not None else '-':>5} predictions  {row['plan'] or row['detail']}")
-    print(f"load average {results['load_average']}, {results['cpus']} CPUs, warm caches: {results['warm_caches']}")
+    print(f"load average before {results['load_average_before']}, after {results['load_average_after']}, "
+          f"{results['cpus']} CPUs, warm caches: {results['warm_caches']}")
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 

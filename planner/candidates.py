@@ -14,12 +14,27 @@ on-demand price, or an SLO target lies below a latency no load can undercut:
 bounds refuse could not meet the SLO at any rate; p_q, o_q are the lengths at one percentile
 point below the SLO's, so sampling noise in the model's percentile never makes the bound unsafe).
 
-Per batch/chunk candidate an upper bound on the saturation rate needs no queueing model:
-a replica holds c = min(batch, ⌊KV capacity / E[p + o]⌋) sequences, each for at least E[o]
-steps, and a step with c decodes takes at least t_step(c, c·E[p], c·E[p]) (prefill tokens and
-longer contexts only add time), so
+Per batch/chunk candidate an upper bound on the queueing model's saturation rate needs none of
+its tables (planner/queueing.py `_saturation`: all c = min(batch, ⌊KV capacity / E[p + o]⌋) slots
+busy, each request holding one for `steps` steps of mean duration T̄(c)). With d = E[p] +
+E[o(o−1)/2]/E[o−1] the mean context a decode reads and π = E[p(p+1)/2]/E[p] the mean position a
+prefill token attends to (the queueing model's own moments):
 
-    saturation ≤ c / (E[o] · t_step(c, c·E[p], c·E[p])).
+- without chunking, steps = E[o] and T̄(c) is the mean over k ~ Poisson(c/E[o]) arrivals per step
+  of t_step(c + k·E[p], c·d, c·d + k·E[p]·π). Holding the weight bytes at n = c (MoE reads only
+  more with more tokens) makes the step convex in k (combine(a, b) is convex in b for a fixed
+  a), so by Jensen T̄(c) ≥ that step at k = c/E[o] — the mean prefill each step carries:
+
+      saturation ≤ c / (E[o] · t_step(c + c·E[p]/E[o], c·d, c·d + c·E[p]·π/E[o]))
+
+  (exact when the step is compute-bound: long prompts, where the old decode-only bound was loose);
+- with a chunk budget C, steps ≥ E[o] (every prompt takes at least one step), every step takes at
+  least the pure decode step t_step(c, c·d, c·d), and the budget admits at most C − c prefill tokens
+  per full-chunk step t_full = t_step(c + C − c, c·d, c·d + (C − c)·π):
+
+      saturation ≤ min(c / (E[o] · t_step(c, c·d, c·d)), (C − c) / (E[p] · t_full)).
+
+The bounds are checked against the queueing model itself (tests/planner/test_planning_bounds.py).
 """
 
 from __future__ import annotations
@@ -191,11 +206,40 @@ def enumerate_groups(
     return groups, drops
 
 
-def saturation_bound_rps(group: Group, slots: int, workload: Workload) -> float:
-    """c / (E[o] · t_step(c, c·E[p], c·E[p])): no replica of this setting sustains more."""
-    p, o = workload.prompt_tokens.mean, workload.output_tokens.mean
-    kv = slots * p
-    return slots / (o * group.step_model.step_s(slots, kv, kv))  # c sequences, ≥ E[o] steps each, ≥ the pure decode step
+#: Relative margins that keep the bound above the queueing model's floating-point saturation: the
+#: Poisson pmf it averages over is truncated ~8 standard deviations above its mean (its mean falls
+#: short of c/E[o] by far less than 1e-6), and its tables are summed in another order.
+_TRUNCATED_MEAN = 1.0 - 1e-6
+_ROUNDING = 1.0 + 1e-9
+
+
+def _moments(workload: Workload) -> tuple[float, float, float, float]:
+    """E[p], E[o], the mean decode context d and the mean prefill position π (queueing.py's formulas)."""
+    p, o = workload.prompt_tokens, workload.output_tokens
+    o_mean = o.mean
+    decode_context = p.mean + (o.second_moment - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0  # E[p] + E[o(o−1)/2]/E[o−1]
+    position = (p.second_moment / p.mean + 1.0) / 2.0  # E[p(p+1)/2] / E[p]
+    return p.mean, o_mean, decode_context, position
+
+
+def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None) -> float:
+    """An upper bound on the queueing model's saturation rate of this setting (module docstring)."""
+    sm = group.step_model
+    p_mean, o_mean, d, position = _moments(workload)
+    c = float(slots)
+    kv = c * d
+    if chunk_tokens is None:
+        carried = c / o_mean * _TRUNCATED_MEAN * p_mean  # mean prefill tokens per step at a full batch
+        new = c + carried
+        mem = sm.memory_s(c, kv)  # weights read at n = c: a lower bound for MoE, exact for dense
+        comp = sm.compute_s(new, kv + carried * position)
+        hi, lo = (mem, comp) if mem >= comp else (comp, mem)
+        step = hi + (1.0 - sm.memory_compute_overlap) * lo + sm.comm_s(new) + sm.step_overhead_s  # t_step with mem held at n = c
+        return c / (o_mean * step) * _ROUNDING  # c slots, E[o] steps each, ≥ the mean-prefill step
+    budget = max(1.0, chunk_tokens - c)  # C − c prefill tokens beside c decodes
+    slot_limit = c / (o_mean * sm.step_s(c, kv, kv))  # ≥ E[o] steps each, ≥ the pure decode step
+    budget_limit = budget / (p_mean * sm.step_s(c + budget, kv, kv + budget * position))  # (C − c) tokens per full-chunk step
+    return min(slot_limit, budget_limit) * _ROUNDING
 
 
 def enumerate_options(
@@ -215,10 +259,10 @@ def enumerate_options(
             if seen_kv_limited:
                 continue
             seen_kv_limited = True
-        bound = saturation_bound_rps(group, slots, workload)
         for chunk in chunk_budgets:
             if chunk is not None and chunk <= batch:
                 continue
+            bound = saturation_bound_rps(group, slots, workload, chunk)
             gpu, weights, kv, tp = group.key
             options.append(
                 Option(

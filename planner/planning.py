@@ -51,12 +51,16 @@ from planner.candidates import (
     MS_PER_S,
     TP_DEGREES,
     Drop,
-    Group,
     Option,
     enumerate_groups,
     enumerate_options,
 )
-from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError, UnsupportedConfigurationError
+from planner.errors import (
+    ConvergenceError,
+    InfeasiblePlanError,
+    PlannerInputError,
+    UnsupportedConfigurationError,
+)
 from planner.memory import kv_bytes_per_request, weight_bytes
 from planner.optimizer import Candidate, PlanConstraints, PlanSolution, solve_plan
 from planner.performance import decode_step, prefill
@@ -86,6 +90,8 @@ MAX_EVALUATIONS = 600
 #: Below this fraction of the lowest rate known to miss, the oracle checks vanishing load before searching on.
 _VANISHING = 1e-3
 _COST_TOLERANCE = 1e-9
+#: Relative width to which μ is narrowed (the winner's, and each mixed-fleet group's best).
+_MU_TOLERANCE = 0.01
 
 
 # --- request and inputs ---------------------------------------------------------------------------
@@ -283,9 +289,28 @@ def single_plan(option: Option, mu_rps: float, saturation: float, arrival_rate_r
     )
 
 
-def _beats(cost: float, gpus: float, best_cost: float, best_gpus: float) -> bool:
-    """Cheaper, or as cheap (within rounding) with fewer GPUs: the MILP's lexicographic order."""
-    return cost < best_cost * (1 - _COST_TOLERANCE) or (cost <= best_cost * (1 + _COST_TOLERANCE) and gpus < best_gpus)
+def _beats(cost: float, gpus: float, best_cost: float, best_gpus: float, option_id: str = "", best_id: str | None = None) -> bool:
+    """Cheaper, or as cheap (within rounding) with fewer GPUs: the MILP's lexicographic order; among
+    plans equal in both, the smaller candidate id (so the answer does not depend on search order)."""
+    if cost < best_cost * (1 - _COST_TOLERANCE):
+        return True
+    if cost > best_cost * (1 + _COST_TOLERANCE):
+        return False
+    return gpus < best_gpus or (gpus == best_gpus and best_id is not None and option_id < best_id)
+
+
+def _largest_beating(option: Option, constraints: PlanConstraints, best: tuple[float, float, str | None]) -> int:
+    """The most replicas n (as the rate needs them, before min_replicas and N+1) whose plan would still
+    beat `best`; 0 when none would. One prediction at λ/n then settles whether the option can win."""
+    best_cost, best_gpus, best_id = best
+    price, tp = option.group.price_usd_per_hour, option.group.tp
+    extra = 1 if constraints.n_plus_one else 0
+    total = int(best_cost / price) + 2
+    while total >= 1 and not _beats(total * price, total * tp, best_cost, best_gpus, option.id, best_id):
+        total -= 1
+    if total < max(constraints.min_replicas, 1):
+        return 0
+    return max(0, total - extra)
 
 
 @dataclass(slots=True)
@@ -311,7 +336,7 @@ class _Planner:
         self.predictions = 0
         self.facts: dict[tuple[str, Slo], _RateFacts] = {}
         self.by_id = {o.id: o for o in self.options}
-        self._initial: dict[tuple[float, int], tuple[list[tuple[float, int, int, str]], dict[str, str], dict[str, tuple[str, str, float | None]]]] = {}
+        self._initial: dict[tuple[float, int], tuple[list[tuple[float, int, str, int]], dict[str, str], dict[str, tuple[str, str, float | None]]]] = {}
 
     def saturation(self, option: Option) -> float:
         return _saturation(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens)
@@ -369,10 +394,12 @@ class _Planner:
         """No fewer replicas can meet the SLOs: λ/r must stay below the lowest rate known to miss."""
         return math.floor(arrival_rate_rps / self._facts(option, slo).missed_rps * (1 + 1e-12)) + 1
 
-    def refine(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int | tuple[str, str, float | None] | None:
+    def refine(self, option: Option, slo: Slo, arrival_rate_rps: float, *, beat_at_most: int | None = None) -> int | tuple[str, str, float | None] | None:
         """One step of the lazy search: the fewest replicas when already decided, else one prediction
-        (at the bound, or halfway to the known answer, or twice the bound when nothing meets yet)
-        and None, so the caller re-queues the option at its raised bound."""
+        and None, so the caller re-queues the option at its raised bound. The prediction is at the
+        bound first; then, when a plan to beat is known, at the most replicas that would still beat it
+        (`beat_at_most`: a miss there retires the option, however far its bound had to climb);
+        else halfway to the known answer, or twice the bound when nothing meets yet."""
         facts = self._facts(option, slo)
         if facts.drop is not None:
             return facts.drop
@@ -380,8 +407,14 @@ class _Planner:
         high = math.ceil(arrival_rate_rps / facts.met_rps * (1 - 1e-12)) if facts.met_rps > 0 else None
         if high is not None and high <= low:
             return high
+        decisive = beat_at_most is not None and beat_at_most > low
         if high is None:
-            probe = low if facts.probes == 0 else 2 * low
+            if facts.probes == 0:
+                probe = low
+            elif decisive:
+                probe = beat_at_most
+            else:
+                probe = 2 * low
             facts.probes += 1
             if arrival_rate_rps / probe < facts.missed_rps * _VANISHING:
                 vanishing = self.saturation(option) * 1e-6
@@ -391,6 +424,8 @@ class _Planner:
                     return facts.drop
         else:
             probe = (low + high) // 2
+            if decisive and beat_at_most < probe:
+                probe = beat_at_most
         self.meets(option, slo, arrival_rate_rps / probe)
         return facts.drop
 
@@ -435,7 +470,7 @@ class _Planner:
         return (metric, f"p{slo.percentile:g} {metric.upper()} is {predicted * MS_PER_S:.4g} ms even at vanishing load, "
                         f"above the {target * MS_PER_S:.4g} ms target", predicted)
 
-    def max_rate(self, option: Option, slo: Slo, *, relative_tolerance: float = 0.01) -> tuple[float, float]:
+    def max_rate(self, option: Option, slo: Slo, *, relative_tolerance: float = _MU_TOLERANCE) -> tuple[float, float]:
         """A bracket [met, missed) around μ, narrowed by bisection to `relative_tolerance`."""
         facts = self._facts(option, slo)
         while facts.missed_rps - facts.met_rps > relative_tolerance * facts.met_rps and facts.met_rps > 0 and facts.drop is None:
@@ -443,14 +478,14 @@ class _Planner:
         return facts.met_rps, facts.missed_rps
 
     def search(self, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, *, below_usd_per_hour: float = math.inf) -> _Outcome:
-        """Branch and bound for the cheapest single configuration (then the fewest GPUs); with
-        `below_usd_per_hour`, only plans strictly cheaper than that count."""
+        """Branch and bound for the cheapest single configuration (then the fewest GPUs, then the
+        smallest candidate id); with `below_usd_per_hour`, only plans strictly cheaper than that count."""
         out = _Outcome()
         by_id = self.by_id
         key = (arrival_rate_rps, id(constraints))
         if key not in self._initial:  # the closed-form bounds depend on the rate and limits, not the SLO
             first = _Outcome()
-            heap0: list[tuple[float, int, int, str]] = []
+            heap0: list[tuple[float, int, str, int]] = []
             for option in self.options:
                 self._push(heap0, option, option.saturation_bound_rps, 0, arrival_rate_rps, constraints, first)
             self._initial[key] = (heap0, first.limit_drops, first.slo_drops)
@@ -459,12 +494,13 @@ class _Planner:
         out.limit_drops.update(limit_drops)
         out.slo_drops.update(slo_drops)
         best_cost, best_gpus = below_usd_per_hour, (0 if math.isfinite(below_usd_per_hour) else math.inf)
+        best_id: str | None = None
         while heap:
-            cost_lb, gpus_lb, stage, option_id = heapq.heappop(heap)
-            if not _beats(cost_lb, gpus_lb, best_cost, best_gpus):
+            cost_lb, gpus_lb, option_id, stage = heapq.heappop(heap)
+            if not _beats(cost_lb, gpus_lb, best_cost, best_gpus, option_id, best_id):
                 out.unexplored_bound[option_id] = cost_lb
                 for item in heap:
-                    out.unexplored_bound[item[3]] = min(item[0], out.unexplored_bound.get(item[3], math.inf))
+                    out.unexplored_bound[item[2]] = min(item[0], out.unexplored_bound.get(item[2], math.inf))
                 break
             option = by_id[option_id]
             if stage == 0:
@@ -476,7 +512,9 @@ class _Planner:
                 out.unexplored_bound[option_id] = cost_lb
                 continue
             out.root_finds += 1
-            value = self.refine(option, slo, arrival_rate_rps)
+            beat_at_most = (_largest_beating(option, constraints, (best_cost, best_gpus, best_id))
+                            if math.isfinite(best_cost) else None)
+            value = self.refine(option, slo, arrival_rate_rps, beat_at_most=beat_at_most)
             if isinstance(value, tuple):
                 out.slo_drops[option_id] = value
                 continue
@@ -485,13 +523,13 @@ class _Planner:
                 continue
             plan = single_plan(option, arrival_rate_rps / value, self.saturation(option), arrival_rate_rps, constraints)
             out.priced.append(plan)
-            if plan.feasible and _beats(plan.cost_usd_per_hour, plan.gpus, best_cost, best_gpus):
+            if plan.feasible and _beats(plan.cost_usd_per_hour, plan.gpus, best_cost, best_gpus, option.id, best_id):
                 out.best = plan
-                best_cost, best_gpus = plan.cost_usd_per_hour, plan.gpus
+                best_cost, best_gpus, best_id = plan.cost_usd_per_hour, plan.gpus, option.id
         return out
 
     @staticmethod
-    def _push(heap: list[tuple[float, int, int, str]], option: Option, rate_bound: float, stage: int,
+    def _push(heap: list[tuple[float, int, str, int]], option: Option, rate_bound: float, stage: int,
               arrival_rate_rps: float, constraints: PlanConstraints, out: _Outcome) -> None:
         if not (rate_bound > 0 and math.isfinite(rate_bound)):
             out.slo_drops[option.id] = ("kv_cache", "no sustainable rate: the replica cannot run one request", None)
@@ -506,14 +544,29 @@ class _Planner:
         if refused is not None:
             out.limit_drops[option.id] = refused
             return
-        heapq.heappush(heap, (cost, gpus, stage, option.id))
+        heapq.heappush(heap, (cost, gpus, option.id, stage))
 
-    def best_per_group(self, slo: Slo, *, ceiling_usd_per_hour: float = math.inf) -> tuple[dict[tuple[str, str, str, int], tuple[Option, float]], dict[str, tuple[str, str, float | None]]]:
+    def best_per_group(self, slo: Slo, *, ceiling_usd_per_hour: float = math.inf,
+                       arrival_rate_rps: float = 0.0) -> tuple[dict[tuple[str, str, str, int], tuple[Option, float]], dict[str, tuple[str, str, float | None]]]:
         """For a mixed fleet: each group's option with the largest μ (equal price and GPUs, so the
-        others are dominated), searched in order of the saturation bound."""
+        others are dominated), searched in order of the saturation bound; an option that misses at
+        the largest μ found so far in its group is dominated and costs no root-find.
+
+        Only groups that could sit in a fleet costing at most `ceiling_usd_per_hour` are searched.
+        With e the lowest cost per unit of rate of any option (≥ min p_c / saturation bound_c), a
+        fleet using r ≥ 1 replicas of group g at price p_g and rate μ_g ≤ S_g (its largest bound)
+        costs at least r·p_g + (λ − r·μ_g)⁺·e ≥ p_g + (λ − S_g)⁺·e, since p_g/μ_g ≥ e (the minimum is
+        at r = 1) and the rest of the rate costs at least e per unit; N+1, min_replicas and the
+        limits only add to it."""
+        efficiency = min((o.group.price_usd_per_hour / o.saturation_bound_rps for o in self.options), default=0.0)
+        largest: dict[tuple[str, str, str, int], float] = {}
+        for option in self.options:
+            largest[option.group.key] = max(largest.get(option.group.key, 0.0), option.saturation_bound_rps)
         groups: dict[tuple[str, str, str, int], list[Option]] = {}
         for option in self.options:
-            if option.group.price_usd_per_hour <= ceiling_usd_per_hour * (1 + _COST_TOLERANCE):
+            price = option.group.price_usd_per_hour
+            floor = price + max(0.0, arrival_rate_rps - largest[option.group.key]) * efficiency  # p_g + (λ − S_g)⁺·e
+            if floor <= ceiling_usd_per_hour * (1 + _COST_TOLERANCE):
                 groups.setdefault(option.group.key, []).append(option)
         best: dict[tuple[str, str, str, int], tuple[Option, float]] = {}
         drops: dict[str, tuple[str, str, float | None]] = {}
@@ -524,6 +577,8 @@ class _Planner:
                 if key in best and self.saturation(option) <= best[key][1]:
                     continue
                 facts = self._facts(option, slo)
+                if key in best and not self.meets(option, slo, best[key][1]):
+                    continue  # misses at the group's best μ so far: its own μ is lower, one prediction settles it
                 if facts.met_rps <= 0 and not self.meets(option, slo, self.saturation(option) * 1e-6):
                     if facts.drop is None:
                         facts.drop = self._why_never(option, slo, self.saturation(option) * 1e-6)
@@ -700,7 +755,7 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
         # A mixed fleet costs at most the best single configuration, so a group whose single
         # replica already costs more can hold no row of it: only the others are searched.
         ceiling = outcome.best.cost_usd_per_hour if outcome.best is not None else math.inf
-        best_groups, mixed_drops = planner.best_per_group(slo, ceiling_usd_per_hour=ceiling)
+        best_groups, mixed_drops = planner.best_per_group(slo, ceiling_usd_per_hour=ceiling, arrival_rate_rps=lam)
         pool = [(opt, mu) for opt, mu in best_groups.values()]
         slo_failures = mixed_drops
     else:

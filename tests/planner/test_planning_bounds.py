@@ -1,0 +1,164 @@
+"""The bounds the planner prunes with are bounds: the closed-form saturation bound of
+planner/candidates.py never falls below the queueing model's own saturation rate (dense and MoE,
+chunked and not, every length family), a probe at `_largest_beating` replicas is exactly the last
+count that still beats the incumbent, and the mixed-fleet group filter keeps the cheapest fleet.
+
+Specs are the datasheet figures of tests/planner/performance_specs.py with arbitrary test prices
+and efficiencies (test inputs, not calibrations): any positive numbers exercise the inequalities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from planner.candidates import enumerate_groups, enumerate_options
+from planner.optimizer import PlanConstraints
+from planner.planning import (
+    PlanningInputs,
+    PlanningRequest,
+    _beats,
+    _largest_beating,
+    plan_capacity,
+)
+from planner.queueing import saturation_rps
+from planner.specs import Efficiency, Precision
+from planner.workload import (
+    FixedLength,
+    HistogramLength,
+    LognormalLength,
+    Serving,
+    Slo,
+    Workload,
+)
+from tests.planner.performance_specs import (
+    A100_SXM,
+    BF16,
+    FP8,
+    H100_SXM,
+    LLAMA_2_70B,
+    MI300X,
+    MIXTRAL_8X7B,
+)
+from tests.planner.test_planning import LLAMA_8B
+
+EFFICIENCY = Efficiency(name="test", memory=0.8, compute=0.6, step_overhead_s=0.002, memory_reserve_fraction=0.1,
+                        source="test input")
+GPUS = tuple(replace(g, price_usd_per_hour_on_demand=price, efficiency=EFFICIENCY)
+             for g, price in ((H100_SXM, 4.0), (A100_SXM, 2.0), (MI300X, 3.0)))
+PRECISIONS = (Precision(weights=BF16, kv_cache=BF16), Precision(weights=FP8, kv_cache=FP8))
+
+lengths = st.one_of(
+    st.builds(lambda mean, tail: LognormalLength(mean_tokens=mean, p99_tokens=mean * tail),
+              st.integers(16, 8000), st.floats(1.2, 6.0)),
+    st.builds(FixedLength, tokens=st.integers(1, 6000)),
+    st.builds(lambda a, b, w: HistogramLength(tokens=(a, a + b), weights=(w, 1.0 - w)),
+              st.integers(1, 3000), st.integers(1, 6000), st.floats(0.05, 0.95)),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from((LLAMA_8B, LLAMA_2_70B, MIXTRAL_8X7B)), prompt=lengths, output=lengths,
+       overlap=st.floats(0.0, 1.0), overhead_s=st.floats(0.0, 0.01))
+def test_the_closed_form_saturation_bound_is_never_below_the_queueing_models(
+    model, prompt, output, overlap: float, overhead_s: float
+) -> None:
+    workload = Workload(arrival_rate_rps=1.0, prompt_tokens=prompt, output_tokens=output)
+    groups, _ = enumerate_groups(model=model, gpus=GPUS, precisions=PRECISIONS, workload=workload, slo=Slo(e2e_s=1e6))
+    checked = 0
+    for group in groups[::3]:
+        sm = replace(group.step_model, memory_compute_overlap=overlap, step_overhead_s=overhead_s)
+        group = replace(group, step_model=sm)
+        for option in enumerate_options(group, workload)[::4]:
+            exact = saturation_rps(sm, workload, Serving(batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens),
+                                   kv_capacity_tokens=group.kv_capacity_tokens)
+            assert option.saturation_bound_rps >= exact, (option.id, option.saturation_bound_rps, exact)
+            checked += 1
+    assert checked > 0 or not groups
+
+
+def test_the_unchunked_bound_is_tight_when_prefill_dominates() -> None:
+    """Long prompts, short outputs: the prefill each step carries dominates, which the decode-only
+    bound c / (E[o]·t_step(c, c·E[p], c·E[p])) left out; the mean-prefill step is within a few %."""
+    workload = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=6000), output_tokens=FixedLength(tokens=50))
+    groups, _ = enumerate_groups(model=LLAMA_8B, gpus=GPUS[:1], precisions=PRECISIONS[:1], workload=workload, slo=Slo(e2e_s=1e6))
+    option = next(o for o in enumerate_options(groups[0], workload) if o.chunk_tokens is None and o.batch_limit == 64)
+    exact = saturation_rps(option.group.step_model, workload, Serving(batch_limit=64), kv_capacity_tokens=option.group.kv_capacity_tokens)
+    c = option.slots
+    decode_only = c / (50 * option.group.step_model.step_s(c, c * 6000, c * 6000))
+    assert exact <= option.saturation_bound_rps <= exact * 1.05
+    assert decode_only > 5 * option.saturation_bound_rps
+
+
+@settings(max_examples=60, deadline=None)
+@given(price=st.floats(0.5, 20.0), tp=st.sampled_from((1, 2, 4, 8)), best_cost=st.floats(1.0, 200.0),
+       best_gpus=st.integers(1, 64), min_replicas=st.integers(1, 5), n_plus_one=st.booleans(), smaller_id=st.booleans())
+def test_largest_beating_is_the_last_replica_count_that_beats_the_incumbent(
+    price: float, tp: int, best_cost: float, best_gpus: int, min_replicas: int, n_plus_one: bool, smaller_id: bool
+) -> None:
+    workload = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=500), output_tokens=FixedLength(tokens=100))
+    gpu = replace(H100_SXM, price_usd_per_hour_on_demand=price / tp, efficiency=EFFICIENCY)
+    groups, _ = enumerate_groups(model=LLAMA_8B, gpus=(gpu,), precisions=PRECISIONS[:1], workload=workload, slo=Slo(e2e_s=1e6),
+                                 tp_degrees=(tp,))
+    option = enumerate_options(groups[0], workload)[0]
+    best_id = option.id + ("~" if smaller_id else "")  # "~" sorts after every id character: this option's id is smaller
+    constraints = PlanConstraints(min_replicas=min_replicas, n_plus_one=n_plus_one)
+    n = _largest_beating(option, constraints, (best_cost, best_gpus, best_id))
+
+    def beats(needed: int) -> bool:
+        replicas = max(min_replicas, needed + (1 if n_plus_one else 0), 1)
+        return _beats(replicas * option.group.price_usd_per_hour, replicas * tp, best_cost, best_gpus, option.id, best_id)
+
+    if n >= 1:
+        assert beats(n)
+    assert not beats(n + 1)
+
+
+@pytest.mark.parametrize("rate", [12.0, 30.0])
+def test_the_mixed_fleet_group_filter_keeps_the_cheapest_fleet(rate: float) -> None:
+    """Groups refused by their cost floor p_g + (λ − S_g)⁺·e could not lower the fleet's cost: the MILP
+    over the filtered groups costs what it costs over every group."""
+    from planner.optimizer import Candidate, solve_plan
+    from planner.planning import _Planner
+    from tests.planner.test_planning import CHAT, GRID, SLO
+
+    workload = CHAT.at_rate(rate)
+    inputs = PlanningInputs(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, efficiency_profile="test")
+    groups, _ = enumerate_groups(model=inputs.model, gpus=inputs.gpus, precisions=inputs.precisions, workload=workload, slo=SLO,
+                                 tp_degrees=GRID["tp_degrees"])
+    options = [o for g in groups for o in enumerate_options(g, workload, batch_limits=GRID["batch_limits"],
+                                                              chunk_budgets=GRID["chunk_budgets"])]
+    planner = _Planner(options, workload)
+    ceiling = planner.search(SLO, rate, PlanConstraints()).best.cost_usd_per_hour
+
+    def fleet_cost(pool: dict) -> float:
+        candidates = [Candidate(id=o.id, gpu=o.group.gpu.slug, tp=o.group.tp, weights_precision=o.group.precision.weights.slug,
+                                kv_precision=o.group.precision.kv_cache.slug, batch_limit=o.batch_limit, chunk_tokens=o.chunk_tokens,
+                                gpus_per_replica=o.group.tp, cost_usd_per_hour=o.group.price_usd_per_hour, max_rps_at_slo=mu,
+                                saturation_rps=max(planner.saturation(o), mu)) for o, mu in pool.values()]
+        return solve_plan(candidates, rate, PlanConstraints(mixed_fleet=True)).cost_usd_per_hour
+
+    everything, _ = planner.best_per_group(SLO)
+    filtered, _ = planner.best_per_group(SLO, ceiling_usd_per_hour=ceiling, arrival_rate_rps=rate)
+    assert set(filtered) <= set(everything)
+    assert fleet_cost(filtered) == pytest.approx(fleet_cost(everything), rel=1e-9)
+
+
+@pytest.mark.parametrize("rate", [5.0, 40.0])
+def test_a_plan_does_not_depend_on_search_order_among_equal_cost_candidates(rate: float) -> None:
+    """Ties in cost and GPUs go to the smallest candidate id, so the same request twice (and cold or
+    warm caches) gives the same configuration."""
+    from planner import planning
+    from tests.planner.test_planning import CHAT, GRID, SLO
+
+    inputs = PlanningInputs(model=LLAMA_8B, gpus=GPUS[:2], precisions=PRECISIONS, efficiency_profile="test")
+    request = PlanningRequest(workload=CHAT.at_rate(rate), slo=SLO, verify=False, **GRID)
+    warm = plan_capacity(request, inputs)
+    for cache in (planning._cached_prediction, planning._saturation, planning._max_rps):
+        cache.cache_clear()
+    cold = plan_capacity(request, inputs)
+    assert (warm.row.gpu, warm.row.tp, warm.row.batch_limit, warm.row.chunk_tokens, warm.row.replicas) == \
+        (cold.row.gpu, cold.row.tp, cold.row.batch_limit, cold.row.chunk_tokens, cold.row.replicas)
