@@ -12,12 +12,14 @@ gpu, gpus_short, shortfalls) the problem document carries.
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from api.schemas.plans import DEFAULT_PRECISIONS
 from api.schemas.fleet_plans import (
     AssignmentRead,
     CandidateRead,
@@ -34,13 +36,29 @@ from api.schemas.fleet_plans import (
     ShadowPricesRead,
     SolverRead,
 )
+from api.schemas.plans import DEFAULT_PRECISIONS
 from catalog.errors import NotFoundError
 from catalog.repository import Catalog, Page
-from planner.fleet import FleetConstraints, FleetPlan, FleetSpec, FleetWorkload, GpuPrice, SpotOffer, solve_fleet
-from planner.fleet_candidates import CandidateTable, CandidateTables, no_candidates_error
+from planner.errors import PlannerInputError
+from planner.fleet import (
+    FleetConstraints,
+    FleetPlan,
+    FleetSpec,
+    FleetWorkload,
+    GpuPrice,
+    SpotOffer,
+    solve_fleet,
+)
+from planner.fleet_candidates import (
+    CandidateGrid,
+    CandidateTable,
+    candidate_table,
+    no_candidates_error,
+)
 from planner.optimizer import Candidate
 from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR
-from planner.specs import GpuSpec, Precision
+from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.workload import Slo, Workload
 
 MS_PER_S = 1e3
 _PAGE = 500
@@ -149,17 +167,70 @@ class FleetOutcome:
     plan_ms: float
 
 
+#: Candidate tables kept per process, keyed by everything they depend on (a re-plan after a
+#: demand, price or inventory change reuses them); the oldest is dropped past this many.
+_TABLE_CACHE_SIZE = 256
+_TABLE_CACHE: dict[tuple[object, ...], CandidateTable] = {}
+
+#: Worker processes come from a fork server that has imported the planner once, so a worker
+#: starts in milliseconds (not the seconds of a fresh interpreter) and forks no request thread.
+_POOL_CONTEXT = multiprocessing.get_context("forkserver")
+_POOL_CONTEXT.set_forkserver_preload(["planner.fleet_candidates"])
+
+_TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid]
+
+
+def _compute_table(job: _TableJob) -> CandidateTable:
+    model, gpus, precisions, workload, slo, grid = job
+    return candidate_table(model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid)
+
+
+def candidate_tables(jobs: list[_TableJob]) -> list[CandidateTable]:
+    """The candidate table of each job (identical jobs computed once), from the per-process cache
+    or computed; two or more missing tables are computed in parallel, one process per CPU.
+
+    `candidate_table` is a pure function of its inputs, so the tables are the same whichever
+    process computes them, and in the order asked.
+    """
+    # GPU specs hold dicts (not hashable); their repr is a full, deterministic description.
+    keys = [(model, workload.at_rate(1.0), slo, repr(gpus), repr(precisions), grid)
+            for model, gpus, precisions, workload, slo, grid in jobs]
+    missing = {key: job for key, job in zip(keys, jobs, strict=True) if key not in _TABLE_CACHE}
+    workers = min(len(missing), os.cpu_count() or 1)
+    if workers >= 2:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_POOL_CONTEXT) as pool:
+            computed = list(pool.map(_compute_table, missing.values()))
+    else:
+        computed = [_compute_table(job) for job in missing.values()]
+    for key, table in zip(missing, computed, strict=True):
+        _TABLE_CACHE[key] = table
+        while len(_TABLE_CACHE) > _TABLE_CACHE_SIZE:
+            del _TABLE_CACHE[next(iter(_TABLE_CACHE))]
+    return [_TABLE_CACHE[key] for key in keys]
+
+
+def clear_table_cache() -> None:
+    """Forget the cached candidate tables (benchmarks measuring a cold start call this)."""
+    _TABLE_CACHE.clear()
+
+
 def plan_fleet(body: FleetPlanRequest, catalog: Catalog) -> FleetOutcome:
     """The cheapest fleet for `body`. Raises NotFoundError, InfeasiblePlanError (a workload no
     configuration serves, or demand beyond inventory or budget), SolverError."""
     started = time.perf_counter()
     inputs = resolve_inputs(body, catalog)
     models = {slug: catalog.model_spec(slug) for slug in dict.fromkeys(w.model for w in body.workloads)}
-    tables = CandidateTables(gpus=inputs.gpus, precisions=inputs.precisions, grid=body.search.to_grid())
+    if not inputs.gpus:
+        raise PlannerInputError("no GPU types to plan with: allow at least one", constraint="gpus")
+    if not inputs.precisions:
+        raise PlannerInputError("no precisions to plan with: allow at least one", constraint="precisions")
+    grid = body.search.to_grid()
+    jobs = [(models[w.model], tuple(inputs.gpus), tuple(inputs.precisions), w.to_workload(), w.slo.to_slo(), grid)
+            for w in body.workloads]
+    tables = candidate_tables(jobs)
     by_workload: dict[str, CandidateTable] = {}
     workloads = []
-    for w in body.workloads:
-        table = tables.table(models[w.model], w.to_workload(), w.slo.to_slo())
+    for w, table in zip(body.workloads, tables, strict=True):
         if not table.candidates:
             raise no_candidates_error(w.name, table)
         by_workload[w.name] = table
@@ -183,7 +254,7 @@ def plan_fleet(body: FleetPlanRequest, catalog: Catalog) -> FleetOutcome:
         plan=plan,
         inputs=inputs,
         tables=by_workload,
-        distinct_tables=tables.computed,
+        distinct_tables=len({(job[0], job[3].at_rate(1.0), job[4]) for job in jobs}),
         candidates_ms=candidates_ms,
         plan_ms=(time.perf_counter() - started) * MS_PER_S,
     )

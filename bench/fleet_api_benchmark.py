@@ -38,6 +38,7 @@ from typing import Any
 import httpx
 
 from api.app import create_app
+from api.fleet_plans import clear_table_cache
 from api.settings import Settings
 from catalog import migrate
 from catalog.db import make_engine, make_session_factory
@@ -158,6 +159,7 @@ def main() -> None:
             for name in SCENARIOS if args.scenario == "all" else [args.scenario]:
                 body = SCENARIOS[name]()
                 clear_caches()
+                clear_table_cache()
                 for run in ("cold", "warm"):
                     load_before = os.getloadavg()
                     wall_s, cpu_s, plan = asyncio.run(post(app, body))

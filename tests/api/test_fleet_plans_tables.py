@@ -1,0 +1,34 @@
+"""Candidate tables computed for a fleet plan in worker processes are the very tables one process
+computes, in the order asked, and a repeated request reads them from the per-process cache."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from api import fleet_plans
+from planner.fleet_candidates import CandidateGrid, candidate_table
+from planner.workload import FixedLength, LognormalLength, Slo, Workload
+from tests.planner.performance_specs import A100_SXM, FP8_PRECISION, FP16_PRECISION, H100_SXM, LLAMA_2_70B
+
+H100 = dataclasses.replace(H100_SXM, price_usd_per_hour_on_demand=6.155, price_usd_per_hour_reserved_1y=3.8777)
+A100 = dataclasses.replace(A100_SXM, price_usd_per_hour_on_demand=2.7, price_usd_per_hour_reserved_1y=1.701)
+GRID = CandidateGrid(tp_degrees=(1, 2, 4), batch_limits=(16, 64), chunk_budgets=(None,))
+CHAT = Workload(arrival_rate_rps=1.0, prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=3000),
+                output_tokens=FixedLength(tokens=200))
+LONG = Workload(arrival_rate_rps=3.0, prompt_tokens=LognormalLength(mean_tokens=3000, p99_tokens=6000),
+                output_tokens=FixedLength(tokens=300))
+SLO = Slo(ttft_s=2.0, tpot_s=0.08, percentile=99)
+
+
+def test_parallel_tables_equal_serial_ones_and_are_cached() -> None:
+    fleet_plans.clear_table_cache()
+    gpus, precisions = (H100, A100), (FP16_PRECISION, FP8_PRECISION)
+    jobs = [(LLAMA_2_70B, gpus, precisions, workload, SLO, GRID) for workload in (CHAT, LONG, CHAT.at_rate(5.0))]
+    parallel = fleet_plans.candidate_tables(jobs)
+    serial = [candidate_table(model=LLAMA_2_70B, gpus=gpus, precisions=precisions, workload=w, slo=SLO, grid=GRID)
+              for w in (CHAT, LONG, CHAT)]
+    assert parallel == serial
+    assert parallel[0].candidates  # something to compare
+    assert parallel[0] is parallel[2]  # one shape, one table, whatever the demand
+    assert fleet_plans.candidate_tables(jobs[:1])[0] is parallel[0]  # from the cache
+    fleet_plans.clear_table_cache()
