@@ -8,7 +8,13 @@ import dataclasses
 from api import fleet_plans
 from planner.fleet_candidates import CandidateGrid, candidate_table
 from planner.workload import FixedLength, LognormalLength, Slo, Workload
-from tests.planner.performance_specs import A100_SXM, FP8_PRECISION, FP16_PRECISION, H100_SXM, LLAMA_2_70B
+from tests.planner.performance_specs import (
+    A100_SXM,
+    FP8_PRECISION,
+    FP16_PRECISION,
+    H100_SXM,
+    LLAMA_2_70B,
+)
 
 H100 = dataclasses.replace(H100_SXM, price_usd_per_hour_on_demand=6.155, price_usd_per_hour_reserved_1y=3.8777)
 A100 = dataclasses.replace(A100_SXM, price_usd_per_hour_on_demand=2.7, price_usd_per_hour_reserved_1y=1.701)
