@@ -6,7 +6,8 @@ p50/p99 wall time and CPU time (`time.process_time()`, which a busy shared machi
 inflate the way it inflates wall time) per mode, plus each request's times and how many queueing
 predictions it made; the load average is recorded before and after.
 The planner's process-wide caches are cleared before every request (`--warm` keeps them), so each
-number is a cold plan, as a new forecast would see it.
+number is a cold plan, as a new forecast would see it; one untimed request first warms the process
+itself (imports, the solver library), as a running service is.
 
     .venv/bin/python -m bench.plan_latency [--warm] [--json results.json] [--responses DIR]
 """
@@ -110,6 +111,9 @@ def run(*, warm: bool, responses: Path | None = None) -> dict[str, Any]:
         headers = {"Authorization": f"Bearer {KEY}"}
         results: dict[str, Any] = {"load_average_before": os.getloadavg()}
         try:
+            # one untimed plan first: the first request of a process pays imports, the solver's
+            # library load and the app's first-use setup (~90 ms), which no later request sees
+            client.post("/v1/plans", json={**REQUESTS[0], "verify": False}, headers=headers)
             for verify in (False, True):
                 rows = []
                 for index, body in enumerate(REQUESTS):

@@ -222,10 +222,12 @@ def _moments(workload: Workload) -> tuple[float, float, float, float]:
     return p.mean, o_mean, decode_context, position
 
 
-def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None) -> float:
-    """An upper bound on the queueing model's saturation rate of this setting (module docstring)."""
+def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None,
+                         moments: tuple[float, float, float, float] | None = None) -> float:
+    """An upper bound on the queueing model's saturation rate of this setting (module docstring);
+    `moments` are `_moments(workload)` when the caller already has them."""
     sm = group.step_model
-    p_mean, o_mean, d, position = _moments(workload)
+    p_mean, o_mean, d, position = moments if moments is not None else _moments(workload)
     c = float(slots)
     kv = c * d
     if chunk_tokens is None:
@@ -253,6 +255,7 @@ def enumerate_options(
     first one (the KV cache, not the limit, sets their concurrency, so they serve identically)."""
     options: list[Option] = []
     seen_kv_limited = False
+    moments = _moments(workload)
     for batch in sorted(batch_limits):
         slots = min(batch, group.kv_slots)
         if batch > group.kv_slots:
@@ -262,7 +265,7 @@ def enumerate_options(
         for chunk in chunk_budgets:
             if chunk is not None and chunk <= batch:
                 continue
-            bound = saturation_bound_rps(group, slots, workload, chunk)
+            bound = saturation_bound_rps(group, slots, workload, chunk, moments)
             gpu, weights, kv, tp = group.key
             options.append(
                 Option(

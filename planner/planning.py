@@ -1089,32 +1089,48 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
     alternatives: list[dict[str, Any]] = []
     chosen_precision = (main.weights_precision, main.kv_precision)
 
-    def summarise(kind: str, label: str, match: Any) -> None:
-        priced = [p for p in outcome.priced if match(p.option)]
+    def index(key: Any) -> tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]:
+        """One pass over what the search learned, grouped by `key` (GPU type or precision pair)."""
+        priced: dict[Any, list[SinglePlan]] = {}
+        bounds: dict[Any, float] = {}
+        slo_fail: dict[Any, tuple[str, str, float | None]] = {}
+        limit_fail: dict[Any, set[str]] = {}
+        for plan in outcome.priced:
+            priced.setdefault(key(plan.option), []).append(plan)
+        for option_id, bound in outcome.unexplored_bound.items():
+            k = key(by_id[option_id])
+            bounds[k] = min(bound, bounds.get(k, math.inf))
+        for option_id, why in outcome.slo_drops.items():
+            slo_fail.setdefault(key(by_id[option_id]), why)  # the first refused, as the search met them
+        for option_id, family in outcome.limit_drops.items():
+            limit_fail.setdefault(key(by_id[option_id]), set()).add(family)
+        return priced, bounds, slo_fail, limit_fail
+
+    def summarise(kind: str, label: str, k: Any, grouped: tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]) -> None:
+        priced_by, bounds_by, slo_by, limits_by = grouped
+        priced = priced_by.get(k, [])
         feasible = sorted((p for p in priced if p.feasible), key=lambda p: (p.cost_usd_per_hour, p.gpus))
-        bounds = [b for i, b in outcome.unexplored_bound.items() if match(by_id[i])]
+        bound = bounds_by.get(k)
         entry: dict[str, Any] = {"kind": kind, "name": label}
-        if feasible and (not bounds or feasible[0].cost_usd_per_hour <= min(bounds) * (1 + _COST_TOLERANCE)):
+        if feasible and (bound is None or feasible[0].cost_usd_per_hour <= bound * (1 + _COST_TOLERANCE)):
             best = feasible[0]
             delta = best.cost_usd_per_hour - cost
             entry.update(_config(best.option), replicas=best.replicas, gpus=best.gpus,
                          cost_usd_per_hour=best.cost_usd_per_hour, exact=True,
                          reason=(f"costs ${delta:.2f}/h more" if delta > 1e-9 else "same cost, more GPUs or a later tie-break"))
-        elif bounds:
-            bound = min(bounds)
+        elif bound is not None:
             entry.update(cost_usd_per_hour=None, cost_at_least_usd_per_hour=bound, exact=False,
                          reason=(f"even with every replica at its saturation rate it needs at least ${bound:.2f}/h, "
                                  f"${bound - cost:.2f}/h more than this plan"))
         else:
-            slo_fail = [v for i, v in outcome.slo_drops.items() if match(by_id[i])]
-            limit_fail = sorted({v for i, v in outcome.limit_drops.items() if match(by_id[i])}
-                                | {p.refused for p in priced if p.refused})
+            slo_fail = slo_by.get(k)
+            limit_fail = sorted(limits_by.get(k, set()) | {p.refused for p in priced if p.refused})
             group_drops = [d for d in drops if (kind == "gpu" and d.gpu == label) or
                            (kind == "precision" and f"{d.weights_precision}/{d.kv_precision}" == label)]
             if limit_fail:
                 reason = f"breaks {', '.join(x for x in limit_fail if x)} at the replicas it would need"
-            elif slo_fail:
-                reason = slo_fail[0][1]
+            elif slo_fail is not None:
+                reason = slo_fail[1]
             elif group_drops:
                 reason = group_drops[0].reason
             else:
@@ -1122,14 +1138,15 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
             entry.update(cost_usd_per_hour=None, exact=True, reason=reason)
         alternatives.append(entry)
 
+    by_gpu = index(lambda o: o.group.gpu.slug)
     for gpu in inputs.gpus:
         if gpu.slug != main.gpu:
-            summarise("gpu", gpu.slug, lambda o, s=gpu.slug: o.group.gpu.slug == s)
+            summarise("gpu", gpu.slug, gpu.slug, by_gpu)
+    by_precision = index(lambda o: (o.group.precision.weights.slug, o.group.precision.kv_cache.slug))
     for precision in inputs.precisions:
         pair = (precision.weights.slug, precision.kv_cache.slug)
         if pair != chosen_precision:
-            summarise("precision", f"{pair[0]}/{pair[1]}",
-                      lambda o, p=pair: (o.group.precision.weights.slug, o.group.precision.kv_cache.slug) == p)
+            summarise("precision", f"{pair[0]}/{pair[1]}", pair, by_precision)
     return alternatives
 
 
