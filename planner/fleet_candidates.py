@@ -34,7 +34,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES, Drop, Option, enumerate_groups, enumerate_options
+from planner.candidates import (
+    BATCH_LIMITS,
+    CHUNK_BUDGETS,
+    TP_DEGREES,
+    Drop,
+    Option,
+    enumerate_groups,
+    enumerate_options,
+)
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.fleet import undominated
 from planner.optimizer import Candidate
@@ -52,9 +60,17 @@ MAX_MU_SEARCHES = 400
 #: μ. planner/planning.py narrows its chosen candidate's μ to the same 1 %.
 MU_RELATIVE_TOLERANCE = 0.01
 
+#: How far past the interpolated μ (in units of the tolerance band MU_RELATIVE_TOLERANCE × met)
+#: each probe is placed, so that one probe each side closes the bracket: 0.45 leaves the band
+#: 0.9 wide, inside the tolerance. Chosen by the argument, not tuned.
+PROBE_STEP = 0.45
+
 #: The rate, as a fraction of saturation, at which "no rate meets the SLO" is probed (as
 #: planner/queueing.py's max_rps_at_slo does).
 VANISHING_UTILISATION = 1e-6
+
+#: A probe is kept this fraction of the bracket's width inside it, so each one shrinks the bracket.
+_PROBE_MARGIN = 0.05
 
 MS_PER_S = 1e3
 
@@ -148,6 +164,11 @@ class _Bracket:
 
     met_rps: float
     missed_rps: float
+    #: target/predicted − 1 (of the worst SLO metric) at met_rps and missed_rps when known: > 0
+    #: where met, < 0 where missed, −1 at saturation (unbounded latency). The μ search
+    #: interpolates it, since latency grows roughly like 1/(1 − ρ) and its inverse is near linear.
+    met_slack: float | None = None
+    missed_slack: float | None = -1.0
 
 
 @dataclass(slots=True)
@@ -185,11 +206,13 @@ class _Search:
             return True
         if rate_rps >= bracket.missed_rps:
             return False
-        ok = self.excess(option, rate_rps)[0] <= 0
+        excess = self.excess(option, rate_rps)[0]
+        ok = excess <= 0
+        slack = 1.0 / (1.0 + excess) - 1.0 if math.isfinite(excess) else -1.0  # target/predicted − 1
         if ok:
-            bracket.met_rps = rate_rps
+            bracket.met_rps, bracket.met_slack = rate_rps, slack
         else:
-            bracket.missed_rps = rate_rps
+            bracket.missed_rps, bracket.missed_slack = rate_rps, slack
         return ok
 
     def mu(self, option: Option) -> float | None:
@@ -206,10 +229,28 @@ class _Search:
             if excess > 0:
                 self.refusals.append(SloRefusal(option_id=option.id, constraint=metric, reason=self._why_never(metric, predicted)))
                 return None
-            bracket.met_rps = vanishing
+            bracket.met_rps, bracket.met_slack = vanishing, 1.0 / (1.0 + excess) - 1.0
         while bracket.missed_rps - bracket.met_rps > MU_RELATIVE_TOLERANCE * bracket.met_rps:
-            self.meets(option, (bracket.met_rps + bracket.missed_rps) / 2)
+            self.meets(option, self._next_probe(bracket))
         return bracket.met_rps
+
+    @staticmethod
+    def _next_probe(bracket: _Bracket) -> float:
+        """The next rate to try: where the slack (target/predicted − 1) interpolates to zero between
+        the bracket's ends (regula falsi), stepped PROBE_STEP × the tolerance past it towards the end
+        that did not move last, so the next probe usually closes the bracket from that side; the
+        midpoint when the slacks are unknown; never within _PROBE_MARGIN of the bracket's width of an end."""
+        met, missed = bracket.met_rps, bracket.missed_rps
+        width = missed - met
+        midpoint = (met + missed) / 2
+        if bracket.met_slack is None or bracket.missed_slack is None or not bracket.met_slack > 0 > bracket.missed_slack:
+            return midpoint
+        estimate = met + width * bracket.met_slack / (bracket.met_slack - bracket.missed_slack)  # slack = 0 on the chord
+        step = PROBE_STEP * MU_RELATIVE_TOLERANCE * met
+        # Latency is convex in the rate, so the chord's zero lies below μ: step up, and down only
+        # when the estimate is nearer the missed end.
+        rate = estimate + step if estimate - met < missed - estimate else estimate - step
+        return min(max(rate, met + _PROBE_MARGIN * width), missed - _PROBE_MARGIN * width)
 
     def _why_never(self, metric: str, predicted_s: float) -> str:
         if metric in ("ttft", "tpot", "e2e"):
