@@ -28,11 +28,14 @@ prefill token attends to (the queueing model's own moments):
       saturation ≤ c / (E[o] · t_step(c + c·E[p]/E[o], c·d, c·d + c·E[p]·π/E[o]))
 
   (exact when the step is compute-bound: long prompts, where the old decode-only bound was loose);
-- with a chunk budget C, steps ≥ E[o] (every prompt takes at least one step), every step takes at
-  least the pure decode step t_step(c, c·d, c·d), and the budget admits at most C − c prefill tokens
-  per full-chunk step t_full = t_step(c + C − c, c·d, c·d + (C − c)·π):
+- with a chunk budget C, b = C − c prefill tokens fit beside c decodes; steps = E[⌈p/b⌉] + E[o] − 1
+  (over the queueing model's own prompt grid), m = c/steps prompts arrive per step, and T̄(c) is a
+  step-weighted mean of one carry step with min(k·E[p], b) tokens and (k·E[p] − b)⁺/b full-budget
+  steps. The same Jensen argument bounds it below by the step carrying the mean tokens per step,
+  m·E[p] / (1 + E[spill]) ≥ m·E[p] / (1 + m·E[p]/b) =: x; and the budget admits at most b prefill
+  tokens per full-chunk step t_full = t_step(c + b, c·d, c·d + b·π):
 
-      saturation ≤ min(c / (E[o] · t_step(c, c·d, c·d)), (C − c) / (E[p] · t_full)).
+      saturation ≤ min(c / (steps · t_step(c + x, c·d, c·d + x·π)), b / (E[p] · t_full)).
 
 The bounds are checked against the queueing model itself (tests/planner/test_planning_bounds.py).
 """
@@ -42,6 +45,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
 
 from planner.errors import UnsupportedConfigurationError
 from planner.memory import kv_capacity_tokens, memory_fit
@@ -49,9 +55,10 @@ from planner.optimizer import candidate_id
 from planner.parallel import is_valid_tensor_parallel
 from planner.performance import build_step_model, prefill
 from planner.precision import check_precision
+from planner.queueing import _PROMPT_GRID_U, length_quantiles
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
-from planner.workload import Slo, Workload
+from planner.workload import LengthDistribution, Slo, Workload
 
 GB = 1e9  # bytes; only in messages a person reads
 MS_PER_S = 1e3
@@ -222,26 +229,57 @@ def _moments(workload: Workload) -> tuple[float, float, float, float]:
     return p.mean, o_mean, decode_context, position
 
 
-def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None,
-                         moments: tuple[float, float, float, float] | None = None) -> float:
-    """An upper bound on the queueing model's saturation rate of this setting (module docstring);
-    `moments` are `_moments(workload)` when the caller already has them."""
-    sm = group.step_model
-    p_mean, o_mean, d, position = moments if moments is not None else _moments(workload)
+@lru_cache(maxsize=256)
+def _prompt_grid(prompt: LengthDistribution) -> np.ndarray:
+    """The prompt quantiles the queueing model takes E[⌈p/budget⌉] over."""
+    return length_quantiles(prompt, _PROMPT_GRID_U)
+
+
+@lru_cache(maxsize=8192)
+def _prefill_steps(prompt: LengthDistribution, budget: float) -> float:
+    """E[⌈p/budget⌉] over the queueing model's prompt grid (budgets repeat across groups: cached)."""
+    return float(np.mean(np.ceil(_prompt_grid(prompt) / budget)))
+
+
+def _unchunked_bound(sm: StepModel, slots: int, moments: tuple[float, float, float, float]) -> float:
+    """The bound without chunking, before rounding (module docstring)."""
+    p_mean, o_mean, d, position = moments
     c = float(slots)
     kv = c * d
-    if chunk_tokens is None:
-        carried = c / o_mean * _TRUNCATED_MEAN * p_mean  # mean prefill tokens per step at a full batch
-        new = c + carried
-        mem = sm.memory_s(c, kv)  # weights read at n = c: a lower bound for MoE, exact for dense
-        comp = sm.compute_s(new, kv + carried * position)
-        hi, lo = (mem, comp) if mem >= comp else (comp, mem)
-        step = hi + (1.0 - sm.memory_compute_overlap) * lo + sm.comm_s(new) + sm.step_overhead_s  # t_step with mem held at n = c
-        return c / (o_mean * step) * _ROUNDING  # c slots, E[o] steps each, ≥ the mean-prefill step
+    carried = c / o_mean * _TRUNCATED_MEAN * p_mean  # mean prefill tokens per step at a full batch
+    new = c + carried
+    mem = sm.memory_s(c, kv)  # weights read at n = c: a lower bound for MoE, exact for dense
+    comp = sm.compute_s(new, kv + carried * position)
+    hi, lo = (mem, comp) if mem >= comp else (comp, mem)
+    step = hi + (1.0 - sm.memory_compute_overlap) * lo + sm.comm_s(new) + sm.step_overhead_s  # t_step with mem held at n = c
+    return c / (o_mean * step)  # c slots, E[o] steps each, ≥ the mean-prefill step
+
+
+def _budget_bound(sm: StepModel, slots: int, chunk_tokens: int, moments: tuple[float, float, float, float],
+                  prompt: LengthDistribution) -> float:
+    """min(slot limit, budget limit) with a chunk budget, before rounding (module docstring)."""
+    p_mean, o_mean, d, position = moments
+    c = float(slots)
+    kv = c * d
     budget = max(1.0, chunk_tokens - c)  # C − c prefill tokens beside c decodes
-    slot_limit = c / (o_mean * sm.step_s(c, kv, kv))  # ≥ E[o] steps each, ≥ the pure decode step
     budget_limit = budget / (p_mean * sm.step_s(c + budget, kv, kv + budget * position))  # (C − c) tokens per full-chunk step
-    return min(slot_limit, budget_limit) * _ROUNDING
+    steps = _prefill_steps(prompt, budget) + o_mean - 1.0  # E[⌈p/(C−c)⌉] + E[o] − 1, the queueing model's
+    arriving = c / steps * _TRUNCATED_MEAN * p_mean  # prefill tokens arriving per step at a full batch
+    carried = arriving / (1.0 + arriving / budget)  # ≤ the mean a step carries: a step carries them all unless they spill
+    new = c + carried
+    mem = sm.memory_s(c, kv)  # weights read at n = c: a lower bound for MoE, exact for dense
+    comp = sm.compute_s(new, kv + carried * position)
+    hi, lo = (mem, comp) if mem >= comp else (comp, mem)
+    step = hi + (1.0 - sm.memory_compute_overlap) * lo + sm.comm_s(new) + sm.step_overhead_s  # t_step with mem held at n = c
+    return min(c / (steps * step), budget_limit)  # c slots for `steps` steps each, ≥ the mean-carry step
+
+
+def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None) -> float:
+    """An upper bound on the queueing model's saturation rate of this setting (module docstring)."""
+    moments = _moments(workload)
+    if chunk_tokens is None:
+        return _unchunked_bound(group.step_model, slots, moments) * _ROUNDING
+    return _budget_bound(group.step_model, slots, chunk_tokens, moments, workload.prompt_tokens) * _ROUNDING
 
 
 def enumerate_options(
@@ -256,17 +294,21 @@ def enumerate_options(
     options: list[Option] = []
     seen_kv_limited = False
     moments = _moments(workload)
+    gpu, weights, kv, tp = group.key
     for batch in sorted(batch_limits):
         slots = min(batch, group.kv_slots)
         if batch > group.kv_slots:
             if seen_kv_limited:
                 continue
             seen_kv_limited = True
+        unchunked = _unchunked_bound(group.step_model, slots, moments)  # shared by the batch's chunk budgets
         for chunk in chunk_budgets:
             if chunk is not None and chunk <= batch:
                 continue
-            bound = saturation_bound_rps(group, slots, workload, chunk, moments)
-            gpu, weights, kv, tp = group.key
+            if chunk is None:
+                bound = unchunked * _ROUNDING
+            else:
+                bound = _budget_bound(group.step_model, slots, chunk, moments, workload.prompt_tokens) * _ROUNDING
             options.append(
                 Option(
                     id=candidate_id(gpu=gpu, weights_precision=weights, kv_precision=kv, tp=tp, batch_limit=batch,

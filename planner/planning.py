@@ -335,6 +335,7 @@ class _Planner:
         self.root_finds = 0
         self.predictions = 0
         self.facts: dict[tuple[str, Slo], _RateFacts] = {}
+        self._facts_of: dict[str, list[tuple[Slo, _RateFacts]]] = {}  # option id → its facts under every SLO seen
         self.by_id = {o.id: o for o in self.options}
         self._initial: dict[tuple[float, int], tuple[list[tuple[float, int, str, int]], dict[str, str], dict[str, tuple[str, str, float | None]]]] = {}
 
@@ -362,10 +363,11 @@ class _Planner:
         if facts is None:
             facts = _RateFacts(met_rps=0.0, missed_rps=self.saturation(option))
             # a rate meeting a stricter SLO meets this one: carry what is known
-            for (other_id, other_slo), known in self.facts.items():
-                if other_id == option.id and _stricter_or_equal(other_slo, slo):
+            for other_slo, known in self._facts_of.get(option.id, ()):
+                if _stricter_or_equal(other_slo, slo):
                     facts.met_rps = max(facts.met_rps, known.met_rps)
             self.facts[key] = facts
+            self._facts_of.setdefault(option.id, []).append((slo, facts))
         return facts
 
     def meets(self, option: Option, slo: Slo, rate_rps: float) -> bool:
