@@ -755,7 +755,8 @@ def solve_fleet(
         closed = _restrict(decisions, [cut_values, best or {}]) if restricted else {}
         try:
             outcome = solve(problem, time_limit_s=remaining_s, solver_name=lp.solver_name,
-                            relative_gap=relative_gap / 2 if restricted else relative_gap)
+                            relative_gap=relative_gap / 2 if restricted else relative_gap,
+                            stop_at_objective=bound / (1 - relative_gap))  # within the gap of our bound
         finally:
             for variable, upper in closed.items():
                 variable.upBound = upper

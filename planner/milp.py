@@ -103,22 +103,28 @@ class SolveOutcome:
         return SolverReport(name=self.solver_name, status=self.status, solve_s=self.solve_s, mip_gap=self.mip_gap)
 
 
-def _interrupt_after(deadline: float) -> Callable[..., None]:
-    """A HiGHS callback that interrupts the solve once `deadline` (perf_counter) has passed.
+def _interrupt_after(deadline: float, stop_at_objective: float | None = None) -> Callable[..., None]:
+    """A HiGHS callback that interrupts the solve once `deadline` (perf_counter) has passed, or
+    once the MIP's incumbent costs at most `stop_at_objective`.
 
     HiGHS checks its own time limit only between phases; under load one round of root cuts
     on a fleet-sized MILP can overrun it by tens of seconds. The simplex and MIP interrupt
     callbacks are polled inside those phases, so the limit holds to within one poll.
     """
+    import highspy  # installed whenever HiGHS is the solver (`highs_available()`)
 
-    def callback(callback_type: object, message: str, data_out: object, data_in: Any, user_data: object) -> None:
-        if time.perf_counter() > deadline:
+    mip_interrupt = highspy.cb.HighsCallbackType.kCallbackMipInterrupt
+
+    def callback(callback_type: object, message: str, data_out: Any, data_in: Any, user_data: object) -> None:
+        if time.perf_counter() > deadline or stop_at_objective is not None and callback_type == mip_interrupt and data_out.mip_primal_bound <= stop_at_objective:
             data_in.user_interrupt = True
 
     return callback
 
 
-def _make_solver(name: str, time_limit_s: float, relative_gap: float | None, *, mip: bool) -> pulp.LpSolver:
+def _make_solver(
+    name: str, time_limit_s: float, relative_gap: float | None, *, mip: bool, stop_at_objective: float | None = None
+) -> pulp.LpSolver:
     if name == HIGHS:
         import highspy  # installed whenever HiGHS is the solver (`highs_available()`)
 
@@ -128,7 +134,7 @@ def _make_solver(name: str, time_limit_s: float, relative_gap: float | None, *, 
             msg=False,
             timeLimit=time_limit_s,
             gapRel=relative_gap,
-            callbackTuple=(_interrupt_after(time.perf_counter() + time_limit_s), None),
+            callbackTuple=(_interrupt_after(time.perf_counter() + time_limit_s, stop_at_objective), None),
             callbacksToActivate=[kinds.kCallbackMipInterrupt, kinds.kCallbackSimplexInterrupt],
         )
     if name == CBC:
@@ -167,11 +173,14 @@ def solve(
     solver_name: str | None = None,
     relative_gap: float | None = None,
     relaxed: bool = False,
+    stop_at_objective: float | None = None,
 ) -> SolveOutcome:
     """Solve `problem` within `time_limit_s`; map the status to a typed outcome.
 
     `relative_gap` stops the search once the incumbent is proved within that fraction of the
-    optimum (solver default, 1e-4 for HiGHS, when None). `relaxed` solves the LP relaxation
+    optimum (solver default, 1e-4 for HiGHS, when None). `stop_at_objective` (HiGHS only) stops
+    it once an incumbent costs at most that much — for a caller holding a better bound than the
+    solver's own; the outcome is then "feasible" with the solver's gap. `relaxed` solves the LP relaxation
     (integrality ignored), whose row duals the caller may then read as shadow prices.
 
     "no_solution" means the time limit came before any feasible solution.
@@ -183,7 +192,7 @@ def solve(
     if not (math.isfinite(time_limit_s) and time_limit_s > 0):
         raise PlannerInputError(f"solver time limit must be a positive number of seconds, got {time_limit_s}")
     name = solver_name or default_solver_name()
-    solver = _make_solver(name, time_limit_s, relative_gap, mip=not relaxed)
+    solver = _make_solver(name, time_limit_s, relative_gap, mip=not relaxed, stop_at_objective=stop_at_objective)
     started = time.perf_counter()
     try:
         status = problem.solve(solver)
