@@ -17,6 +17,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -197,10 +198,16 @@ def candidate_tables(jobs: list[_TableJob]) -> list[CandidateTable]:
             for model, gpus, precisions, workload, slo, grid in jobs]
     missing = {key: job for key, job in zip(keys, jobs, strict=True) if key not in _TABLE_CACHE}
     workers = min(len(missing), os.cpu_count() or 1)
+    computed: list[CandidateTable] | None = None
     if workers >= 2:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_POOL_CONTEXT) as pool:
-            computed = list(pool.map(_compute_table, missing.values()))
-    else:
+        try:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=_POOL_CONTEXT) as pool:
+                computed = list(pool.map(_compute_table, missing.values()))
+        except BrokenProcessPool:
+            # A worker died (e.g. a host script without the `if __name__ == "__main__"` guard that
+            # multiprocessing needs, whose main module the worker re-runs): compute here instead.
+            computed = None
+    if computed is None:
         computed = [_compute_table(job) for job in missing.values()]
     for key, table in zip(missing, computed, strict=True):
         _TABLE_CACHE[key] = table
