@@ -19,8 +19,10 @@ Scenarios (illustrative traffic, not data):
 Demand d(h) = peak × (0.55 + 0.45 cos(2π(h − peak hour)/24)) req/s, peaks 2–40 req/s.
 Inventory caps two scarce types (a scenario): h100-sxm 64, h200 48.
 
-Each scenario is posted twice: cold (queueing caches cleared first) and warm (the per-process cache of
-queueing results is reused; a repeated or slightly changed plan pays only for the MILP).
+Each scenario is posted twice: cold (queueing caches and api/fleet_plans.py's candidate-table
+cache cleared first) and warm (the same request again: tables and queueing results cached; a
+repeated or slightly changed plan pays only for the MILP). Candidate tables for distinct shapes
+are computed in worker processes, so `process_cpu_s` (this process's CPU) leaves their CPU out.
 """
 
 from __future__ import annotations
