@@ -9,7 +9,7 @@ The planner's process-wide caches are cleared before every request (`--warm` kee
 number is a cold plan, as a new forecast would see it; one untimed request first warms the process
 itself (imports, the solver library), as a running service is.
 
-    .venv/bin/python -m bench.plan_latency [--warm] [--json results.json] [--responses DIR]
+    .venv/bin/python -m bench.plan_latency [--warm] [--repeat N] [--json results.json] [--responses DIR]
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _summary(values: list[float]) -> dict[str, float]:
             "p99": float(np.percentile(values, 99)), "max": max(values), "mean": statistics.fmean(values)}
 
 
-def run(*, warm: bool, responses: Path | None = None) -> dict[str, Any]:
+def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)  # the access log would dominate the terminal
     from tests.api.client import ApiClient
 
@@ -119,10 +119,15 @@ def run(*, warm: bool, responses: Path | None = None) -> dict[str, Any]:
                 for index, body in enumerate(REQUESTS):
                     if not warm:
                         _clear_caches()
-                    started, cpu_started = time.perf_counter(), time.process_time()
-                    response = client.post("/v1/plans", json={**body, "verify": verify}, headers=headers)
-                    elapsed_ms = (time.perf_counter() - started) * 1e3
-                    cpu_ms = (time.process_time() - cpu_started) * 1e3
+                    walls, cpus = [], []
+                    for attempt in range(repeat):
+                        if attempt and not warm:
+                            _clear_caches()
+                        started, cpu_started = time.perf_counter(), time.process_time()
+                        response = client.post("/v1/plans", json={**body, "verify": verify}, headers=headers)
+                        walls.append((time.perf_counter() - started) * 1e3)
+                        cpus.append((time.process_time() - cpu_started) * 1e3)
+                    elapsed_ms, cpu_ms = statistics.median(walls), statistics.median(cpus)
                     answer = response.json()
                     if responses is not None:
                         responses.mkdir(parents=True, exist_ok=True)
@@ -151,6 +156,7 @@ def run(*, warm: bool, responses: Path | None = None) -> dict[str, Any]:
     results["load_average_after"] = os.getloadavg()
     results["cpus"] = os.cpu_count()
     results["warm_caches"] = warm
+    results["repeat"] = repeat
     return results
 
 
@@ -159,8 +165,10 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--responses", type=Path, help="write every response body into this folder (to diff two versions)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="plan each request this many times (cold each time) and keep its median: a shared machine's noise")
     args = parser.parse_args()
-    results = run(warm=args.warm, responses=args.responses)
+    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat))
     for mode in ("no_verify", "verify"):
         summary = results[mode]
         for kind in ("wall_ms", "cpu_ms"):
@@ -171,7 +179,7 @@ def main() -> None:
             print(f"    #{row['request']:>2} {row['model']:<16} {row['status']} {row['ms']:8.1f} ms wall {row['cpu_ms']:8.1f} ms cpu  "
                   f"{row['predictions'] if row['predictions'] is not None else '-':>5} predictions  {row['plan'] or row['detail']}")
     print(f"load average before {results['load_average_before']}, after {results['load_average_after']}, "
-          f"{results['cpus']} CPUs, warm caches: {results['warm_caches']}")
+          f"{results['cpus']} CPUs, warm caches: {results['warm_caches']}, median of {results['repeat']} per request")
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
