@@ -19,10 +19,8 @@ from planner.candidates import enumerate_groups, enumerate_options
 from planner.optimizer import PlanConstraints
 from planner.planning import (
     PlanningInputs,
-    PlanningRequest,
     _beats,
     _largest_beating,
-    plan_capacity,
 )
 from planner.queueing import saturation_rps
 from planner.specs import Efficiency, Precision
@@ -148,17 +146,21 @@ def test_the_mixed_fleet_group_filter_keeps_the_cheapest_fleet(rate: float) -> N
 
 
 @pytest.mark.parametrize("rate", [5.0, 40.0])
-def test_a_plan_does_not_depend_on_search_order_among_equal_cost_candidates(rate: float) -> None:
-    """Ties in cost and GPUs go to the smallest candidate id, so the same request twice (and cold or
-    warm caches) gives the same configuration."""
+def test_the_cheapest_plan_does_not_depend_on_the_order_candidates_are_searched(rate: float) -> None:
+    """Ties in cost and GPUs go to the smallest candidate id, so enumerating the candidates in
+    another order (another heap history, other probes) gives the same configuration."""
     from planner import planning
-    from tests.planner.test_planning import CHAT, GRID, SLO
+    from planner.planning import _Planner
+    from tests.planner.test_planning import CHAT, SLO
 
-    inputs = PlanningInputs(model=LLAMA_8B, gpus=GPUS[:2], precisions=PRECISIONS, efficiency_profile="test")
-    request = PlanningRequest(workload=CHAT.at_rate(rate), slo=SLO, verify=False, **GRID)
-    warm = plan_capacity(request, inputs)
-    for cache in (planning._cached_prediction, planning._saturation, planning._max_rps):
-        cache.cache_clear()
-    cold = plan_capacity(request, inputs)
-    assert (warm.row.gpu, warm.row.tp, warm.row.batch_limit, warm.row.chunk_tokens, warm.row.replicas) == \
-        (cold.row.gpu, cold.row.tp, cold.row.batch_limit, cold.row.chunk_tokens, cold.row.replicas)
+    workload = CHAT.at_rate(rate)
+    groups, _ = enumerate_groups(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, workload=workload, slo=SLO)
+    options = [o for g in groups for o in enumerate_options(g, workload)]
+    answers = set()
+    for ordered in (options, options[::-1], sorted(options, key=lambda o: (o.batch_limit, o.chunk_tokens or 0, o.id))):
+        for cache in (planning._cached_prediction, planning._saturation, planning._max_rps):
+            cache.cache_clear()
+        best = _Planner(ordered, workload).search(SLO, rate, PlanConstraints()).best
+        assert best is not None
+        answers.add((best.option.id, best.replicas, best.cost_usd_per_hour))
+    assert len(answers) == 1
