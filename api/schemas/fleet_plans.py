@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.csv_export import CURRENCY, HOURS_PER_MONTH
 from api.schemas.catalog import Slug
 from api.schemas.plans import PlanPrecision, PlanSlo, PrecisionRead
 from api.schemas.workload import TokenLengths, length_distribution
@@ -362,6 +363,9 @@ CSV_COLUMNS: tuple[str, ...] = (
     "capacity_rps",
     "target_rho",
     "cost_usd",
+    "cost_usd_per_hour",
+    "cost_usd_per_month",
+    "currency",
 )
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -371,7 +375,8 @@ CSV_DESCRIPTION = (
     "in a period has one row per configuration). Columns: " + ", ".join(CSV_COLUMNS) + ". Within a period and "
     "GPU type, rows take reserved GPUs first, then on-demand, then spot, in row order; `cost_usd` is the row's "
     "GPUs at that period's mean price per GPU held (as `cost.per_workload_usd`), so idle reserved GPUs are in "
-    "no row."
+    "no row; `cost_usd_per_hour` is that cost over the period's hours and `cost_usd_per_month` the same rate over "
+    "730 h; `currency` is USD."
 )
 
 
@@ -414,7 +419,10 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                     _number(row.offered_rps),
                     _number(row.capacity_rps),
                     _number(row.target_rho),
-                    _number(row.gpus * period_gpu_usd / held if held else 0.0),
+                    _number(row_usd := row.gpus * period_gpu_usd / held if held else 0.0),
+                    _number(row_usd / plan.period_hours),
+                    _number(row_usd / plan.period_hours * HOURS_PER_MONTH),
+                    CURRENCY,
                 )
             )
     return out.getvalue()

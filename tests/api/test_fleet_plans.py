@@ -301,3 +301,17 @@ def test_postgres_and_sqlite_store_the_same_json(api: ApiClient, migrated_databa
     assert stored.response == created.json()
     assert stored.catalog_version == created.json()["catalog_version"]
     assert make_url(migrated_database_url).get_backend_name() in ("sqlite", "postgresql")
+
+
+def test_schedule_csv_states_each_row_cost_per_hour_and_month(api: ApiClient) -> None:
+    """A row's `cost_usd` is for its whole period: per hour it is that over `period_hours` (2 h here),
+    per month that rate over 730 h, in USD."""
+    response = post(api, body(period_hours=2), params={"format": "csv"})
+    assert response.status_code == 201, response.text
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert rows
+    for row in rows:
+        per_hour = float(row["cost_usd"]) / 2
+        assert float(row["cost_usd_per_hour"]) == pytest.approx(per_hour, rel=1e-5)  # cells carry 6 significant digits
+        assert float(row["cost_usd_per_month"]) == pytest.approx(per_hour * 730, rel=1e-5)
+        assert row["currency"] == "USD"
