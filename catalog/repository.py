@@ -26,13 +26,13 @@ import hmac
 import json
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import case, delete, func, select, update
+from sqlalchemy import and_, case, delete, false, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
@@ -347,6 +347,37 @@ class Catalog:
         no overhead), "calibrated" (the GPU row's efficiency block, communication on), or the
         name of a stored efficiency profile of this GPU."""
         row = self._row(GPU, slug)
+        return self._gpu_spec(row, self._efficiency(row, efficiency))
+
+    def gpu_specs(
+        self, efficiency: str = "calibrated", *, slugs: Sequence[str] | None = None, limit: int = MAX_PAGE_SIZE
+    ) -> tuple[GpuSpec, ...]:
+        """Several GPUs' specs in one query (the GPU rows joined with the named stored profile).
+
+        With `slugs`: `tuple(gpu_spec(slug, efficiency) for slug in slugs)`, the same specs and
+        the same NotFoundError for the first unknown slug or missing profile. Without: every GPU,
+        by slug, the first `limit`, leaving out those that lack the named stored profile."""
+        wanted = None if slugs is None else [slug for slug in dict.fromkeys(slugs) if _storable(slug)]
+        builtin = efficiency in ("ideal", "calibrated")
+        joined = and_(EfficiencyProfileRow.gpu_id == GpuRow.id,
+                      EfficiencyProfileRow.name == efficiency if _storable(efficiency) and not builtin else false())
+        query = (select(GpuRow, EfficiencyProfileRow).outerjoin(EfficiencyProfileRow, joined)
+                 .order_by(GpuRow.slug).execution_options(populate_existing=True))
+        query = query.limit(limit) if wanted is None else query.where(GpuRow.slug.in_(wanted))
+        found = {gpu.slug: (gpu, profile) for gpu, profile in self.session.execute(query).all()}
+        if slugs is None:
+            return tuple(self._gpu_spec(gpu, self._efficiency_of(gpu, efficiency, profile))
+                         for gpu, profile in found.values() if builtin or profile is not None)
+        specs = []
+        for slug in slugs:
+            if slug not in found:
+                raise NotFoundError(f"no {GPU.name} with slug {slug!r}", kind=GPU.name.lower(), slug=str(slug))
+            gpu, profile = found[slug]
+            specs.append(self._gpu_spec(gpu, self._efficiency_of(gpu, efficiency, profile)))
+        return tuple(specs)
+
+    @staticmethod
+    def _gpu_spec(row: GpuRow, efficiency: Efficiency) -> GpuSpec:
         return GpuSpec(
             slug=row.slug,
             vendor=row.vendor,
@@ -362,7 +393,7 @@ class Catalog:
             gpus_per_node=row.gpus_per_node,
             price_usd_per_hour_on_demand=row.price_on_demand_usd_per_hour or 0.0,
             price_usd_per_hour_reserved_1y=row.price_reserved_1y_usd_per_hour,
-            efficiency=self._efficiency(row, efficiency),
+            efficiency=efficiency,
         )
 
     def model_spec(self, slug: str) -> ModelSpec:
@@ -394,7 +425,10 @@ class Catalog:
         )
 
     def quant_spec(self, slug: str) -> QuantSpec:
-        row = self._row(QUANTIZATION, slug)
+        return self._quant_spec(self._row(QUANTIZATION, slug))
+
+    @staticmethod
+    def _quant_spec(row: QuantizationRow) -> QuantSpec:
         return QuantSpec(
             slug=row.slug,
             weight_bytes_per_param=row.weight_bytes_per_param,
@@ -407,8 +441,11 @@ class Catalog:
     def precision(self, weights: str, kv_cache: str) -> Precision:
         """Weights and KV-cache formats; the KV format must be one the weights scheme allows
         (when its `kv_cache_dtypes` is non-empty), else UnsupportedConfigurationError."""
-        weights_spec = self.quant_spec(weights)
-        kv_spec = self.quant_spec(kv_cache)
+        return self._precision(self.quant_spec(weights), self.quant_spec(kv_cache))
+
+    @staticmethod
+    def _precision(weights_spec: QuantSpec, kv_spec: QuantSpec) -> Precision:
+        weights, kv_cache = weights_spec.slug, kv_spec.slug
         allowed = weights_spec.kv_cache_dtypes
         if allowed and kv_cache not in allowed:
             raise UnsupportedConfigurationError(
@@ -418,6 +455,26 @@ class Catalog:
                 allowed_kv_cache=list(allowed),
             )
         return Precision(weights=weights_spec, kv_cache=kv_spec)
+
+    def precisions(self, pairs: Sequence[tuple[str, str]], *, skip_unknown: bool = False) -> tuple[Precision, ...]:
+        """`tuple(precision(w, kv) for w, kv in pairs)` with the quantizations read in one query
+        (the same errors, first pair first); `skip_unknown` leaves out pairs naming a format
+        nobody catalogued instead of raising NotFoundError."""
+        slugs = [slug for slug in dict.fromkeys(slug for pair in pairs for slug in pair) if _storable(slug)]
+        rows = self.session.scalars(
+            select(QuantizationRow).where(QuantizationRow.slug.in_(slugs)).execution_options(populate_existing=True)
+        ).all()
+        specs = {row.slug: self._quant_spec(row) for row in rows}
+        chosen = []
+        for weights, kv_cache in pairs:
+            missing = [slug for slug in (weights, kv_cache) if slug not in specs]
+            if missing and skip_unknown:
+                continue
+            if missing:
+                raise NotFoundError(f"no {QUANTIZATION.name} with slug {missing[0]!r}",
+                                    kind=QUANTIZATION.name.lower(), slug=str(missing[0]))
+            chosen.append(self._precision(specs[weights], specs[kv_cache]))
+        return tuple(chosen)
 
     # ---- efficiency profiles -------------------------------------------------------------------
 
@@ -727,6 +784,12 @@ class Catalog:
         return self.catalog_version()
 
     def _efficiency(self, gpu: GpuRow, name: str) -> Efficiency:
+        builtin = name in ("ideal", "calibrated")
+        return self._efficiency_of(gpu, name, None if builtin else self._profile_row(name, gpu.id))
+
+    @staticmethod
+    def _efficiency_of(gpu: GpuRow, name: str, row: EfficiencyProfileRow | None) -> Efficiency:
+        """`name`'s efficiency for `gpu`; `row` is its stored profile named `name` (None: none stored)."""
         if name == "ideal":
             return IDEAL
         if name == "calibrated":
@@ -746,7 +809,6 @@ class Catalog:
                 memory_compute_overlap=1.0 if gpu.efficiency_memory_compute_overlap is None else gpu.efficiency_memory_compute_overlap,
                 source=gpu.efficiency_source or f"calibrated efficiency of {gpu.slug} (no source recorded)",
             )
-        row = self._profile_row(name, gpu.id)
         if row is None:
             raise NotFoundError(
                 f"no efficiency profile {name!r} for GPU {gpu.slug} (use 'ideal', 'calibrated' or a stored profile)",
