@@ -19,12 +19,8 @@ from sqlalchemy.orm import Session
 
 from catalog.errors import NotFoundError, VersionConflictError
 from catalog.models import DeploymentRow, IdempotencyKeyRow, PlanRow
-from catalog.plans import Plans, StoredPlan
+from catalog.plans import Plans, StoredPlan, aware_utc
 from planner.diff import Hysteresis
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,7 +156,7 @@ class Deployments:
     def _stored(row: DeploymentRow) -> StoredDeployment:
         return StoredDeployment(
             name=row.name, request=row.request, hysteresis=row.hysteresis, current_plan_id=row.current_plan_id,
-            version=row.version, created_at=_aware(row.created_at), updated_at=_aware(row.updated_at),
+            version=row.version, created_at=aware_utc(row.created_at), updated_at=aware_utc(row.updated_at),
         )
 
 
@@ -201,4 +197,4 @@ class IdempotencyKeys:
     def _stored(row: IdempotencyKeyRow) -> StoredAnswer:
         return StoredAnswer(key=row.key, request_hash=row.request_hash, method=row.method, path=row.path,
                             status=row.response_status, headers=dict(row.response_headers), body=row.response_body,
-                            created_at=_aware(row.created_at))
+                            created_at=aware_utc(row.created_at))

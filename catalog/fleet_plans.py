@@ -6,23 +6,19 @@ Like `Catalog`, this speaks plain dicts and the caller owns the transaction.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from catalog.errors import NotFoundError
 from catalog.models import FleetPlanRow
+from catalog.plans import aware_utc, is_plan_id, new_plan_id
 
-#: Ids are 32 hex digits (128 random bits): unguessable and the width of the primary key column.
-ID_HEX_DIGITS = 32
-
-
-def new_fleet_plan_id() -> str:
-    return secrets.token_hex(ID_HEX_DIGITS // 2)
+#: Fleet plan ids have the same shape as plan ids (32 hex digits, 128 random bits).
+new_fleet_plan_id = new_plan_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,10 +28,6 @@ class StoredFleetPlan:
     response: dict[str, Any]
     catalog_version: int
     created_at: datetime
-
-
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)  # SQLite drops the zone
 
 
 class FleetPlans:
@@ -66,7 +58,7 @@ class FleetPlans:
 
     def get(self, plan_id: str) -> StoredFleetPlan:
         """The stored plan; NotFoundError (404) for an id nobody issued."""
-        row = self._session.get(FleetPlanRow, plan_id) if _well_formed(plan_id) else None
+        row = self._session.get(FleetPlanRow, plan_id) if is_plan_id(plan_id) else None
         if row is None:
             raise NotFoundError(f"no fleet plan with id {plan_id!r}", kind="fleet_plan", id=plan_id)
         return self._stored(row)
@@ -78,9 +70,5 @@ class FleetPlans:
             request=row.request,
             response=row.response,
             catalog_version=row.catalog_version,
-            created_at=_aware(row.created_at),
+            created_at=aware_utc(row.created_at),
         )
-
-
-def _well_formed(plan_id: str) -> bool:
-    return len(plan_id) == ID_HEX_DIGITS and all(c in "0123456789abcdef" for c in plan_id)

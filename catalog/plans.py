@@ -37,11 +37,13 @@ class StoredPlan:
     created_at: datetime
 
 
-def _aware(moment: datetime) -> datetime:
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)  # SQLite drops the zone
+def aware_utc(moment: datetime) -> datetime:
+    """A stored timestamp with its UTC zone back (SQLite drops the zone)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-def _well_formed(plan_id: str) -> bool:
+def is_plan_id(plan_id: str) -> bool:
+    """Whether `plan_id` has the shape `new_plan_id` issues (so nothing else reaches the database)."""
     return len(plan_id) == ID_HEX_DIGITS and all(c in "0123456789abcdef" for c in plan_id)
 
 
@@ -75,7 +77,7 @@ class Plans:
 
     def get(self, plan_id: str) -> StoredPlan:
         """The stored plan; NotFoundError (404) for an id nobody issued."""
-        row = self._session.get(PlanRow, plan_id) if _well_formed(plan_id) else None
+        row = self._session.get(PlanRow, plan_id) if is_plan_id(plan_id) else None
         if row is None:
             raise NotFoundError(f"no plan with id {plan_id!r}", kind="plan", id=plan_id)
         return self._stored(row)
@@ -95,5 +97,5 @@ class Plans:
             request=row.request,
             response=row.response,
             catalog_version=row.catalog_version,
-            created_at=_aware(row.created_at),
+            created_at=aware_utc(row.created_at),
         )
