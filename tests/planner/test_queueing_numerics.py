@@ -1,0 +1,111 @@
+"""The queueing model's numerical kernels against slow references: the exact Poisson quantile walk,
+the occupancy fixed point bracketed around Little's-law guess, the gamma quantile and the MoE
+expert count. Each kernel was rewritten for speed (docs/plan-benchmark.md); these tests pin that
+the rewrite computes the same quantities."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import brentq
+from scipy.stats import poisson
+
+from planner import queueing
+from planner.step_model import StepModel
+from planner.workload import FixedLength, LognormalLength, Serving, Workload
+
+LLAMA70B_4XH100 = StepModel(
+    dense_weight_bytes=140e9,
+    kv_bytes_per_token=327_680.0,
+    flops_per_token=2 * 70e9,
+    attention_flops_per_context_token=4 * 80 * 64 * 128,
+    memory_bandwidth_bytes_per_s=4 * 3.35e12,
+    compute_flops_per_s=4 * 989e12,
+)
+KV_TOKENS = 180e9 / 327_680.0
+CHAT = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1000), output_tokens=FixedLength(tokens=200))
+LONG_TAILED = Workload(
+    arrival_rate_rps=1.0,
+    prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=4000),
+    output_tokens=LognormalLength(mean_tokens=200, p99_tokens=800),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1), scale=st.sampled_from([0.05, 0.5, 2.0, 6.0, 11.9]))
+def test_the_poisson_quantile_is_scipys_below_the_normal_switch(seed: int, scale: float) -> None:
+    """Below `_POISSON_NORMAL_MEAN` the walk is exact: the smallest k with P(K ≤ k) ≥ u, which is
+    `scipy.stats.poisson.ppf`. Means spread over [0, 2·scale] (so the walk's compaction, which starts
+    once fewer than a quarter of the points still walk, is exercised from one pass to ~30)."""
+    rng = np.random.default_rng(seed)
+    u = rng.uniform(1e-9, 1 - 1e-9, 4096)
+    mean = np.minimum(rng.uniform(0.0, 2.0 * scale, u.size), queueing._POISSON_NORMAL_MEAN)
+    from scipy.special import ndtri
+
+    k = queueing._poisson_quantile(u, ndtri(u), mean)
+    expected = poisson.ppf(u, mean)
+    # ppf and the walk sum the pmf differently: they may differ only where u sits within rounding of a CDF step
+    cdf_below = poisson.cdf(k - 1, mean)
+    cdf_at = poisson.cdf(k, mean)
+    assert np.all(cdf_at >= u - 1e-12) and np.all(cdf_below < u + 1e-12)
+    assert np.mean(k == expected) > 0.999
+
+
+def test_the_poisson_quantile_uses_the_normal_expansion_above_the_switch() -> None:
+    """Above the switch the Cornish–Fisher expansion is taken: within one count of the exact quantile."""
+    rng = np.random.default_rng(7)
+    u = rng.uniform(0.001, 0.999, 4096)
+    mean = rng.uniform(queueing._POISSON_NORMAL_MEAN + 0.1, 500.0, u.size)
+    from scipy.special import ndtri
+
+    k = queueing._poisson_quantile(u, ndtri(u), mean)
+    assert np.max(np.abs(k - poisson.ppf(u, mean))) <= 1
+
+
+@pytest.mark.parametrize("workload", [CHAT, LONG_TAILED], ids=["fixed", "lognormal"])
+@pytest.mark.parametrize("chunk", [None, 1024])
+@pytest.mark.parametrize("rho", [0.02, 0.3, 0.7, 0.9, 0.98])
+def test_the_occupancy_root_is_the_one_a_wide_bracket_finds(workload: Workload, chunk: int | None, rho: float) -> None:
+    """The fixed point is bracketed around Little's-law guess instead of [0, 4c]: the same root (both
+    solved to 1e-7), so the occupancy and the wait probability it implies agree."""
+    serving = Serving(batch_limit=64, chunk_tokens=chunk)
+    rep = queueing._replica(LLAMA70B_4XH100, workload, serving, KV_TOKENS)
+    lam = rho * rep.saturation_rps
+    occupancy = queueing._occupancy(rep, lam, rho)
+
+    def excess(mu: float) -> float:
+        return queueing._occupancy_at(rep, lam, rho, mu).departure_rate_rps - lam
+
+    wide = brentq(excess, 1e-9, 4.0 * rep.slots, xtol=1e-12 * rep.slots, rtol=1e-12, maxiter=500)
+    assert occupancy.shape_mean == pytest.approx(wide, rel=2e-7)
+    reference = queueing._occupancy_at(rep, lam, rho, wide)
+    assert occupancy.mean_running == pytest.approx(reference.mean_running, rel=1e-6)
+    assert occupancy.p_wait == pytest.approx(reference.p_wait, rel=1e-4, abs=1e-15)
+    assert abs(occupancy.departure_rate_rps - lam) <= 1e-6 * lam
+
+
+def test_the_gamma_quantile_cube_is_the_power() -> None:
+    """Wilson–Hilferty: the cube taken by products equals `** 3` within an ulp or two."""
+    z = np.linspace(-6.0, 6.0, 10_001)
+    for variance in (1e-6, 0.1, 1.0, 5.0):
+        g = np.maximum(1.0 - variance / 9.0 + math.sqrt(variance / 9.0) * z, 0.0)
+        assert queueing._gamma_unit_quantile(z, variance) == pytest.approx(g**3, rel=1e-15, abs=0.0)
+
+
+def test_moe_expert_count_is_the_power_form() -> None:
+    """E·(1 − (1 − k/E)^n), computed as −E·expm1(n·log1p(−k/E)): the array step time equals the
+    scalar `StepModel.step_s`, which takes the power, from one token (2 of Mixtral's 8 experts) to
+    a thousand (all 8)."""
+    sm = StepModel(
+        dense_weight_bytes=1e9, kv_bytes_per_token=1e5, flops_per_token=2e9, attention_flops_per_context_token=1e5,
+        memory_bandwidth_bytes_per_s=1e12, compute_flops_per_s=1e15, moe_layers=32, experts=8, experts_per_token=2,
+        expert_weight_bytes=1e8,
+    )
+    new = np.array([1.0, 2.0, 10.0, 1000.0])
+    seconds = queueing.step_seconds(sm, new, np.zeros(4), np.zeros(4))
+    for n, got in zip(new, seconds, strict=True):
+        assert got == pytest.approx(sm.step_s(int(n), 0, 0), rel=1e-12)
