@@ -16,8 +16,8 @@ With θ the rate an option must beat to survive:
     the SLOs fail at rate θ  ⇒  μ < θ                                 (one prediction; p99s never fall as the rate rises)
 
 Options are taken per (GPU, tp) in decreasing order of the closed-form bound, so the first
-μ found usually sets a θ the rest cannot reach. An option that survives gets μ by bisection
-on [θ, saturation) to within 1 %, taken from below: the rate used is one the model verified
+μ found usually sets a θ the rest cannot reach. An option that survives gets μ by regula falsi
+on [θ, saturation) to within 1 % (planner/rate_search.py), taken from below: the rate used is one the model verified
 meets every SLO (planner/planning.py narrows its chosen μ the same way). (GPU, precision, tp)
 groups whose step model and KV capacity are identical (fp16 and bf16 on most GPUs) are
 searched once.
@@ -47,6 +47,7 @@ from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputEr
 from planner.fleet import undominated
 from planner.optimizer import Candidate
 from planner.queueing import predict, saturation_rps
+from planner.rate_search import MU_RELATIVE_TOLERANCE, Bracket
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
 from planner.workload import Serving, Slo, Workload
@@ -55,22 +56,9 @@ from planner.workload import Serving, Slo, Workload
 #: is reported (`exhaustive: false`). The same bound as planner/planning.py's search.
 MAX_MU_SEARCHES = 400
 
-#: μ is narrowed by bisection until (missed − met) ≤ this × met and taken from below: every rate
-#: the MILP uses is one the queueing model verified to meet the SLOs, at most 1 % under the true
-#: μ. planner/planning.py narrows its chosen candidate's μ to the same 1 %.
-MU_RELATIVE_TOLERANCE = 0.01
-
-#: How far past the interpolated μ (in units of the tolerance band MU_RELATIVE_TOLERANCE × met)
-#: each probe is placed, so that one probe each side closes the bracket: 0.45 leaves the band
-#: 0.9 wide, inside the tolerance. Chosen by the argument, not tuned.
-PROBE_STEP = 0.45
-
 #: The rate, as a fraction of saturation, at which "no rate meets the SLO" is probed (as
 #: planner/queueing.py's max_rps_at_slo does).
 VANISHING_UTILISATION = 1e-6
-
-#: A probe is kept this fraction of the bracket's width inside it, so each one shrinks the bracket.
-_PROBE_MARGIN = 0.05
 
 MS_PER_S = 1e3
 
@@ -113,7 +101,7 @@ class CandidateTable:
     groups_searched: int  # after merging groups with identical physics
     drops: tuple[Drop, ...]  # groups dropped before any queueing, with the reason
     slo_refusals: tuple[SloRefusal, ...]
-    mu_searches: int  # options whose μ was narrowed by bisection
+    mu_searches: int  # options whose μ was narrowed (planner/rate_search.py)
     predictions: int  # queueing-model predictions asked for (cached ones included)
     exhaustive: bool  # False when MAX_MU_SEARCHES stopped the search
 
@@ -158,20 +146,6 @@ def _serving(option: Option) -> Serving:
 
 
 @dataclass(slots=True)
-class _Bracket:
-    """What is known of one option's μ: `met_rps` meets every SLO, `missed_rps` does not (or is
-    the saturation rate, which no stable rate reaches)."""
-
-    met_rps: float
-    missed_rps: float
-    #: target/predicted − 1 (of the worst SLO metric) at met_rps and missed_rps when known: > 0
-    #: where met, < 0 where missed, −1 at saturation (unbounded latency). The μ search
-    #: interpolates it, since latency grows roughly like 1/(1 − ρ) and its inverse is near linear.
-    met_slack: float | None = None
-    missed_slack: float | None = -1.0
-
-
-@dataclass(slots=True)
 class _Search:
     mix: Workload
     slo: Slo
@@ -180,14 +154,14 @@ class _Search:
     predictions: int = 0
     exhaustive: bool = True
     refusals: list[SloRefusal] = field(default_factory=list)
-    brackets: dict[str, _Bracket] = field(default_factory=dict)
+    brackets: dict[str, Bracket] = field(default_factory=dict)
 
     def saturation(self, option: Option) -> float:
         return _saturation(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens)
 
-    def _bracket(self, option: Option) -> _Bracket:
+    def _bracket(self, option: Option) -> Bracket:
         if option.id not in self.brackets:
-            self.brackets[option.id] = _Bracket(met_rps=0.0, missed_rps=self.saturation(option))
+            self.brackets[option.id] = Bracket(met_rps=0.0, missed_rps=self.saturation(option))
         return self.brackets[option.id]
 
     def excess(self, option: Option, rate_rps: float) -> tuple[float, str, float]:
@@ -206,17 +180,10 @@ class _Search:
             return True
         if rate_rps >= bracket.missed_rps:
             return False
-        excess = self.excess(option, rate_rps)[0]
-        ok = excess <= 0
-        slack = 1.0 / (1.0 + excess) - 1.0 if math.isfinite(excess) else -1.0  # target/predicted − 1
-        if ok:
-            bracket.met_rps, bracket.met_slack = rate_rps, slack
-        else:
-            bracket.missed_rps, bracket.missed_slack = rate_rps, slack
-        return ok
+        return bracket.record(rate_rps, self.excess(option, rate_rps)[0])
 
     def mu(self, option: Option) -> float | None:
-        """The largest rate found to meet every SLO, within MU_RELATIVE_TOLERANCE below μ (bisection);
+        """The largest rate found to meet every SLO, within MU_RELATIVE_TOLERANCE below μ (regula falsi);
         None when no rate does (the refusal is recorded) or the search budget is spent."""
         if self.mu_searches >= self.max_mu_searches:
             self.exhaustive = False
@@ -229,28 +196,10 @@ class _Search:
             if excess > 0:
                 self.refusals.append(SloRefusal(option_id=option.id, constraint=metric, reason=self._why_never(metric, predicted)))
                 return None
-            bracket.met_rps, bracket.met_slack = vanishing, 1.0 / (1.0 + excess) - 1.0
-        while bracket.missed_rps - bracket.met_rps > MU_RELATIVE_TOLERANCE * bracket.met_rps:
-            self.meets(option, self._next_probe(bracket))
+            bracket.record(vanishing, excess)
+        while not bracket.narrow_enough():
+            self.meets(option, bracket.next_probe())
         return bracket.met_rps
-
-    @staticmethod
-    def _next_probe(bracket: _Bracket) -> float:
-        """The next rate to try: where the slack (target/predicted − 1) interpolates to zero between
-        the bracket's ends (regula falsi), stepped PROBE_STEP × the tolerance past it towards the end
-        that did not move last, so the next probe usually closes the bracket from that side; the
-        midpoint when the slacks are unknown; never within _PROBE_MARGIN of the bracket's width of an end."""
-        met, missed = bracket.met_rps, bracket.missed_rps
-        width = missed - met
-        midpoint = (met + missed) / 2
-        if bracket.met_slack is None or bracket.missed_slack is None or not bracket.met_slack > 0 > bracket.missed_slack:
-            return midpoint
-        estimate = met + width * bracket.met_slack / (bracket.met_slack - bracket.missed_slack)  # slack = 0 on the chord
-        step = PROBE_STEP * MU_RELATIVE_TOLERANCE * met
-        # Latency is convex in the rate, so the chord's zero lies below μ: step up, and down only
-        # when the estimate is nearer the missed end.
-        rate = estimate + step if estimate - met < missed - estimate else estimate - step
-        return min(max(rate, met + _PROBE_MARGIN * width), missed - _PROBE_MARGIN * width)
 
     def _why_never(self, metric: str, predicted_s: float) -> str:
         if metric in ("ttft", "tpot", "e2e"):

@@ -65,6 +65,7 @@ from planner.memory import kv_bytes_per_request, weight_bytes
 from planner.optimizer import Candidate, PlanConstraints, PlanSolution, solve_plan
 from planner.performance import decode_step, prefill
 from planner.queueing import Prediction, max_rps_at_slo, predict, saturation_rps
+from planner.rate_search import Bracket
 from planner.simulator import simulate
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
@@ -84,14 +85,15 @@ VERIFY_REQUESTS = 4_000
 #: of the row's replicas, whichever is more (so a 30-replica plan is not walked one replica at a time).
 MAX_VERIFY_ADJUSTMENTS = 4
 VERIFY_CAPACITY_STEP = 1.10
+#: The fraction of saturation up to which every SLO must hold for capacity, not an SLO, to be the
+#: binding constraint of a plan.
+SATURATION_BINDS = 0.99
 #: Upper bound on queueing root-finds in one search, so a pathological request stays bounded;
 #: reaching it is reported (`exhaustive: false`).
 MAX_EVALUATIONS = 600
 #: Below this fraction of the lowest rate known to miss, the oracle checks vanishing load before searching on.
 _VANISHING = 1e-3
 _COST_TOLERANCE = 1e-9
-#: Relative width to which μ is narrowed (the winner's, and each mixed-fleet group's best).
-_MU_TOLERANCE = 0.01
 
 
 # --- request and inputs ---------------------------------------------------------------------------
@@ -217,6 +219,13 @@ def _meets(prediction: Prediction, slo: Slo) -> bool:
     return all(_predicted_at(prediction, metric) <= target for metric, target in _slo_targets(slo).items())
 
 
+def _excess(prediction: Prediction, slo: Slo) -> float:
+    """max over the SLO's targets of predicted/target − 1 (≤ 0 exactly when `_meets`; inf when unstable)."""
+    if prediction.unstable:
+        return math.inf
+    return max(_predicted_at(prediction, metric) / target - 1.0 for metric, target in _slo_targets(slo).items())
+
+
 def _stricter_or_equal(a: Slo, b: Slo) -> bool:
     """Whether meeting `a` implies meeting `b`: same percentile, each target of `b` set in `a` no looser."""
     if a.percentile != b.percentile:
@@ -230,12 +239,10 @@ def _stricter_or_equal(a: Slo, b: Slo) -> bool:
 
 
 @dataclass(slots=True)
-class _RateFacts:
+class _RateFacts(Bracket):
     """What is known about one option under one SLO: a per-replica rate that meets it, the lowest
     that misses (saturation at first), and why no rate does (when so)."""
 
-    met_rps: float
-    missed_rps: float
     drop: tuple[str, str, float | None] | None = None
     probes: int = 0
 
@@ -350,7 +357,8 @@ class _Planner:
             self.root_finds += 1
         if not isinstance(value, tuple):
             facts = self._facts(option, slo)
-            facts.met_rps = max(facts.met_rps, value)
+            if value > facts.met_rps:
+                facts.met_rps, facts.met_slack = value, None
         return value
 
     # -- the replica oracle: what the search needs is the fewest replicas meeting the SLOs at a rate,
@@ -385,12 +393,7 @@ class _Planner:
             facts.missed_rps = 0.0
             return False
         self.predictions += 1
-        ok = _meets(prediction, slo)
-        if ok:
-            facts.met_rps = rate_rps
-        else:
-            facts.missed_rps = rate_rps
-        return ok
+        return facts.record(rate_rps, _excess(prediction, slo))
 
     def fewest_replicas_bound(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int:
         """No fewer replicas can meet the SLOs: λ/r must stay below the lowest rate known to miss."""
@@ -472,11 +475,19 @@ class _Planner:
         return (metric, f"p{slo.percentile:g} {metric.upper()} is {predicted * MS_PER_S:.4g} ms even at vanishing load, "
                         f"above the {target * MS_PER_S:.4g} ms target", predicted)
 
-    def max_rate(self, option: Option, slo: Slo, *, relative_tolerance: float = _MU_TOLERANCE) -> tuple[float, float]:
-        """A bracket [met, missed) around μ, narrowed by bisection to `relative_tolerance`."""
+    def max_rate(self, option: Option, slo: Slo, *, curve: bool = False) -> tuple[float, float]:
+        """A bracket [met, missed) around μ, narrowed by regula falsi to MU_RELATIVE_TOLERANCE (planner/rate_search.py).
+
+        With `curve` (the plan's own configuration), the ρ curve's fixed points are predicted first:
+        the justification draws them anyway (cached), and those inside the bracket narrow it for free."""
         facts = self._facts(option, slo)
-        while facts.missed_rps - facts.met_rps > relative_tolerance * facts.met_rps and facts.met_rps > 0 and facts.drop is None:
-            self.meets(option, slo, (facts.met_rps + facts.missed_rps) / 2)
+        if curve:
+            saturation = self.saturation(option)
+            for utilisation in CURVE_UTILISATIONS:
+                if facts.met_rps > 0 and facts.drop is None:
+                    self.meets(option, slo, utilisation * saturation)
+        while not facts.narrow_enough() and facts.met_rps > 0 and facts.drop is None:
+            self.meets(option, slo, facts.next_probe())
         return facts.met_rps, facts.missed_rps
 
     def search(self, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, *, below_usd_per_hour: float = math.inf) -> _Outcome:
@@ -764,7 +775,7 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
         # μ for the MILP: the largest per-replica rate verified to meet the SLOs — within 1 % of μ for
         # the cheapest candidate, λ/r for the others (enough to decide their replica counts; a
         # larger μ could only make the winner win by more).
-        refined = planner.max_rate(outcome.best.option, slo)[0] if outcome.best is not None else None
+        refined = planner.max_rate(outcome.best.option, slo, curve=True)[0] if outcome.best is not None else None
         pool = [(p.option, refined if refined is not None and p.option is outcome.best.option else p.mu_rps)
                 for p in outcome.priced]
         slo_failures = outcome.slo_drops
@@ -808,7 +819,7 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
                                         main_option.group.kv_capacity_tokens, lam / main.replicas, slo.percentile)
     else:
         prediction = _prediction(main_option, workload, main.offered_rps, main.replicas, slo.percentile, curve=False)
-    mu_met, mu_missed = planner.max_rate(main_option, slo)
+    mu_met, mu_missed = planner.max_rate(main_option, slo, curve=True)
     if len(rows) == 1:
         rows = [replace(main, max_rps_at_slo=max(main.max_rps_at_slo, mu_met))]
         main = rows[0]
@@ -1047,7 +1058,10 @@ def _binding_section(planner: _Planner, solution: PlanSolution, main_option: Opt
                                main_option.group.kv_capacity_tokens, mu_rps, slo.percentile)
     ratios = {m: _predicted_at(at_mu, m) / t for m, t in _slo_targets(slo).items()}
     setting = max(ratios, key=lambda m: ratios[m]) if ratios else None
-    at_saturation = mu_rps >= planner.saturation(main_option) * 0.99
+    # Capacity, not latency, sets the replica rate when every SLO still holds at 99 % of saturation:
+    # decided by the prediction at that rate (usually already known from μ's bracket), not by μ's
+    # estimate, which sits up to 1 % below μ and would make the answer depend on how μ was narrowed.
+    at_saturation = planner.meets(main_option, slo, SATURATION_BINDS * planner.saturation(main_option))
     binding: list[dict[str, Any]] = []
     for metric, target in _slo_targets(slo).items():
         relaxed = replace(slo, **{f"{metric}_s": target * SLO_RELAXATION})

@@ -20,7 +20,7 @@ from planner.errors import InfeasiblePlanError
 from planner.memory import kv_capacity_tokens
 from planner.optimizer import PlanConstraints
 from planner.performance import build_step_model
-from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
+from planner.planning import SATURATION_BINDS, PlanningInputs, PlanningRequest, plan_capacity
 from planner.queueing import max_rps_at_slo, predict
 from planner.specs import Efficiency, ModelSpec
 from planner.workload import LognormalLength, Serving, Slo, Workload
@@ -211,3 +211,23 @@ def test_every_plan_meets_its_slos_under_the_forward_model(rate: float, ttft: fl
         assert not p.unstable
         assert p.ttft is not None and p.ttft.p99_s <= ttft
         assert p.tpot is not None and p.tpot.p99_s <= tpot
+
+
+@pytest.mark.parametrize("slo", [SLO, Slo(tpot_s=0.2), Slo(e2e_s=60.0)], ids=["ttft-tpot", "tpot-only", "e2e-only"])
+def test_capacity_binds_exactly_when_every_slo_holds_at_99_percent_of_saturation(slo: Slo) -> None:
+    """The binding label is a fact about the model, not about how μ was narrowed: capacity binds iff a
+    direct prediction at SATURATION_BINDS × saturation meets every target, and then no SLO binds."""
+    result = plan_capacity(request(slo=slo), INPUTS)
+    row = result.row
+    gpu = {g.slug: g for g in INPUTS.gpus}[row.gpu]
+    sm = build_step_model(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
+    capacity = kv_capacity_tokens(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
+    serving = Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
+    p = predict(sm, CHAT.at_rate(SATURATION_BINDS * row.saturation_rps), serving, kv_capacity_tokens=capacity,
+                percentile=slo.percentile)
+    holds = not p.unstable and all(
+        (getattr(p, metric).at_percentile_s if getattr(p, metric) else 0.0) <= target
+        for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)) if target is not None)
+    binding = {b["constraint"]: b["binding"] for b in result.justification["binding"] if b["kind"] in ("slo", "capacity")}
+    assert binding["saturation" if holds else "concurrency"] is holds
+    assert any(binding[f"slo_{m}"] for m in ("ttft", "tpot", "e2e") if f"slo_{m}" in binding) is not holds
