@@ -235,51 +235,47 @@ def _prompt_grid(prompt: LengthDistribution) -> np.ndarray:
     return length_quantiles(prompt, _PROMPT_GRID_U)
 
 
-@lru_cache(maxsize=8192)
-def _prefill_steps(prompt: LengthDistribution, budget: float) -> float:
-    """E[⌈p/budget⌉] over the queueing model's prompt grid (budgets repeat across groups: cached)."""
-    return float(np.mean(np.ceil(_prompt_grid(prompt) / budget)))
+def _step_s(sm: StepModel, weight_tokens: np.ndarray, new: np.ndarray, kv: np.ndarray, attended: np.ndarray) -> np.ndarray:
+    """`StepModel.step_s` element-wise, with the weight bytes read as for `weight_tokens` tokens (the
+    bounds hold them at n = c: exact for a dense model, a lower bound for MoE, which reads more
+    experts with more tokens). `new` > 0 everywhere, so the communication term always applies."""
+    weights = sm.dense_weight_bytes
+    if sm.is_moe:
+        touched = sm.experts * (1.0 - (1.0 - sm.experts_per_token / sm.experts) ** weight_tokens)  # E·(1−(1−k/E)^n)
+        weights = weights + sm.moe_layers * touched * sm.expert_weight_bytes
+    mem = (weights + kv * sm.kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s  # bytes / BW
+    comp = (new * sm.flops_per_token + attended * sm.attention_flops_per_context_token) / sm.compute_flops_per_s  # FLOPs / F
+    comm = new * sm.comm_s_per_token + sm.comm_latency_s
+    return np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
 
 
-def _unchunked_bound(sm: StepModel, slots: int, moments: tuple[float, float, float, float]) -> float:
-    """The bound without chunking, before rounding (module docstring)."""
+def _bounds(sm: StepModel, slots: np.ndarray, chunk_tokens: np.ndarray, moments: tuple[float, float, float, float],
+            prompt: LengthDistribution) -> np.ndarray:
+    """The saturation bound of each (slots, chunk budget) pair, chunk 0 meaning no chunking, before
+    rounding (module docstring): all of a group's settings in one pass."""
     p_mean, o_mean, d, position = moments
-    c = float(slots)
+    c = np.asarray(slots, dtype=float)
+    chunk = np.asarray(chunk_tokens, dtype=float)
     kv = c * d
-    carried = c / o_mean * _TRUNCATED_MEAN * p_mean  # mean prefill tokens per step at a full batch
-    new = c + carried
-    mem = sm.memory_s(c, kv)  # weights read at n = c: a lower bound for MoE, exact for dense
-    comp = sm.compute_s(new, kv + carried * position)
-    hi, lo = (mem, comp) if mem >= comp else (comp, mem)
-    step = hi + (1.0 - sm.memory_compute_overlap) * lo + sm.comm_s(new) + sm.step_overhead_s  # t_step with mem held at n = c
-    return c / (o_mean * step)  # c slots, E[o] steps each, ≥ the mean-prefill step
-
-
-def _budget_bound(sm: StepModel, slots: int, chunk_tokens: int, moments: tuple[float, float, float, float],
-                  prompt: LengthDistribution) -> float:
-    """min(slot limit, budget limit) with a chunk budget, before rounding (module docstring)."""
-    p_mean, o_mean, d, position = moments
-    c = float(slots)
-    kv = c * d
-    budget = max(1.0, chunk_tokens - c)  # C − c prefill tokens beside c decodes
-    budget_limit = budget / (p_mean * sm.step_s(c + budget, kv, kv + budget * position))  # (C − c) tokens per full-chunk step
-    steps = _prefill_steps(prompt, budget) + o_mean - 1.0  # E[⌈p/(C−c)⌉] + E[o] − 1, the queueing model's
-    arriving = c / steps * _TRUNCATED_MEAN * p_mean  # prefill tokens arriving per step at a full batch
-    carried = arriving / (1.0 + arriving / budget)  # ≤ the mean a step carries: a step carries them all unless they spill
-    new = c + carried
-    mem = sm.memory_s(c, kv)  # weights read at n = c: a lower bound for MoE, exact for dense
-    comp = sm.compute_s(new, kv + carried * position)
-    hi, lo = (mem, comp) if mem >= comp else (comp, mem)
-    step = hi + (1.0 - sm.memory_compute_overlap) * lo + sm.comm_s(new) + sm.step_overhead_s  # t_step with mem held at n = c
-    return min(c / (steps * step), budget_limit)  # c slots for `steps` steps each, ≥ the mean-carry step
+    chunked = chunk > 0
+    budget = np.where(chunked, np.maximum(1.0, chunk - c), np.inf)  # C − c prefill tokens beside c decodes
+    grid = _prompt_grid(prompt)
+    finite_budget = np.where(chunked, budget, 1.0)
+    prefill_steps = np.where(chunked, np.mean(np.ceil(grid[None, :] / finite_budget[:, None]), axis=1), 0.0)
+    steps = np.where(chunked, prefill_steps + o_mean - 1.0, o_mean)  # E[⌈p/(C−c)⌉] + E[o] − 1, or E[o] without chunking
+    arriving = c / steps * _TRUNCATED_MEAN * p_mean  # mean prefill tokens arriving per step at a full batch
+    carried = np.where(chunked, arriving / (1.0 + arriving / finite_budget), arriving)  # ≤ the mean a step carries
+    step = _step_s(sm, c, c + carried, kv, kv + carried * position)  # t_step with the weights held at n = c
+    slot_limit = c / (steps * step)  # c slots for `steps` steps each, ≥ the mean-carry step
+    full = _step_s(sm, c + finite_budget, c + finite_budget, kv, kv + finite_budget * position)
+    budget_limit = np.where(chunked, finite_budget / (p_mean * full), np.inf)  # (C − c) tokens per full-chunk step
+    return np.minimum(slot_limit, budget_limit)
 
 
 def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None) -> float:
     """An upper bound on the queueing model's saturation rate of this setting (module docstring)."""
-    moments = _moments(workload)
-    if chunk_tokens is None:
-        return _unchunked_bound(group.step_model, slots, moments) * _ROUNDING
-    return _budget_bound(group.step_model, slots, chunk_tokens, moments, workload.prompt_tokens) * _ROUNDING
+    bound = _bounds(group.step_model, np.array([slots]), np.array([chunk_tokens or 0]), _moments(workload), workload.prompt_tokens)
+    return float(bound[0]) * _ROUNDING
 
 
 def enumerate_options(
@@ -291,29 +287,24 @@ def enumerate_options(
 ) -> list[Option]:
     """Batch × chunk settings of a group; batch limits above the KV slot count collapse onto the
     first one (the KV cache, not the limit, sets their concurrency, so they serve identically)."""
-    options: list[Option] = []
+    settings: list[tuple[int, int | None, int]] = []
     seen_kv_limited = False
-    moments = _moments(workload)
-    gpu, weights, kv, tp = group.key
     for batch in sorted(batch_limits):
         slots = min(batch, group.kv_slots)
         if batch > group.kv_slots:
             if seen_kv_limited:
                 continue
             seen_kv_limited = True
-        unchunked = _unchunked_bound(group.step_model, slots, moments)  # shared by the batch's chunk budgets
-        for chunk in chunk_budgets:
-            if chunk is not None and chunk <= batch:
-                continue
-            if chunk is None:
-                bound = unchunked * _ROUNDING
-            else:
-                bound = _budget_bound(group.step_model, slots, chunk, moments, workload.prompt_tokens) * _ROUNDING
-            options.append(
-                Option(
-                    id=candidate_id(gpu=gpu, weights_precision=weights, kv_precision=kv, tp=tp, batch_limit=batch,
-                                    chunk_tokens=chunk),
-                    group=group, batch_limit=batch, chunk_tokens=chunk, slots=slots, saturation_bound_rps=bound,
-                )
-            )
-    return options
+        settings.extend((batch, chunk, slots) for chunk in chunk_budgets if chunk is None or chunk > batch)
+    if not settings:
+        return []
+    bounds = _bounds(group.step_model, np.array([s[2] for s in settings]), np.array([s[1] or 0 for s in settings]),
+                     _moments(workload), workload.prompt_tokens) * _ROUNDING
+    gpu, weights, kv, tp = group.key
+    return [
+        Option(
+            id=candidate_id(gpu=gpu, weights_precision=weights, kv_precision=kv, tp=tp, batch_limit=batch, chunk_tokens=chunk),
+            group=group, batch_limit=batch, chunk_tokens=chunk, slots=slots, saturation_bound_rps=float(bound),
+        )
+        for (batch, chunk, slots), bound in zip(settings, bounds, strict=True)
+    ]
