@@ -82,10 +82,11 @@ REQUESTS: tuple[dict[str, Any], ...] = (
 
 
 def _clear_caches() -> None:
-    """Every process-wide cache of the planner's modules (functools caches), so a plan starts cold."""
+    """Every process-wide cache of the planner's modules (functools caches and planning's prediction
+    cache: whatever instance has a `cache_clear`), so a plan starts cold."""
     for module in (planning, candidates, queueing):
         for value in vars(module).values():
-            if callable(getattr(value, "cache_clear", None)):
+            if not isinstance(value, type) and callable(getattr(value, "cache_clear", None)):
                 value.cache_clear()
 
 

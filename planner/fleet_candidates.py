@@ -46,7 +46,7 @@ from planner.candidates import (
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.fleet import undominated
 from planner.optimizer import Candidate
-from planner.queueing import predict, saturation_rps
+from planner.queueing import PercentileBounds, Prediction, predict, saturation_rps, screen
 from planner.rate_search import MU_RELATIVE_TOLERANCE, Bracket
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
@@ -114,11 +114,9 @@ def _saturation(sm: StepModel, mix: Workload, serving: Serving, capacity: int) -
     return saturation_rps(sm, mix, serving, kv_capacity_tokens=capacity)
 
 
-@lru_cache(maxsize=65536)
-def _excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> tuple[float, str, float]:
-    """max over the SLO's targets of predicted/target − 1 at per-replica rate `rate_rps` (≤ 0: every
-    target met), the metric that sets it and its predicted value (inf when unstable)."""
-    prediction = predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=slo.percentile)
+def _worst(prediction: Prediction, slo: Slo) -> tuple[float, str, float]:
+    """max over the SLO's targets of predicted/target − 1 (≤ 0: every target met), the metric that
+    sets it and its predicted value (inf when unstable)."""
     if prediction.unstable:
         return math.inf, "utilisation", math.inf
     worst = (-math.inf, "", 0.0)
@@ -132,10 +130,25 @@ def _excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: 
     return worst
 
 
+@lru_cache(maxsize=65536)
+def _excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> tuple[float, str, float]:
+    """`_worst` of the prediction at per-replica rate `rate_rps`."""
+    return _worst(predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=slo.percentile), slo)
+
+
+@lru_cache(maxsize=65536)
+def _screened_excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> tuple[float, str, float]:
+    """`_excess`, except that a miss `queueing.screen` proves on a slice of the sample gives a lower
+    bound on the excess (and on the predicted value): enough to know the rate misses."""
+    answer = screen(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity)
+    return answer.excess(slo) if isinstance(answer, PercentileBounds) else _worst(answer, slo)
+
+
 def clear_caches() -> None:
     """Forget every cached queueing result (benchmarks measuring a cold start call this)."""
     _saturation.cache_clear()
     _excess.cache_clear()
+    _screened_excess.cache_clear()
 
 
 def _serving(option: Option) -> Serving:
@@ -164,23 +177,27 @@ class _Search:
             self.brackets[option.id] = Bracket(met_rps=0.0, missed_rps=self.saturation(option))
         return self.brackets[option.id]
 
-    def excess(self, option: Option, rate_rps: float) -> tuple[float, str, float]:
-        """`_excess`; a fixed point that does not converge counts as a miss ("queueing", NaN)."""
+    def excess(self, option: Option, rate_rps: float, *, screened: bool = False) -> tuple[float, str, float]:
+        """`_excess` (`_screened_excess` when only met-or-missed matters); a fixed point that does
+        not converge counts as a miss ("queueing", NaN)."""
         group = option.group
         self.predictions += 1
+        find = _screened_excess if screened else _excess
         try:
-            return _excess(group.step_model, self.mix, _serving(option), self.slo, group.kv_capacity_tokens, rate_rps)
+            return find(group.step_model, self.mix, _serving(option), self.slo, group.kv_capacity_tokens, rate_rps)
         except ConvergenceError:
             return math.inf, "queueing", math.nan
 
-    def meets(self, option: Option, rate_rps: float) -> bool:
-        """Whether one replica at `rate_rps` meets every SLO target (one prediction unless known)."""
+    def meets(self, option: Option, rate_rps: float, *, screened: bool = False) -> bool:
+        """Whether one replica at `rate_rps` meets every SLO target (one prediction unless known).
+        With `screened`, a clear miss is settled on a slice of the sample and records only a lower
+        bound on the excess (the μ search, which interpolates it, asks for the exact one)."""
         bracket = self._bracket(option)
         if rate_rps <= bracket.met_rps:
             return True
         if rate_rps >= bracket.missed_rps:
             return False
-        return bracket.record(rate_rps, self.excess(option, rate_rps)[0])
+        return bracket.record(rate_rps, self.excess(option, rate_rps, screened=screened)[0])
 
     def mu(self, option: Option) -> float | None:
         """The largest rate found to meet every SLO, within MU_RELATIVE_TOLERANCE below μ (regula falsi);
@@ -219,7 +236,7 @@ class _Search:
             saturation = self.saturation(option)
             if not saturation > theta:
                 continue
-            if theta > 0 and not self.meets(option, theta):
+            if theta > 0 and not self.meets(option, theta, screened=True):
                 continue  # μ < θ: the model's percentiles never fall as the rate rises
             value = self.mu(option)
             if value is None:

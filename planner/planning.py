@@ -36,7 +36,9 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -64,7 +66,7 @@ from planner.errors import (
 from planner.memory import kv_bytes_per_request, weight_bytes
 from planner.optimizer import Candidate, PlanConstraints, PlanSolution, solve_plan
 from planner.performance import decode_step, prefill
-from planner.queueing import Prediction, max_rps_at_slo, predict, saturation_rps
+from planner.queueing import PercentileBounds, Prediction, max_rps_at_slo, predict, saturation_rps, screen
 from planner.rate_search import Bracket
 from planner.simulator import simulate
 from planner.specs import GpuSpec, ModelSpec, Precision
@@ -208,9 +210,64 @@ def _max_rps(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity:
         return "queueing", f"the queueing model did not converge on this configuration ({exc.detail})", None
 
 
-@lru_cache(maxsize=16384)
+class _PredictionCache:
+    """The queueing model's answers per (configuration, rate, percentile), shared by every request in
+    the process (pure functions of frozen specs): full predictions, and, where `queueing.screen`
+    proved a miss on a slice of the sample, the lower bounds on the percentiles that did, which
+    settle any later SLO they also prove missed (a 10 % looser target in the binding section, say).
+    A screened rate that is not proven missed yields the very prediction `predict` makes, so it is
+    kept as that. Bounded, least recently used out first, and safe across request threads, as
+    `functools.lru_cache` is."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._maxsize = maxsize
+        self._answers: OrderedDict[tuple[Any, ...], Prediction | PercentileBounds] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _find(self, key: tuple[Any, ...]) -> Prediction | PercentileBounds | None:
+        with self._lock:
+            found = self._answers.get(key)
+            if found is not None:
+                self._answers.move_to_end(key)
+            return found
+
+    def _keep(self, key: tuple[Any, ...], answer: Prediction | PercentileBounds) -> None:
+        with self._lock:
+            if isinstance(answer, PercentileBounds) and isinstance(self._answers.get(key), Prediction):
+                return  # a whole prediction (another thread's) says more than bounds
+            self._answers[key] = answer
+            self._answers.move_to_end(key)
+            if len(self._answers) > self._maxsize:
+                self._answers.popitem(last=False)
+
+    def prediction(self, sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, percentile: float) -> Prediction:
+        key = (sm, mix, serving, capacity, rate_rps, percentile)
+        found = self._find(key)
+        if isinstance(found, Prediction):
+            return found
+        prediction = predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=percentile)
+        self._keep(key, prediction)
+        return prediction
+
+    def screened(self, sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, slo: Slo) -> Prediction | PercentileBounds:
+        key = (sm, mix, serving, capacity, rate_rps, slo.percentile)
+        found = self._find(key)
+        if isinstance(found, Prediction) or (found is not None and found.prove_missed(slo)):
+            return found
+        answer = screen(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity)
+        self._keep(key, answer)
+        return answer
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._answers.clear()
+
+
+_PREDICTIONS = _PredictionCache(maxsize=16384)
+
+
 def _cached_prediction(sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, percentile: float) -> Prediction:
-    return predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=percentile)
+    return _PREDICTIONS.prediction(sm, mix, serving, capacity, rate_rps, percentile)
 
 
 def _meets(prediction: Prediction, slo: Slo) -> bool:
@@ -378,22 +435,30 @@ class _Planner:
             self._facts_of.setdefault(option.id, []).append((slo, facts))
         return facts
 
-    def meets(self, option: Option, slo: Slo, rate_rps: float) -> bool:
-        """Whether one replica at `rate_rps` meets every target (one prediction unless already known)."""
+    def meets(self, option: Option, slo: Slo, rate_rps: float, *, exact_slack: bool = False) -> bool:
+        """Whether one replica at `rate_rps` meets every target (one prediction unless already known).
+
+        A rate that misses by a clear margin is settled by `queueing.screen` on an eighth of the
+        sample; `exact_slack` asks for the whole prediction instead, so the slack recorded is exact
+        (narrowing μ interpolates it; a screened miss records only a lower bound on the excess)."""
         facts = self._facts(option, slo)
         if rate_rps <= facts.met_rps:
             return True
         if rate_rps >= facts.missed_rps:
             return False
+        sm, serving, capacity = option.group.step_model, _serving(option), option.group.kv_capacity_tokens
         try:
-            prediction = _cached_prediction(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens,
-                                            rate_rps, slo.percentile)
+            if exact_slack:
+                answer: Prediction | PercentileBounds = _PREDICTIONS.prediction(sm, self.mix, serving, capacity, rate_rps, slo.percentile)
+            else:
+                answer = _PREDICTIONS.screened(sm, self.mix, serving, capacity, rate_rps, slo)
         except ConvergenceError as exc:
             facts.drop = ("queueing", f"the queueing model did not converge on this configuration ({exc.detail})", None)
             facts.missed_rps = 0.0
             return False
         self.predictions += 1
-        return facts.record(rate_rps, _excess(prediction, slo))
+        excess = answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else _excess(answer, slo)  # bounds: a lower bound, > 0
+        return facts.record(rate_rps, excess)
 
     def fewest_replicas_bound(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int:
         """No fewer replicas can meet the SLOs: λ/r must stay below the lowest rate known to miss."""
@@ -485,9 +550,9 @@ class _Planner:
             saturation = self.saturation(option)
             for utilisation in CURVE_UTILISATIONS:
                 if facts.met_rps > 0 and facts.drop is None:
-                    self.meets(option, slo, utilisation * saturation)
+                    self.meets(option, slo, utilisation * saturation, exact_slack=True)
         while not facts.narrow_enough() and facts.met_rps > 0 and facts.drop is None:
-            self.meets(option, slo, facts.next_probe())
+            self.meets(option, slo, facts.next_probe(), exact_slack=True)
         return facts.met_rps, facts.missed_rps
 
     def search(self, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, *, below_usd_per_hour: float = math.inf) -> _Outcome:

@@ -231,3 +231,43 @@ def test_capacity_binds_exactly_when_every_slo_holds_at_99_percent_of_saturation
     binding = {b["constraint"]: b["binding"] for b in result.justification["binding"] if b["kind"] in ("slo", "capacity")}
     assert binding["saturation" if holds else "concurrency"] is holds
     assert any(binding[f"slo_{m}"] for m in ("ttft", "tpot", "e2e") if f"slo_{m}" in binding) is not holds
+
+
+def test_the_prediction_cache_shares_screened_predictions_and_remembers_proven_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A screened rate that is not proven missed is kept as the full prediction (no second one at
+    that rate), a proven miss is remembered per SLO, and cache_clear forgets both."""
+    from planner import planning, queueing
+
+    cache = planning._PredictionCache(maxsize=8)
+    gpu = INPUTS.gpus[0]
+    sm = build_step_model(gpu, LLAMA_8B, BF16_PAIR, 1, EFFICIENCY)
+    capacity = kv_capacity_tokens(gpu, LLAMA_8B, BF16_PAIR, 1, EFFICIENCY)
+    serving, mix = Serving(batch_limit=64), CHAT.at_rate(1.0)
+    calls = {"predict": 0, "screen": 0}
+    real_predict, real_screen = planning.predict, planning.screen
+
+    def counting(name, fn):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(planning, "predict", counting("predict", real_predict))
+    monkeypatch.setattr(planning, "screen", counting("screen", real_screen))
+    rate = 0.5 * queueing.saturation_rps(sm, mix, serving, kv_capacity_tokens=capacity)
+    loose = Slo(ttft_s=1e3, tpot_s=1e3)
+    screened = cache.screened(sm, mix, serving, capacity, rate, loose)
+    assert isinstance(screened, queueing.Prediction)
+    assert cache.prediction(sm, mix, serving, capacity, rate, loose.percentile) is screened
+    assert calls == {"predict": 0, "screen": 1}
+    tight = Slo(tpot_s=screened.tpot.p50_s)
+    cache.cache_clear()
+    miss = cache.screened(sm, mix, serving, capacity, rate, tight)
+    assert isinstance(miss, queueing.PercentileBounds)
+    assert cache.screened(sm, mix, serving, capacity, rate, tight) is miss
+    looser = Slo(tpot_s=tight.tpot_s * 1.1)  # the bounds prove this one missed too (binding's 10 % looser SLO)
+    assert miss.prove_missed(looser) and cache.screened(sm, mix, serving, capacity, rate, looser) is miss
+    assert calls == {"predict": 0, "screen": 2}
+    cache.prediction(sm, mix, serving, capacity, rate, tight.percentile)  # bounds hold no prediction: one is made
+    assert calls == {"predict": 1, "screen": 2}
+    assert cache.screened(sm, mix, serving, capacity, rate, tight) is not miss  # and it replaces the bounds

@@ -158,7 +158,7 @@ def test_the_cheapest_plan_does_not_depend_on_the_order_candidates_are_searched(
     options = [o for g in groups for o in enumerate_options(g, workload)]
     answers = set()
     for ordered in (options, options[::-1], sorted(options, key=lambda o: (o.batch_limit, o.chunk_tokens or 0, o.id))):
-        for cache in (planning._cached_prediction, planning._saturation, planning._max_rps):
+        for cache in (planning._PREDICTIONS, planning._saturation, planning._max_rps):
             cache.cache_clear()
         best = _Planner(ordered, workload).search(SLO, rate, PlanConstraints()).best
         assert best is not None

@@ -95,5 +95,8 @@ def test_presorted_searchsorted_matches_numpy() -> None:
     for size in (1, 5, 200):
         table = np.sort(rng.random(size))
         table[size // 2 :] = table[size // 2]  # ties, as a CDF with zero-probability steps has
-        got = queueing._searchsorted_sorted(table, queueing._U_WAIT_SORTED, queueing._U_WAIT_ORDER)
-        assert np.array_equal(got, np.searchsorted(table, queueing._U_WAIT))
+        for points in (queueing._ALL_POINTS, queueing._SCREEN_HEAD, queueing._SCREEN_REST):
+            got = queueing._searchsorted_sorted(table, points.wait_sorted, points.wait_order)
+            assert np.array_equal(got, np.searchsorted(table, points.u_wait))
+            got = queueing._searchsorted_sorted(table, points.step_in_progress_sorted, points.step_in_progress_order)
+            assert np.array_equal(got, np.searchsorted(table, points.u_step_in_progress))

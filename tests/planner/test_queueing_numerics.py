@@ -16,7 +16,7 @@ from scipy.stats import poisson
 
 from planner import queueing
 from planner.step_model import StepModel
-from planner.workload import FixedLength, LognormalLength, Serving, Workload
+from planner.workload import FixedLength, LognormalLength, Serving, Slo, Workload
 
 LLAMA70B_4XH100 = StepModel(
     dense_weight_bytes=140e9,
@@ -109,3 +109,50 @@ def test_moe_expert_count_is_the_power_form() -> None:
     seconds = queueing.step_seconds(sm, new, np.zeros(4), np.zeros(4))
     for n, got in zip(new, seconds, strict=True):
         assert got == pytest.approx(sm.step_s(int(n), 0, 0), rel=1e-12)
+
+
+def slo_target(slo: Slo, metric: str) -> float:
+    return getattr(slo, f"{metric}_s")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    rho=st.floats(min_value=0.05, max_value=0.95),
+    fraction=st.floats(min_value=0.2, max_value=1.5),
+    metric=st.sampled_from(["ttft", "tpot", "e2e"]),
+    long_tailed=st.booleans(),
+    chunked=st.booleans(),
+)
+def test_screen_is_predict_or_a_proven_miss(rho: float, fraction: float, metric: str, long_tailed: bool, chunked: bool) -> None:
+    """`screen` answers exactly what `predict` does: the same prediction, or a miss that `predict`
+    confirms (its percentile above the target, and at least the bound the screen reports)."""
+    workload = LONG_TAILED if long_tailed else CHAT
+    serving = Serving(batch_limit=64, chunk_tokens=1024 if chunked else None)
+    rep = queueing._replica(LLAMA70B_4XH100, workload, serving, KV_TOKENS)
+    at_rate = workload.at_rate(rho * rep.saturation_rps)
+    full = queueing.predict(LLAMA70B_4XH100, at_rate, serving, kv_capacity_tokens=KV_TOKENS)
+    if full.unstable:
+        return
+    predicted = getattr(full, metric).at_percentile_s
+    slo = Slo(**{f"{metric}_s": predicted * fraction})
+    answer = queueing.screen(LLAMA70B_4XH100, at_rate, serving, slo, kv_capacity_tokens=KV_TOKENS)
+    if isinstance(answer, queueing.PercentileBounds):
+        excess, bound_metric, bound = answer.excess(slo)
+        assert bound_metric == metric and excess > 0
+        assert slo_target(slo, metric) < bound <= predicted
+        for other in ("ttft", "tpot", "e2e"):  # every bound is a bound
+            value, other_bound = getattr(full, other), getattr(answer, f"{other}_s")
+            assert other_bound is None or value is None or other_bound <= value.at_percentile_s
+    else:
+        assert answer == full
+
+
+def test_screen_settles_clear_misses_on_the_first_slice() -> None:
+    """A target at half the predicted p99 is missed by far more than 1 % of requests: the first
+    eighth of the sample holds enough of them to prove it."""
+    serving = Serving(batch_limit=64)
+    rep = queueing._replica(LLAMA70B_4XH100, CHAT, serving, KV_TOKENS)
+    at_rate = CHAT.at_rate(0.6 * rep.saturation_rps)
+    full = queueing.predict(LLAMA70B_4XH100, at_rate, serving, kv_capacity_tokens=KV_TOKENS)
+    answer = queueing.screen(LLAMA70B_4XH100, at_rate, serving, Slo(tpot_s=full.tpot.p50_s), kv_capacity_tokens=KV_TOKENS)
+    assert isinstance(answer, queueing.PercentileBounds) and answer.prove_missed(Slo(tpot_s=full.tpot.p50_s))
