@@ -235,24 +235,57 @@ def _prompt_grid(prompt: LengthDistribution) -> np.ndarray:
     return length_quantiles(prompt, _PROMPT_GRID_U)
 
 
-def _step_s(sm: StepModel, weight_tokens: np.ndarray, new: np.ndarray, kv: np.ndarray, attended: np.ndarray) -> np.ndarray:
+_COEFFICIENTS = ("dense_weight_bytes", "expert_weight_bytes", "experts", "experts_per_token", "moe_layers", "kv_bytes_per_token",
+                 "flops_per_token", "attention_flops_per_context_token", "memory_bandwidth_bytes_per_s", "compute_flops_per_s",
+                 "comm_s_per_token", "comm_latency_s", "step_overhead_s", "memory_compute_overlap")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _StepCoefficients:
+    """`StepModel`'s coefficients as arrays, one entry per setting, so the settings of every group
+    (each with its own step model) are bounded in one NumPy pass."""
+
+    dense_weight_bytes: np.ndarray
+    expert_weight_bytes: np.ndarray
+    experts: np.ndarray
+    experts_per_token: np.ndarray
+    moe_layers: np.ndarray
+    kv_bytes_per_token: np.ndarray
+    flops_per_token: np.ndarray
+    attention_flops_per_context_token: np.ndarray
+    memory_bandwidth_bytes_per_s: np.ndarray
+    compute_flops_per_s: np.ndarray
+    comm_s_per_token: np.ndarray
+    comm_latency_s: np.ndarray
+    step_overhead_s: np.ndarray
+    memory_compute_overlap: np.ndarray
+
+    @classmethod
+    def of(cls, step_models: Sequence[StepModel], which: np.ndarray) -> _StepCoefficients:
+        """The coefficients of `step_models[which[i]]` at entry i."""
+        table = np.array([[float(getattr(sm, name)) for name in _COEFFICIENTS] for sm in step_models])[which]
+        return cls(**{name: table[:, j] for j, name in enumerate(_COEFFICIENTS)})
+
+
+def _step_s(sm: _StepCoefficients, weight_tokens: np.ndarray, new: np.ndarray, kv: np.ndarray, attended: np.ndarray) -> np.ndarray:
     """`StepModel.step_s` element-wise, with the weight bytes read as for `weight_tokens` tokens (the
     bounds hold them at n = c: exact for a dense model, a lower bound for MoE, which reads more
-    experts with more tokens). `new` > 0 everywhere, so the communication term always applies."""
-    weights = sm.dense_weight_bytes
-    if sm.is_moe:
-        touched = sm.experts * (1.0 - (1.0 - sm.experts_per_token / sm.experts) ** weight_tokens)  # E·(1−(1−k/E)^n)
-        weights = weights + sm.moe_layers * touched * sm.expert_weight_bytes
+    experts with more tokens). `new` > 0 everywhere, so the communication term always applies. A
+    dense model has no experts: its routed-expert term is 0 (E = 0 is kept out of the k/E)."""
+    moe = sm.experts > 0
+    share = np.divide(sm.experts_per_token, sm.experts, out=np.zeros(moe.shape), where=moe)  # k/E
+    touched = sm.experts * (1.0 - (1.0 - share) ** weight_tokens)  # E·(1−(1−k/E)^n)
+    weights = sm.dense_weight_bytes + sm.moe_layers * touched * sm.expert_weight_bytes
     mem = (weights + kv * sm.kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s  # bytes / BW
     comp = (new * sm.flops_per_token + attended * sm.attention_flops_per_context_token) / sm.compute_flops_per_s  # FLOPs / F
     comm = new * sm.comm_s_per_token + sm.comm_latency_s
     return np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
 
 
-def _bounds(sm: StepModel, slots: np.ndarray, chunk_tokens: np.ndarray, moments: tuple[float, float, float, float],
+def _bounds(sm: _StepCoefficients, slots: np.ndarray, chunk_tokens: np.ndarray, moments: tuple[float, float, float, float],
             prompt: LengthDistribution) -> np.ndarray:
-    """The saturation bound of each (slots, chunk budget) pair, chunk 0 meaning no chunking, before
-    rounding (module docstring): all of a group's settings in one pass."""
+    """The saturation bound of each (step model, slots, chunk budget) entry, chunk 0 meaning no
+    chunking, before rounding (module docstring): every setting of a plan in one pass."""
     p_mean, o_mean, d, position = moments
     c = np.asarray(slots, dtype=float)
     chunk = np.asarray(chunk_tokens, dtype=float)
@@ -274,19 +307,14 @@ def _bounds(sm: StepModel, slots: np.ndarray, chunk_tokens: np.ndarray, moments:
 
 def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None) -> float:
     """An upper bound on the queueing model's saturation rate of this setting (module docstring)."""
-    bound = _bounds(group.step_model, np.array([slots]), np.array([chunk_tokens or 0]), _moments(workload), workload.prompt_tokens)
+    coefficients = _StepCoefficients.of([group.step_model], np.zeros(1, dtype=np.intp))
+    bound = _bounds(coefficients, np.array([slots]), np.array([chunk_tokens or 0]), _moments(workload), workload.prompt_tokens)
     return float(bound[0]) * _ROUNDING
 
 
-def enumerate_options(
-    group: Group,
-    workload: Workload,
-    *,
-    batch_limits: Sequence[int] = BATCH_LIMITS,
-    chunk_budgets: Sequence[int | None] = CHUNK_BUDGETS,
-) -> list[Option]:
-    """Batch × chunk settings of a group; batch limits above the KV slot count collapse onto the
-    first one (the KV cache, not the limit, sets their concurrency, so they serve identically)."""
+def _settings(group: Group, batch_limits: Sequence[int], chunk_budgets: Sequence[int | None]) -> list[tuple[int, int | None, int]]:
+    """(batch limit, chunk budget, slots) of a group; batch limits above the KV slot count collapse
+    onto the first one (the KV cache, not the limit, sets their concurrency, so they serve identically)."""
     settings: list[tuple[int, int | None, int]] = []
     seen_kv_limited = False
     for batch in sorted(batch_limits):
@@ -296,15 +324,41 @@ def enumerate_options(
                 continue
             seen_kv_limited = True
         settings.extend((batch, chunk, slots) for chunk in chunk_budgets if chunk is None or chunk > batch)
+    return settings
+
+
+def enumerate_all_options(
+    groups: Sequence[Group],
+    workload: Workload,
+    *,
+    batch_limits: Sequence[int] = BATCH_LIMITS,
+    chunk_budgets: Sequence[int | None] = CHUNK_BUDGETS,
+) -> list[Option]:
+    """Batch × chunk settings of every group, in group order, each with its saturation bound."""
+    settings = [(index, setting) for index, group in enumerate(groups) for setting in _settings(group, batch_limits, chunk_budgets)]
     if not settings:
         return []
-    bounds = _bounds(group.step_model, np.array([s[2] for s in settings]), np.array([s[1] or 0 for s in settings]),
+    which = np.array([index for index, _ in settings], dtype=np.intp)
+    coefficients = _StepCoefficients.of([g.step_model for g in groups], which)
+    bounds = _bounds(coefficients, np.array([s[2] for _, s in settings]), np.array([s[1] or 0 for _, s in settings]),
                      _moments(workload), workload.prompt_tokens) * _ROUNDING
-    gpu, weights, kv, tp = group.key
-    return [
-        Option(
+    keys = [g.key for g in groups]
+    options = []
+    for (index, (batch, chunk, slots)), bound in zip(settings, bounds.tolist(), strict=True):
+        gpu, weights, kv, tp = keys[index]
+        options.append(Option(
             id=candidate_id(gpu=gpu, weights_precision=weights, kv_precision=kv, tp=tp, batch_limit=batch, chunk_tokens=chunk),
-            group=group, batch_limit=batch, chunk_tokens=chunk, slots=slots, saturation_bound_rps=float(bound),
-        )
-        for (batch, chunk, slots), bound in zip(settings, bounds, strict=True)
-    ]
+            group=groups[index], batch_limit=batch, chunk_tokens=chunk, slots=slots, saturation_bound_rps=bound,
+        ))
+    return options
+
+
+def enumerate_options(
+    group: Group,
+    workload: Workload,
+    *,
+    batch_limits: Sequence[int] = BATCH_LIMITS,
+    chunk_budgets: Sequence[int | None] = CHUNK_BUDGETS,
+) -> list[Option]:
+    """Batch × chunk settings of one group (`enumerate_all_options` for one)."""
+    return enumerate_all_options([group], workload, batch_limits=batch_limits, chunk_budgets=chunk_budgets)

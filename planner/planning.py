@@ -55,7 +55,7 @@ from planner.candidates import (
     Drop,
     Option,
     enumerate_groups,
-    enumerate_options,
+    enumerate_all_options,
 )
 from planner.errors import (
     ConvergenceError,
@@ -385,7 +385,10 @@ class _Outcome:
     priced: list[SinglePlan] = field(default_factory=list)
     slo_drops: dict[str, tuple[str, str, float | None]] = field(default_factory=dict)  # option id → (constraint, reason, predicted)
     limit_drops: dict[str, str] = field(default_factory=dict)  # option id → family
-    unexplored_bound: dict[str, float] = field(default_factory=dict)  # option id → cost lower bound
+    skipped: dict[str, float] = field(default_factory=dict)  # option id → cost lower bound, left at the evaluation limit
+    #: what was still queued when the bound stopped the search (cost bound, GPUs, id, stage); only
+    #: the justification reads it, so it is kept as it was rather than indexed by every search
+    left_queued: list[tuple[float, int, str, int]] = field(default_factory=list)
     root_finds: int = 0
     exhaustive: bool = True
 
@@ -563,9 +566,7 @@ class _Planner:
         key = (arrival_rate_rps, id(constraints))
         if key not in self._initial:  # the closed-form bounds depend on the rate and limits, not the SLO
             first = _Outcome()
-            heap0: list[tuple[float, int, str, int]] = []
-            for option in self.options:
-                self._push(heap0, option, option.saturation_bound_rps, 0, arrival_rate_rps, constraints, first)
+            heap0 = self._initial_heap(arrival_rate_rps, constraints, first)
             self._initial[key] = (heap0, first.limit_drops, first.slo_drops)
         heap0, limit_drops, slo_drops = self._initial[key]
         heap = list(heap0)
@@ -576,9 +577,8 @@ class _Planner:
         while heap:
             cost_lb, gpus_lb, option_id, stage = heapq.heappop(heap)
             if not _beats(cost_lb, gpus_lb, best_cost, best_gpus, option_id, best_id):
-                out.unexplored_bound[option_id] = cost_lb
-                for item in heap:
-                    out.unexplored_bound[item[2]] = min(item[0], out.unexplored_bound.get(item[2], math.inf))
+                heap.append((cost_lb, gpus_lb, option_id, stage))
+                out.left_queued = heap
                 break
             option = by_id[option_id]
             if stage == 0:
@@ -587,7 +587,7 @@ class _Planner:
                 continue
             if out.root_finds >= MAX_EVALUATIONS:
                 out.exhaustive = False
-                out.unexplored_bound[option_id] = cost_lb
+                out.skipped[option_id] = cost_lb
                 continue
             out.root_finds += 1
             beat_at_most = (_largest_beating(option, constraints, (best_cost, best_gpus, best_id))
@@ -605,6 +605,38 @@ class _Planner:
                 out.best = plan
                 best_cost, best_gpus, best_id = plan.cost_usd_per_hour, plan.gpus, option.id
         return out
+
+    def _initial_heap(self, arrival_rate_rps: float, constraints: PlanConstraints, out: _Outcome) -> list[tuple[float, int, str, int]]:
+        """Every option at its closed-form bound, as `_push` at stage 0 would queue them one by one,
+        computed for all options at once (a plan has ~2,000) and heapified."""
+        options = self.options
+        bound = np.array([o.saturation_bound_rps for o in options])
+        usable = (bound > 0) & np.isfinite(bound)
+        for option in (o for o, ok in zip(options, usable.tolist(), strict=True) if not ok):
+            out.slo_drops[option.id] = ("kv_cache", "no sustainable rate: the replica cannot run one request", None)
+        price = np.array([o.group.price_usd_per_hour for o in options])
+        tp = np.array([o.group.tp for o in options])
+        needed = np.ceil(arrival_rate_rps / np.where(usable, bound, 1.0) * (1 - 1e-12))  # ⌈λ/μ⌉, as _replicas
+        replicas = np.maximum(np.maximum(needed + (1 if constraints.n_plus_one else 0), constraints.min_replicas), 1).astype(np.int64)
+        gpus, cost = replicas * tp, replicas * price
+        refused = np.zeros(len(options), dtype=object)
+        if constraints.inventory:
+            stock = np.array([constraints.inventory.get(o.group.gpu.slug, math.inf) for o in options])
+            refused = np.where(gpus > stock, "gpu_inventory", refused)
+        if constraints.budget_usd_per_hour is not None:
+            refused = np.where(cost > constraints.budget_usd_per_hour * (1 + _COST_TOLERANCE), "budget", refused)
+        if constraints.max_gpus is not None:
+            refused = np.where(gpus > constraints.max_gpus, "max_gpus", refused)  # the family _refused_by names first
+        heap = []
+        for option, ok, family, c, g in zip(options, usable.tolist(), refused.tolist(), cost.tolist(), gpus.tolist(), strict=True):
+            if not ok:
+                continue
+            if family:
+                out.limit_drops[option.id] = family
+            else:
+                heap.append((c, g, option.id, 0))
+        heapq.heapify(heap)
+        return heap
 
     @staticmethod
     def _push(heap: list[tuple[float, int, str, int]], option: Option, rate_bound: float, stage: int,
@@ -821,8 +853,7 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
     lam = workload.arrival_rate_rps
     groups, drops = enumerate_groups(model=inputs.model, gpus=inputs.gpus, precisions=inputs.precisions,
                                      workload=workload, slo=slo, tp_degrees=request.tp_degrees)
-    options = [o for g in groups for o in enumerate_options(g, workload, batch_limits=request.batch_limits,
-                                                              chunk_budgets=request.chunk_budgets)]
+    options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())
     planner = _Planner(options, workload)
@@ -1178,7 +1209,7 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
         limit_fail: dict[Any, set[str]] = {}
         for plan in outcome.priced:
             priced.setdefault(key(plan.option), []).append(plan)
-        for option_id, bound in outcome.unexplored_bound.items():
+        for bound, option_id in [(b, i) for i, b in outcome.skipped.items()] + [(b, i) for b, _, i, _ in outcome.left_queued]:
             k = key(by_id[option_id])
             bounds[k] = min(bound, bounds.get(k, math.inf))
         for option_id, why in outcome.slo_drops.items():

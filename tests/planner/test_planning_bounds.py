@@ -164,3 +164,35 @@ def test_the_cheapest_plan_does_not_depend_on_the_order_candidates_are_searched(
         assert best is not None
         answers.add((best.option.id, best.replicas, best.cost_usd_per_hour))
     assert len(answers) == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rate=st.floats(min_value=0.5, max_value=400.0),
+    min_replicas=st.integers(1, 4),
+    n_plus_one=st.booleans(),
+    max_gpus=st.one_of(st.none(), st.integers(1, 64)),
+    budget=st.one_of(st.none(), st.floats(min_value=1.0, max_value=200.0)),
+    stock=st.one_of(st.none(), st.integers(0, 16)),
+)
+def test_the_initial_heap_is_what_pushing_each_option_gives(
+    rate: float, min_replicas: int, n_plus_one: bool, max_gpus: int | None, budget: float | None, stock: int | None
+) -> None:
+    """The search queues every option at its closed-form bound in one vectorised pass: the same
+    entries (cost, GPUs, id), the same refusals by family, as one `_push` per option."""
+    from planner.planning import _Outcome, _Planner
+    from tests.planner.test_planning import CHAT, SLO
+
+    workload = CHAT.at_rate(rate)
+    constraints = PlanConstraints(min_replicas=min_replicas, n_plus_one=n_plus_one, max_gpus=max_gpus,
+                                  budget_usd_per_hour=budget, inventory={} if stock is None else {"h100-sxm": stock})
+    groups, _ = enumerate_groups(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, workload=workload, slo=SLO)
+    planner = _Planner([o for g in groups for o in enumerate_options(g, workload)], workload)
+    one_by_one, at_once = _Outcome(), _Outcome()
+    pushed: list[tuple[float, int, str, int]] = []
+    for option in planner.options:
+        planner._push(pushed, option, option.saturation_bound_rps, 0, rate, constraints, one_by_one)
+    heap = planner._initial_heap(rate, constraints, at_once)
+    assert sorted(heap) == sorted(pushed)
+    assert at_once.limit_drops == one_by_one.limit_drops and at_once.slo_drops == one_by_one.slo_drops
+    assert all(type(cost) is float and type(gpus) is int for cost, gpus, _, _ in heap)
