@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 from pathlib import Path
 
@@ -155,9 +156,10 @@ def main() -> None:
     spec = scenario(args.workloads, args.periods, args.seed, args.n_plus_one)
     built_s = time.perf_counter() - started
     offered = sum(len(w.candidates) for w in spec.workloads)
-    started = time.perf_counter()
+    load_before = os.getloadavg()[0]
+    started, cpu_started = time.perf_counter(), time.process_time()
     plan = solve_fleet(spec, time_limit_s=args.time_limit, solver_name=args.solver)
-    total_s = time.perf_counter() - started
+    total_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu_started
     result = {
         "workloads": args.workloads,
         "periods": args.periods,
@@ -171,6 +173,8 @@ def main() -> None:
         "constraints": plan.model_size.constraints,
         "milp_solve_s": round(plan.solver.solve_s, 3),
         "solve_fleet_s": round(total_s, 3),
+        "solve_fleet_cpu_s": round(cpu_s, 3),  # this process, HiGHS's threads included
+        "load_average_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
         "candidate_tables_s": round(built_s, 3),
         "cost_usd_per_day": round(plan.cost.usd_per_day, 2),
         "reserved_usd": round(plan.cost.reserved_usd, 2),

@@ -1,19 +1,32 @@
-"""The fleet MILP on hand-computed optima: reserved vs on-demand, spikes, inventory, spot, prices."""
+"""The fleet MILP on hand-computed optima: reserved vs on-demand, spikes, inventory, spot, prices;
+its period-by-period stage, its stopping rule and its kept-loaded LP relaxation."""
 
 from __future__ import annotations
 
+import random
+import time
+
 import pytest
 
+import planner.fleet as fleet_module
 from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.fleet import (
+    FLEET_RELATIVE_GAP,
     FleetConstraints,
     FleetSpec,
     FleetWorkload,
     GpuPrice,
     SpotOffer,
+    add_cover_cost_cuts,
+    build_fleet_problem,
+    cover_fleet,
+    fleet_cost_usd,
+    fleet_with_reservations_fixed,
+    presolve,
     solve_fleet,
     undominated,
 )
+from planner.milp import CBC, HIGHS, Relaxation, solve
 from planner.optimizer import Candidate
 
 #: Illustrative prices (USD per GPU-hour), not catalog data: reserved is 62.5 % of on-demand.
@@ -277,3 +290,141 @@ def test_inputs_are_not_mutated() -> None:
     demand[0] = 99.0
     assert spec.inventory == {"h100-sxm": (8, 8)}
     assert spec.workloads[0].demand_rps == (15.0, 35.0)
+
+
+def _cost_usd(spec: FleetSpec, decisions, values) -> float:
+    expression = fleet_cost_usd(spec, decisions)
+    return expression.constant + sum(k * values.get(v.name, 0.0) for v, k in expression.items())
+
+
+def test_fixed_reservations_split_the_fleet_into_periods_and_are_chosen_again() -> None:
+    """15, 15, 15, 35 req/s on H100s (10 req/s each) with the reservation fixed at 0: each hour
+    alone rents ⌈d/10⌉ = 2, 2, 2, 4 GPUs. Choosing the reservation again for that usage: R = 2
+    costs 2 × $2.5 × 4 h + 2 × $4 = $28, R = 0 costs 10 × $4 = $40, R = 4 costs $40; so R = 2,
+    the optimum of `test_one_short_spike_is_rented_on_demand`, though the hours were solved at 0."""
+    spec, _ = presolve(fleet([15, 15, 15, 35]))
+    _, decisions = build_fleet_problem(spec)
+    every_pair = [{("chat", FAST.id)}] * spec.periods
+    found, solve_s = fleet_with_reservations_fixed(
+        spec, decisions, reservations={"h100-sxm": 0}, pairs=every_pair, fallback=None,
+        deadline=time.perf_counter() + 5, solver_name=HIGHS, relative_gap=1e-4,
+    )
+    assert found is not None and solve_s > 0
+    assert found[decisions.reserved_gpus["h100-sxm"].name] == 2
+    assert [found[decisions.on_demand_gpus["h100-sxm", p].name] for p in range(4)] == [0, 0, 0, 2]
+    assert [found[decisions.replicas["chat", FAST.id, p].name] for p in range(4)] == [2, 2, 2, 4]
+    assert _cost_usd(spec, decisions, found) == pytest.approx(28.0)
+
+
+def test_a_period_without_time_keeps_the_fallback() -> None:
+    """With the deadline already past no period MILP runs: every period keeps the fallback's
+    replicas, so the fleet costs what the fallback costs (reservations chosen the same way)."""
+    spec, _ = presolve(fleet([15, 25, 5], candidates=(FAST, SLOW)))
+    _, decisions = build_fleet_problem(spec)
+    fallback = cover_fleet(spec, decisions)
+    assert fallback is not None
+    found, solve_s = fleet_with_reservations_fixed(
+        spec, decisions, reservations={"h100-sxm": 3, "a100-80gb": 0}, pairs=[set()] * spec.periods,
+        fallback=fallback, deadline=time.perf_counter() - 1, solver_name=HIGHS, relative_gap=1e-4,
+    )
+    assert solve_s == 0.0
+    assert found == fallback
+    nothing, _ = fleet_with_reservations_fixed(
+        spec, decisions, reservations={"h100-sxm": 3, "a100-80gb": 0}, pairs=[set()] * spec.periods,
+        fallback=None, deadline=time.perf_counter() - 1, solver_name=HIGHS, relative_gap=1e-4,
+    )
+    assert nothing is None
+
+
+def _three_workloads(seed: int = 31) -> FleetSpec:
+    """Three workloads × 6 hours on three GPU types, drawn with a fixed seed (illustrative)."""
+    rng = random.Random(seed)
+    gpus = ["h100-sxm", "a100-80gb", "l4"]
+    workloads = []
+    for w in range(3):
+        drawn = []
+        for i in range(3):
+            gpu, tp = rng.choice(gpus), rng.choice([1, 2])
+            drawn.append(candidate(gpu, rng.choice([1, 2, 3, 5, 7, 10]) + rng.choice([0, 0.5]), tp=tp, name=f"c{i}"))
+        unique = tuple({c.id: c for c in drawn}.values())
+        demand = tuple(float(rng.choice(range(30))) for _ in range(6))
+        workloads.append(FleetWorkload(name=f"w{w}", candidates=unique, demand_rps=demand))
+    on_demand = (4.0, 3.0, 1.0)
+    prices = {gpu: GpuPrice(on_demand_usd_per_hour=od, reserved_usd_per_hour=od * 0.6) for gpu, od in zip(gpus, on_demand, strict=True)}
+    return FleetSpec(workloads=tuple(workloads), prices=prices)
+
+
+def test_the_milp_stages_run_only_while_the_best_fleet_is_outside_the_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On this instance the fallbacks are not within 1 % of the cut LP's bound and the
+    period-by-period stage is: nothing runs after it. Without that stage the MILP runs (so the
+    first assertion is not vacuous)."""
+    stages: list[str] = []
+    periods_stage, milp_solve = fleet_module.fleet_with_reservations_fixed, fleet_module.solve
+
+    def periods_spy(*args, **kwargs):
+        stages.append("periods")
+        return periods_stage(*args, **kwargs)
+
+    def solve_spy(problem, **kwargs):
+        if "stop_at_objective" in kwargs:
+            stages.append("milp")
+        return milp_solve(problem, **kwargs)
+
+    monkeypatch.setattr(fleet_module, "fleet_with_reservations_fixed", periods_spy)
+    monkeypatch.setattr(fleet_module, "solve", solve_spy)
+    plan = solve_fleet(_three_workloads(), shadow_prices=False)
+    assert stages == ["periods"]
+    assert plan.solver.status == "optimal" and plan.solver.mip_gap <= FLEET_RELATIVE_GAP
+
+    stages.clear()
+    monkeypatch.setattr(fleet_module, "fleet_with_reservations_fixed", lambda *args, **kwargs: (None, 0.0))
+    without = solve_fleet(_three_workloads(), shadow_prices=False)
+    assert "milp" in stages
+    assert without.cost.total_usd == pytest.approx(plan.cost.total_usd)
+
+
+@pytest.mark.parametrize("solver_name", [HIGHS, CBC])
+def test_the_kept_relaxation_matches_a_fresh_solve_after_cuts(solver_name: str) -> None:
+    """The relaxation held in HiGHS, solved again after the cover cuts are added, has the optimum
+    of a fresh solve of the same problem (CBC's path is a fresh solve), and the values, row duals
+    and reduced costs it writes back are one solution: c·x = Σ_i π_i·b_i + Σ_j d_j·x_j (from
+    c = Aᵀπ + d and complementary slackness π_i·(Ax − b)_i = 0), which fails if any were
+    written to the wrong variable or row."""
+    spec, _ = presolve(_three_workloads())
+    problem, decisions = build_fleet_problem(spec)
+    relaxation = Relaxation(problem, solver_name=solver_name)
+    plain = relaxation.solve(time_limit_s=10)
+    add_cover_cost_cuts(problem, spec, decisions)
+    kept = relaxation.solve(time_limit_s=10)
+    fresh_problem, fresh_decisions = build_fleet_problem(spec)
+    fresh_plain = solve(fresh_problem, time_limit_s=10, solver_name=solver_name, relaxed=True)
+    assert add_cover_cost_cuts(fresh_problem, spec, fresh_decisions) > 0
+    fresh = solve(fresh_problem, time_limit_s=10, solver_name=solver_name, relaxed=True)
+    assert plain.status == kept.status == "optimal"
+    assert plain.objective == pytest.approx(fresh_plain.objective)
+    assert kept.objective == pytest.approx(fresh.objective)
+    assert kept.objective > plain.objective  # the cuts bind on this instance
+    values = {v.name: v.varValue for v in problem.variables()}
+    assert _cost_usd(spec, decisions, values) == pytest.approx(kept.objective)
+    if solver_name == HIGHS:
+        rows = sum(c.pi * -c.constant for c in problem.constraints())
+        columns = sum(v.dj * v.varValue for v in problem.variables())
+        assert rows + columns == pytest.approx(kept.objective)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_reported_gap_never_claims_more_than_is_proved(seed: int) -> None:
+    """Stopped at a loose 5 % gap, the search returns fleets that are often not optimal; the
+    bound their gap implies, cost × (1 − gap), is still at most the optimum (HiGHS run to a zero
+    gap on the same MILP), and "optimal" means within the 5 % asked for."""
+    spec = _three_workloads(seed)
+    try:
+        plan = solve_fleet(spec, shadow_prices=False, relative_gap=0.05)
+    except InfeasiblePlanError:
+        return
+    problem, _ = build_fleet_problem(presolve(spec)[0])
+    exact = solve(problem, time_limit_s=60, relative_gap=0.0)
+    assert exact.status == "optimal" and exact.objective is not None
+    assert plan.cost.total_usd >= exact.objective - 1e-6
+    assert plan.cost.total_usd * (1 - plan.solver.mip_gap) <= exact.objective + 1e-6
+    assert (plan.solver.status == "optimal") == (plan.solver.mip_gap <= 0.05)

@@ -1,9 +1,11 @@
-"""Brute force agrees with the fleet MILP on small random instances; the rounded LP fallback is a real fleet."""
+"""Brute force agrees with the fleet MILP on small random instances; the rounded LP fallback and the
+period-by-period fleet are real fleets; the reported gap is against a proved lower bound."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,11 +19,13 @@ from planner.fleet import (
     GpuPrice,
     presolve,
     build_fleet_problem,
+    cover_fleet,
     fleet_cost_usd,
+    fleet_with_reservations_fixed,
     rounded_fleet,
     solve_fleet,
 )
-from planner.milp import solve
+from planner.milp import default_solver_name, solve
 from planner.optimizer import Candidate
 
 GPUS = ("h100-sxm", "a100-80gb")
@@ -134,6 +138,94 @@ def test_brute_force_agrees_with_the_fleet_milp(spec: FleetSpec) -> None:
             limit = spec.inventory_limit(gpu, period.index)
             assert limit is None or period.gpus_held[gpu] <= limit
     assert sum(plan.cost.per_workload_usd.values()) + plan.cost.idle_usd == pytest.approx(plan.cost.total_usd)
+
+
+def assert_is_a_fleet(spec: FleetSpec, decisions, values: dict[str, float]) -> None:
+    """Demand, min_replicas and N+1 met in every workload-period; GPUs used ≤ held ≤ inventory."""
+    count = {key: round(values[variable.name]) for key, variable in decisions.replicas.items()}
+    for w in spec.workloads:
+        for p in range(spec.periods):
+            running = [(c, count[w.name, c.id, p]) for c in w.candidates if count[w.name, c.id, p] > 0]
+            capacity = sum(c.max_rps_at_slo * n for c, n in running)
+            assert capacity >= w.demand_rps[p]
+            assert sum(n for _, n in running) >= spec.constraints.min_replicas
+            if spec.constraints.n_plus_one:
+                assert capacity - max((c.max_rps_at_slo for c, _ in running), default=0.0) >= w.demand_rps[p]
+    for gpu in spec.gpus:
+        for p in range(spec.periods):
+            used = sum(count[w.name, c.id, p] * c.gpus_per_replica for w in spec.workloads for c in w.candidates if c.gpu == gpu)
+            held = values[decisions.reserved_gpus[gpu].name] + values[decisions.on_demand_gpus[gpu, p].name]
+            assert used <= held
+            limit = spec.inventory_limit(gpu, p)
+            assert limit is None or held <= limit
+
+
+def fleet_cost(spec: FleetSpec, decisions, values: dict[str, float]) -> float:
+    cost = fleet_cost_usd(spec, decisions)
+    return cost.constant + sum(k * values.get(v.name, 0.0) for v, k in cost.items())
+
+
+def cost_at_reservations(spec: FleetSpec, decisions, values: dict[str, float], reservations: dict[str, int]) -> float:
+    """What `values`' replicas cost with each type's reservation fixed: R_k·π_res·H plus, in each
+    period, the GPUs used beyond R_k on demand (no spot in these instances); ∞ past inventory."""
+    total = sum(n * spec.prices[gpu].reserved_usd_per_hour * spec.horizon_hours for gpu, n in reservations.items())
+    for gpu in spec.gpus:
+        for p in range(spec.periods):
+            used = sum(
+                round(values[decisions.replicas[w.name, c.id, p].name]) * c.gpus_per_replica
+                for w in spec.workloads for c in w.candidates if c.gpu == gpu
+            )
+            limit = spec.inventory_limit(gpu, p)
+            if limit is not None and max(used, reservations[gpu]) > limit:
+                return math.inf
+            total += max(0, used - reservations[gpu]) * spec.prices[gpu].on_demand_usd_per_hour * spec.period_hours
+    return total
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=fleets(), data=st.data())
+def test_the_period_by_period_fleet_is_feasible_and_never_dearer_than_its_fallback_at_its_reservations(
+    spec: FleetSpec, data: st.DataObject
+) -> None:
+    """Whatever reservations it is handed, the period-by-period stage returns a real fleet, never
+    below the optimum, and never dearer than the fallback's replicas at those reservations
+    (each period keeps the cheaper; choosing the reservations again can only lower the cost)."""
+    presolved, _ = presolve(spec)
+    _, decisions = build_fleet_problem(presolved)
+    fallback = cover_fleet(presolved, decisions)
+    reservations = {gpu: data.draw(st.integers(0, 6)) for gpu in presolved.gpus}
+    for gpu in presolved.gpus:
+        limits = [n for n in (presolved.inventory_limit(gpu, p) for p in range(presolved.periods)) if n is not None]
+        reservations[gpu] = min([reservations[gpu], *limits])
+    every_pair = [{(w.name, c.id) for w in presolved.workloads for c in w.candidates}] * presolved.periods
+    found, _ = fleet_with_reservations_fixed(
+        presolved, decisions, reservations=reservations, pairs=every_pair, fallback=fallback,
+        deadline=time.perf_counter() + 5, solver_name=default_solver_name(), relative_gap=1e-4,
+    )
+    if found is None:  # no fallback, and some period has no fleet at these reservations
+        assert fallback is None
+        return
+    assert_is_a_fleet(presolved, decisions, found)
+    assert fleet_cost(presolved, decisions, found) >= brute_force_cost(spec) - 1e-9
+    if fallback is not None:
+        assert fleet_cost(presolved, decisions, found) <= cost_at_reservations(presolved, decisions, fallback, reservations) + 1e-9
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=fleets(), relative_gap=st.sampled_from((0.05, 0.25, 0.5)))
+def test_the_reported_gap_is_against_a_proved_bound(spec: FleetSpec, relative_gap: float) -> None:
+    """With a loose gap the search stops at the first fleet within it, often not the optimum; the
+    bound the gap implies, cost × (1 − gap), must still be at most the true optimum, and the plan
+    is "optimal" exactly when its gap is within the one asked for."""
+    expected = brute_force_cost(spec)
+    try:
+        plan = solve_fleet(spec, shadow_prices=False, relative_gap=relative_gap)
+    except InfeasiblePlanError:
+        assert expected == math.inf
+        return
+    assert plan.cost.total_usd >= expected - 1e-9
+    assert plan.cost.total_usd * (1 - plan.solver.mip_gap) <= expected + 1e-9
+    assert (plan.solver.status == "optimal") == (plan.solver.mip_gap <= relative_gap)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
