@@ -363,6 +363,17 @@ def _beats(cost: float, gpus: float, best_cost: float, best_gpus: float, option_
     return gpus < best_gpus or (gpus == best_gpus and best_id is not None and option_id < best_id)
 
 
+def _replica_probe(facts: _RateFacts, arrival_rate_rps: float, low: int, high: int) -> int:
+    """The replica count to try next when `low` replicas may be too few and `high` are known to be
+    enough: where μ's bracket points (regula falsi on the slacks, planner/rate_search.py), the
+    count whose per-replica rate λ/r sits just below that estimate, kept inside [low, high − 1]
+    so each probe narrows the range; bisection of the counts while a slack is unknown."""
+    if facts.met_slack is None or facts.missed_slack is None or high - low < 2:
+        return (low + high) // 2
+    rate = facts.next_probe()
+    return min(max(math.ceil(arrival_rate_rps / rate * (1 - 1e-12)), low), high - 1)
+
+
 def _largest_beating(option: Option, constraints: PlanConstraints, best: tuple[float, float, str | None]) -> int:
     """The most replicas n (as the rate needs them, before min_replicas and N+1) whose plan would still
     beat `best`; 0 when none would. One prediction at λ/n then settles whether the option can win."""
@@ -496,7 +507,7 @@ class _Planner:
                         facts.drop = self._why_never(option, slo, vanishing)
                     return facts.drop
         else:
-            probe = (low + high) // 2
+            probe = _replica_probe(facts, arrival_rate_rps, low, high)
             if decisive and beat_at_most < probe:
                 probe = beat_at_most
         self.meets(option, slo, arrival_rate_rps / probe)
@@ -525,7 +536,7 @@ class _Planner:
                     return facts.drop
             r = 2 * r
         while low < high:
-            middle = (low + high) // 2
+            middle = _replica_probe(facts, arrival_rate_rps, low, high)
             if self.meets(option, slo, arrival_rate_rps / middle):
                 high = middle
             else:
