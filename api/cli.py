@@ -134,6 +134,12 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     if settings.admin_key is not None:
         print("headroom: HEADROOM_ADMIN_KEY is accepted as an admin API key", file=sys.stderr)
     from api.observability import UVICORN_LOG_CONFIG
+    from planner.queueing import warm_up
+
+    from api.fleet_plans import start_table_workers
+
+    warm_up()  # the compiled queueing kernels, before the first plan request rather than during it
+    start_table_workers()
 
     # uvicorn's own lines as JSON too; its access log is replaced by the app's headroom.access line
     uvicorn.run(

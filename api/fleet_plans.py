@@ -173,10 +173,23 @@ class FleetOutcome:
 _TABLE_CACHE_SIZE = 256
 _TABLE_CACHE: dict[tuple[object, ...], CandidateTable] = {}
 
-#: Worker processes come from a fork server that has imported the planner once, so a worker
-#: starts in milliseconds (not the seconds of a fresh interpreter) and forks no request thread.
+#: Worker processes come from a fork server that has imported the planner and loaded its compiled
+#: kernels once (api/table_worker.py), so a worker starts in milliseconds (not the seconds of a
+#: fresh interpreter) and forks no request thread.
 _POOL_CONTEXT = multiprocessing.get_context("forkserver")
-_POOL_CONTEXT.set_forkserver_preload(["planner.fleet_candidates"])
+_POOL_CONTEXT.set_forkserver_preload(["api.table_worker"])
+
+def _ready() -> bool:
+    return True
+
+
+def start_table_workers() -> None:
+    """Start the workers' fork server now and wait until it has imported the planner and loaded its
+    kernels (a few seconds), so the first fleet plan does not wait for it: `headroom serve` calls
+    this at start. One worker is forked and asked a no-op: it answers once the server is ready."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=_POOL_CONTEXT) as pool:
+        pool.submit(_ready).result()
+
 
 _TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid]
 

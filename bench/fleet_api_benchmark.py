@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from api.app import create_app
-from api.fleet_plans import clear_table_cache
+from api.fleet_plans import clear_table_cache, start_table_workers
 from api.settings import Settings
 from catalog import migrate
 from catalog.db import make_engine, make_session_factory
@@ -157,6 +157,7 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as directory:
         app = create_app(Settings(database_url=seeded_database(Path(directory)), admin_key=ADMIN_KEY, log_level="warning"))
+        start_table_workers()  # as `headroom serve` does at start: the fork server is up before the first request
         try:
             for name in SCENARIOS if args.scenario == "all" else [args.scenario]:
                 body = SCENARIOS[name]()

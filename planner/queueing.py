@@ -84,6 +84,7 @@ from scipy.optimize import brentq
 from scipy.special import gammaln, ndtri
 from scipy.stats import qmc
 
+from planner import queueing_kernels
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.step_model import StepModel
 from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Slo, Workload
@@ -136,11 +137,11 @@ class _Points:
 
 
 def _points(part: slice) -> _Points:
-    u_wait, u_life, u_interference, u_stepmates, u_sip = (u[part] for u in (_U_WAIT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_STEPMATES, _U_STEP_IN_PROGRESS))
+    u_wait, u_life, u_interference, u_stepmates, u_sip = (np.ascontiguousarray(u[part]) for u in (_U_WAIT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_STEPMATES, _U_STEP_IN_PROGRESS))
     wait_order, sip_order = np.argsort(u_wait), np.argsort(u_sip)
     return _Points(
         part=part, u_wait=u_wait, z_wait=ndtri(u_wait), log_wait_tail=np.log1p(-u_wait), u_life_arrivals=u_life,
-        z_life_arrivals=ndtri(u_life), z_interference=ndtri(u_interference), u_residual=_U_RESIDUAL[part],
+        z_life_arrivals=ndtri(u_life), z_interference=ndtri(u_interference), u_residual=np.ascontiguousarray(_U_RESIDUAL[part]),
         u_stepmates=u_stepmates, z_stepmates=ndtri(u_stepmates), u_step_in_progress=u_sip,
         wait_sorted=u_wait[wait_order], wait_order=wait_order, step_in_progress_sorted=u_sip[sip_order], step_in_progress_order=sip_order,
     )
@@ -348,6 +349,7 @@ class _Replica:
     decodes: np.ndarray  # o − 1 per sampled request
     has_tpot: np.ndarray  # o > 1 per sampled request
     tpot_requests: int  # how many sampled requests have a TPOT
+    step_coefficients: np.ndarray  # the step model's coefficients in planner/queueing_kernels.py's order
     prompt_sample_moments: tuple[float, float, float]  # mean of p, p², p³ over the sampled prompts
     prompt_cv2: float
     arrival_cv2: float
@@ -468,6 +470,7 @@ def _replica_cached(
         decodes=output_sample.decodes,
         has_tpot=output_sample.has_tpot,
         tpot_requests=output_sample.tpot_requests,
+        step_coefficients=_read_only(queueing_kernels.step_model_coefficients(sm)),
         prompt_sample_moments=prompt_sample.moments,
         prompt_cv2=max(0.0, p.second_moment / p.mean**2 - 1.0),
         arrival_cv2=_router_arrival_cv2(workload, serving),
@@ -533,56 +536,31 @@ class _Occupancy:
 
 
 def _occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> _Occupancy:
-    """Occupancy distribution for a negative binomial of mean `shape_mean` (the unknown of the fixed point)."""
-    c = rep.slots
-    mu = max(shape_mean, 1e-9)
-    running = min(mu, float(c))
-    grid = rep.grid
-    steps = float(np.interp(running, grid, rep.steps_grid))
-    cap = rep.admissions_cap  # admissions per step never exceed a full batch's departures per step
-    m0 = min(running / steps, cap) if lam > 0 else 0.0  # arrivals per step: λ·T̄ = L/steps by Little's law
-    flat_mean = rep.step_mean(m0)
-    low, high = max(running - 1.0, 0.0), min(running + 1.0, float(c))
-    t_here, t_low, t_high = np.interp((running, low, high), grid, flat_mean)
-    per_arrival_s = (t_here - float(np.interp(running, grid, rep.t_decode))) / m0 if m0 > 0 else 0.0
-    slope = float(t_high - t_low) / max(high - low, 1e-9)
-    theta_pf = min(lam * per_arrival_s, _MAX_FEEDBACK)
-    theta_b = min(lam * steps * slope, _MAX_FEEDBACK)
-    dispersion = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)  # linearised N = Poisson(λ·W(N)): Var/mean
-
-    # A fuller batch means a recent burst of arrivals (capped by the admissions a step can see).
-    m_grid = np.minimum(m0 * np.maximum(0.0, 1.0 + (1.0 - theta_pf) * (grid / mu - 1.0)), cap)
-    t_mean = rep.step_mean(m_grid)
-
-    n = np.arange(c + 1, dtype=float)
-    if dispersion > 1.0 + 1e-9:
-        q = 1.0 - 1.0 / dispersion
-        r = mu / (dispersion - 1.0)
-        log_w = gammaln(n + r) - (gammaln(r) + rep.log_n_factorial) + (r * math.log1p(-q) + n * math.log(q))  # NB(r, q) log-pmf
-    else:
-        log_w = n * math.log(mu) - mu - rep.log_n_factorial  # Poisson
-    w = np.exp(log_w - log_w.max())
-    tail = w[c] / (1.0 - rho)  # n ≥ c: the queue beyond a full batch drains at the saturation rate, ratio ρ
-    body = w[:c]
-    total = body.sum() + tail
-    running_n = n[:c]
-    departures = n / (rep.steps_at_n * np.interp(n, grid, t_mean))  # completions per second in state n (min(n, c) = n here)
-    mean_running = (float(running_n @ body) + c * tail) / total
-    departure_rate = (float(departures[:c] @ body) + float(departures[c]) * tail) / total
+    """Occupancy distribution for a negative binomial of mean `shape_mean` (the unknown of the fixed
+    point); the arithmetic is planner/queueing_kernels.py's `occupancy_at`, step 3 of this module's
+    docstring: dispersion D = 1/((1 − θ_b)(1 − θ_pf)²), a negative binomial below c slots, a
+    geometric tail of ratio ρ beyond, and the step times that go with each occupancy."""
+    rows = rep.grid.size
+    flat_mean, arrivals, t_mean, cdf_below = np.empty(rows), np.empty(rows), np.empty(rows), np.empty(rep.slots)
+    mu, dispersion, theta_pf, theta_b, mean_running, p_wait, departure_rate, m0 = queueing_kernels.occupancy_at(
+        lam, rho, shape_mean, _MAX_FEEDBACK, rep.admissions_cap, rep.grid, rep.steps_grid, rep.t_decode, rep.k[0],
+        rep.log_k_factorial[0], rep.carry_s, rep.spill_steps, rep.log_n_factorial, rep.steps_at_n,
+        flat_mean, arrivals, t_mean, cdf_below,
+    )
     return _Occupancy(
         shape_mean=mu,
         dispersion=dispersion,
         feedback_prefill=theta_pf,
         feedback_batch=theta_b,
         mean_running=mean_running,
-        p_wait=tail / total,
-        cdf_below=np.cumsum(body) / total,
-        grid=grid,
+        p_wait=p_wait,
+        cdf_below=cdf_below,
+        grid=rep.grid,
         t_mean=t_mean,
         flat_t_mean=flat_mean,
         t_decode=rep.t_decode,
         t_full=rep.t_full,
-        arrivals_per_step=m_grid,
+        arrivals_per_step=arrivals,
         departure_rate_rps=departure_rate,
         flat_arrivals_per_step=m0,
     )
@@ -677,57 +655,6 @@ def _latency(samples: np.ndarray, percentile: float) -> Latency:
     return Latency(p50_s=float(p50), p90_s=float(p90), p99_s=float(p99), percentile=percentile, at_percentile_s=float(pq))
 
 
-#: Above this mean the Poisson quantile uses the Cornish–Fisher expansion (error < 1 count), below it the exact CDF.
-_POISSON_NORMAL_MEAN = 12.0
-
-
-def _poisson_quantile(u: np.ndarray, z: np.ndarray, mean: np.ndarray) -> np.ndarray:
-    """Smallest k with P(K ≤ k) ≥ u for K ~ Poisson(mean), element-wise (exact for small means); z = Φ⁻¹(u)."""
-    mean = np.broadcast_to(np.asarray(mean, dtype=float), u.shape)
-    small = mean <= _POISSON_NORMAL_MEAN
-    walking = np.count_nonzero(small)
-    if walking < u.size:
-        approx = np.ceil(mean + np.sqrt(mean) * z + (z * z - 1.0) / 6.0 - 0.5)  # Cornish–Fisher with continuity correction
-        k = np.maximum(approx, 0.0)
-        if walking == 0:
-            return k
-        active = np.flatnonzero(small)
-        us, ms = u.take(active), mean.take(active)
-    else:  # every mean is small (the usual case): walk the whole sample
-        k = np.empty(u.size)
-        active, us, ms = np.arange(u.size), u, mean
-    # Exact inversion for small means: walk the CDF, pmf_j = pmf_{j−1}·m/j, counting the passes each
-    # point is still below u. Most points leave after a pass or two, but the last few need ~20, so
-    # the arrays are compacted (to the points still walking) only once fewer than a quarter remain:
-    # dropping points costs more per pass than the arithmetic on all of them.
-    pmf = np.exp(-ms)
-    cdf = pmf.copy()
-    passes = np.zeros(us.size)
-    for j in range(1, int(3.0 * _POISSON_NORMAL_MEAN) + 12):
-        below = us > cdf
-        still = np.count_nonzero(below)
-        if still == 0:
-            break
-        if 4 * still < us.size:
-            k[active] = passes  # the settled points' answer; the rest walk on
-            keep = np.flatnonzero(below)
-            active, us, ms, pmf, cdf, passes = (a.take(keep) for a in (active, us, ms, pmf, cdf, passes))
-            below = np.ones(keep.size, dtype=bool)
-        passes += below
-        pmf *= ms
-        pmf /= j
-        cdf += pmf
-    k[active] = passes
-    return k
-
-
-def _searchsorted_sorted(table: np.ndarray, sorted_u: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """`np.searchsorted(table, u)` for u = the uniforms whose ascending copy is `sorted_u = u[order]`."""
-    index = np.empty(order.shape, dtype=np.intp)
-    index[order] = np.searchsorted(table, sorted_u)
-    return index
-
-
 def _gamma_unit_quantile(z: np.ndarray, variance: np.ndarray | float) -> np.ndarray:
     """Quantile of a gamma variable of mean 1 and the given variance at the normal quantiles z (Wilson–Hilferty cube-root approximation)."""
     v = np.asarray(variance, dtype=float)
@@ -799,25 +726,6 @@ def _step_kinds(rep: _Replica, occ: _Occupancy, row: int) -> _StepKinds:
     durations = np.concatenate((rep.carry_single_s[row], [rep.t_full[row]]))
     weights = np.concatenate((pmf, [float(np.dot(pmf, rep.spill_steps[row] - 1.0))])) * durations
     return _StepKinds(row=row, durations=durations, cdf=np.cumsum(weights) / weights.sum())
-
-
-def _step_in_progress(rep: _Replica, occ: _Occupancy, kinds: _StepKinds, pts: _Points) -> np.ndarray:
-    """Duration of the step in progress at each point, length-biased over the step types of one grid row."""
-    durations = kinds.durations
-    kind = np.minimum(_searchsorted_sorted(kinds.cdf, pts.step_in_progress_sorted, pts.step_in_progress_order), len(durations) - 1)
-    in_progress = durations[kind]
-    if rep.chunk_tokens is None:
-        # A step is long because its prompts are: the prompt of the step in progress is size-biased
-        # (density ∝ p·f(p)), drawn from the sorted prompt sample weighted by length.
-        size_biased = rep.size_biased_prompts[pts.part]
-        carrying = (kind >= 1) & (kind < len(durations) - 1)
-        tokens = np.maximum(kind - 1.0, 0.0) * rep.prompt_mean + size_biased
-        n_row = occ.grid[kinds.row]
-        biased = step_seconds(
-            rep.sm, n_row + tokens, n_row * rep.decode_context_mean, n_row * rep.decode_context_mean + tokens * rep.prefill_position_mean
-        )
-        in_progress = np.where(carrying, biased, in_progress)
-    return in_progress
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -906,94 +814,59 @@ class _Latencies:
 
 
 def _sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
-    """The latencies at the points of one slice of the sample, at operating point `op`."""
-    lam, occ, occupancy, c = op.lam, op.occ, op.occupancy, rep.slots
-    p_wait = occ.p_wait
-    waits = pts.u_wait >= 1.0 - p_wait
-    seen = np.where(waits, float(c), np.minimum(_searchsorted_sorted(occ.cdf_below, pts.wait_sorted, pts.wait_order), c).astype(float))
-    wait_s = np.where(waits, op.conditional_wait_s * (math.log(max(p_wait, 1e-300)) - pts.log_wait_tail), 0.0)  # −log((1 − u)/P(wait))
-
-    admitted = np.minimum(seen + 1.0, c)
-    life = np.clip(1.0 + (1.0 - _LIFE_AVERAGE_SHRINK) * occupancy + _LIFE_AVERAGE_SHRINK * seen, 1.0, c)
-    grid = occ.grid
-    t_life_decode = np.interp(life, grid, occ.t_decode)
-    m0 = occ.flat_arrivals_per_step
-    per_arrival_s = np.interp(life, grid, op.per_arrival_s) if m0 > 0 else np.zeros(life.shape)
-
-    prompts = rep.prompts[pts.part]
-    # TPOT: decode step at the life-average occupancy + prefill interference of the arrivals during the life.
-    # Each arrival lengthens the life it lands in, which admits more arrivals: K = Poisson(λ(W₀ + e·K))
-    # has Var/mean = 1/(1 − θ_pf)², drawn as a gamma-mixed Poisson whose burst level rises with the
-    # occupancy the request found (the same uniform: a request arriving into a full batch lives in a burst).
-    decodes = rep.decodes[pts.part]
-    expected_arrivals = m0 * decodes
-    burst = _gamma_unit_quantile(pts.z_wait, (op.burst_dispersion - 1.0) / np.maximum(expected_arrivals, 1e-12))
-    life_arrivals = _poisson_quantile(pts.u_life_arrivals, pts.z_life_arrivals, expected_arrivals * burst)
-    # lognormal matched to K·e mean, K·e²·cv² variance; K is a count, so its spread is looked up per value
-    most = float(life_arrivals.max())
-    if most < _U.shape[0]:
-        counts = np.arange(int(most) + 1, dtype=float)
-        spread2_of = np.log1p(rep.prompt_cv2 / np.maximum(counts, 1.0))
-        index = life_arrivals.astype(np.intp)
-        spread2, spread = spread2_of[index], np.sqrt(spread2_of)[index]
-    else:  # counts too large to tabulate
-        spread2 = np.log1p(rep.prompt_cv2 / np.maximum(life_arrivals, 1.0))
-        spread = np.sqrt(spread2)
-    interference = life_arrivals * per_arrival_s * np.exp(spread * pts.z_interference - spread2 / 2.0)
-    tpot = t_life_decode + interference / np.maximum(decodes, 1.0)
-
-    # TTFT: wait + residual of the step in progress + the prefill.
-    weight = op.above_weight
-    in_progress = (1.0 - weight) * _step_in_progress(rep, occ, op.below, pts) + weight * _step_in_progress(rep, occ, op.above, pts)
-    residual = np.where(seen > 0, pts.u_residual * in_progress, 0.0)  # uniform within the step they interrupt; none when idle
-    decode_others = admitted - 1.0
-    decode_kv = decode_others * rep.decode_context_mean
-    own_attended = rep.own_attended[pts.part]
+    """The latencies at the points of one slice of the sample, at operating point `op` (the
+    per-point arithmetic is planner/queueing_kernels.py's compiled loop)."""
+    occ, part = op.occ, pts.part
+    scalars = np.empty(queueing_kernels.OPERATING_POINT_SIZE)
+    scalars[queueing_kernels.SLOTS] = rep.slots
+    scalars[queueing_kernels.P_WAIT] = occ.p_wait
+    scalars[queueing_kernels.LOG_P_WAIT] = math.log(max(occ.p_wait, 1e-300))
+    scalars[queueing_kernels.CONDITIONAL_WAIT] = op.conditional_wait_s
+    scalars[queueing_kernels.OCCUPANCY] = op.occupancy
+    scalars[queueing_kernels.M0] = occ.flat_arrivals_per_step
+    scalars[queueing_kernels.BURST_VARIANCE_NUMERATOR] = op.burst_dispersion - 1.0
+    scalars[queueing_kernels.PROMPT_CV2] = rep.prompt_cv2
+    scalars[queueing_kernels.ABOVE_WEIGHT] = op.above_weight
+    scalars[queueing_kernels.ROW_BELOW_N] = occ.grid[op.below.row]
+    scalars[queueing_kernels.ROW_ABOVE_N] = occ.grid[op.above.row]
+    scalars[queueing_kernels.CHUNK_TOKENS] = rep.chunk_tokens or 0
+    scalars[queueing_kernels.PROMPT_MEAN] = rep.prompt_mean
+    scalars[queueing_kernels.DECODE_CONTEXT] = rep.decode_context_mean
+    scalars[queueing_kernels.PREFILL_POSITION] = rep.prefill_position_mean
+    scalars[queueing_kernels.LAMBDA] = op.lam
+    scalars[queueing_kernels.LIFE_SHRINK] = _LIFE_AVERAGE_SHRINK
+    u_sip = pts.u_step_in_progress
     if rep.chunk_tokens is None:
-        mates = _poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * in_progress)  # the others arriving during the same step
-        prefill_tokens = prompts + mates * rep.prompt_mean
-        prefill_s = step_seconds(
-            rep.sm,
-            decode_others + prefill_tokens,
-            decode_kv,
-            decode_kv + own_attended + mates * rep.prompt_mean * rep.prefill_position_mean,
-        )
-        budget_wait = 0.0
+        budget_wait, queued = _NO_BUDGET_WAIT[: pts.size], _NOT_QUEUED[: pts.size]
     else:
         # A prompt that queues for the chunk budget waits out the prompt in service instead of the
         # residual of the step in progress. The budget is busy exactly while the step in progress
         # carries prefill (the upper tail of the step-type uniform), so the two share a uniform:
-        # drawn independently they would count one stall twice.
+        # drawn independently they would count one stall twice. Given that it queues, the wait is
+        # the gamma `_operating_point` matched to M/G/1's conditional wait.
         budget_rho = op.budget_rho
-        u_sip = pts.u_step_in_progress
         queued = u_sip >= 1.0 - budget_rho
         tail_u = np.clip(1.0 - (1.0 - u_sip[queued]) / max(budget_rho, 1e-300), 1e-9, 1.0 - 1e-9)
         budget_wait = np.zeros(u_sip.shape)
         budget_wait[queued] = op.budget_wait_mean_s * _gamma_unit_quantile(ndtri(tail_u), op.budget_wait_cv2)
-        # ⌈p/(C−n)⌉ steps: full-budget chunks, then the remainder (each chunk attends to its position).
-        cap = rep.budget(admitted)
-        chunks = np.ceil(prompts / cap)
-        last = prompts - (chunks - 1.0) * cap
-        full_attended = (own_attended - last * (prompts - last) - last * (last + 1.0) / 2.0) / np.maximum(chunks - 1.0, 1.0)
-        full_s = step_seconds(rep.sm, decode_others + cap, decode_kv, decode_kv + full_attended)
-        # The prompts that arrive after this one (FCFS behind it: during the rest of the step in
-        # progress or its budget wait, and during its own full chunks) fill the last step's spare
-        # budget C − n − last and make the step that yields the first token longer. Those ahead of
-        # it are the budget wait's work.
-        behind_s = np.where(queued, budget_wait, in_progress - residual) + (chunks - 1.0) * full_s
-        mates = _poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind_s)
-        filled = np.minimum(cap - last, mates * rep.prompt_mean)
-        prefill_s = (chunks - 1.0) * full_s + step_seconds(
-            rep.sm,
-            decode_others + last + filled,
-            decode_kv + prompts - last,
-            decode_kv + last * (prompts - last) + last * (last + 1.0) / 2.0 + filled * rep.prefill_position_mean,
-        )
-    # A queued prompt's delay is the later of the two ends: the budget frees only at a step boundary,
-    # so it waits at least out the step in progress (taking the budget wait alone let a sample that
-    # turned queued as the rate rose get a shorter delay, and TTFT p99 fell).
-    ttft = wait_s + np.maximum(budget_wait, residual) + prefill_s
-    return _Latencies(ttft=ttft, tpot=tpot, e2e=ttft + decodes * tpot, wait=wait_s)
+    size = pts.size
+    out = _Latencies(ttft=np.empty(size), tpot=np.empty(size), e2e=np.empty(size), wait=np.empty(size))
+    queueing_kernels.sample_latencies(
+        rep.step_coefficients, scalars, occ.grid, occ.cdf_below, occ.t_decode, op.per_arrival_s,
+        op.below.durations, op.below.cdf, op.above.durations, op.above.cdf,
+        pts.u_wait, pts.log_wait_tail, pts.z_wait, pts.u_life_arrivals, pts.z_life_arrivals, pts.z_interference,
+        pts.u_residual, pts.u_stepmates, pts.z_stepmates, pts.wait_sorted, pts.wait_order, pts.step_in_progress_sorted,
+        pts.step_in_progress_order, rep.prompts[part], rep.decodes[part],
+        rep.own_attended[part], rep.size_biased_prompts[part], budget_wait, queued,
+        out.ttft, out.tpot, out.e2e, out.wait,
+    )
+    return out
+
+
+#: Chunk-budget waits of an unchunked replica: none. (Writable like the chunked case's arrays, so
+#: the compiled kernel sees one argument type, not two.)
+_NO_BUDGET_WAIT = np.zeros(_U.shape[0])
+_NOT_QUEUED = np.zeros(_U.shape[0], dtype=bool)
 
 
 def _prediction(rep: _Replica, op: _OperatingPoint, sample: _Latencies, percentile: float) -> Prediction:
@@ -1101,6 +974,21 @@ def screen(step_model: StepModel, workload: Workload, serving: Serving, slo: Slo
     rest = _sample(rep, op, _SCREEN_REST)
     whole = _Latencies(**{name: np.concatenate((getattr(head, name), getattr(rest, name))) for name in ("ttft", "tpot", "e2e", "wait")})
     return _prediction(rep, op, whole, slo.percentile)
+
+
+def warm_up() -> None:
+    """Predict once on a small made-up configuration, unchunked and chunked, so the compiled kernels
+    (planner/queueing_kernels.py) are loaded from Numba's cache, or compiled, before a request needs
+    them: ~0.5 s from the cache, several seconds the first time on a machine. A process that plans
+    (the service, the fleet table workers' fork server) calls it once at start."""
+    sm = StepModel(dense_weight_bytes=1e9, kv_bytes_per_token=1e5, flops_per_token=2e9, attention_flops_per_context_token=1e5,
+                   memory_bandwidth_bytes_per_s=1e12, compute_flops_per_s=1e14)
+    workload = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=100), output_tokens=FixedLength(tokens=20))
+    for chunk in (None, 256):
+        serving = Serving(batch_limit=8, chunk_tokens=chunk)
+        rate = 0.5 * saturation_rps(sm, workload, serving, kv_capacity_tokens=1e5)
+        predict(sm, workload.at_rate(rate), serving, kv_capacity_tokens=1e5)
+        screen(sm, workload.at_rate(rate), serving, Slo(ttft_s=1e-9), kv_capacity_tokens=1e5)
 
 
 def predict(

@@ -88,15 +88,3 @@ def test_cached_sample_arrays_are_read_only() -> None:
         with pytest.raises(ValueError, match="read-only"):
             values[0] = 0
     _clear()
-
-
-def test_presorted_searchsorted_matches_numpy() -> None:
-    rng = np.random.default_rng(7)
-    for size in (1, 5, 200):
-        table = np.sort(rng.random(size))
-        table[size // 2 :] = table[size // 2]  # ties, as a CDF with zero-probability steps has
-        for points in (queueing._ALL_POINTS, queueing._SCREEN_HEAD, queueing._SCREEN_REST):
-            got = queueing._searchsorted_sorted(table, points.wait_sorted, points.wait_order)
-            assert np.array_equal(got, np.searchsorted(table, points.u_wait))
-            got = queueing._searchsorted_sorted(table, points.step_in_progress_sorted, points.step_in_progress_order)
-            assert np.array_equal(got, np.searchsorted(table, points.u_step_in_progress))

@@ -1,7 +1,9 @@
-"""The queueing model's numerical kernels against slow references: the exact Poisson quantile walk,
-the occupancy fixed point bracketed around Little's-law guess, the gamma quantile and the MoE
-expert count. Each kernel was rewritten for speed (docs/plan-benchmark.md); these tests pin that
-the rewrite computes the same quantities."""
+"""The queueing model's numerical kernels against slow references: the compiled per-point sample
+arithmetic and fixed-point evaluation (planner/queueing_kernels.py) against a plain NumPy reading
+of the same formulas (tests/planner/queueing_reference.py), the exact Poisson quantile walk against
+SciPy, the occupancy fixed point bracketed around Little's-law guess against a wide bracket, the
+gamma quantile, the MoE expert count and the screen. Each was rewritten for speed
+(docs/plan-benchmark.md); these tests pin that the rewrite computes the same quantities."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import brentq
+from scipy.special import ndtri
 from scipy.stats import poisson
 
-from planner import queueing
+from planner import queueing, queueing_kernels
 from planner.step_model import StepModel
-from planner.workload import FixedLength, LognormalLength, Serving, Slo, Workload
+from planner.workload import FixedLength, HistogramLength, LognormalLength, Serving, Slo, Workload
+from tests.planner import queueing_reference
 
 LLAMA70B_4XH100 = StepModel(
     dense_weight_bytes=140e9,
@@ -33,37 +37,88 @@ LONG_TAILED = Workload(
     prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=4000),
     output_tokens=LognormalLength(mean_tokens=200, p99_tokens=800),
 )
+CHAT_HISTOGRAM = Workload(
+    arrival_rate_rps=1.0,
+    prompt_tokens=HistogramLength(tokens=(200, 2000, 8000), weights=(0.5, 0.4, 0.1)),
+    output_tokens=HistogramLength(tokens=(1, 50, 400), weights=(0.1, 0.6, 0.3)),
+)
+#: An MoE step model shaped like Mixtral-8x7B on 2 GPUs (8 experts, 2 per token; test figures).
+MIXTRAL_LIKE = StepModel(
+    dense_weight_bytes=3.2e9, expert_weight_bytes=0.35e9, experts=8, experts_per_token=2, moe_layers=32,
+    kv_bytes_per_token=131_072.0, flops_per_token=2 * 12.9e9, attention_flops_per_context_token=4 * 32 * 32 * 128,
+    memory_bandwidth_bytes_per_s=2 * 2.0e12, compute_flops_per_s=2 * 312e12, comm_s_per_token=1e-7, comm_latency_s=5e-6,
+    step_overhead_s=0.002, memory_compute_overlap=0.8,
+)
 
 
-@settings(max_examples=40, deadline=None)
+def _kernel_poisson(u: np.ndarray, z: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    return np.array([queueing_kernels._poisson_quantile(a, b, m) for a, b, m in zip(u, z, mean, strict=True)])
+
+
+@settings(max_examples=30, deadline=None)
 @given(seed=st.integers(min_value=0, max_value=2**32 - 1), scale=st.sampled_from([0.05, 0.5, 2.0, 6.0, 11.9]))
 def test_the_poisson_quantile_is_scipys_below_the_normal_switch(seed: int, scale: float) -> None:
-    """Below `_POISSON_NORMAL_MEAN` the walk is exact: the smallest k with P(K ≤ k) ≥ u, which is
-    `scipy.stats.poisson.ppf`. Means spread over [0, 2·scale] (so the walk's compaction, which starts
-    once fewer than a quarter of the points still walk, is exercised from one pass to ~30)."""
+    """Below the switch the walk is exact: the smallest k with P(K ≤ k) ≥ u, SciPy's
+    `poisson.ppf`, except where u sits within rounding of a CDF step (they sum differently)."""
     rng = np.random.default_rng(seed)
-    u = rng.uniform(1e-9, 1 - 1e-9, 4096)
-    mean = np.minimum(rng.uniform(0.0, 2.0 * scale, u.size), queueing._POISSON_NORMAL_MEAN)
-    from scipy.special import ndtri
-
-    k = queueing._poisson_quantile(u, ndtri(u), mean)
-    expected = poisson.ppf(u, mean)
-    # ppf and the walk sum the pmf differently: they may differ only where u sits within rounding of a CDF step
-    cdf_below = poisson.cdf(k - 1, mean)
-    cdf_at = poisson.cdf(k, mean)
-    assert np.all(cdf_at >= u - 1e-12) and np.all(cdf_below < u + 1e-12)
-    assert np.mean(k == expected) > 0.999
+    u = rng.uniform(1e-9, 1 - 1e-9, 2048)
+    mean = np.minimum(rng.uniform(0.0, 2.0 * scale, u.size), queueing_kernels.POISSON_NORMAL_MEAN)
+    k = _kernel_poisson(u, ndtri(u), mean)
+    assert np.all(poisson.cdf(k, mean) >= u - 1e-12) and np.all(poisson.cdf(k - 1, mean) < u + 1e-12)
+    assert np.mean(k == poisson.ppf(u, mean)) > 0.999
 
 
 def test_the_poisson_quantile_uses_the_normal_expansion_above_the_switch() -> None:
     """Above the switch the Cornish–Fisher expansion is taken: within one count of the exact quantile."""
     rng = np.random.default_rng(7)
-    u = rng.uniform(0.001, 0.999, 4096)
-    mean = rng.uniform(queueing._POISSON_NORMAL_MEAN + 0.1, 500.0, u.size)
-    from scipy.special import ndtri
-
-    k = queueing._poisson_quantile(u, ndtri(u), mean)
+    u = rng.uniform(0.001, 0.999, 2048)
+    mean = rng.uniform(queueing_kernels.POISSON_NORMAL_MEAN + 0.1, 500.0, u.size)
+    k = _kernel_poisson(u, ndtri(u), mean)
     assert np.max(np.abs(k - poisson.ppf(u, mean))) <= 1
+
+
+SHAPES = [
+    pytest.param(LLAMA70B_4XH100, CHAT, None, id="dense-fixed"),
+    pytest.param(LLAMA70B_4XH100, LONG_TAILED, None, id="dense-lognormal"),
+    pytest.param(LLAMA70B_4XH100, LONG_TAILED, 1024, id="dense-lognormal-chunked"),
+    pytest.param(MIXTRAL_LIKE, CHAT_HISTOGRAM, None, id="moe-histogram"),
+    pytest.param(MIXTRAL_LIKE, CHAT_HISTOGRAM, 512, id="moe-histogram-chunked"),
+]
+
+
+@pytest.mark.parametrize(("sm", "workload", "chunk"), SHAPES)
+@pytest.mark.parametrize("rho", [0.05, 0.5, 0.85, 0.97])
+def test_the_compiled_kernels_compute_the_reference_formulas(sm: StepModel, workload: Workload, chunk: int | None, rho: float) -> None:
+    """Each sample point's TTFT, TPOT, E2E and wait, and the occupancy distribution at the fixed
+    point, equal the NumPy reference's to rounding (a few ulps; a Poisson count may flip only where
+    u sits within an ulp of a CDF step, which these points do not)."""
+    serving = Serving(batch_limit=64, chunk_tokens=chunk)
+    rep = queueing._replica(sm, workload, serving, KV_TOKENS)
+    lam = rho * rep.saturation_rps
+    op = queueing._operating_point(rep, lam)
+    if op is None:
+        return
+    reference = queueing_reference.occupancy_at(rep, lam, rho, op.occ.shape_mean)
+    for name, value in reference.items():
+        assert getattr(op.occ, name) == pytest.approx(value, rel=1e-9, abs=1e-15), name
+    for points in (queueing._ALL_POINTS, queueing._SCREEN_HEAD, queueing._SCREEN_REST):
+        got, want = queueing._sample(rep, op, points), queueing_reference.sample(rep, op, points)
+        for name in ("ttft", "tpot", "e2e", "wait"):
+            assert getattr(got, name) == pytest.approx(getattr(want, name), rel=1e-9, abs=1e-15), name
+
+
+def test_counts_below_is_searchsorted() -> None:
+    """The merge that finds each point's place in a CDF equals `np.searchsorted`, ties included."""
+    rng = np.random.default_rng(7)
+    for size in (1, 5, 200):
+        table = np.sort(rng.random(size))
+        table[size // 2 :] = table[size // 2]  # ties, as a CDF with zero-probability steps has
+        for points in (queueing._ALL_POINTS, queueing._SCREEN_HEAD, queueing._SCREEN_REST):
+            for values, ordered, order in ((points.u_wait, points.wait_sorted, points.wait_order),
+                                           (points.u_step_in_progress, points.step_in_progress_sorted, points.step_in_progress_order)):
+                out = np.empty(values.size, dtype=np.int64)
+                queueing_kernels._counts_below(table, ordered, order, out)
+                assert np.array_equal(out, np.searchsorted(table, values))
 
 
 @pytest.mark.parametrize("workload", [CHAT, LONG_TAILED], ids=["fixed", "lognormal"])

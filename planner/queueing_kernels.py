@@ -1,0 +1,314 @@
+"""The queueing model's inner loops (planner/queueing.py), compiled with Numba: the per-point
+arithmetic of the Sobol sample (`sample_latencies`: each point's TTFT, TPOT, E2E and slot wait in
+one pass) and one evaluation of the occupancy–step-time fixed point (`occupancy_at`).
+
+Every sample quantity depends on its own point and on the rate-level state only, so a loop that
+finishes one point before the next replaces ~150 NumPy passes over 8,192-point arrays and their
+temporaries, and the exact Poisson inversion stops per point instead of walking the whole sample
+as long as its slowest point needs. The fixed point is evaluated 7 times per prediction on arrays
+of 33 and c + 1 entries, where NumPy's per-call overhead was most of the cost. The formulas are
+queueing.py's, term by term; its module docstring says what they model. Sums run in another order
+and transcendentals come from the compiled math library, so results agree with NumPy's to ulps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+#: Index of each step-model coefficient in the `sm` array (`step_model_coefficients`).
+DENSE, EXPERT, EXPERTS, PER_TOKEN, MOE_LAYERS, KV_BYTES, FLOPS, ATTENTION, BANDWIDTH, COMPUTE, COMM_PER_TOKEN, COMM_LATENCY, OVERHEAD, OVERLAP = range(14)
+
+#: Index of each rate-level scalar in the `op` array (`queueing._sample` fills it).
+(SLOTS, P_WAIT, LOG_P_WAIT, CONDITIONAL_WAIT, OCCUPANCY, M0, BURST_VARIANCE_NUMERATOR, PROMPT_CV2, ABOVE_WEIGHT,
+ ROW_BELOW_N, ROW_ABOVE_N, CHUNK_TOKENS, PROMPT_MEAN, DECODE_CONTEXT, PREFILL_POSITION, LAMBDA, LIFE_SHRINK) = range(17)
+OPERATING_POINT_SIZE = 17
+
+#: Above this mean the Poisson quantile uses the Cornish–Fisher expansion; below it the exact CDF
+#: walk, at most this many terms (queueing.py's `_POISSON_NORMAL_MEAN` and walk length).
+POISSON_NORMAL_MEAN = 12.0
+POISSON_WALK = int(3.0 * POISSON_NORMAL_MEAN) + 11
+#: 1/j for the walk's pmf_j = pmf_{j−1}·m·(1/j): a multiplication instead of a division in a loop
+#: whose every step waits on the last (measured: the kernel 3.4 → 2.3 ms on 8,192 points). It
+#: rounds differently from m/j by an ulp, which moves a count only where u sits within an ulp of
+#: a CDF step.
+_RECIPROCALS = np.concatenate((np.zeros(1), 1.0 / np.arange(1.0, POISSON_WALK + 1.0)))
+
+
+def step_model_coefficients(sm: object) -> np.ndarray:
+    """A `StepModel`'s coefficients in the kernel's order."""
+    names = ("dense_weight_bytes", "expert_weight_bytes", "experts", "experts_per_token", "moe_layers", "kv_bytes_per_token",
+             "flops_per_token", "attention_flops_per_context_token", "memory_bandwidth_bytes_per_s", "compute_flops_per_s",
+             "comm_s_per_token", "comm_latency_s", "step_overhead_s", "memory_compute_overlap")
+    return np.array([float(getattr(sm, name)) for name in names])
+
+
+@njit(cache=True, nogil=True)
+def _step_s(sm: np.ndarray, new: float, kv: float, attended: float) -> float:
+    """`StepModel.step_s` for one step (the same formula and coefficients)."""
+    weights = sm[DENSE]
+    if sm[EXPERT] > 0.0:
+        touched = sm[EXPERTS] * -math.expm1(new * math.log1p(-sm[PER_TOKEN] / sm[EXPERTS]))  # E·(1−(1−k/E)^n)
+        weights = weights + sm[MOE_LAYERS] * touched * sm[EXPERT]
+    mem = (weights + kv * sm[KV_BYTES]) / sm[BANDWIDTH]  # bytes / BW
+    comp = (new * sm[FLOPS] + attended * sm[ATTENTION]) / sm[COMPUTE]  # FLOPs / F
+    comm = new * sm[COMM_PER_TOKEN] + sm[COMM_LATENCY] if new > 0.0 else 0.0
+    return max(mem, comp) + (1.0 - sm[OVERLAP]) * min(mem, comp) + comm + sm[OVERHEAD]
+
+
+@njit(cache=True, nogil=True)
+def _interp(x: float, xp: np.ndarray, fp: np.ndarray) -> float:
+    """`np.interp` at one point (constant beyond the ends)."""
+    if x <= xp[0]:
+        return fp[0]
+    last = xp.size - 1
+    if x >= xp[last]:
+        return fp[last]
+    low, high = 0, last
+    while high - low > 1:
+        middle = (low + high) // 2
+        if xp[middle] <= x:
+            low = middle
+        else:
+            high = middle
+    slope = (fp[low + 1] - fp[low]) / (xp[low + 1] - xp[low])
+    return slope * (x - xp[low]) + fp[low]
+
+
+@njit(cache=True, nogil=True)
+def _interp_grid(x: float, grid: np.ndarray, fp: np.ndarray) -> float:
+    """`_interp` on an evenly spaced grid (the occupancy grid is `np.linspace(0, c, G)`): the cell
+    found by division, then moved by one if rounding put x outside it, so the same cell and the
+    same value as the search; no data-dependent branches to mispredict."""
+    last = grid.size - 1
+    if x <= grid[0]:
+        return fp[0]
+    if x >= grid[last]:
+        return fp[last]
+    low = min(int((x - grid[0]) / (grid[last] - grid[0]) * last), last - 1)
+    if grid[low] > x:
+        low -= 1
+    elif grid[low + 1] <= x:
+        low += 1
+    slope = (fp[low + 1] - fp[low]) / (grid[low + 1] - grid[low])
+    return slope * (x - grid[low]) + fp[low]
+
+
+@njit(cache=True, nogil=True)
+def _counts_below(table: np.ndarray, sorted_u: np.ndarray, order: np.ndarray, out: np.ndarray) -> None:
+    """`out[order[t]] = np.searchsorted(table, sorted_u[t])`: one merge of the ascending uniforms
+    with the ascending table (a binary search per point costs a mispredicted branch per level)."""
+    below = 0
+    for t in range(sorted_u.size):
+        u = sorted_u[t]
+        while below < table.size and table[below] < u:
+            below += 1
+        out[order[t]] = below
+
+
+@njit(cache=True, nogil=True)
+def _count_below(table: np.ndarray, u: float) -> int:
+    """`np.searchsorted(table, u)`: how many entries of the ascending table are < u."""
+    low, high = 0, table.size
+    while low < high:
+        middle = (low + high) // 2
+        if table[middle] < u:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+@njit(cache=True, nogil=True)
+def _poisson_quantile(u: float, z: float, mean: float) -> float:
+    """Smallest k with P(K ≤ k) ≥ u, K ~ Poisson(mean): the exact CDF walk for small means, else
+    Cornish–Fisher with continuity correction (z = Φ⁻¹(u))."""
+    if mean > POISSON_NORMAL_MEAN:
+        return max(math.ceil(mean + math.sqrt(mean) * z + (z * z - 1.0) / 6.0 - 0.5), 0.0)
+    pmf = math.exp(-mean)
+    cdf = pmf
+    k = 0
+    for j in range(1, POISSON_WALK + 1):
+        if not u > cdf:
+            break
+        k = j
+        pmf = pmf * mean * _RECIPROCALS[j]
+        cdf = cdf + pmf
+    return float(k)
+
+
+@njit(cache=True, nogil=True)
+def _gamma_unit_quantile(z: float, variance: float) -> float:
+    """Wilson–Hilferty quantile of a gamma of mean 1 and the given variance at the normal quantile z."""
+    g = max(1.0 - variance / 9.0 + math.sqrt(variance / 9.0) * z, 0.0)
+    return g * g * g
+
+
+@njit(cache=True, nogil=True)
+def _step_in_progress(sm: np.ndarray, op: np.ndarray, durations: np.ndarray, below: int, n_row: float, size_biased: float) -> float:
+    """The step in progress at arrival for one grid row, its type the one whose length-biased CDF
+    the point's uniform falls in (`below` entries of the CDF under it); a step carrying prompts
+    (unchunked) is as long as its size-biased prompt makes it."""
+    kind = min(below, durations.size - 1)
+    if op[CHUNK_TOKENS] <= 0.0 and 1 <= kind < durations.size - 1:
+        tokens = (kind - 1.0) * op[PROMPT_MEAN] + size_biased
+        context = n_row * op[DECODE_CONTEXT]
+        return _step_s(sm, n_row + tokens, context, context + tokens * op[PREFILL_POSITION])
+    return durations[kind]
+
+
+@njit(cache=True, nogil=True)
+def sample_latencies(
+    sm: np.ndarray, op: np.ndarray, grid: np.ndarray, cdf_below: np.ndarray, t_decode: np.ndarray, per_arrival: np.ndarray,
+    below_durations: np.ndarray, below_cdf: np.ndarray, above_durations: np.ndarray, above_cdf: np.ndarray,
+    u_wait: np.ndarray, log_wait_tail: np.ndarray, z_wait: np.ndarray, u_life: np.ndarray, z_life: np.ndarray,
+    z_interference: np.ndarray, u_residual: np.ndarray, u_stepmates: np.ndarray, z_stepmates: np.ndarray,
+    wait_sorted: np.ndarray, wait_order: np.ndarray, step_in_progress_sorted: np.ndarray, step_in_progress_order: np.ndarray,
+    prompts: np.ndarray, decodes: np.ndarray, own_attended: np.ndarray,
+    size_biased: np.ndarray, budget_wait: np.ndarray, queued: np.ndarray,
+    ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray, wait: np.ndarray,
+) -> None:
+    """TTFT, TPOT, E2E and the slot wait (seconds) at each point, written into the last four arrays."""
+    size = u_wait.size
+    occupancy_seen = np.empty(size, dtype=np.int64)  # how many occupancies n have P(N ≤ n) < u
+    kind_below, kind_above = np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64)
+    _counts_below(cdf_below, wait_sorted, wait_order, occupancy_seen)
+    _counts_below(below_cdf, step_in_progress_sorted, step_in_progress_order, kind_below)
+    _counts_below(above_cdf, step_in_progress_sorted, step_in_progress_order, kind_above)
+    c = op[SLOTS]
+    p_wait = op[P_WAIT]
+    shrink = op[LIFE_SHRINK]
+    chunked = op[CHUNK_TOKENS] > 0.0
+    lam, p_mean, dcm, ppm = op[LAMBDA], op[PROMPT_MEAN], op[DECODE_CONTEXT], op[PREFILL_POSITION]
+    weight = op[ABOVE_WEIGHT]
+    for i in range(size):
+        # the slot: wait when the batch is full (probability P(wait)), else the occupancy seen
+        if u_wait[i] >= 1.0 - p_wait:
+            seen = c
+            wait_s = op[CONDITIONAL_WAIT] * (op[LOG_P_WAIT] - log_wait_tail[i])  # −log((1 − u)/P(wait))
+        else:
+            seen = float(min(occupancy_seen[i], int(c)))
+            wait_s = 0.0
+        admitted = min(seen + 1.0, c)
+        life = min(max(1.0 + (1.0 - shrink) * op[OCCUPANCY] + shrink * seen, 1.0), c)
+
+        # TPOT: the decode step at the life-average occupancy + the prefill interference of the
+        # arrivals during the life (a gamma-mixed Poisson count, a lognormal size per arrival)
+        decode_steps = decodes[i]
+        expected = op[M0] * decode_steps
+        burst = _gamma_unit_quantile(z_wait[i], op[BURST_VARIANCE_NUMERATOR] / max(expected, 1e-12))
+        arrivals = _poisson_quantile(u_life[i], z_life[i], expected * burst)
+        spread2 = math.log1p(op[PROMPT_CV2] / max(arrivals, 1.0))
+        per_arrival_s = _interp_grid(life, grid, per_arrival) if op[M0] > 0.0 else 0.0
+        interference = arrivals * per_arrival_s * math.exp(math.sqrt(spread2) * z_interference[i] - spread2 / 2.0)
+        tpot_i = _interp_grid(life, grid, t_decode) + interference / max(decode_steps, 1.0)
+
+        # TTFT: the wait + the residual of the step in progress + the prefill
+        in_progress = ((1.0 - weight) * _step_in_progress(sm, op, below_durations, kind_below[i], op[ROW_BELOW_N], size_biased[i])
+                       + weight * _step_in_progress(sm, op, above_durations, kind_above[i], op[ROW_ABOVE_N], size_biased[i]))
+        residual = u_residual[i] * in_progress if seen > 0.0 else 0.0
+        decode_others = admitted - 1.0
+        decode_kv = decode_others * dcm
+        p = prompts[i]
+        if not chunked:
+            mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * in_progress)  # the others arriving during the step
+            prefill_s = _step_s(sm, decode_others + p + mates * p_mean, decode_kv, decode_kv + own_attended[i] + mates * p_mean * ppm)
+            delay = residual
+        else:
+            bw = budget_wait[i]
+            cap = max(1.0, op[CHUNK_TOKENS] - admitted)  # C − n
+            chunks = math.ceil(p / cap)
+            last = p - (chunks - 1.0) * cap
+            full_attended = (own_attended[i] - last * (p - last) - last * (last + 1.0) / 2.0) / max(chunks - 1.0, 1.0)
+            full_s = _step_s(sm, decode_others + cap, decode_kv, decode_kv + full_attended)
+            behind_s = (bw if queued[i] else in_progress - residual) + (chunks - 1.0) * full_s
+            mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * behind_s)
+            filled = min(cap - last, mates * p_mean)
+            prefill_s = (chunks - 1.0) * full_s + _step_s(
+                sm, decode_others + last + filled, decode_kv + p - last,
+                decode_kv + last * (p - last) + last * (last + 1.0) / 2.0 + filled * ppm)
+            delay = max(bw, residual)  # a queued prompt waits out the later of the budget wait and the step in progress
+        ttft[i] = wait_s + delay + prefill_s
+        tpot[i] = tpot_i
+        e2e[i] = ttft[i] + decode_steps * tpot_i
+        wait[i] = wait_s
+
+
+@njit(cache=True, nogil=True)
+def _poisson_step_mean(m: float, row: int, k: np.ndarray, log_k_factorial: np.ndarray, carry_s: np.ndarray, spill_steps: np.ndarray) -> float:
+    """Mean step time of grid row `row` with Poisson(m) prompts arriving per step (`_Replica.step_mean`)."""
+    m = max(m, 1e-300)
+    log_m = math.log(m)
+    carried = 0.0
+    steps = 0.0
+    for j in range(k.size):
+        pmf = math.exp(k[j] * log_m - m - log_k_factorial[j])  # the pmf's normalisation cancels
+        carried += pmf * carry_s[row, j]
+        steps += pmf * spill_steps[row, j]
+    return carried / steps
+
+
+@njit(cache=True, nogil=True)
+def occupancy_at(
+    lam: float, rho: float, shape_mean: float, max_feedback: float, admissions_cap: float,
+    grid: np.ndarray, steps_grid: np.ndarray, t_decode: np.ndarray, k: np.ndarray, log_k_factorial: np.ndarray,
+    carry_s: np.ndarray, spill_steps: np.ndarray, log_n_factorial: np.ndarray, steps_at_n: np.ndarray,
+    flat_mean: np.ndarray, arrivals_per_step: np.ndarray, t_mean: np.ndarray, cdf_below: np.ndarray,
+) -> tuple[float, float, float, float, float, float, float, float]:
+    """The occupancy distribution for a negative binomial of mean `shape_mean` (queueing.py's
+    `_occupancy_at`): fills the last four arrays and returns (μ, dispersion, θ_pf, θ_b, mean
+    running L, P(wait), departure rate, arrivals per step m0)."""
+    c = log_n_factorial.size - 1
+    rows = grid.size
+    mu = max(shape_mean, 1e-9)
+    running = min(mu, float(c))
+    steps = _interp_grid(running, grid, steps_grid)
+    m0 = min(running / steps, admissions_cap) if lam > 0 else 0.0  # arrivals per step: λ·T̄ = L/steps by Little's law
+    for row in range(rows):
+        flat_mean[row] = _poisson_step_mean(m0, row, k, log_k_factorial, carry_s, spill_steps)
+    low, high = max(running - 1.0, 0.0), min(running + 1.0, float(c))
+    t_here, t_low, t_high = _interp_grid(running, grid, flat_mean), _interp_grid(low, grid, flat_mean), _interp_grid(high, grid, flat_mean)
+    per_arrival_s = (t_here - _interp_grid(running, grid, t_decode)) / m0 if m0 > 0 else 0.0
+    slope = (t_high - t_low) / max(high - low, 1e-9)
+    theta_pf = min(lam * per_arrival_s, max_feedback)
+    theta_b = min(lam * steps * slope, max_feedback)
+    dispersion = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)  # linearised N = Poisson(λ·W(N)): Var/mean
+    # A fuller batch means a recent burst of arrivals (capped by the admissions a step can see).
+    for row in range(rows):
+        arrivals_per_step[row] = min(m0 * max(0.0, 1.0 + (1.0 - theta_pf) * (grid[row] / mu - 1.0)), admissions_cap)
+        t_mean[row] = _poisson_step_mean(arrivals_per_step[row], row, k, log_k_factorial, carry_s, spill_steps)
+    # NB(r, q) log-pmf (Poisson when the dispersion is 1), then weights relative to the largest
+    negative_binomial = dispersion > 1.0 + 1e-9
+    if negative_binomial:
+        q = 1.0 - 1.0 / dispersion
+        r = mu / (dispersion - 1.0)
+        base, log_q = r * math.log1p(-q) - math.lgamma(r), math.log(q)
+    else:
+        log_mu = math.log(mu)
+    largest = -math.inf
+    log_w = np.empty(c + 1)
+    for n in range(c + 1):
+        if negative_binomial:
+            log_w[n] = math.lgamma(n + r) - log_n_factorial[n] + base + n * log_q
+        else:
+            log_w[n] = n * log_mu - mu - log_n_factorial[n]
+        largest = max(largest, log_w[n])
+    body = 0.0
+    running_sum = 0.0
+    departures_sum = 0.0
+    for n in range(c):
+        w = math.exp(log_w[n] - largest)
+        body += w
+        cdf_below[n] = body
+        running_sum += n * w
+        departures_sum += n / (steps_at_n[n] * _interp_grid(float(n), grid, t_mean)) * w  # completions per second in state n
+    tail = math.exp(log_w[c] - largest) / (1.0 - rho)  # n ≥ c: the queue beyond a full batch drains at the saturation rate, ratio ρ
+    total = body + tail
+    for n in range(c):
+        cdf_below[n] /= total
+    departures_full = c / (steps_at_n[c] * _interp_grid(float(c), grid, t_mean))
+    mean_running = (running_sum + c * tail) / total
+    departure_rate = (departures_sum + departures_full * tail) / total
+    return mu, dispersion, theta_pf, theta_b, mean_running, tail / total, departure_rate, m0
