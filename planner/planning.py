@@ -53,9 +53,10 @@ from planner.candidates import (
     MS_PER_S,
     TP_DEGREES,
     Drop,
+    Group,
     Option,
-    enumerate_groups,
     enumerate_all_options,
+    enumerate_groups,
 )
 from planner.errors import (
     ConvergenceError,
@@ -1212,21 +1213,29 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
     alternatives: list[dict[str, Any]] = []
     chosen_precision = (main.weights_precision, main.kv_precision)
 
+    # the least cost bound of what the search left unpriced, per (GPU, precision, tp) group first:
+    # ~2,000 queued options, ~80 groups, then two groupings of those
+    group_bounds: dict[Group, float] = {}
+    for bound, option_id in [(b, i) for i, b in outcome.skipped.items()] + [(b, i) for b, _, i, _ in outcome.left_queued]:
+        group = by_id[option_id].group
+        if bound < group_bounds.get(group, math.inf):
+            group_bounds[group] = bound
+
     def index(key: Any) -> tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]:
-        """One pass over what the search learned, grouped by `key` (GPU type or precision pair)."""
+        """One pass over what the search learned, grouped by `key` of a group (GPU type or precision pair)."""
         priced: dict[Any, list[SinglePlan]] = {}
         bounds: dict[Any, float] = {}
         slo_fail: dict[Any, tuple[str, str, float | None]] = {}
         limit_fail: dict[Any, set[str]] = {}
         for plan in outcome.priced:
-            priced.setdefault(key(plan.option), []).append(plan)
-        for bound, option_id in [(b, i) for i, b in outcome.skipped.items()] + [(b, i) for b, _, i, _ in outcome.left_queued]:
-            k = key(by_id[option_id])
+            priced.setdefault(key(plan.option.group), []).append(plan)
+        for group, bound in group_bounds.items():
+            k = key(group)
             bounds[k] = min(bound, bounds.get(k, math.inf))
         for option_id, why in outcome.slo_drops.items():
-            slo_fail.setdefault(key(by_id[option_id]), why)  # the first refused, as the search met them
+            slo_fail.setdefault(key(by_id[option_id].group), why)  # the first refused, as the search met them
         for option_id, family in outcome.limit_drops.items():
-            limit_fail.setdefault(key(by_id[option_id]), set()).add(family)
+            limit_fail.setdefault(key(by_id[option_id].group), set()).add(family)
         return priced, bounds, slo_fail, limit_fail
 
     def summarise(kind: str, label: str, k: Any, grouped: tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]) -> None:
@@ -1261,11 +1270,11 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
             entry.update(cost_usd_per_hour=None, exact=True, reason=reason)
         alternatives.append(entry)
 
-    by_gpu = index(lambda o: o.group.gpu.slug)
+    by_gpu = index(lambda g: g.gpu.slug)
     for gpu in inputs.gpus:
         if gpu.slug != main.gpu:
             summarise("gpu", gpu.slug, gpu.slug, by_gpu)
-    by_precision = index(lambda o: (o.group.precision.weights.slug, o.group.precision.kv_cache.slug))
+    by_precision = index(lambda g: (g.precision.weights.slug, g.precision.kv_cache.slug))
     for precision in inputs.precisions:
         pair = (precision.weights.slug, precision.kv_cache.slug)
         if pair != chosen_precision:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.candidates import enumerate_groups, enumerate_options
+from planner.candidates import enumerate_all_options, enumerate_groups, enumerate_options
 from planner.optimizer import PlanConstraints
 from planner.planning import (
     PlanningInputs,
@@ -196,3 +196,17 @@ def test_the_initial_heap_is_what_pushing_each_option_gives(
     assert sorted(heap) == sorted(pushed)
     assert at_once.limit_drops == one_by_one.limit_drops and at_once.slo_drops == one_by_one.slo_drops
     assert all(type(cost) is float and type(gpus) is int for cost, gpus, _, _ in heap)
+
+
+def test_every_option_id_is_its_candidate_id() -> None:
+    """Ids are built from a per-group prefix: they must read exactly as `candidate_id` writes them."""
+    from planner.optimizer import candidate_id
+    from tests.planner.test_planning import CHAT, SLO
+
+    groups, _ = enumerate_groups(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, workload=CHAT, slo=SLO)
+    options = enumerate_all_options(groups, CHAT)
+    assert options and len({o.id for o in options}) == len(options)
+    for o in options:
+        g = o.group
+        assert o.id == candidate_id(gpu=g.gpu.slug, weights_precision=g.precision.weights.slug, kv_precision=g.precision.kv_cache.slug,
+                                    tp=g.tp, batch_limit=o.batch_limit, chunk_tokens=o.chunk_tokens)
