@@ -46,7 +46,7 @@ from planner.candidates import (
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.fleet import undominated
 from planner.optimizer import Candidate
-from planner.queueing import PercentileBounds, Prediction, predict, saturation_rps, screen
+from planner.queueing import saturation_rps, slo_excess
 from planner.rate_search import MU_RELATIVE_TOLERANCE, Bracket
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
@@ -114,34 +114,18 @@ def _saturation(sm: StepModel, mix: Workload, serving: Serving, capacity: int) -
     return saturation_rps(sm, mix, serving, kv_capacity_tokens=capacity)
 
 
-def _worst(prediction: Prediction, slo: Slo) -> tuple[float, str, float]:
-    """max over the SLO's targets of predicted/target − 1 (≤ 0: every target met), the metric that
-    sets it and its predicted value (inf when unstable)."""
-    if prediction.unstable:
-        return math.inf, "utilisation", math.inf
-    worst = (-math.inf, "", 0.0)
-    for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
-        latency = getattr(prediction, metric)
-        if target is None:
-            continue
-        value = 0.0 if latency is None else latency.at_percentile_s
-        if value / target - 1.0 > worst[0]:
-            worst = (value / target - 1.0, metric, value)
-    return worst
-
-
 @lru_cache(maxsize=65536)
 def _excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> tuple[float, str, float]:
-    """`_worst` of the prediction at per-replica rate `rate_rps`."""
-    return _worst(predict(sm, mix.at_rate(rate_rps), serving, kv_capacity_tokens=capacity, percentile=slo.percentile), slo)
+    """max over the SLO's targets of predicted/target − 1 at per-replica rate `rate_rps` (≤ 0: every
+    target met), the metric that sets it and its predicted value (inf when unstable)."""
+    return slo_excess(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity)
 
 
 @lru_cache(maxsize=65536)
 def _screened_excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> tuple[float, str, float]:
     """`_excess`, except that a miss `queueing.screen` proves on a slice of the sample gives a lower
     bound on the excess (and on the predicted value): enough to know the rate misses."""
-    answer = screen(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity)
-    return answer.excess(slo) if isinstance(answer, PercentileBounds) else _worst(answer, slo)
+    return slo_excess(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity, screen_first=True)
 
 
 def clear_caches() -> None:

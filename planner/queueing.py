@@ -976,6 +976,41 @@ def screen(step_model: StepModel, workload: Workload, serving: Serving, slo: Slo
     return _prediction(rep, op, whole, slo.percentile)
 
 
+def slo_excess(step_model: StepModel, workload: Workload, serving: Serving, slo: Slo, *, kv_capacity_tokens: float,
+               screen_first: bool = False) -> tuple[float, str, float]:
+    """max over the targets of `slo` of predicted/target − 1 at the workload's per-replica rate (≤ 0:
+    every target met), the metric that sets it and its predicted value; (inf, "utilisation", inf)
+    when unstable. The numbers `predict` gives, with only the percentiles the SLO names computed
+    (a search that only compares with targets needs no p50/p90 and no queueing detail).
+
+    With `screen_first`, a miss the first eighth of the sample proves (as `screen` does) answers
+    a lower bound on the excess and on the predicted value instead."""
+    rep = _replica(step_model, workload, serving, kv_capacity_tokens)
+    op = _operating_point(rep, workload.arrival_rate_rps / serving.replicas)
+    if op is None:
+        return math.inf, "utilisation", math.inf
+    if screen_first:
+        head = _sample(rep, op, _SCREEN_HEAD)
+        bounds = _percentile_bounds(rep, head, slo.percentile)
+        if bounds.prove_missed(slo):
+            return bounds.excess(slo)
+        rest = _sample(rep, op, _SCREEN_REST)
+        whole = _Latencies(**{name: np.concatenate((getattr(head, name), getattr(rest, name))) for name in ("ttft", "tpot", "e2e", "wait")})
+    else:
+        whole = _sample(rep, op, _ALL_POINTS)
+    worst = (-math.inf, "", 0.0)
+    for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
+        if target is None:
+            continue
+        if metric == "tpot":
+            value = float(_percentiles(whole.tpot[rep.has_tpot], (slo.percentile,))[0]) if rep.tpot_requests else 0.0
+        else:
+            value = float(_percentiles(getattr(whole, metric), (slo.percentile,))[0])
+        if value / target - 1.0 > worst[0]:
+            worst = (value / target - 1.0, metric, value)
+    return worst
+
+
 def warm_up() -> None:
     """Predict once on a small made-up configuration, unchunked and chunked, so the compiled kernels
     (planner/queueing_kernels.py) are loaded from Numba's cache, or compiled, before a request needs

@@ -18,8 +18,11 @@ import math
 import numpy as np
 from numba import njit
 
-#: Index of each step-model coefficient in the `sm` array (`step_model_coefficients`).
-DENSE, EXPERT, EXPERTS, PER_TOKEN, MOE_LAYERS, KV_BYTES, FLOPS, ATTENTION, BANDWIDTH, COMPUTE, COMM_PER_TOKEN, COMM_LATENCY, OVERHEAD, OVERLAP = range(14)
+#: Index of each step-model coefficient in the `sm` array (`step_model_coefficients`); the last
+#: two are 1/bandwidth and 1/FLOP/s, so a step time multiplies where it would divide (several
+#: step times per sample point).
+(DENSE, EXPERT, EXPERTS, PER_TOKEN, MOE_LAYERS, KV_BYTES, FLOPS, ATTENTION, BANDWIDTH, COMPUTE, COMM_PER_TOKEN, COMM_LATENCY,
+ OVERHEAD, OVERLAP, SECONDS_PER_BYTE, SECONDS_PER_FLOP) = range(16)
 
 #: Index of each rate-level scalar in the `op` array (`queueing._sample` fills it).
 (SLOTS, P_WAIT, LOG_P_WAIT, CONDITIONAL_WAIT, OCCUPANCY, M0, BURST_VARIANCE_NUMERATOR, PROMPT_CV2, ABOVE_WEIGHT,
@@ -42,7 +45,8 @@ def step_model_coefficients(sm: object) -> np.ndarray:
     names = ("dense_weight_bytes", "expert_weight_bytes", "experts", "experts_per_token", "moe_layers", "kv_bytes_per_token",
              "flops_per_token", "attention_flops_per_context_token", "memory_bandwidth_bytes_per_s", "compute_flops_per_s",
              "comm_s_per_token", "comm_latency_s", "step_overhead_s", "memory_compute_overlap")
-    return np.array([float(getattr(sm, name)) for name in names])
+    values = [float(getattr(sm, name)) for name in names]
+    return np.array([*values, 1.0 / sm.memory_bandwidth_bytes_per_s, 1.0 / sm.compute_flops_per_s])
 
 
 @njit(cache=True, nogil=True)
@@ -52,8 +56,8 @@ def _step_s(sm: np.ndarray, new: float, kv: float, attended: float) -> float:
     if sm[EXPERT] > 0.0:
         touched = sm[EXPERTS] * -math.expm1(new * math.log1p(-sm[PER_TOKEN] / sm[EXPERTS]))  # E·(1−(1−k/E)^n)
         weights = weights + sm[MOE_LAYERS] * touched * sm[EXPERT]
-    mem = (weights + kv * sm[KV_BYTES]) / sm[BANDWIDTH]  # bytes / BW
-    comp = (new * sm[FLOPS] + attended * sm[ATTENTION]) / sm[COMPUTE]  # FLOPs / F
+    mem = (weights + kv * sm[KV_BYTES]) * sm[SECONDS_PER_BYTE]  # bytes / BW
+    comp = (new * sm[FLOPS] + attended * sm[ATTENTION]) * sm[SECONDS_PER_FLOP]  # FLOPs / F
     comm = new * sm[COMM_PER_TOKEN] + sm[COMM_LATENCY] if new > 0.0 else 0.0
     return max(mem, comp) + (1.0 - sm[OVERLAP]) * min(mem, comp) + comm + sm[OVERHEAD]
 

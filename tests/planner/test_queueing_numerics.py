@@ -211,3 +211,22 @@ def test_screen_settles_clear_misses_on_the_first_slice() -> None:
     full = queueing.predict(LLAMA70B_4XH100, at_rate, serving, kv_capacity_tokens=KV_TOKENS)
     answer = queueing.screen(LLAMA70B_4XH100, at_rate, serving, Slo(tpot_s=full.tpot.p50_s), kv_capacity_tokens=KV_TOKENS)
     assert isinstance(answer, queueing.PercentileBounds) and answer.prove_missed(Slo(tpot_s=full.tpot.p50_s))
+
+
+@pytest.mark.parametrize(("sm", "workload", "chunk"), SHAPES)
+@pytest.mark.parametrize("rho", [0.3, 0.9])
+@pytest.mark.parametrize("fraction", [0.5, 0.98, 1.02, 2.0])
+def test_slo_excess_is_what_predict_gives(sm: StepModel, workload: Workload, chunk: int | None, rho: float, fraction: float) -> None:
+    """The lean check computes the very percentiles `predict` does for the SLO's metrics (bit for
+    bit), and with screening answers either that or a proven miss bounded by them."""
+    serving = Serving(batch_limit=64, chunk_tokens=chunk)
+    rep = queueing._replica(sm, workload, serving, KV_TOKENS)
+    at_rate = workload.at_rate(rho * rep.saturation_rps)
+    full = queueing.predict(sm, at_rate, serving, kv_capacity_tokens=KV_TOKENS, percentile=95.0)
+    slo = Slo(ttft_s=full.ttft.at_percentile_s * fraction, e2e_s=full.e2e.at_percentile_s * 1.5, percentile=95.0)
+    expected = max(((full.ttft.at_percentile_s / slo.ttft_s - 1.0, "ttft", full.ttft.at_percentile_s),
+                    (full.e2e.at_percentile_s / slo.e2e_s - 1.0, "e2e", full.e2e.at_percentile_s)))
+    assert queueing.slo_excess(sm, at_rate, serving, slo, kv_capacity_tokens=KV_TOKENS) == expected
+    excess, metric, value = queueing.slo_excess(sm, at_rate, serving, slo, kv_capacity_tokens=KV_TOKENS, screen_first=True)
+    if (excess, metric, value) != expected:
+        assert 0 < excess <= expected[0] and metric == "ttft" and value <= full.ttft.at_percentile_s
