@@ -28,6 +28,7 @@ from sqlalchemy import text
 import api
 from api.docs_assets import install_docs
 from api.errors import NotReadyError
+from api.fleet_plans import stop_table_workers
 from api.observability import install_observability
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import calibrations as calibration_routes
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         yield
         engine.dispose()
+        stop_table_workers()
 
     app = FastAPI(
         title="Headroom",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -174,21 +175,66 @@ _TABLE_CACHE_SIZE = 256
 _TABLE_CACHE: dict[tuple[object, ...], CandidateTable] = {}
 
 #: Worker processes come from a fork server that has imported the planner and loaded its compiled
-#: kernels once (api/table_worker.py), so a worker starts in milliseconds (not the seconds of a
-#: fresh interpreter) and forks no request thread.
+#: kernels once (api/table_worker.py), so a worker forks no request thread.
 _POOL_CONTEXT = multiprocessing.get_context("forkserver")
 _POOL_CONTEXT.set_forkserver_preload(["api.table_worker"])
+
 
 def _ready() -> bool:
     return True
 
 
+class _TableWorkers:
+    """The worker processes that compute candidate tables: one per CPU, started once and kept for
+    every fleet plan. A worker re-imports the main module when it starts (Python 3.11's fork server
+    never preloads it), ~1.4 s for the service or a benchmark script, which a pool made per request
+    paid on every plan (measured 2026-12-01: 1.37–1.52 s before a new worker's first job)."""
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def pool(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=_POOL_CONTEXT)
+            return self._pool
+
+    def start(self) -> None:
+        """Start every worker now and wait until each answers (imports, the compiled kernels)."""
+        pool = self.pool()
+        for future in [pool.submit(_ready) for _ in range(os.cpu_count() or 1)]:
+            future.result()
+
+    def stop(self) -> None:
+        """Let the workers go; the next table starts new ones (with empty caches)."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+_WORKERS = _TableWorkers()
+
+
 def start_table_workers() -> None:
-    """Start the workers' fork server now and wait until it has imported the planner and loaded its
-    kernels (a few seconds), so the first fleet plan does not wait for it: `headroom serve` calls
-    this at start. One worker is forked and asked a no-op: it answers once the server is ready."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=_POOL_CONTEXT) as pool:
-        pool.submit(_ready).result()
+    """Start the table workers (and their fork server) now, so the first fleet plan does not wait
+    for them: `headroom serve` calls this at start."""
+    _WORKERS.start()
+
+
+def stop_table_workers() -> None:
+    """Let the table workers go (the app's shutdown does: uvicorn re-raises SIGTERM once it has
+    shut down, so the process would end without the executor's exit hook and leave them blocked
+    on their queue, holding the service's stdout). A later fleet plan starts new ones."""
+    _WORKERS.stop()
+
+
+def restart_table_workers() -> None:
+    """New table workers with empty queueing caches, started before this returns (benchmarks
+    measuring a cold table call this with `clear_table_cache`)."""
+    _WORKERS.stop()
+    _WORKERS.start()
 
 
 _TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid]
@@ -214,11 +260,12 @@ def candidate_tables(jobs: list[_TableJob]) -> list[CandidateTable]:
     computed: list[CandidateTable] | None = None
     if workers >= 2:
         try:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=_POOL_CONTEXT) as pool:
-                computed = list(pool.map(_compute_table, missing.values()))
+            computed = list(_WORKERS.pool().map(_compute_table, missing.values()))
         except BrokenProcessPool:
             # A worker died (e.g. a host script without the `if __name__ == "__main__"` guard that
-            # multiprocessing needs, whose main module the worker re-runs): compute here instead.
+            # multiprocessing needs, whose main module the worker re-runs): compute here instead,
+            # and start new workers next time.
+            _WORKERS.stop()
             computed = None
     if computed is None:
         computed = [_compute_table(job) for job in missing.values()]

@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from api.app import create_app
-from api.fleet_plans import clear_table_cache, start_table_workers
+from api.fleet_plans import clear_table_cache, restart_table_workers
 from api.settings import Settings
 from catalog import migrate
 from catalog.db import make_engine, make_session_factory
@@ -157,12 +157,12 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory() as directory:
         app = create_app(Settings(database_url=seeded_database(Path(directory)), admin_key=ADMIN_KEY, log_level="warning"))
-        start_table_workers()  # as `headroom serve` does at start: the fork server is up before the first request
         try:
             for name in SCENARIOS if args.scenario == "all" else [args.scenario]:
                 body = SCENARIOS[name]()
                 clear_caches()
                 clear_table_cache()
+                restart_table_workers()  # fresh workers, empty caches, started (as `headroom serve` does) before the clock
                 for run in ("cold", "warm"):
                     load_before = os.getloadavg()
                     wall_s, cpu_s, plan = asyncio.run(post(app, body))

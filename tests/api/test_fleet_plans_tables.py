@@ -38,3 +38,21 @@ def test_parallel_tables_equal_serial_ones_and_are_cached() -> None:
     assert parallel[0] is parallel[2]  # one shape, one table, whatever the demand
     assert fleet_plans.candidate_tables(jobs[:1])[0] is parallel[0]  # from the cache
     fleet_plans.clear_table_cache()
+
+
+def test_the_table_workers_are_kept_between_plans_and_stop_on_request() -> None:
+    """One pool of workers serves every fleet plan (a worker's start costs ~1.4 s); stopping them
+    (the app's shutdown) lets them go, and the next tables start new ones with the same answers."""
+    gpus, precisions = (H100, A100), (FP16_PRECISION,)
+    jobs = [(LLAMA_2_70B, gpus, precisions, workload, SLO, GRID) for workload in (CHAT, LONG)]
+    fleet_plans.clear_table_cache()
+    first = fleet_plans.candidate_tables(jobs)
+    pool = fleet_plans._WORKERS._pool
+    assert pool is not None
+    fleet_plans.clear_table_cache()
+    assert fleet_plans.candidate_tables(jobs) == first and fleet_plans._WORKERS._pool is pool
+    fleet_plans.stop_table_workers()
+    assert fleet_plans._WORKERS._pool is None
+    fleet_plans.clear_table_cache()
+    assert fleet_plans.candidate_tables(jobs) == first and fleet_plans._WORKERS._pool is not pool
+    fleet_plans.clear_table_cache()
