@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from planner import queueing
 from planner.queueing import max_rps_at_slo, predict
 from planner.step_model import StepModel
 from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Slo, Workload
-
-#: Llama-2-70B fp16 on four H100 SXM, ideal roofline (DESIGN.md test vectors, seed 004), as in test_queueing_model.py.
-LLAMA70B_4XH100 = StepModel(
-    dense_weight_bytes=140e9,
-    kv_bytes_per_token=327_680.0,
-    flops_per_token=2 * 70e9,
-    attention_flops_per_context_token=4 * 80 * 64 * 128,
-    memory_bandwidth_bytes_per_s=4 * 3.35e12,
-    compute_flops_per_s=4 * 989e12,
-)
-KV_TOKENS = 180e9 / 327_680.0
+from tests.planner.test_queueing_model import KV_TOKENS, LLAMA70B_4XH100
 
 WORKLOADS = (
     Workload(arrival_rate_rps=2.0, prompt_tokens=FixedLength(tokens=1000), output_tokens=FixedLength(tokens=200)),

@@ -19,24 +19,10 @@ from scipy.stats import poisson
 
 from planner import queueing, queueing_kernels
 from planner.step_model import StepModel
-from planner.workload import FixedLength, HistogramLength, LognormalLength, Serving, Slo, Workload
+from planner.workload import HistogramLength, Serving, Slo, Workload
 from tests.planner import queueing_reference
+from tests.planner.test_queueing_model import CHAT, KV_TOKENS, LLAMA70B_4XH100, LONG_TAILED
 
-LLAMA70B_4XH100 = StepModel(
-    dense_weight_bytes=140e9,
-    kv_bytes_per_token=327_680.0,
-    flops_per_token=2 * 70e9,
-    attention_flops_per_context_token=4 * 80 * 64 * 128,
-    memory_bandwidth_bytes_per_s=4 * 3.35e12,
-    compute_flops_per_s=4 * 989e12,
-)
-KV_TOKENS = 180e9 / 327_680.0
-CHAT = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1000), output_tokens=FixedLength(tokens=200))
-LONG_TAILED = Workload(
-    arrival_rate_rps=1.0,
-    prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=4000),
-    output_tokens=LognormalLength(mean_tokens=200, p99_tokens=800),
-)
 CHAT_HISTOGRAM = Workload(
     arrival_rate_rps=1.0,
     prompt_tokens=HistogramLength(tokens=(200, 2000, 8000), weights=(0.5, 0.4, 0.1)),
