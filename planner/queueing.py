@@ -32,7 +32,8 @@ How the model is built
    step time at occupancy n uses the arrival intensity of the burst that goes with it.
 4. *Little's law and the fixed point.* Occupancy and step time depend on each other. The
    distribution's mean μ is the unknown: completions per second E[min(N, c)/(steps·T̄(N))] = λ,
-   solved by `scipy.optimize.brentq` on [0, 4c] (a root exists iff ρ < 1). Then L = E[min(N, c)],
+   solved by `scipy.optimize.brentq` within [0, 4c] (a root exists iff ρ < 1), bracketed around
+   Little's-law guess L = λ·steps·T̄(L) with the flat step time. Then L = E[min(N, c)],
    W = L/λ (time in service): L = λ·W holds by construction and is what the detail reports.
 5. *Saturation.* The largest sustainable rate fills every slot: ``c / (steps·T̄(c))`` (the
    prefill work per request amortised over the full batch's steps, c/steps admissions per step);
@@ -595,7 +596,10 @@ def _occupancy(rep: _Replica, lam: float, rho: float) -> _Occupancy:
 
     Little's law in rate form: E[min(N, c) / (steps·T̄(N))] = λ, where T̄(n) grows with n (KV read,
     compute) and N's distribution has mean μ. `brentq` on μ, bracketed around Little's-law guess
-    within [0, 4c] (beyond 4c the truncated distribution is a full batch already).
+    within [0, 4c] (beyond 4c the truncated distribution is a full batch already). Were the excess
+    to change sign more than once, the root taken would be the one in the first bracket found
+    outward from the guess; scanned at 2,000 μ over [0, 4c] for the 17 configurations of
+    bench/queueing_fidelity.py at ρ = 0.9, 0.95, 0.97 and 0.99, it changes sign once in every case.
     """
     if lam <= 0.0:
         return _occupancy_at(rep, 0.0, 0.0, 0.0)
