@@ -45,8 +45,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -58,7 +58,7 @@ from planner.performance import build_step_model, prefill
 from planner.precision import check_precision
 from planner.queueing import _PROMPT_GRID_U, length_quantiles
 from planner.specs import GpuSpec, ModelSpec, Precision
-from planner.step_model import StepModel
+from planner.step_model import COEFFICIENTS, StepModel
 from planner.workload import LengthDistribution, Slo, Workload
 
 GB = 1e9  # bytes; only in messages a person reads
@@ -238,11 +238,6 @@ def _prompt_grid(prompt: LengthDistribution) -> np.ndarray:
     return length_quantiles(prompt, _PROMPT_GRID_U)
 
 
-_COEFFICIENTS = ("dense_weight_bytes", "expert_weight_bytes", "experts", "experts_per_token", "moe_layers", "kv_bytes_per_token",
-                 "flops_per_token", "attention_flops_per_context_token", "memory_bandwidth_bytes_per_s", "compute_flops_per_s",
-                 "comm_s_per_token", "comm_latency_s", "step_overhead_s", "memory_compute_overlap")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class _StepCoefficients:
     """`StepModel`'s coefficients as arrays, one entry per setting, so the settings of every group
@@ -266,8 +261,8 @@ class _StepCoefficients:
     @classmethod
     def of(cls, step_models: Sequence[StepModel], which: np.ndarray) -> _StepCoefficients:
         """The coefficients of `step_models[which[i]]` at entry i."""
-        table = np.array([[float(getattr(sm, name)) for name in _COEFFICIENTS] for sm in step_models])[which]
-        return cls(**{name: table[:, j] for j, name in enumerate(_COEFFICIENTS)})
+        table = np.array([[float(getattr(sm, name)) for name in COEFFICIENTS] for sm in step_models])[which]
+        return cls(**{name: table[:, j] for j, name in enumerate(COEFFICIENTS)})
 
 
 def _step_s(sm: _StepCoefficients, weight_tokens: np.ndarray, new: np.ndarray, kv: np.ndarray, attended: np.ndarray) -> np.ndarray:

@@ -18,9 +18,11 @@ import math
 import numpy as np
 from numba import njit
 
-#: Index of each step-model coefficient in the `sm` array (`step_model_coefficients`); the last
-#: two are 1/bandwidth and 1/FLOP/s, so a step time multiplies where it would divide (several
-#: step times per sample point).
+from planner.step_model import COEFFICIENTS
+
+#: Index of each step-model coefficient in the `sm` array (`step_model_coefficients`: the order of
+#: planner/step_model.py's COEFFICIENTS); the last two are 1/bandwidth and 1/FLOP/s, so a step time
+#: multiplies where it would divide (several step times per sample point).
 (DENSE, EXPERT, EXPERTS, PER_TOKEN, MOE_LAYERS, KV_BYTES, FLOPS, ATTENTION, BANDWIDTH, COMPUTE, COMM_PER_TOKEN, COMM_LATENCY,
  OVERHEAD, OVERLAP, SECONDS_PER_BYTE, SECONDS_PER_FLOP) = range(16)
 
@@ -42,10 +44,7 @@ _RECIPROCALS = np.concatenate((np.zeros(1), 1.0 / np.arange(1.0, POISSON_WALK + 
 
 def step_model_coefficients(sm: object) -> np.ndarray:
     """A `StepModel`'s coefficients in the kernel's order."""
-    names = ("dense_weight_bytes", "expert_weight_bytes", "experts", "experts_per_token", "moe_layers", "kv_bytes_per_token",
-             "flops_per_token", "attention_flops_per_context_token", "memory_bandwidth_bytes_per_s", "compute_flops_per_s",
-             "comm_s_per_token", "comm_latency_s", "step_overhead_s", "memory_compute_overlap")
-    values = [float(getattr(sm, name)) for name in names]
+    values = [float(getattr(sm, name)) for name in COEFFICIENTS]
     return np.array([*values, 1.0 / sm.memory_bandwidth_bytes_per_s, 1.0 / sm.compute_flops_per_s])
 
 
@@ -110,19 +109,6 @@ def _counts_below(table: np.ndarray, sorted_u: np.ndarray, order: np.ndarray, ou
         while below < table.size and table[below] < u:
             below += 1
         out[order[t]] = below
-
-
-@njit(cache=True, nogil=True)
-def _count_below(table: np.ndarray, u: float) -> int:
-    """`np.searchsorted(table, u)`: how many entries of the ascending table are < u."""
-    low, high = 0, table.size
-    while low < high:
-        middle = (low + high) // 2
-        if table[middle] < u:
-            low = middle + 1
-        else:
-            high = middle
-    return low
 
 
 @njit(cache=True, nogil=True)

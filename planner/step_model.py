@@ -93,3 +93,12 @@ class StepModel:
     def break_even_flops_per_byte(self) -> float:
         """Arithmetic intensity at which compute time equals memory time: F / BW."""
         return self.compute_flops_per_s / self.memory_bandwidth_bytes_per_s
+
+
+#: The step model's coefficients by name, in one fixed order: the vectorised step times index them
+#: (planner/candidates.py's per-setting arrays, planner/queueing_kernels.py's coefficient vector).
+COEFFICIENTS: tuple[str, ...] = (
+    "dense_weight_bytes", "expert_weight_bytes", "experts", "experts_per_token", "moe_layers", "kv_bytes_per_token",
+    "flops_per_token", "attention_flops_per_context_token", "memory_bandwidth_bytes_per_s", "compute_flops_per_s",
+    "comm_s_per_token", "comm_latency_s", "step_overhead_s", "memory_compute_overlap",
+)
