@@ -39,7 +39,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -111,6 +111,10 @@ class PlanningInputs:
     precisions: tuple[Precision, ...]
     efficiency_profile: str = "calibrated"
     catalog_version: int = 0
+    #: The catalog's GPU types and precisions the request did not allow: an impossible request's
+    #: advice tries adding each (planner/advice.py); empty when the request allowed everything.
+    other_gpus: tuple[GpuSpec, ...] = ()
+    other_precisions: tuple[Precision, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.gpus:
@@ -133,6 +137,8 @@ class PlanningRequest:
     batch_limits: tuple[int, ...] = BATCH_LIMITS
     chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
     solver_time_limit_s: float = 10.0
+    #: On an infeasible request, re-plan to find the relaxations that work (planner/advice.py).
+    advise: bool = True
 
     def __post_init__(self) -> None:
         if not (self.workload.arrival_rate_rps > 0 and math.isfinite(self.workload.arrival_rate_rps)):
@@ -334,6 +340,12 @@ def _replicas(rate_rps: float, arrival_rate_rps: float, constraints: PlanConstra
     return max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), 1)  # (+1 for N+1), at least min_replicas
 
 
+def _limits_key(constraints: PlanConstraints) -> tuple[Any, ...]:
+    """What of the limits the closed-form bounds depend on, hashable (the inventory is a read-only mapping)."""
+    return (constraints.max_gpus, constraints.budget_usd_per_hour, constraints.min_replicas, constraints.n_plus_one,
+            tuple(sorted(constraints.inventory.items())))
+
+
 def _refused_by(gpu: str, gpus: int, cost: float, constraints: PlanConstraints) -> str | None:
     if constraints.max_gpus is not None and gpus > constraints.max_gpus:
         return "max_gpus"
@@ -416,7 +428,50 @@ class _Planner:
         self.facts: dict[tuple[str, Slo], _RateFacts] = {}
         self._facts_of: dict[str, list[tuple[Slo, _RateFacts]]] = {}  # option id → its facts under every SLO seen
         self.by_id = {o.id: o for o in self.options}
-        self._initial: dict[tuple[float, int], tuple[list[tuple[float, int, str, int]], dict[str, str], dict[str, tuple[str, str, float | None]]]] = {}
+        self._simulations: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._passes: dict[str, list[tuple[Slo, float, int]]] = {}
+        #: options whose rates the simulator lowered below the queueing model's
+        self.simulator_corrected: set[str] = set()
+        self._initial: dict[tuple[float, tuple[Any, ...]], tuple[list[tuple[float, int, str, int]], dict[str, str], dict[str, tuple[str, str, float | None]]]] = {}
+
+    def simulated(self, option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo,
+                  request: PlanningRequest) -> dict[str, Any]:
+        """The simulator's verdict on `replicas` of `option` sharing `rate_rps` (one replica at its
+        share, as `_verify`), run once per request for each configuration, load and SLO."""
+        key = (option.id, rate_rps, replicas, slo)
+        report = self._simulations.get(key)
+        if report is None:
+            report = _verify(option, workload, rate_rps, replicas, slo, request.verify_requests, request.seed)
+            self._simulations[key] = report
+        return report
+
+    def simulator_agrees(self, option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo,
+                         request: PlanningRequest) -> tuple[bool, dict[str, Any] | None]:
+        """Whether the simulator agrees `replicas` of `option` meet `slo` at `rate_rps`, and its report
+        when one was run. A pass already seen at a per-replica rate at least as high, under an SLO at
+        least as strict (and the same replica count's arrival variability), settles it without
+        another run: latency does not fall as the load rises, the assumption the search makes of the
+        queueing model too."""
+        per_replica = rate_rps / replicas
+        cv_key = replicas if workload.arrival_cv != 1.0 else 0
+        for passed_slo, passed_rate, passed_cv in self._passes.get(option.id, ()):
+            if passed_cv == cv_key and per_replica <= passed_rate and _stricter_or_equal(passed_slo, slo):
+                return True, None
+        report = self.simulated(option, workload, rate_rps, replicas, slo, request)
+        if report["meets_slo"]:
+            self._passes.setdefault(option.id, []).append((slo, per_replica, cv_key))
+        return bool(report["meets_slo"]), report
+
+    def record_simulated_miss(self, option: Option, slo: Slo, rate_rps: float) -> None:
+        """The simulator found `slo` missed at per-replica `rate_rps`: no rate from there up is used
+        again for this option under this SLO, whatever the queueing model said, so every later search
+        (the plan's own, its sensitivity) prices the option with the simulator's correction."""
+        facts = self._facts(option, slo)
+        if rate_rps < facts.missed_rps:
+            facts.missed_rps, facts.missed_slack = rate_rps, None
+        if facts.met_rps >= facts.missed_rps:
+            facts.met_rps, facts.met_slack, facts.run, facts.probes = 0.0, None, 0, 0
+        self.simulator_corrected.add(option.id)
 
     def saturation(self, option: Option) -> float:
         return _saturation(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens)
@@ -570,18 +625,24 @@ class _Planner:
             self.meets(option, slo, facts.next_probe(), exact_slack=True)
         return facts.met_rps, facts.missed_rps
 
-    def search(self, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, *, below_usd_per_hour: float = math.inf) -> _Outcome:
+    def search(self, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, *, below_usd_per_hour: float = math.inf,
+               only: Callable[[Option], bool] | None = None) -> _Outcome:
         """Branch and bound for the cheapest single configuration (then the fewest GPUs, then the
-        smallest candidate id); with `below_usd_per_hour`, only plans strictly cheaper than that count."""
+        smallest candidate id); with `below_usd_per_hour`, only plans strictly cheaper than that count;
+        with `only`, only the options it accepts (one GPU type or precision of the alternatives)."""
         out = _Outcome()
         by_id = self.by_id
-        key = (arrival_rate_rps, id(constraints))
+        key = (arrival_rate_rps, _limits_key(constraints))
         if key not in self._initial:  # the closed-form bounds depend on the rate and limits, not the SLO
             first = _Outcome()
             heap0 = self._initial_heap(arrival_rate_rps, constraints, first)
             self._initial[key] = (heap0, first.limit_drops, first.slo_drops)
         heap0, limit_drops, slo_drops = self._initial[key]
-        heap = list(heap0)
+        if only is None:
+            heap = list(heap0)
+        else:
+            heap = [entry for entry in heap0 if only(by_id[entry[2]])]
+            heapq.heapify(heap)
         out.limit_drops.update(limit_drops)
         out.slo_drops.update(slo_drops)
         best_cost, best_gpus = below_usd_per_hour, (0 if math.isfinite(below_usd_per_hour) else math.inf)
@@ -738,14 +799,12 @@ def _infeasible_from_drops(drops: Sequence[Drop], slo: Slo, slo_predicted: Seque
         unit, scale = ("s", 1.0) if metric == "e2e" else ("ms", MS_PER_S)
         return InfeasiblePlanError(
             f"{metric}_{unit} {target * scale:.4g} is below the fastest {metric.upper()} any allowed configuration reaches "
-            f"even unloaded: {bound * scale:.4g} {unit} on {where}; relax {metric}_{unit} to at least {bound * scale * 1.001:.4g} "
-            "or allow faster GPUs, lower precisions or a higher tp",
+            f"even unloaded: {bound * scale:.4g} {unit} on {where}",
             constraint=metric,
             target=target * scale,
             smallest_feasible=bound * scale,
             unit=unit,
             configuration=where,
-            relaxation={"constraint": f"{metric}_{unit}", "at_least": bound * scale * 1.001},
             alternatives_dropped=len(drops),
         )
     memory = [d for d in drops if d.constraint == "memory"]
@@ -794,20 +853,32 @@ def _prediction(option: Option, workload: Workload, rate_rps: float, replicas: i
                    kv_capacity_tokens=option.group.kv_capacity_tokens, percentile=percentile, curve=curve)
 
 
-def _verify(option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, requests: int, seed: int) -> dict[str, Any]:
-    """Simulate one replica at its share of the traffic (random split) and compare with the SLOs."""
-    per_replica = workload.at_rate(rate_rps / replicas)
-    per_replica = Workload(arrival_rate_rps=per_replica.arrival_rate_rps, prompt_tokens=workload.prompt_tokens,
-                           output_tokens=workload.output_tokens, arrival_cv=_per_replica_cv(workload.arrival_cv, replicas))
-    result = simulate(option.group.step_model, per_replica, _serving(option), kv_capacity_tokens=option.group.kv_capacity_tokens,
-                      requests=requests, seed=seed)
+@lru_cache(maxsize=512)
+def _simulated_share(sm: StepModel, per_replica: Workload, serving: Serving, capacity: int, requests: int,
+                     seed: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+    """One replica simulated at its share of the traffic: the result and its measured (post warm-up)
+    TTFT, TPOT and E2E samples. A pure function of frozen inputs, shared by every request in the
+    process (an impossible request's advice re-plans the same configurations at the same loads)."""
+    result = simulate(sm, per_replica, serving, kv_capacity_tokens=capacity, requests=requests, seed=seed)
     detail = result.detail
     warm = int(math.floor(0.1 * result.requests))
     tpot = detail.tpot_s[warm:]
+    samples = (detail.ttft_s[warm:].copy(), tpot[~np.isnan(tpot)].copy(), detail.e2e_s[warm:].copy())
+    for sample in samples:
+        sample.setflags(write=False)
+    return (result, *samples)
+
+
+def _verify(option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, requests: int, seed: int) -> dict[str, Any]:
+    """Simulate one replica at its share of the traffic (random split) and compare with the SLOs."""
+    per_replica = Workload(arrival_rate_rps=rate_rps / replicas, prompt_tokens=workload.prompt_tokens,
+                           output_tokens=workload.output_tokens, arrival_cv=_per_replica_cv(workload.arrival_cv, replicas))
+    result, ttft, tpot, e2e = _simulated_share(option.group.step_model, per_replica, _serving(option),
+                                               option.group.kv_capacity_tokens, requests, seed)
     values = {
-        "ttft": float(np.percentile(detail.ttft_s[warm:], slo.percentile)),
-        "tpot": float(np.percentile(tpot[~np.isnan(tpot)], slo.percentile)) if np.any(~np.isnan(tpot)) else 0.0,
-        "e2e": float(np.percentile(detail.e2e_s[warm:], slo.percentile)),
+        "ttft": float(np.percentile(ttft, slo.percentile)),
+        "tpot": float(np.percentile(tpot, slo.percentile)) if tpot.size else 0.0,
+        "e2e": float(np.percentile(e2e, slo.percentile)),
     }
     misses = [m for m, target in _slo_targets(slo).items() if values[m] > target]
     if not result.stable:
@@ -857,9 +928,21 @@ def _config(option: Option) -> dict[str, Any]:
 def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     """The cheapest verified plan for `request` on `inputs`, with its justification.
 
-    Raises InfeasiblePlanError (constraint + smallest relaxation) when no plan exists,
+    Raises InfeasiblePlanError (the culprit constraints and, with `request.advise`, the smallest
+    relaxations that were re-planned and found to work, planner/advice.py) when no plan exists,
     PlannerInputError on malformed input, SolverError when the MILP gives no answer.
     """
+    try:
+        return _plan(request, inputs)
+    except InfeasiblePlanError as error:
+        if not request.advise:
+            raise
+        from planner.advice import advised
+
+        raise advised(error, request, inputs, _plan) from None
+
+
+def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     started = time.perf_counter()
     workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
@@ -871,8 +954,9 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
     planner = _Planner(options, workload)
     by_id = {o.id: o for o in options}
 
-    outcome = planner.search(slo, lam, constraints)
+    verified: _Verified | None = None
     if constraints.mixed_fleet:
+        outcome = planner.search(slo, lam, constraints)
         # A mixed fleet costs at most the best single configuration, so a group whose single
         # replica already costs more can hold no row of it: only the others are searched.
         ceiling = outcome.best.cost_usd_per_hour if outcome.best is not None else math.inf
@@ -880,16 +964,28 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
         pool = [(opt, mu) for opt, mu in best_groups.values()]
         slo_failures = mixed_drops
     else:
+        # The search's winner is simulated before anything is built on it; a miss moves it (more
+        # replicas or another configuration) and the search runs again, so the plan, its MILP and
+        # every section below describe the configuration the simulator agreed with.
+        verified = _verified_search(planner, workload, slo, lam, constraints, request)
+        outcome = verified.outcome
+        if verified.exhausted:
+            raise InfeasiblePlanError(
+                f"the simulator finds the SLOs missed at every plan the search proposed ({len(verified.adjustments)} "
+                "tried); the SLOs are too close to what these configurations reach at this load",
+                constraint="verification", adjustments=verified.adjustments,
+            )
         # μ for the MILP: the largest per-replica rate verified to meet the SLOs — within 1 % of μ for
         # the cheapest candidate, λ/r for the others (enough to decide their replica counts; a
         # larger μ could only make the winner win by more).
-        refined = planner.max_rate(outcome.best.option, slo, curve=True)[0] if outcome.best is not None else None
-        pool = [(p.option, refined if refined is not None and p.option is outcome.best.option else p.mu_rps)
-                for p in outcome.priced]
+        best = outcome.best
+        refined = planner.max_rate(best.option, slo, curve=True)[0] if best is not None else None
+        pool = [(p.option, refined if refined is not None and p.option is best.option else p.mu_rps)
+                for p in outcome.priced if best is None or p.option is best.option or p.cost_usd_per_hour > best.cost_usd_per_hour]
         slo_failures = outcome.slo_drops
     if not pool:
         if outcome.limit_drops and not slo_failures:
-            # every candidate breaks a limit at its bound: price a few so the MILP can name the relaxation
+            # every candidate breaks a limit at its bound: price a few so the MILP can name the constraint
             ranked = sorted((o for o in options if o.id in outcome.limit_drops), key=lambda o: -o.saturation_bound_rps)[:8]
             for option in ranked:
                 value = planner.mu(option, slo)
@@ -915,8 +1011,18 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
             for r in solution.rows]
     adjustments: list[dict[str, Any]] = []
     verification: dict[str, Any] | None = None
-    if request.verify:
+    if verified is not None:
+        adjustments = verified.adjustments
+        if verified.report is not None:
+            main_row = max(rows, key=lambda r: r.offered_rps)
+            report = planner.simulated(by_id[candidate_id_of(main_row)], workload, main_row.offered_rps, main_row.replicas,
+                                       slo, request)
+            verification = dict(report)
+            verification["rows"] = [{"gpu": r.gpu, "replicas": r.replicas, "meets_slo": report["meets_slo"]} for r in rows]
+    elif request.verify:
         rows, verification, adjustments = _verified_rows(rows, by_id, outcome, workload, slo, constraints, request)
+        # the verified rows are the plan: the MILP's slacks are taken again at their replica counts
+        solution = replace(solution, constraints=_row_slacks(rows, candidates, lam, constraints))
 
     cost = sum(r.cost_usd_per_hour for r in rows)
     main = max(rows, key=lambda r: r.offered_rps)
@@ -935,15 +1041,16 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
     saturation_total = sum(r.replicas * r.saturation_rps for r in rows)
     output_tokens_per_s = lam * workload.output_tokens.mean
     result_rows = tuple(rows)
+    context = _Context(planner=planner, request=request, inputs=inputs, by_id=by_id, drops=drops, cost=cost)
 
     justification = {
         "step_model": _step_model_section(main_option.group.step_model),
         "memory": _memory_section(main_option, inputs.model, workload, prediction),
         "roofline": _roofline_section(main_option, workload, prediction),
         "queueing": _queueing_section(prediction, slo, curve),
-        "binding": _binding_section(planner, solution, main_option, main, rows, workload, slo, constraints, prediction, mu_met),
-        "alternatives": _alternatives_section(planner, outcome, drops, main, cost, inputs, slo, by_id),
-        "sensitivity": _sensitivity_section(planner, rows, by_id, workload, slo, constraints, cost, (mu_met, mu_missed)),
+        "binding": _binding_section(context, solution, main_option, main, prediction, mu_met),
+        "alternatives": _alternatives_section(context, outcome, main),
+        "sensitivity": _sensitivity_section(context, rows, (mu_met, mu_missed)),
         "candidates": {
             "enumerated": len(options),
             "groups": len(groups),
@@ -952,23 +1059,14 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
             "queueing_root_finds": planner.root_finds,
             "in_milp": len(candidates),
             "search_exhaustive": outcome.exhaustive,
+            "simulations": len(planner._simulations),
         },
     }
     if adjustments and verification is not None:
         verification["adjustments"] = adjustments
-    predicted = {
-        "percentile": slo.percentile,
-        "per_replica_rate_rps": main.offered_rps / main.replicas,
-        "ttft_s": {"p50": prediction.ttft.p50_s if prediction.ttft else None, "p99": prediction.ttft.p99_s if prediction.ttft else None,
-                   "at_percentile": _predicted_at(prediction, "ttft")},
-        "tpot_s": {"p50": prediction.tpot.p50_s if prediction.tpot else None, "p99": prediction.tpot.p99_s if prediction.tpot else None,
-                   "at_percentile": _predicted_at(prediction, "tpot")},
-        "e2e_s": {"p50": prediction.e2e.p50_s if prediction.e2e else None, "p99": prediction.e2e.p99_s if prediction.e2e else None,
-                  "at_percentile": _predicted_at(prediction, "e2e")},
-        "output_tokens_per_s": output_tokens_per_s,
-        "reliable": prediction.reliable,
-        "fidelity_note": prediction.fidelity_note,
-    }
+    if verification is not None:
+        verification["seed"] = request.seed
+    predicted = _predicted_section(prediction, slo, main, output_tokens_per_s, verification)
     return PlanResult(
         rows=result_rows,
         replicas=sum(r.replicas for r in rows),
@@ -992,6 +1090,126 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
             "created_at": datetime.now(UTC).isoformat(),
         },
     )
+
+
+#: Rounds of search → simulate → correct before a plan is given up as unverifiable; each round either
+#: verifies the search's cheapest plan or moves it (more replicas, or another configuration).
+MAX_VERIFY_ROUNDS = 8
+
+
+@dataclass(slots=True)
+class _Verified:
+    """The cheapest single plan the simulator agreed with (None when there is none), the search that
+    found it, the moves verification made on the way, and the simulator's report on it."""
+
+    best: SinglePlan | None
+    outcome: _Outcome
+    adjustments: list[dict[str, Any]]
+    report: dict[str, Any] | None
+    exhausted: bool = False
+
+
+def _verified_search(planner: _Planner, workload: Workload, slo: Slo, arrival_rate_rps: float,
+                     constraints: PlanConstraints, request: PlanningRequest, *,
+                     below_usd_per_hour: float = math.inf, infer: bool = False) -> _Verified:
+    """Branch and bound with the simulator in the loop: the search's cheapest plan is simulated at
+    its load; a miss is recorded against that option (its rates from there up are never used again
+    under this SLO) and the search runs again. Every other option's cost is a lower bound that the
+    simulator can only raise, so the first winner the simulator agrees with is the cheapest plan
+    that survives verification — no option left could undercut it. Without `request.verify` this is
+    the plain search. With `infer`, a pass already simulated at a higher load under a stricter SLO
+    stands for this one (`_Planner.simulator_agrees`): the justification's re-plans use it; the plan
+    itself is always simulated at its own load."""
+    adjustments: list[dict[str, Any]] = []
+    outcome = planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below_usd_per_hour)
+    for _ in range(MAX_VERIFY_ROUNDS):
+        best = outcome.best
+        if best is None or not request.verify:
+            return _Verified(best=best, outcome=outcome, adjustments=adjustments, report=None)
+        if infer:
+            agrees, report = planner.simulator_agrees(best.option, workload, arrival_rate_rps, best.replicas, slo, request)
+        else:
+            report = planner.simulated(best.option, workload, arrival_rate_rps, best.replicas, slo, request)
+            agrees = bool(report["meets_slo"])
+            if agrees:
+                planner.simulator_agrees(best.option, workload, arrival_rate_rps, best.replicas, slo, request)  # remember the pass
+        if agrees:
+            return _Verified(best=best, outcome=outcome, adjustments=adjustments, report=report)
+        misses = ", ".join(report["misses"]) if report is not None else "an SLO"
+        planner.record_simulated_miss(best.option, slo, arrival_rate_rps / best.replicas)
+        outcome = planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below_usd_per_hour)
+        moved = outcome.best
+        because = (f"simulated p{slo.percentile:g} missed ({misses}) at {best.replicas} "
+                   f"replica(s), {arrival_rate_rps / best.replicas:.4g} req/s each")
+        if moved is not None and moved.option.id == best.option.id:
+            adjustments.append({"action": "add_replica", "configuration": _config(best.option), "from_replicas": best.replicas,
+                                "to_replicas": moved.replicas, "because": because})
+        else:
+            adjustments.append({"action": "next_candidate", "from": _config(best.option),
+                                "to": None if moved is None else _config(moved.option), "because": because})
+    if outcome.best is None:
+        return _Verified(best=None, outcome=outcome, adjustments=adjustments, report=None)
+    return _Verified(best=None, outcome=outcome, adjustments=adjustments, report=None, exhausted=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Context:
+    """What the justification sections share: the request's caches, its inputs and the final cost."""
+
+    planner: _Planner
+    request: PlanningRequest
+    inputs: PlanningInputs
+    by_id: Mapping[str, Option]
+    drops: Sequence[Drop]
+    cost: float
+
+
+def _row_slacks(rows: Sequence[FleetRow], candidates: Sequence[Candidate], arrival_rate_rps: float,
+                constraints: PlanConstraints) -> tuple[Any, ...]:
+    """The plan's constraint slacks at the replica counts of `rows` (after verification moved them)."""
+    from planner.optimizer import plan_constraint_slacks
+
+    by_id = {c.id: c for c in candidates}
+    chosen = [replace(by_id[candidate_id_of(r)], max_rps_at_slo=r.max_rps_at_slo) for r in rows if candidate_id_of(r) in by_id]
+    replicas = {candidate_id_of(r): r.replicas for r in rows}
+    others = [c for c in candidates if c.id not in replicas]
+    return plan_constraint_slacks(chosen + others, arrival_rate_rps, constraints, replicas)
+
+
+def _predicted_section(prediction: Prediction, slo: Slo, main: FleetRow, output_tokens_per_s: float,
+                       verification: dict[str, Any] | None) -> dict[str, Any]:
+    """The analytic percentiles at the plan's load and, per metric, the figure of record: the
+    simulator's where the analytic model marks the point outside its validated region and the
+    simulator ran, the queueing model's otherwise."""
+    predicted: dict[str, Any] = {"percentile": slo.percentile, "per_replica_rate_rps": main.offered_rps / main.replicas}
+    for metric in ("ttft", "tpot", "e2e"):
+        latency = getattr(prediction, metric)
+        predicted[f"{metric}_s"] = {"p50": latency.p50_s if latency else None, "p99": latency.p99_s if latency else None,
+                                    "at_percentile": _predicted_at(prediction, metric)}
+    predicted["output_tokens_per_s"] = output_tokens_per_s
+    predicted["reliable"] = prediction.reliable
+    simulated = verification["simulated"] if verification is not None else None
+    use_simulator = simulated is not None and not prediction.reliable
+    of_record: dict[str, Any] = {}
+    for metric in ("ttft", "tpot", "e2e"):
+        if use_simulator:
+            ci = simulated["p99_ci_s"][metric] if slo.percentile == 99.0 else [None, None]
+            of_record[f"{metric}_s"] = {"value": simulated[f"{metric}_s"]["at_percentile"], "method": "simulated",
+                                        "ci_low": ci[0], "ci_high": ci[1]}
+        else:
+            of_record[f"{metric}_s"] = {"value": _predicted_at(prediction, metric), "method": "analytic",
+                                        "ci_low": None, "ci_high": None}
+    predicted["of_record"] = of_record
+    if prediction.reliable:
+        predicted["fidelity_note"] = prediction.fidelity_note
+    elif use_simulator:
+        reason = (prediction.fidelity_note or "").removesuffix(" — use the simulator").removeprefix(
+            "outside the analytic model's validated region: ")
+        predicted["fidelity_note"] = (f"the analytic model is outside its validated region here ({reason}); the figures "
+                                      f"of record are the simulator's ({verification['requests_simulated']} requests)")
+    else:
+        predicted["fidelity_note"] = prediction.fidelity_note
+    return predicted
 
 
 def candidate_id_of(row: FleetRow) -> str:
@@ -1153,15 +1371,12 @@ def _queueing_section(prediction: Prediction, slo: Slo, curve: list[dict[str, An
     }
 
 
-def _cheapest(planner: _Planner, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, below: float = math.inf) -> SinglePlan | None:
-    return planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below).best
-
-
-def _binding_section(planner: _Planner, solution: PlanSolution, main_option: Option, main: FleetRow,
-                     rows: Sequence[FleetRow], workload: Workload, slo: Slo, constraints: PlanConstraints,
+def _binding_section(ctx: _Context, solution: PlanSolution, main_option: Option, main: FleetRow,
                      prediction: Prediction, mu_rps: float) -> list[dict[str, Any]]:
+    planner, request = ctx.planner, ctx.request
+    workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
-    cost = solution.cost_usd_per_hour  # the optimum before verification, which is what a looser SLO re-solves against
+    cost = ctx.cost  # the plan as returned, after verification
     at_mu = _cached_prediction(main_option.group.step_model, planner.mix, _serving(main_option),
                                main_option.group.kv_capacity_tokens, mu_rps, slo.percentile)
     ratios = {m: _predicted_at(at_mu, m) / t for m, t in _slo_targets(slo).items()}
@@ -1173,11 +1388,16 @@ def _binding_section(planner: _Planner, solution: PlanSolution, main_option: Opt
     binding: list[dict[str, Any]] = []
     for metric, target in _slo_targets(slo).items():
         relaxed = replace(slo, **{f"{metric}_s": target * SLO_RELAXATION})
+        relaxed_cost: float | None
         if constraints.mixed_fleet:
-            saving = None
+            saving = relaxed_cost = None
         else:
-            better = _cheapest(planner, relaxed, lam, constraints, below=cost)
-            saving = cost - better.cost_usd_per_hour if better is not None else 0.0
+            # re-planned (and verified, as the plan was) at the looser target: only a plan strictly
+            # cheaper than this one counts, and this plan itself still meets the looser target
+            better = _verified_search(planner, workload, relaxed, lam, constraints, request, below_usd_per_hour=cost,
+                                      infer=True).best
+            relaxed_cost = better.cost_usd_per_hour if better is not None else cost
+            saving = cost - relaxed_cost
         predicted = _predicted_at(prediction, metric)
         binding.append({
             "constraint": f"slo_{metric}",
@@ -1188,6 +1408,7 @@ def _binding_section(planner: _Planner, solution: PlanSolution, main_option: Opt
             "slack_s": target - predicted,
             "predicted_at_max_rps_s": _predicted_at(at_mu, metric),
             "relax_by": SLO_RELAXATION - 1.0,
+            "relaxed_cost_usd_per_hour": relaxed_cost,
             "relaxed_saving_usd_per_hour": saving,
             "note": None if saving is not None else "mixed fleet: relaxation not re-solved",
         })
@@ -1207,9 +1428,14 @@ def _binding_section(planner: _Planner, solution: PlanSolution, main_option: Opt
     return binding
 
 
-def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[Drop], main: FleetRow, cost: float,
-                          inputs: PlanningInputs, slo: Slo, by_id: Mapping[str, Option]) -> list[dict[str, Any]]:
-    """The best plan for each other GPU type and each other precision, with why it lost."""
+def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> list[dict[str, Any]]:
+    """The best plan for each other GPU type and each other precision, with why it lost.
+
+    A group the final search left unpriced has a lower bound on its cost; where that bound does not
+    exceed the plan's cost (a tie, or a mixed fleet's verified cost above its search's), the group is
+    priced exactly by the same search restricted to it, so no entry claims less than it would cost."""
+    planner, request, by_id, cost = ctx.planner, ctx.request, ctx.by_id, ctx.cost
+    workload, slo, constraints = request.workload, request.slo, request.constraints
     alternatives: list[dict[str, Any]] = []
     chosen_precision = (main.weights_precision, main.kv_precision)
 
@@ -1221,7 +1447,7 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
         if bound < group_bounds.get(group, math.inf):
             group_bounds[group] = bound
 
-    def index(key: Any) -> tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]:
+    def index(key: Callable[[Group], Any]) -> tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]:
         """One pass over what the search learned, grouped by `key` of a group (GPU type or precision pair)."""
         priced: dict[Any, list[SinglePlan]] = {}
         bounds: dict[Any, float] = {}
@@ -1238,26 +1464,39 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
             limit_fail.setdefault(key(by_id[option_id].group), set()).add(family)
         return priced, bounds, slo_fail, limit_fail
 
-    def summarise(kind: str, label: str, k: Any, grouped: tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]) -> None:
+    def verified_flag(plan: SinglePlan) -> bool | None:
+        if not request.verify:
+            return None
+        report = planner._simulations.get((plan.option.id, workload.arrival_rate_rps, plan.replicas, slo))
+        return None if report is None else bool(report["meets_slo"])
+
+    def summarise(kind: str, label: str, k: Any, key: Callable[[Group], Any],
+                  grouped: tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]) -> None:
         priced_by, bounds_by, slo_by, limits_by = grouped
         priced = priced_by.get(k, [])
         feasible = sorted((p for p in priced if p.feasible), key=lambda p: (p.cost_usd_per_hour, p.gpus))
         bound = bounds_by.get(k)
+        if bound is not None and bound <= cost * (1 + _COST_TOLERANCE) and not (feasible and feasible[0].cost_usd_per_hour <= bound):
+            exact = planner.search(slo, workload.arrival_rate_rps, constraints, only=lambda o: key(o.group) == k).best
+            bound = None
+            if exact is not None:
+                feasible = [exact]
         entry: dict[str, Any] = {"kind": kind, "name": label}
         if feasible and (bound is None or feasible[0].cost_usd_per_hour <= bound * (1 + _COST_TOLERANCE)):
             best = feasible[0]
             delta = best.cost_usd_per_hour - cost
             entry.update(_config(best.option), replicas=best.replicas, gpus=best.gpus,
-                         cost_usd_per_hour=best.cost_usd_per_hour, exact=True,
-                         reason=(f"costs ${delta:.2f}/h more" if delta > 1e-9 else "same cost, more GPUs or a later tie-break"))
+                         cost_usd_per_hour=best.cost_usd_per_hour, exact=True, verified=verified_flag(best),
+                         reason=(f"needs ${best.cost_usd_per_hour:.2f}/h, ${delta:.2f}/h more than this plan" if delta > 0.005
+                                 else "same cost to the cent, more GPUs or a later tie-break"))
         elif bound is not None:
-            entry.update(cost_usd_per_hour=None, cost_at_least_usd_per_hour=bound, exact=False,
+            entry.update(cost_usd_per_hour=None, cost_at_least_usd_per_hour=bound, exact=False, verified=None,
                          reason=(f"even with every replica at its saturation rate it needs at least ${bound:.2f}/h, "
                                  f"${bound - cost:.2f}/h more than this plan"))
         else:
             slo_fail = slo_by.get(k)
             limit_fail = sorted(limits_by.get(k, set()) | {p.refused for p in priced if p.refused})
-            group_drops = [d for d in drops if (kind == "gpu" and d.gpu == label) or
+            group_drops = [d for d in ctx.drops if (kind == "gpu" and d.gpu == label) or
                            (kind == "precision" and f"{d.weights_precision}/{d.kv_precision}" == label)]
             if limit_fail:
                 reason = f"breaks {', '.join(x for x in limit_fail if x)} at the replicas it would need"
@@ -1267,23 +1506,31 @@ def _alternatives_section(planner: _Planner, outcome: _Outcome, drops: Sequence[
                 reason = group_drops[0].reason
             else:
                 reason = "not among the allowed configurations"
-            entry.update(cost_usd_per_hour=None, exact=True, reason=reason)
+            entry.update(cost_usd_per_hour=None, exact=True, verified=None, reason=reason)
         alternatives.append(entry)
 
-    by_gpu = index(lambda g: g.gpu.slug)
-    for gpu in inputs.gpus:
+    gpu_key: Callable[[Group], Any] = lambda g: g.gpu.slug  # noqa: E731
+    by_gpu = index(gpu_key)
+    for gpu in ctx.inputs.gpus:
         if gpu.slug != main.gpu:
-            summarise("gpu", gpu.slug, gpu.slug, by_gpu)
-    by_precision = index(lambda g: (g.precision.weights.slug, g.precision.kv_cache.slug))
-    for precision in inputs.precisions:
+            summarise("gpu", gpu.slug, gpu.slug, gpu_key, by_gpu)
+    precision_key: Callable[[Group], Any] = lambda g: (g.precision.weights.slug, g.precision.kv_cache.slug)  # noqa: E731
+    by_precision = index(precision_key)
+    for precision in ctx.inputs.precisions:
         pair = (precision.weights.slug, precision.kv_cache.slug)
         if pair != chosen_precision:
-            summarise("precision", f"{pair[0]}/{pair[1]}", pair, by_precision)
+            summarise("precision", f"{pair[0]}/{pair[1]}", pair, precision_key, by_precision)
     return alternatives
 
 
-def _sensitivity_section(planner: _Planner, rows: Sequence[FleetRow], by_id: Mapping[str, Option], workload: Workload,
-                         slo: Slo, constraints: PlanConstraints, cost: float, mu_bracket: tuple[float, float]) -> dict[str, Any]:
+def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tuple[float, float]) -> dict[str, Any]:
+    """How the plan grows with traffic: each traffic level re-planned (verified as the plan was, with
+    what the simulator taught the search about the plan's own configuration) within the limits, or
+    without them when the limits leave nothing, saying which limit it breaks. More traffic never
+    costs less: a level's plan also serves every lower level, so each level takes the cheaper of its
+    own plan and the next level's (and never less than this plan)."""
+    planner, request, by_id, cost = ctx.planner, ctx.request, ctx.by_id, ctx.cost
+    workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
     single = len(rows) == 1
     if single:
@@ -1295,28 +1542,49 @@ def _sensitivity_section(planner: _Planner, rows: Sequence[FleetRow], by_id: Map
         capacity = sum(r.replicas * r.max_rps_at_slo for r in rows)
         holds = capacity - (max(r.max_rps_at_slo for r in rows) if constraints.n_plus_one else 0.0)
         holds_below = None
-    traffic = []
-    for factor in TRAFFIC_FACTORS:
-        rate = lam * factor
-        entry: dict[str, Any] = {"traffic_factor": factor, "arrival_rate_rps": rate}
-        if single:
-            option = by_id[candidate_id_of(rows[0])]
+    traffic: list[dict[str, Any]] = []
+    if single:
+        option = by_id[candidate_id_of(rows[0])]
+        unlimited = replace(constraints, max_gpus=None, budget_usd_per_hour=None, inventory={})
+        for factor in TRAFFIC_FACTORS:
+            rate = lam * factor
+            entry: dict[str, Any] = {"traffic_factor": factor, "arrival_rate_rps": rate}
+            found = _verified_search(planner, workload.at_rate(rate), slo, rate, constraints, request, infer=True).best
+            within = found is not None
+            if found is None and unlimited != constraints:
+                found = _verified_search(planner, workload.at_rate(rate), slo, rate, unlimited, request, infer=True).best
             needed = planner.fewest_replicas(option, slo, rate)
             if not isinstance(needed, tuple):
                 replicas = max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), 1)
                 entry["same_configuration"] = {"replicas": replicas, "gpus": replicas * option.group.tp,
                                                "cost_usd_per_hour": replicas * option.group.price_usd_per_hour}
-            if not isinstance(needed, tuple):
-                same = entry["same_configuration"]
-                refused = _refused_by(option.group.gpu.slug, same["gpus"], same["cost_usd_per_hour"], constraints)
-                entry.update(replicas=same["replicas"], gpus=same["gpus"], cost_usd_per_hour=same["cost_usd_per_hour"],
-                             cost_increase_usd_per_hour=same["cost_usd_per_hour"] - cost, within_limits=refused is None,
-                             breaks=refused)
-        else:
+            if found is not None:
+                entry.update(_config(found.option), replicas=found.replicas, gpus=found.gpus,
+                             cost_usd_per_hour=found.cost_usd_per_hour, within_limits=within,
+                             breaks=None if within else _refused_by(found.option.group.gpu.slug, found.gpus,
+                                                                     found.cost_usd_per_hour, constraints))
+            traffic.append(entry)
+        # monotone: a plan for more traffic serves less, so each level is at most the next level's
+        for lower, higher in zip(reversed(traffic[:-1]), reversed(traffic[1:]), strict=True):
+            if "cost_usd_per_hour" in higher and higher.get("within_limits") and (
+                    "cost_usd_per_hour" not in lower or higher["cost_usd_per_hour"] < lower["cost_usd_per_hour"]):
+                carried = {k: higher[k] for k in ("gpu", "tp", "weights_precision", "kv_precision", "batch_limit",
+                                                  "chunk_tokens", "replicas", "gpus", "cost_usd_per_hour", "within_limits", "breaks")}
+                lower.update(carried, note=f"the plan for {higher['traffic_factor']:g}× traffic, which costs less than this level's own")
+        for entry in traffic:
+            if "cost_usd_per_hour" in entry:
+                if entry["cost_usd_per_hour"] < cost:
+                    # never below the plan itself: this level's traffic needs at least what the plan's does
+                    entry.update(cost_usd_per_hour=cost, note="no cheaper than the plan at 1× traffic")
+                entry["cost_increase_usd_per_hour"] = entry["cost_usd_per_hour"] - cost
+    else:
+        for factor in TRAFFIC_FACTORS:
             scaled = [(r, math.ceil(r.replicas * factor * (1 - 1e-12))) for r in rows]  # a mixed fleet scaled row by row
-            entry.update(replicas=sum(n for _, n in scaled), gpus=sum(n * r.tp for r, n in scaled),
-                         cost_usd_per_hour=sum(n * r.cost_usd_per_hour / r.replicas for r, n in scaled))
-        traffic.append(entry)
+            scaled_cost = sum(n * r.cost_usd_per_hour / r.replicas for r, n in scaled)
+            traffic.append({"traffic_factor": factor, "arrival_rate_rps": lam * factor, "replicas": sum(n for _, n in scaled),
+                            "gpus": sum(n * r.tp for r, n in scaled), "cost_usd_per_hour": scaled_cost,
+                            "cost_increase_usd_per_hour": scaled_cost - cost,
+                            "note": "mixed fleet: every row scaled by the traffic factor, not re-planned"})
     return {"traffic": traffic, "max_arrival_rate_rps_within_slo": holds, "fails_by_arrival_rate_rps": holds_below,
             "headroom_fraction": holds / lam - 1.0}
 

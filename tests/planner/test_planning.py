@@ -130,7 +130,13 @@ def test_a_gpu_limit_below_what_demand_needs_names_max_gpus_and_the_needed_count
     with pytest.raises(InfeasiblePlanError) as caught:
         plan_capacity(request(CHAT.at_rate(60.0), constraints=PlanConstraints(max_gpus=1)), INPUTS)
     assert caught.value.extensions["constraint"] == "max_gpus"
-    assert caught.value.extensions["relaxation"]["needed"] >= 2
+    relaxation = caught.value.extensions["relaxations"][0]
+    assert relaxation["constraint"] == "constraints.max_gpus" and relaxation["current"] == 1
+    assert relaxation["value"] >= 2
+    # the smallest GPU count that works, exactly: one fewer is refused, the count itself plans
+    with pytest.raises(InfeasiblePlanError):
+        plan_capacity(request(CHAT.at_rate(60.0), constraints=PlanConstraints(max_gpus=relaxation["value"] - 1)), INPUTS)
+    assert plan_capacity(request(CHAT.at_rate(60.0), constraints=PlanConstraints(max_gpus=relaxation["value"])), INPUTS).gpus_total <= relaxation["value"]
 
 
 def test_n_plus_one_and_min_replicas_add_replicas() -> None:

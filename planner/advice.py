@@ -1,0 +1,373 @@
+"""Advice for an impossible plan request: which of the constraints it set are the culprits, and the
+smallest relaxation of each that works when applied.
+
+"Works" is decided the only way that cannot be wrong: the request is planned again with the
+relaxation applied (the same search, MILP and simulator verification as the answer a client would
+get on re-posting it). Each relaxation is searched as a one-dimensional monotone question — a looser
+SLO, a larger budget, more GPUs or inventory, fewer required replicas never turn a feasible request
+infeasible — first outward from the current value to one that works, then bisected until the
+value that works is within RELAXATION_TOLERANCE of one that does not (so 5 % less of it fails).
+Integer limits (GPUs, replicas) are bisected to the exact smallest integer.
+
+Only what the request set is relaxed: an SLO target it gave, a budget, max_gpus, an inventory
+entry, min_replicas, N+1, and (when the caller passed the catalog's other GPU types and precisions)
+the allowed GPUs and precisions. When no single relaxation works, the limits it set are relaxed
+together to what one plan needs, and the answer says they must all move.
+
+Every relaxation has one shape: `{constraint, current, value, unit}` with the request's own field
+name and unit (`slo.ttft_ms` in ms, `constraints.budget_usd_per_hour` in USD/h, …).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.workload import Slo
+
+if TYPE_CHECKING:
+    from planner.planning import PlanningInputs, PlanningRequest, PlanResult
+
+#: A relaxation is searched until the value that works is within this fraction of one that fails.
+RELAXATION_TOLERANCE = 0.05
+#: Growth factor while looking outward for a value that works.
+_OUTWARD_FACTOR = 2.0
+#: Outward steps before a single relaxation is declared not enough on its own (2^12 = 4,096 × the start).
+_OUTWARD_STEPS = 12
+#: Re-plans one piece of advice may take, and its wall-clock allowance; past either, the relaxations
+#: found so far are returned and `advice_complete` says the search stopped early.
+MAX_REPLANS = 60
+MAX_ADVICE_S = 8.0
+MS_PER_S = 1e3
+
+Plan = Callable[["PlanningRequest", "PlanningInputs"], "PlanResult"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Relaxation:
+    """One constraint moved: its request field, the value the request gave, the value that works, the unit."""
+
+    constraint: str
+    current: float | int | bool | str | None
+    value: float | int | bool | str
+    unit: str | None
+    cost_usd_per_hour: float | None = None  # what the plan costs once relaxed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"constraint": self.constraint, "current": self.current, "value": self.value, "unit": self.unit,
+                "cost_usd_per_hour": self.cost_usd_per_hour}
+
+
+class _Budget:
+    """Counts re-plans against MAX_REPLANS and MAX_ADVICE_S."""
+
+    def __init__(self) -> None:
+        self.replans = 0
+        self.deadline = time.perf_counter() + MAX_ADVICE_S
+
+    @property
+    def spent(self) -> bool:
+        return self.replans >= MAX_REPLANS or time.perf_counter() > self.deadline
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Trial:
+    """Plans a request with one change applied; None when infeasible (or the budget is spent)."""
+
+    plan: Plan
+    request: PlanningRequest
+    inputs: PlanningInputs
+    budget: _Budget
+
+    def __call__(self, request: PlanningRequest | None = None, inputs: PlanningInputs | None = None) -> PlanResult | None:
+        if self.budget.spent:
+            return None
+        self.budget.replans += 1
+        try:
+            return self.plan(request or self.request, inputs or self.inputs)
+        except (InfeasiblePlanError, PlannerInputError):
+            return None
+        except HeadroomError:
+            return None
+
+
+def _smallest_working(works: Callable[[float], PlanResult | None], current: float, start: float) -> tuple[float, PlanResult] | None:
+    """The smallest value ≥ current that works, to RELAXATION_TOLERANCE: outward from `start` by
+    doubling, then geometric bisection between the last value that failed and the first that worked."""
+    failed = current
+    value = max(start, current * (1 + RELAXATION_TOLERANCE))
+    if works(value * _OUTWARD_FACTOR ** (_OUTWARD_STEPS - 1)) is None:
+        return None  # not even the loosest value tried works: this relaxation alone is not enough
+    found: PlanResult | None = None
+    for _ in range(_OUTWARD_STEPS):
+        found = works(value)
+        if found is not None:
+            break
+        failed, value = value, value * _OUTWARD_FACTOR
+    if found is None:
+        return None
+    while value > failed * (1 + RELAXATION_TOLERANCE):
+        middle = math.sqrt(failed * value)
+        result = works(middle)
+        if result is None:
+            failed = middle
+        else:
+            value, found = middle, result
+    return value, found
+
+
+def _smallest_working_int(works: Callable[[int], PlanResult | None], current: int, known: int, known_plan: PlanResult) -> tuple[int, PlanResult]:
+    """The smallest integer in (current, known] that works (`known` works), by bisection."""
+    low, high, found = current, known, known_plan
+    while high - low > 1:
+        middle = (low + high) // 2
+        result = works(middle)
+        if result is None:
+            low = middle
+        else:
+            high, found = middle, result
+    return high, found
+
+
+def _slo_relaxations(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
+    slo = trial.request.slo
+    floors = _floors(error)
+    out: list[Relaxation] = []
+    for metric, field_name, unit, scale in (("ttft", "ttft_ms", "ms", MS_PER_S), ("tpot", "tpot_ms", "ms", MS_PER_S),
+                                           ("e2e", "e2e_s", "s", 1.0)):
+        target_s = getattr(slo, f"{metric}_s")
+        if target_s is None:
+            continue
+
+        def works(value: float, metric: str = metric, scale: float = scale) -> PlanResult | None:
+            return trial(replace(trial.request, slo=_with_target(slo, metric, value / scale), advise=False))
+
+        current = target_s * scale
+        floor = floors.get(metric)
+        start = max(current * (1 + RELAXATION_TOLERANCE), (floor * scale * 1.001) if floor is not None else 0.0)
+        found = _smallest_working(works, current, start)
+        if found is not None:
+            value, plan = found
+            out.append(Relaxation(constraint=f"slo.{field_name}", current=current, value=_round_up(value), unit=unit,
+                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+    return out
+
+
+def _with_target(slo: Slo, metric: str, target_s: float) -> Slo:
+    return replace(slo, **{f"{metric}_s": target_s})
+
+
+def _floors(error: InfeasiblePlanError) -> dict[str, float]:
+    """The unloaded floor the base error found for one metric (seconds), to start the search there."""
+    extensions = error.extensions
+    metric = extensions.get("constraint")
+    smallest = extensions.get("smallest_feasible")
+    unit = extensions.get("unit")
+    if metric in ("ttft", "tpot", "e2e") and isinstance(smallest, int | float):
+        return {str(metric): float(smallest) / (MS_PER_S if unit == "ms" else 1.0)}
+    return {}
+
+
+def _round_up(value: float) -> float:
+    """Four significant figures, rounded up so the stated value still works."""
+    if value <= 0:
+        return value
+    digits = 3 - math.floor(math.log10(value))
+    factor = 10.0**digits
+    return math.ceil(value * factor - 1e-9) / factor
+
+
+def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
+    request = trial.request
+    constraints = request.constraints
+    out: list[Relaxation] = []
+
+    def plan_with(**changes: Any) -> PlanResult | None:
+        return trial(replace(request, constraints=replace(constraints, **changes), advise=False))
+
+    if constraints.budget_usd_per_hour is not None:
+        unlimited = plan_with(budget_usd_per_hour=None)
+        if unlimited is not None:
+            needed = math.ceil(unlimited.cost_usd_per_hour * 100 - 1e-6) / 100  # whole cents, up, so the budget is enough
+            out.append(Relaxation(constraint="constraints.budget_usd_per_hour", current=constraints.budget_usd_per_hour,
+                                  value=needed, unit="USD/h", cost_usd_per_hour=unlimited.cost_usd_per_hour))
+    if constraints.max_gpus is not None:
+        unlimited = plan_with(max_gpus=None)
+        if unlimited is not None:
+            value, plan = _smallest_working_int(lambda n: plan_with(max_gpus=n), constraints.max_gpus,
+                                                unlimited.gpus_total, unlimited)
+            out.append(Relaxation(constraint="constraints.max_gpus", current=constraints.max_gpus, value=value, unit="GPUs",
+                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+    for gpu, limit in sorted(constraints.inventory.items()):
+        others = {g: n for g, n in constraints.inventory.items() if g != gpu}
+        unlimited = plan_with(inventory=others)
+        if unlimited is None:
+            continue
+        used = sum(r.gpus for r in unlimited.rows if r.gpu == gpu)
+        if used <= limit:
+            continue
+
+        def with_stock(n: int, gpu: str = gpu) -> PlanResult | None:
+            return plan_with(inventory={**constraints.inventory, gpu: n})
+
+        value, plan = _smallest_working_int(with_stock, limit, used, unlimited)
+        out.append(Relaxation(constraint=f"constraints.inventory.{gpu}", current=limit, value=value, unit="GPUs",
+                              cost_usd_per_hour=plan.cost_usd_per_hour))
+    if constraints.n_plus_one:
+        plan = plan_with(n_plus_one=False)
+        if plan is not None:
+            out.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None,
+                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+    if constraints.min_replicas > 1:
+        fewest = plan_with(min_replicas=1)
+        if fewest is not None:
+            # the largest min_replicas that still works, by bisection on (1, current)
+            low, high, found = 1, constraints.min_replicas, fewest
+            while high - low > 1:
+                middle = (low + high) // 2
+                result = plan_with(min_replicas=middle)
+                if result is None:
+                    high = middle
+                else:
+                    low, found = middle, result
+            out.append(Relaxation(constraint="constraints.min_replicas", current=constraints.min_replicas, value=low,
+                                  unit="replicas", cost_usd_per_hour=found.cost_usd_per_hour))
+    return out
+
+
+def _allowed_relaxations(trial: _Trial) -> list[Relaxation]:
+    """One more GPU type or precision pair from the catalog's others, when the caller restricted them."""
+    inputs, request = trial.inputs, replace(trial.request, advise=False)
+    out: list[Relaxation] = []
+    for gpu in inputs.other_gpus:
+        plan = trial(request, replace(inputs, gpus=(*inputs.gpus, gpu), other_gpus=()))
+        if plan is not None:
+            out.append(Relaxation(constraint="constraints.gpus", current=None, value=gpu.slug, unit=None,
+                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+    for precision in inputs.other_precisions:
+        plan = trial(request, replace(inputs, precisions=(*inputs.precisions, precision), other_precisions=()))
+        if plan is not None:
+            out.append(Relaxation(constraint="constraints.precisions", current=None,
+                                  value=f"{precision.weights.slug}/{precision.kv_cache.slug}", unit=None,
+                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+    return out
+
+
+def _together(trial: _Trial) -> list[Relaxation]:
+    """No single relaxation works: every limit the request set, moved to what the cheapest plan
+    without any of them uses (only the ones that plan breaks); verified by planning with them."""
+    request = trial.request
+    constraints = request.constraints
+    free = replace(constraints, max_gpus=None, budget_usd_per_hour=None, inventory={}, n_plus_one=False,
+                   min_replicas=min(constraints.min_replicas, 1))
+    plan = trial(replace(request, constraints=free, advise=False))
+    if plan is None:
+        return []
+    moved: list[Relaxation] = []
+    changes: dict[str, Any] = {}
+    if constraints.budget_usd_per_hour is not None and plan.cost_usd_per_hour > constraints.budget_usd_per_hour:
+        needed = math.ceil(plan.cost_usd_per_hour * 100 - 1e-6) / 100
+        changes["budget_usd_per_hour"] = needed
+        moved.append(Relaxation(constraint="constraints.budget_usd_per_hour", current=constraints.budget_usd_per_hour,
+                                value=needed, unit="USD/h"))
+    if constraints.max_gpus is not None and plan.gpus_total > constraints.max_gpus:
+        changes["max_gpus"] = plan.gpus_total
+        moved.append(Relaxation(constraint="constraints.max_gpus", current=constraints.max_gpus, value=plan.gpus_total,
+                                unit="GPUs"))
+    inventory = dict(constraints.inventory)
+    for gpu, limit in sorted(constraints.inventory.items()):
+        used = sum(r.gpus for r in plan.rows if r.gpu == gpu)
+        if used > limit:
+            inventory[gpu] = used
+            moved.append(Relaxation(constraint=f"constraints.inventory.{gpu}", current=limit, value=used, unit="GPUs"))
+    changes["inventory"] = inventory
+    if constraints.n_plus_one and replace(constraints, **changes) != constraints:
+        if trial(replace(request, constraints=replace(constraints, **changes), advise=False)) is None:
+            changes["n_plus_one"] = False
+            moved.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None))
+    if constraints.min_replicas > 1 and plan.replicas < constraints.min_replicas:
+        if trial(replace(request, constraints=replace(constraints, **changes), advise=False)) is None:
+            changes["min_replicas"] = plan.replicas
+            moved.append(Relaxation(constraint="constraints.min_replicas", current=constraints.min_replicas,
+                                    value=plan.replicas, unit="replicas"))
+    check = trial(replace(request, constraints=replace(constraints, **changes), advise=False))
+    if check is None:
+        return []
+    return [replace(r, cost_usd_per_hour=check.cost_usd_per_hour) for r in moved]
+
+
+def _relative(relaxation: Relaxation) -> float:
+    """How far a relaxation moves its constraint, relative to where it was (for ordering the advice)."""
+    current, value = relaxation.current, relaxation.value
+    if isinstance(current, bool) or isinstance(value, bool) or isinstance(value, str) or not current:
+        return math.inf
+    if not isinstance(current, int | float) or not isinstance(value, int | float):
+        return math.inf
+    return abs(float(value) / float(current) - 1.0)
+
+
+def advised(error: InfeasiblePlanError, request: PlanningRequest, inputs: PlanningInputs, plan: Plan) -> InfeasiblePlanError:
+    """`error` with the relaxations that were re-planned and found to work: `relaxations` (each alone
+    enough when `relaxations_apply` is "any"; all of them together when "all"), the culprit(s) named
+    in `detail`, `constraint` the first culprit's field."""
+    trial = _Trial(plan=plan, request=request, inputs=inputs, budget=_Budget())
+    single = _slo_relaxations(trial, error) + _limit_relaxations(trial) + _allowed_relaxations(trial)
+    single.sort(key=_relative)
+    apply = "any"
+    relaxations = single
+    if not single:
+        relaxations = _together(trial)
+        apply = "all"
+    extensions = dict(error.extensions)
+    extensions.pop("relaxation", None)
+    extensions.update(
+        relaxations=[r.as_dict() for r in relaxations],
+        relaxations_apply=apply,
+        advice_complete=not trial.budget.spent,
+        advice_replans=trial.budget.replans,
+    )
+    if not relaxations:
+        detail = (f"{error.detail}. No relaxation of the constraints this request set was found to make it feasible"
+                  + ("" if not trial.budget.spent else " within the advice's search budget"))
+        return InfeasiblePlanError(detail, **extensions)
+    # the base error's own sentence stays where it explains a physical floor (an SLO below what any
+    # configuration reaches unloaded, a model no GPU holds); a limit's diagnosis is the advice itself
+    why = error.detail if error.extensions.get("constraint") in ("ttft", "tpot", "e2e", "memory", "verification") else None
+    if apply == "any":
+        first = relaxations[0]
+        options = "; or ".join(_phrase(r) for r in relaxations[:4])
+        advice = f"each of these alone makes it feasible (re-planned to check): {options}"
+        extensions["constraint"] = _FAMILY.get(first.constraint.split(".")[1] if first.constraint.startswith("constraints.inventory.")
+                                               else first.constraint, first.constraint)
+        extensions["culprits"] = [r.constraint for r in relaxations]
+    else:
+        advice = (f"no single constraint relaxed is enough: {', '.join(r.constraint for r in relaxations)} must all move, "
+                  "together: " + "; ".join(_phrase(r) for r in relaxations))
+        extensions["constraint"] = "combination"
+        extensions["culprits"] = [r.constraint for r in relaxations]
+    detail = f"{why}; {advice}" if why else f"no plan meets this request as set: {advice}"
+    return InfeasiblePlanError(detail, **extensions)
+
+
+#: A relaxation's request field → the constraint family the problem's `constraint` member names.
+_FAMILY = {
+    "slo.ttft_ms": "ttft", "slo.tpot_ms": "tpot", "slo.e2e_s": "e2e",
+    "constraints.budget_usd_per_hour": "budget", "constraints.max_gpus": "max_gpus", "inventory": "gpu_inventory",
+    "constraints.min_replicas": "min_replicas", "constraints.n_plus_one": "n_plus_one",
+    "constraints.gpus": "gpus", "constraints.precisions": "precisions",
+}
+
+
+def _phrase(relaxation: Relaxation) -> str:
+    if isinstance(relaxation.value, bool):
+        return f"set {relaxation.constraint} to {str(relaxation.value).lower()}"
+    if relaxation.constraint in ("constraints.gpus", "constraints.precisions"):
+        return f"allow {relaxation.value} in {relaxation.constraint}"
+    unit = f" {relaxation.unit}" if relaxation.unit else ""
+    cost = "" if relaxation.cost_usd_per_hour is None else f" (the plan then costs ${relaxation.cost_usd_per_hour:.2f}/h)"
+    return f"{relaxation.constraint} {relaxation.current:g} → {relaxation.value:g}{unit}{cost}" if isinstance(relaxation.current, int | float) \
+        else f"{relaxation.constraint} → {relaxation.value}{unit}{cost}"
