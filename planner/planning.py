@@ -1524,8 +1524,8 @@ def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> l
 
 
 def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tuple[float, float]) -> dict[str, Any]:
-    """How the plan grows with traffic: each traffic level re-planned (verified as the plan was, with
-    what the simulator taught the search about the plan's own configuration) within the limits, or
+    """How the plan grows with traffic: each traffic level re-planned (by the queueing model, with
+    what the simulator taught the search about the configurations it checked) within the limits, or
     without them when the limits leave nothing, saying which limit it breaks. More traffic never
     costs less: a level's plan also serves every lower level, so each level takes the cheaper of its
     own plan and the next level's (and never less than this plan)."""
@@ -1546,18 +1546,29 @@ def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tu
     if single:
         option = by_id[candidate_id_of(rows[0])]
         unlimited = replace(constraints, max_gpus=None, budget_usd_per_hour=None, inventory={})
+        # Each level is re-planned by the queueing model with what the simulator taught the search
+        # (rates it found missed stay excluded); the levels themselves are not simulated (`method`).
+        model_only = replace(request, verify=False)
         for factor in TRAFFIC_FACTORS:
             rate = lam * factor
             entry: dict[str, Any] = {"traffic_factor": factor, "arrival_rate_rps": rate}
-            found = _verified_search(planner, workload.at_rate(rate), slo, rate, constraints, request, infer=True).best
-            within = found is not None
-            if found is None and unlimited != constraints:
-                found = _verified_search(planner, workload.at_rate(rate), slo, rate, unlimited, request, infer=True).best
             needed = planner.fewest_replicas(option, slo, rate)
+            ceiling = math.inf
             if not isinstance(needed, tuple):
                 replicas = max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), 1)
                 entry["same_configuration"] = {"replicas": replicas, "gpus": replicas * option.group.tp,
                                                "cost_usd_per_hour": replicas * option.group.price_usd_per_hour}
+                same = single_plan(option, rate / needed, planner.saturation(option), rate, constraints)
+                if same.feasible:
+                    ceiling = same.cost_usd_per_hour
+            # only what could undercut the plan's own configuration grown is searched
+            found = _verified_search(planner, workload.at_rate(rate), slo, rate, constraints, model_only,
+                                     below_usd_per_hour=ceiling * (1 + _COST_TOLERANCE)).best
+            if found is None and math.isfinite(ceiling):
+                found = same
+            within = found is not None
+            if found is None and unlimited != constraints:
+                found = _verified_search(planner, workload.at_rate(rate), slo, rate, unlimited, model_only).best
             if found is not None:
                 entry.update(_config(found.option), replicas=found.replicas, gpus=found.gpus,
                              cost_usd_per_hour=found.cost_usd_per_hour, within_limits=within,
@@ -1585,8 +1596,10 @@ def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tu
                             "gpus": sum(n * r.tp for r, n in scaled), "cost_usd_per_hour": scaled_cost,
                             "cost_increase_usd_per_hour": scaled_cost - cost,
                             "note": "mixed fleet: every row scaled by the traffic factor, not re-planned"})
+    method = ("re-planned by the queueing model at each level, with the rates the simulator found missed excluded"
+              if single else "mixed fleet: every row scaled by the traffic factor")
     return {"traffic": traffic, "max_arrival_rate_rps_within_slo": holds, "fails_by_arrival_rate_rps": holds_below,
-            "headroom_fraction": holds / lam - 1.0}
+            "headroom_fraction": holds / lam - 1.0, "method": method}
 
 
 __all__ = [
