@@ -83,12 +83,19 @@ class _Trial:
     inputs: PlanningInputs
     budget: _Budget
 
-    def __call__(self, request: PlanningRequest | None = None, inputs: PlanningInputs | None = None) -> PlanResult | None:
+    def __call__(self, request: PlanningRequest | None = None, inputs: PlanningInputs | None = None, *,
+                 verify: bool | None = None) -> PlanResult | None:
+        """The plan of `request` (default the original) on `inputs`, without advice or justification;
+        `verify` False plans with the queueing model alone (a necessary condition: a plan the
+        simulator verifies is one the model found first)."""
         if self.budget.spent:
             return None
         self.budget.replans += 1
+        request = request or self.request
+        request = replace(request, advise=False, explain=False,
+                          verify=request.verify if verify is None else (verify and request.verify))
         try:
-            return self.plan(request or self.request, inputs or self.inputs)
+            return self.plan(request, inputs or self.inputs)
         except (InfeasiblePlanError, PlannerInputError):
             return None
         except HeadroomError:
@@ -120,6 +127,22 @@ def _smallest_working(works: Callable[[float], PlanResult | None], current: floa
     return value, found
 
 
+def _smallest_verified(works: Callable[[float, bool], PlanResult | None], current: float, start: float,
+                       verify: bool) -> tuple[float, PlanResult] | None:
+    """`_smallest_working` with the queueing model alone first (cheap), then the simulator's word on
+    the value found: a value the model refuses is refused with verification too, so the model's
+    bracket already proves 5 % less fails; only when the simulator rejects the model's value does the
+    search go on upward with verified plans."""
+    found = _smallest_working(lambda v: works(v, False), current, start)
+    if found is None or not verify:
+        return found
+    value, _ = found
+    checked = works(value, True)
+    if checked is not None:
+        return value, checked
+    return _smallest_working(lambda v: works(v, True), value, value * (1 + RELAXATION_TOLERANCE))
+
+
 def _smallest_working_int(works: Callable[[int], PlanResult | None], current: int, known: int, known_plan: PlanResult) -> tuple[int, PlanResult]:
     """The smallest integer in (current, known] that works (`known` works), by bisection."""
     low, high, found = current, known, known_plan
@@ -143,13 +166,13 @@ def _slo_relaxations(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxati
         if target_s is None:
             continue
 
-        def works(value: float, metric: str = metric, scale: float = scale) -> PlanResult | None:
-            return trial(replace(trial.request, slo=_with_target(slo, metric, value / scale), advise=False))
+        def works(value: float, verify: bool, metric: str = metric, scale: float = scale) -> PlanResult | None:
+            return trial(replace(trial.request, slo=_with_target(slo, metric, value / scale)), verify=verify)
 
         current = target_s * scale
         floor = floors.get(metric)
         start = max(current * (1 + RELAXATION_TOLERANCE), (floor * scale * 1.001) if floor is not None else 0.0)
-        found = _smallest_working(works, current, start)
+        found = _smallest_verified(works, current, start, trial.request.verify)
         if found is not None:
             value, plan = found
             out.append(Relaxation(constraint=f"slo.{field_name}", current=current, value=_round_up(value), unit=unit,
@@ -186,8 +209,19 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
     constraints = request.constraints
     out: list[Relaxation] = []
 
-    def plan_with(**changes: Any) -> PlanResult | None:
-        return trial(replace(request, constraints=replace(constraints, **changes), advise=False))
+    def plan_with(verify: bool | None = None, **changes: Any) -> PlanResult | None:
+        return trial(replace(request, constraints=replace(constraints, **changes)), verify=verify)
+
+    def smallest_int(current: int, known: int, known_plan: PlanResult, **fixed: Any) -> tuple[int, PlanResult]:
+        """The smallest integer limit that works: bisected with the model, then the simulator's word."""
+        [(name, setter)] = fixed.items()
+        value, found = _smallest_working_int(lambda n: plan_with(False, **{name: setter(n)}), current, known, known_plan)
+        if not request.verify or found is known_plan:
+            return value, found
+        checked = plan_with(**{name: setter(value)})
+        if checked is not None:
+            return value, checked
+        return _smallest_working_int(lambda n: plan_with(**{name: setter(n)}), value, known, known_plan)
 
     if constraints.budget_usd_per_hour is not None:
         unlimited = plan_with(budget_usd_per_hour=None)
@@ -198,8 +232,7 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
     if constraints.max_gpus is not None:
         unlimited = plan_with(max_gpus=None)
         if unlimited is not None:
-            value, plan = _smallest_working_int(lambda n: plan_with(max_gpus=n), constraints.max_gpus,
-                                                unlimited.gpus_total, unlimited)
+            value, plan = smallest_int(constraints.max_gpus, unlimited.gpus_total, unlimited, max_gpus=lambda n: n)
             out.append(Relaxation(constraint="constraints.max_gpus", current=constraints.max_gpus, value=value, unit="GPUs",
                                   cost_usd_per_hour=plan.cost_usd_per_hour))
     for gpu, limit in sorted(constraints.inventory.items()):
@@ -211,10 +244,10 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
         if used <= limit:
             continue
 
-        def with_stock(n: int, gpu: str = gpu) -> PlanResult | None:
-            return plan_with(inventory={**constraints.inventory, gpu: n})
+        def stock(n: int, gpu: str = gpu) -> dict[str, int]:
+            return {**constraints.inventory, gpu: n}
 
-        value, plan = _smallest_working_int(with_stock, limit, used, unlimited)
+        value, plan = smallest_int(limit, used, unlimited, inventory=stock)
         out.append(Relaxation(constraint=f"constraints.inventory.{gpu}", current=limit, value=value, unit="GPUs",
                               cost_usd_per_hour=plan.cost_usd_per_hour))
     if constraints.n_plus_one:
@@ -241,7 +274,7 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
 
 def _allowed_relaxations(trial: _Trial) -> list[Relaxation]:
     """One more GPU type or precision pair from the catalog's others, when the caller restricted them."""
-    inputs, request = trial.inputs, replace(trial.request, advise=False)
+    inputs, request = trial.inputs, trial.request
     out: list[Relaxation] = []
     for gpu in inputs.other_gpus:
         plan = trial(request, replace(inputs, gpus=(*inputs.gpus, gpu), other_gpus=()))
@@ -264,7 +297,7 @@ def _together(trial: _Trial) -> list[Relaxation]:
     constraints = request.constraints
     free = replace(constraints, max_gpus=None, budget_usd_per_hour=None, inventory={}, n_plus_one=False,
                    min_replicas=min(constraints.min_replicas, 1))
-    plan = trial(replace(request, constraints=free, advise=False))
+    plan = trial(replace(request, constraints=free))
     if plan is None:
         return []
     moved: list[Relaxation] = []
@@ -286,15 +319,15 @@ def _together(trial: _Trial) -> list[Relaxation]:
             moved.append(Relaxation(constraint=f"constraints.inventory.{gpu}", current=limit, value=used, unit="GPUs"))
     changes["inventory"] = inventory
     if constraints.n_plus_one and replace(constraints, **changes) != constraints:
-        if trial(replace(request, constraints=replace(constraints, **changes), advise=False)) is None:
+        if trial(replace(request, constraints=replace(constraints, **changes))) is None:
             changes["n_plus_one"] = False
             moved.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None))
     if constraints.min_replicas > 1 and plan.replicas < constraints.min_replicas:
-        if trial(replace(request, constraints=replace(constraints, **changes), advise=False)) is None:
+        if trial(replace(request, constraints=replace(constraints, **changes))) is None:
             changes["min_replicas"] = plan.replicas
             moved.append(Relaxation(constraint="constraints.min_replicas", current=constraints.min_replicas,
                                     value=plan.replicas, unit="replicas"))
-    check = trial(replace(request, constraints=replace(constraints, **changes), advise=False))
+    check = trial(replace(request, constraints=replace(constraints, **changes)))
     if check is None:
         return []
     return [replace(r, cost_usd_per_hour=check.cost_usd_per_hour) for r in moved]
@@ -336,13 +369,21 @@ def advised(error: InfeasiblePlanError, request: PlanningRequest, inputs: Planni
         return InfeasiblePlanError(detail, **extensions)
     # the base error's own sentence stays where it explains a physical floor (an SLO below what any
     # configuration reaches unloaded, a model no GPU holds); a limit's diagnosis is the advice itself
-    why = error.detail if error.extensions.get("constraint") in ("ttft", "tpot", "e2e", "memory", "verification") else None
+    base = error.extensions.get("constraint")
+    why = error.detail if base in ("ttft", "tpot", "e2e", "memory", "verification") else None
+    families = {_family(r.constraint) for r in relaxations}
+    if base in ("ttft", "tpot", "e2e") and relaxations and base not in families:
+        # the unloaded floor of one metric was measured only over the configurations that metric
+        # refused; re-planning found another metric to be what stands in the way, so that floor is
+        # not the culprit and its sentence would mislead
+        why = None
+        for member in ("target", "smallest_feasible", "unit", "configuration"):
+            extensions.pop(member, None)
     if apply == "any":
         first = relaxations[0]
         options = "; or ".join(_phrase(r) for r in relaxations[:4])
         advice = f"each of these alone makes it feasible (re-planned to check): {options}"
-        extensions["constraint"] = _FAMILY.get(first.constraint.split(".")[1] if first.constraint.startswith("constraints.inventory.")
-                                               else first.constraint, first.constraint)
+        extensions["constraint"] = _family(first.constraint)
         extensions["culprits"] = [r.constraint for r in relaxations]
     else:
         advice = (f"no single constraint relaxed is enough: {', '.join(r.constraint for r in relaxations)} must all move, "
@@ -351,6 +392,13 @@ def advised(error: InfeasiblePlanError, request: PlanningRequest, inputs: Planni
         extensions["culprits"] = [r.constraint for r in relaxations]
     detail = f"{why}; {advice}" if why else f"no plan meets this request as set: {advice}"
     return InfeasiblePlanError(detail, **extensions)
+
+
+def _family(field_name: str) -> str:
+    """A relaxation's request field → the constraint family the problem's `constraint` member names."""
+    if field_name.startswith("constraints.inventory."):
+        return "gpu_inventory"
+    return _FAMILY.get(field_name, field_name)
 
 
 #: A relaxation's request field → the constraint family the problem's `constraint` member names.

@@ -139,6 +139,9 @@ class PlanningRequest:
     solver_time_limit_s: float = 10.0
     #: On an infeasible request, re-plan to find the relaxations that work (planner/advice.py).
     advise: bool = True
+    #: Build the justification's re-planned sections (binding's relaxations, alternatives,
+    #: sensitivity); the advice's trial plans need only feasibility and cost.
+    explain: bool = True
 
     def __post_init__(self) -> None:
         if not (self.workload.arrival_rate_rps > 0 and math.isfinite(self.workload.arrival_rate_rps)):
@@ -1043,6 +1046,11 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     result_rows = tuple(rows)
     context = _Context(planner=planner, request=request, inputs=inputs, by_id=by_id, drops=drops, cost=cost)
 
+    if not request.explain:
+        return PlanResult(rows=tuple(rows), replicas=sum(r.replicas for r in rows), gpus_total=sum(r.gpus for r in rows),
+                          target_rho=lam / saturation_total, cost_usd_per_hour=cost, cost_usd_per_month=cost * HOURS_PER_MONTH,
+                          cost_usd_per_million_output_tokens=cost / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6,
+                          predicted={}, justification={}, verification=verification, provenance={})
     justification = {
         "step_model": _step_model_section(main_option.group.step_model),
         "memory": _memory_section(main_option, inputs.model, workload, prediction),
