@@ -1024,6 +1024,27 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             verification["rows"] = [{"gpu": r.gpu, "replicas": r.replicas, "meets_slo": report["meets_slo"]} for r in rows]
     elif request.verify:
         rows, verification, adjustments = _verified_rows(rows, by_id, outcome, workload, slo, constraints, request)
+        # Verification may have made the mixed fleet dearer than a single configuration the simulator
+        # also accepts: the cheaper verified plan is the answer, whatever its shape.
+        single = _verified_search(planner, workload, slo, lam, constraints, request,
+                                  below_usd_per_hour=sum(r.cost_usd_per_hour for r in rows))
+        if single.best is not None and single.report is not None:
+            best = single.best
+            mu = planner.max_rate(best.option, slo)[0]
+            rows = [_row(best.option, best.replicas, max(mu, lam / best.replicas), planner.saturation(best.option), lam)]
+            adjustments = [*adjustments, *single.adjustments,
+                           {"action": "single_configuration", "to": _config(best.option), "replicas": best.replicas,
+                            "because": "after verification one configuration alone is cheaper than the mixed fleet"}]
+            verification = dict(single.report)
+            verification["rows"] = [{"gpu": rows[0].gpu, "replicas": rows[0].replicas, "meets_slo": True}]
+            outcome = single.outcome
+            candidates = [*candidates, *(c for c in [Candidate(
+                id=best.option.id, gpu=best.option.group.gpu.slug, tp=best.option.group.tp,
+                weights_precision=best.option.group.precision.weights.slug,
+                kv_precision=best.option.group.precision.kv_cache.slug, batch_limit=best.option.batch_limit,
+                chunk_tokens=best.option.chunk_tokens, gpus_per_replica=best.option.group.tp,
+                cost_usd_per_hour=best.option.group.price_usd_per_hour, max_rps_at_slo=rows[0].max_rps_at_slo,
+                saturation_rps=max(planner.saturation(best.option), rows[0].max_rps_at_slo))] if c.id not in {x.id for x in candidates})]
         # the verified rows are the plan: the MILP's slacks are taken again at their replica counts
         solution = replace(solution, constraints=_row_slacks(rows, candidates, lam, constraints))
 

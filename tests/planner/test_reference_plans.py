@@ -175,3 +175,17 @@ def test_relaxations_have_one_shape(reference: dict[str, Any]) -> None:
     assert gpus["current"] == 2 and gpus["unit"] == "GPUs"
     assert plan(reference, "llama-3.1-70b", RAG_70B, SLO_70B, max_gpus=gpus["value"]).gpus_total <= gpus["value"]
     refusal(reference, "llama-3.1-70b", RAG_70B, SLO_70B, max_gpus=gpus["value"] - 1)
+
+
+def test_a_mixed_fleet_after_verification_is_no_dearer_than_any_alternative_it_lists(reference: dict[str, Any]) -> None:
+    """A mixed fleet the simulator made dearer than a single configuration it also accepts gives way
+    to that configuration; either way nothing listed as an alternative undercuts the plan."""
+    result = plan(reference, "llama-3.1-70b", RAG_70B, SLO_70B, mixed_fleet=True)
+    single = plan(reference, "llama-3.1-70b", RAG_70B, SLO_70B)
+    assert result.cost_usd_per_hour <= single.cost_usd_per_hour * (1 + 1e-9)
+    cost = result.cost_usd_per_hour
+    for alternative in result.justification["alternatives"]:
+        assert "$-" not in alternative["reason"], alternative
+        if alternative.get("cost_usd_per_hour") is not None:
+            assert alternative["cost_usd_per_hour"] >= cost * (1 - 1e-9), alternative
+    assert result.verification is not None and result.verification["meets_slo"]
