@@ -5,6 +5,8 @@ flattened into typed columns with the block name as prefix; a nullable block is 
 required member column is NULL. Every row carries `version`, bumped on each UPDATE by the mapper
 (optimistic concurrency: the UPDATE matches the version it read, so a concurrent writer loses).
 `catalog_meta` holds the single catalog version that every catalog write increments.
+`gpu_prices` holds each provider's price of each GPU; the GPU's own `price_*` columns are a
+deprecated copy of the record API's `price_usd_per_hour` block that plans no longer read.
 Later migrations add tables (plans, deployments) to the same metadata.
 """
 
@@ -89,6 +91,13 @@ class GpuRow(_Versioned, Base):
     #: 1 = memory and compute time combine as max(a, b), 0 as a + b; NULL (rows before 0005) reads as 1.
     efficiency_memory_compute_overlap: Mapped[float | None] = mapped_column(Float)
     efficiency_source: Mapped[str | None] = mapped_column(Text)
+    #: The efficiency block's `confidence` (since 0007): NULL grade = ungraded.
+    efficiency_confidence_grade: Mapped[str | None] = mapped_column(String(16))
+    efficiency_confidence_points: Mapped[int | None] = mapped_column(Integer)
+    efficiency_confidence_sources: Mapped[int | None] = mapped_column(Integer)
+    efficiency_confidence_out_of_sample_error: Mapped[float | None] = mapped_column(Float)
+    efficiency_confidence_carried_over_from: Mapped[str | None] = mapped_column(String(SLUG_LENGTH))
+    efficiency_confidence_below_usual_range: Mapped[bool | None] = mapped_column(Boolean)
     source: Mapped[str] = mapped_column(Text, nullable=False)
 
 
@@ -155,6 +164,28 @@ class EfficiencyProfileRow(_Versioned, Base):
     memory_compute_overlap: Mapped[float] = mapped_column(Float, nullable=False)
     source: Mapped[str] = mapped_column(Text, nullable=False)
     fit: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+
+
+class GpuPriceRow(_Versioned, Base):
+    """What one provider charges for one GPU, per GPU-hour, in USD. `region` is "" for a
+    provider-wide list price (the empty string rather than NULL so the unique constraint holds:
+    both backends treat NULLs as distinct). Deleting the GPU deletes its prices."""
+
+    __tablename__ = "gpu_prices"
+    __table_args__ = (UniqueConstraint("provider", "gpu_id", "region"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    provider: Mapped[str] = mapped_column(String(SLUG_LENGTH), index=True, nullable=False)
+    gpu_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("gpus.id", ondelete="CASCADE"), index=True, nullable=False
+    )
+    region: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
+    on_demand_usd_per_hour: Mapped[float] = mapped_column(Float, nullable=False)
+    reserved_1y_usd_per_hour: Mapped[float | None] = mapped_column(Float)
+    reserved_3y_usd_per_hour: Mapped[float | None] = mapped_column(Float)
+    spot_usd_per_hour: Mapped[float | None] = mapped_column(Float)
+    as_of: Mapped[date] = mapped_column(Date, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
 
 
 class ApiKeyRow(Base):

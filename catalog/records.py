@@ -18,6 +18,7 @@ from datetime import date
 from typing import Any
 
 from catalog.errors import InvalidRecordError
+from planner.confidence import GRADES
 from planner.specs import ARCHITECTURE_GENERATIONS, DATATYPES
 
 READ_ONLY_FIELDS: frozenset[str] = frozenset({"version", "created_at", "updated_at"})
@@ -260,6 +261,26 @@ def _architecture_matches_vendor(check: _Checker, vendor: str | None, architectu
         check.error("architecture", f"{vendor} architectures are {', '.join(generations)}; got {architecture!r}")
 
 
+def _calibration_confidence(efficiency: _Checker) -> dict[str, Any] | None:
+    """The efficiency block's `confidence`: the calibration's grade and the evidence it was given
+    for (planner/confidence.py; bench/confidence.py computes it for the reference GPUs). Null: ungraded."""
+    block = efficiency.block("confidence", nullable=True)
+    if block is None:
+        return None
+    confidence = {
+        "grade": block.text("grade", choices=GRADES),
+        "points": block.integer("points", ge=0),
+        "sources": block.integer("sources", ge=0),
+        "out_of_sample_error": block.number("out_of_sample_error", nullable=True, ge=0),
+        "carried_over_from": block.slug("carried_over_from", nullable=True),
+        "below_usual_range": block.boolean("below_usual_range", default=False),
+    }
+    block.finish()
+    if None not in (confidence["points"], confidence["sources"]) and confidence["sources"] > confidence["points"]:
+        block.error("sources", "must not exceed points")
+    return confidence
+
+
 def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """A GPU record in canonical form; raises InvalidRecordError listing every bad field
     (unless `errors` is given, then problems are appended to it)."""
@@ -296,6 +317,7 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
                 "memory_reserve_fraction": efficiency_block.number("memory_reserve_fraction", default=0.0, ge=0, lt=1),
                 "memory_compute_overlap": efficiency_block.number("memory_compute_overlap", default=1.0, ge=0, le=1),
                 "source": efficiency_block.text("source", nullable=True),
+                "confidence": _calibration_confidence(efficiency_block),
             }
             efficiency_block.finish()
         return {
@@ -438,6 +460,26 @@ def canonical_efficiency_profile(
         }
 
     return _run("efficiency profile", record, path, build, errors)
+
+
+def canonical_price(record: object, *, path: str = "", errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """A GPU price record in canonical form (see `canonical_gpu`): what `provider` charges for
+    one `gpu` per GPU-hour in USD, optionally in one `region` (null: the provider's list price)."""
+
+    def build(check: _Checker) -> dict[str, Any]:
+        return {
+            "provider": check.slug("provider"),
+            "gpu": check.slug("gpu"),
+            "region": check.slug("region", nullable=True),
+            "on_demand": check.number("on_demand", ge=0),
+            "reserved_1y": check.number("reserved_1y", nullable=True, ge=0),
+            "reserved_3y": check.number("reserved_3y", nullable=True, ge=0),
+            "spot": check.number("spot", nullable=True, ge=0),
+            "as_of": check.iso_date("as_of"),
+            "source": check.text("source"),
+        }
+
+    return _run("GPU price", record, path, build, errors)
 
 
 def merged(stored: Mapping[str, Any], changes: object) -> object:

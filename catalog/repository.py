@@ -12,8 +12,8 @@ Conventions:
 - `update_*` merges top-level members into the stored record (a full record replaces it; a
   nested block such as `peak_tflops` is replaced as a whole; an explicit null clears an
   optional member). The slug cannot change.
-- Deleting a GPU deletes its efficiency profiles (they calibrate that GPU and mean nothing
-  without it). Deleting a model or a quantization scheme deletes nothing else: profiles only
+- Deleting a GPU deletes its efficiency profiles and prices (they describe that GPU and mean
+  nothing without it). Deleting a model or a quantization scheme deletes nothing else: profiles only
   name them as provenance.
 - Every create, update, delete, profile save and import increments the catalog version once,
   in the same transaction; reads and API-key changes do not.
@@ -48,6 +48,7 @@ from catalog.models import (
     ApiKeyRow,
     CatalogMeta,
     EfficiencyProfileRow,
+    GpuPriceRow,
     GpuRow,
     ModelRow,
     QuantizationRow,
@@ -57,10 +58,12 @@ from catalog.records import (
     canonical_efficiency_profile,
     canonical_gpu,
     canonical_model,
+    canonical_price,
     canonical_quantization,
     merged,
     raise_collected,
 )
+from planner.confidence import UNGRADED
 from planner.errors import UnsupportedConfigurationError
 from planner.specs import (
     DATATYPES,
@@ -149,6 +152,16 @@ def _gpu_record(row: GpuRow) -> dict[str, Any]:
             "memory_reserve_fraction": row.efficiency_memory_reserve_fraction,
             "memory_compute_overlap": 1.0 if row.efficiency_memory_compute_overlap is None else row.efficiency_memory_compute_overlap,
             "source": row.efficiency_source,
+            "confidence": None
+            if row.efficiency_confidence_grade is None
+            else {
+                "grade": row.efficiency_confidence_grade,
+                "points": row.efficiency_confidence_points,
+                "sources": row.efficiency_confidence_sources,
+                "out_of_sample_error": row.efficiency_confidence_out_of_sample_error,
+                "carried_over_from": row.efficiency_confidence_carried_over_from,
+                "below_usual_range": bool(row.efficiency_confidence_below_usual_range),
+            },
         },
         "source": row.source,
     }
@@ -172,6 +185,13 @@ def _apply_gpu(row: GpuRow, record: Mapping[str, Any]) -> None:
     row.efficiency_memory_reserve_fraction = efficiency.get("memory_reserve_fraction")
     row.efficiency_memory_compute_overlap = efficiency.get("memory_compute_overlap")
     row.efficiency_source = efficiency.get("source")
+    confidence = efficiency.get("confidence") or {}
+    row.efficiency_confidence_grade = confidence.get("grade")
+    row.efficiency_confidence_points = confidence.get("points")
+    row.efficiency_confidence_sources = confidence.get("sources")
+    row.efficiency_confidence_out_of_sample_error = confidence.get("out_of_sample_error")
+    row.efficiency_confidence_carried_over_from = confidence.get("carried_over_from")
+    row.efficiency_confidence_below_usual_range = confidence.get("below_usual_range")
 
 
 _MODEL_SCALARS = ("slug", "name", "params_total", "params_active", "layers", "hidden_size", "attention_heads",
@@ -283,10 +303,11 @@ class Catalog:
         return self._update(GPU, slug, record, if_version=if_version)
 
     def delete_gpu(self, slug: str, *, if_version: int | None = None) -> None:
-        """Delete the GPU and, by cascade, its efficiency profiles."""
+        """Delete the GPU and, by cascade, its efficiency profiles and prices."""
         row = self._row(GPU, slug)
         self._check_version(GPU, row, if_version)
         self.session.execute(delete(EfficiencyProfileRow).where(EfficiencyProfileRow.gpu_id == row.id))
+        self.session.execute(delete(GpuPriceRow).where(GpuPriceRow.gpu_id == row.id))
         self._delete_row(GPU, row)
 
     # ---- models --------------------------------------------------------------------------------
@@ -394,6 +415,7 @@ class Catalog:
             price_usd_per_hour_on_demand=row.price_on_demand_usd_per_hour or 0.0,
             price_usd_per_hour_reserved_1y=row.price_reserved_1y_usd_per_hour,
             efficiency=efficiency,
+            calibration_grade=row.efficiency_confidence_grade or UNGRADED,
         )
 
     def model_spec(self, slug: str) -> ModelSpec:
@@ -554,11 +576,12 @@ class Catalog:
             {key: value for key, value in profile.items() if key not in ("version", "created_at", "updated_at")}
             for profile in self.list_efficiency_profiles()
         ]
+        exported["prices"] = self._prices().export_prices()
         return exported
 
     def import_catalog(self, data: Mapping[str, Any]) -> dict[str, int]:
         """Upsert every record of an export-shaped dict (`gpus`, `models`, `quantizations`,
-        `efficiency_profiles`, optional `catalog_version`; missing lists count as empty).
+        `efficiency_profiles`, `prices`, optional `catalog_version`; missing lists count as empty).
         Rows not in `data` stay. All records are validated first and every problem is reported
         at once (fields like "gpus[3].memory_gb"). The catalog version becomes
         max(current + 1, data's catalog_version), so restoring an export into an empty
@@ -569,7 +592,7 @@ class Catalog:
             raise InvalidRecordError(
                 "a catalog import must be an object", errors=[{"field": "(root)", "message": "must be an object"}]
             )
-        known = {"catalog_version", "efficiency_profiles", *(kind.plural for kind in _KINDS)}
+        known = {"catalog_version", "efficiency_profiles", "prices", *(kind.plural for kind in _KINDS)}
         errors += [{"field": str(key), "message": "unknown field"} for key in data if key not in known]
         imported_version = data.get("catalog_version", 0)
         if isinstance(imported_version, bool) or not isinstance(imported_version, int) or imported_version < 0:
@@ -587,11 +610,21 @@ class Catalog:
             key=lambda record: (record["gpu_slug"], record["name"]),
             errors=errors,
         )
+        prices = self._canonical_list(
+            data.get("prices", []),
+            "prices",
+            canonical_price,
+            key=lambda record: (record["provider"], record["gpu"], record["region"]),
+            errors=errors,
+        )
         incoming_gpus = {record["slug"] for record in batches["gpus"]}
         existing_gpus = set(self.session.scalars(select(GpuRow.slug)))
         for index, profile in enumerate(profiles):
             if profile["gpu_slug"] not in incoming_gpus | existing_gpus:
                 errors.append({"field": f"efficiency_profiles[{index}].gpu_slug", "message": f"no GPU {profile['gpu_slug']!r}"})
+        for index, price in enumerate(prices):
+            if price["gpu"] not in incoming_gpus | existing_gpus:
+                errors.append({"field": f"prices[{index}].gpu", "message": f"no GPU {price['gpu']!r}"})
         raise_collected("catalog import", errors)
 
         counts = {"created": 0, "updated": 0, "unchanged": 0}
@@ -600,25 +633,30 @@ class Catalog:
                 counts[self._upsert(kind, record)] += 1
         for profile in profiles:
             counts[self._upsert_profile(profile)] += 1
+        for price in prices:
+            counts[self._prices().upsert_price(price)] += 1
         self._flush(what="catalog import")
         return {**counts, "catalog_version": self._bump_catalog_version(at_least=imported_version)}
 
     def is_empty(self) -> bool:
-        """No GPU, model, quantization scheme or efficiency profile."""
+        """No GPU, model, quantization scheme, efficiency profile or price."""
         return all(
             self.session.scalar(select(func.count()).select_from(table)) == 0
-            for table in (GpuRow, ModelRow, QuantizationRow, EfficiencyProfileRow)
+            for table in (GpuRow, ModelRow, QuantizationRow, EfficiencyProfileRow, GpuPriceRow)
         )
 
     def load_reference_catalog(self, data_dir: Path | None = None) -> bool:
-        """Load catalog/data/{quantizations,gpus,models}.json (or `data_dir`'s) into an empty
-        catalog; return False and change nothing when the catalog already has rows."""
+        """Load catalog/data/{quantizations,gpus,models}.json and, where present, prices.json (or
+        `data_dir`'s) into an empty catalog; return False and change nothing when the catalog
+        already has rows."""
         if not self.is_empty():
             return False
         directory = REFERENCE_DATA_DIR if data_dir is None else data_dir
         data: dict[str, Any] = {}
-        for plural in ("quantizations", "gpus", "models"):
+        for plural in ("quantizations", "gpus", "models", "prices"):
             path = directory / f"{plural}.json"
+            if plural == "prices" and not path.exists():
+                continue  # a catalog without prices plans nothing until prices are added
             try:
                 content = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as error:
@@ -626,6 +664,12 @@ class Catalog:
             data[plural] = content[plural] if isinstance(content, Mapping) and plural in content else content
         self.import_catalog(data)
         return True
+
+    def _prices(self) -> Any:
+        # catalog.prices builds on this module, so it is imported when first needed
+        from catalog.prices import Prices
+
+        return Prices(self.session)
 
     # ---- API keys ------------------------------------------------------------------------------
 
