@@ -306,11 +306,13 @@ def _summary(errors: Sequence[float]) -> tuple[float, float]:
 
 
 def write_catalog_efficiencies(blocks: Mapping[str, Mapping[str, Any]], path: Path = GPUS_JSON) -> None:
-    """Replace the `efficiency` block of each listed GPU, keeping the file's layout (indent 2)."""
+    """Replace the `efficiency` block of each listed GPU, keeping the file's layout (indent 2) and
+    the block's `confidence` (bench/confidence.py grades the calibration; rerun it after a refit)."""
     gpus = json.loads(path.read_text(encoding="utf-8"))
     for gpu in gpus:
         if gpu["slug"] in blocks:
-            gpu["efficiency"] = dict(blocks[gpu["slug"]])
+            confidence = (gpu.get("efficiency") or {}).get("confidence")
+            gpu["efficiency"] = dict(blocks[gpu["slug"]]) | ({"confidence": confidence} if confidence is not None else {})
     path.write_text(json.dumps(gpus, indent=2) + "\n", encoding="utf-8")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from planner.confidence import GRADES, UNGRADED
 from planner.errors import PlannerInputError
 
 #: Datatypes a GPU can list a dense peak for (the catalog's `peak_tflops` keys).
@@ -83,8 +84,12 @@ class GpuSpec:
     price_usd_per_hour_on_demand: float = 0.0
     price_usd_per_hour_reserved_1y: float | None = None
     efficiency: Efficiency = field(default_factory=Efficiency)
+    #: How far the catalog's calibration of this GPU can be trusted (planner/confidence.py GRADES).
+    calibration_grade: str = UNGRADED
 
     def __post_init__(self) -> None:
+        _require(self.calibration_grade in GRADES, f"{self.slug}: calibration grade must be one of {', '.join(GRADES)}",
+                 field="calibration_grade")
         _require(self.memory_bytes > 0, f"{self.slug}: memory must be positive")
         _require(self.hbm_bandwidth_bytes_per_s > 0, f"{self.slug}: memory bandwidth must be positive")
         _require(self.interconnect_bytes_per_s > 0, f"{self.slug}: interconnect bandwidth must be positive")

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
+from planner.confidence import GRADES
 from planner.specs import ARCHITECTURE_GENERATIONS
 
 Slug = Annotated[
@@ -74,6 +75,26 @@ class GpuPrice(_Input):
     source: str | None = Field(default=None, description="Price list the numbers come from.")
 
 
+class CalibrationConfidence(_Input):
+    """How far the calibrated efficiencies can be trusted: a grade and the evidence it was given for
+    (docs/calibration.md states the rule; bench/confidence.py grades the reference GPUs)."""
+
+    grade: Literal[GRADES] = Field(  # type: ignore[valid-type]
+        description="low, medium or high. low: no published point of this GPU (carried over), efficiencies below the range "
+                    "other GPUs fit, no more points than fitted parameters, or out-of-sample error above 20 %; high: two or "
+                    "more independent sources and out-of-sample error within 10 %; medium otherwise.",
+    )
+    points: int = Field(ge=0, description="Published measurements the GPU's own fit used (0 when carried over).")
+    sources: int = Field(ge=0, description="Distinct publications among those points.")
+    out_of_sample_error: float | None = Field(
+        default=None, ge=0,
+        description="Median |predicted / measured − 1| of the GPU's points predicted by fits that never saw their source or "
+                    "their model (dimensionless, 0.1 = 10 %); null without points of its own.",
+    )
+    carried_over_from: Slug | None = Field(default=None, description="The GPU whose fitted efficiencies this one ships, if any.")
+    below_usual_range: bool = Field(default=False, description="The fitted η lie below the range every other GPU fits (LOW CONFIDENCE).")
+
+
 class GpuEfficiency(_Input):
     """Calibrated fraction of the datasheet a serving engine reaches on this GPU (the roofline's η)."""
 
@@ -91,6 +112,7 @@ class GpuEfficiency(_Input):
         ),
     )
     source: str | None = Field(default=None, description="Measurement or publication the efficiencies come from.")
+    confidence: CalibrationConfidence | None = Field(default=None, description="The calibration's grade and evidence; null: ungraded (planned as low).")
 
 
 class GpuFields(_Input):

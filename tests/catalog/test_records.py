@@ -83,7 +83,7 @@ def test_efficiency_block_fills_physical_defaults() -> None:
     record["efficiency"] = {"memory": 0.9, "compute": 0.8}
     assert canonical_gpu(record)["efficiency"] == {
         "memory": 0.9, "compute": 0.8, "step_overhead_ms": 0.0, "memory_reserve_fraction": 0.0,
-        "memory_compute_overlap": 1.0, "source": None,
+        "memory_compute_overlap": 1.0, "source": None, "confidence": None,
     }
 
 
