@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.plan_result import Relaxation, as_dict
 from planner.workload import Slo
 
 if TYPE_CHECKING:
@@ -45,21 +46,6 @@ MAX_ADVICE_S = 8.0
 MS_PER_S = 1e3
 
 Plan = Callable[["PlanningRequest", "PlanningInputs"], "PlanResult"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Relaxation:
-    """One constraint moved: its request field, the value the request gave, the value that works, the unit."""
-
-    constraint: str
-    current: float | int | bool | str | None
-    value: float | int | bool | str
-    unit: str | None
-    cost_usd_per_hour: float | None = None  # what the plan costs once relaxed
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"constraint": self.constraint, "current": self.current, "value": self.value, "unit": self.unit,
-                "cost_usd_per_hour": self.cost_usd_per_hour}
 
 
 class _Budget:
@@ -358,7 +344,7 @@ def advised(error: InfeasiblePlanError, request: PlanningRequest, inputs: Planni
     extensions = dict(error.extensions)
     extensions.pop("relaxation", None)
     extensions.update(
-        relaxations=[r.as_dict() for r in relaxations],
+        relaxations=[as_dict(r) for r in relaxations],
         relaxations_apply=apply,
         advice_complete=not trial.budget.spent,
         advice_replans=trial.budget.replans,

@@ -153,7 +153,17 @@ class NextCandidate:
     because: str
 
 
-Adjustment = AddReplica | NextCandidate
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SingleConfiguration:
+    """A mixed fleet the simulator made dearer than one configuration it also accepts gave way to it."""
+
+    action: Literal["single_configuration"] = "single_configuration"
+    to: Configuration
+    replicas: int
+    because: str
+
+
+Adjustment = AddReplica | NextCandidate | SingleConfiguration
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -512,6 +522,7 @@ __all__ = [
     "Sensitivity",
     "SensitivityEntry",
     "SimulatedFigures",
+    "SingleConfiguration",
     "SloBinding",
     "StepModelSection",
     "UnstableQueueing",

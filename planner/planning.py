@@ -66,6 +66,42 @@ from planner.errors import (
 )
 from planner.memory import kv_bytes_per_request, weight_bytes
 from planner.optimizer import Candidate, PlanConstraints, PlanSolution, solve_plan
+from planner.plan_result import (
+    AddReplica,
+    Adjustment,
+    Alternative,
+    BindingEntry,
+    CandidatesSection,
+    CapacityBinding,
+    Configuration,
+    ConstraintBinding,
+    DecodeRoofline,
+    FigureOfRecord,
+    FiguresOfRecord,
+    Justification,
+    LittlesLaw,
+    MemorySection,
+    NextCandidate,
+    P99Intervals,
+    Percentiles,
+    Predicted,
+    PrefillRoofline,
+    Provenance,
+    QueueingSection,
+    RhoPoint,
+    RooflineSection,
+    SameConfiguration,
+    Sensitivity,
+    SensitivityEntry,
+    SimulatedFigures,
+    SingleConfiguration,
+    SloBinding,
+    StepModelSection,
+    UnstableQueueing,
+    Verification,
+    VerificationRow,
+    as_dict,
+)
 from planner.performance import decode_step, prefill
 from planner.queueing import PercentileBounds, Prediction, max_rps_at_slo, predict, saturation_rps, screen
 from planner.rate_search import Bracket
@@ -184,10 +220,11 @@ class PlanResult:
     cost_usd_per_hour: float
     cost_usd_per_month: float
     cost_usd_per_million_output_tokens: float
-    predicted: dict[str, Any]
-    justification: dict[str, Any]
-    verification: dict[str, Any] | None
-    provenance: dict[str, Any]
+    #: None only on the advice's trial plans (`PlanningRequest.explain` False), which need feasibility and cost alone
+    predicted: Predicted | None
+    justification: Justification | None
+    verification: Verification | None
+    provenance: Provenance | None
 
     @property
     def row(self) -> FleetRow:
@@ -919,6 +956,10 @@ def _row(option: Option, replicas: int, mu: float, saturation: float, offered: f
     )
 
 
+def _configuration(option: Option) -> Configuration:
+    return Configuration(**_config(option))
+
+
 def _config(option: Option) -> dict[str, Any]:
     g = option.group
     return {"gpu": g.gpu.slug, "tp": g.tp, "weights_precision": g.precision.weights.slug,
@@ -976,7 +1017,7 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             raise InfeasiblePlanError(
                 f"the simulator finds the SLOs missed at every plan the search proposed ({len(verified.adjustments)} "
                 "tried); the SLOs are too close to what these configurations reach at this load",
-                constraint="verification", adjustments=verified.adjustments,
+                constraint="verification", adjustments=[as_dict(a) for a in verified.adjustments],
             )
         # μ for the MILP: the largest per-replica rate verified to meet the SLOs — within 1 % of μ for
         # the cheapest candidate, λ/r for the others (enough to decide their replica counts; a
@@ -1012,7 +1053,7 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
 
     rows = [_row(by_id[r.candidate.id], r.replicas, r.candidate.max_rps_at_slo, r.candidate.saturation_rps, r.offered_rps)
             for r in solution.rows]
-    adjustments: list[dict[str, Any]] = []
+    adjustments: list[Adjustment] = []
     verification: dict[str, Any] | None = None
     if verified is not None:
         adjustments = verified.adjustments
@@ -1033,8 +1074,8 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             mu = planner.max_rate(best.option, slo)[0]
             rows = [_row(best.option, best.replicas, max(mu, lam / best.replicas), planner.saturation(best.option), lam)]
             adjustments = [*adjustments, *single.adjustments,
-                           {"action": "single_configuration", "to": _config(best.option), "replicas": best.replicas,
-                            "because": "after verification one configuration alone is cheaper than the mixed fleet"}]
+                           SingleConfiguration(to=_configuration(best.option), replicas=best.replicas,
+                                               because="after verification one configuration alone is cheaper than the mixed fleet")]
             verification = dict(single.report)
             verification["rows"] = [{"gpu": rows[0].gpu, "replicas": rows[0].replicas, "meets_slo": True}]
             outcome = single.outcome
@@ -1067,35 +1108,26 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     result_rows = tuple(rows)
     context = _Context(planner=planner, request=request, inputs=inputs, by_id=by_id, drops=drops, cost=cost)
 
+    record = None if verification is None else _verification_record(verification, adjustments, request.seed)
     if not request.explain:
         return PlanResult(rows=tuple(rows), replicas=sum(r.replicas for r in rows), gpus_total=sum(r.gpus for r in rows),
                           target_rho=lam / saturation_total, cost_usd_per_hour=cost, cost_usd_per_month=cost * HOURS_PER_MONTH,
                           cost_usd_per_million_output_tokens=cost / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6,
-                          predicted={}, justification={}, verification=verification, provenance={})
-    justification = {
-        "step_model": _step_model_section(main_option.group.step_model),
-        "memory": _memory_section(main_option, inputs.model, workload, prediction),
-        "roofline": _roofline_section(main_option, workload, prediction),
-        "queueing": _queueing_section(prediction, slo, curve),
-        "binding": _binding_section(context, solution, main_option, main, prediction, mu_met),
-        "alternatives": _alternatives_section(context, outcome, main),
-        "sensitivity": _sensitivity_section(context, rows, (mu_met, mu_missed)),
-        "candidates": {
-            "enumerated": len(options),
-            "groups": len(groups),
-            "dropped_before_queueing": len(drops),
-            "queueing_predictions": planner.predictions,
-            "queueing_root_finds": planner.root_finds,
-            "in_milp": len(candidates),
-            "search_exhaustive": outcome.exhaustive,
-            "simulations": len(planner._simulations),
-        },
-    }
-    if adjustments and verification is not None:
-        verification["adjustments"] = adjustments
-    if verification is not None:
-        verification["seed"] = request.seed
-    predicted = _predicted_section(prediction, slo, main, output_tokens_per_s, verification)
+                          predicted=None, justification=None, verification=record, provenance=None)
+    justification = Justification(
+        step_model=_step_model_section(main_option.group.step_model),
+        memory=_memory_section(main_option, inputs.model, workload, prediction),
+        roofline=_roofline_section(main_option, workload, prediction),
+        queueing=_queueing_section(prediction, slo, curve),
+        binding=_binding_section(context, solution, main_option, main, prediction, mu_met),
+        alternatives=_alternatives_section(context, outcome, main),
+        sensitivity=_sensitivity_section(context, rows, (mu_met, mu_missed)),
+        candidates=CandidatesSection(
+            enumerated=len(options), groups=len(groups), dropped_before_queueing=len(drops),
+            queueing_predictions=planner.predictions, queueing_root_finds=planner.root_finds, in_milp=len(candidates),
+            search_exhaustive=outcome.exhaustive, simulations=len(planner._simulations),
+        ),
+    )
     return PlanResult(
         rows=result_rows,
         replicas=sum(r.replicas for r in rows),
@@ -1104,20 +1136,42 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
         cost_usd_per_hour=cost,
         cost_usd_per_month=cost * HOURS_PER_MONTH,
         cost_usd_per_million_output_tokens=cost / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6,  # $/h ÷ tokens/h × 1e6
-        predicted=predicted,
+        predicted=_predicted_section(prediction, slo, main, output_tokens_per_s, record),
         justification=justification,
-        verification=verification,
-        provenance={
-            "catalog_version": inputs.catalog_version,
-            "solver": solution.solver.name,
-            "status": solution.solver.status,
-            "mip_gap": solution.solver.mip_gap,
-            "solve_ms": solve_ms,
-            "plan_ms": (time.perf_counter() - started) * MS_PER_S,
-            "efficiency_profile": inputs.efficiency_profile,
-            "efficiencies": {g.slug: asdict(g.efficiency) for g in inputs.gpus if g.slug in {r.gpu for r in rows}},
-            "created_at": datetime.now(UTC).isoformat(),
-        },
+        verification=record,
+        provenance=Provenance(
+            catalog_version=inputs.catalog_version,
+            solver=solution.solver.name,
+            status=solution.solver.status,
+            mip_gap=solution.solver.mip_gap,
+            solve_ms=solve_ms,
+            plan_ms=(time.perf_counter() - started) * MS_PER_S,
+            efficiency_profile=inputs.efficiency_profile,
+            efficiencies={g.slug: g.efficiency for g in inputs.gpus if g.slug in {r.gpu for r in rows}},
+            created_at=datetime.now(UTC).isoformat(),
+        ),
+    )
+
+
+def _percentiles(block: Mapping[str, Any]) -> Percentiles:
+    return Percentiles(p50=block["p50"], p99=block["p99"], at_percentile=block["at_percentile"])
+
+
+def _verification_record(report: Mapping[str, Any], adjustments: Sequence[Adjustment], seed: int) -> Verification:
+    """The simulator's report on the plan (as `_verify` writes it, with the plan's rows) as a record."""
+    simulated = report["simulated"]
+    ci = simulated["p99_ci_s"]
+    return Verification(
+        simulated=SimulatedFigures(
+            percentile=simulated["percentile"], ttft_s=_percentiles(simulated["ttft_s"]), tpot_s=_percentiles(simulated["tpot_s"]),
+            e2e_s=_percentiles(simulated["e2e_s"]),
+            p99_ci_s=P99Intervals(ttft=tuple(ci["ttft"]), tpot=tuple(ci["tpot"]), e2e=tuple(ci["e2e"])),  # type: ignore[arg-type]
+            mean_occupancy=simulated["mean_occupancy"], stable=simulated["stable"],
+        ),
+        misses=tuple(report["misses"]), meets_slo=report["meets_slo"], requests_simulated=report["requests_simulated"],
+        replicas_simulated=report["replicas_simulated"], per_replica_rate_rps=report["per_replica_rate_rps"],
+        wall_time_s=report["wall_time_s"], rows=tuple(VerificationRow(**row) for row in report["rows"]),
+        adjustments=tuple(adjustments), seed=seed,
     )
 
 
@@ -1133,7 +1187,7 @@ class _Verified:
 
     best: SinglePlan | None
     outcome: _Outcome
-    adjustments: list[dict[str, Any]]
+    adjustments: list[Adjustment]
     report: dict[str, Any] | None
     exhausted: bool = False
 
@@ -1149,7 +1203,7 @@ def _verified_search(planner: _Planner, workload: Workload, slo: Slo, arrival_ra
     the plain search. With `infer`, a pass already simulated at a higher load under a stricter SLO
     stands for this one (`_Planner.simulator_agrees`): the justification's re-plans use it; the plan
     itself is always simulated at its own load."""
-    adjustments: list[dict[str, Any]] = []
+    adjustments: list[Adjustment] = []
     outcome = planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below_usd_per_hour)
     for _ in range(MAX_VERIFY_ROUNDS):
         best = outcome.best
@@ -1171,11 +1225,11 @@ def _verified_search(planner: _Planner, workload: Workload, slo: Slo, arrival_ra
         because = (f"simulated p{slo.percentile:g} missed ({misses}) at {best.replicas} "
                    f"replica(s), {arrival_rate_rps / best.replicas:.4g} req/s each")
         if moved is not None and moved.option.id == best.option.id:
-            adjustments.append({"action": "add_replica", "configuration": _config(best.option), "from_replicas": best.replicas,
-                                "to_replicas": moved.replicas, "because": because})
+            adjustments.append(AddReplica(configuration=_configuration(best.option), from_replicas=best.replicas,
+                                          to_replicas=moved.replicas, because=because))
         else:
-            adjustments.append({"action": "next_candidate", "from": _config(best.option),
-                                "to": None if moved is None else _config(moved.option), "because": because})
+            adjustments.append(NextCandidate(from_=_configuration(best.option),
+                                             to=None if moved is None else _configuration(moved.option), because=because))
     if outcome.best is None:
         return _Verified(best=None, outcome=outcome, adjustments=adjustments, report=None)
     return _Verified(best=None, outcome=outcome, adjustments=adjustments, report=None, exhausted=True)
@@ -1206,39 +1260,35 @@ def _row_slacks(rows: Sequence[FleetRow], candidates: Sequence[Candidate], arriv
 
 
 def _predicted_section(prediction: Prediction, slo: Slo, main: FleetRow, output_tokens_per_s: float,
-                       verification: dict[str, Any] | None) -> dict[str, Any]:
+                       verification: Verification | None) -> Predicted:
     """The analytic percentiles at the plan's load and, per metric, the figure of record: the
     simulator's where the analytic model marks the point outside its validated region and the
     simulator ran, the queueing model's otherwise."""
-    predicted: dict[str, Any] = {"percentile": slo.percentile, "per_replica_rate_rps": main.offered_rps / main.replicas}
-    for metric in ("ttft", "tpot", "e2e"):
+    def analytic(metric: str) -> Percentiles:
         latency = getattr(prediction, metric)
-        predicted[f"{metric}_s"] = {"p50": latency.p50_s if latency else None, "p99": latency.p99_s if latency else None,
-                                    "at_percentile": _predicted_at(prediction, metric)}
-    predicted["output_tokens_per_s"] = output_tokens_per_s
-    predicted["reliable"] = prediction.reliable
-    simulated = verification["simulated"] if verification is not None else None
-    use_simulator = simulated is not None and not prediction.reliable
-    of_record: dict[str, Any] = {}
-    for metric in ("ttft", "tpot", "e2e"):
-        if use_simulator:
-            ci = simulated["p99_ci_s"][metric] if slo.percentile == 99.0 else [None, None]
-            of_record[f"{metric}_s"] = {"value": simulated[f"{metric}_s"]["at_percentile"], "method": "simulated",
-                                        "ci_low": ci[0], "ci_high": ci[1]}
-        else:
-            of_record[f"{metric}_s"] = {"value": _predicted_at(prediction, metric), "method": "analytic",
-                                        "ci_low": None, "ci_high": None}
-    predicted["of_record"] = of_record
-    if prediction.reliable:
-        predicted["fidelity_note"] = prediction.fidelity_note
-    elif use_simulator:
-        reason = (prediction.fidelity_note or "").removesuffix(" — use the simulator").removeprefix(
-            "outside the analytic model's validated region: ")
-        predicted["fidelity_note"] = (f"the analytic model is outside its validated region here ({reason}); the figures "
-                                      f"of record are the simulator's ({verification['requests_simulated']} requests)")
-    else:
-        predicted["fidelity_note"] = prediction.fidelity_note
-    return predicted
+        return Percentiles(p50=latency.p50_s if latency else None, p99=latency.p99_s if latency else None,
+                           at_percentile=_predicted_at(prediction, metric))
+
+    use_simulator = verification is not None and not prediction.reliable
+
+    def of_record(metric: str) -> FigureOfRecord:
+        if verification is not None and use_simulator:
+            simulated: Percentiles = getattr(verification.simulated, f"{metric}_s")
+            low, high = getattr(verification.simulated.p99_ci_s, metric) if slo.percentile == 99.0 else (None, None)
+            return FigureOfRecord(value=simulated.at_percentile, method="simulated", ci_low=low, ci_high=high)
+        return FigureOfRecord(value=_predicted_at(prediction, metric), method="analytic")
+
+    note = prediction.fidelity_note
+    if verification is not None and use_simulator:
+        reason = (note or "").removesuffix(" — use the simulator").removeprefix("outside the analytic model's validated region: ")
+        note = (f"the analytic model is outside its validated region here ({reason}); the figures of record are the "
+                f"simulator's ({verification.requests_simulated} requests)")
+    return Predicted(
+        percentile=slo.percentile, per_replica_rate_rps=main.offered_rps / main.replicas,
+        ttft_s=analytic("ttft"), tpot_s=analytic("tpot"), e2e_s=analytic("e2e"),
+        output_tokens_per_s=output_tokens_per_s, reliable=prediction.reliable, fidelity_note=note,
+        of_record=FiguresOfRecord(ttft_s=of_record("ttft"), tpot_s=of_record("tpot"), e2e_s=of_record("e2e")),
+    )
 
 
 def candidate_id_of(row: FleetRow) -> str:
@@ -1249,10 +1299,10 @@ def candidate_id_of(row: FleetRow) -> str:
 
 
 def _verified_rows(rows: list[FleetRow], by_id: Mapping[str, Option], outcome: _Outcome, workload: Workload, slo: Slo,
-                   constraints: PlanConstraints, request: PlanningRequest) -> tuple[list[FleetRow], dict[str, Any], list[dict[str, Any]]]:
+                   constraints: PlanConstraints, request: PlanningRequest) -> tuple[list[FleetRow], dict[str, Any], list[Adjustment]]:
     """Simulate every row at its planned load; add a replica (or move to the next-cheapest
     candidate) until the simulator agrees the SLOs hold. Never returns a plan that misses."""
-    adjustments: list[dict[str, Any]] = []
+    adjustments: list[Adjustment] = []
     fallbacks = sorted((p for p in outcome.priced if p.feasible), key=lambda p: (p.cost_usd_per_hour, p.gpus))
     for _ in range(MAX_VERIFY_ADJUSTMENTS + 1):
         reports = []
@@ -1275,8 +1325,8 @@ def _verified_rows(rows: list[FleetRow], by_id: Mapping[str, Option], outcome: _
         limit_breach = _refused_by(row.gpu, sum(r.gpus for r in rows) + added * row.tp,
                                    sum(r.cost_usd_per_hour for r in rows) + added * option.group.price_usd_per_hour, constraints)
         if limit_breach is None:
-            adjustments.append({"action": "add_replica", "configuration": _config(option), "from_replicas": row.replicas,
-                                "to_replicas": extra, "because": f"simulated p{slo.percentile:g} missed: {', '.join(reports[failing]['misses'])}"})
+            adjustments.append(AddReplica(configuration=_configuration(option), from_replicas=row.replicas, to_replicas=extra,
+                                          because=f"simulated p{slo.percentile:g} missed: {', '.join(reports[failing]['misses'])}"))
             offered_total = sum(r.offered_rps for r in rows)
             rows[failing] = _row(option, extra, row.max_rps_at_slo, row.saturation_rps, row.offered_rps)
             rows = _rebalance(rows, offered_total)
@@ -1285,14 +1335,14 @@ def _verified_rows(rows: list[FleetRow], by_id: Mapping[str, Option], outcome: _
         nxt = next((p for p in fallbacks if p.option.id not in current), None)
         if nxt is None or len(rows) > 1:
             break
-        adjustments.append({"action": "next_candidate", "from": _config(option), "to": _config(nxt.option),
-                            "because": f"simulated p{slo.percentile:g} missed and one more replica breaks {limit_breach}"})
+        adjustments.append(NextCandidate(from_=_configuration(option), to=_configuration(nxt.option),
+                                         because=f"simulated p{slo.percentile:g} missed and one more replica breaks {limit_breach}"))
         rows = [_row(nxt.option, nxt.replicas, nxt.mu_rps, nxt.saturation_rps, workload.arrival_rate_rps)]
     raise InfeasiblePlanError(
         f"the simulator finds the SLOs missed at the planned load even after {len(adjustments)} adjustment(s) "
         "within the limits; relax the SLOs or the limits (max_gpus, budget, inventory)",
         constraint="verification",
-        adjustments=adjustments,
+        adjustments=[as_dict(a) for a in adjustments],
     )
 
 
@@ -1306,102 +1356,102 @@ def _rebalance(rows: list[FleetRow], offered_total: float) -> list[FleetRow]:
 # --- justification sections --------------------------------------------------------------------------
 
 
-def _step_model_section(sm: StepModel) -> dict[str, Any]:
-    data = asdict(sm)
-    data["weight_bytes"] = sm.weight_bytes
-    data["break_even_flops_per_byte"] = sm.break_even_flops_per_byte
-    data["formula"] = ("t_step = max(t_mem, t_compute) + (1 - overlap) * min(t_mem, t_compute) + t_comm + step_overhead_s; "
+def _step_model_section(sm: StepModel) -> StepModelSection:
+    return StepModelSection.of(sm, formula=STEP_FORMULA)
+
+
+STEP_FORMULA = ("t_step = max(t_mem, t_compute) + (1 - overlap) * min(t_mem, t_compute) + t_comm + step_overhead_s; "
                        "t_mem = (weight_bytes_read(n) + kv_tokens_read * kv_bytes_per_token) / memory_bandwidth_bytes_per_s; "
                        "t_compute = (n * flops_per_token + attended_tokens * attention_flops_per_context_token) / compute_flops_per_s; "
                        "t_comm = n * comm_s_per_token + comm_latency_s")
-    return data
 
 
-def _memory_section(option: Option, model: ModelSpec, workload: Workload, prediction: Prediction) -> dict[str, Any]:
+def _memory_section(option: Option, model: ModelSpec, workload: Workload, prediction: Prediction) -> MemorySection:
     g = option.group
     request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
     detail = prediction.queueing
-    return {
-        "usable_bytes": g.tp * g.gpu.memory_bytes * (1 - g.gpu.efficiency.memory_reserve_fraction),
-        "weights_bytes": weight_bytes(model, g.precision.weights),
-        "kv_bytes_per_token": g.step_model.kv_bytes_per_token,
-        "kv_bytes_per_request": kv_bytes_per_request(model, g.precision.kv_cache, g.tp, math.ceil(request_tokens)),
-        "mean_request_tokens": request_tokens,
-        "kv_capacity_tokens": g.kv_capacity_tokens,
-        "concurrency_limit_by_kv": g.kv_slots,
-        "batch_limit": option.batch_limit,
-        "concurrency_limit": option.slots,
-        "batch_limited_by": detail.slots_limited_by if detail else ("batch_limit" if option.batch_limit <= g.kv_slots else "kv_cache"),
-    }
+    return MemorySection(
+        usable_bytes=g.tp * g.gpu.memory_bytes * (1 - g.gpu.efficiency.memory_reserve_fraction),
+        weights_bytes=weight_bytes(model, g.precision.weights),
+        kv_bytes_per_token=g.step_model.kv_bytes_per_token,
+        kv_bytes_per_request=kv_bytes_per_request(model, g.precision.kv_cache, g.tp, math.ceil(request_tokens)),
+        mean_request_tokens=request_tokens,
+        kv_capacity_tokens=g.kv_capacity_tokens,
+        concurrency_limit_by_kv=g.kv_slots,
+        batch_limit=option.batch_limit,
+        concurrency_limit=option.slots,
+        batch_limited_by=detail.slots_limited_by if detail else ("batch_limit" if option.batch_limit <= g.kv_slots else "kv_cache"),
+    )
 
 
-def _roofline_section(option: Option, workload: Workload, prediction: Prediction) -> dict[str, Any]:
+def _roofline_section(option: Option, workload: Workload, prediction: Prediction) -> RooflineSection:
     sm = option.group.step_model
     context = max(1, round(workload.prompt_tokens.mean + workload.output_tokens.mean / 2))
     occupancy = prediction.queueing.mean_occupancy if prediction.queueing else 1.0
-    rows = []
+    rows: list[DecodeRoofline] = []
     for label, batch in (("batch_1", 1), ("at_plan_occupancy", max(1, round(occupancy))), ("at_concurrency_limit", option.slots)):
         d = decode_step(sm, batch=batch, context_tokens=context)
-        rows.append({"at": label, "batch": batch, "context_tokens": context, "step_s": d.step_s, "memory_s": d.memory_s,
-                     "compute_s": d.compute_s, "comm_s": d.comm_s, "flops_per_byte": d.flops_per_byte_with_attention,
-                     "bound": d.bound, "output_tokens_per_s": d.output_tokens_per_s})
+        rows.append(DecodeRoofline(at=label, batch=batch, context_tokens=context, step_s=d.step_s, memory_s=d.memory_s,  # type: ignore[arg-type]
+                                   compute_s=d.compute_s, comm_s=d.comm_s, flops_per_byte=d.flops_per_byte_with_attention,
+                                   bound=d.bound, output_tokens_per_s=d.output_tokens_per_s))
     p = prefill(sm, max(1, round(workload.prompt_tokens.mean)))
-    return {
-        "decode": rows,
-        "prefill": {"prompt_tokens": p.tokens, "time_s": p.time_s, "linear_time_s": p.linear_time_s,
-                    "attention_time_s": p.attention_time_s, "weight_read_s": p.weight_read_s, "bound": p.bound},
-        "break_even_flops_per_byte": sm.break_even_flops_per_byte,
-    }
+    return RooflineSection(
+        decode=tuple(rows),
+        prefill=PrefillRoofline(prompt_tokens=p.tokens, time_s=p.time_s, linear_time_s=p.linear_time_s,
+                                attention_time_s=p.attention_time_s, weight_read_s=p.weight_read_s, bound=p.bound),
+        break_even_flops_per_byte=sm.break_even_flops_per_byte,
+    )
 
 
-def _rho_curve(planner: _Planner, option: Option, slo: Slo, plan_rate_rps: float, mu_rps: float) -> list[dict[str, Any]]:
+def _rho_curve(planner: _Planner, option: Option, slo: Slo, plan_rate_rps: float, mu_rps: float) -> list[RhoPoint]:
     """p-percentile latencies against ρ around the plan: fixed utilisations plus the plan's and μ's."""
     saturation = planner.saturation(option)
     rates = sorted({u * saturation for u in CURVE_UTILISATIONS} | {plan_rate_rps, mu_rps})
-    points = []
+    points: list[RhoPoint] = []
     for rate in rates:
         try:
             p = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
                                    rate, slo.percentile)
         except ConvergenceError:
             continue  # a point the queueing model cannot solve is left out of the drawing, not guessed
-        points.append({"utilisation": rate / saturation, "arrival_rate_rps": rate,
-                       "ttft_s": _predicted_at(p, "ttft") if not p.unstable else None,
-                       "tpot_s": _predicted_at(p, "tpot") if not p.unstable else None,
-                       "e2e_s": _predicted_at(p, "e2e") if not p.unstable else None,
-                       "meets_slo": _meets(p, slo), "at": "plan" if rate == plan_rate_rps else ("max_rps_at_slo" if rate == mu_rps else None)})
+        points.append(RhoPoint(utilisation=rate / saturation, arrival_rate_rps=rate,
+                               ttft_s=_predicted_at(p, "ttft") if not p.unstable else None,
+                               tpot_s=_predicted_at(p, "tpot") if not p.unstable else None,
+                               e2e_s=_predicted_at(p, "e2e") if not p.unstable else None,
+                               meets_slo=_meets(p, slo),
+                               at="plan" if rate == plan_rate_rps else ("max_rps_at_slo" if rate == mu_rps else None)))
     return points
 
 
-def _queueing_section(prediction: Prediction, slo: Slo, curve: list[dict[str, Any]]) -> dict[str, Any]:
+def _queueing_section(prediction: Prediction, slo: Slo, curve: list[RhoPoint]) -> QueueingSection | UnstableQueueing:
     q = prediction.queueing
     if q is None:
-        return {"unstable": True}
+        return UnstableQueueing()
     L, lam, W = q.littles_law
-    return {
-        "arrival_rate_rps": q.arrival_rate_rps,
-        "arrival_cv": q.arrival_cv,
-        "service_s": q.service_s,
-        "steps_per_request": q.steps_per_request,
-        "mean_step_s": q.mean_step_s,
-        "utilisation": q.utilisation,
-        "saturation_rps": q.saturation_rps,
-        "slots": q.slots,
-        "slots_limited_by": q.slots_limited_by,
-        "littles_law": {"occupancy": L, "arrival_rate_rps": lam, "time_in_service_s": W,
-                        "check": f"L = λ·W: {L:.4g} = {lam:.4g} × {W:.4g}"},
-        "wait_probability": q.wait_probability,
-        "mean_wait_s": q.mean_wait_s,
-        "wait_at_percentile_s": q.wait_at_percentile_s,
-        "formula": q.formula,
-        "rho_curve": curve,
-        "slo_lines_s": _slo_targets(slo),
-        "percentile": slo.percentile,
-    }
+    return QueueingSection(
+        arrival_rate_rps=q.arrival_rate_rps,
+        arrival_cv=q.arrival_cv,
+        service_s=q.service_s,
+        steps_per_request=q.steps_per_request,
+        mean_step_s=q.mean_step_s,
+        utilisation=q.utilisation,
+        saturation_rps=q.saturation_rps,
+        slots=q.slots,
+        slots_limited_by=q.slots_limited_by,  # type: ignore[arg-type]
+        littles_law=LittlesLaw(occupancy=L, arrival_rate_rps=lam, time_in_service_s=W,
+                               check=f"L = λ·W: {L:.4g} = {lam:.4g} × {W:.4g}"),
+        wait_probability=q.wait_probability,
+        mean_wait_s=q.mean_wait_s,
+        wait_at_percentile_s=q.wait_at_percentile_s,
+        formula=q.formula,
+        rho_curve=tuple(curve),
+        slo_lines_s=_slo_targets(slo),  # type: ignore[arg-type]
+        percentile=slo.percentile,
+    )
 
 
 def _binding_section(ctx: _Context, solution: PlanSolution, main_option: Option, main: FleetRow,
-                     prediction: Prediction, mu_rps: float) -> list[dict[str, Any]]:
+                     prediction: Prediction, mu_rps: float) -> tuple[BindingEntry, ...]:
     planner, request = ctx.planner, ctx.request
     workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
@@ -1414,7 +1464,7 @@ def _binding_section(ctx: _Context, solution: PlanSolution, main_option: Option,
     # decided by the prediction at that rate (usually already known from μ's bracket), not by μ's
     # estimate, which sits up to 1 % below μ and would make the answer depend on how μ was narrowed.
     at_saturation = planner.meets(main_option, slo, SATURATION_BINDS * planner.saturation(main_option))
-    binding: list[dict[str, Any]] = []
+    binding: list[BindingEntry] = []
     for metric, target in _slo_targets(slo).items():
         relaxed = replace(slo, **{f"{metric}_s": target * SLO_RELAXATION})
         relaxed_cost: float | None
@@ -1428,36 +1478,34 @@ def _binding_section(ctx: _Context, solution: PlanSolution, main_option: Option,
             relaxed_cost = better.cost_usd_per_hour if better is not None else cost
             saving = cost - relaxed_cost
         predicted = _predicted_at(prediction, metric)
-        binding.append({
-            "constraint": f"slo_{metric}",
-            "kind": "slo",
-            "binding": metric == setting and not at_saturation,
-            "target_s": target,
-            "predicted_at_plan_s": predicted,
-            "slack_s": target - predicted,
-            "predicted_at_max_rps_s": _predicted_at(at_mu, metric),
-            "relax_by": SLO_RELAXATION - 1.0,
-            "relaxed_cost_usd_per_hour": relaxed_cost,
-            "relaxed_saving_usd_per_hour": saving,
-            "note": None if saving is not None else "mixed fleet: relaxation not re-solved",
-        })
+        binding.append(SloBinding(
+            constraint=f"slo_{metric}",  # type: ignore[arg-type]
+            binding=metric == setting and not at_saturation,
+            target_s=target,
+            predicted_at_plan_s=predicted,
+            slack_s=target - predicted,
+            predicted_at_max_rps_s=_predicted_at(at_mu, metric),
+            relax_by=SLO_RELAXATION - 1.0,
+            relaxed_cost_usd_per_hour=relaxed_cost,
+            relaxed_saving_usd_per_hour=saving,
+            note=None if saving is not None else "mixed fleet: relaxation not re-solved",
+        ))
     limited_by = prediction.queueing.slots_limited_by if prediction.queueing else "batch_limit"
-    binding.append({
-        "constraint": "saturation" if at_saturation else "concurrency",
-        "kind": "capacity",
-        "binding": at_saturation,
-        "limited_by": limited_by,
-        "concurrency_limit": main_option.slots,
-        "detail": (f"every SLO holds up to saturation, so capacity ({limited_by}) sets the replica rate"
-                   if at_saturation else f"concurrency is capped by {limited_by} at {main_option.slots} sequences"),
-    })
+    binding.append(CapacityBinding(
+        constraint="saturation" if at_saturation else "concurrency",
+        binding=at_saturation,
+        limited_by=limited_by,  # type: ignore[arg-type]
+        concurrency_limit=main_option.slots,
+        detail=(f"every SLO holds up to saturation, so capacity ({limited_by}) sets the replica rate"
+                if at_saturation else f"concurrency is capped by {limited_by} at {main_option.slots} sequences"),
+    ))
     for slack in solution.constraints:
-        binding.append({"constraint": slack.name, "kind": slack.family, "binding": slack.binding, "value": slack.value,
-                        "limit": slack.limit, "slack": slack.slack, "unit": slack.unit})
-    return binding
+        binding.append(ConstraintBinding(constraint=slack.name, kind=slack.family, binding=slack.binding,  # type: ignore[arg-type]
+                                         value=slack.value, limit=slack.limit, slack=slack.slack, unit=slack.unit))  # type: ignore[arg-type]
+    return tuple(binding)
 
 
-def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> list[dict[str, Any]]:
+def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> tuple[Alternative, ...]:
     """The best plan for each other GPU type and each other precision, with why it lost.
 
     A group the final search left unpriced has a lower bound on its cost; where that bound does not
@@ -1465,7 +1513,7 @@ def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> l
     priced exactly by the same search restricted to it, so no entry claims less than it would cost."""
     planner, request, by_id, cost = ctx.planner, ctx.request, ctx.by_id, ctx.cost
     workload, slo, constraints = request.workload, request.slo, request.constraints
-    alternatives: list[dict[str, Any]] = []
+    alternatives: list[Alternative] = []
     chosen_precision = (main.weights_precision, main.kv_precision)
 
     # the least cost bound of what the search left unpriced, per (GPU, precision, tp) group first:
@@ -1536,7 +1584,7 @@ def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> l
             else:
                 reason = "not among the allowed configurations"
             entry.update(cost_usd_per_hour=None, exact=True, verified=None, reason=reason)
-        alternatives.append(entry)
+        alternatives.append(Alternative(**entry))
 
     gpu_key: Callable[[Group], Any] = lambda g: g.gpu.slug  # noqa: E731
     by_gpu = index(gpu_key)
@@ -1549,10 +1597,10 @@ def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> l
         pair = (precision.weights.slug, precision.kv_cache.slug)
         if pair != chosen_precision:
             summarise("precision", f"{pair[0]}/{pair[1]}", pair, precision_key, by_precision)
-    return alternatives
+    return tuple(alternatives)
 
 
-def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tuple[float, float]) -> dict[str, Any]:
+def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tuple[float, float]) -> Sensitivity:
     """How the plan grows with traffic: each traffic level re-planned (by the queueing model, with
     what the simulator taught the search about the configurations it checked) within the limits, or
     without them when the limits leave nothing, saying which limit it breaks. More traffic never
@@ -1627,8 +1675,13 @@ def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tu
                             "note": "mixed fleet: every row scaled by the traffic factor, not re-planned"})
     method = ("re-planned by the queueing model at each level, with the rates the simulator found missed excluded"
               if single else "mixed fleet: every row scaled by the traffic factor")
-    return {"traffic": traffic, "max_arrival_rate_rps_within_slo": holds, "fails_by_arrival_rate_rps": holds_below,
-            "headroom_fraction": holds / lam - 1.0, "method": method}
+    entries = tuple(
+        SensitivityEntry(**{**entry, "same_configuration": SameConfiguration(**entry["same_configuration"])
+                            if "same_configuration" in entry else None})
+        for entry in traffic
+    )
+    return Sensitivity(traffic=entries, max_arrival_rate_rps_within_slo=holds, fails_by_arrival_rate_rps=holds_below,
+                       headroom_fraction=holds / lam - 1.0, method=method)
 
 
 __all__ = [

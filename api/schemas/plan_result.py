@@ -145,7 +145,16 @@ class NextCandidateRead(_Read):
     because: str
 
 
-AdjustmentRead = Annotated[AddReplicaRead | NextCandidateRead, Field(discriminator="action")]
+class SingleConfigurationRead(_Read):
+    """A mixed fleet the simulator made dearer than one configuration it also accepts gave way to it."""
+
+    action: Literal["single_configuration"] = "single_configuration"
+    to: ConfigurationRead
+    replicas: int
+    because: str
+
+
+AdjustmentRead = Annotated[AddReplicaRead | NextCandidateRead | SingleConfigurationRead, Field(discriminator="action")]
 
 
 class VerificationRead(_Read):

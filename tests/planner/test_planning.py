@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from planner.errors import InfeasiblePlanError
 from planner.memory import kv_capacity_tokens
+from planner.plan_result import as_dict
 from planner.optimizer import PlanConstraints
 from planner.performance import build_step_model
 from planner.planning import SATURATION_BINDS, PlanningInputs, PlanningRequest, plan_capacity
@@ -67,7 +68,7 @@ def brute_force_cost(workload: Workload, slo: Slo) -> float:
 def test_the_plan_costs_what_brute_force_over_every_candidate_finds() -> None:
     result = plan_capacity(request(), INPUTS)
     assert result.cost_usd_per_hour == pytest.approx(brute_force_cost(CHAT, SLO))
-    assert result.provenance["status"] == "optimal"
+    assert result.provenance is not None and result.provenance.status == "optimal"
     assert result.cost_usd_per_month == pytest.approx(result.cost_usd_per_hour * 730)
 
 
@@ -156,7 +157,7 @@ def test_inventory_moves_the_plan_to_another_gpu() -> None:
 
 def test_the_justification_explains_binding_alternatives_and_sensitivity() -> None:
     result = plan_capacity(request(), INPUTS)
-    j = result.justification
+    j = as_dict(result.justification)
     slos = [b for b in j["binding"] if b["kind"] == "slo"]
     assert {b["constraint"] for b in slos} == {"slo_ttft", "slo_tpot"}
     assert all(b["relaxed_saving_usd_per_hour"] >= 0 for b in slos)
@@ -179,12 +180,12 @@ def test_fp8_is_chosen_when_a_strict_tpot_rules_out_16_bit_weights_at_tp_1() -> 
     result = plan_capacity(one_gpu, inputs)
     assert result.row.weights_precision == "fp8"
     assert any(a["kind"] == "precision" and a["name"] == "bf16/bf16" and a["cost_usd_per_hour"] is None
-               for a in result.justification["alternatives"])
+               for a in as_dict(result.justification)["alternatives"])
 
 
 def test_verification_simulates_the_plan_and_agrees_it_meets_the_slos() -> None:
     result = plan_capacity(replace(request(), verify=True, verify_requests=2000), INPUTS)
-    v = result.verification
+    v = as_dict(result.verification)
     assert v is not None and v["meets_slo"]
     assert v["requests_simulated"] == 2000
     assert v["simulated"]["ttft_s"]["at_percentile"] <= SLO.ttft_s
@@ -234,7 +235,7 @@ def test_capacity_binds_exactly_when_every_slo_holds_at_99_percent_of_saturation
     holds = not p.unstable and all(
         (getattr(p, metric).at_percentile_s if getattr(p, metric) else 0.0) <= target
         for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)) if target is not None)
-    binding = {b["constraint"]: b["binding"] for b in result.justification["binding"] if b["kind"] in ("slo", "capacity")}
+    binding = {b.constraint: b.binding for b in result.justification.binding if b.kind in ("slo", "capacity")}
     assert binding["saturation" if holds else "concurrency"] is holds
     assert any(binding[f"slo_{m}"] for m in ("ttft", "tpot", "e2e") if f"slo_{m}" in binding) is not holds
 

@@ -21,6 +21,7 @@ from catalog.migrate import upgrade
 from catalog.repository import Catalog
 from planner.errors import InfeasiblePlanError
 from planner.optimizer import PlanConstraints
+from planner.plan_result import as_dict
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.workload import LognormalLength, Slo, Workload
 
@@ -70,16 +71,17 @@ def refusal(reference: dict[str, Any], model: str, load: Workload, slo: Slo, **c
 
 
 def assert_self_consistent(result: PlanResult) -> None:
-    """What every section says agrees with the plan returned."""
+    """What every section says agrees with the plan returned (read as the JSON the API serves)."""
+    justification, predicted, verification = as_dict(result.justification), as_dict(result.predicted), as_dict(result.verification)
     cost = result.cost_usd_per_hour
     assert cost == pytest.approx(sum(r.cost_usd_per_hour for r in result.rows))
-    for alternative in result.justification["alternatives"]:
+    for alternative in justification["alternatives"]:
         assert "$-" not in alternative["reason"], alternative
         if alternative.get("cost_usd_per_hour") is not None:
             assert alternative["cost_usd_per_hour"] >= cost * (1 - 1e-9), alternative
         if alternative.get("cost_at_least_usd_per_hour") is not None:
             assert alternative["cost_at_least_usd_per_hour"] > cost, alternative
-    for entry in result.justification["binding"]:
+    for entry in justification["binding"]:
         if entry["constraint"] == "min_replicas":
             assert entry["value"] == result.replicas
         if entry["constraint"] == "meet_demand":
@@ -87,19 +89,19 @@ def assert_self_consistent(result: PlanResult) -> None:
             assert entry["value"] >= result.rows[0].offered_rps * (1 - 1e-9)
         if entry["kind"] == "slo" and entry["relaxed_saving_usd_per_hour"] is not None:
             assert entry["relaxed_saving_usd_per_hour"] >= 0
-    traffic = result.justification["sensitivity"]["traffic"]
+    traffic = justification["sensitivity"]["traffic"]
     costs = [entry["cost_usd_per_hour"] for entry in traffic if "cost_usd_per_hour" in entry]
     assert costs == sorted(costs), traffic
     assert all(entry["cost_increase_usd_per_hour"] >= 0 for entry in traffic if "cost_usd_per_hour" in entry)
-    assert result.justification["sensitivity"]["max_arrival_rate_rps_within_slo"] >= result.rows[0].offered_rps * (1 - 1e-9)
-    if result.verification is not None:
-        assert result.verification["meets_slo"]
-        assert "use the simulator" not in (result.predicted["fidelity_note"] or "")
+    assert justification["sensitivity"]["max_arrival_rate_rps_within_slo"] >= result.rows[0].offered_rps * (1 - 1e-9)
+    if verification is not None:
+        assert verification["meets_slo"]
+        assert "use the simulator" not in (predicted["fidelity_note"] or "")
         for metric in ("ttft_s", "tpot_s", "e2e_s"):
-            record = result.predicted["of_record"][metric]
-            assert record["method"] == ("analytic" if result.predicted["reliable"] else "simulated")
+            record = predicted["of_record"][metric]
+            assert record["method"] == ("analytic" if predicted["reliable"] else "simulated")
             if record["method"] == "simulated":
-                assert record["value"] == result.verification["simulated"][metric]["at_percentile"]
+                assert record["value"] == verification["simulated"][metric]["at_percentile"]
 
 
 def test_the_70b_plan_describes_the_plan_returned_after_verification(reference: dict[str, Any]) -> None:
@@ -161,7 +163,7 @@ def test_a_tpot_relaxation_works_when_applied_and_is_minimal_within_5_percent(re
     assert relaxation["current"] == tpot_ms and relaxation["unit"] == "ms" and relaxation["value"] > tpot_ms
     assert error.extensions["relaxations_apply"] == "any"
     works = plan(reference, "llama-3.1-70b", RAG_70B, Slo(ttft_s=1.5, tpot_s=relaxation["value"] / 1e3))
-    assert works.verification is not None and works.verification["meets_slo"]
+    assert works.verification is not None and works.verification.meets_slo
     refusal(reference, "llama-3.1-70b", RAG_70B, Slo(ttft_s=1.5, tpot_s=relaxation["value"] * 0.95 / 1e3))
 
 
@@ -169,7 +171,7 @@ def test_relaxations_have_one_shape(reference: dict[str, Any]) -> None:
     error = refusal(reference, "llama-3.1-70b", RAG_70B, SLO_70B, max_gpus=2)
     assert error.extensions["relaxations"]
     for relaxation in error.extensions["relaxations"]:
-        assert set(relaxation) == {"constraint", "current", "value", "unit", "cost_usd_per_hour"}
+        assert set(relaxation) == {"constraint", "current", "value", "unit", "cost_usd_per_hour", "note"}
         assert not math.isnan(relaxation["cost_usd_per_hour"])
     [gpus] = [r for r in error.extensions["relaxations"] if r["constraint"] == "constraints.max_gpus"]
     assert gpus["current"] == 2 and gpus["unit"] == "GPUs"
@@ -184,8 +186,8 @@ def test_a_mixed_fleet_after_verification_is_no_dearer_than_any_alternative_it_l
     single = plan(reference, "llama-3.1-70b", RAG_70B, SLO_70B)
     assert result.cost_usd_per_hour <= single.cost_usd_per_hour * (1 + 1e-9)
     cost = result.cost_usd_per_hour
-    for alternative in result.justification["alternatives"]:
+    for alternative in as_dict(result.justification)["alternatives"]:
         assert "$-" not in alternative["reason"], alternative
         if alternative.get("cost_usd_per_hour") is not None:
             assert alternative["cost_usd_per_hour"] >= cost * (1 - 1e-9), alternative
-    assert result.verification is not None and result.verification["meets_slo"]
+    assert result.verification is not None and result.verification.meets_slo
