@@ -36,6 +36,7 @@ from api.routers import catalog as catalog_routes
 from api.routers import deployments as deployment_routes
 from api.routers import fleet_plans as fleet_plan_routes
 from api.routers import plans as plan_routes
+from api.routers import prices as price_routes
 from api.routers import evaluate as evaluate_routes
 from api.routers import simulate as simulate_routes
 from api.routers import what_if as what_if_routes
@@ -46,6 +47,7 @@ from catalog.migrate import is_at_head
 #: Routers mounted under /v1, in the order the OpenAPI document lists them.
 ROUTERS: tuple[APIRouter, ...] = (
     catalog_routes.router,
+    price_routes.router,
     plan_routes.router,
     calibration_routes.router,
     fleet_plan_routes.router,

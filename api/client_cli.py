@@ -98,7 +98,7 @@ def run_plan(args: argparse.Namespace, settings: Any) -> int:
             body["name"] = args.deployment
         if args.url:
             return _remote(args, "POST", "/v1/plans", body)
-        return _in_process(settings, lambda catalog, session: _plan_locally(body, catalog, session))
+        return _in_process(settings, lambda catalog, session: _plan_locally(body, catalog, session, settings.default_price_provider))
 
     return _run(args, work, _plan_table)
 
@@ -108,7 +108,8 @@ def run_replan(args: argparse.Namespace, settings: Any) -> int:
         body = _replan_body(args)
         if args.url:
             return _remote(args, "POST", f"/v1/deployments/{_quote(args.name)}/replan", body)
-        return _in_process(settings, lambda catalog, session: _replan_locally(args.name, body, catalog, session))
+        return _in_process(settings, lambda catalog, session: _replan_locally(args.name, body, catalog, session,
+                                                                              settings.default_price_provider))
 
     return _run(args, work, _replan_table)
 
@@ -194,24 +195,24 @@ def _validation_summary(exc: ValidationError) -> str:
     return "; ".join(f"{e['field']}: {e['message']}" for e in field_errors(exc.errors(), strip_body=False))
 
 
-def _plan_locally(body: dict[str, Any], catalog: Any, session: Any) -> dict[str, Any]:
+def _plan_locally(body: dict[str, Any], catalog: Any, session: Any, default_provider: str) -> dict[str, Any]:
     from api.deployments import create_plan
     from api.schemas.plans import PlanRequest
     from catalog.deployments import Deployments
 
     request = PlanRequest.model_validate(body)
-    content = create_plan(request, catalog, session)
+    content = create_plan(request, catalog, session, default_provider=default_provider)
     Deployments(session).record_named_plan(request.name, content["id"], request.model_dump(mode="json"))
     return content
 
 
-def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any) -> dict[str, Any]:
+def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any, default_provider: str) -> dict[str, Any]:
     from fastapi.encoders import jsonable_encoder
 
     from api.deployments import replan
     from api.schemas.deployments import ReplanRequest, ReplanResponse
 
-    content = replan(name, ReplanRequest.model_validate(body), catalog, session)
+    content = replan(name, ReplanRequest.model_validate(body), catalog, session, default_provider=default_provider)
     return jsonable_encoder(ReplanResponse.model_validate(content))
 
 

@@ -20,9 +20,12 @@ from api.schemas.deployments import (
     reasons_read,
 )
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest, plan_response
+from api.schemas.prices import price_overrides
+from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments, StoredDeployment
 from catalog.errors import NotFoundError
 from catalog.plans import Plans, StoredPlan, new_plan_id
+from catalog.prices import Prices, Pricing
 from catalog.repository import Catalog
 from planner.diff import (
     HOURS_PER_MONTH,
@@ -37,8 +40,9 @@ from planner.diff import (
     plan_diff,
     unavailable,
 )
+from planner.errors import PlannerInputError
 from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
-from planner.specs import Efficiency
+from planner.specs import Efficiency, GpuSpec
 
 #: Efficiency names every GPU has; any other name is a stored profile that some GPUs may lack.
 BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
@@ -46,10 +50,14 @@ BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
 MAX_GPU_TYPES = 100
 
 
-def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
-    """Specs for the planner: the named (or every) GPU at the requested efficiencies, the model,
-    the allowed precisions. Unknown slugs are 404; a named profile missing for a GPU the request
-    names is 404, and GPUs the request does not name are skipped when they lack it."""
+def planning_inputs(body: PlanRequest, catalog: Catalog, *,
+                    default_provider: str = DEFAULT_PRICE_PROVIDER) -> tuple[PlanningInputs, Pricing]:
+    """Specs for the planner: the named (or every) GPU at the requested efficiencies and at the
+    request's provider's prices (else `default_provider`'s) with its `prices` on top, the model,
+    the allowed precisions; and which price each GPU got. Unknown slugs are 404; a named profile
+    missing for a GPU the request names is 404, and GPUs the request does not name are skipped
+    when they lack it. GPUs without a price are left out (the pricing's notes say which); an
+    unknown provider is 404, nothing priced a 422 (catalog.prices)."""
     profile = body.efficiency_profile
     constraints = body.constraints
     model = catalog.model_spec(body.model)
@@ -64,15 +72,18 @@ def planning_inputs(body: PlanRequest, catalog: Catalog) -> PlanningInputs:
                 f"no GPU has an efficiency profile named {profile!r}: use 'calibrated', 'ideal' or a profile stored "
                 "with POST /v1/calibrations", kind="efficiency_profile", name=profile,
             )
-    for slug in constraints.inventory:
-        catalog.get_gpu(slug)  # 404 for an inventory of a GPU nobody catalogued
+    for slug in [*constraints.inventory, *body.prices]:
+        catalog.get_gpu(slug)  # 404 for an inventory or a price of a GPU nobody catalogued
+    pricing = Prices(catalog.session).price_specs(gpus, body.provider or default_provider, price_overrides(body.prices))
     if constraints.precisions is not None:
         precisions = catalog.precisions(list(dict.fromkeys((p.weights, p.kv_cache) for p in constraints.precisions)))
     else:
         precisions = catalog.precisions(DEFAULT_PRECISIONS, skip_unknown=True)
-    return PlanningInputs(
-        model=model, gpus=gpus, precisions=precisions, efficiency_profile=profile, catalog_version=catalog.catalog_version()
+    inputs = PlanningInputs(
+        model=model, gpus=pricing.specs, precisions=precisions, efficiency_profile=profile,
+        catalog_version=catalog.catalog_version(),
     )
+    return inputs, pricing
 
 
 #: Runs pure planning work: `run(fn, *args)` → fn(*args), e.g. bounded by a request's deadline.
@@ -91,30 +102,34 @@ def _direct(fn: Callable[..., Any], /, *args: Any) -> Any:
 
 
 def create_plan(body: PlanRequest, catalog: Catalog, session: Session, *, run: Runner = _direct,
-                solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S) -> dict[str, Any]:
+                solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
+                default_provider: str = DEFAULT_PRICE_PROVIDER) -> dict[str, Any]:
     """Plan `body` on today's catalog and store it (as POST /v1/plans does); the response JSON.
     `run(plan_capacity, request, inputs)` does the pure planning work (a route passes its deadline's `run`)."""
-    inputs = planning_inputs(body, catalog)
+    inputs, pricing = planning_inputs(body, catalog, default_provider=default_provider)
     request = PlanningRequest(workload=body.workload.to_workload(), slo=body.slo.to_slo(),
                               constraints=body.constraints.to_constraints(), verify=body.verify,
                               solver_time_limit_s=solver_time_limit_s)
     result = run(plan_capacity, request, inputs)
     plan_id = new_plan_id()
     created_at = datetime.now(UTC)
-    content = plan_response(plan_id, body.name, result, created_at.isoformat())
+    content = plan_response(plan_id, body.name, result, created_at.isoformat(),
+                            prices=[price.read() for price in pricing.prices.values()], price_notes=pricing.notes)
     Plans(session).save(plan_id=plan_id, name=body.name, request=body.model_dump(mode="json"), response=content,
                         catalog_version=inputs.catalog_version, created_at=created_at)
     return content
 
 
 def put_deployment(name: str, body: DeploymentPut, catalog: Catalog, session: Session, *, if_version: int | None,
-                   run: Runner = _direct, solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S) -> tuple[dict[str, Any], bool]:
+                   run: Runner = _direct, solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
+                   default_provider: str = DEFAULT_PRICE_PROVIDER) -> tuple[dict[str, Any], bool]:
     """Create the deployment (and plan it at once) or replace its settings; (DeploymentRead JSON, created)."""
     request = body.plan_request(name)
     _, created = Deployments(session).save(name=name, request=template_of(request),
                                            hysteresis=body.hysteresis.model_dump(mode="json"), if_version=if_version)
     if created:
-        content = create_plan(request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s)
+        content = create_plan(request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s,
+                              default_provider=default_provider)
         Deployments(session).adopt(name, content["id"])
     return deployment_read(session, Deployments(session).get(name)), created
 
@@ -176,8 +191,11 @@ def plan_shape(response: dict[str, Any]) -> PlanShape:
 
 
 def prices_then(response: dict[str, Any]) -> dict[str, float]:
-    """On-demand $/GPU-h the plan was made with: from its rows and its per-GPU alternatives (cost ÷ GPUs)."""
+    """On-demand $/GPU-h the plan was made with: the prices its cost reports, else (plans stored
+    before prices were reported) from its rows and its per-GPU alternatives (cost ÷ GPUs)."""
     prices: dict[str, float] = {}
+    if response.get("cost", {}).get("prices"):
+        return {price["gpu"]: price["price_usd_per_hour"] for price in response["cost"]["prices"]}
     for alternative in response.get("justification", {}).get("alternatives", []):
         if alternative.get("kind") == "gpu" and alternative.get("cost_usd_per_hour") and alternative.get("gpus"):
             prices[alternative["name"]] = alternative["cost_usd_per_hour"] / alternative["gpus"]
@@ -187,13 +205,23 @@ def prices_then(response: dict[str, Any]) -> dict[str, float]:
     return prices
 
 
-def deployed_rows(response: dict[str, Any], catalog: Catalog, efficiency_profile: str) -> tuple[DeployedRow, ...]:
-    """The plan's rows with today's GPU specs (prices, efficiencies); NotFoundError when a GPU,
-    profile or quantization left the catalog."""
+def _priced_spec(catalog: Catalog, slug: str, request: PlanRequest, default_provider: str) -> GpuSpec:
+    """Today's spec of `slug` at the request's provider's price (its override on top);
+    NotFoundError when the GPU, the profile or its price at that provider is gone."""
+    provider = request.provider or default_provider
+    spec = catalog.gpu_spec(slug, request.efficiency_profile)
+    pricing = Prices(catalog.session).price_specs([spec], provider, price_overrides(request.prices))
+    return pricing.specs[0]
+
+
+def deployed_rows(response: dict[str, Any], catalog: Catalog, request: PlanRequest,
+                  default_provider: str = DEFAULT_PRICE_PROVIDER) -> tuple[DeployedRow, ...]:
+    """The plan's rows with today's GPU specs (the request's provider's prices, efficiencies);
+    NotFoundError when a GPU, profile, price or quantization left the catalog."""
     rows = _rows_json(response)
     total = sum(r["offered_rps"] for r in rows) if rows[0]["offered_rps"] is not None else None
     return tuple(
-        DeployedRow(gpu=catalog.gpu_spec(r["gpu"], efficiency_profile),
+        DeployedRow(gpu=_priced_spec(catalog, r["gpu"], request, default_provider),
                     precision=catalog.precision(r["precision"]["weights"], r["precision"]["kv_cache"]),
                     tp=r["tp"], replicas=r["replicas"], batch_limit=r["batch_limit"], chunk_tokens=r["chunk_tokens"],
                     traffic_share=1.0 if total is None else r["offered_rps"] / total)
@@ -201,13 +229,14 @@ def deployed_rows(response: dict[str, Any], catalog: Catalog, efficiency_profile
     )
 
 
-def _check(response: dict[str, Any], request: PlanRequest, catalog: Catalog, rate_factor: float = 1.0) -> Check:
+def _check(response: dict[str, Any], request: PlanRequest, catalog: Catalog, rate_factor: float = 1.0,
+           default_provider: str = DEFAULT_PRICE_PROVIDER) -> Check:
     workload = request.workload.to_workload()
     workload = workload.at_rate(workload.arrival_rate_rps * rate_factor)
     try:
-        rows = deployed_rows(response, catalog, request.efficiency_profile)
+        rows = deployed_rows(response, catalog, request, default_provider)
         model = catalog.model_spec(request.model)
-    except NotFoundError as exc:
+    except (NotFoundError, PlannerInputError) as exc:
         return unavailable(workload.arrival_rate_rps, f"the plan cannot be evaluated on today's catalog: {exc.detail}")
     return check_plan(rows, model, workload, request.slo.to_slo())
 
@@ -228,13 +257,14 @@ def _context(request: PlanRequest, catalog_version: int, prices: dict[str, float
                            prices_usd_per_gpu_hour=prices, efficiencies=efficiencies, model_slug=request.model)
 
 
-def _catalog_now(catalog: Catalog, gpus: list[str], profile: str) -> tuple[dict[str, float], dict[str, Efficiency]]:
+def _catalog_now(catalog: Catalog, gpus: list[str], request: PlanRequest,
+                 default_provider: str) -> tuple[dict[str, float], dict[str, Efficiency]]:
     prices: dict[str, float] = {}
     efficiencies: dict[str, Efficiency] = {}
     for slug in dict.fromkeys(gpus):
         try:
-            spec = catalog.gpu_spec(slug, profile)
-        except NotFoundError:
+            spec = _priced_spec(catalog, slug, request, default_provider)
+        except (NotFoundError, PlannerInputError):
             continue
         prices[slug] = spec.price_usd_per_hour_on_demand
         efficiencies[slug] = spec.efficiency
@@ -260,7 +290,8 @@ def _replan_request(template: dict[str, Any], name: str, body: ReplanRequest) ->
 
 
 def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *, run: Runner = _direct,
-           solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S) -> dict[str, Any]:
+           solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
+           default_provider: str = DEFAULT_PRICE_PROVIDER) -> dict[str, Any]:
     """Plan the deployment again with what changed, diff it against the current plan and decide
     with the deployment's hysteresis; the ReplanResponse JSON."""
     deployments = Deployments(session)
@@ -268,7 +299,8 @@ def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *
     request = _replan_request(deployment.request, name, body)
     hysteresis_spec = HysteresisSpec.model_validate(deployment.hysteresis)
     hysteresis = hysteresis_spec.to_hysteresis()
-    new = create_plan(request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s)
+    new = create_plan(request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s,
+                      default_provider=default_provider)
     if deployment.current_plan_id is None:  # created by PUT whose first plan failed: nothing to keep
         deployments.adopt(name, new["id"], request=template_of(request))
         current = Plans(session).get(new["id"])
@@ -277,13 +309,13 @@ def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *
     current_request = PlanRequest.model_validate(current.request)
 
     # the current plan judged by the new request's workload and SLO, on today's catalog
-    at_rate = _check(current.response, request, catalog)
-    with_margin = _check(current.response, request, catalog, 1.0 + hysteresis.headroom_margin)
+    at_rate = _check(current.response, request, catalog, default_provider=default_provider)
+    with_margin = _check(current.response, request, catalog, 1.0 + hysteresis.headroom_margin, default_provider)
     before, after = plan_shape(current.response), plan_shape(new)
     before_now = at_rate.cost_usd_per_hour
     diff = plan_diff(before, after, before_now_usd_per_hour=before_now)
     involved = [r.gpu for r in before.rows] + [r.gpu for r in after.rows]
-    prices_now, efficiencies_now = _catalog_now(catalog, involved, request.efficiency_profile)
+    prices_now, efficiencies_now = _catalog_now(catalog, involved, request, default_provider)
     reasons = change_reasons(
         _context(current_request, current.catalog_version, prices_then(current.response), _efficiencies_then(current.response)),
         _context(request, new["provenance"]["catalog_version"], prices_now, efficiencies_now),
@@ -308,14 +340,16 @@ def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *
     }
 
 
-def recheck(plan_id: str, catalog: Catalog, session: Session) -> dict[str, Any]:
-    """Whether a stored plan still holds at its own workload and SLOs on today's catalog; the RecheckResponse JSON."""
+def recheck(plan_id: str, catalog: Catalog, session: Session, *,
+            default_provider: str = DEFAULT_PRICE_PROVIDER) -> dict[str, Any]:
+    """Whether a stored plan still holds at its own workload and SLOs on today's catalog (at its
+    request's provider's prices, else `default_provider`'s); the RecheckResponse JSON."""
     stored = Plans(session).get(plan_id)
     request = PlanRequest.model_validate(stored.request)
-    check = _check(stored.response, request, catalog)
+    check = _check(stored.response, request, catalog, default_provider=default_provider)
     shape = plan_shape(stored.response)
     gpus = [r.gpu for r in shape.rows]
-    prices_now, efficiencies_now = _catalog_now(catalog, gpus, request.efficiency_profile)
+    prices_now, efficiencies_now = _catalog_now(catalog, gpus, request, default_provider)
     version_now = catalog.catalog_version()
     changes = change_reasons(
         _context(request, stored.catalog_version, prices_then(stored.response), _efficiencies_then(stored.response)),

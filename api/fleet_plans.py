@@ -11,7 +11,6 @@ gpu, gpus_short, shortfalls) the problem document carries.
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import os
 import threading
@@ -39,7 +38,10 @@ from api.schemas.fleet_plans import (
     SolverRead,
 )
 from api.schemas.plans import DEFAULT_PRECISIONS
+from api.schemas.prices import price_overrides
+from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.errors import NotFoundError
+from catalog.prices import ChosenPrice, Prices
 from catalog.repository import Catalog, Page
 from planner.errors import PlannerInputError
 from planner.fleet import (
@@ -81,6 +83,7 @@ class FleetInputs:
     precisions: tuple[Precision, ...]
     prices: dict[str, GpuPrice]
     price_sources: dict[str, str]
+    chosen_prices: dict[str, ChosenPrice]
     spot: dict[str, SpotOffer]
     catalog_version: int
     notes: tuple[str, ...]
@@ -97,11 +100,13 @@ def _pages(list_page: Callable[..., Page]) -> Iterator[str]:
             return
 
 
-def resolve_inputs(body: FleetPlanRequest, catalog: Catalog) -> FleetInputs:
-    """GPU specs (with the request's prices), precisions, prices and spot offers, with the same
-    defaults as /v1/plans: every catalog GPU, precisions bf16/bf16 and fp8/fp8. NotFoundError for
-    any unknown GPU slug the request names (constraints, inventory, prices, spot), or a stored
-    efficiency profile missing for a GPU it names (unnamed GPUs lacking it are skipped)."""
+def resolve_inputs(body: FleetPlanRequest, catalog: Catalog, default_provider: str = DEFAULT_PRICE_PROVIDER) -> FleetInputs:
+    """GPU specs (at the request's provider's prices, else `default_provider`'s, with the
+    request's overrides on top), precisions, prices and spot offers, with the same defaults as
+    /v1/plans: every catalog GPU, precisions bf16/bf16 and fp8/fp8. NotFoundError for any unknown
+    GPU slug the request names (constraints, inventory, prices, spot) or an unknown provider, or a
+    stored efficiency profile missing for a GPU it names (unnamed GPUs lacking it are skipped).
+    GPUs the provider does not price are left out with a note (catalog.prices)."""
     notes: list[str] = []
     named = set(body.inventory) | set(body.prices) | set(body.spot)
     for slug in sorted(named):
@@ -111,30 +116,32 @@ def resolve_inputs(body: FleetPlanRequest, catalog: Catalog) -> FleetInputs:
     gpus: list[GpuSpec] = []
     prices: dict[str, GpuPrice] = {}
     sources: dict[str, str] = {}
+    specs: list[GpuSpec] = []
     for slug in allowed:
         try:
-            spec = catalog.gpu_spec(slug, body.efficiency_profile)
+            specs.append(catalog.gpu_spec(slug, body.efficiency_profile))
         except NotFoundError:
             if named_gpus or body.efficiency_profile in BUILT_IN_EFFICIENCIES:
                 raise
-            continue
-        override = body.prices.get(slug)
-        on_demand = spec.price_usd_per_hour_on_demand
-        reserved = spec.price_usd_per_hour_reserved_1y
-        if override is not None:
-            on_demand = on_demand if override.on_demand is None else override.on_demand
-            reserved = reserved if override.reserved_1y is None else override.reserved_1y
-            spec = dataclasses.replace(spec, price_usd_per_hour_on_demand=on_demand, price_usd_per_hour_reserved_1y=reserved)
+    pricing = Prices(catalog.session).price_specs(specs, body.provider or default_provider, price_overrides(body.prices))
+    notes.extend(pricing.notes)
+    for slug, price in body.prices.items():
+        if price.reserved_3y is not None or price.spot is not None:
+            notes.append(f"prices.{slug}: reserved_3y and spot are not used by fleet plans (spot offers are `spot`)")
+    for spec in pricing.specs:
+        slug = spec.slug
+        chosen = pricing.prices[slug]
+        on_demand = chosen.on_demand_usd_per_hour
+        reserved = chosen.reserved_1y_usd_per_hour
         if on_demand <= 0:
-            if named_gpus:
-                notes.append(f"{slug} has no on-demand price: left out (give one in `prices`)")
+            notes.append(f"{slug} has no on-demand price: left out (give one in `prices`)")
             continue
         if reserved is None:
             reserved = on_demand
             notes.append(f"{slug} has no reserved price: reserving it is priced at its on-demand price")
         gpus.append(spec)
         prices[slug] = GpuPrice(on_demand_usd_per_hour=on_demand, reserved_usd_per_hour=reserved)
-        sources[slug] = "request" if override is not None else "catalog"
+        sources[slug] = "request" if chosen.override else "catalog"
     spot: dict[str, SpotOffer] = {}
     for slug, offer in body.spot.items():
         if slug not in prices:
@@ -153,6 +160,7 @@ def resolve_inputs(body: FleetPlanRequest, catalog: Catalog) -> FleetInputs:
         precisions=precisions,
         prices=prices,
         price_sources=sources,
+        chosen_prices=pricing.prices,
         spot=spot,
         catalog_version=catalog.catalog_version(),
         notes=tuple(notes),
@@ -281,11 +289,12 @@ def clear_table_cache() -> None:
     _TABLE_CACHE.clear()
 
 
-def plan_fleet(body: FleetPlanRequest, catalog: Catalog) -> FleetOutcome:
-    """The cheapest fleet for `body`. Raises NotFoundError, InfeasiblePlanError (a workload no
-    configuration serves, or demand beyond inventory or budget), SolverError."""
+def plan_fleet(body: FleetPlanRequest, catalog: Catalog, default_provider: str = DEFAULT_PRICE_PROVIDER) -> FleetOutcome:
+    """The cheapest fleet for `body` at the request's provider's prices (else `default_provider`'s).
+    Raises NotFoundError, InfeasiblePlanError (a workload no configuration serves, or demand
+    beyond inventory or budget), SolverError."""
     started = time.perf_counter()
-    inputs = resolve_inputs(body, catalog)
+    inputs = resolve_inputs(body, catalog, default_provider)
     models = {slug: catalog.model_spec(slug) for slug in dict.fromkeys(w.model for w in body.workloads)}
     if not inputs.gpus:
         raise PlannerInputError("no GPU types to plan with: allow at least one", constraint="gpus")
@@ -419,6 +428,9 @@ def fleet_plan_response(
                 spot_usd_per_hour=(price.on_demand_usd_per_hour * (1 - inputs.spot[gpu].discount_fraction)  # on-demand less the discount
                                    if gpu in inputs.spot else None),
                 source="request" if inputs.price_sources.get(gpu) == "request" else "catalog",
+                provider=inputs.chosen_prices[gpu].provider,
+                as_of=inputs.chosen_prices[gpu].as_of,
+                price_source=inputs.chosen_prices[gpu].source,
             )
             for gpu, price in sorted(inputs.prices.items())
             if gpu in gpus_priced

@@ -10,6 +10,7 @@ app factory (never at import time), so tests build apps with settings of their o
 | HEADROOM_SOLVER_TIME_LIMIT_S      | solver_time_limit_s    | 10                              |
 | HEADROOM_MAX_SIMULATED_REQUESTS   | max_simulated_requests | 200000                          |
 | HEADROOM_LOG_LEVEL                | log_level              | info                            |
+| HEADROOM_DEFAULT_PRICE_PROVIDER   | default_price_provider | runpod                          |
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from catalog.db import DEFAULT_DATABASE_URL, default_database_url
+from catalog.records import SLUG_PATTERN
 
 _N = TypeVar("_N", int, float)
 
+#: The reference prices' provider that covers the most GPUs (catalog/data/prices.json).
+DEFAULT_PRICE_PROVIDER = "runpod"
 LOG_LEVELS: tuple[str, ...] = ("critical", "error", "warning", "info", "debug", "trace")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
@@ -41,6 +45,9 @@ class Settings:
     the catalog (compared in constant time); it bootstraps the first writes on a fresh database.
     `request_timeout_s` and `solver_time_limit_s` bound the planning endpoints' work;
     `max_simulated_requests` bounds one simulation request (larger ones are a 422 problem).
+    `default_price_provider` is whose prices a plan, fleet plan or what-if uses when the request
+    names no `provider`: RunPod by default, the provider of the reference prices
+    (catalog/data/prices.json) that covers the most GPUs (7 of 12).
     """
 
     database_url: str = field(default_factory=default_database_url)
@@ -50,6 +57,7 @@ class Settings:
     solver_time_limit_s: float = 10.0
     max_simulated_requests: int = 200_000
     log_level: str = "info"
+    default_price_provider: str = DEFAULT_PRICE_PROVIDER
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -63,6 +71,10 @@ class Settings:
         if self.max_simulated_requests < 1:
             raise SettingsError(
                 f"HEADROOM_MAX_SIMULATED_REQUESTS must be >= 1, got {self.max_simulated_requests}"
+            )
+        if not SLUG_PATTERN.fullmatch(self.default_price_provider):
+            raise SettingsError(
+                f"HEADROOM_DEFAULT_PRICE_PROVIDER must be a provider slug (e.g. runpod), got {self.default_price_provider!r}"
             )
         if self.log_level not in LOG_LEVELS:
             raise SettingsError(f"HEADROOM_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
@@ -79,6 +91,7 @@ class Settings:
             solver_time_limit_s=_number(env, "HEADROOM_SOLVER_TIME_LIMIT_S", float, default=10.0),
             max_simulated_requests=_number(env, "HEADROOM_MAX_SIMULATED_REQUESTS", int, default=200_000),
             log_level=(env.get("HEADROOM_LOG_LEVEL") or "info").lower(),
+            default_price_provider=(env.get("HEADROOM_DEFAULT_PRICE_PROVIDER") or DEFAULT_PRICE_PROVIDER).strip().lower(),
         )
 
 

@@ -22,10 +22,23 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from catalog.errors import AlreadyExistsError, InvalidRecordError, NotFoundError, VersionConflictError
+from catalog.errors import (
+    AlreadyExistsError,
+    InvalidRecordError,
+    NotFoundError,
+    VersionConflictError,
+)
 from catalog.models import GpuPriceRow, GpuRow
 from catalog.records import canonical_price, merged, raise_collected
-from catalog.repository import INT32_MAX, MAX_PAGE_SIZE, Catalog, Page, _now, _read_only, _storable
+from catalog.repository import (
+    INT32_MAX,
+    MAX_PAGE_SIZE,
+    Catalog,
+    Page,
+    _now,
+    _read_only,
+    _storable,
+)
 from planner.errors import PlannerInputError
 from planner.specs import GpuSpec
 

@@ -59,7 +59,8 @@ def put_deployment(name: Name, body: DeploymentPut, catalog: CatalogDep, session
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
     content, created = service.put_deployment(name, body, catalog, session, if_version=if_match, run=deadline.run,
-                                              solver_time_limit_s=settings.solver_time_limit_s)
+                                              solver_time_limit_s=settings.solver_time_limit_s,
+                                              default_provider=settings.default_price_provider)
     headers = {"ETag": etag(content["version"])}
     if created:
         headers["Location"] = f"/v1/deployments/{name}"
@@ -126,7 +127,8 @@ def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, sess
     404 for an unknown deployment; 422 `infeasible-plan` when nothing meets the new SLOs."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
-    content = service.replan(name, body, catalog, session, run=deadline.run, solver_time_limit_s=settings.solver_time_limit_s)
+    content = service.replan(name, body, catalog, session, run=deadline.run, solver_time_limit_s=settings.solver_time_limit_s,
+                             default_provider=settings.default_price_provider)
     _record_plan(metrics, content["plan"])
     answer = JSONResponse(jsonable_encoder(ReplanResponse.model_validate(content)), status_code=status.HTTP_200_OK,
                           headers={"Location": f"/v1/plans/{content['plan']['id']}"})
@@ -142,8 +144,8 @@ def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, sess
     responses=problem_responses(401, 404),
 )
 def recheck_plan(plan_id: Annotated[str, Path(max_length=64, description="The id POST /v1/plans answered with.")],
-                 catalog: CatalogDep, session: SessionDep, _reader: ReaderDep) -> Any:
+                 catalog: CatalogDep, session: SessionDep, settings: SettingsDep, _reader: ReaderDep) -> Any:
     """Re-evaluates the plan's configuration at its own workload and SLOs with today's catalog
     (prices, efficiencies) by the forward model: whether it still meets every SLO, its cost now
     against when planned, the catalog versions then and now, and what changed for its GPUs."""
-    return service.recheck(plan_id, catalog, session)
+    return service.recheck(plan_id, catalog, session, default_provider=settings.default_price_provider)

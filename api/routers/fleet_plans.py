@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Response, status
 from fastapi.exceptions import RequestValidationError
 
 from api.csv_export import CsvDep, csv_response
-from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep
+from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep
 from api.idempotency import IdempotencyDep
 from api.observability import MetricsDep
 from api.fleet_plans import fleet_plan_response, plan_fleet
@@ -78,6 +78,7 @@ def create_fleet_plan(
     idempotency: IdempotencyDep,
     as_csv: CsvDep,
     metrics: MetricsDep,
+    settings: SettingsDep,
 ) -> Response:
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
@@ -86,7 +87,7 @@ def create_fleet_plan(
         raise RequestValidationError(errors)
     plan_id = new_fleet_plan_id()
     created_at = datetime.now(UTC)
-    outcome = plan_fleet(body, catalog)
+    outcome = plan_fleet(body, catalog, settings.default_price_provider)
     plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
     metrics.record_plan_computed()
     metrics.record_solver_time(plan.solver.solve_ms / MS_PER_S)

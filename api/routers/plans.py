@@ -42,7 +42,8 @@ def create_plan(
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
     content = service.create_plan(body, catalog, session, run=deadline.run,
-                                  solver_time_limit_s=min(settings.solver_time_limit_s, deadline.remaining_s()))
+                                  solver_time_limit_s=min(settings.solver_time_limit_s, deadline.remaining_s()),
+                                  default_provider=settings.default_price_provider)
     metrics.record_plan_computed()
     metrics.record_solver_time(content["provenance"]["solve_ms"] / MS_PER_S)
     plan_id = content["id"]

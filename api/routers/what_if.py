@@ -19,6 +19,7 @@ from api.deployments import planning_inputs
 from api.schemas.plans import PlanRequest
 from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
 from api.schemas.workload import WorkloadSpec
+from catalog.prices import Pricing
 from planner.errors import HeadroomError
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.workload import Slo
@@ -76,7 +77,7 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * MS_PER_S
 
 
-def _inputs_for_gpus(body: WhatIfRequest, catalog: CatalogDep) -> PlanningInputs:
+def _inputs_for_gpus(body: WhatIfRequest, catalog: CatalogDep, default_provider: str) -> tuple[PlanningInputs, Pricing]:
     """The planner's specs for the sweep, via the plans route's gathering (same 404s): the sweep's
     GPU types when it has them, else those `constraints.gpus` allows."""
     constraints = body.constraints
@@ -88,11 +89,13 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: CatalogDep) -> PlanningInputs
         workload=WorkloadSpec(arrival_rate_rps=body.sweep.rates_rps()[0], prompt_tokens=shape.prompt_tokens,
                               output_tokens=shape.output_tokens, arrival_cv=shape.arrival_cv),
         slo=body.slo, constraints=constraints, efficiency_profile=body.efficiency_profile, verify=body.verify,
+        provider=body.provider, prices=body.prices,
     )  # fmt: skip
-    return planning_inputs(as_plan, catalog)
+    return planning_inputs(as_plan, catalog, default_provider=default_provider)
 
 
-def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, *, solver_time_limit_s: float, deadline: Deadline) -> list[dict[str, Any]]:
+def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, *, solver_time_limit_s: float,
+                 deadline: Deadline) -> list[dict[str, Any]]:
     """Each point's cheapest plan (or why none), GPU types × SLO values × rates, rates fastest. Pure
     planner work on specs already read, so the request's deadline can abandon it (api.observability)."""
     constraints = body.constraints.to_constraints()
@@ -121,6 +124,9 @@ def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, *, solver_time_lim
                 plan_ms = (time.perf_counter() - point_started) * MS_PER_S
                 point = _point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
                 point["solve_ms"] = None if result is None else result.provenance["solve_ms"]
+                point["provider"] = pricing.provider
+                chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
+                point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour
                 points.append(point)
     return points
 
@@ -146,15 +152,15 @@ Errors: unknown model, GPU type or efficiency profile → 404.""",
 def what_if_sweep(body: WhatIfRequest, catalog: CatalogDep, settings: SettingsDep, _planner: PlannerKeyDep,
                   as_csv: CsvDep, deadline: DeadlineDep, metrics: MetricsDep) -> WhatIfResponse | Response:
     started = time.perf_counter()
-    inputs = _inputs_for_gpus(body, catalog)
-    points = deadline.run(sweep_points, body, inputs, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
+    inputs, pricing = _inputs_for_gpus(body, catalog, settings.default_price_provider)
+    points = deadline.run(sweep_points, body, inputs, pricing, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
     metrics.record_plan_computed(sum(1 for p in points if p["feasible"]))
     for point in points:
         if point["solve_ms"] is not None:
             metrics.record_solver_time(point["solve_ms"] / MS_PER_S)
     answer = WhatIfResponse(
         model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=inputs.catalog_version,
-        hours_per_month=HOURS_PER_MONTH, verify=body.verify,
+        provider=pricing.provider, notes=list(pricing.notes), hours_per_month=HOURS_PER_MONTH, verify=body.verify,
         method=METHOD.format(verified="each plan verified in the simulator" if body.verify else "not verified in the simulator"),
         points_total=len(points), points_feasible=sum(1 for p in points if p["feasible"]),
         sweep_ms=(time.perf_counter() - started) * MS_PER_S,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.csv_export import CURRENCY, HOURS_PER_MONTH
 from api.schemas.catalog import Slug
 from api.schemas.plans import PlanPrecision, PlanSlo, PrecisionRead
+from api.schemas.prices import PriceOverride
 from api.schemas.workload import TokenLengths, length_distribution
 from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
 from planner.fleet_candidates import CandidateGrid
@@ -81,15 +82,6 @@ class FleetWorkloadSpec(_Input):
         )
 
 
-class PriceOverride(_Input):
-    """USD per GPU-hour replacing the catalog's price for this plan (either or both)."""
-
-    on_demand: float | None = Field(default=None, gt=0, le=10_000, description="On-demand USD per GPU-hour.")
-    reserved_1y: float | None = Field(
-        default=None, ge=0, le=10_000, description="One-year reserved USD per GPU-hour (paid in every period)."
-    )
-
-
 class SpotSpec(_Input):
     """Spot GPUs of one type: on-demand price × (1 − discount), at most `max_gpus` per period."""
 
@@ -146,8 +138,16 @@ class FleetPlanRequest(_Input):
         "or one count per period. Types not listed are unlimited.",
         examples=[{"h100-sxm": 16, "l40s": [8, 8, 4, 4]}],
     )
+    provider: Slug | None = Field(
+        default=None,
+        description="Whose prices to plan with (GET /v1/prices lists them); default the service's default provider. "
+        "GPU types this provider does not price are left out (`notes` says which), never priced from another.",
+        examples=["runpod"],
+    )
     prices: dict[Slug, PriceOverride] = Field(
-        default_factory=dict, description="Per GPU type, USD per GPU-hour replacing the catalog's prices."
+        default_factory=dict,
+        description="Per GPU type, USD per GPU-hour replacing the provider's prices (reserved_1y is the reserved price "
+        "paid in every period).",
     )
     spot: dict[Slug, SpotSpec] = Field(default_factory=dict, description="Spot offers per GPU type.")
     constraints: FleetConstraintsSpec = Field(default_factory=FleetConstraintsSpec)
@@ -309,12 +309,15 @@ class CandidateRead(BaseModel):
 
 
 class GpuPriceRead(BaseModel):
-    """The prices this plan used (catalog, or the request's override), USD per GPU-hour."""
+    """The prices this plan used (the provider's, or the request's override), USD per GPU-hour."""
 
     on_demand_usd_per_hour: float
     reserved_usd_per_hour: float
     spot_usd_per_hour: float | None = Field(description="On-demand × (1 − discount) where spot is offered.")
     source: Literal["catalog", "request"]
+    provider: str | None = Field(default=None, description="Whose price list the catalog price is from (the request's `provider` or the default).")
+    as_of: str | None = Field(default=None, description="Date of the provider's price (YYYY-MM-DD); null for a price the request gave in full.")
+    price_source: str | None = Field(default=None, description="The provider's source of the price, or `request`.")
 
 
 class FleetPlanResponse(BaseModel):

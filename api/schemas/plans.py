@@ -8,11 +8,13 @@ as SLOs are usually stated; the justification keeps the planner's SI names (`*_s
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
+from api.schemas.prices import PlanPriceRead, PriceOverride
 from api.schemas.workload import WorkloadSpec
 from planner.optimizer import PlanConstraints
 from planner.planning import HOURS_PER_MONTH, PlanResult
@@ -102,6 +104,15 @@ class PlanRequest(_Input):
         "or a stored profile name (POST /v1/calibrations).",
     )
     verify: bool = Field(default=True, description="Run the chosen plan through the simulator and add capacity until it agrees.")
+    provider: Slug | None = Field(
+        default=None,
+        description="Whose prices to plan with (GET /v1/prices lists them); default the service's default provider "
+        "(HEADROOM_DEFAULT_PRICE_PROVIDER). GPUs this provider does not price are left out, never priced from another.",
+        examples=["runpod"],
+    )
+    prices: dict[Slug, PriceOverride] = Field(
+        default_factory=dict, description="Per GPU slug, USD per GPU-hour replacing the provider's prices for this plan."
+    )
     name: str | None = Field(
         default=None, min_length=1, max_length=200, pattern=r"^[^/\x00-\x1f]+$",
         description="Deployment this plan is for: the plan becomes its current plan (GET /v1/deployments/{name}). No `/` or control characters.",
@@ -162,6 +173,12 @@ class PlanCost(BaseModel):
     usd_per_month: float = Field(description="730 hours.")
     usd_per_million_output_tokens: float = Field(description="usd_per_hour over the output tokens served per hour, × 1e6.")
     currency: Literal["USD"] = "USD"
+    prices: list[PlanPriceRead] = Field(
+        default_factory=list, description="The price each GPU of the plan was costed at: whose, which, from when and where from."
+    )
+    notes: list[str] = Field(
+        default_factory=list, description="GPUs left out because the provider does not price them (and the request gave no price)."
+    )
 
 
 class Percentiles(BaseModel):
@@ -229,8 +246,10 @@ def _scaled(latency: dict[str, float | None], scale: float) -> dict[str, float |
     return {key: None if value is None else value * scale for key, value in latency.items()}
 
 
-def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at: str) -> dict[str, Any]:
-    """The JSON body (also what is stored) of one plan."""
+def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at: str, *,
+                  prices: Sequence[Mapping[str, Any]] = (), price_notes: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON body (also what is stored) of one plan; `prices` are the prices of the GPUs the
+    plan uses (PlanPriceRead), `price_notes` say which GPUs were left out unpriced."""
     main = result.row
     predicted = dict(result.predicted)
     predicted["ttft_ms"] = _scaled(predicted.pop("ttft_s"), MS_PER_S)
@@ -249,6 +268,8 @@ def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at
             "usd_per_month": result.cost_usd_per_month,
             "usd_per_million_output_tokens": result.cost_usd_per_million_output_tokens,
             "currency": "USD",
+            "prices": [dict(price) for price in prices if price["gpu"] in {r.gpu for r in result.rows}],
+            "notes": list(price_notes),
         },
         "predicted": predicted,
         "justification": result.justification,

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo
+from api.schemas.prices import PriceOverride
 from api.schemas.workload import TokenLengths, length_distribution
 from planner.workload import Workload
 
@@ -149,6 +150,14 @@ class WhatIfRequest(_Input):
         default="calibrated", description="Efficiencies to plan with: `calibrated`, `ideal` or a stored profile name."
     )
     sweep: WhatIfAxes
+    provider: Slug | None = Field(
+        default=None,
+        description="Whose prices every point is planned with (as POST /v1/plans); default the service's default provider.",
+        examples=["runpod"],
+    )
+    prices: dict[Slug, PriceOverride] = Field(
+        default_factory=dict, description="Per GPU slug, USD per GPU-hour replacing the provider's prices for the sweep."
+    )
     verify: bool = Field(
         default=False,
         description="Verify each point's plan in the simulator (slow: about a second per point); default false, "
@@ -184,6 +193,8 @@ class WhatIfPoint(BaseModel):
     cost_usd_per_month: float | None = Field(description="cost_usd_per_hour × 730 h.")
     cost_usd_per_million_output_tokens: float | None
     currency: Literal["USD"] = "USD"
+    provider: str = Field(description="Whose prices this point was planned with.")
+    price_usd_per_gpu_hour: float | None = Field(description="On-demand USD per GPU-hour of the plan's GPU type at that provider (or the request's override).")
     ttft_p99_ms: float | None = Field(description="Predicted p99 time to first token (queueing model).")
     tpot_p99_ms: float | None
     e2e_p99_s: float | None
@@ -205,6 +216,8 @@ class WhatIfResponse(BaseModel):
     efficiency_profile: str
     catalog_version: int
     currency: Literal["USD"] = "USD"
+    provider: str = Field(description="Whose prices the sweep was planned with.")
+    notes: list[str] = Field(default_factory=list, description="GPUs left out because the provider does not price them.")
     hours_per_month: float = Field(description="Hours in the month that cost_usd_per_month uses (730).")
     verify: bool = Field(description="Whether each point's plan was verified in the simulator.")
     method: str = Field(description="How each point was planned, in a sentence.")

@@ -116,3 +116,66 @@ def test_0005_adds_the_overlap_column_reads_old_rows_as_max_and_downgrades(datab
             assert connection.execute(text("SELECT efficiency_memory FROM gpus WHERE slug = 'old-gpu'")).scalar_one() == 0.6
     finally:
         engine.dispose()
+
+
+def _export(url: str) -> dict[str, object]:
+    from catalog.db import make_session_factory
+    from catalog.repository import Catalog
+
+    engine = make_engine(url)
+    try:
+        with make_session_factory(engine)() as session:
+            return Catalog(session).export_catalog()
+    finally:
+        engine.dispose()
+
+
+def test_a_round_trip_through_0004_keeps_the_reference_calibrations(database_url: str) -> None:
+    """head → 0004 → head on the reference catalog: every GPU comes back with its calibrated
+    overlap (0005 restores it from the reference fit it belongs to), its confidence (0007), and
+    every other record unchanged. Only what 0006's docstring says its downgrade loses (prices of
+    providers a GPU's own columns do not carry) may differ, and nothing else is compared there."""
+    from catalog.db import make_session_factory
+    from catalog.repository import Catalog
+
+    migrate.upgrade(database_url)
+    engine = make_engine(database_url)
+    try:
+        with make_session_factory(engine)() as session, session.begin():
+            assert Catalog(session).load_reference_catalog()
+    finally:
+        engine.dispose()
+    before = _export(database_url)
+    assert {gpu["slug"]: gpu["efficiency"]["memory_compute_overlap"] for gpu in before["gpus"]}["h100-sxm"] == 0.2652
+
+    migrate.downgrade(database_url, "0004_deployments")
+    migrate.upgrade(database_url, "head")
+    after = _export(database_url)
+
+    for section in ("gpus", "models", "quantizations", "efficiency_profiles"):
+        assert after[section] == before[section], section
+    overlaps = {gpu["slug"]: gpu["efficiency"]["memory_compute_overlap"] for gpu in after["gpus"]}
+    assert overlaps["h100-sxm"] == 0.2652 and overlaps["b200"] == 0.0 and overlaps["mi300x"] == 0.6948
+
+
+def test_0005_restores_no_overlap_to_a_calibration_someone_changed(database_url: str) -> None:
+    """The restore rule: a reference slug whose fit was changed (η_mem here) reads 1.0 after the round trip."""
+    from catalog.db import make_session_factory
+    from catalog.repository import Catalog
+
+    migrate.upgrade(database_url)
+    engine = make_engine(database_url)
+    try:
+        with make_session_factory(engine)() as session, session.begin():
+            catalog = Catalog(session)
+            catalog.load_reference_catalog()
+            efficiency = catalog.get_gpu("h100-sxm")["efficiency"]
+            catalog.update_gpu("h100-sxm", {"efficiency": {**efficiency, "memory": 0.7}})
+    finally:
+        engine.dispose()
+    migrate.downgrade(database_url, "0004_deployments")
+    migrate.upgrade(database_url, "head")
+    gpus = {gpu["slug"]: gpu for gpu in _export(database_url)["gpus"]}
+    assert gpus["h100-sxm"]["efficiency"]["memory"] == 0.7
+    assert gpus["h100-sxm"]["efficiency"]["memory_compute_overlap"] == 1.0
+    assert gpus["h100-pcie"]["efficiency"]["memory_compute_overlap"] == 0.2652
