@@ -79,6 +79,13 @@ def planning_inputs(body: PlanRequest, catalog: Catalog, *,
         precisions = catalog.precisions(list(dict.fromkeys((p.weights, p.kv_cache) for p in constraints.precisions)))
     else:
         precisions = catalog.precisions(DEFAULT_PRECISIONS, skip_unknown=True)
+        if not precisions:  # the caller constrained nothing: what is missing is the catalog's, say so
+            defaults = ", ".join(f"{weights}/{kv_cache}" for weights, kv_cache in DEFAULT_PRECISIONS)
+            raise PlannerInputError(
+                f"the catalog has none of the default precisions {defaults}: add their quantizations "
+                "(POST /v1/quantizations) or name precisions in constraints.precisions",
+                constraint="precisions", default_precisions=[f"{w}/{kv}" for w, kv in DEFAULT_PRECISIONS],
+            )
     inputs = PlanningInputs(
         model=model, gpus=pricing.specs, precisions=precisions, efficiency_profile=profile,
         catalog_version=catalog.catalog_version(),
