@@ -11,8 +11,9 @@ How a route offers CSV (three lines):
         return ThingRead(...)
 
 - `rows_to_csv(rows, columns)`: flat dicts → RFC 4180 text (CRLF line ends, a header row, fields
-  quoted only when they hold a comma, quote or line break). Numbers are written round-trip exact
-  (`repr` of a float), None is an empty cell, booleans are `true` / `false`. A text cell that a
+  quoted only when they hold a comma, quote or line break). Numbers are rounded by their column's
+  unit (api/rounding.py: cents, 0.1 ms, 6 significant figures) and written round-trip exact
+  (`repr` of the rounded float), None is an empty cell, booleans are `true` / `false`. A text cell that a
   spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, tab or CR) gets a leading
   `'` (OWASP's CSV-injection advice): names come from callers. A key not among the columns is a
   bug (ValueError); a missing key is an empty cell.
@@ -37,6 +38,8 @@ from enum import Enum
 from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request, Response
+
+from api.rounding import rounded
 
 CSV_MEDIA_TYPE = "text/csv"
 CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
@@ -85,7 +88,7 @@ def rows_to_csv(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> st
         extra = row.keys() - known
         if extra:
             raise ValueError(f"CSV row has keys that are not columns: {sorted(extra)}")
-        writer.writerow([csv_cell(row.get(column)) for column in columns])
+        writer.writerow([csv_cell(rounded(row.get(column), column)) for column in columns])
     return out.getvalue()
 
 
@@ -196,12 +199,16 @@ PLAN_CSV_COLUMNS: tuple[str, ...] = (
     "tpot_p99_ms",
     "e2e_p99_s",
     "verified",
+    "calibration_grade",
+    "warning",
 )
 
 PLAN_CSV_DESCRIPTION = (
     "One row per plan; a mixed fleet has one row per configuration (`fleet_row` 1..`fleet_rows`), each "
     "with that configuration's GPUs, replicas, offered rate and costs, so summing a plan's rows gives its "
-    "totals; the plan's columns (id, model, SLOs, predicted p99s of its largest configuration) repeat."
+    "totals; the plan's columns (id, model, SLOs, predicted p99s of its largest configuration) repeat. "
+    "`calibration_grade` is the row's GPU's calibration grade (low, medium, high); `warning` the plan's warning "
+    "about that GPU, if any (a low-graded calibration)."
 )
 
 
@@ -230,6 +237,12 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
         "e2e_p99_s": predicted["e2e_s"]["p99"],
         "verified": response.get("verification") is not None,
     }
+    grades = response.get("calibration_grades") or {}
+    warnings = {w["gpu"]: w["message"] for w in response.get("warnings") or [] if w.get("code") == "low_confidence_plan"}
+
+    def confidence(gpu: str) -> dict[str, Any]:
+        return {"calibration_grade": grades.get(gpu), "warning": warnings.get(gpu)}
+
     fleet = plan.get("fleet")
     if not fleet:
         return [{
@@ -242,6 +255,7 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             "cost_usd_per_hour": cost["usd_per_hour"],
             "cost_usd_per_month": cost["usd_per_month"],
             "cost_usd_per_million_output_tokens": cost["usd_per_million_output_tokens"],
+            **confidence(plan["gpu"]),
         }]  # fmt: skip
     total_usd_per_hour = cost["usd_per_hour"]
     rows = []
@@ -260,6 +274,7 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             "cost_usd_per_million_output_tokens": (
                 cost["usd_per_million_output_tokens"] * cost_share / traffic_share if traffic_share > 0 else None
             ),  # plan $/Mtok × (cost share ÷ traffic share)
+            **confidence(row["gpu"]),
         })  # fmt: skip
     return rows
 

@@ -37,12 +37,14 @@ from api.schemas.fleet_plans import (
     ShadowPricesRead,
     SolverRead,
 )
-from api.schemas.plans import DEFAULT_PRECISIONS
+from api.rounding import rounded
+from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.errors import NotFoundError
 from catalog.prices import ChosenPrice, Prices
 from catalog.repository import Catalog, Page
+from planner.confidence import meets
 from planner.errors import PlannerInputError
 from planner.fleet import (
     FleetConstraints,
@@ -133,6 +135,10 @@ def resolve_inputs(body: FleetPlanRequest, catalog: Catalog, default_provider: s
         chosen = pricing.prices[slug]
         on_demand = chosen.on_demand_usd_per_hour
         reserved = chosen.reserved_1y_usd_per_hour
+        if not meets(spec.calibration_grade, body.constraints.min_confidence):
+            notes.append(f"{slug} left out: its calibration is graded {spec.calibration_grade}, below the minimum "
+                         f"confidence {body.constraints.min_confidence}")
+            continue
         if on_demand <= 0:
             notes.append(f"{slug} has no on-demand price: left out (give one in `prices`)")
             continue
@@ -371,6 +377,7 @@ def fleet_plan_response(
     body: FleetPlanRequest, outcome: FleetOutcome, *, plan_id: str, created_at: datetime
 ) -> FleetPlanResponse:
     plan, inputs = outcome.plan, outcome.inputs
+    grades = {gpu.slug: gpu.calibration_grade for gpu in inputs.gpus}
     periods = []
     for period in plan.periods:
         periods.append(
@@ -397,6 +404,7 @@ def fleet_plan_response(
                         demand_rps=period.demand_rps[a.workload],
                         offered_rps=a.offered_rps,
                         target_rho=a.target_rho,
+                        calibration_grade=grades.get(a.candidate.gpu),
                     )
                     for a in period.assignments
                 ],
@@ -414,7 +422,14 @@ def fleet_plan_response(
         notes.append(f"the solver's time limit stopped the search: the plan is within {plan.solver.mip_gap:.2%} of optimal"
                      if plan.solver.mip_gap is not None else "the solver's time limit stopped the search before a proof")
     gpus_priced = {c.gpu for t in tables for c in t.candidates}
-    return FleetPlanResponse(
+    scheduled = sorted({a.candidate.gpu for period in plan.periods for a in period.assignments})
+    warnings = [
+        PlanWarning(code="low_confidence_plan", gpu=gpu, grade="low", message=(
+            f"the schedule runs on {gpu}, whose calibration is graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
+            "its capacity may be off by more than the calibration's usual error; constraints.min_confidence leaves such GPUs out"))
+        for gpu in scheduled if grades.get(gpu) == "low"
+    ]
+    response = FleetPlanResponse(
         id=plan_id,
         created_at=created_at.astimezone(UTC).isoformat(),
         catalog_version=inputs.catalog_version,
@@ -474,7 +489,10 @@ def fleet_plan_response(
         ),
         plan_ms=outcome.plan_ms,
         notes=notes,
+        warnings=warnings,
         candidates={name: [_candidate_read(c) for c in table.candidates] for name, table in outcome.tables.items()}
         if body.include_candidates
         else None,
     )
+    # what is served (and stored) is rounded (api/rounding.py); `outcome` keeps the unrounded figures
+    return FleetPlanResponse.model_validate(rounded(response.model_dump(mode="json")))

@@ -4,7 +4,8 @@ cheap bounds that let the planner skip most of the queueing model's root-finds.
 A candidate is (GPU, weight precision, KV precision, tp, batch limit, chunk budget). A whole
 (GPU, precision, tp) group is dropped, with its reason, when the GPU cannot run the precision,
 tp does not divide the model, the weights plus one request do not fit, the catalog has no
-on-demand price, or an SLO target lies below a latency no load can undercut:
+on-demand price, its calibration is graded below the request's minimum confidence, or an SLO
+target lies below a latency no load can undercut:
 
     TPOT ≥ one decode step of one sequence         t_step(1, 1, 1)
     TTFT ≥ the prefill of the prompt alone         t_step(p_q, 0, p_q(p_q+1)/2)
@@ -50,6 +51,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from planner.confidence import meets
 from planner.errors import UnsupportedConfigurationError
 from planner.memory import kv_capacity_tokens, memory_fit
 from planner.optimizer import candidate_id
@@ -76,7 +78,8 @@ class Drop:
     """Why a group of candidates (or one candidate) left before the MILP.
 
     `constraint` names the physics ("precision", "tensor_parallel", "memory", "price", "ttft",
-    "tpot", "e2e", "kv_cache", "queueing", "max_gpus", "budget", "gpu_inventory");
+    "tpot", "e2e", "kv_cache", "queueing", "max_gpus", "budget", "gpu_inventory") or the request's
+    trust in the GPU's calibration ("min_confidence");
     `bound_s` / `target_s` carry the latency bound that refused an SLO.
     """
 
@@ -157,14 +160,26 @@ def enumerate_groups(
     workload: Workload,
     slo: Slo,
     tp_degrees: Sequence[int] = TP_DEGREES,
+    min_confidence: str | None = None,
 ) -> tuple[list[Group], list[Drop]]:
-    """Every (GPU, precision, tp) that can serve the model within the SLO floors, and every drop."""
+    """Every (GPU, precision, tp) that can serve the model within the SLO floors, and every drop.
+
+    A GPU whose calibration is graded below `min_confidence` (planner/confidence.py) is dropped
+    whole, once per precision, before anything is computed from its efficiencies."""
     groups: list[Group] = []
     drops: list[Drop] = []
     request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
     prompt_q, output_q = _lengths_below(workload, slo.percentile)
     largest_request = math.ceil(workload.prompt_tokens.quantile(0.99) + workload.output_tokens.quantile(0.99))
     for gpu in gpus:
+        if not meets(gpu.calibration_grade, min_confidence):
+            drops.extend(
+                Drop(gpu=gpu.slug, weights_precision=precision.weights.slug, kv_precision=precision.kv_cache.slug, tp=None,
+                     constraint="min_confidence",
+                     reason=f"its calibration is graded {gpu.calibration_grade}, below the minimum confidence {min_confidence}")
+                for precision in precisions
+            )
+            continue
         for precision in precisions:
             names = (gpu.slug, precision.weights.slug, precision.kv_cache.slug)
             try:

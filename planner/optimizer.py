@@ -30,6 +30,7 @@ from typing import Literal
 
 import pulp
 
+from planner.confidence import grade_rank
 from planner.errors import InfeasiblePlanError, PlannerInputError, SolverError
 from planner.milp import (
     ModelSize,
@@ -123,7 +124,8 @@ class PlanConstraints:
     `n_plus_one`: the arrival rate is still covered with any one replica of the plan lost.
     `mixed_fleet`: False chooses exactly one candidate; True allows any mix, the router
     splitting traffic in proportion to capacity. `inventory`: most GPUs of each type
-    (types not listed are unlimited).
+    (types not listed are unlimited). `min_confidence`: GPUs whose calibration is graded below it
+    (planner/confidence.py) are left out.
     """
 
     max_gpus: int | None = None
@@ -132,8 +134,11 @@ class PlanConstraints:
     n_plus_one: bool = False
     mixed_fleet: bool = False
     inventory: Mapping[str, int] = field(default_factory=dict)
+    min_confidence: str | None = None
 
     def __post_init__(self) -> None:
+        if self.min_confidence is not None:
+            grade_rank(self.min_confidence)  # PlannerInputError for an unknown grade
         if self.max_gpus is not None and self.max_gpus < 1:
             raise PlannerInputError(f"max_gpus must be >= 1, got {self.max_gpus}")
         if self.budget_usd_per_hour is not None and not _finite_positive(self.budget_usd_per_hour):

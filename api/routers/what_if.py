@@ -15,6 +15,7 @@ from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
 from api.errors import RequestTimeoutError
 from api.observability import Deadline, DeadlineDep, MetricsDep
 from api.problems import problem_responses, problem_type_for
+from api.rounding import rounded
 from api.deployments import planning_inputs
 from api.schemas.plans import PlanRequest
 from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
@@ -166,6 +167,7 @@ def what_if_sweep(body: WhatIfRequest, catalog: CatalogDep, settings: SettingsDe
         sweep_ms=(time.perf_counter() - started) * MS_PER_S,
         points=[WhatIfPoint.model_validate({k: v for k, v in p.items() if k != "solve_ms"}) for p in points],
     )  # fmt: skip
+    answer = WhatIfResponse.model_validate(rounded(answer.model_dump(mode="json")))  # served rounded (api/rounding.py)
     if as_csv:
         rows = [point.model_dump(mode="json") for point in answer.points]
         return csv_response(rows_to_csv(rows, WHAT_IF_CSV_COLUMNS), filename="what-if.csv")

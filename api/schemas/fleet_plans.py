@@ -16,11 +16,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.csv_export import CURRENCY, HOURS_PER_MONTH
+from api.rounding import rounded
 from api.schemas.catalog import Slug
-from api.schemas.plans import PlanPrecision, PlanSlo, PrecisionRead
+from api.schemas.plans import PlanPrecision, PlanSlo, PlanWarning, PrecisionRead
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import TokenLengths, length_distribution
 from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
+from planner.confidence import GRADES
 from planner.fleet_candidates import CandidateGrid
 from planner.workload import Workload
 
@@ -108,6 +110,10 @@ class FleetConstraintsSpec(_Input):
     n_plus_one: bool = Field(default=False, description="Demand still met in every period with any one replica lost.")
     budget_usd_per_day: float | None = Field(
         default=None, gt=0, le=1e9, description="Most the fleet may cost per 24 h (the horizon's cost × 24 h / horizon)."
+    )
+    min_confidence: Literal[GRADES] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="Leave out GPUs whose calibration is graded below this (low < medium < high); `notes` names them.",
     )
 
 
@@ -212,6 +218,7 @@ class AssignmentRead(BaseModel):
     demand_rps: float = Field(description="The workload's demand in this period (req/s).")
     offered_rps: float = Field(description="The share of that demand sent to these replicas (split in proportion to capacity).")
     target_rho: float = Field(description="Per-replica offered rate / per-replica saturation rate.")
+    calibration_grade: str | None = Field(default=None, description="The GPU's calibration grade (low, medium, high).")
 
 
 class PeriodRead(BaseModel):
@@ -338,6 +345,9 @@ class FleetPlanResponse(BaseModel):
     candidate_search: CandidateSearchRead
     plan_ms: float = Field(description="Wall time of the whole plan: catalog reads, candidate tables, MILP.")
     notes: list[str]
+    warnings: list[PlanWarning] = Field(
+        default_factory=list, description="A warning per GPU the schedule runs on whose calibration is graded low."
+    )
     candidates: dict[str, list[CandidateRead]] | None = Field(
         default=None, description="Each workload's candidate table (with `include_candidates`)."
     )
@@ -369,6 +379,8 @@ CSV_COLUMNS: tuple[str, ...] = (
     "cost_usd_per_hour",
     "cost_usd_per_month",
     "currency",
+    "calibration_grade",
+    "warning",
 )
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -379,7 +391,8 @@ CSV_DESCRIPTION = (
     "GPU type, rows take reserved GPUs first, then on-demand, then spot, in row order; `cost_usd` is the row's "
     "GPUs at that period's mean price per GPU held (as `cost.per_workload_usd`), so idle reserved GPUs are in "
     "no row; `cost_usd_per_hour` is that cost over the period's hours and `cost_usd_per_month` the same rate over "
-    "730 h; `currency` is USD."
+    "730 h; `currency` is USD; `calibration_grade` is the row's GPU's calibration grade and `warning` the plan's "
+    "warning about it, if any. Numbers are rounded as the JSON is (cents, 6 significant figures)."
 )
 
 
@@ -388,6 +401,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")  # RFC 4180
     writer.writerow(CSV_COLUMNS)
+    warnings = {w.gpu: w.message for w in plan.warnings}
     for period in plan.periods:
         left = {
             gpu: [plan.reserved_gpus.get(gpu, 0), period.on_demand_gpus.get(gpu, 0), period.spot_gpus.get(gpu, 0)]
@@ -404,8 +418,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                 taken.append(take)
             held = period.gpus_held.get(row.gpu, 0)
             period_gpu_usd = _period_gpu_cost(plan, period, row.gpu)
-            writer.writerow(
-                (
+            cells = (
                     period.period,
                     _number(period.start_hour),
                     row.name,
@@ -426,8 +439,10 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                     _number(row_usd / plan.period_hours),
                     _number(row_usd / plan.period_hours * HOURS_PER_MONTH),
                     CURRENCY,
-                )
+                    row.calibration_grade,
+                    warnings.get(row.gpu),
             )
+            writer.writerow(["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)])
     return out.getvalue()
 
 
@@ -448,5 +463,6 @@ def _gpu_prices(plan: FleetPlanResponse) -> dict[str, dict[str, float]]:
             for gpu, p in plan.prices.items()}
 
 
-def _number(value: float) -> str:
-    return f"{value:.6g}"
+def _number(value: float) -> float:
+    """A computed figure; rounded by its column's unit when written (api/rounding.py)."""
+    return value

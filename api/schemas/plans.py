@@ -13,9 +13,11 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from api.rounding import rounded
 from api.schemas.catalog import Slug
 from api.schemas.prices import PlanPriceRead, PriceOverride
 from api.schemas.workload import WorkloadSpec
+from planner.confidence import GRADES
 from planner.optimizer import PlanConstraints
 from planner.planning import HOURS_PER_MONTH, PlanResult
 from planner.workload import Slo
@@ -79,6 +81,11 @@ class PlanConstraintsSpec(_Input):
     inventory: dict[Slug, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(
         default_factory=dict, description="Most GPUs available per GPU type (types not listed are unlimited)."
     )
+    min_confidence: Literal[GRADES] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="Leave out GPUs whose calibration is graded below this (low < medium < high; GET /v1/gpus/{slug} "
+        "shows each grade and its evidence); the alternatives say which were left out.",
+    )
 
     def to_constraints(self) -> PlanConstraints:
         return PlanConstraints(
@@ -88,6 +95,7 @@ class PlanConstraintsSpec(_Input):
             n_plus_one=self.n_plus_one,
             mixed_fleet=self.mixed_fleet,
             inventory=dict(self.inventory),
+            min_confidence=self.min_confidence,
         )
 
 
@@ -212,6 +220,17 @@ class PlanProvenance(BaseModel):
     created_at: str
 
 
+class PlanWarning(BaseModel):
+    """A part of the answer resting on weak evidence."""
+
+    code: Literal["low_confidence_plan", "low_confidence_alternative"] = Field(
+        description="`low_confidence_plan`: the plan runs on the GPU; `low_confidence_alternative`: a priced alternative does."
+    )
+    gpu: str
+    grade: str = Field(description="The GPU's calibration grade.")
+    message: str
+
+
 class PlanResponse(BaseModel):
     id: str
     name: str | None
@@ -223,6 +242,13 @@ class PlanResponse(BaseModel):
     )
     verification: dict[str, Any] | None = Field(description="Simulated percentiles next to the SLOs; null when verify was false.")
     provenance: PlanProvenance
+    calibration_grades: dict[str, str] = Field(
+        default_factory=dict, description="Calibration grade (low, medium, high) of each GPU the plan runs on."
+    )
+    warnings: list[PlanWarning] = Field(
+        default_factory=list,
+        description="What the plan or an alternative rests on that deserves a second look: a GPU whose calibration is graded low.",
+    )
 
 
 def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
@@ -247,9 +273,12 @@ def _scaled(latency: dict[str, float | None], scale: float) -> dict[str, float |
 
 
 def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at: str, *,
-                  prices: Sequence[Mapping[str, Any]] = (), price_notes: Sequence[str] = ()) -> dict[str, Any]:
+                  prices: Sequence[Mapping[str, Any]] = (), price_notes: Sequence[str] = (),
+                  calibration_grades: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The JSON body (also what is stored) of one plan; `prices` are the prices of the GPUs the
-    plan uses (PlanPriceRead), `price_notes` say which GPUs were left out unpriced."""
+    plan uses (PlanPriceRead), `price_notes` say which GPUs were left out unpriced,
+    `calibration_grades` the calibration grade of each GPU planned with (none given: no grades,
+    no warnings). Numbers are rounded as api/rounding.py says; `result` keeps them unrounded."""
     main = result.row
     predicted = dict(result.predicted)
     predicted["ttft_ms"] = _scaled(predicted.pop("ttft_s"), MS_PER_S)
@@ -276,4 +305,37 @@ def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at
         "verification": result.verification,
         "provenance": {**result.provenance, "created_at": created_at},
     }
-    return PlanResponse.model_validate(body).model_dump(mode="json")
+    answer = PlanResponse.model_validate(body).model_dump(mode="json")
+    answer.update(_confidence(answer, result, calibration_grades or {}))
+    return rounded(PlanResponse.model_validate(answer).model_dump(mode="json"))
+
+
+def _confidence(answer: Mapping[str, Any], result: PlanResult, grades: Mapping[str, str]) -> dict[str, Any]:
+    """The plan's GPUs' grades, each alternative's `confidence` (its GPU's grade), and a warning for
+    every low-graded GPU the plan or a priced alternative rests on (the plan's own first, each GPU once)."""
+    plan_gpus = list(dict.fromkeys(row.gpu for row in result.rows))
+    warnings: list[dict[str, Any]] = []
+    warned: set[str] = set()
+    for gpu in plan_gpus:
+        if grades.get(gpu) == "low":
+            warned.add(gpu)
+            warnings.append({"code": "low_confidence_plan", "gpu": gpu, "grade": "low", "message": (
+                f"the plan runs on {gpu}, whose calibration is graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
+                "its capacity and latencies may be off by more than the calibration's usual error; "
+                "constraints.min_confidence leaves such GPUs out")})
+    justification = dict(answer["justification"])
+    alternatives = []
+    for entry in justification.get("alternatives") or []:
+        gpu = entry.get("name") if entry.get("kind") == "gpu" else entry.get("gpu")
+        grade = grades.get(gpu) if gpu is not None else None
+        alternatives.append({**entry, "confidence": grade})
+        if grade == "low" and gpu not in warned and entry.get("cost_usd_per_hour") is not None:
+            warned.add(gpu)
+            warnings.append({"code": "low_confidence_alternative", "gpu": gpu, "grade": "low", "message": (
+                f"the alternative on {gpu} rests on a calibration graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
+                "its cost may be off by more than the calibration's usual error")})
+    if "alternatives" in justification:
+        justification["alternatives"] = alternatives
+    return {"justification": justification,
+            "calibration_grades": {gpu: grades[gpu] for gpu in plan_gpus if gpu in grades},
+            "warnings": warnings}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -17,7 +19,11 @@ from planner.confidence import (
     grade_rank,
     meets,
 )
+from planner.candidates import enumerate_groups
 from planner.errors import PlannerInputError
+from planner.optimizer import PlanConstraints
+from planner.workload import FixedLength, Slo, Workload
+from tests.planner.performance_specs import A100_SXM, FP8_PRECISION, FP16_PRECISION, H100_SXM, LLAMA_2_70B
 
 
 def evidence(**overrides: object) -> CalibrationEvidence:
@@ -92,3 +98,23 @@ def test_meets_orders_the_grades() -> None:
     assert not meets("low", "medium") and not meets("medium", "high")
     with pytest.raises(PlannerInputError):
         meets("low", "certain")
+
+
+def test_min_confidence_drops_a_whole_gpu_with_its_grade_in_the_reason() -> None:
+    """A100 graded low, H100 medium: asking for medium leaves one drop per A100 precision and
+    every H100 group; asking for nothing keeps both GPUs' groups."""
+    h100 = dataclasses.replace(H100_SXM, price_usd_per_hour_on_demand=6.155, calibration_grade="medium")
+    a100 = dataclasses.replace(A100_SXM, price_usd_per_hour_on_demand=2.7, calibration_grade="low")
+    workload = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1000), output_tokens=FixedLength(tokens=200))
+    kwargs = {"model": LLAMA_2_70B, "gpus": (h100, a100), "precisions": (FP16_PRECISION, FP8_PRECISION), "workload": workload,
+              "slo": Slo(ttft_s=2.0, tpot_s=0.08)}
+    everything, _ = enumerate_groups(**kwargs)
+    groups, drops = enumerate_groups(**kwargs, min_confidence="medium")
+    assert {g.gpu.slug for g in everything} == {"h100-sxm", "a100-80gb-sxm"}
+    assert {g.gpu.slug for g in groups} == {"h100-sxm"}
+    confidence_drops = [d for d in drops if d.constraint == "min_confidence"]
+    assert [(d.gpu, d.weights_precision) for d in confidence_drops] == [("a100-80gb-sxm", "fp16"), ("a100-80gb-sxm", "fp8")]
+    assert all("graded low, below the minimum confidence medium" in d.reason for d in confidence_drops)
+    assert PlanConstraints(min_confidence="high").min_confidence == "high"
+    with pytest.raises(PlannerInputError):
+        PlanConstraints(min_confidence="certain")
