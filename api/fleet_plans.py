@@ -21,6 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from api.rounding import rounded
 from api.schemas.fleet_plans import (
     AssignmentRead,
     CandidateRead,
@@ -37,7 +38,6 @@ from api.schemas.fleet_plans import (
     ShadowPricesRead,
     SolverRead,
 )
-from api.rounding import rounded
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER

@@ -147,7 +147,7 @@ def confidence_section(blocks: Mapping[str, Mapping[str, Any]]) -> list[str]:
         "grade of every GPU they run on, warn when the plan or a priced alternative rests on a **low** grade, and",
         "`constraints.min_confidence` leaves lower-graded GPUs out. The rule (`planner/confidence.py`, first match wins):",
         "",
-        f"- **low**: no published point of its own (carried over from another GPU: an assumption, not a measurement); fitted",
+        "- **low**: no published point of its own (carried over from another GPU: an assumption, not a measurement); fitted",
         "  η below the range every other GPU fits (LOW CONFIDENCE: the points pay a cost the model has no term for); no more",
         f"  points than the fit's {FITTED_PARAMETERS} parameters (the fit interpolates, its residuals say nothing); or an",
         f"  out-of-sample error above {OUTLIER_ERROR:.0%} — twice the fit's soft-L1 noise scale, where the fit's own loss",

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.fidelity import FIT_F_SCALE, FIT_PARAMETERS
+from planner.candidates import enumerate_groups
 from planner.confidence import (
     FITTED_PARAMETERS,
     GRADES,
@@ -19,11 +20,16 @@ from planner.confidence import (
     grade_rank,
     meets,
 )
-from planner.candidates import enumerate_groups
 from planner.errors import PlannerInputError
 from planner.optimizer import PlanConstraints
 from planner.workload import FixedLength, Slo, Workload
-from tests.planner.performance_specs import A100_SXM, FP8_PRECISION, FP16_PRECISION, H100_SXM, LLAMA_2_70B
+from tests.planner.performance_specs import (
+    A100_SXM,
+    FP8_PRECISION,
+    FP16_PRECISION,
+    H100_SXM,
+    LLAMA_2_70B,
+)
 
 
 def evidence(**overrides: object) -> CalibrationEvidence:
