@@ -16,7 +16,7 @@ import http
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -37,6 +37,7 @@ from api.errors import (
     RequestTimeoutError,
 )
 from api.idempotency import IdempotencyConflictError
+from api.schemas.plan_result import RelaxationRead
 from catalog.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -137,6 +138,20 @@ class Problem(BaseModel):
     instance: str | None = Field(default=None, description="The request path this problem occurred on.")
     errors: list[FieldError] | None = Field(default=None, description="Each bad field (422 only).")
     request_id: str | None = Field(default=None, description="The request's X-Request-ID, to find it in the service's logs.")
+    constraint: str | None = Field(
+        default=None, description="infeasible-plan: the family of the first culprit (`ttft`, `budget`, `max_gpus`, …)."
+    )
+    culprits: list[str] | None = Field(
+        default=None, description="infeasible-plan: the request fields that stand in the way (`slo.ttft_ms`, …)."
+    )
+    relaxations: list[RelaxationRead] | None = Field(
+        default=None,
+        description="infeasible-plan: each relaxation found to work when applied (the request re-planned with it); "
+        "minimal within 5 % (integer limits exactly).",
+    )
+    relaxations_apply: Literal["any", "all"] | None = Field(
+        default=None, description="infeasible-plan: `any` — each relaxation alone is enough; `all` — they must all move together."
+    )
 
 
 def problem_type_for(exc: BaseException) -> ProblemType:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from planner.confidence import GRADES, grade_rank
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.plan_result import Relaxation, as_dict
 from planner.workload import Slo
@@ -241,6 +242,15 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
         if plan is not None:
             out.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None,
                                   cost_usd_per_hour=plan.cost_usd_per_hour))
+    if constraints.min_confidence is not None:
+        # the next grade down first: the smallest step that admits more GPUs
+        lower = [g for g in reversed(GRADES) if grade_rank(g) < grade_rank(constraints.min_confidence)]
+        for grade in lower:
+            plan = plan_with(min_confidence=None if grade == GRADES[0] else grade)
+            if plan is not None:
+                out.append(Relaxation(constraint="constraints.min_confidence", current=constraints.min_confidence,
+                                      value=grade, unit=None, cost_usd_per_hour=plan.cost_usd_per_hour))
+                break
     if constraints.min_replicas > 1:
         fewest = plan_with(min_replicas=1)
         if fewest is not None:
@@ -282,7 +292,7 @@ def _together(trial: _Trial) -> list[Relaxation]:
     request = trial.request
     constraints = request.constraints
     free = replace(constraints, max_gpus=None, budget_usd_per_hour=None, inventory={}, n_plus_one=False,
-                   min_replicas=min(constraints.min_replicas, 1))
+                   min_replicas=min(constraints.min_replicas, 1), min_confidence=None)
     plan = trial(replace(request, constraints=free))
     if plan is None:
         return []
@@ -304,6 +314,13 @@ def _together(trial: _Trial) -> list[Relaxation]:
             inventory[gpu] = used
             moved.append(Relaxation(constraint=f"constraints.inventory.{gpu}", current=limit, value=used, unit="GPUs"))
     changes["inventory"] = inventory
+    if constraints.min_confidence is not None:
+        grades = {g.slug: g.calibration_grade for g in trial.inputs.gpus}
+        lowest = min((grades.get(r.gpu) or GRADES[0] for r in plan.rows), key=grade_rank)
+        if grade_rank(lowest) < grade_rank(constraints.min_confidence):
+            changes["min_confidence"] = None if lowest == GRADES[0] else lowest
+            moved.append(Relaxation(constraint="constraints.min_confidence", current=constraints.min_confidence,
+                                    value=lowest, unit=None))
     if constraints.n_plus_one and replace(constraints, **changes) != constraints:
         if trial(replace(request, constraints=replace(constraints, **changes))) is None:
             changes["n_plus_one"] = False
@@ -392,13 +409,15 @@ _FAMILY = {
     "slo.ttft_ms": "ttft", "slo.tpot_ms": "tpot", "slo.e2e_s": "e2e",
     "constraints.budget_usd_per_hour": "budget", "constraints.max_gpus": "max_gpus", "inventory": "gpu_inventory",
     "constraints.min_replicas": "min_replicas", "constraints.n_plus_one": "n_plus_one",
-    "constraints.gpus": "gpus", "constraints.precisions": "precisions",
+    "constraints.gpus": "gpus", "constraints.precisions": "precisions", "constraints.min_confidence": "min_confidence",
 }
 
 
 def _phrase(relaxation: Relaxation) -> str:
     if isinstance(relaxation.value, bool):
         return f"set {relaxation.constraint} to {str(relaxation.value).lower()}"
+    if relaxation.constraint == "constraints.min_confidence":
+        return f"lower {relaxation.constraint} from {relaxation.current} to {relaxation.value}"
     if relaxation.constraint in ("constraints.gpus", "constraints.precisions"):
         return f"allow {relaxation.value} in {relaxation.constraint}"
     unit = f" {relaxation.unit}" if relaxation.unit else ""

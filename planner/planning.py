@@ -991,7 +991,8 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
     groups, drops = enumerate_groups(model=inputs.model, gpus=inputs.gpus, precisions=inputs.precisions,
-                                     workload=workload, slo=slo, tp_degrees=request.tp_degrees)
+                                     workload=workload, slo=slo, tp_degrees=request.tp_degrees,
+                                     min_confidence=constraints.min_confidence)
     options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())

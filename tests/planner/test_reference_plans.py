@@ -191,3 +191,23 @@ def test_a_mixed_fleet_after_verification_is_no_dearer_than_any_alternative_it_l
         if alternative.get("cost_usd_per_hour") is not None:
             assert alternative["cost_usd_per_hour"] >= cost * (1 - 1e-9), alternative
     assert result.verification is not None and result.verification.meets_slo
+
+
+def test_min_confidence_excludes_low_graded_gpus_and_its_advice_works(reference: dict[str, Any]) -> None:
+    """`constraints.min_confidence` leaves out GPUs graded below it (the alternatives say so); where
+    that leaves nothing, the advice lowers it to a grade that plans."""
+    grades = {g.slug: g.calibration_grade for g in reference["gpus"]}
+    result = plan(reference, "llama-3.1-70b", RAG_70B, SLO_70B, min_confidence="medium")
+    assert all(grades[r.gpu] in ("medium", "high") for r in result.rows)
+    for alternative in as_dict(result.justification)["alternatives"]:
+        if alternative["kind"] == "gpu" and grades[alternative["name"]] == "low":
+            assert alternative["cost_usd_per_hour"] is None and "minimum confidence" in alternative["reason"], alternative
+    strict = [g for g in reference["gpus"] if g.calibration_grade != "high"]
+    inputs = PlanningInputs(model=reference["models"]["llama-3.1-70b"], gpus=tuple(strict), precisions=reference["precisions"])
+    with pytest.raises(InfeasiblePlanError) as caught:
+        plan_capacity(PlanningRequest(workload=RAG_70B, slo=SLO_70B, constraints=PlanConstraints(min_confidence="high")), inputs)
+    [relaxation] = [r for r in caught.value.extensions["relaxations"] if r["constraint"] == "constraints.min_confidence"]
+    assert relaxation["current"] == "high" and relaxation["value"] in ("medium", "low")
+    lowered = None if relaxation["value"] == "low" else relaxation["value"]
+    assert plan_capacity(PlanningRequest(workload=RAG_70B, slo=SLO_70B, constraints=PlanConstraints(min_confidence=lowered)),
+                         inputs).cost_usd_per_hour > 0
