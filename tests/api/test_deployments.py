@@ -220,10 +220,11 @@ def test_recheck_after_a_price_edit_says_the_plan_holds_and_what_it_costs_now(se
     assert fresh["catalog_version_now"] == fresh["catalog_version_then"] == stored["provenance"]["catalog_version"]
     assert fresh["cost"]["now_usd_per_hour"] == pytest.approx(stored["cost"]["usd_per_hour"])
 
-    gpu = seeded.get("/v1/gpus/h100-sxm").json()
-    old_price = gpu["price_usd_per_hour"]["on_demand"]
-    price = gpu["price_usd_per_hour"] | {"on_demand": old_price * 1.5}
-    assert seeded.patch("/v1/gpus/h100-sxm", json={"price_usd_per_hour": price}, headers=admin).status_code == 200
+    [used] = stored["cost"]["prices"]
+    assert used["gpu"] == "h100-sxm"
+    price_url = f"/v1/prices/{used['provider']}/h100-sxm"
+    old_price = seeded.get(price_url).json()["on_demand"]
+    assert seeded.patch(price_url, json={"on_demand": old_price * 1.5}, headers=admin).status_code == 200
 
     checked = seeded.get(f"/v1/plans/{stored['id']}/recheck").json()
     assert checked["holds"] is True
