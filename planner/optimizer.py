@@ -550,10 +550,7 @@ def plan_constraint_slacks(
                 slack=slack, unit="usd_per_hour", binding=_binds(slack, step),
             )
         )
-    offered_gpus = {c.gpu for c in candidates}
-    for gpu, limit in sorted(constraints.inventory.items()):
-        if gpu not in offered_gpus:
-            continue
+    for gpu, limit in sorted(constraints.inventory.items()):  # every limit the request set, used or not
         used = sum(c.gpus_per_replica * replicas[c.id] for c in chosen if c.gpu == gpu)
         step = min((c.gpus_per_replica for c in addable if c.gpu == gpu), default=math.inf)
         slacks.append(

@@ -59,6 +59,8 @@ def _point(index: int, rate: float, slo: Slo, gpu: str | None, result: PlanResul
                 "infeasible_reason": error.detail if isinstance(error, HeadroomError) else None}  # fmt: skip
     main = result.row
     predicted = result.predicted
+    if predicted is None:
+        raise ValueError("a what-if point needs the planner's predictions (PlanningRequest.explain)")
     return {
         **row,
         "gpu": main.gpu, "tp": main.tp, "replicas": result.replicas, "gpus_total": result.gpus_total,
@@ -68,8 +70,8 @@ def _point(index: int, rate: float, slo: Slo, gpu: str | None, result: PlanResul
         "cost_usd_per_hour": result.cost_usd_per_hour,
         "cost_usd_per_month": result.cost_usd_per_hour * HOURS_PER_MONTH,  # $/h × 730 h
         "cost_usd_per_million_output_tokens": result.cost_usd_per_million_output_tokens,
-        "ttft_p99_ms": _ms(predicted["ttft_s"]["p99"]), "tpot_p99_ms": _ms(predicted["tpot_s"]["p99"]),
-        "e2e_p99_s": predicted["e2e_s"]["p99"],
+        "ttft_p99_ms": _ms(predicted.ttft_s.p99), "tpot_p99_ms": _ms(predicted.tpot_s.p99),
+        "e2e_p99_s": predicted.e2e_s.p99,
         "infeasible_problem": None, "infeasible_constraint": None, "infeasible_reason": None,
     }  # fmt: skip
 
@@ -124,7 +126,7 @@ def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, 
                     error = exc
                 plan_ms = (time.perf_counter() - point_started) * MS_PER_S
                 point = _point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
-                point["solve_ms"] = None if result is None else result.provenance["solve_ms"]
+                point["solve_ms"] = None if result is None else result.provenance.solve_ms
                 point["provider"] = pricing.provider
                 chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
                 point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour

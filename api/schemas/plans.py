@@ -9,12 +9,23 @@ as SLOs are usually stated; the justification keeps the planner's SI names (`*_s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.rounding import rounded
 from api.schemas.catalog import Slug
+from api.schemas.plan_result import (
+    JustificationRead,
+    PlanPredicted,
+    PlanProvenance,
+    VerificationRead,
+    justification_read,
+    predicted_read,
+    provenance_read,
+    verification_read,
+)
 from api.schemas.prices import PlanPriceRead, PriceOverride
 from api.schemas.workload import WorkloadSpec
 from planner.confidence import GRADES
@@ -189,37 +200,6 @@ class PlanCost(BaseModel):
     )
 
 
-class Percentiles(BaseModel):
-    p50: float | None
-    p99: float | None
-    at_percentile: float | None = Field(description="At the SLO's percentile.")
-
-
-class PlanPredicted(BaseModel):
-    """Analytic predictions at the planned per-replica load."""
-
-    percentile: float
-    per_replica_rate_rps: float
-    ttft_ms: Percentiles
-    tpot_ms: Percentiles
-    e2e_s: Percentiles
-    output_tokens_per_s: float
-    reliable: bool
-    fidelity_note: str | None
-
-
-class PlanProvenance(BaseModel):
-    catalog_version: int
-    solver: str
-    status: str
-    mip_gap: float | None
-    solve_ms: float
-    plan_ms: float
-    efficiency_profile: str
-    efficiencies: dict[str, Any]
-    created_at: str
-
-
 class PlanWarning(BaseModel):
     """A part of the answer resting on weak evidence."""
 
@@ -237,10 +217,10 @@ class PlanResponse(BaseModel):
     plan: PlanDecision
     cost: PlanCost
     predicted: PlanPredicted
-    justification: dict[str, Any] = Field(
+    justification: JustificationRead = Field(
         description="step_model, memory, roofline, queueing, binding, alternatives, sensitivity, candidates; SI units in every name."
     )
-    verification: dict[str, Any] | None = Field(description="Simulated percentiles next to the SLOs; null when verify was false.")
+    verification: VerificationRead | None = Field(description="Simulated percentiles next to the SLOs; null when verify was false.")
     provenance: PlanProvenance
     calibration_grades: dict[str, str] = Field(
         default_factory=dict, description="Calibration grade (low, medium, high) of each GPU the plan runs on."
@@ -268,10 +248,6 @@ def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
     }
 
 
-def _scaled(latency: dict[str, float | None], scale: float) -> dict[str, float | None]:
-    return {key: None if value is None else value * scale for key, value in latency.items()}
-
-
 def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at: str, *,
                   prices: Sequence[Mapping[str, Any]] = (), price_notes: Sequence[str] = (),
                   calibration_grades: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -280,9 +256,8 @@ def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at
     `calibration_grades` the calibration grade of each GPU planned with (none given: no grades,
     no warnings). Numbers are rounded as api/rounding.py says; `result` keeps them unrounded."""
     main = result.row
-    predicted = dict(result.predicted)
-    predicted["ttft_ms"] = _scaled(predicted.pop("ttft_s"), MS_PER_S)
-    predicted["tpot_ms"] = _scaled(predicted.pop("tpot_s"), MS_PER_S)
+    if result.predicted is None or result.justification is None or result.provenance is None:
+        raise ValueError("a plan response needs the planner's justification (PlanningRequest.explain)")
     body = {
         "id": plan_id,
         "name": name,
@@ -300,10 +275,10 @@ def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at
             "prices": [dict(price) for price in prices if price["gpu"] in {r.gpu for r in result.rows}],
             "notes": list(price_notes),
         },
-        "predicted": predicted,
-        "justification": result.justification,
-        "verification": result.verification,
-        "provenance": {**result.provenance, "created_at": created_at},
+        "predicted": predicted_read(result.predicted),
+        "justification": justification_read(result.justification),
+        "verification": verification_read(result.verification),
+        "provenance": provenance_read(replace(result.provenance, created_at=created_at)),
     }
     answer = PlanResponse.model_validate(body).model_dump(mode="json")
     answer.update(_confidence(answer, result, calibration_grades or {}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,9 +14,11 @@ from api.csv_export import PLAN_CSV_COLUMNS, plan_csv_rows, rows_to_csv
 from api.schemas.plans import plan_response
 from catalog.db import make_engine, make_session_factory
 from catalog.repository import Catalog
-from planner.planning import FleetRow, PlanResult
+from planner.planning import FleetRow, plan_capacity
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
+from tests.planner.test_planning import INPUTS as PLANNING_INPUTS
+from tests.planner.test_planning import request as planning_request
 
 #: Chat on an 8B model over one GPU type, unverified, so each plan takes well under a second.
 CHAT: dict[str, Any] = {
@@ -113,28 +116,23 @@ def test_a_mixed_fleet_answer_prices_each_row_and_its_csv_sums_to_the_plan() -> 
     API takes the planner seconds). H100 rows serve 6 of 10 req/s for $6/h and A100 rows 4 req/s for
     $2/h; the plan is $8/h at $1/Mtok, so the H100 row is $1 × (6/8)/(6/10) = $1.25/Mtok and the
     A100 row $1 × (2/8)/(4/10) = $0.625/Mtok."""
-    latency = {"p50": 0.1, "p99": 0.2, "at_percentile": 0.2}
-    result = PlanResult(
-        rows=(_fleet_row("h100-sxm", 3, 6.0, 6.0), _fleet_row("a100-80gb-sxm", 2, 4.0, 2.0)), replicas=5, gpus_total=5,
+    planned = plan_capacity(replace(planning_request(), verify=False), PLANNING_INPUTS)  # its sections; the rows are this test's
+    result = replace(
+        planned, rows=(_fleet_row("h100-sxm", 3, 6.0, 6.0), _fleet_row("a100-80gb-sxm", 2, 4.0, 2.0)), replicas=5, gpus_total=5,
         target_rho=0.5, cost_usd_per_hour=8.0, cost_usd_per_month=5840.0, cost_usd_per_million_output_tokens=1.0,
-        predicted={"percentile": 99.0, "per_replica_rate_rps": 2.0, "ttft_s": latency, "tpot_s": latency, "e2e_s": latency,
-                   "output_tokens_per_s": 2000.0, "reliable": True, "fidelity_note": None},
-        justification={}, verification=None,
-        provenance={"catalog_version": 3, "solver": "highs", "status": "optimal", "mip_gap": 0.0, "solve_ms": 1.0, "plan_ms": 2.0,
-                    "efficiency_profile": "calibrated", "efficiencies": {}},
     )  # fmt: skip
     answer = plan_response("p" * 32, "mixed", result, "2026-11-29T00:00:00+00:00")
     fleet = answer["plan"]["fleet"]
     assert answer["cost"]["currency"] == "USD"
     assert [f["cost_usd_per_month"] for f in fleet] == pytest.approx([6.0 * 730, 2.0 * 730])
-    assert [f["cost_usd_per_million_output_tokens"] for f in fleet] == pytest.approx([1.25, 0.625])
+    assert [f["cost_usd_per_million_output_tokens"] for f in fleet] == pytest.approx([1.25, 0.625], abs=0.0051)  # money in cents, half-even
 
     rows = parse(rows_to_csv(plan_csv_rows({**CHAT, "workload": {**CHAT["workload"], "arrival_rate_rps": 10}}, answer), PLAN_CSV_COLUMNS))
     assert [(r["fleet_row"], r["fleet_rows"], r["gpu"]) for r in rows] == [("1", "2", "h100-sxm"), ("2", "2", "a100-80gb-sxm")]
     assert sum(float(r["cost_usd_per_hour"]) for r in rows) == pytest.approx(answer["cost"]["usd_per_hour"])
     assert sum(float(r["cost_usd_per_month"]) for r in rows) == pytest.approx(answer["cost"]["usd_per_month"])
     assert sum(int(r["gpus_total"]) for r in rows) == answer["plan"]["gpus_total"]
-    assert [float(r["cost_usd_per_million_output_tokens"]) for r in rows] == pytest.approx([1.25, 0.625])
+    assert [float(r["cost_usd_per_million_output_tokens"]) for r in rows] == pytest.approx([1.25, 0.625], abs=0.0051)  # money in cents, half-even
 
 
 def test_an_unknown_plan_is_a_problem_even_when_csv_is_asked_for(seeded: ApiClient) -> None:
