@@ -136,16 +136,22 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from api.observability import UVICORN_LOG_CONFIG
     from planner.queueing import warm_up
 
-    from api.fleet_plans import start_table_workers
+    from api.fleet_plans import start_table_workers, stop_table_workers
 
     warm_up()  # the compiled queueing kernels, before the first plan request rather than during it
     start_table_workers()
 
-    # uvicorn's own lines as JSON too; its access log is replaced by the app's headroom.access line
-    uvicorn.run(
-        create_app(settings), host=args.host, port=args.port, log_level=settings.log_level,
-        log_config=UVICORN_LOG_CONFIG, access_log=False,
-    )  # fmt: skip
+    # SIGTERM: uvicorn shuts the app down (its lifespan stops the table workers) and re-raises the
+    # signal; `finally` stops them where uvicorn returns or raises instead (a port already in use).
+    # SIGKILL runs nothing here: the workers watch the service and exit (api/table_worker.py).
+    try:
+        # uvicorn's own lines as JSON too; its access log is replaced by the app's headroom.access line
+        uvicorn.run(
+            create_app(settings), host=args.host, port=args.port, log_level=settings.log_level,
+            log_config=UVICORN_LOG_CONFIG, access_log=False,
+        )  # fmt: skip
+    finally:
+        stop_table_workers()
     return 0
 
 

@@ -7,16 +7,28 @@
 - `client`: `make_client()` with default settings (reads open, writes need the admin key).
 - `admin`: headers with the bootstrap admin key.
 - `gpu_record`, `model_record`, `quantization_record`: valid POST bodies (fresh copies).
+- `serve_headroom(folder, ...)`: `headroom serve` as a subprocess on a free 127.0.0.1 port, in a
+  process group of its own, output in files (never a pipe a leftover child could hold open), every
+  wait bounded, stopped terminate-then-kill with whatever is left of its group killed after.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import shutil
-from collections.abc import Callable, Iterator
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
@@ -167,3 +179,114 @@ def assert_problem(response: Any, status: int, problem: str | None = None) -> di
 def bad_fields(body: dict[str, Any]) -> dict[str, str]:
     """`field -> message` of a 422 problem's `errors`."""
     return {error["field"]: error["message"] for error in body["errors"]}
+
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Bounds on a served process: migrating, seeding and warming the kernels; and each stop step.
+SERVE_STARTUP_TIMEOUT_S = 60.0
+SERVE_STOP_TIMEOUT_S = 15.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def living_group_members(pgid: int) -> list[int]:
+    """Pids of the processes in group `pgid` that have not exited (zombies count as exited); Linux /proc."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        state, _ppid, group = stat.rsplit(")", 1)[1].split()[:3]
+        if int(group) == pgid and state not in ("Z", "X"):
+            members.append(int(entry.name))
+    return sorted(members)
+
+
+@dataclass
+class ServedHeadroom:
+    """A running `headroom serve`: its URL, process (the leader of its own process group) and output files."""
+
+    base_url: str
+    process: subprocess.Popen[bytes]
+    stdout_path: Path
+    stderr_path: Path
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(encoding="utf-8", errors="replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def output(self) -> str:
+        """stdout and stderr (one text when they share a file)."""
+        return self.stdout() if self.stdout_path == self.stderr_path else self.stdout() + self.stderr()
+
+    def wait_ready(self, path: str = "/readyz") -> None:
+        """Until `path` answers 200, at most SERVE_STARTUP_TIMEOUT_S; fails with the output if the server exits."""
+        deadline = time.monotonic() + SERVE_STARTUP_TIMEOUT_S
+        while True:
+            assert self.process.poll() is None, f"headroom serve exited with {self.process.returncode}: {self.output()}"
+            try:
+                if httpx.get(f"{self.base_url}{path}", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"headroom serve did not answer within {SERVE_STARTUP_TIMEOUT_S} s: {self.output()}"
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """SIGTERM (the service's own shutdown), SIGKILL to the whole group if it overruns, then
+        SIGKILL to whatever of the group outlived the server, each wait bounded."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=SERVE_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.process.pid)
+                self.process.wait(timeout=SERVE_STOP_TIMEOUT_S)
+        _kill_group(self.process.pid)
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def serve_headroom(folder: Path, *, env: Mapping[str, str | None] | None = None, separate_stderr: bool = False,
+                   ready_path: str | None = "/readyz") -> Iterator[ServedHeadroom]:
+    """`headroom serve` over a fresh SQLite file in `folder` (migrated and seeded at start) with the
+    bootstrap admin key, until `ready_path` answers 200; stopped on exit. `env` overrides the
+    environment (None removes a variable); `separate_stderr` writes stderr to a file of its own;
+    `ready_path=None` returns at once (call `wait_ready` after work of your own)."""
+    port = free_port()
+    environment = {**os.environ, "HEADROOM_DATABASE_URL": f"sqlite:///{folder / 'headroom.db'}",
+                   "HEADROOM_ADMIN_KEY": ADMIN_KEY, "HEADROOM_LOG_LEVEL": "warning"}
+    environment.pop("HEADROOM_REQUIRE_AUTH", None)
+    for name, value in (env or {}).items():
+        if value is None:
+            environment.pop(name, None)
+        else:
+            environment[name] = value
+    stdout_path = folder / "serve.out"
+    stderr_path = folder / "serve.err" if separate_stderr else stdout_path
+    with stdout_path.open("wb") as stdout, (stderr_path.open("wb") if separate_stderr else contextlib.nullcontext()) as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT, env=environment, stdin=subprocess.DEVNULL, stdout=stdout,
+            stderr=stderr if separate_stderr else subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    served = ServedHeadroom(base_url=f"http://127.0.0.1:{port}", process=process, stdout_path=stdout_path, stderr_path=stderr_path)
+    try:
+        if ready_path is not None:
+            served.wait_ready(ready_path)
+        yield served
+    finally:
+        served.stop()

@@ -6,11 +6,7 @@ Idempotency-Key against the live server."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,11 +17,9 @@ import pytest
 from api.cli import main
 from catalog.db import make_engine, make_session_factory
 from catalog.repository import Catalog
-from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY
+from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY, free_port, serve_headroom
 from tests.api.test_deployments import chat
-from tests.api.test_serve_smoke import ROOT, free_port
 
-STARTUP_TIMEOUT_S = 30.0
 
 
 @pytest.fixture
@@ -104,32 +98,8 @@ def test_the_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`headroom serve` on a free port over a temporary SQLite file (migrated and seeded at start)."""
-    port = free_port()
-    env = {**os.environ, "HEADROOM_DATABASE_URL": f"sqlite:///{tmp_path_factory.mktemp('live') / 'headroom.db'}",
-           "HEADROOM_ADMIN_KEY": ADMIN_KEY, "HEADROOM_LOG_LEVEL": "warning"}
-    env.pop("HEADROOM_REQUIRE_AUTH", None)
-    process = subprocess.Popen([sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            assert process.poll() is None, f"headroom serve exited: {process.communicate()[0]}"
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"headroom serve did not answer within {STARTUP_TIMEOUT_S} s"
-            time.sleep(0.1)
-        yield base
-    finally:
-        process.terminate()
-        try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+    with serve_headroom(tmp_path_factory.mktemp("live")) as served:
+        yield served.base_url
 
 
 def test_plan_and_replan_against_a_live_service(server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -19,19 +19,16 @@ import re
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from api.csv_export import PLAN_CSV_COLUMNS
 from api.schemas.what_if import WHAT_IF_CSV_COLUMNS
-from tests.api.conftest import ADMIN_KEY
+from tests.api.conftest import ADMIN_KEY, serve_headroom
 
 ROOT = Path(__file__).resolve().parents[2]
-STARTUP_TIMEOUT_S = 30.0
 GENERATE_TIMEOUT_S = 60.0
 SCRIPT_TIMEOUT_S = 60.0
 PACKAGE = "headroom_client"
@@ -102,14 +99,6 @@ CLIENT_SCRIPT = textwrap.dedent(
 )
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _generator() -> list[str]:
     """The openapi-python-client installed next to this interpreter (the `test` extras install it)."""
     script = Path(sys.executable).with_name("openapi-python-client")
@@ -131,40 +120,11 @@ def _generate(out: Path) -> None:
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
     """(folder to put on PYTHONPATH for the generated client, base URL of `headroom serve` on a fresh
     SQLite file, migrated and seeded on start). The client is generated while the server starts."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "HEADROOM_DATABASE_URL": f"sqlite:///{tmp_path_factory.mktemp('served') / 'headroom.db'}",
-        "HEADROOM_ADMIN_KEY": ADMIN_KEY,
-        "HEADROOM_LOG_LEVEL": "warning",
-    }
-    env.pop("HEADROOM_REQUIRE_AUTH", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with serve_headroom(tmp_path_factory.mktemp("served"), ready_path=None) as served:
         generated = tmp_path_factory.mktemp("generated")
         _generate(generated)
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while True:
-            assert process.poll() is None, f"headroom serve exited: {process.communicate()[0]}"
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1.0).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"headroom serve did not get ready within {STARTUP_TIMEOUT_S} s"
-            time.sleep(0.1)
-        yield generated, base
-    finally:
-        process.terminate()
-        try:
-            process.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+        served.wait_ready()
+        yield generated, served.base_url
 
 
 def test_generated_names_read_well(live: tuple[Path, str]) -> None:

@@ -6,11 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
-import os
 import re
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -41,9 +37,8 @@ from api.observability import (
 from api.settings import Settings
 from planner.errors import InfeasiblePlanError
 from tests.api.client import ApiClient
-from tests.api.conftest import ADMIN_KEY, assert_problem
+from tests.api.conftest import ADMIN_KEY, assert_problem, serve_headroom
 
-ROOT = Path(__file__).resolve().parents[2]
 _SAMPLE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>(?:[^"}]|"(?:[^"\\]|\\.)*")*)\})? (?P<value>\S+)$')
 _LABEL = re.compile(r'(?P<name>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
 
@@ -350,28 +345,19 @@ def test_create_app_uses_observability(migrated_database_url: str) -> None:
 def test_headroom_serve_writes_json_lines_only(tmp_path: Path) -> None:
     """`headroom serve` over real HTTP: uvicorn's lines and the access lines are JSON, one access
     line per request, and uvicorn's plain-text access log is off."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "HEADROOM_DATABASE_URL": f"sqlite:///{tmp_path / 'headroom.db'}", "HEADROOM_LOG_LEVEL": "info"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
+    env = {"HEADROOM_LOG_LEVEL": "info", "HEADROOM_ADMIN_KEY": None}
+    with serve_headroom(tmp_path, env=env, separate_stderr=True, ready_path=None) as served:
         deadline = time.monotonic() + 30.0
         while True:
-            assert server.poll() is None, server.communicate()
+            assert served.process.poll() is None, served.output()
             try:
-                response = httpx.get(f"http://127.0.0.1:{port}/healthz", headers={"X-Request-ID": "serve-1"}, timeout=1.0)
+                response = httpx.get(f"{served.base_url}/healthz", headers={"X-Request-ID": "serve-1"}, timeout=1.0)
                 break
             except httpx.TransportError:
                 assert time.monotonic() < deadline, "headroom serve did not answer"
                 time.sleep(0.1)
         assert response.headers["x-request-id"] == "serve-1"
-    finally:
-        server.terminate()
-        stdout, stderr = server.communicate(timeout=20)
+    stdout, stderr = served.stdout(), served.stderr()
     assert stdout == ""
     structured = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     plain = [line for line in stderr.splitlines() if not line.startswith("{")]
