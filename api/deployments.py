@@ -42,7 +42,7 @@ from planner.diff import (
 )
 from planner.errors import PlannerInputError
 from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
-from planner.specs import Efficiency, GpuSpec
+from planner.specs import Efficiency, GpuSpec, Precision
 
 #: Efficiency names every GPU has; any other name is a stored profile that some GPUs may lack.
 BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
@@ -86,9 +86,24 @@ def planning_inputs(body: PlanRequest, catalog: Catalog, *,
                 "(POST /v1/quantizations) or name precisions in constraints.precisions",
                 constraint="precisions", default_precisions=[f"{w}/{kv}" for w, kv in DEFAULT_PRECISIONS],
             )
+    # what the request did not allow, for an impossible request's advice ("allow h100-sxm")
+    other_gpus: tuple[GpuSpec, ...] = ()
+    if constraints.gpus is not None:
+        named = set(constraints.gpus)
+        others = [g for g in catalog.gpu_specs(profile, limit=MAX_GPU_TYPES) if g.slug not in named]
+        try:
+            other_gpus = tuple(Prices(catalog.session).price_specs(others, body.provider or default_provider,
+                                                                   price_overrides(body.prices)).specs) if others else ()
+        except PlannerInputError:
+            other_gpus = ()  # none of them priced at this provider: nothing to suggest
+    other_precisions: tuple[Precision, ...] = ()
+    if constraints.precisions is not None:
+        allowed = {(p.weights.slug, p.kv_cache.slug) for p in precisions}
+        other_precisions = tuple(p for p in catalog.precisions(DEFAULT_PRECISIONS, skip_unknown=True)
+                                 if (p.weights.slug, p.kv_cache.slug) not in allowed)
     inputs = PlanningInputs(
         model=model, gpus=pricing.specs, precisions=precisions, efficiency_profile=profile,
-        catalog_version=catalog.catalog_version(),
+        catalog_version=catalog.catalog_version(), other_gpus=other_gpus, other_precisions=other_precisions,
     )
     return inputs, pricing
 

@@ -157,3 +157,18 @@ def test_plans_are_counted_and_solver_time_recorded_in_the_metrics(seeded: ApiCl
     samples = scrape(seeded)
     assert sample(samples, "headroom_plans_computed_total") == 1
     assert sample(samples, "headroom_solver_seconds_count") == 1
+
+
+def test_an_impossible_request_on_restricted_gpus_suggests_allowing_another_that_works(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Only l4 allowed for a 70B model: nothing holds it; the advice names GPU types the catalog has
+    that plan the request, each re-planned to check, and one of them, allowed, does plan."""
+    request = body(model="llama-3.1-70b", constraints__gpus=["l4"], constraints__precisions=[{"weights": "bf16", "kv_cache": "bf16"}],
+                   workload__arrival_rate_rps=2)
+    problem = assert_problem(seeded.post("/v1/plans", json=request, headers=admin), 422, "infeasible-plan")
+    allowed = [r for r in problem["relaxations"] if r["constraint"] == "constraints.gpus"]
+    assert allowed and all(r["value"] != "l4" for r in allowed)
+    assert all(r["constraint"] in ("constraints.gpus", "constraints.precisions") for r in problem["relaxations"])
+    again = seeded.post("/v1/plans", json=body(**{**{k: v for k, v in {
+        "model": "llama-3.1-70b", "constraints__gpus": ["l4", allowed[0]["value"]],
+        "constraints__precisions": [{"weights": "bf16", "kv_cache": "bf16"}], "workload__arrival_rate_rps": 2}.items()}}), headers=admin)
+    assert again.status_code == 201, again.text
