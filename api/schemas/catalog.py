@@ -67,7 +67,8 @@ class PeakTflops(_Input):
 
 
 class GpuPrice(_Input):
-    """Reference cloud price of one GPU, per GPU-hour, with its date and source."""
+    """Deprecated: the price this GPU carried before prices had a table of their own (`/v1/prices`, one
+    row per provider); kept and returned as written, but plans no longer read it."""
 
     on_demand: float = Field(ge=0, description="On-demand price in USD per GPU-hour.")
     reserved_1y: float | None = Field(default=None, ge=0, description="Effective 1-year reserved price in USD per GPU-hour; null if not offered.")
@@ -127,7 +128,9 @@ class GpuFields(_Input):
     interconnect_gb_per_s: float = Field(gt=0, description="GPU-to-GPU bandwidth per GPU in GB/s (NVLink, Infinity Fabric, PCIe), one direction.", examples=[450])
     interconnect_latency_us: float | None = Field(default=None, ge=0, description="Latency of one all-reduce hop in microseconds; null for the planner's default.")
     gpus_per_node: int = Field(ge=1, description="GPUs per node sharing the fast interconnect (the largest tensor-parallel group).", examples=[8])
-    price_usd_per_hour: GpuPrice | None = Field(default=None, description="Reference price; null if unknown.")
+    price_usd_per_hour: GpuPrice | None = Field(
+        default=None, description="Deprecated: plans read the per-provider prices of /v1/prices; this block is kept as written."
+    )
     efficiency: GpuEfficiency | None = Field(default=None, description="Calibrated efficiencies; null for the ideal roofline.")
     source: Source
 
