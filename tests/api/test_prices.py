@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from api.settings import Settings, SettingsError
 from catalog.db import make_engine, make_session_factory
 from catalog.repository import Catalog
 from tests.api.client import ApiClient
@@ -54,6 +55,13 @@ def gpus_by_type(response: dict[str, Any]) -> dict[str, int]:
 
 
 # ---- /v1/prices ----------------------------------------------------------------------------------
+
+
+def test_the_default_provider_is_one_setting() -> None:
+    assert Settings().default_price_provider == "runpod"
+    assert Settings.from_env({"HEADROOM_DEFAULT_PRICE_PROVIDER": " CoreWeave"}).default_price_provider == "coreweave"
+    with pytest.raises(SettingsError, match="HEADROOM_DEFAULT_PRICE_PROVIDER"):
+        Settings.from_env({"HEADROOM_DEFAULT_PRICE_PROVIDER": "no/such"})
 
 
 def test_the_reference_prices_are_listed_by_provider_and_gpu(seeded: ApiClient) -> None:

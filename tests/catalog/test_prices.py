@@ -11,7 +11,12 @@ from sqlalchemy import text
 
 from catalog import migrate
 from catalog.db import make_engine, make_session_factory
-from catalog.errors import AlreadyExistsError, InvalidRecordError, NotFoundError, VersionConflictError
+from catalog.errors import (
+    AlreadyExistsError,
+    InvalidRecordError,
+    NotFoundError,
+    VersionConflictError,
+)
 from catalog.prices import PriceOverride, Prices
 from catalog.repository import REFERENCE_DATA_DIR, Catalog
 from planner.errors import PlannerInputError
@@ -20,7 +25,7 @@ ACME_H100 = {"provider": "acme", "gpu": "h100-sxm", "on_demand": 2.5, "reserved_
              "source": "acme price list (test), 2026-11-01"}
 
 
-def _insert_gpu(connection, slug: str, source: str | None, on_demand: float | None) -> None:  # noqa: ANN001
+def _insert_gpu(connection, slug: str, source: str | None, on_demand: float | None) -> None:
     connection.execute(
         text(
             "INSERT INTO gpus (slug, name, vendor, architecture, memory_gb, memory_bandwidth_gb_per_s, interconnect_gb_per_s, "
@@ -118,7 +123,7 @@ def test_price_records_are_created_read_updated_and_deleted(loaded: Catalog) -> 
     assert prices.list_prices(provider="acme").total == 0, "deleting the GPU deletes its prices"
 
 
-def test_prices_round_trip_through_export_and_import(loaded: Catalog, tmp_path) -> None:  # noqa: ANN001
+def test_prices_round_trip_through_export_and_import(loaded: Catalog, tmp_path) -> None:
     prices = Prices(loaded.session)
     prices.create_price(ACME_H100)
     prices.create_price({**ACME_H100, "gpu": "mi300x", "region": "us-east", "spot": 1.0, "reserved_3y": 1.2})
