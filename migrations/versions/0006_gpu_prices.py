@@ -7,8 +7,8 @@ record API's `price_usd_per_hour` block; plans read only `gpu_prices`.
 
 The downgrade drops `gpu_prices`: the rows of every provider other than the one a GPU's own
 columns carry, and every region, reserved_3y and spot price, are lost. A GPU whose columns are
-empty gets its on-demand and reserved_1y price back from one of its rows first (the
-region-less row of the alphabetically first provider), so no GPU loses its only price.
+empty gets its on-demand and reserved_1y price back from one of its rows first (region-less
+rows before regional ones, then by provider name), so no GPU loses its only price.
 
 Revision ID: 0006_gpu_prices
 Revises: 0005_gpu_efficiency_overlap
