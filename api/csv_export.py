@@ -201,6 +201,9 @@ PLAN_CSV_COLUMNS: tuple[str, ...] = (
     "verified",
     "calibration_grade",
     "warning",
+    "price_provider",
+    "price_usd_per_gpu_hour",
+    "price_source",
 )
 
 PLAN_CSV_DESCRIPTION = (
@@ -208,7 +211,8 @@ PLAN_CSV_DESCRIPTION = (
     "with that configuration's GPUs, replicas, offered rate and costs, so summing a plan's rows gives its "
     "totals; the plan's columns (id, model, SLOs, predicted p99s of its largest configuration) repeat. "
     "`calibration_grade` is the row's GPU's calibration grade (low, medium, high); `warning` the plan's warning "
-    "about that GPU, if any (a low-graded calibration)."
+    "about that GPU, if any (a low-graded calibration); `price_provider`, `price_usd_per_gpu_hour` and `price_source` the "
+    "price the row was costed at."
 )
 
 
@@ -240,8 +244,13 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
     grades = response.get("calibration_grades") or {}
     warnings = {w["gpu"]: w["message"] for w in response.get("warnings") or [] if w.get("code") == "low_confidence_plan"}
 
+    prices = {p["gpu"]: p for p in cost.get("prices") or []}
+
     def confidence(gpu: str) -> dict[str, Any]:
-        return {"calibration_grade": grades.get(gpu), "warning": warnings.get(gpu)}
+        """The row's GPU's calibration grade and warning, and the price it was costed at (whose, how much, from where)."""
+        price = prices.get(gpu) or {}
+        return {"calibration_grade": grades.get(gpu), "warning": warnings.get(gpu), "price_provider": price.get("provider"),
+                "price_usd_per_gpu_hour": price.get("price_usd_per_hour"), "price_source": price.get("source")}
 
     fleet = plan.get("fleet")
     if not fleet:

@@ -31,6 +31,9 @@ def test_a_whole_plan_and_its_csv_follow_the_rounding_policy(seeded: ApiClient, 
     assert answer["cost"]["usd_per_month"] == pytest.approx(expected * 730, abs=0.005 * 730)
     rows = list(csv.DictReader(io.StringIO(seeded.get(f"/v1/plans/{answer['id']}", params={"format": "csv"}).text)))
     assert float(rows[0]["cost_usd_per_hour"]) == answer["cost"]["usd_per_hour"]
+    [price] = [p for p in answer["cost"]["prices"] if p["gpu"] == rows[0]["gpu"]]
+    assert rows[0]["price_provider"] == price["provider"] and rows[0]["price_source"] == price["source"]
+    assert float(rows[0]["price_usd_per_gpu_hour"]) * int(rows[0]["gpus_total"]) == pytest.approx(float(rows[0]["cost_usd_per_hour"]), abs=0.005)
     for row in rows:
         for key, value in row.items():
             if key.endswith("_usd_per_hour") and value:
