@@ -54,7 +54,8 @@ GPU_RECORD: dict[str, Any] = {
     "interconnect_latency_us": 5,
     "gpus_per_node": 8,
     "price_usd_per_hour": {"on_demand": 3.0, "reserved_1y": 2.0, "as_of": "2026-10-01", "source": "test price"},
-    "efficiency": {"memory": 1.0, "compute": 1.0, "step_overhead_ms": 0.0, "memory_reserve_fraction": 0.0, "memory_compute_overlap": 1.0, "source": "ideal"},
+    "efficiency": {"memory": 1.0, "compute": 1.0, "step_overhead_ms": 0.0, "memory_reserve_fraction": 0.0, "memory_compute_overlap": 1.0, "source": "ideal",
+                   "confidence": None},
     "source": "NVIDIA H100 datasheet",
 }
 
