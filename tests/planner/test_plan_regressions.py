@@ -1,0 +1,119 @@
+"""Counter-examples the invariant suite (tests/planner/test_plan_invariants.py) found, one plain test
+each, with the exact request and what it shows (docs/plan-invariants.md lists them).
+
+A test the planner fails today is a strict xfail naming the issue: it turns red the moment the fix
+lands, so the mark is removed with the fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from planner.errors import InfeasiblePlanError
+from planner.memory import kv_capacity_tokens
+from planner.performance import build_step_model
+from planner.planning import PlanResult
+from planner.queueing import predict
+from planner.workload import Serving
+from tests.planner.test_plan_invariants import (
+    EIGHT_B_E2E_MIXED,
+    GPUS,
+    MODELS,
+    PRECISIONS,
+    SEVENTY_B_MIXED,
+    SEVENTY_B_TPOT,
+    SEVENTY_B_TPOT_BUDGET_6,
+    SEVENTY_B_TWO_CULPRITS,
+    at_most,
+    check_relaxations,
+    cost_of,
+    describe,
+    plan,
+    plan_failures,
+    relaxations_of,
+    sensitivity_failures,
+)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13: a verified mixed fleet turns infeasible (422 verification) when one "
+                   "more precision (fp8/fp8) is allowed; without it the plan is 96 × mi300x/tp2 at $288/h")
+def test_allowing_one_more_precision_never_makes_a_verified_mixed_fleet_infeasible() -> None:
+    """Allowing fp8/fp8 as well can only add plans: the $288/h plan without it is still available."""
+    without = plan(SEVENTY_B_MIXED)
+    assert isinstance(without, PlanResult), describe(without)
+    with_fp8 = plan(replace(SEVENTY_B_MIXED, precisions=(*SEVENTY_B_MIXED.precisions, "fp8/fp8")))
+    assert at_most(cost_of(without), cost_of(with_fp8)), f"{describe(without)} became {describe(with_fp8)}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13: sensitivity prices the plan's own configuration at 1.1x traffic "
+                   "($98.48/h, 8 replicas) below the verified plan at 1x ($110.79/h, 9 replicas): it ignores the "
+                   "replicas verification added")
+def test_sensitivity_never_prices_more_traffic_below_the_verified_plan() -> None:
+    """Verification took the plan from 6 to 9 replicas of h100-sxm/tp2/fp8/fp8/b64/c2048 (simulated e2e
+    missed); 1.1× the traffic on the same configuration needs at least those 9, not 8."""
+    result = plan(EIGHT_B_E2E_MIXED)
+    assert isinstance(result, PlanResult), describe(result)
+    assert not list(sensitivity_failures(result))
+
+
+def test_the_verified_e2e_mixed_fleet_is_otherwise_consistent() -> None:
+    """The same plan passes every other check: its cost is Σ price × GPUs and no alternative is cheaper."""
+    result = plan(EIGHT_B_E2E_MIXED)
+    assert isinstance(result, PlanResult), describe(result)
+    others = [f for f in plan_failures(EIGHT_B_E2E_MIXED, result) if "traffic" not in f]
+    assert not others
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13: a budget of $18/h gives a $18/h plan (6 x mi300x/tp2/fp8/fp8/b64/"
+                   "nochunk) where no budget gives $21/h (7 x mi300x/tp2/.../c2048): a larger budget raises the cost")
+def test_removing_a_budget_never_raises_the_cost() -> None:
+    budgeted = plan(replace(SEVENTY_B_TPOT, budget_usd_per_hour=18.0))
+    unlimited = plan(SEVENTY_B_TPOT)
+    assert at_most(cost_of(budgeted), cost_of(unlimited)), f"{describe(budgeted)} became {describe(unlimited)}"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13: the budget-limited plan (6 x mi300x/tp2/fp8/fp8/b64/nochunk at "
+                   "6.125 rps per replica) misses TPOT 102 ms under the queueing model itself (p99 145 ms): the "
+                   "fallback that prices limit-dropped candidates takes max_rps_at_slo's mu (6.38 rps), which the "
+                   "direct prediction contradicts")
+def test_a_budget_limited_plan_meets_its_slo_under_the_forward_model() -> None:
+    result = plan(replace(SEVENTY_B_TPOT, budget_usd_per_hour=18.0))
+    if not isinstance(result, PlanResult):
+        return  # refusing the request is a correct answer
+    row = result.row
+    gpu, model, precision = GPUS[row.gpu], MODELS[SEVENTY_B_TPOT.model], PRECISIONS[f"{row.weights_precision}/{row.kv_precision}"]
+    prediction = predict(build_step_model(gpu, model, precision, row.tp, gpu.efficiency),
+                         SEVENTY_B_TPOT.workload().at_rate(row.offered_rps / row.replicas),
+                         Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
+                         kv_capacity_tokens=kv_capacity_tokens(gpu, model, precision, row.tp, gpu.efficiency))
+    assert not prediction.unstable and prediction.tpot is not None
+    assert prediction.tpot.at_percentile_s <= SEVENTY_B_TPOT.tpot_ms / 1e3
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13: a 422's budget advice (6 -> 21 USD/h) is not minimal: a budget of "
+                   "$19.95/h (5 % less) already plans, at $18/h")
+def test_a_budget_relaxation_is_minimal_within_five_percent() -> None:
+    case = SEVENTY_B_TPOT_BUDGET_6
+    error = plan(case, advise=True)
+    assert isinstance(error, InfeasiblePlanError), describe(error)
+    failures = list(check_relaxations(case, error))
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 13: a 422 whose culprits are an SLO (tpot 15 ms < the 16.45 ms floor) and "
+                   "conflicting limits (min_replicas 3, max_gpus 2) carries no relaxation at all, though tpot 30 ms with "
+                   "min_replicas 1 plans at $3/h: the together-advice relaxes limits only, never an SLO")
+def test_a_422_with_an_slo_and_a_limit_to_relax_says_what_to_relax_together() -> None:
+    error = plan(SEVENTY_B_TWO_CULPRITS, advise=True)
+    assert isinstance(error, InfeasiblePlanError), describe(error)
+    relaxations, _ = relaxations_of(error)
+    assert relaxations, error.extensions
+    failures = list(check_relaxations(SEVENTY_B_TWO_CULPRITS, error))
+    assert not failures, "\n".join(failures)
+
+
+def test_the_two_culprits_request_plans_once_both_are_relaxed() -> None:
+    """What the advice should have found: the TPOT above its floor and min_replicas within max_gpus."""
+    assert isinstance(plan(replace(SEVENTY_B_TWO_CULPRITS, tpot_ms=30, min_replicas=1)), PlanResult)
