@@ -56,7 +56,7 @@ def cents(value: float | str) -> int:
     return round(float(value) * 100)
 
 
-def assert_costs_are_price_times_gpus(client: ApiClient, plan: dict[str, Any]) -> None:
+def assert_json_costs_are_price_times_gpus(plan: dict[str, Any]) -> None:
     rows = rows_of(plan)
     expected = sum(PRICES[r["gpu"]] * r["gpus"] for r in rows)
     cost = plan["cost"]
@@ -68,6 +68,9 @@ def assert_costs_are_price_times_gpus(client: ApiClient, plan: dict[str, Any]) -
             assert cents(row["cost_usd_per_month"]) == cents(PRICES[row["gpu"]] * row["gpus"] * HOURS_PER_MONTH), row
     assert {p["gpu"]: p["price_usd_per_hour"] for p in cost["prices"]} == {r["gpu"]: PRICES[r["gpu"]] for r in rows}
 
+
+def assert_csv_costs_are_price_times_gpus(client: ApiClient, plan: dict[str, Any]) -> None:
+    rows = rows_of(plan)
     response = client.get(f"/v1/plans/{plan['id']}", params={"format": "csv"})
     assert response.status_code == 200, response.text
     lines = list(csv.DictReader(io.StringIO(response.content.decode("utf-8"), newline="")))
@@ -76,27 +79,50 @@ def assert_costs_are_price_times_gpus(client: ApiClient, plan: dict[str, Any]) -
         assert line["gpu"] == row["gpu"] and int(line["gpus_total"]) == row["gpus"]
         row_cost = PRICES[row["gpu"]] * row["gpus"]
         assert cents(line["cost_usd_per_hour"]) == cents(row_cost), line
-        assert cents(line["cost_usd_per_month"]) == cents(row_cost * HOURS_PER_MONTH), line
-    assert cents(sum(float(line["cost_usd_per_hour"]) for line in lines)) == cents(expected)
+        assert cents(line["cost_usd_per_month"]) == cents(row_cost * HOURS_PER_MONTH), (
+            f"{row['gpu']}: CSV says {line['cost_usd_per_month']}/month, price × GPUs × 730 = {row_cost * HOURS_PER_MONTH:.2f}")
+    assert cents(sum(float(line["cost_usd_per_hour"]) for line in lines)) == cents(sum(PRICES[r["gpu"]] * r["gpus"] for r in rows))
+
+
+#: Mixed fleets the inventory forces onto two GPU types (two CSV rows).
+TWO_ROW_FLEETS = [
+    {"constraints": {"gpus": sorted(PRICES), "mixed_fleet": True, "inventory": {"l40s": 1}}},
+    {"workload": {**CHAT["workload"], "arrival_rate_rps": 90},
+     "constraints": {"gpus": sorted(PRICES), "mixed_fleet": True, "inventory": {"l40s": 2, "a100-80gb-sxm": 1}}},
+]  # fmt: skip
+ONE_ROW_PLANS = [
+    {},
+    {"constraints": {"gpus": sorted(PRICES), "n_plus_one": True, "min_replicas": 2}},
+    {"constraints": {"gpus": sorted(PRICES), "mixed_fleet": True}},
+    {"verify": True},
+]  # fmt: skip
+CSV_MONTH_BUG = pytest.mark.xfail(
+    strict=True,
+    reason="issue 13: a mixed fleet's CSV row computes cost_usd_per_month from the JSON's hourly cost already rounded "
+    "to cents (1 x a100-80gb-sxm at $1.789/h: 1.79 x 730 = 1306.70 where price x GPUs x 730 = 1305.97 and the JSON row "
+    "says 1305.97)",
+)
+
+
+@pytest.mark.parametrize("changes", ONE_ROW_PLANS + TWO_ROW_FLEETS,
+                         ids=["single", "n-plus-one", "mixed-fleet", "verified", "two-row-fleet", "two-row-fleet-90-rps"])
+def test_a_plans_json_cost_is_price_times_gpus_to_the_cent(seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]) -> None:
+    created = seeded.post("/v1/plans", json={**CHAT, **changes}, headers=admin)
+    assert created.status_code == 201, created.text
+    assert_json_costs_are_price_times_gpus(created.json())
+    stored = seeded.get(created.headers["location"])
+    assert stored.status_code == 200
+    assert_json_costs_are_price_times_gpus(stored.json())
 
 
 @pytest.mark.parametrize(
     "changes",
-    [
-        {},
-        {"constraints": {"gpus": sorted(PRICES), "n_plus_one": True, "min_replicas": 2}},
-        {"constraints": {"gpus": sorted(PRICES), "mixed_fleet": True}},
-        {"constraints": {"gpus": sorted(PRICES), "mixed_fleet": True, "inventory": {"l40s": 3, "a100-80gb-sxm": 2}}},
-        {"verify": True},
-    ],
-    ids=["single", "n-plus-one", "mixed-fleet", "mixed-fleet-inventory", "verified"],
+    [*ONE_ROW_PLANS, *(pytest.param(c, marks=CSV_MONTH_BUG) for c in TWO_ROW_FLEETS)],
+    ids=["single", "n-plus-one", "mixed-fleet", "verified", "two-row-fleet", "two-row-fleet-90-rps"],
 )
-def test_a_plans_json_and_csv_cost_is_price_times_gpus_to_the_cent(
-    seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]
-) -> None:
+def test_a_plans_csv_cost_is_price_times_gpus_to_the_cent(seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]) -> None:
     created = seeded.post("/v1/plans", json={**CHAT, **changes}, headers=admin)
     assert created.status_code == 201, created.text
-    assert_costs_are_price_times_gpus(seeded, created.json())
-    stored = seeded.get(created.headers["location"])
-    assert stored.status_code == 200
-    assert_costs_are_price_times_gpus(seeded, stored.json())
+    if changes in TWO_ROW_FLEETS:
+        assert len(rows_of(created.json())) == 2, "the inventory no longer forces two rows: pick another"
+    assert_csv_costs_are_price_times_gpus(seeded, created.json())
