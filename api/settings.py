@@ -10,6 +10,7 @@ app factory (never at import time), so tests build apps with settings of their o
 | HEADROOM_SOLVER_TIME_LIMIT_S      | solver_time_limit_s    | 10                              |
 | HEADROOM_MAX_SIMULATED_REQUESTS   | max_simulated_requests | 200000                          |
 | HEADROOM_LOG_LEVEL                | log_level              | info                            |
+| HEADROOM_IDEMPOTENCY_WINDOW_S     | idempotency_window_s   | 86400 (24 h)                    |
 | HEADROOM_DEFAULT_PRICE_PROVIDER   | default_price_provider | runpod                          |
 """
 
@@ -45,6 +46,7 @@ class Settings:
     the catalog (compared in constant time); it bootstraps the first writes on a fresh database.
     `request_timeout_s` and `solver_time_limit_s` bound the planning endpoints' work;
     `max_simulated_requests` bounds one simulation request (larger ones are a 422 problem).
+    `idempotency_window_s` is how long an `Idempotency-Key` answers retries (api/idempotency.py).
     `default_price_provider` is whose prices a plan, fleet plan or what-if uses when the request
     names no `provider`: RunPod by default, the provider of the reference prices
     (catalog/data/prices.json) that covers the most GPUs (7 of 12).
@@ -57,6 +59,7 @@ class Settings:
     solver_time_limit_s: float = 10.0
     max_simulated_requests: int = 200_000
     log_level: str = "info"
+    idempotency_window_s: float = 86_400.0
     default_price_provider: str = DEFAULT_PRICE_PROVIDER
 
     def __post_init__(self) -> None:
@@ -64,7 +67,7 @@ class Settings:
             raise SettingsError("HEADROOM_DATABASE_URL must not be empty")
         if self.admin_key is not None and len(self.admin_key) < 16:
             raise SettingsError("HEADROOM_ADMIN_KEY must be at least 16 characters long")
-        for name in ("request_timeout_s", "solver_time_limit_s"):
+        for name in ("request_timeout_s", "solver_time_limit_s", "idempotency_window_s"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise SettingsError(f"HEADROOM_{name.upper()} must be a positive number of seconds, got {value}")
@@ -91,6 +94,7 @@ class Settings:
             solver_time_limit_s=_number(env, "HEADROOM_SOLVER_TIME_LIMIT_S", float, default=10.0),
             max_simulated_requests=_number(env, "HEADROOM_MAX_SIMULATED_REQUESTS", int, default=200_000),
             log_level=(env.get("HEADROOM_LOG_LEVEL") or "info").lower(),
+            idempotency_window_s=_number(env, "HEADROOM_IDEMPOTENCY_WINDOW_S", float, default=86_400.0),
             default_price_provider=(env.get("HEADROOM_DEFAULT_PRICE_PROVIDER") or DEFAULT_PRICE_PROVIDER).strip().lower(),
         )
 

@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from catalog.errors import NotFoundError, VersionConflictError
@@ -77,16 +79,15 @@ class Deployments:
         """Create the deployment or replace its settings (its plans and current plan stay);
         returns it and whether it was created. `if_version` guards an update (412 otherwise)."""
         now = datetime.now(UTC)
-        row = self._session.get(DeploymentRow, name)
-        created = row is None
-        if row is None:
-            if if_version is not None:
+        if if_version is not None:
+            row = self._locked_row(name)
+            if row is None:
                 raise NotFoundError(f"no deployment named {name!r} to update at version {if_version}", kind="deployment", id=name)
-            row = DeploymentRow(name=name, request=dict(request), hysteresis=dict(hysteresis), current_plan_id=None,
-                                created_at=now, updated_at=now)
-            self._session.add(row)
-        else:
             self._check_version(row, if_version)
+            created = False
+        else:
+            row, created = self._upsert(name, request=request, hysteresis=hysteresis, current_plan_id=None, now=now)
+        if not created:
             row.request = dict(request)
             row.hysteresis = dict(hysteresis)
             row.updated_at = now
@@ -98,14 +99,14 @@ class Deployments:
         """Make `plan_id` the deployment's current plan (creating the deployment with `request` and
         `default_hysteresis` when it does not exist; replacing its request when one is given)."""
         now = datetime.now(UTC)
-        row = self._session.get(DeploymentRow, name)
-        if row is None:
-            if request is None:
+        if request is None:
+            row = self._locked_row(name)
+            if row is None:
                 raise NotFoundError(f"no deployment named {name!r}", kind="deployment", id=name)
-            row = DeploymentRow(name=name, request=dict(request), hysteresis=dict(default_hysteresis or {}),
-                                current_plan_id=plan_id, created_at=now, updated_at=now)
-            self._session.add(row)
+            created = False
         else:
+            row, created = self._upsert(name, request=request, hysteresis=default_hysteresis or {}, current_plan_id=plan_id, now=now)
+        if not created:
             row.current_plan_id = plan_id
             if request is not None:
                 row.request = dict(request)
@@ -138,6 +139,34 @@ class Deployments:
         )
         return PlanPage(items=[Plans(self._session).get(row.id) for row in rows], total=total)
 
+    def _locked_row(self, name: str) -> DeploymentRow | None:
+        """The row, read afresh and locked until the transaction ends (PostgreSQL: a concurrent
+        writer waits here and then sees the winner's version, so an unconditional write never
+        trips over a version it did not ask for; SQLite serialises writers anyway)."""
+        return self._session.scalar(
+            select(DeploymentRow).where(DeploymentRow.name == name).with_for_update().execution_options(populate_existing=True)
+        )
+
+    def _upsert(self, name: str, *, request: Mapping[str, Any], hysteresis: Mapping[str, Any], current_plan_id: str | None,
+                now: datetime) -> tuple[DeploymentRow, bool]:
+        """The deployment's row, locked, created with these values if nobody has (then True).
+        The insert comes first and does nothing on a name taken meanwhile, so two writers creating
+        one name both succeed (the later one updates) instead of the later one failing on the key;
+        on SQLite it also takes the write lock before the row is read."""
+        insert = postgresql_insert if self._session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        result = self._session.execute(
+            insert(DeploymentRow.__table__)
+            .values(name=name, request=dict(request), hysteresis=dict(hysteresis), current_plan_id=current_plan_id,
+                    version=1, created_at=now, updated_at=now)
+            .on_conflict_do_nothing(index_elements=["name"])
+            .returning(DeploymentRow.__table__.c.name)
+        )
+        created = result.first() is not None  # a row comes back only from an insert that happened
+        row = self._locked_row(name)
+        if row is None:
+            raise NotFoundError(f"no deployment named {name!r}", kind="deployment", id=name)
+        return row, created
+
     def _row(self, name: str) -> DeploymentRow:
         row = self._session.get(DeploymentRow, name)
         if row is None:
@@ -162,39 +191,78 @@ class Deployments:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredAnswer:
-    """The first answer given to a request with an idempotency key."""
+    """A request sent with an idempotency key: its first answer, or `status` None while in progress."""
 
+    scope: str
     key: str
     request_hash: str
     method: str
     path: str
-    status: int
+    claim_token: str
+    status: int | None
     headers: dict[str, str]
     body: str
     created_at: datetime
 
 
 class IdempotencyKeys:
-    """Idempotency keys on one session. `save` flushes, so a concurrent holder of the same key
-    surfaces here as sqlalchemy's IntegrityError (or, on SQLite, OperationalError: locked)."""
+    """Idempotency keys on one session, per caller `scope`. A key is claimed (an in-progress row,
+    flushed) before its request's work starts and answered in the work's transaction; rows created
+    before `since` (the idempotency window) count as absent. A concurrent claim of the same key
+    surfaces in `claim` as sqlalchemy's IntegrityError."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
 
-    def find(self, key: str) -> StoredAnswer | None:
-        row = self._session.get(IdempotencyKeyRow, key)
-        return None if row is None else self._stored(row)
+    def find(self, scope: str, key: str, *, since: datetime) -> StoredAnswer | None:
+        row = self._session.get(IdempotencyKeyRow, (scope, key), populate_existing=True)
+        return None if row is None or aware_utc(row.created_at) < since else self._stored(row)
 
-    def save(self, *, key: str, request_hash: str, method: str, path: str, status: int,
-             headers: Mapping[str, str], body: str) -> StoredAnswer:
-        row = IdempotencyKeyRow(key=key, request_hash=request_hash, method=method, path=path, response_status=status,
-                                response_headers=dict(headers), response_body=body, created_at=datetime.now(UTC))
-        self._session.add(row)
+    def claim(self, *, scope: str, key: str, request_hash: str, method: str, path: str, claim_token: str,
+              since: datetime) -> StoredAnswer | None:
+        """The live row for the key if there is one; else claim it (expired rows, this key's included,
+        removed first: only expired ones, as a claim made since the lookup must stand) and return None."""
+        if (stored := self.find(scope, key, since=since)) is not None:
+            return stored
+        self._session.execute(delete(IdempotencyKeyRow).where(IdempotencyKeyRow.created_at < since))
+        self._session.add(IdempotencyKeyRow(scope=scope, key=key, request_hash=request_hash, method=method, path=path,
+                                            claim_token=claim_token, created_at=datetime.now(UTC)))
         self._session.flush()
-        return self._stored(row)
+        return None
+
+    def take_over(self, stored: StoredAnswer, *, claim_token: str) -> bool:
+        """Claim a key whose claimer is gone (its claim outlived any request); False if it moved on meanwhile."""
+        result = self._session.execute(
+            update(IdempotencyKeyRow)
+            .where(IdempotencyKeyRow.scope == stored.scope, IdempotencyKeyRow.key == stored.key,
+                   IdempotencyKeyRow.claim_token == stored.claim_token, IdempotencyKeyRow.response_status.is_(None))
+            .values(claim_token=claim_token, created_at=datetime.now(UTC))
+            .execution_options(synchronize_session=False)
+        )
+        return result.rowcount == 1  # type: ignore[attr-defined]
+
+    def answer(self, *, scope: str, key: str, claim_token: str, status: int, headers: Mapping[str, str], body: str) -> bool:
+        """Store the claimed key's answer; False when the claim is no longer this claimer's."""
+        result = self._session.execute(
+            update(IdempotencyKeyRow)
+            .where(IdempotencyKeyRow.scope == scope, IdempotencyKeyRow.key == key,
+                   IdempotencyKeyRow.claim_token == claim_token, IdempotencyKeyRow.response_status.is_(None))
+            .values(response_status=status, response_headers=dict(headers), response_body=body)
+            .execution_options(synchronize_session=False)
+        )
+        return result.rowcount == 1  # type: ignore[attr-defined]
+
+    def release(self, *, scope: str, key: str, claim_token: str) -> None:
+        """Drop an unanswered claim (its request failed), so a retry runs again."""
+        self._session.execute(
+            delete(IdempotencyKeyRow)
+            .where(IdempotencyKeyRow.scope == scope, IdempotencyKeyRow.key == key,
+                   IdempotencyKeyRow.claim_token == claim_token, IdempotencyKeyRow.response_status.is_(None))
+            .execution_options(synchronize_session=False)
+        )
 
     @staticmethod
     def _stored(row: IdempotencyKeyRow) -> StoredAnswer:
-        return StoredAnswer(key=row.key, request_hash=row.request_hash, method=row.method, path=row.path,
-                            status=row.response_status, headers=dict(row.response_headers), body=row.response_body,
-                            created_at=aware_utc(row.created_at))
+        return StoredAnswer(scope=row.scope, key=row.key, request_hash=row.request_hash, method=row.method, path=row.path,
+                            claim_token=row.claim_token, status=row.response_status, headers=dict(row.response_headers or {}),
+                            body=row.response_body or "", created_at=aware_utc(row.created_at))

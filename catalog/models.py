@@ -257,17 +257,20 @@ class DeploymentRow(Base):
 
 
 class IdempotencyKeyRow(Base):
-    """The first answer to a POST sent with an `Idempotency-Key`: replayed to retries with the same
-    body, a 409 for the same key with another. The primary key makes concurrent retries race on
-    the insert, so only one of them commits what it created."""
+    """A request sent with an `Idempotency-Key`, per caller (`scope`: the API key's id, or
+    "anonymous"): claimed (`response_status` NULL) before its work starts, so a concurrent retry
+    waits for it, and then its first answer, replayed to retries with the same request until the
+    idempotency window passes. `claim_token` tells the claimer's answer from a later claimer's."""
 
     __tablename__ = "idempotency_keys"
 
+    scope: Mapped[str] = mapped_column(String(40), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     request_hash: Mapped[str] = mapped_column(String(64), nullable=False)
     method: Mapped[str] = mapped_column(String(10), nullable=False)
     path: Mapped[str] = mapped_column(String(500), nullable=False)
-    response_status: Mapped[int] = mapped_column(Integer, nullable=False)
-    response_headers: Mapped[dict[str, str]] = mapped_column(JSON, nullable=False)
-    response_body: Mapped[str] = mapped_column(Text, nullable=False)
+    claim_token: Mapped[str] = mapped_column(String(32), nullable=False)
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    response_headers: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    response_body: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True, nullable=False)

@@ -39,6 +39,7 @@ from api.schemas.catalog import (
     changes,
     record,
 )
+from catalog.errors import VersionConflictError
 from catalog.repository import Catalog
 
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this many records.")]
@@ -55,6 +56,27 @@ _ETAG_HEADER = {
 
 def _responses(success: int, *problems: int) -> dict[int | str, dict[str, Any]]:
     return {success: {"headers": _ETAG_HEADER}, **problem_responses(*problems)}
+
+
+#: Tries of an unconditional write that keeps losing races; each lost try means another writer's
+#: write landed, so this many bounds the wait behind a burst of that many concurrent writers.
+UNCONDITIONAL_WRITE_TRIES = 64
+
+
+def _write(catalog: Catalog, if_version: int | None, write: Callable[[], Any]) -> Any:
+    """`write()`. An unconditional write (no If-Match) that loses a race to a concurrent write of
+    the same record (it read version n, the other committed n + 1 first) is run again on the
+    record as it now is: last writer wins, and only a write that named a version gets 412. A
+    record deleted meanwhile is then 404, as it would have been a moment later."""
+    for attempt in range(1 if if_version is not None else UNCONDITIONAL_WRITE_TRIES):
+        if attempt:
+            catalog.session.rollback()
+        try:
+            return write()
+        except VersionConflictError:
+            if if_version is not None or attempt == UNCONDITIONAL_WRITE_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _with_etag(response: Response, stored: dict[str, Any]) -> dict[str, Any]:
@@ -92,15 +114,16 @@ def _record_routes(
     def replace_record(
         slug: SlugPath, body: update_schema, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep, response: Response  # type: ignore[valid-type]
     ) -> Any:
-        return _with_etag(response, method(catalog, "update")(slug, record(body, slug=slug), if_version=if_version))
+        stored = _write(catalog, if_version, lambda: method(catalog, "update")(slug, record(body, slug=slug), if_version=if_version))
+        return _with_etag(response, stored)
 
     def update_record(
         slug: SlugPath, body: patch_schema, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep, response: Response  # type: ignore[valid-type]
     ) -> Any:
-        return _with_etag(response, method(catalog, "update")(slug, changes(body), if_version=if_version))
+        return _with_etag(response, _write(catalog, if_version, lambda: method(catalog, "update")(slug, changes(body), if_version=if_version)))
 
     def delete_record(slug: SlugPath, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep) -> None:
-        method(catalog, "delete")(slug, if_version=if_version)
+        _write(catalog, if_version, lambda: method(catalog, "delete")(slug, if_version=if_version))
 
     router.add_api_route(
         "/{slug}", get_record, methods=["GET"], name=f"get_{singular}", response_model=read_schema,

@@ -204,3 +204,77 @@ def test_parallel_plans_do_not_mix_and_match_plans_made_alone(seeded_live_url: s
 
     metrics = httpx.get(f"{seeded_live_url}/metrics", timeout=30.0).text
     assert f'headroom_http_requests_total{{method="POST",route="/v1/plans",status="201"}} {2 * len(PLAN_RATES_RPS)}' in metrics
+
+
+#: Concurrent clients in the bursts below (issue 22 §3 reported 412s and 409s at these sizes).
+BURST = 50
+BURST_THREADS = 25
+
+
+def test_unconditional_writes_to_one_record_all_land(live_url: str, migrated_database_url: str) -> None:
+    """PUT and PATCH without If-Match on one record, 50 at once: every one lands (last writer
+    wins, a lost race is retried inside), none is a 412 the client never asked for; then racing
+    unconditional DELETEs: one 204, the rest 404 (gone), no 412."""
+    assert httpx.post(f"{live_url}/v1/gpus", json=gpu(0), headers=ADMIN_HEADERS, timeout=30.0).status_code == 201
+    version_before = catalog_version(migrated_database_url)
+
+    def write(index: int) -> httpx.Response:
+        with httpx.Client(base_url=live_url, timeout=60.0) as client:
+            if index % 2:
+                return client.patch("/v1/gpus/gpu-00", json={"memory_gb": 100 + index}, headers=ADMIN_HEADERS)
+            replacement = {key: value for key, value in gpu(0).items() if key != "slug"} | {"memory_gb": 100 + index}
+            return client.put("/v1/gpus/gpu-00", json=replacement, headers=ADMIN_HEADERS)
+
+    with ThreadPoolExecutor(max_workers=BURST_THREADS) as pool:
+        responses = list(pool.map(write, range(BURST)))
+    assert [r.status_code for r in responses] == [200] * BURST, [(r.status_code, r.text[:200]) for r in responses if r.status_code != 200]
+    stored = httpx.get(f"{live_url}/v1/gpus/gpu-00", timeout=30.0)
+    assert stored.headers["etag"] == f'"{1 + BURST}"'
+    assert sorted(int(r.headers["etag"].strip('"')) for r in responses) == list(range(2, 2 + BURST))  # each wrote a version
+    assert catalog_version(migrated_database_url) == version_before + BURST
+
+    def delete(_: int) -> httpx.Response:
+        with httpx.Client(base_url=live_url, timeout=60.0) as client:
+            return client.delete("/v1/gpus/gpu-00", headers=ADMIN_HEADERS)
+
+    with ThreadPoolExecutor(max_workers=RACERS) as pool:
+        statuses = sorted(r.status_code for r in pool.map(delete, range(RACERS)))
+    assert statuses == [204] + [404] * (RACERS - 1)
+
+
+def test_parallel_idempotent_creates_all_answer_the_one_record(live_url: str, migrated_database_url: str) -> None:
+    """50 creates at once with one Idempotency-Key and one body: one creates, 49 replay its 201
+    (waiting for it rather than racing it into a 409), and one record exists."""
+    headers = {**ADMIN_HEADERS, "Idempotency-Key": "burst-create-1"}
+
+    def create(_: int) -> httpx.Response:
+        with httpx.Client(base_url=live_url, timeout=60.0) as client:
+            return client.post("/v1/gpus", json=gpu(7), headers=headers)
+
+    with ThreadPoolExecutor(max_workers=BURST_THREADS) as pool:
+        responses = list(pool.map(create, range(BURST)))
+    assert [r.status_code for r in responses] == [201] * BURST, [(r.status_code, r.text[:200]) for r in responses if r.status_code != 201]
+    assert sum("idempotent-replayed" not in r.headers for r in responses) == 1
+    assert len({r.text for r in responses}) == 1
+    assert httpx.get(f"{live_url}/v1/gpus", timeout=30.0).json()["total"] == 1
+
+
+#: Parallel plans for one deployment name (issue 22 §3: 13 x 412 and 2 x 409 on PostgreSQL).
+NAMED_PLANS = 20
+
+
+@pytest.mark.slow
+def test_parallel_plans_for_one_deployment_name_all_land(seeded_live_url: str) -> None:
+    body = {**plan_body(5), "name": "shared", "constraints": {"gpus": ["h100-sxm"]}}
+
+    def create(_: int) -> httpx.Response:
+        with httpx.Client(base_url=seeded_live_url, timeout=120.0) as client:
+            return client.post("/v1/plans", json=body, headers=ADMIN_HEADERS)
+
+    with ThreadPoolExecutor(max_workers=NAMED_PLANS) as pool:
+        responses = list(pool.map(create, range(NAMED_PLANS)))
+    assert [r.status_code for r in responses] == [201] * NAMED_PLANS, [(r.status_code, r.text[:200]) for r in responses if r.status_code != 201]
+    deployment = httpx.get(f"{seeded_live_url}/v1/deployments/shared", timeout=30.0).json()
+    assert deployment["plans_total"] == NAMED_PLANS
+    assert deployment["current_plan_id"] in {r.json()["id"] for r in responses}
+    assert deployment["version"] == NAMED_PLANS  # created once, then each later plan adopted in turn

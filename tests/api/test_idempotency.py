@@ -5,13 +5,16 @@ the same key with another body is 409; two requests racing with one key store on
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from fastapi.responses import JSONResponse
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
-from api.idempotency import Idempotency, request_hash
+from api.idempotency import Idempotency, IdempotencyConflictError, caller_scope, request_hash
+from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.models import IdempotencyKeyRow, PlanRow
 from catalog.plans import Plans, new_plan_id
@@ -120,36 +123,108 @@ def test_a_retried_fleet_plan_answers_the_first(seeded: ApiClient, admin: dict[s
     assert retry.headers["location"] == first.headers["location"]
 
 
+def _idempotency(session: Session, key: str = KEY, *, scope: str = "key:0123456789abcdef", wait_s: float = 0.0) -> Idempotency:
+    return Idempotency(session, key, "POST", "/v1/plans", scope=scope, window_s=86_400.0, wait_s=wait_s, lease_s=60.0)
+
+
 def test_two_requests_racing_with_one_key_store_one_plan(seeded: ApiClient, admin: dict[str, str], migrated_database_url: str) -> None:
-    """The race, step by step on two sessions: both look the key up and find nothing; the first
-    stores its plan and key and commits; the second stores its plan, its key insert hits the primary
-    key, its transaction (its plan included) rolls back and it answers with the first one's answer.
-    (Writers are serialised — SQLite's lock, PostgreSQL's wait on the uncommitted key — so the second
-    insert always comes after the first commit.)"""
+    """The race, step by step on two sessions: the first claims the key (committed at once) before
+    planning; the second finds the claim unanswered and, past its wait, is told to retry (409
+    in_progress, Retry-After); once the first has stored its plan and answer in one commit, the
+    second gets that answer and plans nothing."""
     engine = make_engine(migrated_database_url)
     sessions = make_session_factory(engine)
     body = {"request": 1}
     try:
         with sessions() as winner_session, sessions() as loser_session:
-            winner = Idempotency(winner_session, KEY, "POST", "/v1/plans")
-            loser = Idempotency(loser_session, KEY, "POST", "/v1/plans")
-            assert winner.replay(body) is None and loser.replay(body) is None
-            answers, ids = [], []
-            for session, side in ((winner_session, winner), (loser_session, loser)):
-                ids.append(new_plan_id())
-                Plans(session).save(plan_id=ids[-1], name=None, request=body, response={"id": ids[-1]}, catalog_version=1,
-                                    created_at=datetime.now(UTC))
-                location = {"Location": f"/v1/plans/{ids[-1]}"}
-                answers.append(side.respond(body, JSONResponse({"id": ids[-1]}, status_code=201, headers=location)))
-                session.commit()
-            first, answer = answers
-        assert first.status_code == answer.status_code == 201
-        assert json.loads(bytes(answer.body)) == {"id": ids[0]}
-        assert answer.headers["location"] == f"/v1/plans/{ids[0]}" and answer.headers["idempotent-replayed"] == "true"
+            winner, loser = _idempotency(winner_session), _idempotency(loser_session)
+            assert winner.replay(body) is None
+            with pytest.raises(IdempotencyConflictError) as waiting:
+                loser.replay(body)
+            assert waiting.value.extensions["reason"] == "in_progress" and waiting.value.headers == {"Retry-After": "1"}
+            plan_id = new_plan_id()
+            Plans(winner_session).save(plan_id=plan_id, name=None, request=body, response={"id": plan_id}, catalog_version=1,
+                                       created_at=datetime.now(UTC))
+            first = winner.respond(body, JSONResponse({"id": plan_id}, status_code=201, headers={"Location": f"/v1/plans/{plan_id}"}))
+            winner_session.commit()
+            answer = loser.replay(body)
+        assert answer is not None and first.status_code == answer.status_code == 201
+        assert json.loads(bytes(answer.body)) == {"id": plan_id}
+        assert answer.headers["location"] == f"/v1/plans/{plan_id}" and answer.headers["idempotent-replayed"] == "true"
     finally:
         engine.dispose()
     assert count(migrated_database_url, PlanRow) == 1
     assert count(migrated_database_url, IdempotencyKeyRow) == 1
+
+
+def test_a_claim_left_by_a_dead_process_is_taken_over_after_its_lease(migrated_database_url: str) -> None:
+    engine = make_engine(migrated_database_url)
+    sessions = make_session_factory(engine)
+    try:
+        with sessions() as dead, sessions() as retry:
+            assert _idempotency(dead).replay({"request": 1}) is None  # claimed, then the process "dies"
+            dead.execute(update(IdempotencyKeyRow).values(created_at=datetime.now(UTC) - timedelta(seconds=61)))
+            dead.commit()
+            assert _idempotency(retry).replay({"request": 1}) is None
+    finally:
+        engine.dispose()
+
+
+def _key_for(url: str, role: str) -> dict[str, str]:
+    engine = make_engine(url)
+    try:
+        with make_session_factory(engine)() as session:
+            key = Catalog(session).create_api_key(role)
+            session.commit()
+    finally:
+        engine.dispose()
+    return {"Authorization": f"Bearer {key}"}
+
+
+def test_keys_are_scoped_per_api_key_and_a_conflict_reveals_no_request(seeded: ApiClient, migrated_database_url: str) -> None:
+    """Two callers choosing the same key (the README's key pattern makes that likely) each get
+    their own plan; the same caller reusing it for another body gets a 409 that describes no request."""
+    alice, bob = _key_for(migrated_database_url, "planner"), _key_for(migrated_database_url, "planner")
+    first = seeded.post("/v1/plans", json=chat(15), headers={**alice, "Idempotency-Key": "chat-hourly-12"})
+    second = seeded.post("/v1/plans", json=chat(20), headers={**bob, "Idempotency-Key": "chat-hourly-12"})
+    assert first.status_code == second.status_code == 201, second.text
+    assert first.json()["id"] != second.json()["id"] and "idempotent-replayed" not in second.headers
+    again = seeded.post("/v1/plans", json=chat(20), headers={**bob, "Idempotency-Key": "chat-hourly-12"})
+    assert again.headers["idempotent-replayed"] == "true" and again.json()["id"] == second.json()["id"]
+
+    problem = assert_problem(seeded.post("/v1/plans", json=chat(30), headers={**alice, "Idempotency-Key": "chat-hourly-12"}),
+                             409, "idempotency-conflict")
+    assert problem["reason"] == "different_request"
+    assert not any(text in problem["detail"] for text in ("/v1/plans", "POST", str(datetime.now(UTC).year)))
+    assert count(migrated_database_url, PlanRow) == 2
+
+
+def test_the_caller_scope_is_the_key_id_or_anonymous() -> None:
+    settings = Settings(database_url="sqlite://", admin_key="bootstrap-admin-key-0123")
+    assert caller_scope("Bearer hr_0123456789abcdef_secretsecretsecretsecret", settings) == "key:0123456789abcdef"
+    assert caller_scope("Bearer bootstrap-admin-key-0123", settings) == "bootstrap-admin"
+    assert caller_scope(None, settings) == caller_scope("Basic abc", settings) == "anonymous"
+
+
+def test_a_key_expires_after_the_window(make_client: Callable[..., ApiClient], admin: dict[str, str], migrated_database_url: str) -> None:
+    """Past `idempotency_window_s` a key is free: the same body plans again, another body is no conflict."""
+    seeded = make_client(idempotency_window_s=3600.0)
+    engine = make_engine(migrated_database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            assert Catalog(session).load_reference_catalog()
+            session.commit()
+        headers = {**admin, "Idempotency-Key": KEY}
+        first = seeded.post("/v1/plans", json=chat(15), headers=headers)
+        assert seeded.post("/v1/plans", json=chat(15), headers=headers).json()["id"] == first.json()["id"]
+        with engine.begin() as connection:
+            connection.execute(update(IdempotencyKeyRow).values(created_at=datetime.now(UTC) - timedelta(seconds=3601)))
+        again = seeded.post("/v1/plans", json=chat(15), headers=headers)
+        assert again.status_code == 201 and again.json()["id"] != first.json()["id"] and "idempotent-replayed" not in again.headers
+        assert seeded.post("/v1/plans", json=chat(16), headers={**admin, "Idempotency-Key": "other"}).status_code == 201
+        assert count(migrated_database_url, IdempotencyKeyRow) == 2  # the expired claim was replaced, not kept
+    finally:
+        engine.dispose()
 
 
 def test_the_request_hash_ignores_member_order_but_not_values() -> None:
