@@ -23,7 +23,7 @@ are the datasheet figures of tests/planner/performance_specs.py (L40S from its d
 reference catalog's on-demand prices and calibrated efficiencies copied in, so a change to
 catalog/data/ does not move a recorded counter-example. CI runs the `ci` hypothesis profile
 (derandomized, tests/conftest.py); the example counts below add up to 565 generated
-requests, 440 of them in the properties that hold today (docs/plan-invariants.md).
+requests, 400 of them in the properties that hold today (docs/plan-invariants.md).
 """
 
 from __future__ import annotations
@@ -226,6 +226,14 @@ SEVENTY_B_TWO_CULPRITS = Case(
     other_gpus=("a100-80gb-sxm",), other_precisions=("bf16/bf16",),
 )
 
+#: Llama 2 13B at 13 rps, TTFT 150 ms and TPOT 109 ms, a verified mixed fleet with N+1, min_replicas 3,
+#: one H100 and one MI300X in stock.
+THIRTEEN_B_MIXED = Case(
+    model="llama-2-13b", gpus=("l40s", "a100-80gb-sxm", "h100-sxm", "mi300x"), precisions=("bf16/bf16",), rate_rps=13.0,
+    prompt=(633, 949), output=(16, 32), arrival_cv=1.5, ttft_ms=150, tpot_ms=109, min_replicas=3, n_plus_one=True,
+    mixed_fleet=True, inventory=(("h100-sxm", 1), ("mi300x", 1)), verify=True,
+)
+
 
 # --- strategies ---------------------------------------------------------------------------------------
 
@@ -292,8 +300,11 @@ def test_more_traffic_never_lowers_the_cost(case: Case, factor: float) -> None:
     assert_cost_not_raised(replace(case, rate_rps=case.rate_rps * factor), case, f"less traffic (÷{factor})")
 
 
+@pytest.mark.xfail(strict=True, reason="issue 13: THIRTEEN_B_MIXED plans at $16.20/h with TTFT 150 ms and answers a 422 "
+                   "'verification' with TTFT 157.5 ms (test_plan_regressions.py)")
 @settings(max_examples=40, **FAST)
 @given(case=cases(), factor=st.sampled_from((1.05, 1.1, 1.25, 1.5, 2.0)), which=st.sampled_from(("ttft", "tpot", "e2e", "all")))
+@example(case=THIRTEEN_B_MIXED, factor=1.05, which="ttft")
 def test_a_looser_slo_never_raises_the_cost(case: Case, factor: float, which: str) -> None:
     changes = {f: getattr(case, f) * factor for f in ("ttft_ms", "tpot_ms", "e2e_s")
                if getattr(case, f) is not None and (which == "all" or f.startswith(which))}
