@@ -76,8 +76,11 @@ def round_number(value: float, unit: str | None) -> float:
 
 
 def rounded(value: Any, key: str | None = None, unit: str | None = None) -> Any:
-    """`value` (a JSON-like tree) with every float rounded by its key's unit, or the nearest enclosing one's."""
-    unit = unit_of(key) or unit
+    """`value` (a JSON-like tree) with every float rounded by its key's unit, or the nearest enclosing one's.
+    Inside a price (`prices: {gpu: {reserved_usd_per_hour: …}}`) a USD amount is a unit price and keeps
+    its significant figures: rounded to cents, GPUs × price would no longer make the costs."""
+    own = unit_of(key)
+    unit = unit if unit == "price" and own == "usd" else (own or unit)
     if isinstance(value, bool) or value is None or isinstance(value, int | str):
         return value
     if isinstance(value, float):

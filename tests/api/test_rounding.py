@@ -43,7 +43,8 @@ def test_units_are_inherited_and_other_values_untouched() -> None:
 
 
 def _floats(value: Any, key: str | None = None, unit: str | None = None) -> Iterator[tuple[str | None, str | None, float]]:
-    unit = unit_of(key) or unit
+    own = unit_of(key)
+    unit = unit if unit == "price" and own == "usd" else (own or unit)  # a USD amount inside a price is a unit price
     if isinstance(value, float):
         yield key, unit, value
     elif isinstance(value, dict):
