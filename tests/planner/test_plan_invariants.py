@@ -569,20 +569,27 @@ def alternative_failures(result: PlanResult) -> Iterator[str]:
 
 
 def sensitivity_failures(result: PlanResult) -> Iterator[str]:
-    """§1: more traffic never costs less; within-limits levels come before any that break a limit."""
+    """§1: more traffic never costs less; within-limits levels come before any that break a limit.
+
+    A level no plan within the limits serves is priced without them (`within_limits: false`): it is
+    compared with the levels priced the same way, not with those priced within the limits, which may
+    cost more for less traffic (a max_gpus that forces dearer GPUs)."""
     traffic = as_dict(result.justification)["sensitivity"]["traffic"]
     cost = result.cost_usd_per_hour
-    previous, previous_same, outside = cost, None, False
+    previous_same, outside = None, False
+    previous = {True: cost, False: -math.inf}  # by within_limits
     for level in traffic:
         factor = level["traffic_factor"]
         if level.get("cost_usd_per_hour") is not None:
-            if not at_most(level["cost_usd_per_hour"], previous):
-                yield f"×{factor} traffic costs {level['cost_usd_per_hour']}/h, less than {previous}/h at less traffic: {traffic}"
+            within = level.get("within_limits") is not False
+            if not at_most(level["cost_usd_per_hour"], previous[within]):
+                yield (f"×{factor} traffic costs {level['cost_usd_per_hour']}/h, less than {previous[within]}/h at less "
+                       f"traffic ({'within' if within else 'without'} the limits): {traffic}")
             if level["cost_increase_usd_per_hour"] < -COST_TOLERANCE * cost:
                 yield f"×{factor} traffic has cost_increase {level['cost_increase_usd_per_hour']} < 0: {level}"
             if not math.isclose(level["cost_increase_usd_per_hour"], level["cost_usd_per_hour"] - cost, rel_tol=1e-9, abs_tol=1e-9):
                 yield f"×{factor} traffic: cost_increase is not its cost − the plan's: {level}"
-            previous = level["cost_usd_per_hour"]
+            previous[within] = level["cost_usd_per_hour"]
             if level.get("within_limits") is False:
                 outside = True
             elif level.get("within_limits") and outside:
