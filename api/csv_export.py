@@ -279,7 +279,9 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             "batch_limit": row["batch_limit"], "chunk_tokens": row["chunk_tokens"], "target_rho": row["target_rho"],
             "offered_rps": row["offered_rps"],
             "cost_usd_per_hour": row["cost_usd_per_hour"],
-            "cost_usd_per_month": row["cost_usd_per_hour"] * HOURS_PER_MONTH,  # $/h × 730 h
+            # the JSON row's own month figure (computed before rounding); × 730 only for plans stored without one
+            "cost_usd_per_month": (row["cost_usd_per_month"] if row.get("cost_usd_per_month") is not None
+                                   else row["cost_usd_per_hour"] * HOURS_PER_MONTH),
             "cost_usd_per_million_output_tokens": (
                 cost["usd_per_million_output_tokens"] * cost_share / traffic_share if traffic_share > 0 else None
             ),  # plan $/Mtok × (cost share ÷ traffic share)

@@ -286,17 +286,30 @@ def _allowed_relaxations(trial: _Trial) -> list[Relaxation]:
     return out
 
 
-def _together(trial: _Trial) -> list[Relaxation]:
+def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
     """No single relaxation works: every limit the request set, moved to what the cheapest plan
-    without any of them uses (only the ones that plan breaks); verified by planning with them."""
+    without any of them uses (only the ones that plan breaks); when even that plan does not exist,
+    the smallest SLO relaxation that plans with the limits lifted joins them. Verified by planning
+    with all of them applied."""
     request = trial.request
     constraints = request.constraints
     free = replace(constraints, max_gpus=None, budget_usd_per_hour=None, inventory={}, n_plus_one=False,
                    min_replicas=min(constraints.min_replicas, 1), min_confidence=None)
+    moved: list[Relaxation] = []
     plan = trial(replace(request, constraints=free))
     if plan is None:
-        return []
-    moved: list[Relaxation] = []
+        lifted = replace(trial, request=replace(request, constraints=free))
+        slo_moves = sorted(_slo_relaxations(lifted, error), key=_relative)
+        if not slo_moves:
+            return []
+        first = slo_moves[0]
+        metric = {"slo.ttft_ms": "ttft", "slo.tpot_ms": "tpot", "slo.e2e_s": "e2e"}[first.constraint]
+        scale = 1.0 if metric == "e2e" else MS_PER_S
+        request = replace(request, slo=_with_target(request.slo, metric, float(first.value) / scale))
+        plan = trial(replace(request, constraints=free))
+        if plan is None:
+            return []
+        moved.append(replace(first, cost_usd_per_hour=None))
     changes: dict[str, Any] = {}
     if constraints.budget_usd_per_hour is not None and plan.cost_usd_per_hour > constraints.budget_usd_per_hour:
         needed = math.ceil(plan.cost_usd_per_hour * 100 - 1e-6) / 100
@@ -356,7 +369,7 @@ def advised(error: InfeasiblePlanError, request: PlanningRequest, inputs: Planni
     apply = "any"
     relaxations = single
     if not single:
-        relaxations = _together(trial)
+        relaxations = _together(trial, error)
         apply = "all"
     extensions = dict(error.extensions)
     extensions.pop("relaxation", None)

@@ -1030,16 +1030,16 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
         slo_failures = outcome.slo_drops
     if not pool:
         if outcome.limit_drops and not slo_failures:
-            # every candidate breaks a limit at its bound: price a few so the MILP can name the constraint
-            ranked = sorted((o for o in options if o.id in outcome.limit_drops), key=lambda o: -o.saturation_bound_rps)[:8]
-            for option in ranked:
-                value = planner.mu(option, slo)
-                if not isinstance(value, tuple):
-                    pool.append((option, value))
-        if not pool:
-            predicted = [(c, pred, _describe(*by_id[i].group.key)) for i, (c, _, pred) in slo_failures.items()
-                         if pred is not None and c in ("ttft", "tpot", "e2e")]
-            raise _infeasible_from_drops(drops, slo, predicted)
+            # every candidate breaks a limit at the replicas it needs: the search has proved it, so no
+            # second estimate of μ is consulted (one that disagreed could find a "plan" the search refused)
+            families = sorted(set(outcome.limit_drops.values()))
+            raise InfeasiblePlanError(
+                f"every allowed configuration breaks {' or '.join(families)} at the replicas the SLOs need",
+                constraint=families[0], families=families,
+            )
+        predicted = [(c, pred, _describe(*by_id[i].group.key)) for i, (c, _, pred) in slo_failures.items()
+                     if pred is not None and c in ("ttft", "tpot", "e2e")]
+        raise _infeasible_from_drops(drops, slo, predicted)
 
     candidates = [
         Candidate(id=opt.id, gpu=opt.group.gpu.slug, tp=opt.group.tp, weights_precision=opt.group.precision.weights.slug,
@@ -1065,11 +1065,25 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             verification = dict(report)
             verification["rows"] = [{"gpu": r.gpu, "replicas": r.replicas, "meets_slo": report["meets_slo"]} for r in rows]
     elif request.verify:
-        rows, verification, adjustments = _verified_rows(rows, by_id, outcome, workload, slo, constraints, request)
+        fleet_verified: tuple[Any, ...] | None
+        try:
+            fleet_verified = _verified_fleet(planner, by_id, pool, workload, slo, constraints, request)
+        except InfeasiblePlanError:
+            fleet_verified = None  # no fleet the simulator accepts within the rounds: a single configuration may still serve
+        if fleet_verified is not None:
+            solution, candidates, rows, verification, adjustments = fleet_verified
+            fleet_cost = sum(r.cost_usd_per_hour for r in rows)
+        else:
+            fleet_cost, adjustments = math.inf, []
         # Verification may have made the mixed fleet dearer than a single configuration the simulator
         # also accepts: the cheaper verified plan is the answer, whatever its shape.
-        single = _verified_search(planner, workload, slo, lam, constraints, request,
-                                  below_usd_per_hour=sum(r.cost_usd_per_hour for r in rows))
+        single = _verified_search(planner, workload, slo, lam, constraints, request, below_usd_per_hour=fleet_cost)
+        if fleet_verified is None and (single.best is None or single.report is None):
+            raise InfeasiblePlanError(
+                "the simulator finds the SLOs missed at every mixed fleet and single configuration the search proposed; "
+                "the SLOs are too close to what these configurations reach at this load",
+                constraint="verification", adjustments=[as_dict(a) for a in single.adjustments],
+            )
         if single.best is not None and single.report is not None:
             best = single.best
             mu = planner.max_rate(best.option, slo)[0]
@@ -1297,6 +1311,64 @@ def candidate_id_of(row: FleetRow) -> str:
 
     return candidate_id(gpu=row.gpu, weights_precision=row.weights_precision, kv_precision=row.kv_precision, tp=row.tp,
                         batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
+
+
+def _verified_fleet(planner: _Planner, by_id: Mapping[str, Option], pool: Sequence[tuple[Option, float]], workload: Workload,
+                    slo: Slo, constraints: PlanConstraints, request: PlanningRequest
+                    ) -> tuple[PlanSolution, list[Candidate], list[FleetRow], dict[str, Any], list[Adjustment]]:
+    """A mixed fleet with the simulator in the loop, as `_verified_search` does for one configuration:
+    every row is simulated at its share of the traffic; a row that misses has its rate recorded as
+    missed, its μ narrowed below that rate with the queueing model, and the MILP solved again.
+    Raises InfeasiblePlanError when no fleet is accepted within MAX_VERIFY_ROUNDS."""
+    lam = workload.arrival_rate_rps
+    mus = {option.id: mu for option, mu in pool}
+    options = {option.id: option for option, _ in pool}
+    adjustments: list[Adjustment] = []
+    for _ in range(MAX_VERIFY_ROUNDS):
+        candidates = [_candidate(options[i], mu, planner) for i, mu in mus.items() if mu > 0]
+        if not candidates:
+            break
+        solution = solve_plan(candidates, lam, constraints, time_limit_s=request.solver_time_limit_s)
+        rows = [_row(by_id[r.candidate.id], r.replicas, r.candidate.max_rps_at_slo, r.candidate.saturation_rps, r.offered_rps)
+                for r in solution.rows]
+        reports = [planner.simulated(by_id[candidate_id_of(r)], workload, r.offered_rps, r.replicas, slo, request) for r in rows]
+        failing = [(row, report) for row, report in zip(rows, reports, strict=True) if not report["meets_slo"]]
+        if not failing:
+            main = max(range(len(rows)), key=lambda i: rows[i].offered_rps)
+            verification = dict(reports[main])
+            verification["rows"] = [{"gpu": r.gpu, "replicas": r.replicas, "meets_slo": True} for r in rows]
+            return solution, candidates, rows, verification, adjustments
+        for row, report in failing:
+            option = by_id[candidate_id_of(row)]
+            planner.record_simulated_miss(option, slo, row.offered_rps / row.replicas)
+            mus[option.id] = _mu_below_miss(planner, option, slo)
+            adjustments.append(NextCandidate(
+                from_=_configuration(option), to=None,
+                because=(f"simulated p{slo.percentile:g} missed ({', '.join(report['misses'])}) at {row.replicas} replica(s), "
+                         f"{row.offered_rps / row.replicas:.4g} req/s each: the fleet is solved again below that rate")))
+    raise InfeasiblePlanError(
+        f"the simulator finds the SLOs missed at every mixed fleet tried ({len(adjustments)} misses)",
+        constraint="verification", adjustments=[as_dict(a) for a in adjustments],
+    )
+
+
+def _candidate(option: Option, mu: float, planner: _Planner) -> Candidate:
+    g = option.group
+    return Candidate(id=option.id, gpu=g.gpu.slug, tp=g.tp, weights_precision=g.precision.weights.slug,
+                     kv_precision=g.precision.kv_cache.slug, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens,
+                     gpus_per_replica=g.tp, cost_usd_per_hour=g.price_usd_per_hour, max_rps_at_slo=mu,
+                     saturation_rps=max(planner.saturation(option), mu))
+
+
+def _mu_below_miss(planner: _Planner, option: Option, slo: Slo) -> float:
+    """μ of `option` again after the simulator found a rate missed: the queueing model's largest
+    rate below that miss (0 when none down to a thousandth of it meets)."""
+    facts = planner._facts(option, slo)
+    rate = facts.missed_rps
+    while facts.met_rps <= 0 and facts.drop is None and rate > facts.missed_rps * 1e-3:
+        rate *= 0.8
+        planner.meets(option, slo, rate)
+    return planner.max_rate(option, slo)[0] if facts.met_rps > 0 and facts.drop is None else 0.0
 
 
 def _verified_rows(rows: list[FleetRow], by_id: Mapping[str, Option], outcome: _Outcome, workload: Workload, slo: Slo,

@@ -81,7 +81,10 @@ def assert_csv_costs_are_price_times_gpus(client: ApiClient, plan: dict[str, Any
         assert cents(line["cost_usd_per_hour"]) == cents(row_cost), line
         assert cents(line["cost_usd_per_month"]) == cents(row_cost * HOURS_PER_MONTH), (
             f"{row['gpu']}: CSV says {line['cost_usd_per_month']}/month, price × GPUs × 730 = {row_cost * HOURS_PER_MONTH:.2f}")
-    assert cents(sum(float(line["cost_usd_per_hour"]) for line in lines)) == cents(sum(PRICES[r["gpu"]] * r["gpus"] for r in rows))
+    # each row is in cents on its own, so a sum of n rows may differ from the cent-rounded exact total
+    # by the rows' rounding, at most half a cent each: one cent for two rows, none for one
+    drift = abs(cents(sum(float(line["cost_usd_per_hour"]) for line in lines)) - cents(sum(PRICES[r["gpu"]] * r["gpus"] for r in rows)))
+    assert drift <= len(rows) // 2, (drift, lines)
 
 
 #: Mixed fleets the inventory forces onto two GPU types (two CSV rows).
@@ -96,12 +99,6 @@ ONE_ROW_PLANS = [
     {"constraints": {"gpus": sorted(PRICES), "mixed_fleet": True}},
     {"verify": True},
 ]  # fmt: skip
-CSV_MONTH_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: a mixed fleet's CSV row computes cost_usd_per_month from the JSON's hourly cost already rounded "
-    "to cents (1 x a100-80gb-sxm at $1.789/h: 1.79 x 730 = 1306.70 where price x GPUs x 730 = 1305.97 and the JSON row "
-    "says 1305.97)",
-)
 
 
 @pytest.mark.parametrize("changes", ONE_ROW_PLANS + TWO_ROW_FLEETS,
@@ -117,7 +114,7 @@ def test_a_plans_json_cost_is_price_times_gpus_to_the_cent(seeded: ApiClient, ad
 
 @pytest.mark.parametrize(
     "changes",
-    [*ONE_ROW_PLANS, *(pytest.param(c, marks=CSV_MONTH_BUG) for c in TWO_ROW_FLEETS)],
+    [*ONE_ROW_PLANS, *TWO_ROW_FLEETS],
     ids=["single", "n-plus-one", "mixed-fleet", "verified", "two-row-fleet", "two-row-fleet-90-rps"],
 )
 def test_a_plans_csv_cost_is_price_times_gpus_to_the_cent(seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]) -> None:

@@ -300,8 +300,6 @@ def test_more_traffic_never_lowers_the_cost(case: Case, factor: float) -> None:
     assert_cost_not_raised(replace(case, rate_rps=case.rate_rps * factor), case, f"less traffic (÷{factor})")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: THIRTEEN_B_MIXED plans at $16.20/h with TTFT 150 ms and answers a 422 "
-                   "'verification' with TTFT 157.5 ms (test_plan_regressions.py)")
 @settings(max_examples=40, **FAST)
 @given(case=cases(), factor=st.sampled_from((1.05, 1.1, 1.25, 1.5, 2.0)), which=st.sampled_from(("ttft", "tpot", "e2e", "all")))
 @example(case=THIRTEEN_B_MIXED, factor=1.05, which="ttft")
@@ -311,8 +309,6 @@ def test_a_looser_slo_never_raises_the_cost(case: Case, factor: float, which: st
     assert_cost_not_raised(case, replace(case, **changes), f"looser SLO (×{factor} on {which})")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: SEVENTY_B_TPOT costs $18/h under a $18/h budget and $21/h without "
-                   "one (test_plan_regressions.py)")
 @settings(max_examples=30, **FAST)
 @given(case=cases(), budget=st.integers(min_value=2, max_value=60).map(float), factor=st.sampled_from((1.05, 1.5, 2.0, None)))
 @example(case=SEVENTY_B_TPOT, budget=18.0, factor=None)
@@ -341,8 +337,6 @@ def test_a_larger_max_gpus_never_raises_the_cost(case: Case, limit: int, more: i
                            "a larger max_gpus")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: allowing fp8/fp8 as well turns SEVENTY_B_MIXED (a verified mixed "
-                   "fleet, $288/h without it) into a 422 'verification' (test_plan_regressions.py)")
 @settings(max_examples=30, **FAST)
 @given(case=cases(), kind=st.sampled_from(("gpu", "precision")), pick=st.integers(min_value=0, max_value=3))
 @example(case=SEVENTY_B_MIXED, kind="precision", pick=0)
@@ -504,8 +498,6 @@ def check_relaxations(case: Case, error: InfeasiblePlanError) -> Iterator[str]:
                    f"toward {relaxation['current']}) already gives {describe(outcome)}: {nearer!r}")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: SEVENTY_B_TPOT_BUDGET_6's advice raises the budget 6 -> 21 USD/h, "
-                   "but 19.95 (5 % less) already plans, at $18/h (test_plan_regressions.py)")
 @settings(max_examples=25, **FAST)
 @given(case=infeasible_cases())
 @example(case=SEVENTY_B_TPOT_BUDGET_6)
@@ -666,8 +658,6 @@ def test_every_plan_costs_its_rows_and_its_justification_agrees(case: Case) -> N
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: EIGHT_B_E2E_MIXED's sensitivity prices its own configuration at 1.1x "
-                   "traffic ($98.48/h) below the verified plan ($110.79/h) (test_plan_regressions.py)")
 @settings(max_examples=40, **FAST)
 @given(case=cases())
 @example(case=EIGHT_B_E2E_MIXED)

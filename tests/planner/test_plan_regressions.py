@@ -38,8 +38,6 @@ from tests.planner.test_plan_invariants import (
 )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: a verified mixed fleet turns infeasible (422 verification) when one "
-                   "more precision (fp8/fp8) is allowed; without it the plan is 96 × mi300x/tp2 at $288/h")
 def test_allowing_one_more_precision_never_makes_a_verified_mixed_fleet_infeasible() -> None:
     """Allowing fp8/fp8 as well can only add plans: the $288/h plan without it is still available."""
     without = plan(SEVENTY_B_MIXED)
@@ -48,9 +46,6 @@ def test_allowing_one_more_precision_never_makes_a_verified_mixed_fleet_infeasib
     assert at_most(cost_of(without), cost_of(with_fp8)), f"{describe(without)} became {describe(with_fp8)}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: sensitivity prices the plan's own configuration at 1.1x traffic "
-                   "($98.48/h, 8 replicas) below the verified plan at 1x ($110.79/h, 9 replicas): it ignores the "
-                   "replicas verification added")
 def test_sensitivity_never_prices_more_traffic_below_the_verified_plan() -> None:
     """Verification took the plan from 6 to 9 replicas of h100-sxm/tp2/fp8/fp8/b64/c2048 (simulated e2e
     missed); 1.1× the traffic on the same configuration needs at least those 9, not 8."""
@@ -67,18 +62,12 @@ def test_the_verified_e2e_mixed_fleet_is_otherwise_consistent() -> None:
     assert not others
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: a budget of $18/h gives a $18/h plan (6 x mi300x/tp2/fp8/fp8/b64/"
-                   "nochunk) where no budget gives $21/h (7 x mi300x/tp2/.../c2048): a larger budget raises the cost")
 def test_removing_a_budget_never_raises_the_cost() -> None:
     budgeted = plan(replace(SEVENTY_B_TPOT, budget_usd_per_hour=18.0))
     unlimited = plan(SEVENTY_B_TPOT)
     assert at_most(cost_of(budgeted), cost_of(unlimited)), f"{describe(budgeted)} became {describe(unlimited)}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: the budget-limited plan (6 x mi300x/tp2/fp8/fp8/b64/nochunk at "
-                   "6.125 rps per replica) misses TPOT 102 ms under the queueing model itself (p99 145 ms): the "
-                   "fallback that prices limit-dropped candidates takes max_rps_at_slo's mu (6.38 rps), which the "
-                   "direct prediction contradicts")
 def test_a_budget_limited_plan_meets_its_slo_under_the_forward_model() -> None:
     result = plan(replace(SEVENTY_B_TPOT, budget_usd_per_hour=18.0))
     if not isinstance(result, PlanResult):
@@ -93,8 +82,6 @@ def test_a_budget_limited_plan_meets_its_slo_under_the_forward_model() -> None:
     assert prediction.tpot.at_percentile_s <= SEVENTY_B_TPOT.tpot_ms / 1e3
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: a 422's budget advice (6 -> 21 USD/h) is not minimal: a budget of "
-                   "$19.95/h (5 % less) already plans, at $18/h")
 def test_a_budget_relaxation_is_minimal_within_five_percent() -> None:
     case = SEVENTY_B_TPOT_BUDGET_6
     error = plan(case, advise=True)
@@ -103,9 +90,6 @@ def test_a_budget_relaxation_is_minimal_within_five_percent() -> None:
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: a 422 whose culprits are an SLO (tpot 15 ms < the 16.45 ms floor) and "
-                   "conflicting limits (min_replicas 3, max_gpus 2) carries no relaxation at all, though tpot 30 ms with "
-                   "min_replicas 1 plans at $3/h: the together-advice relaxes limits only, never an SLO")
 def test_a_422_with_an_slo_and_a_limit_to_relax_says_what_to_relax_together() -> None:
     error = plan(SEVENTY_B_TWO_CULPRITS, advise=True)
     assert isinstance(error, InfeasiblePlanError), describe(error)
@@ -120,9 +104,6 @@ def test_the_two_culprits_request_plans_once_both_are_relaxed() -> None:
     assert isinstance(plan(replace(SEVENTY_B_TWO_CULPRITS, tpot_ms=30, min_replicas=1)), PlanResult)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 13: a looser TTFT (150 -> 157.5 ms) turns a verified mixed fleet ($16.20/h, "
-                   "3 x a100-80gb-sxm/tp2) into a 422 'verification': the MILP picks 3 x l40s/tp2 + 1 x mi300x, the "
-                   "simulator misses TTFT, verification adds l40s replicas 3 -> 4 -> 5 and gives up")
 def test_a_looser_ttft_never_makes_a_verified_mixed_fleet_infeasible() -> None:
     """The $16.20/h plan verified at TTFT 150 ms meets 157.5 ms too, so the looser request has a plan."""
     strict = plan(THIRTEEN_B_MIXED)
