@@ -468,6 +468,8 @@ class _Planner:
         self.facts: dict[tuple[str, Slo], _RateFacts] = {}
         self._facts_of: dict[str, list[tuple[Slo, _RateFacts]]] = {}  # option id → its facts under every SLO seen
         self.by_id = {o.id: o for o in self.options}
+        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._id_list: list[str] | None = None
         self._simulations: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._passes: dict[str, list[tuple[Slo, float, int]]] = {}
         #: options whose rates the simulator lowered below the queueing model's
@@ -719,35 +721,49 @@ class _Planner:
                 best_cost, best_gpus, best_id = plan.cost_usd_per_hour, plan.gpus, option.id
         return out
 
+    def _ids(self) -> list[str]:
+        """Each option's id in `self.options` order (an id is built from its parts on each access)."""
+        if self._id_list is None:
+            self._id_list = [o.id for o in self.options]
+        return self._id_list
+
+    def _option_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per option (in `self.options` order): closed-form saturation bound, price, tp, usable; built once per request."""
+        if self._arrays is None:
+            options = self.options
+            bound = np.fromiter((o.saturation_bound_rps for o in options), dtype=float, count=len(options))
+            price = np.fromiter((o.group.price_usd_per_hour for o in options), dtype=float, count=len(options))
+            tp = np.fromiter((o.group.tp for o in options), dtype=np.int64, count=len(options))
+            self._arrays = (bound, price, tp, (bound > 0) & np.isfinite(bound))
+        return self._arrays
+
     def _initial_heap(self, arrival_rate_rps: float, constraints: PlanConstraints, out: _Outcome) -> list[tuple[float, int, str, int]]:
         """Every option at its closed-form bound, as `_push` at stage 0 would queue them one by one,
         computed for all options at once (a plan has ~2,000) and heapified."""
         options = self.options
-        bound = np.array([o.saturation_bound_rps for o in options])
-        usable = (bound > 0) & np.isfinite(bound)
-        for option in (o for o, ok in zip(options, usable.tolist(), strict=True) if not ok):
-            out.slo_drops[option.id] = ("kv_cache", "no sustainable rate: the replica cannot run one request", None)
-        price = np.array([o.group.price_usd_per_hour for o in options])
-        tp = np.array([o.group.tp for o in options])
+        bound, price, tp, usable = self._option_arrays()
+        for index in np.flatnonzero(~usable).tolist():
+            out.slo_drops[options[index].id] = ("kv_cache", "no sustainable rate: the replica cannot run one request", None)
         needed = np.ceil(arrival_rate_rps / np.where(usable, bound, 1.0) * (1 - 1e-12))  # ⌈λ/μ⌉, as _replicas
         replicas = np.maximum(np.maximum(needed + (1 if constraints.n_plus_one else 0), constraints.min_replicas), 1).astype(np.int64)
         gpus, cost = replicas * tp, replicas * price
-        refused = np.zeros(len(options), dtype=object)
+        # the family _refused_by names first wins: max_gpus, then budget, then the inventory
+        families = ("", "gpu_inventory", "budget", "max_gpus")
+        refused = np.zeros(len(options), dtype=np.int8)
         if constraints.inventory:
-            stock = np.array([constraints.inventory.get(o.group.gpu.slug, math.inf) for o in options])
-            refused = np.where(gpus > stock, "gpu_inventory", refused)
+            stock = np.fromiter((constraints.inventory.get(o.group.gpu.slug, math.inf) for o in options), dtype=float,
+                                count=len(options))
+            refused[gpus > stock] = 1
         if constraints.budget_usd_per_hour is not None:
-            refused = np.where(cost > constraints.budget_usd_per_hour * (1 + _COST_TOLERANCE), "budget", refused)
+            refused[cost > constraints.budget_usd_per_hour * (1 + _COST_TOLERANCE)] = 2
         if constraints.max_gpus is not None:
-            refused = np.where(gpus > constraints.max_gpus, "max_gpus", refused)  # the family _refused_by names first
-        heap = []
-        for option, ok, family, c, g in zip(options, usable.tolist(), refused.tolist(), cost.tolist(), gpus.tolist(), strict=True):
-            if not ok:
-                continue
-            if family:
-                out.limit_drops[option.id] = family
-            else:
-                heap.append((c, g, option.id, 0))
+            refused[gpus > constraints.max_gpus] = 3
+        for index in np.flatnonzero(usable & (refused > 0)).tolist():
+            out.limit_drops[self._ids()[index]] = families[int(refused[index])]
+        keep = np.flatnonzero(usable & (refused == 0)).tolist()
+        costs, counts = cost.tolist(), gpus.tolist()
+        ids = self._ids()
+        heap = [(costs[i], counts[i], ids[i], 0) for i in keep]
         heapq.heapify(heap)
         return heap
 
