@@ -52,7 +52,7 @@ OUT = ROOT / "docs" / "queueing-fidelity.md"
 EFFICIENCY = Efficiency(
     name="ideal+comm",
     include_comm=True,
-    source="ideal roofline (DESIGN.md test-vector assumptions) with tensor-parallel all-reduce time on",
+    source="ideal roofline (docs/design.md test-vector assumptions) with tensor-parallel all-reduce time on",
 )
 #: The target of issue 4 §3, and the utilisation up to which it applies.
 TARGET_ERROR = 0.10

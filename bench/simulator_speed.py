@@ -3,7 +3,7 @@ on one replica in at most 2 s on the 2-core development machine).
 
     .venv/bin/python bench/simulator_speed.py [--repeats 5] [--output docs/simulator-benchmark.md]
 
-Workload: Llama-2-70B fp16 on 4×H100 SXM with the ideal roofline of DESIGN.md's seed-004 test
+Workload: Llama-2-70B fp16 on 4×H100 SXM with the ideal roofline of docs/design.md's test
 vectors; prompts lognormal mean 1,000 / p99 4,000 tokens, outputs lognormal mean 250 / p99 1,000;
 KV capacity (4·80 GB − 140 GB)/327,680 B. The arrival rate is ρ = 0.7 of the replica's saturation
 throughput, measured here by flooding the simulator (every request queued at t = 0) and counting
@@ -143,7 +143,7 @@ def markdown(rows: list[dict], naive: dict, repeats: int, command: str) -> str:
         f"numpy {np.__version__}, {platform.machine()}. The CPUs are shared with other work; the 1-minute load "
         "average before → after each case is listed.",
         "",
-        "Workload: Llama-2-70B fp16 on 4×H100 SXM, ideal roofline (DESIGN.md seed-004 vectors); prompts lognormal "
+        "Workload: Llama-2-70B fp16 on 4×H100 SXM, ideal roofline (docs/design.md test vectors); prompts lognormal "
         "mean 1,000 / p99 4,000 tokens, outputs lognormal mean 250 / p99 1,000; KV capacity "
         f"{KV_CAPACITY_TOKENS:,} tokens per replica; Poisson arrivals at ρ = {RHO} of the replica's saturation "
         "throughput (measured by flooding the simulator: completions per second until the last admission); "

@@ -66,7 +66,7 @@ from planner.workload import LengthDistribution, Slo, Workload
 GB = 1e9  # bytes; only in messages a person reads
 MS_PER_S = 1e3
 
-#: Default grids (DESIGN.md "The optimisation"): tp within a node; batch limits and chunked-prefill
+#: Default grids (docs/design.md "The optimisation"): tp within a node; batch limits and chunked-prefill
 #: budgets as vLLM deployments set `max_num_seqs` and `max_num_batched_tokens` (None = no chunking).
 TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
 BATCH_LIMITS: tuple[int, ...] = (8, 16, 32, 64, 128, 256)

@@ -46,7 +46,7 @@ def utilisation(arrival_rate_rps: float, service_s: float, servers: int = 1) -> 
 
 
 def mm1_mean_wait_s(arrival_rate_rps: float, service_s: float) -> float:
-    """Mean time in queue of M/M/1: W_q = S·ρ/(1−ρ) (seed 003: 1, 4, 9, 19, 99 × S at ρ = .5 … .99)."""
+    """Mean time in queue of M/M/1: W_q = S·ρ/(1−ρ) (docs/design.md: 1, 4, 9, 19, 99 × S at ρ = .5 … .99)."""
     rho = utilisation(arrival_rate_rps, service_s)
     _stable(rho, "M/M/1")
     return service_s * rho / (1.0 - rho)  # S · ρ/(1−ρ)

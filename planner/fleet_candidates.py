@@ -66,7 +66,7 @@ MS_PER_S = 1e3
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CandidateGrid:
     """The search grids: tensor-parallel degrees, batch limits and chunked-prefill budgets
-    (None = no chunking). Defaults are planner/candidates.py's (DESIGN.md "The optimisation")."""
+    (None = no chunking). Defaults are planner/candidates.py's (docs/design.md "The optimisation")."""
 
     tp_degrees: tuple[int, ...] = TP_DEGREES
     batch_limits: tuple[int, ...] = BATCH_LIMITS

@@ -1,6 +1,6 @@
 """Where a replica's memory goes: weights, the KV cache per token and per request, and what is left.
 
-Per replica of `tp` GPUs (DESIGN.md, "Reference physics"):
+Per replica of `tp` GPUs (docs/design.md, "Reference physics"):
     M = tp · memory_bytes · (1 − memory_reserve_fraction)
     W = params_total · weight_bytes_per_param
     kv_bytes_per_token = 2 · layers · kv_heads · head_dim · kv_element_bytes      (MHA/GQA)

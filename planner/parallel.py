@@ -11,7 +11,7 @@ Communication: Megatron-style tensor parallelism all-reduces the hidden state tw
 (after attention and after the MLP; Shoeybi et al. 2019, arXiv 1909.08053, §3). A ring all-reduce
 of S bytes over p ranks moves 2·(p−1)/p·S bytes through each link in 2·(p−1) steps (reduce-scatter
 then all-gather; Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication
-Operations in MPICH"), so it costs 2·(p−1)/p·S/B + α, the form DESIGN.md states ("ring:
+Operations in MPICH"), so it costs 2·(p−1)/p·S/B + α, the form docs/design.md states ("ring:
 2·(tp−1)/tp·bytes/link_bandwidth + latency"). α is the end-to-end latency of one small-message
 all-reduce (`GpuSpec.interconnect_latency_s`), not a per-hop figure: on NVSwitch and Infinity
 Fabric machines serving engines use one-shot or two-shot all-reduce kernels for the small decode

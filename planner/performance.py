@@ -5,7 +5,7 @@ part of the planner consumes; `evaluate` adds the memory picture, a prefill, dec
 batch sizes and a throughput curve — everything `POST /v1/evaluate` returns, as plain floats in SI
 units (bytes, seconds, FLOP/s, tokens/s).
 
-Per replica of `tp` GPUs (DESIGN.md, "Reference physics"):
+Per replica of `tp` GPUs (docs/design.md, "Reference physics"):
     BW = tp · hbm_bandwidth · η_mem           F = tp · peak_flops(compute dtype) · η_compute
     flops_per_token = 2 · params_active        (one multiply and one add per active weight)
     attention_flops_per_context_token = 4 · layers · heads · head_dim   (QKᵀ and PV, 2 FLOPs each)
@@ -96,7 +96,7 @@ class Prefill:
     """One prompt of `tokens` tokens processed in one step, against one weight read.
 
     `time_s` is the whole step (linear and attention FLOPs, comm, overhead); `linear_time_s` is
-    the linear FLOPs alone at F (DESIGN.md's 70.8 ms); `weight_read_s` one read of the weights.
+    the linear FLOPs alone at F (docs/design.md's 70.8 ms); `weight_read_s` one read of the weights.
     """
 
     tokens: int
@@ -139,7 +139,7 @@ class DecodeStep:
     """One decode step of `batch` sequences each at `context_tokens` of context.
 
     `flops_per_byte` counts the linear FLOPs (2·active per sequence) over every byte read
-    (weights and KV cache) — the intensity DESIGN.md quotes (≈ 59 for Llama-2-70B at batch 134);
+    (weights and KV cache) — the intensity docs/design.md quotes (≈ 59 for Llama-2-70B at batch 134);
     `flops_per_byte_with_attention` adds the attention FLOPs. `bound` compares the memory and
     compute times, i.e. `flops_per_byte_with_attention` against the break-even F / BW.
     `fits_in_memory` is False when the batch's KV cache exceeds the replica's capacity: the row

@@ -1,7 +1,7 @@
 """Analytic model of one continuous-batching replica: occupancy, saturation, waiting and latency percentiles.
 
 It predicts p50/p99 (any percentile) of TTFT, TPOT and E2E for the serving semantics of
-DESIGN.md ("Reference serving semantics") in a few milliseconds of NumPy, so the optimizer can
+docs/design.md ("Reference serving semantics") in a few milliseconds of NumPy, so the optimizer can
 call `max_rps_at_slo` for many candidates (timings in docs/queueing-fidelity.md). The discrete-event simulator
 (`planner/simulator.py`) is its check; `docs/queueing-fidelity.md` holds the comparison.
 

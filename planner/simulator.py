@@ -1,6 +1,6 @@
 """Discrete-event simulator of continuous batching: the check of the analytic queueing model.
 
-It runs the reference serving semantics of DESIGN.md request by request and step by step:
+It runs the reference serving semantics of docs/design.md request by request and step by step:
 a router spreads arrivals over replicas; each replica admits FCFS (no skipping) while a slot
 is free (`batch_limit`) and its KV cache can reserve the head request's prompt + output tokens;
 every step decodes one token for each running sequence whose prompt is done and prefills

@@ -46,7 +46,7 @@ class Efficiency:
     memory_reserve_fraction: float = 0.0
     include_comm: bool = False
     memory_compute_overlap: float = 1.0
-    source: str = "ideal roofline: η = 1, no reserve, no communication, no overhead (DESIGN.md test vectors)"
+    source: str = "ideal roofline: η = 1, no reserve, no communication, no overhead (docs/design.md test vectors)"
 
     def __post_init__(self) -> None:
         _require(0.0 < self.memory <= 1.0, f"memory efficiency must be in (0, 1], got {self.memory}")
@@ -78,7 +78,7 @@ class GpuSpec:
     peak_flops_per_s: Mapping[str, float | None]
     #: Per-GPU link bandwidth used by tensor-parallel all-reduce (NVLink, Infinity Fabric, PCIe).
     interconnect_bytes_per_s: float
-    #: End-to-end latency of one small-message all-reduce across the replica (DESIGN.md's ring "+ latency").
+    #: End-to-end latency of one small-message all-reduce across the replica (docs/design.md's ring latency).
     interconnect_latency_s: float = 0.0
     gpus_per_node: int = 8
     price_usd_per_hour_on_demand: float = 0.0

@@ -118,7 +118,7 @@ class FleetConstraintsSpec(_Input):
 
 
 class SearchGrid(_Input):
-    """The configuration grid searched per workload (defaults: DESIGN.md's)."""
+    """The configuration grid searched per workload (defaults: docs/design.md's)."""
 
     tp_degrees: list[Annotated[int, Field(ge=1, le=64)]] = Field(default=list(TP_DEGREES), min_length=1, max_length=8)
     batch_limits: list[Annotated[int, Field(ge=1, le=65_536)]] = Field(default=list(BATCH_LIMITS), min_length=1, max_length=16)

@@ -41,7 +41,7 @@ from tests.api.client import ApiClient
 ADMIN_KEY = "test-admin-key-0123456789"
 ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
-#: H100 SXM5 datasheet figures (dense), as DESIGN.md's test vectors use them.
+#: H100 SXM5 datasheet figures (dense), as docs/design.md's test vectors use them.
 GPU_RECORD: dict[str, Any] = {
     "slug": "h100-sxm",
     "name": "NVIDIA H100 SXM5 80GB",
@@ -59,7 +59,7 @@ GPU_RECORD: dict[str, Any] = {
     "source": "NVIDIA H100 datasheet",
 }
 
-#: Llama 2 70B's published shape (Touvron et al., 2023), as in DESIGN.md.
+#: Llama 2 70B's published shape (Touvron et al., 2023), as in docs/design.md.
 MODEL_RECORD: dict[str, Any] = {
     "slug": "llama-2-70b",
     "name": "Llama 2 70B",

@@ -1,5 +1,5 @@
 """POST /v1/evaluate through the real app on a migrated database seeded with the reference catalog:
-DESIGN.md's test vectors under `ideal`, calibrated and overridden efficiencies, the 4xx answers,
+docs/design.md's test vectors under `ideal`, calibrated and overridden efficiencies, the 4xx answers,
 and the queueing extension (analytic percentiles, Little's law, unstable load, simulator fallback)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem, bad_fields
 from tests.api.reference_catalog import seed_reference_catalog
 
-#: DESIGN.md: step times and tokens/s within 0.5 %.
+#: docs/design.md: step times and tokens/s within 0.5 %.
 STEP_TOLERANCE = 0.005
 
 VECTOR_BODY: dict[str, Any] = {
@@ -65,7 +65,7 @@ def _recomputed_step_s(sm: dict[str, Any], *, new_tokens: float, kv_tokens_read:
 
 
 def test_ideal_h100_reproduces_the_design_test_vectors(seeded: ApiClient) -> None:
-    """DESIGN.md (seed 004): Llama-2-70B fp16 on 4 × H100 SXM (80 GB, 3.35 TB/s, 989 TFLOP/s), η = 1.
+    """docs/design.md test vectors: Llama-2-70B fp16 on 4 × H100 SXM (80 GB, 3.35 TB/s, 989 TFLOP/s), η = 1.
     W = 70e9 × 2 = 140 GB; KV/token = 2 × 80 × 8 × 128 × 2 = 327,680 B, × 4,096 = 1.342 GB.
     Step(B) = (140e9 + B × 1.342e9) / 13.4e12: 10.55 / 13.65 / 23.87 ms at B = 1 / 32 / 134, so
     B / step = 94.8 / 2,343.7 / 5,613.8 tokens/s. Capacity (320e9 − 140e9) / 327,680 = 549,316

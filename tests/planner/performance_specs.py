@@ -11,7 +11,7 @@ TFLOPS = 1e12
 GB = 1e9
 
 # NVIDIA H100 Tensor Core GPU datasheet (SXM5): 80 GB HBM3, 3.35 TB/s, dense BF16/FP16 989 TFLOP/s,
-# FP8/INT8 1,979; NVLink 900 GB/s bidirectional = 450 GB/s each way. The DESIGN.md test-vector GPU.
+# FP8/INT8 1,979; NVLink 900 GB/s bidirectional = 450 GB/s each way. The docs/design.md test-vector GPU.
 H100_SXM = GpuSpec(
     slug="h100-sxm",
     vendor="nvidia",
@@ -62,7 +62,7 @@ MI300X = GpuSpec(
     gpus_per_node=8,
 )
 
-# Llama 2 70B (Touvron et al. 2023, arXiv 2307.09288; config.json): the DESIGN.md shape.
+# Llama 2 70B (Touvron et al. 2023, arXiv 2307.09288; config.json): the docs/design.md shape.
 LLAMA_2_70B = ModelSpec(
     slug="llama-2-70b",
     params_total=70e9,

@@ -51,7 +51,7 @@ SHAPES = [
 
 
 def test_decode_prediction_is_the_step_formula_worked_by_hand():
-    """Llama-2-70B fp16 on 4 ideal H100s, batch 1 at 4,096 context (DESIGN.md test vector):
+    """Llama-2-70B fp16 on 4 ideal H100s, batch 1 at 4,096 context (docs/design.md test vector):
     (140e9 + 4,096 × 327,680 B) / 13.4e12 B/s = 10.548 ms; compute (140e9 FLOP / 3.956e15 FLOP/s ≈ 35 µs) does not bind."""
     step_model = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, IDEAL)
     point = MeasuredPoint(kind="tpot", value=0.0105, batch=1, context_tokens=4096)

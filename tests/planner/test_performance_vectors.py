@@ -1,4 +1,4 @@
-"""DESIGN.md's test-vector table, reproduced under the ideal profile.
+"""docs/design.md's test-vector table, reproduced under the ideal profile.
 
 Llama-2-70B (70e9 params, 80 layers, 8 KV heads, head dim 128) in fp16 on four H100 SXM
 (80 GB, 3.35 TB/s, 989 TFLOP/s each): per replica BW = 4 × 3.35e12 = 13.4e12 B/s,

@@ -15,7 +15,7 @@ from planner.simulator import simulate
 from planner.step_model import StepModel
 from planner.workload import FixedLength, LognormalLength, Serving, Slo, Workload
 
-#: Llama-2-70B fp16 on four H100 SXM, ideal roofline (DESIGN.md test vectors, seed 004):
+#: Llama-2-70B fp16 on four H100 SXM, ideal roofline (docs/design.md test vectors):
 #: 140 GB of weights, 327,680 B of KV per token, 13.4 TB/s, 3.956 PFLOP/s.
 LLAMA70B_4XH100 = StepModel(
     dense_weight_bytes=140e9,
@@ -46,7 +46,7 @@ def test_vectorised_step_time_matches_step_model() -> None:
     new, kv, att = (np.array(col, dtype=float) for col in zip(*cases, strict=True))
     expected = [LLAMA70B_4XH100.step_s(*case) for case in cases]
     assert step_seconds(LLAMA70B_4XH100, new, kv, att) == pytest.approx(expected, rel=1e-12)
-    # The seed 004 vectors: batch 1 and 32 at 4,096 context.
+    # The docs/design.md test vectors: batch 1 and 32 at 4,096 context.
     assert expected[0] == pytest.approx(10.55e-3, rel=1e-3)
     assert expected[1] == pytest.approx(13.65e-3, rel=1e-3)
 

@@ -26,7 +26,7 @@ ONE_MS_PER_TOKEN = StepModel(
     compute_flops_per_s=1e3,
 )
 
-#: Llama-2-70B fp16 on 4×H100 SXM, ideal roofline (DESIGN.md seed-004 test vectors; H100 datasheet
+#: Llama-2-70B fp16 on 4×H100 SXM, ideal roofline (docs/design.md test vectors; H100 datasheet
 #: 3.35 TB/s and 989 TFLOP/s per GPU): 140 GB of weights, 327,680 KV bytes per token,
 #: attention 4·layers·heads·head_dim FLOPs per context token.
 LLAMA2_70B_4XH100 = StepModel(
@@ -37,7 +37,7 @@ LLAMA2_70B_4XH100 = StepModel(
     memory_bandwidth_bytes_per_s=4 * 3.35e12,
     compute_flops_per_s=4 * 989e12,
 )
-#: (4 × 80 GB − 140 GB) / 327,680 B (DESIGN.md: 134 requests of 4,096 tokens fit).
+#: (4 × 80 GB − 140 GB) / 327,680 B (docs/design.md: 134 requests of 4,096 tokens fit).
 KV_70B_TOKENS = int(180e9 / 327_680)
 CHAT = Workload(
     arrival_rate_rps=1.0,
