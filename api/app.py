@@ -32,9 +32,11 @@ from api.fleet_plans import stop_table_workers
 from api.observability import install_observability
 from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
 from api.routers import calibrations as calibration_routes
+from api.routers import capacity as capacity_routes
 from api.routers import catalog as catalog_routes
 from api.routers import deployments as deployment_routes
 from api.routers import fleet_plans as fleet_plan_routes
+from api.routers import keys as key_routes
 from api.routers import plans as plan_routes
 from api.routers import prices as price_routes
 from api.routers import evaluate as evaluate_routes
@@ -55,6 +57,8 @@ ROUTERS: tuple[APIRouter, ...] = (
     simulate_routes.router,
     deployment_routes.router,
     what_if_routes.router,
+    capacity_routes.router,
+    key_routes.router,
 )
 
 DESCRIPTION = """\

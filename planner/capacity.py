@@ -1,0 +1,347 @@
+"""The capacity of given hardware: the largest request rate `gpus` GPUs of one type sustain within
+the SLOs, the configuration that reaches it, what binds, and (on request) the simulator's word.
+
+A configuration is (tp, precision, batch limit, chunk budget) from planner/candidates.py's
+enumeration, run as r = ⌊gpus / tp⌋ replicas behind a random split. Each replica sees the
+offered stream thinned with probability 1/r, so its inter-arrival CV is c_r² = c²/r + (r − 1)/r
+(`planner.planning._per_replica_cv`, the split the plan's verification simulates), and its
+largest rate meeting every SLO, μ_c, is the planner's own root-find on that per-replica stream
+(`_Planner.mu`, planner/queueing.py `max_rps_at_slo`). The capacity of the configuration is
+
+    Λ_c = r · μ_c                                  (r replicas, each at its largest rate)
+
+and the answer is the configuration with the largest Λ_c (ties: fewer GPUs used, then the smaller
+tp). μ_c ≤ exact saturation ≤ the closed-form saturation bound of planner/candidates.py, so
+r × either bound is an upper bound on Λ_c: configurations are taken in order of their bound and
+the search stops when the next bound cannot beat the best capacity found — the root-find, the
+expensive step, runs only for configurations that could win.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, replace
+from typing import Any
+
+from planner.candidates import (
+    BATCH_LIMITS,
+    CHUNK_BUDGETS,
+    TP_DEGREES,
+    Drop,
+    Option,
+    enumerate_all_options,
+    enumerate_groups,
+)
+from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
+from planner.planning import (
+    CURVE_UTILISATIONS,
+    MAX_VERIFY_ADJUSTMENTS,
+    SATURATION_BINDS,
+    VERIFY_CAPACITY_STEP,
+    VERIFY_REQUESTS,
+    _cached_prediction,
+    _infeasible_from_drops,
+    _meets,
+    _per_replica_cv,
+    _Planner,
+    _predicted_at,
+    _serving,
+    _slo_targets,
+    _verify,
+)
+from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.workload import Slo, Workload
+
+#: Capacities within this relative distance are a tie (μ itself is bracketed to 1 %, planner/rate_search.py).
+_TIE = 1e-9
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityInputs:
+    """What the API gathered from the catalog: the model, the one GPU type and the precisions allowed."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    precisions: tuple[Precision, ...]
+
+    def __post_init__(self) -> None:
+        if not self.precisions:
+            raise PlannerInputError("no precisions to size capacity with: allow at least one", constraint="precisions")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityRequest:
+    """The hardware, the workload's shape (its rate is what is sought and is ignored), the SLOs and the pins."""
+
+    workload: Workload
+    slo: Slo
+    gpus: int
+    tp: int | None = None
+    batch_limit: int | None = None
+    chunk_tokens: int | None = None
+    verify: bool = False
+    verify_requests: int = VERIFY_REQUESTS
+    seed: int = 0
+    tp_degrees: tuple[int, ...] = TP_DEGREES
+    batch_limits: tuple[int, ...] = BATCH_LIMITS
+    chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise PlannerInputError(f"gpus must be >= 1, got {self.gpus}", constraint="gpus")
+        if self.tp is not None and not 1 <= self.tp <= self.gpus:
+            raise PlannerInputError(f"tp {self.tp} needs 1 to {self.gpus} GPUs (the hardware given)", constraint="tp")
+        if self.batch_limit is not None and self.batch_limit < 1:
+            raise PlannerInputError(f"batch_limit must be >= 1, got {self.batch_limit}", constraint="batch_limit")
+        if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
+            raise PlannerInputError(
+                f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})", constraint="chunk_tokens"
+            )
+        if self.verify_requests < 100:
+            raise PlannerInputError(f"verify_requests must be >= 100, got {self.verify_requests}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityConfiguration:
+    gpu: str
+    tp: int
+    replicas: int
+    gpus_used: int
+    weights_precision: str
+    kv_precision: str
+    batch_limit: int
+    chunk_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CurvePoint:
+    """Per-replica latencies at the SLO's percentile at one utilisation (None where unstable)."""
+
+    utilisation: float
+    arrival_rate_rps: float  # per replica
+    ttft_s: float | None
+    tpot_s: float | None
+    e2e_s: float | None
+    meets_slo: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyStep:
+    """One simulation: the whole deployment's rate, one replica simulated at its share, and the verdict."""
+
+    arrival_rate_rps: float
+    per_replica_rate_rps: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    stable: bool
+    misses: tuple[str, ...]
+    meets_slo: bool
+    requests_simulated: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapacityResult:
+    """The largest sustainable rate and everything that explains it; SI units, the unit in each name."""
+
+    max_arrival_rate_rps: float  # whole deployment; the simulator's agreed rate when verified
+    analytic_arrival_rate_rps: float  # replicas × μ from the queueing model
+    output_tokens_per_s: float  # max_arrival_rate_rps × E[output tokens]
+    configuration: CapacityConfiguration
+    max_rps_per_replica: float  # μ
+    saturation_rps_per_replica: float
+    utilisation: float  # μ / saturation
+    binding: str  # "ttft", "tpot", "e2e" or "saturation"
+    per_replica_arrival_cv: float
+    curve: tuple[CurvePoint, ...]
+    cost_usd_per_hour: float | None  # gpus_used × the GPU's on-demand price; None when unpriced
+    verification: tuple[VerifyStep, ...] | None
+    configurations_evaluated: int
+    configurations_considered: int
+
+
+@dataclass(slots=True)
+class _Best:
+    option: Option | None = None
+    replicas: int = 0
+    mu_rps: float = 0.0
+    total_rps: float = 0.0
+
+
+def _beats(total: float, gpus_used: int, tp: int, option_id: str, best: _Best) -> bool:
+    """More capacity; on a tie fewer GPUs used, then the smaller tp, then the smaller id (order-free)."""
+    if best.option is None or total > best.total_rps * (1 + _TIE):
+        return True
+    if total < best.total_rps * (1 - _TIE):
+        return False
+    best_key = (best.replicas * best.option.group.tp, best.option.group.tp, best.option.id)
+    return (gpus_used, tp, option_id) < best_key
+
+
+def _priced(gpu: GpuSpec) -> GpuSpec:
+    """Capacity needs no price, but the enumeration drops an unpriced GPU: give it a unit price,
+    which only orders nothing here (every configuration runs on the same GPU type)."""
+    return gpu if gpu.price_usd_per_hour_on_demand > 0 else replace(gpu, price_usd_per_hour_on_demand=1.0)
+
+
+def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityResult:
+    """The largest rate `request.gpus` GPUs of `inputs.gpu` sustain within `request.slo` (module docstring).
+
+    Raises InfeasiblePlanError, naming the culprit, when no configuration meets the SLOs even
+    unloaded (or holds the model); PlannerInputError on malformed input."""
+    workload, slo, gpus = request.workload.at_rate(1.0), request.slo, request.gpus
+    options, drops = _options(request, inputs)
+    if not options:
+        raise _infeasible_from_drops(drops, slo, ())
+
+    # one planner per tp: the per-replica arrival CV depends on the replica count r = ⌊gpus / tp⌋
+    planners: dict[int, _Planner] = {}
+    for tp in sorted({o.group.tp for o in options}):
+        replicas = gpus // tp
+        per_replica = replace(workload, arrival_cv=_per_replica_cv(workload.arrival_cv, replicas))
+        planners[tp] = _Planner([o for o in options if o.group.tp == tp], per_replica)
+
+    # stage 0: r × closed-form bound; stage 1: r × exact saturation; stage 2: r × μ (final)
+    heap: list[tuple[float, int, str]] = [(-(gpus // o.group.tp) * o.saturation_bound_rps, 0, o.id) for o in options]
+    heapq.heapify(heap)
+    by_id = {o.id: o for o in options}
+    best = _Best()
+    never: list[tuple[str, float, str]] = []
+    evaluated = 0
+    while heap:
+        negative_bound, stage, option_id = heapq.heappop(heap)
+        bound = -negative_bound
+        if best.option is not None and bound < best.total_rps * (1 - _TIE):
+            break  # nothing left can beat (or tie) the best
+        option = by_id[option_id]
+        tp, replicas = option.group.tp, gpus // option.group.tp
+        planner = planners[tp]
+        if stage == 0:
+            heapq.heappush(heap, (-replicas * planner.saturation(option), 1, option_id))
+            continue
+        if stage == 1:
+            evaluated += 1
+            mu = planner.mu(option, slo)
+            if isinstance(mu, tuple):
+                metric, _reason, predicted = mu
+                if metric in ("ttft", "tpot", "e2e") and predicted is not None:
+                    never.append((metric, predicted, _where(option)))
+                continue
+            heapq.heappush(heap, (-replicas * mu, 2, option_id))
+            continue
+        total = bound
+        if _beats(total, replicas * tp, tp, option_id, best):
+            best = _Best(option=option, replicas=replicas, mu_rps=total / replicas, total_rps=total)
+    if best.option is None:
+        raise _infeasible_from_drops(drops, slo, never)
+    return _result(request, inputs, best.option, best, planners[best.option.group.tp], evaluated, len(options))
+
+
+def _where(option: Option) -> str:
+    g = option.group
+    precision = g.precision.weights.slug if g.precision.weights.slug == g.precision.kv_cache.slug else (
+        f"{g.precision.weights.slug} weights, {g.precision.kv_cache.slug} KV")
+    return f"{g.gpu.slug}, {precision}, tp {g.tp}, batch {option.batch_limit}"
+
+
+def _binding(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> str:
+    """The SLO metric closest to its target at μ; saturation when every SLO holds up to 99 % of it."""
+    if mu_rps >= SATURATION_BINDS * saturation_rps:
+        return "saturation"
+    prediction = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
+                                    mu_rps, slo.percentile)
+    targets = _slo_targets(slo)
+    return max(targets, key=lambda metric: _predicted_at(prediction, metric) / targets[metric])
+
+
+def _curve(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> tuple[CurvePoint, ...]:
+    """Per-replica percentiles at the plan's fixed utilisations below μ, and at μ itself."""
+    rates = sorted({u * saturation_rps for u in CURVE_UTILISATIONS if u * saturation_rps < mu_rps} | {mu_rps})
+    points: list[CurvePoint] = []
+    for rate in rates:
+        try:
+            p = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
+                                   rate, slo.percentile)
+        except ConvergenceError:
+            continue  # a point the queueing model cannot solve is left out, not guessed
+        stable = not p.unstable
+        points.append(CurvePoint(
+            utilisation=rate / saturation_rps, arrival_rate_rps=rate,
+            ttft_s=_predicted_at(p, "ttft") if stable else None, tpot_s=_predicted_at(p, "tpot") if stable else None,
+            e2e_s=_predicted_at(p, "e2e") if stable else None, meets_slo=_meets(p, slo),
+        ))
+    return tuple(points)
+
+
+def _step(report: dict[str, Any], rate_rps: float) -> VerifyStep:
+    simulated = report["simulated"]
+    return VerifyStep(
+        arrival_rate_rps=rate_rps, per_replica_rate_rps=report["per_replica_rate_rps"],
+        ttft_s=simulated["ttft_s"]["at_percentile"], tpot_s=simulated["tpot_s"]["at_percentile"],
+        e2e_s=simulated["e2e_s"]["at_percentile"], stable=bool(simulated["stable"]), misses=tuple(report["misses"]),
+        meets_slo=bool(report["meets_slo"]), requests_simulated=int(report["requests_simulated"]),
+    )
+
+
+def _verified(request: CapacityRequest, option: Option, replicas: int, rate_rps: float) -> tuple[VerifyStep, ...]:
+    """Simulate at the analytic rate; on a miss lower it by the step the plan's verification adds
+    capacity with (÷ 1.10), at most MAX_VERIFY_ADJUSTMENTS times. Raises when the simulator never agrees."""
+    steps: list[VerifyStep] = []
+    for adjustment in range(MAX_VERIFY_ADJUSTMENTS + 1):
+        rate = rate_rps / VERIFY_CAPACITY_STEP**adjustment
+        report = _verify(option, request.workload, rate, replicas, request.slo, request.verify_requests, request.seed)
+        steps.append(_step(report, rate))
+        if report["meets_slo"]:
+            return tuple(steps)
+    last = steps[-1]
+    raise InfeasiblePlanError(
+        f"the simulator finds the SLOs missed ({', '.join(last.misses)}) on {_where(option)} × {replicas} even at "
+        f"{last.arrival_rate_rps:.4g} req/s, {len(steps) - 1} steps of 10 % below the queueing model's "
+        f"{rate_rps:.4g} req/s",
+        constraint="verification", tried_rates_rps=[s.arrival_rate_rps for s in steps],
+    )
+
+
+def _result(request: CapacityRequest, inputs: CapacityInputs, option: Option, best: _Best, planner: _Planner,
+            evaluated: int, considered: int) -> CapacityResult:
+    g, replicas, mu = option.group, best.replicas, best.mu_rps
+    saturation = planner.saturation(option)
+    steps = _verified(request, option, replicas, best.total_rps) if request.verify else None
+    rate = steps[-1].arrival_rate_rps if steps else best.total_rps
+    gpus_used = replicas * g.tp
+    price = inputs.gpu.price_usd_per_hour_on_demand
+    return CapacityResult(
+        max_arrival_rate_rps=rate,
+        analytic_arrival_rate_rps=best.total_rps,
+        output_tokens_per_s=rate * request.workload.output_tokens.mean,  # requests/s × mean output tokens per request
+        configuration=CapacityConfiguration(
+            gpu=g.gpu.slug, tp=g.tp, replicas=replicas, gpus_used=gpus_used, weights_precision=g.precision.weights.slug,
+            kv_precision=g.precision.kv_cache.slug, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens,
+        ),
+        max_rps_per_replica=mu,
+        saturation_rps_per_replica=saturation,
+        utilisation=mu / saturation,
+        binding=_binding(planner, option, request.slo, mu, saturation),
+        per_replica_arrival_cv=planner.mix.arrival_cv,
+        curve=_curve(planner, option, request.slo, mu, saturation),
+        cost_usd_per_hour=gpus_used * price if price > 0 else None,  # GPUs used × on-demand $/GPU-h
+        verification=steps,
+        configurations_evaluated=evaluated,
+        configurations_considered=considered,
+    )
+
+
+def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Option], list[Drop]]:
+    """Every configuration of the one GPU type within the pins (tp up to `gpus`), and what was dropped."""
+    workload = request.workload.at_rate(1.0)
+    tp_degrees = (request.tp,) if request.tp is not None else tuple(t for t in request.tp_degrees if t <= request.gpus)
+    groups, drops = enumerate_groups(model=inputs.model, gpus=(_priced(inputs.gpu),), precisions=inputs.precisions,
+                                     workload=workload, slo=request.slo, tp_degrees=tp_degrees)
+    batch_limits = (request.batch_limit,) if request.batch_limit is not None else request.batch_limits
+    chunk_budgets = (request.chunk_tokens,) if request.chunk_tokens is not None else request.chunk_budgets
+    return enumerate_all_options(groups, workload, batch_limits=batch_limits, chunk_budgets=chunk_budgets), drops
+
+
+def capacity_options(request: CapacityRequest, inputs: CapacityInputs) -> list[Option]:
+    """Every configuration `max_capacity` considers."""
+    return _options(request, inputs)[0]
