@@ -36,6 +36,7 @@ from api.routers import capacity as capacity_routes
 from api.routers import catalog as catalog_routes
 from api.routers import deployments as deployment_routes
 from api.routers import fleet_plans as fleet_plan_routes
+from api.routers import keys as key_routes
 from api.routers import plans as plan_routes
 from api.routers import prices as price_routes
 from api.routers import evaluate as evaluate_routes
@@ -57,6 +58,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     deployment_routes.router,
     what_if_routes.router,
     capacity_routes.router,
+    key_routes.router,
 )
 
 DESCRIPTION = """\

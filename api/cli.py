@@ -1,5 +1,5 @@
 """The `headroom` command line: serve the API, migrate and seed the database, move the catalog
-in and out as JSON/YAML, issue API keys, export the OpenAPI document.
+in and out as JSON/YAML, issue, list and revoke API keys, export the OpenAPI document.
 
 Exit codes: 0 success, 2 bad input (arguments, settings, files, records), 1 anything else;
 errors are one line on stderr. `plan` and `replan` (api/client_cli.py, for scheduled jobs) add
@@ -22,6 +22,7 @@ import yaml
 from api import client_cli
 from api.settings import Settings, SettingsError
 from catalog import migrate
+from catalog.api_keys import ApiKeys, key_id_of
 from catalog.db import make_engine, make_session_factory
 from catalog.errors import InvalidRecordError
 from catalog.records import API_KEY_ROLES
@@ -101,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     create = keys.add_parser("create", help="issue a key and print it once (only its hash is stored)")
     create.add_argument("--role", required=True, choices=API_KEY_ROLES)
     create.set_defaults(run=_keys_create)
+    list_ = keys.add_parser("list", help="every key: id, prefix, role, created, last used, revoked (never a secret)")
+    list_.add_argument("--format", choices=("table", "json"), default="table", help="output format (default table)")
+    list_.set_defaults(run=_keys_list)
+    revoke = keys.add_parser("revoke", help="revoke key ID (its id, prefix hr_<id> or the whole key): 401 from its next request")
+    revoke.add_argument("key", metavar="ID")
+    revoke.set_defaults(run=_keys_revoke)
 
     client_cli.add_commands(commands)  # plan, replan: the scheduled-job commands (exit codes 0/2/3/4)
 
@@ -206,6 +213,31 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
     key = _in_transaction(settings, lambda catalog: catalog.create_api_key(args.role))
     print(key)
     print(f"headroom: created a {args.role} key; it is shown only this once", file=sys.stderr)
+    return 0
+
+
+def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
+    keys = _in_transaction(settings, lambda catalog: ApiKeys(catalog.session).list())
+    rows = [{"id": key.id, "prefix": key.prefix, "role": key.role, "created_at": key.created_at.isoformat(),
+             "last_used_at": key.last_used_at.isoformat() if key.last_used_at else None,
+             "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None} for key in keys]
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    columns = ("id", "role", "created_at", "last_used_at", "revoked_at")
+    table = [columns, *[tuple(row[column] or "-" for column in columns) for row in rows]]
+    widths = [max(len(str(line[i])) for line in table) for i in range(len(columns))]
+    for line in table:
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip())
+    return 0
+
+
+def _keys_revoke(args: argparse.Namespace, settings: Settings) -> int:
+    key_id = key_id_of(args.key)
+    revoked = _in_transaction(settings, lambda catalog: ApiKeys(catalog.session).revoke(key_id))
+    if revoked is None:
+        raise InputError(f"no API key with id {key_id!r} (headroom keys list shows them)")
+    print(f"revoked {revoked.prefix} ({revoked.role}) at {revoked.revoked_at.isoformat() if revoked.revoked_at else '-'}")
     return 0
 
 

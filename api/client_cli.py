@@ -5,21 +5,30 @@ in-process against the local database (HEADROOM_DATABASE_URL or --database-url),
 answer as JSON (default) or a table. The exit code is the contract a CronJob alerts on:
 
     0  planned (re-plan: whether or not the deployment changed; see `changed` in the output)
+    5  planned, and the plan changed (only with --detailed-exitcode; without it a change exits 0)
     2  bad input: unreadable file, invalid request, unknown model/GPU/deployment, rejected key
     3  infeasible: no plan meets the SLOs and constraints (the problem names the relaxation)
     4  service unreachable: connection refused or timed out, 502/503/504, or a local database
        that cannot be opened or is not migrated
     1  anything else (a bug: the message says where to look)
+
+With --detailed-exitcode (as `terraform plan -detailed-exitcode`, whose 2 this CLI already uses for
+bad input) "changed" means: for `replan`, the re-plan's `changed`; for `plan --deployment NAME`, a
+plan decision (GPU, tp, replicas, precision, batch limit, chunk budget, fleet) other than the one
+in force before, or no plan in force; for `plan` without a deployment there is nothing in force, so
+every plan is a change. stdout carries only the answer: the solver's banner and any other output
+of the planning go to stderr, so `headroom plan f.json | jq` always reads JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +39,7 @@ EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_INFEASIBLE = 3
 EXIT_UNREACHABLE = 4
+EXIT_CHANGED = 5
 
 API_KEY_ENV = "HEADROOM_API_KEY"
 #: Problem types that mean "no plan exists for this request" (exit 3) rather than "bad request" (exit 2).
@@ -39,9 +49,10 @@ CONNECT_TIMEOUT_S = 5.0
 REQUEST_TIMEOUT_S = 300.0
 
 EXIT_CODES_HELP = """\
-exit codes: 0 planned; 2 bad input (file, request, unknown model/GPU/deployment, API key);
-3 infeasible (no plan meets the SLOs and constraints); 4 service unreachable (connection,
-502/503/504, or the local database cannot be opened or is not migrated); 1 anything else.
+exit codes: 0 planned; 5 planned and the plan changed (only with --detailed-exitcode);
+2 bad input (file, request, unknown model/GPU/deployment, API key); 3 infeasible (no plan meets
+the SLOs and constraints); 4 service unreachable (connection, 502/503/504, or the local database
+cannot be opened or is not migrated); 1 anything else. Only the answer goes to stdout.
 With --url the API key is read from HEADROOM_API_KEY; without it the command plans in-process
 against HEADROOM_DATABASE_URL (or --database-url)."""
 
@@ -82,6 +93,8 @@ def add_commands(commands: Any) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="a running Headroom service (e.g. http://headroom:8000); default: plan in-process")
     parser.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
+    parser.add_argument("--detailed-exitcode", action="store_true",
+                        help="exit 5 (not 0) when the plan changed: the deployment's plan in force differs afterwards")
     parser.add_argument("--idempotency-key", metavar="KEY",
                         help="sent as Idempotency-Key with --url, so a retried job creates nothing twice (default: a fresh UUID)")
 
@@ -89,27 +102,45 @@ def _common(parser: argparse.ArgumentParser) -> None:
 # --- the commands -----------------------------------------------------------------------------------
 
 
+#: The members of a plan's `plan` block that make it a different deployment (not `target_rho`,
+#: which moves with the traffic while the GPUs stay the same).
+DECISION_FIELDS = ("gpu", "tp", "replicas", "gpus_total", "precision", "batch_limit", "chunk_tokens", "fleet")
+
+
+def _decision(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if plan is None else {field: plan["plan"].get(field) for field in DECISION_FIELDS}
+
+
 def run_plan(args: argparse.Namespace, settings: Any) -> int:
-    def work() -> dict[str, Any]:
+    def work() -> tuple[dict[str, Any], bool]:
         body = _read_json(args.file)
         if not isinstance(body, dict):
             raise CommandError(EXIT_BAD_INPUT, f"{args.file} must hold a JSON object (a plan request)")
         if args.deployment is not None:
             body["name"] = args.deployment
         if args.url:
-            return _remote(args, "POST", "/v1/plans", body)
-        return _in_process(settings, lambda catalog, session: _plan_locally(body, catalog, session, settings.default_price_provider))
+            before = None
+            if args.deployment is not None and args.detailed_exitcode:
+                deployment = _remote(args, "GET", f"/v1/deployments/{_quote(args.deployment)}", None, missing_ok=True)
+                before = _decision((deployment or {}).get("current_plan"))
+            result = _remote(args, "POST", "/v1/plans", body)
+        else:
+            before, result = _in_process(settings, lambda catalog, session: _plan_locally(body, catalog, session,
+                                                                                          settings.default_price_provider))
+        return result, before is None or before != _decision(result)
 
     return _run(args, work, _plan_table)
 
 
 def run_replan(args: argparse.Namespace, settings: Any) -> int:
-    def work() -> dict[str, Any]:
+    def work() -> tuple[dict[str, Any], bool]:
         body = _replan_body(args)
         if args.url:
-            return _remote(args, "POST", f"/v1/deployments/{_quote(args.name)}/replan", body)
-        return _in_process(settings, lambda catalog, session: _replan_locally(args.name, body, catalog, session,
-                                                                              settings.default_price_provider))
+            result = _remote(args, "POST", f"/v1/deployments/{_quote(args.name)}/replan", body)
+        else:
+            result = _in_process(settings, lambda catalog, session: _replan_locally(args.name, body, catalog, session,
+                                                                                    settings.default_price_provider))
+        return result, bool(result["changed"])
 
     return _run(args, work, _replan_table)
 
@@ -125,14 +156,37 @@ def _replan_body(args: argparse.Namespace) -> dict[str, Any]:
     return {"workload": demand} if "prompt_tokens" in demand else demand
 
 
-def _run(args: argparse.Namespace, work: Callable[[], dict[str, Any]], table: Callable[[dict[str, Any]], str]) -> int:
+def _run(args: argparse.Namespace, work: Callable[[], tuple[dict[str, Any], bool]],
+         table: Callable[[dict[str, Any]], str]) -> int:
+    """`work()` (the answer and whether it changed the plan in force) with stdout kept for the answer."""
     try:
-        result = work()
+        with _stdout_to_stderr():
+            result, changed = work()
     except CommandError as exc:
         print(f"headroom: error: {exc}", file=sys.stderr)
         return exc.code
     sys.stdout.write(json.dumps(result, indent=2, ensure_ascii=False) + "\n" if args.format == "json" else table(result))
-    return EXIT_OK
+    return EXIT_CHANGED if changed and args.detailed_exitcode else EXIT_OK
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 pointed at stderr for the duration: HiGHS prints its banner from C on the
+    process's stdout when its first model is made, whatever its options say, and nothing but the
+    answer may reach a pipe into `jq`."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no stdout at all: nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _read_json(name: str) -> Any:
@@ -155,7 +209,7 @@ def _quote(name: str) -> str:
 # --- in-process --------------------------------------------------------------------------------------
 
 
-def _in_process(settings: Any, work: Callable[[Any, Any], dict[str, Any]]) -> dict[str, Any]:
+def _in_process(settings: Any, work: Callable[[Any, Any], Any]) -> Any:
     """`work(catalog, session)` in one transaction on the local database, errors as exit codes."""
     from sqlalchemy.exc import SQLAlchemyError
 
@@ -195,15 +249,21 @@ def _validation_summary(exc: ValidationError) -> str:
     return "; ".join(f"{e['field']}: {e['message']}" for e in field_errors(exc.errors(), strip_body=False))
 
 
-def _plan_locally(body: dict[str, Any], catalog: Any, session: Any, default_provider: str) -> dict[str, Any]:
+def _plan_locally(body: dict[str, Any], catalog: Any, session: Any,
+                  default_provider: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """(the deployment's decision in force before, or None; the new plan)."""
     from api.deployments import create_plan
     from api.schemas.plans import PlanRequest
     from catalog.deployments import Deployments
+    from catalog.plans import Plans
 
     request = PlanRequest.model_validate(body)
+    deployment = Deployments(session).find(request.name) if request.name is not None else None
+    current_id = deployment.current_plan_id if deployment is not None else None
+    before = _decision(Plans(session).get(current_id).response) if current_id else None
     content = create_plan(request, catalog, session, default_provider=default_provider)
     Deployments(session).record_named_plan(request.name, content["id"], request.model_dump(mode="json"))
-    return content
+    return before, content
 
 
 def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any, default_provider: str) -> dict[str, Any]:
@@ -219,7 +279,9 @@ def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any,
 # --- against a service ----------------------------------------------------------------------------------
 
 
-def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None, *,
+            missing_ok: bool = False) -> Any:
+    """The JSON answer; None for a 404 when `missing_ok`; problems as exit codes."""
     try:
         import httpx
     except ImportError as exc:  # pragma: no cover - httpx is a dependency; this guards a broken install
@@ -238,6 +300,8 @@ def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, An
         raise CommandError(EXIT_UNREACHABLE, f"cannot reach {args.url}: {type(exc).__name__}: {exc}") from exc
     if response.is_success:
         return response.json()
+    if missing_ok and response.status_code == 404:
+        return None
     problem = _problem(response)
     detail = problem.get("detail") or response.text[:300]
     if response.status_code in (502, 503, 504):

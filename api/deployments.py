@@ -138,8 +138,9 @@ def create_plan(body: PlanRequest, catalog: Catalog, session: Session, *, run: R
     content = plan_response(plan_id, body.name, result, created_at.isoformat(),
                             prices=[price.read() for price in pricing.prices.values()], price_notes=pricing.notes,
                             calibration_grades={gpu.slug: gpu.calibration_grade for gpu in inputs.gpus})
-    Plans(session).save(plan_id=plan_id, name=body.name, request=body.model_dump(mode="json"), response=content,
-                        catalog_version=inputs.catalog_version, created_at=created_at)
+    if body.store:  # a dry run (store false) writes nothing
+        Plans(session).save(plan_id=plan_id, name=body.name, request=body.model_dump(mode="json"), response=content,
+                            catalog_version=inputs.catalog_version, created_at=created_at)
     return content
 
 

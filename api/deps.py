@@ -72,13 +72,13 @@ def _caller_role(
     catalog: CatalogDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str | None:
-    """The role of the presented key; None without a key; 401 for a key nobody issued."""
+    """The role of the presented key; None without a key; 401 for a key nobody issued or a revoked one."""
     if credentials is None:
         return None
     key = credentials.credentials
     if settings.admin_key is not None and hmac.compare_digest(_digest(key), _digest(settings.admin_key)):
         return "admin"
-    role = catalog.role_for_key(key)
+    role = catalog.role_for_key(key, record_use=True)  # a revoked key fails here, from its next request
     if role is None:
         raise AuthenticationError("The API key is not valid.")
     return role
@@ -106,6 +106,15 @@ def _reader(settings: SettingsDep, role: CallerRoleDep) -> str | None:
     if settings.require_auth and role is None:
         raise AuthenticationError("This service requires an API key for every request: send Authorization: Bearer <key>.")
     return role
+
+
+def authorize_plan(settings: Settings, role: str | None, *, store: bool) -> None:
+    """POST /v1/plans: storing a plan needs role planner; a dry run (`store: false`) writes nothing
+    and is authorised as a read."""
+    if store:
+        require_role("planner")(role)
+    else:
+        _reader(settings, role)
 
 
 #: Writes to the catalog.

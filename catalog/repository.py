@@ -21,11 +21,7 @@ Conventions:
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
-import re
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -37,6 +33,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
+from catalog.api_keys import ApiKeys
 from catalog.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -54,7 +51,6 @@ from catalog.models import (
     QuantizationRow,
 )
 from catalog.records import (
-    API_KEY_ROLES,
     canonical_efficiency_profile,
     canonical_gpu,
     canonical_model,
@@ -80,14 +76,13 @@ from planner.specs import (
 #: Reference data shipped with the code; loaded on request (`load_reference_catalog`), never on import.
 REFERENCE_DATA_DIR = Path(__file__).resolve().parent / "data"
 
-GB_BYTES = 1e9  # GB = 1e9 bytes (datasheet convention, DESIGN.md)
+GB_BYTES = 1e9  # GB = 1e9 bytes (datasheet convention, docs/design.md)
 TFLOPS_FLOPS = 1e12  # TFLOP/s = 1e12 FLOP/s
 MS_PER_S = 1e3
 US_PER_S = 1e6
 
 MAX_PAGE_SIZE = 10_000
 INT32_MAX = 2**31 - 1
-_API_KEY_PATTERN = re.compile(r"^hr_([0-9a-f]{16})_([A-Za-z0-9_-]{20,})$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,10 +109,6 @@ def _read_only(row: GpuRow | ModelRow | QuantizationRow | EfficiencyProfileRow) 
 def _storable(value: object) -> bool:
     """Whether a look-up string can match a stored one (PostgreSQL refuses NUL in text)."""
     return isinstance(value, str) and "\x00" not in value
-
-
-def _secret_sha256(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 # ---- rows <-> records -------------------------------------------------------------------------
@@ -674,40 +665,19 @@ class Catalog:
     # ---- API keys ------------------------------------------------------------------------------
 
     def create_api_key(self, role: str) -> str:
-        """A new key `hr_<key id>_<secret>` for `role` (admin, planner or reader). Only the
-        SHA-256 of the secret is stored: the returned plaintext is the only copy."""
-        if role not in API_KEY_ROLES:
-            raise InvalidRecordError(
-                f"unknown role {role!r}",
-                errors=[{"field": "role", "message": f"must be one of {', '.join(API_KEY_ROLES)}"}],
-            )
-        key_id = secrets.token_hex(8)
-        secret = secrets.token_urlsafe(32)
-        self.session.add(ApiKeyRow(id=key_id, secret_sha256=_secret_sha256(secret), role=role, created_at=_now()))
-        self._flush(what="API key")
-        return f"hr_{key_id}_{secret}"
+        """A new key for `role`, shown only here (catalog.api_keys.ApiKeys.create)."""
+        return ApiKeys(self.session).create(role)
 
-    def role_for_key(self, key: str) -> str | None:
-        """The role of a valid key, or None (malformed, unknown or wrong secret). The secret's
-        hash is compared in constant time."""
-        match = _API_KEY_PATTERN.fullmatch(key) if isinstance(key, str) else None
-        if match is None:
-            return None
-        key_id, secret = match.groups()
-        row = self.session.get(ApiKeyRow, key_id)
-        presented = _secret_sha256(secret)
-        stored = presented if row is None else row.secret_sha256
-        matches = hmac.compare_digest(presented.encode(), stored.encode())
-        return row.role if row is not None and matches else None
+    def role_for_key(self, key: str, *, record_use: bool = False) -> str | None:
+        """The role of a valid, unrevoked key, or None (catalog.api_keys.ApiKeys.role_for_key)."""
+        return ApiKeys(self.session).role_for_key(key, record_use=record_use)
 
     def delete_api_key(self, key_id: str) -> bool:
-        """Revoke the key with this id; False if there was none."""
+        """Revoke the key with this id; False if there was none or it was revoked already."""
         row = self.session.get(ApiKeyRow, key_id)
-        if row is None:
+        if row is None or row.revoked_at is not None:
             return False
-        self.session.delete(row)
-        self._flush(what="API key")
-        return True
+        return ApiKeys(self.session).revoke(key_id) is not None
 
     # ---- internals -----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 
 from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
 from api import deployments as service
-from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep
+from api.deps import CallerRoleDep, CatalogDep, ReaderDep, SessionDep, SettingsDep, authorize_plan
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
@@ -24,10 +24,14 @@ router = APIRouter(tags=["plans"])
     response_model=PlanResponse,
     name="create_plan",
     summary="Plan the cheapest deployment that meets the SLOs",
-    responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS, status_code=201), **problem_responses(401, 403, 404, 422, 503)},
+    responses={
+        **csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS, status_code=201),
+        200: {"model": PlanResponse, "description": "A dry run (`store: false`): the plan, not stored."},
+        **problem_responses(401, 403, 404, 422, 503),
+    },
 )
 def create_plan(
-    body: PlanRequest, catalog: CatalogDep, session: SessionDep, _planner: PlannerKeyDep, as_csv: CsvDep,
+    body: PlanRequest, catalog: CatalogDep, session: SessionDep, caller: CallerRoleDep, as_csv: CsvDep,
     idempotency: IdempotencyDep, settings: SettingsDep, deadline: DeadlineDep, metrics: MetricsDep,
 ) -> Response:
     """Chooses GPU type, tp, replicas, precision, batch limit and chunked-prefill budget at minimum
@@ -38,8 +42,10 @@ def create_plan(
     can be read back at the `Location` header. 404 for an unknown model, GPU or quantization;
     422 when no plan exists, naming the constraint and the smallest relaxation. With `name`, the
     plan becomes that deployment's current plan (GET /v1/deployments/{name}). A retry with the same
-    `Idempotency-Key` and body answers the first plan again and plans nothing."""
-    if (replayed := idempotency.replay(body)) is not None:
+    `Idempotency-Key` and body answers the first plan again and plans nothing. With `store: false`
+    (a dry run, allowed for reader keys) the answer is 200 and nothing is written."""
+    authorize_plan(settings, caller, store=body.store)
+    if body.store and (replayed := idempotency.replay(body)) is not None:
         return replayed
     content = service.create_plan(body, catalog, session, run=deadline.run,
                                   solver_time_limit_s=min(settings.solver_time_limit_s, deadline.remaining_s()),
@@ -47,6 +53,11 @@ def create_plan(
     metrics.record_plan_computed()
     metrics.record_solver_time(content["provenance"]["solve_ms"] / MS_PER_S)
     plan_id = content["id"]
+    if not body.store:
+        if as_csv:
+            return csv_response(rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS),
+                                filename=f"plan-{plan_id}.csv")
+        return JSONResponse(content)
     Deployments(session).record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
     location = f"/v1/plans/{plan_id}"
     if as_csv:

@@ -136,6 +136,12 @@ class PlanRequest(_Input):
         default=None, min_length=1, max_length=200, pattern=r"^[^/\x00-\x1f]+$",
         description="Deployment this plan is for: the plan becomes its current plan (GET /v1/deployments/{name}). No `/` or control characters.",
     )
+    store: bool = Field(
+        default=True, exclude=True,  # a request's switch, not part of the request stored with a plan
+        description="False for a dry run: the plan is answered (200, no Location) but nothing is written: no stored plan, "
+        "no deployment change, no Idempotency-Key record. Its `id` is fresh and never stored (GET answers 404). "
+        "Any key may dry-run (a reader key, or none unless HEADROOM_REQUIRE_AUTH=1); storing needs role planner.",
+    )
 
     @model_validator(mode="after")
     def _positive_rate(self) -> Self:

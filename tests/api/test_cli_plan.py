@@ -6,6 +6,8 @@ Idempotency-Key against the live server."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,6 @@ from catalog.db import make_engine, make_session_factory
 from catalog.repository import Catalog
 from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY, free_port, serve_headroom
 from tests.api.test_deployments import chat
-
 
 
 @pytest.fixture
@@ -93,6 +94,7 @@ def test_the_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -
         main(["plan", "--help"])
     out = capsys.readouterr().out
     assert "0 planned" in out and "3 infeasible" in out and "4 service unreachable" in out and "HEADROOM_API_KEY" in out
+    assert "5 planned and the plan changed" in out and "--detailed-exitcode" in out
 
 
 @pytest.fixture(scope="module")
@@ -157,3 +159,33 @@ def test_concurrent_retries_with_one_key_create_one_plan(server: str) -> None:
     # a loser that found the winner still running may answer 409 "in progress"; never another plan
     assert all(a.status_code == 201 or (a.status_code == 409 and a.json()["reason"] == "in_progress") for a in answers)
     assert httpx.get(f"{server}/v1/deployments/raced/plans", timeout=5.0).json()["total"] == 1
+
+
+def test_detailed_exitcode_is_5_only_when_the_plan_in_force_changes(
+    local_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the flag a change exits 0; with it: a new deployment's first plan and a re-plan that
+    changes are 5, the same plan again and a re-plan inside the hysteresis band are 0."""
+    request = write(tmp_path / "plan.json", chat(15))
+    assert run(capsys, "--database-url", local_url, "plan", request, "--deployment", "chat")[0] == 0
+    assert run(capsys, "--database-url", local_url, "plan", request, "--deployment", "chat", "--detailed-exitcode")[0] == 0
+    fresh = run(capsys, "--database-url", local_url, "plan", request, "--deployment", "other", "--detailed-exitcode")
+    assert fresh[0] == 5 and json.loads(fresh[1])["name"] == "other"
+
+    changed = run(capsys, "--database-url", local_url, "replan", "chat", "--rate", "40", "--detailed-exitcode")
+    assert changed[0] == 5 and json.loads(changed[1])["changed"] is True
+    same = run(capsys, "--database-url", local_url, "replan", "chat", "--rate", "40", "--detailed-exitcode")
+    assert same[0] == 0 and json.loads(same[1])["changed"] is False
+
+
+def test_stdout_is_only_the_answer(local_url: str, tmp_path: Path) -> None:
+    """A fresh process (HiGHS prints its banner on the first model a process makes, from C, on
+    file descriptor 1): stdout parses as JSON, the banner is on stderr."""
+    request = write(tmp_path / "plan.json", chat(15))
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "--database-url", local_url, "plan", request],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["plan"]["gpu"] == "h100-sxm"
+    assert "Running HiGHS" not in done.stdout and "Running HiGHS" in done.stderr

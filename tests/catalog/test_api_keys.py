@@ -58,3 +58,20 @@ def test_unknown_role_is_invalid(catalog: Catalog) -> None:
     with pytest.raises(InvalidRecordError) as error:
         catalog.create_api_key("root")
     assert error.value.errors[0]["field"] == "role"
+
+
+def test_listing_shows_role_created_last_use_and_revocation_never_a_secret(catalog: Catalog) -> None:
+    from catalog.api_keys import ApiKeys
+
+    keys = ApiKeys(catalog.session)
+    key = keys.create("reader")
+    key_id = key.split("_", 2)[1]
+    [listed] = keys.list()
+    assert (listed.id, listed.prefix, listed.role, listed.revoked_at) == (key_id, f"hr_{key_id}_", "reader", None)
+    assert key.startswith(listed.prefix) and key.split("_", 2)[2] not in repr(listed)
+    revoked = keys.revoke(key_id)
+    assert revoked is not None and revoked.revoked_at is not None
+    assert keys.role_for_key(key) is None
+    assert keys.revoke(key_id) == revoked  # the first revocation stands
+    assert keys.revoke("0" * 16) is None
+    assert [k.revoked_at for k in keys.list()] == [revoked.revoked_at]
