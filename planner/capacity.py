@@ -221,7 +221,7 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
             continue
         if stage == 1:
             evaluated += 1
-            mu = planner.mu(option, slo)
+            mu = _mu(planner, option, slo)
             if isinstance(mu, tuple):
                 metric, _reason, predicted = mu
                 if metric in ("ttft", "tpot", "e2e") and predicted is not None:
@@ -235,6 +235,22 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
     if best.option is None:
         raise _infeasible_from_drops(drops, slo, never)
     return _result(request, inputs, best.option, best, planners[best.option.group.tp], evaluated, len(options))
+
+
+def _mu(planner: _Planner, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
+    """μ as the plan search narrows it (planner/rate_search.py: regula falsi on the slacks, to 1 %
+    from below, every probe a rate the queueing model verified), or why no rate meets the SLOs: a
+    miss at a millionth of saturation settles that with one prediction."""
+    facts = planner._facts(option, slo)
+    vanishing = planner.saturation(option) * 1e-6
+    if facts.met_rps <= 0 and facts.drop is None and not planner.meets(option, slo, vanishing):
+        if facts.drop is None:
+            facts.drop = planner._why_never(option, slo, vanishing)
+    if facts.drop is not None:
+        return facts.drop
+    if facts.met_rps <= 0:
+        facts.met_rps = vanishing
+    return planner.max_rate(option, slo)[0]
 
 
 def _where(option: Option) -> str:
