@@ -1,9 +1,11 @@
 """Headroom's main job: the cheapest plan that meets the p99 SLOs, with the numbers that justify it.
 
 `plan_capacity(request, inputs)` enumerates candidates (planner/candidates.py), drops what cannot
-hold the model or meet an SLO at any load, finds each surviving candidate's `max_rps_at_slo` from
-the queueing model, lets the MILP (`planner.optimizer.solve_plan`) choose integer replicas at
-minimum cost, verifies the plan in the simulator, and explains it.
+hold the model or meet an SLO at any load, searches for the cheapest with the queueing model and
+the simulator in the loop (a winner the simulator finds missing its SLOs has that rate recorded as
+missed and the search runs again), lets the MILP (`planner.optimizer.solve_plan`) prove the integer
+optimum and report the constraints' slacks, and explains the plan returned (planner/plan_result.py
+records). An impossible request's relaxations are found by re-planning (planner/advice.py).
 
 Why a branch and bound before the MILP. The queueing root-find is the expensive step (tens of
 predictions per candidate), and a request can have thousands of candidates. In a single-
@@ -19,9 +21,11 @@ its constraint slacks and infeasibility diagnosis. A mixed fleet can use any can
 there the search keeps only each (GPU, precision, tp)'s largest μ (same price and GPUs, so the
 others are dominated) and the MILP sees all of those.
 
-Each SLO relaxed by 10 % re-runs the same search — re-solved, not scaled — reusing what is
-known (a rate that meets a stricter SLO meets the looser one). Traffic +10/+25/+50 % keeps the
-plan's configuration and finds its replicas with the same predictions (how this plan grows).
+Each SLO relaxed by 10 % re-runs the same search (verified as the plan was) against the final
+cost — re-solved, not scaled — reusing what is known (a rate that meets a stricter SLO meets the
+looser one). Traffic +10/+25/+50 % is re-planned with what the simulator taught the search, and
+each level takes the cheaper of its own plan and the next level's (a plan for more traffic serves
+less), so the sensitivity is monotone.
 
 The replica oracle. What a single-configuration plan needs of candidate c is the fewest replicas r
 whose per-replica rate λ/r meets every SLO. The queueing model's percentiles never fall as the rate
@@ -120,8 +124,8 @@ CURVE_UTILISATIONS: tuple[float, ...] = (0.5, 0.8, 0.9, 0.95)
 #: a p99 — the simulator's own batch-means CI rests on 200 requests per block — while one simulation
 #: of one replica stays within a few hundred milliseconds (docs/plan-benchmark.md).
 VERIFY_REQUESTS = 4_000
-#: Extra capacity steps verification may take before it gives up; each adds one replica or 10 %
-#: of the row's replicas, whichever is more (so a 30-replica plan is not walked one replica at a time).
+#: The capacity answer's verification (planner/capacity.py): at most this many steps down from the
+#: rate found, each dividing it by VERIFY_CAPACITY_STEP, before it gives the rate up as unverifiable.
 MAX_VERIFY_ADJUSTMENTS = 4
 VERIFY_CAPACITY_STEP = 1.10
 #: The fraction of saturation up to which every SLO must hold for capacity, not an SLO, to be the
@@ -1385,61 +1389,6 @@ def _mu_below_miss(planner: _Planner, option: Option, slo: Slo) -> float:
         rate *= 0.8
         planner.meets(option, slo, rate)
     return planner.max_rate(option, slo)[0] if facts.met_rps > 0 and facts.drop is None else 0.0
-
-
-def _verified_rows(rows: list[FleetRow], by_id: Mapping[str, Option], outcome: _Outcome, workload: Workload, slo: Slo,
-                   constraints: PlanConstraints, request: PlanningRequest) -> tuple[list[FleetRow], dict[str, Any], list[Adjustment]]:
-    """Simulate every row at its planned load; add a replica (or move to the next-cheapest
-    candidate) until the simulator agrees the SLOs hold. Never returns a plan that misses."""
-    adjustments: list[Adjustment] = []
-    fallbacks = sorted((p for p in outcome.priced if p.feasible), key=lambda p: (p.cost_usd_per_hour, p.gpus))
-    for _ in range(MAX_VERIFY_ADJUSTMENTS + 1):
-        reports = []
-        failing = None
-        for index, row in enumerate(rows):
-            report = _verify(by_id[candidate_id_of(row)], workload, row.offered_rps, row.replicas, slo,
-                             request.verify_requests, request.seed)
-            reports.append(report)
-            if not report["meets_slo"] and failing is None:
-                failing = index
-        if failing is None:
-            main = max(range(len(rows)), key=lambda i: rows[i].offered_rps)
-            verification = dict(reports[main])
-            verification["rows"] = [{"gpu": r.gpu, "replicas": r.replicas, "meets_slo": rep["meets_slo"]} for r, rep in zip(rows, reports, strict=True)]
-            return rows, verification, adjustments
-        row = rows[failing]
-        option = by_id[candidate_id_of(row)]
-        extra = max(row.replicas + 1, math.ceil(row.replicas * VERIFY_CAPACITY_STEP))
-        added = extra - row.replicas
-        limit_breach = _refused_by(row.gpu, sum(r.gpus for r in rows) + added * row.tp,
-                                   sum(r.cost_usd_per_hour for r in rows) + added * option.group.price_usd_per_hour, constraints)
-        if limit_breach is None:
-            adjustments.append(AddReplica(configuration=_configuration(option), from_replicas=row.replicas, to_replicas=extra,
-                                          because=f"simulated p{slo.percentile:g} missed: {', '.join(reports[failing]['misses'])}"))
-            offered_total = sum(r.offered_rps for r in rows)
-            rows[failing] = _row(option, extra, row.max_rps_at_slo, row.saturation_rps, row.offered_rps)
-            rows = _rebalance(rows, offered_total)
-            continue
-        current = {candidate_id_of(r) for r in rows}
-        nxt = next((p for p in fallbacks if p.option.id not in current), None)
-        if nxt is None or len(rows) > 1:
-            break
-        adjustments.append(NextCandidate(from_=_configuration(option), to=_configuration(nxt.option),
-                                         because=f"simulated p{slo.percentile:g} missed and one more replica breaks {limit_breach}"))
-        rows = [_row(nxt.option, nxt.replicas, nxt.mu_rps, nxt.saturation_rps, workload.arrival_rate_rps)]
-    raise InfeasiblePlanError(
-        f"the simulator finds the SLOs missed at the planned load even after {len(adjustments)} adjustment(s) "
-        "within the limits; relax the SLOs or the limits (max_gpus, budget, inventory)",
-        constraint="verification",
-        adjustments=[as_dict(a) for a in adjustments],
-    )
-
-
-def _rebalance(rows: list[FleetRow], offered_total: float) -> list[FleetRow]:
-    """Traffic split in proportion to capacity, as the router is assumed to do."""
-    capacity = sum(r.replicas * r.max_rps_at_slo for r in rows)
-    return [replace(r, offered_rps=offered_total * r.replicas * r.max_rps_at_slo / capacity,
-                    target_rho=offered_total * r.max_rps_at_slo / capacity / r.saturation_rps) for r in rows]
 
 
 # --- justification sections --------------------------------------------------------------------------
