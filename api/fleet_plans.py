@@ -7,6 +7,14 @@ workload's candidate table once per distinct (model, request mix, SLO) with
 `planner.fleet_candidates.CandidateTables`, and solves one fleet MILP (`planner.fleet.solve_fleet`).
 An infeasible fleet raises the planner's InfeasiblePlanError, whose members (workload, period,
 gpu, gpus_short, shortfalls) the problem document carries.
+
+Bounded work (docs/reliability.md "Bounded work"): the catalog is read in the request's thread,
+then the tables and the MILP run under the request's `Deadline`. The MILP's limit is the least of
+the request's `solver_time_limit_s`, the service's `solver_time_limit_s` and the time the request
+has left; the tables' jobs carry the deadline into the worker processes, which stop at the next
+(GPU, tp) search once it has passed, and jobs not yet started are cancelled; `solve_fleet` checks
+it between stages. So a request answered 503 stops burning CPU within one stage. Before any of
+that, a request whose MILP would be larger than `MAX_MILP_COLUMNS` is a 422 naming the bound.
 """
 
 from __future__ import annotations
@@ -16,11 +24,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from api.errors import RequestTimeoutError
+from api.observability import Deadline
 from api.rounding import rounded
 from api.schemas.fleet_plans import (
     AssignmentRead,
@@ -47,12 +57,14 @@ from catalog.repository import Catalog, Page
 from planner.confidence import meets
 from planner.errors import PlannerInputError
 from planner.fleet import (
+    Checkpoint,
     FleetConstraints,
     FleetPlan,
     FleetSpec,
     FleetWorkload,
     GpuPrice,
     SpotOffer,
+    no_checkpoint,
     solve_fleet,
 )
 from planner.fleet_candidates import (
@@ -188,6 +200,11 @@ class FleetOutcome:
 _TABLE_CACHE_SIZE = 256
 _TABLE_CACHE: dict[tuple[object, ...], CandidateTable] = {}
 
+#: Most replica variables (Σ_w candidates_w × periods) a fleet MILP may have: past it, building the
+#: model and its LP relaxations alone would not fit the request timeout on a 2-core machine
+#: (docs/fleet-benchmark.md "Bounded work: the cost model").
+MAX_MILP_COLUMNS = 60_000
+
 #: Worker processes come from a fork server that has imported the planner and loaded its compiled
 #: kernels once (api/table_worker.py), so a worker forks no request thread.
 _POOL_CONTEXT = multiprocessing.get_context("forkserver")
@@ -202,17 +219,35 @@ class _TableWorkers:
     """The worker processes that compute candidate tables: one per CPU, started once and kept for
     every fleet plan. A worker re-imports the main module when it starts (Python 3.11's fork server
     never preloads it), ~1.4 s for the service or a benchmark script, which a pool made per request
-    paid on every plan (measured 2026-12-01: 1.37–1.52 s before a new worker's first job)."""
+    paid on every plan (1.37–1.52 s before a new worker's first job). The jobs submitted and not
+    yet done are counted (`pending`), so a test can see a cancelled request leave none behind."""
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._pending: set[Future[CandidateTable]] = set()
 
     def pool(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=_POOL_CONTEXT)
             return self._pool
+
+    def submit(self, job: _TableJob, expires_at_unix_s: float | None) -> Future[CandidateTable]:
+        future = self.pool().submit(_compute_table, job, expires_at_unix_s)
+        with self._lock:
+            self._pending.add(future)
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, future: Future[CandidateTable]) -> None:
+        with self._lock:
+            self._pending.discard(future)
+
+    def pending(self) -> int:
+        """Table jobs submitted and not yet finished, failed or cancelled."""
+        with self._lock:
+            return len(self._pending)
 
     def start(self) -> None:
         """Start every worker now and wait until each answers (imports, the compiled kernels)."""
@@ -251,17 +286,64 @@ def restart_table_workers() -> None:
     _WORKERS.start()
 
 
+def pending_table_jobs() -> int:
+    """Candidate-table jobs handed to the workers and not yet done (0 once every request's work
+    has finished or been cancelled)."""
+    return _WORKERS.pending()
+
+
 _TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid]
 
 
-def _compute_table(job: _TableJob) -> CandidateTable:
+class TableDeadlinePassed(Exception):
+    """A table job stopped because its request's deadline passed (raised in a worker process,
+    so a plain picklable exception; the request thread turns it into RequestTimeoutError)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ExpiresAt:
+    """A table job's checkpoint: raises TableDeadlinePassed once the wall clock passes
+    `unix_s` (wall-clock time, since the job runs in another process)."""
+
+    unix_s: float
+
+    def __call__(self) -> None:
+        if time.time() >= self.unix_s:
+            raise TableDeadlinePassed(f"deadline passed {time.time() - self.unix_s:.3f} s ago")
+
+
+def _compute_table(job: _TableJob, expires_at_unix_s: float | None = None,
+                   checkpoint: Checkpoint = no_checkpoint) -> CandidateTable:
     model, gpus, precisions, workload, slo, grid = job
-    return candidate_table(model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid)
+    if expires_at_unix_s is not None:
+        checkpoint = _ExpiresAt(expires_at_unix_s)
+    return candidate_table(model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid,
+                           checkpoint=checkpoint)
 
 
-def candidate_tables(jobs: list[_TableJob]) -> list[CandidateTable]:
+def _in_workers(jobs: list[_TableJob], deadline: Deadline | None) -> list[CandidateTable]:
+    """Each job's table from the worker processes, in order. Past `deadline`: every job not yet
+    started is cancelled, the running ones stop at their next checkpoint (they carry the same
+    deadline), and RequestTimeoutError is raised."""
+    expires_at = None if deadline is None else time.time() + deadline.remaining_s()
+    futures = [_WORKERS.submit(job, expires_at) for job in jobs]
+    done, not_done = wait(futures, timeout=None if deadline is None else deadline.remaining_s(), return_when=FIRST_EXCEPTION)
+    failed = [future for future in futures if future in done and future.exception() is not None]
+    if not_done or failed:
+        for future in futures:
+            future.cancel()
+    timed_out = any(isinstance(future.exception(), TableDeadlinePassed) for future in failed) or (not_done and not failed)
+    if deadline is not None and timed_out:
+        raise RequestTimeoutError(timeout_s=deadline.timeout_s)
+    if failed:
+        raise failed[0].exception()  # type: ignore[misc]  # the first job (in order) that failed
+    return [future.result() for future in futures]
+
+
+def candidate_tables(jobs: list[_TableJob], deadline: Deadline | None = None) -> list[CandidateTable]:
     """The candidate table of each job (identical jobs computed once), from the per-process cache
-    or computed; two or more missing tables are computed in parallel, one process per CPU.
+    or computed; two or more missing tables are computed in parallel, one process per CPU. Past
+    `deadline` the work stops and RequestTimeoutError is raised (nothing is cached).
 
     `candidate_table` is a pure function of its inputs, so the tables are the same whichever
     process computes them, and in the order asked.
@@ -274,7 +356,7 @@ def candidate_tables(jobs: list[_TableJob]) -> list[CandidateTable]:
     computed: list[CandidateTable] | None = None
     if workers >= 2:
         try:
-            computed = list(_WORKERS.pool().map(_compute_table, missing.values()))
+            computed = _in_workers(list(missing.values()), deadline)
         except BrokenProcessPool:
             # A worker died (e.g. a host script without the `if __name__ == "__main__"` guard that
             # multiprocessing needs, whose main module the worker re-runs): compute here instead,
@@ -282,7 +364,8 @@ def candidate_tables(jobs: list[_TableJob]) -> list[CandidateTable]:
             _WORKERS.stop()
             computed = None
     if computed is None:
-        computed = [_compute_table(job) for job in missing.values()]
+        checkpoint = no_checkpoint if deadline is None else _deadline_checkpoint(deadline)
+        computed = [_compute_table(job, checkpoint=checkpoint) for job in missing.values()]
     for key, table in zip(missing, computed, strict=True):
         _TABLE_CACHE[key] = table
         while len(_TABLE_CACHE) > _TABLE_CACHE_SIZE:
@@ -295,10 +378,46 @@ def clear_table_cache() -> None:
     _TABLE_CACHE.clear()
 
 
-def plan_fleet(body: FleetPlanRequest, catalog: Catalog, default_provider: str = DEFAULT_PRICE_PROVIDER) -> FleetOutcome:
+def _deadline_checkpoint(deadline: Deadline) -> Checkpoint:
+    """The planner's checkpoint for this request: RequestTimeoutError once its deadline has passed."""
+
+    def checkpoint() -> None:
+        if deadline.remaining_s() <= 0:
+            raise RequestTimeoutError(timeout_s=deadline.timeout_s)
+
+    return checkpoint
+
+
+def milp_size_error(workloads: list[FleetWorkload], periods: int) -> PlannerInputError | None:
+    """The 422 for a fleet whose MILP would have more replica columns (Σ_w candidates_w × periods)
+    than MAX_MILP_COLUMNS, or None."""
+    columns = sum(len(w.candidates) for w in workloads) * periods  # Σ_w |C_w| · P replica variables
+    if columns <= MAX_MILP_COLUMNS:
+        return None
+    return PlannerInputError(
+        f"the fleet MILP would have {columns} replica variables (Σ candidates per workload × {periods} periods), "
+        f"more than this service's bound of {MAX_MILP_COLUMNS}: plan fewer workloads or periods, or narrow "
+        "constraints.gpus, constraints.precisions or the search grid",
+        constraint="milp_columns",
+        limit=MAX_MILP_COLUMNS,
+        needed=columns,
+    )
+
+
+def plan_fleet(
+    body: FleetPlanRequest,
+    catalog: Catalog,
+    default_provider: str = DEFAULT_PRICE_PROVIDER,
+    *,
+    deadline: Deadline | None = None,
+    solver_time_limit_s: float | None = None,
+) -> FleetOutcome:
     """The cheapest fleet for `body` at the request's provider's prices (else `default_provider`'s).
-    Raises NotFoundError, InfeasiblePlanError (a workload no configuration serves, or demand
-    beyond inventory or budget), SolverError."""
+    The catalog is read here; the tables and the MILP run under `deadline` when one is given
+    (RequestTimeoutError past it, the work stopped), the MILP within the least of the request's
+    `solver_time_limit_s`, `solver_time_limit_s` and the time left. Raises NotFoundError,
+    InfeasiblePlanError (a workload no configuration serves, or demand beyond inventory or
+    budget), PlannerInputError (no GPUs or precisions, a MILP past MAX_MILP_COLUMNS), SolverError."""
     started = time.perf_counter()
     inputs = resolve_inputs(body, catalog, default_provider)
     models = {slug: catalog.model_spec(slug) for slug in dict.fromkeys(w.model for w in body.workloads)}
@@ -306,10 +425,26 @@ def plan_fleet(body: FleetPlanRequest, catalog: Catalog, default_provider: str =
         raise PlannerInputError("no GPU types to plan with: allow at least one", constraint="gpus")
     if not inputs.precisions:
         raise PlannerInputError("no precisions to plan with: allow at least one", constraint="precisions")
+    limits = [body.solver_time_limit_s] + ([] if solver_time_limit_s is None else [solver_time_limit_s])
+    if deadline is None:
+        return _plan(body, inputs, models, started=started, deadline=None, solver_time_limit_s=min(limits))
+    return deadline.run(_plan, body, inputs, models, started=started, deadline=deadline, solver_time_limit_s=min(limits))
+
+
+def _plan(
+    body: FleetPlanRequest,
+    inputs: FleetInputs,
+    models: dict[str, ModelSpec],
+    *,
+    started: float,
+    deadline: Deadline | None,
+    solver_time_limit_s: float,
+) -> FleetOutcome:
+    """The tables and the MILP: pure work on specs already read (run under the request deadline)."""
     grid = body.search.to_grid()
     jobs = [(models[w.model], tuple(inputs.gpus), tuple(inputs.precisions), w.to_workload(), w.slo.to_slo(), grid)
             for w in body.workloads]
-    tables = candidate_tables(jobs)
+    tables = candidate_tables(jobs, deadline)
     by_workload: dict[str, CandidateTable] = {}
     workloads = []
     for w, table in zip(body.workloads, tables, strict=True):
@@ -317,6 +452,8 @@ def plan_fleet(body: FleetPlanRequest, catalog: Catalog, default_provider: str =
             raise no_candidates_error(w.name, table)
         by_workload[w.name] = table
         workloads.append(FleetWorkload(name=w.name, candidates=table.candidates, demand_rps=tuple(w.demand_rps)))
+    if (too_large := milp_size_error(workloads, body.periods)) is not None:
+        raise too_large
     candidates_ms = (time.perf_counter() - started) * MS_PER_S
     used = {c.gpu for w in workloads for c in w.candidates}
     spec = FleetSpec(
@@ -331,7 +468,12 @@ def plan_fleet(body: FleetPlanRequest, catalog: Catalog, default_provider: str =
             budget_usd_per_day=body.constraints.budget_usd_per_day,
         ),
     )
-    plan = solve_fleet(spec, time_limit_s=body.solver_time_limit_s)
+    if deadline is None:
+        plan = solve_fleet(spec, time_limit_s=solver_time_limit_s)
+    else:
+        checkpoint = _deadline_checkpoint(deadline)
+        checkpoint()
+        plan = solve_fleet(spec, time_limit_s=min(solver_time_limit_s, deadline.remaining_s()), checkpoint=checkpoint)
     return FleetOutcome(
         plan=plan,
         inputs=inputs,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -69,6 +69,17 @@ RESTRICTED_SHARE = 0.75
 #: The cutoff row allows this relative excess over the fallback fleet's cost, so that fleet stays
 #: feasible for the solver despite rounding in its row activity.
 _CUTOFF_SLACK = 1e-7
+
+#: What the caller hands `solve_fleet` to stop the work: called between stages (and between the
+#: periods of the period stage), it raises to abandon the plan. The planner never reads a clock
+#: for it; the API's checkpoint raises its request-timeout error once the request's deadline has
+#: passed, so a plan whose caller got a 503 stops within one stage (api/fleet_plans.py).
+Checkpoint = Callable[[], None]
+
+
+def no_checkpoint() -> None:
+    """The default checkpoint: never stops the work."""
+
 
 #: Branch-and-bound nodes allowed per workload-period when pricing its cheapest integer cover
 #: (`cover_cost_lower_bound`); past it the cut is left out (it is a strengthening, never needed).
@@ -706,6 +717,7 @@ def solve_fleet(
     solver_name: str | None = None,
     shadow_prices: bool = True,
     relative_gap: float = FLEET_RELATIVE_GAP,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> FleetPlan:
     """The cheapest fleet schedule for `spec`, with costs, utilisation and (optionally) shadow prices.
 
@@ -716,17 +728,23 @@ def solve_fleet(
     solved one by one with the reservations fixed (`fleet_with_reservations_fixed`), the MILP
     restricted to a neighbourhood, the whole MILP.
 
+    `checkpoint` is called between stages; whatever it raises ends the search (see `Checkpoint`).
+
     Raises InfeasiblePlanError naming the workload, period and GPU type that fall short (or the
     budget), SolverError when the solver gives no usable answer within `time_limit_s`.
     """
     started = time.perf_counter()
     presolved, dropped = presolve(spec)
+    checkpoint()
     problem, decisions = build_fleet_problem(presolved)
     size = model_size(problem, candidates=sum(len(w.candidates) for w in presolved.workloads))
+    checkpoint()
     relaxation = Relaxation(problem, solver_name=solver_name)
     lp = relaxation.solve(time_limit_s=time_limit_s)
+    checkpoint()
     if lp.status == "infeasible":  # no fractional fleet, so no integer one
-        raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=lp.solver_name)
+        raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=lp.solver_name,
+                                        checkpoint=checkpoint)
     if lp.status != "optimal" or lp.objective is None:  # an interrupted LP gives neither bound nor duals
         raise SolverError(
             f"{lp.solver_name} could not solve the fleet's LP relaxation within {time_limit_s} s; "
@@ -744,7 +762,9 @@ def solve_fleet(
     add_cover_cost_cuts(problem, presolved, decisions)
     solve_s = lp.solve_s
     bound = lp.objective
+    checkpoint()
     cut_lp = relaxation.solve(time_limit_s=time_limit_s)
+    checkpoint()
     solve_s += cut_lp.solve_s
     cut_values = lp_values
     if cut_lp.status == "optimal" and cut_lp.objective is not None:
@@ -783,6 +803,7 @@ def solve_fleet(
     # on the synthetic benchmark (b) reaches 1 % where the restricted MILP finds nothing in 5 s.
     reservations = rounded_reservations(presolved, decisions, cut_values)
     for by_period in (True, False):
+        checkpoint()
         budget_s = stage_s(RESTRICTED_SHARE, first=by_period)
         if gap(best) <= relative_gap or budget_s is None:
             break
@@ -801,6 +822,7 @@ def solve_fleet(
             deadline=time.perf_counter() + budget_s,
             solver_name=lp.solver_name,
             relative_gap=relative_gap / 2,
+            checkpoint=checkpoint,
         )
         solve_s += periods_s
         found_usd = math.inf if found is None else _evaluate(cost, found)
@@ -814,6 +836,7 @@ def solve_fleet(
     # MIP start misreports optima, see docs/fleet-benchmark.md), and stop once a fleet is within
     # the gap of the proved bound.
     for restricted in (True, False):
+        checkpoint()
         budget_s = stage_s(RESTRICTED_SHARE if restricted else 1.0)
         if gap(best) <= relative_gap or budget_s is None:
             continue
@@ -835,7 +858,8 @@ def solve_fleet(
                 variable.upBound = upper
         solve_s += outcome.solve_s
         if outcome.status == "infeasible" and best is None and not restricted:
-            raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name)
+            raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name,
+                                            checkpoint=checkpoint)
         if outcome.status == "infeasible" and not restricted:
             bound = max(bound, cutoff_usd)  # nothing beats the best fleet so far: it is optimal
         if outcome.status in ("optimal", "feasible"):
@@ -844,6 +868,7 @@ def solve_fleet(
                 best = found
             if not restricted and outcome.dual_bound is not None:
                 bound = max(bound, min(outcome.dual_bound, _evaluate(cost, best)))
+    checkpoint()
     if best is None:
         raise SolverError(
             f"{lp.solver_name} found no feasible fleet within {time_limit_s} s and rounding the LP "
@@ -914,6 +939,7 @@ def fleet_with_reservations_fixed(
     deadline: float,
     solver_name: str,
     relative_gap: float,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> tuple[dict[str, float] | None, float]:
     """A fleet found period by period, and the solver's seconds.
 
@@ -925,12 +951,14 @@ def fleet_with_reservations_fixed(
     period has neither. The reservations are then chosen again for the replicas kept
     (`_start_from_replicas`), which never costs more than keeping them: the fleet never costs
     more than `fallback`'s replicas at `reservations` (it may cost more than `fallback` itself,
-    whose own reservations may suit it better; the caller keeps the cheaper).
+    whose own reservations may suit it better; the caller keeps the cheaper). `checkpoint` is
+    called before each period.
     """
     replicas: dict[tuple[str, str, int], int] = {}
     spot: dict[tuple[str, int], int] = {}
     solve_s = 0.0
     for p in range(spec.periods):
+        checkpoint()
         options = []
         if fallback is not None:
             options.append(
@@ -1325,16 +1353,17 @@ def lp_shadow_prices(spec: FleetSpec, duals: Mapping[str, float], periods: Seque
 
 
 def diagnose_infeasible_fleet(
-    spec: FleetSpec, *, time_limit_s: float, solver_name: str | None = None
+    spec: FleetSpec, *, time_limit_s: float, solver_name: str | None = None, checkpoint: Checkpoint = no_checkpoint
 ) -> InfeasiblePlanError:
     """Name what makes the fleet infeasible and the smallest relaxation.
 
     First the budget is left out: if that is feasible, the budget is named with the cheapest
     fleet's cost per day. Otherwise inventory is made elastic (shortfall GPUs allowed, their
     number minimised, budget left out): each (GPU type, period) short is reported with the
-    workload that uses most of that type in that period.
+    workload that uses most of that type in that period. `checkpoint` is called before each solve.
     """
     if spec.constraints.budget_usd_per_day is not None:
+        checkpoint()
         problem, decisions = build_fleet_problem(spec, with_budget=False)
         if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status in ("optimal", "feasible"):
             cost_usd = float(pulp.value(fleet_cost_usd(spec, decisions)))
@@ -1347,6 +1376,7 @@ def diagnose_infeasible_fleet(
                 needed=per_day,
                 limit=spec.constraints.budget_usd_per_day,
             )
+    checkpoint()
     problem, decisions = build_fleet_problem(spec, with_budget=False, elastic_inventory=True)
     status = solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status
     if status == "infeasible":

@@ -44,7 +44,7 @@ from planner.candidates import (
     enumerate_options,
 )
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
-from planner.fleet import undominated
+from planner.fleet import Checkpoint, no_checkpoint, undominated
 from planner.optimizer import Candidate
 from planner.queueing import saturation_rps, slo_excess
 from planner.rate_search import MU_RELATIVE_TOLERANCE, Bracket
@@ -258,13 +258,15 @@ def candidate_table(
     slo: Slo,
     grid: CandidateGrid = CandidateGrid(),
     max_mu_searches: int = MAX_MU_SEARCHES,
+    checkpoint: Checkpoint = no_checkpoint,
 ) -> CandidateTable:
     """The undominated candidates for serving `model` to `workload`'s length mix within `slo`.
 
     `workload`'s arrival rate is ignored (μ is per replica and does not depend on it). Every
     candidate that planner/candidates.py enumerates and that no kept candidate dominates is
     kept, unless MAX_MU_SEARCHES stops the search first (`exhaustive` False). An empty table is
-    an answer: `drops` and `slo_refusals` say why.
+    an answer: `drops` and `slo_refusals` say why. `checkpoint` is called before each (GPU, tp)
+    search; whatever it raises abandons the table (planner/fleet.py `Checkpoint`).
     """
     mix = workload.at_rate(1.0)
     groups, drops = enumerate_groups(model=model, gpus=gpus, precisions=precisions, workload=mix, slo=slo,
@@ -286,6 +288,7 @@ def candidate_table(
                 by_tp.setdefault(tp, []).extend(options)
         kept: list[Candidate] = []
         for tp in sorted(by_tp):
+            checkpoint()
             # A (gpu, tp) option must beat every kept divisor tp scaled up to tp GPUs, else it is dominated.
             theta = max((tp // c.tp * c.max_rps_at_slo for c in kept if tp % c.tp == 0), default=0.0)
             best = search.best_above(by_tp[tp], theta)

@@ -12,18 +12,23 @@ from fastapi.exceptions import RequestValidationError
 
 from api.csv_export import CsvDep, csv_response
 from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep
+from api.fleet_plans import MAX_MILP_COLUMNS, fleet_plan_response, plan_fleet
 from api.idempotency import IdempotencyDep
-from api.observability import MetricsDep
-from api.fleet_plans import fleet_plan_response, plan_fleet
-from api.schemas.plans import MS_PER_S
+from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
 from api.schemas.fleet_plans import (
     CSV_DESCRIPTION,
     CSV_MEDIA_TYPE,
+    MAX_DISTINCT_SHAPES,
+    MAX_PERIODS,
+    MAX_SHAPE_OPTIONS,
+    MAX_WORKLOAD_PERIODS,
+    MAX_WORKLOADS,
     FleetPlanRequest,
     FleetPlanResponse,
     schedule_csv,
 )
+from api.schemas.plans import MS_PER_S
 from catalog.fleet_plans import FleetPlans, new_fleet_plan_id
 
 router = APIRouter(tags=["fleet-plans"])
@@ -68,7 +73,15 @@ demand, duplicate names, an empty workload list → 422 `invalid-request` listin
 workload no allowed configuration serves within its SLOs → 422 `infeasible-plan` naming the
 workload; demand that no allowed configuration can meet within inventory → 422 `infeasible-plan`
 with `workload`, `period`, `gpu`, `gpus_short` and every `shortfalls` entry; a budget below the
-cheapest fleet → 422 with `constraint: budget` and `needed`.""",
+cheapest fleet → 422 with `constraint: budget` and `needed`.
+
+Bounded work: at most {MAX_WORKLOADS} workloads, {MAX_PERIODS} periods, {MAX_WORKLOAD_PERIODS} workloads × periods,
+{MAX_DISTINCT_SHAPES} distinct workload shapes (model, mix, arrival_cv, SLO) and {MAX_SHAPE_OPTIONS} shapes × grid
+points; past one → 422 `invalid-request` naming the bound. A MILP of more than {MAX_MILP_COLUMNS} replica variables
+(Σ candidates × periods) → 422 `invalid-planner-input` with `constraint: milp_columns`, `limit` and
+`needed`. The MILP's time limit is the least of `solver_time_limit_s`, the service's
+HEADROOM_SOLVER_TIME_LIMIT_S and what is left of the request's HEADROOM_REQUEST_TIMEOUT_S; past
+that timeout → 503 `request-timeout`, and the work stops (nothing is stored).""",
 )
 def create_fleet_plan(
     body: FleetPlanRequest,
@@ -79,6 +92,7 @@ def create_fleet_plan(
     as_csv: CsvDep,
     metrics: MetricsDep,
     settings: SettingsDep,
+    deadline: DeadlineDep,
 ) -> Response:
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
@@ -87,7 +101,8 @@ def create_fleet_plan(
         raise RequestValidationError(errors)
     plan_id = new_fleet_plan_id()
     created_at = datetime.now(UTC)
-    outcome = plan_fleet(body, catalog, settings.default_price_provider)
+    outcome = plan_fleet(body, catalog, settings.default_price_provider, deadline=deadline,
+                         solver_time_limit_s=settings.solver_time_limit_s)
     plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
     metrics.record_plan_computed()
     metrics.record_solver_time(plan.solver.solve_ms / MS_PER_S)

@@ -26,16 +26,31 @@ from planner.confidence import GRADES
 from planner.fleet_candidates import CandidateGrid
 from planner.workload import Workload
 
-#: Most periods one plan may have: a 31-day month of hours. A bound on the request, not physics.
+# Size bounds: not physics, but what one request may ask of the service so that an accepted plan
+# fits the default request timeout (30 s) on a 2-core machine. They come from the measured cost
+# model in docs/fleet-benchmark.md ("Bounded work: the cost model"); the MILP's own size (Σ
+# candidates × periods) is bounded once the tables are known (api/fleet_plans.py MAX_MILP_COLUMNS).
+
+#: Most periods one plan may have: a 31-day month of hours.
 MAX_PERIODS = 744
-#: Most workloads in one plan (a bound on the request size).
+#: Most workloads in one plan.
 MAX_WORKLOADS = 200
-#: Longest solver time limit a request may ask for, in seconds.
+#: Most workload-periods (workloads × periods): the MILP's demand rows and, times the candidates
+#: per workload (≈ 10–20), its replica columns.
+MAX_WORKLOAD_PERIODS = 5_000
+#: Most distinct workload shapes (model, request mix, arrival CV, SLO): each is one candidate table.
+MAX_DISTINCT_SHAPES = 12
+#: Most configurations searched over all tables: distinct shapes × tp degrees × batch limits × chunk
+#: budgets (× the GPU types and precisions allowed, which the catalog decides). The default grid is
+#: 4 × 6 × 4 = 96 per shape.
+MAX_SHAPE_OPTIONS = 12 * 96
+#: Longest solver time limit a request may ask for, in seconds (the service's own limit and the
+#: request's deadline bound it further).
 MAX_SOLVER_TIME_LIMIT_S = 120.0
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 WorkloadName = Annotated[
@@ -168,7 +183,10 @@ class FleetPlanRequest(_Input):
         description="GPU efficiencies: `calibrated`, `ideal`, or a stored profile name (per GPU).",
     )
     search: SearchGrid = Field(default_factory=SearchGrid)
-    solver_time_limit_s: float = Field(default=10.0, gt=0, le=MAX_SOLVER_TIME_LIMIT_S, description="MILP time limit in s.")
+    solver_time_limit_s: float = Field(
+        default=10.0, gt=0, le=MAX_SOLVER_TIME_LIMIT_S,
+        description="MILP time limit in s; the service's own limit (HEADROOM_SOLVER_TIME_LIMIT_S) and the time the "
+                    "request has left before its timeout (HEADROOM_REQUEST_TIMEOUT_S) bound it further.")
 
     @property
     def periods(self) -> int:
@@ -192,6 +210,32 @@ class FleetPlanRequest(_Input):
                 errors.append(_error(("inventory", gpu), f"gives {len(counts)} per-period counts but the plan has {periods} periods"))
             elif isinstance(counts, int) and not 0 <= counts <= 10_000_000:
                 errors.append(_error(("inventory", gpu), "must be a whole number of GPUs in [0, 10000000]"))
+        errors.extend(self.size_errors())
+        return errors
+
+    def distinct_shapes(self) -> int:
+        """Workloads that need a candidate table of their own: distinct (model, mix, CV, SLO)."""
+        return len({(w.model, repr(w.prompt_tokens), repr(w.output_tokens), w.arrival_cv, repr(w.slo)) for w in self.workloads})
+
+    def size_errors(self) -> list[dict[str, Any]]:
+        """The size bounds (MAX_WORKLOAD_PERIODS, MAX_DISTINCT_SHAPES, MAX_SHAPE_OPTIONS), each
+        error naming the bound it breaks."""
+        errors: list[dict[str, Any]] = []
+        workload_periods = len(self.workloads) * self.periods
+        if workload_periods > MAX_WORKLOAD_PERIODS:
+            errors.append(_error(("workloads",), f"{len(self.workloads)} workloads × {self.periods} periods = {workload_periods} "
+                                 f"workload-periods, more than the bound of {MAX_WORKLOAD_PERIODS} (MAX_WORKLOAD_PERIODS): "
+                                 "plan fewer workloads or periods per request"))
+        shapes = self.distinct_shapes()
+        if shapes > MAX_DISTINCT_SHAPES:
+            errors.append(_error(("workloads",), f"{shapes} distinct workload shapes (model, request mix, arrival_cv, slo), more "
+                                 f"than the bound of {MAX_DISTINCT_SHAPES} (MAX_DISTINCT_SHAPES): each needs a candidate "
+                                 "table of its own; split the plan"))
+        grid = len(self.search.tp_degrees) * len(self.search.batch_limits) * len(self.search.chunk_budgets)
+        if shapes <= MAX_DISTINCT_SHAPES and shapes * grid > MAX_SHAPE_OPTIONS:
+            errors.append(_error(("search",), f"{shapes} distinct shapes × {grid} grid points (tp × batch × chunk) = "
+                                 f"{shapes * grid} configurations to search, more than the bound of {MAX_SHAPE_OPTIONS} "
+                                 "(MAX_SHAPE_OPTIONS): narrow the search grid or plan fewer shapes"))
         return errors
 
 

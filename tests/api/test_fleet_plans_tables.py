@@ -4,6 +4,10 @@ computes, in the order asked, and a repeated request reads them from the per-pro
 from __future__ import annotations
 
 import dataclasses
+import pickle
+import time
+
+import pytest
 
 from api import fleet_plans
 from planner.fleet_candidates import CandidateGrid, candidate_table
@@ -56,3 +60,13 @@ def test_the_table_workers_are_kept_between_plans_and_stop_on_request() -> None:
     fleet_plans.clear_table_cache()
     assert fleet_plans.candidate_tables(jobs) == first and fleet_plans._WORKERS._pool is not pool
     fleet_plans.clear_table_cache()
+
+
+def test_a_table_job_past_its_deadline_stops_at_its_first_checkpoint() -> None:
+    """A job carries its request's deadline into the worker (as wall-clock time): past it, the
+    table stops before its first (GPU, tp) search with a picklable TableDeadlinePassed."""
+    job = (LLAMA_2_70B, (H100, A100), (FP16_PRECISION,), CHAT, SLO, GRID)
+    with pytest.raises(fleet_plans.TableDeadlinePassed) as stopped:
+        fleet_plans._compute_table(job, time.time() - 1.0)
+    assert isinstance(pickle.loads(pickle.dumps(stopped.value)), fleet_plans.TableDeadlinePassed)
+    assert fleet_plans._compute_table(job, time.time() + 600.0) == fleet_plans._compute_table(job)

@@ -428,3 +428,33 @@ def test_the_reported_gap_never_claims_more_than_is_proved(seed: int) -> None:
     assert plan.cost.total_usd >= exact.objective - 1e-6
     assert plan.cost.total_usd * (1 - plan.solver.mip_gap) <= exact.objective + 1e-6
     assert (plan.solver.status == "optimal") == (plan.solver.mip_gap <= 0.05)
+
+
+class _Stop(Exception):
+    """What the test's checkpoint raises to abandon a plan."""
+
+
+@pytest.mark.parametrize("stop_at", [1, 2, 3, 4, 5])
+def test_a_checkpoint_that_raises_abandons_the_plan_at_that_stage(stop_at: int) -> None:
+    """`solve_fleet` calls its checkpoint between stages (presolve, model, LP, cut LP, each
+    integer stage and period) and lets what it raises through: the caller's deadline stops the
+    work there, and the planner itself never reads a deadline clock."""
+    spec = fleet([15, 15, 15, 35], candidates=(FAST, SLOW))
+    calls: list[int] = []
+
+    def checkpoint() -> None:
+        calls.append(len(calls) + 1)
+        if len(calls) == stop_at:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        solve_fleet(spec, checkpoint=checkpoint)
+    assert calls == list(range(1, stop_at + 1))
+
+
+def test_a_checkpoint_that_never_raises_changes_nothing() -> None:
+    calls: list[None] = []
+    spec = fleet([15, 15, 15, 35], candidates=(FAST, SLOW))
+    plan = solve_fleet(spec, checkpoint=lambda: calls.append(None))
+    assert len(calls) >= 5
+    assert plan.cost.total_usd == pytest.approx(solve_fleet(spec).cost.total_usd)
