@@ -114,8 +114,11 @@ def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, 
                 if deadline.remaining_s() <= 0:
                     raise RequestTimeoutError(timeout_s=deadline.timeout_s)  # stops an abandoned sweep between points
                 point_started = time.perf_counter()
+                # a point without a plan says why (its constraint and reason); the relaxation search a
+                # single 422 runs (re-planning, seconds) is left to POST /v1/plans, so a sweep stays bounded
                 request = PlanningRequest(workload=body.workload.to_workload(rate), slo=slo, constraints=constraints, verify=body.verify,
-                                          solver_time_limit_s=max(min(solver_time_limit_s, deadline.remaining_s()), MIN_SOLVER_TIME_S))
+                                          solver_time_limit_s=max(min(solver_time_limit_s, deadline.remaining_s()), MIN_SOLVER_TIME_S),
+                                          advise=False)
                 result: PlanResult | None = None
                 error: HeadroomError | None = None
                 try:
