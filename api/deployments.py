@@ -5,6 +5,8 @@ catalog. Translates stored JSON and catalog records into planner values (planner
 
 from __future__ import annotations
 
+import dataclasses
+
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -75,6 +77,8 @@ def planning_inputs(body: PlanRequest, catalog: Catalog, *,
     for slug in [*constraints.inventory, *body.prices]:
         catalog.get_gpu(slug)  # 404 for an inventory or a price of a GPU nobody catalogued
     pricing = Prices(catalog.session).price_specs(gpus, body.provider or default_provider, price_overrides(body.prices))
+    if gpus.skipped:  # rows the planner cannot use: named in the plan's cost notes, not a 500 for every plan
+        pricing = dataclasses.replace(pricing, notes=(*gpus.skipped, *pricing.notes))
     if constraints.precisions is not None:
         precisions = catalog.precisions(list(dict.fromkeys((p.weights, p.kv_cache) for p in constraints.precisions)))
     else:

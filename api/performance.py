@@ -151,11 +151,14 @@ def check_simulation_size(
     estimated = requests * steps_per_request  # requests × prefill steps each
     budget = int(time_budget_s * SIMULATED_PREFILL_STEPS_PER_S)
     if estimated > budget:
+        # without chunking a prompt prefills in one step: there is no budget to print (None has no `:,`)
+        chunking = "whole-prompt prefill" if serving.chunk_tokens is None else f"a chunk budget of {serving.chunk_tokens:,} tokens"
         raise SimulationLimitError(
-            f"{requests:,} requests of {workload.prompt_tokens.mean:,.0f} prompt tokens through a chunk budget of "
-            f"{serving.chunk_tokens:,} tokens with up to {serving.batch_limit} decodes per step could take "
+            f"{requests:,} requests of {workload.prompt_tokens.mean:,.0f} prompt tokens through {chunking} "
+            f"with up to {serving.batch_limit} decodes per step could take "
             f"{estimated:,} prefill steps, more than the {budget:,} this service simulates per call "
-            f"(HEADROOM_REQUEST_TIMEOUT_S = {time_budget_s:g} s): simulate fewer requests or raise chunk_tokens",
+            f"(HEADROOM_REQUEST_TIMEOUT_S = {time_budget_s:g} s): simulate fewer requests"
+            f"{'' if serving.chunk_tokens is None else ' or raise chunk_tokens'}",
             requests=requests,
             estimated_prefill_steps=estimated,
             max_prefill_steps=budget,

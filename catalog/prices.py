@@ -235,7 +235,8 @@ class Prices:
                     overrides: Mapping[str, PriceOverride] | None = None) -> Pricing:
         """`specs` carrying `provider`'s prices (its list price, else its alphabetically first
         region), each overridden by the request's `overrides` where given. A GPU with neither a
-        price there nor an override's on-demand price is left out with a note. NotFoundError for
+        price there nor an override's on-demand price, or whose price the planner cannot use (above
+planner/specs.py's bound: stored before it), is left out with a note. NotFoundError for
         a provider no price names (the known ones listed); PlannerInputError when nothing is left."""
         overrides = overrides or {}
         known = self.providers()
@@ -264,11 +265,17 @@ class Prices:
                     f"name another provider, or give prices.{spec.slug}.on_demand in the request)"
                 )
                 continue
-            kept.append(dataclasses.replace(
-                spec,
-                price_usd_per_hour_on_demand=price.on_demand_usd_per_hour,
-                price_usd_per_hour_reserved_1y=price.reserved_1y_usd_per_hour,
-            ))
+            try:
+                priced = dataclasses.replace(
+                    spec,
+                    price_usd_per_hour_on_demand=price.on_demand_usd_per_hour,
+                    price_usd_per_hour_reserved_1y=price.reserved_1y_usd_per_hour,
+                )
+            except PlannerInputError as unusable:  # a price stored before the bounds, or by hand
+                notes.append(f"{spec.slug}'s price at {provider} is outside what the planner can use ({unusable.detail}): "
+                             f"left out of the plan (correct it with PUT /v1/prices/{provider}/{spec.slug})")
+                continue
+            kept.append(priced)
             chosen[spec.slug] = price
         if specs and not kept:
             raise PlannerInputError(

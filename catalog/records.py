@@ -19,6 +19,7 @@ from typing import Any
 
 from catalog.errors import InvalidRecordError
 from planner.confidence import GRADES
+from planner import specs
 from planner.specs import ARCHITECTURE_GENERATIONS, DATATYPES
 
 READ_ONLY_FIELDS: frozenset[str] = frozenset({"version", "created_at", "updated_at"})
@@ -31,6 +32,12 @@ DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 KNOWN_ARCHITECTURES: frozenset[str] = frozenset(
     generation for generations in ARCHITECTURE_GENERATIONS.values() for generation in generations
 )
+
+#: Longest free text (`source`) a record carries: a citation and how values were derived fit in far less.
+MAX_TEXT_LENGTH = 4_000
+# Physical bounds in record units, from planner/specs.py's SI bounds (docs/reliability.md "Bounds").
+_GB, _TFLOPS = 1e9, 1e12
+_MAX_PRICE = specs.MAX_PRICE_USD_PER_HOUR
 
 _MISSING = object()
 INT32_MAX = 2**31 - 1
@@ -293,7 +300,7 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
         peak = check.block("peak_tflops", nullable=False)
         if peak is not None:
             for datatype in DATATYPES:
-                peak_tflops[datatype] = peak.number(datatype, nullable=True, gt=0)
+                peak_tflops[datatype] = peak.number(datatype, nullable=True, ge=specs.MIN_PEAK_FLOPS_PER_S / _TFLOPS, le=specs.MAX_PEAK_FLOPS_PER_S / _TFLOPS)
             if peak.is_object and all(peak.record.get(datatype) is None for datatype in DATATYPES):
                 check.error("peak_tflops", "at least one datatype needs a peak")
             peak.finish()
@@ -301,10 +308,10 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
         price_block = check.block("price_usd_per_hour", nullable=True)
         if price_block is not None:
             price = {
-                "on_demand": price_block.number("on_demand", ge=0),
-                "reserved_1y": price_block.number("reserved_1y", nullable=True, ge=0),
+                "on_demand": price_block.number("on_demand", ge=0, le=_MAX_PRICE),
+                "reserved_1y": price_block.number("reserved_1y", nullable=True, ge=0, le=_MAX_PRICE),
                 "as_of": price_block.iso_date("as_of", nullable=True),
-                "source": price_block.text("source", nullable=True),
+                "source": price_block.text("source", nullable=True, max_length=MAX_TEXT_LENGTH),
             }
             price_block.finish()
         efficiency: dict[str, Any] | None = None
@@ -313,10 +320,10 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
             efficiency = {
                 "memory": efficiency_block.number("memory", gt=0, le=1),
                 "compute": efficiency_block.number("compute", gt=0, le=1),
-                "step_overhead_ms": efficiency_block.number("step_overhead_ms", default=0.0, ge=0),
+                "step_overhead_ms": efficiency_block.number("step_overhead_ms", default=0.0, ge=0, le=specs.MAX_STEP_OVERHEAD_S * 1e3),
                 "memory_reserve_fraction": efficiency_block.number("memory_reserve_fraction", default=0.0, ge=0, lt=1),
                 "memory_compute_overlap": efficiency_block.number("memory_compute_overlap", default=1.0, ge=0, le=1),
-                "source": efficiency_block.text("source", nullable=True),
+                "source": efficiency_block.text("source", nullable=True, max_length=MAX_TEXT_LENGTH),
                 "confidence": _calibration_confidence(efficiency_block),
             }
             efficiency_block.finish()
@@ -325,15 +332,15 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
             "name": check.text("name", max_length=200),
             "vendor": vendor,
             "architecture": architecture,
-            "memory_gb": check.number("memory_gb", gt=0),
-            "memory_bandwidth_gb_per_s": check.number("memory_bandwidth_gb_per_s", gt=0),
+            "memory_gb": check.number("memory_gb", ge=specs.MIN_MEMORY_BYTES / _GB, le=specs.MAX_MEMORY_BYTES / _GB),
+            "memory_bandwidth_gb_per_s": check.number("memory_bandwidth_gb_per_s", ge=specs.MIN_BANDWIDTH_BYTES_PER_S / _GB, le=specs.MAX_BANDWIDTH_BYTES_PER_S / _GB),
             "peak_tflops": peak_tflops,
-            "interconnect_gb_per_s": check.number("interconnect_gb_per_s", gt=0),
-            "interconnect_latency_us": check.number("interconnect_latency_us", nullable=True, ge=0),
-            "gpus_per_node": check.integer("gpus_per_node", ge=1),
+            "interconnect_gb_per_s": check.number("interconnect_gb_per_s", ge=specs.MIN_INTERCONNECT_BYTES_PER_S / _GB, le=specs.MAX_INTERCONNECT_BYTES_PER_S / _GB),
+            "interconnect_latency_us": check.number("interconnect_latency_us", nullable=True, ge=0, le=specs.MAX_INTERCONNECT_LATENCY_S * 1e6),
+            "gpus_per_node": check.integer("gpus_per_node", ge=1, le=specs.MAX_GPUS_PER_NODE),
             "price_usd_per_hour": price,
             "efficiency": efficiency,
-            "source": check.text("source"),
+            "source": check.text("source", max_length=MAX_TEXT_LENGTH),
         }
 
     return _run("GPU", record, path, build, errors)
@@ -346,16 +353,16 @@ def canonical_model(record: object, *, path: str = "", errors: list[dict[str, st
         canonical: dict[str, Any] = {
             "slug": check.slug("slug"),
             "name": check.text("name", max_length=200),
-            "params_total": check.integer("params_total", ge=1, big=True),
-            "params_active": check.integer("params_active", ge=1, big=True),
-            "layers": check.integer("layers", ge=1),
-            "hidden_size": check.integer("hidden_size", ge=1),
-            "attention_heads": check.integer("attention_heads", ge=1),
-            "kv_heads": check.integer("kv_heads", ge=1),
-            "head_dim": check.integer("head_dim", ge=1),
-            "intermediate_size": check.integer("intermediate_size", ge=1),
-            "vocab_size": check.integer("vocab_size", ge=1),
-            "max_context_tokens": check.integer("max_context_tokens", ge=1),
+            "params_total": check.integer("params_total", ge=1, le=int(specs.MAX_PARAMS), big=True),
+            "params_active": check.integer("params_active", ge=1, le=int(specs.MAX_PARAMS), big=True),
+            "layers": check.integer("layers", ge=1, le=specs.MAX_MODEL_DIMENSION),
+            "hidden_size": check.integer("hidden_size", ge=1, le=specs.MAX_MODEL_DIMENSION),
+            "attention_heads": check.integer("attention_heads", ge=1, le=specs.MAX_MODEL_DIMENSION),
+            "kv_heads": check.integer("kv_heads", ge=1, le=specs.MAX_MODEL_DIMENSION),
+            "head_dim": check.integer("head_dim", ge=1, le=specs.MAX_MODEL_DIMENSION),
+            "intermediate_size": check.integer("intermediate_size", ge=1, le=specs.MAX_INTERMEDIATE_SIZE),
+            "vocab_size": check.integer("vocab_size", ge=1, le=specs.MAX_VOCAB_SIZE),
+            "max_context_tokens": check.integer("max_context_tokens", ge=1, le=specs.MAX_CONTEXT_TOKENS),
             "moe": None,
             "mla": None,
         }
@@ -368,11 +375,11 @@ def canonical_model(record: object, *, path: str = "", errors: list[dict[str, st
         moe = check.block("moe", nullable=True)
         if moe is not None:
             block = {
-                "experts": moe.integer("experts", ge=1),
-                "experts_per_token": moe.integer("experts_per_token", ge=1),
-                "shared_experts": moe.integer("shared_experts", ge=0),
-                "expert_params": moe.integer("expert_params", ge=1, big=True),
-                "moe_layers": moe.integer("moe_layers", ge=1),
+                "experts": moe.integer("experts", ge=1, le=specs.MAX_MODEL_DIMENSION),
+                "experts_per_token": moe.integer("experts_per_token", ge=1, le=specs.MAX_MODEL_DIMENSION),
+                "shared_experts": moe.integer("shared_experts", ge=0, le=specs.MAX_MODEL_DIMENSION),
+                "expert_params": moe.integer("expert_params", ge=1, le=int(specs.MAX_PARAMS), big=True),
+                "moe_layers": moe.integer("moe_layers", ge=1, le=specs.MAX_MODEL_DIMENSION),
             }
             experts, per_token = block["experts"], block["experts_per_token"]
             if experts is not None and per_token is not None and per_token > experts:
@@ -389,11 +396,11 @@ def canonical_model(record: object, *, path: str = "", errors: list[dict[str, st
         mla = check.block("mla", nullable=True)
         if mla is not None:
             canonical["mla"] = {
-                "kv_lora_rank": mla.integer("kv_lora_rank", ge=1),
-                "rope_head_dim": mla.integer("rope_head_dim", ge=0),
+                "kv_lora_rank": mla.integer("kv_lora_rank", ge=1, le=specs.MAX_MODEL_DIMENSION),
+                "rope_head_dim": mla.integer("rope_head_dim", ge=0, le=specs.MAX_MODEL_DIMENSION),
             }
             mla.finish()
-        canonical["source"] = check.text("source")
+        canonical["source"] = check.text("source", max_length=MAX_TEXT_LENGTH)
         return canonical
 
     return _run("model", record, path, build, errors)
@@ -405,8 +412,8 @@ def canonical_quantization(
     """A quantization-scheme record in canonical form (see `canonical_gpu`)."""
 
     def build(check: _Checker) -> dict[str, Any]:
-        weight_bytes = check.number("weight_bytes_per_param", gt=0)
-        element_bytes = check.number("element_bytes", gt=0)
+        weight_bytes = check.number("weight_bytes_per_param", ge=specs.MIN_BYTES_PER_VALUE, le=specs.MAX_BYTES_PER_VALUE)
+        element_bytes = check.number("element_bytes", ge=specs.MIN_BYTES_PER_VALUE, le=specs.MAX_BYTES_PER_VALUE)
         if weight_bytes is not None and element_bytes is not None and weight_bytes < element_bytes:
             check.error(
                 "weight_bytes_per_param",
@@ -429,7 +436,7 @@ def canonical_quantization(
             "compute_dtype": check.text("compute_dtype", choices=DATATYPES),
             "kv_cache_dtypes": kv_cache_dtypes,
             "min_architecture": check.text("min_architecture", nullable=True, choices=KNOWN_ARCHITECTURES),
-            "source": check.text("source"),
+            "source": check.text("source", max_length=MAX_TEXT_LENGTH),
         }
 
     return _run("quantization", record, path, build, errors)
@@ -451,11 +458,11 @@ def canonical_efficiency_profile(
             "weights_slug": check.slug("weights_slug", nullable=True),
             "memory": check.number("memory", gt=0, le=1),
             "compute": check.number("compute", gt=0, le=1),
-            "step_overhead_ms": check.number("step_overhead_ms", default=0.0, ge=0),
+            "step_overhead_ms": check.number("step_overhead_ms", default=0.0, ge=0, le=specs.MAX_STEP_OVERHEAD_S * 1e3),
             "memory_reserve_fraction": check.number("memory_reserve_fraction", default=0.0, ge=0, lt=1),
             "include_comm": check.boolean("include_comm", default=True),
             "memory_compute_overlap": check.number("memory_compute_overlap", default=1.0, ge=0, le=1),
-            "source": check.text("source"),
+            "source": check.text("source", max_length=MAX_TEXT_LENGTH),
             "fit": check.object("fit", nullable=True),
         }
 
@@ -471,12 +478,12 @@ def canonical_price(record: object, *, path: str = "", errors: list[dict[str, st
             "provider": check.slug("provider"),
             "gpu": check.slug("gpu"),
             "region": check.slug("region", nullable=True),
-            "on_demand": check.number("on_demand", ge=0),
-            "reserved_1y": check.number("reserved_1y", nullable=True, ge=0),
-            "reserved_3y": check.number("reserved_3y", nullable=True, ge=0),
-            "spot": check.number("spot", nullable=True, ge=0),
+            "on_demand": check.number("on_demand", ge=0, le=_MAX_PRICE),
+            "reserved_1y": check.number("reserved_1y", nullable=True, ge=0, le=_MAX_PRICE),
+            "reserved_3y": check.number("reserved_3y", nullable=True, ge=0, le=_MAX_PRICE),
+            "spot": check.number("spot", nullable=True, ge=0, le=_MAX_PRICE),
             "as_of": check.iso_date("as_of"),
-            "source": check.text("source"),
+            "source": check.text("source", max_length=MAX_TEXT_LENGTH),
         }
 
     return _run("GPU price", record, path, build, errors)

@@ -60,7 +60,7 @@ from catalog.records import (
     raise_collected,
 )
 from planner.confidence import UNGRADED
-from planner.errors import UnsupportedConfigurationError
+from planner.errors import PlannerInputError, UnsupportedConfigurationError
 from planner.specs import (
     DATATYPES,
     IDEAL,
@@ -83,6 +83,17 @@ US_PER_S = 1e6
 
 MAX_PAGE_SIZE = 10_000
 INT32_MAX = 2**31 - 1
+
+
+class GpuSpecs(tuple[GpuSpec, ...]):
+    """GPU specs (a tuple), with a note for each GPU left out because the planner cannot use its row."""
+
+    skipped: tuple[str, ...]
+
+    def __new__(cls, specs: Sequence[GpuSpec], *, skipped: Sequence[str] = ()) -> GpuSpecs:
+        built = super().__new__(cls, specs)
+        built.skipped = tuple(skipped)
+        return built
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -363,12 +374,15 @@ class Catalog:
 
     def gpu_specs(
         self, efficiency: str = "calibrated", *, slugs: Sequence[str] | None = None, limit: int = MAX_PAGE_SIZE
-    ) -> tuple[GpuSpec, ...]:
+    ) -> GpuSpecs:
         """Several GPUs' specs in one query (the GPU rows joined with the named stored profile).
 
         With `slugs`: `tuple(gpu_spec(slug, efficiency) for slug in slugs)`, the same specs and
         the same NotFoundError for the first unknown slug or missing profile. Without: every GPU,
-        by slug, the first `limit`, leaving out those that lack the named stored profile."""
+        by slug, the first `limit`, leaving out those that lack the named stored profile and those
+        whose row the planner cannot use (outside planner/specs.py's bounds: stored before them or
+        written by hand), each named with why in the result's `skipped`. A GPU named in `slugs`
+        whose row is unusable raises PlannerInputError instead."""
         wanted = None if slugs is None else [slug for slug in dict.fromkeys(slugs) if _storable(slug)]
         builtin = efficiency in ("ideal", "calibrated")
         joined = and_(EfficiencyProfileRow.gpu_id == GpuRow.id,
@@ -378,15 +392,24 @@ class Catalog:
         query = query.limit(limit) if wanted is None else query.where(GpuRow.slug.in_(wanted))
         found = {gpu.slug: (gpu, profile) for gpu, profile in self.session.execute(query).all()}
         if slugs is None:
-            return tuple(self._gpu_spec(gpu, self._efficiency_of(gpu, efficiency, profile))
-                         for gpu, profile in found.values() if builtin or profile is not None)
+            usable: list[GpuSpec] = []
+            skipped: list[str] = []
+            for gpu, profile in found.values():
+                if not builtin and profile is None:
+                    continue
+                try:
+                    usable.append(self._gpu_spec(gpu, self._efficiency_of(gpu, efficiency, profile)))
+                except (PlannerInputError, OverflowError) as unusable:  # a row stored before the bounds, or by hand
+                    skipped.append(f"{gpu.slug} left out: its catalog row is outside what the planner can use "
+                                   f"({getattr(unusable, 'detail', unusable)}); correct it with PUT /v1/gpus/{gpu.slug}")
+            return GpuSpecs(usable, skipped=skipped)
         specs = []
         for slug in slugs:
             if slug not in found:
                 raise NotFoundError(f"no {GPU.name} with slug {slug!r}", kind=GPU.name.lower(), slug=str(slug))
             gpu, profile = found[slug]
             specs.append(self._gpu_spec(gpu, self._efficiency_of(gpu, efficiency, profile)))
-        return tuple(specs)
+        return GpuSpecs(specs)
 
     @staticmethod
     def _gpu_spec(row: GpuRow, efficiency: Efficiency) -> GpuSpec:

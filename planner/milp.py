@@ -158,6 +158,38 @@ def _make_solver(
     raise PlannerInputError(f"unknown solver {name!r}; expected {HIGHS!r} or {CBC!r}")
 
 
+#: Largest |coefficient| or |right-hand side| a problem may hand the solver: HiGHS's own
+#: `large_matrix_value` (1e15), above which it calls a model badly scaled and may fail inside the
+#: library. Planner inputs inside planner/specs.py's bounds stay far below it (a GPU-hour costs at
+#: most $1,000; demand is at most 1e7 req/s).
+MAX_COEFFICIENT = 1e15
+
+
+def check_coefficients(problem: pulp.LpProblem) -> None:
+    """PlannerInputError naming the row when a coefficient, constant or variable bound of `problem`
+    is larger than MAX_COEFFICIENT (PuLP itself refuses inf and NaN coefficients as they are
+    written): nothing absurd enters the MILP."""
+    rows = [("objective", problem.objective), *((constraint.name, constraint) for constraint in problem.constraints())]
+    for row, expression in rows:
+        if expression is None:
+            continue
+        for value in (expression.constant, *expression.values()):
+            if not (abs(value) <= MAX_COEFFICIENT):  # false for NaN too
+                raise PlannerInputError(
+                    f"{problem.name}: row {row} has a coefficient {value:g}, outside ±{MAX_COEFFICIENT:g}: "
+                    "an input is too large for the solver to plan with",
+                    row=str(row),
+                )
+    for variable in problem.variables():
+        for bound in (variable.lowBound, variable.upBound):
+            if bound is not None and not (abs(bound) <= MAX_COEFFICIENT):
+                raise PlannerInputError(
+                    f"{problem.name}: variable {variable.name} has a bound {bound:g}, outside ±{MAX_COEFFICIENT:g}: "
+                    "an input is too large for the solver to plan with",
+                    variable=variable.name,
+                )
+
+
 def _highs_has_solution(problem: pulp.LpProblem) -> bool:
     model = getattr(problem, "solverModel", None)
     if model is None:
@@ -199,6 +231,7 @@ def solve(
     """
     if not (math.isfinite(time_limit_s) and time_limit_s > 0):
         raise PlannerInputError(f"solver time limit must be a positive number of seconds, got {time_limit_s}")
+    check_coefficients(problem)
     name = solver_name or default_solver_name()
     solver = _make_solver(name, time_limit_s, relative_gap, mip=not relaxed, stop_at_objective=stop_at_objective)
     started = time.perf_counter()

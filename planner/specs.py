@@ -23,9 +23,62 @@ ARCHITECTURE_GENERATIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# ---- physical bounds ------------------------------------------------------------------------------
+# A spec the planner accepts lies inside these ranges (SI units). Each upper bound is a wide margin
+# over the largest accelerator, interconnect or model published, so no real record is refused
+# while a typo or a hostile 1e308 is: with every input inside them, the planner's products (bytes
+# per token × tokens, FLOPs per step, replicas × price in the MILP) stay many orders of magnitude
+# below float overflow. The catalog and the API state the same bounds in their own units;
+# docs/reliability.md ("Bounds") says why each is what it is.
+
+#: One accelerator's memory: 1 GB (below any inference part) to 4,096 GB (14× the 288 GB of HBM on
+#: the largest parts shipped, MI355X and B300).
+MIN_MEMORY_BYTES, MAX_MEMORY_BYTES = 1e9, 4_096e9
+#: Memory bandwidth: 1 GB/s (below one DDR channel) to 100 PB/s (5× the 21 PB/s on-wafer SRAM
+#: bandwidth of Cerebras WSE-3, the fastest memory of any accelerator).
+MIN_BANDWIDTH_BYTES_PER_S, MAX_BANDWIDTH_BYTES_PER_S = 1e9, 100e15
+#: Dense peak per datatype: 1 GFLOP/s (one old CPU core) to 1 EFLOP/s (8× Cerebras WSE-3's
+#: 125 PFLOP/s, 60× B300's dense FP4 of 15 PFLOP/s).
+MIN_PEAK_FLOPS_PER_S, MAX_PEAK_FLOPS_PER_S = 1e9, 1e18
+#: GPU-to-GPU bandwidth per GPU, one direction: 0.1 GB/s (below 1 Gbit/s Ethernet) to 100 TB/s
+#: (100× NVLink 5's 900 GB/s).
+MIN_INTERCONNECT_BYTES_PER_S, MAX_INTERCONNECT_BYTES_PER_S = 0.1e9, 100e12
+#: One all-reduce hop: at most 10 ms, a round trip between data centres; a slower link cannot carry
+#: a per-layer all-reduce at all.
+MAX_INTERCONNECT_LATENCY_S = 10e-3
+#: GPUs sharing the fast interconnect: at most 1,024 (NVL72 has 72; announced racks 576).
+MAX_GPUS_PER_NODE = 1_024
+#: Fixed time per batching step: at most 10 s, 1,000× any engine's scheduler and launch overhead.
+MAX_STEP_OVERHEAD_S = 10.0
+#: On-demand price per GPU-hour: at most $1,000, ~70× the dearest list price of a GPU-hour today
+#: (~$14 for a B200); it also keeps replicas × price × hours well inside the MILP solver's range.
+MAX_PRICE_USD_PER_HOUR = 1_000.0
+#: Parameters: at most 1e14 (100 T, 50× the largest published model, ~2 T).
+MAX_PARAMS = 1e14
+#: Widths and counts of a transformer's shape (layers, hidden, heads, head_dim, MLP width, experts,
+#: MLA rank): at most 2^20 = 1,048,576, 40× the widest published (hidden 25,600; MLP 73,728 is
+#: allowed for by the MLP's own bound below).
+MAX_MODEL_DIMENSION = 2**20
+#: MLP hidden width: at most 2^22 (4,194,304), 50× the widest published (~73,728).
+MAX_INTERMEDIATE_SIZE = 2**22
+#: Vocabulary: at most 2^24 (16,777,216), 64× the largest published (Gemma's 262,144).
+MAX_VOCAB_SIZE = 2**24
+#: Context window: at most 10,000,000 tokens (Llama 4 Scout's 10 M, the longest published), the
+#: workload's own length bound.
+MAX_CONTEXT_TOKENS = 10_000_000
+#: Bytes per stored value: 1/16 (half a bit, below any published 1-bit format's 0.125) to 16
+#: (fp64's 8 bytes plus as much again in scales).
+MIN_BYTES_PER_VALUE, MAX_BYTES_PER_VALUE = 1 / 16, 16.0
+
+
 def _require(condition: bool, message: str, **extensions: object) -> None:
     if not condition:
         raise PlannerInputError(message, **extensions)
+
+
+def _within(owner: str, name: str, value: float, low: float, high: float) -> None:
+    """PlannerInputError (naming the field) unless low <= value <= high; NaN is outside every range."""
+    _require(low <= value <= high, f"{owner}: {name} must be in [{low:g}, {high:g}], got {value:g}", field=name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,7 +104,10 @@ class Efficiency:
     def __post_init__(self) -> None:
         _require(0.0 < self.memory <= 1.0, f"memory efficiency must be in (0, 1], got {self.memory}")
         _require(0.0 < self.compute <= 1.0, f"compute efficiency must be in (0, 1], got {self.compute}")
-        _require(self.step_overhead_s >= 0.0, f"step overhead must be >= 0, got {self.step_overhead_s}")
+        _require(
+            0.0 <= self.step_overhead_s <= MAX_STEP_OVERHEAD_S,
+            f"step overhead must be in [0, {MAX_STEP_OVERHEAD_S:g}] s, got {self.step_overhead_s}",
+        )
         _require(
             0.0 <= self.memory_reserve_fraction < 1.0,
             f"memory reserve fraction must be in [0, 1), got {self.memory_reserve_fraction}",
@@ -90,15 +146,22 @@ class GpuSpec:
     def __post_init__(self) -> None:
         _require(self.calibration_grade in GRADES, f"{self.slug}: calibration grade must be one of {', '.join(GRADES)}",
                  field="calibration_grade")
-        _require(self.memory_bytes > 0, f"{self.slug}: memory must be positive")
-        _require(self.hbm_bandwidth_bytes_per_s > 0, f"{self.slug}: memory bandwidth must be positive")
-        _require(self.interconnect_bytes_per_s > 0, f"{self.slug}: interconnect bandwidth must be positive")
-        _require(self.interconnect_latency_s >= 0, f"{self.slug}: interconnect latency must be >= 0")
-        _require(self.gpus_per_node >= 1, f"{self.slug}: gpus_per_node must be >= 1")
-        _require(self.price_usd_per_hour_on_demand >= 0, f"{self.slug}: price must be >= 0")
+        # the comparisons are false for NaN, so a NaN is refused too
+        _within(self.slug, "memory_bytes", self.memory_bytes, MIN_MEMORY_BYTES, MAX_MEMORY_BYTES)
+        _within(self.slug, "hbm_bandwidth_bytes_per_s", self.hbm_bandwidth_bytes_per_s,
+                MIN_BANDWIDTH_BYTES_PER_S, MAX_BANDWIDTH_BYTES_PER_S)
+        _within(self.slug, "interconnect_bytes_per_s", self.interconnect_bytes_per_s,
+                MIN_INTERCONNECT_BYTES_PER_S, MAX_INTERCONNECT_BYTES_PER_S)
+        _within(self.slug, "interconnect_latency_s", self.interconnect_latency_s, 0.0, MAX_INTERCONNECT_LATENCY_S)
+        _within(self.slug, "gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE)
+        _within(self.slug, "price_usd_per_hour_on_demand", self.price_usd_per_hour_on_demand, 0.0, MAX_PRICE_USD_PER_HOUR)
+        if self.price_usd_per_hour_reserved_1y is not None:
+            _within(self.slug, "price_usd_per_hour_reserved_1y", self.price_usd_per_hour_reserved_1y, 0.0,
+                    MAX_PRICE_USD_PER_HOUR)
         for dtype, flops in self.peak_flops_per_s.items():
             _require(dtype in DATATYPES, f"{self.slug}: unknown datatype {dtype!r}", datatype=dtype)
-            _require(flops is None or flops > 0, f"{self.slug}: peak {dtype} must be positive or null")
+            if flops is not None:
+                _within(self.slug, f"peak_flops_per_s.{dtype}", flops, MIN_PEAK_FLOPS_PER_S, MAX_PEAK_FLOPS_PER_S)
 
     def peak_flops(self, datatype: str) -> float | None:
         """Dense peak FLOP/s for `datatype`, or None where the chip has no such unit."""
@@ -124,6 +187,10 @@ class MoeSpec:
         _require(self.shared_experts >= 0, "moe.shared_experts must be >= 0")
         _require(self.expert_params > 0, "moe.expert_params must be positive")
         _require(self.moe_layers >= 1, "moe.moe_layers must be >= 1")
+        _within("moe", "experts", self.experts, 1, MAX_MODEL_DIMENSION)
+        _within("moe", "shared_experts", self.shared_experts, 0, MAX_MODEL_DIMENSION)
+        _within("moe", "expert_params", self.expert_params, 1, MAX_PARAMS)
+        _within("moe", "moe_layers", self.moe_layers, 1, MAX_MODEL_DIMENSION)
 
     @property
     def routed_params(self) -> float:
@@ -141,6 +208,8 @@ class MlaSpec:
     def __post_init__(self) -> None:
         _require(self.kv_lora_rank >= 1, "mla.kv_lora_rank must be >= 1")
         _require(self.rope_head_dim >= 0, "mla.rope_head_dim must be >= 0")
+        _within("mla", "kv_lora_rank", self.kv_lora_rank, 1, MAX_MODEL_DIMENSION)
+        _within("mla", "rope_head_dim", self.rope_head_dim, 0, MAX_MODEL_DIMENSION)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +238,12 @@ class ModelSpec:
         )
         for name in ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "max_context_tokens"):
             _require(getattr(self, name) >= 1, f"{self.slug}: {name} must be >= 1", field=name)
+        _within(self.slug, "params_total", self.params_total, 1, MAX_PARAMS)
+        for name in ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim"):
+            _within(self.slug, name, getattr(self, name), 1, MAX_MODEL_DIMENSION)
+        _within(self.slug, "intermediate_size", self.intermediate_size, 0, MAX_INTERMEDIATE_SIZE)
+        _within(self.slug, "vocab_size", self.vocab_size, 0, MAX_VOCAB_SIZE)
+        _within(self.slug, "max_context_tokens", self.max_context_tokens, 1, MAX_CONTEXT_TOKENS)
         _require(
             self.attention_heads % self.kv_heads == 0,
             f"{self.slug}: kv_heads ({self.kv_heads}) must divide attention_heads ({self.attention_heads})",
@@ -200,6 +275,8 @@ class QuantSpec:
     def __post_init__(self) -> None:
         _require(self.weight_bytes_per_param > 0, f"{self.slug}: weight_bytes_per_param must be positive")
         _require(self.element_bytes > 0, f"{self.slug}: element_bytes must be positive")
+        for name in ("weight_bytes_per_param", "element_bytes"):
+            _within(self.slug, name, getattr(self, name), MIN_BYTES_PER_VALUE, MAX_BYTES_PER_VALUE)
         _require(self.compute_dtype in DATATYPES, f"{self.slug}: unknown compute dtype {self.compute_dtype!r}")
 
 

@@ -14,13 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
 from api.schemas.plans import MS_PER_S, PlanPrecision, PlanSlo
-from api.schemas.workload import TokenLengths, length_distribution
+from api.schemas.workload import ARRIVAL_CV_DESCRIPTION, TokenLengths, length_distribution
 from planner.capacity import CapacityResult
-from planner.workload import Workload
+from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Workload
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class CapacityWorkloadShape(_Input):
@@ -35,8 +35,8 @@ class CapacityWorkloadShape(_Input):
         examples=[256],
     )
     arrival_cv: float = Field(
-        default=1.0, gt=0, le=100, allow_inf_nan=False,
-        description="Coefficient of variation of inter-arrival times of the whole stream: 1 = Poisson, > 1 burstier, < 1 smoother.",
+        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False,
+        description=ARRIVAL_CV_DESCRIPTION,
     )
 
     def to_workload(self) -> Workload:

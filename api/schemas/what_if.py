@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.schemas.catalog import Slug
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
-from api.schemas.workload import TokenLengths, length_distribution
-from planner.workload import Workload
+from api.schemas.workload import ARRIVAL_CV_DESCRIPTION, TokenLengths, length_distribution
+from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Workload
 
 #: Most points one sweep may have (rates × SLO values × GPU types). Measured on the 2-core dev
 #: machine: a 10-point sweep over the 12-GPU reference catalog (8B chat) took 2.9 s in a fresh
@@ -30,7 +30,7 @@ MAX_RATE_RPS = 1e7
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class WhatIfWorkload(_Input):
@@ -45,8 +45,8 @@ class WhatIfWorkload(_Input):
         examples=[256],
     )
     arrival_cv: float = Field(
-        default=1.0, gt=0, le=100, allow_inf_nan=False,
-        description="Coefficient of variation of inter-arrival times: 1 = Poisson, > 1 burstier (gamma), < 1 smoother.",
+        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False,
+        description=ARRIVAL_CV_DESCRIPTION,
     )  # fmt: skip
 
     def to_workload(self, arrival_rate_rps: float) -> Workload:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
 from scipy.special import ndtri
 
-from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Workload
+from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Workload
 
 #: Largest length anyone could mean (tokens); beyond it a number is a typo, not a workload.
 MAX_TOKENS = 10_000_000
@@ -28,10 +28,19 @@ MAX_TOKENS = 10_000_000
 MAX_LOGNORMAL_P99_OVER_MEAN = math.exp(float(ndtri(0.99)) ** 2 / 2.0)
 #: Histogram size bound, so one body cannot carry an unbounded sample.
 MAX_HISTOGRAM_BINS = 10_000
+#: Largest histogram weight: weights are relative frequencies or request counts, and a year of
+#: traffic at the largest arrival rate accepted (1e7 req/s) is 3.2e14 requests; 1e15 covers it, and
+#: 10,000 such weights sum to 1e19, far from float overflow.
+MAX_HISTOGRAM_WEIGHT = 1e15
+#: Why the arrival CV is bounded to [0.05, 20]: planner/workload.py (MIN_ARRIVAL_CV, MAX_ARRIVAL_CV).
+ARRIVAL_CV_DESCRIPTION = (
+    "Coefficient of variation of inter-arrival times: 1 = Poisson, > 1 burstier (gamma), < 1 smoother; 0.05 "
+    "(indistinguishable from clockwork arrivals) to 20 (200× Poisson's queueing delay, far burstier than any published trace)."
+)
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class LognormalTokens(_Input):
@@ -67,10 +76,10 @@ class HistogramTokens(_Input):
     tokens: list[Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
         min_length=1, max_length=MAX_HISTOGRAM_BINS, description="Observed lengths in tokens.", examples=[[128, 512, 2048]]
     )
-    weights: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] = Field(
+    weights: list[Annotated[float, Field(ge=0, le=MAX_HISTOGRAM_WEIGHT, allow_inf_nan=False)]] = Field(
         min_length=1,
         max_length=MAX_HISTOGRAM_BINS,
-        description="Relative frequency of each length (same count as `tokens`, >= 0, positive sum).",
+        description="Relative frequency of each length (same count as `tokens`, each in [0, 1e15], positive sum).",
         examples=[[0.5, 0.3, 0.2]],
     )
 
@@ -143,10 +152,10 @@ class WorkloadSpec(_Input):
     )
     arrival_cv: float = Field(
         default=1.0,
-        gt=0,
-        le=100,
+        ge=MIN_ARRIVAL_CV,
+        le=MAX_ARRIVAL_CV,
         allow_inf_nan=False,
-        description="Coefficient of variation of inter-arrival times: 1 = Poisson, > 1 burstier (gamma), < 1 smoother.",
+        description=ARRIVAL_CV_DESCRIPTION,
     )
 
     def to_workload(self) -> Workload:
