@@ -16,21 +16,35 @@ Adding an area of the API:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from sqlalchemy import text
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import api
 from api.docs_assets import install_docs
 from api.errors import NotReadyError
 from api.fleet_plans import stop_table_workers
 from api.observability import install_observability
-from api.problems import PROBLEM_MEDIA_TYPE, install_problem_handlers, problem_responses, problem_schemas
+from api.problems import (
+    PROBLEM_MEDIA_TYPE,
+    PayloadTooLargeError,
+    UnsupportedMediaTypeError,
+    install_problem_handlers,
+    problem_response,
+    problem_responses,
+    problem_schemas,
+)
 from api.routers import calibrations as calibration_routes
 from api.routers import capacity as capacity_routes
 from api.routers import catalog as catalog_routes
@@ -80,6 +94,105 @@ admin as `Authorization: Bearer <key>`. Every record carries a `version`, sent a
 send it back in `If-Match` on PUT/PATCH to avoid overwriting someone else's change (412).
 Units are in the field names: GB = 1e9 bytes, GB/s = 1e9 bytes/s, TFLOP/s = 1e12 FLOP/s (dense).
 """
+
+
+class _RouteTable:
+    """Which methods each path answers and which of them take a JSON body, across every route of
+    the app (FastAPI keeps an included router as one entry; its `effective_route_contexts` are
+    its routes with their full paths)."""
+
+    def __init__(self, routes: Iterable[BaseRoute]) -> None:
+        self._entries: list[tuple[re.Pattern[str], frozenset[str], bool]] = []
+        for route in routes:
+            contexts = getattr(route, "effective_route_contexts", None)
+            for each in contexts() if callable(contexts) else [route]:
+                if getattr(each, "methods", None) and getattr(each, "path_regex", None) is not None:
+                    self._entries.append((each.path_regex, frozenset(each.methods), getattr(each, "body_field", None) is not None))
+
+    def allowed_methods(self, path: str) -> list[str]:
+        return sorted({method for regex, methods, _ in self._entries if regex.match(path) for method in methods})
+
+    def takes_json(self, method: str, path: str) -> bool:
+        return any(takes and method in methods and regex.match(path) is not None for regex, methods, takes in self._entries)
+
+
+class BodyGuard:
+    """Refuses a request body before anything parses it: 413 when it is larger than
+    `max_body_bytes` (by its Content-Length, or by counting a chunked body), 415 when a route that
+    takes JSON is sent something else (a body without a JSON Content-Type, or a non-JSON
+    Content-Type). The body read is handed on unchanged."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, routes: _RouteTable) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_body_bytes:
+            await self._refuse(scope, send, self._too_large())
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await self._refuse(scope, send, self._too_large())
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        content_type = headers.get("content-type")
+        if (body or content_type is not None) and not _is_json(content_type) and self.routes.takes_json(scope["method"], scope["path"]):
+            await self._refuse(scope, send, UnsupportedMediaTypeError(
+                f"This operation takes an application/json body; got {content_type or 'no Content-Type'}.",
+                content_type=content_type,
+            ))
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _too_large(self) -> PayloadTooLargeError:
+        return PayloadTooLargeError(
+            f"The request body is larger than this service accepts ({self.max_body_bytes} bytes, HEADROOM_MAX_BODY_BYTES).",
+            max_body_bytes=self.max_body_bytes,
+        )
+
+    @staticmethod
+    async def _refuse(scope: Scope, send: Send, exc: Exception) -> None:
+        response = problem_response(Request(scope), exc)
+        response.headers["Connection"] = "close"  # the unread rest of the body must not be taken for the next request
+        await response(scope, _no_receive, send)
+
+
+def _is_json(content_type: str | None) -> bool:
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    return media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json"))
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
+
+
+async def _no_receive() -> Message:
+    return {"type": "http.disconnect"}
 
 
 def operation_id(route: APIRoute) -> str:
@@ -132,10 +245,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             raise NotReadyError("the database is not migrated to head: run `headroom db upgrade`")
         return {"status": "ready"}
 
-    install_observability(app, settings)
     install_docs(app)
     for router in ROUTERS:
         app.include_router(router, prefix="/v1")
+    routes = _RouteTable(app.router.routes)
+
+    async def method_not_allowed(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 405:  # Starlette names the methods of the first route on the path only
+            exc.headers = {**(exc.headers or {}), "Allow": ", ".join(routes.allowed_methods(request.url.path))}
+        return problem_response(request, exc)
+
+    app.add_exception_handler(StarletteHTTPException, method_not_allowed)
+    app.add_middleware(BodyGuard, max_body_bytes=settings.max_body_bytes, routes=routes)
+    install_observability(app, settings)  # outermost: 413 and 415 answers carry a request id and are logged
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
@@ -152,6 +275,63 @@ def _validation_errors_as_problems(schema: dict[str, Any]) -> None:
                 operation["responses"]["422"] = problem_422
     for name in ("HTTPValidationError", "ValidationError"):
         schema["components"]["schemas"].pop(name, None)
+
+
+#: Header formats, as api/idempotency.py and api/deps.py check them (a value outside is 400).
+IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]{1,200}$"}
+IF_MATCH_SCHEMA = {"type": "string", "pattern": '^ *("[0-9]{1,18}"|\\*) *$'}
+RESPONSE_HEADERS: dict[str, dict[str, Any]] = {
+    "ETag": {"description": 'The record\'s version as a strong entity tag, e.g. `"3"`; send it back in If-Match.',
+             "schema": {"type": "string", "pattern": '^"[0-9]+"$'}},
+    "Location": {"description": "The path of what was created, to read it back.", "schema": {"type": "string", "pattern": "^/v1/"}},
+    "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+}
+#: Operations that document 403 and yet answer a caller without a key: a dry-run plan (`store: false`).
+ANONYMOUS_WRITES = frozenset({"create_plan"})
+#: Where a bounded piece of work (the request deadline or the solver's limit) applies besides the
+#: database every /v1 route reads: all of /v1 answers 503 when its database is unavailable.
+_NO_DATABASE = ("/healthz", "/metrics", "/docs", "/redoc", "/openapi.json")
+
+
+def _complete_contract(schema: dict[str, Any]) -> None:
+    """Every answer a route can give, whichever layer gives it: 413/415 from `BodyGuard` on routes
+    with a body, 400/409 from the Idempotency-Key and 400/412 from If-Match, 422 for a body or
+    parameter that does not validate, 503 wherever the database (or a deadline, or a solver) is
+    used; and the formats of the headers requests send and answers carry."""
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            responses: dict[str, Any] = operation.setdefault("responses", {})
+
+            def add(*statuses: int, responses: dict[str, Any] = responses) -> None:
+                for status, response in problem_responses(*statuses).items():
+                    responses.setdefault(str(status), response)
+
+            if "requestBody" in operation:
+                add(400, 413, 415, 422)
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") != "header":
+                    continue
+                if parameter["name"] == "Idempotency-Key":
+                    parameter["schema"] = dict(IDEMPOTENCY_KEY_SCHEMA)
+                    add(400, 409)
+                    responses["409"].setdefault("headers", {})["Retry-After"] = RESPONSE_HEADERS["Retry-After"]
+                elif parameter["name"] == "If-Match":
+                    parameter["schema"] = dict(IF_MATCH_SCHEMA)
+                    add(400, 412)
+            if "403" not in responses or operation.get("operationId") in ANONYMOUS_WRITES:
+                # a read needs a key only where the service runs with HEADROOM_REQUIRE_AUTH=1
+                operation["security"] = [{}, *operation.get("security", [])]
+            if not path.startswith(_NO_DATABASE):
+                add(503)
+                responses["503"].setdefault("headers", {})["Retry-After"] = RESPONSE_HEADERS["Retry-After"]
+            for status, response in responses.items():
+                headers = response.get("headers", {})
+                if status == "201":
+                    headers.setdefault("Location", RESPONSE_HEADERS["Location"])
+                if "ETag" in headers:
+                    headers["ETag"] = RESPONSE_HEADERS["ETag"]
+                if headers:
+                    response["headers"] = headers
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
@@ -178,6 +358,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         schemas = schema.setdefault("components", {}).setdefault("schemas", {})
         schemas.update(problem_schemas())
         _validation_errors_as_problems(schema)
+        _complete_contract(schema)
         app.openapi_schema = schema
     return app.openapi_schema
 

@@ -58,6 +58,18 @@ from planner.errors import (
     UnsupportedConfigurationError,
 )
 
+class PayloadTooLargeError(ApiError):
+    """A request body larger than the service accepts (HEADROOM_MAX_BODY_BYTES), refused unread."""
+
+    title = "Request body too large"
+
+
+class UnsupportedMediaTypeError(ApiError):
+    """A body on a JSON route that is not `application/json`."""
+
+    title = "Unsupported media type"
+
+
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 PROBLEM_TYPE_BASE = "urn:headroom:problem:"
 
@@ -86,6 +98,8 @@ PROBLEM_TYPES: dict[type[BaseException], ProblemType] = {
     NotReadyError: ProblemType(status=503, name="not-ready"),
     RequestTimeoutError: ProblemType(status=503, name="request-timeout"),
     IdempotencyConflictError: ProblemType(status=409, name="idempotency-conflict"),
+    PayloadTooLargeError: ProblemType(status=413, name="payload-too-large"),
+    UnsupportedMediaTypeError: ProblemType(status=415, name="unsupported-media-type"),
     ApiError: ProblemType(status=400, name="bad-request"),
     RequestValidationError: ProblemType(status=422, name="invalid-request", title="Invalid request"),
     PydanticValidationError: ProblemType(status=422, name="invalid-request", title="Invalid request"),
@@ -265,14 +279,18 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 _DESCRIPTIONS = {
-    400: "Malformed request header.",
+    400: "Malformed request: a body that cannot be decoded, or a malformed `Idempotency-Key` or `If-Match` header.",
     401: "No API key, or an unknown one (`Authorization: Bearer <key>`).",
     403: "The API key's role may not do this.",
     404: "No record with that slug.",
-    409: "A record with that slug exists already.",
+    409: "A record with that slug exists already, or the `Idempotency-Key` was used with another body "
+    "(`reason: body_mismatch`) or its first request is still running (`reason: in_progress`, with `Retry-After`).",
     412: "`If-Match` names a version other than the stored one: read the record again and retry.",
-    422: "Invalid request: `errors` lists each bad field.",
-    503: "A dependency (database, solver) is not available.",
+    413: "The request body is larger than the service accepts (HEADROOM_MAX_BODY_BYTES, 1 MiB by default).",
+    415: "The request body is not `application/json`.",
+    422: "Invalid request (a body that is not JSON, or fields of the wrong type or out of range): `errors` lists each bad field.",
+    503: "A dependency (database, solver) is not available, or the work ran past the request timeout "
+    "(HEADROOM_REQUEST_TIMEOUT_S); retry later.",
 }
 
 

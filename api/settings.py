@@ -12,6 +12,7 @@ app factory (never at import time), so tests build apps with settings of their o
 | HEADROOM_LOG_LEVEL                | log_level              | info                            |
 | HEADROOM_IDEMPOTENCY_WINDOW_S     | idempotency_window_s   | 86400 (24 h)                    |
 | HEADROOM_DEFAULT_PRICE_PROVIDER   | default_price_provider | runpod                          |
+| HEADROOM_MAX_BODY_BYTES           | max_body_bytes         | 1048576 (1 MiB)                 |
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class Settings:
     `default_price_provider` is whose prices a plan, fleet plan or what-if uses when the request
     names no `provider`: RunPod by default, the provider of the reference prices
     (catalog/data/prices.json) that covers the most GPUs (7 of 12).
+    `max_body_bytes` is the largest request body the service reads; a larger one is answered 413
+    before it is parsed (api/app.py `BodyGuard`).
     """
 
     database_url: str = field(default_factory=default_database_url)
@@ -61,6 +64,7 @@ class Settings:
     log_level: str = "info"
     idempotency_window_s: float = 86_400.0
     default_price_provider: str = DEFAULT_PRICE_PROVIDER
+    max_body_bytes: int = 1_048_576
 
     def __post_init__(self) -> None:
         if not self.database_url:
@@ -71,6 +75,8 @@ class Settings:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise SettingsError(f"HEADROOM_{name.upper()} must be a positive number of seconds, got {value}")
+        if self.max_body_bytes < 1:
+            raise SettingsError(f"HEADROOM_MAX_BODY_BYTES must be >= 1, got {self.max_body_bytes}")
         if self.max_simulated_requests < 1:
             raise SettingsError(
                 f"HEADROOM_MAX_SIMULATED_REQUESTS must be >= 1, got {self.max_simulated_requests}"
@@ -96,6 +102,7 @@ class Settings:
             log_level=(env.get("HEADROOM_LOG_LEVEL") or "info").lower(),
             idempotency_window_s=_number(env, "HEADROOM_IDEMPOTENCY_WINDOW_S", float, default=86_400.0),
             default_price_provider=(env.get("HEADROOM_DEFAULT_PRICE_PROVIDER") or DEFAULT_PRICE_PROVIDER).strip().lower(),
+            max_body_bytes=_number(env, "HEADROOM_MAX_BODY_BYTES", int, default=1_048_576),
         )
 
 

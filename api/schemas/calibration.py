@@ -17,7 +17,7 @@ _Tokens = Annotated[float | None, Field(default=None, ge=0)]
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class CalibrationPrecision(_Input):

@@ -30,7 +30,7 @@ CURRENCY = "USD"
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class HysteresisSpec(_Input):

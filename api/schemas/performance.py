@@ -42,7 +42,7 @@ Break-even intensity = compute_flops_per_s / memory_bandwidth_bytes_per_s (FLOP/
 
 
 class _Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class PrecisionSpec(_Input):
