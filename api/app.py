@@ -318,9 +318,9 @@ def _complete_contract(schema: dict[str, Any]) -> None:
                 elif parameter["name"] == "If-Match":
                     parameter["schema"] = dict(IF_MATCH_SCHEMA)
                     add(400, 412)
-            if "403" not in responses or operation.get("operationId") in ANONYMOUS_WRITES:
+            if operation.get("security") and ("403" not in responses or operation.get("operationId") in ANONYMOUS_WRITES):
                 # a read needs a key only where the service runs with HEADROOM_REQUIRE_AUTH=1
-                operation["security"] = [{}, *operation.get("security", [])]
+                operation["security"] = [{}, *operation["security"]]
             if not path.startswith(_NO_DATABASE):
                 add(503)
                 responses["503"].setdefault("headers", {})["Retry-After"] = RESPONSE_HEADERS["Retry-After"]

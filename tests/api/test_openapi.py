@@ -58,3 +58,18 @@ def test_fields_carry_units_in_their_descriptions() -> None:
 def test_version_matches_pyproject() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert api.__version__ == project["version"]
+
+
+def test_every_operation_documents_the_answers_of_the_layers_around_it() -> None:
+    """413/415/400/422 wherever there is a body, 400/409 with Idempotency-Key, 400/412 with If-Match,
+    503 on every /v1 route (issue 22 §5; api/app.py `_complete_contract`)."""
+    document = json.loads(openapi_document())
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            documented = set(operation["responses"])
+            headers = {p["name"] for p in operation.get("parameters", []) if p["in"] == "header"}
+            expected = {"503"} if path.startswith("/v1/") else set()
+            expected |= {"400", "413", "415", "422"} if "requestBody" in operation else set()
+            expected |= {"400", "409"} if "Idempotency-Key" in headers else set()
+            expected |= {"400", "412"} if "If-Match" in headers else set()
+            assert expected <= documented, f"{method.upper()} {path} does not document {sorted(expected - documented)}"
