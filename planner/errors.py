@@ -5,6 +5,7 @@
     ├── UnsupportedConfigurationError  a combination the hardware or model cannot run (fp8 on Ampere, tp not dividing heads)
     ├── ModelDoesNotFitError         weights (+ reserve) exceed the replica's memory; carries the shortfall and what would fit
     ├── UnstableLoadError            offered load at or above saturation (ρ ≥ 1)
+    │   └── OccupancySaturatedError  (also a ConvergenceError) no occupancy below a full batch completes λ
     ├── InfeasiblePlanError          no candidate meets the SLOs/constraints; names the constraint and the smallest relaxation
     ├── CalibrationError             too few or inconsistent measured points to fit efficiencies
     ├── SimulationLimitError         a simulation request larger than the configured bound
@@ -65,3 +66,12 @@ class ConvergenceError(HeadroomError):
 
 class SolverError(HeadroomError):
     title = "Solver failed"
+
+
+class OccupancySaturatedError(UnstableLoadError, ConvergenceError):
+    """The queueing model's occupancy fixed point has no root below a full batch: at this rate even
+    a full batch completes fewer requests per second than arrive, though the saturation estimate
+    put ρ below 1 (extreme hardware, vanishing throughput). An unstable load to the caller (422);
+    a configuration the planner's searches drop, as they drop any that does not converge."""
+
+    title = "Unstable load"

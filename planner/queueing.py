@@ -86,7 +86,7 @@ from scipy.special import gammaln, ndtri
 from scipy.stats import qmc
 
 from planner import queueing_kernels
-from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
+from planner.errors import ConvergenceError, InfeasiblePlanError, OccupancySaturatedError, PlannerInputError
 from planner.step_model import StepModel
 from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Slo, Workload
 
@@ -618,6 +618,16 @@ def _occupancy(rep: _Replica, lam: float, rho: float) -> _Occupancy:
         high, low = low, max(low / _BRACKET_WIDEN, _SMALLEST_SHAPE_MEAN)
     while high < most and excess(high) < 0:  # too slow still: the root is higher
         low, high = high, min(high * _BRACKET_WIDEN, most)
+    if high >= most and excess(high) < 0:
+        raise OccupancySaturatedError(
+            f"at λ = {lam:.6g}/s even a full batch ({rep.slots} sequences) completes fewer requests per second than "
+            "arrive: the load is unstable on this configuration",
+            arrival_rate_rps=lam, slots=rep.slots,
+        )
+    if low <= _SMALLEST_SHAPE_MEAN and excess(low) > 0:
+        # completions outpace λ even at the smallest occupancy the shape resolves: the load is
+        # vanishing on this replica (λ·W below that mean), and that occupancy is an upper bound on it
+        return solved[low]
     try:
         mu = float(brentq(excess, low, high, xtol=1e-9 * rep.slots, rtol=_OCCUPANCY_RTOL, maxiter=200))
     except (ValueError, RuntimeError) as exc:

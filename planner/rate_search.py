@@ -28,9 +28,15 @@ PROBE_STEP = 0.45
 PROBE_MARGIN = 0.05
 
 
-def slack(excess: float) -> float:
-    """target/predicted − 1 from predicted/target − 1 (the worst metric's); −1 when unstable (excess inf)."""
-    return 1.0 / (1.0 + excess) - 1.0 if math.isfinite(excess) else -1.0
+def slack(excess: float) -> float | None:
+    """target/predicted − 1 from predicted/target − 1 (the worst metric's); −1 when unstable (excess
+    inf); None when the prediction is 0 (excess −1: e.g. no TPOT for one-token outputs), where the
+    slack is unbounded and the next probe bisects instead of interpolating."""
+    if not math.isfinite(excess):
+        return -1.0
+    if excess <= -1.0:
+        return None
+    return 1.0 / (1.0 + excess) - 1.0
 
 
 @dataclass(slots=True)

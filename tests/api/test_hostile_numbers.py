@@ -189,8 +189,6 @@ def _bodies(workload: dict[str, Any], slo: dict[str, Any]) -> list[tuple[str, di
     ]
 
 
-@pytest.mark.xfail(reason="open: /v1/evaluate still answers 500 for some bound combinations (a saturation rate near "
-                          "3.6e-11 req/s at the lowest bandwidth and peak); docs/reliability.md 'Bounds'", strict=False)
 def test_extreme_but_valid_catalog_rows_and_workloads_never_answer_500(
     make_client: Callable[..., ApiClient], migrated_database_url: str
 ) -> None:
