@@ -27,6 +27,7 @@ from pydantic import ValidationError as PydanticValidationError
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import (
     ApiError,
@@ -51,6 +52,7 @@ from planner.errors import (
     HeadroomError,
     InfeasiblePlanError,
     ModelDoesNotFitError,
+    OccupancySaturatedError,
     PlannerInputError,
     SimulationLimitError,
     SolverError,
@@ -115,6 +117,7 @@ PROBLEM_TYPES: dict[type[BaseException], ProblemType] = {
     UnsupportedConfigurationError: ProblemType(status=422, name="unsupported-configuration"),
     ModelDoesNotFitError: ProblemType(status=422, name="model-does-not-fit"),
     UnstableLoadError: ProblemType(status=422, name="unstable-load"),
+    OccupancySaturatedError: ProblemType(status=422, name="unstable-load"),
     InfeasiblePlanError: ProblemType(status=422, name="infeasible-plan"),
     CalibrationError: ProblemType(status=422, name="calibration-failed"),
     SimulationLimitError: ProblemType(status=422, name="simulation-too-large"),
@@ -305,7 +308,37 @@ async def _handle(request: Request, exc: Exception) -> JSONResponse:
     return problem_response(request, exc)
 
 
+class AnswerUnexpectedErrors:
+    """An exception no handler answered becomes the 500 problem here, inside the app, and is not
+    raised on: Starlette's outermost error middleware would send the same 500 and then re-raise,
+    and the server closes a connection whose application raised, so a client's next request on that
+    pooled keep-alive connection was reset. The error is logged by `problem_response`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started:  # the answer was under way: nothing sane can be sent now
+                raise
+            await problem_response(Request(scope, receive), exc)(scope, receive, send)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Answer every exception in `PROBLEM_TYPES` (and so every exception) with a problem document."""
     for exc_type in PROBLEM_TYPES:
         app.add_exception_handler(exc_type, _handle)
+    app.add_middleware(AnswerUnexpectedErrors)  # innermost of the app's own middleware: observability sees the 500

@@ -217,3 +217,41 @@ def test_every_planner_error_is_mapped_explicitly() -> None:
     errors = [obj for obj in vars(planner.errors).values() if isinstance(obj, type) and issubclass(obj, HeadroomError)]
     assert errors
     assert set(errors) <= PROBLEM_TYPES.keys(), "add the new planner error to api/problems.py's PROBLEM_TYPES"
+
+
+def test_a_500_keeps_the_keep_alive_connection(migrated_database_url: str) -> None:
+    """Served by uvicorn on 127.0.0.1: after an unexpected error's 500 the same pooled connection
+    answers the next request (issue 22 §6: the server used to close it, resetting the client's next
+    request)."""
+    import socket
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    def explode() -> None:
+        raise RuntimeError("boom")
+
+    app = _app_with_route(migrated_database_url, "/explode", explode)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="off", ws="none"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline
+        time.sleep(0.02)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=10.0) as client:
+            first = client.post("/explode")
+            assert first.status_code == 500 and first.headers.get("connection", "").lower() != "close"
+            assert client.post("/explode").status_code == 500  # the same pooled connection, not reset
+            assert client.get("/healthz").status_code == 200
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+        sock.close()
+        app.state.engine.dispose()
