@@ -422,8 +422,16 @@ def plan_fleet(
     inputs = resolve_inputs(body, catalog, default_provider)
     models = {slug: catalog.model_spec(slug) for slug in dict.fromkeys(w.model for w in body.workloads)}
     if not inputs.gpus:
+        if body.constraints.gpus is None:  # the caller constrained nothing: what is missing is the catalog's
+            raise PlannerInputError("the catalog has no GPU type priced at this provider that the planner can use: add "
+                                    "one (POST /v1/gpus, POST /v1/prices) or give prices in the request", constraint="gpus")
         raise PlannerInputError("no GPU types to plan with: allow at least one", constraint="gpus")
     if not inputs.precisions:
+        if body.constraints.precisions is None:
+            defaults = ", ".join(f"{w}/{kv}" for w, kv in DEFAULT_PRECISIONS)
+            raise PlannerInputError(f"the catalog has none of the default precisions {defaults}: add their quantizations "
+                                    "(POST /v1/quantizations) or name precisions in constraints.precisions",
+                                    constraint="precisions")
         raise PlannerInputError("no precisions to plan with: allow at least one", constraint="precisions")
     limits = [body.solver_time_limit_s] + ([] if solver_time_limit_s is None else [solver_time_limit_s])
     if deadline is None:

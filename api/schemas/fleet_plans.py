@@ -20,11 +20,11 @@ from api.rounding import rounded
 from api.schemas.catalog import Slug
 from api.schemas.plans import PlanPrecision, PlanSlo, PlanWarning, PrecisionRead
 from api.schemas.prices import PriceOverride
-from api.schemas.workload import TokenLengths, length_distribution
+from api.schemas.workload import ARRIVAL_CV_DESCRIPTION, TokenLengths, length_distribution
 from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
 from planner.confidence import GRADES
 from planner.fleet_candidates import CandidateGrid
-from planner.workload import Workload
+from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Workload
 
 # Size bounds: not physics, but what one request may ask of the service so that an accepted plan
 # fits the default request timeout (30 s) on a 2-core machine. They come from the measured cost
@@ -79,7 +79,7 @@ class FleetWorkloadSpec(_Input):
         examples=[256],
     )
     arrival_cv: float = Field(
-        default=1.0, gt=0, le=100, description="Coefficient of variation of inter-arrival times: 1 = Poisson, > 1 burstier."
+        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False, description=ARRIVAL_CV_DESCRIPTION
     )
     slo: PlanSlo = Field(description="Latency targets, as in /v1/plans.")
     demand_rps: list[Annotated[float, Field(ge=0, le=1e7)]] = Field(
