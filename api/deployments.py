@@ -129,13 +129,16 @@ def _direct(fn: Callable[..., Any], /, *args: Any) -> Any:
 
 def create_plan(body: PlanRequest, catalog: Catalog, session: Session, *, run: Runner = _direct,
                 solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
-                default_provider: str = DEFAULT_PRICE_PROVIDER) -> dict[str, Any]:
+                default_provider: str = DEFAULT_PRICE_PROVIDER,
+                checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:
     """Plan `body` on today's catalog and store it (as POST /v1/plans does); the response JSON.
     `run(plan_capacity, request, inputs)` does the pure planning work (a route passes its deadline's `run`)."""
     inputs, pricing = planning_inputs(body, catalog, default_provider=default_provider)
+    if checkpoint is None:  # a route's `run` is its deadline's: the planner stops at its steps when that passes
+        checkpoint = getattr(getattr(run, "__self__", None), "checkpoint", None)
     request = PlanningRequest(workload=body.workload.to_workload(), slo=body.slo.to_slo(),
                               constraints=body.constraints.to_constraints(), verify=body.verify,
-                              solver_time_limit_s=solver_time_limit_s)
+                              solver_time_limit_s=solver_time_limit_s, checkpoint=checkpoint)
     result = run(plan_capacity, request, inputs)
     plan_id = new_plan_id()
     created_at = datetime.now(UTC)

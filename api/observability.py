@@ -372,6 +372,12 @@ class Deadline:
     def remaining_s(self) -> float:
         return max(0.0, self.expires_at_s - time.monotonic())
 
+    def checkpoint(self) -> None:
+        """For the planner to call between steps: RequestTimeoutError once the time is up, so work the
+        request's 503 abandoned stops at its next step instead of running on in its thread."""
+        if self.remaining_s() <= 0:
+            raise RequestTimeoutError(timeout_s=self.timeout_s)
+
     def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """`fn(*args, **kwargs)` within the time left; else 503 naming the whole request timeout."""
         try:

@@ -77,6 +77,8 @@ class _Trial:
         simulator verifies is one the model found first)."""
         if self.budget.spent:
             return None
+        if self.request.checkpoint is not None:
+            self.request.checkpoint()  # the caller's deadline ends the advice too
         self.budget.replans += 1
         request = request or self.request
         request = replace(request, advise=False, explain=False,

@@ -182,6 +182,9 @@ class PlanningRequest:
     #: Build the justification's re-planned sections (binding's relaxations, alternatives,
     #: sensitivity); the advice's trial plans need only feasibility and cost.
     explain: bool = True
+    #: Called between the search's steps and the advice's re-plans; raises to stop the work (the
+    #: service passes its request deadline's, so a plan its 503 abandoned stops). The planner reads no clock.
+    checkpoint: Callable[[], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not (self.workload.arrival_rate_rps > 0 and math.isfinite(self.workload.arrival_rate_rps)):
@@ -464,8 +467,9 @@ class _Outcome:
 class _Planner:
     """Caches for one request: exact saturations and μ per (option, SLO)."""
 
-    def __init__(self, options: Sequence[Option], workload: Workload) -> None:
+    def __init__(self, options: Sequence[Option], workload: Workload, *, checkpoint: Callable[[], None] | None = None) -> None:
         self.options = list(options)
+        self.checkpoint = checkpoint
         self.mix = _mix(workload)
         self.root_finds = 0
         self.predictions = 0
@@ -694,6 +698,8 @@ class _Planner:
         best_cost, best_gpus = below_usd_per_hour, (0 if math.isfinite(below_usd_per_hour) else math.inf)
         best_id: str | None = None
         while heap:
+            if self.checkpoint is not None:
+                self.checkpoint()
             cost_lb, gpus_lb, option_id, stage = heapq.heappop(heap)
             if not _beats(cost_lb, gpus_lb, best_cost, best_gpus, option_id, best_id):
                 heap.append((cost_lb, gpus_lb, option_id, stage))
@@ -1016,7 +1022,7 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())
-    planner = _Planner(options, workload)
+    planner = _Planner(options, workload, checkpoint=request.checkpoint)
     by_id = {o.id: o for o in options}
 
     verified: _Verified | None = None

@@ -49,7 +49,7 @@ def create_plan(
         return replayed
     content = service.create_plan(body, catalog, session, run=deadline.run,
                                   solver_time_limit_s=min(settings.solver_time_limit_s, deadline.remaining_s()),
-                                  default_provider=settings.default_price_provider)
+                                  default_provider=settings.default_price_provider, checkpoint=deadline.checkpoint)
     metrics.record_plan_computed()
     metrics.record_solver_time(content["provenance"]["solve_ms"] / MS_PER_S)
     plan_id = content["id"]

@@ -118,7 +118,7 @@ def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, 
                 # single 422 runs (re-planning, seconds) is left to POST /v1/plans, so a sweep stays bounded
                 request = PlanningRequest(workload=body.workload.to_workload(rate), slo=slo, constraints=constraints, verify=body.verify,
                                           solver_time_limit_s=max(min(solver_time_limit_s, deadline.remaining_s()), MIN_SOLVER_TIME_S),
-                                          advise=False)
+                                          advise=False, checkpoint=deadline.checkpoint)
                 result: PlanResult | None = None
                 error: HeadroomError | None = None
                 try:

@@ -278,3 +278,29 @@ def test_the_prediction_cache_shares_screened_predictions_and_remembers_proven_m
     cache.prediction(sm, mix, serving, capacity, rate, tight.percentile)  # bounds hold no prediction: one is made
     assert calls == {"predict": 1, "screen": 2}
     assert cache.screened(sm, mix, serving, capacity, rate, tight) is not miss  # and it replaces the bounds
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_a_checkpoint_that_raises_stops_the_search_and_the_advice() -> None:
+    """The service passes its request deadline's checkpoint: once it raises, planning ends at the
+    search's next step (and an impossible request's advice at its next re-plan), not at the end."""
+    calls = 0
+
+    def stop_after_five() -> None:
+        nonlocal calls
+        calls += 1
+        if calls > 5:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        plan_capacity(replace(request(), checkpoint=stop_after_five), INPUTS)
+    assert calls == 6
+    calls = 0
+    with pytest.raises(_Stop):
+        plan_capacity(replace(request(slo=Slo(tpot_s=0.001)), checkpoint=stop_after_five), INPUTS)
+    assert calls == 6
+    quiet = plan_capacity(replace(request(), checkpoint=lambda: None), INPUTS)  # a checkpoint that passes changes nothing
+    assert quiet.cost_usd_per_hour == plan_capacity(request(), INPUTS).cost_usd_per_hour
