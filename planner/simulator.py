@@ -51,6 +51,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,8 @@ from planner.workload import Serving, Workload
 #: Schmeiser, "Batch size effects in the analysis of simulation output", Oper. Res. 30(3), 1982,
 #: recommends), each of at least 200 requests so a block p99 rests on two requests above it.
 CI_BLOCKS = 20
+#: A simulation calls its checkpoint every 4,096 steps (a few milliseconds of stepping).
+_CHECKPOINT_STEPS_MASK = 4095
 CI_MIN_BLOCK_REQUESTS = 200
 CI_MIN_BLOCKS = 5
 CI_LEVEL = 0.95
@@ -177,6 +180,7 @@ class _Replica:
         first_token: list[float],
         finish: list[float],
         max_steps: int | None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> None:
         self.step_model = step_model
         self.batch_limit = batch_limit
@@ -184,6 +188,7 @@ class _Replica:
         self.arrival, self.prompt, self.output = arrival, prompt, output
         self.admission, self.first_token, self.finish = admission, first_token, finish
         self.max_steps = max_steps
+        self.checkpoint = checkpoint
         self.ids: list[int] = []  # requests routed here, arrival order
         self.head = 0  # ids[:head] are admitted (FCFS admits a prefix)
         self.t = 0.0  # when the next step may start
@@ -232,6 +237,7 @@ class _Replica:
         decoders, context, steps, finished = self.decoders, self.decoder_context, self.steps, self.finished
         last_end, last_finished = self.last_step_end, self.last_step_finished
         step_cap = self.max_steps if self.max_steps is not None else math.inf
+        checkpoint = self.checkpoint
         heappush, heappop = heapq.heappush, heapq.heappop
 
         while True:
@@ -327,6 +333,8 @@ class _Replica:
                 kv_free += need
             finished += step_finished
             last_end, last_finished = t, step_finished
+            if checkpoint is not None and steps & _CHECKPOINT_STEPS_MASK == 0:
+                checkpoint()  # the caller's deadline: a simulation its request abandoned stops here
             if steps > step_cap:
                 raise SimulationLimitError(
                     f"simulation exceeded its bound of {self.max_steps} steps", max_steps=self.max_steps
@@ -345,6 +353,7 @@ def simulate_requests(
     kv_capacity_tokens: int,
     seed: int = 0,
     max_steps: int | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> RequestTimes:
     """Run `trace` through `serving`; the per-request times, nothing summarised.
 
@@ -386,6 +395,7 @@ def simulate_requests(
             first_token=first_token,
             finish=finish,
             max_steps=None if max_steps is None else max_steps,
+            checkpoint=checkpoint,
         )
         for _ in range(serving.replicas)
     ]
@@ -444,6 +454,7 @@ def simulate(
     warmup_fraction: float = 0.1,
     trace: Trace | None = None,
     max_steps: int | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> SimulationResult:
     """Simulate `requests` arrivals of `workload` (or replay `trace`, which then sets the requests)
     on `serving` and summarise the steady state. Deterministic for a given seed: one generator
@@ -466,6 +477,7 @@ def simulate(
         kv_capacity_tokens=kv_capacity_tokens,
         seed=int(rng.integers(0, 2**63 - 1)),
         max_steps=max_steps,
+        checkpoint=checkpoint,
     )
     n = len(trace)
     warm = int(math.floor(warmup_fraction * n))

@@ -72,6 +72,7 @@ def simulate_configuration(
             requests=body.requests,
             seed=body.seed,
             warmup_fraction=body.warmup_fraction,
+            checkpoint=deadline.checkpoint,  # a simulation the 503 abandoned stops within a few ms
         )
     return simulate_response(
         config,

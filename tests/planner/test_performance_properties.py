@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from planner.memory import kv_capacity_tokens, weight_bytes_per_gpu
 from planner.parallel import valid_tensor_parallel_degrees
 from planner.performance import build_step_model, decode_step
-from planner.specs import Efficiency, ModelSpec, MoeSpec, Precision, QuantSpec
+from planner.specs import MAX_MEMORY_BYTES, Efficiency, ModelSpec, MoeSpec, Precision, QuantSpec
 from tests.planner.performance_specs import FP16_PRECISION, H100_SXM, LLAMA_2_70B, MIXTRAL_8X7B
 
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None)
@@ -131,7 +131,7 @@ def test_lower_precision_never_raises_bytes_read(model, first, second, batch, co
         weights_a, weights_b = weights_b, weights_a
     if kv_a.element_bytes > kv_b.element_bytes:
         kv_a, kv_b = kv_b, kv_a
-    gpu = dataclasses.replace(H100_SXM, memory_bytes=1e15)  # the property is about bytes read, not fit
+    gpu = dataclasses.replace(H100_SXM, memory_bytes=MAX_MEMORY_BYTES)  # the property is about bytes read, not fit
     rows = [
         decode_step(build_step_model(gpu, model, Precision(weights=w, kv_cache=kv), 4, Efficiency()), batch=batch, context_tokens=context)
         for w, kv in ((weights_a, kv_a), (weights_b, kv_b))

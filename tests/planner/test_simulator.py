@@ -382,3 +382,26 @@ def test_bad_inputs_are_planner_input_errors(kwargs: dict, message: str) -> None
 def test_zero_rate_needs_a_trace() -> None:
     with pytest.raises(PlannerInputError, match="positive arrival rate"):
         simulate(LLAMA2_70B_4XH100, CHAT.at_rate(0.0), Serving(batch_limit=8), kv_capacity_tokens=KV_70B_TOKENS)
+
+
+class _Stopped(Exception):
+    pass
+
+
+def test_a_checkpoint_that_raises_stops_a_simulation_and_one_that_passes_changes_nothing() -> None:
+    """The service passes its request deadline's checkpoint: called every 4,096 steps, it ends a
+    simulation its request abandoned; a checkpoint that returns leaves every figure as it was."""
+    calls = 0
+
+    def stop(_: None = None) -> None:
+        nonlocal calls
+        calls += 1
+        raise _Stopped
+
+    serving, workload = Serving(batch_limit=64), CHAT.at_rate(5.0)
+    with pytest.raises(_Stopped):
+        simulate(LLAMA2_70B_4XH100, workload, serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000, checkpoint=stop)
+    assert calls == 1
+    quiet = simulate(LLAMA2_70B_4XH100, workload, serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000, checkpoint=lambda: None)
+    plain = simulate(LLAMA2_70B_4XH100, workload, serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000)
+    assert quiet.ttft_s.p99 == plain.ttft_s.p99 and quiet.e2e_s.p99 == plain.e2e_s.p99
