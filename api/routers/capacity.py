@@ -61,7 +61,7 @@ def estimate_capacity(body: CapacityRequest, catalog: CatalogDep, settings: Sett
     inputs, cost = _inputs(body, catalog, settings.default_price_provider)
     result = capacity.max_capacity(
         capacity.CapacityRequest(
-            workload=body.workload.to_workload(), slo=body.slo.to_slo(), gpus=body.gpus, tp=body.tp,
+            workload=body.workload.to_workload(1.0), slo=body.slo.to_slo(), gpus=body.gpus, tp=body.tp,
             batch_limit=body.batch_limit, chunk_tokens=body.chunk_tokens, verify=body.verify,
         ),
         inputs,

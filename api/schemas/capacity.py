@@ -14,35 +14,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
 from api.schemas.plans import MS_PER_S, PlanPrecision, PlanSlo
-from api.schemas.workload import ARRIVAL_CV_DESCRIPTION, TokenLengths, length_distribution
+from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
-from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Workload
 
 
 class _Input(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class CapacityWorkloadShape(_Input):
+class CapacityWorkloadShape(WorkloadShape):
     """The traffic's shape without its rate (the rate is what is asked for)."""
-
-    prompt_tokens: TokenLengths = Field(
-        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
-        examples=[{"mean": 1000, "p99": 4000}],
-    )
-    output_tokens: TokenLengths = Field(
-        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
-        examples=[256],
-    )
-    arrival_cv: float = Field(
-        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False,
-        description=ARRIVAL_CV_DESCRIPTION,
-    )
-
-    def to_workload(self) -> Workload:
-        """The shape at a unit rate (the planner ignores the rate)."""
-        return Workload(arrival_rate_rps=1.0, prompt_tokens=length_distribution(self.prompt_tokens),
-                        output_tokens=length_distribution(self.output_tokens), arrival_cv=self.arrival_cv)
 
 
 class CapacityRequest(_Input):

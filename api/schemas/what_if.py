@@ -17,8 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.schemas.catalog import Slug
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
-from api.schemas.workload import ARRIVAL_CV_DESCRIPTION, TokenLengths, length_distribution
-from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Workload
+from api.schemas.workload import WorkloadShape
 
 #: Most points one sweep may have (rates × SLO values × GPU types). Measured on the 2-core dev
 #: machine: a 10-point sweep over the 12-GPU reference catalog (8B chat) took 2.9 s in a fresh
@@ -33,29 +32,8 @@ class _Input(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class WhatIfWorkload(_Input):
+class WhatIfWorkload(WorkloadShape):
     """The traffic's shape; the arrival rate is what the sweep varies."""
-
-    prompt_tokens: TokenLengths = Field(
-        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
-        examples=[{"mean": 1000, "p99": 4000}],
-    )
-    output_tokens: TokenLengths = Field(
-        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
-        examples=[256],
-    )
-    arrival_cv: float = Field(
-        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False,
-        description=ARRIVAL_CV_DESCRIPTION,
-    )  # fmt: skip
-
-    def to_workload(self, arrival_rate_rps: float) -> Workload:
-        return Workload(
-            arrival_rate_rps=arrival_rate_rps,
-            prompt_tokens=length_distribution(self.prompt_tokens),
-            output_tokens=length_distribution(self.output_tokens),
-            arrival_cv=self.arrival_cv,
-        )
 
 
 class RateRange(_Input):

@@ -167,6 +167,31 @@ class WorkloadSpec(_Input):
         )
 
 
+class WorkloadShape(_Input):
+    """The traffic's lengths and burstiness without its rate, for questions that vary or ask for
+    the rate (what-if sweeps, capacity)."""
+
+    prompt_tokens: TokenLengths = Field(
+        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[{"mean": 1000, "p99": 4000}],
+    )
+    output_tokens: TokenLengths = Field(
+        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[256],
+    )
+    arrival_cv: float = Field(
+        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False, description=ARRIVAL_CV_DESCRIPTION,
+    )
+
+    def to_workload(self, arrival_rate_rps: float) -> Workload:
+        return Workload(
+            arrival_rate_rps=arrival_rate_rps,
+            prompt_tokens=length_distribution(self.prompt_tokens),
+            output_tokens=length_distribution(self.output_tokens),
+            arrival_cv=self.arrival_cv,
+        )
+
+
 Router = Literal["random", "round_robin", "jsq"]
 
 
