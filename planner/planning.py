@@ -1067,13 +1067,7 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
                      if pred is not None and c in ("ttft", "tpot", "e2e")]
         raise _infeasible_from_drops(drops, slo, predicted)
 
-    candidates = [
-        Candidate(id=opt.id, gpu=opt.group.gpu.slug, tp=opt.group.tp, weights_precision=opt.group.precision.weights.slug,
-                  kv_precision=opt.group.precision.kv_cache.slug, batch_limit=opt.batch_limit, chunk_tokens=opt.chunk_tokens,
-                  gpus_per_replica=opt.group.tp, cost_usd_per_hour=opt.group.price_usd_per_hour, max_rps_at_slo=mu,
-                  saturation_rps=max(planner.saturation(opt), mu))
-        for opt, mu in pool
-    ]
+    candidates = [_candidate(opt, mu, planner) for opt, mu in pool]
     solve_started = time.perf_counter()
     solution = solve_plan(candidates, lam, constraints, time_limit_s=request.solver_time_limit_s)
     solve_ms = (time.perf_counter() - solve_started) * MS_PER_S
@@ -1120,13 +1114,8 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             verification = dict(single.report)
             verification["rows"] = [{"gpu": rows[0].gpu, "replicas": rows[0].replicas, "meets_slo": True}]
             outcome = single.outcome
-            candidates = [*candidates, *(c for c in [Candidate(
-                id=best.option.id, gpu=best.option.group.gpu.slug, tp=best.option.group.tp,
-                weights_precision=best.option.group.precision.weights.slug,
-                kv_precision=best.option.group.precision.kv_cache.slug, batch_limit=best.option.batch_limit,
-                chunk_tokens=best.option.chunk_tokens, gpus_per_replica=best.option.group.tp,
-                cost_usd_per_hour=best.option.group.price_usd_per_hour, max_rps_at_slo=rows[0].max_rps_at_slo,
-                saturation_rps=max(planner.saturation(best.option), rows[0].max_rps_at_slo))] if c.id not in {x.id for x in candidates})]
+            if best.option.id not in {c.id for c in candidates}:
+                candidates = [*candidates, _candidate(best.option, rows[0].max_rps_at_slo, planner)]
         # the verified rows are the plan: the MILP's slacks are taken again at their replica counts
         solution = replace(solution, constraints=_row_slacks(rows, candidates, lam, constraints))
 
