@@ -49,11 +49,11 @@ from api.routers import calibrations as calibration_routes
 from api.routers import capacity as capacity_routes
 from api.routers import catalog as catalog_routes
 from api.routers import deployments as deployment_routes
+from api.routers import evaluate as evaluate_routes
 from api.routers import fleet_plans as fleet_plan_routes
 from api.routers import keys as key_routes
 from api.routers import plans as plan_routes
 from api.routers import prices as price_routes
-from api.routers import evaluate as evaluate_routes
 from api.routers import simulate as simulate_routes
 from api.routers import what_if as what_if_routes
 from api.settings import Settings
@@ -107,7 +107,9 @@ class _RouteTable:
             contexts = getattr(route, "effective_route_contexts", None)
             for each in contexts() if callable(contexts) else [route]:
                 if getattr(each, "methods", None) and getattr(each, "path_regex", None) is not None:
-                    self._entries.append((each.path_regex, frozenset(each.methods), getattr(each, "body_field", None) is not None))
+                    self._entries.append(
+                        (each.path_regex, frozenset(each.methods), getattr(each, "body_field", None) is not None)
+                    )
 
     def allowed_methods(self, path: str) -> list[str]:
         return sorted({method for regex, methods, _ in self._entries if regex.match(path) for method in methods})
@@ -152,11 +154,19 @@ class BodyGuard:
                 break
         body = b"".join(chunks)
         content_type = headers.get("content-type")
-        if (body or content_type is not None) and not _is_json(content_type) and self.routes.takes_json(scope["method"], scope["path"]):
-            await self._refuse(scope, send, UnsupportedMediaTypeError(
-                f"This operation takes an application/json body; got {content_type or 'no Content-Type'}.",
-                content_type=content_type,
-            ))
+        if (
+            (body or content_type is not None)
+            and not _is_json(content_type)
+            and self.routes.takes_json(scope["method"], scope["path"])
+        ):
+            await self._refuse(
+                scope,
+                send,
+                UnsupportedMediaTypeError(
+                    f"This operation takes an application/json body; got {content_type or 'no Content-Type'}.",
+                    content_type=content_type,
+                ),
+            )
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -230,9 +240,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         """Answers while the process runs; touches nothing else."""
         return {"status": "ok"}
 
-    @app.get(
-        "/readyz", tags=["health"], summary="Ready to serve", name="readyz", responses=problem_responses(503)
-    )
+    @app.get("/readyz", tags=["health"], summary="Ready to serve", name="readyz", responses=problem_responses(503))
     def readyz() -> dict[str, str]:
         """The database answers and its schema is migrated to the newest revision; else 503."""
         try:
@@ -281,9 +289,14 @@ def _validation_errors_as_problems(schema: dict[str, Any]) -> None:
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]{1,200}$"}
 IF_MATCH_SCHEMA = {"type": "string", "pattern": '^ *("[0-9]{1,18}"|\\*) *$'}
 RESPONSE_HEADERS: dict[str, dict[str, Any]] = {
-    "ETag": {"description": 'The record\'s version as a strong entity tag, e.g. `"3"`; send it back in If-Match.',
-             "schema": {"type": "string", "pattern": '^"[0-9]+"$'}},
-    "Location": {"description": "The path of what was created, to read it back.", "schema": {"type": "string", "pattern": "^/v1/"}},
+    "ETag": {
+        "description": 'The record\'s version as a strong entity tag, e.g. `"3"`; send it back in If-Match.',
+        "schema": {"type": "string", "pattern": '^"[0-9]+"$'},
+    },
+    "Location": {
+        "description": "The path of what was created, to read it back.",
+        "schema": {"type": "string", "pattern": "^/v1/"},
+    },
     "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
 }
 #: Operations that document 403 and yet answer a caller without a key: a dry-run plan (`store: false`).
@@ -347,12 +360,30 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 {"name": "models", "description": "Model architectures as published in model cards."},
                 {"name": "quantizations", "description": "Numeric formats for weights and KV cache."},
                 {"name": "health", "description": "Liveness and readiness probes."},
-                {"name": "plans", "description": "Minimum-cost plans that meet p99 SLOs, with their justification and simulator verification."},
-                {"name": "fleet-plans", "description": "Many workloads over periods: reserved, on-demand and spot GPUs within inventory, one MILP."},
-                {"name": "deployments", "description": "Named deployments: plan history, re-planning with a diff and hysteresis, rechecks."},
-                {"name": "what-if", "description": "Sweeps over traffic, SLOs or GPU types for finance: one cheapest plan per point."},
-                {"name": "performance", "description": "The performance model (roofline, KV cache) and the queueing model and simulator of one configuration."},
-                {"name": "calibrations", "description": "Fit efficiencies to measured points or a vLLM benchmark result and store them as a named profile."},
+                {
+                    "name": "plans",
+                    "description": "Minimum-cost plans that meet p99 SLOs, with their justification and simulator verification.",
+                },
+                {
+                    "name": "fleet-plans",
+                    "description": "Many workloads over periods: reserved, on-demand and spot GPUs within inventory, one MILP.",
+                },
+                {
+                    "name": "deployments",
+                    "description": "Named deployments: plan history, re-planning with a diff and hysteresis, rechecks.",
+                },
+                {
+                    "name": "what-if",
+                    "description": "Sweeps over traffic, SLOs or GPU types for finance: one cheapest plan per point.",
+                },
+                {
+                    "name": "performance",
+                    "description": "The performance model (roofline, KV cache) and the queueing model and simulator of one configuration.",
+                },
+                {
+                    "name": "calibrations",
+                    "description": "Fit efficiencies to measured points or a vLLM benchmark result and store them as a named profile.",
+                },
             ],
         )
         schemas = schema.setdefault("components", {}).setdefault("schemas", {})
@@ -361,4 +392,3 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         _complete_contract(schema)
         app.openapi_schema = schema
     return app.openapi_schema
-

@@ -140,10 +140,9 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         print("headroom: loaded the reference catalog into the empty database", file=sys.stderr)
     if settings.admin_key is not None:
         print("headroom: HEADROOM_ADMIN_KEY is accepted as an admin API key", file=sys.stderr)
+    from api.fleet_plans import start_table_workers, stop_table_workers
     from api.observability import UVICORN_LOG_CONFIG
     from planner.queueing import warm_up
-
-    from api.fleet_plans import start_table_workers, stop_table_workers
 
     warm_up()  # the compiled queueing kernels, before the first plan request rather than during it
     start_table_workers()
@@ -218,9 +217,17 @@ def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
 
 def _keys_list(args: argparse.Namespace, settings: Settings) -> int:
     keys = _in_transaction(settings, lambda catalog: ApiKeys(catalog.session).list())
-    rows = [{"id": key.id, "prefix": key.prefix, "role": key.role, "created_at": key.created_at.isoformat(),
-             "last_used_at": key.last_used_at.isoformat() if key.last_used_at else None,
-             "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None} for key in keys]
+    rows = [
+        {
+            "id": key.id,
+            "prefix": key.prefix,
+            "role": key.role,
+            "created_at": key.created_at.isoformat(),
+            "last_used_at": key.last_used_at.isoformat() if key.last_used_at else None,
+            "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
+        }
+        for key in keys
+    ]
     if args.format == "json":
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return 0
@@ -278,7 +285,9 @@ def _load(path: Path) -> Any:
     try:
         return _plain(yaml.safe_load(content)) if _is_yaml(path.name) else json.loads(content)
     except (ValueError, yaml.YAMLError) as exc:
-        raise InputError(f"{path} is not valid {'YAML' if _is_yaml(path.name) else 'JSON'}: {' '.join(str(exc).split())}") from exc
+        raise InputError(
+            f"{path} is not valid {'YAML' if _is_yaml(path.name) else 'JSON'}: {' '.join(str(exc).split())}"
+        ) from exc
 
 
 def _plain(value: Any) -> Any:

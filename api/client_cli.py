@@ -68,8 +68,10 @@ class CommandError(Exception):
 def add_commands(commands: Any) -> None:
     """Add `plan` and `replan` to the `headroom` argument parser's sub-commands."""
     plan = commands.add_parser(
-        "plan", help="plan the request in FILE (JSON, as POST /v1/plans takes it)",
-        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "plan",
+        help="plan the request in FILE (JSON, as POST /v1/plans takes it)",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     plan.add_argument("file", metavar="FILE", help="plan request JSON (- for stdin)")
     plan.add_argument("--deployment", metavar="NAME", help="record the plan as deployment NAME's current plan")
@@ -77,15 +79,20 @@ def add_commands(commands: Any) -> None:
     plan.set_defaults(run=run_plan)
 
     replan = commands.add_parser(
-        "replan", help="re-plan deployment NAME for a new rate or demand, with its diff and hysteresis",
-        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter,
+        "replan",
+        help="re-plan deployment NAME for a new rate or demand, with its diff and hysteresis",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     replan.add_argument("name", metavar="NAME", help="the deployment")
     traffic = replan.add_mutually_exclusive_group(required=True)
     traffic.add_argument("--rate", type=float, metavar="R", help="new arrival rate, requests per second")
-    traffic.add_argument("--demand", metavar="FILE",
-                         help="JSON: a workload ({arrival_rate_rps, prompt_tokens, output_tokens, ...}) or a re-plan body "
-                              "({workload | arrival_rate_rps, slo, constraints, verify})")
+    traffic.add_argument(
+        "--demand",
+        metavar="FILE",
+        help="JSON: a workload ({arrival_rate_rps, prompt_tokens, output_tokens, ...}) or a re-plan body "
+        "({workload | arrival_rate_rps, slo, constraints, verify})",
+    )
     _common(replan)
     replan.set_defaults(run=run_replan)
 
@@ -93,10 +100,16 @@ def add_commands(commands: Any) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="a running Headroom service (e.g. http://headroom:8000); default: plan in-process")
     parser.add_argument("--format", choices=("json", "table"), default="json", help="output format (default json)")
-    parser.add_argument("--detailed-exitcode", action="store_true",
-                        help="exit 5 (not 0) when the plan changed: the deployment's plan in force differs afterwards")
-    parser.add_argument("--idempotency-key", metavar="KEY",
-                        help="sent as Idempotency-Key with --url, so a retried job creates nothing twice (default: a fresh UUID)")
+    parser.add_argument(
+        "--detailed-exitcode",
+        action="store_true",
+        help="exit 5 (not 0) when the plan changed: the deployment's plan in force differs afterwards",
+    )
+    parser.add_argument(
+        "--idempotency-key",
+        metavar="KEY",
+        help="sent as Idempotency-Key with --url, so a retried job creates nothing twice (default: a fresh UUID)",
+    )
 
 
 # --- the commands -----------------------------------------------------------------------------------
@@ -125,8 +138,9 @@ def run_plan(args: argparse.Namespace, settings: Any) -> int:
                 before = _decision((deployment or {}).get("current_plan"))
             result = _remote(args, "POST", "/v1/plans", body)
         else:
-            before, result = _in_process(settings, lambda catalog, session: _plan_locally(body, catalog, session,
-                                                                                          settings.default_price_provider))
+            before, result = _in_process(
+                settings, lambda catalog, session: _plan_locally(body, catalog, session, settings.default_price_provider)
+            )
         return result, before is None or before != _decision(result)
 
     return _run(args, work, _plan_table)
@@ -138,8 +152,10 @@ def run_replan(args: argparse.Namespace, settings: Any) -> int:
         if args.url:
             result = _remote(args, "POST", f"/v1/deployments/{_quote(args.name)}/replan", body)
         else:
-            result = _in_process(settings, lambda catalog, session: _replan_locally(args.name, body, catalog, session,
-                                                                                    settings.default_price_provider))
+            result = _in_process(
+                settings,
+                lambda catalog, session: _replan_locally(args.name, body, catalog, session, settings.default_price_provider),
+            )
         return result, bool(result["changed"])
 
     return _run(args, work, _replan_table)
@@ -156,8 +172,9 @@ def _replan_body(args: argparse.Namespace) -> dict[str, Any]:
     return {"workload": demand} if "prompt_tokens" in demand else demand
 
 
-def _run(args: argparse.Namespace, work: Callable[[], tuple[dict[str, Any], bool]],
-         table: Callable[[dict[str, Any]], str]) -> int:
+def _run(
+    args: argparse.Namespace, work: Callable[[], tuple[dict[str, Any], bool]], table: Callable[[dict[str, Any]], str]
+) -> int:
     """`work()` (the answer and whether it changed the plan in force) with stdout kept for the answer."""
     try:
         with _stdout_to_stderr():
@@ -222,9 +239,13 @@ def _in_process(settings: Any, work: Callable[[Any, Any], Any]) -> Any:
     try:
         at_head = migrate.is_at_head(settings.database_url)
     except Exception as exc:  # a driver, a path or a server that is not there
-        raise CommandError(EXIT_UNREACHABLE, f"cannot open the database {settings.database_url}: {type(exc).__name__}: {exc}") from exc
+        raise CommandError(
+            EXIT_UNREACHABLE, f"cannot open the database {settings.database_url}: {type(exc).__name__}: {exc}"
+        ) from exc
     if not at_head:
-        raise CommandError(EXIT_UNREACHABLE, f"the database {settings.database_url} is not migrated to head: run `headroom db upgrade`")
+        raise CommandError(
+            EXIT_UNREACHABLE, f"the database {settings.database_url} is not migrated to head: run `headroom db upgrade`"
+        )
     engine = make_engine(settings.database_url)
     try:
         with make_session_factory(engine)() as session, session.begin():
@@ -249,8 +270,9 @@ def _validation_summary(exc: ValidationError) -> str:
     return "; ".join(f"{e['field']}: {e['message']}" for e in field_errors(exc.errors(), strip_body=False))
 
 
-def _plan_locally(body: dict[str, Any], catalog: Any, session: Any,
-                  default_provider: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def _plan_locally(
+    body: dict[str, Any], catalog: Any, session: Any, default_provider: str
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(the deployment's decision in force before, or None; the new plan)."""
     from api.deployments import create_plan
     from api.schemas.plans import PlanRequest
@@ -279,8 +301,7 @@ def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any,
 # --- against a service ----------------------------------------------------------------------------------
 
 
-def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None, *,
-            missing_ok: bool = False) -> Any:
+def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None, *, missing_ok: bool = False) -> Any:
     """The JSON answer; None for a 404 when `missing_ok`; problems as exit codes."""
     try:
         import httpx
@@ -310,7 +331,9 @@ def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, An
         raise CommandError(EXIT_INFEASIBLE, f"infeasible: {detail}")
     if 400 <= response.status_code < 500:
         errors = "; ".join(f"{e.get('field')}: {e.get('message')}" for e in problem.get("errors") or [])
-        raise CommandError(EXIT_BAD_INPUT, f"{response.status_code} {detail}" + (f" ({errors})" if errors and errors not in detail else ""))
+        raise CommandError(
+            EXIT_BAD_INPUT, f"{response.status_code} {detail}" + (f" ({errors})" if errors and errors not in detail else "")
+        )
     raise CommandError(EXIT_ERROR, f"{args.url} answered {response.status_code}: {detail}")
 
 
@@ -337,18 +360,20 @@ def _money(value: float | None) -> str:
 def _plan_table(plan: dict[str, Any]) -> str:
     decision, cost, predicted = plan["plan"], plan["cost"], plan["predicted"]
     percentile = f"p{predicted['percentile']:g}"
-    return _table([
-        ("plan", plan["id"]),
-        ("deployment", plan.get("name") or "-"),
-        ("gpu", f"{decision['gpu']} × {decision['gpus_total']} (tp {decision['tp']}, {decision['replicas']} replicas)"),
-        ("precision", f"{decision['precision']['weights']}/{decision['precision']['kv_cache']}"),
-        ("batch limit", decision["batch_limit"]),
-        ("chunk tokens", decision["chunk_tokens"] if decision["chunk_tokens"] is not None else "-"),
-        ("cost", f"{_money(cost['usd_per_hour'])}/h, {_money(cost['usd_per_month'])}/month (730 h)"),
-        (f"{percentile} TTFT", f"{predicted['ttft_ms']['at_percentile']:.4g} ms"),
-        (f"{percentile} TPOT", f"{predicted['tpot_ms']['at_percentile']:.4g} ms"),
-        ("catalog version", plan["provenance"]["catalog_version"]),
-    ])
+    return _table(
+        [
+            ("plan", plan["id"]),
+            ("deployment", plan.get("name") or "-"),
+            ("gpu", f"{decision['gpu']} × {decision['gpus_total']} (tp {decision['tp']}, {decision['replicas']} replicas)"),
+            ("precision", f"{decision['precision']['weights']}/{decision['precision']['kv_cache']}"),
+            ("batch limit", decision["batch_limit"]),
+            ("chunk tokens", decision["chunk_tokens"] if decision["chunk_tokens"] is not None else "-"),
+            ("cost", f"{_money(cost['usd_per_hour'])}/h, {_money(cost['usd_per_month'])}/month (730 h)"),
+            (f"{percentile} TTFT", f"{predicted['ttft_ms']['at_percentile']:.4g} ms"),
+            (f"{percentile} TPOT", f"{predicted['tpot_ms']['at_percentile']:.4g} ms"),
+            ("catalog version", plan["provenance"]["catalog_version"]),
+        ]
+    )
 
 
 def _replan_table(result: dict[str, Any]) -> str:
@@ -362,7 +387,9 @@ def _replan_table(result: dict[str, Any]) -> str:
     ]
     for field in ("gpu", "tp", "replicas", "gpus_total", "batch_limit", "precision"):
         change = diff[field]
-        rows.append((field.replace("_", " "), f"{change['before']} → {change['after']}" if change["changed"] else f"{change['before']}"))
+        rows.append(
+            (field.replace("_", " "), f"{change['before']} → {change['after']}" if change["changed"] else f"{change['before']}")
+        )
     hourly, monthly = diff["cost_usd_per_hour"], diff["cost_usd_per_month"]
     rows.append(("cost per hour", f"{_money(hourly['before_now'])} → {_money(hourly['after'])}"))
     rows.append(("cost per month", f"{_money(monthly['before_now'])} → {_money(monthly['after'])}"))

@@ -127,7 +127,9 @@ def wants_csv(
     request: Request,
     format: Annotated[
         ResponseFormat | None,
-        Query(description="`csv` answers with flat CSV rows (as `Accept: text/csv` does); `json` forces JSON. Default: by `Accept`."),
+        Query(
+            description="`csv` answers with flat CSV rows (as `Accept: text/csv` does); `json` forces JSON. Default: by `Accept`."
+        ),
     ] = None,
 ) -> bool:
     """`?format=` when given, else the Accept header."""
@@ -249,8 +251,13 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
     def confidence(gpu: str) -> dict[str, Any]:
         """The row's GPU's calibration grade and warning, and the price it was costed at (whose, how much, from where)."""
         price = prices.get(gpu) or {}
-        return {"calibration_grade": grades.get(gpu), "warning": warnings.get(gpu), "price_provider": price.get("provider"),
-                "price_usd_per_gpu_hour": price.get("price_usd_per_hour"), "price_source": price.get("source")}
+        return {
+            "calibration_grade": grades.get(gpu),
+            "warning": warnings.get(gpu),
+            "price_provider": price.get("provider"),
+            "price_usd_per_gpu_hour": price.get("price_usd_per_hour"),
+            "price_source": price.get("source"),
+        }
 
     fleet = plan.get("fleet")
     if not fleet:
@@ -288,4 +295,3 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             **confidence(row["gpu"]),
         })  # fmt: skip
     return rows
-

@@ -6,7 +6,6 @@ catalog. Translates stored JSON and catalog records into planner values (planner
 from __future__ import annotations
 
 import dataclasses
-
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -52,8 +51,9 @@ BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
 MAX_GPU_TYPES = 100
 
 
-def planning_inputs(body: PlanRequest, catalog: Catalog, *,
-                    default_provider: str = DEFAULT_PRICE_PROVIDER) -> tuple[PlanningInputs, Pricing]:
+def planning_inputs(
+    body: PlanRequest, catalog: Catalog, *, default_provider: str = DEFAULT_PRICE_PROVIDER
+) -> tuple[PlanningInputs, Pricing]:
     """Specs for the planner: the named (or every) GPU at the requested efficiencies and at the
     request's provider's prices (else `default_provider`'s) with its `prices` on top, the model,
     the allowed precisions; and which price each GPU got. Unknown slugs are 404; a named profile
@@ -72,7 +72,9 @@ def planning_inputs(body: PlanRequest, catalog: Catalog, *,
         if not gpus and profile not in BUILT_IN_EFFICIENCIES:
             raise NotFoundError(
                 f"no GPU has an efficiency profile named {profile!r}: use 'calibrated', 'ideal' or a profile stored "
-                "with POST /v1/calibrations", kind="efficiency_profile", name=profile,
+                "with POST /v1/calibrations",
+                kind="efficiency_profile",
+                name=profile,
             )
     for slug in [*constraints.inventory, *body.prices]:
         catalog.get_gpu(slug)  # 404 for an inventory or a price of a GPU nobody catalogued
@@ -88,7 +90,8 @@ def planning_inputs(body: PlanRequest, catalog: Catalog, *,
             raise PlannerInputError(
                 f"the catalog has none of the default precisions {defaults}: add their quantizations "
                 "(POST /v1/quantizations) or name precisions in constraints.precisions",
-                constraint="precisions", default_precisions=[f"{w}/{kv}" for w, kv in DEFAULT_PRECISIONS],
+                constraint="precisions",
+                default_precisions=[f"{w}/{kv}" for w, kv in DEFAULT_PRECISIONS],
             )
     # what the request did not allow, for an impossible request's advice ("allow h100-sxm")
     other_gpus: tuple[GpuSpec, ...] = ()
@@ -96,18 +99,33 @@ def planning_inputs(body: PlanRequest, catalog: Catalog, *,
         named = set(constraints.gpus)
         others = [g for g in catalog.gpu_specs(profile, limit=MAX_GPU_TYPES) if g.slug not in named]
         try:
-            other_gpus = tuple(Prices(catalog.session).price_specs(others, body.provider or default_provider,
-                                                                   price_overrides(body.prices)).specs) if others else ()
+            other_gpus = (
+                tuple(
+                    Prices(catalog.session)
+                    .price_specs(others, body.provider or default_provider, price_overrides(body.prices))
+                    .specs
+                )
+                if others
+                else ()
+            )
         except PlannerInputError:
             other_gpus = ()  # none of them priced at this provider: nothing to suggest
     other_precisions: tuple[Precision, ...] = ()
     if constraints.precisions is not None:
         allowed = {(p.weights.slug, p.kv_cache.slug) for p in precisions}
-        other_precisions = tuple(p for p in catalog.precisions(DEFAULT_PRECISIONS, skip_unknown=True)
-                                 if (p.weights.slug, p.kv_cache.slug) not in allowed)
+        other_precisions = tuple(
+            p
+            for p in catalog.precisions(DEFAULT_PRECISIONS, skip_unknown=True)
+            if (p.weights.slug, p.kv_cache.slug) not in allowed
+        )
     inputs = PlanningInputs(
-        model=model, gpus=pricing.specs, precisions=precisions, efficiency_profile=profile,
-        catalog_version=catalog.catalog_version(), other_gpus=other_gpus, other_precisions=other_precisions,
+        model=model,
+        gpus=pricing.specs,
+        precisions=precisions,
+        efficiency_profile=profile,
+        catalog_version=catalog.catalog_version(),
+        other_gpus=other_gpus,
+        other_precisions=other_precisions,
     )
     return inputs, pricing
 
@@ -127,40 +145,73 @@ def _direct(fn: Callable[..., Any], /, *args: Any) -> Any:
     return fn(*args)
 
 
-def create_plan(body: PlanRequest, catalog: Catalog, session: Session, *, run: Runner = _direct,
-                solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
-                default_provider: str = DEFAULT_PRICE_PROVIDER,
-                checkpoint: Callable[[], None] | None = None) -> dict[str, Any]:
+def create_plan(
+    body: PlanRequest,
+    catalog: Catalog,
+    session: Session,
+    *,
+    run: Runner = _direct,
+    solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
+    default_provider: str = DEFAULT_PRICE_PROVIDER,
+    checkpoint: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Plan `body` on today's catalog and store it (as POST /v1/plans does); the response JSON.
     `run(plan_capacity, request, inputs)` does the pure planning work (a route passes its deadline's `run`)."""
     inputs, pricing = planning_inputs(body, catalog, default_provider=default_provider)
     if checkpoint is None:  # a route's `run` is its deadline's: the planner stops at its steps when that passes
         checkpoint = getattr(getattr(run, "__self__", None), "checkpoint", None)
-    request = PlanningRequest(workload=body.workload.to_workload(), slo=body.slo.to_slo(),
-                              constraints=body.constraints.to_constraints(), verify=body.verify,
-                              solver_time_limit_s=solver_time_limit_s, checkpoint=checkpoint)
+    request = PlanningRequest(
+        workload=body.workload.to_workload(),
+        slo=body.slo.to_slo(),
+        constraints=body.constraints.to_constraints(),
+        verify=body.verify,
+        solver_time_limit_s=solver_time_limit_s,
+        checkpoint=checkpoint,
+    )
     result = run(plan_capacity, request, inputs)
     plan_id = new_plan_id()
     created_at = datetime.now(UTC)
-    content = plan_response(plan_id, body.name, result, created_at.isoformat(),
-                            prices=[price.read() for price in pricing.prices.values()], price_notes=pricing.notes,
-                            calibration_grades={gpu.slug: gpu.calibration_grade for gpu in inputs.gpus})
+    content = plan_response(
+        plan_id,
+        body.name,
+        result,
+        created_at.isoformat(),
+        prices=[price.read() for price in pricing.prices.values()],
+        price_notes=pricing.notes,
+        calibration_grades={gpu.slug: gpu.calibration_grade for gpu in inputs.gpus},
+    )
     if body.store:  # a dry run (store false) writes nothing
-        Plans(session).save(plan_id=plan_id, name=body.name, request=body.model_dump(mode="json"), response=content,
-                            catalog_version=inputs.catalog_version, created_at=created_at)
+        Plans(session).save(
+            plan_id=plan_id,
+            name=body.name,
+            request=body.model_dump(mode="json"),
+            response=content,
+            catalog_version=inputs.catalog_version,
+            created_at=created_at,
+        )
     return content
 
 
-def put_deployment(name: str, body: DeploymentPut, catalog: Catalog, session: Session, *, if_version: int | None,
-                   run: Runner = _direct, solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
-                   default_provider: str = DEFAULT_PRICE_PROVIDER) -> tuple[dict[str, Any], bool]:
+def put_deployment(
+    name: str,
+    body: DeploymentPut,
+    catalog: Catalog,
+    session: Session,
+    *,
+    if_version: int | None,
+    run: Runner = _direct,
+    solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
+    default_provider: str = DEFAULT_PRICE_PROVIDER,
+) -> tuple[dict[str, Any], bool]:
     """Create the deployment (and plan it at once) or replace its settings; (DeploymentRead JSON, created)."""
     request = body.plan_request(name)
-    _, created = Deployments(session).save(name=name, request=template_of(request),
-                                           hysteresis=body.hysteresis.model_dump(mode="json"), if_version=if_version)
+    _, created = Deployments(session).save(
+        name=name, request=template_of(request), hysteresis=body.hysteresis.model_dump(mode="json"), if_version=if_version
+    )
     if created:
-        content = create_plan(request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s,
-                              default_provider=default_provider)
+        content = create_plan(
+            request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
+        )
         Deployments(session).adopt(name, content["id"])
     return deployment_read(session, Deployments(session).get(name)), created
 
@@ -168,23 +219,31 @@ def put_deployment(name: str, body: DeploymentPut, catalog: Catalog, session: Se
 def deployment_read(session: Session, deployment: StoredDeployment) -> dict[str, Any]:
     current = Plans(session).get(deployment.current_plan_id).response if deployment.current_plan_id else None
     return {
-        "name": deployment.name, "settings": deployment.request, "hysteresis": deployment.hysteresis,
-        "current_plan_id": deployment.current_plan_id, "current_plan": current,
+        "name": deployment.name,
+        "settings": deployment.request,
+        "hysteresis": deployment.hysteresis,
+        "current_plan_id": deployment.current_plan_id,
+        "current_plan": current,
         "plans_total": Deployments(session).history(deployment.name, limit=1).total,
-        "version": deployment.version, "created_at": deployment.created_at, "updated_at": deployment.updated_at,
+        "version": deployment.version,
+        "created_at": deployment.created_at,
+        "updated_at": deployment.updated_at,
     }
 
 
 def deployment_summary(session: Session, deployment: StoredDeployment) -> dict[str, Any]:
     plan = Plans(session).get(deployment.current_plan_id).response if deployment.current_plan_id else None
     return {
-        "name": deployment.name, "current_plan_id": deployment.current_plan_id,
-        "gpu": plan["plan"]["gpu"] if plan else None, "replicas": plan["plan"]["replicas"] if plan else None,
+        "name": deployment.name,
+        "current_plan_id": deployment.current_plan_id,
+        "gpu": plan["plan"]["gpu"] if plan else None,
+        "replicas": plan["plan"]["replicas"] if plan else None,
         "gpus_total": plan["plan"]["gpus_total"] if plan else None,
         "cost_usd_per_hour": plan["cost"]["usd_per_hour"] if plan else None,
         "cost_usd_per_month": plan["cost"]["usd_per_month"] if plan else None,
         "cost_usd_per_million_output_tokens": plan["cost"]["usd_per_million_output_tokens"] if plan else None,
-        "version": deployment.version, "updated_at": deployment.updated_at,
+        "version": deployment.version,
+        "updated_at": deployment.updated_at,
     }
 
 
@@ -192,11 +251,19 @@ def history_item(plan: StoredPlan, current_id: str | None) -> dict[str, Any]:
     decision = plan.response["plan"]
     precision = decision["precision"]
     return {
-        "id": plan.id, "created_at": plan.created_at, "current": plan.id == current_id, "catalog_version": plan.catalog_version,
-        "arrival_rate_rps": plan.request["workload"]["arrival_rate_rps"], "gpu": decision["gpu"], "tp": decision["tp"],
-        "replicas": decision["replicas"], "gpus_total": decision["gpus_total"],
-        "precision": f"{precision['weights']}/{precision['kv_cache']}", "batch_limit": decision["batch_limit"],
-        "cost_usd_per_hour": plan.response["cost"]["usd_per_hour"], "cost_usd_per_month": plan.response["cost"]["usd_per_month"],
+        "id": plan.id,
+        "created_at": plan.created_at,
+        "current": plan.id == current_id,
+        "catalog_version": plan.catalog_version,
+        "arrival_rate_rps": plan.request["workload"]["arrival_rate_rps"],
+        "gpu": decision["gpu"],
+        "tp": decision["tp"],
+        "replicas": decision["replicas"],
+        "gpus_total": decision["gpus_total"],
+        "precision": f"{precision['weights']}/{precision['kv_cache']}",
+        "batch_limit": decision["batch_limit"],
+        "cost_usd_per_hour": plan.response["cost"]["usd_per_hour"],
+        "cost_usd_per_month": plan.response["cost"]["usd_per_month"],
         "cost_usd_per_million_output_tokens": plan.response["cost"]["usd_per_million_output_tokens"],
     }
 
@@ -209,13 +276,22 @@ def _rows_json(response: dict[str, Any]) -> list[dict[str, Any]]:
     decision = response["plan"]
     if decision.get("fleet"):
         return sorted(decision["fleet"], key=lambda r: -r["offered_rps"])
-    return [{**decision, "gpus": decision["gpus_total"], "offered_rps": None, "cost_usd_per_hour": response["cost"]["usd_per_hour"]}]
+    return [
+        {**decision, "gpus": decision["gpus_total"], "offered_rps": None, "cost_usd_per_hour": response["cost"]["usd_per_hour"]}
+    ]
 
 
 def plan_shape(response: dict[str, Any]) -> PlanShape:
     rows = tuple(
-        ShapeRow(gpu=r["gpu"], tp=r["tp"], replicas=r["replicas"], weights_precision=r["precision"]["weights"],
-                 kv_precision=r["precision"]["kv_cache"], batch_limit=r["batch_limit"], chunk_tokens=r["chunk_tokens"])
+        ShapeRow(
+            gpu=r["gpu"],
+            tp=r["tp"],
+            replicas=r["replicas"],
+            weights_precision=r["precision"]["weights"],
+            kv_precision=r["precision"]["kv_cache"],
+            batch_limit=r["batch_limit"],
+            chunk_tokens=r["chunk_tokens"],
+        )
         for r in _rows_json(response)
     )
     return PlanShape(rows=rows, cost_usd_per_hour=response["cost"]["usd_per_hour"])
@@ -245,23 +321,34 @@ def _priced_spec(catalog: Catalog, slug: str, request: PlanRequest, default_prov
     return pricing.specs[0]
 
 
-def deployed_rows(response: dict[str, Any], catalog: Catalog, request: PlanRequest,
-                  default_provider: str = DEFAULT_PRICE_PROVIDER) -> tuple[DeployedRow, ...]:
+def deployed_rows(
+    response: dict[str, Any], catalog: Catalog, request: PlanRequest, default_provider: str = DEFAULT_PRICE_PROVIDER
+) -> tuple[DeployedRow, ...]:
     """The plan's rows with today's GPU specs (the request's provider's prices, efficiencies);
     NotFoundError when a GPU, profile, price or quantization left the catalog."""
     rows = _rows_json(response)
     total = sum(r["offered_rps"] for r in rows) if rows[0]["offered_rps"] is not None else None
     return tuple(
-        DeployedRow(gpu=_priced_spec(catalog, r["gpu"], request, default_provider),
-                    precision=catalog.precision(r["precision"]["weights"], r["precision"]["kv_cache"]),
-                    tp=r["tp"], replicas=r["replicas"], batch_limit=r["batch_limit"], chunk_tokens=r["chunk_tokens"],
-                    traffic_share=1.0 if total is None else r["offered_rps"] / total)
+        DeployedRow(
+            gpu=_priced_spec(catalog, r["gpu"], request, default_provider),
+            precision=catalog.precision(r["precision"]["weights"], r["precision"]["kv_cache"]),
+            tp=r["tp"],
+            replicas=r["replicas"],
+            batch_limit=r["batch_limit"],
+            chunk_tokens=r["chunk_tokens"],
+            traffic_share=1.0 if total is None else r["offered_rps"] / total,
+        )
         for r in rows
     )
 
 
-def _check(response: dict[str, Any], request: PlanRequest, catalog: Catalog, rate_factor: float = 1.0,
-           default_provider: str = DEFAULT_PRICE_PROVIDER) -> Check:
+def _check(
+    response: dict[str, Any],
+    request: PlanRequest,
+    catalog: Catalog,
+    rate_factor: float = 1.0,
+    default_provider: str = DEFAULT_PRICE_PROVIDER,
+) -> Check:
     workload = request.workload.to_workload()
     workload = workload.at_rate(workload.arrival_rate_rps * rate_factor)
     try:
@@ -282,14 +369,23 @@ def _efficiencies_then(response: dict[str, Any]) -> dict[str, Efficiency]:
     return found
 
 
-def _context(request: PlanRequest, catalog_version: int, prices: dict[str, float], efficiencies: dict[str, Efficiency]) -> PlanningContext:
-    return PlanningContext(workload=request.workload.to_workload(), slo=request.slo.to_slo(),
-                           constraints=request.constraints.model_dump(mode="json"), catalog_version=catalog_version,
-                           prices_usd_per_gpu_hour=prices, efficiencies=efficiencies, model_slug=request.model)
+def _context(
+    request: PlanRequest, catalog_version: int, prices: dict[str, float], efficiencies: dict[str, Efficiency]
+) -> PlanningContext:
+    return PlanningContext(
+        workload=request.workload.to_workload(),
+        slo=request.slo.to_slo(),
+        constraints=request.constraints.model_dump(mode="json"),
+        catalog_version=catalog_version,
+        prices_usd_per_gpu_hour=prices,
+        efficiencies=efficiencies,
+        model_slug=request.model,
+    )
 
 
-def _catalog_now(catalog: Catalog, gpus: list[str], request: PlanRequest,
-                 default_provider: str) -> tuple[dict[str, float], dict[str, Efficiency]]:
+def _catalog_now(
+    catalog: Catalog, gpus: list[str], request: PlanRequest, default_provider: str
+) -> tuple[dict[str, float], dict[str, Efficiency]]:
     prices: dict[str, float] = {}
     efficiencies: dict[str, Efficiency] = {}
     for slug in dict.fromkeys(gpus):
@@ -320,9 +416,16 @@ def _replan_request(template: dict[str, Any], name: str, body: ReplanRequest) ->
     return PlanRequest.model_validate({**merged, "name": name})
 
 
-def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *, run: Runner = _direct,
-           solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
-           default_provider: str = DEFAULT_PRICE_PROVIDER) -> dict[str, Any]:
+def replan(
+    name: str,
+    body: ReplanRequest,
+    catalog: Catalog,
+    session: Session,
+    *,
+    run: Runner = _direct,
+    solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
+    default_provider: str = DEFAULT_PRICE_PROVIDER,
+) -> dict[str, Any]:
     """Plan the deployment again with what changed, diff it against the current plan and decide
     with the deployment's hysteresis; the ReplanResponse JSON."""
     deployments = Deployments(session)
@@ -330,8 +433,9 @@ def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *
     request = _replan_request(deployment.request, name, body)
     hysteresis_spec = HysteresisSpec.model_validate(deployment.hysteresis)
     hysteresis = hysteresis_spec.to_hysteresis()
-    new = create_plan(request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s,
-                      default_provider=default_provider)
+    new = create_plan(
+        request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
+    )
     if deployment.current_plan_id is None:  # created by PUT whose first plan failed: nothing to keep
         deployments.adopt(name, new["id"], request=template_of(request))
         current = Plans(session).get(new["id"])
@@ -362,8 +466,13 @@ def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *
     else:
         deployments.update_request(name, template_of(request))
     return {
-        "deployment": name, "changed": decision_changed, "reason": reason, "current": current.id,
-        "adopted": new["id"] if decision_changed else current.id, "plan": new, "diff": diff_read(diff, reasons),
+        "deployment": name,
+        "changed": decision_changed,
+        "reason": reason,
+        "current": current.id,
+        "adopted": new["id"] if decision_changed else current.id,
+        "plan": new,
+        "diff": diff_read(diff, reasons),
         "current_check": {"at_new_rate": check_read(at_rate), "with_margin": check_read(with_margin)},
         "hysteresis": hysteresis_spec.model_dump(mode="json"),
         "saving_usd_per_hour": None if before_now != before_now else decision.saving_usd_per_hour,
@@ -371,8 +480,9 @@ def replan(name: str, body: ReplanRequest, catalog: Catalog, session: Session, *
     }
 
 
-def recheck(plan_id: str, catalog: Catalog, session: Session, *,
-            default_provider: str = DEFAULT_PRICE_PROVIDER) -> dict[str, Any]:
+def recheck(
+    plan_id: str, catalog: Catalog, session: Session, *, default_provider: str = DEFAULT_PRICE_PROVIDER
+) -> dict[str, Any]:
     """Whether a stored plan still holds at its own workload and SLOs on today's catalog (at its
     request's provider's prices, else `default_provider`'s); the RecheckResponse JSON."""
     stored = Plans(session).get(plan_id)
@@ -390,13 +500,23 @@ def recheck(plan_id: str, catalog: Catalog, session: Session, *,
     then = shape.cost_usd_per_hour
     now = None if check.cost_usd_per_hour != check.cost_usd_per_hour else check.cost_usd_per_hour
     holds = check.meets_slo
-    summary = (f"still holds: {check.summary}" if holds else f"no longer holds: {check.summary}")
+    summary = f"still holds: {check.summary}" if holds else f"no longer holds: {check.summary}"
     if now is not None and abs(now - then) > 1e-9 * max(then, 1.0):
         summary += f"; it costs ${now:.2f}/h now against ${then:.2f}/h when planned"
     return {
-        "plan_id": stored.id, "holds": holds, "summary": summary, "check": check_read(check),
-        "cost": {"then_usd_per_hour": then, "now_usd_per_hour": now, "change_usd_per_hour": None if now is None else now - then,
-                 "then_usd_per_month": then * HOURS_PER_MONTH, "now_usd_per_month": None if now is None else now * HOURS_PER_MONTH},
-        "catalog_version_then": stored.catalog_version, "catalog_version_now": version_now,
-        "changes": reasons_read(changes), "checked_at": datetime.now(UTC),
+        "plan_id": stored.id,
+        "holds": holds,
+        "summary": summary,
+        "check": check_read(check),
+        "cost": {
+            "then_usd_per_hour": then,
+            "now_usd_per_hour": now,
+            "change_usd_per_hour": None if now is None else now - then,
+            "then_usd_per_month": then * HOURS_PER_MONTH,
+            "now_usd_per_month": None if now is None else now * HOURS_PER_MONTH,
+        },
+        "catalog_version_then": stored.catalog_version,
+        "catalog_version_now": version_now,
+        "changes": reasons_read(changes),
+        "checked_at": datetime.now(UTC),
     }

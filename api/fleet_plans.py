@@ -148,8 +148,10 @@ def resolve_inputs(body: FleetPlanRequest, catalog: Catalog, default_provider: s
         on_demand = chosen.on_demand_usd_per_hour
         reserved = chosen.reserved_1y_usd_per_hour
         if not meets(spec.calibration_grade, body.constraints.min_confidence):
-            notes.append(f"{slug} left out: its calibration is graded {spec.calibration_grade}, below the minimum "
-                         f"confidence {body.constraints.min_confidence}")
+            notes.append(
+                f"{slug} left out: its calibration is graded {spec.calibration_grade}, below the minimum "
+                f"confidence {body.constraints.min_confidence}"
+            )
             continue
         if on_demand <= 0:
             notes.append(f"{slug} has no on-demand price: left out (give one in `prices`)")
@@ -312,13 +314,15 @@ class _ExpiresAt:
             raise TableDeadlinePassed(f"deadline passed {time.time() - self.unix_s:.3f} s ago")
 
 
-def _compute_table(job: _TableJob, expires_at_unix_s: float | None = None,
-                   checkpoint: Checkpoint = no_checkpoint) -> CandidateTable:
+def _compute_table(
+    job: _TableJob, expires_at_unix_s: float | None = None, checkpoint: Checkpoint = no_checkpoint
+) -> CandidateTable:
     model, gpus, precisions, workload, slo, grid = job
     if expires_at_unix_s is not None:
         checkpoint = _ExpiresAt(expires_at_unix_s)
-    return candidate_table(model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid,
-                           checkpoint=checkpoint)
+    return candidate_table(
+        model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid, checkpoint=checkpoint
+    )
 
 
 def _in_workers(jobs: list[_TableJob], deadline: Deadline | None) -> list[CandidateTable]:
@@ -349,8 +353,10 @@ def candidate_tables(jobs: list[_TableJob], deadline: Deadline | None = None) ->
     process computes them, and in the order asked.
     """
     # GPU specs hold dicts (not hashable); their repr is a full, deterministic description.
-    keys = [(model, workload.at_rate(1.0), slo, repr(gpus), repr(precisions), grid)
-            for model, gpus, precisions, workload, slo, grid in jobs]
+    keys = [
+        (model, workload.at_rate(1.0), slo, repr(gpus), repr(precisions), grid)
+        for model, gpus, precisions, workload, slo, grid in jobs
+    ]
     missing = {key: job for key, job in zip(keys, jobs, strict=True) if key not in _TABLE_CACHE}
     workers = min(len(missing), os.cpu_count() or 1)
     computed: list[CandidateTable] | None = None
@@ -423,15 +429,20 @@ def plan_fleet(
     models = {slug: catalog.model_spec(slug) for slug in dict.fromkeys(w.model for w in body.workloads)}
     if not inputs.gpus:
         if body.constraints.gpus is None:  # the caller constrained nothing: what is missing is the catalog's
-            raise PlannerInputError("the catalog has no GPU type priced at this provider that the planner can use: add "
-                                    "one (POST /v1/gpus, POST /v1/prices) or give prices in the request", constraint="gpus")
+            raise PlannerInputError(
+                "the catalog has no GPU type priced at this provider that the planner can use: add "
+                "one (POST /v1/gpus, POST /v1/prices) or give prices in the request",
+                constraint="gpus",
+            )
         raise PlannerInputError("no GPU types to plan with: allow at least one", constraint="gpus")
     if not inputs.precisions:
         if body.constraints.precisions is None:
             defaults = ", ".join(f"{w}/{kv}" for w, kv in DEFAULT_PRECISIONS)
-            raise PlannerInputError(f"the catalog has none of the default precisions {defaults}: add their quantizations "
-                                    "(POST /v1/quantizations) or name precisions in constraints.precisions",
-                                    constraint="precisions")
+            raise PlannerInputError(
+                f"the catalog has none of the default precisions {defaults}: add their quantizations "
+                "(POST /v1/quantizations) or name precisions in constraints.precisions",
+                constraint="precisions",
+            )
         raise PlannerInputError("no precisions to plan with: allow at least one", constraint="precisions")
     limits = [body.solver_time_limit_s] + ([] if solver_time_limit_s is None else [solver_time_limit_s])
     if deadline is None:
@@ -450,8 +461,10 @@ def _plan(
 ) -> FleetOutcome:
     """The tables and the MILP: pure work on specs already read (run under the request deadline)."""
     grid = body.search.to_grid()
-    jobs = [(models[w.model], tuple(inputs.gpus), tuple(inputs.precisions), w.to_workload(), w.slo.to_slo(), grid)
-            for w in body.workloads]
+    jobs = [
+        (models[w.model], tuple(inputs.gpus), tuple(inputs.precisions), w.to_workload(), w.slo.to_slo(), grid)
+        for w in body.workloads
+    ]
     tables = candidate_tables(jobs, deadline)
     by_workload: dict[str, CandidateTable] = {}
     workloads = []
@@ -510,10 +523,14 @@ def _candidate_read(candidate: Candidate) -> CandidateRead:
     )
 
 
-def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: float, period_hours: float) -> dict[str, float | None]:
+def _per_unit_costs(
+    body: FleetPlanRequest, total_usd: float, horizon_hours: float, period_hours: float
+) -> dict[str, float | None]:
     """Cost per hour and per month (730 h) of the schedule, and per million output tokens demanded."""
     output_tokens = sum(
-        rate * period_hours * SECONDS_PER_HOUR * w.to_workload().output_tokens.mean for w in body.workloads for rate in w.demand_rps
+        rate * period_hours * SECONDS_PER_HOUR * w.to_workload().output_tokens.mean
+        for w in body.workloads
+        for rate in w.demand_rps
     )  # Σ λ_wp · h · 3600 s/h · mean output tokens
     usd_per_hour = total_usd / horizon_hours if horizon_hours > 0 else 0.0
     return {
@@ -569,15 +586,25 @@ def fleet_plan_response(
     if not all(t.exhaustive for t in tables):
         notes.append("the candidate search hit its root-find bound for some workload: a better configuration may exist")
     if plan.solver.status == "feasible":
-        notes.append(f"the solver's time limit stopped the search: the plan is within {plan.solver.mip_gap:.2%} of optimal"
-                     if plan.solver.mip_gap is not None else "the solver's time limit stopped the search before a proof")
+        notes.append(
+            f"the solver's time limit stopped the search: the plan is within {plan.solver.mip_gap:.2%} of optimal"
+            if plan.solver.mip_gap is not None
+            else "the solver's time limit stopped the search before a proof"
+        )
     gpus_priced = {c.gpu for t in tables for c in t.candidates}
     scheduled = sorted({a.candidate.gpu for period in plan.periods for a in period.assignments})
     warnings = [
-        PlanWarning(code="low_confidence_plan", gpu=gpu, grade="low", message=(
-            f"the schedule runs on {gpu}, whose calibration is graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
-            "its capacity may be off by more than the calibration's usual error; constraints.min_confidence leaves such GPUs out"))
-        for gpu in scheduled if grades.get(gpu) == "low"
+        PlanWarning(
+            code="low_confidence_plan",
+            gpu=gpu,
+            grade="low",
+            message=(
+                f"the schedule runs on {gpu}, whose calibration is graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
+                "its capacity may be off by more than the calibration's usual error; constraints.min_confidence leaves such GPUs out"
+            ),
+        )
+        for gpu in scheduled
+        if grades.get(gpu) == "low"
     ]
     response = FleetPlanResponse(
         id=plan_id,
@@ -590,8 +617,11 @@ def fleet_plan_response(
             gpu: GpuPriceRead(
                 on_demand_usd_per_hour=price.on_demand_usd_per_hour,
                 reserved_usd_per_hour=price.reserved_usd_per_hour,
-                spot_usd_per_hour=(price.on_demand_usd_per_hour * (1 - inputs.spot[gpu].discount_fraction)  # on-demand less the discount
-                                   if gpu in inputs.spot else None),
+                spot_usd_per_hour=(
+                    price.on_demand_usd_per_hour * (1 - inputs.spot[gpu].discount_fraction)  # on-demand less the discount
+                    if gpu in inputs.spot
+                    else None
+                ),
                 source="request" if inputs.price_sources.get(gpu) == "request" else "catalog",
                 provider=inputs.chosen_prices[gpu].provider,
                 as_of=inputs.chosen_prices[gpu].as_of,
@@ -617,7 +647,9 @@ def fleet_plan_response(
         if shadow is None
         else ShadowPricesRead(
             method=shadow.method,
-            demand=[DemandShadowPriceRead(workload=d.workload, period=d.period, usd_per_rps=d.usd_per_rps) for d in shadow.demand],
+            demand=[
+                DemandShadowPriceRead(workload=d.workload, period=d.period, usd_per_rps=d.usd_per_rps) for d in shadow.demand
+            ],
             inventory=[InventoryShadowPriceRead(gpu=i.gpu, period=i.period, usd_per_gpu=i.usd_per_gpu) for i in shadow.inventory],
         ),
         solver=SolverRead(

@@ -73,7 +73,9 @@ class IdempotencyConflictError(ApiError):
 def request_hash(method: str, path: str, body: Any) -> str:
     """SHA-256 of the method, path and canonical JSON of the parsed body (key order and whitespace do not matter)."""
     payload = body.model_dump(mode="json") if isinstance(body, BaseModel) else body
-    canonical = json.dumps({"method": method, "path": path, "body": payload}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canonical = json.dumps(
+        {"method": method, "path": path, "body": payload}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -85,7 +87,9 @@ def caller_scope(authorization: str | None, settings: Settings) -> str:
         return ANONYMOUS_SCOPE
     token = token.strip()
     admin = settings.admin_key
-    if admin is not None and hmac.compare_digest(hashlib.sha256(token.encode()).digest(), hashlib.sha256(admin.encode()).digest()):
+    if admin is not None and hmac.compare_digest(
+        hashlib.sha256(token.encode()).digest(), hashlib.sha256(admin.encode()).digest()
+    ):
         return BOOTSTRAP_ADMIN_SCOPE
     match = _STORED_KEY_ID.match(token)
     return f"key:{match.group(1)}" if match else ANONYMOUS_SCOPE
@@ -94,8 +98,18 @@ def caller_scope(authorization: str | None, settings: Settings) -> str:
 class Idempotency:
     """One request's idempotency key (None without the header) on the request's session."""
 
-    def __init__(self, session: Session, key: str | None, method: str, path: str, *, scope: str,
-                 window_s: float, wait_s: float, lease_s: float) -> None:
+    def __init__(
+        self,
+        session: Session,
+        key: str | None,
+        method: str,
+        path: str,
+        *,
+        scope: str,
+        window_s: float,
+        wait_s: float,
+        lease_s: float,
+    ) -> None:
         self._session = session
         self.key = key
         self.scope = scope
@@ -119,10 +133,21 @@ class Idempotency:
         while True:
             now = datetime.now(UTC)
             try:
-                stored = keys.claim(scope=self.scope, key=self.key, request_hash=digest, method=self._method,
-                                    path=self._path, claim_token=token, since=now - self._window)
-                if stored is None or (stored.status is None and stored.created_at < now - self._lease
-                                      and self._same(stored, digest) and keys.take_over(stored, claim_token=token)):
+                stored = keys.claim(
+                    scope=self.scope,
+                    key=self.key,
+                    request_hash=digest,
+                    method=self._method,
+                    path=self._path,
+                    claim_token=token,
+                    since=now - self._window,
+                )
+                if stored is None or (
+                    stored.status is None
+                    and stored.created_at < now - self._lease
+                    and self._same(stored, digest)
+                    and keys.take_over(stored, claim_token=token)
+                ):
                     self._session.commit()
                     self._token = token
                     return None
@@ -141,7 +166,8 @@ class Idempotency:
             if time.monotonic() >= give_up_at:
                 raise IdempotencyConflictError(
                     f"A request with Idempotency-Key {self.key!r} is still being processed; retry in a moment.",
-                    headers={"Retry-After": str(RETRY_AFTER_S)}, reason="in_progress",
+                    headers={"Retry-After": str(RETRY_AFTER_S)},
+                    reason="in_progress",
                 )
             time.sleep(POLL_INTERVAL_S)
 
@@ -151,7 +177,11 @@ class Idempotency:
             return response
         headers = {name: value for name, value in response.headers.items() if name.lower() in REPLAYED_HEADERS}
         answered = IdempotencyKeys(self._session).answer(
-            scope=self.scope, key=self.key, claim_token=self._token, status=response.status_code, headers=headers,
+            scope=self.scope,
+            key=self.key,
+            claim_token=self._token,
+            status=response.status_code,
+            headers=headers,
             body=bytes(response.body).decode("utf-8"),
         )
         self._token = None
@@ -160,7 +190,8 @@ class Idempotency:
             raise IdempotencyConflictError(
                 f"A later request with Idempotency-Key {self.key!r} took over after this one ran too long; "
                 "retry in a moment for its answer.",
-                headers={"Retry-After": str(RETRY_AFTER_S)}, reason="in_progress",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+                reason="in_progress",
             )
         return response
 
@@ -183,8 +214,12 @@ class Idempotency:
     def _replayed(stored: StoredAnswer) -> Response:
         headers = {name: value for name, value in stored.headers.items() if name.lower() != "content-type"}
         headers[REPLAYED_HEADER] = "true"
-        return Response(content=stored.body, status_code=stored.status or 200, headers=headers,
-                        media_type=stored.headers.get("content-type", "application/json"))
+        return Response(
+            content=stored.body,
+            status_code=stored.status or 200,
+            headers=headers,
+            media_type=stored.headers.get("content-type", "application/json"),
+        )
 
 
 def _idempotency(
@@ -207,8 +242,13 @@ def _idempotency(
     if key is not None and not _KEY.match(key):
         raise MalformedHeaderError(f"{IDEMPOTENCY_HEADER} must be 1 to 200 visible ASCII characters, got {key!r}.")
     idempotency = Idempotency(
-        session, key, request.method, request.url.path, scope=caller_scope(request.headers.get("authorization"), settings),
-        window_s=settings.idempotency_window_s, wait_s=settings.request_timeout_s,
+        session,
+        key,
+        request.method,
+        request.url.path,
+        scope=caller_scope(request.headers.get("authorization"), settings),
+        window_s=settings.idempotency_window_s,
+        wait_s=settings.request_timeout_s,
         lease_s=LEASE_TIMEOUTS * settings.request_timeout_s,
     )
     try:

@@ -600,7 +600,12 @@ def install_observability(app: FastAPI, settings: Settings) -> None:
         name="get_metrics",
         summary="Metrics in Prometheus text format",
         response_class=PlainTextResponse,
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}, "description": "Prometheus text exposition format 0.0.4."}},
+        responses={
+            200: {
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+                "description": "Prometheus text exposition format 0.0.4.",
+            }
+        },
     )
     def get_metrics() -> PlainTextResponse:
         """Request counts and latency histograms per route template, method and status; plans

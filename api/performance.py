@@ -76,7 +76,9 @@ def apply_overrides(efficiency: Efficiency, overrides: dict[str, float | bool]) 
         return EfficiencyChoice(efficiency=efficiency, overridden=())
     names = tuple(sorted(overrides))
     return EfficiencyChoice(
-        efficiency=dataclasses.replace(efficiency, source=f"{efficiency.source}; overridden by the request: {', '.join(names)}", **changes),
+        efficiency=dataclasses.replace(
+            efficiency, source=f"{efficiency.source}; overridden by the request: {', '.join(names)}", **changes
+        ),
         overridden=names,
     )
 
@@ -152,7 +154,9 @@ def check_simulation_size(
     budget = int(time_budget_s * SIMULATED_PREFILL_STEPS_PER_S)
     if estimated > budget:
         # without chunking a prompt prefills in one step: there is no budget to print (None has no `:,`)
-        chunking = "whole-prompt prefill" if serving.chunk_tokens is None else f"a chunk budget of {serving.chunk_tokens:,} tokens"
+        chunking = (
+            "whole-prompt prefill" if serving.chunk_tokens is None else f"a chunk budget of {serving.chunk_tokens:,} tokens"
+        )
         raise SimulationLimitError(
             f"{requests:,} requests of {workload.prompt_tokens.mean:,.0f} prompt tokens through {chunking} "
             f"with up to {serving.batch_limit} decodes per step could take "

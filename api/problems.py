@@ -60,6 +60,7 @@ from planner.errors import (
     UnsupportedConfigurationError,
 )
 
+
 class PayloadTooLargeError(ApiError):
     """A request body larger than the service accepts (HEADROOM_MAX_BODY_BYTES), refused unread."""
 

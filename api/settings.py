@@ -78,9 +78,7 @@ class Settings:
         if self.max_body_bytes < 1:
             raise SettingsError(f"HEADROOM_MAX_BODY_BYTES must be >= 1, got {self.max_body_bytes}")
         if self.max_simulated_requests < 1:
-            raise SettingsError(
-                f"HEADROOM_MAX_SIMULATED_REQUESTS must be >= 1, got {self.max_simulated_requests}"
-            )
+            raise SettingsError(f"HEADROOM_MAX_SIMULATED_REQUESTS must be >= 1, got {self.max_simulated_requests}")
         if not SLUG_PATTERN.fullmatch(self.default_price_provider):
             raise SettingsError(
                 f"HEADROOM_DEFAULT_PRICE_PROVIDER must be a provider slug (e.g. runpod), got {self.default_price_provider!r}"

@@ -50,7 +50,9 @@ REQUESTS: tuple[dict[str, Any], ...] = (
     _request("llama-3.1-8b", "h100-sxm", 64, RAG, {"ttft_ms": 1500, "tpot_ms": 40}, tp=1),
     _request("mixtral-8x7b", "h100-sxm", 8, CHAT, {"ttft_ms": 1000, "tpot_ms": 60}),
     _request("llama-3.1-70b", "mi300x", 4, CHAT, {"ttft_ms": 2000, "tpot_ms": 100}, batch_limit=64),
-    _request("qwen2.5-72b", "a100-80gb-sxm", 8, {**SHORT, "arrival_cv": 0.5}, {"ttft_ms": 1000, "tpot_ms": 100, "percentile": 95}),
+    _request(
+        "qwen2.5-72b", "a100-80gb-sxm", 8, {**SHORT, "arrival_cv": 0.5}, {"ttft_ms": 1000, "tpot_ms": 100, "percentile": 95}
+    ),
 )
 
 
@@ -75,15 +77,22 @@ def run() -> dict[str, Any]:
             response = client.post("/v1/capacity", json=body)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             answer = response.json()
-            results["requests"].append({
-                "model": body["model"], "gpu": body["gpu"], "gpus": body["gpus"], "status": response.status_code,
-                "wall_ms": wall * 1e3, "cpu_ms": cpu * 1e3,
-                "max_arrival_rate_rps": answer.get("max_arrival_rate_rps"),
-                "configuration": answer.get("configuration"), "binding": answer.get("binding"),
-                "configurations_evaluated": answer.get("configurations_evaluated"),
-                "configurations_considered": answer.get("configurations_considered"),
-                "problem": answer.get("detail"),
-            })
+            results["requests"].append(
+                {
+                    "model": body["model"],
+                    "gpu": body["gpu"],
+                    "gpus": body["gpus"],
+                    "status": response.status_code,
+                    "wall_ms": wall * 1e3,
+                    "cpu_ms": cpu * 1e3,
+                    "max_arrival_rate_rps": answer.get("max_arrival_rate_rps"),
+                    "configuration": answer.get("configuration"),
+                    "binding": answer.get("binding"),
+                    "configurations_evaluated": answer.get("configurations_evaluated"),
+                    "configurations_considered": answer.get("configurations_considered"),
+                    "problem": answer.get("detail"),
+                }
+            )
         results["load_average_after"] = os.getloadavg()
     for key in ("wall_ms", "cpu_ms"):
         values = [r[key] for r in results["requests"]]
@@ -98,11 +107,15 @@ def main() -> None:
     results = run()
     for r in results["requests"]:
         c = r["configuration"] or {}
-        print(f"{r['model']:>16} {r['gpus']:>3} × {r['gpu']:<14} {r['status']} {r['wall_ms']:7.1f} ms wall {r['cpu_ms']:7.1f} ms cpu"
-              f"  λmax={r['max_arrival_rate_rps'] or 0:9.2f} rps tp={c.get('tp')} batch={c.get('batch_limit')} "
-              f"chunk={c.get('chunk_tokens')} binds={r['binding']} evaluated={r['configurations_evaluated']}/{r['configurations_considered']}")
-    print(f"wall p50 {results['wall_ms']['p50']:.1f} ms, p90 {results['wall_ms']['p90']:.1f} ms, max {results['wall_ms']['max']:.1f} ms; "
-          f"cpu p50 {results['cpu_ms']['p50']:.1f} ms; load average {results['load_average_before']} → {results['load_average_after']}")
+        print(
+            f"{r['model']:>16} {r['gpus']:>3} × {r['gpu']:<14} {r['status']} {r['wall_ms']:7.1f} ms wall {r['cpu_ms']:7.1f} ms cpu"
+            f"  λmax={r['max_arrival_rate_rps'] or 0:9.2f} rps tp={c.get('tp')} batch={c.get('batch_limit')} "
+            f"chunk={c.get('chunk_tokens')} binds={r['binding']} evaluated={r['configurations_evaluated']}/{r['configurations_considered']}"
+        )
+    print(
+        f"wall p50 {results['wall_ms']['p50']:.1f} ms, p90 {results['wall_ms']['p90']:.1f} ms, max {results['wall_ms']['max']:.1f} ms; "
+        f"cpu p50 {results['cpu_ms']['p50']:.1f} ms; load average {results['load_average_before']} → {results['load_average_after']}"
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

@@ -90,7 +90,10 @@ def gpu_evidence(
         elif CARRY_OVER.get(slug) in fits:
             donor = CARRY_OVER[slug]
             evidence[slug] = CalibrationEvidence(
-                points=0, sources=0, out_of_sample_error=None, carried_over_from=donor,
+                points=0,
+                sources=0,
+                out_of_sample_error=None,
+                carried_over_from=donor,
                 below_usual_range=bool(below_plausible(fits[donor])),
             )
     return evidence
@@ -184,8 +187,11 @@ def write_calibration_doc_section(blocks: Mapping[str, Mapping[str, Any]], path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write-catalog", action="store_true",
-                        help="write efficiency.confidence into catalog/data/gpus.json and the grades into docs/calibration.md")
+    parser.add_argument(
+        "--write-catalog",
+        action="store_true",
+        help="write efficiency.confidence into catalog/data/gpus.json and the grades into docs/calibration.md",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as directory:
         catalog = open_reference_catalog(Path(directory))

@@ -89,7 +89,10 @@ FIT_F_SCALE = 0.10
 #: the per-step constant (released to 10 ms, h100-sxm, h200 and a100 fit η_mem = 1.0 with 6-7 ms
 #: overhead, which that measurement rules out).
 FIT_BOUNDS: dict[str, tuple[float, float]] = {
-    "memory": (0.05, 1.0), "compute": (0.05, 1.0), "overhead": (0.0, 2.0), "overlap": (0.0, 1.0),
+    "memory": (0.05, 1.0),
+    "compute": (0.05, 1.0),
+    "overhead": (0.0, 2.0),
+    "overlap": (0.0, 1.0),
 }
 #: The range fitted efficiencies usually fall in; a fit below it ships, flagged LOW CONFIDENCE.
 #: η_mem ≥ 0.5: a decode step streams the weights and KV cache in large sequential reads, and
@@ -203,7 +206,12 @@ def fit_gpu(
         for m in fitted
     ]
     return fit_step_models(
-        sets, fit=parameters, base=base, name="calibrated", loss=FIT_LOSS, f_scale=FIT_F_SCALE,
+        sets,
+        fit=parameters,
+        base=base,
+        name="calibrated",
+        loss=FIT_LOSS,
+        f_scale=FIT_F_SCALE,
         bounds={name: bounds[name] for name in parameters if name in bounds},
     )
 
@@ -347,11 +355,13 @@ def efficiency_blocks(
             f"LOW CONFIDENCE: the points want {', '.join(low)} (below the range other GPUs fit), i.e. slower than "
             "the roofline with usual efficiencies; shipped as fitted so plans are not optimistic - the model likely "
             "misses a cost these points pay (see docs/fidelity-performance.md). "
-            if low else ""
+            if low
+            else ""
         )
         extrapolated = (
-            "" if donor in with_batch_1 else
-            "; no batch-1 decode point: batch-1 latency is extrapolated from throughput tables, which leave-one-source-out "
+            ""
+            if donor in with_batch_1
+            else "; no batch-1 decode point: batch-1 latency is extrapolated from throughput tables, which leave-one-source-out "
             "on H100/A100 shows to be ~30 % optimistic"
         )
         blocks[slug] = {
@@ -432,7 +442,7 @@ def render_calibration_doc(
         "- **Static-batch throughput** (TensorRT-LLM 0.5/0.6 gptSessionBenchmark, vLLM benchmark_latency: the whole",
         "  batch is prefilled, then decodes together): `B·o / (prefill(B, p) + (o − 1)·decode(B, p + o/2))` — the",
         "  prefill of every request is inside the measured time.",
-        "- **Continuous-batching throughput** at a steady concurrency B (`\"batching\": \"continuous\"`: trtllm-bench at",
+        '- **Continuous-batching throughput** at a steady concurrency B (`"batching": "continuous"`: trtllm-bench at',
         "  maximum load, NIM/GenAI-Perf closed loops, vLLM's serving benchmark): every step holds B slots, B/o of",
         "  which are being prefilled (chunked prefill in the same step) and the rest decode, so one mixed step has",
         "  `B·(o−1)/o + B·p/o` new tokens and reads the KV of `B·(o−1)/o` sequences at c = p + o/2; throughput =",
@@ -472,7 +482,7 @@ def render_calibration_doc(
         "",
         "**Engine generations.** One generation per GPU where the data allow: h100-sxm, h200, b200 and gb200 are",
         "fitted on 2025 engines only (TensorRT-LLM 1.0 trtllm-bench tables, NIM 1.8); the 2023 TensorRT-LLM 0.5/0.6",
-        "H100 tables are kept and reported but excluded from the fit (`\"fit\": false`). a100-80gb-sxm and l40s only",
+        'H100 tables are kept and reported but excluded from the fit (`"fit": false`). a100-80gb-sxm and l40s only',
         "have the 2023 TensorRT-LLM tables (plus one 2023 Baseten point on A100); mi300x has vLLM 2024–2025 on ROCm.",
         "",
         f"Memory reserve: {MEMORY_RESERVE_FRACTION:.2f} of HBM on every GPU — vLLM's default `gpu_memory_utilization` is 0.9",
@@ -533,8 +543,14 @@ def render_calibration_doc(
         rec, point = m.record, m.point
         if rec["id"] not in residuals:  # reported, not fitted: its error with the fitted efficiencies
             predicted = m.predict_with(fits[rec["gpu"]].efficiency)
-            r = PointResidual(label=rec["id"], kind=point.kind, unit=point.unit, predicted=predicted,
-                              measured=point.value, relative_error=_rel(predicted, point.value))
+            r = PointResidual(
+                label=rec["id"],
+                kind=point.kind,
+                unit=point.unit,
+                predicted=predicted,
+                measured=point.value,
+                relative_error=_rel(predicted, point.value),
+            )
         else:
             r = residuals[rec["id"]]
         lines.append(
@@ -648,7 +664,9 @@ def render_fidelity_doc(
         "|---|---|---|---|---|",
     ]
     for metric, row in variant_summary.items():
-        lines.append(f"| {metric} | {row['calibrated'][2]} | {_pct(row['calibrated'])} | {_pct(row['lomo'])} | {_pct(row['loso'])} |")
+        lines.append(
+            f"| {metric} | {row['calibrated'][2]} | {_pct(row['calibrated'])} | {_pct(row['lomo'])} | {_pct(row['loso'])} |"
+        )
     lines += ["", "| GPU | η_mem | η_compute | overhead (ms) | overlap | RMS |", "|---|---|---|---|---|---|"]
     for slug, fit in sorted(variant_fits.items()):
         eff = fit.efficiency
@@ -707,7 +725,9 @@ def render_fidelity_doc(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write-catalog", action="store_true", help="write the fitted efficiency blocks into catalog/data/gpus.json")
+    parser.add_argument(
+        "--write-catalog", action="store_true", help="write the fitted efficiency blocks into catalog/data/gpus.json"
+    )
     parser.add_argument("--date", default=date.today().isoformat(), help="date stamped into the docs and sources")
     args = parser.parse_args(argv)
 
@@ -753,7 +773,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{metric:30s} " + " | ".join(f"{name} {_pct(row[name])}" for name in ("calibrated", "lomo", "loso", "ideal")))
     for slug, fit in sorted(fits.items()):
         eff = fit.efficiency
-        print(f"{slug:14s} η_mem {eff.memory:.3f} η_compute {eff.compute:.3f} overhead {eff.step_overhead_s * 1e3:.3f} ms overlap {eff.memory_compute_overlap:.3f}  RMS {fit.rms_relative_error:.1%}  fixed {fit.fixed}")
+        print(
+            f"{slug:14s} η_mem {eff.memory:.3f} η_compute {eff.compute:.3f} overhead {eff.step_overhead_s * 1e3:.3f} ms overlap {eff.memory_compute_overlap:.3f}  RMS {fit.rms_relative_error:.1%}  fixed {fit.fixed}"
+        )
     return 0
 
 

@@ -53,14 +53,22 @@ INVENTORY = {"h100-sxm": 64, "h200": 48}
 
 #: Request mixes and SLOs (illustrative): prompt and output lengths (lognormal mean, p99), SLO.
 MIXES: dict[str, dict[str, Any]] = {
-    "chat": {"prompt_tokens": {"mean": 1000, "p99": 4000}, "output_tokens": {"mean": 250, "p99": 1000},
-             "slo": {"ttft_ms": 2000, "tpot_ms": 60}},
-    "summarise": {"prompt_tokens": {"mean": 3000, "p99": 8000}, "output_tokens": {"mean": 300, "p99": 800},
-                  "slo": {"e2e_s": 60}},
-    "code": {"prompt_tokens": {"mean": 2000, "p99": 6000}, "output_tokens": {"mean": 200, "p99": 600},
-             "slo": {"ttft_ms": 1000, "tpot_ms": 40}},
-    "rag": {"prompt_tokens": {"mean": 4000, "p99": 8000}, "output_tokens": {"mean": 300, "p99": 900},
-            "slo": {"ttft_ms": 3000, "tpot_ms": 80}},
+    "chat": {
+        "prompt_tokens": {"mean": 1000, "p99": 4000},
+        "output_tokens": {"mean": 250, "p99": 1000},
+        "slo": {"ttft_ms": 2000, "tpot_ms": 60},
+    },
+    "summarise": {"prompt_tokens": {"mean": 3000, "p99": 8000}, "output_tokens": {"mean": 300, "p99": 800}, "slo": {"e2e_s": 60}},
+    "code": {
+        "prompt_tokens": {"mean": 2000, "p99": 6000},
+        "output_tokens": {"mean": 200, "p99": 600},
+        "slo": {"ttft_ms": 1000, "tpot_ms": 40},
+    },
+    "rag": {
+        "prompt_tokens": {"mean": 4000, "p99": 8000},
+        "output_tokens": {"mean": 300, "p99": 900},
+        "slo": {"ttft_ms": 3000, "tpot_ms": 80},
+    },
 }
 
 
@@ -70,12 +78,22 @@ def diurnal(peak_rps: float, peak_hour: float) -> list[float]:
 
 def shared_scenario() -> dict[str, Any]:
     workloads = []
-    products = [("llama-3.1-8b", "chat", 30.0), ("llama-3.1-8b", "summarise", 10.0),
-                ("llama-3.1-70b", "chat", 12.0), ("llama-3.1-70b", "summarise", 4.0)]
+    products = [
+        ("llama-3.1-8b", "chat", 30.0),
+        ("llama-3.1-8b", "summarise", 10.0),
+        ("llama-3.1-70b", "chat", 12.0),
+        ("llama-3.1-70b", "summarise", 4.0),
+    ]
     for model, mix, peak in products:
         for region, offset in enumerate((0, 3, 6, 9, 12)):
-            workloads.append({"name": f"{model}-{mix}-r{region}", "model": model, **MIXES[mix],
-                              "demand_rps": diurnal(peak * (1 - 0.1 * region), 14 + offset)})
+            workloads.append(
+                {
+                    "name": f"{model}-{mix}-r{region}",
+                    "model": model,
+                    **MIXES[mix],
+                    "demand_rps": diurnal(peak * (1 - 0.1 * region), 14 + offset),
+                }
+            )
     return {"workloads": workloads, "inventory": INVENTORY}
 
 
@@ -85,8 +103,14 @@ def distinct_scenario() -> dict[str, Any]:
     for index, model in enumerate(models):
         for offset, mix in enumerate(MIXES):
             peak = (40.0 if index < 3 else 8.0) / (1 + offset)
-            workloads.append({"name": f"{model}-{mix}", "model": model, **MIXES[mix],
-                              "demand_rps": diurnal(peak, (10 + 3 * offset + index) % HOURS)})
+            workloads.append(
+                {
+                    "name": f"{model}-{mix}",
+                    "model": model,
+                    **MIXES[mix],
+                    "demand_rps": diurnal(peak, (10 + 3 * offset + index) % HOURS),
+                }
+            )
     return {"workloads": workloads, "inventory": INVENTORY, "constraints": {"gpus": ["l40s", "h100-sxm", "h200"]}}
 
 
@@ -111,8 +135,7 @@ async def post(app: Any, body: dict[str, Any]) -> tuple[float, float, dict[str, 
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
         started = time.perf_counter()
         cpu_started = time.process_time()
-        response = await client.post("/v1/fleet-plans", json=body, headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-                                     timeout=600)
+        response = await client.post("/v1/fleet-plans", json=body, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=600)
         wall_s = time.perf_counter() - started
         cpu_s = time.process_time() - cpu_started
     if response.status_code != 201:
@@ -120,7 +143,9 @@ async def post(app: Any, body: dict[str, Any]) -> tuple[float, float, dict[str, 
     return wall_s, cpu_s, response.json()
 
 
-def summary(name: str, run: str, wall_s: float, cpu_s: float, plan: dict[str, Any], load_before: tuple[float, float, float]) -> dict[str, Any]:
+def summary(
+    name: str, run: str, wall_s: float, cpu_s: float, plan: dict[str, Any], load_before: tuple[float, float, float]
+) -> dict[str, Any]:
     search = plan["candidate_search"]
     return {
         "scenario": name,

@@ -60,7 +60,9 @@ def load(name: str) -> list[dict]:
 
 def kv_bytes_per_token(model: dict, element_bytes: float) -> float:
     if model.get("mla"):
-        return model["layers"] * (model["mla"]["kv_lora_rank"] + model["mla"]["rope_head_dim"]) * element_bytes  # latent + rope key per layer
+        return (
+            model["layers"] * (model["mla"]["kv_lora_rank"] + model["mla"]["rope_head_dim"]) * element_bytes
+        )  # latent + rope key per layer
     return 2 * model["layers"] * model["kv_heads"] * model["head_dim"] * element_bytes  # K and V, every layer, every KV head
 
 
@@ -91,10 +93,21 @@ def synthetic_candidates(gpus: list[dict], model: dict, shape: str, rng: np.rand
                     saturation = batch / (step_s * output_tokens)  # requests finished per second at a full batch
                     candidates.append(
                         Candidate(
-                            id=candidate_id(gpu=gpu["slug"], weights_precision=precision, kv_precision=precision, tp=tp,
-                                            batch_limit=limit, chunk_tokens=None),
-                            gpu=gpu["slug"], tp=tp, weights_precision=precision, kv_precision=precision,
-                            batch_limit=limit, chunk_tokens=None, gpus_per_replica=tp,
+                            id=candidate_id(
+                                gpu=gpu["slug"],
+                                weights_precision=precision,
+                                kv_precision=precision,
+                                tp=tp,
+                                batch_limit=limit,
+                                chunk_tokens=None,
+                            ),
+                            gpu=gpu["slug"],
+                            tp=tp,
+                            weights_precision=precision,
+                            kv_precision=precision,
+                            batch_limit=limit,
+                            chunk_tokens=None,
+                            gpus_per_replica=tp,
                             cost_usd_per_hour=tp * gpu["price_usd_per_hour"]["on_demand"],
                             max_rps_at_slo=saturation * float(rng.uniform(0.6, 0.9)),
                             saturation_rps=saturation,
@@ -118,9 +131,7 @@ def scenario(workloads: int, periods: int, seed: int, n_plus_one: bool) -> Fleet
         best = max((c.max_rps_at_slo for c in candidates), default=1.0)
         peak = best * float(rng.uniform(2, 20))
         peak_hour = float(rng.uniform(0, 24))
-        demand = [
-            peak * (0.55 + 0.45 * math.cos(2 * math.pi * (h * 24 / periods - peak_hour) / 24)) for h in range(periods)
-        ]
+        demand = [peak * (0.55 + 0.45 * math.cos(2 * math.pi * (h * 24 / periods - peak_hour) / 24)) for h in range(periods)]
         if index in spiking:
             hour = int(rng.integers(periods))
             demand[hour] *= 2

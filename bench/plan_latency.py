@@ -62,21 +62,40 @@ REQUESTS: tuple[dict[str, Any], ...] = (
     _request("llama-3.1-70b", 4, RAG_IN, RAG_OUT, {"ttft_ms": 3000, "tpot_ms": 80}),
     _request("llama-3.1-70b", 10, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 50}),
     _request("llama-3.1-70b", 2, CHAT_IN, CHAT_OUT, {"ttft_ms": 2000, "tpot_ms": 20}, gpus=["h100-sxm", "h200", "a100-80gb-sxm"]),
-    _request("llama-3.1-70b", 10, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 60}, gpus=["h100-sxm"], inventory={"h100-sxm": 64}),
+    _request(
+        "llama-3.1-70b", 10, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 60}, gpus=["h100-sxm"], inventory={"h100-sxm": 64}
+    ),
     _request("llama-3.1-70b", 20, SUM_IN, SUM_OUT, {"e2e_s": 120}, budget_usd_per_hour=500),
     _request("qwen2.5-7b", 30, SUM_IN, SUM_OUT, {"e2e_s": 120}),
     _request("qwen2.5-7b", 100, 256, 64, {"ttft_ms": 200, "tpot_ms": 30}),
     _request("qwen2.5-72b", 5, CHAT_IN, CHAT_OUT, {"ttft_ms": 1500, "tpot_ms": 60}),
-    _request("qwen2.5-72b", 5, CHAT_IN, CHAT_OUT, {"ttft_ms": 1500, "tpot_ms": 60}, precisions=[{"weights": "bf16", "kv_cache": "bf16"}]),
+    _request(
+        "qwen2.5-72b",
+        5,
+        CHAT_IN,
+        CHAT_OUT,
+        {"ttft_ms": 1500, "tpot_ms": 60},
+        precisions=[{"weights": "bf16", "kv_cache": "bf16"}],
+    ),
     _request("mixtral-8x7b", 10, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 60}),
     _request("mixtral-8x7b", 40, CHAT_IN, CHAT_OUT, {"ttft_ms": 1000, "tpot_ms": 60}, min_replicas=3),
     _request("qwen3-30b-a3b", 25, CHAT_IN, CHAT_OUT, {"ttft_ms": 600, "tpot_ms": 40}),
     _request("qwen3-30b-a3b", 25, CHAT_IN, CHAT_OUT, {"tpot_ms": 30}, gpus=["l40s", "l4", "a10g"]),
-    _request("mistral-7b-v0.3", 15, {"tokens": [128, 512, 2048], "weights": [0.5, 0.3, 0.2]}, 200, {"ttft_ms": 400, "tpot_ms": 40}),
+    _request(
+        "mistral-7b-v0.3", 15, {"tokens": [128, 512, 2048], "weights": [0.5, 0.3, 0.2]}, 200, {"ttft_ms": 400, "tpot_ms": 40}
+    ),
     _request("mistral-7b-v0.3", 60, CHAT_IN, CHAT_OUT, {"ttft_ms": 700, "tpot_ms": 45}, max_gpus=16),
     _request("llama-2-13b", 8, 1500, 300, {"ttft_ms": 800, "tpot_ms": 50}),
     _request("llama-2-70b", 3, 2000, 500, {"ttft_ms": 2000, "tpot_ms": 70}),
-    _request("llama-3.1-8b", 20, CHAT_IN, CHAT_OUT, {"ttft_ms": 500, "tpot_ms": 50}, mixed_fleet=True, gpus=["h100-sxm", "a100-80gb-sxm", "l40s"]),
+    _request(
+        "llama-3.1-8b",
+        20,
+        CHAT_IN,
+        CHAT_OUT,
+        {"ttft_ms": 500, "tpot_ms": 50},
+        mixed_fleet=True,
+        gpus=["h100-sxm", "a100-80gb-sxm", "l40s"],
+    ),
     _request("llama-3.1-8b", 20, CHAT_IN, CHAT_OUT, {"ttft_ms": 500, "tpot_ms": 50, "percentile": 95}),
 )
 
@@ -91,8 +110,13 @@ def _clear_caches() -> None:
 
 
 def _summary(values: list[float]) -> dict[str, float]:
-    return {"p50": statistics.median(values), "p90": float(np.percentile(values, 90)),
-            "p99": float(np.percentile(values, 99)), "max": max(values), "mean": statistics.fmean(values)}
+    return {
+        "p50": statistics.median(values),
+        "p90": float(np.percentile(values, 90)),
+        "p99": float(np.percentile(values, 99)),
+        "max": max(values),
+        "mean": statistics.fmean(values),
+    }
 
 
 def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[str, Any]:
@@ -133,19 +157,25 @@ def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[s
                     if responses is not None:
                         responses.mkdir(parents=True, exist_ok=True)
                         (responses / f"{index:02d}-{'verify' if verify else 'no-verify'}.json").write_text(
-                            json.dumps(answer, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-                    rows.append({
-                        "request": index,
-                        "model": body["model"],
-                        "status": response.status_code,
-                        "ms": elapsed_ms,
-                        "cpu_ms": cpu_ms,
-                        "predictions": answer["justification"]["candidates"]["queueing_predictions"] if response.status_code == 201 else None,
-                        "plan": None if response.status_code != 201 else
-                        f"{answer['plan']['replicas']} × {answer['plan']['gpu']} tp{answer['plan']['tp']} "
-                        f"{answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h",
-                        "detail": answer.get("detail"),
-                    })
+                            json.dumps(answer, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+                        )
+                    rows.append(
+                        {
+                            "request": index,
+                            "model": body["model"],
+                            "status": response.status_code,
+                            "ms": elapsed_ms,
+                            "cpu_ms": cpu_ms,
+                            "predictions": answer["justification"]["candidates"]["queueing_predictions"]
+                            if response.status_code == 201
+                            else None,
+                            "plan": None
+                            if response.status_code != 201
+                            else f"{answer['plan']['replicas']} × {answer['plan']['gpu']} tp{answer['plan']['tp']} "
+                            f"{answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h",
+                            "detail": answer.get("detail"),
+                        }
+                    )
                 results["verify" if verify else "no_verify"] = {
                     "wall_ms": _summary([row["ms"] for row in rows]),
                     "cpu_ms": _summary([row["cpu_ms"] for row in rows]),
@@ -166,21 +196,31 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--responses", type=Path, help="write every response body into this folder (to diff two versions)")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="plan each request this many times (cold each time) and keep its median: a shared machine's noise")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="plan each request this many times (cold each time) and keep its median: a shared machine's noise",
+    )
     args = parser.parse_args()
     results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat))
     for mode in ("no_verify", "verify"):
         summary = results[mode]
         for kind in ("wall_ms", "cpu_ms"):
             s = summary[kind]
-            print(f"{mode:>10} {kind[:-3]:>4}: p50 {s['p50']:8.1f} ms   p90 {s['p90']:8.1f} ms   p99 {s['p99']:8.1f} ms   "
-                  f"max {s['max']:8.1f} ms   mean {s['mean']:8.1f} ms")
+            print(
+                f"{mode:>10} {kind[:-3]:>4}: p50 {s['p50']:8.1f} ms   p90 {s['p90']:8.1f} ms   p99 {s['p99']:8.1f} ms   "
+                f"max {s['max']:8.1f} ms   mean {s['mean']:8.1f} ms"
+            )
         for row in summary["requests"]:
-            print(f"    #{row['request']:>2} {row['model']:<16} {row['status']} {row['ms']:8.1f} ms wall {row['cpu_ms']:8.1f} ms cpu  "
-                  f"{row['predictions'] if row['predictions'] is not None else '-':>5} predictions  {row['plan'] or row['detail']}")
-    print(f"load average before {results['load_average_before']}, after {results['load_average_after']}, "
-          f"{results['cpus']} CPUs, warm caches: {results['warm_caches']}, median of {results['repeat']} per request")
+            print(
+                f"    #{row['request']:>2} {row['model']:<16} {row['status']} {row['ms']:8.1f} ms wall {row['cpu_ms']:8.1f} ms cpu  "
+                f"{row['predictions'] if row['predictions'] is not None else '-':>5} predictions  {row['plan'] or row['detail']}"
+            )
+    print(
+        f"load average before {results['load_average_before']}, after {results['load_average_after']}, "
+        f"{results['cpus']} CPUs, warm caches: {results['warm_caches']}, median of {results['repeat']} per request"
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 

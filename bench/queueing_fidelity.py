@@ -154,7 +154,9 @@ QUICK_RHOS = (0.3, 0.7, 0.85)
 def scenario(row: tuple[str, str, int, int, int | None, str]) -> Scenario:
     model, gpu, tp, batch, chunk, lengths = row
     prompt, output = LENGTHS[lengths]
-    return Scenario(model=model, gpu=gpu, tp=tp, batch_limit=batch, chunk_tokens=chunk, lengths=lengths, prompt=prompt, output=output)
+    return Scenario(
+        model=model, gpu=gpu, tp=tp, batch_limit=batch, chunk_tokens=chunk, lengths=lengths, prompt=prompt, output=output
+    )
 
 
 def build(s: Scenario) -> tuple[StepModel, int]:
@@ -200,8 +202,7 @@ def run_point(s: Scenario, rho: float, requests: int, seed: int = 0) -> Point:
     sim = simulate(sm, workload, serving, kv_capacity_tokens=kv, requests=requests, seed=seed)
     analytic = {m: (getattr(p, m).p99_s if getattr(p, m) is not None else None) for m in METRICS}
     simulated = {
-        m: (getattr(sim, f"{m}_s").p99, getattr(sim, f"{m}_s").p99_ci_low, getattr(sim, f"{m}_s").p99_ci_high)
-        for m in METRICS
+        m: (getattr(sim, f"{m}_s").p99, getattr(sim, f"{m}_s").p99_ci_low, getattr(sim, f"{m}_s").p99_ci_high) for m in METRICS
     }
     return Point(
         scenario=s,
@@ -415,7 +416,9 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
         "chunking from up to +7 % to within ±7 %. See `planner/queueing.py` (module docstring, item 7).",
         "",
     ]
-    misses = [(p, m) for p in in_scope if p.reliable for m in METRICS if p.error(m) is not None and abs(p.error(m)) > TARGET_ERROR]
+    misses = [
+        (p, m) for p in in_scope if p.reliable for m in METRICS if p.error(m) is not None and abs(p.error(m)) > TARGET_ERROR
+    ]
     if misses:
         lines += [
             f"On this run, inside that region, {len(misses)} of {3 * len(flagged)} analytic p99s miss 10 %: "
@@ -428,7 +431,10 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
             "",
         ]
     else:
-        lines += [f"On this run every one of the {3 * len(flagged)} analytic p99s inside that region is within 10 % of the simulator's.", ""]
+        lines += [
+            f"On this run every one of the {3 * len(flagged)} analytic p99s inside that region is within 10 % of the simulator's.",
+            "",
+        ]
     lines += [
         "## Every point",
         "",
@@ -442,7 +448,11 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
             sim, low, high = p.simulated[metric]
             cells.append(f"{_fmt_ms(p.analytic[metric])} / {_fmt_ms(sim)} [{_fmt_ms(low)}, {_fmt_ms(high)}]")
             cells.append(_fmt_err(p.error(metric)))
-        lines.append(f"| {p.scenario.label} | {p.rho:.2f} | {p.rate_rps:.3g} | {p.requests:,} | " + " | ".join(cells) + f" | {'yes' if p.reliable else 'no'} |")
+        lines.append(
+            f"| {p.scenario.label} | {p.rho:.2f} | {p.rate_rps:.3g} | {p.requests:,} | "
+            + " | ".join(cells)
+            + f" | {'yes' if p.reliable else 'no'} |"
+        )
     predict_ms = [p.predict_ms for p in points]
     sim_s = [p.simulate_s for p in points]
     timing = _timings()
@@ -480,7 +490,7 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
         "chunking and little without). What is left: a third of a "
         "prediction is the occupancy fixed point (~10 evaluations), half is NumPy over the sample, and the "
         "Poisson quantiles of moderate means (1–12) are the biggest single item. Reproduce: "
-        "`.venv/bin/python -c \"from bench.queueing_fidelity import _timings; print(_timings())\"`.",
+        '`.venv/bin/python -c "from bench.queueing_fidelity import _timings; print(_timings())"`.',
         "",
     ]
     return "\n".join(lines)

@@ -27,11 +27,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner.arrivals import Trace, sample_trace  # noqa: E402
-from planner.simulator import simulate, simulate_requests  # noqa: E402
-from planner.step_model import StepModel  # noqa: E402
-from planner.workload import LognormalLength, Serving, Workload  # noqa: E402
-from tests.planner.simulator_reference import naive_simulate  # noqa: E402
+from planner.arrivals import Trace, sample_trace
+from planner.simulator import simulate, simulate_requests
+from planner.step_model import StepModel
+from planner.workload import LognormalLength, Serving, Workload
+from tests.planner.simulator_reference import naive_simulate
 
 LLAMA2_70B_4XH100 = StepModel(
     dense_weight_bytes=140e9,
@@ -64,7 +64,11 @@ CASES = (
     Case(name="1 replica, batch 64", serving=Serving(batch_limit=64), target=True),
     Case(name="1 replica, batch 128", serving=Serving(batch_limit=128), target=True),
     Case(name="1 replica, batch 128, chunk 512", serving=Serving(batch_limit=128, chunk_tokens=512), target=True),
-    Case(name="4 replicas, batch 128, join-shortest-queue", serving=Serving(replicas=4, batch_limit=128, router="jsq"), target=False),
+    Case(
+        name="4 replicas, batch 128, join-shortest-queue",
+        serving=Serving(replicas=4, batch_limit=128, router="jsq"),
+        target=False,
+    ),
 )
 
 
@@ -86,7 +90,14 @@ def run(repeats: int) -> list[dict]:
         result = None
         for _ in range(repeats):
             started = time.perf_counter()
-            result = simulate(LLAMA2_70B_4XH100, CHAT.at_rate(rate), case.serving, kv_capacity_tokens=KV_CAPACITY_TOKENS, requests=REQUESTS, seed=0)
+            result = simulate(
+                LLAMA2_70B_4XH100,
+                CHAT.at_rate(rate),
+                case.serving,
+                kv_capacity_tokens=KV_CAPACITY_TOKENS,
+                requests=REQUESTS,
+                seed=0,
+            )
             walls.append(time.perf_counter() - started)
         load_after = os.getloadavg()[0]
         assert result is not None

@@ -131,5 +131,10 @@ def _aware(moment: datetime | None) -> datetime | None:
 
 
 def _stored(row: ApiKeyRow) -> StoredApiKey:
-    return StoredApiKey(id=row.id, role=row.role, created_at=_aware(row.created_at), last_used_at=_aware(row.last_used_at),
-                        revoked_at=_aware(row.revoked_at))
+    return StoredApiKey(
+        id=row.id,
+        role=row.role,
+        created_at=_aware(row.created_at),
+        last_used_at=_aware(row.last_used_at),
+        revoked_at=_aware(row.revoked_at),
+    )

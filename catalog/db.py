@@ -52,9 +52,7 @@ def make_engine(url: str | URL) -> Engine:
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
         if _is_memory_sqlite(parsed):
-            engine = create_engine(
-                parsed, connect_args={"check_same_thread": False}, poolclass=StaticPool
-            )
+            engine = create_engine(parsed, connect_args={"check_same_thread": False}, poolclass=StaticPool)
         else:
             engine = create_engine(parsed, connect_args={"check_same_thread": False})
         event.listen(engine, "connect", _enable_sqlite_pragmas)

@@ -94,8 +94,14 @@ class Deployments:
         self._session.flush()
         return self._stored(row), created
 
-    def adopt(self, name: str, plan_id: str, *, request: Mapping[str, Any] | None = None,
-              default_hysteresis: Mapping[str, Any] | None = None) -> StoredDeployment:
+    def adopt(
+        self,
+        name: str,
+        plan_id: str,
+        *,
+        request: Mapping[str, Any] | None = None,
+        default_hysteresis: Mapping[str, Any] | None = None,
+    ) -> StoredDeployment:
         """Make `plan_id` the deployment's current plan (creating the deployment with `request` and
         `default_hysteresis` when it does not exist; replacing its request when one is given)."""
         now = datetime.now(UTC)
@@ -105,7 +111,9 @@ class Deployments:
                 raise NotFoundError(f"no deployment named {name!r}", kind="deployment", id=name)
             created = False
         else:
-            row, created = self._upsert(name, request=request, hysteresis=default_hysteresis or {}, current_plan_id=plan_id, now=now)
+            row, created = self._upsert(
+                name, request=request, hysteresis=default_hysteresis or {}, current_plan_id=plan_id, now=now
+            )
         if not created:
             row.current_plan_id = plan_id
             if request is not None:
@@ -134,8 +142,11 @@ class Deployments:
         self._row(name)
         total = self._session.scalar(select(func.count()).select_from(PlanRow).where(PlanRow.name == name)) or 0
         rows = self._session.scalars(
-            select(PlanRow).where(PlanRow.name == name)
-            .order_by(PlanRow.created_at.desc(), PlanRow.id).limit(limit).offset(offset)
+            select(PlanRow)
+            .where(PlanRow.name == name)
+            .order_by(PlanRow.created_at.desc(), PlanRow.id)
+            .limit(limit)
+            .offset(offset)
         )
         return PlanPage(items=[Plans(self._session).get(row.id) for row in rows], total=total)
 
@@ -147,8 +158,9 @@ class Deployments:
             select(DeploymentRow).where(DeploymentRow.name == name).with_for_update().execution_options(populate_existing=True)
         )
 
-    def _upsert(self, name: str, *, request: Mapping[str, Any], hysteresis: Mapping[str, Any], current_plan_id: str | None,
-                now: datetime) -> tuple[DeploymentRow, bool]:
+    def _upsert(
+        self, name: str, *, request: Mapping[str, Any], hysteresis: Mapping[str, Any], current_plan_id: str | None, now: datetime
+    ) -> tuple[DeploymentRow, bool]:
         """The deployment's row, locked, created with these values if nobody has (then True).
         The insert comes first and does nothing on a name taken meanwhile, so two writers creating
         one name both succeed (the later one updates) instead of the later one failing on the key;
@@ -156,8 +168,15 @@ class Deployments:
         insert = postgresql_insert if self._session.get_bind().dialect.name == "postgresql" else sqlite_insert
         result = self._session.execute(
             insert(DeploymentRow.__table__)
-            .values(name=name, request=dict(request), hysteresis=dict(hysteresis), current_plan_id=current_plan_id,
-                    version=1, created_at=now, updated_at=now)
+            .values(
+                name=name,
+                request=dict(request),
+                hysteresis=dict(hysteresis),
+                current_plan_id=current_plan_id,
+                version=1,
+                created_at=now,
+                updated_at=now,
+            )
             .on_conflict_do_nothing(index_elements=["name"])
             .returning(DeploymentRow.__table__.c.name)
         )
@@ -184,8 +203,13 @@ class Deployments:
     @staticmethod
     def _stored(row: DeploymentRow) -> StoredDeployment:
         return StoredDeployment(
-            name=row.name, request=row.request, hysteresis=row.hysteresis, current_plan_id=row.current_plan_id,
-            version=row.version, created_at=aware_utc(row.created_at), updated_at=aware_utc(row.updated_at),
+            name=row.name,
+            request=row.request,
+            hysteresis=row.hysteresis,
+            current_plan_id=row.current_plan_id,
+            version=row.version,
+            created_at=aware_utc(row.created_at),
+            updated_at=aware_utc(row.updated_at),
         )
 
 
@@ -218,15 +242,25 @@ class IdempotencyKeys:
         row = self._session.get(IdempotencyKeyRow, (scope, key), populate_existing=True)
         return None if row is None or aware_utc(row.created_at) < since else self._stored(row)
 
-    def claim(self, *, scope: str, key: str, request_hash: str, method: str, path: str, claim_token: str,
-              since: datetime) -> StoredAnswer | None:
+    def claim(
+        self, *, scope: str, key: str, request_hash: str, method: str, path: str, claim_token: str, since: datetime
+    ) -> StoredAnswer | None:
         """The live row for the key if there is one; else claim it (expired rows, this key's included,
         removed first: only expired ones, as a claim made since the lookup must stand) and return None."""
         if (stored := self.find(scope, key, since=since)) is not None:
             return stored
         self._session.execute(delete(IdempotencyKeyRow).where(IdempotencyKeyRow.created_at < since))
-        self._session.add(IdempotencyKeyRow(scope=scope, key=key, request_hash=request_hash, method=method, path=path,
-                                            claim_token=claim_token, created_at=datetime.now(UTC)))
+        self._session.add(
+            IdempotencyKeyRow(
+                scope=scope,
+                key=key,
+                request_hash=request_hash,
+                method=method,
+                path=path,
+                claim_token=claim_token,
+                created_at=datetime.now(UTC),
+            )
+        )
         self._session.flush()
         return None
 
@@ -234,8 +268,12 @@ class IdempotencyKeys:
         """Claim a key whose claimer is gone (its claim outlived any request); False if it moved on meanwhile."""
         result = self._session.execute(
             update(IdempotencyKeyRow)
-            .where(IdempotencyKeyRow.scope == stored.scope, IdempotencyKeyRow.key == stored.key,
-                   IdempotencyKeyRow.claim_token == stored.claim_token, IdempotencyKeyRow.response_status.is_(None))
+            .where(
+                IdempotencyKeyRow.scope == stored.scope,
+                IdempotencyKeyRow.key == stored.key,
+                IdempotencyKeyRow.claim_token == stored.claim_token,
+                IdempotencyKeyRow.response_status.is_(None),
+            )
             .values(claim_token=claim_token, created_at=datetime.now(UTC))
             .execution_options(synchronize_session=False)
         )
@@ -245,8 +283,12 @@ class IdempotencyKeys:
         """Store the claimed key's answer; False when the claim is no longer this claimer's."""
         result = self._session.execute(
             update(IdempotencyKeyRow)
-            .where(IdempotencyKeyRow.scope == scope, IdempotencyKeyRow.key == key,
-                   IdempotencyKeyRow.claim_token == claim_token, IdempotencyKeyRow.response_status.is_(None))
+            .where(
+                IdempotencyKeyRow.scope == scope,
+                IdempotencyKeyRow.key == key,
+                IdempotencyKeyRow.claim_token == claim_token,
+                IdempotencyKeyRow.response_status.is_(None),
+            )
             .values(response_status=status, response_headers=dict(headers), response_body=body)
             .execution_options(synchronize_session=False)
         )
@@ -256,13 +298,26 @@ class IdempotencyKeys:
         """Drop an unanswered claim (its request failed), so a retry runs again."""
         self._session.execute(
             delete(IdempotencyKeyRow)
-            .where(IdempotencyKeyRow.scope == scope, IdempotencyKeyRow.key == key,
-                   IdempotencyKeyRow.claim_token == claim_token, IdempotencyKeyRow.response_status.is_(None))
+            .where(
+                IdempotencyKeyRow.scope == scope,
+                IdempotencyKeyRow.key == key,
+                IdempotencyKeyRow.claim_token == claim_token,
+                IdempotencyKeyRow.response_status.is_(None),
+            )
             .execution_options(synchronize_session=False)
         )
 
     @staticmethod
     def _stored(row: IdempotencyKeyRow) -> StoredAnswer:
-        return StoredAnswer(scope=row.scope, key=row.key, request_hash=row.request_hash, method=row.method, path=row.path,
-                            claim_token=row.claim_token, status=row.response_status, headers=dict(row.response_headers or {}),
-                            body=row.response_body or "", created_at=aware_utc(row.created_at))
+        return StoredAnswer(
+            scope=row.scope,
+            key=row.key,
+            request_hash=row.request_hash,
+            method=row.method,
+            path=row.path,
+            claim_token=row.claim_token,
+            status=row.response_status,
+            headers=dict(row.response_headers or {}),
+            body=row.response_body or "",
+            created_at=aware_utc(row.created_at),
+        )

@@ -1,12 +1,12 @@
 """The catalog's exceptions, each an expected outcome the API maps to a problem document.
 
-    HeadroomError                       (planner/errors.py)
-    └── CatalogError
-        ├── NotFoundError               no row with that slug (or profile name)           → 404
-        ├── AlreadyExistsError          a row with that slug exists already                → 409
-        ├── VersionConflictError        If-Match version differs from the stored one       → 412/409
-        └── InvalidRecordError          a record breaks a type or a physical invariant     → 422
-                                        extensions: errors=[{"field": ..., "message": ...}]
+HeadroomError                       (planner/errors.py)
+└── CatalogError
+    ├── NotFoundError               no row with that slug (or profile name)           → 404
+    ├── AlreadyExistsError          a row with that slug exists already                → 409
+    ├── VersionConflictError        If-Match version differs from the stored one       → 412/409
+    └── InvalidRecordError          a record breaks a type or a physical invariant     → 422
+                                    extensions: errors=[{"field": ..., "message": ...}]
 """
 
 from __future__ import annotations

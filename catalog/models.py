@@ -151,9 +151,7 @@ class EfficiencyProfileRow(_Versioned, Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
-    gpu_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey("gpus.id", ondelete="CASCADE"), index=True, nullable=False
-    )
+    gpu_id: Mapped[int] = mapped_column(Integer, ForeignKey("gpus.id", ondelete="CASCADE"), index=True, nullable=False)
     model_slug: Mapped[str | None] = mapped_column(String(SLUG_LENGTH))
     weights_slug: Mapped[str | None] = mapped_column(String(SLUG_LENGTH))
     memory: Mapped[float] = mapped_column(Float, nullable=False)
@@ -176,9 +174,7 @@ class GpuPriceRow(_Versioned, Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     provider: Mapped[str] = mapped_column(String(SLUG_LENGTH), index=True, nullable=False)
-    gpu_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey("gpus.id", ondelete="CASCADE"), index=True, nullable=False
-    )
+    gpu_id: Mapped[int] = mapped_column(Integer, ForeignKey("gpus.id", ondelete="CASCADE"), index=True, nullable=False)
     region: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
     on_demand_usd_per_hour: Mapped[float] = mapped_column(Float, nullable=False)
     reserved_1y_usd_per_hour: Mapped[float | None] = mapped_column(Float)

@@ -74,9 +74,14 @@ class ChosenPrice:
     def read(self) -> dict[str, Any]:
         """The JSON a plan response reports (the on-demand price: what a plan is costed at)."""
         return {
-            "gpu": self.gpu, "provider": self.provider, "region": self.region,
-            "price_usd_per_hour": self.on_demand_usd_per_hour, "kind": "on_demand",
-            "as_of": self.as_of, "source": self.source, "override": self.override,
+            "gpu": self.gpu,
+            "provider": self.provider,
+            "region": self.region,
+            "price_usd_per_hour": self.on_demand_usd_per_hour,
+            "kind": "on_demand",
+            "as_of": self.as_of,
+            "source": self.source,
+            "override": self.override,
         }
 
 
@@ -128,12 +133,13 @@ class Prices:
 
     # ---- records ---------------------------------------------------------------------------------
 
-    def list_prices(self, *, provider: str | None = None, gpu: str | None = None,
-                    limit: int = 50, offset: int = 0) -> Page:
+    def list_prices(self, *, provider: str | None = None, gpu: str | None = None, limit: int = 50, offset: int = 0) -> Page:
         """Prices by provider, GPU slug and region, filtered by provider and/or GPU slug."""
-        problems = [{"field": name, "message": f"must be an integer in [0, {bound}]"}
-                    for name, value, bound in (("limit", limit, MAX_PAGE_SIZE), ("offset", offset, INT32_MAX))
-                    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound]
+        problems = [
+            {"field": name, "message": f"must be an integer in [0, {bound}]"}
+            for name, value, bound in (("limit", limit, MAX_PAGE_SIZE), ("offset", offset, INT32_MAX))
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound
+        ]
         raise_collected("listing", problems)
         if not all(_storable(value) for value in (provider, gpu) if value is not None):
             return Page(items=[], total=0)
@@ -150,9 +156,12 @@ class Prices:
         if page:
             total = page[0].total
         else:
-            total = self.session.scalar(
-                select(func.count()).select_from(GpuPriceRow).join(GpuRow, GpuRow.id == GpuPriceRow.gpu_id).where(*filters)
-            ) or 0
+            total = (
+                self.session.scalar(
+                    select(func.count()).select_from(GpuPriceRow).join(GpuRow, GpuRow.id == GpuPriceRow.gpu_id).where(*filters)
+                )
+                or 0
+            )
         return Page(items=[{**_price_record(row, slug), **_read_only(row)} for row, slug, _ in page], total=total)
 
     def get_price(self, provider: str, gpu: str, region: str | None = None) -> dict[str, Any]:
@@ -165,7 +174,10 @@ class Prices:
         if self._find(canonical["provider"], gpu.id, canonical["region"]) is not None:
             raise AlreadyExistsError(
                 f"a {_describe(canonical['provider'], canonical['gpu'], canonical['region'])} exists already",
-                kind="price", provider=canonical["provider"], gpu=canonical["gpu"], region=canonical["region"],
+                kind="price",
+                provider=canonical["provider"],
+                gpu=canonical["gpu"],
+                region=canonical["region"],
             )
         now = _now()
         row = GpuPriceRow(created_at=now, updated_at=now)
@@ -175,16 +187,19 @@ class Prices:
         Catalog(self.session)._bump_catalog_version()
         return {**_price_record(row, gpu.slug), **_read_only(row)}
 
-    def update_price(self, provider: str, gpu: str, region: str | None, record: Mapping[str, Any], *,
-                     if_version: int | None = None) -> dict[str, Any]:
+    def update_price(
+        self, provider: str, gpu: str, region: str | None, record: Mapping[str, Any], *, if_version: int | None = None
+    ) -> dict[str, Any]:
         """Merge `record`'s members into the stored price (a full record replaces it); the
         provider, GPU and region identify the price and cannot change."""
         row, slug = self._row(provider, gpu, region)
         self._check_version(row, slug, if_version)
         stored = _price_record(row, slug)
-        errors = [{"field": key, "message": f"cannot change {stored[key]!r} to {record[key]!r}: create a new price"}
-                  for key in ("provider", "gpu", "region")
-                  if isinstance(record, Mapping) and key in record and record[key] != stored[key]]
+        errors = [
+            {"field": key, "message": f"cannot change {stored[key]!r} to {record[key]!r}: create a new price"}
+            for key in ("provider", "gpu", "region")
+            if isinstance(record, Mapping) and key in record and record[key] != stored[key]
+        ]
         canonical = canonical_price(merged(stored, record), errors=errors)
         raise_collected("GPU price", errors)
         _apply_price(row, canonical, row.gpu_id)
@@ -206,10 +221,14 @@ class Prices:
 
     def export_prices(self) -> list[dict[str, Any]]:
         """Every price record without read-only members, by provider, GPU and region."""
-        return [_price_record(row, slug) for row, slug in self.session.execute(
-            select(GpuPriceRow, GpuRow.slug).join(GpuRow, GpuRow.id == GpuPriceRow.gpu_id)
-            .order_by(GpuPriceRow.provider, GpuRow.slug, GpuPriceRow.region)
-        ).all()]
+        return [
+            _price_record(row, slug)
+            for row, slug in self.session.execute(
+                select(GpuPriceRow, GpuRow.slug)
+                .join(GpuRow, GpuRow.id == GpuPriceRow.gpu_id)
+                .order_by(GpuPriceRow.provider, GpuRow.slug, GpuPriceRow.region)
+            ).all()
+        ]
 
     def upsert_price(self, record: Mapping[str, Any]) -> str:
         """Create or replace one canonical price record (catalog import); "created", "updated" or
@@ -231,24 +250,28 @@ class Prices:
 
     # ---- the prices a plan uses ------------------------------------------------------------------
 
-    def price_specs(self, specs: Sequence[GpuSpec], provider: str,
-                    overrides: Mapping[str, PriceOverride] | None = None) -> Pricing:
+    def price_specs(
+        self, specs: Sequence[GpuSpec], provider: str, overrides: Mapping[str, PriceOverride] | None = None
+    ) -> Pricing:
         """`specs` carrying `provider`'s prices (its list price, else its alphabetically first
-        region), each overridden by the request's `overrides` where given. A GPU with neither a
-        price there nor an override's on-demand price, or whose price the planner cannot use (above
-planner/specs.py's bound: stored before it), is left out with a note. NotFoundError for
-        a provider no price names (the known ones listed); PlannerInputError when nothing is left."""
+                region), each overridden by the request's `overrides` where given. A GPU with neither a
+                price there nor an override's on-demand price, or whose price the planner cannot use (above
+        planner/specs.py's bound: stored before it), is left out with a note. NotFoundError for
+                a provider no price names (the known ones listed); PlannerInputError when nothing is left."""
         overrides = overrides or {}
         known = self.providers()
         if provider not in known:
             raise NotFoundError(
                 f"no prices for provider {provider!r}; known providers: {', '.join(known) or 'none (add one with POST /v1/prices)'}",
-                kind="provider", slug=provider, known_providers=known,
+                kind="provider",
+                slug=provider,
+                known_providers=known,
             )
         slugs = [spec.slug for spec in specs]
         listed: dict[str, dict[str, Any]] = {}
         rows = self.session.execute(
-            select(GpuPriceRow, GpuRow.slug).join(GpuRow, GpuRow.id == GpuPriceRow.gpu_id)
+            select(GpuPriceRow, GpuRow.slug)
+            .join(GpuRow, GpuRow.id == GpuPriceRow.gpu_id)
             .where(GpuPriceRow.provider == provider, GpuRow.slug.in_(slugs))
             .order_by(GpuRow.slug, GpuPriceRow.region)
         ).all()
@@ -272,8 +295,10 @@ planner/specs.py's bound: stored before it), is left out with a note. NotFoundEr
                     price_usd_per_hour_reserved_1y=price.reserved_1y_usd_per_hour,
                 )
             except PlannerInputError as unusable:  # a price stored before the bounds, or by hand
-                notes.append(f"{spec.slug}'s price at {provider} is outside what the planner can use ({unusable.detail}): "
-                             f"left out of the plan (correct it with PUT /v1/prices/{provider}/{spec.slug})")
+                notes.append(
+                    f"{spec.slug}'s price at {provider} is outside what the planner can use ({unusable.detail}): "
+                    f"left out of the plan (correct it with PUT /v1/prices/{provider}/{spec.slug})"
+                )
                 continue
             kept.append(priced)
             chosen[spec.slug] = price
@@ -281,7 +306,9 @@ planner/specs.py's bound: stored before it), is left out with a note. NotFoundEr
             raise PlannerInputError(
                 f"none of the GPUs considered ({', '.join(slugs)}) has a price at {provider}: name a provider that "
                 f"prices them (known: {', '.join(known)}), or give `prices` for them in the request",
-                provider=provider, unpriced_gpus=slugs, known_providers=known,
+                provider=provider,
+                unpriced_gpus=slugs,
+                known_providers=known,
             )
         return Pricing(provider=provider, specs=tuple(kept), prices=chosen, notes=tuple(notes))
 
@@ -296,14 +323,14 @@ planner/specs.py's bound: stored before it), is left out with a note. NotFoundEr
     def _find(self, provider: str, gpu_id: int, region: str | None) -> GpuPriceRow | None:
         return self.session.scalar(
             select(GpuPriceRow)
-            .where(GpuPriceRow.provider == provider, GpuPriceRow.gpu_id == gpu_id,
-                   GpuPriceRow.region == (region or NO_REGION))
+            .where(GpuPriceRow.provider == provider, GpuPriceRow.gpu_id == gpu_id, GpuPriceRow.region == (region or NO_REGION))
             .execution_options(populate_existing=True)
         )
 
     def _row(self, provider: str, gpu: str, region: str | None) -> tuple[GpuPriceRow, str]:
-        missing = NotFoundError(f"no {_describe(provider, gpu, region)}", kind="price",
-                                provider=str(provider), gpu=str(gpu), region=region)
+        missing = NotFoundError(
+            f"no {_describe(provider, gpu, region)}", kind="price", provider=str(provider), gpu=str(gpu), region=region
+        )
         if not all(_storable(value) for value in (provider, gpu, region or NO_REGION)):
             raise missing
         gpu_id = self.session.scalar(select(GpuRow.id).where(GpuRow.slug == gpu))
@@ -317,8 +344,12 @@ planner/specs.py's bound: stored before it), is left out with a note. NotFoundEr
         if if_version is not None and row.version != if_version:
             raise VersionConflictError(
                 f"{_describe(row.provider, gpu, row.region or None)} is at version {row.version}, not {if_version}",
-                kind="price", provider=row.provider, gpu=gpu, region=row.region or None,
-                expected_version=if_version, current_version=row.version,
+                kind="price",
+                provider=row.provider,
+                gpu=gpu,
+                region=row.region or None,
+                expected_version=if_version,
+                current_version=row.version,
             )
 
     def _flush(self, record: Mapping[str, Any]) -> None:
@@ -330,13 +361,26 @@ def _chosen(gpu: str, provider: str, listed: Mapping[str, Any] | None, override:
     gives an on-demand price."""
     if listed is None and (override is None or override.on_demand is None):
         return None
-    base: Mapping[str, Any] = listed or {"region": None, "on_demand": None, "reserved_1y": None,
-                                         "reserved_3y": None, "spot": None, "as_of": None}
+    base: Mapping[str, Any] = listed or {
+        "region": None,
+        "on_demand": None,
+        "reserved_1y": None,
+        "reserved_3y": None,
+        "spot": None,
+        "as_of": None,
+    }
     if override is None:
         return ChosenPrice(
-            gpu=gpu, provider=provider, region=base["region"], on_demand_usd_per_hour=base["on_demand"],
-            reserved_1y_usd_per_hour=base["reserved_1y"], reserved_3y_usd_per_hour=base["reserved_3y"],
-            spot_usd_per_hour=base["spot"], as_of=base["as_of"], source=str(base["source"]), override=False,
+            gpu=gpu,
+            provider=provider,
+            region=base["region"],
+            on_demand_usd_per_hour=base["on_demand"],
+            reserved_1y_usd_per_hour=base["reserved_1y"],
+            reserved_3y_usd_per_hour=base["reserved_3y"],
+            spot_usd_per_hour=base["spot"],
+            as_of=base["as_of"],
+            source=str(base["source"]),
+            override=False,
         )
 
     def pick(name: str) -> Any:
@@ -344,10 +388,16 @@ def _chosen(gpu: str, provider: str, listed: Mapping[str, Any] | None, override:
         return base[name] if given is None else given
 
     replaced = [name for name in ("on_demand", "reserved_1y", "reserved_3y", "spot") if getattr(override, name) is not None]
-    source = ("request" if listed is None
-              else f"request ({', '.join(replaced)}) over {provider}'s price: {listed['source']}")
+    source = "request" if listed is None else f"request ({', '.join(replaced)}) over {provider}'s price: {listed['source']}"
     return ChosenPrice(
-        gpu=gpu, provider=provider, region=base["region"], on_demand_usd_per_hour=pick("on_demand"),
-        reserved_1y_usd_per_hour=pick("reserved_1y"), reserved_3y_usd_per_hour=pick("reserved_3y"),
-        spot_usd_per_hour=pick("spot"), as_of=base["as_of"], source=source, override=True,
+        gpu=gpu,
+        provider=provider,
+        region=base["region"],
+        on_demand_usd_per_hour=pick("on_demand"),
+        reserved_1y_usd_per_hour=pick("reserved_1y"),
+        reserved_3y_usd_per_hour=pick("reserved_3y"),
+        spot_usd_per_hour=pick("spot"),
+        as_of=base["as_of"],
+        source=source,
+        override=True,
     )

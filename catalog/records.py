@@ -18,8 +18,8 @@ from datetime import date
 from typing import Any
 
 from catalog.errors import InvalidRecordError
-from planner.confidence import GRADES
 from planner import specs
+from planner.confidence import GRADES
 from planner.specs import ARCHITECTURE_GENERATIONS, DATATYPES
 
 READ_ONLY_FIELDS: frozenset[str] = frozenset({"version", "created_at", "updated_at"})
@@ -251,8 +251,9 @@ def _raise_if_any(kind: str, errors: list[dict[str, str]]) -> None:
         raise InvalidRecordError(f"invalid {kind} record: {fields}", errors=errors)
 
 
-def _run(kind: str, record: object, path: str, build: Callable[[_Checker], dict[str, Any]],
-         errors: list[dict[str, str]] | None) -> dict[str, Any]:
+def _run(
+    kind: str, record: object, path: str, build: Callable[[_Checker], dict[str, Any]], errors: list[dict[str, str]] | None
+) -> dict[str, Any]:
     own_errors: list[dict[str, str]] = [] if errors is None else errors
     checker = _Checker(record, path, own_errors, top_level=True)
     canonical = build(checker)
@@ -300,7 +301,9 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
         peak = check.block("peak_tflops", nullable=False)
         if peak is not None:
             for datatype in DATATYPES:
-                peak_tflops[datatype] = peak.number(datatype, nullable=True, ge=specs.MIN_PEAK_FLOPS_PER_S / _TFLOPS, le=specs.MAX_PEAK_FLOPS_PER_S / _TFLOPS)
+                peak_tflops[datatype] = peak.number(
+                    datatype, nullable=True, ge=specs.MIN_PEAK_FLOPS_PER_S / _TFLOPS, le=specs.MAX_PEAK_FLOPS_PER_S / _TFLOPS
+                )
             if peak.is_object and all(peak.record.get(datatype) is None for datatype in DATATYPES):
                 check.error("peak_tflops", "at least one datatype needs a peak")
             peak.finish()
@@ -320,7 +323,9 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
             efficiency = {
                 "memory": efficiency_block.number("memory", gt=0, le=1),
                 "compute": efficiency_block.number("compute", gt=0, le=1),
-                "step_overhead_ms": efficiency_block.number("step_overhead_ms", default=0.0, ge=0, le=specs.MAX_STEP_OVERHEAD_S * 1e3),
+                "step_overhead_ms": efficiency_block.number(
+                    "step_overhead_ms", default=0.0, ge=0, le=specs.MAX_STEP_OVERHEAD_S * 1e3
+                ),
                 "memory_reserve_fraction": efficiency_block.number("memory_reserve_fraction", default=0.0, ge=0, lt=1),
                 "memory_compute_overlap": efficiency_block.number("memory_compute_overlap", default=1.0, ge=0, le=1),
                 "source": efficiency_block.text("source", nullable=True, max_length=MAX_TEXT_LENGTH),
@@ -333,10 +338,16 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
             "vendor": vendor,
             "architecture": architecture,
             "memory_gb": check.number("memory_gb", ge=specs.MIN_MEMORY_BYTES / _GB, le=specs.MAX_MEMORY_BYTES / _GB),
-            "memory_bandwidth_gb_per_s": check.number("memory_bandwidth_gb_per_s", ge=specs.MIN_BANDWIDTH_BYTES_PER_S / _GB, le=specs.MAX_BANDWIDTH_BYTES_PER_S / _GB),
+            "memory_bandwidth_gb_per_s": check.number(
+                "memory_bandwidth_gb_per_s", ge=specs.MIN_BANDWIDTH_BYTES_PER_S / _GB, le=specs.MAX_BANDWIDTH_BYTES_PER_S / _GB
+            ),
             "peak_tflops": peak_tflops,
-            "interconnect_gb_per_s": check.number("interconnect_gb_per_s", ge=specs.MIN_INTERCONNECT_BYTES_PER_S / _GB, le=specs.MAX_INTERCONNECT_BYTES_PER_S / _GB),
-            "interconnect_latency_us": check.number("interconnect_latency_us", nullable=True, ge=0, le=specs.MAX_INTERCONNECT_LATENCY_S * 1e6),
+            "interconnect_gb_per_s": check.number(
+                "interconnect_gb_per_s", ge=specs.MIN_INTERCONNECT_BYTES_PER_S / _GB, le=specs.MAX_INTERCONNECT_BYTES_PER_S / _GB
+            ),
+            "interconnect_latency_us": check.number(
+                "interconnect_latency_us", nullable=True, ge=0, le=specs.MAX_INTERCONNECT_LATENCY_S * 1e6
+            ),
             "gpus_per_node": check.integer("gpus_per_node", ge=1, le=specs.MAX_GPUS_PER_NODE),
             "price_usd_per_hour": price,
             "efficiency": efficiency,
@@ -406,9 +417,7 @@ def canonical_model(record: object, *, path: str = "", errors: list[dict[str, st
     return _run("model", record, path, build, errors)
 
 
-def canonical_quantization(
-    record: object, *, path: str = "", errors: list[dict[str, str]] | None = None
-) -> dict[str, Any]:
+def canonical_quantization(record: object, *, path: str = "", errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """A quantization-scheme record in canonical form (see `canonical_gpu`)."""
 
     def build(check: _Checker) -> dict[str, Any]:
@@ -442,9 +451,7 @@ def canonical_quantization(
     return _run("quantization", record, path, build, errors)
 
 
-def canonical_efficiency_profile(
-    record: object, *, path: str = "", errors: list[dict[str, str]] | None = None
-) -> dict[str, Any]:
+def canonical_efficiency_profile(record: object, *, path: str = "", errors: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """An efficiency-profile record in canonical form (see `canonical_gpu`)."""
 
     def build(check: _Checker) -> dict[str, Any]:

@@ -152,7 +152,9 @@ def _gpu_record(row: GpuRow) -> dict[str, Any]:
             "compute": row.efficiency_compute,
             "step_overhead_ms": row.efficiency_step_overhead_ms,
             "memory_reserve_fraction": row.efficiency_memory_reserve_fraction,
-            "memory_compute_overlap": 1.0 if row.efficiency_memory_compute_overlap is None else row.efficiency_memory_compute_overlap,
+            "memory_compute_overlap": 1.0
+            if row.efficiency_memory_compute_overlap is None
+            else row.efficiency_memory_compute_overlap,
             "source": row.efficiency_source,
             "confidence": None
             if row.efficiency_confidence_grade is None
@@ -170,8 +172,18 @@ def _gpu_record(row: GpuRow) -> dict[str, Any]:
 
 
 def _apply_gpu(row: GpuRow, record: Mapping[str, Any]) -> None:
-    for key in ("slug", "name", "vendor", "architecture", "memory_gb", "memory_bandwidth_gb_per_s",
-                "interconnect_gb_per_s", "interconnect_latency_us", "gpus_per_node", "source"):
+    for key in (
+        "slug",
+        "name",
+        "vendor",
+        "architecture",
+        "memory_gb",
+        "memory_bandwidth_gb_per_s",
+        "interconnect_gb_per_s",
+        "interconnect_latency_us",
+        "gpus_per_node",
+        "source",
+    ):
         setattr(row, key, record[key])
     for datatype in DATATYPES:
         setattr(row, f"peak_tflops_{datatype}", record["peak_tflops"][datatype])
@@ -196,21 +208,41 @@ def _apply_gpu(row: GpuRow, record: Mapping[str, Any]) -> None:
     row.efficiency_confidence_below_usual_range = confidence.get("below_usual_range")
 
 
-_MODEL_SCALARS = ("slug", "name", "params_total", "params_active", "layers", "hidden_size", "attention_heads",
-                  "kv_heads", "head_dim", "intermediate_size", "vocab_size", "max_context_tokens")
+_MODEL_SCALARS = (
+    "slug",
+    "name",
+    "params_total",
+    "params_active",
+    "layers",
+    "hidden_size",
+    "attention_heads",
+    "kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "max_context_tokens",
+)
 _MOE_MEMBERS = ("experts", "experts_per_token", "shared_experts", "expert_params")
 
 
 def _model_record(row: ModelRow) -> dict[str, Any]:
     record: dict[str, Any] = {key: getattr(row, key) for key in _MODEL_SCALARS}
-    record["moe"] = None if row.moe_experts is None else {
-        **{member: getattr(row, f"moe_{member}") for member in _MOE_MEMBERS},
-        "moe_layers": row.moe_layers,
-    }
-    record["mla"] = None if row.mla_kv_lora_rank is None else {
-        "kv_lora_rank": row.mla_kv_lora_rank,
-        "rope_head_dim": row.mla_rope_head_dim,
-    }
+    record["moe"] = (
+        None
+        if row.moe_experts is None
+        else {
+            **{member: getattr(row, f"moe_{member}") for member in _MOE_MEMBERS},
+            "moe_layers": row.moe_layers,
+        }
+    )
+    record["mla"] = (
+        None
+        if row.mla_kv_lora_rank is None
+        else {
+            "kv_lora_rank": row.mla_kv_lora_rank,
+            "rope_head_dim": row.mla_rope_head_dim,
+        }
+    )
     record["source"] = row.source
     return record
 
@@ -227,8 +259,16 @@ def _apply_model(row: ModelRow, record: Mapping[str, Any]) -> None:
     row.mla_rope_head_dim = mla.get("rope_head_dim")
 
 
-_QUANT_FIELDS = ("slug", "name", "weight_bytes_per_param", "element_bytes", "compute_dtype", "kv_cache_dtypes",
-                 "min_architecture", "source")
+_QUANT_FIELDS = (
+    "slug",
+    "name",
+    "weight_bytes_per_param",
+    "element_bytes",
+    "compute_dtype",
+    "kv_cache_dtypes",
+    "min_architecture",
+    "source",
+)
 
 
 def _quantization_record(row: QuantizationRow) -> dict[str, Any]:
@@ -243,8 +283,19 @@ def _apply_quantization(row: QuantizationRow, record: Mapping[str, Any]) -> None
     row.kv_cache_dtypes = list(record["kv_cache_dtypes"])
 
 
-_PROFILE_FIELDS = ("name", "model_slug", "weights_slug", "memory", "compute", "step_overhead_ms",
-                   "memory_reserve_fraction", "include_comm", "memory_compute_overlap", "source", "fit")
+_PROFILE_FIELDS = (
+    "name",
+    "model_slug",
+    "weights_slug",
+    "memory",
+    "compute",
+    "step_overhead_ms",
+    "memory_reserve_fraction",
+    "include_comm",
+    "memory_compute_overlap",
+    "source",
+    "fit",
+)
 
 
 def _profile_record(row: EfficiencyProfileRow, gpu_slug: str) -> dict[str, Any]:
@@ -265,7 +316,7 @@ class _Kind:
 
     name: str
     plural: str
-    row_class: type[GpuRow] | type[ModelRow] | type[QuantizationRow]
+    row_class: type[GpuRow | ModelRow | QuantizationRow]
     canonical: Callable[..., dict[str, Any]]
     to_record: Callable[[Any], dict[str, Any]]
     apply: Callable[[Any, Mapping[str, Any]], None]
@@ -274,7 +325,11 @@ class _Kind:
 GPU = _Kind("GPU", "gpus", GpuRow, canonical_gpu, _gpu_record, _apply_gpu)
 MODEL = _Kind("model", "models", ModelRow, canonical_model, _model_record, _apply_model)
 QUANTIZATION = _Kind(
-    "quantization", "quantizations", QuantizationRow, canonical_quantization, _quantization_record,
+    "quantization",
+    "quantizations",
+    QuantizationRow,
+    canonical_quantization,
+    _quantization_record,
     _apply_quantization,
 )
 _KINDS = (QUANTIZATION, GPU, MODEL)  # import order; profiles come after GPUs
@@ -288,9 +343,7 @@ class Catalog:
 
     # ---- GPUs ----------------------------------------------------------------------------------
 
-    def list_gpus(
-        self, *, vendor: str | None = None, architecture: str | None = None, limit: int = 50, offset: int = 0
-    ) -> Page:
+    def list_gpus(self, *, vendor: str | None = None, architecture: str | None = None, limit: int = 50, offset: int = 0) -> Page:
         filters = [GpuRow.vendor == vendor] if vendor is not None else []
         filters += [GpuRow.architecture == architecture] if architecture is not None else []
         return self._list(GPU, filters, limit=limit, offset=offset, text_filters=(vendor, architecture))
@@ -344,9 +397,7 @@ class Catalog:
     def create_quantization(self, record: Mapping[str, Any]) -> dict[str, Any]:
         return self._create(QUANTIZATION, record)
 
-    def update_quantization(
-        self, slug: str, record: Mapping[str, Any], *, if_version: int | None = None
-    ) -> dict[str, Any]:
+    def update_quantization(self, slug: str, record: Mapping[str, Any], *, if_version: int | None = None) -> dict[str, Any]:
         return self._update(QUANTIZATION, slug, record, if_version=if_version)
 
     def delete_quantization(self, slug: str, *, if_version: int | None = None) -> None:
@@ -385,10 +436,16 @@ class Catalog:
         whose row is unusable raises PlannerInputError instead."""
         wanted = None if slugs is None else [slug for slug in dict.fromkeys(slugs) if _storable(slug)]
         builtin = efficiency in ("ideal", "calibrated")
-        joined = and_(EfficiencyProfileRow.gpu_id == GpuRow.id,
-                      EfficiencyProfileRow.name == efficiency if _storable(efficiency) and not builtin else false())
-        query = (select(GpuRow, EfficiencyProfileRow).outerjoin(EfficiencyProfileRow, joined)
-                 .order_by(GpuRow.slug).execution_options(populate_existing=True))
+        joined = and_(
+            EfficiencyProfileRow.gpu_id == GpuRow.id,
+            EfficiencyProfileRow.name == efficiency if _storable(efficiency) and not builtin else false(),
+        )
+        query = (
+            select(GpuRow, EfficiencyProfileRow)
+            .outerjoin(EfficiencyProfileRow, joined)
+            .order_by(GpuRow.slug)
+            .execution_options(populate_existing=True)
+        )
         query = query.limit(limit) if wanted is None else query.where(GpuRow.slug.in_(wanted))
         found = {gpu.slug: (gpu, profile) for gpu, profile in self.session.execute(query).all()}
         if slugs is None:
@@ -400,8 +457,10 @@ class Catalog:
                 try:
                     usable.append(self._gpu_spec(gpu, self._efficiency_of(gpu, efficiency, profile)))
                 except (PlannerInputError, OverflowError) as unusable:  # a row stored before the bounds, or by hand
-                    skipped.append(f"{gpu.slug} left out: its catalog row is outside what the planner can use "
-                                   f"({getattr(unusable, 'detail', unusable)}); correct it with PUT /v1/gpus/{gpu.slug}")
+                    skipped.append(
+                        f"{gpu.slug} left out: its catalog row is outside what the planner can use "
+                        f"({getattr(unusable, 'detail', unusable)}); correct it with PUT /v1/gpus/{gpu.slug}"
+                    )
             return GpuSpecs(usable, skipped=skipped)
         specs = []
         for slug in slugs:
@@ -507,8 +566,9 @@ class Catalog:
             if missing and skip_unknown:
                 continue
             if missing:
-                raise NotFoundError(f"no {QUANTIZATION.name} with slug {missing[0]!r}",
-                                    kind=QUANTIZATION.name.lower(), slug=str(missing[0]))
+                raise NotFoundError(
+                    f"no {QUANTIZATION.name} with slug {missing[0]!r}", kind=QUANTIZATION.name.lower(), slug=str(missing[0])
+                )
             chosen.append(self._precision(specs[weights], specs[kv_cache]))
         return tuple(chosen)
 
@@ -523,8 +583,11 @@ class Catalog:
             if if_version is not None:
                 raise VersionConflictError(
                     f"efficiency profile {canonical['name']!r} of {gpu.slug} does not exist (expected version {if_version})",
-                    kind="efficiency_profile", name=canonical["name"], gpu_slug=gpu.slug,
-                    expected_version=if_version, current_version=None,
+                    kind="efficiency_profile",
+                    name=canonical["name"],
+                    gpu_slug=gpu.slug,
+                    expected_version=if_version,
+                    current_version=None,
                 )
             row = EfficiencyProfileRow(created_at=_now())
             self.session.add(row)
@@ -542,7 +605,9 @@ class Catalog:
         if row is None:
             raise NotFoundError(
                 f"no efficiency profile {name!r} for GPU {gpu_slug}",
-                kind="efficiency_profile", name=name, gpu_slug=gpu_slug,
+                kind="efficiency_profile",
+                name=name,
+                gpu_slug=gpu_slug,
             )
         return {**_profile_record(row, gpu.slug), **_read_only(row)}
 
@@ -569,7 +634,9 @@ class Catalog:
         if row is None:
             raise NotFoundError(
                 f"no efficiency profile {name!r} for GPU {gpu_slug}",
-                kind="efficiency_profile", name=name, gpu_slug=gpu_slug,
+                kind="efficiency_profile",
+                name=name,
+                gpu_slug=gpu_slug,
             )
         self._check_profile_version(row, gpu_slug, if_version)
         self.session.delete(row)
@@ -719,12 +786,12 @@ class Catalog:
         row = self._row(kind, slug)
         return {**kind.to_record(row), **_read_only(row)}
 
-    def _list(
-        self, kind: _Kind, filters: list[Any], *, limit: int, offset: int, text_filters: tuple[object, ...] = ()
-    ) -> Page:
-        problems = [{"field": name, "message": f"must be an integer in [0, {bound}]"}
-                    for name, value, bound in (("limit", limit, MAX_PAGE_SIZE), ("offset", offset, INT32_MAX))
-                    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound]
+    def _list(self, kind: _Kind, filters: list[Any], *, limit: int, offset: int, text_filters: tuple[object, ...] = ()) -> Page:
+        problems = [
+            {"field": name, "message": f"must be an integer in [0, {bound}]"}
+            for name, value, bound in (("limit", limit, MAX_PAGE_SIZE), ("offset", offset, INT32_MAX))
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= bound
+        ]
         raise_collected("listing", problems)
         if not all(_storable(value) for value in text_filters if value is not None):
             return Page(items=[], total=0)  # no stored text contains NUL
@@ -756,9 +823,7 @@ class Catalog:
         self._bump_catalog_version()
         return {**kind.to_record(row), **_read_only(row)}
 
-    def _update(
-        self, kind: _Kind, slug: str, record: Mapping[str, Any], *, if_version: int | None
-    ) -> dict[str, Any]:
+    def _update(self, kind: _Kind, slug: str, record: Mapping[str, Any], *, if_version: int | None) -> dict[str, Any]:
         row = self._row(kind, slug)
         self._check_version(kind, row, if_version)
         errors: list[dict[str, str]] = []
@@ -786,15 +851,21 @@ class Catalog:
         if if_version is not None and row.version != if_version:
             raise VersionConflictError(
                 f"{kind.name} {row.slug!r} is at version {row.version}, not {if_version}",
-                kind=kind.name.lower(), slug=row.slug, expected_version=if_version, current_version=row.version,
+                kind=kind.name.lower(),
+                slug=row.slug,
+                expected_version=if_version,
+                current_version=row.version,
             )
 
     def _check_profile_version(self, row: EfficiencyProfileRow, gpu_slug: str, if_version: int | None) -> None:
         if if_version is not None and row.version != if_version:
             raise VersionConflictError(
                 f"efficiency profile {row.name!r} of {gpu_slug} is at version {row.version}, not {if_version}",
-                kind="efficiency_profile", name=row.name, gpu_slug=gpu_slug,
-                expected_version=if_version, current_version=row.version,
+                kind="efficiency_profile",
+                name=row.name,
+                gpu_slug=gpu_slug,
+                expected_version=if_version,
+                current_version=row.version,
             )
 
     def _flush(self, *, what: str, kind: _Kind | None = None, slug: str | None = None) -> None:
@@ -843,13 +914,17 @@ class Catalog:
                 step_overhead_s=(gpu.efficiency_step_overhead_ms or 0.0) / MS_PER_S,
                 memory_reserve_fraction=gpu.efficiency_memory_reserve_fraction or 0.0,
                 include_comm=True,
-                memory_compute_overlap=1.0 if gpu.efficiency_memory_compute_overlap is None else gpu.efficiency_memory_compute_overlap,
+                memory_compute_overlap=1.0
+                if gpu.efficiency_memory_compute_overlap is None
+                else gpu.efficiency_memory_compute_overlap,
                 source=gpu.efficiency_source or f"calibrated efficiency of {gpu.slug} (no source recorded)",
             )
         if row is None:
             raise NotFoundError(
                 f"no efficiency profile {name!r} for GPU {gpu.slug} (use 'ideal', 'calibrated' or a stored profile)",
-                kind="efficiency_profile", name=name, gpu_slug=gpu.slug,
+                kind="efficiency_profile",
+                name=name,
+                gpu_slug=gpu.slug,
             )
         return Efficiency(
             name=row.name,

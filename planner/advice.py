@@ -70,8 +70,9 @@ class _Trial:
     inputs: PlanningInputs
     budget: _Budget
 
-    def __call__(self, request: PlanningRequest | None = None, inputs: PlanningInputs | None = None, *,
-                 verify: bool | None = None) -> PlanResult | None:
+    def __call__(
+        self, request: PlanningRequest | None = None, inputs: PlanningInputs | None = None, *, verify: bool | None = None
+    ) -> PlanResult | None:
         """The plan of `request` (default the original) on `inputs`, without advice or justification;
         `verify` False plans with the queueing model alone (a necessary condition: a plan the
         simulator verifies is one the model found first)."""
@@ -81,8 +82,9 @@ class _Trial:
             self.request.checkpoint()  # the caller's deadline ends the advice too
         self.budget.replans += 1
         request = request or self.request
-        request = replace(request, advise=False, explain=False,
-                          verify=request.verify if verify is None else (verify and request.verify))
+        request = replace(
+            request, advise=False, explain=False, verify=request.verify if verify is None else (verify and request.verify)
+        )
         try:
             return self.plan(request, inputs or self.inputs)
         except (InfeasiblePlanError, PlannerInputError):
@@ -91,7 +93,9 @@ class _Trial:
             return None
 
 
-def _smallest_working(works: Callable[[float], PlanResult | None], current: float, start: float) -> tuple[float, PlanResult] | None:
+def _smallest_working(
+    works: Callable[[float], PlanResult | None], current: float, start: float
+) -> tuple[float, PlanResult] | None:
     """The smallest value ≥ current that works, to RELAXATION_TOLERANCE: outward from `start` by
     doubling, then geometric bisection between the last value that failed and the first that worked."""
     failed = current
@@ -116,8 +120,9 @@ def _smallest_working(works: Callable[[float], PlanResult | None], current: floa
     return value, found
 
 
-def _smallest_verified(works: Callable[[float, bool], PlanResult | None], current: float, start: float,
-                       verify: bool) -> tuple[float, PlanResult] | None:
+def _smallest_verified(
+    works: Callable[[float, bool], PlanResult | None], current: float, start: float, verify: bool
+) -> tuple[float, PlanResult] | None:
     """`_smallest_working` with the queueing model alone first (cheap), then the simulator's word on
     the value found: a value the model refuses is refused with verification too, so the model's
     bracket already proves 5 % less fails; only when the simulator rejects the model's value does the
@@ -132,7 +137,9 @@ def _smallest_verified(works: Callable[[float, bool], PlanResult | None], curren
     return _smallest_working(lambda v: works(v, True), value, value * (1 + RELAXATION_TOLERANCE))
 
 
-def _smallest_working_int(works: Callable[[int], PlanResult | None], current: int, known: int, known_plan: PlanResult) -> tuple[int, PlanResult]:
+def _smallest_working_int(
+    works: Callable[[int], PlanResult | None], current: int, known: int, known_plan: PlanResult
+) -> tuple[int, PlanResult]:
     """The smallest integer in (current, known] that works (`known` works), by bisection."""
     low, high, found = current, known, known_plan
     while high - low > 1:
@@ -149,8 +156,11 @@ def _slo_relaxations(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxati
     slo = trial.request.slo
     floors = _floors(error)
     out: list[Relaxation] = []
-    for metric, field_name, unit, scale in (("ttft", "ttft_ms", "ms", MS_PER_S), ("tpot", "tpot_ms", "ms", MS_PER_S),
-                                           ("e2e", "e2e_s", "s", 1.0)):
+    for metric, field_name, unit, scale in (
+        ("ttft", "ttft_ms", "ms", MS_PER_S),
+        ("tpot", "tpot_ms", "ms", MS_PER_S),
+        ("e2e", "e2e_s", "s", 1.0),
+    ):
         target_s = getattr(slo, f"{metric}_s")
         if target_s is None:
             continue
@@ -164,8 +174,15 @@ def _slo_relaxations(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxati
         found = _smallest_verified(works, current, start, trial.request.verify)
         if found is not None:
             value, plan = found
-            out.append(Relaxation(constraint=f"slo.{field_name}", current=current, value=_round_up(value), unit=unit,
-                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+            out.append(
+                Relaxation(
+                    constraint=f"slo.{field_name}",
+                    current=current,
+                    value=_round_up(value),
+                    unit=unit,
+                    cost_usd_per_hour=plan.cost_usd_per_hour,
+                )
+            )
     return out
 
 
@@ -216,14 +233,28 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
         unlimited = plan_with(budget_usd_per_hour=None)
         if unlimited is not None:
             needed = math.ceil(unlimited.cost_usd_per_hour * 100 - 1e-6) / 100  # whole cents, up, so the budget is enough
-            out.append(Relaxation(constraint="constraints.budget_usd_per_hour", current=constraints.budget_usd_per_hour,
-                                  value=needed, unit="USD/h", cost_usd_per_hour=unlimited.cost_usd_per_hour))
+            out.append(
+                Relaxation(
+                    constraint="constraints.budget_usd_per_hour",
+                    current=constraints.budget_usd_per_hour,
+                    value=needed,
+                    unit="USD/h",
+                    cost_usd_per_hour=unlimited.cost_usd_per_hour,
+                )
+            )
     if constraints.max_gpus is not None:
         unlimited = plan_with(max_gpus=None)
         if unlimited is not None:
             value, plan = smallest_int(constraints.max_gpus, unlimited.gpus_total, unlimited, max_gpus=lambda n: n)
-            out.append(Relaxation(constraint="constraints.max_gpus", current=constraints.max_gpus, value=value, unit="GPUs",
-                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+            out.append(
+                Relaxation(
+                    constraint="constraints.max_gpus",
+                    current=constraints.max_gpus,
+                    value=value,
+                    unit="GPUs",
+                    cost_usd_per_hour=plan.cost_usd_per_hour,
+                )
+            )
     for gpu, limit in sorted(constraints.inventory.items()):
         others = {g: n for g, n in constraints.inventory.items() if g != gpu}
         unlimited = plan_with(inventory=others)
@@ -237,21 +268,42 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
             return {**constraints.inventory, gpu: n}
 
         value, plan = smallest_int(limit, used, unlimited, inventory=stock)
-        out.append(Relaxation(constraint=f"constraints.inventory.{gpu}", current=limit, value=value, unit="GPUs",
-                              cost_usd_per_hour=plan.cost_usd_per_hour))
+        out.append(
+            Relaxation(
+                constraint=f"constraints.inventory.{gpu}",
+                current=limit,
+                value=value,
+                unit="GPUs",
+                cost_usd_per_hour=plan.cost_usd_per_hour,
+            )
+        )
     if constraints.n_plus_one:
         plan = plan_with(n_plus_one=False)
         if plan is not None:
-            out.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None,
-                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+            out.append(
+                Relaxation(
+                    constraint="constraints.n_plus_one",
+                    current=True,
+                    value=False,
+                    unit=None,
+                    cost_usd_per_hour=plan.cost_usd_per_hour,
+                )
+            )
     if constraints.min_confidence is not None:
         # the next grade down first: the smallest step that admits more GPUs
         lower = [g for g in reversed(GRADES) if grade_rank(g) < grade_rank(constraints.min_confidence)]
         for grade in lower:
             plan = plan_with(min_confidence=None if grade == GRADES[0] else grade)
             if plan is not None:
-                out.append(Relaxation(constraint="constraints.min_confidence", current=constraints.min_confidence,
-                                      value=grade, unit=None, cost_usd_per_hour=plan.cost_usd_per_hour))
+                out.append(
+                    Relaxation(
+                        constraint="constraints.min_confidence",
+                        current=constraints.min_confidence,
+                        value=grade,
+                        unit=None,
+                        cost_usd_per_hour=plan.cost_usd_per_hour,
+                    )
+                )
                 break
     if constraints.min_replicas > 1:
         fewest = plan_with(min_replicas=1)
@@ -265,8 +317,15 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
                     high = middle
                 else:
                     low, found = middle, result
-            out.append(Relaxation(constraint="constraints.min_replicas", current=constraints.min_replicas, value=low,
-                                  unit="replicas", cost_usd_per_hour=found.cost_usd_per_hour))
+            out.append(
+                Relaxation(
+                    constraint="constraints.min_replicas",
+                    current=constraints.min_replicas,
+                    value=low,
+                    unit="replicas",
+                    cost_usd_per_hour=found.cost_usd_per_hour,
+                )
+            )
     return out
 
 
@@ -277,14 +336,27 @@ def _allowed_relaxations(trial: _Trial) -> list[Relaxation]:
     for gpu in inputs.other_gpus:
         plan = trial(request, replace(inputs, gpus=(*inputs.gpus, gpu), other_gpus=()))
         if plan is not None:
-            out.append(Relaxation(constraint="constraints.gpus", current=None, value=gpu.slug, unit=None,
-                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+            out.append(
+                Relaxation(
+                    constraint="constraints.gpus",
+                    current=None,
+                    value=gpu.slug,
+                    unit=None,
+                    cost_usd_per_hour=plan.cost_usd_per_hour,
+                )
+            )
     for precision in inputs.other_precisions:
         plan = trial(request, replace(inputs, precisions=(*inputs.precisions, precision), other_precisions=()))
         if plan is not None:
-            out.append(Relaxation(constraint="constraints.precisions", current=None,
-                                  value=f"{precision.weights.slug}/{precision.kv_cache.slug}", unit=None,
-                                  cost_usd_per_hour=plan.cost_usd_per_hour))
+            out.append(
+                Relaxation(
+                    constraint="constraints.precisions",
+                    current=None,
+                    value=f"{precision.weights.slug}/{precision.kv_cache.slug}",
+                    unit=None,
+                    cost_usd_per_hour=plan.cost_usd_per_hour,
+                )
+            )
     return out
 
 
@@ -295,8 +367,15 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
     with all of them applied."""
     request = trial.request
     constraints = request.constraints
-    free = replace(constraints, max_gpus=None, budget_usd_per_hour=None, inventory={}, n_plus_one=False,
-                   min_replicas=min(constraints.min_replicas, 1), min_confidence=None)
+    free = replace(
+        constraints,
+        max_gpus=None,
+        budget_usd_per_hour=None,
+        inventory={},
+        n_plus_one=False,
+        min_replicas=min(constraints.min_replicas, 1),
+        min_confidence=None,
+    )
     moved: list[Relaxation] = []
     plan = trial(replace(request, constraints=free))
     if plan is None:
@@ -316,12 +395,16 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
     if constraints.budget_usd_per_hour is not None and plan.cost_usd_per_hour > constraints.budget_usd_per_hour:
         needed = math.ceil(plan.cost_usd_per_hour * 100 - 1e-6) / 100
         changes["budget_usd_per_hour"] = needed
-        moved.append(Relaxation(constraint="constraints.budget_usd_per_hour", current=constraints.budget_usd_per_hour,
-                                value=needed, unit="USD/h"))
+        moved.append(
+            Relaxation(
+                constraint="constraints.budget_usd_per_hour", current=constraints.budget_usd_per_hour, value=needed, unit="USD/h"
+            )
+        )
     if constraints.max_gpus is not None and plan.gpus_total > constraints.max_gpus:
         changes["max_gpus"] = plan.gpus_total
-        moved.append(Relaxation(constraint="constraints.max_gpus", current=constraints.max_gpus, value=plan.gpus_total,
-                                unit="GPUs"))
+        moved.append(
+            Relaxation(constraint="constraints.max_gpus", current=constraints.max_gpus, value=plan.gpus_total, unit="GPUs")
+        )
     inventory = dict(constraints.inventory)
     for gpu, limit in sorted(constraints.inventory.items()):
         used = sum(r.gpus for r in plan.rows if r.gpu == gpu)
@@ -334,8 +417,9 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
         lowest = min((grades.get(r.gpu) or GRADES[0] for r in plan.rows), key=grade_rank)
         if grade_rank(lowest) < grade_rank(constraints.min_confidence):
             changes["min_confidence"] = None if lowest == GRADES[0] else lowest
-            moved.append(Relaxation(constraint="constraints.min_confidence", current=constraints.min_confidence,
-                                    value=lowest, unit=None))
+            moved.append(
+                Relaxation(constraint="constraints.min_confidence", current=constraints.min_confidence, value=lowest, unit=None)
+            )
     if constraints.n_plus_one and replace(constraints, **changes) != constraints:
         if trial(replace(request, constraints=replace(constraints, **changes))) is None:
             changes["n_plus_one"] = False
@@ -343,8 +427,11 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
     if constraints.min_replicas > 1 and plan.replicas < constraints.min_replicas:
         if trial(replace(request, constraints=replace(constraints, **changes))) is None:
             changes["min_replicas"] = plan.replicas
-            moved.append(Relaxation(constraint="constraints.min_replicas", current=constraints.min_replicas,
-                                    value=plan.replicas, unit="replicas"))
+            moved.append(
+                Relaxation(
+                    constraint="constraints.min_replicas", current=constraints.min_replicas, value=plan.replicas, unit="replicas"
+                )
+            )
     check = trial(replace(request, constraints=replace(constraints, **changes)))
     if check is None:
         return []
@@ -382,8 +469,9 @@ def advised(error: InfeasiblePlanError, request: PlanningRequest, inputs: Planni
         advice_replans=trial.budget.replans,
     )
     if not relaxations:
-        detail = (f"{error.detail}. No relaxation of the constraints this request set was found to make it feasible"
-                  + ("" if not trial.budget.spent else " within the advice's search budget"))
+        detail = f"{error.detail}. No relaxation of the constraints this request set was found to make it feasible" + (
+            "" if not trial.budget.spent else " within the advice's search budget"
+        )
         return InfeasiblePlanError(detail, **extensions)
     # the base error's own sentence stays where it explains a physical floor (an SLO below what any
     # configuration reaches unloaded, a model no GPU holds); a limit's diagnosis is the advice itself
@@ -404,8 +492,10 @@ def advised(error: InfeasiblePlanError, request: PlanningRequest, inputs: Planni
         extensions["constraint"] = _family(first.constraint)
         extensions["culprits"] = [r.constraint for r in relaxations]
     else:
-        advice = (f"no single constraint relaxed is enough: {', '.join(r.constraint for r in relaxations)} must all move, "
-                  "together: " + "; ".join(_phrase(r) for r in relaxations))
+        advice = (
+            f"no single constraint relaxed is enough: {', '.join(r.constraint for r in relaxations)} must all move, "
+            "together: " + "; ".join(_phrase(r) for r in relaxations)
+        )
         extensions["constraint"] = "combination"
         extensions["culprits"] = [r.constraint for r in relaxations]
     detail = f"{why}; {advice}" if why else f"no plan meets this request as set: {advice}"
@@ -421,10 +511,17 @@ def _family(field_name: str) -> str:
 
 #: A relaxation's request field → the constraint family the problem's `constraint` member names.
 _FAMILY = {
-    "slo.ttft_ms": "ttft", "slo.tpot_ms": "tpot", "slo.e2e_s": "e2e",
-    "constraints.budget_usd_per_hour": "budget", "constraints.max_gpus": "max_gpus", "inventory": "gpu_inventory",
-    "constraints.min_replicas": "min_replicas", "constraints.n_plus_one": "n_plus_one",
-    "constraints.gpus": "gpus", "constraints.precisions": "precisions", "constraints.min_confidence": "min_confidence",
+    "slo.ttft_ms": "ttft",
+    "slo.tpot_ms": "tpot",
+    "slo.e2e_s": "e2e",
+    "constraints.budget_usd_per_hour": "budget",
+    "constraints.max_gpus": "max_gpus",
+    "inventory": "gpu_inventory",
+    "constraints.min_replicas": "min_replicas",
+    "constraints.n_plus_one": "n_plus_one",
+    "constraints.gpus": "gpus",
+    "constraints.precisions": "precisions",
+    "constraints.min_confidence": "min_confidence",
 }
 
 
@@ -437,5 +534,8 @@ def _phrase(relaxation: Relaxation) -> str:
         return f"allow {relaxation.value} in {relaxation.constraint}"
     unit = f" {relaxation.unit}" if relaxation.unit else ""
     cost = "" if relaxation.cost_usd_per_hour is None else f" (the plan then costs ${relaxation.cost_usd_per_hour:.2f}/h)"
-    return f"{relaxation.constraint} {relaxation.current:g} → {relaxation.value:g}{unit}{cost}" if isinstance(relaxation.current, int | float) \
+    return (
+        f"{relaxation.constraint} {relaxation.current:g} → {relaxation.value:g}{unit}{cost}"
+        if isinstance(relaxation.current, int | float)
         else f"{relaxation.constraint} → {relaxation.value}{unit}{cost}"
+    )

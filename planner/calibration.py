@@ -201,7 +201,9 @@ def mixed_step_s(
 def predict(step_model: StepModel, point: MeasuredPoint) -> float:
     """What the step model predicts for `point`, in the point's unit."""
     if point.is_steady_state and point.kind in ("decode_step", "tpot"):
-        return mixed_step_s(step_model, point.batch, point.prompt_tokens, point.output_tokens, seen_by_one=True)  # one token per step
+        return mixed_step_s(
+            step_model, point.batch, point.prompt_tokens, point.output_tokens, seen_by_one=True
+        )  # one token per step
     if point.is_steady_state:
         return point.batch / mixed_step_s(step_model, point.batch, point.prompt_tokens, point.output_tokens)  # B tokens per step
     if point.kind in ("decode_step", "tpot"):
@@ -308,13 +310,30 @@ def _identifiability(
     blind: list[tuple[str, str]] = []
     for name in requested:
         if name == "memory" and not memory_seen:
-            blind.append((name, "need at least one memory-bound point (decode at small batch, e.g. batch-1 TPOT) to fit memory efficiency"))
+            blind.append(
+                (name, "need at least one memory-bound point (decode at small batch, e.g. batch-1 TPOT) to fit memory efficiency")
+            )
         elif name == "compute" and not compute_seen:
-            blind.append((name, "need at least one compute-bound point (prefill of a long prompt, or decode at batch >= 256) to fit compute efficiency"))
+            blind.append(
+                (
+                    name,
+                    "need at least one compute-bound point (prefill of a long prompt, or decode at batch >= 256) to fit compute efficiency",
+                )
+            )
         elif name == "overlap" and not (memory_seen and compute_seen):
-            blind.append((name, "need points where memory and compute time are both material (large-batch decode, long prefill) to fit their overlap"))
+            blind.append(
+                (
+                    name,
+                    "need points where memory and compute time are both material (large-batch decode, long prefill) to fit their overlap",
+                )
+            )
         elif name == "overhead" and (len(durations) < 2 or max(durations) <= 1.05 * min(durations)):
-            blind.append((name, "need points with different step durations (other models, batch sizes, contexts or prompt lengths) to separate per-step overhead from efficiency"))
+            blind.append(
+                (
+                    name,
+                    "need points with different step durations (other models, batch sizes, contexts or prompt lengths) to separate per-step overhead from efficiency",
+                )
+            )
         else:
             fitted.append(name)
     return fitted, blind
@@ -411,8 +430,16 @@ def fit_step_models(
         x0 = np.clip(np.array([by_name[p] for p in fitted]), lower, upper)
         x0 = np.where(x0 <= lower, lower + 1e-6 * (upper - lower), np.where(x0 >= upper, upper - 1e-6 * (upper - lower), x0))
         return least_squares(
-            residuals, x0, bounds=(lower, upper), method="trf", loss=loss, f_scale=f_scale,
-            xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=2000,
+            residuals,
+            x0,
+            bounds=(lower, upper),
+            method="trf",
+            loss=loss,
+            f_scale=f_scale,
+            xtol=1e-15,
+            ftol=1e-15,
+            gtol=1e-15,
+            max_nfev=2000,
         )
 
     best = min((solve(start) for start in _STARTS), key=lambda result: float(result.cost))
@@ -442,7 +469,9 @@ def fit_step_models(
         value, (low, high) = float(best.x[index[parameter]]), box[parameter]
         at_low, at_high = value <= low + 1e-6 * (high - low), value >= high - 1e-6 * (high - low)
         if bounds and parameter in bounds and ((at_low and low > 0.0) or (at_high and parameter != "overlap")):
-            notes.append(f"{parameter} at its bound {low if at_low else high}: the points ask for a value outside the plausible range")
+            notes.append(
+                f"{parameter} at its bound {low if at_low else high}: the points ask for a value outside the plausible range"
+            )
 
     efficiency = efficiency_of(best.x)
     predicted = predictions(best.x)
@@ -505,9 +534,7 @@ def fit_efficiency(
         return build_step_model(gpu, model, precision, tp, efficiency)
 
     point_set = PointSet(points=tuple(points), step_model_for=step_model_for, label=f"{gpu.slug} {model.slug} tp{tp}")
-    return fit_step_models(
-        [point_set], fit=fit, base=base, strict=strict, name=name, loss=loss, f_scale=f_scale, bounds=bounds
-    )
+    return fit_step_models([point_set], fit=fit, base=base, strict=strict, name=name, loss=loss, f_scale=f_scale, bounds=bounds)
 
 
 # --- input formats -----------------------------------------------------------------------------

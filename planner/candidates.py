@@ -139,15 +139,24 @@ def slo_floor_drop(group_key: tuple[str, str, str, int], group: Group, slo: Slo,
     floors = (
         ("tpot", slo.tpot_s, group.batch1_decode_s, "one decode step of a single sequence"),
         ("ttft", slo.ttft_s, group.prefill_quantile_s, "the prefill of the prompt alone"),
-        ("e2e", slo.e2e_s, max(group.prefill_quantile_s, (output_q - 1.0) * group.batch1_decode_s),
-         "the prefill plus one decode step per output token of a single request"),
+        (
+            "e2e",
+            slo.e2e_s,
+            max(group.prefill_quantile_s, (output_q - 1.0) * group.batch1_decode_s),
+            "the prefill plus one decode step per output token of a single request",
+        ),
     )
     for metric, target, bound, what in floors:
         if target is not None and bound > target:
             return Drop(
-                gpu=gpu, weights_precision=weights, kv_precision=kv, tp=tp, constraint=metric,
+                gpu=gpu,
+                weights_precision=weights,
+                kv_precision=kv,
+                tp=tp,
+                constraint=metric,
                 reason=f"{metric} target {target * MS_PER_S:.4g} ms is below {what}: {bound * MS_PER_S:.4g} ms",
-                bound_s=bound, target_s=target,
+                bound_s=bound,
+                target_s=target,
             )
     return None
 
@@ -174,9 +183,14 @@ def enumerate_groups(
     for gpu in gpus:
         if not meets(gpu.calibration_grade, min_confidence):
             drops.extend(
-                Drop(gpu=gpu.slug, weights_precision=precision.weights.slug, kv_precision=precision.kv_cache.slug, tp=None,
-                     constraint="min_confidence",
-                     reason=f"its calibration is graded {gpu.calibration_grade}, below the minimum confidence {min_confidence}")
+                Drop(
+                    gpu=gpu.slug,
+                    weights_precision=precision.weights.slug,
+                    kv_precision=precision.kv_cache.slug,
+                    tp=None,
+                    constraint="min_confidence",
+                    reason=f"its calibration is graded {gpu.calibration_grade}, below the minimum confidence {min_confidence}",
+                )
                 for precision in precisions
             )
             continue
@@ -185,43 +199,85 @@ def enumerate_groups(
             try:
                 check_precision(gpu, precision)
             except UnsupportedConfigurationError as exc:
-                drops.append(Drop(gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=None,
-                                  constraint="precision", reason=exc.detail))
+                drops.append(
+                    Drop(
+                        gpu=names[0],
+                        weights_precision=names[1],
+                        kv_precision=names[2],
+                        tp=None,
+                        constraint="precision",
+                        reason=exc.detail,
+                    )
+                )
                 continue
             if gpu.price_usd_per_hour_on_demand <= 0:
-                drops.append(Drop(gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=None,
-                                  constraint="price", reason=f"{gpu.slug} has no on-demand price in the catalog"))
+                drops.append(
+                    Drop(
+                        gpu=names[0],
+                        weights_precision=names[1],
+                        kv_precision=names[2],
+                        tp=None,
+                        constraint="price",
+                        reason=f"{gpu.slug} has no on-demand price in the catalog",
+                    )
+                )
                 continue
             for tp in tp_degrees:
                 if tp > gpu.gpus_per_node or not is_valid_tensor_parallel(gpu, model, tp):
-                    drops.append(Drop(gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=tp,
-                                      constraint="tensor_parallel",
-                                      reason=f"tp {tp} does not divide {model.slug}'s heads or exceeds the "
-                                             f"{gpu.gpus_per_node} GPUs of a {gpu.slug} node"))
+                    drops.append(
+                        Drop(
+                            gpu=names[0],
+                            weights_precision=names[1],
+                            kv_precision=names[2],
+                            tp=tp,
+                            constraint="tensor_parallel",
+                            reason=f"tp {tp} does not divide {model.slug}'s heads or exceeds the "
+                            f"{gpu.gpus_per_node} GPUs of a {gpu.slug} node",
+                        )
+                    )
                     continue
                 fit = memory_fit(gpu, model, precision, tp, gpu.efficiency, context_tokens=largest_request)
                 if not fit.fits:
-                    drops.append(Drop(
-                        gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=tp, constraint="memory",
-                        reason=f"cannot hold the model: weights {fit.weights_bytes / GB:.1f} GB + one "
-                               f"{largest_request:,}-token request need {fit.required_bytes / GB:.1f} GB, "
-                               f"{tp} × {gpu.slug} offer {fit.available_bytes / GB:.1f} GB",
-                        needed_bytes=fit.required_bytes, available_bytes=fit.available_bytes))
+                    drops.append(
+                        Drop(
+                            gpu=names[0],
+                            weights_precision=names[1],
+                            kv_precision=names[2],
+                            tp=tp,
+                            constraint="memory",
+                            reason=f"cannot hold the model: weights {fit.weights_bytes / GB:.1f} GB + one "
+                            f"{largest_request:,}-token request need {fit.required_bytes / GB:.1f} GB, "
+                            f"{tp} × {gpu.slug} offer {fit.available_bytes / GB:.1f} GB",
+                            needed_bytes=fit.required_bytes,
+                            available_bytes=fit.available_bytes,
+                        )
+                    )
                     continue
                 sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
                 capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency)
                 group = Group(
-                    gpu=gpu, precision=precision, tp=tp, step_model=sm, kv_capacity_tokens=capacity,
+                    gpu=gpu,
+                    precision=precision,
+                    tp=tp,
+                    step_model=sm,
+                    kv_capacity_tokens=capacity,
                     kv_slots=int(capacity // request_tokens),
                     price_usd_per_hour=tp * gpu.price_usd_per_hour_on_demand,  # tp GPUs × on-demand $/GPU-h
                     batch1_decode_s=sm.step_s(1, 1, 1),
                     prefill_quantile_s=prefill(sm, max(1, math.floor(prompt_q))).time_s,
                 )
                 if group.kv_slots < 1:
-                    drops.append(Drop(gpu=names[0], weights_precision=names[1], kv_precision=names[2], tp=tp,
-                                      constraint="kv_cache",
-                                      reason=f"the KV cache ({capacity:,} tokens) cannot hold one average request "
-                                             f"({request_tokens:,.0f} tokens)"))
+                    drops.append(
+                        Drop(
+                            gpu=names[0],
+                            weights_precision=names[1],
+                            kv_precision=names[2],
+                            tp=tp,
+                            constraint="kv_cache",
+                            reason=f"the KV cache ({capacity:,} tokens) cannot hold one average request "
+                            f"({request_tokens:,.0f} tokens)",
+                        )
+                    )
                     continue
                 floor = slo_floor_drop(group.key, group, slo, output_q)
                 if floor is not None:
@@ -242,7 +298,9 @@ def _moments(workload: Workload) -> tuple[float, float, float, float]:
     """E[p], E[o], the mean decode context d and the mean prefill position π (queueing.py's formulas)."""
     p, o = workload.prompt_tokens, workload.output_tokens
     o_mean = o.mean
-    decode_context = p.mean + (o.second_moment - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0  # E[p] + E[o(o−1)/2]/E[o−1]
+    decode_context = (
+        p.mean + (o.second_moment - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0
+    )  # E[p] + E[o(o−1)/2]/E[o−1]
     position = (p.second_moment / p.mean + 1.0) / 2.0  # E[p(p+1)/2] / E[p]
     return p.mean, o_mean, decode_context, position
 
@@ -280,7 +338,9 @@ class _StepCoefficients:
         return cls(**{name: table[:, j] for j, name in enumerate(COEFFICIENTS)})
 
 
-def _step_s(sm: _StepCoefficients, weight_tokens: np.ndarray, new: np.ndarray, kv: np.ndarray, attended: np.ndarray) -> np.ndarray:
+def _step_s(
+    sm: _StepCoefficients, weight_tokens: np.ndarray, new: np.ndarray, kv: np.ndarray, attended: np.ndarray
+) -> np.ndarray:
     """`StepModel.step_s` element-wise, with the weight bytes read as for `weight_tokens` tokens (the
     bounds hold them at n = c: exact for a dense model, a lower bound for MoE, which reads more
     experts with more tokens). `new` > 0 everywhere, so the communication term always applies. A
@@ -295,8 +355,13 @@ def _step_s(sm: _StepCoefficients, weight_tokens: np.ndarray, new: np.ndarray, k
     return np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
 
 
-def _bounds(sm: _StepCoefficients, slots: np.ndarray, chunk_tokens: np.ndarray, moments: tuple[float, float, float, float],
-            prompt: LengthDistribution) -> np.ndarray:
+def _bounds(
+    sm: _StepCoefficients,
+    slots: np.ndarray,
+    chunk_tokens: np.ndarray,
+    moments: tuple[float, float, float, float],
+    prompt: LengthDistribution,
+) -> np.ndarray:
     """The saturation bound of each (step model, slots, chunk budget) entry, chunk 0 meaning no
     chunking, before rounding (module docstring): every setting of a plan in one pass."""
     p_mean, o_mean, d, position = moments
@@ -325,7 +390,9 @@ def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tok
     return float(bound[0]) * _ROUNDING
 
 
-def _settings(group: Group, batch_limits: Sequence[int], chunk_budgets: Sequence[int | None]) -> list[tuple[int, int | None, int]]:
+def _settings(
+    group: Group, batch_limits: Sequence[int], chunk_budgets: Sequence[int | None]
+) -> list[tuple[int, int | None, int]]:
     """(batch limit, chunk budget, slots) of a group; batch limits above the KV slot count collapse
     onto the first one (the KV cache, not the limit, sets their concurrency, so they serve identically)."""
     settings: list[tuple[int, int | None, int]] = []
@@ -348,18 +415,34 @@ def enumerate_all_options(
     chunk_budgets: Sequence[int | None] = CHUNK_BUDGETS,
 ) -> list[Option]:
     """Batch × chunk settings of every group, in group order, each with its saturation bound."""
-    settings = [(index, setting) for index, group in enumerate(groups) for setting in _settings(group, batch_limits, chunk_budgets)]
+    settings = [
+        (index, setting) for index, group in enumerate(groups) for setting in _settings(group, batch_limits, chunk_budgets)
+    ]
     if not settings:
         return []
     which = np.array([index for index, _ in settings], dtype=np.intp)
     coefficients = _StepCoefficients.of([g.step_model for g in groups], which)
-    bounds = _bounds(coefficients, np.array([s[2] for _, s in settings]), np.array([s[1] or 0 for _, s in settings]),
-                     _moments(workload), workload.prompt_tokens) * _ROUNDING
+    bounds = (
+        _bounds(
+            coefficients,
+            np.array([s[2] for _, s in settings]),
+            np.array([s[1] or 0 for _, s in settings]),
+            _moments(workload),
+            workload.prompt_tokens,
+        )
+        * _ROUNDING
+    )
     # candidate_id's format, its group part written once per group
-    prefixes = [candidate_id(gpu=g.key[0], weights_precision=g.key[1], kv_precision=g.key[2], tp=g.key[3], batch_limit=0,
-                             chunk_tokens=None).removesuffix("b0/nochunk") for g in groups]
+    prefixes = [
+        candidate_id(
+            gpu=g.key[0], weights_precision=g.key[1], kv_precision=g.key[2], tp=g.key[3], batch_limit=0, chunk_tokens=None
+        ).removesuffix("b0/nochunk")
+        for g in groups
+    ]
     return [
-        Option(f"{prefixes[index]}b{batch}/{'nochunk' if chunk is None else f'c{chunk}'}", groups[index], batch, chunk, slots, bound)
+        Option(
+            f"{prefixes[index]}b{batch}/{'nochunk' if chunk is None else f'c{chunk}'}", groups[index], batch, chunk, slots, bound
+        )
         for (index, (batch, chunk, slots)), bound in zip(settings, bounds.tolist(), strict=True)
     ]
 

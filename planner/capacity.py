@@ -255,8 +255,11 @@ def _mu(planner: _Planner, option: Option, slo: Slo) -> float | tuple[str, str, 
 
 def _where(option: Option) -> str:
     g = option.group
-    precision = g.precision.weights.slug if g.precision.weights.slug == g.precision.kv_cache.slug else (
-        f"{g.precision.weights.slug} weights, {g.precision.kv_cache.slug} KV")
+    precision = (
+        g.precision.weights.slug
+        if g.precision.weights.slug == g.precision.kv_cache.slug
+        else (f"{g.precision.weights.slug} weights, {g.precision.kv_cache.slug} KV")
+    )
     return f"{g.gpu.slug}, {precision}, tp {g.tp}, batch {option.batch_limit}"
 
 
@@ -264,8 +267,9 @@ def _binding(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturat
     """The SLO metric closest to its target at μ; saturation when every SLO holds up to 99 % of it."""
     if mu_rps >= SATURATION_BINDS * saturation_rps:
         return "saturation"
-    prediction = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
-                                    mu_rps, slo.percentile)
+    prediction = _cached_prediction(
+        option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, mu_rps, slo.percentile
+    )
     targets = _slo_targets(slo)
     return max(targets, key=lambda metric: _predicted_at(prediction, metric) / targets[metric])
 
@@ -276,26 +280,37 @@ def _curve(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturatio
     points: list[CurvePoint] = []
     for rate in rates:
         try:
-            p = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
-                                   rate, slo.percentile)
+            p = _cached_prediction(
+                option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, rate, slo.percentile
+            )
         except ConvergenceError:
             continue  # a point the queueing model cannot solve is left out, not guessed
         stable = not p.unstable
-        points.append(CurvePoint(
-            utilisation=rate / saturation_rps, arrival_rate_rps=rate,
-            ttft_s=_predicted_at(p, "ttft") if stable else None, tpot_s=_predicted_at(p, "tpot") if stable else None,
-            e2e_s=_predicted_at(p, "e2e") if stable else None, meets_slo=_meets(p, slo),
-        ))
+        points.append(
+            CurvePoint(
+                utilisation=rate / saturation_rps,
+                arrival_rate_rps=rate,
+                ttft_s=_predicted_at(p, "ttft") if stable else None,
+                tpot_s=_predicted_at(p, "tpot") if stable else None,
+                e2e_s=_predicted_at(p, "e2e") if stable else None,
+                meets_slo=_meets(p, slo),
+            )
+        )
     return tuple(points)
 
 
 def _step(report: dict[str, Any], rate_rps: float) -> VerifyStep:
     simulated = report["simulated"]
     return VerifyStep(
-        arrival_rate_rps=rate_rps, per_replica_rate_rps=report["per_replica_rate_rps"],
-        ttft_s=simulated["ttft_s"]["at_percentile"], tpot_s=simulated["tpot_s"]["at_percentile"],
-        e2e_s=simulated["e2e_s"]["at_percentile"], stable=bool(simulated["stable"]), misses=tuple(report["misses"]),
-        meets_slo=bool(report["meets_slo"]), requests_simulated=int(report["requests_simulated"]),
+        arrival_rate_rps=rate_rps,
+        per_replica_rate_rps=report["per_replica_rate_rps"],
+        ttft_s=simulated["ttft_s"]["at_percentile"],
+        tpot_s=simulated["tpot_s"]["at_percentile"],
+        e2e_s=simulated["e2e_s"]["at_percentile"],
+        stable=bool(simulated["stable"]),
+        misses=tuple(report["misses"]),
+        meets_slo=bool(report["meets_slo"]),
+        requests_simulated=int(report["requests_simulated"]),
     )
 
 
@@ -314,12 +329,20 @@ def _verified(request: CapacityRequest, option: Option, replicas: int, rate_rps:
         f"the simulator finds the SLOs missed ({', '.join(last.misses)}) on {_where(option)} × {replicas} even at "
         f"{last.arrival_rate_rps:.4g} req/s, {len(steps) - 1} steps of 10 % below the queueing model's "
         f"{rate_rps:.4g} req/s",
-        constraint="verification", tried_rates_rps=[s.arrival_rate_rps for s in steps],
+        constraint="verification",
+        tried_rates_rps=[s.arrival_rate_rps for s in steps],
     )
 
 
-def _result(request: CapacityRequest, inputs: CapacityInputs, option: Option, best: _Best, planner: _Planner,
-            evaluated: int, considered: int) -> CapacityResult:
+def _result(
+    request: CapacityRequest,
+    inputs: CapacityInputs,
+    option: Option,
+    best: _Best,
+    planner: _Planner,
+    evaluated: int,
+    considered: int,
+) -> CapacityResult:
     g, replicas, mu = option.group, best.replicas, best.mu_rps
     saturation = planner.saturation(option)
     steps = _verified(request, option, replicas, best.total_rps) if request.verify else None
@@ -331,8 +354,14 @@ def _result(request: CapacityRequest, inputs: CapacityInputs, option: Option, be
         analytic_arrival_rate_rps=best.total_rps,
         output_tokens_per_s=rate * request.workload.output_tokens.mean,  # requests/s × mean output tokens per request
         configuration=CapacityConfiguration(
-            gpu=g.gpu.slug, tp=g.tp, replicas=replicas, gpus_used=gpus_used, weights_precision=g.precision.weights.slug,
-            kv_precision=g.precision.kv_cache.slug, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens,
+            gpu=g.gpu.slug,
+            tp=g.tp,
+            replicas=replicas,
+            gpus_used=gpus_used,
+            weights_precision=g.precision.weights.slug,
+            kv_precision=g.precision.kv_cache.slug,
+            batch_limit=option.batch_limit,
+            chunk_tokens=option.chunk_tokens,
         ),
         max_rps_per_replica=mu,
         saturation_rps_per_replica=saturation,
@@ -351,8 +380,14 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
     """Every configuration of the one GPU type within the pins (tp up to `gpus`), and what was dropped."""
     workload = request.workload.at_rate(1.0)
     tp_degrees = (request.tp,) if request.tp is not None else tuple(t for t in request.tp_degrees if t <= request.gpus)
-    groups, drops = enumerate_groups(model=inputs.model, gpus=(_priced(inputs.gpu),), precisions=inputs.precisions,
-                                     workload=workload, slo=request.slo, tp_degrees=tp_degrees)
+    groups, drops = enumerate_groups(
+        model=inputs.model,
+        gpus=(_priced(inputs.gpu),),
+        precisions=inputs.precisions,
+        workload=workload,
+        slo=request.slo,
+        tp_degrees=tp_degrees,
+    )
     batch_limits = (request.batch_limit,) if request.batch_limit is not None else request.batch_limits
     chunk_budgets = (request.chunk_tokens,) if request.chunk_tokens is not None else request.chunk_budgets
     return enumerate_all_options(groups, workload, batch_limits=batch_limits, chunk_budgets=chunk_budgets), drops

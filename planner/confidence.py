@@ -61,7 +61,9 @@ class CalibrationEvidence:
 
     def __post_init__(self) -> None:
         if self.points < 0 or self.sources < 0 or self.sources > self.points:
-            raise PlannerInputError(f"calibration evidence needs 0 <= sources <= points, got {self.sources} sources, {self.points} points")
+            raise PlannerInputError(
+                f"calibration evidence needs 0 <= sources <= points, got {self.sources} sources, {self.points} points"
+            )
         if self.out_of_sample_error is not None and not self.out_of_sample_error >= 0:
             raise PlannerInputError(f"out-of-sample error must be >= 0, got {self.out_of_sample_error}")
         if self.points > 0 and self.out_of_sample_error is None:
@@ -89,7 +91,9 @@ def grade_rank(grade: str) -> int:
     try:
         return GRADES.index(grade)
     except ValueError:
-        raise PlannerInputError(f"unknown calibration grade {grade!r}: one of {', '.join(GRADES)}", field="min_confidence") from None
+        raise PlannerInputError(
+            f"unknown calibration grade {grade!r}: one of {', '.join(GRADES)}", field="min_confidence"
+        ) from None
 
 
 def meets(grade: str, minimum: str | None) -> bool:

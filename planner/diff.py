@@ -57,11 +57,13 @@ class Hysteresis:
         if not (0.0 <= self.headroom_margin <= 10.0 and math.isfinite(self.headroom_margin)):
             raise PlannerInputError(f"headroom_margin must be in [0, 10], got {self.headroom_margin}", field="headroom_margin")
         if not (0.0 <= self.min_saving_fraction <= 1.0):
-            raise PlannerInputError(f"min_saving_fraction must be in [0, 1], got {self.min_saving_fraction}",
-                                    field="min_saving_fraction")
+            raise PlannerInputError(
+                f"min_saving_fraction must be in [0, 1], got {self.min_saving_fraction}", field="min_saving_fraction"
+            )
         if not (0.0 <= self.min_saving_usd_per_hour and math.isfinite(self.min_saving_usd_per_hour)):
-            raise PlannerInputError(f"min_saving_usd_per_hour must be >= 0, got {self.min_saving_usd_per_hour}",
-                                    field="min_saving_usd_per_hour")
+            raise PlannerInputError(
+                f"min_saving_usd_per_hour must be >= 0, got {self.min_saving_usd_per_hour}", field="min_saving_usd_per_hour"
+            )
 
 
 # --- the forward model on a stored configuration ------------------------------------------------------
@@ -143,13 +145,28 @@ def check_row(row: DeployedRow, model: ModelSpec, workload: Workload, slo: Slo) 
         serving = Serving(replicas=1, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
         prediction = predict(step_model, workload.at_rate(rate), serving, kv_capacity_tokens=capacity, percentile=slo.percentile)
     except HeadroomError as exc:
-        return RowCheck(gpu=row.gpu.slug, per_replica_rate_rps=rate, meets_slo=False, unstable=False, utilisation=None,
-                        predicted_s={}, misses=("configuration",), problem=exc.detail)
+        return RowCheck(
+            gpu=row.gpu.slug,
+            per_replica_rate_rps=rate,
+            meets_slo=False,
+            unstable=False,
+            utilisation=None,
+            predicted_s={},
+            misses=("configuration",),
+            problem=exc.detail,
+        )
     targets = _targets(slo)
     predicted = {} if prediction.unstable else {metric: _at(prediction, metric) for metric in targets}
     misses = tuple(m for m, target in targets.items() if prediction.unstable or predicted[m] > target)
-    return RowCheck(gpu=row.gpu.slug, per_replica_rate_rps=rate, meets_slo=not misses, unstable=prediction.unstable,
-                    utilisation=prediction.utilisation, predicted_s=predicted, misses=misses)
+    return RowCheck(
+        gpu=row.gpu.slug,
+        per_replica_rate_rps=rate,
+        meets_slo=not misses,
+        unstable=prediction.unstable,
+        utilisation=prediction.utilisation,
+        predicted_s=predicted,
+        misses=misses,
+    )
 
 
 def check_plan(rows: Sequence[DeployedRow], model: ModelSpec, workload: Workload, slo: Slo) -> Check:
@@ -158,14 +175,27 @@ def check_plan(rows: Sequence[DeployedRow], model: ModelSpec, workload: Workload
         raise PlannerInputError("a deployed plan needs at least one row")
     checks = tuple(check_row(row, model, workload, slo) for row in rows)
     meets = all(c.meets_slo for c in checks)
-    return Check(arrival_rate_rps=workload.arrival_rate_rps, meets_slo=meets, rows=checks,
-                 cost_usd_per_hour=sum(r.cost_usd_per_hour for r in rows), summary=_summary(checks, slo, meets))
+    return Check(
+        arrival_rate_rps=workload.arrival_rate_rps,
+        meets_slo=meets,
+        rows=checks,
+        cost_usd_per_hour=sum(r.cost_usd_per_hour for r in rows),
+        summary=_summary(checks, slo, meets),
+    )
 
 
 def unavailable(arrival_rate_rps: float, problem: str) -> Check:
     """A plan that cannot be evaluated any more (its GPU, model or profile left the catalog)."""
-    row = RowCheck(gpu="", per_replica_rate_rps=0.0, meets_slo=False, unstable=False, utilisation=None,
-                   predicted_s={}, misses=("configuration",), problem=problem)
+    row = RowCheck(
+        gpu="",
+        per_replica_rate_rps=0.0,
+        meets_slo=False,
+        unstable=False,
+        utilisation=None,
+        predicted_s={},
+        misses=("configuration",),
+        problem=problem,
+    )
     return Check(arrival_rate_rps=arrival_rate_rps, meets_slo=False, rows=(row,), cost_usd_per_hour=math.nan, summary=problem)
 
 
@@ -182,9 +212,7 @@ def _summary(checks: Sequence[RowCheck], slo: Slo, meets: bool) -> str:
             f"{m.upper()} {_fmt(m, max(c.predicted_s[m] for c in checks))} ≤ {_fmt(m, t)}" for m, t in targets.items()
         )
     worst = [(c, m) for c in checks for m in c.misses]
-    return f"{label} " + ", ".join(
-        f"{m.upper()} {_fmt(m, c.predicted_s[m])} > {_fmt(m, targets[m])} target" for c, m in worst
-    )
+    return f"{label} " + ", ".join(f"{m.upper()} {_fmt(m, c.predicted_s[m])} > {_fmt(m, targets[m])} target" for c, m in worst)
 
 
 # --- the diff -------------------------------------------------------------------------------------------
@@ -280,12 +308,15 @@ def plan_diff(before: PlanShape, after: PlanShape, *, before_now_usd_per_hour: f
         precision=Change(before=f"{b.weights_precision}/{b.kv_precision}", after=f"{a.weights_precision}/{a.kv_precision}"),
         gpus_added=added,
         gpus_removed=removed,
-        cost_usd_per_hour=CostChange(before=before.cost_usd_per_hour, before_now=before_now_usd_per_hour,
-                                     after=after.cost_usd_per_hour, change=change),
-        cost_usd_per_month=CostChange(before=before.cost_usd_per_hour * HOURS_PER_MONTH,
-                                      before_now=before_now_usd_per_hour * HOURS_PER_MONTH,
-                                      after=after.cost_usd_per_hour * HOURS_PER_MONTH,
-                                      change=change * HOURS_PER_MONTH),  # $/h × 730 h
+        cost_usd_per_hour=CostChange(
+            before=before.cost_usd_per_hour, before_now=before_now_usd_per_hour, after=after.cost_usd_per_hour, change=change
+        ),
+        cost_usd_per_month=CostChange(
+            before=before.cost_usd_per_hour * HOURS_PER_MONTH,
+            before_now=before_now_usd_per_hour * HOURS_PER_MONTH,
+            after=after.cost_usd_per_hour * HOURS_PER_MONTH,
+            change=change * HOURS_PER_MONTH,
+        ),  # $/h × 730 h
         same_configuration=sorted(before.rows, key=repr) == sorted(after.rows, key=repr),
     )
 
@@ -323,7 +354,10 @@ def _traffic_changes(before: Workload, after: Workload) -> list[str]:
     if _differs(before.arrival_rate_rps, after.arrival_rate_rps):
         ratio = after.arrival_rate_rps / before.arrival_rate_rps - 1.0
         changes.append(f"arrival rate {before.arrival_rate_rps:g} → {after.arrival_rate_rps:g} rps ({ratio:+.0%})")
-    for name, b, a in (("prompt", before.prompt_tokens, after.prompt_tokens), ("output", before.output_tokens, after.output_tokens)):
+    for name, b, a in (
+        ("prompt", before.prompt_tokens, after.prompt_tokens),
+        ("output", before.output_tokens, after.output_tokens),
+    ):
         if b != a:
             changes.append(f"{name} length mean {b.mean:.4g} → {a.mean:.4g} tokens")
     if _differs(before.arrival_cv, after.arrival_cv):
@@ -336,7 +370,7 @@ def _slo_changes(before: Slo, after: Slo) -> list[str]:
     for metric in ("ttft", "tpot", "e2e"):
         b, a = getattr(before, f"{metric}_s"), getattr(after, f"{metric}_s")
         if b != a:
-            show = (lambda v, m=metric: "none" if v is None else _fmt(m, v))
+            show = lambda v, m=metric: "none" if v is None else _fmt(m, v)
             changes.append(f"{metric.upper()} target {show(b)} → {show(a)}")
     if before.percentile != after.percentile:
         changes.append(f"percentile p{before.percentile:g} → p{after.percentile:g}")
@@ -358,7 +392,8 @@ def change_reasons(then: PlanningContext, now: PlanningContext, *, gpus_involved
     prices = [
         f"{gpu} ${then.prices_usd_per_gpu_hour[gpu]:.4g} → ${now.prices_usd_per_gpu_hour[gpu]:.4g}/GPU-h"
         for gpu in dict.fromkeys(gpus_involved)
-        if gpu in then.prices_usd_per_gpu_hour and gpu in now.prices_usd_per_gpu_hour
+        if gpu in then.prices_usd_per_gpu_hour
+        and gpu in now.prices_usd_per_gpu_hour
         and _differs(then.prices_usd_per_gpu_hour[gpu], now.prices_usd_per_gpu_hour[gpu])
     ]
     if prices:
@@ -371,7 +406,9 @@ def change_reasons(then: PlanningContext, now: PlanningContext, *, gpus_involved
         ]
         if efficiencies or not prices:
             what = "; ".join(efficiencies) if efficiencies else "other records changed"
-            reasons.append(Reason(kind="catalog", detail=f"catalog version {then.catalog_version} → {now.catalog_version}: {what}"))
+            reasons.append(
+                Reason(kind="catalog", detail=f"catalog version {then.catalog_version} → {now.catalog_version}: {what}")
+            )
     return tuple(reasons)
 
 
@@ -391,7 +428,11 @@ def decide(*, at_rate: Check, with_margin: Check, diff: PlanDiff, hysteresis: Hy
     at the new rate, `with_margin` at (1 + margin) × the new rate."""
     current_now = diff.cost_usd_per_hour.before_now
     saving = -diff.cost_usd_per_hour.change  # C_now − C_new
-    threshold = max(hysteresis.min_saving_usd_per_hour, hysteresis.min_saving_fraction * current_now) if math.isfinite(current_now) else 0.0
+    threshold = (
+        max(hysteresis.min_saving_usd_per_hour, hysteresis.min_saving_fraction * current_now)
+        if math.isfinite(current_now)
+        else 0.0
+    )
     margin = f"{1.0 + hysteresis.headroom_margin:g}×"
 
     def result(changed: bool, reason: str) -> Decision:
@@ -404,10 +445,19 @@ def decide(*, at_rate: Check, with_margin: Check, diff: PlanDiff, hysteresis: Hy
     if not with_margin.meets_slo:
         return result(True, f"the current plan meets the SLOs at the new rate but not at {margin} it ({with_margin.summary})")
     if saving > 0 and saving >= threshold:
-        return result(True, f"the current plan still meets the SLOs at {margin} the new rate, but switching saves "
-                            f"${saving:.2f}/h (≥ ${threshold:.2f}/h)")
+        return result(
+            True,
+            f"the current plan still meets the SLOs at {margin} the new rate, but switching saves "
+            f"${saving:.2f}/h (≥ ${threshold:.2f}/h)",
+        )
     if saving <= 0:
-        return result(False, f"the current plan still meets the SLOs at {margin} the new rate ({with_margin.summary}) "
-                             f"and the new plan would not be cheaper (${-saving:.2f}/h more)")
-    return result(False, f"the current plan still meets the SLOs at {margin} the new rate ({with_margin.summary}) "
-                         f"and switching would save only ${saving:.2f}/h (< ${threshold:.2f}/h)")
+        return result(
+            False,
+            f"the current plan still meets the SLOs at {margin} the new rate ({with_margin.summary}) "
+            f"and the new plan would not be cheaper (${-saving:.2f}/h more)",
+        )
+    return result(
+        False,
+        f"the current plan still meets the SLOs at {margin} the new rate ({with_margin.summary}) "
+        f"and switching would save only ${saving:.2f}/h (< ${threshold:.2f}/h)",
+    )

@@ -154,9 +154,7 @@ class FleetConstraints:
     def __post_init__(self) -> None:
         if self.min_replicas < 0:
             raise PlannerInputError(f"min_replicas must be >= 0, got {self.min_replicas}")
-        if self.budget_usd_per_day is not None and not (
-            math.isfinite(self.budget_usd_per_day) and self.budget_usd_per_day > 0
-        ):
+        if self.budget_usd_per_day is not None and not (math.isfinite(self.budget_usd_per_day) and self.budget_usd_per_day > 0):
             raise PlannerInputError(f"budget_usd_per_day must be finite and > 0, got {self.budget_usd_per_day}")
 
 
@@ -418,7 +416,9 @@ def add_fleet_variables(problem: pulp.LpProblem, spec: FleetSpec, *, elastic_inv
 
     # Inventory limits reserved and on-demand GPUs through its named rows only (no variable
     # bounds), so the LP relaxation puts the value of inventory on those rows' duals.
-    reserved = {gpu: problem.add_variable(constraint_name("reserved_gpus", gpu), lowBound=0, cat=pulp.LpInteger) for gpu in spec.gpus}
+    reserved = {
+        gpu: problem.add_variable(constraint_name("reserved_gpus", gpu), lowBound=0, cat=pulp.LpInteger) for gpu in spec.gpus
+    }
     on_demand = {
         (gpu, p): problem.add_variable(constraint_name("on_demand_gpus", gpu, period_label(p)), lowBound=0, cat=pulp.LpInteger)
         for gpu in spec.gpus
@@ -430,7 +430,10 @@ def add_fleet_variables(problem: pulp.LpProblem, spec: FleetSpec, *, elastic_inv
             continue
         for p in periods:
             spot[gpu, p] = problem.add_variable(
-                constraint_name("spot_gpus", gpu, period_label(p)), lowBound=0, upBound=spec.spot[gpu].max_gpus, cat=pulp.LpInteger
+                constraint_name("spot_gpus", gpu, period_label(p)),
+                lowBound=0,
+                upBound=spec.spot[gpu].max_gpus,
+                cat=pulp.LpInteger,
             )
     replicas = {
         (w.name, c.id, p): problem.add_variable(
@@ -513,7 +516,9 @@ def fleet_cost_usd(spec: FleetSpec, decisions: FleetDecisions) -> pulp.LpAffineE
         (variable, spec.prices[gpu].on_demand_usd_per_hour * spec.period_hours)
         for (gpu, _), variable in decisions.on_demand_gpus.items()
     ]
-    spot = [(variable, spec.spot_price_usd_per_hour(gpu) * spec.period_hours) for (gpu, _), variable in decisions.spot_gpus.items()]
+    spot = [
+        (variable, spec.spot_price_usd_per_hour(gpu) * spec.period_hours) for (gpu, _), variable in decisions.spot_gpus.items()
+    ]
     return linear_sum(reserved + on_demand + spot)
 
 
@@ -677,7 +682,9 @@ def add_gpu_inventory_constraints(problem: pulp.LpProblem, spec: FleetSpec, deci
             problem += gpus_held(decisions, gpu, p) <= allowance, constraint_name("gpu_inventory", gpu, period_label(p))
 
 
-def add_budget_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions, budget_usd_per_day: float) -> None:
+def add_budget_constraints(
+    problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions, budget_usd_per_day: float
+) -> None:
     """total cost ≤ budget_usd_per_day · horizon_hours / 24"""
     problem += fleet_cost_usd(spec, decisions) <= budget_usd_per_day * spec.horizon_hours / HOURS_PER_DAY, "budget"
 
@@ -743,8 +750,7 @@ def solve_fleet(
     lp = relaxation.solve(time_limit_s=time_limit_s)
     checkpoint()
     if lp.status == "infeasible":  # no fractional fleet, so no integer one
-        raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=lp.solver_name,
-                                        checkpoint=checkpoint)
+        raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=lp.solver_name, checkpoint=checkpoint)
     if lp.status != "optimal" or lp.objective is None:  # an interrupted LP gives neither bound nor duals
         raise SolverError(
             f"{lp.solver_name} could not solve the fleet's LP relaxation within {time_limit_s} s; "
@@ -772,8 +778,11 @@ def solve_fleet(
         cut_values = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
     fallbacks = [
         fleet
-        for fleet in (rounded_fleet(presolved, decisions, lp_values), rounded_fleet(presolved, decisions, cut_values),
-                      cover_fleet(presolved, decisions))
+        for fleet in (
+            rounded_fleet(presolved, decisions, lp_values),
+            rounded_fleet(presolved, decisions, cut_values),
+            cover_fleet(presolved, decisions),
+        )
         if fleet is not None and _evaluate(cost, fleet) <= budget_usd  # over the budget: not one we may return
     ]
     best = min(fallbacks, key=lambda fleet: _evaluate(cost, fleet), default=None)
@@ -809,9 +818,7 @@ def solve_fleet(
             break
         guides = [cut_values, best or {}]
         pairs = (
-            _pairs_by_period(presolved, decisions, guides)
-            if by_period
-            else [_pairs_used(decisions, guides)] * presolved.periods
+            _pairs_by_period(presolved, decisions, guides) if by_period else [_pairs_used(decisions, guides)] * presolved.periods
         )
         found, periods_s = fleet_with_reservations_fixed(
             presolved,
@@ -850,16 +857,21 @@ def solve_fleet(
                 row.changeRHS(limit_usd)
         closed = _restrict(decisions, [cut_values, best or {}]) if restricted else {}
         try:
-            outcome = solve(problem, time_limit_s=budget_s, solver_name=lp.solver_name,
-                            relative_gap=relative_gap / 2 if restricted else relative_gap,
-                            stop_at_objective=bound / (1 - relative_gap))  # within the gap of our bound
+            outcome = solve(
+                problem,
+                time_limit_s=budget_s,
+                solver_name=lp.solver_name,
+                relative_gap=relative_gap / 2 if restricted else relative_gap,
+                stop_at_objective=bound / (1 - relative_gap),
+            )  # within the gap of our bound
         finally:
             for variable, upper in closed.items():
                 variable.upBound = upper
         solve_s += outcome.solve_s
         if outcome.status == "infeasible" and best is None and not restricted:
-            raise diagnose_infeasible_fleet(presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name,
-                                            checkpoint=checkpoint)
+            raise diagnose_infeasible_fleet(
+                presolved, time_limit_s=time_limit_s, solver_name=outcome.solver_name, checkpoint=checkpoint
+            )
         if outcome.status == "infeasible" and not restricted:
             bound = max(bound, cutoff_usd)  # nothing beats the best fleet so far: it is optimal
         if outcome.status in ("optimal", "feasible"):
@@ -887,9 +899,7 @@ def solve_fleet(
     on_demand = {key: _whole(values, v) for key, v in decisions.on_demand_gpus.items()}
     spot = {key: _whole(values, v) for key, v in decisions.spot_gpus.items()}
     replicas = trim_idle_replicas(presolved, {key: _whole(values, v) for key, v in decisions.replicas.items()})
-    periods = tuple(
-        _fleet_period(presolved, p, reserved, on_demand, spot, replicas) for p in range(presolved.periods)
-    )
+    periods = tuple(_fleet_period(presolved, p, reserved, on_demand, spot, replicas) for p in range(presolved.periods))
     prices = lp_shadow_prices(presolved, duals, periods) if shadow_prices else None
     return FleetPlan(
         reserved_gpus=MappingProxyType(reserved),
@@ -962,7 +972,11 @@ def fleet_with_reservations_fixed(
         options = []
         if fallback is not None:
             options.append(
-                {(w.name, c.id): _whole(fallback, decisions.replicas[w.name, c.id, p]) for w in spec.workloads for c in w.candidates}
+                {
+                    (w.name, c.id): _whole(fallback, decisions.replicas[w.name, c.id, p])
+                    for w in spec.workloads
+                    for c in w.candidates
+                }
             )
         left_s = (deadline - time.perf_counter()) / (spec.periods - p)
         renting = not options or _rental_at(spec, p, reservations, options[0])[0] > 0
@@ -973,11 +987,13 @@ def fleet_with_reservations_fixed(
             outcome = solve(problem, time_limit_s=left_s, solver_name=solver_name, relative_gap=relative_gap)
             solve_s += outcome.solve_s
             if outcome.status in ("optimal", "feasible"):
-                options.append({
-                    (w.name, c.id): integer_value(sub.replicas[w.name, c.id, 0]) if (w.name, c.id, 0) in sub.replicas else 0
-                    for w in spec.workloads
-                    for c in w.candidates
-                })
+                options.append(
+                    {
+                        (w.name, c.id): integer_value(sub.replicas[w.name, c.id, 0]) if (w.name, c.id, 0) in sub.replicas else 0
+                        for w in spec.workloads
+                        for c in w.candidates
+                    }
+                )
         priced = [(*_rental_at(spec, p, reservations, counts), counts) for counts in options]
         cost_usd, rented_spot, counts = min(priced, key=lambda option: option[0], default=(math.inf, {}, {}))
         if not math.isfinite(cost_usd):
@@ -1009,7 +1025,9 @@ def _rental_at(
     return cost_usd, {gpu: n for gpu, n in spot.items() if gpu in spec.spot}
 
 
-def _pairs_by_period(spec: FleetSpec, decisions: FleetDecisions, fleets: Sequence[Mapping[str, float]]) -> list[set[tuple[str, str]]]:
+def _pairs_by_period(
+    spec: FleetSpec, decisions: FleetDecisions, fleets: Sequence[Mapping[str, float]]
+) -> list[set[tuple[str, str]]]:
     """For each period, the (workload, candidate) pairs some fleet in `fleets` runs in it."""
     used: list[set[tuple[str, str]]] = [set() for _ in range(spec.periods)]
     for (workload, candidate, p), variable in decisions.replicas.items():
@@ -1048,9 +1066,7 @@ def _evaluate(expression: pulp.LpAffineExpression, values: Mapping[str, float]) 
     return expression.constant + sum(coefficient * values.get(v.name, 0.0) for v, coefficient in expression.items())
 
 
-def rounded_fleet(
-    spec: FleetSpec, decisions: FleetDecisions, lp_values: Mapping[str, float]
-) -> dict[str, float] | None:
+def rounded_fleet(spec: FleetSpec, decisions: FleetDecisions, lp_values: Mapping[str, float]) -> dict[str, float] | None:
     """A feasible integer fleet built from the solved LP relaxation: the answer when the MILP's
     time limit stops it at a worse incumbent (HiGHS's own heuristics can stall on large fleets).
 
@@ -1149,9 +1165,10 @@ def _start_from_replicas(
         uncovered = [max(0, used[gpu, p] - s) for p, s in enumerate(spot_used)]
 
         def cost(level: int, uncovered: list[int] = uncovered, price: GpuPrice = price) -> float:
-            return level * price.reserved_usd_per_hour * spec.periods + sum(
-                max(0, n - level) for n in uncovered
-            ) * price.on_demand_usd_per_hour
+            return (
+                level * price.reserved_usd_per_hour * spec.periods
+                + sum(max(0, n - level) for n in uncovered) * price.on_demand_usd_per_hour
+            )
 
         # The cost is convex in R, so its least value on [0, ceiling] is at a usage level or an end.
         levels = {0, *uncovered} if ceiling is None else {0, ceiling, *uncovered}

@@ -47,7 +47,7 @@ from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputEr
 from planner.fleet import Checkpoint, no_checkpoint, undominated
 from planner.optimizer import Candidate
 from planner.queueing import saturation_rps, slo_excess
-from planner.rate_search import MU_RELATIVE_TOLERANCE, Bracket
+from planner.rate_search import Bracket
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
 from planner.workload import Serving, Slo, Workload
@@ -122,7 +122,9 @@ def _excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: 
 
 
 @lru_cache(maxsize=65536)
-def _screened_excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> tuple[float, str, float]:
+def _screened_excess(
+    sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float
+) -> tuple[float, str, float]:
     """`_excess`, except that a miss `queueing.screen` proves on a slice of the sample gives a lower
     bound on the excess (and on the predicted value): enough to know the rate misses."""
     return slo_excess(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity, screen_first=True)
@@ -195,7 +197,9 @@ class _Search:
             vanishing = bracket.missed_rps * VANISHING_UTILISATION
             excess, metric, predicted = self.excess(option, vanishing)
             if excess > 0:
-                self.refusals.append(SloRefusal(option_id=option.id, constraint=metric, reason=self._why_never(metric, predicted)))
+                self.refusals.append(
+                    SloRefusal(option_id=option.id, constraint=metric, reason=self._why_never(metric, predicted))
+                )
                 return None
             bracket.record(vanishing, excess)
         while not bracket.narrow_enough():
@@ -205,8 +209,10 @@ class _Search:
     def _why_never(self, metric: str, predicted_s: float) -> str:
         if metric in ("ttft", "tpot", "e2e"):
             target = getattr(self.slo, f"{metric}_s")
-            return (f"p{self.slo.percentile:g} {metric.upper()} is {predicted_s * MS_PER_S:.4g} ms even at vanishing load, "
-                    f"above the {target * MS_PER_S:.4g} ms target")
+            return (
+                f"p{self.slo.percentile:g} {metric.upper()} is {predicted_s * MS_PER_S:.4g} ms even at vanishing load, "
+                f"above the {target * MS_PER_S:.4g} ms target"
+            )
         return f"no stable rate meets the SLO on this configuration ({metric})"
 
     def best_above(self, options: Sequence[Option], threshold_rps: float) -> tuple[Option, float, float] | None:
@@ -269,8 +275,9 @@ def candidate_table(
     search; whatever it raises abandons the table (planner/fleet.py `Checkpoint`).
     """
     mix = workload.at_rate(1.0)
-    groups, drops = enumerate_groups(model=model, gpus=gpus, precisions=precisions, workload=mix, slo=slo,
-                                     tp_degrees=grid.tp_degrees)
+    groups, drops = enumerate_groups(
+        model=model, gpus=gpus, precisions=precisions, workload=mix, slo=slo, tp_degrees=grid.tp_degrees
+    )
     distinct: dict[tuple[str, int, StepModel, int], list[Option]] = {}
     enumerated = 0
     for group in groups:
@@ -313,8 +320,11 @@ def no_candidates_error(workload_name: str, table: CandidateTable) -> Infeasible
     reasons, most common constraint first."""
     reasons: dict[str, list[str]] = {}
     for drop in table.drops:
-        reasons.setdefault(drop.constraint, []).append(f"{drop.gpu} {drop.weights_precision}/{drop.kv_precision}"
-                                                       + ("" if drop.tp is None else f" tp{drop.tp}") + f": {drop.reason}")
+        reasons.setdefault(drop.constraint, []).append(
+            f"{drop.gpu} {drop.weights_precision}/{drop.kv_precision}"
+            + ("" if drop.tp is None else f" tp{drop.tp}")
+            + f": {drop.reason}"
+        )
     for refusal in table.slo_refusals:
         reasons.setdefault(refusal.constraint, []).append(f"{refusal.option_id}: {refusal.reason}")
     ranked = sorted(reasons.items(), key=lambda item: -len(item[1]))
@@ -356,9 +366,15 @@ class CandidateTables:
     def table(self, model: ModelSpec, workload: Workload, slo: Slo) -> CandidateTable:
         key = (model, workload.at_rate(1.0), slo)
         if key not in self._tables:
-            self._tables[key] = candidate_table(model=model, gpus=self._gpus, precisions=self._precisions,
-                                                workload=workload, slo=slo, grid=self._grid,
-                                                max_mu_searches=self._max_mu_searches)
+            self._tables[key] = candidate_table(
+                model=model,
+                gpus=self._gpus,
+                precisions=self._precisions,
+                workload=workload,
+                slo=slo,
+                grid=self._grid,
+                max_mu_searches=self._max_mu_searches,
+            )
         return self._tables[key]
 
     @property

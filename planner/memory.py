@@ -51,8 +51,12 @@ def weight_bytes_per_gpu(model: ModelSpec, weights: QuantSpec, tp: int) -> float
 def kv_bytes_per_token(model: ModelSpec, kv_cache: QuantSpec) -> float:
     """KV-cache bytes one token adds to one copy of the cache (no tensor-parallel replication)."""
     if model.mla is not None:
-        return model.layers * (model.mla.kv_lora_rank + model.mla.rope_head_dim) * kv_cache.element_bytes  # L × (latent + RoPE key) × bytes
-    return 2 * model.layers * model.kv_heads * model.head_dim * kv_cache.element_bytes  # K and V × L × kv heads × head dim × bytes
+        return (
+            model.layers * (model.mla.kv_lora_rank + model.mla.rope_head_dim) * kv_cache.element_bytes
+        )  # L × (latent + RoPE key) × bytes
+    return (
+        2 * model.layers * model.kv_heads * model.head_dim * kv_cache.element_bytes
+    )  # K and V × L × kv heads × head dim × bytes
 
 
 def replica_kv_bytes_per_token(model: ModelSpec, kv_cache: QuantSpec, tp: int) -> float:

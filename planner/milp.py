@@ -124,7 +124,12 @@ def _interrupt_after(deadline: float, stop_at_objective: float | None = None) ->
     mip_interrupt = highspy.cb.HighsCallbackType.kCallbackMipInterrupt
 
     def callback(callback_type: object, message: str, data_out: Any, data_in: Any, user_data: object) -> None:
-        if time.perf_counter() > deadline or stop_at_objective is not None and callback_type == mip_interrupt and data_out.mip_primal_bound <= stop_at_objective:
+        if (
+            time.perf_counter() > deadline
+            or stop_at_objective is not None
+            and callback_type == mip_interrupt
+            and data_out.mip_primal_bound <= stop_at_objective
+        ):
             data_in.user_interrupt = True
 
     return callback
@@ -242,9 +247,7 @@ def solve(
     solve_s = time.perf_counter() - started
     solution_status = problem.sol_status
     if status == pulp.LpStatusInfeasible:
-        return SolveOutcome(
-            status="infeasible", solver_name=name, solve_s=solve_s, mip_gap=None, objective=None, dual_bound=None
-        )
+        return SolveOutcome(status="infeasible", solver_name=name, solve_s=solve_s, mip_gap=None, objective=None, dual_bound=None)
     if name == HIGHS and not _highs_has_solution(problem):
         # PuLP reads an interrupted HiGHS run without an incumbent as "integer feasible".
         status = pulp.LpStatusNotSolved
@@ -361,7 +364,7 @@ class Relaxation:
         constraints = problem.constraints()
         if any(old is not new for old, new in zip(self._rows, constraints)) or len(constraints) < len(self._rows):
             raise PlannerInputError(f"rows of {problem.name} were removed or replaced between solves (planner bug)")
-        added = constraints[len(self._rows):]
+        added = constraints[len(self._rows) :]
         if added:
             starts, indices, values = [], [], []
             for constraint in added:
@@ -375,8 +378,15 @@ class Relaxation:
                         indices.append(self._index[variable.name])
                         values.append(coefficient)
             lower, upper = _row_limits(added)
-            highs.addRows(len(added), lower, upper, len(indices), np.array(starts, dtype=np.int32),
-                          np.array(indices, dtype=np.int32), np.array(values, dtype=np.float64))
+            highs.addRows(
+                len(added),
+                lower,
+                upper,
+                len(indices),
+                np.array(starts, dtype=np.int32),
+                np.array(indices, dtype=np.int32),
+                np.array(values, dtype=np.float64),
+            )
             self._rows.extend(added)
         if self._rows:
             lower, upper = _row_limits(self._rows)

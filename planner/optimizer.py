@@ -93,8 +93,7 @@ class Candidate:
             )
         if self.batch_limit < 1 or (self.chunk_tokens is not None and self.chunk_tokens < 1):
             raise PlannerInputError(
-                f"candidate {self.id}: batch_limit and chunk_tokens must be >= 1, "
-                f"got {self.batch_limit} and {self.chunk_tokens}"
+                f"candidate {self.id}: batch_limit and chunk_tokens must be >= 1, got {self.batch_limit} and {self.chunk_tokens}"
             )
         if not _finite_positive(self.cost_usd_per_hour):
             raise PlannerInputError(f"candidate {self.id}: cost must be finite and > 0, got {self.cost_usd_per_hour}")
@@ -248,7 +247,9 @@ def add_plan_variables(
     """replicas[c] ∈ {0…R_c}, use[c] ∈ {0, 1}, largest_replica_rps ≥ 0 (only with N+1)."""
     replicas = {
         c.id: problem.add_variable(
-            constraint_name("replicas", c.id), lowBound=0, upBound=replica_bound(c, arrival_rate_rps, constraints),
+            constraint_name("replicas", c.id),
+            lowBound=0,
+            upBound=replica_bound(c, arrival_rate_rps, constraints),
             cat=pulp.LpInteger,
         )
         for c in candidates
@@ -269,9 +270,7 @@ def capacity_rps(decisions: PlanDecisions) -> pulp.LpAffineExpression:
 
 def gpus_used(decisions: PlanDecisions, gpu: str | None = None) -> pulp.LpAffineExpression:
     """Σ_c r_c·g_c (over candidates on `gpu` when given)"""
-    return pulp.lpSum(
-        decisions.replicas[c.id] * c.gpus_per_replica for c in decisions.candidates if gpu is None or c.gpu == gpu
-    )
+    return pulp.lpSum(decisions.replicas[c.id] * c.gpus_per_replica for c in decisions.candidates if gpu is None or c.gpu == gpu)
 
 
 def cost_usd_per_hour(decisions: PlanDecisions) -> pulp.LpAffineExpression:
@@ -329,9 +328,7 @@ def add_gpu_inventory_constraints(
             continue
         allowance: pulp.LpAffineExpression | int = limit
         if elastic:
-            shortfall[gpu] = problem.add_variable(
-                constraint_name("inventory_shortfall", gpu), lowBound=0, cat=pulp.LpInteger
-            )
+            shortfall[gpu] = problem.add_variable(constraint_name("inventory_shortfall", gpu), lowBound=0, cat=pulp.LpInteger)
             allowance = limit + shortfall[gpu]
         problem += gpus_used(decisions, gpu) <= allowance, constraint_name("gpu_inventory", gpu)
     return PlanDecisions(decisions.candidates, decisions.replicas, decisions.use, decisions.largest_replica_rps, shortfall)
@@ -511,24 +508,39 @@ def plan_constraint_slacks(
     smallest_rate = min((c.max_rps_at_slo for c in chosen), default=math.inf)
     slacks = [
         ConstraintSlack(
-            family="meet_demand", name="meet_demand", value=capacity, limit=arrival_rate_rps,
-            slack=capacity - arrival_rate_rps, unit="rps", binding=capacity - arrival_rate_rps < smallest_rate,
+            family="meet_demand",
+            name="meet_demand",
+            value=capacity,
+            limit=arrival_rate_rps,
+            slack=capacity - arrival_rate_rps,
+            unit="rps",
+            binding=capacity - arrival_rate_rps < smallest_rate,
         )
     ]
     if constraints.n_plus_one:
         after_loss = capacity - max((c.max_rps_at_slo for c in chosen), default=0.0)
         slacks.append(
             ConstraintSlack(
-                family="n_plus_one", name="n_plus_one", value=after_loss, limit=arrival_rate_rps,
-                slack=after_loss - arrival_rate_rps, unit="rps", binding=after_loss - arrival_rate_rps < smallest_rate,
+                family="n_plus_one",
+                name="n_plus_one",
+                value=after_loss,
+                limit=arrival_rate_rps,
+                slack=after_loss - arrival_rate_rps,
+                unit="rps",
+                binding=after_loss - arrival_rate_rps < smallest_rate,
             )
         )
     if constraints.min_replicas > 0:
         total = sum(replicas[c.id] for c in chosen)
         slacks.append(
             ConstraintSlack(
-                family="min_replicas", name="min_replicas", value=total, limit=constraints.min_replicas,
-                slack=total - constraints.min_replicas, unit="replicas", binding=total == constraints.min_replicas,
+                family="min_replicas",
+                name="min_replicas",
+                value=total,
+                limit=constraints.min_replicas,
+                slack=total - constraints.min_replicas,
+                unit="replicas",
+                binding=total == constraints.min_replicas,
             )
         )
     if constraints.max_gpus is not None:
@@ -536,8 +548,13 @@ def plan_constraint_slacks(
         step = min((c.gpus_per_replica for c in addable), default=math.inf)
         slacks.append(
             ConstraintSlack(
-                family="max_gpus", name="max_gpus", value=used, limit=constraints.max_gpus,
-                slack=constraints.max_gpus - used, unit="gpus", binding=_binds(constraints.max_gpus - used, step),
+                family="max_gpus",
+                name="max_gpus",
+                value=used,
+                limit=constraints.max_gpus,
+                slack=constraints.max_gpus - used,
+                unit="gpus",
+                binding=_binds(constraints.max_gpus - used, step),
             )
         )
     if constraints.budget_usd_per_hour is not None:
@@ -546,8 +563,13 @@ def plan_constraint_slacks(
         slack = constraints.budget_usd_per_hour - cost
         slacks.append(
             ConstraintSlack(
-                family="budget", name="budget", value=cost, limit=constraints.budget_usd_per_hour,
-                slack=slack, unit="usd_per_hour", binding=_binds(slack, step),
+                family="budget",
+                name="budget",
+                value=cost,
+                limit=constraints.budget_usd_per_hour,
+                slack=slack,
+                unit="usd_per_hour",
+                binding=_binds(slack, step),
             )
         )
     for gpu, limit in sorted(constraints.inventory.items()):  # every limit the request set, used or not
@@ -555,8 +577,13 @@ def plan_constraint_slacks(
         step = min((c.gpus_per_replica for c in addable if c.gpu == gpu), default=math.inf)
         slacks.append(
             ConstraintSlack(
-                family="gpu_inventory", name=constraint_name("gpu_inventory", gpu), value=used, limit=limit,
-                slack=limit - used, unit="gpus", binding=_binds(limit - used, step),
+                family="gpu_inventory",
+                name=constraint_name("gpu_inventory", gpu),
+                value=used,
+                limit=limit,
+                slack=limit - used,
+                unit="gpus",
+                binding=_binds(limit - used, step),
             )
         )
     return tuple(slacks)
@@ -604,9 +631,7 @@ def diagnose_infeasible_plan(
     for family in _present_families(constraints):
         objective = _OBJECTIVE_FOR_RELAXATION[family]
         relax = frozenset() if family == "gpu_inventory" else frozenset({family})
-        problem, decisions = build_plan_problem(
-            candidates, arrival_rate_rps, constraints, objective=objective, relax=relax
-        )
+        problem, decisions = build_plan_problem(candidates, arrival_rate_rps, constraints, objective=objective, relax=relax)
         if solve(problem, time_limit_s=time_limit_s, solver_name=solver_name).status in ("infeasible", "no_solution"):
             continue
         relaxations.append(_relaxation(family, constraints, decisions))
@@ -620,9 +645,7 @@ def diagnose_infeasible_plan(
             relaxations=[],
         )
     first = relaxations[0]
-    return InfeasiblePlanError(
-        str(first["detail"]), constraint=first["constraint"], relaxation=first, relaxations=relaxations
-    )
+    return InfeasiblePlanError(str(first["detail"]), constraint=first["constraint"], relaxation=first, relaxations=relaxations)
 
 
 def _relaxation(family: str, constraints: PlanConstraints, decisions: PlanDecisions) -> dict[str, object]:

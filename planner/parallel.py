@@ -42,8 +42,7 @@ def check_tensor_parallel(gpu: GpuSpec, model: ModelSpec, tp: int) -> None:
         raise PlannerInputError(f"tp must be >= 1, got {tp}", tp=tp)
     if tp > gpu.gpus_per_node:
         raise UnsupportedConfigurationError(
-            f"tp={tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.slug} node; "
-            "tensor parallelism stays inside a node",
+            f"tp={tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.slug} node; tensor parallelism stays inside a node",
             tp=tp,
             gpus_per_node=gpu.gpus_per_node,
             valid_tp=list(valid_tensor_parallel_degrees(gpu, model)),
@@ -89,7 +88,9 @@ def comm_s_per_token(gpu: GpuSpec, model: ModelSpec, tp: int, activation_bytes: 
     """All-reduce bandwidth time per new token per step: two all-reduces per layer of hidden·activation bytes."""
     if tp <= 1:
         return 0.0
-    return 2 * model.layers * 2.0 * (tp - 1) / tp * model.hidden_size * activation_bytes / gpu.interconnect_bytes_per_s  # 2 per layer × L × ring bytes / link
+    return (
+        2 * model.layers * 2.0 * (tp - 1) / tp * model.hidden_size * activation_bytes / gpu.interconnect_bytes_per_s
+    )  # 2 per layer × L × ring bytes / link
 
 
 def comm_latency_s(gpu: GpuSpec, model: ModelSpec, tp: int) -> float:

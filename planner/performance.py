@@ -55,7 +55,9 @@ MAX_KNEE_BATCH = 2**40
 def attention_flops_per_context_token(model: ModelSpec) -> float:
     """FLOPs one new token spends per context token it attends to, over all layers."""
     if model.mla is not None:
-        return 2 * model.layers * model.attention_heads * (2 * model.mla.kv_lora_rank + model.mla.rope_head_dim)  # L × H × (QK over r+rope, PV over r) × 2
+        return (
+            2 * model.layers * model.attention_heads * (2 * model.mla.kv_lora_rank + model.mla.rope_head_dim)
+        )  # L × H × (QK over r+rope, PV over r) × 2
     return 4 * model.layers * model.attention_heads * model.head_dim  # L × H × d × (QKᵀ + PV) × 2
 
 
@@ -165,9 +167,7 @@ class DecodeStep:
     fits_in_memory: bool
 
 
-def decode_step(
-    step_model: StepModel, *, batch: int, context_tokens: int, kv_capacity_tokens: int | None = None
-) -> DecodeStep:
+def decode_step(step_model: StepModel, *, batch: int, context_tokens: int, kv_capacity_tokens: int | None = None) -> DecodeStep:
     """Decode step for `batch` sequences at `context_tokens`: step_s(B, B·c, B·c)."""
     if batch < 1:
         raise PlannerInputError(f"batch must be >= 1, got {batch}", batch=batch)
@@ -247,7 +247,9 @@ def _ceiling_tokens_per_s(step_model: StepModel, context_tokens: int) -> float:
         step_model.flops_per_token + context_tokens * step_model.attention_flops_per_context_token
     ) / step_model.compute_flops_per_s
     hi, lo = max(memory_per_sequence_s, compute_per_sequence_s), min(memory_per_sequence_s, compute_per_sequence_s)
-    return 1.0 / (hi + (1.0 - step_model.memory_compute_overlap) * lo + step_model.comm_s_per_token)  # 1 / marginal step time per sequence
+    return 1.0 / (
+        hi + (1.0 - step_model.memory_compute_overlap) * lo + step_model.comm_s_per_token
+    )  # 1 / marginal step time per sequence
 
 
 def _knee_batch(step_model: StepModel, context_tokens: int, ceiling: float) -> int:

@@ -216,8 +216,12 @@ class StepModelSection:
 
     @classmethod
     def of(cls, sm: StepModel, *, formula: str) -> StepModelSection:
-        return cls(**{name: getattr(sm, name) for name in STEP_MODEL_FIELDS}, weight_bytes=sm.weight_bytes,
-                   break_even_flops_per_byte=sm.break_even_flops_per_byte, formula=formula)
+        return cls(
+            **{name: getattr(sm, name) for name in STEP_MODEL_FIELDS},
+            weight_bytes=sm.weight_bytes,
+            break_even_flops_per_byte=sm.break_even_flops_per_byte,
+            formula=formula,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -44,7 +44,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -70,6 +70,7 @@ from planner.errors import (
 )
 from planner.memory import kv_bytes_per_request, weight_bytes
 from planner.optimizer import Candidate, PlanConstraints, PlanSolution, solve_plan
+from planner.performance import decode_step, prefill
 from planner.plan_result import (
     AddReplica,
     Adjustment,
@@ -106,7 +107,6 @@ from planner.plan_result import (
     VerificationRow,
     as_dict,
 )
-from planner.performance import decode_step, prefill
 from planner.queueing import PercentileBounds, Prediction, max_rps_at_slo, predict, saturation_rps, screen
 from planner.rate_search import Bracket
 from planner.simulator import simulate
@@ -294,7 +294,9 @@ class _PredictionCache:
             if len(self._answers) > self._maxsize:
                 self._answers.popitem(last=False)
 
-    def prediction(self, sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, percentile: float) -> Prediction:
+    def prediction(
+        self, sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, percentile: float
+    ) -> Prediction:
         key = (sm, mix, serving, capacity, rate_rps, percentile)
         found = self._find(key)
         if isinstance(found, Prediction):
@@ -303,7 +305,9 @@ class _PredictionCache:
         self._keep(key, prediction)
         return prediction
 
-    def screened(self, sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, slo: Slo) -> Prediction | PercentileBounds:
+    def screened(
+        self, sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, slo: Slo
+    ) -> Prediction | PercentileBounds:
         key = (sm, mix, serving, capacity, rate_rps, slo.percentile)
         found = self._find(key)
         if isinstance(found, Prediction) or (found is not None and found.prove_missed(slo)):
@@ -320,7 +324,9 @@ class _PredictionCache:
 _PREDICTIONS = _PredictionCache(maxsize=16384)
 
 
-def _cached_prediction(sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, percentile: float) -> Prediction:
+def _cached_prediction(
+    sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, percentile: float
+) -> Prediction:
     return _PREDICTIONS.prediction(sm, mix, serving, capacity, rate_rps, percentile)
 
 
@@ -389,8 +395,13 @@ def _replicas(rate_rps: float, arrival_rate_rps: float, constraints: PlanConstra
 
 def _limits_key(constraints: PlanConstraints) -> tuple[Any, ...]:
     """What of the limits the closed-form bounds depend on, hashable (the inventory is a read-only mapping)."""
-    return (constraints.max_gpus, constraints.budget_usd_per_hour, constraints.min_replicas, constraints.n_plus_one,
-            tuple(sorted(constraints.inventory.items())))
+    return (
+        constraints.max_gpus,
+        constraints.budget_usd_per_hour,
+        constraints.min_replicas,
+        constraints.n_plus_one,
+        tuple(sorted(constraints.inventory.items())),
+    )
 
 
 def _refused_by(gpu: str, gpus: int, cost: float, constraints: PlanConstraints) -> str | None:
@@ -403,13 +414,20 @@ def _refused_by(gpu: str, gpus: int, cost: float, constraints: PlanConstraints) 
     return None
 
 
-def single_plan(option: Option, mu_rps: float, saturation: float, arrival_rate_rps: float, constraints: PlanConstraints) -> SinglePlan:
+def single_plan(
+    option: Option, mu_rps: float, saturation: float, arrival_rate_rps: float, constraints: PlanConstraints
+) -> SinglePlan:
     replicas = _replicas(mu_rps, arrival_rate_rps, constraints)
     gpus = replicas * option.group.tp
     cost = replicas * option.group.price_usd_per_hour
     return SinglePlan(
-        option=option, mu_rps=mu_rps, saturation_rps=saturation, replicas=replicas, gpus=gpus,
-        cost_usd_per_hour=cost, refused=_refused_by(option.group.gpu.slug, gpus, cost, constraints),
+        option=option,
+        mu_rps=mu_rps,
+        saturation_rps=saturation,
+        replicas=replicas,
+        gpus=gpus,
+        cost_usd_per_hour=cost,
+        refused=_refused_by(option.group.gpu.slug, gpus, cost, constraints),
     )
 
 
@@ -454,7 +472,9 @@ class _Outcome:
 
     best: SinglePlan | None = None
     priced: list[SinglePlan] = field(default_factory=list)
-    slo_drops: dict[str, tuple[str, str, float | None]] = field(default_factory=dict)  # option id → (constraint, reason, predicted)
+    slo_drops: dict[str, tuple[str, str, float | None]] = field(
+        default_factory=dict
+    )  # option id → (constraint, reason, predicted)
     limit_drops: dict[str, str] = field(default_factory=dict)  # option id → family
     skipped: dict[str, float] = field(default_factory=dict)  # option id → cost lower bound, left at the evaluation limit
     #: what was still queued when the bound stopped the search (cost bound, GPUs, id, stage); only
@@ -482,10 +502,14 @@ class _Planner:
         self._passes: dict[str, list[tuple[Slo, float, int]]] = {}
         #: options whose rates the simulator lowered below the queueing model's
         self.simulator_corrected: set[str] = set()
-        self._initial: dict[tuple[float, tuple[Any, ...]], tuple[list[tuple[float, int, str, int]], dict[str, str], dict[str, tuple[str, str, float | None]]]] = {}
+        self._initial: dict[
+            tuple[float, tuple[Any, ...]],
+            tuple[list[tuple[float, int, str, int]], dict[str, str], dict[str, tuple[str, str, float | None]]],
+        ] = {}
 
-    def simulated(self, option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo,
-                  request: PlanningRequest) -> dict[str, Any]:
+    def simulated(
+        self, option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, request: PlanningRequest
+    ) -> dict[str, Any]:
         """The simulator's verdict on `replicas` of `option` sharing `rate_rps` (one replica at its
         share, as `_verify`), run once per request for each configuration, load and SLO."""
         key = (option.id, rate_rps, replicas, slo)
@@ -495,8 +519,9 @@ class _Planner:
             self._simulations[key] = report
         return report
 
-    def simulator_agrees(self, option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo,
-                         request: PlanningRequest) -> tuple[bool, dict[str, Any] | None]:
+    def simulator_agrees(
+        self, option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, request: PlanningRequest
+    ) -> tuple[bool, dict[str, Any] | None]:
         """Whether the simulator agrees `replicas` of `option` meet `slo` at `rate_rps`, and its report
         when one was run. A pass already seen at a per-replica rate at least as high, under an SLO at
         least as strict (and the same replica count's arrival variability), settles it without
@@ -569,7 +594,9 @@ class _Planner:
         sm, serving, capacity = option.group.step_model, _serving(option), option.group.kv_capacity_tokens
         try:
             if exact_slack:
-                answer: Prediction | PercentileBounds = _PREDICTIONS.prediction(sm, self.mix, serving, capacity, rate_rps, slo.percentile)
+                answer: Prediction | PercentileBounds = _PREDICTIONS.prediction(
+                    sm, self.mix, serving, capacity, rate_rps, slo.percentile
+                )
             else:
                 answer = _PREDICTIONS.screened(sm, self.mix, serving, capacity, rate_rps, slo)
         except ConvergenceError as exc:
@@ -577,14 +604,18 @@ class _Planner:
             facts.missed_rps = 0.0
             return False
         self.predictions += 1
-        excess = answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else _excess(answer, slo)  # bounds: a lower bound, > 0
+        excess = (
+            answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else _excess(answer, slo)
+        )  # bounds: a lower bound, > 0
         return facts.record(rate_rps, excess)
 
     def fewest_replicas_bound(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int:
         """No fewer replicas can meet the SLOs: λ/r must stay below the lowest rate known to miss."""
         return math.floor(arrival_rate_rps / self._facts(option, slo).missed_rps * (1 + 1e-12)) + 1
 
-    def refine(self, option: Option, slo: Slo, arrival_rate_rps: float, *, beat_at_most: int | None = None) -> int | tuple[str, str, float | None] | None:
+    def refine(
+        self, option: Option, slo: Slo, arrival_rate_rps: float, *, beat_at_most: int | None = None
+    ) -> int | tuple[str, str, float | None] | None:
         """One step of the lazy search: the fewest replicas when already decided, else one prediction
         and None, so the caller re-queues the option at its raised bound. The prediction is at the
         bound first; then, when a plan to beat is known, at the most replicas that would still beat it
@@ -652,13 +683,18 @@ class _Planner:
         return high
 
     def _why_never(self, option: Option, slo: Slo, rate_rps: float) -> tuple[str, str, float | None]:
-        prediction = _cached_prediction(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens,
-                                        rate_rps, slo.percentile)
+        prediction = _cached_prediction(
+            option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens, rate_rps, slo.percentile
+        )
         metric = max(_slo_targets(slo), key=lambda m: _predicted_at(prediction, m) / _slo_targets(slo)[m])
         predicted = _predicted_at(prediction, metric)
         target = _slo_targets(slo)[metric]
-        return (metric, f"p{slo.percentile:g} {metric.upper()} is {predicted * MS_PER_S:.4g} ms even at vanishing load, "
-                        f"above the {target * MS_PER_S:.4g} ms target", predicted)
+        return (
+            metric,
+            f"p{slo.percentile:g} {metric.upper()} is {predicted * MS_PER_S:.4g} ms even at vanishing load, "
+            f"above the {target * MS_PER_S:.4g} ms target",
+            predicted,
+        )
 
     def max_rate(self, option: Option, slo: Slo, *, curve: bool = False) -> tuple[float, float]:
         """A bracket [met, missed) around μ, narrowed by regula falsi to MU_RELATIVE_TOLERANCE (planner/rate_search.py).
@@ -675,8 +711,15 @@ class _Planner:
             self.meets(option, slo, facts.next_probe(), exact_slack=True)
         return facts.met_rps, facts.missed_rps
 
-    def search(self, slo: Slo, arrival_rate_rps: float, constraints: PlanConstraints, *, below_usd_per_hour: float = math.inf,
-               only: Callable[[Option], bool] | None = None) -> _Outcome:
+    def search(
+        self,
+        slo: Slo,
+        arrival_rate_rps: float,
+        constraints: PlanConstraints,
+        *,
+        below_usd_per_hour: float = math.inf,
+        only: Callable[[Option], bool] | None = None,
+    ) -> _Outcome:
         """Branch and bound for the cheapest single configuration (then the fewest GPUs, then the
         smallest candidate id); with `below_usd_per_hour`, only plans strictly cheaper than that count;
         with `only`, only the options it accepts (one GPU type or precision of the alternatives)."""
@@ -707,16 +750,24 @@ class _Planner:
                 break
             option = by_id[option_id]
             if stage == 0:
-                self._push(heap, option, min(self.saturation(option), self._facts(option, slo).missed_rps), 1,
-                           arrival_rate_rps, constraints, out)
+                self._push(
+                    heap,
+                    option,
+                    min(self.saturation(option), self._facts(option, slo).missed_rps),
+                    1,
+                    arrival_rate_rps,
+                    constraints,
+                    out,
+                )
                 continue
             if out.root_finds >= MAX_EVALUATIONS:
                 out.exhaustive = False
                 out.skipped[option_id] = cost_lb
                 continue
             out.root_finds += 1
-            beat_at_most = (_largest_beating(option, constraints, (best_cost, best_gpus, best_id))
-                            if math.isfinite(best_cost) else None)
+            beat_at_most = (
+                _largest_beating(option, constraints, (best_cost, best_gpus, best_id)) if math.isfinite(best_cost) else None
+            )
             value = self.refine(option, slo, arrival_rate_rps, beat_at_most=beat_at_most)
             if isinstance(value, tuple):
                 out.slo_drops[option_id] = value
@@ -747,7 +798,9 @@ class _Planner:
             self._arrays = (bound, price, tp, (bound > 0) & np.isfinite(bound))
         return self._arrays
 
-    def _initial_heap(self, arrival_rate_rps: float, constraints: PlanConstraints, out: _Outcome) -> list[tuple[float, int, str, int]]:
+    def _initial_heap(
+        self, arrival_rate_rps: float, constraints: PlanConstraints, out: _Outcome
+    ) -> list[tuple[float, int, str, int]]:
         """Every option at its closed-form bound, as `_push` at stage 0 would queue them one by one,
         computed for all options at once (a plan has ~2,000) and heapified."""
         options = self.options
@@ -755,14 +808,17 @@ class _Planner:
         for index in np.flatnonzero(~usable).tolist():
             out.slo_drops[options[index].id] = ("kv_cache", "no sustainable rate: the replica cannot run one request", None)
         needed = np.ceil(arrival_rate_rps / np.where(usable, bound, 1.0) * (1 - 1e-12))  # ⌈λ/μ⌉, as _replicas
-        replicas = np.maximum(np.maximum(needed + (1 if constraints.n_plus_one else 0), constraints.min_replicas), 1).astype(np.int64)
+        replicas = np.maximum(np.maximum(needed + (1 if constraints.n_plus_one else 0), constraints.min_replicas), 1).astype(
+            np.int64
+        )
         gpus, cost = replicas * tp, replicas * price
         # the family _refused_by names first wins: max_gpus, then budget, then the inventory
         families = ("", "gpu_inventory", "budget", "max_gpus")
         refused = np.zeros(len(options), dtype=np.int8)
         if constraints.inventory:
-            stock = np.fromiter((constraints.inventory.get(o.group.gpu.slug, math.inf) for o in options), dtype=float,
-                                count=len(options))
+            stock = np.fromiter(
+                (constraints.inventory.get(o.group.gpu.slug, math.inf) for o in options), dtype=float, count=len(options)
+            )
             refused[gpus > stock] = 1
         if constraints.budget_usd_per_hour is not None:
             refused[cost > constraints.budget_usd_per_hour * (1 + _COST_TOLERANCE)] = 2
@@ -778,8 +834,15 @@ class _Planner:
         return heap
 
     @staticmethod
-    def _push(heap: list[tuple[float, int, str, int]], option: Option, rate_bound: float, stage: int,
-              arrival_rate_rps: float, constraints: PlanConstraints, out: _Outcome) -> None:
+    def _push(
+        heap: list[tuple[float, int, str, int]],
+        option: Option,
+        rate_bound: float,
+        stage: int,
+        arrival_rate_rps: float,
+        constraints: PlanConstraints,
+        out: _Outcome,
+    ) -> None:
         if not (rate_bound > 0 and math.isfinite(rate_bound)):
             out.slo_drops[option.id] = ("kv_cache", "no sustainable rate: the replica cannot run one request", None)
             return
@@ -795,8 +858,9 @@ class _Planner:
             return
         heapq.heappush(heap, (cost, gpus, option.id, stage))
 
-    def best_per_group(self, slo: Slo, *, ceiling_usd_per_hour: float = math.inf,
-                       arrival_rate_rps: float = 0.0) -> tuple[dict[tuple[str, str, str, int], tuple[Option, float]], dict[str, tuple[str, str, float | None]]]:
+    def best_per_group(
+        self, slo: Slo, *, ceiling_usd_per_hour: float = math.inf, arrival_rate_rps: float = 0.0
+    ) -> tuple[dict[tuple[str, str, str, int], tuple[Option, float]], dict[str, tuple[str, str, float | None]]]:
         """For a mixed fleet: each group's option with the largest μ (equal price and GPUs, so the
         others are dominated), searched in order of the saturation bound; an option that misses at
         the largest μ found so far in its group is dominated and costs no root-find.
@@ -850,10 +914,15 @@ def _describe(gpu: str, weights: str, kv: str, tp: int | None) -> str:
     return f"{gpu}, {precision}" + ("" if tp is None else f", tp {tp}")
 
 
-def _infeasible_from_drops(drops: Sequence[Drop], slo: Slo, slo_predicted: Sequence[tuple[str, float, str]]) -> InfeasiblePlanError:
+def _infeasible_from_drops(
+    drops: Sequence[Drop], slo: Slo, slo_predicted: Sequence[tuple[str, float, str]]
+) -> InfeasiblePlanError:
     """No candidate survives: name the constraint and the smallest relaxation that would admit one."""
-    latency = [(d.constraint, d.bound_s, _describe(d.gpu, d.weights_precision, d.kv_precision, d.tp)) for d in drops
-               if d.constraint in ("ttft", "tpot", "e2e") and d.bound_s is not None]
+    latency = [
+        (d.constraint, d.bound_s, _describe(d.gpu, d.weights_precision, d.kv_precision, d.tp))
+        for d in drops
+        if d.constraint in ("ttft", "tpot", "e2e") and d.bound_s is not None
+    ]
     latency += list(slo_predicted)
     if latency:
         by_metric: dict[str, tuple[float, str]] = {}
@@ -887,7 +956,10 @@ def _infeasible_from_drops(drops: Sequence[Drop], slo: Slo, slo_predicted: Seque
     first = drops[0] if drops else None
     return InfeasiblePlanError(
         "no allowed configuration can serve this model: "
-        + ("; ".join(sorted({f"{_describe(d.gpu, d.weights_precision, d.kv_precision, d.tp)}: {d.reason}" for d in drops})[:6]) or "nothing to plan with"),
+        + (
+            "; ".join(sorted({f"{_describe(d.gpu, d.weights_precision, d.kv_precision, d.tp)}: {d.reason}" for d in drops})[:6])
+            or "nothing to plan with"
+        ),
         constraint=first.constraint if first else "candidates",
     )
 
@@ -913,15 +985,24 @@ def _per_replica_cv(arrival_cv: float, replicas: int) -> float:
     return math.sqrt(arrival_cv**2 / replicas + (replicas - 1) / replicas)
 
 
-def _prediction(option: Option, workload: Workload, rate_rps: float, replicas: int, percentile: float, *, curve: bool) -> Prediction:
+def _prediction(
+    option: Option, workload: Workload, rate_rps: float, replicas: int, percentile: float, *, curve: bool
+) -> Prediction:
     serving = _serving(option, replicas)
-    return predict(option.group.step_model, workload.at_rate(rate_rps), serving,
-                   kv_capacity_tokens=option.group.kv_capacity_tokens, percentile=percentile, curve=curve)
+    return predict(
+        option.group.step_model,
+        workload.at_rate(rate_rps),
+        serving,
+        kv_capacity_tokens=option.group.kv_capacity_tokens,
+        percentile=percentile,
+        curve=curve,
+    )
 
 
 @lru_cache(maxsize=512)
-def _simulated_share(sm: StepModel, per_replica: Workload, serving: Serving, capacity: int, requests: int,
-                     seed: int) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+def _simulated_share(
+    sm: StepModel, per_replica: Workload, serving: Serving, capacity: int, requests: int, seed: int
+) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
     """One replica simulated at its share of the traffic: the result and its measured (post warm-up)
     TTFT, TPOT and E2E samples. A pure function of frozen inputs, shared by every request in the
     process (an impossible request's advice re-plans the same configurations at the same loads)."""
@@ -935,12 +1016,19 @@ def _simulated_share(sm: StepModel, per_replica: Workload, serving: Serving, cap
     return (result, *samples)
 
 
-def _verify(option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, requests: int, seed: int) -> dict[str, Any]:
+def _verify(
+    option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, requests: int, seed: int
+) -> dict[str, Any]:
     """Simulate one replica at its share of the traffic (random split) and compare with the SLOs."""
-    per_replica = Workload(arrival_rate_rps=rate_rps / replicas, prompt_tokens=workload.prompt_tokens,
-                           output_tokens=workload.output_tokens, arrival_cv=_per_replica_cv(workload.arrival_cv, replicas))
-    result, ttft, tpot, e2e = _simulated_share(option.group.step_model, per_replica, _serving(option),
-                                               option.group.kv_capacity_tokens, requests, seed)
+    per_replica = Workload(
+        arrival_rate_rps=rate_rps / replicas,
+        prompt_tokens=workload.prompt_tokens,
+        output_tokens=workload.output_tokens,
+        arrival_cv=_per_replica_cv(workload.arrival_cv, replicas),
+    )
+    result, ttft, tpot, e2e = _simulated_share(
+        option.group.step_model, per_replica, _serving(option), option.group.kv_capacity_tokens, requests, seed
+    )
     values = {
         "ttft": float(np.percentile(ttft, slo.percentile)),
         "tpot": float(np.percentile(tpot, slo.percentile)) if tpot.size else 0.0,
@@ -974,10 +1062,18 @@ def _verify(option: Option, workload: Workload, rate_rps: float, replicas: int, 
 
 def _row(option: Option, replicas: int, mu: float, saturation: float, offered: float) -> FleetRow:
     return FleetRow(
-        gpu=option.group.gpu.slug, tp=option.group.tp, replicas=replicas, gpus=replicas * option.group.tp,
-        weights_precision=option.group.precision.weights.slug, kv_precision=option.group.precision.kv_cache.slug,
-        batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens, max_rps_at_slo=mu, saturation_rps=saturation,
-        offered_rps=offered, target_rho=offered / replicas / saturation,  # per-replica rate / per-replica saturation
+        gpu=option.group.gpu.slug,
+        tp=option.group.tp,
+        replicas=replicas,
+        gpus=replicas * option.group.tp,
+        weights_precision=option.group.precision.weights.slug,
+        kv_precision=option.group.precision.kv_cache.slug,
+        batch_limit=option.batch_limit,
+        chunk_tokens=option.chunk_tokens,
+        max_rps_at_slo=mu,
+        saturation_rps=saturation,
+        offered_rps=offered,
+        target_rho=offered / replicas / saturation,  # per-replica rate / per-replica saturation
         cost_usd_per_hour=replicas * option.group.price_usd_per_hour,
     )
 
@@ -988,8 +1084,14 @@ def _configuration(option: Option) -> Configuration:
 
 def _config(option: Option) -> dict[str, Any]:
     g = option.group
-    return {"gpu": g.gpu.slug, "tp": g.tp, "weights_precision": g.precision.weights.slug,
-            "kv_precision": g.precision.kv_cache.slug, "batch_limit": option.batch_limit, "chunk_tokens": option.chunk_tokens}
+    return {
+        "gpu": g.gpu.slug,
+        "tp": g.tp,
+        "weights_precision": g.precision.weights.slug,
+        "kv_precision": g.precision.kv_cache.slug,
+        "batch_limit": option.batch_limit,
+        "chunk_tokens": option.chunk_tokens,
+    }
 
 
 # --- the plan ----------------------------------------------------------------------------------------
@@ -1016,9 +1118,15 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     started = time.perf_counter()
     workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
-    groups, drops = enumerate_groups(model=inputs.model, gpus=inputs.gpus, precisions=inputs.precisions,
-                                     workload=workload, slo=slo, tp_degrees=request.tp_degrees,
-                                     min_confidence=constraints.min_confidence)
+    groups, drops = enumerate_groups(
+        model=inputs.model,
+        gpus=inputs.gpus,
+        precisions=inputs.precisions,
+        workload=workload,
+        slo=slo,
+        tp_degrees=request.tp_degrees,
+        min_confidence=constraints.min_confidence,
+    )
     options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())
@@ -1044,15 +1152,19 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             raise InfeasiblePlanError(
                 f"the simulator finds the SLOs missed at every plan the search proposed ({len(verified.adjustments)} "
                 "tried); the SLOs are too close to what these configurations reach at this load",
-                constraint="verification", adjustments=[as_dict(a) for a in verified.adjustments],
+                constraint="verification",
+                adjustments=[as_dict(a) for a in verified.adjustments],
             )
         # μ for the MILP: the largest per-replica rate verified to meet the SLOs — within 1 % of μ for
         # the cheapest candidate, λ/r for the others (enough to decide their replica counts; a
         # larger μ could only make the winner win by more).
         best = outcome.best
         refined = planner.max_rate(best.option, slo, curve=True)[0] if best is not None else None
-        pool = [(p.option, refined if refined is not None and p.option is best.option else p.mu_rps)
-                for p in outcome.priced if best is None or p.option is best.option or p.cost_usd_per_hour > best.cost_usd_per_hour]
+        pool = [
+            (p.option, refined if refined is not None and p.option is best.option else p.mu_rps)
+            for p in outcome.priced
+            if best is None or p.option is best.option or p.cost_usd_per_hour > best.cost_usd_per_hour
+        ]
         slo_failures = outcome.slo_drops
     if not pool:
         if outcome.limit_drops and not slo_failures:
@@ -1061,10 +1173,14 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             families = sorted(set(outcome.limit_drops.values()))
             raise InfeasiblePlanError(
                 f"every allowed configuration breaks {' or '.join(families)} at the replicas the SLOs need",
-                constraint=families[0], families=families,
+                constraint=families[0],
+                families=families,
             )
-        predicted = [(c, pred, _describe(*by_id[i].group.key)) for i, (c, _, pred) in slo_failures.items()
-                     if pred is not None and c in ("ttft", "tpot", "e2e")]
+        predicted = [
+            (c, pred, _describe(*by_id[i].group.key))
+            for i, (c, _, pred) in slo_failures.items()
+            if pred is not None and c in ("ttft", "tpot", "e2e")
+        ]
         raise _infeasible_from_drops(drops, slo, predicted)
 
     candidates = [_candidate(opt, mu, planner) for opt, mu in pool]
@@ -1072,16 +1188,19 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     solution = solve_plan(candidates, lam, constraints, time_limit_s=request.solver_time_limit_s)
     solve_ms = (time.perf_counter() - solve_started) * MS_PER_S
 
-    rows = [_row(by_id[r.candidate.id], r.replicas, r.candidate.max_rps_at_slo, r.candidate.saturation_rps, r.offered_rps)
-            for r in solution.rows]
+    rows = [
+        _row(by_id[r.candidate.id], r.replicas, r.candidate.max_rps_at_slo, r.candidate.saturation_rps, r.offered_rps)
+        for r in solution.rows
+    ]
     adjustments: list[Adjustment] = []
     verification: dict[str, Any] | None = None
     if verified is not None:
         adjustments = verified.adjustments
         if verified.report is not None:
             main_row = max(rows, key=lambda r: r.offered_rps)
-            report = planner.simulated(by_id[candidate_id_of(main_row)], workload, main_row.offered_rps, main_row.replicas,
-                                       slo, request)
+            report = planner.simulated(
+                by_id[candidate_id_of(main_row)], workload, main_row.offered_rps, main_row.replicas, slo, request
+            )
             verification = dict(report)
             verification["rows"] = [{"gpu": r.gpu, "replicas": r.replicas, "meets_slo": report["meets_slo"]} for r in rows]
     elif request.verify:
@@ -1102,15 +1221,22 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             raise InfeasiblePlanError(
                 "the simulator finds the SLOs missed at every mixed fleet and single configuration the search proposed; "
                 "the SLOs are too close to what these configurations reach at this load",
-                constraint="verification", adjustments=[as_dict(a) for a in single.adjustments],
+                constraint="verification",
+                adjustments=[as_dict(a) for a in single.adjustments],
             )
         if single.best is not None and single.report is not None:
             best = single.best
             mu = planner.max_rate(best.option, slo)[0]
             rows = [_row(best.option, best.replicas, max(mu, lam / best.replicas), planner.saturation(best.option), lam)]
-            adjustments = [*adjustments, *single.adjustments,
-                           SingleConfiguration(to=_configuration(best.option), replicas=best.replicas,
-                                               because="after verification one configuration alone is cheaper than the mixed fleet")]
+            adjustments = [
+                *adjustments,
+                *single.adjustments,
+                SingleConfiguration(
+                    to=_configuration(best.option),
+                    replicas=best.replicas,
+                    because="after verification one configuration alone is cheaper than the mixed fleet",
+                ),
+            ]
             verification = dict(single.report)
             verification["rows"] = [{"gpu": rows[0].gpu, "replicas": rows[0].replicas, "meets_slo": True}]
             outcome = single.outcome
@@ -1124,8 +1250,14 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     main_option = by_id[candidate_id_of(main)]
     if workload.arrival_cv == 1.0 and len(rows) == 1:
         # a random split of Poisson arrivals is Poisson: one replica at λ/r, the very rate the search probed
-        prediction = _cached_prediction(main_option.group.step_model, planner.mix, _serving(main_option),
-                                        main_option.group.kv_capacity_tokens, lam / main.replicas, slo.percentile)
+        prediction = _cached_prediction(
+            main_option.group.step_model,
+            planner.mix,
+            _serving(main_option),
+            main_option.group.kv_capacity_tokens,
+            lam / main.replicas,
+            slo.percentile,
+        )
     else:
         prediction = _prediction(main_option, workload, main.offered_rps, main.replicas, slo.percentile, curve=False)
     mu_met, mu_missed = planner.max_rate(main_option, slo, curve=True)
@@ -1140,10 +1272,19 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
 
     record = None if verification is None else _verification_record(verification, adjustments, request.seed)
     if not request.explain:
-        return PlanResult(rows=tuple(rows), replicas=sum(r.replicas for r in rows), gpus_total=sum(r.gpus for r in rows),
-                          target_rho=lam / saturation_total, cost_usd_per_hour=cost, cost_usd_per_month=cost * HOURS_PER_MONTH,
-                          cost_usd_per_million_output_tokens=cost / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6,
-                          predicted=None, justification=None, verification=record, provenance=None)
+        return PlanResult(
+            rows=tuple(rows),
+            replicas=sum(r.replicas for r in rows),
+            gpus_total=sum(r.gpus for r in rows),
+            target_rho=lam / saturation_total,
+            cost_usd_per_hour=cost,
+            cost_usd_per_month=cost * HOURS_PER_MONTH,
+            cost_usd_per_million_output_tokens=cost / (output_tokens_per_s * SECONDS_PER_HOUR) * 1e6,
+            predicted=None,
+            justification=None,
+            verification=record,
+            provenance=None,
+        )
     justification = Justification(
         step_model=_step_model_section(main_option.group.step_model),
         memory=_memory_section(main_option, inputs.model, workload, prediction),
@@ -1153,9 +1294,14 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
         alternatives=_alternatives_section(context, outcome, main),
         sensitivity=_sensitivity_section(context, rows, (mu_met, mu_missed)),
         candidates=CandidatesSection(
-            enumerated=len(options), groups=len(groups), dropped_before_queueing=len(drops),
-            queueing_predictions=planner.predictions, queueing_root_finds=planner.root_finds, in_milp=len(candidates),
-            search_exhaustive=outcome.exhaustive, simulations=len(planner._simulations),
+            enumerated=len(options),
+            groups=len(groups),
+            dropped_before_queueing=len(drops),
+            queueing_predictions=planner.predictions,
+            queueing_root_finds=planner.root_finds,
+            in_milp=len(candidates),
+            search_exhaustive=outcome.exhaustive,
+            simulations=len(planner._simulations),
         ),
     )
     return PlanResult(
@@ -1193,15 +1339,23 @@ def _verification_record(report: Mapping[str, Any], adjustments: Sequence[Adjust
     ci = simulated["p99_ci_s"]
     return Verification(
         simulated=SimulatedFigures(
-            percentile=simulated["percentile"], ttft_s=_percentiles(simulated["ttft_s"]), tpot_s=_percentiles(simulated["tpot_s"]),
+            percentile=simulated["percentile"],
+            ttft_s=_percentiles(simulated["ttft_s"]),
+            tpot_s=_percentiles(simulated["tpot_s"]),
             e2e_s=_percentiles(simulated["e2e_s"]),
             p99_ci_s=P99Intervals(ttft=tuple(ci["ttft"]), tpot=tuple(ci["tpot"]), e2e=tuple(ci["e2e"])),  # type: ignore[arg-type]
-            mean_occupancy=simulated["mean_occupancy"], stable=simulated["stable"],
+            mean_occupancy=simulated["mean_occupancy"],
+            stable=simulated["stable"],
         ),
-        misses=tuple(report["misses"]), meets_slo=report["meets_slo"], requests_simulated=report["requests_simulated"],
-        replicas_simulated=report["replicas_simulated"], per_replica_rate_rps=report["per_replica_rate_rps"],
-        wall_time_s=report["wall_time_s"], rows=tuple(VerificationRow(**row) for row in report["rows"]),
-        adjustments=tuple(adjustments), seed=seed,
+        misses=tuple(report["misses"]),
+        meets_slo=report["meets_slo"],
+        requests_simulated=report["requests_simulated"],
+        replicas_simulated=report["replicas_simulated"],
+        per_replica_rate_rps=report["per_replica_rate_rps"],
+        wall_time_s=report["wall_time_s"],
+        rows=tuple(VerificationRow(**row) for row in report["rows"]),
+        adjustments=tuple(adjustments),
+        seed=seed,
     )
 
 
@@ -1222,9 +1376,17 @@ class _Verified:
     exhausted: bool = False
 
 
-def _verified_search(planner: _Planner, workload: Workload, slo: Slo, arrival_rate_rps: float,
-                     constraints: PlanConstraints, request: PlanningRequest, *,
-                     below_usd_per_hour: float = math.inf, infer: bool = False) -> _Verified:
+def _verified_search(
+    planner: _Planner,
+    workload: Workload,
+    slo: Slo,
+    arrival_rate_rps: float,
+    constraints: PlanConstraints,
+    request: PlanningRequest,
+    *,
+    below_usd_per_hour: float = math.inf,
+    infer: bool = False,
+) -> _Verified:
     """Branch and bound with the simulator in the loop: the search's cheapest plan is simulated at
     its load; a miss is recorded against that option (its rates from there up are never used again
     under this SLO) and the search runs again. Every other option's cost is a lower bound that the
@@ -1245,21 +1407,34 @@ def _verified_search(planner: _Planner, workload: Workload, slo: Slo, arrival_ra
             report = planner.simulated(best.option, workload, arrival_rate_rps, best.replicas, slo, request)
             agrees = bool(report["meets_slo"])
             if agrees:
-                planner.simulator_agrees(best.option, workload, arrival_rate_rps, best.replicas, slo, request)  # remember the pass
+                planner.simulator_agrees(
+                    best.option, workload, arrival_rate_rps, best.replicas, slo, request
+                )  # remember the pass
         if agrees:
             return _Verified(best=best, outcome=outcome, adjustments=adjustments, report=report)
         misses = ", ".join(report["misses"]) if report is not None else "an SLO"
         planner.record_simulated_miss(best.option, slo, arrival_rate_rps / best.replicas)
         outcome = planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below_usd_per_hour)
         moved = outcome.best
-        because = (f"simulated p{slo.percentile:g} missed ({misses}) at {best.replicas} "
-                   f"replica(s), {arrival_rate_rps / best.replicas:.4g} req/s each")
+        because = (
+            f"simulated p{slo.percentile:g} missed ({misses}) at {best.replicas} "
+            f"replica(s), {arrival_rate_rps / best.replicas:.4g} req/s each"
+        )
         if moved is not None and moved.option.id == best.option.id:
-            adjustments.append(AddReplica(configuration=_configuration(best.option), from_replicas=best.replicas,
-                                          to_replicas=moved.replicas, because=because))
+            adjustments.append(
+                AddReplica(
+                    configuration=_configuration(best.option),
+                    from_replicas=best.replicas,
+                    to_replicas=moved.replicas,
+                    because=because,
+                )
+            )
         else:
-            adjustments.append(NextCandidate(from_=_configuration(best.option),
-                                             to=None if moved is None else _configuration(moved.option), because=because))
+            adjustments.append(
+                NextCandidate(
+                    from_=_configuration(best.option), to=None if moved is None else _configuration(moved.option), because=because
+                )
+            )
     if outcome.best is None:
         return _Verified(best=None, outcome=outcome, adjustments=adjustments, report=None)
     return _Verified(best=None, outcome=outcome, adjustments=adjustments, report=None, exhausted=True)
@@ -1277,8 +1452,9 @@ class _Context:
     cost: float
 
 
-def _row_slacks(rows: Sequence[FleetRow], candidates: Sequence[Candidate], arrival_rate_rps: float,
-                constraints: PlanConstraints) -> tuple[Any, ...]:
+def _row_slacks(
+    rows: Sequence[FleetRow], candidates: Sequence[Candidate], arrival_rate_rps: float, constraints: PlanConstraints
+) -> tuple[Any, ...]:
     """The plan's constraint slacks at the replica counts of `rows` (after verification moved them)."""
     from planner.optimizer import plan_constraint_slacks
 
@@ -1289,15 +1465,20 @@ def _row_slacks(rows: Sequence[FleetRow], candidates: Sequence[Candidate], arriv
     return plan_constraint_slacks(chosen + others, arrival_rate_rps, constraints, replicas)
 
 
-def _predicted_section(prediction: Prediction, slo: Slo, main: FleetRow, output_tokens_per_s: float,
-                       verification: Verification | None) -> Predicted:
+def _predicted_section(
+    prediction: Prediction, slo: Slo, main: FleetRow, output_tokens_per_s: float, verification: Verification | None
+) -> Predicted:
     """The analytic percentiles at the plan's load and, per metric, the figure of record: the
     simulator's where the analytic model marks the point outside its validated region and the
     simulator ran, the queueing model's otherwise."""
+
     def analytic(metric: str) -> Percentiles:
         latency = getattr(prediction, metric)
-        return Percentiles(p50=latency.p50_s if latency else None, p99=latency.p99_s if latency else None,
-                           at_percentile=_predicted_at(prediction, metric))
+        return Percentiles(
+            p50=latency.p50_s if latency else None,
+            p99=latency.p99_s if latency else None,
+            at_percentile=_predicted_at(prediction, metric),
+        )
 
     use_simulator = verification is not None and not prediction.reliable
 
@@ -1311,12 +1492,19 @@ def _predicted_section(prediction: Prediction, slo: Slo, main: FleetRow, output_
     note = prediction.fidelity_note
     if verification is not None and use_simulator:
         reason = (note or "").removesuffix(" — use the simulator").removeprefix("outside the analytic model's validated region: ")
-        note = (f"the analytic model is outside its validated region here ({reason}); the figures of record are the "
-                f"simulator's ({verification.requests_simulated} requests)")
+        note = (
+            f"the analytic model is outside its validated region here ({reason}); the figures of record are the "
+            f"simulator's ({verification.requests_simulated} requests)"
+        )
     return Predicted(
-        percentile=slo.percentile, per_replica_rate_rps=main.offered_rps / main.replicas,
-        ttft_s=analytic("ttft"), tpot_s=analytic("tpot"), e2e_s=analytic("e2e"),
-        output_tokens_per_s=output_tokens_per_s, reliable=prediction.reliable, fidelity_note=note,
+        percentile=slo.percentile,
+        per_replica_rate_rps=main.offered_rps / main.replicas,
+        ttft_s=analytic("ttft"),
+        tpot_s=analytic("tpot"),
+        e2e_s=analytic("e2e"),
+        output_tokens_per_s=output_tokens_per_s,
+        reliable=prediction.reliable,
+        fidelity_note=note,
         of_record=FiguresOfRecord(ttft_s=of_record("ttft"), tpot_s=of_record("tpot"), e2e_s=of_record("e2e")),
     )
 
@@ -1324,13 +1512,25 @@ def _predicted_section(prediction: Prediction, slo: Slo, main: FleetRow, output_
 def candidate_id_of(row: FleetRow) -> str:
     from planner.optimizer import candidate_id
 
-    return candidate_id(gpu=row.gpu, weights_precision=row.weights_precision, kv_precision=row.kv_precision, tp=row.tp,
-                        batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
+    return candidate_id(
+        gpu=row.gpu,
+        weights_precision=row.weights_precision,
+        kv_precision=row.kv_precision,
+        tp=row.tp,
+        batch_limit=row.batch_limit,
+        chunk_tokens=row.chunk_tokens,
+    )
 
 
-def _verified_fleet(planner: _Planner, by_id: Mapping[str, Option], pool: Sequence[tuple[Option, float]], workload: Workload,
-                    slo: Slo, constraints: PlanConstraints, request: PlanningRequest
-                    ) -> tuple[PlanSolution, list[Candidate], list[FleetRow], dict[str, Any], list[Adjustment]]:
+def _verified_fleet(
+    planner: _Planner,
+    by_id: Mapping[str, Option],
+    pool: Sequence[tuple[Option, float]],
+    workload: Workload,
+    slo: Slo,
+    constraints: PlanConstraints,
+    request: PlanningRequest,
+) -> tuple[PlanSolution, list[Candidate], list[FleetRow], dict[str, Any], list[Adjustment]]:
     """A mixed fleet with the simulator in the loop, as `_verified_search` does for one configuration:
     every row is simulated at its share of the traffic; a row that misses has its rate recorded as
     missed, its μ narrowed below that rate with the queueing model, and the MILP solved again.
@@ -1344,8 +1544,10 @@ def _verified_fleet(planner: _Planner, by_id: Mapping[str, Option], pool: Sequen
         if not candidates:
             break
         solution = solve_plan(candidates, lam, constraints, time_limit_s=request.solver_time_limit_s)
-        rows = [_row(by_id[r.candidate.id], r.replicas, r.candidate.max_rps_at_slo, r.candidate.saturation_rps, r.offered_rps)
-                for r in solution.rows]
+        rows = [
+            _row(by_id[r.candidate.id], r.replicas, r.candidate.max_rps_at_slo, r.candidate.saturation_rps, r.offered_rps)
+            for r in solution.rows
+        ]
         reports = [planner.simulated(by_id[candidate_id_of(r)], workload, r.offered_rps, r.replicas, slo, request) for r in rows]
         failing = [(row, report) for row, report in zip(rows, reports, strict=True) if not report["meets_slo"]]
         if not failing:
@@ -1357,22 +1559,38 @@ def _verified_fleet(planner: _Planner, by_id: Mapping[str, Option], pool: Sequen
             option = by_id[candidate_id_of(row)]
             planner.record_simulated_miss(option, slo, row.offered_rps / row.replicas)
             mus[option.id] = _mu_below_miss(planner, option, slo)
-            adjustments.append(NextCandidate(
-                from_=_configuration(option), to=None,
-                because=(f"simulated p{slo.percentile:g} missed ({', '.join(report['misses'])}) at {row.replicas} replica(s), "
-                         f"{row.offered_rps / row.replicas:.4g} req/s each: the fleet is solved again below that rate")))
+            adjustments.append(
+                NextCandidate(
+                    from_=_configuration(option),
+                    to=None,
+                    because=(
+                        f"simulated p{slo.percentile:g} missed ({', '.join(report['misses'])}) at {row.replicas} replica(s), "
+                        f"{row.offered_rps / row.replicas:.4g} req/s each: the fleet is solved again below that rate"
+                    ),
+                )
+            )
     raise InfeasiblePlanError(
         f"the simulator finds the SLOs missed at every mixed fleet tried ({len(adjustments)} misses)",
-        constraint="verification", adjustments=[as_dict(a) for a in adjustments],
+        constraint="verification",
+        adjustments=[as_dict(a) for a in adjustments],
     )
 
 
 def _candidate(option: Option, mu: float, planner: _Planner) -> Candidate:
     g = option.group
-    return Candidate(id=option.id, gpu=g.gpu.slug, tp=g.tp, weights_precision=g.precision.weights.slug,
-                     kv_precision=g.precision.kv_cache.slug, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens,
-                     gpus_per_replica=g.tp, cost_usd_per_hour=g.price_usd_per_hour, max_rps_at_slo=mu,
-                     saturation_rps=max(planner.saturation(option), mu))
+    return Candidate(
+        id=option.id,
+        gpu=g.gpu.slug,
+        tp=g.tp,
+        weights_precision=g.precision.weights.slug,
+        kv_precision=g.precision.kv_cache.slug,
+        batch_limit=option.batch_limit,
+        chunk_tokens=option.chunk_tokens,
+        gpus_per_replica=g.tp,
+        cost_usd_per_hour=g.price_usd_per_hour,
+        max_rps_at_slo=mu,
+        saturation_rps=max(planner.saturation(option), mu),
+    )
 
 
 def _mu_below_miss(planner: _Planner, option: Option, slo: Slo) -> float:
@@ -1393,10 +1611,12 @@ def _step_model_section(sm: StepModel) -> StepModelSection:
     return StepModelSection.of(sm, formula=STEP_FORMULA)
 
 
-STEP_FORMULA = ("t_step = max(t_mem, t_compute) + (1 - overlap) * min(t_mem, t_compute) + t_comm + step_overhead_s; "
-                       "t_mem = (weight_bytes_read(n) + kv_tokens_read * kv_bytes_per_token) / memory_bandwidth_bytes_per_s; "
-                       "t_compute = (n * flops_per_token + attended_tokens * attention_flops_per_context_token) / compute_flops_per_s; "
-                       "t_comm = n * comm_s_per_token + comm_latency_s")
+STEP_FORMULA = (
+    "t_step = max(t_mem, t_compute) + (1 - overlap) * min(t_mem, t_compute) + t_comm + step_overhead_s; "
+    "t_mem = (weight_bytes_read(n) + kv_tokens_read * kv_bytes_per_token) / memory_bandwidth_bytes_per_s; "
+    "t_compute = (n * flops_per_token + attended_tokens * attention_flops_per_context_token) / compute_flops_per_s; "
+    "t_comm = n * comm_s_per_token + comm_latency_s"
+)
 
 
 def _memory_section(option: Option, model: ModelSpec, workload: Workload, prediction: Prediction) -> MemorySection:
@@ -1413,7 +1633,9 @@ def _memory_section(option: Option, model: ModelSpec, workload: Workload, predic
         concurrency_limit_by_kv=g.kv_slots,
         batch_limit=option.batch_limit,
         concurrency_limit=option.slots,
-        batch_limited_by=detail.slots_limited_by if detail else ("batch_limit" if option.batch_limit <= g.kv_slots else "kv_cache"),
+        batch_limited_by=detail.slots_limited_by
+        if detail
+        else ("batch_limit" if option.batch_limit <= g.kv_slots else "kv_cache"),
     )
 
 
@@ -1424,14 +1646,31 @@ def _roofline_section(option: Option, workload: Workload, prediction: Prediction
     rows: list[DecodeRoofline] = []
     for label, batch in (("batch_1", 1), ("at_plan_occupancy", max(1, round(occupancy))), ("at_concurrency_limit", option.slots)):
         d = decode_step(sm, batch=batch, context_tokens=context)
-        rows.append(DecodeRoofline(at=label, batch=batch, context_tokens=context, step_s=d.step_s, memory_s=d.memory_s,  # type: ignore[arg-type]
-                                   compute_s=d.compute_s, comm_s=d.comm_s, flops_per_byte=d.flops_per_byte_with_attention,
-                                   bound=d.bound, output_tokens_per_s=d.output_tokens_per_s))
+        rows.append(
+            DecodeRoofline(
+                at=label,
+                batch=batch,
+                context_tokens=context,
+                step_s=d.step_s,
+                memory_s=d.memory_s,  # type: ignore[arg-type]
+                compute_s=d.compute_s,
+                comm_s=d.comm_s,
+                flops_per_byte=d.flops_per_byte_with_attention,
+                bound=d.bound,
+                output_tokens_per_s=d.output_tokens_per_s,
+            )
+        )
     p = prefill(sm, max(1, round(workload.prompt_tokens.mean)))
     return RooflineSection(
         decode=tuple(rows),
-        prefill=PrefillRoofline(prompt_tokens=p.tokens, time_s=p.time_s, linear_time_s=p.linear_time_s,
-                                attention_time_s=p.attention_time_s, weight_read_s=p.weight_read_s, bound=p.bound),
+        prefill=PrefillRoofline(
+            prompt_tokens=p.tokens,
+            time_s=p.time_s,
+            linear_time_s=p.linear_time_s,
+            attention_time_s=p.attention_time_s,
+            weight_read_s=p.weight_read_s,
+            bound=p.bound,
+        ),
         break_even_flops_per_byte=sm.break_even_flops_per_byte,
     )
 
@@ -1443,16 +1682,22 @@ def _rho_curve(planner: _Planner, option: Option, slo: Slo, plan_rate_rps: float
     points: list[RhoPoint] = []
     for rate in rates:
         try:
-            p = _cached_prediction(option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens,
-                                   rate, slo.percentile)
+            p = _cached_prediction(
+                option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, rate, slo.percentile
+            )
         except ConvergenceError:
             continue  # a point the queueing model cannot solve is left out of the drawing, not guessed
-        points.append(RhoPoint(utilisation=rate / saturation, arrival_rate_rps=rate,
-                               ttft_s=_predicted_at(p, "ttft") if not p.unstable else None,
-                               tpot_s=_predicted_at(p, "tpot") if not p.unstable else None,
-                               e2e_s=_predicted_at(p, "e2e") if not p.unstable else None,
-                               meets_slo=_meets(p, slo),
-                               at="plan" if rate == plan_rate_rps else ("max_rps_at_slo" if rate == mu_rps else None)))
+        points.append(
+            RhoPoint(
+                utilisation=rate / saturation,
+                arrival_rate_rps=rate,
+                ttft_s=_predicted_at(p, "ttft") if not p.unstable else None,
+                tpot_s=_predicted_at(p, "tpot") if not p.unstable else None,
+                e2e_s=_predicted_at(p, "e2e") if not p.unstable else None,
+                meets_slo=_meets(p, slo),
+                at="plan" if rate == plan_rate_rps else ("max_rps_at_slo" if rate == mu_rps else None),
+            )
+        )
     return points
 
 
@@ -1471,8 +1716,9 @@ def _queueing_section(prediction: Prediction, slo: Slo, curve: list[RhoPoint]) -
         saturation_rps=q.saturation_rps,
         slots=q.slots,
         slots_limited_by=q.slots_limited_by,  # type: ignore[arg-type]
-        littles_law=LittlesLaw(occupancy=L, arrival_rate_rps=lam, time_in_service_s=W,
-                               check=f"L = λ·W: {L:.4g} = {lam:.4g} × {W:.4g}"),
+        littles_law=LittlesLaw(
+            occupancy=L, arrival_rate_rps=lam, time_in_service_s=W, check=f"L = λ·W: {L:.4g} = {lam:.4g} × {W:.4g}"
+        ),
         wait_probability=q.wait_probability,
         mean_wait_s=q.mean_wait_s,
         wait_at_percentile_s=q.wait_at_percentile_s,
@@ -1483,14 +1729,21 @@ def _queueing_section(prediction: Prediction, slo: Slo, curve: list[RhoPoint]) -
     )
 
 
-def _binding_section(ctx: _Context, solution: PlanSolution, main_option: Option, main: FleetRow,
-                     prediction: Prediction, mu_rps: float) -> tuple[BindingEntry, ...]:
+def _binding_section(
+    ctx: _Context, solution: PlanSolution, main_option: Option, main: FleetRow, prediction: Prediction, mu_rps: float
+) -> tuple[BindingEntry, ...]:
     planner, request = ctx.planner, ctx.request
     workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
     cost = ctx.cost  # the plan as returned, after verification
-    at_mu = _cached_prediction(main_option.group.step_model, planner.mix, _serving(main_option),
-                               main_option.group.kv_capacity_tokens, mu_rps, slo.percentile)
+    at_mu = _cached_prediction(
+        main_option.group.step_model,
+        planner.mix,
+        _serving(main_option),
+        main_option.group.kv_capacity_tokens,
+        mu_rps,
+        slo.percentile,
+    )
     ratios = {m: _predicted_at(at_mu, m) / t for m, t in _slo_targets(slo).items()}
     setting = max(ratios, key=lambda m: ratios[m]) if ratios else None
     # Capacity, not latency, sets the replica rate when every SLO still holds at 99 % of saturation:
@@ -1506,35 +1759,52 @@ def _binding_section(ctx: _Context, solution: PlanSolution, main_option: Option,
         else:
             # re-planned (and verified, as the plan was) at the looser target: only a plan strictly
             # cheaper than this one counts, and this plan itself still meets the looser target
-            better = _verified_search(planner, workload, relaxed, lam, constraints, request, below_usd_per_hour=cost,
-                                      infer=True).best
+            better = _verified_search(
+                planner, workload, relaxed, lam, constraints, request, below_usd_per_hour=cost, infer=True
+            ).best
             relaxed_cost = better.cost_usd_per_hour if better is not None else cost
             saving = cost - relaxed_cost
         predicted = _predicted_at(prediction, metric)
-        binding.append(SloBinding(
-            constraint=f"slo_{metric}",  # type: ignore[arg-type]
-            binding=metric == setting and not at_saturation,
-            target_s=target,
-            predicted_at_plan_s=predicted,
-            slack_s=target - predicted,
-            predicted_at_max_rps_s=_predicted_at(at_mu, metric),
-            relax_by=SLO_RELAXATION - 1.0,
-            relaxed_cost_usd_per_hour=relaxed_cost,
-            relaxed_saving_usd_per_hour=saving,
-            note=None if saving is not None else "mixed fleet: relaxation not re-solved",
-        ))
+        binding.append(
+            SloBinding(
+                constraint=f"slo_{metric}",  # type: ignore[arg-type]
+                binding=metric == setting and not at_saturation,
+                target_s=target,
+                predicted_at_plan_s=predicted,
+                slack_s=target - predicted,
+                predicted_at_max_rps_s=_predicted_at(at_mu, metric),
+                relax_by=SLO_RELAXATION - 1.0,
+                relaxed_cost_usd_per_hour=relaxed_cost,
+                relaxed_saving_usd_per_hour=saving,
+                note=None if saving is not None else "mixed fleet: relaxation not re-solved",
+            )
+        )
     limited_by = prediction.queueing.slots_limited_by if prediction.queueing else "batch_limit"
-    binding.append(CapacityBinding(
-        constraint="saturation" if at_saturation else "concurrency",
-        binding=at_saturation,
-        limited_by=limited_by,  # type: ignore[arg-type]
-        concurrency_limit=main_option.slots,
-        detail=(f"every SLO holds up to saturation, so capacity ({limited_by}) sets the replica rate"
-                if at_saturation else f"concurrency is capped by {limited_by} at {main_option.slots} sequences"),
-    ))
+    binding.append(
+        CapacityBinding(
+            constraint="saturation" if at_saturation else "concurrency",
+            binding=at_saturation,
+            limited_by=limited_by,  # type: ignore[arg-type]
+            concurrency_limit=main_option.slots,
+            detail=(
+                f"every SLO holds up to saturation, so capacity ({limited_by}) sets the replica rate"
+                if at_saturation
+                else f"concurrency is capped by {limited_by} at {main_option.slots} sequences"
+            ),
+        )
+    )
     for slack in solution.constraints:
-        binding.append(ConstraintBinding(constraint=slack.name, kind=slack.family, binding=slack.binding,  # type: ignore[arg-type]
-                                         value=slack.value, limit=slack.limit, slack=slack.slack, unit=slack.unit))  # type: ignore[arg-type]
+        binding.append(
+            ConstraintBinding(
+                constraint=slack.name,
+                kind=slack.family,
+                binding=slack.binding,  # type: ignore[arg-type]
+                value=slack.value,
+                limit=slack.limit,
+                slack=slack.slack,
+                unit=slack.unit,
+            )
+        )  # type: ignore[arg-type]
     return tuple(binding)
 
 
@@ -1557,7 +1827,9 @@ def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> t
         if bound < group_bounds.get(group, math.inf):
             group_bounds[group] = bound
 
-    def index(key: Callable[[Group], Any]) -> tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]:
+    def index(
+        key: Callable[[Group], Any],
+    ) -> tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]:
         """One pass over what the search learned, grouped by `key` of a group (GPU type or precision pair)."""
         priced: dict[Any, list[SinglePlan]] = {}
         bounds: dict[Any, float] = {}
@@ -1580,13 +1852,24 @@ def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> t
         report = planner._simulations.get((plan.option.id, workload.arrival_rate_rps, plan.replicas, slo))
         return None if report is None else bool(report["meets_slo"])
 
-    def summarise(kind: str, label: str, k: Any, key: Callable[[Group], Any],
-                  grouped: tuple[dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]]) -> None:
+    def summarise(
+        kind: str,
+        label: str,
+        k: Any,
+        key: Callable[[Group], Any],
+        grouped: tuple[
+            dict[Any, list[SinglePlan]], dict[Any, float], dict[Any, tuple[str, str, float | None]], dict[Any, set[str]]
+        ],
+    ) -> None:
         priced_by, bounds_by, slo_by, limits_by = grouped
         priced = priced_by.get(k, [])
         feasible = sorted((p for p in priced if p.feasible), key=lambda p: (p.cost_usd_per_hour, p.gpus))
         bound = bounds_by.get(k)
-        if bound is not None and bound <= cost * (1 + _COST_TOLERANCE) and not (feasible and feasible[0].cost_usd_per_hour <= bound):
+        if (
+            bound is not None
+            and bound <= cost * (1 + _COST_TOLERANCE)
+            and not (feasible and feasible[0].cost_usd_per_hour <= bound)
+        ):
             exact = planner.search(slo, workload.arrival_rate_rps, constraints, only=lambda o: key(o.group) == k).best
             bound = None
             if exact is not None:
@@ -1595,19 +1878,39 @@ def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> t
         if feasible and (bound is None or feasible[0].cost_usd_per_hour <= bound * (1 + _COST_TOLERANCE)):
             best = feasible[0]
             delta = best.cost_usd_per_hour - cost
-            entry.update(_config(best.option), replicas=best.replicas, gpus=best.gpus,
-                         cost_usd_per_hour=best.cost_usd_per_hour, exact=True, verified=verified_flag(best),
-                         reason=(f"needs ${best.cost_usd_per_hour:.2f}/h, ${delta:.2f}/h more than this plan" if delta > 0.005
-                                 else "same cost to the cent, more GPUs or a later tie-break"))
+            entry.update(
+                _config(best.option),
+                replicas=best.replicas,
+                gpus=best.gpus,
+                cost_usd_per_hour=best.cost_usd_per_hour,
+                exact=True,
+                verified=verified_flag(best),
+                reason=(
+                    f"needs ${best.cost_usd_per_hour:.2f}/h, ${delta:.2f}/h more than this plan"
+                    if delta > 0.005
+                    else "same cost to the cent, more GPUs or a later tie-break"
+                ),
+            )
         elif bound is not None:
-            entry.update(cost_usd_per_hour=None, cost_at_least_usd_per_hour=bound, exact=False, verified=None,
-                         reason=(f"even with every replica at its saturation rate it needs at least ${bound:.2f}/h, "
-                                 f"${bound - cost:.2f}/h more than this plan"))
+            entry.update(
+                cost_usd_per_hour=None,
+                cost_at_least_usd_per_hour=bound,
+                exact=False,
+                verified=None,
+                reason=(
+                    f"even with every replica at its saturation rate it needs at least ${bound:.2f}/h, "
+                    f"${bound - cost:.2f}/h more than this plan"
+                ),
+            )
         else:
             slo_fail = slo_by.get(k)
             limit_fail = sorted(limits_by.get(k, set()) | {p.refused for p in priced if p.refused})
-            group_drops = [d for d in ctx.drops if (kind == "gpu" and d.gpu == label) or
-                           (kind == "precision" and f"{d.weights_precision}/{d.kv_precision}" == label)]
+            group_drops = [
+                d
+                for d in ctx.drops
+                if (kind == "gpu" and d.gpu == label)
+                or (kind == "precision" and f"{d.weights_precision}/{d.kv_precision}" == label)
+            ]
             if limit_fail:
                 reason = f"breaks {', '.join(x for x in limit_fail if x)} at the replicas it would need"
             elif slo_fail is not None:
@@ -1619,12 +1922,12 @@ def _alternatives_section(ctx: _Context, outcome: _Outcome, main: FleetRow) -> t
             entry.update(cost_usd_per_hour=None, exact=True, verified=None, reason=reason)
         alternatives.append(Alternative(**entry))
 
-    gpu_key: Callable[[Group], Any] = lambda g: g.gpu.slug  # noqa: E731
+    gpu_key: Callable[[Group], Any] = lambda g: g.gpu.slug
     by_gpu = index(gpu_key)
     for gpu in ctx.inputs.gpus:
         if gpu.slug != main.gpu:
             summarise("gpu", gpu.slug, gpu.slug, gpu_key, by_gpu)
-    precision_key: Callable[[Group], Any] = lambda g: (g.precision.weights.slug, g.precision.kv_cache.slug)  # noqa: E731
+    precision_key: Callable[[Group], Any] = lambda g: (g.precision.weights.slug, g.precision.kv_cache.slug)
     by_precision = index(precision_key)
     for precision in ctx.inputs.precisions:
         pair = (precision.weights.slug, precision.kv_cache.slug)
@@ -1666,32 +1969,67 @@ def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tu
             ceiling = math.inf
             if not isinstance(needed, tuple):
                 replicas = max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), 1)
-                entry["same_configuration"] = {"replicas": replicas, "gpus": replicas * option.group.tp,
-                                               "cost_usd_per_hour": replicas * option.group.price_usd_per_hour}
+                entry["same_configuration"] = {
+                    "replicas": replicas,
+                    "gpus": replicas * option.group.tp,
+                    "cost_usd_per_hour": replicas * option.group.price_usd_per_hour,
+                }
                 same = single_plan(option, rate / needed, planner.saturation(option), rate, constraints)
                 if same.feasible:
                     ceiling = same.cost_usd_per_hour
             # only what could undercut the plan's own configuration grown is searched
-            found = _verified_search(planner, workload.at_rate(rate), slo, rate, constraints, model_only,
-                                     below_usd_per_hour=ceiling * (1 + _COST_TOLERANCE)).best
+            found = _verified_search(
+                planner,
+                workload.at_rate(rate),
+                slo,
+                rate,
+                constraints,
+                model_only,
+                below_usd_per_hour=ceiling * (1 + _COST_TOLERANCE),
+            ).best
             if found is None and math.isfinite(ceiling):
                 found = same
             within = found is not None
             if found is None and unlimited != constraints:
                 found = _verified_search(planner, workload.at_rate(rate), slo, rate, unlimited, model_only).best
             if found is not None:
-                entry.update(_config(found.option), replicas=found.replicas, gpus=found.gpus,
-                             cost_usd_per_hour=found.cost_usd_per_hour, within_limits=within,
-                             breaks=None if within else _refused_by(found.option.group.gpu.slug, found.gpus,
-                                                                     found.cost_usd_per_hour, constraints))
+                entry.update(
+                    _config(found.option),
+                    replicas=found.replicas,
+                    gpus=found.gpus,
+                    cost_usd_per_hour=found.cost_usd_per_hour,
+                    within_limits=within,
+                    breaks=None
+                    if within
+                    else _refused_by(found.option.group.gpu.slug, found.gpus, found.cost_usd_per_hour, constraints),
+                )
             traffic.append(entry)
         # monotone: a plan for more traffic serves less, so each level is at most the next level's
         for lower, higher in zip(reversed(traffic[:-1]), reversed(traffic[1:]), strict=True):
-            if "cost_usd_per_hour" in higher and higher.get("within_limits") and (
-                    "cost_usd_per_hour" not in lower or higher["cost_usd_per_hour"] < lower["cost_usd_per_hour"]):
-                carried = {k: higher[k] for k in ("gpu", "tp", "weights_precision", "kv_precision", "batch_limit",
-                                                  "chunk_tokens", "replicas", "gpus", "cost_usd_per_hour", "within_limits", "breaks")}
-                lower.update(carried, note=f"the plan for {higher['traffic_factor']:g}× traffic, which costs less than this level's own")
+            if (
+                "cost_usd_per_hour" in higher
+                and higher.get("within_limits")
+                and ("cost_usd_per_hour" not in lower or higher["cost_usd_per_hour"] < lower["cost_usd_per_hour"])
+            ):
+                carried = {
+                    k: higher[k]
+                    for k in (
+                        "gpu",
+                        "tp",
+                        "weights_precision",
+                        "kv_precision",
+                        "batch_limit",
+                        "chunk_tokens",
+                        "replicas",
+                        "gpus",
+                        "cost_usd_per_hour",
+                        "within_limits",
+                        "breaks",
+                    )
+                }
+                lower.update(
+                    carried, note=f"the plan for {higher['traffic_factor']:g}× traffic, which costs less than this level's own"
+                )
         for entry in traffic:
             if "cost_usd_per_hour" in entry:
                 if entry["cost_usd_per_hour"] < cost:
@@ -1702,19 +2040,38 @@ def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tu
         for factor in TRAFFIC_FACTORS:
             scaled = [(r, math.ceil(r.replicas * factor * (1 - 1e-12))) for r in rows]  # a mixed fleet scaled row by row
             scaled_cost = sum(n * r.cost_usd_per_hour / r.replicas for r, n in scaled)
-            traffic.append({"traffic_factor": factor, "arrival_rate_rps": lam * factor, "replicas": sum(n for _, n in scaled),
-                            "gpus": sum(n * r.tp for r, n in scaled), "cost_usd_per_hour": scaled_cost,
-                            "cost_increase_usd_per_hour": scaled_cost - cost,
-                            "note": "mixed fleet: every row scaled by the traffic factor, not re-planned"})
-    method = ("re-planned by the queueing model at each level, with the rates the simulator found missed excluded"
-              if single else "mixed fleet: every row scaled by the traffic factor")
+            traffic.append(
+                {
+                    "traffic_factor": factor,
+                    "arrival_rate_rps": lam * factor,
+                    "replicas": sum(n for _, n in scaled),
+                    "gpus": sum(n * r.tp for r, n in scaled),
+                    "cost_usd_per_hour": scaled_cost,
+                    "cost_increase_usd_per_hour": scaled_cost - cost,
+                    "note": "mixed fleet: every row scaled by the traffic factor, not re-planned",
+                }
+            )
+    method = (
+        "re-planned by the queueing model at each level, with the rates the simulator found missed excluded"
+        if single
+        else "mixed fleet: every row scaled by the traffic factor"
+    )
     entries = tuple(
-        SensitivityEntry(**{**entry, "same_configuration": SameConfiguration(**entry["same_configuration"])
-                            if "same_configuration" in entry else None})
+        SensitivityEntry(
+            **{
+                **entry,
+                "same_configuration": SameConfiguration(**entry["same_configuration"]) if "same_configuration" in entry else None,
+            }
+        )
         for entry in traffic
     )
-    return Sensitivity(traffic=entries, max_arrival_rate_rps_within_slo=holds, fails_by_arrival_rate_rps=holds_below,
-                       headroom_fraction=holds / lam - 1.0, method=method)
+    return Sensitivity(
+        traffic=entries,
+        max_arrival_rate_rps_within_slo=holds,
+        fails_by_arrival_rate_rps=holds_below,
+        headroom_fraction=holds / lam - 1.0,
+        method=method,
+    )
 
 
 __all__ = [

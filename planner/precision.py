@@ -107,8 +107,7 @@ def _check_datatype(gpu: GpuSpec, datatype: str, role: str) -> float:
 def _check_min_architecture(gpu: GpuSpec, quant: QuantSpec, role: str) -> None:
     if quant.min_architecture is not None and not is_architecture_at_least(gpu, quant.min_architecture):
         raise _refuse(
-            f"{quant.slug} ({role}) needs {quant.min_architecture} or newer; "
-            f"{gpu.slug} is {gpu.architecture}",
+            f"{quant.slug} ({role}) needs {quant.min_architecture} or newer; {gpu.slug} is {gpu.architecture}",
             gpu=gpu.slug,
             scheme=quant.slug,
             role=role,

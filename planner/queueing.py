@@ -138,13 +138,26 @@ class _Points:
 
 
 def _points(part: slice) -> _Points:
-    u_wait, u_life, u_interference, u_stepmates, u_sip = (np.ascontiguousarray(u[part]) for u in (_U_WAIT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_STEPMATES, _U_STEP_IN_PROGRESS))
+    u_wait, u_life, u_interference, u_stepmates, u_sip = (
+        np.ascontiguousarray(u[part]) for u in (_U_WAIT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_STEPMATES, _U_STEP_IN_PROGRESS)
+    )
     wait_order, sip_order = np.argsort(u_wait), np.argsort(u_sip)
     return _Points(
-        part=part, u_wait=u_wait, z_wait=ndtri(u_wait), log_wait_tail=np.log1p(-u_wait), u_life_arrivals=u_life,
-        z_life_arrivals=ndtri(u_life), z_interference=ndtri(u_interference), u_residual=np.ascontiguousarray(_U_RESIDUAL[part]),
-        u_stepmates=u_stepmates, z_stepmates=ndtri(u_stepmates), u_step_in_progress=u_sip,
-        wait_sorted=u_wait[wait_order], wait_order=wait_order, step_in_progress_sorted=u_sip[sip_order], step_in_progress_order=sip_order,
+        part=part,
+        u_wait=u_wait,
+        z_wait=ndtri(u_wait),
+        log_wait_tail=np.log1p(-u_wait),
+        u_life_arrivals=u_life,
+        z_life_arrivals=ndtri(u_life),
+        z_interference=ndtri(u_interference),
+        u_residual=np.ascontiguousarray(_U_RESIDUAL[part]),
+        u_stepmates=u_stepmates,
+        z_stepmates=ndtri(u_stepmates),
+        u_step_in_progress=u_sip,
+        wait_sorted=u_wait[wait_order],
+        wait_order=wait_order,
+        step_in_progress_sorted=u_sip[sip_order],
+        step_in_progress_order=sip_order,
     )
 
 
@@ -247,7 +260,9 @@ def step_seconds(sm: StepModel, new_tokens: np.ndarray, kv_tokens_read: np.ndarr
         touched = sm.experts * -np.expm1(new * math.log1p(-sm.experts_per_token / sm.experts))
         weights = weights + sm.moe_layers * touched * sm.expert_weight_bytes
     mem = (weights + kv_tokens_read * sm.kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s  # bytes / BW
-    comp = (new * sm.flops_per_token + attended_tokens * sm.attention_flops_per_context_token) / sm.compute_flops_per_s  # FLOPs / F
+    comp = (
+        new * sm.flops_per_token + attended_tokens * sm.attention_flops_per_context_token
+    ) / sm.compute_flops_per_s  # FLOPs / F
     comm = np.where(new > 0, new * sm.comm_s_per_token + sm.comm_latency_s, 0.0)  # bandwidth + latency, none for an empty step
     return np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
 
@@ -405,7 +420,9 @@ def _router_arrival_cv2(workload: Workload, serving: Serving) -> float:
 
 def _replica(sm: StepModel, workload: Workload, serving: Serving, kv_capacity_tokens: float) -> _Replica:
     """The rate-independent part of a replica (cached: the optimizer and the ρ curve ask for one configuration many times)."""
-    return _replica_cached(sm, workload.prompt_tokens, workload.output_tokens, workload.arrival_cv, serving, float(kv_capacity_tokens))
+    return _replica_cached(
+        sm, workload.prompt_tokens, workload.output_tokens, workload.arrival_cv, serving, float(kv_capacity_tokens)
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -427,7 +444,9 @@ def _replica_cached(
     kv_slots = int(kv_capacity_tokens // request_tokens)
     slots = min(serving.batch_limit, kv_slots)
     o_mean, o2 = o.mean, o.second_moment
-    decode_context = p.mean + (o2 - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0  # E[p] + E[o(o−1)/2]/E[o−1]
+    decode_context = (
+        p.mean + (o2 - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0
+    )  # E[p] + E[o(o−1)/2]/E[o−1]
     position = (p.second_moment / p.mean + 1.0) / 2.0  # E[p(p+1)/2] / E[p]
     prompt_grid = prompt_sample.grid
     c = max(slots, 1)
@@ -498,7 +517,9 @@ def _saturation(rep: _Replica) -> float:
     slot_limit = c / (steps * float(mean[-1]))  # c requests every steps·T̄(c) seconds
     if rep.chunk_tokens is None:
         return slot_limit
-    budget_limit = float(rep.budget(np.array(c))) / (rep.prompt_mean * float(rep.t_full[-1]))  # (C − c) prefill tokens per full-chunk step
+    budget_limit = float(rep.budget(np.array(c))) / (
+        rep.prompt_mean * float(rep.t_full[-1])
+    )  # (C − c) prefill tokens per full-chunk step
     return min(slot_limit, budget_limit)
 
 
@@ -544,9 +565,24 @@ def _occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> _
     rows = rep.grid.size
     flat_mean, arrivals, t_mean, cdf_below = np.empty(rows), np.empty(rows), np.empty(rows), np.empty(rep.slots)
     mu, dispersion, theta_pf, theta_b, mean_running, p_wait, departure_rate, m0 = queueing_kernels.occupancy_at(
-        lam, rho, shape_mean, _MAX_FEEDBACK, rep.admissions_cap, rep.grid, rep.steps_grid, rep.t_decode, rep.k[0],
-        rep.log_k_factorial[0], rep.carry_s, rep.spill_steps, rep.log_n_factorial, rep.steps_at_n,
-        flat_mean, arrivals, t_mean, cdf_below,
+        lam,
+        rho,
+        shape_mean,
+        _MAX_FEEDBACK,
+        rep.admissions_cap,
+        rep.grid,
+        rep.steps_grid,
+        rep.t_decode,
+        rep.k[0],
+        rep.log_k_factorial[0],
+        rep.carry_s,
+        rep.spill_steps,
+        rep.log_n_factorial,
+        rep.steps_at_n,
+        flat_mean,
+        arrivals,
+        t_mean,
+        cdf_below,
     )
     return _Occupancy(
         shape_mean=mu,
@@ -622,7 +658,8 @@ def _occupancy(rep: _Replica, lam: float, rho: float) -> _Occupancy:
         raise OccupancySaturatedError(
             f"at λ = {lam:.6g}/s even a full batch ({rep.slots} sequences) completes fewer requests per second than "
             "arrive: the load is unstable on this configuration",
-            arrival_rate_rps=lam, slots=rep.slots,
+            arrival_rate_rps=lam,
+            slots=rep.slots,
         )
     if low <= _SMALLEST_SHAPE_MEAN and excess(low) > 0:
         # completions outpace λ even at the smallest occupancy the shape resolves: the load is
@@ -656,7 +693,7 @@ def _percentiles(samples: np.ndarray, percentiles: tuple[float, ...]) -> np.ndar
     for index in sorted(set(below.tolist())):
         rest = np.partition(rest, index - offset)
         value_at[index] = rest[index - offset]
-        rest = rest[index - offset + 1:]
+        rest = rest[index - offset + 1 :]
         offset = index + 1
         value_at.setdefault(index + 1, rest.min() if rest.size else value_at[index])
     low = np.array([value_at[i] for i in below.tolist()])
@@ -672,7 +709,9 @@ def _latency(samples: np.ndarray, percentile: float) -> Latency:
 def _gamma_unit_quantile(z: np.ndarray, variance: np.ndarray | float) -> np.ndarray:
     """Quantile of a gamma variable of mean 1 and the given variance at the normal quantiles z (Wilson–Hilferty cube-root approximation)."""
     v = np.asarray(variance, dtype=float)
-    g = np.maximum(1.0 - v / 9.0 + np.sqrt(v / 9.0) * z, 0.0)  # (G)^(1/3) ≈ normal with mean 1 − 1/(9a), sd 1/√(9a), 1/a = variance
+    g = np.maximum(
+        1.0 - v / 9.0 + np.sqrt(v / 9.0) * z, 0.0
+    )  # (G)^(1/3) ≈ normal with mean 1 − 1/(9a), sd 1/√(9a), 1/a = variance
     return g * g * g  # the cube by products: NumPy's float power is ~25× slower, the result within an ulp
 
 
@@ -715,9 +754,7 @@ def _fidelity(rho: float, p_wait: float, dispersion: float, arrival_cv2: float) 
     if p_wait > RELIABLE_MAX_WAIT_PROBABILITY:
         reasons.append(f"the batch is full for {p_wait:.2%} of arrivals (> {RELIABLE_MAX_WAIT_PROBABILITY:.1%})")
     if dispersion > RELIABLE_MAX_DISPERSION:
-        reasons.append(
-            f"occupancy Var/mean {dispersion:.2f} > {RELIABLE_MAX_DISPERSION} (prefill stalls make the batch bursty)"
-        )
+        reasons.append(f"occupancy Var/mean {dispersion:.2f} > {RELIABLE_MAX_DISPERSION} (prefill stalls make the batch bursty)")
     if not reasons:
         return True, None
     return False, "outside the analytic model's validated region: " + "; ".join(reasons) + " — use the simulator"
@@ -792,11 +829,18 @@ def _operating_point(rep: _Replica, lam: float) -> _OperatingPoint | None:
     below = int(np.clip(np.searchsorted(grid, occupancy, side="right") - 1, 0, len(grid) - 2))
     above_weight = float(np.clip((occupancy - grid[below]) / (grid[below + 1] - grid[below]), 0.0, 1.0))
     point = _OperatingPoint(
-        lam=lam, rho=rho, occ=occ, occupancy=occupancy, steps=steps_op, service_s=service_s,
+        lam=lam,
+        rho=rho,
+        occ=occ,
+        occupancy=occupancy,
+        steps=steps_op,
+        service_s=service_s,
         conditional_wait_s=variability / (saturation - lam),  # exponential with rate (saturation − λ), scaled
         per_arrival_s=(occ.flat_t_mean - rep.t_decode) / m0 if m0 > 0 else np.zeros(grid.shape),
         burst_dispersion=1.0 / (1.0 - occ.feedback_prefill) ** 2,
-        below=_step_kinds(rep, occ, below), above=_step_kinds(rep, occ, below + 1), above_weight=above_weight,
+        below=_step_kinds(rep, occ, below),
+        above=_step_kinds(rep, occ, below + 1),
+        above_weight=above_weight,
     )
     if rep.chunk_tokens is None:
         return point
@@ -807,14 +851,22 @@ def _operating_point(rep: _Replica, lam: float) -> _OperatingPoint | None:
     budget_rho = lam * rep.prompt_sample_moments[0] * scale
     if budget_rho >= 1.0:
         return None
-    budget_mean = lam * rep.prompt_sample_moments[1] * scale**2 / (2.0 * (1.0 - budget_rho)) if budget_rho > 0 else 0.0  # λ·E[S²] / 2(1−ρ)
+    budget_mean = (
+        lam * rep.prompt_sample_moments[1] * scale**2 / (2.0 * (1.0 - budget_rho)) if budget_rho > 0 else 0.0
+    )  # λ·E[S²] / 2(1−ρ)
     # Given that it queues, the wait is a gamma matched to the first two moments of M/G/1's
     # conditional wait (Takács: E[W²] = 2E[W]² + λE[S³]/3(1−ρ)): near-uniform for fixed prompts
     # (the residual of one prompt), heavier-tailed for long-tailed ones, exponential-like as ρ grows.
     conditional_mean = budget_mean / max(budget_rho, 1e-300)
-    second = (2.0 * budget_mean**2 + lam * rep.prompt_sample_moments[2] * scale**3 / (3.0 * (1.0 - budget_rho))) / max(budget_rho, 1e-300)
-    return replace(point, budget_rho=budget_rho, budget_wait_mean_s=conditional_mean,
-                   budget_wait_cv2=max(second / max(conditional_mean, 1e-300) ** 2 - 1.0, 1e-6))
+    second = (2.0 * budget_mean**2 + lam * rep.prompt_sample_moments[2] * scale**3 / (3.0 * (1.0 - budget_rho))) / max(
+        budget_rho, 1e-300
+    )
+    return replace(
+        point,
+        budget_rho=budget_rho,
+        budget_wait_mean_s=conditional_mean,
+        budget_wait_cv2=max(second / max(conditional_mean, 1e-300) ** 2 - 1.0, 1e-6),
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -866,13 +918,39 @@ def _sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     size = pts.size
     out = _Latencies(ttft=np.empty(size), tpot=np.empty(size), e2e=np.empty(size), wait=np.empty(size))
     queueing_kernels.sample_latencies(
-        rep.step_coefficients, scalars, occ.grid, occ.cdf_below, occ.t_decode, op.per_arrival_s,
-        op.below.durations, op.below.cdf, op.above.durations, op.above.cdf,
-        pts.u_wait, pts.log_wait_tail, pts.z_wait, pts.u_life_arrivals, pts.z_life_arrivals, pts.z_interference,
-        pts.u_residual, pts.u_stepmates, pts.z_stepmates, pts.wait_sorted, pts.wait_order, pts.step_in_progress_sorted,
-        pts.step_in_progress_order, rep.prompts[part], rep.decodes[part],
-        rep.own_attended[part], rep.size_biased_prompts[part], budget_wait, queued,
-        out.ttft, out.tpot, out.e2e, out.wait,
+        rep.step_coefficients,
+        scalars,
+        occ.grid,
+        occ.cdf_below,
+        occ.t_decode,
+        op.per_arrival_s,
+        op.below.durations,
+        op.below.cdf,
+        op.above.durations,
+        op.above.cdf,
+        pts.u_wait,
+        pts.log_wait_tail,
+        pts.z_wait,
+        pts.u_life_arrivals,
+        pts.z_life_arrivals,
+        pts.z_interference,
+        pts.u_residual,
+        pts.u_stepmates,
+        pts.z_stepmates,
+        pts.wait_sorted,
+        pts.wait_order,
+        pts.step_in_progress_sorted,
+        pts.step_in_progress_order,
+        rep.prompts[part],
+        rep.decodes[part],
+        rep.own_attended[part],
+        rep.size_biased_prompts[part],
+        budget_wait,
+        queued,
+        out.ttft,
+        out.tpot,
+        out.e2e,
+        out.wait,
     )
     return out
 
@@ -962,14 +1040,21 @@ class PercentileBounds:
 def _percentile_bounds(rep: _Replica, head: _Latencies, percentile: float) -> PercentileBounds:
     q = percentile / 100.0
     bounds: dict[str, float | None] = {}
-    for metric, values, n in (("ttft", head.ttft, rep.prompts.size), ("e2e", head.e2e, rep.prompts.size),
-                              ("tpot", head.tpot[rep.has_tpot[_SCREEN_HEAD.part]], rep.tpot_requests)):
+    for metric, values, n in (
+        ("ttft", head.ttft, rep.prompts.size),
+        ("e2e", head.e2e, rep.prompts.size),
+        ("tpot", head.tpot[rep.has_tpot[_SCREEN_HEAD.part]], rep.tpot_requests),
+    ):
         needed = n - math.floor(q * (n - 1))  # this many values at or above the percentile
-        bounds[f"{metric}_s"] = float(np.partition(values, values.size - needed)[values.size - needed]) if 0 < needed <= values.size else None
+        bounds[f"{metric}_s"] = (
+            float(np.partition(values, values.size - needed)[values.size - needed]) if 0 < needed <= values.size else None
+        )
     return PercentileBounds(percentile=percentile, **bounds)
 
 
-def screen(step_model: StepModel, workload: Workload, serving: Serving, slo: Slo, *, kv_capacity_tokens: float) -> Prediction | PercentileBounds:
+def screen(
+    step_model: StepModel, workload: Workload, serving: Serving, slo: Slo, *, kv_capacity_tokens: float
+) -> Prediction | PercentileBounds:
     """`predict` at `slo.percentile`, unless the first eighth of the sample already proves a target
     of `slo` missed: then the lower bounds on the percentiles that prove it.
 
@@ -986,12 +1071,21 @@ def screen(step_model: StepModel, workload: Workload, serving: Serving, slo: Slo
     if bounds.prove_missed(slo):
         return bounds
     rest = _sample(rep, op, _SCREEN_REST)
-    whole = _Latencies(**{name: np.concatenate((getattr(head, name), getattr(rest, name))) for name in ("ttft", "tpot", "e2e", "wait")})
+    whole = _Latencies(
+        **{name: np.concatenate((getattr(head, name), getattr(rest, name))) for name in ("ttft", "tpot", "e2e", "wait")}
+    )
     return _prediction(rep, op, whole, slo.percentile)
 
 
-def slo_excess(step_model: StepModel, workload: Workload, serving: Serving, slo: Slo, *, kv_capacity_tokens: float,
-               screen_first: bool = False) -> tuple[float, str, float]:
+def slo_excess(
+    step_model: StepModel,
+    workload: Workload,
+    serving: Serving,
+    slo: Slo,
+    *,
+    kv_capacity_tokens: float,
+    screen_first: bool = False,
+) -> tuple[float, str, float]:
     """max over the targets of `slo` of predicted/target − 1 at the workload's per-replica rate (≤ 0:
     every target met), the metric that sets it and its predicted value; (inf, "utilisation", inf)
     when unstable. The numbers `predict` gives, with only the percentiles the SLO names computed
@@ -1009,7 +1103,9 @@ def slo_excess(step_model: StepModel, workload: Workload, serving: Serving, slo:
         if bounds.prove_missed(slo):
             return bounds.excess(slo)
         rest = _sample(rep, op, _SCREEN_REST)
-        whole = _Latencies(**{name: np.concatenate((getattr(head, name), getattr(rest, name))) for name in ("ttft", "tpot", "e2e", "wait")})
+        whole = _Latencies(
+            **{name: np.concatenate((getattr(head, name), getattr(rest, name))) for name in ("ttft", "tpot", "e2e", "wait")}
+        )
     else:
         whole = _sample(rep, op, _ALL_POINTS)
     worst = (-math.inf, "", 0.0)
@@ -1030,8 +1126,14 @@ def warm_up() -> None:
     (planner/queueing_kernels.py) are loaded from Numba's cache, or compiled, before a request needs
     them: ~0.5 s from the cache, several seconds the first time on a machine. A process that plans
     (the service, the fleet table workers' fork server) calls it once at start."""
-    sm = StepModel(dense_weight_bytes=1e9, kv_bytes_per_token=1e5, flops_per_token=2e9, attention_flops_per_context_token=1e5,
-                   memory_bandwidth_bytes_per_s=1e12, compute_flops_per_s=1e14)
+    sm = StepModel(
+        dense_weight_bytes=1e9,
+        kv_bytes_per_token=1e5,
+        flops_per_token=2e9,
+        attention_flops_per_context_token=1e5,
+        memory_bandwidth_bytes_per_s=1e12,
+        compute_flops_per_s=1e14,
+    )
     workload = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=100), output_tokens=FixedLength(tokens=20))
     for chunk in (None, 256):
         serving = Serving(batch_limit=8, chunk_tokens=chunk)

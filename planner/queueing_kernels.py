@@ -23,12 +23,45 @@ from planner.step_model import COEFFICIENTS
 #: Index of each step-model coefficient in the `sm` array (`step_model_coefficients`: the order of
 #: planner/step_model.py's COEFFICIENTS); the last two are 1/bandwidth and 1/FLOP/s, so a step time
 #: multiplies where it would divide (several step times per sample point).
-(DENSE, EXPERT, EXPERTS, PER_TOKEN, MOE_LAYERS, KV_BYTES, FLOPS, ATTENTION, BANDWIDTH, COMPUTE, COMM_PER_TOKEN, COMM_LATENCY,
- OVERHEAD, OVERLAP, SECONDS_PER_BYTE, SECONDS_PER_FLOP) = range(16)
+(
+    DENSE,
+    EXPERT,
+    EXPERTS,
+    PER_TOKEN,
+    MOE_LAYERS,
+    KV_BYTES,
+    FLOPS,
+    ATTENTION,
+    BANDWIDTH,
+    COMPUTE,
+    COMM_PER_TOKEN,
+    COMM_LATENCY,
+    OVERHEAD,
+    OVERLAP,
+    SECONDS_PER_BYTE,
+    SECONDS_PER_FLOP,
+) = range(16)
 
 #: Index of each rate-level scalar in the `op` array (`queueing._sample` fills it).
-(SLOTS, P_WAIT, LOG_P_WAIT, CONDITIONAL_WAIT, OCCUPANCY, M0, BURST_VARIANCE_NUMERATOR, PROMPT_CV2, ABOVE_WEIGHT,
- ROW_BELOW_N, ROW_ABOVE_N, CHUNK_TOKENS, PROMPT_MEAN, DECODE_CONTEXT, PREFILL_POSITION, LAMBDA, LIFE_SHRINK) = range(17)
+(
+    SLOTS,
+    P_WAIT,
+    LOG_P_WAIT,
+    CONDITIONAL_WAIT,
+    OCCUPANCY,
+    M0,
+    BURST_VARIANCE_NUMERATOR,
+    PROMPT_CV2,
+    ABOVE_WEIGHT,
+    ROW_BELOW_N,
+    ROW_ABOVE_N,
+    CHUNK_TOKENS,
+    PROMPT_MEAN,
+    DECODE_CONTEXT,
+    PREFILL_POSITION,
+    LAMBDA,
+    LIFE_SHRINK,
+) = range(17)
 OPERATING_POINT_SIZE = 17
 
 #: Above this mean the Poisson quantile uses the Cornish–Fisher expansion; below it the exact CDF
@@ -137,7 +170,9 @@ def _gamma_unit_quantile(z: float, variance: float) -> float:
 
 
 @njit(cache=True, nogil=True)
-def _step_in_progress(sm: np.ndarray, op: np.ndarray, durations: np.ndarray, below: int, n_row: float, size_biased: float) -> float:
+def _step_in_progress(
+    sm: np.ndarray, op: np.ndarray, durations: np.ndarray, below: int, n_row: float, size_biased: float
+) -> float:
     """The step in progress at arrival for one grid row, its type the one whose length-biased CDF
     the point's uniform falls in (`below` entries of the CDF under it); a step carrying prompts
     (unchunked) is as long as its size-biased prompt makes it."""
@@ -151,14 +186,39 @@ def _step_in_progress(sm: np.ndarray, op: np.ndarray, durations: np.ndarray, bel
 
 @njit(cache=True, nogil=True)
 def sample_latencies(
-    sm: np.ndarray, op: np.ndarray, grid: np.ndarray, cdf_below: np.ndarray, t_decode: np.ndarray, per_arrival: np.ndarray,
-    below_durations: np.ndarray, below_cdf: np.ndarray, above_durations: np.ndarray, above_cdf: np.ndarray,
-    u_wait: np.ndarray, log_wait_tail: np.ndarray, z_wait: np.ndarray, u_life: np.ndarray, z_life: np.ndarray,
-    z_interference: np.ndarray, u_residual: np.ndarray, u_stepmates: np.ndarray, z_stepmates: np.ndarray,
-    wait_sorted: np.ndarray, wait_order: np.ndarray, step_in_progress_sorted: np.ndarray, step_in_progress_order: np.ndarray,
-    prompts: np.ndarray, decodes: np.ndarray, own_attended: np.ndarray,
-    size_biased: np.ndarray, budget_wait: np.ndarray, queued: np.ndarray,
-    ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray, wait: np.ndarray,
+    sm: np.ndarray,
+    op: np.ndarray,
+    grid: np.ndarray,
+    cdf_below: np.ndarray,
+    t_decode: np.ndarray,
+    per_arrival: np.ndarray,
+    below_durations: np.ndarray,
+    below_cdf: np.ndarray,
+    above_durations: np.ndarray,
+    above_cdf: np.ndarray,
+    u_wait: np.ndarray,
+    log_wait_tail: np.ndarray,
+    z_wait: np.ndarray,
+    u_life: np.ndarray,
+    z_life: np.ndarray,
+    z_interference: np.ndarray,
+    u_residual: np.ndarray,
+    u_stepmates: np.ndarray,
+    z_stepmates: np.ndarray,
+    wait_sorted: np.ndarray,
+    wait_order: np.ndarray,
+    step_in_progress_sorted: np.ndarray,
+    step_in_progress_order: np.ndarray,
+    prompts: np.ndarray,
+    decodes: np.ndarray,
+    own_attended: np.ndarray,
+    size_biased: np.ndarray,
+    budget_wait: np.ndarray,
+    queued: np.ndarray,
+    ttft: np.ndarray,
+    tpot: np.ndarray,
+    e2e: np.ndarray,
+    wait: np.ndarray,
 ) -> None:
     """TTFT, TPOT, E2E and the slot wait (seconds) at each point, written into the last four arrays."""
     size = u_wait.size
@@ -196,15 +256,18 @@ def sample_latencies(
         tpot_i = _interp_grid(life, grid, t_decode) + interference / max(decode_steps, 1.0)
 
         # TTFT: the wait + the residual of the step in progress + the prefill
-        in_progress = ((1.0 - weight) * _step_in_progress(sm, op, below_durations, kind_below[i], op[ROW_BELOW_N], size_biased[i])
-                       + weight * _step_in_progress(sm, op, above_durations, kind_above[i], op[ROW_ABOVE_N], size_biased[i]))
+        in_progress = (1.0 - weight) * _step_in_progress(
+            sm, op, below_durations, kind_below[i], op[ROW_BELOW_N], size_biased[i]
+        ) + weight * _step_in_progress(sm, op, above_durations, kind_above[i], op[ROW_ABOVE_N], size_biased[i])
         residual = u_residual[i] * in_progress if seen > 0.0 else 0.0
         decode_others = admitted - 1.0
         decode_kv = decode_others * dcm
         p = prompts[i]
         if not chunked:
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * in_progress)  # the others arriving during the step
-            prefill_s = _step_s(sm, decode_others + p + mates * p_mean, decode_kv, decode_kv + own_attended[i] + mates * p_mean * ppm)
+            prefill_s = _step_s(
+                sm, decode_others + p + mates * p_mean, decode_kv, decode_kv + own_attended[i] + mates * p_mean * ppm
+            )
             delay = residual
         else:
             bw = budget_wait[i]
@@ -217,8 +280,11 @@ def sample_latencies(
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * behind_s)
             filled = min(cap - last, mates * p_mean)
             prefill_s = (chunks - 1.0) * full_s + _step_s(
-                sm, decode_others + last + filled, decode_kv + p - last,
-                decode_kv + last * (p - last) + last * (last + 1.0) / 2.0 + filled * ppm)
+                sm,
+                decode_others + last + filled,
+                decode_kv + p - last,
+                decode_kv + last * (p - last) + last * (last + 1.0) / 2.0 + filled * ppm,
+            )
             delay = max(bw, residual)  # a queued prompt waits out the later of the budget wait and the step in progress
         ttft[i] = wait_s + delay + prefill_s
         tpot[i] = tpot_i
@@ -227,7 +293,9 @@ def sample_latencies(
 
 
 @njit(cache=True, nogil=True)
-def _poisson_step_mean(m: float, row: int, k: np.ndarray, log_k_factorial: np.ndarray, carry_s: np.ndarray, spill_steps: np.ndarray) -> float:
+def _poisson_step_mean(
+    m: float, row: int, k: np.ndarray, log_k_factorial: np.ndarray, carry_s: np.ndarray, spill_steps: np.ndarray
+) -> float:
     """Mean step time of grid row `row` with Poisson(m) prompts arriving per step (`_Replica.step_mean`)."""
     m = max(m, 1e-300)
     log_m = math.log(m)
@@ -242,10 +310,24 @@ def _poisson_step_mean(m: float, row: int, k: np.ndarray, log_k_factorial: np.nd
 
 @njit(cache=True, nogil=True)
 def occupancy_at(
-    lam: float, rho: float, shape_mean: float, max_feedback: float, admissions_cap: float,
-    grid: np.ndarray, steps_grid: np.ndarray, t_decode: np.ndarray, k: np.ndarray, log_k_factorial: np.ndarray,
-    carry_s: np.ndarray, spill_steps: np.ndarray, log_n_factorial: np.ndarray, steps_at_n: np.ndarray,
-    flat_mean: np.ndarray, arrivals_per_step: np.ndarray, t_mean: np.ndarray, cdf_below: np.ndarray,
+    lam: float,
+    rho: float,
+    shape_mean: float,
+    max_feedback: float,
+    admissions_cap: float,
+    grid: np.ndarray,
+    steps_grid: np.ndarray,
+    t_decode: np.ndarray,
+    k: np.ndarray,
+    log_k_factorial: np.ndarray,
+    carry_s: np.ndarray,
+    spill_steps: np.ndarray,
+    log_n_factorial: np.ndarray,
+    steps_at_n: np.ndarray,
+    flat_mean: np.ndarray,
+    arrivals_per_step: np.ndarray,
+    t_mean: np.ndarray,
+    cdf_below: np.ndarray,
 ) -> tuple[float, float, float, float, float, float, float, float]:
     """The occupancy distribution for a negative binomial of mean `shape_mean` (queueing.py's
     `_occupancy_at`): fills the last four arrays and returns (μ, dispersion, θ_pf, θ_b, mean
@@ -259,7 +341,11 @@ def occupancy_at(
     for row in range(rows):
         flat_mean[row] = _poisson_step_mean(m0, row, k, log_k_factorial, carry_s, spill_steps)
     low, high = max(running - 1.0, 0.0), min(running + 1.0, float(c))
-    t_here, t_low, t_high = _interp_grid(running, grid, flat_mean), _interp_grid(low, grid, flat_mean), _interp_grid(high, grid, flat_mean)
+    t_here, t_low, t_high = (
+        _interp_grid(running, grid, flat_mean),
+        _interp_grid(low, grid, flat_mean),
+        _interp_grid(high, grid, flat_mean),
+    )
     per_arrival_s = (t_here - _interp_grid(running, grid, t_decode)) / m0 if m0 > 0 else 0.0
     slope = (t_high - t_low) / max(high - low, 1e-9)
     theta_pf = min(lam * per_arrival_s, max_feedback)
@@ -294,7 +380,9 @@ def occupancy_at(
         cdf_below[n] = body
         running_sum += n * w
         departures_sum += n / (steps_at_n[n] * _interp_grid(float(n), grid, t_mean)) * w  # completions per second in state n
-    tail = math.exp(log_w[c] - largest) / (1.0 - rho)  # n ≥ c: the queue beyond a full batch drains at the saturation rate, ratio ρ
+    tail = math.exp(log_w[c] - largest) / (
+        1.0 - rho
+    )  # n ≥ c: the queue beyond a full batch drains at the saturation rate, ratio ρ
     total = body + tail
     for n in range(c):
         cdf_below[n] /= total

@@ -296,8 +296,7 @@ class _Replica:
                         break
                     rid, cached = entry
                     p = prompt[rid] - cached
-                    if p > budget:
-                        p = budget
+                    p = min(p, budget)
                     budget -= p
                     new_tokens += p
                     kv_read += cached
@@ -336,9 +335,7 @@ class _Replica:
             if checkpoint is not None and steps & _CHECKPOINT_STEPS_MASK == 0:
                 checkpoint()  # the caller's deadline: a simulation its request abandoned stops here
             if steps > step_cap:
-                raise SimulationLimitError(
-                    f"simulation exceeded its bound of {self.max_steps} steps", max_steps=self.max_steps
-                )
+                raise SimulationLimitError(f"simulation exceeded its bound of {self.max_steps} steps", max_steps=self.max_steps)
 
         self.head, self.t, self.kv_free, self.running = head, t, kv_free, running
         self.decoders, self.decoder_context, self.steps, self.finished = decoders, context, steps, finished

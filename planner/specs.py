@@ -144,20 +144,32 @@ class GpuSpec:
     calibration_grade: str = UNGRADED
 
     def __post_init__(self) -> None:
-        _require(self.calibration_grade in GRADES, f"{self.slug}: calibration grade must be one of {', '.join(GRADES)}",
-                 field="calibration_grade")
+        _require(
+            self.calibration_grade in GRADES,
+            f"{self.slug}: calibration grade must be one of {', '.join(GRADES)}",
+            field="calibration_grade",
+        )
         # the comparisons are false for NaN, so a NaN is refused too
         _within(self.slug, "memory_bytes", self.memory_bytes, MIN_MEMORY_BYTES, MAX_MEMORY_BYTES)
-        _within(self.slug, "hbm_bandwidth_bytes_per_s", self.hbm_bandwidth_bytes_per_s,
-                MIN_BANDWIDTH_BYTES_PER_S, MAX_BANDWIDTH_BYTES_PER_S)
-        _within(self.slug, "interconnect_bytes_per_s", self.interconnect_bytes_per_s,
-                MIN_INTERCONNECT_BYTES_PER_S, MAX_INTERCONNECT_BYTES_PER_S)
+        _within(
+            self.slug,
+            "hbm_bandwidth_bytes_per_s",
+            self.hbm_bandwidth_bytes_per_s,
+            MIN_BANDWIDTH_BYTES_PER_S,
+            MAX_BANDWIDTH_BYTES_PER_S,
+        )
+        _within(
+            self.slug,
+            "interconnect_bytes_per_s",
+            self.interconnect_bytes_per_s,
+            MIN_INTERCONNECT_BYTES_PER_S,
+            MAX_INTERCONNECT_BYTES_PER_S,
+        )
         _within(self.slug, "interconnect_latency_s", self.interconnect_latency_s, 0.0, MAX_INTERCONNECT_LATENCY_S)
         _within(self.slug, "gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE)
         _within(self.slug, "price_usd_per_hour_on_demand", self.price_usd_per_hour_on_demand, 0.0, MAX_PRICE_USD_PER_HOUR)
         if self.price_usd_per_hour_reserved_1y is not None:
-            _within(self.slug, "price_usd_per_hour_reserved_1y", self.price_usd_per_hour_reserved_1y, 0.0,
-                    MAX_PRICE_USD_PER_HOUR)
+            _within(self.slug, "price_usd_per_hour_reserved_1y", self.price_usd_per_hour_reserved_1y, 0.0, MAX_PRICE_USD_PER_HOUR)
         for dtype, flops in self.peak_flops_per_s.items():
             _require(dtype in DATATYPES, f"{self.slug}: unknown datatype {dtype!r}", datatype=dtype)
             if flops is not None:

@@ -72,10 +72,14 @@ class StepModel:
         return self.dense_weight_bytes + self.moe_layers * experts_touched * self.expert_weight_bytes
 
     def memory_s(self, new_tokens: float, kv_tokens_read: float) -> float:
-        return (self.weight_bytes_read(new_tokens) + kv_tokens_read * self.kv_bytes_per_token) / self.memory_bandwidth_bytes_per_s  # bytes / BW
+        return (
+            self.weight_bytes_read(new_tokens) + kv_tokens_read * self.kv_bytes_per_token
+        ) / self.memory_bandwidth_bytes_per_s  # bytes / BW
 
     def compute_s(self, new_tokens: float, attended_tokens: float) -> float:
-        return (new_tokens * self.flops_per_token + attended_tokens * self.attention_flops_per_context_token) / self.compute_flops_per_s  # FLOPs / F
+        return (
+            new_tokens * self.flops_per_token + attended_tokens * self.attention_flops_per_context_token
+        ) / self.compute_flops_per_s  # FLOPs / F
 
     def comm_s(self, new_tokens: float) -> float:
         if new_tokens <= 0:
@@ -98,7 +102,18 @@ class StepModel:
 #: The step model's coefficients by name, in one fixed order: the vectorised step times index them
 #: (planner/candidates.py's per-setting arrays, planner/queueing_kernels.py's coefficient vector).
 COEFFICIENTS: tuple[str, ...] = (
-    "dense_weight_bytes", "expert_weight_bytes", "experts", "experts_per_token", "moe_layers", "kv_bytes_per_token",
-    "flops_per_token", "attention_flops_per_context_token", "memory_bandwidth_bytes_per_s", "compute_flops_per_s",
-    "comm_s_per_token", "comm_latency_s", "step_overhead_s", "memory_compute_overlap",
+    "dense_weight_bytes",
+    "expert_weight_bytes",
+    "experts",
+    "experts_per_token",
+    "moe_layers",
+    "kv_bytes_per_token",
+    "flops_per_token",
+    "attention_flops_per_context_token",
+    "memory_bandwidth_bytes_per_s",
+    "compute_flops_per_s",
+    "comm_s_per_token",
+    "comm_latency_s",
+    "step_overhead_s",
+    "memory_compute_overlap",
 )

@@ -63,9 +63,7 @@ class LognormalLength:
 
     def __post_init__(self) -> None:
         if not (self.mean_tokens >= 1 and self.p99_tokens > self.mean_tokens):
-            raise PlannerInputError(
-                f"lognormal lengths need 1 <= mean < p99, got mean {self.mean_tokens}, p99 {self.p99_tokens}"
-            )
+            raise PlannerInputError(f"lognormal lengths need 1 <= mean < p99, got mean {self.mean_tokens}, p99 {self.p99_tokens}")
         z = float(ndtri(0.99))
         if z * z < 2.0 * math.log(self.p99_tokens / self.mean_tokens):
             raise PlannerInputError(

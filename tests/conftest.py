@@ -126,5 +126,5 @@ def catalog(session: Session):  # -> catalog.repository.Catalog
 
 
 def backend_of(url: str) -> str:
-    """"sqlite" or "postgresql" for a URL from `database_url`."""
+    """ "sqlite" or "postgresql" for a URL from `database_url`."""
     return make_url(url).get_backend_name()

@@ -24,7 +24,9 @@ router = APIRouter(tags=["calibrations"])
     summary="Fit and store an efficiency profile from measured points",
     responses=problem_responses(401, 403, 404, 422),
 )
-def create_calibration(body: CalibrationRequest, catalog: CatalogDep, idempotency: IdempotencyDep, _planner: PlannerKeyDep) -> Response:
+def create_calibration(
+    body: CalibrationRequest, catalog: CatalogDep, idempotency: IdempotencyDep, _planner: PlannerKeyDep
+) -> Response:
     """Least-squares fit (scipy.optimize.least_squares, 0 < η ≤ 1, overhead ≥ 0) of the named
     parameters to the relative errors of the step-time model's predictions:
     decode step / TPOT at batch B and context c = step_s(B, B·c, B·c); prefill / TTFT of p tokens =

@@ -34,8 +34,12 @@ def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> t
         cost = CapacityCost(usd_per_hour=None, price_usd_per_gpu_hour=None, provider=provider, notes=[unpriced.detail])
     else:
         gpu = pricing.specs[0]
-        cost = CapacityCost(usd_per_hour=None, price_usd_per_gpu_hour=gpu.price_usd_per_hour_on_demand, provider=provider,
-                            notes=list(pricing.notes))
+        cost = CapacityCost(
+            usd_per_hour=None,
+            price_usd_per_gpu_hour=gpu.price_usd_per_hour_on_demand,
+            provider=provider,
+            notes=list(pricing.notes),
+        )
     pairs = DEFAULT_PRECISIONS if body.precision is None else ((body.precision.weights, body.precision.kv_cache),)
     precisions = catalog.precisions(pairs, skip_unknown=body.precision is None)
     return capacity.CapacityInputs(model=model, gpu=gpu, precisions=precisions), cost
@@ -61,8 +65,13 @@ def estimate_capacity(body: CapacityRequest, catalog: CatalogDep, settings: Sett
     inputs, cost = _inputs(body, catalog, settings.default_price_provider)
     result = capacity.max_capacity(
         capacity.CapacityRequest(
-            workload=body.workload.to_workload(1.0), slo=body.slo.to_slo(), gpus=body.gpus, tp=body.tp,
-            batch_limit=body.batch_limit, chunk_tokens=body.chunk_tokens, verify=body.verify,
+            workload=body.workload.to_workload(1.0),
+            slo=body.slo.to_slo(),
+            gpus=body.gpus,
+            tp=body.tp,
+            batch_limit=body.batch_limit,
+            chunk_tokens=body.chunk_tokens,
+            verify=body.verify,
         ),
         inputs,
     )

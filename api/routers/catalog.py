@@ -112,15 +112,29 @@ def _record_routes(
         return idempotency.respond(body, JSONResponse(content, status_code=status.HTTP_201_CREATED, headers=headers))
 
     def replace_record(
-        slug: SlugPath, body: update_schema, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep, response: Response  # type: ignore[valid-type]
+        slug: SlugPath,
+        body: update_schema,
+        catalog: CatalogDep,
+        _admin: AdminKeyDep,
+        if_version: IfMatchDep,
+        response: Response,  # type: ignore[valid-type]
     ) -> Any:
-        stored = _write(catalog, if_version, lambda: method(catalog, "update")(slug, record(body, slug=slug), if_version=if_version))
+        stored = _write(
+            catalog, if_version, lambda: method(catalog, "update")(slug, record(body, slug=slug), if_version=if_version)
+        )
         return _with_etag(response, stored)
 
     def update_record(
-        slug: SlugPath, body: patch_schema, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep, response: Response  # type: ignore[valid-type]
+        slug: SlugPath,
+        body: patch_schema,
+        catalog: CatalogDep,
+        _admin: AdminKeyDep,
+        if_version: IfMatchDep,
+        response: Response,  # type: ignore[valid-type]
     ) -> Any:
-        return _with_etag(response, _write(catalog, if_version, lambda: method(catalog, "update")(slug, changes(body), if_version=if_version)))
+        return _with_etag(
+            response, _write(catalog, if_version, lambda: method(catalog, "update")(slug, changes(body), if_version=if_version))
+        )
 
     def delete_record(slug: SlugPath, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep) -> None:
         _write(catalog, if_version, lambda: method(catalog, "delete")(slug, if_version=if_version))
@@ -211,7 +225,9 @@ _record_routes(
 quantizations = APIRouter(prefix="/quantizations", tags=["quantizations"])
 
 
-@quantizations.get("", response_model=QuantizationPage, summary="List quantization schemes", responses=problem_responses(401, 422))
+@quantizations.get(
+    "", response_model=QuantizationPage, summary="List quantization schemes", responses=problem_responses(401, 422)
+)
 def list_quantizations(
     catalog: CatalogDep,
     _reader: ReaderDep,

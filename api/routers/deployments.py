@@ -8,8 +8,8 @@ replan_deployment, recheck_plan."""
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
-from fastapi.responses import JSONResponse
 from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
 
 from api import deployments as service
 from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
@@ -33,8 +33,15 @@ router = APIRouter(tags=["deployments"])
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this many records.")]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="Records to skip before the page starts.")]
 MS_PER_S = 1e3
-Name = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[^/\x00-\x1f]+$",
-                           description="The deployment's name (as `name` on POST /v1/plans).")]
+Name = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^/\x00-\x1f]+$",
+        description="The deployment's name (as `name` on POST /v1/plans).",
+    ),
+]
 
 
 def _record_plan(metrics: MetricsRegistry, plan: dict[str, Any]) -> None:
@@ -47,31 +54,57 @@ def _record_plan(metrics: MetricsRegistry, plan: dict[str, Any]) -> None:
     response_model=DeploymentRead,
     name="put_deployment",
     summary="Create a deployment (planned at once) or replace its settings",
-    responses={201: {"description": "Created and planned.", "model": DeploymentRead},
-               **problem_responses(400, 401, 403, 404, 409, 412, 422, 503)},
+    responses={
+        201: {"description": "Created and planned.", "model": DeploymentRead},
+        **problem_responses(400, 401, 403, 404, 409, 412, 422, 503),
+    },
 )
-def put_deployment(name: Name, body: DeploymentPut, catalog: CatalogDep, session: SessionDep, if_match: IfMatchDep,
-                   idempotency: IdempotencyDep, settings: SettingsDep, deadline: DeadlineDep, metrics: MetricsDep,
-                   _planner: PlannerKeyDep) -> Response:
+def put_deployment(
+    name: Name,
+    body: DeploymentPut,
+    catalog: CatalogDep,
+    session: SessionDep,
+    if_match: IfMatchDep,
+    idempotency: IdempotencyDep,
+    settings: SettingsDep,
+    deadline: DeadlineDep,
+    metrics: MetricsDep,
+    _planner: PlannerKeyDep,
+) -> Response:
     """A new name is created and planned at once (201, `Location`); an existing one gets the new
     settings and hysteresis without re-planning (200; `POST .../replan` plans with them). Honours
     If-Match on an update (412 when the deployment moved on) and `Idempotency-Key`."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
-    content, created = service.put_deployment(name, body, catalog, session, if_version=if_match, run=deadline.run,
-                                              solver_time_limit_s=settings.solver_time_limit_s,
-                                              default_provider=settings.default_price_provider)
+    content, created = service.put_deployment(
+        name,
+        body,
+        catalog,
+        session,
+        if_version=if_match,
+        run=deadline.run,
+        solver_time_limit_s=settings.solver_time_limit_s,
+        default_provider=settings.default_price_provider,
+    )
     headers = {"ETag": etag(content["version"])}
     if created:
         headers["Location"] = f"/v1/deployments/{name}"
         _record_plan(metrics, content["current_plan"])
-    answer = JSONResponse(jsonable_encoder(DeploymentRead.model_validate(content)),
-                          status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK, headers=headers)
+    answer = JSONResponse(
+        jsonable_encoder(DeploymentRead.model_validate(content)),
+        status_code=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        headers=headers,
+    )
     return idempotency.respond(body, answer)
 
 
-@router.get("/deployments", response_model=DeploymentPage, name="list_deployments", summary="List deployments",
-            responses=problem_responses(401, 422))
+@router.get(
+    "/deployments",
+    response_model=DeploymentPage,
+    name="list_deployments",
+    summary="List deployments",
+    responses=problem_responses(401, 422),
+)
 def list_deployments(session: SessionDep, _reader: ReaderDep, limit: Limit = 50, offset: Offset = 0) -> Any:
     """Deployments by name with their current plan's GPU, size and cost; `total` counts all."""
     page = Deployments(session).list(limit=limit, offset=offset)
@@ -79,8 +112,13 @@ def list_deployments(session: SessionDep, _reader: ReaderDep, limit: Limit = 50,
     return {"items": items, "total": page.total, "limit": limit, "offset": offset}
 
 
-@router.get("/deployments/{name}", response_model=DeploymentRead, name="get_deployment",
-            summary="A deployment: settings, hysteresis and current plan", responses=problem_responses(401, 404))
+@router.get(
+    "/deployments/{name}",
+    response_model=DeploymentRead,
+    name="get_deployment",
+    summary="A deployment: settings, hysteresis and current plan",
+    responses=problem_responses(401, 404),
+)
 def get_deployment(name: Name, session: SessionDep, response: Response, _reader: ReaderDep) -> Any:
     """The deployment with its plan in force; 404 for a name nobody created."""
     content = service.deployment_read(session, Deployments(session).get(name))
@@ -88,11 +126,16 @@ def get_deployment(name: Name, session: SessionDep, response: Response, _reader:
     return content
 
 
-@router.get("/deployments/{name}/plans", response_model=PlanHistoryPage, name="list_deployment_plans",
-            summary="A deployment's plan history, newest first (JSON or CSV)",
-            responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404, 422)})
-def list_deployment_plans(name: Name, session: SessionDep, _reader: ReaderDep, as_csv: CsvDep,
-                          limit: Limit = 50, offset: Offset = 0) -> Any:
+@router.get(
+    "/deployments/{name}/plans",
+    response_model=PlanHistoryPage,
+    name="list_deployment_plans",
+    summary="A deployment's plan history, newest first (JSON or CSV)",
+    responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404, 422)},
+)
+def list_deployment_plans(
+    name: Name, session: SessionDep, _reader: ReaderDep, as_csv: CsvDep, limit: Limit = 50, offset: Offset = 0
+) -> Any:
     """Every plan made for the deployment (POST /v1/plans with its name, PUT, re-plans — adopted or
     not), newest first; `current` marks the plan in force. As CSV (`?format=csv` or
     `Accept: text/csv`) the page's plans as plan rows, newest first. 404 for an unknown deployment."""
@@ -112,8 +155,17 @@ def list_deployment_plans(name: Name, session: SessionDep, _reader: ReaderDep, a
     summary="Plan a deployment again for a new forecast, diff it and decide with hysteresis",
     responses=problem_responses(400, 401, 403, 404, 409, 422, 503),
 )
-def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, session: SessionDep, idempotency: IdempotencyDep,
-                      settings: SettingsDep, deadline: DeadlineDep, metrics: MetricsDep, _planner: PlannerKeyDep) -> Response:
+def replan_deployment(
+    name: Name,
+    body: ReplanRequest,
+    catalog: CatalogDep,
+    session: SessionDep,
+    idempotency: IdempotencyDep,
+    settings: SettingsDep,
+    deadline: DeadlineDep,
+    metrics: MetricsDep,
+    _planner: PlannerKeyDep,
+) -> Response:
     """Plans again with the new workload (or only `arrival_rate_rps`), SLOs and constraints against
     today's catalog, and diffs the new plan against the current one: GPU type, tp, replicas, batch
     limit, precision, GPUs added/removed, cost per hour and per month (730 h), and why
@@ -127,11 +179,21 @@ def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, sess
     404 for an unknown deployment; 422 `infeasible-plan` when nothing meets the new SLOs."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
-    content = service.replan(name, body, catalog, session, run=deadline.run, solver_time_limit_s=settings.solver_time_limit_s,
-                             default_provider=settings.default_price_provider)
+    content = service.replan(
+        name,
+        body,
+        catalog,
+        session,
+        run=deadline.run,
+        solver_time_limit_s=settings.solver_time_limit_s,
+        default_provider=settings.default_price_provider,
+    )
     _record_plan(metrics, content["plan"])
-    answer = JSONResponse(jsonable_encoder(ReplanResponse.model_validate(content)), status_code=status.HTTP_200_OK,
-                          headers={"Location": f"/v1/plans/{content['plan']['id']}"})
+    answer = JSONResponse(
+        jsonable_encoder(ReplanResponse.model_validate(content)),
+        status_code=status.HTTP_200_OK,
+        headers={"Location": f"/v1/plans/{content['plan']['id']}"},
+    )
     return idempotency.respond(body, answer)
 
 
@@ -143,8 +205,13 @@ def replan_deployment(name: Name, body: ReplanRequest, catalog: CatalogDep, sess
     tags=["plans"],
     responses=problem_responses(401, 404),
 )
-def recheck_plan(plan_id: Annotated[str, Path(max_length=64, description="The id POST /v1/plans answered with.")],
-                 catalog: CatalogDep, session: SessionDep, settings: SettingsDep, _reader: ReaderDep) -> Any:
+def recheck_plan(
+    plan_id: Annotated[str, Path(max_length=64, description="The id POST /v1/plans answered with.")],
+    catalog: CatalogDep,
+    session: SessionDep,
+    settings: SettingsDep,
+    _reader: ReaderDep,
+) -> Any:
     """Re-evaluates the plan's configuration at its own workload and SLOs with today's catalog
     (prices, efficiencies) by the forward model: whether it still meets every SLO, its cost now
     against when planned, the catalog versions then and now, and what changed for its GPUs."""

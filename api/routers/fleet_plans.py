@@ -33,6 +33,7 @@ from catalog.fleet_plans import FleetPlans, new_fleet_plan_id
 
 router = APIRouter(tags=["fleet-plans"])
 
+
 def _csv_content() -> dict[str, Any]:
     return {CSV_MEDIA_TYPE: {"schema": {"type": "string"}, "example": "period,start_hour,workload,gpu,...\n"}}
 
@@ -49,8 +50,10 @@ def _answer(plan: FleetPlanResponse, *, csv: bool, status_code: int, headers: di
     response_model=FleetPlanResponse,
     name="create_fleet_plan",
     summary="Plan reserved, on-demand and spot GPUs for many workloads over periods of demand",
-    responses={201: {"description": "The plan (stored; `Location` names it).", "content": _csv_content()},
-               **problem_responses(401, 403, 404, 422, 503)},
+    responses={
+        201: {"description": "The plan (stored; `Location` names it).", "content": _csv_content()},
+        **problem_responses(401, 403, 404, 422, 503),
+    },
     description=f"""\
 Chooses, as one MILP, how many GPUs of each type to reserve (held and paid in every period), how
 many to rent on demand (and on spot) in each period, and which configuration (GPU, precision, tp,
@@ -101,8 +104,9 @@ def create_fleet_plan(
         raise RequestValidationError(errors)
     plan_id = new_fleet_plan_id()
     created_at = datetime.now(UTC)
-    outcome = plan_fleet(body, catalog, settings.default_price_provider, deadline=deadline,
-                         solver_time_limit_s=settings.solver_time_limit_s)
+    outcome = plan_fleet(
+        body, catalog, settings.default_price_provider, deadline=deadline, solver_time_limit_s=settings.solver_time_limit_s
+    )
     plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
     metrics.record_plan_computed()
     metrics.record_solver_time(plan.solver.solve_ms / MS_PER_S)
@@ -122,8 +126,7 @@ def create_fleet_plan(
     response_model=FleetPlanResponse,
     name="get_fleet_plan",
     summary="A stored fleet plan (JSON or CSV)",
-    responses={200: {"description": "The plan as it was answered.", "content": _csv_content()},
-               **problem_responses(401, 404)},
+    responses={200: {"description": "The plan as it was answered.", "content": _csv_content()}, **problem_responses(401, 404)},
 )
 def get_fleet_plan(
     plan_id: Annotated[str, Path(max_length=64, description="The id a POST answered with.")],

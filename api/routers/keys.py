@@ -18,12 +18,22 @@ router = APIRouter(tags=["keys"])
 
 
 def _read(key: StoredApiKey) -> dict[str, Any]:
-    return {"id": key.id, "prefix": key.prefix, "role": key.role, "created_at": key.created_at,
-            "last_used_at": key.last_used_at, "revoked_at": key.revoked_at, "revoked": key.revoked_at is not None}
+    return {
+        "id": key.id,
+        "prefix": key.prefix,
+        "role": key.role,
+        "created_at": key.created_at,
+        "last_used_at": key.last_used_at,
+        "revoked_at": key.revoked_at,
+        "revoked": key.revoked_at is not None,
+    }
 
 
 @router.get(
-    "/keys", response_model=ApiKeyList, name="list_api_keys", summary="API keys: prefix, role, created, last used, revoked",
+    "/keys",
+    response_model=ApiKeyList,
+    name="list_api_keys",
+    summary="API keys: prefix, role, created, last used, revoked",
     responses=problem_responses(401, 403),
 )
 def list_api_keys(session: SessionDep, _admin: AdminKeyDep) -> dict[str, Any]:
@@ -32,8 +42,12 @@ def list_api_keys(session: SessionDep, _admin: AdminKeyDep) -> dict[str, Any]:
 
 
 @router.delete(
-    "/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT, name="revoke_api_key", summary="Revoke an API key",
-    response_class=Response, responses=problem_responses(401, 403, 404),
+    "/keys/{key_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    name="revoke_api_key",
+    summary="Revoke an API key",
+    response_class=Response,
+    responses=problem_responses(401, 403, 404),
 )
 def revoke_api_key(key_id: str, session: SessionDep, _admin: AdminKeyDep) -> Response:
     """The key answers 401 from its next request and stays listed with `revoked_at`. `key_id` is the

@@ -6,8 +6,8 @@ meets the SLOs, stored immutable with its request and the catalog version (issue
 from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 
-from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
 from api import deployments as service
+from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
 from api.deps import CallerRoleDep, CatalogDep, ReaderDep, SessionDep, SettingsDep, authorize_plan
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
@@ -17,6 +17,7 @@ from catalog.deployments import Deployments
 from catalog.plans import Plans
 
 router = APIRouter(tags=["plans"])
+
 
 @router.post(
     "/plans",
@@ -31,8 +32,15 @@ router = APIRouter(tags=["plans"])
     },
 )
 def create_plan(
-    body: PlanRequest, catalog: CatalogDep, session: SessionDep, caller: CallerRoleDep, as_csv: CsvDep,
-    idempotency: IdempotencyDep, settings: SettingsDep, deadline: DeadlineDep, metrics: MetricsDep,
+    body: PlanRequest,
+    catalog: CatalogDep,
+    session: SessionDep,
+    caller: CallerRoleDep,
+    as_csv: CsvDep,
+    idempotency: IdempotencyDep,
+    settings: SettingsDep,
+    deadline: DeadlineDep,
+    metrics: MetricsDep,
 ) -> Response:
     """Chooses GPU type, tp, replicas, precision, batch limit and chunked-prefill budget at minimum
     on-demand cost so that the predicted p99 (or `slo.percentile`) latencies meet every target,
@@ -47,22 +55,32 @@ def create_plan(
     authorize_plan(settings, caller, store=body.store)
     if body.store and (replayed := idempotency.replay(body)) is not None:
         return replayed
-    content = service.create_plan(body, catalog, session, run=deadline.run,
-                                  solver_time_limit_s=min(settings.solver_time_limit_s, deadline.remaining_s()),
-                                  default_provider=settings.default_price_provider, checkpoint=deadline.checkpoint)
+    content = service.create_plan(
+        body,
+        catalog,
+        session,
+        run=deadline.run,
+        solver_time_limit_s=min(settings.solver_time_limit_s, deadline.remaining_s()),
+        default_provider=settings.default_price_provider,
+        checkpoint=deadline.checkpoint,
+    )
     metrics.record_plan_computed()
     metrics.record_solver_time(content["provenance"]["solve_ms"] / MS_PER_S)
     plan_id = content["id"]
     if not body.store:
         if as_csv:
-            return csv_response(rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS),
-                                filename=f"plan-{plan_id}.csv")
+            return csv_response(
+                rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS),
+                filename=f"plan-{plan_id}.csv",
+            )
         return JSONResponse(content)
     Deployments(session).record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
     location = f"/v1/plans/{plan_id}"
     if as_csv:
         text = rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS)
-        answer = csv_response(text, filename=f"plan-{plan_id}.csv", status_code=status.HTTP_201_CREATED, headers={"Location": location})
+        answer = csv_response(
+            text, filename=f"plan-{plan_id}.csv", status_code=status.HTTP_201_CREATED, headers={"Location": location}
+        )
     else:
         answer = JSONResponse(content, status_code=status.HTTP_201_CREATED, headers={"Location": location})
     return idempotency.respond(body, answer)
@@ -80,5 +98,7 @@ def get_plan(plan_id: str, session: SessionDep, _reader: ReaderDep, as_csv: CsvD
     404 for an id nobody issued."""
     stored = Plans(session).get(plan_id)
     if as_csv:
-        return csv_response(rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv")
+        return csv_response(
+            rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv"
+        )
     return PlanResponse.model_validate(stored.response)

@@ -72,8 +72,9 @@ def create_price(body: PriceCreate, session: SessionDep, idempotency: Idempotenc
 
 
 @router.get("/{provider}/{gpu}", response_model=PriceRead, summary="Get one GPU price", responses=_responses(200, 401, 404))
-def get_price(provider: ProviderPath, gpu: GpuPath, session: SessionDep, _reader: ReaderDep, response: Response,
-              region: RegionQuery = None) -> Any:
+def get_price(
+    provider: ProviderPath, gpu: GpuPath, session: SessionDep, _reader: ReaderDep, response: Response, region: RegionQuery = None
+) -> Any:
     """The provider's price of the GPU (in `region`, if given); the ETag header carries its version."""
     return _with_etag(response, Prices(session).get_price(provider, gpu, region))
 
@@ -82,8 +83,16 @@ def get_price(provider: ProviderPath, gpu: GpuPath, session: SessionDep, _reader
     "/{provider}/{gpu}", response_model=PriceRead, summary="Replace a GPU price",
     responses=_responses(200, 400, 401, 403, 404, 412, 422),
 )  # fmt: skip
-def replace_price(provider: ProviderPath, gpu: GpuPath, body: PriceUpdate, session: SessionDep, _admin: AdminKeyDep,
-                  if_version: IfMatchDep, response: Response, region: RegionQuery = None) -> Any:
+def replace_price(
+    provider: ProviderPath,
+    gpu: GpuPath,
+    body: PriceUpdate,
+    session: SessionDep,
+    _admin: AdminKeyDep,
+    if_version: IfMatchDep,
+    response: Response,
+    region: RegionQuery = None,
+) -> Any:
     """Needs an admin key. Replaces every member but provider, GPU and region; with
     `If-Match: "<version>"` only if nobody changed the price since it was read (412 otherwise)."""
     stored = Prices(session).update_price(provider, gpu, region, record(body), if_version=if_version)
@@ -94,8 +103,16 @@ def replace_price(provider: ProviderPath, gpu: GpuPath, body: PriceUpdate, sessi
     "/{provider}/{gpu}", response_model=PriceRead, summary="Change members of a GPU price",
     responses=_responses(200, 400, 401, 403, 404, 412, 422),
 )  # fmt: skip
-def update_price(provider: ProviderPath, gpu: GpuPath, body: PricePatch, session: SessionDep, _admin: AdminKeyDep,  # type: ignore[valid-type]
-                 if_version: IfMatchDep, response: Response, region: RegionQuery = None) -> Any:
+def update_price(
+    provider: ProviderPath,
+    gpu: GpuPath,
+    body: PricePatch,
+    session: SessionDep,
+    _admin: AdminKeyDep,  # type: ignore[valid-type]
+    if_version: IfMatchDep,
+    response: Response,
+    region: RegionQuery = None,
+) -> Any:
     """Needs an admin key. Changes only the members sent; an explicit null clears an optional
     price. Honours If-Match like PUT."""
     stored = Prices(session).update_price(provider, gpu, region, changes(body), if_version=if_version)
@@ -106,7 +123,13 @@ def update_price(provider: ProviderPath, gpu: GpuPath, body: PricePatch, session
     "/{provider}/{gpu}", status_code=status.HTTP_204_NO_CONTENT, summary="Delete a GPU price",
     responses=problem_responses(400, 401, 403, 404, 412), response_class=Response,
 )  # fmt: skip
-def delete_price(provider: ProviderPath, gpu: GpuPath, session: SessionDep, _admin: AdminKeyDep, if_version: IfMatchDep,
-                 region: RegionQuery = None) -> None:
+def delete_price(
+    provider: ProviderPath,
+    gpu: GpuPath,
+    session: SessionDep,
+    _admin: AdminKeyDep,
+    if_version: IfMatchDep,
+    region: RegionQuery = None,
+) -> None:
     """Needs an admin key. With If-Match, only if the price is still at that version (412 otherwise)."""
     Prices(session).delete_price(provider, gpu, region, if_version=if_version)

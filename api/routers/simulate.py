@@ -26,8 +26,12 @@ router = APIRouter(tags=["performance"])
     responses=problem_responses(401, 404, 422),
 )
 def simulate_configuration(
-    body: SimulateRequest, catalog: CatalogDep, settings: SettingsDep, _reader: ReaderDep,
-    deadline: DeadlineDep, metrics: MetricsDep,
+    body: SimulateRequest,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    _reader: ReaderDep,
+    deadline: DeadlineDep,
+    metrics: MetricsDep,
 ) -> SimulateResponse:
     """Runs `requests` arrivals of `workload` through `serving` (router, replicas, continuous
     batching with FCFS admission and KV reservation, optional chunked prefill), each step timed by

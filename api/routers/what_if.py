@@ -11,12 +11,12 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from api.csv_export import HOURS_PER_MONTH, CsvDep, csv_response, csv_responses, rows_to_csv
+from api.deployments import planning_inputs
 from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
 from api.errors import RequestTimeoutError
 from api.observability import Deadline, DeadlineDep, MetricsDep
 from api.problems import problem_responses, problem_type_for
 from api.rounding import rounded
-from api.deployments import planning_inputs
 from api.schemas.plans import PlanRequest
 from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
 from api.schemas.workload import WorkloadSpec
@@ -41,8 +41,16 @@ METHOD = (
 )
 
 
-def _point(index: int, rate: float, slo: Slo, gpu: str | None, result: PlanResult | None, error: HeadroomError | None,
-           plan_ms: float, verified: bool) -> dict[str, Any]:
+def _point(
+    index: int,
+    rate: float,
+    slo: Slo,
+    gpu: str | None,
+    result: PlanResult | None,
+    error: HeadroomError | None,
+    plan_ms: float,
+    verified: bool,
+) -> dict[str, Any]:
     row: dict[str, Any] = {
         **dict.fromkeys(WHAT_IF_CSV_COLUMNS), "currency": "USD",
         "point": index, "arrival_rate_rps": rate, "slo_percentile": slo.percentile,
@@ -97,8 +105,9 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: CatalogDep, default_provider:
     return planning_inputs(as_plan, catalog, default_provider=default_provider)
 
 
-def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, *, solver_time_limit_s: float,
-                 deadline: Deadline) -> list[dict[str, Any]]:
+def sweep_points(
+    body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, *, solver_time_limit_s: float, deadline: Deadline
+) -> list[dict[str, Any]]:
     """Each point's cheapest plan (or why none), GPU types × SLO values × rates, rates fastest. Pure
     planner work on specs already read, so the request's deadline can abandon it (api.observability)."""
     constraints = body.constraints.to_constraints()
@@ -116,9 +125,15 @@ def sweep_points(body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, 
                 point_started = time.perf_counter()
                 # a point without a plan says why (its constraint and reason); the relaxation search a
                 # single 422 runs (re-planning, seconds) is left to POST /v1/plans, so a sweep stays bounded
-                request = PlanningRequest(workload=body.workload.to_workload(rate), slo=slo, constraints=constraints, verify=body.verify,
-                                          solver_time_limit_s=max(min(solver_time_limit_s, deadline.remaining_s()), MIN_SOLVER_TIME_S),
-                                          advise=False, checkpoint=deadline.checkpoint)
+                request = PlanningRequest(
+                    workload=body.workload.to_workload(rate),
+                    slo=slo,
+                    constraints=constraints,
+                    verify=body.verify,
+                    solver_time_limit_s=max(min(solver_time_limit_s, deadline.remaining_s()), MIN_SOLVER_TIME_S),
+                    advise=False,
+                    checkpoint=deadline.checkpoint,
+                )
                 result: PlanResult | None = None
                 error: HeadroomError | None = None
                 try:
@@ -155,11 +170,20 @@ constraint and reason (a point no plan serves does not fail the sweep). At most
 true, and nothing is stored. `Accept: text/csv` or `?format=csv` answers the points as CSV.
 Errors: unknown model, GPU type or efficiency profile → 404.""",
 )
-def what_if_sweep(body: WhatIfRequest, catalog: CatalogDep, settings: SettingsDep, _planner: PlannerKeyDep,
-                  as_csv: CsvDep, deadline: DeadlineDep, metrics: MetricsDep) -> WhatIfResponse | Response:
+def what_if_sweep(
+    body: WhatIfRequest,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    _planner: PlannerKeyDep,
+    as_csv: CsvDep,
+    deadline: DeadlineDep,
+    metrics: MetricsDep,
+) -> WhatIfResponse | Response:
     started = time.perf_counter()
     inputs, pricing = _inputs_for_gpus(body, catalog, settings.default_price_provider)
-    points = deadline.run(sweep_points, body, inputs, pricing, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
+    points = deadline.run(
+        sweep_points, body, inputs, pricing, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline
+    )
     metrics.record_plan_computed(sum(1 for p in points if p["feasible"]))
     for point in points:
         if point["solve_ms"] is not None:

@@ -48,7 +48,9 @@ class CalibrationPoint(_Input):
 class CalibrationRequest(_Input):
     """Points measured on one GPU type for one model, precision and tp; fits and stores profile `name`."""
 
-    name: Slug = Field(description="Name of the efficiency profile to store (not 'ideal' or 'calibrated').", examples=["vllm-0.8-h100"])
+    name: Slug = Field(
+        description="Name of the efficiency profile to store (not 'ideal' or 'calibrated').", examples=["vllm-0.8-h100"]
+    )
     gpu: Slug = Field(examples=["h100-sxm"])
     model: Slug = Field(examples=["llama-3.1-70b"])
     precision: CalibrationPrecision
@@ -59,7 +61,9 @@ class CalibrationRequest(_Input):
         description="The JSON `vllm bench serve` / benchmarks/benchmark_serving.py --save-result writes (keys completed, "
         "total_input_tokens, total_output_tokens, max_concurrency, request_rate, median_ttft_ms, median_tpot_ms, output_throughput).",
     )
-    batch_hint: int | None = Field(default=None, ge=1, description="Sequences in flight when the vLLM result has no max_concurrency.")
+    batch_hint: int | None = Field(
+        default=None, ge=1, description="Sequences in flight when the vLLM result has no max_concurrency."
+    )
     fit: list[FitParameter] | None = Field(
         default=None,
         min_length=1,
@@ -76,10 +80,7 @@ class CalibrationRequest(_Input):
     def to_points(self) -> list[MeasuredPoint]:
         if self.points is not None:
             return points_from_records(
-                [
-                    {**p.model_dump(exclude_none=True), "label": p.label or f"point {i}"}
-                    for i, p in enumerate(self.points)
-                ]
+                [{**p.model_dump(exclude_none=True), "label": p.label or f"point {i}"} for i, p in enumerate(self.points)]
             )
         return points_from_vllm_benchmark(self.vllm_benchmark or {}, batch_hint=self.batch_hint)
 

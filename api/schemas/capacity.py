@@ -34,13 +34,21 @@ class CapacityRequest(_Input):
     gpus: int = Field(ge=1, le=100_000, description="GPUs available; replicas = gpus // tp, the rest stay idle.", examples=[16])
     workload: CapacityWorkloadShape
     slo: PlanSlo
-    tp: int | None = Field(default=None, ge=1, le=1024, description="Pin the tensor-parallel degree; default searched (1, 2, 4, 8 up to `gpus`).")
-    batch_limit: int | None = Field(default=None, ge=1, le=65_536, description="Pin the batch limit (vLLM max_num_seqs); default searched.")
+    tp: int | None = Field(
+        default=None, ge=1, le=1024, description="Pin the tensor-parallel degree; default searched (1, 2, 4, 8 up to `gpus`)."
+    )
+    batch_limit: int | None = Field(
+        default=None, ge=1, le=65_536, description="Pin the batch limit (vLLM max_num_seqs); default searched."
+    )
     chunk_tokens: int | None = Field(
-        default=None, ge=2, le=10_000_000,
+        default=None,
+        ge=2,
+        le=10_000_000,
         description="Pin the chunked-prefill budget (vLLM max_num_batched_tokens); default searched, including no chunking.",
     )
-    precision: PlanPrecision | None = Field(default=None, description="Pin weights and KV-cache precision; default bf16/bf16 and fp8/fp8.")
+    precision: PlanPrecision | None = Field(
+        default=None, description="Pin weights and KV-cache precision; default bf16/bf16 and fp8/fp8."
+    )
     efficiency_profile: Slug = Field(
         default="calibrated",
         description="`calibrated` (the GPU's catalog calibration), `ideal` (pure roofline) or a stored profile name.",
@@ -50,7 +58,9 @@ class CapacityRequest(_Input):
         description="Whose price to report the hardware's cost at; default the service's default provider. The answer "
         "does not depend on it; without a price the cost is null.",
     )
-    verify: bool = Field(default=False, description="Simulate at the answer's rate, lowering it by 10 % steps until the simulator agrees.")
+    verify: bool = Field(
+        default=False, description="Simulate at the answer's rate, lowering it by 10 % steps until the simulator agrees."
+    )
 
     @model_validator(mode="after")
     def _consistent_pins(self) -> Self:
@@ -102,14 +112,18 @@ class CapacityVerifyStep(BaseModel):
 
 
 class CapacityCost(BaseModel):
-    usd_per_hour: float | None = Field(description="gpus_used × on-demand USD per GPU-hour; null when the provider does not price the GPU.")
+    usd_per_hour: float | None = Field(
+        description="gpus_used × on-demand USD per GPU-hour; null when the provider does not price the GPU."
+    )
     price_usd_per_gpu_hour: float | None
     provider: str
     notes: list[str] = Field(default_factory=list)
 
 
 class CapacityResponse(BaseModel):
-    max_arrival_rate_rps: float = Field(description="Largest sustainable request rate within the SLOs (the simulator's agreed rate with verify).")
+    max_arrival_rate_rps: float = Field(
+        description="Largest sustainable request rate within the SLOs (the simulator's agreed rate with verify)."
+    )
     analytic_arrival_rate_rps: float = Field(description="replicas × max_rps_per_replica from the queueing model.")
     output_tokens_per_s: float = Field(description="max_arrival_rate_rps × mean output tokens.")
     configuration: CapacityConfigurationRead
@@ -119,10 +133,14 @@ class CapacityResponse(BaseModel):
     binding: Literal["ttft", "tpot", "e2e", "saturation"] = Field(
         description="The SLO metric at its target at μ, or `saturation` when every SLO holds up to 99 % of saturation."
     )
-    per_replica_arrival_cv: float = Field(description="Inter-arrival CV one replica sees: √(c²/r + (r − 1)/r) under a random split.")
+    per_replica_arrival_cv: float = Field(
+        description="Inter-arrival CV one replica sees: √(c²/r + (r − 1)/r) under a random split."
+    )
     curve: list[CapacityCurvePoint] = Field(description="Per-replica ρ–latency curve up to μ.")
     cost: CapacityCost
-    verification: list[CapacityVerifyStep] | None = Field(description="Each simulated rate, last the one agreed; null without verify.")
+    verification: list[CapacityVerifyStep] | None = Field(
+        description="Each simulated rate, last the one agreed; null without verify."
+    )
     configurations_evaluated: int = Field(description="Configurations whose μ was root-found (the rest were bounded out).")
     configurations_considered: int
 
@@ -138,22 +156,45 @@ def capacity_response(result: CapacityResult, cost: CapacityCost) -> CapacityRes
         analytic_arrival_rate_rps=result.analytic_arrival_rate_rps,
         output_tokens_per_s=result.output_tokens_per_s,
         configuration=CapacityConfigurationRead(
-            gpu=c.gpu, tp=c.tp, replicas=c.replicas, gpus_used=c.gpus_used,
+            gpu=c.gpu,
+            tp=c.tp,
+            replicas=c.replicas,
+            gpus_used=c.gpus_used,
             precision=CapacityPrecision(weights=c.weights_precision, kv_cache=c.kv_precision),
-            batch_limit=c.batch_limit, chunk_tokens=c.chunk_tokens,
+            batch_limit=c.batch_limit,
+            chunk_tokens=c.chunk_tokens,
         ),
         max_rps_per_replica=result.max_rps_per_replica,
         saturation_rps_per_replica=result.saturation_rps_per_replica,
         utilisation=result.utilisation,
         binding=result.binding,  # type: ignore[arg-type]
         per_replica_arrival_cv=result.per_replica_arrival_cv,
-        curve=[CapacityCurvePoint(utilisation=p.utilisation, arrival_rate_rps=p.arrival_rate_rps, ttft_ms=_ms(p.ttft_s),
-                                  tpot_ms=_ms(p.tpot_s), e2e_s=p.e2e_s, meets_slo=p.meets_slo) for p in result.curve],
+        curve=[
+            CapacityCurvePoint(
+                utilisation=p.utilisation,
+                arrival_rate_rps=p.arrival_rate_rps,
+                ttft_ms=_ms(p.ttft_s),
+                tpot_ms=_ms(p.tpot_s),
+                e2e_s=p.e2e_s,
+                meets_slo=p.meets_slo,
+            )
+            for p in result.curve
+        ],
         cost=cost,
-        verification=None if result.verification is None else [
-            CapacityVerifyStep(arrival_rate_rps=s.arrival_rate_rps, per_replica_rate_rps=s.per_replica_rate_rps,
-                               ttft_ms=s.ttft_s * MS_PER_S, tpot_ms=s.tpot_s * MS_PER_S, e2e_s=s.e2e_s, stable=s.stable,
-                               misses=list(s.misses), meets_slo=s.meets_slo, requests_simulated=s.requests_simulated)
+        verification=None
+        if result.verification is None
+        else [
+            CapacityVerifyStep(
+                arrival_rate_rps=s.arrival_rate_rps,
+                per_replica_rate_rps=s.per_replica_rate_rps,
+                ttft_ms=s.ttft_s * MS_PER_S,
+                tpot_ms=s.tpot_s * MS_PER_S,
+                e2e_s=s.e2e_s,
+                stable=s.stable,
+                misses=list(s.misses),
+                meets_slo=s.meets_slo,
+                requests_simulated=s.requests_simulated,
+            )
             for s in result.verification
         ],
         configurations_evaluated=result.configurations_evaluated,

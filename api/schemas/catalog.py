@@ -23,8 +23,8 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
-from planner.confidence import GRADES
 from planner import specs
+from planner.confidence import GRADES
 from planner.specs import ARCHITECTURE_GENERATIONS
 
 Slug = Annotated[
@@ -41,8 +41,14 @@ Name = Annotated[str, Field(min_length=1, max_length=200, description="Human-rea
 #: Longest free text a record carries (`source`, notes): a citation with its URL and a sentence on
 #: how values were derived fits in far less; a 10 MB string is not a source, and every list returns it.
 MAX_TEXT_LENGTH = 4_000
-Source = Annotated[str, Field(min_length=1, max_length=MAX_TEXT_LENGTH,
-                             description="Where the numbers come from: datasheet or model-card URL / title; at most 4,000 characters.")]
+Source = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_TEXT_LENGTH,
+        description="Where the numbers come from: datasheet or model-card URL / title; at most 4,000 characters.",
+    ),
+]
 OptionalText = Annotated[str | None, Field(default=None, max_length=MAX_TEXT_LENGTH)]
 
 # Bounds in the record's units, from planner/specs.py's SI bounds (docs/reliability.md "Bounds" says why each).
@@ -57,10 +63,16 @@ MAX_PRICE = specs.MAX_PRICE_USD_PER_HOUR  # $1,000 per GPU-hour
 Datatype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 Architecture = Literal[tuple(g for gs in ARCHITECTURE_GENERATIONS.values() for g in gs)]  # type: ignore[valid-type]
 
-_Tflops = Annotated[float | None, Field(
-    default=None, ge=TFLOPS[0], le=TFLOPS[1],
-    description="Dense peak in TFLOP/s (1e12 FLOP/s), 0.001 (one old CPU core) to 1,000,000 (8× Cerebras WSE-3); "
-                "null where the chip has no such unit.")]
+_Tflops = Annotated[
+    float | None,
+    Field(
+        default=None,
+        ge=TFLOPS[0],
+        le=TFLOPS[1],
+        description="Dense peak in TFLOP/s (1e12 FLOP/s), 0.001 (one old CPU core) to 1,000,000 (8× Cerebras WSE-3); "
+        "null where the chip has no such unit.",
+    ),
+]
 
 
 class _Input(BaseModel):
@@ -90,9 +102,16 @@ class GpuPrice(_Input):
     row per provider); kept and returned as written, but plans no longer read it."""
 
     on_demand: float = Field(ge=0, le=MAX_PRICE, description="On-demand price in USD per GPU-hour, at most 1,000.")
-    reserved_1y: float | None = Field(default=None, ge=0, le=MAX_PRICE, description="Effective 1-year reserved price in USD per GPU-hour, at most 1,000; null if not offered.")
+    reserved_1y: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_PRICE,
+        description="Effective 1-year reserved price in USD per GPU-hour, at most 1,000; null if not offered.",
+    )
     as_of: date | None = Field(default=None, strict=False, description="Date the prices were read (YYYY-MM-DD).")
-    source: str | None = Field(default=None, max_length=MAX_TEXT_LENGTH, description="Price list the numbers come from; at most 4,000 characters.")
+    source: str | None = Field(
+        default=None, max_length=MAX_TEXT_LENGTH, description="Price list the numbers come from; at most 4,000 characters."
+    )
 
 
 class CalibrationConfidence(_Input):
@@ -101,18 +120,22 @@ class CalibrationConfidence(_Input):
 
     grade: Literal[GRADES] = Field(  # type: ignore[valid-type]
         description="low, medium or high. low: no published point of this GPU (carried over), efficiencies below the range "
-                    "other GPUs fit, no more points than fitted parameters, or out-of-sample error above 20 %; high: two or "
-                    "more independent sources and out-of-sample error within 10 %; medium otherwise.",
+        "other GPUs fit, no more points than fitted parameters, or out-of-sample error above 20 %; high: two or "
+        "more independent sources and out-of-sample error within 10 %; medium otherwise.",
     )
     points: int = Field(ge=0, le=1_000_000, description="Published measurements the GPU's own fit used (0 when carried over).")
     sources: int = Field(ge=0, le=1_000_000, description="Distinct publications among those points.")
     out_of_sample_error: float | None = Field(
-        default=None, ge=0, le=1_000,
+        default=None,
+        ge=0,
+        le=1_000,
         description="Median |predicted / measured − 1| of the GPU's points predicted by fits that never saw their source or "
-                    "their model (dimensionless, 0.1 = 10 %); null without points of its own.",
+        "their model (dimensionless, 0.1 = 10 %); null without points of its own.",
     )
     carried_over_from: Slug | None = Field(default=None, description="The GPU whose fitted efficiencies this one ships, if any.")
-    below_usual_range: bool = Field(default=False, description="The fitted η lie below the range every other GPU fits (LOW CONFIDENCE).")
+    below_usual_range: bool = Field(
+        default=False, description="The fitted η lie below the range every other GPU fits (LOW CONFIDENCE)."
+    )
 
 
 class GpuEfficiency(_Input):
@@ -121,9 +144,14 @@ class GpuEfficiency(_Input):
     memory: float = Field(gt=0, le=1, description="η_mem: achieved / datasheet memory bandwidth, in (0, 1].")
     compute: float = Field(gt=0, le=1, description="η_compute: achieved / datasheet peak FLOP/s, in (0, 1].")
     step_overhead_ms: float = Field(
-        default=0.0, ge=0, le=MAX_STEP_OVERHEAD_MS,
-        description="Fixed time added to every batching step, in milliseconds; at most 10,000 (1,000× any engine's scheduler overhead).")
-    memory_reserve_fraction: float = Field(default=0.0, ge=0, lt=1, description="Fraction of HBM unavailable to weights and KV cache, in [0, 1).")
+        default=0.0,
+        ge=0,
+        le=MAX_STEP_OVERHEAD_MS,
+        description="Fixed time added to every batching step, in milliseconds; at most 10,000 (1,000× any engine's scheduler overhead).",
+    )
+    memory_reserve_fraction: float = Field(
+        default=0.0, ge=0, lt=1, description="Fraction of HBM unavailable to weights and KV cache, in [0, 1)."
+    )
     memory_compute_overlap: float = Field(
         default=1.0,
         ge=0,
@@ -133,35 +161,58 @@ class GpuEfficiency(_Input):
             "max(a, b) + (1 − overlap) · min(a, b). 1 = fully overlapped (max of the two, the roofline), 0 = serial (their sum)."
         ),
     )
-    source: str | None = Field(default=None, max_length=MAX_TEXT_LENGTH, description="Measurement or publication the efficiencies come from; at most 4,000 characters.")
-    confidence: CalibrationConfidence | None = Field(default=None, description="The calibration's grade and evidence; null: ungraded (planned as low).")
+    source: str | None = Field(
+        default=None,
+        max_length=MAX_TEXT_LENGTH,
+        description="Measurement or publication the efficiencies come from; at most 4,000 characters.",
+    )
+    confidence: CalibrationConfidence | None = Field(
+        default=None, description="The calibration's grade and evidence; null: ungraded (planned as low)."
+    )
 
 
 class GpuFields(_Input):
     name: Name
     vendor: str = Field(min_length=1, max_length=32, description="Vendor, lowercase: nvidia, amd.", examples=["nvidia"])
     architecture: str = Field(
-        min_length=1, max_length=32, description="Architecture generation, lowercase: ampere, ada, hopper, blackwell, cdna3, …", examples=["hopper"]
+        min_length=1,
+        max_length=32,
+        description="Architecture generation, lowercase: ampere, ada, hopper, blackwell, cdna3, …",
+        examples=["hopper"],
     )
     memory_gb: float = Field(
-        ge=MEMORY_GB[0], le=MEMORY_GB[1],
-        description="HBM/GDDR capacity per GPU in GB (1e9 bytes), 1 to 4,096 (14× the largest shipped, 288 GB).", examples=[80])
+        ge=MEMORY_GB[0],
+        le=MEMORY_GB[1],
+        description="HBM/GDDR capacity per GPU in GB (1e9 bytes), 1 to 4,096 (14× the largest shipped, 288 GB).",
+        examples=[80],
+    )
     memory_bandwidth_gb_per_s: float = Field(
-        ge=BANDWIDTH_GB_PER_S[0], le=BANDWIDTH_GB_PER_S[1],
+        ge=BANDWIDTH_GB_PER_S[0],
+        le=BANDWIDTH_GB_PER_S[1],
         description="Memory bandwidth per GPU in GB/s (1e9 bytes/s), 1 to 100,000,000 (5× Cerebras WSE-3's on-wafer 21 PB/s).",
-        examples=[3350])
+        examples=[3350],
+    )
     peak_tflops: PeakTflops = Field(description="Dense peak TFLOP/s per datatype.")
     interconnect_gb_per_s: float = Field(
-        ge=INTERCONNECT_GB_PER_S[0], le=INTERCONNECT_GB_PER_S[1],
+        ge=INTERCONNECT_GB_PER_S[0],
+        le=INTERCONNECT_GB_PER_S[1],
         description="GPU-to-GPU bandwidth per GPU in GB/s (NVLink, Infinity Fabric, PCIe), one direction; 0.1 (1 Gbit/s Ethernet) "
-                    "to 100,000 (100× NVLink 5).", examples=[450])
+        "to 100,000 (100× NVLink 5).",
+        examples=[450],
+    )
     interconnect_latency_us: float | None = Field(
-        default=None, ge=0, le=MAX_INTERCONNECT_LATENCY_US,
+        default=None,
+        ge=0,
+        le=MAX_INTERCONNECT_LATENCY_US,
         description="Latency of one all-reduce hop in microseconds, at most 10,000 (a round trip between data centres); "
-                    "null for the planner's default.")
+        "null for the planner's default.",
+    )
     gpus_per_node: int = Field(
-        ge=1, le=specs.MAX_GPUS_PER_NODE,
-        description="GPUs per node sharing the fast interconnect (the largest tensor-parallel group), 1 to 1,024.", examples=[8])
+        ge=1,
+        le=specs.MAX_GPUS_PER_NODE,
+        description="GPUs per node sharing the fast interconnect (the largest tensor-parallel group), 1 to 1,024.",
+        examples=[8],
+    )
     price_usd_per_hour: GpuPrice | None = Field(
         default=None, description="Deprecated: plans read the per-provider prices of /v1/prices; this block is kept as written."
     )
@@ -198,8 +249,12 @@ class MoeLayout(_Input):
 
     experts: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Routed experts per MoE layer, at most 2^20.")
     experts_per_token: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Routed experts each token activates (top-k).")
-    shared_experts: int = Field(ge=0, le=specs.MAX_MODEL_DIMENSION, description="Always-active shared experts per MoE layer, at most 2^20.")
-    expert_params: int = Field(ge=1, le=int(specs.MAX_PARAMS), description="Parameters of ONE routed expert in ONE MoE layer, at most 1e14.")
+    shared_experts: int = Field(
+        ge=0, le=specs.MAX_MODEL_DIMENSION, description="Always-active shared experts per MoE layer, at most 2^20."
+    )
+    expert_params: int = Field(
+        ge=1, le=int(specs.MAX_PARAMS), description="Parameters of ONE routed expert in ONE MoE layer, at most 1e14."
+    )
     moe_layers: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Layers with a MoE block.")
 
     @field_validator("experts_per_token")
@@ -214,22 +269,62 @@ class MoeLayout(_Input):
 class MlaLayout(_Input):
     """Multi-head latent attention: the KV cache stores a compressed latent plus a RoPE key."""
 
-    kv_lora_rank: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Width of the compressed KV latent per token per layer, at most 2^20.")
-    rope_head_dim: int = Field(ge=0, le=specs.MAX_MODEL_DIMENSION, description="Width of the decoupled RoPE key per token per layer, at most 2^20.")
+    kv_lora_rank: int = Field(
+        ge=1, le=specs.MAX_MODEL_DIMENSION, description="Width of the compressed KV latent per token per layer, at most 2^20."
+    )
+    rope_head_dim: int = Field(
+        ge=0, le=specs.MAX_MODEL_DIMENSION, description="Width of the decoupled RoPE key per token per layer, at most 2^20."
+    )
 
 
 class ModelFields(_Input):
     name: Name
-    params_total: int = Field(ge=1, le=int(specs.MAX_PARAMS), description="Total parameters (all experts), at most 1e14 (50× the largest published).", examples=[70_000_000_000])
-    params_active: int = Field(ge=1, le=int(specs.MAX_PARAMS), description="Parameters active per token (dense models: = params_total).", examples=[70_000_000_000])
+    params_total: int = Field(
+        ge=1,
+        le=int(specs.MAX_PARAMS),
+        description="Total parameters (all experts), at most 1e14 (50× the largest published).",
+        examples=[70_000_000_000],
+    )
+    params_active: int = Field(
+        ge=1,
+        le=int(specs.MAX_PARAMS),
+        description="Parameters active per token (dense models: = params_total).",
+        examples=[70_000_000_000],
+    )
     layers: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Transformer layers, at most 2^20.", examples=[80])
-    hidden_size: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Model (residual stream) width, at most 2^20 (40× the widest published).", examples=[8192])
-    attention_heads: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Query heads per layer, at most 2^20.", examples=[64])
-    kv_heads: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Key/value heads per layer (GQA); must divide attention_heads.", examples=[8])
-    head_dim: int = Field(ge=1, le=specs.MAX_MODEL_DIMENSION, description="Width of one attention head, at most 2^20.", examples=[128])
-    intermediate_size: int = Field(ge=1, le=specs.MAX_INTERMEDIATE_SIZE, description="MLP hidden width (per expert for MoE models), at most 2^22.", examples=[28672])
-    vocab_size: int = Field(ge=1, le=specs.MAX_VOCAB_SIZE, description="Vocabulary size in tokens, at most 2^24 (64× the largest published).", examples=[32000])
-    max_context_tokens: int = Field(ge=1, le=specs.MAX_CONTEXT_TOKENS, description="Longest supported context in tokens, at most 10,000,000.", examples=[4096])
+    hidden_size: int = Field(
+        ge=1,
+        le=specs.MAX_MODEL_DIMENSION,
+        description="Model (residual stream) width, at most 2^20 (40× the widest published).",
+        examples=[8192],
+    )
+    attention_heads: int = Field(
+        ge=1, le=specs.MAX_MODEL_DIMENSION, description="Query heads per layer, at most 2^20.", examples=[64]
+    )
+    kv_heads: int = Field(
+        ge=1,
+        le=specs.MAX_MODEL_DIMENSION,
+        description="Key/value heads per layer (GQA); must divide attention_heads.",
+        examples=[8],
+    )
+    head_dim: int = Field(
+        ge=1, le=specs.MAX_MODEL_DIMENSION, description="Width of one attention head, at most 2^20.", examples=[128]
+    )
+    intermediate_size: int = Field(
+        ge=1,
+        le=specs.MAX_INTERMEDIATE_SIZE,
+        description="MLP hidden width (per expert for MoE models), at most 2^22.",
+        examples=[28672],
+    )
+    vocab_size: int = Field(
+        ge=1,
+        le=specs.MAX_VOCAB_SIZE,
+        description="Vocabulary size in tokens, at most 2^24 (64× the largest published).",
+        examples=[32000],
+    )
+    max_context_tokens: int = Field(
+        ge=1, le=specs.MAX_CONTEXT_TOKENS, description="Longest supported context in tokens, at most 10,000,000.", examples=[4096]
+    )
     moe: MoeLayout | None = Field(default=None, description="Mixture-of-experts layout; null for dense models.")
     mla: MlaLayout | None = Field(default=None, description="Multi-head latent attention; null for standard attention.")
     source: Source
@@ -276,14 +371,26 @@ class ModelRead(_Record, ModelCreate):
 class QuantizationFields(_Input):
     name: Name
     weight_bytes_per_param: float = Field(
-        ge=specs.MIN_BYTES_PER_VALUE, le=specs.MAX_BYTES_PER_VALUE,
-        description="Bytes per weight including scale overhead (INT4 group-128 AWQ: 0.53125), 1/16 (half a bit) to 16.", examples=[0.53125])
+        ge=specs.MIN_BYTES_PER_VALUE,
+        le=specs.MAX_BYTES_PER_VALUE,
+        description="Bytes per weight including scale overhead (INT4 group-128 AWQ: 0.53125), 1/16 (half a bit) to 16.",
+        examples=[0.53125],
+    )
     element_bytes: float = Field(
-        ge=specs.MIN_BYTES_PER_VALUE, le=specs.MAX_BYTES_PER_VALUE,
-        description="Bytes of one stored value without scales; what a KV-cache entry in this format costs; 1/16 to 16.", examples=[0.5])
-    compute_dtype: Datatype = Field(description="Datatype the matrix multiplies run in: the GPU peak that applies (W4A16 computes in fp16).")
-    kv_cache_dtypes: list[Slug] = Field(default_factory=list, description="Quantization slugs allowed for the KV cache with these weights.")
-    min_architecture: Architecture | None = Field(default=None, description="Oldest architecture generation that runs it natively; null for any.")
+        ge=specs.MIN_BYTES_PER_VALUE,
+        le=specs.MAX_BYTES_PER_VALUE,
+        description="Bytes of one stored value without scales; what a KV-cache entry in this format costs; 1/16 to 16.",
+        examples=[0.5],
+    )
+    compute_dtype: Datatype = Field(
+        description="Datatype the matrix multiplies run in: the GPU peak that applies (W4A16 computes in fp16)."
+    )
+    kv_cache_dtypes: list[Slug] = Field(
+        default_factory=list, description="Quantization slugs allowed for the KV cache with these weights."
+    )
+    min_architecture: Architecture | None = Field(
+        default=None, description="Oldest architecture generation that runs it natively; null for any."
+    )
     source: Source
 
     @field_validator("element_bytes")
@@ -325,9 +432,15 @@ def _partial(model: type[BaseModel], name: str, doc: str) -> type[BaseModel]:
     return create_model(name, __base__=_Input, __doc__=doc, __module__=__name__, **fields)
 
 
-GpuPatch = _partial(GpuUpdate, "GpuPatch", "Members of a GPU to change (PATCH /v1/gpus/{slug}); nested blocks are replaced whole.")
-ModelPatch = _partial(ModelUpdate, "ModelPatch", "Members of a model to change (PATCH /v1/models/{slug}); `moe`/`mla` are replaced whole.")
-QuantizationPatch = _partial(QuantizationUpdate, "QuantizationPatch", "Members of a quantization scheme to change (PATCH /v1/quantizations/{slug}).")
+GpuPatch = _partial(
+    GpuUpdate, "GpuPatch", "Members of a GPU to change (PATCH /v1/gpus/{slug}); nested blocks are replaced whole."
+)
+ModelPatch = _partial(
+    ModelUpdate, "ModelPatch", "Members of a model to change (PATCH /v1/models/{slug}); `moe`/`mla` are replaced whole."
+)
+QuantizationPatch = _partial(
+    QuantizationUpdate, "QuantizationPatch", "Members of a quantization scheme to change (PATCH /v1/quantizations/{slug})."
+)
 
 ItemT = TypeVar("ItemT")
 

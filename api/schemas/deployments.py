@@ -38,16 +38,34 @@ class HysteresisSpec(_Input):
     new rate, and switching would save less than `min_saving_usd_per_hour` or less than
     `min_saving_fraction` of its cost (whichever is larger). A plan that misses the SLOs is always replaced."""
 
-    headroom_margin: float = Field(default=DEFAULT_HEADROOM_MARGIN, ge=0, le=10, allow_inf_nan=False,
-                                   description="Traffic headroom the current plan must still have (0.1 = 10 % above the new rate).")
-    min_saving_fraction: float = Field(default=DEFAULT_MIN_SAVING_FRACTION, ge=0, le=1, allow_inf_nan=False,
-                                       description="Smallest saving worth a change, as a fraction of the current plan's cost.")
-    min_saving_usd_per_hour: float = Field(default=DEFAULT_MIN_SAVING_USD_PER_HOUR, ge=0, le=1e9, allow_inf_nan=False,
-                                           description="Smallest saving worth a change, USD per hour.")
+    headroom_margin: float = Field(
+        default=DEFAULT_HEADROOM_MARGIN,
+        ge=0,
+        le=10,
+        allow_inf_nan=False,
+        description="Traffic headroom the current plan must still have (0.1 = 10 % above the new rate).",
+    )
+    min_saving_fraction: float = Field(
+        default=DEFAULT_MIN_SAVING_FRACTION,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description="Smallest saving worth a change, as a fraction of the current plan's cost.",
+    )
+    min_saving_usd_per_hour: float = Field(
+        default=DEFAULT_MIN_SAVING_USD_PER_HOUR,
+        ge=0,
+        le=1e9,
+        allow_inf_nan=False,
+        description="Smallest saving worth a change, USD per hour.",
+    )
 
     def to_hysteresis(self) -> Hysteresis:
-        return Hysteresis(headroom_margin=self.headroom_margin, min_saving_fraction=self.min_saving_fraction,
-                          min_saving_usd_per_hour=self.min_saving_usd_per_hour)
+        return Hysteresis(
+            headroom_margin=self.headroom_margin,
+            min_saving_fraction=self.min_saving_fraction,
+            min_saving_usd_per_hour=self.min_saving_usd_per_hour,
+        )
 
 
 class DeploymentPut(_Input):
@@ -73,7 +91,9 @@ class DeploymentSummary(BaseModel):
     gpus_total: int | None
     cost_usd_per_hour: float | None = Field(description="Current plan's on-demand cost as planned.")
     cost_usd_per_month: float | None = Field(description="730 hours.")
-    cost_usd_per_million_output_tokens: float | None = Field(default=None, description="Current plan's cost per million output tokens.")
+    cost_usd_per_million_output_tokens: float | None = Field(
+        default=None, description="Current plan's cost per million output tokens."
+    )
     currency: str = CURRENCY
     version: int = Field(description="Row version (ETag) for If-Match on PUT.")
     updated_at: datetime
@@ -122,8 +142,9 @@ class ReplanRequest(_Input):
     Members omitted keep the deployment's settings."""
 
     workload: WorkloadSpec | None = Field(default=None, description="The new forecast (replaces the deployment's workload).")
-    arrival_rate_rps: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False,
-                                           description="Only a new arrival rate; lengths stay as they are.")
+    arrival_rate_rps: float | None = Field(
+        default=None, gt=0, le=1e7, allow_inf_nan=False, description="Only a new arrival rate; lengths stay as they are."
+    )
     slo: PlanSlo | None = None
     constraints: PlanConstraintsSpec | None = None
     verify: bool | None = Field(default=None, description="Override the deployment's `verify` for this re-plan.")
@@ -167,7 +188,9 @@ class PlanDiffRead(BaseModel):
     cost_usd_per_month: CostChangeRead = Field(description="730 hours.")
     currency: str = CURRENCY
     same_configuration: bool
-    why: list[ReasonRead] = Field(description="What differs from when the current plan was made: traffic, slo, constraints, prices, catalog.")
+    why: list[ReasonRead] = Field(
+        description="What differs from when the current plan was made: traffic, slo, constraints, prices, catalog."
+    )
 
 
 class PredictedRead(BaseModel):
@@ -233,7 +256,9 @@ class RecheckResponse(BaseModel):
     cost: RecheckCost
     catalog_version_then: int
     catalog_version_now: int
-    changes: list[ReasonRead] = Field(description="What differs in the catalog for this plan's GPUs (prices, efficiencies, other records).")
+    changes: list[ReasonRead] = Field(
+        description="What differs in the catalog for this plan's GPUs (prices, efficiencies, other records)."
+    )
     checked_at: datetime
 
 
@@ -250,11 +275,25 @@ def check_read(check: Check) -> dict[str, Any]:
         predicted: dict[str, float | None] = {}
         for metric, seconds in row.predicted_s.items():
             predicted["e2e_s" if metric == "e2e" else f"{metric}_ms"] = seconds if metric == "e2e" else seconds * MS_PER_S
-        rows.append({"gpu": row.gpu, "per_replica_rate_rps": row.per_replica_rate_rps, "meets_slo": row.meets_slo,
-                     "unstable": row.unstable, "utilisation": row.utilisation, "predicted": predicted,
-                     "misses": list(row.misses), "problem": row.problem})
-    return {"arrival_rate_rps": check.arrival_rate_rps, "meets_slo": check.meets_slo, "summary": check.summary,
-            "cost_usd_per_hour": _none_if_nan(check.cost_usd_per_hour), "rows": rows}
+        rows.append(
+            {
+                "gpu": row.gpu,
+                "per_replica_rate_rps": row.per_replica_rate_rps,
+                "meets_slo": row.meets_slo,
+                "unstable": row.unstable,
+                "utilisation": row.utilisation,
+                "predicted": predicted,
+                "misses": list(row.misses),
+                "problem": row.problem,
+            }
+        )
+    return {
+        "arrival_rate_rps": check.arrival_rate_rps,
+        "meets_slo": check.meets_slo,
+        "summary": check.summary,
+        "cost_usd_per_hour": _none_if_nan(check.cost_usd_per_hour),
+        "rows": rows,
+    }
 
 
 def reasons_read(reasons: tuple[Reason, ...]) -> list[dict[str, str]]:
@@ -269,9 +308,17 @@ def diff_read(diff: PlanDiff, reasons: tuple[Reason, ...]) -> dict[str, Any]:
         return {"before": c.before, "before_now": _none_if_nan(c.before_now), "after": c.after, "change": _none_if_nan(c.change)}
 
     return {
-        "gpu": change(diff.gpu), "tp": change(diff.tp), "replicas": change(diff.replicas), "gpus_total": change(diff.gpus_total),
-        "batch_limit": change(diff.batch_limit), "chunk_tokens": change(diff.chunk_tokens), "precision": change(diff.precision),
-        "gpus_added": diff.gpus_added, "gpus_removed": diff.gpus_removed,
-        "cost_usd_per_hour": cost(diff.cost_usd_per_hour), "cost_usd_per_month": cost(diff.cost_usd_per_month),
-        "same_configuration": diff.same_configuration, "why": reasons_read(reasons),
+        "gpu": change(diff.gpu),
+        "tp": change(diff.tp),
+        "replicas": change(diff.replicas),
+        "gpus_total": change(diff.gpus_total),
+        "batch_limit": change(diff.batch_limit),
+        "chunk_tokens": change(diff.chunk_tokens),
+        "precision": change(diff.precision),
+        "gpus_added": diff.gpus_added,
+        "gpus_removed": diff.gpus_removed,
+        "cost_usd_per_hour": cost(diff.cost_usd_per_hour),
+        "cost_usd_per_month": cost(diff.cost_usd_per_month),
+        "same_configuration": diff.same_configuration,
+        "why": reasons_read(reasons),
     }

@@ -138,7 +138,9 @@ class SearchGrid(_Input):
     tp_degrees: list[Annotated[int, Field(ge=1, le=64)]] = Field(default=list(TP_DEGREES), min_length=1, max_length=8)
     batch_limits: list[Annotated[int, Field(ge=1, le=65_536)]] = Field(default=list(BATCH_LIMITS), min_length=1, max_length=16)
     chunk_budgets: list[Annotated[int, Field(ge=2, le=10_000_000)] | None] = Field(
-        default=list(CHUNK_BUDGETS), min_length=1, max_length=8,
+        default=list(CHUNK_BUDGETS),
+        min_length=1,
+        max_length=8,
         description="Chunked-prefill budgets in tokens; null = no chunking.",
     )
 
@@ -179,14 +181,19 @@ class FleetPlanRequest(_Input):
     )
     include_candidates: bool = Field(default=False, description="Return each workload's candidate table.")
     efficiency_profile: str = Field(
-        default="calibrated", min_length=1, max_length=64,
+        default="calibrated",
+        min_length=1,
+        max_length=64,
         description="GPU efficiencies: `calibrated`, `ideal`, or a stored profile name (per GPU).",
     )
     search: SearchGrid = Field(default_factory=SearchGrid)
     solver_time_limit_s: float = Field(
-        default=10.0, gt=0, le=MAX_SOLVER_TIME_LIMIT_S,
+        default=10.0,
+        gt=0,
+        le=MAX_SOLVER_TIME_LIMIT_S,
         description="MILP time limit in s; the service's own limit (HEADROOM_SOLVER_TIME_LIMIT_S) and the time the "
-                    "request has left before its timeout (HEADROOM_REQUEST_TIMEOUT_S) bound it further.")
+        "request has left before its timeout (HEADROOM_REQUEST_TIMEOUT_S) bound it further.",
+    )
 
     @property
     def periods(self) -> int:
@@ -199,15 +206,21 @@ class FleetPlanRequest(_Input):
         seen: set[str] = set()
         for index, workload in enumerate(self.workloads):
             if len(workload.demand_rps) != periods:
-                errors.append(_error(("workloads", index, "demand_rps"),
-                                     f"gives {len(workload.demand_rps)} periods but workload {self.workloads[0].name!r} "
-                                     f"gives {periods}: every workload needs the same number"))
+                errors.append(
+                    _error(
+                        ("workloads", index, "demand_rps"),
+                        f"gives {len(workload.demand_rps)} periods but workload {self.workloads[0].name!r} "
+                        f"gives {periods}: every workload needs the same number",
+                    )
+                )
             if workload.name in seen:
                 errors.append(_error(("workloads", index, "name"), f"duplicate workload name {workload.name!r}"))
             seen.add(workload.name)
         for gpu, counts in self.inventory.items():
             if isinstance(counts, list) and len(counts) != periods:
-                errors.append(_error(("inventory", gpu), f"gives {len(counts)} per-period counts but the plan has {periods} periods"))
+                errors.append(
+                    _error(("inventory", gpu), f"gives {len(counts)} per-period counts but the plan has {periods} periods")
+                )
             elif isinstance(counts, int) and not 0 <= counts <= 10_000_000:
                 errors.append(_error(("inventory", gpu), "must be a whole number of GPUs in [0, 10000000]"))
         errors.extend(self.size_errors())
@@ -223,19 +236,34 @@ class FleetPlanRequest(_Input):
         errors: list[dict[str, Any]] = []
         workload_periods = len(self.workloads) * self.periods
         if workload_periods > MAX_WORKLOAD_PERIODS:
-            errors.append(_error(("workloads",), f"{len(self.workloads)} workloads × {self.periods} periods = {workload_periods} "
-                                 f"workload-periods, more than the bound of {MAX_WORKLOAD_PERIODS} (MAX_WORKLOAD_PERIODS): "
-                                 "plan fewer workloads or periods per request"))
+            errors.append(
+                _error(
+                    ("workloads",),
+                    f"{len(self.workloads)} workloads × {self.periods} periods = {workload_periods} "
+                    f"workload-periods, more than the bound of {MAX_WORKLOAD_PERIODS} (MAX_WORKLOAD_PERIODS): "
+                    "plan fewer workloads or periods per request",
+                )
+            )
         shapes = self.distinct_shapes()
         if shapes > MAX_DISTINCT_SHAPES:
-            errors.append(_error(("workloads",), f"{shapes} distinct workload shapes (model, request mix, arrival_cv, slo), more "
-                                 f"than the bound of {MAX_DISTINCT_SHAPES} (MAX_DISTINCT_SHAPES): each needs a candidate "
-                                 "table of its own; split the plan"))
+            errors.append(
+                _error(
+                    ("workloads",),
+                    f"{shapes} distinct workload shapes (model, request mix, arrival_cv, slo), more "
+                    f"than the bound of {MAX_DISTINCT_SHAPES} (MAX_DISTINCT_SHAPES): each needs a candidate "
+                    "table of its own; split the plan",
+                )
+            )
         grid = len(self.search.tp_degrees) * len(self.search.batch_limits) * len(self.search.chunk_budgets)
         if shapes <= MAX_DISTINCT_SHAPES and shapes * grid > MAX_SHAPE_OPTIONS:
-            errors.append(_error(("search",), f"{shapes} distinct shapes × {grid} grid points (tp × batch × chunk) = "
-                                 f"{shapes * grid} configurations to search, more than the bound of {MAX_SHAPE_OPTIONS} "
-                                 "(MAX_SHAPE_OPTIONS): narrow the search grid or plan fewer shapes"))
+            errors.append(
+                _error(
+                    ("search",),
+                    f"{shapes} distinct shapes × {grid} grid points (tp × batch × chunk) = "
+                    f"{shapes * grid} configurations to search, more than the bound of {MAX_SHAPE_OPTIONS} "
+                    "(MAX_SHAPE_OPTIONS): narrow the search grid or plan fewer shapes",
+                )
+            )
         return errors
 
 
@@ -293,7 +321,9 @@ class CostRead(BaseModel):
         "with idle_usd they sum to usd_total."
     )
     per_period_usd: list[float]
-    usd_per_hour: float | None = Field(default=None, description="usd_total / horizon_hours: the mean cost of an hour of this schedule.")
+    usd_per_hour: float | None = Field(
+        default=None, description="usd_total / horizon_hours: the mean cost of an hour of this schedule."
+    )
     usd_per_month: float | None = Field(default=None, description="usd_per_hour × 730 h.")
     usd_per_million_output_tokens: float | None = Field(
         default=None,
@@ -318,7 +348,9 @@ class InventoryShadowPriceRead(BaseModel):
 class ShadowPricesRead(BaseModel):
     method: str = Field(description="`lp_relaxation`: duals of the MILP with every integer made continuous.")
     demand: list[DemandShadowPriceRead]
-    inventory: list[InventoryShadowPriceRead] = Field(description="Only (GPU type, period) pairs whose inventory the plan exhausts.")
+    inventory: list[InventoryShadowPriceRead] = Field(
+        description="Only (GPU type, period) pairs whose inventory the plan exhausts."
+    )
 
 
 class SolverRead(BaseModel):
@@ -340,8 +372,9 @@ class CandidateSearchRead(BaseModel):
 
     distinct_tables: int
     options_enumerated: int = Field(description="GPU × precision × tp × batch × chunk options over the distinct tables.")
-    mu_searches: int = Field(description="Options whose max_rps_at_slo was narrowed (bisection to 1 %); the rest were "
-                             "skipped by exact bounds.")
+    mu_searches: int = Field(
+        description="Options whose max_rps_at_slo was narrowed (bisection to 1 %); the rest were skipped by exact bounds."
+    )
     predictions: int = Field(description="Queueing-model predictions asked for (cached ones included).")
     exhaustive: bool = Field(description="False when the bound on μ searches stopped a search early.")
     ms: float
@@ -366,8 +399,12 @@ class GpuPriceRead(BaseModel):
     reserved_usd_per_hour: float
     spot_usd_per_hour: float | None = Field(description="On-demand × (1 − discount) where spot is offered.")
     source: Literal["catalog", "request"]
-    provider: str | None = Field(default=None, description="Whose price list the catalog price is from (the request's `provider` or the default).")
-    as_of: str | None = Field(default=None, description="Date of the provider's price (YYYY-MM-DD); null for a price the request gave in full.")
+    provider: str | None = Field(
+        default=None, description="Whose price list the catalog price is from (the request's `provider` or the default)."
+    )
+    as_of: str | None = Field(
+        default=None, description="Date of the provider's price (YYYY-MM-DD); null for a price the request gave in full."
+    )
     price_source: str | None = Field(default=None, description="The provider's source of the price, or `request`.")
 
 
@@ -463,30 +500,32 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
             held = period.gpus_held.get(row.gpu, 0)
             period_gpu_usd = _period_gpu_cost(plan, period, row.gpu)
             cells = (
-                    period.period,
-                    _number(period.start_hour),
-                    row.name,
-                    row.gpu,
-                    row.tp,
-                    row.precision.weights,
-                    row.precision.kv_cache,
-                    row.batch_limit,
-                    "" if row.chunk_tokens is None else row.chunk_tokens,
-                    row.replicas,
-                    row.gpus,
-                    *taken,
-                    _number(row.demand_rps),
-                    _number(row.offered_rps),
-                    _number(row.capacity_rps),
-                    _number(row.target_rho),
-                    _number(row_usd := row.gpus * period_gpu_usd / held if held else 0.0),
-                    _number(row_usd / plan.period_hours),
-                    _number(row_usd / plan.period_hours * HOURS_PER_MONTH),
-                    CURRENCY,
-                    row.calibration_grade,
-                    warnings.get(row.gpu),
+                period.period,
+                _number(period.start_hour),
+                row.name,
+                row.gpu,
+                row.tp,
+                row.precision.weights,
+                row.precision.kv_cache,
+                row.batch_limit,
+                "" if row.chunk_tokens is None else row.chunk_tokens,
+                row.replicas,
+                row.gpus,
+                *taken,
+                _number(row.demand_rps),
+                _number(row.offered_rps),
+                _number(row.capacity_rps),
+                _number(row.target_rho),
+                _number(row_usd := row.gpus * period_gpu_usd / held if held else 0.0),
+                _number(row_usd / plan.period_hours),
+                _number(row_usd / plan.period_hours * HOURS_PER_MONTH),
+                CURRENCY,
+                row.calibration_grade,
+                warnings.get(row.gpu),
             )
-            writer.writerow(["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)])
+            writer.writerow(
+                ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
+            )
     return out.getvalue()
 
 
@@ -503,8 +542,10 @@ def _period_gpu_cost(plan: FleetPlanResponse, period: PeriodRead, gpu: str) -> f
 
 
 def _gpu_prices(plan: FleetPlanResponse) -> dict[str, dict[str, float]]:
-    return {gpu: {"reserved": p.reserved_usd_per_hour, "on_demand": p.on_demand_usd_per_hour, "spot": p.spot_usd_per_hour or 0.0}
-            for gpu, p in plan.prices.items()}
+    return {
+        gpu: {"reserved": p.reserved_usd_per_hour, "on_demand": p.on_demand_usd_per_hour, "spot": p.spot_usd_per_hour or 0.0}
+        for gpu, p in plan.prices.items()
+    }
 
 
 def _number(value: float) -> float:

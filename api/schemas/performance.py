@@ -62,8 +62,12 @@ class EfficiencyOverrides(_Input):
     memory_efficiency: _Fraction = Field(gt=0, le=1, description="η_mem: achieved / datasheet memory bandwidth, in (0, 1].")
     compute_efficiency: _Fraction = Field(gt=0, le=1, description="η_compute: achieved / datasheet peak FLOP/s, in (0, 1].")
     step_overhead_ms: _Fraction = Field(ge=0, le=1e4, description="Fixed time added to every step (scheduler, launches), ms.")
-    memory_reserve_fraction: _Fraction = Field(ge=0, lt=1, description="Fraction of GPU memory unavailable to weights and KV cache, in [0, 1).")
-    include_comm: bool | None = Field(default=None, description="Count tensor-parallel all-reduce time (two ring all-reduces per layer).")
+    memory_reserve_fraction: _Fraction = Field(
+        ge=0, lt=1, description="Fraction of GPU memory unavailable to weights and KV cache, in [0, 1)."
+    )
+    include_comm: bool | None = Field(
+        default=None, description="Count tensor-parallel all-reduce time (two ring all-reduces per layer)."
+    )
     memory_compute_overlap: _Fraction = Field(
         ge=0, le=1, description="How memory and compute time combine: 1 = max of the two (full overlap), 0 = their sum."
     )
@@ -92,14 +96,29 @@ class EvaluateRequest(ConfigurationSpec):
     """A configuration to evaluate at a context length, batch sizes and a prompt length; with
     `serving` and `workload` (both or neither) also its queueing latencies."""
 
-    context_tokens: int = Field(ge=1, le=10_000_000, description="Tokens of context each decoding sequence holds (KV cache read per step).", examples=[4096])
+    context_tokens: int = Field(
+        ge=1,
+        le=10_000_000,
+        description="Tokens of context each decoding sequence holds (KV cache read per step).",
+        examples=[4096],
+    )
     batch_sizes: list[Annotated[int, Field(ge=1, le=1_000_000)]] = Field(
-        default=[1], min_length=1, max_length=64, description="Batch sizes (sequences per step) to report decode rows for.", examples=[[1, 32, 134]]
+        default=[1],
+        min_length=1,
+        max_length=64,
+        description="Batch sizes (sequences per step) to report decode rows for.",
+        examples=[[1, 32, 134]],
     )
     prompt_tokens: int | None = Field(
-        default=None, ge=1, le=10_000_000, description="Prompt length of the prefill row in tokens; default `context_tokens`.", examples=[2000]
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Prompt length of the prefill row in tokens; default `context_tokens`.",
+        examples=[2000],
     )
-    serving: ServingSpec | None = Field(default=None, description="Serving shape; with `workload`, adds `predicted` and `queueing`.")
+    serving: ServingSpec | None = Field(
+        default=None, description="Serving shape; with `workload`, adds `predicted` and `queueing`."
+    )
     workload: WorkloadSpec | None = Field(default=None, description="Traffic; with `serving`, adds `predicted` and `queueing`.")
 
     @model_validator(mode="after")
@@ -122,7 +141,9 @@ class SimulateRequest(ConfigurationSpec):
         "maximum (HEADROOM_MAX_SIMULATED_REQUESTS, default 200,000) with a 422.",
     )
     seed: int = Field(default=0, ge=0, le=2**63 - 1, description="Random seed: the same request and seed give the same answer.")
-    warmup_fraction: float = Field(default=0.1, ge=0, le=0.9, description="Leading fraction of requests (by arrival) left out of the statistics.")
+    warmup_fraction: float = Field(
+        default=0.1, ge=0, le=0.9, description="Leading fraction of requests (by arrival) left out of the statistics."
+    )
 
 
 # ---- responses ----------------------------------------------------------------------------------
@@ -143,19 +164,27 @@ class EfficiencyUsed(BaseModel):
 
 
 class StepModelRead(BaseModel):
-    __doc__ = "Every coefficient of the step-time formula as used (SI units), so a client can recompute any step.\n\n" + STEP_FORMULA
+    __doc__ = (
+        "Every coefficient of the step-time formula as used (SI units), so a client can recompute any step.\n\n" + STEP_FORMULA
+    )
 
     weight_bytes: float = Field(description="All weight bytes of the replica, bytes.")
-    dense_weight_bytes: float = Field(description="Weight bytes every step reads whatever its tokens (all of them for a dense model), bytes.")
+    dense_weight_bytes: float = Field(
+        description="Weight bytes every step reads whatever its tokens (all of them for a dense model), bytes."
+    )
     expert_weight_bytes: float = Field(description="Bytes of one routed expert in one MoE layer (0 for a dense model).")
     experts: int = Field(description="Routed experts per MoE layer (0 for a dense model).")
     experts_per_token: int = Field(description="Routed experts each token activates (0 for a dense model).")
     moe_layers: int = Field(description="Layers with routed experts (0 for a dense model).")
     kv_bytes_per_token: float = Field(description="KV-cache bytes the replica stores and reads per token of context, bytes.")
     flops_per_token: float = Field(description="Linear FLOPs per new token: 2 × active parameters.")
-    attention_flops_per_context_token: float = Field(description="Attention FLOPs a new token spends per context token it attends to.")
+    attention_flops_per_context_token: float = Field(
+        description="Attention FLOPs a new token spends per context token it attends to."
+    )
     memory_bandwidth_bytes_per_s: float = Field(description="Effective bandwidth: tp × HBM bandwidth × η_mem, bytes/s.")
-    compute_flops_per_s: float = Field(description="Effective compute: tp × peak FLOP/s of the compute datatype × η_compute, FLOP/s.")
+    compute_flops_per_s: float = Field(
+        description="Effective compute: tp × peak FLOP/s of the compute datatype × η_compute, FLOP/s."
+    )
     comm_s_per_token: float = Field(description="All-reduce transfer time per new token, s.")
     comm_latency_s: float = Field(description="All-reduce latency per step, s.")
     step_overhead_s: float = Field(description="Fixed time per step, s.")
@@ -198,7 +227,9 @@ class DecodeRow(BaseModel):
     flops_per_byte: float = Field(description="Arithmetic intensity counting KV reads: linear FLOPs / bytes read, FLOP/byte.")
     flops_per_byte_with_attention: float = Field(description="(linear + attention FLOPs) / bytes read, FLOP/byte.")
     bound: Bound = Field(description="`memory` below the break-even intensity, else `compute`.")
-    fits_in_memory: bool = Field(description="False when the batch's KV cache exceeds the replica's capacity (the row is then hypothetical).")
+    fits_in_memory: bool = Field(
+        description="False when the batch's KV cache exceeds the replica's capacity (the row is then hypothetical)."
+    )
 
 
 class CurvePoint(BaseModel):
@@ -242,7 +273,9 @@ class Predicted(BaseModel):
         description="`analytic` (the queueing model) or `simulated` (the discrete-event simulator, used where the analytic "
         "model is outside the region its fidelity study validated)."
     )
-    unstable: bool = Field(description="Offered load at or above saturation (ρ ≥ 1): queues grow without bound, percentiles are null.")
+    unstable: bool = Field(
+        description="Offered load at or above saturation (ρ ≥ 1): queues grow without bound, percentiles are null."
+    )
     utilisation: float | None = Field(
         description="ρ = per-replica arrival rate / saturation_rps; null when saturation_rps is 0 (a replica's KV cache cannot hold "
         "one request of the mix)."
@@ -290,11 +323,15 @@ class QueueingRead(BaseModel):
     steps_per_request: float | None = Field(description="Steps a request runs: prefill steps + output − 1.")
     slots: int | None = Field(description="Sequences one replica can run at once.")
     slots_limited_by: str | None = Field(description="`batch_limit` or `kv_cache`.")
-    littles_law: LittlesLaw | None = Field(description="L = running sequences of one replica, λ per replica, W = admission → last token.")
+    littles_law: LittlesLaw | None = Field(
+        description="L = running sequences of one replica, λ per replica, W = admission → last token."
+    )
     wait_probability: float | None = Field(description="Probability an arrival waits for admission.")
     mean_wait_ms: float | None = Field(description="Mean wait for admission, ms.")
     p99_wait_ms: float | None = Field(description="99th percentile of the wait for admission, ms.")
-    rho_curve: list[RhoCurvePoint] = Field(description="p99 latencies against utilisation (at fixed ρ values and the operating point).")
+    rho_curve: list[RhoCurvePoint] = Field(
+        description="p99 latencies against utilisation (at fixed ρ values and the operating point)."
+    )
 
 
 class EvaluateResponse(BaseModel):
@@ -315,15 +352,23 @@ class EvaluateResponse(BaseModel):
     kv_copies: int = Field(description="Copies of each KV head across the tp GPUs (1 unless tp exceeds the KV heads).")
     kv_bytes_per_request: float = Field(description="KV cache of one request at `context_tokens`, bytes.")
     kv_capacity_tokens: int = Field(description="KV-cache tokens the replica holds after its weights.")
-    max_batch_by_memory: int = Field(description="floor(kv_capacity_tokens / context_tokens): requests whose KV cache fits at once.")
-    break_even_flops_per_byte: float = Field(description="F / BW: below this arithmetic intensity a step is memory-bound, FLOP/byte.")
+    max_batch_by_memory: int = Field(
+        description="floor(kv_capacity_tokens / context_tokens): requests whose KV cache fits at once."
+    )
+    break_even_flops_per_byte: float = Field(
+        description="F / BW: below this arithmetic intensity a step is memory-bound, FLOP/byte."
+    )
     prefill: PrefillRead
     decode: list[DecodeRow] = Field(description="One row per requested batch size.")
     step_model: StepModelRead
     throughput_curve: ThroughputCurveRead
     notes: list[str] = Field(description="Assumptions and caveats in words.")
-    predicted: Predicted | None = Field(default=None, description="Latencies at the workload's rate (when serving and workload are given).")
-    queueing: QueueingRead | None = Field(default=None, description="The queueing model's numbers (when serving and workload are given).")
+    predicted: Predicted | None = Field(
+        default=None, description="Latencies at the workload's rate (when serving and workload are given)."
+    )
+    queueing: QueueingRead | None = Field(
+        default=None, description="The queueing model's numbers (when serving and workload are given)."
+    )
 
 
 class SimulatedPercentiles(BaseModel):
@@ -333,7 +378,9 @@ class SimulatedPercentiles(BaseModel):
     p50: float | None
     p90: float | None
     p99: float | None
-    p99_ci_low: float | None = Field(description="Lower end of the p99's confidence interval (null with too few requests for the blocks).")
+    p99_ci_low: float | None = Field(
+        description="Lower end of the p99's confidence interval (null with too few requests for the blocks)."
+    )
     p99_ci_high: float | None = Field(description="Upper end of the p99's confidence interval.")
     samples: int = Field(description="Requests the percentiles are taken over.")
 
@@ -355,16 +402,22 @@ class SimulateResponse(BaseModel):
         description="A replica's admission queue never emptied in the late half of the run: arrivals outpace service, "
         "and the latency percentiles (null) would only describe a growing backlog."
     )
-    utilisation: float | None = Field(description="ρ: per-replica arrival rate / the analytic saturation rate (null when a replica cannot hold one mean request).")
+    utilisation: float | None = Field(
+        description="ρ: per-replica arrival rate / the analytic saturation rate (null when a replica cannot hold one mean request)."
+    )
     saturation_rps: float = Field(description="Analytic saturation rate of one replica, requests/s.")
     ttft_ms: SimulatedPercentiles = Field(description="Time to first token, ms.")
-    tpot_ms: SimulatedPercentiles = Field(description="Time per output token after the first, ms (requests with > 1 output token).")
+    tpot_ms: SimulatedPercentiles = Field(
+        description="Time per output token after the first, ms (requests with > 1 output token)."
+    )
     e2e_s: SimulatedPercentiles = Field(description="End-to-end latency, s.")
     queue_wait_ms: SimulatedPercentiles = Field(description="Wait from arrival to admission, ms.")
     mean_occupancy: float = Field(description="Time-average sequences running per replica.")
     occupancy_fraction: float = Field(description="mean_occupancy / batch_limit.")
     busy_fraction: float = Field(description="Fraction of time a replica spends stepping.")
-    littles_law: LittlesLaw = Field(description="L (requests in the deployment, waiting + running), λ (deployment arrivals/s), W (mean time in system, s).")
+    littles_law: LittlesLaw = Field(
+        description="L (requests in the deployment, waiting + running), λ (deployment arrivals/s), W (mean time in system, s)."
+    )
     throughput_rps: float = Field(description="Requests finished per second, deployment.")
     output_tokens_per_s: float = Field(description="Output tokens per second, deployment.")
     backlog_at_end: int = Field(description="Requests still waiting for admission at the last arrival.")
@@ -422,8 +475,12 @@ def _simulated(p: Percentiles, scale: float, *, stable: bool) -> SimulatedPercen
         return None if v is None or not stable or not math.isfinite(v) else v * scale
 
     return SimulatedPercentiles(
-        p50=value(p.p50), p90=value(p.p90), p99=value(p.p99),
-        p99_ci_low=value(p.p99_ci_low), p99_ci_high=value(p.p99_ci_high), samples=p.samples,
+        p50=value(p.p50),
+        p90=value(p.p90),
+        p99=value(p.p99),
+        p99_ci_low=value(p.p99_ci_low),
+        p99_ci_high=value(p.p99_ci_high),
+        samples=p.samples,
     )
 
 
@@ -435,7 +492,9 @@ def _predicted(estimate: LatencyEstimate, replicas: int) -> Predicted:
         unstable = p.unstable
     else:
         unstable = not sim.stable
-        ttft_sim, tpot_sim, e2e_sim = (_simulated(x, s, stable=sim.stable) for x, s in ((sim.ttft_s, MS_PER_S), (sim.tpot_s, MS_PER_S), (sim.e2e_s, 1.0)))
+        ttft_sim, tpot_sim, e2e_sim = (
+            _simulated(x, s, stable=sim.stable) for x, s in ((sim.ttft_s, MS_PER_S), (sim.tpot_s, MS_PER_S), (sim.e2e_s, 1.0))
+        )
         ttft = PercentilesMs(p50=ttft_sim.p50, p90=ttft_sim.p90, p99=ttft_sim.p99)
         tpot = PercentilesMs(p50=tpot_sim.p50, p90=tpot_sim.p90, p99=tpot_sim.p99)
         e2e = PercentilesS(p50=e2e_sim.p50, p90=e2e_sim.p90, p99=e2e_sim.p99)
@@ -477,8 +536,18 @@ def _queueing(prediction: Prediction, curve: tuple[RhoPoint, ...]) -> QueueingRe
     }
     if q is None:
         return QueueingRead(
-            formula=FORMULA, arrival_cv=None, service_time_s=None, mean_step_ms=None, steps_per_request=None, slots=None,
-            slots_limited_by=None, littles_law=None, wait_probability=None, mean_wait_ms=None, p99_wait_ms=None, **common,
+            formula=FORMULA,
+            arrival_cv=None,
+            service_time_s=None,
+            mean_step_ms=None,
+            steps_per_request=None,
+            slots=None,
+            slots_limited_by=None,
+            littles_law=None,
+            wait_probability=None,
+            mean_wait_ms=None,
+            p99_wait_ms=None,
+            **common,
         )
     occupancy, lam, service_s = q.littles_law
     return QueueingRead(
@@ -651,4 +720,3 @@ def simulate_response(
         ci_method=sim.ci_method,
         ci_level=CI_LEVEL,
     )
-

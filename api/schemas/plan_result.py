@@ -71,8 +71,12 @@ class FigureOfRecordRead(_Read):
     method: Method = Field(
         description="`analytic` (queueing model) or `simulated` (the simulator, where the analytic model flags the point outside its validated region)."
     )
-    ci_low: float | None = Field(default=None, description="Lower end of the simulator's confidence interval; null for analytic figures.")
-    ci_high: float | None = Field(default=None, description="Upper end of the simulator's confidence interval; null for analytic figures.")
+    ci_low: float | None = Field(
+        default=None, description="Lower end of the simulator's confidence interval; null for analytic figures."
+    )
+    ci_high: float | None = Field(
+        default=None, description="Upper end of the simulator's confidence interval; null for analytic figures."
+    )
 
 
 class FiguresOfRecordRead(_Read):
@@ -91,9 +95,12 @@ class PlanPredicted(_Read):
     e2e_s: PercentilesRead = Field(description="Arrival to last token, s.")
     output_tokens_per_s: float = Field(description="Output tokens the whole plan produces per second.")
     reliable: bool = Field(description="Whether the point lies inside the analytic model's validated region.")
-    fidelity_note: str | None = Field(description="Why the analytic figures may be off, or where the figures of record come from.")
+    fidelity_note: str | None = Field(
+        description="Why the analytic figures may be off, or where the figures of record come from."
+    )
     of_record: FiguresOfRecordRead | None = Field(
-        default=None, description="Per metric, the figure the plan is held to and its method; null on plans stored before it existed."
+        default=None,
+        description="Per metric, the figure the plan is held to and its method; null on plans stored before it existed.",
     )
 
 
@@ -169,7 +176,9 @@ class VerificationRead(_Read):
     wall_time_s: float = Field(description="Wall time of the simulation, s.")
     rows: list[VerificationRowRead] = Field(default_factory=list, description="The verdict for every row of the plan.")
     adjustments: list[AdjustmentRead] = Field(default_factory=list, description="What verification changed, in order.")
-    seed: int | None = Field(default=None, description="Seed of the simulator's random streams; null on plans stored before it was recorded.")
+    seed: int | None = Field(
+        default=None, description="Seed of the simulator's random streams; null on plans stored before it was recorded."
+    )
 
 
 # --- justification: step model, memory, roofline -------------------------------------------------------------
@@ -308,8 +317,12 @@ class SloBindingRead(_Read):
     slack_s: float = Field(description="target_s − predicted_at_plan_s.")
     predicted_at_max_rps_s: float = Field(description="At max_rps_at_slo, the largest per-replica rate meeting every SLO.")
     relax_by: float = Field(description="Fraction the SLO is relaxed by to price it.")
-    relaxed_cost_usd_per_hour: float | None = Field(default=None, description="The plan re-solved at the relaxed SLO; null: not re-solved.")
-    relaxed_saving_usd_per_hour: float | None = Field(description="This plan's cost less the relaxed plan's; null: not re-solved.")
+    relaxed_cost_usd_per_hour: float | None = Field(
+        default=None, description="The plan re-solved at the relaxed SLO; null: not re-solved."
+    )
+    relaxed_saving_usd_per_hour: float | None = Field(
+        description="This plan's cost less the relaxed plan's; null: not re-solved."
+    )
     note: str | None = None
 
 
@@ -356,7 +369,9 @@ class AlternativeRead(_Read):
     replicas: int | None = None
     gpus: int | None = None
     cost_usd_per_hour: float | None = Field(description="Its exact cost; null when it was not priced or cannot serve.")
-    cost_at_least_usd_per_hour: float | None = Field(default=None, description="A proven lower bound on its cost when it was not priced.")
+    cost_at_least_usd_per_hour: float | None = Field(
+        default=None, description="A proven lower bound on its cost when it was not priced."
+    )
     exact: bool = Field(description="Whether the entry is exact (priced or proven impossible) rather than a bound.")
     verified: bool | None = Field(default=None, description="The simulator's verdict at its load; null when not simulated.")
     reason: str
@@ -397,7 +412,9 @@ class SensitivityRead(_Read):
     max_arrival_rate_rps_within_slo: float
     fails_by_arrival_rate_rps: float | None = Field(description="A rate known to miss an SLO (single configuration only).")
     headroom_fraction: float = Field(description="max_arrival_rate_rps_within_slo / arrival rate − 1.")
-    method: str | None = Field(default=None, description="How the levels were found; null on plans stored before it was recorded.")
+    method: str | None = Field(
+        default=None, description="How the levels were found; null on plans stored before it was recorded."
+    )
 
 
 class CandidatesSectionRead(_Read):
@@ -458,7 +475,9 @@ class PlanProvenance(_Read):
 class RelaxationRead(_Read):
     """One constraint of an infeasible request moved, in the request's own field name and unit."""
 
-    constraint: str = Field(description="The request's field, e.g. `slo.ttft_ms`, `constraints.max_gpus`.", examples=["slo.ttft_ms"])
+    constraint: str = Field(
+        description="The request's field, e.g. `slo.ttft_ms`, `constraints.max_gpus`.", examples=["slo.ttft_ms"]
+    )
     current: bool | int | float | str | None = Field(description="The value the request gave; null where it set none.")
     value: bool | int | float | str = Field(description="The value that works.")
     unit: str | None
@@ -478,7 +497,8 @@ def _scaled(percentiles: Percentiles, scale: float) -> PercentilesRead:
 
 def _figure(figure: FigureOfRecord, scale: float) -> FigureOfRecordRead:
     return FigureOfRecordRead(
-        value=figure.value * scale, method=figure.method,
+        value=figure.value * scale,
+        method=figure.method,
         ci_low=None if figure.ci_low is None else figure.ci_low * scale,
         ci_high=None if figure.ci_high is None else figure.ci_high * scale,
     )

@@ -48,8 +48,12 @@ class _Input(BaseModel):
 class PlanSlo(_Input):
     """Latency targets at `percentile`; any subset of the three, at least one."""
 
-    ttft_ms: float | None = Field(default=None, gt=0, le=3.6e6, allow_inf_nan=False, description="Time to first token.", examples=[500])
-    tpot_ms: float | None = Field(default=None, gt=0, le=3.6e6, allow_inf_nan=False, description="Time per output token after the first.", examples=[50])
+    ttft_ms: float | None = Field(
+        default=None, gt=0, le=3.6e6, allow_inf_nan=False, description="Time to first token.", examples=[500]
+    )
+    tpot_ms: float | None = Field(
+        default=None, gt=0, le=3.6e6, allow_inf_nan=False, description="Time per output token after the first.", examples=[50]
+    )
     e2e_s: float | None = Field(default=None, gt=0, le=86_400, allow_inf_nan=False, description="Arrival to last token.")
     percentile: float = Field(default=99.0, ge=50, lt=100, description="Percentile the targets apply to.")
 
@@ -77,18 +81,26 @@ class PlanConstraintsSpec(_Input):
     """What the plan may use. Omitted members do not constrain."""
 
     gpus: list[Slug] | None = Field(
-        default=None, min_length=1, max_length=100,
+        default=None,
+        min_length=1,
+        max_length=100,
         description="GPU types allowed (catalog slugs); default every GPU in the catalog. An empty list is refused.",
     )
     precisions: list[PlanPrecision] | None = Field(
-        default=None, min_length=1, max_length=50,
+        default=None,
+        min_length=1,
+        max_length=50,
         description="Weight/KV-cache precision pairs allowed; default bf16/bf16 and fp8/fp8.",
     )
     max_gpus: int | None = Field(default=None, ge=1, le=1_000_000, description="Most GPUs in the plan.")
-    budget_usd_per_hour: float | None = Field(default=None, gt=0, le=1e9, allow_inf_nan=False, description="Most on-demand cost per hour.")
+    budget_usd_per_hour: float | None = Field(
+        default=None, gt=0, le=1e9, allow_inf_nan=False, description="Most on-demand cost per hour."
+    )
     min_replicas: int = Field(default=1, ge=0, le=100_000, description="Fewest replicas.")
     n_plus_one: bool = Field(default=False, description="Demand still covered within the SLOs with any one replica lost.")
-    mixed_fleet: bool = Field(default=False, description="Allow several configurations splitting the traffic in proportion to capacity.")
+    mixed_fleet: bool = Field(
+        default=False, description="Allow several configurations splitting the traffic in proportion to capacity."
+    )
     inventory: dict[Slug, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(
         default_factory=dict, description="Most GPUs available per GPU type (types not listed are unlimited)."
     )
@@ -133,11 +145,15 @@ class PlanRequest(_Input):
         default_factory=dict, description="Per GPU slug, USD per GPU-hour replacing the provider's prices for this plan."
     )
     name: str | None = Field(
-        default=None, min_length=1, max_length=200, pattern=r"^[^/\x00-\x1f]+$",
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^/\x00-\x1f]+$",
         description="Deployment this plan is for: the plan becomes its current plan (GET /v1/deployments/{name}). No `/` or control characters.",
     )
     store: bool = Field(
-        default=True, exclude=True,  # a request's switch, not part of the request stored with a plan
+        default=True,
+        exclude=True,  # a request's switch, not part of the request stored with a plan
         description="False for a dry run: the plan is answered (200, no Location) but nothing is written: no stored plan, "
         "no deployment change, no Idempotency-Key record. Its `id` is fresh and never stored (GET answers 404). "
         "Any key may dry-run (a reader key, or none unless HEADROOM_REQUIRE_AUTH=1); storing needs role planner.",
@@ -202,7 +218,8 @@ class PlanCost(BaseModel):
         default_factory=list, description="The price each GPU of the plan was costed at: whose, which, from when and where from."
     )
     notes: list[str] = Field(
-        default_factory=list, description="GPUs left out because the provider does not price them (and the request gave no price)."
+        default_factory=list,
+        description="GPUs left out because the provider does not price them (and the request gave no price).",
     )
 
 
@@ -226,7 +243,9 @@ class PlanResponse(BaseModel):
     justification: JustificationRead = Field(
         description="step_model, memory, roofline, queueing, binding, alternatives, sensitivity, candidates; SI units in every name."
     )
-    verification: VerificationRead | None = Field(description="Simulated percentiles next to the SLOs; null when verify was false.")
+    verification: VerificationRead | None = Field(
+        description="Simulated percentiles next to the SLOs; null when verify was false."
+    )
     provenance: PlanProvenance
     calibration_grades: dict[str, str] = Field(
         default_factory=dict, description="Calibration grade (low, medium, high) of each GPU the plan runs on."
@@ -242,10 +261,17 @@ def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
     cost_share = row.cost_usd_per_hour / result.cost_usd_per_hour if result.cost_usd_per_hour > 0 else 0.0
     traffic_share = row.offered_rps / offered_total if offered_total > 0 else 0.0
     return {
-        "gpu": row.gpu, "tp": row.tp, "replicas": row.replicas, "gpus": row.gpus,
+        "gpu": row.gpu,
+        "tp": row.tp,
+        "replicas": row.replicas,
+        "gpus": row.gpus,
         "precision": {"weights": row.weights_precision, "kv_cache": row.kv_precision},
-        "batch_limit": row.batch_limit, "chunk_tokens": row.chunk_tokens, "target_rho": row.target_rho,
-        "max_rps_at_slo": row.max_rps_at_slo, "saturation_rps": row.saturation_rps, "offered_rps": row.offered_rps,
+        "batch_limit": row.batch_limit,
+        "chunk_tokens": row.chunk_tokens,
+        "target_rho": row.target_rho,
+        "max_rps_at_slo": row.max_rps_at_slo,
+        "saturation_rps": row.saturation_rps,
+        "offered_rps": row.offered_rps,
         "cost_usd_per_hour": row.cost_usd_per_hour,
         "cost_usd_per_month": row.cost_usd_per_hour * HOURS_PER_MONTH,
         "cost_usd_per_million_output_tokens": (
@@ -254,9 +280,16 @@ def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
     }
 
 
-def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at: str, *,
-                  prices: Sequence[Mapping[str, Any]] = (), price_notes: Sequence[str] = (),
-                  calibration_grades: Mapping[str, str] | None = None) -> dict[str, Any]:
+def plan_response(
+    plan_id: str,
+    name: str | None,
+    result: PlanResult,
+    created_at: str,
+    *,
+    prices: Sequence[Mapping[str, Any]] = (),
+    price_notes: Sequence[str] = (),
+    calibration_grades: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The JSON body (also what is stored) of one plan; `prices` are the prices of the GPUs the
     plan uses (PlanPriceRead), `price_notes` say which GPUs were left out unpriced,
     `calibration_grades` the calibration grade of each GPU planned with (none given: no grades,
@@ -268,9 +301,14 @@ def plan_response(plan_id: str, name: str | None, result: PlanResult, created_at
         "id": plan_id,
         "name": name,
         "plan": {
-            "gpu": main.gpu, "tp": main.tp, "replicas": result.replicas, "gpus_total": result.gpus_total,
+            "gpu": main.gpu,
+            "tp": main.tp,
+            "replicas": result.replicas,
+            "gpus_total": result.gpus_total,
             "precision": {"weights": main.weights_precision, "kv_cache": main.kv_precision},
-            "batch_limit": main.batch_limit, "chunk_tokens": main.chunk_tokens, "target_rho": result.target_rho,
+            "batch_limit": main.batch_limit,
+            "chunk_tokens": main.chunk_tokens,
+            "target_rho": result.target_rho,
             "fleet": [_row_read(r, result) for r in result.rows] if len(result.rows) > 1 else None,
         },
         "cost": {
@@ -300,10 +338,18 @@ def _confidence(answer: Mapping[str, Any], result: PlanResult, grades: Mapping[s
     for gpu in plan_gpus:
         if grades.get(gpu) == "low":
             warned.add(gpu)
-            warnings.append({"code": "low_confidence_plan", "gpu": gpu, "grade": "low", "message": (
-                f"the plan runs on {gpu}, whose calibration is graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
-                "its capacity and latencies may be off by more than the calibration's usual error; "
-                "constraints.min_confidence leaves such GPUs out")})
+            warnings.append(
+                {
+                    "code": "low_confidence_plan",
+                    "gpu": gpu,
+                    "grade": "low",
+                    "message": (
+                        f"the plan runs on {gpu}, whose calibration is graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
+                        "its capacity and latencies may be off by more than the calibration's usual error; "
+                        "constraints.min_confidence leaves such GPUs out"
+                    ),
+                }
+            )
     justification = dict(answer["justification"])
     alternatives = []
     for entry in justification.get("alternatives") or []:
@@ -312,11 +358,21 @@ def _confidence(answer: Mapping[str, Any], result: PlanResult, grades: Mapping[s
         alternatives.append({**entry, "confidence": grade})
         if grade == "low" and gpu not in warned and entry.get("cost_usd_per_hour") is not None:
             warned.add(gpu)
-            warnings.append({"code": "low_confidence_alternative", "gpu": gpu, "grade": "low", "message": (
-                f"the alternative on {gpu} rests on a calibration graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
-                "its cost may be off by more than the calibration's usual error")})
+            warnings.append(
+                {
+                    "code": "low_confidence_alternative",
+                    "gpu": gpu,
+                    "grade": "low",
+                    "message": (
+                        f"the alternative on {gpu} rests on a calibration graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
+                        "its cost may be off by more than the calibration's usual error"
+                    ),
+                }
+            )
     if "alternatives" in justification:
         justification["alternatives"] = alternatives
-    return {"justification": justification,
-            "calibration_grades": {gpu: grades[gpu] for gpu in plan_gpus if gpu in grades},
-            "warnings": warnings}
+    return {
+        "justification": justification,
+        "calibration_grades": {gpu: grades[gpu] for gpu in plan_gpus if gpu in grades},
+        "warnings": warnings,
+    }

@@ -18,12 +18,24 @@ from catalog import prices as catalog_prices
 
 
 class PriceFields(_Input):
-    on_demand: float = Field(ge=0, le=MAX_PRICE, description="On-demand price in USD per GPU-hour (an instance's price ÷ its GPUs).")
-    reserved_1y: float | None = Field(default=None, ge=0, le=MAX_PRICE, description="Effective 1-year committed price in USD per GPU-hour; null if not known.")
-    reserved_3y: float | None = Field(default=None, ge=0, le=MAX_PRICE, description="Effective 3-year committed price in USD per GPU-hour; null if not known.")
-    spot: float | None = Field(default=None, ge=0, le=MAX_PRICE, description="Spot (interruptible) price in USD per GPU-hour; null if not offered.")
+    on_demand: float = Field(
+        ge=0, le=MAX_PRICE, description="On-demand price in USD per GPU-hour (an instance's price ÷ its GPUs)."
+    )
+    reserved_1y: float | None = Field(
+        default=None, ge=0, le=MAX_PRICE, description="Effective 1-year committed price in USD per GPU-hour; null if not known."
+    )
+    reserved_3y: float | None = Field(
+        default=None, ge=0, le=MAX_PRICE, description="Effective 3-year committed price in USD per GPU-hour; null if not known."
+    )
+    spot: float | None = Field(
+        default=None, ge=0, le=MAX_PRICE, description="Spot (interruptible) price in USD per GPU-hour; null if not offered."
+    )
     as_of: date = Field(strict=False, description="Date the prices were read (YYYY-MM-DD).")
-    source: str = Field(min_length=1, max_length=MAX_TEXT_LENGTH, description="Price list the numbers come from (page, URL, date); says which values are derived and how; at most 4,000 characters.")
+    source: str = Field(
+        min_length=1,
+        max_length=MAX_TEXT_LENGTH,
+        description="Price list the numbers come from (page, URL, date); says which values are derived and how; at most 4,000 characters.",
+    )
 
 
 class _Identity(_Input):
@@ -78,6 +90,8 @@ class PlanPriceRead(_Input):
     region: str | None = Field(description="Region of the price; null for the provider's list price.")
     price_usd_per_hour: float = Field(description="USD per GPU-hour the plan's cost uses.")
     kind: str = Field(description="Which of the provider's prices: `on_demand`.")
-    as_of: date | None = Field(strict=False, description="Date of the provider's price; null for a price the request gave in full.")
+    as_of: date | None = Field(
+        strict=False, description="Date of the provider's price; null for a price the request gave in full."
+    )
     source: str = Field(description="The provider's source, or `request` for a price the request gave.")
     override: bool = Field(description="Whether the request's `prices` replaced (part of) the provider's price.")

@@ -53,7 +53,9 @@ class RateRange(_Input):
     def rates_rps(self) -> list[float]:
         if self.spacing == "log":
             ratio = self.stop_rps / self.start_rps
-            rates = [self.start_rps * ratio ** (i / (self.steps - 1)) for i in range(self.steps)]  # start · (stop/start)^(i/(n−1))
+            rates = [
+                self.start_rps * ratio ** (i / (self.steps - 1)) for i in range(self.steps)
+            ]  # start · (stop/start)^(i/(n−1))
         else:
             width = self.stop_rps - self.start_rps
             rates = [self.start_rps + width * i / (self.steps - 1) for i in range(self.steps)]  # start + (stop − start)·i/(n−1)
@@ -65,8 +67,9 @@ class SloSweep(_Input):
     """Values of one SLO target to sweep; the request's `slo` gives the other targets and the percentile."""
 
     metric: Literal["ttft_ms", "tpot_ms", "e2e_s"] = Field(description="Which target the values replace.", examples=["tpot_ms"])
-    values: list[float] = Field(min_length=1, max_length=MAX_WHAT_IF_POINTS, description="Target values, in the metric's unit.",
-                                examples=[[30, 50, 80]])
+    values: list[float] = Field(
+        min_length=1, max_length=MAX_WHAT_IF_POINTS, description="Target values, in the metric's unit.", examples=[[30, 50, 80]]
+    )
 
     @model_validator(mode="after")
     def _positive(self) -> Self:
@@ -85,7 +88,9 @@ class WhatIfAxes(_Input):
         default=None, min_length=1, max_length=MAX_WHAT_IF_POINTS,
         description="Arrival rates to plan for (req/s, each > 0). Give this or `arrival_rate_range`.", examples=[[5, 10, 20, 40]],
     )  # fmt: skip
-    arrival_rate_range: RateRange | None = Field(default=None, description="Evenly spaced rates. Give this or `arrival_rates_rps`.")
+    arrival_rate_range: RateRange | None = Field(
+        default=None, description="Evenly spaced rates. Give this or `arrival_rates_rps`."
+    )
     slo: SloSweep | None = Field(default=None, description="Sweep one SLO target over these values.")
     gpus: list[Slug] | None = Field(
         default=None, min_length=1, max_length=MAX_WHAT_IF_POINTS,
@@ -172,12 +177,16 @@ class WhatIfPoint(BaseModel):
     cost_usd_per_million_output_tokens: float | None
     currency: Literal["USD"] = "USD"
     provider: str = Field(description="Whose prices this point was planned with.")
-    price_usd_per_gpu_hour: float | None = Field(description="On-demand USD per GPU-hour of the plan's GPU type at that provider (or the request's override).")
+    price_usd_per_gpu_hour: float | None = Field(
+        description="On-demand USD per GPU-hour of the plan's GPU type at that provider (or the request's override)."
+    )
     ttft_p99_ms: float | None = Field(description="Predicted p99 time to first token (queueing model).")
     tpot_p99_ms: float | None
     e2e_p99_s: float | None
     verified: bool = Field(description="Whether the simulator checked this point's plan.")
-    infeasible_problem: str | None = Field(description="Problem type of the refusal, e.g. `urn:headroom:problem:infeasible-plan`.")
+    infeasible_problem: str | None = Field(
+        description="Problem type of the refusal, e.g. `urn:headroom:problem:infeasible-plan`."
+    )
     infeasible_constraint: str | None = Field(description="The constraint that ruled every plan out, when the planner named one.")
     infeasible_reason: str | None = Field(description="Why no plan exists at this point, in a sentence.")
     plan_ms: float = Field(description="Wall time planning this point.")

@@ -20,7 +20,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
 from scipy.special import ndtri
 
-from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Workload
+from planner.workload import (
+    MAX_ARRIVAL_CV,
+    MIN_ARRIVAL_CV,
+    FixedLength,
+    HistogramLength,
+    LengthDistribution,
+    LognormalLength,
+    Serving,
+    Workload,
+)
 
 #: Largest length anyone could mean (tokens); beyond it a number is a typo, not a workload.
 MAX_TOKENS = 10_000_000
@@ -180,7 +189,11 @@ class WorkloadShape(_Input):
         examples=[256],
     )
     arrival_cv: float = Field(
-        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False, description=ARRIVAL_CV_DESCRIPTION,
+        default=1.0,
+        ge=MIN_ARRIVAL_CV,
+        le=MAX_ARRIVAL_CV,
+        allow_inf_nan=False,
+        description=ARRIVAL_CV_DESCRIPTION,
     )
 
     def to_workload(self, arrival_rate_rps: float) -> Workload:
@@ -226,6 +239,4 @@ class ServingSpec(_Input):
         return chunk_tokens
 
     def to_serving(self) -> Serving:
-        return Serving(
-            replicas=self.replicas, batch_limit=self.batch_limit, chunk_tokens=self.chunk_tokens, router=self.router
-        )
+        return Serving(replicas=self.replicas, batch_limit=self.batch_limit, chunk_tokens=self.chunk_tokens, router=self.router)

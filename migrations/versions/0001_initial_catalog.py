@@ -124,9 +124,7 @@ def upgrade() -> None:
         sa.Column("source", sa.Text(), nullable=False),
         sa.Column("fit", sa.JSON(), nullable=True),
         *_row_version_columns(),
-        sa.ForeignKeyConstraint(
-            ["gpu_id"], ["gpus.id"], name=op.f("fk_efficiency_profiles_gpu_id_gpus"), ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["gpu_id"], ["gpus.id"], name=op.f("fk_efficiency_profiles_gpu_id_gpus"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_efficiency_profiles")),
         sa.UniqueConstraint("gpu_id", "name", name=op.f("uq_efficiency_profiles_gpu_id_name")),
     )

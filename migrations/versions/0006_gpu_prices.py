@@ -75,9 +75,7 @@ def upgrade() -> None:
 
     connection = op.get_bind()
     now = datetime.now(UTC)
-    priced = connection.execute(
-        sa.select(_gpus).where(_gpus.c.price_on_demand_usd_per_hour.is_not(None))
-    ).all()
+    priced = connection.execute(sa.select(_gpus).where(_gpus.c.price_on_demand_usd_per_hour.is_not(None))).all()
     rows = [
         {
             "provider": provider_of(gpu.price_source),
@@ -114,15 +112,10 @@ def downgrade() -> None:
         sa.column("source", sa.Text()),
     )
     unpriced = {
-        gpu_id
-        for (gpu_id,) in connection.execute(
-            sa.select(_gpus.c.id).where(_gpus.c.price_on_demand_usd_per_hour.is_(None))
-        )
+        gpu_id for (gpu_id,) in connection.execute(sa.select(_gpus.c.id).where(_gpus.c.price_on_demand_usd_per_hour.is_(None)))
     }
     restored: set[int] = set()
-    for price in connection.execute(
-        sa.select(gpu_prices).order_by(gpu_prices.c.region, gpu_prices.c.provider)
-    ).all():
+    for price in connection.execute(sa.select(gpu_prices).order_by(gpu_prices.c.region, gpu_prices.c.provider)).all():
         if price.gpu_id not in unpriced or price.gpu_id in restored:
             continue
         restored.add(price.gpu_id)

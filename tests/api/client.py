@@ -8,7 +8,6 @@ Each instance owns one event loop; sync route handlers still run in anyio's thre
 from __future__ import annotations
 
 import asyncio
-from types import TracebackType
 from typing import Any
 
 import httpx
@@ -47,5 +46,5 @@ class ApiClient:
     def __enter__(self) -> ApiClient:
         return self
 
-    def __exit__(self, *_exc: tuple[type[BaseException] | None, BaseException | None, TracebackType | None]) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()

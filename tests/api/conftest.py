@@ -54,8 +54,15 @@ GPU_RECORD: dict[str, Any] = {
     "interconnect_latency_us": 5,
     "gpus_per_node": 8,
     "price_usd_per_hour": {"on_demand": 3.0, "reserved_1y": 2.0, "as_of": "2026-10-01", "source": "test price"},
-    "efficiency": {"memory": 1.0, "compute": 1.0, "step_overhead_ms": 0.0, "memory_reserve_fraction": 0.0, "memory_compute_overlap": 1.0, "source": "ideal",
-                   "confidence": None},
+    "efficiency": {
+        "memory": 1.0,
+        "compute": 1.0,
+        "step_overhead_ms": 0.0,
+        "memory_reserve_fraction": 0.0,
+        "memory_compute_overlap": 1.0,
+        "source": "ideal",
+        "confidence": None,
+    },
     "source": "NVIDIA H100 datasheet",
 }
 
@@ -239,7 +246,9 @@ class ServedHeadroom:
                     return
             except httpx.TransportError:
                 pass
-            assert time.monotonic() < deadline, f"headroom serve did not answer within {SERVE_STARTUP_TIMEOUT_S} s: {self.output()}"
+            assert time.monotonic() < deadline, (
+                f"headroom serve did not answer within {SERVE_STARTUP_TIMEOUT_S} s: {self.output()}"
+            )
             time.sleep(0.1)
 
     def stop(self) -> None:
@@ -261,15 +270,24 @@ def _kill_group(pgid: int) -> None:
 
 
 @contextlib.contextmanager
-def serve_headroom(folder: Path, *, env: Mapping[str, str | None] | None = None, separate_stderr: bool = False,
-                   ready_path: str | None = "/readyz") -> Iterator[ServedHeadroom]:
+def serve_headroom(
+    folder: Path,
+    *,
+    env: Mapping[str, str | None] | None = None,
+    separate_stderr: bool = False,
+    ready_path: str | None = "/readyz",
+) -> Iterator[ServedHeadroom]:
     """`headroom serve` over a fresh SQLite file in `folder` (migrated and seeded at start) with the
     bootstrap admin key, until `ready_path` answers 200; stopped on exit. `env` overrides the
     environment (None removes a variable); `separate_stderr` writes stderr to a file of its own;
     `ready_path=None` returns at once (call `wait_ready` after work of your own)."""
     port = free_port()
-    environment = {**os.environ, "HEADROOM_DATABASE_URL": f"sqlite:///{folder / 'headroom.db'}",
-                   "HEADROOM_ADMIN_KEY": ADMIN_KEY, "HEADROOM_LOG_LEVEL": "warning"}
+    environment = {
+        **os.environ,
+        "HEADROOM_DATABASE_URL": f"sqlite:///{folder / 'headroom.db'}",
+        "HEADROOM_ADMIN_KEY": ADMIN_KEY,
+        "HEADROOM_LOG_LEVEL": "warning",
+    }
     environment.pop("HEADROOM_REQUIRE_AUTH", None)
     for name, value in (env or {}).items():
         if value is None:
@@ -278,13 +296,15 @@ def serve_headroom(folder: Path, *, env: Mapping[str, str | None] | None = None,
             environment[name] = value
     stdout_path = folder / "serve.out"
     stderr_path = folder / "serve.err" if separate_stderr else stdout_path
-    with stdout_path.open("wb") as stdout, (stderr_path.open("wb") if separate_stderr else contextlib.nullcontext()) as stderr:
+    with stdout_path.open("wb") as stdout, stderr_path.open("wb") if separate_stderr else contextlib.nullcontext() as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
             cwd=ROOT, env=environment, stdin=subprocess.DEVNULL, stdout=stdout,
             stderr=stderr if separate_stderr else subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
-    served = ServedHeadroom(base_url=f"http://127.0.0.1:{port}", process=process, stdout_path=stdout_path, stderr_path=stderr_path)
+    served = ServedHeadroom(
+        base_url=f"http://127.0.0.1:{port}", process=process, stdout_path=stdout_path, stderr_path=stderr_path
+    )
     try:
         if ready_path is not None:
             served.wait_ready(ready_path)

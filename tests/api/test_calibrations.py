@@ -34,8 +34,12 @@ TP = 4
 def _measured(point: dict[str, Any], truth: Efficiency = TRUTH) -> dict[str, Any]:
     """`point` with the value the step model gives at `truth`, in the API's units."""
     shape = MeasuredPoint(
-        kind=point["kind"], value=1.0, batch=point.get("batch", 1), context_tokens=point.get("context_tokens", 0),
-        prompt_tokens=point.get("prompt_tokens", 0), output_tokens=point.get("output_tokens", 0),
+        kind=point["kind"],
+        value=1.0,
+        batch=point.get("batch", 1),
+        context_tokens=point.get("context_tokens", 0),
+        prompt_tokens=point.get("prompt_tokens", 0),
+        output_tokens=point.get("output_tokens", 0),
     )
     value = predict(build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, TP, truth), shape)
     key = "output_tokens_per_s" if point["kind"] == "throughput" else "value_ms"
@@ -51,7 +55,15 @@ POINTS = [
 
 
 def _body(**changes: Any) -> dict[str, Any]:
-    return {"name": "lab-h100", "gpu": "h100-sxm", "model": "llama-2-70b", "precision": {"weights": "fp16", "kv_cache": "fp16"}, "tp": TP, "points": POINTS, **changes}
+    return {
+        "name": "lab-h100",
+        "gpu": "h100-sxm",
+        "model": "llama-2-70b",
+        "precision": {"weights": "fp16", "kv_cache": "fp16"},
+        "tp": TP,
+        "points": POINTS,
+        **changes,
+    }
 
 
 @pytest.fixture
@@ -62,7 +74,9 @@ def seeded(client: ApiClient, admin: dict[str, str]) -> ApiClient:
     return client
 
 
-def test_calibration_recovers_the_efficiencies_and_stores_the_profile(seeded: ApiClient, admin: dict[str, str], catalog: Catalog) -> None:
+def test_calibration_recovers_the_efficiencies_and_stores_the_profile(
+    seeded: ApiClient, admin: dict[str, str], catalog: Catalog
+) -> None:
     response = seeded.post("/v1/calibrations", json=_body(), headers=admin)
     assert response.status_code == 201, response.text
     body = response.json()
@@ -88,8 +102,15 @@ def test_calibration_from_a_vllm_benchmark_result(seeded: ApiClient, admin: dict
     no overhead: fitting memory alone (overhead held at the GPU's calibrated 0) gives back 0.7."""
     no_overhead = Efficiency(memory=0.7, compute=0.5, include_comm=True)
     tpot_ms = _measured({"kind": "tpot", "batch": 1, "prompt_tokens": 1024, "output_tokens": 256}, no_overhead)["value_ms"]
-    result = {"completed": 100, "total_input_tokens": 102400, "total_output_tokens": 25600, "max_concurrency": 1,
-              "request_rate": "inf", "median_tpot_ms": tpot_ms, "model_id": "meta-llama/Llama-2-70b-hf"}
+    result = {
+        "completed": 100,
+        "total_input_tokens": 102400,
+        "total_output_tokens": 25600,
+        "max_concurrency": 1,
+        "request_rate": "inf",
+        "median_tpot_ms": tpot_ms,
+        "model_id": "meta-llama/Llama-2-70b-hf",
+    }
     response = seeded.post("/v1/calibrations", json=_body(points=None, vllm_benchmark=result, fit=["memory"]), headers=admin)
     assert response.status_code == 201, response.text
     body = response.json()
@@ -107,11 +128,17 @@ def test_points_that_cannot_determine_compute_are_a_422_naming_what_is_missing(s
 
 
 def test_too_few_points_and_malformed_bodies_are_422(seeded: ApiClient, admin: dict[str, str]) -> None:
-    problem = assert_problem(seeded.post("/v1/calibrations", json=_body(points=[POINTS[0], POINTS[2]]), headers=admin), 422, "calibration-failed")
+    problem = assert_problem(
+        seeded.post("/v1/calibrations", json=_body(points=[POINTS[0], POINTS[2]]), headers=admin), 422, "calibration-failed"
+    )
     assert "cannot determine" in problem["detail"]
-    assert_problem(seeded.post("/v1/calibrations", json=_body(vllm_benchmark={"completed": 1}), headers=admin), 422, "invalid-request")
+    assert_problem(
+        seeded.post("/v1/calibrations", json=_body(vllm_benchmark={"completed": 1}), headers=admin), 422, "invalid-request"
+    )
     missing_value = [{"kind": "ttft", "prompt_tokens": 100}]
-    problem = assert_problem(seeded.post("/v1/calibrations", json=_body(points=missing_value), headers=admin), 422, "calibration-failed")
+    problem = assert_problem(
+        seeded.post("/v1/calibrations", json=_body(points=missing_value), headers=admin), 422, "calibration-failed"
+    )
     assert "needs value_ms" in problem["detail"]
     assert_problem(seeded.post("/v1/calibrations", json=_body(name="calibrated"), headers=admin), 422)
 

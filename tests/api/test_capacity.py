@@ -43,7 +43,9 @@ def _plans_stored(url: str) -> int:
 
 
 def test_capacity_is_replicas_times_mu_with_a_reader_key_and_stores_nothing(
-    seeded: ApiClient, make_client: Any, migrated_database_url: str,  # noqa: F811
+    seeded: ApiClient,
+    make_client: Any,
+    migrated_database_url: str,
 ) -> None:
     engine = make_engine(migrated_database_url)
     try:
@@ -103,5 +105,6 @@ def test_unknown_names_are_404_and_bad_bodies_422(seeded: ApiClient) -> None:  #
     assert_problem(seeded.post("/v1/capacity", json=body(model="no-such-model")), 404)
     assert_problem(seeded.post("/v1/capacity", json=body(provider="no-such-provider")), 404)
     assert_problem(seeded.post("/v1/capacity", json=body(tp=32)), 422)
-    assert_problem(seeded.post("/v1/capacity", json=body(workload={"prompt_tokens": 100, "output_tokens": 10,
-                                                                   "arrival_rate_rps": 3})), 422)
+    assert_problem(
+        seeded.post("/v1/capacity", json=body(workload={"prompt_tokens": 100, "output_tokens": 10, "arrival_rate_rps": 3})), 422
+    )

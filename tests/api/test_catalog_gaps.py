@@ -43,8 +43,19 @@ def test_a_fleet_plan_on_a_catalog_without_the_default_precisions_says_what_the_
     assert client.post("/v1/models", json=model_record, headers=admin).status_code == 201
     price = {"provider": "runpod", "gpu": gpu_record["slug"], "on_demand": 3.0, "as_of": "2026-10-01", "source": "test"}
     assert client.post("/v1/prices", json=price, headers=admin).status_code == 201
-    fleet = {"workloads": [{"name": "chat", "model": model_record["slug"], "prompt_tokens": 512, "output_tokens": 128,
-                            "slo": {"ttft_ms": 2000, "tpot_ms": 100}, "demand_rps": [1.0]}], "period_hours": 1}
+    fleet = {
+        "workloads": [
+            {
+                "name": "chat",
+                "model": model_record["slug"],
+                "prompt_tokens": 512,
+                "output_tokens": 128,
+                "slo": {"ttft_ms": 2000, "tpot_ms": 100},
+                "demand_rps": [1.0],
+            }
+        ],
+        "period_hours": 1,
+    }
     answer = client.post("/v1/fleet-plans", json=fleet, headers=admin)
     assert answer.status_code == 422, answer.text
     assert "the catalog has none of the default precisions" in answer.json()["detail"]

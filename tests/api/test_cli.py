@@ -76,7 +76,9 @@ def test_seed_export_import_round_trip(database_url: str, tmp_path: Path, capsys
     }
 
 
-def test_yaml_import_accepts_unquoted_dates(migrated_database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_yaml_import_accepts_unquoted_dates(
+    migrated_database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "gpu.yml"
     path.write_text(yaml.safe_dump({"gpus": [GPU_RECORD]}).replace("'2026-10-01'", "2026-10-01"), encoding="utf-8")
     assert "as_of: 2026-10-01" in path.read_text()

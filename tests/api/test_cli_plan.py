@@ -104,8 +104,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield served.base_url
 
 
-def test_plan_and_replan_against_a_live_service(server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plan_and_replan_against_a_live_service(
+    server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HEADROOM_API_KEY", ADMIN_KEY)
     request = write(tmp_path / "plan.json", chat(15))
     code, out, err = run(capsys, "plan", request, "--deployment", "live", "--url", server, "--idempotency-key", "cron-1")

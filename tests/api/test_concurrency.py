@@ -162,7 +162,11 @@ PLAN_RATES_RPS = (5, 15, 40)
 def plan_body(rate_rps: float) -> dict[str, Any]:
     return {
         "model": "llama-3.1-8b",
-        "workload": {"arrival_rate_rps": rate_rps, "prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}},
+        "workload": {
+            "arrival_rate_rps": rate_rps,
+            "prompt_tokens": {"mean": 800, "p99": 3000},
+            "output_tokens": {"mean": 200, "p99": 700},
+        },
         "slo": {"ttft_ms": 1000, "tpot_ms": 60},
         "constraints": {"gpus": ["h100-sxm", "a100-80gb-sxm"]},
         "verify": False,
@@ -227,7 +231,9 @@ def test_unconditional_writes_to_one_record_all_land(live_url: str, migrated_dat
 
     with ThreadPoolExecutor(max_workers=BURST_THREADS) as pool:
         responses = list(pool.map(write, range(BURST)))
-    assert [r.status_code for r in responses] == [200] * BURST, [(r.status_code, r.text[:200]) for r in responses if r.status_code != 200]
+    assert [r.status_code for r in responses] == [200] * BURST, [
+        (r.status_code, r.text[:200]) for r in responses if r.status_code != 200
+    ]
     stored = httpx.get(f"{live_url}/v1/gpus/gpu-00", timeout=30.0)
     assert stored.headers["etag"] == f'"{1 + BURST}"'
     assert sorted(int(r.headers["etag"].strip('"')) for r in responses) == list(range(2, 2 + BURST))  # each wrote a version
@@ -253,7 +259,9 @@ def test_parallel_idempotent_creates_all_answer_the_one_record(live_url: str, mi
 
     with ThreadPoolExecutor(max_workers=BURST_THREADS) as pool:
         responses = list(pool.map(create, range(BURST)))
-    assert [r.status_code for r in responses] == [201] * BURST, [(r.status_code, r.text[:200]) for r in responses if r.status_code != 201]
+    assert [r.status_code for r in responses] == [201] * BURST, [
+        (r.status_code, r.text[:200]) for r in responses if r.status_code != 201
+    ]
     assert sum("idempotent-replayed" not in r.headers for r in responses) == 1
     assert len({r.text for r in responses}) == 1
     assert httpx.get(f"{live_url}/v1/gpus", timeout=30.0).json()["total"] == 1
@@ -273,7 +281,9 @@ def test_parallel_plans_for_one_deployment_name_all_land(seeded_live_url: str) -
 
     with ThreadPoolExecutor(max_workers=NAMED_PLANS) as pool:
         responses = list(pool.map(create, range(NAMED_PLANS)))
-    assert [r.status_code for r in responses] == [201] * NAMED_PLANS, [(r.status_code, r.text[:200]) for r in responses if r.status_code != 201]
+    assert [r.status_code for r in responses] == [201] * NAMED_PLANS, [
+        (r.status_code, r.text[:200]) for r in responses if r.status_code != 201
+    ]
     deployment = httpx.get(f"{seeded_live_url}/v1/deployments/shared", timeout=30.0).json()
     assert deployment["plans_total"] == NAMED_PLANS
     assert deployment["current_plan_id"] in {r.json()["id"] for r in responses}

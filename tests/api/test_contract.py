@@ -25,7 +25,9 @@ def test_a_body_that_is_not_json_is_415(client: ApiClient, admin: dict[str, str]
     assert charset.status_code == 422
 
 
-def test_a_body_over_the_limit_is_413_before_it_is_parsed(make_client: Any, migrated_database_url: str, admin: dict[str, str]) -> None:
+def test_a_body_over_the_limit_is_413_before_it_is_parsed(
+    make_client: Any, migrated_database_url: str, admin: dict[str, str]
+) -> None:
     app = create_app(Settings(database_url=migrated_database_url, admin_key=ADMIN_KEY, max_body_bytes=1000))
     client = make_client(app=app)
     answer = client.post("/v1/gpus", content=b"[" + b" " * 2000 + b"]", headers=admin | {"Content-Type": "application/json"})
@@ -42,9 +44,20 @@ def test_a_body_over_the_limit_is_413_before_it_is_parsed(make_client: Any, migr
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/v1/gpus", "raw_path": b"/v1/gpus", "query_string": b"",
-             "headers": [(b"content-type", b"application/json")], "http_version": "1.1", "scheme": "http",
-             "server": ("test", 80), "client": ("test", 1), "root_path": "", "state": {}}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/gpus",
+        "raw_path": b"/v1/gpus",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("test", 80),
+        "client": ("test", 1),
+        "root_path": "",
+        "state": {},
+    }
     asyncio.run(app(scope, receive, send))
     assert sent[0]["status"] == 413
     assert len(messages) == 2  # three chunks read (1,200 bytes > 1,000), two never asked for
@@ -60,10 +73,16 @@ def test_405_names_every_method_of_the_path(client: ApiClient) -> None:
 def test_strings_are_not_numbers_or_booleans(client: ApiClient, admin: dict[str, str], gpu_record: dict[str, Any]) -> None:
     answer = client.post("/v1/gpus", json=gpu_record | {"memory_gb": "80"}, headers=admin)
     assert "memory_gb" in bad_fields(assert_problem(answer, 422, "invalid-request"))
-    plan = {"model": "llama-3.1-8b", "store": "yes",
-            "workload": {"arrival_rate_rps": 20, "prompt_tokens": {"mean": 1000, "p99": 4000},
-                         "output_tokens": {"mean": 250, "p99": 1000}},
-            "slo": {"ttft_ms": 1000, "tpot_ms": 50}}
+    plan = {
+        "model": "llama-3.1-8b",
+        "store": "yes",
+        "workload": {
+            "arrival_rate_rps": 20,
+            "prompt_tokens": {"mean": 1000, "p99": 4000},
+            "output_tokens": {"mean": 250, "p99": 1000},
+        },
+        "slo": {"ttft_ms": 1000, "tpot_ms": 50},
+    }
     assert "store" in bad_fields(assert_problem(client.post("/v1/plans", json=plan, headers=admin), 422))
     # a JSON integer is still a number where a float is declared, and dates are still ISO strings
     assert client.post("/v1/gpus", json=gpu_record | {"memory_gb": 80}, headers=admin).status_code == 201

@@ -82,5 +82,8 @@ def test_deployment_summaries_and_history_carry_every_cost_unit(seeded: ApiClien
     [item] = seeded.get("/v1/deployments/finance-costs/plans").json()["items"]
     for listed in (summary, item):
         assert (listed["cost_usd_per_hour"], listed["cost_usd_per_month"], listed["currency"]) == (
-            cost["usd_per_hour"], cost["usd_per_month"], "USD")
+            cost["usd_per_hour"],
+            cost["usd_per_month"],
+            "USD",
+        )
         assert listed["cost_usd_per_million_output_tokens"] == cost["usd_per_million_output_tokens"]

@@ -39,7 +39,7 @@ def test_floats_round_trip_exactly_and_none_nan_bool_are_spelled_out() -> None:
     assert csv_cell(-2.5) == "-2.5"  # numbers are never guarded as formulas
 
 
-@pytest.mark.parametrize("text", ["=HYPERLINK(\"x\")", "+1", "-1+2", "@SUM(A1)", "\tx"])
+@pytest.mark.parametrize("text", ['=HYPERLINK("x")', "+1", "-1+2", "@SUM(A1)", "\tx"])
 def test_text_a_spreadsheet_would_run_as_a_formula_is_prefixed(text: str) -> None:
     assert csv_cell(text) == "'" + text
 
@@ -103,29 +103,63 @@ def _response(plan: dict, cost: dict) -> dict:
 
 
 def _fleet_row(gpu: str, replicas: int, offered: float, usd: float) -> dict:
-    return {"gpu": gpu, "tp": 1, "replicas": replicas, "gpus": replicas, "precision": {"weights": "bf16", "kv_cache": "bf16"},
-            "batch_limit": 64, "chunk_tokens": None, "target_rho": 0.5, "max_rps_at_slo": 2.0, "saturation_rps": 4.0,
-            "offered_rps": offered, "cost_usd_per_hour": usd}
+    return {
+        "gpu": gpu,
+        "tp": 1,
+        "replicas": replicas,
+        "gpus": replicas,
+        "precision": {"weights": "bf16", "kv_cache": "bf16"},
+        "batch_limit": 64,
+        "chunk_tokens": None,
+        "target_rho": 0.5,
+        "max_rps_at_slo": 2.0,
+        "saturation_rps": 4.0,
+        "offered_rps": offered,
+        "cost_usd_per_hour": usd,
+    }
 
 
 def test_a_single_configuration_plan_is_one_row_with_the_plan_costs() -> None:
-    plan = {"gpu": "h100-sxm", "tp": 1, "replicas": 3, "gpus_total": 3, "precision": {"weights": "fp8", "kv_cache": "fp8"},
-            "batch_limit": 128, "chunk_tokens": 2048, "target_rho": 0.6, "fleet": None}
+    plan = {
+        "gpu": "h100-sxm",
+        "tp": 1,
+        "replicas": 3,
+        "gpus_total": 3,
+        "precision": {"weights": "fp8", "kv_cache": "fp8"},
+        "batch_limit": 128,
+        "chunk_tokens": 2048,
+        "target_rho": 0.6,
+        "fleet": None,
+    }
     cost = {"usd_per_hour": 9.0, "usd_per_month": 6570.0, "usd_per_million_output_tokens": 1.25}
     [row] = plan_csv_rows(PLAN_REQUEST, _response(plan, cost))
     assert set(row) == set(PLAN_CSV_COLUMNS)
     assert (row["gpu"], row["replicas"], row["gpus_total"], row["weights_precision"]) == ("h100-sxm", 3, 3, "fp8")
     assert (row["cost_usd_per_hour"], row["cost_usd_per_month"], row["currency"]) == (9.0, 6570.0, "USD")
-    assert (row["fleet_row"], row["fleet_rows"], row["offered_rps"], row["slo_tpot_ms"], row["slo_ttft_ms"]) == (1, 1, 10.0, 50.0, None)
+    assert (row["fleet_row"], row["fleet_rows"], row["offered_rps"], row["slo_tpot_ms"], row["slo_ttft_ms"]) == (
+        1,
+        1,
+        10.0,
+        50.0,
+        None,
+    )
     assert row["verified"] is False
 
 
 def test_a_mixed_fleet_is_one_row_per_configuration_summing_to_the_plan() -> None:
     """Rows: H100 serving 6 of 10 req/s for $6/h, A100 serving 4 for $2/h; the plan is $8/h at
     $1/Mtok, so the H100 row is $1 × (6/8)/(6/10) = $1.25/Mtok and the A100 row $1 × (2/8)/(4/10) = $0.625/Mtok."""
-    plan = {"gpu": "h100-sxm", "tp": 1, "replicas": 5, "gpus_total": 5, "precision": {"weights": "bf16", "kv_cache": "bf16"},
-            "batch_limit": 64, "chunk_tokens": None, "target_rho": 0.5,
-            "fleet": [_fleet_row("h100-sxm", 3, 6.0, 6.0), _fleet_row("a100-80gb-sxm", 2, 4.0, 2.0)]}
+    plan = {
+        "gpu": "h100-sxm",
+        "tp": 1,
+        "replicas": 5,
+        "gpus_total": 5,
+        "precision": {"weights": "bf16", "kv_cache": "bf16"},
+        "batch_limit": 64,
+        "chunk_tokens": None,
+        "target_rho": 0.5,
+        "fleet": [_fleet_row("h100-sxm", 3, 6.0, 6.0), _fleet_row("a100-80gb-sxm", 2, 4.0, 2.0)],
+    }
     cost = {"usd_per_hour": 8.0, "usd_per_month": 5840.0, "usd_per_million_output_tokens": 1.0}
     rows = plan_csv_rows(PLAN_REQUEST, _response(plan, cost))
     assert [(r["fleet_row"], r["fleet_rows"], r["gpu"]) for r in rows] == [(1, 2, "h100-sxm"), (2, 2, "a100-80gb-sxm")]

@@ -82,7 +82,12 @@ def test_a_stored_plan_reads_back_as_one_csv_row_matching_its_json(seeded: ApiCl
     assert row["chunk_tokens"] == ("" if plan["plan"]["chunk_tokens"] is None else str(plan["plan"]["chunk_tokens"]))
     assert float(row["target_rho"]) == plan["plan"]["target_rho"]
     assert float(row["arrival_rate_rps"]) == 12.0 == float(row["offered_rps"])
-    assert (float(row["slo_ttft_ms"]), float(row["slo_tpot_ms"]), row["slo_e2e_s"], float(row["slo_percentile"])) == (1000, 60, "", 99)
+    assert (float(row["slo_ttft_ms"]), float(row["slo_tpot_ms"]), row["slo_e2e_s"], float(row["slo_percentile"])) == (
+        1000,
+        60,
+        "",
+        99,
+    )
     assert float(row["cost_usd_per_hour"]) == plan["cost"]["usd_per_hour"]  # exact: floats are written round-trip
     assert float(row["cost_usd_per_month"]) == pytest.approx(730 * float(row["cost_usd_per_hour"]))
     assert float(row["cost_usd_per_million_output_tokens"]) == plan["cost"]["usd_per_million_output_tokens"]
@@ -106,9 +111,21 @@ def test_post_answers_csv_when_asked_and_still_stores_the_plan(seeded: ApiClient
 
 
 def _fleet_row(gpu: str, replicas: int, offered_rps: float, usd_per_hour: float) -> FleetRow:
-    return FleetRow(gpu=gpu, tp=1, replicas=replicas, gpus=replicas, weights_precision="bf16", kv_precision="bf16", batch_limit=64,
-                    chunk_tokens=None, max_rps_at_slo=2.0, saturation_rps=4.0, offered_rps=offered_rps, target_rho=0.5,
-                    cost_usd_per_hour=usd_per_hour)
+    return FleetRow(
+        gpu=gpu,
+        tp=1,
+        replicas=replicas,
+        gpus=replicas,
+        weights_precision="bf16",
+        kv_precision="bf16",
+        batch_limit=64,
+        chunk_tokens=None,
+        max_rps_at_slo=2.0,
+        saturation_rps=4.0,
+        offered_rps=offered_rps,
+        target_rho=0.5,
+        cost_usd_per_hour=usd_per_hour,
+    )
 
 
 def test_a_mixed_fleet_answer_prices_each_row_and_its_csv_sums_to_the_plan() -> None:
@@ -125,14 +142,20 @@ def test_a_mixed_fleet_answer_prices_each_row_and_its_csv_sums_to_the_plan() -> 
     fleet = answer["plan"]["fleet"]
     assert answer["cost"]["currency"] == "USD"
     assert [f["cost_usd_per_month"] for f in fleet] == pytest.approx([6.0 * 730, 2.0 * 730])
-    assert [f["cost_usd_per_million_output_tokens"] for f in fleet] == pytest.approx([1.25, 0.625], abs=0.0051)  # money in cents, half-even
+    assert [f["cost_usd_per_million_output_tokens"] for f in fleet] == pytest.approx(
+        [1.25, 0.625], abs=0.0051
+    )  # money in cents, half-even
 
-    rows = parse(rows_to_csv(plan_csv_rows({**CHAT, "workload": {**CHAT["workload"], "arrival_rate_rps": 10}}, answer), PLAN_CSV_COLUMNS))
+    rows = parse(
+        rows_to_csv(plan_csv_rows({**CHAT, "workload": {**CHAT["workload"], "arrival_rate_rps": 10}}, answer), PLAN_CSV_COLUMNS)
+    )
     assert [(r["fleet_row"], r["fleet_rows"], r["gpu"]) for r in rows] == [("1", "2", "h100-sxm"), ("2", "2", "a100-80gb-sxm")]
     assert sum(float(r["cost_usd_per_hour"]) for r in rows) == pytest.approx(answer["cost"]["usd_per_hour"])
     assert sum(float(r["cost_usd_per_month"]) for r in rows) == pytest.approx(answer["cost"]["usd_per_month"])
     assert sum(int(r["gpus_total"]) for r in rows) == answer["plan"]["gpus_total"]
-    assert [float(r["cost_usd_per_million_output_tokens"]) for r in rows] == pytest.approx([1.25, 0.625], abs=0.0051)  # money in cents, half-even
+    assert [float(r["cost_usd_per_million_output_tokens"]) for r in rows] == pytest.approx(
+        [1.25, 0.625], abs=0.0051
+    )  # money in cents, half-even
 
 
 def test_an_unknown_plan_is_a_problem_even_when_csv_is_asked_for(seeded: ApiClient) -> None:

@@ -118,8 +118,11 @@ def test_put_creates_and_plans_then_replaces_settings_without_replanning(seeded:
     assert body["current_plan"] is not None and body["plans_total"] == 1
     assert body["hysteresis"]["headroom_margin"] == 0.2 and body["hysteresis"]["min_saving_fraction"] == 0.05
 
-    updated = seeded.put("/v1/deployments/api", json=settings | {"slo": {"ttft_ms": 800, "tpot_ms": 60}},
-                         headers={**admin, "If-Match": created.headers["etag"]})
+    updated = seeded.put(
+        "/v1/deployments/api",
+        json=settings | {"slo": {"ttft_ms": 800, "tpot_ms": 60}},
+        headers={**admin, "If-Match": created.headers["etag"]},
+    )
     assert updated.status_code == 200, updated.text
     assert updated.json()["settings"]["slo"]["ttft_ms"] == 800
     assert updated.json()["plans_total"] == 1 and updated.json()["current_plan_id"] == body["current_plan_id"]
@@ -155,7 +158,9 @@ def test_replan_for_more_traffic_adds_replicas_and_says_traffic(seeded: ApiClien
     assert seeded.get("/v1/deployments/chat/plans").json()["total"] == 2
 
 
-def test_hysteresis_keeps_the_current_plan_when_the_saving_is_below_the_threshold(seeded: ApiClient, admin: dict[str, str]) -> None:
+def test_hysteresis_keeps_the_current_plan_when_the_saving_is_below_the_threshold(
+    seeded: ApiClient, admin: dict[str, str]
+) -> None:
     """From 40 rps to 15 rps the new plan needs fewer replicas; the current one still meets the SLOs
     at 1.1 × 15 rps, and a threshold of 90 % of its cost is more than the saving (the new plan keeps
     at least one of the current plan's few replicas): keep it."""

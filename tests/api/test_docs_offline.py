@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import glob
 import tomllib
-from html.parser import HTMLParser
 from collections.abc import Callable
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -103,7 +103,11 @@ def test_vendored_assets_are_package_data_with_their_licences() -> None:
     every file under api/static/, so a wheel ships them; each bundle sits next to its licence."""
     package_data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]
     package_dir = STATIC_DIR.parent
-    shipped = {name for pattern in [*package_data.get("api", []), *package_data.get("*", [])] for name in glob.glob(pattern, root_dir=package_dir, recursive=True)}
+    shipped = {
+        name
+        for pattern in [*package_data.get("api", []), *package_data.get("*", [])]
+        for name in glob.glob(pattern, root_dir=package_dir, recursive=True)
+    }
     files = {path.relative_to(package_dir).as_posix() for path in STATIC_DIR.rglob("*") if path.is_file()}
     assert len(files) >= 8
     assert files - shipped == set()

@@ -58,7 +58,9 @@ def _ok(client: ApiClient, **changes: Any) -> dict[str, Any]:
 def _recomputed_step_s(sm: dict[str, Any], *, new_tokens: float, kv_tokens_read: float, attended_tokens: float) -> float:
     """The step-time formula the OpenAPI description writes out, from the response's coefficients (dense model)."""
     t_mem = (sm["dense_weight_bytes"] + kv_tokens_read * sm["kv_bytes_per_token"]) / sm["memory_bandwidth_bytes_per_s"]
-    t_compute = (new_tokens * sm["flops_per_token"] + attended_tokens * sm["attention_flops_per_context_token"]) / sm["compute_flops_per_s"]
+    t_compute = (new_tokens * sm["flops_per_token"] + attended_tokens * sm["attention_flops_per_context_token"]) / sm[
+        "compute_flops_per_s"
+    ]
     t_comm = new_tokens * sm["comm_s_per_token"] + sm["comm_latency_s"]
     overlap = sm["memory_compute_overlap"]
     return max(t_mem, t_compute) + (1 - overlap) * min(t_mem, t_compute) + t_comm + sm["step_overhead_s"]
@@ -94,8 +96,15 @@ def test_ideal_h100_reproduces_the_design_test_vectors(seeded: ApiClient) -> Non
     assert body["prefill"]["weight_read_ms"] == pytest.approx(10.4, rel=STEP_TOLERANCE)
     assert body["prefill"]["bound"] == "compute"
     assert body["efficiency"] == {
-        "profile": "ideal", "memory": 1.0, "compute": 1.0, "step_overhead_ms": 0.0, "memory_reserve_fraction": 0.0,
-        "include_comm": False, "memory_compute_overlap": 1.0, "source": body["efficiency"]["source"], "overridden": [],
+        "profile": "ideal",
+        "memory": 1.0,
+        "compute": 1.0,
+        "step_overhead_ms": 0.0,
+        "memory_reserve_fraction": 0.0,
+        "include_comm": False,
+        "memory_compute_overlap": 1.0,
+        "source": body["efficiency"]["source"],
+        "overridden": [],
     }
     assert body["catalog_version"] >= 1
     assert body["predicted"] is None and body["queueing"] is None
@@ -257,7 +266,11 @@ def test_invalid_bodies_list_every_bad_field(seeded: ApiClient) -> None:
         "batch_sizes": [],
         "overrides": {"memory_efficiency": 1.5, "bogus": 1},
         "serving": {"batch_limit": 64, "chunk_tokens": 32, "router": "least-loaded"},
-        "workload": {"arrival_rate_rps": -1, "prompt_tokens": {"mean": 1000, "p99": 800}, "output_tokens": {"tokens": [1, 2], "weights": [1]}},
+        "workload": {
+            "arrival_rate_rps": -1,
+            "prompt_tokens": {"mean": 1000, "p99": 800},
+            "output_tokens": {"tokens": [1, 2], "weights": [1]},
+        },
     }
     fields = bad_fields(assert_problem(seeded.post("/v1/evaluate", json=body), 422, "invalid-request"))
     assert set(fields) == {
@@ -328,7 +341,12 @@ def test_load_above_saturation_is_an_answer_not_an_error(seeded: ApiClient) -> N
     assert body["queueing"]["rho_curve"], "the ρ-vs-p99 curve is still drawn below saturation"
 
     # A request longer than the whole KV cache (549,316 tokens here) can never run: no rate is sustainable.
-    body = _ok(seeded, efficiency_profile="ideal", serving={"batch_limit": 8}, workload={"arrival_rate_rps": 1, "prompt_tokens": 600_000, "output_tokens": 10})
+    body = _ok(
+        seeded,
+        efficiency_profile="ideal",
+        serving={"batch_limit": 8},
+        workload={"arrival_rate_rps": 1, "prompt_tokens": 600_000, "output_tokens": 10},
+    )
     assert body["predicted"]["unstable"] is True
     assert body["predicted"]["saturation_rps"] == 0 and body["predicted"]["utilisation"] is None
     assert any("cannot hold one request" in note for note in body["notes"])
@@ -360,7 +378,9 @@ def test_past_the_validated_utilisation_the_simulator_answers(seeded: ApiClient)
     assert predicted["unstable"] is False
     assert 0 < predicted["ttft_ms"]["p50"] <= predicted["ttft_ms"]["p99"]
     # The same numbers the simulator gives for the response's own step model, capacity and seed 0.
-    coefficients = {name: value for name, value in body["step_model"].items() if name not in ("weight_bytes", "break_even_flops_per_byte")}
+    coefficients = {
+        name: value for name, value in body["step_model"].items() if name not in ("weight_bytes", "break_even_flops_per_byte")
+    }
     direct = simulate(
         StepModel(**coefficients),
         Workload(

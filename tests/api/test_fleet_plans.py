@@ -103,7 +103,9 @@ def test_a_day_of_two_workloads_covers_demand_and_reserves_the_flat_part(api: Ap
             assert rows, (period["period"], name)
             assert sum(row["capacity_rps"] for row in rows) >= rates[period["period"]] * (1 - 1e-9)
             for row in rows:
-                assert row["capacity_rps"] == pytest.approx(row["replicas"] * row["max_rps_at_slo"], rel=1e-5)  # both served to 6 significant figures
+                assert row["capacity_rps"] == pytest.approx(
+                    row["replicas"] * row["max_rps_at_slo"], rel=1e-5
+                )  # both served to 6 significant figures
                 assert 0 < row["target_rho"] < 1
                 assert row["gpu"] in GPUS and row["tp"] in (1, 2)
         used = {gpu: sum(r["gpus"] for r in period["workloads"] if r["gpu"] == gpu) for gpu in GPUS}
@@ -114,9 +116,13 @@ def test_a_day_of_two_workloads_covers_demand_and_reserves_the_flat_part(api: Ap
     assert plan["periods"][3]["on_demand_gpus"], "the one-period spike is rented on demand"
     cost = plan["cost"]
     assert cost["usd_total"] == pytest.approx(cost["reserved_usd"] + cost["on_demand_usd"] + cost["spot_usd"])
-    assert cost["usd_total"] == pytest.approx(sum(cost["per_period_usd"]), abs=0.005 * (len(cost["per_period_usd"]) + 1))  # each in cents
+    assert cost["usd_total"] == pytest.approx(
+        sum(cost["per_period_usd"]), abs=0.005 * (len(cost["per_period_usd"]) + 1)
+    )  # each in cents
     assert cost["usd_total"] == pytest.approx(sum(cost["per_workload_usd"].values()) + cost["idle_usd"])
-    assert cost["usd_per_day"] == pytest.approx(cost["usd_total"] * 24 / 4, abs=0.005 * (24 / 4 + 1))  # the total in cents, times 6
+    assert cost["usd_per_day"] == pytest.approx(
+        cost["usd_total"] * 24 / 4, abs=0.005 * (24 / 4 + 1)
+    )  # the total in cents, times 6
     prices = plan["prices"]
     reserved = sum(n * prices[gpu]["reserved_usd_per_hour"] * 4 for gpu, n in plan["reserved_gpus"].items())
     assert cost["reserved_usd"] == pytest.approx(reserved, abs=0.005)
@@ -251,7 +257,9 @@ def test_price_overrides_and_spot_change_the_plan(api: ApiClient) -> None:
 
 
 def test_n_plus_one_keeps_demand_covered_with_the_largest_replica_lost(api: ApiClient) -> None:
-    payload = body(workload("chat", [3, 9]), constraints={"gpus": GPUS, "precisions": PRECISIONS, "n_plus_one": True, "min_replicas": 2})
+    payload = body(
+        workload("chat", [3, 9]), constraints={"gpus": GPUS, "precisions": PRECISIONS, "n_plus_one": True, "min_replicas": 2}
+    )
     response = post(api, payload)
     assert response.status_code == 201, response.text
     for period, demand in zip(response.json()["periods"], (3, 9), strict=True):
@@ -275,7 +283,13 @@ def test_per_period_inventory_moves_the_load_to_another_gpu_type(api: ApiClient)
 
 
 def test_budget_below_the_cheapest_fleet_is_422_with_the_needed_budget(api: ApiClient) -> None:
-    problem = assert_problem(post(api, body(workload("chat", [4, 4]), constraints={"gpus": GPUS, "precisions": PRECISIONS, "budget_usd_per_day": 1.0})), 422, "infeasible-plan")
+    problem = assert_problem(
+        post(
+            api, body(workload("chat", [4, 4]), constraints={"gpus": GPUS, "precisions": PRECISIONS, "budget_usd_per_day": 1.0})
+        ),
+        422,
+        "infeasible-plan",
+    )
     assert problem["constraint"] == "budget"
     assert problem["needed"] > 1.0 and math.isfinite(problem["needed"])
 

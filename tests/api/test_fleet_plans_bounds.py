@@ -40,7 +40,9 @@ STOPS_WITHIN_S = 10.0
 
 
 @pytest.fixture
-def seeded(make_client: Callable[..., ApiClient], migrated_database_url: str, seeded_sqlite_template: Path) -> Callable[..., ApiClient]:
+def seeded(
+    make_client: Callable[..., ApiClient], migrated_database_url: str, seeded_sqlite_template: Path
+) -> Callable[..., ApiClient]:
     """`seeded(**settings)`: a client with those settings on a database holding the reference catalog."""
     url = make_url(migrated_database_url)
     if url.get_backend_name() == "sqlite" and url.database:
@@ -61,20 +63,25 @@ def test_a_request_past_the_size_bounds_is_422_naming_the_bound(seeded: Callable
     problem = assert_problem(post(api, wide), 422, "invalid-request")
     assert "MAX_WORKLOAD_PERIODS" in bad_fields(problem)["workloads"]
 
-    shapes = body(*(workload(f"w{i}", [1.0], output_tokens={"mean": 100 + i, "p99": 1000}) for i in range(MAX_DISTINCT_SHAPES + 1)))
+    shapes = body(
+        *(workload(f"w{i}", [1.0], output_tokens={"mean": 100 + i, "p99": 1000}) for i in range(MAX_DISTINCT_SHAPES + 1))
+    )
     problem = assert_problem(post(api, shapes), 422, "invalid-request")
     assert "MAX_DISTINCT_SHAPES" in bad_fields(problem)["workloads"]
 
     grid = {"tp_degrees": [1, 2, 4, 8, 16, 32, 64], "batch_limits": list(range(1, 17)), "chunk_budgets": [None, *range(2, 9)]}
     shapes_needed = MAX_SHAPE_OPTIONS // (7 * 16 * 8) + 1
     assert shapes_needed <= MAX_DISTINCT_SHAPES
-    searched = body(*(workload(f"w{i}", [1.0], output_tokens={"mean": 100 + i, "p99": 1000}) for i in range(shapes_needed)),
-                    search=grid)
+    searched = body(
+        *(workload(f"w{i}", [1.0], output_tokens={"mean": 100 + i, "p99": 1000}) for i in range(shapes_needed)), search=grid
+    )
     problem = assert_problem(post(api, searched), 422, "invalid-request")
     assert "MAX_SHAPE_OPTIONS" in bad_fields(problem)["search"]
 
 
-def test_a_milp_past_its_column_bound_is_422_naming_the_bound(seeded: Callable[..., ApiClient], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_milp_past_its_column_bound_is_422_naming_the_bound(
+    seeded: Callable[..., ApiClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(fleet_plans, "MAX_MILP_COLUMNS", 3)
     problem = assert_problem(post(seeded(), body()), 422, "invalid-planner-input")
     assert problem["constraint"] == "milp_columns" and problem["limit"] == 3 and problem["needed"] > 3

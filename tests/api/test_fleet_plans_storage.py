@@ -26,7 +26,7 @@ def test_the_migrations_have_exactly_one_head_and_create_fleet_plans(migrated_da
     assert columns == {"id", "request", "response", "catalog_version", "created_at"}
 
 
-def test_a_saved_plan_reads_back_as_stored(session) -> None:  # noqa: ANN001
+def test_a_saved_plan_reads_back_as_stored(session) -> None:
     plans = FleetPlans(session)
     plan_id = new_fleet_plan_id()
     moment = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -42,7 +42,7 @@ def test_a_saved_plan_reads_back_as_stored(session) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("plan_id", ["0" * 32, "short", "Z" * 32, "0" * 33])
-def test_unknown_or_malformed_ids_are_not_found(session, plan_id: str) -> None:  # noqa: ANN001
+def test_unknown_or_malformed_ids_are_not_found(session, plan_id: str) -> None:
     with pytest.raises(NotFoundError) as raised:
         FleetPlans(session).get(plan_id)
     assert raised.value.extensions["id"] == plan_id

@@ -23,10 +23,12 @@ from tests.planner.performance_specs import (
 H100 = dataclasses.replace(H100_SXM, price_usd_per_hour_on_demand=6.155, price_usd_per_hour_reserved_1y=3.8777)
 A100 = dataclasses.replace(A100_SXM, price_usd_per_hour_on_demand=2.7, price_usd_per_hour_reserved_1y=1.701)
 GRID = CandidateGrid(tp_degrees=(1, 2, 4), batch_limits=(16, 64), chunk_budgets=(None,))
-CHAT = Workload(arrival_rate_rps=1.0, prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=3000),
-                output_tokens=FixedLength(tokens=200))
-LONG = Workload(arrival_rate_rps=3.0, prompt_tokens=LognormalLength(mean_tokens=3000, p99_tokens=6000),
-                output_tokens=FixedLength(tokens=300))
+CHAT = Workload(
+    arrival_rate_rps=1.0, prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=3000), output_tokens=FixedLength(tokens=200)
+)
+LONG = Workload(
+    arrival_rate_rps=3.0, prompt_tokens=LognormalLength(mean_tokens=3000, p99_tokens=6000), output_tokens=FixedLength(tokens=300)
+)
 SLO = Slo(ttft_s=2.0, tpot_s=0.08, percentile=99)
 
 
@@ -35,8 +37,10 @@ def test_parallel_tables_equal_serial_ones_and_are_cached() -> None:
     gpus, precisions = (H100, A100), (FP16_PRECISION, FP8_PRECISION)
     jobs = [(LLAMA_2_70B, gpus, precisions, workload, SLO, GRID) for workload in (CHAT, LONG, CHAT.at_rate(5.0))]
     parallel = fleet_plans.candidate_tables(jobs)
-    serial = [candidate_table(model=LLAMA_2_70B, gpus=gpus, precisions=precisions, workload=w, slo=SLO, grid=GRID)
-              for w in (CHAT, LONG, CHAT)]
+    serial = [
+        candidate_table(model=LLAMA_2_70B, gpus=gpus, precisions=precisions, workload=w, slo=SLO, grid=GRID)
+        for w in (CHAT, LONG, CHAT)
+    ]
     assert parallel == serial
     assert parallel[0].candidates  # something to compare
     assert parallel[0] is parallel[2]  # one shape, one table, whatever the demand

@@ -20,7 +20,6 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, strategies
 from schemathesis.generation import GenerationMode
-
 from sqlalchemy.orm import Session
 
 from api.app import create_app
@@ -33,15 +32,29 @@ pytestmark = pytest.mark.slow
 
 #: Examples per operation; the heavy planning operations get fewer (each may run to the timeout).
 EXAMPLES_PER_OPERATION = 60
-HEAVY_OPERATIONS = {"create_fleet_plan": 15, "what_if_sweep": 15, "create_plan": 30, "estimate_capacity": 30,
-                    "replan_deployment": 30, "put_deployment": 30, "simulate_configuration": 30, "create_calibration": 30}
+HEAVY_OPERATIONS = {
+    "create_fleet_plan": 15,
+    "what_if_sweep": 15,
+    "create_plan": 30,
+    "estimate_capacity": 30,
+    "replan_deployment": 30,
+    "put_deployment": 30,
+    "simulate_configuration": 30,
+    "create_calibration": 30,
+}
 #: Every check enabled. A request valid by the document's JSON Schema may still be refused with a
 #: documented 412 (If-Match names another version) or 422: rules across fields (`params_active <=
 #: params_total`), references to records that do not exist, and strict types (JSON Schema counts
 #: 20.0 as an integer; the service does not) are beyond what JSON Schema says.
-CONFIG = schemathesis.Config.from_dict({
-    "checks": {"positive_data_acceptance": {"expected-statuses": ["2XX", "3XX", "401", "403", "404", "409", "412", "422", "429", "5XX"]}},
-})
+CONFIG = schemathesis.Config.from_dict(
+    {
+        "checks": {
+            "positive_data_acceptance": {
+                "expected-statuses": ["2XX", "3XX", "401", "403", "404", "409", "412", "422", "429", "5XX"]
+            }
+        },
+    }
+)
 #: At least this many cases per database per run.
 FUZZ_CASES = 2_000
 
@@ -51,8 +64,16 @@ def test_the_whole_api_keeps_its_contract(migrated_database_url: str) -> None:
     with Session(engine) as session, session.begin():
         Catalog(session).load_reference_catalog()  # real GPUs and models, so plans plan
     engine.dispose()
-    app = create_app(Settings(database_url=migrated_database_url, admin_key=ADMIN_KEY, request_timeout_s=2.0,
-                              solver_time_limit_s=1.0, max_simulated_requests=20_000, log_level="critical"))
+    app = create_app(
+        Settings(
+            database_url=migrated_database_url,
+            admin_key=ADMIN_KEY,
+            request_timeout_s=2.0,
+            solver_time_limit_s=1.0,
+            max_simulated_requests=20_000,
+            log_level="critical",
+        )
+    )
     schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=CONFIG)
     cases = 0
     failures: list[str] = []
@@ -61,11 +82,18 @@ def test_the_whole_api_keeps_its_contract(migrated_database_url: str) -> None:
         for result in schema.get_all_operations():
             operation = result.ok()
             examples = HEAVY_OPERATIONS.get(operation.definition.raw.get("operationId", ""), EXAMPLES_PER_OPERATION)
-            strategy = strategies.one_of(operation.as_strategy(GenerationMode.POSITIVE),
-                                         operation.as_strategy(GenerationMode.NEGATIVE))
+            strategy = strategies.one_of(
+                operation.as_strategy(GenerationMode.POSITIVE), operation.as_strategy(GenerationMode.NEGATIVE)
+            )
 
-            @hypothesis.settings(max_examples=examples, derandomize=True, database=None, deadline=None,
-                                 phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+            @hypothesis.settings(
+                max_examples=examples,
+                derandomize=True,
+                database=None,
+                deadline=None,
+                phases=[Phase.explicit, Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             @hypothesis.given(case=strategy)
             def fuzz(case: Any) -> None:
                 nonlocal cases

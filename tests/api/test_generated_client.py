@@ -107,7 +107,10 @@ def _generator() -> list[str]:
 
 def _generate(out: Path) -> None:
     """The client package generated from the committed document, into `out / PACKAGE`."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}  # ruff, for its formatting step
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }  # ruff, for its formatting step
     done = subprocess.run(
         [*_generator(), "generate", "--path", str(ROOT / "openapi" / "openapi.json"), "--output-path", str(out / PACKAGE),
          "--meta", "none", "--fail-on-warning"],
@@ -134,8 +137,18 @@ def test_generated_names_read_well(live: tuple[Path, str]) -> None:
     assert {"create_plan", "get_plan", "what_if_sweep", "create_fleet_plan", "get_fleet_plan"} <= operations
     assert (package / "api" / "plans" / "create_plan.py").exists() and (package / "api" / "what_if" / "what_if_sweep.py").exists()
     models = {path.stem for path in (package / "models").glob("*.py") if path.stem != "__init__"}
-    assert {"plan_request", "plan_response", "plan_cost", "what_if_request", "what_if_axes", "what_if_point", "what_if_response",
-            "rate_range", "slo_sweep", "response_format"} <= models
+    assert {
+        "plan_request",
+        "plan_response",
+        "plan_cost",
+        "what_if_request",
+        "what_if_axes",
+        "what_if_point",
+        "what_if_response",
+        "rate_range",
+        "slo_sweep",
+        "response_format",
+    } <= models
     assert sorted(name for name in operations | models if FALLBACK_NAME.search(name)) == []
     assert sorted(name for name in models if "format" in name) == ["response_format"]  # one shared ?format= enum
 
@@ -161,7 +174,12 @@ def test_a_generated_client_plans_reads_back_and_reads_csv_over_http(live: tuple
     header, *_ = out["csv"].splitlines()
     assert header.split(",") == list(PLAN_CSV_COLUMNS)
     [row] = list(csv.DictReader(io.StringIO(out["csv"], newline="")))
-    assert (row["plan_id"], row["deployment"], row["model"], row["gpu"]) == (plan["id"], "finance-demo", "llama-3.1-8b", "h100-sxm")
+    assert (row["plan_id"], row["deployment"], row["model"], row["gpu"]) == (
+        plan["id"],
+        "finance-demo",
+        "llama-3.1-8b",
+        "h100-sxm",
+    )
     assert int(row["gpus_total"]) == plan["plan"]["gpus_total"]
     assert float(row["cost_usd_per_hour"]) == plan["cost"]["usd_per_hour"]
     assert float(row["cost_usd_per_month"]) == plan["cost"]["usd_per_month"]
@@ -175,4 +193,3 @@ def test_a_generated_client_plans_reads_back_and_reads_csv_over_http(live: tuple
     sweep_rows = list(csv.DictReader(io.StringIO(out["sweep_csv"], newline="")))
     assert list(sweep_rows[0]) == list(WHAT_IF_CSV_COLUMNS) and len(sweep_rows) == 1
     assert out["sweep_request_round_trip"] is True
-

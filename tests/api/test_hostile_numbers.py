@@ -33,7 +33,10 @@ CHAT: dict[str, Any] = {
     "verify": False,
 }
 ONE_GPU: dict[str, Any] = {
-    "model": "llama-3.1-8b", "gpu": "h100-sxm", "tp": 1, "precision": {"weights": "bf16", "kv_cache": "bf16"},
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm",
+    "tp": 1,
+    "precision": {"weights": "bf16", "kv_cache": "bf16"},
 }
 
 
@@ -56,8 +59,10 @@ def seeded(make_client: Callable[..., ApiClient], migrated_database_url: str) ->
     return make_client(raise_app_exceptions=False)
 
 
-@pytest.mark.parametrize(("column", "value"), [("memory_gb", 1e308), ("memory_bandwidth_gb_per_s", 1e308),
-                                               ("peak_tflops_bf16", 1e300), ("interconnect_gb_per_s", 1e-300)])
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("memory_gb", 1e308), ("memory_bandwidth_gb_per_s", 1e308), ("peak_tflops_bf16", 1e300), ("interconnect_gb_per_s", 1e-300)],
+)
 def test_an_unusable_gpu_row_is_left_out_of_every_plan_with_a_note(
     seeded: ApiClient, migrated_database_url: str, column: str, value: float
 ) -> None:
@@ -71,14 +76,22 @@ def test_an_unusable_gpu_row_is_left_out_of_every_plan_with_a_note(
     notes = [note for note in plan["cost"]["notes"] if note.startswith("h200 left out")]
     assert len(notes) == 1 and "PUT /v1/gpus/h200" in notes[0]
     # naming the unusable GPU is the caller's choice: a 422 that says why, never a 500
-    for path, body in (("/v1/plans", {**CHAT, "constraints": {"gpus": ["h200"]}}),
-                       ("/v1/evaluate", {**ONE_GPU, "gpu": "h200", "context_tokens": 2048}),
-                       ("/v1/simulate", {**ONE_GPU, "gpu": "h200", "serving": {"batch_limit": 64},
-                                         "workload": {"arrival_rate_rps": 2, **SHAPE}, "requests": 200}),
-                       ("/v1/what-if", {**CHAT, "workload": SHAPE, "constraints": {"gpus": ["h200"]},
-                                        "sweep": {"arrival_rates_rps": [2]}}),
-                       ("/v1/capacity", {**ONE_GPU, "gpu": "h200", "precision": None, "gpus": 8, "workload": SHAPE,
-                                         "slo": CHAT["slo"]})):
+    for path, body in (
+        ("/v1/plans", {**CHAT, "constraints": {"gpus": ["h200"]}}),
+        ("/v1/evaluate", {**ONE_GPU, "gpu": "h200", "context_tokens": 2048}),
+        (
+            "/v1/simulate",
+            {
+                **ONE_GPU,
+                "gpu": "h200",
+                "serving": {"batch_limit": 64},
+                "workload": {"arrival_rate_rps": 2, **SHAPE},
+                "requests": 200,
+            },
+        ),
+        ("/v1/what-if", {**CHAT, "workload": SHAPE, "constraints": {"gpus": ["h200"]}, "sweep": {"arrival_rates_rps": [2]}}),
+        ("/v1/capacity", {**ONE_GPU, "gpu": "h200", "precision": None, "gpus": 8, "workload": SHAPE, "slo": CHAT["slo"]}),
+    ):
         answer = seeded.post(path, json=body, headers=ADMIN_HEADERS)
         assert answer.status_code == 422, (path, answer.status_code, answer.text)
         assert "h200" in answer.json()["detail"]
@@ -92,26 +105,53 @@ def test_an_unusable_stored_price_is_left_out_with_a_note(seeded: ApiClient, mig
     assert response.status_code == 201, response.text
     plan = response.json()
     assert plan["plan"]["gpu"] != "l40s"
-    assert any(note.startswith("l40s's price at") and "outside what the planner can use" in note for note in plan["cost"]["notes"])
+    assert any(
+        note.startswith("l40s's price at") and "outside what the planner can use" in note for note in plan["cost"]["notes"]
+    )
 
 
 def test_the_schemas_refuse_numbers_outside_their_physical_bounds(seeded: ApiClient) -> None:
-    gpu = {**copy.deepcopy(GPU_RECORD), "slug": "hostile", "memory_gb": 1e308, "memory_bandwidth_gb_per_s": 0.5,
-           "interconnect_gb_per_s": 1e6, "gpus_per_node": 100_000, "interconnect_latency_us": 1e9,
-           "peak_tflops": {"bf16": 1e12}, "source": "x" * 4_001}
+    gpu = {
+        **copy.deepcopy(GPU_RECORD),
+        "slug": "hostile",
+        "memory_gb": 1e308,
+        "memory_bandwidth_gb_per_s": 0.5,
+        "interconnect_gb_per_s": 1e6,
+        "gpus_per_node": 100_000,
+        "interconnect_latency_us": 1e9,
+        "peak_tflops": {"bf16": 1e12},
+        "source": "x" * 4_001,
+    }
     fields = bad_fields(assert_problem(seeded.post("/v1/gpus", json=gpu, headers=ADMIN_HEADERS), 422, "invalid-request"))
-    assert {"memory_gb", "memory_bandwidth_gb_per_s", "interconnect_gb_per_s", "gpus_per_node", "interconnect_latency_us",
-            "peak_tflops.bf16", "source"} <= set(fields)
-    price = {"provider": "runpod", "gpu": "h100-sxm", "region": "hostile", "on_demand": 1e15, "as_of": "2025-01-01", "source": "x"}
+    assert {
+        "memory_gb",
+        "memory_bandwidth_gb_per_s",
+        "interconnect_gb_per_s",
+        "gpus_per_node",
+        "interconnect_latency_us",
+        "peak_tflops.bf16",
+        "source",
+    } <= set(fields)
+    price = {
+        "provider": "runpod",
+        "gpu": "h100-sxm",
+        "region": "hostile",
+        "on_demand": 1e15,
+        "as_of": "2025-01-01",
+        "source": "x",
+    }
     assert "on_demand" in bad_fields(assert_problem(seeded.post("/v1/prices", json=price, headers=ADMIN_HEADERS), 422))
     over = {**CHAT, "prices": {"h100-sxm": {"on_demand": 1001}}}
     assert_problem(seeded.post("/v1/plans", json=over, headers=ADMIN_HEADERS), 422, "invalid-request")
 
 
-@pytest.mark.parametrize("workload", [
-    {"arrival_rate_rps": 5, "prompt_tokens": {"tokens": [100, 200], "weights": [1e308, 1e308]}, "output_tokens": 50},
-    {"arrival_rate_rps": 5, **SHAPE, "arrival_cv": 1e-200},
-])
+@pytest.mark.parametrize(
+    "workload",
+    [
+        {"arrival_rate_rps": 5, "prompt_tokens": {"tokens": [100, 200], "weights": [1e308, 1e308]}, "output_tokens": 50},
+        {"arrival_rate_rps": 5, **SHAPE, "arrival_cv": 1e-200},
+    ],
+)
 def test_hostile_workloads_are_refused_by_name(seeded: ApiClient, workload: dict[str, Any]) -> None:
     """Once a 500 (ZeroDivisionError): weights of 1e308 sum to inf, and a CV of 1e-200 squares to 0."""
     problem = assert_problem(seeded.post("/v1/plans", json={**CHAT, "workload": workload}, headers=ADMIN_HEADERS), 422)
@@ -132,30 +172,54 @@ def test_a_short_timeout_refuses_a_large_simulation_without_chunking_by_name(
 # ---- property: extreme but valid inputs never answer 500 ------------------------------------------------
 
 GB, TFLOPS = 1e9, 1e12
-EXTREME_GPU = st.fixed_dictionaries({
-    "memory_gb": st.sampled_from([specs.MIN_MEMORY_BYTES / GB, 80.0, specs.MAX_MEMORY_BYTES / GB]),
-    "memory_bandwidth_gb_per_s": st.sampled_from([specs.MIN_BANDWIDTH_BYTES_PER_S / GB, 3350.0, specs.MAX_BANDWIDTH_BYTES_PER_S / GB]),
-    "interconnect_gb_per_s": st.sampled_from([specs.MIN_INTERCONNECT_BYTES_PER_S / GB, 450.0, specs.MAX_INTERCONNECT_BYTES_PER_S / GB]),
-    "interconnect_latency_us": st.sampled_from([0.0, specs.MAX_INTERCONNECT_LATENCY_S * 1e6]),
-    "gpus_per_node": st.sampled_from([1, 8, specs.MAX_GPUS_PER_NODE]),
-    "peak_tflops": st.sampled_from([specs.MIN_PEAK_FLOPS_PER_S / TFLOPS, 989.0, specs.MAX_PEAK_FLOPS_PER_S / TFLOPS]).map(
-        lambda tflops: {"bf16": tflops, "fp16": tflops, "fp8": tflops}),
-})
+EXTREME_GPU = st.fixed_dictionaries(
+    {
+        "memory_gb": st.sampled_from([specs.MIN_MEMORY_BYTES / GB, 80.0, specs.MAX_MEMORY_BYTES / GB]),
+        "memory_bandwidth_gb_per_s": st.sampled_from(
+            [specs.MIN_BANDWIDTH_BYTES_PER_S / GB, 3350.0, specs.MAX_BANDWIDTH_BYTES_PER_S / GB]
+        ),
+        "interconnect_gb_per_s": st.sampled_from(
+            [specs.MIN_INTERCONNECT_BYTES_PER_S / GB, 450.0, specs.MAX_INTERCONNECT_BYTES_PER_S / GB]
+        ),
+        "interconnect_latency_us": st.sampled_from([0.0, specs.MAX_INTERCONNECT_LATENCY_S * 1e6]),
+        "gpus_per_node": st.sampled_from([1, 8, specs.MAX_GPUS_PER_NODE]),
+        "peak_tflops": st.sampled_from([specs.MIN_PEAK_FLOPS_PER_S / TFLOPS, 989.0, specs.MAX_PEAK_FLOPS_PER_S / TFLOPS]).map(
+            lambda tflops: {"bf16": tflops, "fp16": tflops, "fp8": tflops}
+        ),
+    }
+)
 EXTREME_PRICE = st.sampled_from([0.0, 2.0, specs.MAX_PRICE_USD_PER_HOUR])
-LENGTH = st.sampled_from([1, 10_000_000, {"mean": 1, "p99": 10}, {"tokens": [1, 10_000_000], "weights": [0, 1e15]},
-                          {"tokens": [1, 2], "weights": [1e15, 1e15]}])
-EXTREME_WORKLOAD = st.fixed_dictionaries({
-    "arrival_rate_rps": st.sampled_from([0.001, 5.0, 1e7]),
-    "prompt_tokens": LENGTH,
-    "output_tokens": LENGTH,
-    "arrival_cv": st.sampled_from([MIN_ARRIVAL_CV, 1.0, MAX_ARRIVAL_CV]),
-})
-SLO = st.sampled_from([{"ttft_ms": 1000, "tpot_ms": 60}, {"ttft_ms": 3.6e6, "tpot_ms": 3.6e6}, {"e2e_s": 86_400}, {"tpot_ms": 0.001}])
+LENGTH = st.sampled_from(
+    [
+        1,
+        10_000_000,
+        {"mean": 1, "p99": 10},
+        {"tokens": [1, 10_000_000], "weights": [0, 1e15]},
+        {"tokens": [1, 2], "weights": [1e15, 1e15]},
+    ]
+)
+EXTREME_WORKLOAD = st.fixed_dictionaries(
+    {
+        "arrival_rate_rps": st.sampled_from([0.001, 5.0, 1e7]),
+        "prompt_tokens": LENGTH,
+        "output_tokens": LENGTH,
+        "arrival_cv": st.sampled_from([MIN_ARRIVAL_CV, 1.0, MAX_ARRIVAL_CV]),
+    }
+)
+SLO = st.sampled_from(
+    [{"ttft_ms": 1000, "tpot_ms": 60}, {"ttft_ms": 3.6e6, "tpot_ms": 3.6e6}, {"e2e_s": 86_400}, {"tpot_ms": 0.001}]
+)
 
 
 def _gpu_record(gpu: dict[str, Any]) -> dict[str, Any]:
-    return {**copy.deepcopy(GPU_RECORD), **gpu, "vendor": "nvidia", "architecture": "hopper", "efficiency": None,
-            "price_usd_per_hour": None}
+    return {
+        **copy.deepcopy(GPU_RECORD),
+        **gpu,
+        "vendor": "nvidia",
+        "architecture": "hopper",
+        "efficiency": None,
+        "price_usd_per_hour": None,
+    }
 
 
 def _set_catalog(client: ApiClient, gpu: dict[str, Any], price: float) -> None:
@@ -164,8 +228,9 @@ def _set_catalog(client: ApiClient, gpu: dict[str, Any], price: float) -> None:
     record.pop("slug")
     answer = client.put("/v1/gpus/extreme", json=record, headers=ADMIN_HEADERS)
     assert answer.status_code == 200, answer.text
-    answer = client.put("/v1/prices/runpod/extreme", json={"on_demand": price, "as_of": "2025-01-01", "source": "extreme"},
-                        headers=ADMIN_HEADERS)
+    answer = client.put(
+        "/v1/prices/runpod/extreme", json={"on_demand": price, "as_of": "2025-01-01", "source": "extreme"}, headers=ADMIN_HEADERS
+    )
     assert answer.status_code == 200, answer.text
 
 
@@ -175,17 +240,40 @@ def _bodies(workload: dict[str, Any], slo: dict[str, Any]) -> list[tuple[str, di
     demand = [workload["arrival_rate_rps"]] * 2
     return [
         ("/v1/plans", {"model": "llama-3.1-8b", "workload": workload, "slo": slo, "verify": False, "store": False}),
-        ("/v1/evaluate", {**gpu, "context_tokens": 4096, "batch_sizes": [1, 1_000_000], "serving": {"batch_limit": 64},
-                          "workload": workload}),
+        (
+            "/v1/evaluate",
+            {**gpu, "context_tokens": 4096, "batch_sizes": [1, 1_000_000], "serving": {"batch_limit": 64}, "workload": workload},
+        ),
         ("/v1/simulate", {**gpu, "serving": {"batch_limit": 64}, "workload": workload, "requests": 200}),
-        ("/v1/what-if", {"model": "llama-3.1-8b", "workload": shape, "slo": slo, "constraints": {"gpus": ["extreme", "h100-sxm"]},
-                         "sweep": {"arrival_rates_rps": [workload["arrival_rate_rps"]]}}),
-        ("/v1/fleet-plans", {"workloads": [{"name": "w", "model": "llama-3.1-8b", **shape, "slo": slo, "demand_rps": demand}],
-                             "constraints": {"gpus": ["extreme", "h100-sxm"],
-                                             "precisions": [{"weights": "bf16", "kv_cache": "bf16"}]},
-                             "search": {"tp_degrees": [1], "batch_limits": [64], "chunk_budgets": [None]}}),
-        ("/v1/capacity", {"model": "llama-3.1-8b", "gpu": "extreme", "gpus": 8, "workload": shape, "slo": slo,
-                          "precision": {"weights": "bf16", "kv_cache": "bf16"}}),
+        (
+            "/v1/what-if",
+            {
+                "model": "llama-3.1-8b",
+                "workload": shape,
+                "slo": slo,
+                "constraints": {"gpus": ["extreme", "h100-sxm"]},
+                "sweep": {"arrival_rates_rps": [workload["arrival_rate_rps"]]},
+            },
+        ),
+        (
+            "/v1/fleet-plans",
+            {
+                "workloads": [{"name": "w", "model": "llama-3.1-8b", **shape, "slo": slo, "demand_rps": demand}],
+                "constraints": {"gpus": ["extreme", "h100-sxm"], "precisions": [{"weights": "bf16", "kv_cache": "bf16"}]},
+                "search": {"tp_degrees": [1], "batch_limits": [64], "chunk_budgets": [None]},
+            },
+        ),
+        (
+            "/v1/capacity",
+            {
+                "model": "llama-3.1-8b",
+                "gpu": "extreme",
+                "gpus": 8,
+                "workload": shape,
+                "slo": slo,
+                "precision": {"weights": "bf16", "kv_cache": "bf16"},
+            },
+        ),
     ]
 
 

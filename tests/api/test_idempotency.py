@@ -47,7 +47,9 @@ def count(url: str, table: type) -> int:
         engine.dispose()
 
 
-def test_a_retried_plan_answers_the_first_plan_and_stores_one(seeded: ApiClient, admin: dict[str, str], migrated_database_url: str) -> None:
+def test_a_retried_plan_answers_the_first_plan_and_stores_one(
+    seeded: ApiClient, admin: dict[str, str], migrated_database_url: str
+) -> None:
     headers = {**admin, "Idempotency-Key": KEY}
     first = seeded.post("/v1/plans", json=chat(15, name="chat"), headers=headers)
     assert first.status_code == 201, first.text
@@ -79,7 +81,9 @@ def test_without_a_key_every_post_plans_again(seeded: ApiClient, admin: dict[str
     assert len(ids) == 2 and count(migrated_database_url, PlanRow) == 2
 
 
-def test_a_failed_request_stores_no_answer_so_its_retry_runs_again(seeded: ApiClient, admin: dict[str, str], migrated_database_url: str) -> None:
+def test_a_failed_request_stores_no_answer_so_its_retry_runs_again(
+    seeded: ApiClient, admin: dict[str, str], migrated_database_url: str
+) -> None:
     headers = {**admin, "Idempotency-Key": KEY}
     assert_problem(seeded.post("/v1/plans", json=chat(15, model="no-such-model"), headers=headers), 404, "not-found")
     assert count(migrated_database_url, IdempotencyKeyRow) == 0
@@ -110,8 +114,16 @@ def test_a_retried_replan_and_put_create_nothing_new(seeded: ApiClient, admin: d
 
 def test_a_retried_fleet_plan_answers_the_first(seeded: ApiClient, admin: dict[str, str]) -> None:
     body = {
-        "workloads": [{"name": "chat", "model": "llama-3.1-8b", "prompt_tokens": {"mean": 800, "p99": 3000},
-                       "output_tokens": {"mean": 200, "p99": 700}, "slo": {"ttft_ms": 1000, "tpot_ms": 60}, "demand_rps": [4, 8]}],
+        "workloads": [
+            {
+                "name": "chat",
+                "model": "llama-3.1-8b",
+                "prompt_tokens": {"mean": 800, "p99": 3000},
+                "output_tokens": {"mean": 200, "p99": 700},
+                "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+                "demand_rps": [4, 8],
+            }
+        ],
         "constraints": {"gpus": ["h100-sxm"], "precisions": [{"weights": "bf16", "kv_cache": "bf16"}]},
         "search": {"tp_degrees": [1], "batch_limits": [64], "chunk_budgets": [None]},
     }
@@ -127,7 +139,9 @@ def _idempotency(session: Session, key: str = KEY, *, scope: str = "key:01234567
     return Idempotency(session, key, "POST", "/v1/plans", scope=scope, window_s=86_400.0, wait_s=wait_s, lease_s=60.0)
 
 
-def test_two_requests_racing_with_one_key_store_one_plan(seeded: ApiClient, admin: dict[str, str], migrated_database_url: str) -> None:
+def test_two_requests_racing_with_one_key_store_one_plan(
+    seeded: ApiClient, admin: dict[str, str], migrated_database_url: str
+) -> None:
     """The race, step by step on two sessions: the first claims the key (committed at once) before
     planning; the second finds the claim unanswered and, past its wait, is told to retry (409
     in_progress, Retry-After); once the first has stored its plan and answer in one commit, the
@@ -143,9 +157,17 @@ def test_two_requests_racing_with_one_key_store_one_plan(seeded: ApiClient, admi
                 loser.replay(body)
             assert waiting.value.extensions["reason"] == "in_progress" and waiting.value.headers == {"Retry-After": "1"}
             plan_id = new_plan_id()
-            Plans(winner_session).save(plan_id=plan_id, name=None, request=body, response={"id": plan_id}, catalog_version=1,
-                                       created_at=datetime.now(UTC))
-            first = winner.respond(body, JSONResponse({"id": plan_id}, status_code=201, headers={"Location": f"/v1/plans/{plan_id}"}))
+            Plans(winner_session).save(
+                plan_id=plan_id,
+                name=None,
+                request=body,
+                response={"id": plan_id},
+                catalog_version=1,
+                created_at=datetime.now(UTC),
+            )
+            first = winner.respond(
+                body, JSONResponse({"id": plan_id}, status_code=201, headers={"Location": f"/v1/plans/{plan_id}"})
+            )
             winner_session.commit()
             answer = loser.replay(body)
         assert answer is not None and first.status_code == answer.status_code == 201
@@ -192,8 +214,11 @@ def test_keys_are_scoped_per_api_key_and_a_conflict_reveals_no_request(seeded: A
     again = seeded.post("/v1/plans", json=chat(20), headers={**bob, "Idempotency-Key": "chat-hourly-12"})
     assert again.headers["idempotent-replayed"] == "true" and again.json()["id"] == second.json()["id"]
 
-    problem = assert_problem(seeded.post("/v1/plans", json=chat(30), headers={**alice, "Idempotency-Key": "chat-hourly-12"}),
-                             409, "idempotency-conflict")
+    problem = assert_problem(
+        seeded.post("/v1/plans", json=chat(30), headers={**alice, "Idempotency-Key": "chat-hourly-12"}),
+        409,
+        "idempotency-conflict",
+    )
     assert problem["reason"] == "different_request"
     assert not any(text in problem["detail"] for text in ("/v1/plans", "POST", str(datetime.now(UTC).year)))
     assert count(migrated_database_url, PlanRow) == 2
@@ -206,7 +231,9 @@ def test_the_caller_scope_is_the_key_id_or_anonymous() -> None:
     assert caller_scope(None, settings) == caller_scope("Basic abc", settings) == "anonymous"
 
 
-def test_a_key_expires_after_the_window(make_client: Callable[..., ApiClient], admin: dict[str, str], migrated_database_url: str) -> None:
+def test_a_key_expires_after_the_window(
+    make_client: Callable[..., ApiClient], admin: dict[str, str], migrated_database_url: str
+) -> None:
     """Past `idempotency_window_s` a key is free: the same body plans again, another body is no conflict."""
     seeded = make_client(idempotency_window_s=3600.0)
     engine = make_engine(migrated_database_url)
@@ -220,7 +247,9 @@ def test_a_key_expires_after_the_window(make_client: Callable[..., ApiClient], a
         with engine.begin() as connection:
             connection.execute(update(IdempotencyKeyRow).values(created_at=datetime.now(UTC) - timedelta(seconds=3601)))
         again = seeded.post("/v1/plans", json=chat(15), headers=headers)
-        assert again.status_code == 201 and again.json()["id"] != first.json()["id"] and "idempotent-replayed" not in again.headers
+        assert (
+            again.status_code == 201 and again.json()["id"] != first.json()["id"] and "idempotent-replayed" not in again.headers
+        )
         assert seeded.post("/v1/plans", json=chat(16), headers={**admin, "Idempotency-Key": "other"}).status_code == 201
         assert count(migrated_database_url, IdempotencyKeyRow) == 2  # the expired claim was replaced, not kept
     finally:
@@ -247,7 +276,9 @@ def test_retried_calibration_answers_the_first(client: ApiClient, admin: dict[st
     assert_problem(client.post("/v1/calibrations", json=_body(name="other"), headers=headers), 409, "idempotency-conflict")
 
 
-def test_a_retried_catalog_create_answers_the_first_201_not_409(client: ApiClient, admin: dict[str, str], gpu_record: dict) -> None:
+def test_a_retried_catalog_create_answers_the_first_201_not_409(
+    client: ApiClient, admin: dict[str, str], gpu_record: dict
+) -> None:
     headers = {**admin, "Idempotency-Key": "gpu-1"}
     first = client.post("/v1/gpus", json=gpu_record, headers=headers)
     retry = client.post("/v1/gpus", json=gpu_record, headers=headers)

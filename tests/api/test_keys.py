@@ -21,7 +21,13 @@ def test_list_and_revoke_over_the_api(client: ApiClient, engine: Engine) -> None
     before = client.get("/v1/keys", headers=ADMIN_HEADERS).json()
     assert before["total"] == 1 and before["items"][0]["last_used_at"] is not None  # the 403 above used it
     [item] = before["items"]
-    assert (item["id"], item["prefix"], item["role"], item["revoked"], item["revoked_at"]) == (key_id, f"hr_{key_id}_", "reader", False, None)
+    assert (item["id"], item["prefix"], item["role"], item["revoked"], item["revoked_at"]) == (
+        key_id,
+        f"hr_{key_id}_",
+        "reader",
+        False,
+        None,
+    )
     assert "secret" not in json.dumps(before)
 
     assert client.get("/v1/models", headers=reader).status_code == 200

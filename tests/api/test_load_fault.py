@@ -34,7 +34,10 @@ REQUEST_TIMEOUT_S = 60.0
 KILL_WITHIN_S = 45.0
 GONE_WITHIN_S = 10.0
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table in /proc")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table in /proc"),
+]
 
 #: Chat on an 8B model on one GPU type, not verified in the simulator: a cheap plan, so the burst
 #: measures the service (threads, connections, database) rather than the planner.
@@ -57,12 +60,16 @@ def write(base_url: str, index: int) -> tuple[str, httpx.Response | None]:
                 name = f"plan-{index % NAMES}"
                 return name, client.post("/v1/plans", json={**SETTINGS, "name": name})
             name = f"put-{index % NAMES}"
-            return name, client.put(f"/v1/deployments/{name}", json={**SETTINGS, "workload": {**SETTINGS["workload"], "arrival_rate_rps": 1 + index}})
+            return name, client.put(
+                f"/v1/deployments/{name}", json={**SETTINGS, "workload": {**SETTINGS["workload"], "arrival_rate_rps": 1 + index}}
+            )
         except httpx.TransportError:
             return name, None
 
 
-def burst(base_url: str, on_answer: Callable[[str, httpx.Response | None], None] = lambda _n, _r: None) -> list[tuple[str, httpx.Response | None]]:
+def burst(
+    base_url: str, on_answer: Callable[[str, httpx.Response | None], None] = lambda _n, _r: None
+) -> list[tuple[str, httpx.Response | None]]:
     def one(index: int) -> tuple[str, httpx.Response | None]:
         name, response = write(base_url, index)
         on_answer(name, response)
@@ -98,7 +105,11 @@ def test_a_burst_lands_and_kill_9_loses_no_acknowledged_write(tmp_path: Path, mi
     (tmp_path / "first").mkdir()
     with serve_headroom(tmp_path / "first", env=env) as served:
         answers = burst(served.base_url)
-        failed = [(name, None if r is None else (r.status_code, r.text[:300])) for name, r in answers if r is None or r.status_code not in (200, 201)]
+        failed = [
+            (name, None if r is None else (r.status_code, r.text[:300]))
+            for name, r in answers
+            if r is None or r.status_code not in (200, 201)
+        ]
         assert failed == [], failed
         assert_present(served.base_url, [(name, r) for name, r in answers if r is not None])
 

@@ -89,7 +89,9 @@ def make_app(migrated_database_url: str) -> Callable[..., FastAPI]:
 # ---- metrics -----------------------------------------------------------------------------------
 
 
-def test_requests_are_counted_by_route_template_method_and_status(client: ApiClient, admin: dict[str, str], gpu_record: dict[str, Any]) -> None:
+def test_requests_are_counted_by_route_template_method_and_status(
+    client: ApiClient, admin: dict[str, str], gpu_record: dict[str, Any]
+) -> None:
     assert client.post("/v1/gpus", json=gpu_record, headers=admin).status_code == 201
     assert client.get("/v1/gpus/h100-sxm").status_code == 200
     for slug in ("a100-sxm", "b200", "mi300x"):
@@ -157,7 +159,10 @@ def test_each_app_has_its_own_registry(make_app: Callable[..., FastAPI], make_cl
     record_plan_computed(first_app)
     first_samples, second_samples = scrape(first), scrape(second)
     assert sample(first_samples, "headroom_http_requests_total", method="GET", route="/healthz", status="200") == 3
-    assert ("headroom_http_requests_total", frozenset({("method", "GET"), ("route", "/healthz"), ("status", "200")})) not in second_samples
+    assert (
+        "headroom_http_requests_total",
+        frozenset({("method", "GET"), ("route", "/healthz"), ("status", "200")}),
+    ) not in second_samples
     assert sample(first_samples, "headroom_plans_computed_total") == 1
     assert sample(second_samples, "headroom_plans_computed_total") == 0
 
@@ -267,7 +272,10 @@ def test_log_level_comes_from_the_settings(
 
 def test_uvicorn_log_config_writes_json(capsys: pytest.CaptureFixture[str]) -> None:
     names = ("uvicorn", "uvicorn.error", "uvicorn.access")
-    saved = {name: (logging.getLogger(name).handlers[:], logging.getLogger(name).level, logging.getLogger(name).propagate) for name in names}
+    saved = {
+        name: (logging.getLogger(name).handlers[:], logging.getLogger(name).level, logging.getLogger(name).propagate)
+        for name in names
+    }
     try:
         logging.config.dictConfig(UVICORN_LOG_CONFIG)
         capsys.readouterr()
@@ -278,7 +286,9 @@ def test_uvicorn_log_config_writes_json(capsys: pytest.CaptureFixture[str]) -> N
         for name, (handlers, level, propagate) in saved.items():
             logger = logging.getLogger(name)
             logger.handlers[:], logger.level, logger.propagate = handlers, level, propagate
-    assert lines == [{"time": lines[0]["time"], "level": "info", "logger": "uvicorn.error", "message": "Started server process [7]"}]
+    assert lines == [
+        {"time": lines[0]["time"], "level": "info", "logger": "uvicorn.error", "message": "Started server process [7]"}
+    ]
 
 
 # ---- deadline ----------------------------------------------------------------------------------

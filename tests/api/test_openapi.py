@@ -31,7 +31,9 @@ def test_operation_ids_are_unique_snake_case_and_named_for_the_catalog() -> None
     ids = [operation["operationId"] for operations in document["paths"].values() for operation in operations.values()]
     assert len(ids) == len(set(ids))
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", operation_id) for operation_id in ids)
-    expected = {f"{verb}_{noun}" for verb in ("get", "create", "replace", "update", "delete") for noun in ("gpu", "model", "quantization")}
+    expected = {
+        f"{verb}_{noun}" for verb in ("get", "create", "replace", "update", "delete") for noun in ("gpu", "model", "quantization")
+    }
     expected |= {"list_gpus", "list_models", "list_quantizations", "healthz", "readyz"}
     assert expected <= set(ids)
 

@@ -47,8 +47,15 @@ def rows_of(plan: dict[str, Any]) -> list[dict[str, Any]]:
     """(gpu, GPUs, the row's own stated cost per hour or None) for every configuration of the plan."""
     decision = plan["plan"]
     if decision.get("fleet"):
-        return [{"gpu": r["gpu"], "gpus": r["gpus"], "cost_usd_per_hour": r["cost_usd_per_hour"],
-                 "cost_usd_per_month": r["cost_usd_per_month"]} for r in decision["fleet"]]
+        return [
+            {
+                "gpu": r["gpu"],
+                "gpus": r["gpus"],
+                "cost_usd_per_hour": r["cost_usd_per_hour"],
+                "cost_usd_per_month": r["cost_usd_per_month"],
+            }
+            for r in decision["fleet"]
+        ]
     return [{"gpu": decision["gpu"], "gpus": decision["gpus_total"], "cost_usd_per_hour": None, "cost_usd_per_month": None}]
 
 
@@ -80,10 +87,13 @@ def assert_csv_costs_are_price_times_gpus(client: ApiClient, plan: dict[str, Any
         row_cost = PRICES[row["gpu"]] * row["gpus"]
         assert cents(line["cost_usd_per_hour"]) == cents(row_cost), line
         assert cents(line["cost_usd_per_month"]) == cents(row_cost * HOURS_PER_MONTH), (
-            f"{row['gpu']}: CSV says {line['cost_usd_per_month']}/month, price × GPUs × 730 = {row_cost * HOURS_PER_MONTH:.2f}")
+            f"{row['gpu']}: CSV says {line['cost_usd_per_month']}/month, price × GPUs × 730 = {row_cost * HOURS_PER_MONTH:.2f}"
+        )
     # each row is in cents on its own, so a sum of n rows may differ from the cent-rounded exact total
     # by the rows' rounding, at most half a cent each: one cent for two rows, none for one
-    drift = abs(cents(sum(float(line["cost_usd_per_hour"]) for line in lines)) - cents(sum(PRICES[r["gpu"]] * r["gpus"] for r in rows)))
+    drift = abs(
+        cents(sum(float(line["cost_usd_per_hour"]) for line in lines)) - cents(sum(PRICES[r["gpu"]] * r["gpus"] for r in rows))
+    )
     assert drift <= len(rows) // 2, (drift, lines)
 
 
@@ -101,9 +111,14 @@ ONE_ROW_PLANS = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("changes", ONE_ROW_PLANS + TWO_ROW_FLEETS,
-                         ids=["single", "n-plus-one", "mixed-fleet", "verified", "two-row-fleet", "two-row-fleet-90-rps"])
-def test_a_plans_json_cost_is_price_times_gpus_to_the_cent(seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "changes",
+    ONE_ROW_PLANS + TWO_ROW_FLEETS,
+    ids=["single", "n-plus-one", "mixed-fleet", "verified", "two-row-fleet", "two-row-fleet-90-rps"],
+)
+def test_a_plans_json_cost_is_price_times_gpus_to_the_cent(
+    seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]
+) -> None:
     created = seeded.post("/v1/plans", json={**CHAT, **changes}, headers=admin)
     assert created.status_code == 201, created.text
     assert_json_costs_are_price_times_gpus(created.json())
@@ -117,7 +132,9 @@ def test_a_plans_json_cost_is_price_times_gpus_to_the_cent(seeded: ApiClient, ad
     [*ONE_ROW_PLANS, *TWO_ROW_FLEETS],
     ids=["single", "n-plus-one", "mixed-fleet", "verified", "two-row-fleet", "two-row-fleet-90-rps"],
 )
-def test_a_plans_csv_cost_is_price_times_gpus_to_the_cent(seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]) -> None:
+def test_a_plans_csv_cost_is_price_times_gpus_to_the_cent(
+    seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]
+) -> None:
     created = seeded.post("/v1/plans", json={**CHAT, **changes}, headers=admin)
     assert created.status_code == 201, created.text
     if changes in TWO_ROW_FLEETS:

@@ -33,7 +33,9 @@ def test_a_whole_plan_and_its_csv_follow_the_rounding_policy(seeded: ApiClient, 
     assert float(rows[0]["cost_usd_per_hour"]) == answer["cost"]["usd_per_hour"]
     [price] = [p for p in answer["cost"]["prices"] if p["gpu"] == rows[0]["gpu"]]
     assert rows[0]["price_provider"] == price["provider"] and rows[0]["price_source"] == price["source"]
-    assert float(rows[0]["price_usd_per_gpu_hour"]) * int(rows[0]["gpus_total"]) == pytest.approx(float(rows[0]["cost_usd_per_hour"]), abs=0.005)
+    assert float(rows[0]["price_usd_per_gpu_hour"]) * int(rows[0]["gpus_total"]) == pytest.approx(
+        float(rows[0]["cost_usd_per_hour"]), abs=0.005
+    )
     for row in rows:
         for key, value in row.items():
             if key.endswith("_usd_per_hour") and value:
@@ -41,7 +43,10 @@ def test_a_whole_plan_and_its_csv_follow_the_rounding_policy(seeded: ApiClient, 
 
 
 def test_a_plan_on_a_low_graded_gpu_warns_and_grades_every_alternative(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
-    grades = {g["slug"]: (g["efficiency"].get("confidence") or {}).get("grade", "low") for g in seeded.get("/v1/gpus", params={"limit": 100}).json()["items"]}
+    grades = {
+        g["slug"]: (g["efficiency"].get("confidence") or {}).get("grade", "low")
+        for g in seeded.get("/v1/gpus", params={"limit": 100}).json()["items"]
+    }
     low = sorted(slug for slug, grade in grades.items() if grade == "low")
     assert low, grades
     answer = plan(seeded, admin, constraints__gpus=[low[0], "h100-sxm"])
@@ -53,7 +58,10 @@ def test_a_plan_on_a_low_graded_gpu_warns_and_grades_every_alternative(seeded: A
 
 
 def test_min_confidence_keeps_low_graded_gpus_out_of_a_plan(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
-    grades = {g["slug"]: (g["efficiency"].get("confidence") or {}).get("grade", "low") for g in seeded.get("/v1/gpus", params={"limit": 100}).json()["items"]}
+    grades = {
+        g["slug"]: (g["efficiency"].get("confidence") or {}).get("grade", "low")
+        for g in seeded.get("/v1/gpus", params={"limit": 100}).json()["items"]
+    }
     answer = plan(seeded, admin, constraints__gpus=None, constraints__min_confidence="medium")
     assert grades[answer["plan"]["gpu"]] in ("medium", "high")
     assert not any(w["code"] == "low_confidence_plan" for w in answer["warnings"])

@@ -131,7 +131,9 @@ def test_what_the_planner_emits_validates_with_nothing_undeclared(planned: dict[
     """Each section validates and dumps back to the very JSON the app answered (no member lost or renamed)."""
     plan = planned[scenario]
     sections: tuple[tuple[str, type[BaseModel]], ...] = (
-        ("justification", reads.JustificationRead), ("predicted", reads.PlanPredicted), ("provenance", reads.PlanProvenance),
+        ("justification", reads.JustificationRead),
+        ("predicted", reads.PlanPredicted),
+        ("provenance", reads.PlanProvenance),
     )
     if scenario != "unverified":
         sections += (("verification", reads.VerificationRead),)
@@ -175,7 +177,9 @@ def _as_json(record: Any) -> Any:
 
 def test_a_hand_built_plan_round_trips_record_to_model_to_json_unchanged() -> None:
     justification = sample_justification()
-    assert reads.justification_read(justification).model_dump(mode="json") == json.loads(json.dumps(dataclasses.asdict(justification)))
+    assert reads.justification_read(justification).model_dump(mode="json") == json.loads(
+        json.dumps(dataclasses.asdict(justification))
+    )
     verification = sample_verification()
     model = reads.verification_read(verification)
     assert model is not None
@@ -184,7 +188,9 @@ def test_a_hand_built_plan_round_trips_record_to_model_to_json_unchanged() -> No
     assert reads.verification_read(None) is None
     assert reads.provenance_read(sample_provenance()).model_dump(mode="json") == _as_json(sample_provenance())
     for relaxation in sample_relaxations():
-        assert reads.RelaxationRead.model_validate(relaxation, from_attributes=True).model_dump(mode="json") == _as_json(relaxation)
+        assert reads.RelaxationRead.model_validate(relaxation, from_attributes=True).model_dump(mode="json") == _as_json(
+            relaxation
+        )
     # and the JSON reads back as the same models
     assert reads.JustificationRead.model_validate(_as_json(justification)) == reads.justification_read(justification)
     assert reads.VerificationRead.model_validate(_as_json(verification)) == model
@@ -193,7 +199,11 @@ def test_a_hand_built_plan_round_trips_record_to_model_to_json_unchanged() -> No
 def test_each_binding_and_adjustment_validates_as_its_own_kind() -> None:
     justification = reads.justification_read(sample_justification())
     assert [type(entry).__name__ for entry in justification.binding] == [
-        "SloBindingRead", "SloBindingRead", "CapacityBindingRead", "ConstraintBindingRead", "ConstraintBindingRead",
+        "SloBindingRead",
+        "SloBindingRead",
+        "CapacityBindingRead",
+        "ConstraintBindingRead",
+        "ConstraintBindingRead",
     ]
     assert isinstance(justification.queueing, reads.QueueingSectionRead)
     unstable = dataclasses.replace(sample_justification(), queueing=records.UnstableQueueing())
@@ -211,7 +221,10 @@ def test_the_headline_prediction_is_in_ms_at_the_edge() -> None:
     assert predicted.tpot_ms.at_percentile == pytest.approx(30.0)
     assert predicted.e2e_s.at_percentile == pytest.approx(6.0)
     assert predicted.of_record is not None
-    assert (predicted.of_record.ttft_ms.ci_low, predicted.of_record.ttft_ms.ci_high) == (pytest.approx(280.0), pytest.approx(330.0))
+    assert (predicted.of_record.ttft_ms.ci_low, predicted.of_record.ttft_ms.ci_high) == (
+        pytest.approx(280.0),
+        pytest.approx(330.0),
+    )
     assert predicted.of_record.e2e_s.model_dump() == {"value": 6.0, "method": "analytic", "ci_low": None, "ci_high": None}
     assert reads.PlanPredicted.model_validate(predicted.model_dump(mode="json")) == predicted
 
@@ -219,8 +232,11 @@ def test_the_headline_prediction_is_in_ms_at_the_edge() -> None:
 def _untyped(schema: Any, path: str = "#") -> Iterator[str]:
     """Paths of schema nodes that admit any value: `{}`, or an object with untyped extra members."""
     if isinstance(schema, dict):
-        if schema == {} or (schema.get("type") == "object" and "properties" not in schema
-                            and not isinstance(schema.get("additionalProperties"), dict)):
+        if schema == {} or (
+            schema.get("type") == "object"
+            and "properties" not in schema
+            and not isinstance(schema.get("additionalProperties"), dict)
+        ):
             yield path
         if schema.get("additionalProperties") in (True, {}):
             yield f"{path}.additionalProperties"
@@ -232,8 +248,11 @@ def _untyped(schema: Any, path: str = "#") -> Iterator[str]:
             yield from _untyped(value, f"{path}/{index}")
 
 
-@pytest.mark.parametrize("model", [reads.JustificationRead, reads.VerificationRead, reads.PlanPredicted, reads.PlanProvenance,
-                                   reads.RelaxationRead], ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "model",
+    [reads.JustificationRead, reads.VerificationRead, reads.PlanPredicted, reads.PlanProvenance, reads.RelaxationRead],
+    ids=lambda m: m.__name__,
+)
 def test_the_openapi_schema_types_every_member(model: type[BaseModel]) -> None:
     """No dict[str, Any] on the way: the only maps are typed (SLO lines by metric, efficiencies by GPU)."""
     for mode in ("validation", "serialization"):
@@ -248,7 +267,15 @@ def test_the_justification_schema_names_its_maps_and_its_unions() -> None:
     assert defs["QueueingSectionRead"]["properties"]["slo_lines_s"]["propertyNames"] == {"enum": ["ttft", "tpot", "e2e"]}
     binding = schema["properties"]["binding"]["items"]
     assert binding["discriminator"]["propertyName"] == "kind"
-    assert set(binding["discriminator"]["mapping"]) == {"slo", "capacity", "meet_demand", "n_plus_one", "min_replicas",
-                                                         "max_gpus", "budget", "gpu_inventory"}
+    assert set(binding["discriminator"]["mapping"]) == {
+        "slo",
+        "capacity",
+        "meet_demand",
+        "n_plus_one",
+        "min_replicas",
+        "max_gpus",
+        "budget",
+        "gpu_inventory",
+    }
     provenance = reads.PlanProvenance.model_json_schema(mode="serialization")
     assert provenance["properties"]["efficiencies"]["additionalProperties"] == {"$ref": "#/$defs/EfficiencyRead"}

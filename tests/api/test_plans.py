@@ -57,7 +57,9 @@ def test_a_plan_is_created_stored_and_read_back(seeded: ApiClient, admin: dict[s
     assert plan["plan"]["replicas"] >= 1 and 0 < plan["plan"]["target_rho"] < 1
     assert plan["cost"]["usd_per_month"] == pytest.approx(plan["cost"]["usd_per_hour"] * 730)
     assert plan["predicted"]["ttft_ms"]["p99"] <= 1000 and plan["predicted"]["tpot_ms"]["p99"] <= 60
-    assert {"step_model", "memory", "roofline", "queueing", "binding", "alternatives", "sensitivity"} <= plan["justification"].keys()
+    assert {"step_model", "memory", "roofline", "queueing", "binding", "alternatives", "sensitivity"} <= plan[
+        "justification"
+    ].keys()
     assert plan["verification"] is None
     assert plan["provenance"]["catalog_version"] >= 1
 
@@ -93,7 +95,9 @@ def test_an_unknown_plan_is_404(seeded: ApiClient) -> None:
 def test_unknown_model_gpu_quantization_or_profile_is_404(seeded: ApiClient, admin: dict[str, str]) -> None:
     assert_problem(seeded.post("/v1/plans", json=body(model="no-such-model"), headers=admin), 404, "not-found")
     assert_problem(seeded.post("/v1/plans", json=body(constraints__gpus=["no-such-gpu"]), headers=admin), 404, "not-found")
-    assert_problem(seeded.post("/v1/plans", json=body(constraints__inventory={"no-such-gpu": 2}), headers=admin), 404, "not-found")
+    assert_problem(
+        seeded.post("/v1/plans", json=body(constraints__inventory={"no-such-gpu": 2}), headers=admin), 404, "not-found"
+    )
     precisions = [{"weights": "no-such-scheme", "kv_cache": "fp8"}]
     assert_problem(seeded.post("/v1/plans", json=body(constraints__precisions=precisions), headers=admin), 404, "not-found")
     without_gpus = body(efficiency_profile="no-such-profile")
@@ -112,13 +116,17 @@ def test_unknown_model_gpu_quantization_or_profile_is_404(seeded: ApiClient, adm
         ({"constraints__precisions": []}, "constraints.precisions"),
     ],
 )
-def test_malformed_requests_are_422_naming_the_field(seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any], field: str) -> None:
+def test_malformed_requests_are_422_naming_the_field(
+    seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any], field: str
+) -> None:
     problem = assert_problem(seeded.post("/v1/plans", json=body(**changes), headers=admin), 422, "invalid-request")
     if field:
         assert field in bad_fields(problem)
 
 
-def test_an_impossible_slo_is_422_with_the_constraint_and_the_smallest_relaxation(seeded: ApiClient, admin: dict[str, str]) -> None:
+def test_an_impossible_slo_is_422_with_the_constraint_and_the_smallest_relaxation(
+    seeded: ApiClient, admin: dict[str, str]
+) -> None:
     problem = assert_problem(seeded.post("/v1/plans", json=body(slo={"tpot_ms": 0.5}), headers=admin), 422, "infeasible-plan")
     assert problem["constraint"] == "tpot"
     relaxation = problem["relaxations"][0]
@@ -159,16 +167,34 @@ def test_plans_are_counted_and_solver_time_recorded_in_the_metrics(seeded: ApiCl
     assert sample(samples, "headroom_solver_seconds_count") == 1
 
 
-def test_an_impossible_request_on_restricted_gpus_suggests_allowing_another_that_works(seeded: ApiClient, admin: dict[str, str]) -> None:
+def test_an_impossible_request_on_restricted_gpus_suggests_allowing_another_that_works(
+    seeded: ApiClient, admin: dict[str, str]
+) -> None:
     """Only l4 allowed for a 70B model: nothing holds it; the advice names GPU types the catalog has
     that plan the request, each re-planned to check, and one of them, allowed, does plan."""
-    request = body(model="llama-3.1-70b", constraints__gpus=["l4"], constraints__precisions=[{"weights": "bf16", "kv_cache": "bf16"}],
-                   workload__arrival_rate_rps=2)
+    request = body(
+        model="llama-3.1-70b",
+        constraints__gpus=["l4"],
+        constraints__precisions=[{"weights": "bf16", "kv_cache": "bf16"}],
+        workload__arrival_rate_rps=2,
+    )
     problem = assert_problem(seeded.post("/v1/plans", json=request, headers=admin), 422, "infeasible-plan")
     allowed = [r for r in problem["relaxations"] if r["constraint"] == "constraints.gpus"]
     assert allowed and all(r["value"] != "l4" for r in allowed)
     assert all(r["constraint"] in ("constraints.gpus", "constraints.precisions") for r in problem["relaxations"])
-    again = seeded.post("/v1/plans", json=body(**{**{k: v for k, v in {
-        "model": "llama-3.1-70b", "constraints__gpus": ["l4", allowed[0]["value"]],
-        "constraints__precisions": [{"weights": "bf16", "kv_cache": "bf16"}], "workload__arrival_rate_rps": 2}.items()}}), headers=admin)
+    again = seeded.post(
+        "/v1/plans",
+        json=body(
+            **{
+                    k: v
+                    for k, v in {
+                        "model": "llama-3.1-70b",
+                        "constraints__gpus": ["l4", allowed[0]["value"]],
+                        "constraints__precisions": [{"weights": "bf16", "kv_cache": "bf16"}],
+                        "workload__arrival_rate_rps": 2,
+                    }.items()
+                }
+        ),
+        headers=admin,
+    )
     assert again.status_code == 201, again.text

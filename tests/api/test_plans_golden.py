@@ -63,16 +63,22 @@ def _rounded(value: Any) -> Any:
 def stable_fields(plan: dict[str, Any]) -> dict[str, Any]:
     """What a reviewed diff should show: decisions, cost, predictions, verification outcome."""
     verification = plan["verification"]
-    return _rounded({
-        "plan": {key: plan["plan"][key] for key in PLAN_FIELDS},
-        "cost": {key: plan["cost"][key] for key in ("usd_per_hour", "usd_per_month", "usd_per_million_output_tokens")},
-        "predicted": {key: plan["predicted"][key] for key in ("ttft_ms", "tpot_ms", "e2e_s", "output_tokens_per_s")},
-        "binding": sorted(b["constraint"] for b in plan["justification"]["binding"] if b["binding"] and b["kind"] in ("slo", "capacity")),
-        "verification": None if verification is None else {
-            "meets_slo": verification["meets_slo"],
-            "adjustments": [a["action"] for a in verification.get("adjustments", [])],
-        },
-    })
+    return _rounded(
+        {
+            "plan": {key: plan["plan"][key] for key in PLAN_FIELDS},
+            "cost": {key: plan["cost"][key] for key in ("usd_per_hour", "usd_per_month", "usd_per_million_output_tokens")},
+            "predicted": {key: plan["predicted"][key] for key in ("ttft_ms", "tpot_ms", "e2e_s", "output_tokens_per_s")},
+            "binding": sorted(
+                b["constraint"] for b in plan["justification"]["binding"] if b["binding"] and b["kind"] in ("slo", "capacity")
+            ),
+            "verification": None
+            if verification is None
+            else {
+                "meets_slo": verification["meets_slo"],
+                "adjustments": [a["action"] for a in verification.get("adjustments", [])],
+            },
+        }
+    )
 
 
 def assert_close(actual: Any, expected: Any, path: str = "") -> None:

@@ -75,8 +75,14 @@ def test_the_reference_prices_are_listed_by_provider_and_gpu(seeded: ApiClient) 
 
 
 def test_a_price_is_created_read_changed_with_if_match_and_deleted(seeded: ApiClient) -> None:
-    price = {"provider": "acme", "gpu": "h100-sxm", "on_demand": 2.5, "spot": 1.1, "as_of": "2026-11-01",
-             "source": "acme price list, 2026-11-01"}
+    price = {
+        "provider": "acme",
+        "gpu": "h100-sxm",
+        "on_demand": 2.5,
+        "spot": 1.1,
+        "as_of": "2026-11-01",
+        "source": "acme price list, 2026-11-01",
+    }
     assert_problem(seeded.post("/v1/prices", json=price), 401)
     created = seeded.post("/v1/prices", json=price, headers=ADMIN_HEADERS)
     assert created.status_code == 201, created.text
@@ -93,8 +99,9 @@ def test_a_price_is_created_read_changed_with_if_match_and_deleted(seeded: ApiCl
     assert_problem(seeded.patch("/v1/prices/acme/h100-sxm", json={"on_demand": 2.0}, headers=stale), 412)
     patched = seeded.patch("/v1/prices/acme/h100-sxm", json={"on_demand": 2.0}, headers={**ADMIN_HEADERS, "If-Match": '"1"'})
     assert patched.status_code == 200 and patched.json()["on_demand"] == 2.0 and patched.json()["spot"] == 1.1
-    replaced = seeded.put("/v1/prices/acme/h100-sxm", json={"on_demand": 2.2, "as_of": "2026-11-02", "source": "acme, again"},
-                          headers=ADMIN_HEADERS)
+    replaced = seeded.put(
+        "/v1/prices/acme/h100-sxm", json={"on_demand": 2.2, "as_of": "2026-11-02", "source": "acme, again"}, headers=ADMIN_HEADERS
+    )
     assert replaced.json()["spot"] is None and replaced.json()["version"] == 3
 
     assert seeded.delete("/v1/prices/acme/h100-sxm", headers=ADMIN_HEADERS).status_code == 204
@@ -118,7 +125,9 @@ def test_a_plan_at_a_named_provider_is_costed_at_its_prices_and_says_so(seeded: 
     assert response.status_code == 201, response.text
     answer = response.json()
     counts = gpus_by_type(answer)
-    assert answer["cost"]["usd_per_hour"] == pytest.approx(sum(n * COREWEAVE_ON_DEMAND[gpu] for gpu, n in counts.items()), abs=CENT / 2)
+    assert answer["cost"]["usd_per_hour"] == pytest.approx(
+        sum(n * COREWEAVE_ON_DEMAND[gpu] for gpu, n in counts.items()), abs=CENT / 2
+    )
     prices = {p["gpu"]: p for p in answer["cost"]["prices"]}
     assert prices.keys() == counts.keys()
     for gpu, price in prices.items():
@@ -149,7 +158,9 @@ def test_a_gpu_the_provider_does_not_price_is_left_out_with_a_note(seeded: ApiCl
     assert gpus_by_type(answer).keys() == {"mi300x"}
     assert [p["provider"] for p in answer["cost"]["prices"]] == ["tensorwave"]
     assert len(answer["cost"]["notes"]) == 1 and "h100-sxm has no price at tensorwave" in answer["cost"]["notes"][0]
-    priced = plan(seeded, provider="tensorwave", constraints={"gpus": ["h100-sxm"]}, prices={"h100-sxm": {"on_demand": 3.0}}).json()
+    priced = plan(
+        seeded, provider="tensorwave", constraints={"gpus": ["h100-sxm"]}, prices={"h100-sxm": {"on_demand": 3.0}}
+    ).json()
     assert priced["cost"]["prices"][0]["source"] == "request" and priced["cost"]["prices"][0]["as_of"] is None
 
 

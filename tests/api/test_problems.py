@@ -98,7 +98,8 @@ def test_null_for_a_required_member_in_patch_is_422(client: ApiClient, admin: di
 def test_patch_bodies_keep_the_member_constraints(client: ApiClient, admin: dict[str, str], gpu_record: dict[str, Any]) -> None:
     client.post("/v1/gpus", json=gpu_record, headers=admin)
     body = assert_problem(
-        client.patch("/v1/gpus/h100-sxm", json={"memory_gb": -1, "peak_tflops": {"fp6": 1}, "colour": "green"}, headers=admin), 422
+        client.patch("/v1/gpus/h100-sxm", json={"memory_gb": -1, "peak_tflops": {"fp6": 1}, "colour": "green"}, headers=admin),
+        422,
     )
     assert bad_fields(body).keys() == {"memory_gb", "peak_tflops.fp6", "colour"}
     assert client.get("/v1/gpus/h100-sxm").json()["version"] == 1
@@ -123,7 +124,11 @@ def test_malformed_json_and_bad_query_are_422(client: ApiClient, admin: dict[str
 
 
 def test_missing_and_unknown_keys_are_401_with_challenge(client: ApiClient, gpu_record: dict[str, Any]) -> None:
-    for headers in ({}, {"Authorization": "Bearer hr_0123456789abcdef_notarealsecretnotarealsecret"}, {"Authorization": "Basic eDp5"}):
+    for headers in (
+        {},
+        {"Authorization": "Bearer hr_0123456789abcdef_notarealsecretnotarealsecret"},
+        {"Authorization": "Basic eDp5"},
+    ):
         response = client.post("/v1/gpus", json=gpu_record, headers=headers)
         assert_problem(response, 401, "unauthenticated")
         assert response.headers["www-authenticate"].startswith("Bearer")

@@ -19,7 +19,10 @@ MIN_SERVED_PROCESSES = 4
 #: How long the service's processes may take to go once it is stopped (observed: well under 1 s).
 GONE_WITHIN_S = 10.0
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table in /proc")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table in /proc"),
+]
 
 
 def wait_until_gone(pgid: int) -> list[int]:

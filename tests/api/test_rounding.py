@@ -17,8 +17,17 @@ from tests.api.test_csv_costs import FLEET, seeded  # noqa: F401  (the fixture)
 
 @pytest.mark.parametrize(
     ("key", "unit"),
-    [("cost_usd_per_hour", "usd"), ("usd_total", "usd"), ("price_usd_per_hour", "price"), ("on_demand", "price"),
-     ("ttft_ms", "ms"), ("decode_step_s", "s"), ("output_tokens_per_s", None), ("target_rho", None), ("p99", None)],
+    [
+        ("cost_usd_per_hour", "usd"),
+        ("usd_total", "usd"),
+        ("price_usd_per_hour", "price"),
+        ("on_demand", "price"),
+        ("ttft_ms", "ms"),
+        ("decode_step_s", "s"),
+        ("output_tokens_per_s", None),
+        ("target_rho", None),
+        ("p99", None),
+    ],
 )
 def test_a_key_names_its_unit(key: str, unit: str | None) -> None:
     assert unit_of(key) == unit
@@ -36,10 +45,24 @@ def test_the_issue_example_and_each_unit() -> None:
 
 
 def test_units_are_inherited_and_other_values_untouched() -> None:
-    body = {"ttft_ms": {"p50": 41.26, "p99": [12.3456]}, "cost": {"usd_per_hour": 2087.7999999999997},
-            "replicas": 3, "verified": True, "gpu": "h100-sxm", "note": None, "gap": 0.0123456789}
-    assert rounded(body) == {"ttft_ms": {"p50": 41.3, "p99": [12.3]}, "cost": {"usd_per_hour": 2087.8},
-                             "replicas": 3, "verified": True, "gpu": "h100-sxm", "note": None, "gap": 0.0123457}
+    body = {
+        "ttft_ms": {"p50": 41.26, "p99": [12.3456]},
+        "cost": {"usd_per_hour": 2087.7999999999997},
+        "replicas": 3,
+        "verified": True,
+        "gpu": "h100-sxm",
+        "note": None,
+        "gap": 0.0123456789,
+    }
+    assert rounded(body) == {
+        "ttft_ms": {"p50": 41.3, "p99": [12.3]},
+        "cost": {"usd_per_hour": 2087.8},
+        "replicas": 3,
+        "verified": True,
+        "gpu": "h100-sxm",
+        "note": None,
+        "gap": 0.0123457,
+    }
 
 
 def _floats(value: Any, key: str | None = None, unit: str | None = None) -> Iterator[tuple[str | None, str | None, float]]:
@@ -69,8 +92,15 @@ def test_a_fleet_plan_and_its_csv_follow_the_policy(seeded: ApiClient, admin: di
     rows = list(csv.DictReader(io.StringIO(seeded.get(created.headers["location"], params={"format": "csv"}).text)))
     for row in rows:
         for column, cell in row.items():
-            if cell and column not in ("workload", "gpu", "weights_precision", "kv_cache_precision", "currency",
-                                       "calibration_grade", "warning"):
+            if cell and column not in (
+                "workload",
+                "gpu",
+                "weights_precision",
+                "kv_cache_precision",
+                "currency",
+                "calibration_grade",
+                "warning",
+            ):
                 assert allowed_digits(float(cell), unit_of(column)), (column, cell)
     # cost = Σ price × GPUs held to the cent, per period: the served prices reproduce the served costs
     prices = plan["prices"]

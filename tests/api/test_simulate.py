@@ -80,7 +80,11 @@ def test_simulation_reports_percentiles_with_confidence_intervals(seeded: ApiCli
         engine.dispose()
     direct = simulate(
         build_step_model(gpu, model, precision, 1, gpu.efficiency),
-        Workload(arrival_rate_rps=8.0, prompt_tokens=LognormalLength(mean_tokens=500, p99_tokens=2000), output_tokens=FixedLength(tokens=100)),
+        Workload(
+            arrival_rate_rps=8.0,
+            prompt_tokens=LognormalLength(mean_tokens=500, p99_tokens=2000),
+            output_tokens=FixedLength(tokens=100),
+        ),
         Serving(replicas=2, batch_limit=64),
         kv_capacity_tokens=kv_capacity_tokens(gpu, model, precision, 1, gpu.efficiency),
         requests=4000,

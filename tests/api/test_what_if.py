@@ -64,11 +64,31 @@ def test_each_point_is_the_plan_post_plans_would_make_at_that_rate(seeded: ApiCl
             headers=admin,
         ).json()  # fmt: skip
         decided = plan["plan"]
-        assert (point["gpu"], point["tp"], point["replicas"], point["gpus_total"], point["batch_limit"], point["chunk_tokens"]) == (
-            decided["gpu"], decided["tp"], decided["replicas"], decided["gpus_total"], decided["batch_limit"], decided["chunk_tokens"])
-        assert (point["weights_precision"], point["kv_cache_precision"]) == (decided["precision"]["weights"], decided["precision"]["kv_cache"])
+        assert (
+            point["gpu"],
+            point["tp"],
+            point["replicas"],
+            point["gpus_total"],
+            point["batch_limit"],
+            point["chunk_tokens"],
+        ) == (
+            decided["gpu"],
+            decided["tp"],
+            decided["replicas"],
+            decided["gpus_total"],
+            decided["batch_limit"],
+            decided["chunk_tokens"],
+        )
+        assert (point["weights_precision"], point["kv_cache_precision"]) == (
+            decided["precision"]["weights"],
+            decided["precision"]["kv_cache"],
+        )
         assert point["cost_usd_per_hour"] == pytest.approx(plan["cost"]["usd_per_hour"])
-        assert point["cost_usd_per_month"] == pytest.approx(plan["cost"]["usd_per_month"]) == pytest.approx(730 * point["cost_usd_per_hour"])
+        assert (
+            point["cost_usd_per_month"]
+            == pytest.approx(plan["cost"]["usd_per_month"])
+            == pytest.approx(730 * point["cost_usd_per_hour"])
+        )
         assert point["cost_usd_per_million_output_tokens"] == pytest.approx(plan["cost"]["usd_per_million_output_tokens"])
         assert point["target_rho"] == pytest.approx(decided["target_rho"])
         assert point["tpot_p99_ms"] == pytest.approx(plan["predicted"]["tpot_ms"]["p99"]) and point["tpot_p99_ms"] <= 60
@@ -87,7 +107,13 @@ def test_slo_values_and_gpu_types_are_axes_and_an_impossible_point_says_why(seed
     table = seeded.post("/v1/what-if", json=body, headers=admin).json()
     points = table["points"]
     assert [(p["gpu_allowed"], p["slo_tpot_ms"]) for p in points] == [
-        ("h100-sxm", 0.2), ("h100-sxm", 20), ("h100-sxm", 60), ("a100-80gb-sxm", 0.2), ("a100-80gb-sxm", 20), ("a100-80gb-sxm", 60)]
+        ("h100-sxm", 0.2),
+        ("h100-sxm", 20),
+        ("h100-sxm", 60),
+        ("a100-80gb-sxm", 0.2),
+        ("a100-80gb-sxm", 20),
+        ("a100-80gb-sxm", 60),
+    ]
     assert {p["slo_ttft_ms"] for p in points} == {1000}  # the other target stays the request's
     assert (table["points_total"], table["points_feasible"]) == (6, 4)
     for p in points:
@@ -105,8 +131,11 @@ def test_slo_values_and_gpu_types_are_axes_and_an_impossible_point_says_why(seed
 
 
 def test_a_rate_range_spaces_its_rates_and_ends_exactly(seeded: ApiClient, admin: dict[str, str]) -> None:
-    linear = seeded.post("/v1/what-if", json=sweep(arrival_rates_rps=None, arrival_rate_range={"start_rps": 2, "stop_rps": 8, "steps": 4}),
-                         headers=admin).json()
+    linear = seeded.post(
+        "/v1/what-if",
+        json=sweep(arrival_rates_rps=None, arrival_rate_range={"start_rps": 2, "stop_rps": 8, "steps": 4}),
+        headers=admin,
+    ).json()
     assert [p["arrival_rate_rps"] for p in linear["points"]] == pytest.approx([2, 4, 6, 8])
     log = seeded.post("/v1/what-if", json=sweep(arrival_rates_rps=None,
                                                 arrival_rate_range={"start_rps": 1, "stop_rps": 100, "steps": 3, "spacing": "log"}),
@@ -127,20 +156,34 @@ def test_the_sweep_as_csv_has_the_points_as_rows(seeded: ApiClient, admin: dict[
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     assert [r["point"] for r in rows] == ["1", "2"]
     infeasible, feasible = rows
-    assert (infeasible["feasible"], infeasible["gpu"], infeasible["cost_usd_per_hour"], infeasible["currency"]) == ("false", "", "", "USD")
+    assert (infeasible["feasible"], infeasible["gpu"], infeasible["cost_usd_per_hour"], infeasible["currency"]) == (
+        "false",
+        "",
+        "",
+        "USD",
+    )
     assert infeasible["infeasible_reason"] == as_json["points"][0]["infeasible_reason"]
     assert feasible["feasible"] == "true" and feasible["gpu"] == "h100-sxm"
     assert float(feasible["cost_usd_per_hour"]) == as_json["points"][1]["cost_usd_per_hour"]
     assert float(feasible["cost_usd_per_month"]) == as_json["points"][1]["cost_usd_per_month"]
-    assert seeded.post("/v1/what-if", json=body, params={"format": "csv"}, headers=admin).content.splitlines()[0] == text.encode().splitlines()[0]
+    assert (
+        seeded.post("/v1/what-if", json=body, params={"format": "csv"}, headers=admin).content.splitlines()[0]
+        == text.encode().splitlines()[0]
+    )
 
 
 def test_the_sweep_is_bounded_and_its_axes_checked(seeded: ApiClient, admin: dict[str, str]) -> None:
-    too_many = sweep(arrival_rates_rps=[1 + i for i in range(10)], slo={"metric": "tpot_ms", "values": [20, 40, 60]}, gpus=["h100-sxm", "l4"])
+    too_many = sweep(
+        arrival_rates_rps=[1 + i for i in range(10)], slo={"metric": "tpot_ms", "values": [20, 40, 60]}, gpus=["h100-sxm", "l4"]
+    )
     body = assert_problem(seeded.post("/v1/what-if", json=too_many, headers=admin), 422, "invalid-request")
     assert f"60 points (rates × SLO values × GPU types); at most {MAX_WHAT_IF_POINTS}" in " ".join(bad_fields(body).values())
-    assert_problem(seeded.post("/v1/what-if", json=sweep(arrival_rates_rps=list(range(1, 52))), headers=admin), 422, "invalid-request")
-    neither = assert_problem(seeded.post("/v1/what-if", json=sweep(arrival_rates_rps=None), headers=admin), 422, "invalid-request")
+    assert_problem(
+        seeded.post("/v1/what-if", json=sweep(arrival_rates_rps=list(range(1, 52))), headers=admin), 422, "invalid-request"
+    )
+    neither = assert_problem(
+        seeded.post("/v1/what-if", json=sweep(arrival_rates_rps=None), headers=admin), 422, "invalid-request"
+    )
     assert "exactly one of arrival_rates_rps and arrival_rate_range" in " ".join(bad_fields(neither).values())
     assert_problem(seeded.post("/v1/what-if", json=sweep(arrival_rates_rps=[0]), headers=admin), 422, "invalid-request")
     backwards = sweep(arrival_rates_rps=None, arrival_rate_range={"start_rps": 8, "stop_rps": 2, "steps": 3})
@@ -178,4 +221,6 @@ def test_a_sweep_past_the_request_timeout_is_a_503_and_counts_in_metrics(
     patient = make_client()
     assert patient.post("/v1/what-if", json=sweep(arrival_rates_rps=[4]), headers=admin).status_code == 200
     metrics = patient.get("/metrics").text
-    assert any(line.startswith("headroom_plans_computed_total") and not line.endswith(" 0") for line in metrics.splitlines()), metrics
+    assert any(line.startswith("headroom_plans_computed_total") and not line.endswith(" 0") for line in metrics.splitlines()), (
+        metrics
+    )

@@ -17,16 +17,25 @@ from planner.confidence import UNGRADED, CalibrationEvidence, calibration_grade
 from tests.catalog.records import h100
 
 REFERENCE_GPUS = {gpu["slug"]: gpu for gpu in json.loads((REFERENCE_DATA_DIR / "gpus.json").read_text(encoding="utf-8"))}
-GRADED = {"grade": "medium", "points": 36, "sources": 2, "out_of_sample_error": 0.112, "carried_over_from": None,
-          "below_usual_range": False}
+GRADED = {
+    "grade": "medium",
+    "points": 36,
+    "sources": 2,
+    "out_of_sample_error": 0.112,
+    "carried_over_from": None,
+    "below_usual_range": False,
+}
 
 
 def test_every_reference_gpu_is_graded_by_the_rule_from_its_own_evidence() -> None:
     for slug, gpu in REFERENCE_GPUS.items():
         block = gpu["efficiency"]["confidence"]
         evidence = CalibrationEvidence(
-            points=block["points"], sources=block["sources"], out_of_sample_error=block["out_of_sample_error"],
-            carried_over_from=block["carried_over_from"], below_usual_range=block["below_usual_range"],
+            points=block["points"],
+            sources=block["sources"],
+            out_of_sample_error=block["out_of_sample_error"],
+            carried_over_from=block["carried_over_from"],
+            below_usual_range=block["below_usual_range"],
         )
         assert block["grade"] == calibration_grade(evidence), slug
 
@@ -41,8 +50,11 @@ def test_the_flagged_and_carried_over_calibrations_are_low() -> None:
 
 def test_a_confidence_block_is_checked_member_by_member() -> None:
     record = h100()
-    record["efficiency"] = {"memory": 0.7, "compute": 0.5,
-                            "confidence": {"grade": "certain", "points": -1, "sources": 2, "spread": 1}}
+    record["efficiency"] = {
+        "memory": 0.7,
+        "compute": 0.5,
+        "confidence": {"grade": "certain", "points": -1, "sources": 2, "spread": 1},
+    }
     with pytest.raises(InvalidRecordError) as raised:
         canonical_gpu(record)
     fields = {error["field"] for error in raised.value.extensions["errors"]}

@@ -54,16 +54,14 @@ def test_orm_models_match_the_migrations(migrated_database_url: str) -> None:
     assert model_diff(migrated_database_url) == []
 
 
-def test_migrations_do_not_depend_on_the_working_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_migrations_do_not_depend_on_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     migrate.upgrade("sqlite:///./relative.db")
     assert (tmp_path / "relative.db").exists()
     assert migrate.is_at_head(f"sqlite:///{tmp_path / 'relative.db'}")
 
 
-def test_a_fresh_migration_starts_the_catalog_at_version_zero(catalog) -> None:  # noqa: ANN001
+def test_a_fresh_migration_starts_the_catalog_at_version_zero(catalog) -> None:
     assert catalog.catalog_version() == 0
     assert catalog.is_empty()
 

@@ -21,8 +21,14 @@ from catalog.prices import PriceOverride, Prices
 from catalog.repository import REFERENCE_DATA_DIR, Catalog
 from planner.errors import PlannerInputError
 
-ACME_H100 = {"provider": "acme", "gpu": "h100-sxm", "on_demand": 2.5, "reserved_1y": 1.6, "as_of": "2026-11-01",
-             "source": "acme price list (test), 2026-11-01"}
+ACME_H100 = {
+    "provider": "acme",
+    "gpu": "h100-sxm",
+    "on_demand": 2.5,
+    "reserved_1y": 1.6,
+    "as_of": "2026-11-01",
+    "source": "acme price list (test), 2026-11-01",
+}
 
 
 def _insert_gpu(connection, slug: str, source: str | None, on_demand: float | None) -> None:
@@ -33,8 +39,13 @@ def _insert_gpu(connection, slug: str, source: str | None, on_demand: float | No
             "version, created_at, updated_at) VALUES (:slug, :slug, 'nvidia', 'hopper', 80, 3350, 450, 8, :od, :r1, "
             ":as_of, :src, 'test', 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"
         ),
-        {"slug": slug, "od": on_demand, "r1": None if on_demand is None else on_demand * 0.5,
-         "as_of": None if on_demand is None else "2026-02-01", "src": source},
+        {
+            "slug": slug,
+            "od": on_demand,
+            "r1": None if on_demand is None else on_demand * 0.5,
+            "as_of": None if on_demand is None else "2026-02-01",
+            "src": source,
+        },
     )
 
 
@@ -55,7 +66,10 @@ def test_0006_carries_each_gpu_price_over_to_the_provider_its_source_names(datab
         with make_session_factory(engine)() as session:
             prices = {p["gpu"]: p for p in Prices(session).list_prices(limit=100).items}
         assert {gpu: p["provider"] for gpu, p in prices.items()} == {
-            "cw": "coreweave", "lam": "lambda", "ec2": "aws", "odd": "unattributed",
+            "cw": "coreweave",
+            "lam": "lambda",
+            "ec2": "aws",
+            "odd": "unattributed",
         }
         assert prices["cw"]["on_demand"] == 6.0 and prices["cw"]["reserved_1y"] == 3.0
         assert prices["cw"]["as_of"] == "2026-02-01" and prices["cw"]["region"] is None
@@ -76,15 +90,19 @@ def test_0006_downgrade_gives_a_gpu_without_its_own_price_one_of_its_table_price
         with engine.begin() as connection:
             _insert_gpu(connection, "h100-sxm", None, None)
             for provider, on_demand in (("zeta", 9.0), ("acme", 2.5)):  # raw SQL: the ORM maps later revisions' columns
-                connection.execute(text(
-                    "INSERT INTO gpu_prices (provider, gpu_id, region, on_demand_usd_per_hour, as_of, source, version, "
-                    "created_at, updated_at) SELECT :provider, id, '', :od, '2026-11-01', 'price list (test)', 1, "
-                    "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM gpus WHERE slug = 'h100-sxm'"
-                ), {"provider": provider, "od": on_demand})
+                connection.execute(
+                    text(
+                        "INSERT INTO gpu_prices (provider, gpu_id, region, on_demand_usd_per_hour, as_of, source, version, "
+                        "created_at, updated_at) SELECT :provider, id, '', :od, '2026-11-01', 'price list (test)', 1, "
+                        "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM gpus WHERE slug = 'h100-sxm'"
+                    ),
+                    {"provider": provider, "od": on_demand},
+                )
         migrate.downgrade(database_url, "0005_gpu_efficiency_overlap")
         with engine.connect() as connection:
-            row = connection.execute(text(
-                "SELECT price_on_demand_usd_per_hour, price_source FROM gpus WHERE slug = 'h100-sxm'")).one()
+            row = connection.execute(
+                text("SELECT price_on_demand_usd_per_hour, price_source FROM gpus WHERE slug = 'h100-sxm'")
+            ).one()
         assert row[0] == 2.5 and row[1].startswith("acme: ")
     finally:
         engine.dispose()
@@ -129,7 +147,8 @@ def test_prices_round_trip_through_export_and_import(loaded: Catalog, tmp_path) 
     prices.create_price({**ACME_H100, "gpu": "mi300x", "region": "us-east", "spot": 1.0, "reserved_3y": 1.2})
     exported = loaded.export_catalog()
     assert [(p["provider"], p["gpu"], p["region"]) for p in exported["prices"]] == [
-        ("acme", "h100-sxm", None), ("acme", "mi300x", "us-east"),
+        ("acme", "h100-sxm", None),
+        ("acme", "mi300x", "us-east"),
     ]
     url = f"sqlite:///{tmp_path / 'second.db'}"
     migrate.upgrade(url)

@@ -74,7 +74,15 @@ def test_gpu_optional_blocks_default_to_null_and_read_only_members_are_ignored()
     assert canonical["price_usd_per_hour"] is None
     assert canonical["efficiency"] is None
     assert canonical["interconnect_latency_us"] is None
-    assert canonical["peak_tflops"] == {"fp32": None, "tf32": None, "bf16": 989, "fp16": None, "fp8": None, "int8": None, "fp4": None}
+    assert canonical["peak_tflops"] == {
+        "fp32": None,
+        "tf32": None,
+        "bf16": 989,
+        "fp16": None,
+        "fp8": None,
+        "int8": None,
+        "fp4": None,
+    }
     assert "version" not in canonical
 
 
@@ -82,8 +90,13 @@ def test_efficiency_block_fills_physical_defaults() -> None:
     record = h100()
     record["efficiency"] = {"memory": 0.9, "compute": 0.8}
     assert canonical_gpu(record)["efficiency"] == {
-        "memory": 0.9, "compute": 0.8, "step_overhead_ms": 0.0, "memory_reserve_fraction": 0.0,
-        "memory_compute_overlap": 1.0, "source": None, "confidence": None,
+        "memory": 0.9,
+        "compute": 0.8,
+        "step_overhead_ms": 0.0,
+        "memory_reserve_fraction": 0.0,
+        "memory_compute_overlap": 1.0,
+        "source": None,
+        "confidence": None,
     }
 
 
@@ -112,7 +125,12 @@ def test_model_invariants_are_checked() -> None:
         canonical_model(record)
     # 70 MoE layers of 61 also make the routed experts 256 × 70 × 44,040,192 ≈ 789e9 > 671e9 params.
     assert fields_of(error) == {
-        "kv_heads", "params_active", "moe.experts_per_token", "moe.moe_layers", "moe.expert_params", "mla.kv_lora_rank",
+        "kv_heads",
+        "params_active",
+        "moe.experts_per_token",
+        "moe.moe_layers",
+        "moe.expert_params",
+        "mla.kv_lora_rank",
     }
 
 

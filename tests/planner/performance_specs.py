@@ -45,7 +45,13 @@ B200 = GpuSpec(
     architecture="blackwell",
     memory_bytes=180 * GB,
     hbm_bandwidth_bytes_per_s=8e12,
-    peak_flops_per_s={"bf16": 2250 * TFLOPS, "fp16": 2250 * TFLOPS, "fp8": 4500 * TFLOPS, "int8": 4500 * TFLOPS, "fp4": 9000 * TFLOPS},
+    peak_flops_per_s={
+        "bf16": 2250 * TFLOPS,
+        "fp16": 2250 * TFLOPS,
+        "fp8": 4500 * TFLOPS,
+        "int8": 4500 * TFLOPS,
+        "fp4": 9000 * TFLOPS,
+    },
     interconnect_bytes_per_s=900 * GB,
     gpus_per_node=8,
 )
@@ -117,19 +123,43 @@ DEEPSEEK_V3 = ModelSpec(
 
 # Formats as the catalog describes them (catalog/data/quantizations.json): the KV-cache format's
 # compute_dtype is the datatype the cache is stored and read in.
-FP16 = QuantSpec(slug="fp16", weight_bytes_per_param=2.0, element_bytes=2.0, compute_dtype="fp16", kv_cache_dtypes=("fp16", "fp8", "int8"))
-BF16 = QuantSpec(slug="bf16", weight_bytes_per_param=2.0, element_bytes=2.0, compute_dtype="bf16", kv_cache_dtypes=("bf16", "fp8", "int8"))
+FP16 = QuantSpec(
+    slug="fp16", weight_bytes_per_param=2.0, element_bytes=2.0, compute_dtype="fp16", kv_cache_dtypes=("fp16", "fp8", "int8")
+)
+BF16 = QuantSpec(
+    slug="bf16", weight_bytes_per_param=2.0, element_bytes=2.0, compute_dtype="bf16", kv_cache_dtypes=("bf16", "fp8", "int8")
+)
 FP8 = QuantSpec(
-    slug="fp8", weight_bytes_per_param=1.0, element_bytes=1.0, compute_dtype="fp8", kv_cache_dtypes=("fp16", "bf16", "fp8"), min_architecture="ada"
+    slug="fp8",
+    weight_bytes_per_param=1.0,
+    element_bytes=1.0,
+    compute_dtype="fp8",
+    kv_cache_dtypes=("fp16", "bf16", "fp8"),
+    min_architecture="ada",
 )
 INT8_W8A8 = QuantSpec(
-    slug="int8", weight_bytes_per_param=1.0, element_bytes=1.0, compute_dtype="int8", kv_cache_dtypes=("fp16", "bf16", "int8"), min_architecture="ampere"
+    slug="int8",
+    weight_bytes_per_param=1.0,
+    element_bytes=1.0,
+    compute_dtype="int8",
+    kv_cache_dtypes=("fp16", "bf16", "int8"),
+    min_architecture="ampere",
 )
 INT4_AWQ = QuantSpec(
-    slug="int4-awq", weight_bytes_per_param=0.53125, element_bytes=0.5, compute_dtype="fp16", kv_cache_dtypes=("fp16", "bf16", "fp8"), min_architecture="ampere"
+    slug="int4-awq",
+    weight_bytes_per_param=0.53125,
+    element_bytes=0.5,
+    compute_dtype="fp16",
+    kv_cache_dtypes=("fp16", "bf16", "fp8"),
+    min_architecture="ampere",
 )
 NVFP4 = QuantSpec(
-    slug="nvfp4", weight_bytes_per_param=0.5625, element_bytes=0.5, compute_dtype="fp4", kv_cache_dtypes=("fp16", "bf16", "fp8"), min_architecture="blackwell"
+    slug="nvfp4",
+    weight_bytes_per_param=0.5625,
+    element_bytes=0.5,
+    compute_dtype="fp4",
+    kv_cache_dtypes=("fp16", "bf16", "fp8"),
+    min_architecture="blackwell",
 )
 
 FP16_PRECISION = Precision(weights=FP16, kv_cache=FP16)

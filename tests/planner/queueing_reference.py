@@ -45,8 +45,12 @@ def step_in_progress(rep: _Replica, op: _OperatingPoint, kinds: _StepKinds, pts:
         carrying = (kind >= 1) & (kind < len(durations) - 1)
         tokens = np.maximum(kind - 1.0, 0.0) * rep.prompt_mean + rep.size_biased_prompts[pts.part]
         n_row = op.occ.grid[kinds.row]
-        biased = step_seconds(rep.sm, n_row + tokens, n_row * rep.decode_context_mean,
-                              n_row * rep.decode_context_mean + tokens * rep.prefill_position_mean)
+        biased = step_seconds(
+            rep.sm,
+            n_row + tokens,
+            n_row * rep.decode_context_mean,
+            n_row * rep.decode_context_mean + tokens * rep.prefill_position_mean,
+        )
         in_progress = np.where(carrying, biased, in_progress)
     return in_progress
 
@@ -77,8 +81,9 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     kv = others * rep.decode_context_mean
     if rep.chunk_tokens is None:
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * in_progress)
-        prefill_s = step_seconds(rep.sm, others + prompts + mates * rep.prompt_mean, kv,
-                                 kv + own + mates * rep.prompt_mean * rep.prefill_position_mean)
+        prefill_s = step_seconds(
+            rep.sm, others + prompts + mates * rep.prompt_mean, kv, kv + own + mates * rep.prompt_mean * rep.prefill_position_mean
+        )
         budget_wait = 0.0
     else:
         u = pts.u_step_in_progress
@@ -96,8 +101,11 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind)
         filled = np.minimum(cap - last, mates * rep.prompt_mean)
         prefill_s = (chunks - 1.0) * full_s + step_seconds(
-            rep.sm, others + last + filled, kv + prompts - last,
-            kv + last * (prompts - last) + last * (last + 1.0) / 2.0 + filled * rep.prefill_position_mean)
+            rep.sm,
+            others + last + filled,
+            kv + prompts - last,
+            kv + last * (prompts - last) + last * (last + 1.0) / 2.0 + filled * rep.prefill_position_mean,
+        )
     ttft = wait_s + np.maximum(budget_wait, residual) + prefill_s
     return _Latencies(ttft=ttft, tpot=tpot, e2e=ttft + decodes * tpot, wait=wait_s)
 
@@ -132,9 +140,15 @@ def occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> di
     total = body.sum() + tail
     departures = n / (rep.steps_at_n * np.interp(n, grid, t_mean))
     return {
-        "dispersion": dispersion, "feedback_prefill": theta_pf, "feedback_batch": theta_b,
-        "mean_running": (float(n[:c] @ body) + c * tail) / total, "p_wait": tail / total,
-        "cdf_below": np.cumsum(body) / total, "t_mean": t_mean, "flat_t_mean": flat_mean, "arrivals_per_step": m_grid,
+        "dispersion": dispersion,
+        "feedback_prefill": theta_pf,
+        "feedback_batch": theta_b,
+        "mean_running": (float(n[:c] @ body) + c * tail) / total,
+        "p_wait": tail / total,
+        "cdf_below": np.cumsum(body) / total,
+        "t_mean": t_mean,
+        "flat_t_mean": flat_mean,
+        "arrivals_per_step": m_grid,
         "departure_rate_rps": (float(departures[:c] @ body) + float(departures[c]) * tail) / total,
         "flat_arrivals_per_step": m0,
     }

@@ -51,7 +51,13 @@ class _NaiveReplica:
             self.kv_free -= need
             out["admission"][rid] = self.t
             self.running.append(
-                {"rid": rid, "prompt": int(trace.prompt_tokens[rid]), "output": int(trace.output_tokens[rid]), "cached": 0, "generated": 0}
+                {
+                    "rid": rid,
+                    "prompt": int(trace.prompt_tokens[rid]),
+                    "output": int(trace.output_tokens[rid]),
+                    "cached": 0,
+                    "generated": 0,
+                }
             )
         decoding = [seq for seq in self.running if seq["cached"] == seq["prompt"]]
         prefilling = [seq for seq in self.running if seq["cached"] < seq["prompt"]]

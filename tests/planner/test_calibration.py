@@ -34,7 +34,9 @@ from tests.planner.performance_specs import (
 TRUE = Efficiency(name="truth", memory=0.72, compute=0.55, step_overhead_s=0.002)
 
 
-def _synthetic(points: list[MeasuredPoint], efficiency: Efficiency, *, gpu=H100_SXM, model=LLAMA_2_70B, precision=FP16_PRECISION, tp=4) -> list[MeasuredPoint]:
+def _synthetic(
+    points: list[MeasuredPoint], efficiency: Efficiency, *, gpu=H100_SXM, model=LLAMA_2_70B, precision=FP16_PRECISION, tp=4
+) -> list[MeasuredPoint]:
     """The same points with the values the step model gives at `efficiency`."""
     step_model = build_step_model(gpu, model, precision, tp, efficiency)
     return [replace(point, value=predict(step_model, point)) for point in points]
@@ -81,8 +83,10 @@ def test_fit_recovers_known_efficiencies_exactly():
 def test_pooled_fit_over_two_models_recovers_the_gpu_efficiencies():
     """One A100's points of a dense and an MoE model, each through its own step model."""
     dense = _synthetic(SHAPES[:3], TRUE, gpu=A100_SXM, tp=4)
-    moe_shapes = [MeasuredPoint(kind="tpot", value=1.0, batch=1, prompt_tokens=512, output_tokens=128),
-                  MeasuredPoint(kind="ttft", value=1.0, prompt_tokens=4096)]
+    moe_shapes = [
+        MeasuredPoint(kind="tpot", value=1.0, batch=1, prompt_tokens=512, output_tokens=128),
+        MeasuredPoint(kind="ttft", value=1.0, prompt_tokens=4096),
+    ]
     moe = _synthetic(moe_shapes, TRUE, gpu=A100_SXM, model=MIXTRAL_8X7B, precision=INT8_PRECISION, tp=1)
     sets = [
         PointSet(points=tuple(dense), step_model_for=lambda e: build_step_model(A100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, e)),
@@ -221,7 +225,13 @@ def test_fit_from_a_vllm_result_recovers_memory_efficiency():
     truth = Efficiency(memory=0.8, compute=0.5)
     step_model = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, truth)
     tpot_s = decode_step_s(step_model, 1, 1024 + 128)
-    result = {**VLLM_RESULT, "median_tpot_ms": tpot_s * 1e3, "median_ttft_ms": None, "mean_ttft_ms": None, "output_throughput": None}
+    result = {
+        **VLLM_RESULT,
+        "median_tpot_ms": tpot_s * 1e3,
+        "median_ttft_ms": None,
+        "mean_ttft_ms": None,
+        "output_throughput": None,
+    }
     fit = fit_efficiency(points_from_vllm_benchmark(result), H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, fit=("memory",))
     assert fit.efficiency.memory == pytest.approx(0.8, abs=1e-6)
 
@@ -269,8 +279,18 @@ def test_unknown_batching_and_continuous_ttft_are_refused():
         MeasuredPoint(kind="tpot", value=0.01, context_tokens=100, batching="paged")
     with pytest.raises(CalibrationError, match="continuous batching applies"):
         MeasuredPoint(kind="ttft", value=0.1, batch=8, prompt_tokens=100, output_tokens=10, batching="continuous")
-    (point,) = points_from_records([{"kind": "throughput", "output_tokens_per_s": 900, "batch": 16,
-                                     "prompt_tokens": 100, "output_tokens": 100, "batching": "continuous"}])
+    (point,) = points_from_records(
+        [
+            {
+                "kind": "throughput",
+                "output_tokens_per_s": 900,
+                "batch": 16,
+                "prompt_tokens": 100,
+                "output_tokens": 100,
+                "batching": "continuous",
+            }
+        ]
+    )
     assert point.batching == "continuous" and point.is_steady_state
 
 
@@ -287,8 +307,10 @@ def _planted_outlier_sets() -> tuple[list[PointSet], list[MeasuredPoint]]:
     # a second source's copy of the batch-32 decode step, 60 % faster than the truth says
     odd = replace(truth_points[1], value=truth_points[1].value * 0.4, label="odd source")
     points = truth_points + [odd]
-    sets = [PointSet(points=(p,), step_model_for=lambda e: build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, e))
-            for p in points]
+    sets = [
+        PointSet(points=(p,), step_model_for=lambda e: build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, e))
+        for p in points
+    ]
     return sets, points
 
 
@@ -334,7 +356,9 @@ def test_overlap_is_an_optional_parameter_the_fit_recovers():
     """memory_compute_overlap = 0.4 with both memory- and compute-heavy points is recovered; it is
     not fitted unless asked for."""
     truth = replace(TRUE, memory_compute_overlap=0.4)
-    shapes = SHAPES + [MeasuredPoint(kind="throughput", value=1.0, batch=128, prompt_tokens=1000, output_tokens=200, batching="continuous")]
+    shapes = SHAPES + [
+        MeasuredPoint(kind="throughput", value=1.0, batch=128, prompt_tokens=1000, output_tokens=200, batching="continuous")
+    ]
     points = _synthetic(shapes, truth)
     fit = fit_efficiency(points, H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, fit=("memory", "compute", "overhead", "overlap"))
     assert fit.efficiency.memory_compute_overlap == pytest.approx(0.4, abs=1e-4)

@@ -7,8 +7,6 @@ from dataclasses import replace
 
 import pytest
 
-from planner.rate_search import MU_RELATIVE_TOLERANCE
-
 from planner.capacity import (
     CapacityInputs,
     CapacityRequest,
@@ -17,6 +15,7 @@ from planner.capacity import (
 )
 from planner.errors import InfeasiblePlanError
 from planner.planning import _per_replica_cv, _Planner
+from planner.rate_search import MU_RELATIVE_TOLERANCE
 from planner.workload import Slo
 from tests.planner.test_planning import BF16_PAIR, CHAT, FP8_PAIR, H100, LLAMA_8B, SLO
 
@@ -66,8 +65,10 @@ def test_a_looser_slo_never_lowers_capacity() -> None:
 
 
 def test_pins_are_respected() -> None:
-    result = max_capacity(CapacityRequest(workload=CHAT, slo=SLO, gpus=8, tp=2, batch_limit=32, chunk_tokens=1024), 
-                          replace(INPUTS, precisions=(BF16_PAIR,)))
+    result = max_capacity(
+        CapacityRequest(workload=CHAT, slo=SLO, gpus=8, tp=2, batch_limit=32, chunk_tokens=1024),
+        replace(INPUTS, precisions=(BF16_PAIR,)),
+    )
     c = result.configuration
     assert (c.tp, c.replicas, c.batch_limit, c.chunk_tokens, c.weights_precision) == (2, 4, 32, 1024, "bf16")
 
@@ -75,7 +76,9 @@ def test_pins_are_respected() -> None:
 def test_burstier_arrivals_are_split_before_each_replica_queues() -> None:
     """A random split of c = 2 over r = 4 replicas: c_r² = 4/4 + 3/4, c_r = √1.75 ≈ 1.323."""
     bursty = replace(CHAT, arrival_cv=2.0)
-    result = max_capacity(CapacityRequest(workload=bursty, slo=SLO, gpus=4, tp=1, **{k: v for k, v in GRID.items() if k != "tp_degrees"}), INPUTS)  # type: ignore[arg-type]
+    result = max_capacity(
+        CapacityRequest(workload=bursty, slo=SLO, gpus=4, tp=1, **{k: v for k, v in GRID.items() if k != "tp_degrees"}), INPUTS
+    )  # type: ignore[arg-type]
     assert result.per_replica_arrival_cv == pytest.approx(_per_replica_cv(2.0, 4)) == pytest.approx(1.75**0.5)
     assert result.max_arrival_rate_rps <= capacity(4, tp=1)  # burstier never holds more
 

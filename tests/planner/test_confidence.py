@@ -78,22 +78,35 @@ def test_carried_over_is_low_whatever_the_donor_had() -> None:
 
 @pytest.mark.parametrize(
     "overrides",
-    [{"points": -1}, {"sources": 31}, {"out_of_sample_error": -0.1}, {"out_of_sample_error": float("nan")},
-     {"out_of_sample_error": None}],
+    [
+        {"points": -1},
+        {"sources": 31},
+        {"out_of_sample_error": -0.1},
+        {"out_of_sample_error": float("nan")},
+        {"out_of_sample_error": None},
+    ],
 )
 def test_impossible_evidence_is_refused(overrides: dict[str, object]) -> None:
     with pytest.raises(PlannerInputError):
         evidence(**overrides)
 
 
-@given(points=st.integers(0, 200), extra_points=st.integers(0, 50), sources=st.integers(0, 5),
-       error=st.floats(0, 2), worse=st.floats(0, 1))
+@given(
+    points=st.integers(0, 200),
+    extra_points=st.integers(0, 50),
+    sources=st.integers(0, 5),
+    error=st.floats(0, 2),
+    worse=st.floats(0, 1),
+)
 def test_more_evidence_never_lowers_a_grade(points: int, extra_points: int, sources: int, error: float, worse: float) -> None:
     """More points or sources never lower the grade; a larger out-of-sample error never raises it."""
     sources = min(sources, points)
     base = calibration_grade(CalibrationEvidence(points=points, sources=sources, out_of_sample_error=error))
-    more = calibration_grade(CalibrationEvidence(points=points + extra_points, sources=min(sources + 1, points + extra_points),
-                                                 out_of_sample_error=error))
+    more = calibration_grade(
+        CalibrationEvidence(
+            points=points + extra_points, sources=min(sources + 1, points + extra_points), out_of_sample_error=error
+        )
+    )
     larger_error = calibration_grade(CalibrationEvidence(points=points, sources=sources, out_of_sample_error=error + worse))
     assert grade_rank(more) >= grade_rank(base) >= grade_rank(larger_error)
 
@@ -112,8 +125,13 @@ def test_min_confidence_drops_a_whole_gpu_with_its_grade_in_the_reason() -> None
     h100 = dataclasses.replace(H100_SXM, price_usd_per_hour_on_demand=6.155, calibration_grade="medium")
     a100 = dataclasses.replace(A100_SXM, price_usd_per_hour_on_demand=2.7, calibration_grade="low")
     workload = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1000), output_tokens=FixedLength(tokens=200))
-    kwargs = {"model": LLAMA_2_70B, "gpus": (h100, a100), "precisions": (FP16_PRECISION, FP8_PRECISION), "workload": workload,
-              "slo": Slo(ttft_s=2.0, tpot_s=0.08)}
+    kwargs = {
+        "model": LLAMA_2_70B,
+        "gpus": (h100, a100),
+        "precisions": (FP16_PRECISION, FP8_PRECISION),
+        "workload": workload,
+        "slo": Slo(ttft_s=2.0, tpot_s=0.08),
+    }
     everything, _ = enumerate_groups(**kwargs)
     groups, drops = enumerate_groups(**kwargs, min_confidence="medium")
     assert {g.gpu.slug for g in everything} == {"h100-sxm", "a100-80gb-sxm"}

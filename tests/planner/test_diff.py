@@ -35,19 +35,29 @@ from planner.workload import Slo
 from tests.planner.test_planning import A100, BF16_PAIR, CHAT, H100, INPUTS, LLAMA_8B, SLO, request
 
 
-def deployed(result, gpus=(H100, A100)) -> tuple[DeployedRow, ...]:  # noqa: ANN001
+def deployed(result, gpus=(H100, A100)) -> tuple[DeployedRow, ...]:
     by_slug = {g.slug: g for g in gpus}
     total = sum(r.offered_rps for r in result.rows)
-    return tuple(DeployedRow(gpu=by_slug[r.gpu], precision=BF16_PAIR, tp=r.tp, replicas=r.replicas, batch_limit=r.batch_limit,
-                             chunk_tokens=r.chunk_tokens, traffic_share=r.offered_rps / total) for r in result.rows)
+    return tuple(
+        DeployedRow(
+            gpu=by_slug[r.gpu],
+            precision=BF16_PAIR,
+            tp=r.tp,
+            replicas=r.replicas,
+            batch_limit=r.batch_limit,
+            chunk_tokens=r.chunk_tokens,
+            traffic_share=r.offered_rps / total,
+        )
+        for r in result.rows
+    )
 
 
 @pytest.fixture(scope="module")
-def planned():  # noqa: ANN201
+def planned():
     return plan_capacity(request(), INPUTS)
 
 
-def test_a_plan_rechecked_at_its_own_workload_holds_and_costs_what_it_cost(planned) -> None:  # noqa: ANN001
+def test_a_plan_rechecked_at_its_own_workload_holds_and_costs_what_it_cost(planned) -> None:
     """The forward model is the planner's own replica decision (one replica at λ/r), so the plan it
     chose meets every SLO when re-evaluated on the same specs and workload."""
     check = check_plan(deployed(planned), LLAMA_8B, CHAT, SLO)
@@ -59,7 +69,7 @@ def test_a_plan_rechecked_at_its_own_workload_holds_and_costs_what_it_cost(plann
     assert "≤" in check.summary
 
 
-def test_the_same_replicas_at_a_much_higher_rate_miss(planned) -> None:  # noqa: ANN001
+def test_the_same_replicas_at_a_much_higher_rate_miss(planned) -> None:
     """λ beyond r × saturation: the replica queue is unstable, every target counts as missed."""
     rows = deployed(planned)
     saturation = max(r.saturation_rps for r in planned.rows)
@@ -69,7 +79,7 @@ def test_the_same_replicas_at_a_much_higher_rate_miss(planned) -> None:  # noqa:
     assert "overloaded" in check.summary
 
 
-def test_a_tighter_slo_can_fail_the_same_configuration(planned) -> None:  # noqa: ANN001
+def test_a_tighter_slo_can_fail_the_same_configuration(planned) -> None:
     check = check_plan(deployed(planned), LLAMA_8B, CHAT, Slo(ttft_s=1.0, tpot_s=0.001))
     assert not check.meets_slo and check.rows[0].misses == ("tpot",)
     assert "TPOT" in check.summary and "> 1 ms target" in check.summary
@@ -84,8 +94,20 @@ def test_a_configuration_that_no_longer_fits_is_reported_not_raised() -> None:
 
 
 def shape(gpu: str, replicas: int, *, tp: int = 1, batch: int = 64, price: float = 4.0, precision: str = "bf16") -> PlanShape:
-    return PlanShape(rows=(ShapeRow(gpu=gpu, tp=tp, replicas=replicas, weights_precision=precision, kv_precision=precision,
-                                    batch_limit=batch, chunk_tokens=None),), cost_usd_per_hour=replicas * tp * price)
+    return PlanShape(
+        rows=(
+            ShapeRow(
+                gpu=gpu,
+                tp=tp,
+                replicas=replicas,
+                weights_precision=precision,
+                kv_precision=precision,
+                batch_limit=batch,
+                chunk_tokens=None,
+            ),
+        ),
+        cost_usd_per_hour=replicas * tp * price,
+    )
 
 
 def test_diff_counts_gpus_added_and_removed_and_costs_per_month() -> None:
@@ -109,9 +131,15 @@ def test_the_cost_change_is_against_todays_price_of_the_current_plan() -> None:
 
 
 def context(**changes: object) -> PlanningContext:
-    base = PlanningContext(workload=CHAT, slo=SLO, constraints={"gpus": ["h100-sxm"]}, catalog_version=3,
-                           prices_usd_per_gpu_hour={"h100-sxm": 4.0, "a100": 2.0},
-                           efficiencies={"h100-sxm": H100.efficiency}, model_slug="llama-3.1-8b")
+    base = PlanningContext(
+        workload=CHAT,
+        slo=SLO,
+        constraints={"gpus": ["h100-sxm"]},
+        catalog_version=3,
+        prices_usd_per_gpu_hour={"h100-sxm": 4.0, "a100": 2.0},
+        efficiencies={"h100-sxm": H100.efficiency},
+        model_slug="llama-3.1-8b",
+    )
     return replace(base, **changes)
 
 
@@ -131,29 +159,55 @@ def test_reasons_classify_traffic_slo_prices_and_catalog() -> None:
     assert kinds(then, context(catalog_version=4, prices_usd_per_gpu_hour={"h100-sxm": 4.0, "a100": 9.0})) == ["catalog"]
     tuned = replace(H100.efficiency, compute=0.5)
     assert kinds(then, context(catalog_version=4, efficiencies={"h100-sxm": tuned})) == ["catalog"]
-    several = kinds(then, context(workload=CHAT.at_rate(20.0), slo=Slo(ttft_s=0.8, tpot_s=0.06), catalog_version=5,
-                                  prices_usd_per_gpu_hour={"h100-sxm": 3.0, "a100": 2.0}))
+    several = kinds(
+        then,
+        context(
+            workload=CHAT.at_rate(20.0),
+            slo=Slo(ttft_s=0.8, tpot_s=0.06),
+            catalog_version=5,
+            prices_usd_per_gpu_hour={"h100-sxm": 3.0, "a100": 2.0},
+        ),
+    )
     assert several == ["traffic", "slo", "prices"]
 
 
 def test_reason_details_say_what_moved() -> None:
-    reasons = change_reasons(context(), context(workload=CHAT.at_rate(18.0), catalog_version=4,
-                                                prices_usd_per_gpu_hour={"h100-sxm": 5.0}), gpus_involved=("h100-sxm",))
+    reasons = change_reasons(
+        context(),
+        context(workload=CHAT.at_rate(18.0), catalog_version=4, prices_usd_per_gpu_hour={"h100-sxm": 5.0}),
+        gpus_involved=("h100-sxm",),
+    )
     details = {r.kind: r.detail for r in reasons}
     assert details["traffic"] == "arrival rate 12 → 18 rps (+50%)"
     assert details["prices"] == "h100-sxm $4 → $5/GPU-h"
 
 
 def passing(rate: float, summary: str = "p99 TTFT 100 ms ≤ 1000 ms") -> Check:
-    row = RowCheck(gpu="h100-sxm", per_replica_rate_rps=rate, meets_slo=True, unstable=False, utilisation=0.5,
-                   predicted_s={"ttft": 0.1}, misses=())
+    row = RowCheck(
+        gpu="h100-sxm",
+        per_replica_rate_rps=rate,
+        meets_slo=True,
+        unstable=False,
+        utilisation=0.5,
+        predicted_s={"ttft": 0.1},
+        misses=(),
+    )
     return Check(arrival_rate_rps=rate, meets_slo=True, rows=(row,), cost_usd_per_hour=12.0, summary=summary)
 
 
 def failing(rate: float) -> Check:
-    row = RowCheck(gpu="h100-sxm", per_replica_rate_rps=rate, meets_slo=False, unstable=False, utilisation=0.9,
-                   predicted_s={"ttft": 2.0}, misses=("ttft",))
-    return Check(arrival_rate_rps=rate, meets_slo=False, rows=(row,), cost_usd_per_hour=12.0, summary="p99 TTFT 2000 ms > 1000 ms target")
+    row = RowCheck(
+        gpu="h100-sxm",
+        per_replica_rate_rps=rate,
+        meets_slo=False,
+        unstable=False,
+        utilisation=0.9,
+        predicted_s={"ttft": 2.0},
+        misses=("ttft",),
+    )
+    return Check(
+        arrival_rate_rps=rate, meets_slo=False, rows=(row,), cost_usd_per_hour=12.0, summary="p99 TTFT 2000 ms > 1000 ms target"
+    )
 
 
 CHEAPER = plan_diff(shape("h100-sxm", 3), shape("h100-sxm", 2, price=5.8), before_now_usd_per_hour=12.0)  # saves $0.40/h
@@ -207,12 +261,13 @@ def test_a_plan_that_cannot_be_evaluated_is_replaced() -> None:
     assert decision.changed and "left the catalog" in decision.reason
 
 
-@pytest.mark.parametrize("settings", [{"headroom_margin": -0.1}, {"min_saving_fraction": 1.5}, {"min_saving_usd_per_hour": -1.0},
-                                      {"headroom_margin": math.nan}])
+@pytest.mark.parametrize(
+    "settings",
+    [{"headroom_margin": -0.1}, {"min_saving_fraction": 1.5}, {"min_saving_usd_per_hour": -1.0}, {"headroom_margin": math.nan}],
+)
 def test_hysteresis_settings_are_validated(settings: dict[str, float]) -> None:
     with pytest.raises(PlannerInputError):
         Hysteresis(**settings)
-
 
 
 @settings(max_examples=8, deadline=None)

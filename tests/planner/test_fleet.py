@@ -217,7 +217,7 @@ def test_spike_demand_is_priced_at_on_demand_rates() -> None:
 
 
 def test_inventory_shortfall_names_workload_period_and_gpu() -> None:
-    """"rag" needs 4 H100s at 35 req/s in hour 2 with 3 in stock and no other type: 1 short."""
+    """ "rag" needs 4 H100s at 35 req/s in hour 2 with 3 in stock and no other type: 1 short."""
     spec = FleetSpec(
         workloads=(
             FleetWorkload(name="chat", candidates=(FAST,), demand_rps=(5.0, 5.0, 5.0)),
@@ -306,8 +306,14 @@ def test_fixed_reservations_split_the_fleet_into_periods_and_are_chosen_again() 
     _, decisions = build_fleet_problem(spec)
     every_pair = [{("chat", FAST.id)}] * spec.periods
     found, solve_s = fleet_with_reservations_fixed(
-        spec, decisions, reservations={"h100-sxm": 0}, pairs=every_pair, fallback=None,
-        deadline=time.perf_counter() + 5, solver_name=HIGHS, relative_gap=1e-4,
+        spec,
+        decisions,
+        reservations={"h100-sxm": 0},
+        pairs=every_pair,
+        fallback=None,
+        deadline=time.perf_counter() + 5,
+        solver_name=HIGHS,
+        relative_gap=1e-4,
     )
     assert found is not None and solve_s > 0
     assert found[decisions.reserved_gpus["h100-sxm"].name] == 2
@@ -324,14 +330,26 @@ def test_a_period_without_time_keeps_the_fallback() -> None:
     fallback = cover_fleet(spec, decisions)
     assert fallback is not None
     found, solve_s = fleet_with_reservations_fixed(
-        spec, decisions, reservations={"h100-sxm": 3, "a100-80gb": 0}, pairs=[set()] * spec.periods,
-        fallback=fallback, deadline=time.perf_counter() - 1, solver_name=HIGHS, relative_gap=1e-4,
+        spec,
+        decisions,
+        reservations={"h100-sxm": 3, "a100-80gb": 0},
+        pairs=[set()] * spec.periods,
+        fallback=fallback,
+        deadline=time.perf_counter() - 1,
+        solver_name=HIGHS,
+        relative_gap=1e-4,
     )
     assert solve_s == 0.0
     assert found == fallback
     nothing, _ = fleet_with_reservations_fixed(
-        spec, decisions, reservations={"h100-sxm": 3, "a100-80gb": 0}, pairs=[set()] * spec.periods,
-        fallback=None, deadline=time.perf_counter() - 1, solver_name=HIGHS, relative_gap=1e-4,
+        spec,
+        decisions,
+        reservations={"h100-sxm": 3, "a100-80gb": 0},
+        pairs=[set()] * spec.periods,
+        fallback=None,
+        deadline=time.perf_counter() - 1,
+        solver_name=HIGHS,
+        relative_gap=1e-4,
     )
     assert nothing is None
 
@@ -350,7 +368,9 @@ def _three_workloads(seed: int = 31) -> FleetSpec:
         demand = tuple(float(rng.choice(range(30))) for _ in range(6))
         workloads.append(FleetWorkload(name=f"w{w}", candidates=unique, demand_rps=demand))
     on_demand = (4.0, 3.0, 1.0)
-    prices = {gpu: GpuPrice(on_demand_usd_per_hour=od, reserved_usd_per_hour=od * 0.6) for gpu, od in zip(gpus, on_demand, strict=True)}
+    prices = {
+        gpu: GpuPrice(on_demand_usd_per_hour=od, reserved_usd_per_hour=od * 0.6) for gpu, od in zip(gpus, on_demand, strict=True)
+    }
     return FleetSpec(workloads=tuple(workloads), prices=prices)
 
 

@@ -28,15 +28,23 @@ from tests.planner.performance_specs import A100_SXM, FP8_PRECISION, FP16_PRECIS
 # Catalog on-demand prices (catalog/data/gpus.json); only their being positive matters here.
 H100 = dataclasses.replace(H100_SXM, price_usd_per_hour_on_demand=6.155, price_usd_per_hour_reserved_1y=3.8777)
 A100 = dataclasses.replace(A100_SXM, price_usd_per_hour_on_demand=2.7, price_usd_per_hour_reserved_1y=1.701)
-MIX = Workload(arrival_rate_rps=1.0, prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=3000), output_tokens=FixedLength(tokens=200))
+MIX = Workload(
+    arrival_rate_rps=1.0, prompt_tokens=LognormalLength(mean_tokens=1000, p99_tokens=3000), output_tokens=FixedLength(tokens=200)
+)
 SLO = Slo(ttft_s=2.0, tpot_s=0.08, percentile=99)
 GRID = CandidateGrid(tp_degrees=(1, 2, 4), batch_limits=(16, 64), chunk_budgets=(None,))
 
 
 def brute_force() -> list[Candidate]:
     """μ for every enumerated option, then the fleet's dominance filter."""
-    groups, _ = enumerate_groups(model=LLAMA_2_70B, gpus=(H100, A100), precisions=(FP16_PRECISION, FP8_PRECISION),
-                                 workload=MIX, slo=SLO, tp_degrees=GRID.tp_degrees)
+    groups, _ = enumerate_groups(
+        model=LLAMA_2_70B,
+        gpus=(H100, A100),
+        precisions=(FP16_PRECISION, FP8_PRECISION),
+        workload=MIX,
+        slo=SLO,
+        tp_degrees=GRID.tp_degrees,
+    )
     everything = []
     for group in groups:
         for option in enumerate_options(group, MIX, batch_limits=GRID.batch_limits, chunk_budgets=GRID.chunk_budgets):
@@ -46,11 +54,21 @@ def brute_force() -> list[Candidate]:
             except InfeasiblePlanError:
                 continue
             saturation = saturation_rps(group.step_model, MIX, serving, kv_capacity_tokens=group.kv_capacity_tokens)
-            everything.append(Candidate(
-                id=option.id, gpu=group.gpu.slug, tp=group.tp, weights_precision=group.precision.weights.slug,
-                kv_precision=group.precision.kv_cache.slug, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens,
-                gpus_per_replica=group.tp, cost_usd_per_hour=group.price_usd_per_hour, max_rps_at_slo=mu,
-                saturation_rps=max(saturation, mu)))
+            everything.append(
+                Candidate(
+                    id=option.id,
+                    gpu=group.gpu.slug,
+                    tp=group.tp,
+                    weights_precision=group.precision.weights.slug,
+                    kv_precision=group.precision.kv_cache.slug,
+                    batch_limit=option.batch_limit,
+                    chunk_tokens=option.chunk_tokens,
+                    gpus_per_replica=group.tp,
+                    cost_usd_per_hour=group.price_usd_per_hour,
+                    max_rps_at_slo=mu,
+                    saturation_rps=max(saturation, mu),
+                )
+            )
     return everything
 
 
@@ -61,7 +79,9 @@ def meets_slo(candidate: Candidate) -> bool:
     step_model = build_step_model(gpu, LLAMA_2_70B, precision, candidate.tp, gpu.efficiency)
     capacity = kv_capacity_tokens(gpu, LLAMA_2_70B, precision, candidate.tp, gpu.efficiency)
     serving = Serving(batch_limit=candidate.batch_limit, chunk_tokens=candidate.chunk_tokens)
-    p = predict(step_model, MIX.at_rate(candidate.max_rps_at_slo), serving, kv_capacity_tokens=capacity, percentile=SLO.percentile)
+    p = predict(
+        step_model, MIX.at_rate(candidate.max_rps_at_slo), serving, kv_capacity_tokens=capacity, percentile=SLO.percentile
+    )
     return not p.unstable and p.ttft.at_percentile_s <= SLO.ttft_s and p.tpot.at_percentile_s <= SLO.tpot_s
 
 
@@ -70,8 +90,9 @@ def test_the_pruned_search_keeps_what_brute_force_and_dominance_keep() -> None:
     `undominated`, keeps the same (GPU, tp) set as the search that skips options by the
     saturation bound, the exact saturation and one prediction at the rate to beat; each kept μ
     is the best of its (GPU, tp) within the search's 1 %, from below (a rate verified to meet)."""
-    table = candidate_table(model=LLAMA_2_70B, gpus=(H100, A100), precisions=(FP16_PRECISION, FP8_PRECISION),
-                            workload=MIX, slo=SLO, grid=GRID)
+    table = candidate_table(
+        model=LLAMA_2_70B, gpus=(H100, A100), precisions=(FP16_PRECISION, FP8_PRECISION), workload=MIX, slo=SLO, grid=GRID
+    )
     everything = brute_force()
     kept = undominated(everything)
     assert {(c.gpu, c.tp) for c in table.candidates} == {(c.gpu, c.tp) for c in kept}
@@ -85,14 +106,19 @@ def test_the_pruned_search_keeps_what_brute_force_and_dominance_keep() -> None:
     assert table.mu_searches < len(everything), "the bounds skipped some μ searches"
     for candidate in everything:
         assert any(
-            candidate.gpu == k.gpu and candidate.tp % k.tp == 0
+            candidate.gpu == k.gpu
+            and candidate.tp % k.tp == 0
             and candidate.tp // k.tp * k.max_rps_at_slo >= candidate.max_rps_at_slo * (1 - MU_RELATIVE_TOLERANCE) * 0.999
             for k in table.candidates
         ), candidate.id
 
 
 def test_identical_shapes_share_one_table_and_demand_does_not_enter() -> None:
-    tables = CandidateTables(gpus=(H100,), precisions=(FP8_PRECISION,), grid=CandidateGrid(tp_degrees=(1, 2), batch_limits=(64,), chunk_budgets=(None,)))
+    tables = CandidateTables(
+        gpus=(H100,),
+        precisions=(FP8_PRECISION,),
+        grid=CandidateGrid(tp_degrees=(1, 2), batch_limits=(64,), chunk_budgets=(None,)),
+    )
     first = tables.table(LLAMA_2_70B, MIX, SLO)
     busier = tables.table(LLAMA_2_70B, MIX.at_rate(250.0), SLO)
     assert busier is first and tables.computed == 1
@@ -106,8 +132,14 @@ def test_identical_shapes_share_one_table_and_demand_does_not_enter() -> None:
 
 def test_a_shape_no_configuration_serves_gives_an_error_naming_the_workload() -> None:
     impossible = Slo(tpot_s=1e-5)  # 0.01 ms: far below one decode step of a 70B model on any GPU
-    table = candidate_table(model=LLAMA_2_70B, gpus=(H100,), precisions=(FP16_PRECISION,), workload=MIX, slo=impossible,
-                            grid=CandidateGrid(tp_degrees=(2, 4), batch_limits=(16,), chunk_budgets=(None,)))
+    table = candidate_table(
+        model=LLAMA_2_70B,
+        gpus=(H100,),
+        precisions=(FP16_PRECISION,),
+        workload=MIX,
+        slo=impossible,
+        grid=CandidateGrid(tp_degrees=(2, 4), batch_limits=(16,), chunk_budgets=(None,)),
+    )
     assert table.candidates == ()
     assert table.predictions == 0, "the SLO floors refuse every group before any queueing"
     error = no_candidates_error("chat", table)
@@ -117,8 +149,14 @@ def test_a_shape_no_configuration_serves_gives_an_error_naming_the_workload() ->
 
 
 def test_a_model_too_large_for_the_gpus_is_refused_by_memory() -> None:
-    table = candidate_table(model=LLAMA_2_70B, gpus=(A100,), precisions=(FP16_PRECISION,), workload=MIX, slo=SLO,
-                            grid=CandidateGrid(tp_degrees=(1,), batch_limits=(16,), chunk_budgets=(None,)))
+    table = candidate_table(
+        model=LLAMA_2_70B,
+        gpus=(A100,),
+        precisions=(FP16_PRECISION,),
+        workload=MIX,
+        slo=SLO,
+        grid=CandidateGrid(tp_degrees=(1,), batch_limits=(16,), chunk_budgets=(None,)),
+    )
     assert table.candidates == ()
     assert no_candidates_error("big", table).extensions["constraint"] == "memory"
 

@@ -17,11 +17,11 @@ from planner.fleet import (
     FleetSpec,
     FleetWorkload,
     GpuPrice,
-    presolve,
     build_fleet_problem,
     cover_fleet,
     fleet_cost_usd,
     fleet_with_reservations_fixed,
+    presolve,
     rounded_fleet,
     solve_fleet,
 )
@@ -46,15 +46,21 @@ def fleets(draw: st.DrawFn) -> FleetSpec:
             rps = draw(quarters)
             candidates.append(
                 Candidate(
-                    id=f"w{w}c{c}", gpu=draw(st.sampled_from(GPUS)), tp=tp, weights_precision="fp16",
-                    kv_precision="fp16", batch_limit=32, chunk_tokens=None, gpus_per_replica=tp,
-                    cost_usd_per_hour=1.0, max_rps_at_slo=rps, saturation_rps=rps * 1.5,
+                    id=f"w{w}c{c}",
+                    gpu=draw(st.sampled_from(GPUS)),
+                    tp=tp,
+                    weights_precision="fp16",
+                    kv_precision="fp16",
+                    batch_limit=32,
+                    chunk_tokens=None,
+                    gpus_per_replica=tp,
+                    cost_usd_per_hour=1.0,
+                    max_rps_at_slo=rps,
+                    saturation_rps=rps * 1.5,
                 )
             )
         workloads.append(
-            FleetWorkload(
-                name=f"w{w}", candidates=tuple(candidates), demand_rps=tuple(draw(demands) for _ in range(periods))
-            )
+            FleetWorkload(name=f"w{w}", candidates=tuple(candidates), demand_rps=tuple(draw(demands) for _ in range(periods)))
         )
     prices = {}
     for gpu in GPUS:
@@ -110,7 +116,10 @@ def brute_force_cost(spec: FleetSpec) -> float:
         cost = sum(reserved[k] * spec.prices[gpu].reserved_usd_per_hour * spec.horizon_hours for k, gpu in enumerate(GPUS))
         for p, usages in enumerate(per_period):
             rentals = [
-                sum(max(0, u[k] - reserved[k]) * spec.prices[gpu].on_demand_usd_per_hour * spec.period_hours for k, gpu in enumerate(GPUS))
+                sum(
+                    max(0, u[k] - reserved[k]) * spec.prices[gpu].on_demand_usd_per_hour * spec.period_hours
+                    for k, gpu in enumerate(GPUS)
+                )
                 for u in usages
                 if all(
                     spec.inventory_limit(gpu, p) is None or max(u[k], reserved[k]) <= spec.inventory_limit(gpu, p)
@@ -173,7 +182,9 @@ def cost_at_reservations(spec: FleetSpec, decisions, values: dict[str, float], r
         for p in range(spec.periods):
             used = sum(
                 round(values[decisions.replicas[w.name, c.id, p].name]) * c.gpus_per_replica
-                for w in spec.workloads for c in w.candidates if c.gpu == gpu
+                for w in spec.workloads
+                for c in w.candidates
+                if c.gpu == gpu
             )
             limit = spec.inventory_limit(gpu, p)
             if limit is not None and max(used, reservations[gpu]) > limit:
@@ -199,8 +210,14 @@ def test_the_period_by_period_fleet_is_feasible_and_never_dearer_than_its_fallba
         reservations[gpu] = min([reservations[gpu], *limits])
     every_pair = [{(w.name, c.id) for w in presolved.workloads for c in w.candidates}] * presolved.periods
     found, _ = fleet_with_reservations_fixed(
-        presolved, decisions, reservations=reservations, pairs=every_pair, fallback=fallback,
-        deadline=time.perf_counter() + 5, solver_name=default_solver_name(), relative_gap=1e-4,
+        presolved,
+        decisions,
+        reservations=reservations,
+        pairs=every_pair,
+        fallback=fallback,
+        deadline=time.perf_counter() + 5,
+        solver_name=default_solver_name(),
+        relative_gap=1e-4,
     )
     if found is None:  # no fallback, and some period has no fleet at these reservations
         assert fallback is None
@@ -208,7 +225,9 @@ def test_the_period_by_period_fleet_is_feasible_and_never_dearer_than_its_fallba
     assert_is_a_fleet(presolved, decisions, found)
     assert fleet_cost(presolved, decisions, found) >= brute_force_cost(spec) - 1e-9
     if fallback is not None:
-        assert fleet_cost(presolved, decisions, found) <= cost_at_reservations(presolved, decisions, fallback, reservations) + 1e-9
+        assert (
+            fleet_cost(presolved, decisions, found) <= cost_at_reservations(presolved, decisions, fallback, reservations) + 1e-9
+        )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,20 +16,30 @@ from planner.milp import MAX_COEFFICIENT, check_coefficients
 from planner.specs import GpuSpec, ModelSpec, QuantSpec
 from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, FixedLength, HistogramLength, Workload
 
-H100 = GpuSpec(slug="h100", vendor="nvidia", architecture="hopper", memory_bytes=80e9, hbm_bandwidth_bytes_per_s=3.35e12,
-               peak_flops_per_s={"bf16": 989e12}, interconnect_bytes_per_s=450e9)
+H100 = GpuSpec(
+    slug="h100",
+    vendor="nvidia",
+    architecture="hopper",
+    memory_bytes=80e9,
+    hbm_bandwidth_bytes_per_s=3.35e12,
+    peak_flops_per_s={"bf16": 989e12},
+    interconnect_bytes_per_s=450e9,
+)
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("memory_bytes", 1e308 * 1e9),  # inf: what a 1e308 GB row became
-    ("memory_bytes", specs.MAX_MEMORY_BYTES * 1.01),
-    ("hbm_bandwidth_bytes_per_s", math.nan),
-    ("interconnect_bytes_per_s", 1e-300),
-    ("interconnect_latency_s", 1.0),
-    ("gpus_per_node", 10**6),
-    ("price_usd_per_hour_on_demand", 1e15),
-    ("price_usd_per_hour_reserved_1y", 1e308),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("memory_bytes", 1e308 * 1e9),  # inf: what a 1e308 GB row became
+        ("memory_bytes", specs.MAX_MEMORY_BYTES * 1.01),
+        ("hbm_bandwidth_bytes_per_s", math.nan),
+        ("interconnect_bytes_per_s", 1e-300),
+        ("interconnect_latency_s", 1.0),
+        ("gpus_per_node", 10**6),
+        ("price_usd_per_hour_on_demand", 1e15),
+        ("price_usd_per_hour_reserved_1y", 1e308),
+    ],
+)
 def test_a_gpu_outside_its_physical_bounds_is_refused_by_field(field: str, value: float) -> None:
     with pytest.raises(PlannerInputError) as refused:
         dataclasses.replace(H100, **{field: value})
@@ -38,16 +48,32 @@ def test_a_gpu_outside_its_physical_bounds_is_refused_by_field(field: str, value
 
 def test_the_bounds_themselves_are_accepted() -> None:
     """Every bound is inclusive: a GPU, model and scheme at the edges are valid specs."""
-    dataclasses.replace(H100, memory_bytes=specs.MAX_MEMORY_BYTES, hbm_bandwidth_bytes_per_s=specs.MIN_BANDWIDTH_BYTES_PER_S,
-                        interconnect_bytes_per_s=specs.MAX_INTERCONNECT_BYTES_PER_S, gpus_per_node=specs.MAX_GPUS_PER_NODE,
-                        interconnect_latency_s=specs.MAX_INTERCONNECT_LATENCY_S, price_usd_per_hour_on_demand=specs.MAX_PRICE_USD_PER_HOUR,
-                        peak_flops_per_s={"bf16": specs.MAX_PEAK_FLOPS_PER_S, "fp8": specs.MIN_PEAK_FLOPS_PER_S})
-    ModelSpec(slug="huge", params_total=specs.MAX_PARAMS, params_active=specs.MAX_PARAMS, layers=specs.MAX_MODEL_DIMENSION,
-              hidden_size=specs.MAX_MODEL_DIMENSION, attention_heads=specs.MAX_MODEL_DIMENSION, kv_heads=1,
-              head_dim=specs.MAX_MODEL_DIMENSION, intermediate_size=specs.MAX_INTERMEDIATE_SIZE,
-              vocab_size=specs.MAX_VOCAB_SIZE, max_context_tokens=specs.MAX_CONTEXT_TOKENS)
-    QuantSpec(slug="q", weight_bytes_per_param=specs.MAX_BYTES_PER_VALUE, element_bytes=specs.MIN_BYTES_PER_VALUE,
-              compute_dtype="bf16")
+    dataclasses.replace(
+        H100,
+        memory_bytes=specs.MAX_MEMORY_BYTES,
+        hbm_bandwidth_bytes_per_s=specs.MIN_BANDWIDTH_BYTES_PER_S,
+        interconnect_bytes_per_s=specs.MAX_INTERCONNECT_BYTES_PER_S,
+        gpus_per_node=specs.MAX_GPUS_PER_NODE,
+        interconnect_latency_s=specs.MAX_INTERCONNECT_LATENCY_S,
+        price_usd_per_hour_on_demand=specs.MAX_PRICE_USD_PER_HOUR,
+        peak_flops_per_s={"bf16": specs.MAX_PEAK_FLOPS_PER_S, "fp8": specs.MIN_PEAK_FLOPS_PER_S},
+    )
+    ModelSpec(
+        slug="huge",
+        params_total=specs.MAX_PARAMS,
+        params_active=specs.MAX_PARAMS,
+        layers=specs.MAX_MODEL_DIMENSION,
+        hidden_size=specs.MAX_MODEL_DIMENSION,
+        attention_heads=specs.MAX_MODEL_DIMENSION,
+        kv_heads=1,
+        head_dim=specs.MAX_MODEL_DIMENSION,
+        intermediate_size=specs.MAX_INTERMEDIATE_SIZE,
+        vocab_size=specs.MAX_VOCAB_SIZE,
+        max_context_tokens=specs.MAX_CONTEXT_TOKENS,
+    )
+    QuantSpec(
+        slug="q", weight_bytes_per_param=specs.MAX_BYTES_PER_VALUE, element_bytes=specs.MIN_BYTES_PER_VALUE, compute_dtype="bf16"
+    )
 
 
 def test_histogram_weights_near_the_float_limit_are_scaled_before_summing() -> None:

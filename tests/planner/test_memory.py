@@ -30,8 +30,8 @@ from tests.planner.performance_specs import (
     INT4_AWQ,
     INT8_PRECISION,
     LLAMA_2_70B,
-    MIXTRAL_EXPERT_PARAMS,
     MIXTRAL_8X7B,
+    MIXTRAL_EXPERT_PARAMS,
     NVFP4,
 )
 
@@ -53,7 +53,14 @@ def test_gqa_kv_heads_are_replicated_when_tp_exceeds_them():
     """A model with 4 KV heads at tp = 8: each head lives on 2 GPUs, so the replica stores
     2 × (2 × 32 layers × 4 heads × 128 × 2 B) = 2 × 65,536 = 131,072 B per token; at tp = 4, one copy."""
     model = ModelSpec(
-        slug="gqa-4", params_total=8e9, params_active=8e9, layers=32, hidden_size=4096, attention_heads=32, kv_heads=4, head_dim=128
+        slug="gqa-4",
+        params_total=8e9,
+        params_active=8e9,
+        layers=32,
+        hidden_size=4096,
+        attention_heads=32,
+        kv_heads=4,
+        head_dim=128,
     )
     assert kv_bytes_per_token(model, FP16) == 65_536
     assert replica_kv_bytes_per_token(model, FP16, 4) == 65_536
@@ -130,7 +137,13 @@ def test_does_not_fit_skips_precisions_the_gpu_cannot_run():
     """On one A100 the FP8 candidate would fit by size but Ampere has no FP8: only int8 is offered."""
     with pytest.raises(ModelDoesNotFitError) as caught:
         check_fit(
-            A100_SXM, LLAMA_2_70B, FP16_PRECISION, 1, IDEAL, context_tokens=4096, candidate_precisions=[FP8_PRECISION, INT8_PRECISION]
+            A100_SXM,
+            LLAMA_2_70B,
+            FP16_PRECISION,
+            1,
+            IDEAL,
+            context_tokens=4096,
+            candidate_precisions=[FP8_PRECISION, INT8_PRECISION],
         )
     assert [p["weights"] for p in caught.value.extensions["fitting_precisions"]] == ["int8"]
 

@@ -9,9 +9,7 @@ from planner.milp import CBC, HIGHS, constraint_name
 from planner.optimizer import Candidate, PlanConstraints, candidate_id, solve_plan
 
 
-def candidate(
-    gpu: str, *, cost: float, rps: float, tp: int = 1, saturation: float | None = None, batch: int = 64
-) -> Candidate:
+def candidate(gpu: str, *, cost: float, rps: float, tp: int = 1, saturation: float | None = None, batch: int = 64) -> Candidate:
     return Candidate(
         id=candidate_id(gpu=gpu, weights_precision="fp8", kv_precision="fp8", tp=tp, batch_limit=batch, chunk_tokens=None),
         gpu=gpu,
@@ -192,8 +190,17 @@ def test_inputs_are_not_mutated() -> None:
 )
 def test_non_finite_or_inconsistent_candidates_are_rejected(field: str, value: float) -> None:
     fields = {
-        "id": "x", "gpu": "x", "tp": 1, "weights_precision": "fp16", "kv_precision": "fp16", "batch_limit": 8,
-        "chunk_tokens": None, "gpus_per_replica": 1, "cost_usd_per_hour": 1.0, "max_rps_at_slo": 2.0, "saturation_rps": 3.0,
+        "id": "x",
+        "gpu": "x",
+        "tp": 1,
+        "weights_precision": "fp16",
+        "kv_precision": "fp16",
+        "batch_limit": 8,
+        "chunk_tokens": None,
+        "gpus_per_replica": 1,
+        "cost_usd_per_hour": 1.0,
+        "max_rps_at_slo": 2.0,
+        "saturation_rps": 3.0,
     }
     fields[field] = value
     with pytest.raises(PlannerInputError):

@@ -120,16 +120,15 @@ def test_cost_never_falls_when_the_rate_rises(
 ) -> None:
     constraints = PlanConstraints(mixed_fleet=mixed_fleet, n_plus_one=n_plus_one)
     low, high = rates
-    assert solve_plan(candidates, low, constraints).cost_usd_per_hour <= solve_plan(
-        candidates, high, constraints
-    ).cost_usd_per_hour + 1e-9
+    assert (
+        solve_plan(candidates, low, constraints).cost_usd_per_hour
+        <= solve_plan(candidates, high, constraints).cost_usd_per_hour + 1e-9
+    )
 
 
 @settings(max_examples=30, deadline=None)
 @given(candidates=candidates(max_size=4), rate=quarters, constraints=plan_constraints(mixed_fleet=True))
-def test_a_solution_meets_its_own_constraints(
-    candidates: list[Candidate], rate: float, constraints: PlanConstraints
-) -> None:
+def test_a_solution_meets_its_own_constraints(candidates: list[Candidate], rate: float, constraints: PlanConstraints) -> None:
     try:
         plan = solve_plan(candidates, rate, constraints)
     except InfeasiblePlanError as error:

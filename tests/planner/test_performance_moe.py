@@ -6,7 +6,7 @@ import pytest
 
 from planner.performance import attention_flops_per_context_token, build_step_model, decode_step, evaluate, prefill
 from planner.specs import IDEAL, Precision, QuantSpec
-from tests.planner.performance_specs import B200, DEEPSEEK_V3, FP8, FP16_PRECISION, H100_SXM, MIXTRAL_EXPERT_PARAMS, MIXTRAL_8X7B
+from tests.planner.performance_specs import B200, DEEPSEEK_V3, FP8, FP16_PRECISION, H100_SXM, MIXTRAL_8X7B, MIXTRAL_EXPERT_PARAMS
 
 EXPERT_BYTES = 2 * MIXTRAL_EXPERT_PARAMS  # fp16, one expert in one layer: 352,321,536 B
 ROUTED_BYTES = 8 * 32 * EXPERT_BYTES  # 90.19e9 B
@@ -61,7 +61,14 @@ def test_deepseek_v3_on_b200_with_mla():
     Attention in the latent: 2 × 61 × 128 heads × (2 × 512 + 64) = 16,990,208 FLOPs per context token."""
     fp8_kv = QuantSpec(slug="fp8", weight_bytes_per_param=1.0, element_bytes=1.0, compute_dtype="fp8")
     evaluation = evaluate(
-        B200, DEEPSEEK_V3, Precision(weights=FP8, kv_cache=fp8_kv), 8, IDEAL, context_tokens=8192, batch_sizes=[1, 64], prompt_tokens=4096
+        B200,
+        DEEPSEEK_V3,
+        Precision(weights=FP8, kv_cache=fp8_kv),
+        8,
+        IDEAL,
+        context_tokens=8192,
+        batch_sizes=[1, 64],
+        prompt_tokens=4096,
     )
     assert evaluation.weights_bytes == pytest.approx(671e9)
     assert evaluation.kv_bytes_per_token_one_copy == 35_136

@@ -41,7 +41,16 @@ def test_tp_below_one_is_an_input_error():
 
 def test_kv_heads_neither_split_nor_replicated_evenly_are_refused():
     """48 heads, 12 KV heads, tp = 8: 8 divides 48 but neither 12 % 8 nor 8 % 12 is 0."""
-    model = ModelSpec(slug="odd-kv", params_total=30e9, params_active=30e9, layers=48, hidden_size=6144, attention_heads=48, kv_heads=12, head_dim=128)
+    model = ModelSpec(
+        slug="odd-kv",
+        params_total=30e9,
+        params_active=30e9,
+        layers=48,
+        hidden_size=6144,
+        attention_heads=48,
+        kv_heads=12,
+        head_dim=128,
+    )
     with pytest.raises(UnsupportedConfigurationError) as caught:
         check_tensor_parallel(H100_SXM, model, 8)
     assert "KV heads" in caught.value.detail

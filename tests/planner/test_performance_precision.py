@@ -53,7 +53,9 @@ def test_nvfp4_is_refused_on_hopper():
 def test_nvfp4_runs_on_blackwell_at_the_fp4_peak():
     """B200: 9,000 TFLOP/s dense FP4; a 4-way replica at η = 1 computes at 36e15 FLOP/s."""
     check_precision(B200, Precision(weights=NVFP4, kv_cache=FP8_KV))
-    assert build_step_model(B200, LLAMA_2_70B, Precision(weights=NVFP4, kv_cache=FP16), 4, IDEAL).compute_flops_per_s == pytest.approx(36e15)
+    assert build_step_model(
+        B200, LLAMA_2_70B, Precision(weights=NVFP4, kv_cache=FP16), 4, IDEAL
+    ).compute_flops_per_s == pytest.approx(36e15)
 
 
 @pytest.mark.parametrize(

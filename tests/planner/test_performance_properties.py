@@ -90,7 +90,9 @@ def test_step_time_never_falls_as_batch_or_context_grows(model, efficiency, tp, 
     ):
         assert bigger.step_s >= base.step_s * (1 - 1e-12)
     # and the replica's throughput never falls as the batch grows (the weight read is shared)
-    assert decode_step(step_model, batch=large_batch, context_tokens=short).output_tokens_per_s >= base.output_tokens_per_s * (1 - 1e-12)
+    assert decode_step(step_model, batch=large_batch, context_tokens=short).output_tokens_per_s >= base.output_tokens_per_s * (
+        1 - 1e-12
+    )
 
 
 @PROPERTY_SETTINGS
@@ -133,9 +135,10 @@ def test_lower_precision_never_raises_bytes_read(model, first, second, batch, co
         kv_a, kv_b = kv_b, kv_a
     gpu = dataclasses.replace(H100_SXM, memory_bytes=MAX_MEMORY_BYTES)  # the property is about bytes read, not fit
     rows = [
-        decode_step(build_step_model(gpu, model, Precision(weights=w, kv_cache=kv), 4, Efficiency()), batch=batch, context_tokens=context)
+        decode_step(
+            build_step_model(gpu, model, Precision(weights=w, kv_cache=kv), 4, Efficiency()), batch=batch, context_tokens=context
+        )
         for w, kv in ((weights_a, kv_a), (weights_b, kv_b))
     ]
     assert rows[0].bytes_read <= rows[1].bytes_read * (1 + 1e-12)
     assert rows[0].memory_s <= rows[1].memory_s * (1 + 1e-12)
-

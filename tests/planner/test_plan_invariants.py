@@ -33,7 +33,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, Phase, event, example, given, note, settings
 from hypothesis import strategies as st
 
@@ -66,40 +65,99 @@ from tests.planner.performance_specs import (
 # --- the tiny catalog -------------------------------------------------------------------------------
 
 # Calibrated efficiencies and on-demand prices of the reference catalog (catalog/data/gpus.json), copied.
-H100 = replace(H100_SXM, price_usd_per_hour_on_demand=6.155, efficiency=Efficiency(
-    name="calibrated", memory=0.7257, compute=0.5147, step_overhead_s=0.002, memory_reserve_fraction=0.1,
-    memory_compute_overlap=0.2652, source="reference catalog"))
-A100 = replace(A100_SXM, price_usd_per_hour_on_demand=2.7, efficiency=Efficiency(
-    name="calibrated", memory=0.6418, compute=0.778, step_overhead_s=0.002, memory_reserve_fraction=0.1,
-    memory_compute_overlap=0.4788, source="reference catalog"))
-MI300 = replace(MI300X, price_usd_per_hour_on_demand=1.5, efficiency=Efficiency(
-    name="calibrated", memory=0.3387, compute=0.1807, step_overhead_s=0.002, memory_reserve_fraction=0.1,
-    memory_compute_overlap=0.6948, source="reference catalog"))
+H100 = replace(
+    H100_SXM,
+    price_usd_per_hour_on_demand=6.155,
+    efficiency=Efficiency(
+        name="calibrated",
+        memory=0.7257,
+        compute=0.5147,
+        step_overhead_s=0.002,
+        memory_reserve_fraction=0.1,
+        memory_compute_overlap=0.2652,
+        source="reference catalog",
+    ),
+)
+A100 = replace(
+    A100_SXM,
+    price_usd_per_hour_on_demand=2.7,
+    efficiency=Efficiency(
+        name="calibrated",
+        memory=0.6418,
+        compute=0.778,
+        step_overhead_s=0.002,
+        memory_reserve_fraction=0.1,
+        memory_compute_overlap=0.4788,
+        source="reference catalog",
+    ),
+)
+MI300 = replace(
+    MI300X,
+    price_usd_per_hour_on_demand=1.5,
+    efficiency=Efficiency(
+        name="calibrated",
+        memory=0.3387,
+        compute=0.1807,
+        step_overhead_s=0.002,
+        memory_reserve_fraction=0.1,
+        memory_compute_overlap=0.6948,
+        source="reference catalog",
+    ),
+)
 # NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, dense BF16 362, FP8 733 TFLOP/s; PCIe Gen4 x16 64 GB/s.
-L40S = GpuSpec(slug="l40s", vendor="nvidia", architecture="ada", memory_bytes=48 * GB, hbm_bandwidth_bytes_per_s=864e9,
-               peak_flops_per_s={"bf16": 362 * TFLOPS, "fp16": 362 * TFLOPS, "fp8": 733 * TFLOPS, "int8": 733 * TFLOPS},
-               interconnect_bytes_per_s=64 * GB, interconnect_latency_s=10e-6, gpus_per_node=8,
-               price_usd_per_hour_on_demand=1.861, efficiency=Efficiency(
-                   name="calibrated", memory=0.8255, compute=0.6103, step_overhead_s=0.002, memory_reserve_fraction=0.1,
-                   memory_compute_overlap=0.4562, source="reference catalog"))
+L40S = GpuSpec(
+    slug="l40s",
+    vendor="nvidia",
+    architecture="ada",
+    memory_bytes=48 * GB,
+    hbm_bandwidth_bytes_per_s=864e9,
+    peak_flops_per_s={"bf16": 362 * TFLOPS, "fp16": 362 * TFLOPS, "fp8": 733 * TFLOPS, "int8": 733 * TFLOPS},
+    interconnect_bytes_per_s=64 * GB,
+    interconnect_latency_s=10e-6,
+    gpus_per_node=8,
+    price_usd_per_hour_on_demand=1.861,
+    efficiency=Efficiency(
+        name="calibrated",
+        memory=0.8255,
+        compute=0.6103,
+        step_overhead_s=0.002,
+        memory_reserve_fraction=0.1,
+        memory_compute_overlap=0.4562,
+        source="reference catalog",
+    ),
+)
 GPUS: dict[str, GpuSpec] = {g.slug: g for g in (H100, A100, L40S, MI300)}
 
 
-def _dense(slug: str, params: float, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int,
-           vocab: int, context: int) -> ModelSpec:
-    return ModelSpec(slug=slug, params_total=params, params_active=params, layers=layers, hidden_size=hidden,
-                     attention_heads=heads, kv_heads=kv_heads, head_dim=128, intermediate_size=intermediate,
-                     vocab_size=vocab, max_context_tokens=context)
+def _dense(
+    slug: str, params: float, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int, vocab: int, context: int
+) -> ModelSpec:
+    return ModelSpec(
+        slug=slug,
+        params_total=params,
+        params_active=params,
+        layers=layers,
+        hidden_size=hidden,
+        attention_heads=heads,
+        kv_heads=kv_heads,
+        head_dim=128,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        max_context_tokens=context,
+    )
 
 
 # Published config.json shapes (as in catalog/data/models.json).
-MODELS: dict[str, ModelSpec] = {m.slug: m for m in (
-    _dense("llama-3.1-8b", 8.03e9, 32, 4096, 32, 8, 14336, 128256, 131072),
-    _dense("mistral-7b-v0.3", 7.3e9, 32, 4096, 32, 8, 14336, 32768, 32768),
-    _dense("qwen2.5-7b", 7.61e9, 28, 3584, 28, 4, 18944, 152064, 131072),
-    _dense("llama-2-13b", 13e9, 40, 5120, 40, 40, 13824, 32000, 4096),
-    LLAMA_2_70B,
-)}
+MODELS: dict[str, ModelSpec] = {
+    m.slug: m
+    for m in (
+        _dense("llama-3.1-8b", 8.03e9, 32, 4096, 32, 8, 14336, 128256, 131072),
+        _dense("mistral-7b-v0.3", 7.3e9, 32, 4096, 32, 8, 14336, 32768, 32768),
+        _dense("qwen2.5-7b", 7.61e9, 28, 3584, 28, 4, 18944, 152064, 131072),
+        _dense("llama-2-13b", 13e9, 40, 5120, 40, 40, 13824, 32000, 4096),
+        LLAMA_2_70B,
+    )
+}
 PRECISIONS: dict[str, Precision] = {
     "bf16/bf16": Precision(weights=BF16, kv_cache=BF16),
     "fp8/fp8": Precision(weights=FP8, kv_cache=FP8),
@@ -113,8 +171,11 @@ CHECK_SEED = 7_919
 CHECK_REQUESTS = 4_000
 #: No shrinking: an example is one to a dozen plans (a 422's advice re-plans for seconds), so shrinking
 #: a failure would take minutes; the failing `Case` hypothesis prints is flat and exact as generated.
-FAST: dict[str, Any] = {"deadline": None, "phases": (Phase.explicit, Phase.reuse, Phase.generate),
-                        "suppress_health_check": [HealthCheck.too_slow]}
+FAST: dict[str, Any] = {
+    "deadline": None,
+    "phases": (Phase.explicit, Phase.reuse, Phase.generate),
+    "suppress_health_check": [HealthCheck.too_slow],
+}
 #: Cost equality to well below a cent per hour (sums of a handful of prices).
 COST_TOLERANCE = 1e-6
 
@@ -145,29 +206,50 @@ class Case:
     other_precisions: tuple[str, ...] = ()
 
     def inputs(self) -> PlanningInputs:
-        return PlanningInputs(model=MODELS[self.model], gpus=tuple(GPUS[g] for g in self.gpus),
-                              precisions=tuple(PRECISIONS[p] for p in self.precisions), efficiency_profile="calibrated",
-                              other_gpus=tuple(GPUS[g] for g in self.other_gpus),
-                              other_precisions=tuple(PRECISIONS[p] for p in self.other_precisions))
+        return PlanningInputs(
+            model=MODELS[self.model],
+            gpus=tuple(GPUS[g] for g in self.gpus),
+            precisions=tuple(PRECISIONS[p] for p in self.precisions),
+            efficiency_profile="calibrated",
+            other_gpus=tuple(GPUS[g] for g in self.other_gpus),
+            other_precisions=tuple(PRECISIONS[p] for p in self.other_precisions),
+        )
 
     def workload(self) -> Workload:
-        return Workload(arrival_rate_rps=self.rate_rps,
-                        prompt_tokens=LognormalLength(mean_tokens=self.prompt[0], p99_tokens=self.prompt[1]),
-                        output_tokens=LognormalLength(mean_tokens=self.output[0], p99_tokens=self.output[1]),
-                        arrival_cv=self.arrival_cv)
+        return Workload(
+            arrival_rate_rps=self.rate_rps,
+            prompt_tokens=LognormalLength(mean_tokens=self.prompt[0], p99_tokens=self.prompt[1]),
+            output_tokens=LognormalLength(mean_tokens=self.output[0], p99_tokens=self.output[1]),
+            arrival_cv=self.arrival_cv,
+        )
 
     def slo(self) -> Slo:
-        return Slo(ttft_s=None if self.ttft_ms is None else self.ttft_ms / 1e3,
-                   tpot_s=None if self.tpot_ms is None else self.tpot_ms / 1e3, e2e_s=self.e2e_s)
+        return Slo(
+            ttft_s=None if self.ttft_ms is None else self.ttft_ms / 1e3,
+            tpot_s=None if self.tpot_ms is None else self.tpot_ms / 1e3,
+            e2e_s=self.e2e_s,
+        )
 
     def constraints(self) -> PlanConstraints:
-        return PlanConstraints(max_gpus=self.max_gpus, budget_usd_per_hour=self.budget_usd_per_hour,
-                               min_replicas=self.min_replicas, n_plus_one=self.n_plus_one, mixed_fleet=self.mixed_fleet,
-                               inventory=dict(self.inventory))
+        return PlanConstraints(
+            max_gpus=self.max_gpus,
+            budget_usd_per_hour=self.budget_usd_per_hour,
+            min_replicas=self.min_replicas,
+            n_plus_one=self.n_plus_one,
+            mixed_fleet=self.mixed_fleet,
+            inventory=dict(self.inventory),
+        )
 
     def request(self, *, advise: bool = False) -> PlanningRequest:
-        return PlanningRequest(workload=self.workload(), slo=self.slo(), constraints=self.constraints(), verify=self.verify,
-                               verify_requests=VERIFY_REQUESTS, advise=advise, **GRID)
+        return PlanningRequest(
+            workload=self.workload(),
+            slo=self.slo(),
+            constraints=self.constraints(),
+            verify=self.verify,
+            verify_requests=VERIFY_REQUESTS,
+            advise=advise,
+            **GRID,
+        )
 
 
 def plan(case: Case, *, advise: bool = False) -> PlanResult | InfeasiblePlanError:
@@ -186,8 +268,11 @@ def cost_of(outcome: PlanResult | InfeasiblePlanError) -> float:
 def describe(outcome: PlanResult | InfeasiblePlanError) -> str:
     if isinstance(outcome, InfeasiblePlanError):
         return f"422 ({outcome.extensions.get('constraint')}): {outcome.detail}"
-    rows = ", ".join(f"{r.replicas}×{r.gpu}/tp{r.tp}/{r.weights_precision}/{r.kv_precision}/b{r.batch_limit}/"
-                     f"{'nochunk' if r.chunk_tokens is None else f'c{r.chunk_tokens}'}" for r in outcome.rows)
+    rows = ", ".join(
+        f"{r.replicas}×{r.gpu}/tp{r.tp}/{r.weights_precision}/{r.kv_precision}/b{r.batch_limit}/"
+        f"{'nochunk' if r.chunk_tokens is None else f'c{r.chunk_tokens}'}"
+        for r in outcome.rows
+    )
     return f"${outcome.cost_usd_per_hour:.4f}/h on {outcome.gpus_total} GPUs: {rows}"
 
 
@@ -200,38 +285,81 @@ def at_most(higher: float, lower: float) -> bool:
 
 #: 70B at 30 rps on a verified mixed fleet with N+1, three GPU types, H100s limited to 3.
 SEVENTY_B_MIXED = Case(
-    model="llama-2-70b", gpus=("mi300x", "h100-sxm", "l40s"), precisions=("fp8/bf16", "bf16/bf16"), rate_rps=30.25,
-    prompt=(512, 768), output=(125, 250), ttft_ms=150, n_plus_one=True, mixed_fleet=True,
-    inventory=(("h100-sxm", 3),), verify=True,
+    model="llama-2-70b",
+    gpus=("mi300x", "h100-sxm", "l40s"),
+    precisions=("fp8/bf16", "bf16/bf16"),
+    rate_rps=30.25,
+    prompt=(512, 768),
+    output=(125, 250),
+    ttft_ms=150,
+    n_plus_one=True,
+    mixed_fleet=True,
+    inventory=(("h100-sxm", 3),),
+    verify=True,
 )
 #: 8B at 35 rps, e2e 4 s only, bursty arrivals (cv 1.5): a verified mixed fleet that ends on one configuration.
 EIGHT_B_E2E_MIXED = Case(
-    model="llama-3.1-8b", gpus=("h100-sxm", "a100-80gb-sxm", "l40s", "mi300x"), precisions=("bf16/bf16", "fp8/fp8"),
-    rate_rps=34.75, prompt=(32, 48), output=(356, 1068), arrival_cv=1.5, e2e_s=4, min_replicas=0, mixed_fleet=True,
+    model="llama-3.1-8b",
+    gpus=("h100-sxm", "a100-80gb-sxm", "l40s", "mi300x"),
+    precisions=("bf16/bf16", "fp8/fp8"),
+    rate_rps=34.75,
+    prompt=(32, 48),
+    output=(356, 1068),
+    arrival_cv=1.5,
+    e2e_s=4,
+    min_replicas=0,
+    mixed_fleet=True,
     verify=True,
 )
 #: 70B at 36.75 rps, TPOT 102 ms only, fp8/fp8 on three GPU types, unverified.
 SEVENTY_B_TPOT = Case(
-    model="llama-2-70b", gpus=("l40s", "mi300x", "h100-sxm"), precisions=("fp8/fp8",), rate_rps=36.75,
-    prompt=(755, 1510), output=(121, 242), tpot_ms=102,
+    model="llama-2-70b",
+    gpus=("l40s", "mi300x", "h100-sxm"),
+    precisions=("fp8/fp8",),
+    rate_rps=36.75,
+    prompt=(755, 1510),
+    output=(121, 242),
+    tpot_ms=102,
 )
 #: SEVENTY_B_TPOT verified under a $6/h budget, the catalog's other GPU and precision offered: a 422.
-SEVENTY_B_TPOT_BUDGET_6 = replace(SEVENTY_B_TPOT, budget_usd_per_hour=6.0, verify=True, other_gpus=("a100-80gb-sxm",),
-                                  other_precisions=("bf16/bf16",))
+SEVENTY_B_TPOT_BUDGET_6 = replace(
+    SEVENTY_B_TPOT, budget_usd_per_hour=6.0, verify=True, other_gpus=("a100-80gb-sxm",), other_precisions=("bf16/bf16",)
+)
 
 #: A TPOT below every configuration's unloaded floor and min_replicas 3 against max_gpus 2: two culprits.
 SEVENTY_B_TWO_CULPRITS = Case(
-    model="llama-2-70b", gpus=("h100-sxm", "mi300x"), precisions=("fp8/fp8",), rate_rps=0.5, prompt=(32, 48),
-    output=(16, 24), arrival_cv=1.5, ttft_ms=150, tpot_ms=15, max_gpus=2, min_replicas=3,
-    other_gpus=("a100-80gb-sxm",), other_precisions=("bf16/bf16",),
+    model="llama-2-70b",
+    gpus=("h100-sxm", "mi300x"),
+    precisions=("fp8/fp8",),
+    rate_rps=0.5,
+    prompt=(32, 48),
+    output=(16, 24),
+    arrival_cv=1.5,
+    ttft_ms=150,
+    tpot_ms=15,
+    max_gpus=2,
+    min_replicas=3,
+    other_gpus=("a100-80gb-sxm",),
+    other_precisions=("bf16/bf16",),
 )
 
 #: Llama 2 13B at 13 rps, TTFT 150 ms and TPOT 109 ms, a verified mixed fleet with N+1, min_replicas 3,
 #: one H100 and one MI300X in stock.
 THIRTEEN_B_MIXED = Case(
-    model="llama-2-13b", gpus=("l40s", "a100-80gb-sxm", "h100-sxm", "mi300x"), precisions=("bf16/bf16",), rate_rps=13.0,
-    prompt=(633, 949), output=(16, 32), arrival_cv=1.5, ttft_ms=150, tpot_ms=109, min_replicas=3, n_plus_one=True,
-    mixed_fleet=True, inventory=(("h100-sxm", 1), ("mi300x", 1)), verify=True,
+    model="llama-2-13b",
+    gpus=("l40s", "a100-80gb-sxm", "h100-sxm", "mi300x"),
+    precisions=("bf16/bf16",),
+    rate_rps=13.0,
+    prompt=(633, 949),
+    output=(16, 32),
+    arrival_cv=1.5,
+    ttft_ms=150,
+    tpot_ms=109,
+    min_replicas=3,
+    n_plus_one=True,
+    mixed_fleet=True,
+    inventory=(("h100-sxm", 1), ("mi300x", 1)),
+    verify=True,
 )
 
 
@@ -287,8 +415,8 @@ def assert_cost_not_raised(tighter: Case, looser: Case, what: str) -> None:
     strict = _noted(tighter, plan(tighter), "tighter")
     loose = _noted(looser, plan(looser), "looser")
     assert at_most(cost_of(strict), cost_of(loose)), (
-        f"{what} raised the cost: {describe(strict)} became {describe(loose)}\n"
-        f"  before: {tighter!r}\n  after:  {looser!r}")
+        f"{what} raised the cost: {describe(strict)} became {describe(loose)}\n  before: {tighter!r}\n  after:  {looser!r}"
+    )
 
 
 # --- 1. monotone cost ----------------------------------------------------------------------------------
@@ -304,8 +432,11 @@ def test_more_traffic_never_lowers_the_cost(case: Case, factor: float) -> None:
 @given(case=cases(), factor=st.sampled_from((1.05, 1.1, 1.25, 1.5, 2.0)), which=st.sampled_from(("ttft", "tpot", "e2e", "all")))
 @example(case=THIRTEEN_B_MIXED, factor=1.05, which="ttft")
 def test_a_looser_slo_never_raises_the_cost(case: Case, factor: float, which: str) -> None:
-    changes = {f: getattr(case, f) * factor for f in ("ttft_ms", "tpot_ms", "e2e_s")
-               if getattr(case, f) is not None and (which == "all" or f.startswith(which))}
+    changes = {
+        f: getattr(case, f) * factor
+        for f in ("ttft_ms", "tpot_ms", "e2e_s")
+        if getattr(case, f) is not None and (which == "all" or f.startswith(which))
+    }
     assert_cost_not_raised(case, replace(case, **changes), f"looser SLO (×{factor} on {which})")
 
 
@@ -314,8 +445,9 @@ def test_a_looser_slo_never_raises_the_cost(case: Case, factor: float, which: st
 @example(case=SEVENTY_B_TPOT, budget=18.0, factor=None)
 def test_a_larger_budget_never_raises_the_cost(case: Case, budget: float, factor: float | None) -> None:
     tighter = replace(case, budget_usd_per_hour=budget)
-    assert_cost_not_raised(tighter, replace(case, budget_usd_per_hour=None if factor is None else budget * factor),
-                           f"a larger budget (×{factor})")
+    assert_cost_not_raised(
+        tighter, replace(case, budget_usd_per_hour=None if factor is None else budget * factor), f"a larger budget (×{factor})"
+    )
 
 
 @settings(max_examples=30, **FAST)
@@ -333,8 +465,9 @@ def test_more_inventory_never_raises_the_cost(case: Case, data: st.DataObject) -
 @settings(max_examples=30, **FAST)
 @given(case=cases(), limit=st.integers(min_value=1, max_value=8), more=st.integers(min_value=1, max_value=8) | st.none())
 def test_a_larger_max_gpus_never_raises_the_cost(case: Case, limit: int, more: int | None) -> None:
-    assert_cost_not_raised(replace(case, max_gpus=limit), replace(case, max_gpus=None if more is None else limit + more),
-                           "a larger max_gpus")
+    assert_cost_not_raised(
+        replace(case, max_gpus=limit), replace(case, max_gpus=None if more is None else limit + more), "a larger max_gpus"
+    )
 
 
 @settings(max_examples=30, **FAST)
@@ -368,7 +501,8 @@ def test_a_budget_at_or_above_the_optimum_keeps_the_request_feasible(case: Case,
     outcome = _noted(budgeted, plan(budgeted), "budgeted")
     assert isinstance(outcome, PlanResult), f"a budget of the optimum × {1 + headroom} is refused: {describe(outcome)}"
     assert math.isclose(outcome.cost_usd_per_hour, optimum.cost_usd_per_hour, rel_tol=COST_TOLERANCE), (
-        f"a non-binding budget moved the optimum: {describe(optimum)} became {describe(outcome)}")
+        f"a non-binding budget moved the optimum: {describe(optimum)} became {describe(outcome)}"
+    )
 
 
 # --- 3. a 422's relaxations work and are minimal -------------------------------------------------------
@@ -393,15 +527,18 @@ def relaxations_of(error: InfeasiblePlanError) -> tuple[list[dict[str, Any]], st
             field = {"max_gpus": "max_gpus", "budget": "budget_usd_per_hour", "min_replicas": "min_replicas"}[family]
             out.append({"constraint": f"constraints.{field}", "current": r["limit"], "value": r["needed"], "unit": None})
         elif family == "gpu_inventory":
-            out += [{"constraint": f"constraints.inventory.{gpu}", "current": None, "value": n, "unit": "GPUs"}
-                    for gpu, n in r["raise_inventory_to"].items()]
+            out += [
+                {"constraint": f"constraints.inventory.{gpu}", "current": None, "value": n, "unit": "GPUs"}
+                for gpu, n in r["raise_inventory_to"].items()
+            ]
         elif family == "n_plus_one":
             out.append({"constraint": "constraints.n_plus_one", "current": True, "value": False, "unit": None})
     metric = extensions.get("constraint")
     if metric in ("ttft", "tpot", "e2e") and isinstance(extensions.get("smallest_feasible"), int | float):
         field = {"ttft": "slo.ttft_ms", "tpot": "slo.tpot_ms", "e2e": "slo.e2e_s"}[metric]
-        out.append({"constraint": field, "current": None, "value": extensions["smallest_feasible"],
-                    "unit": extensions.get("unit")})
+        out.append(
+            {"constraint": field, "current": None, "value": extensions["smallest_feasible"], "unit": extensions.get("unit")}
+        )
     return out, "any"
 
 
@@ -426,8 +563,9 @@ def relaxed(case: Case, relaxation: dict[str, Any], value: Any = None) -> Case:
     if name == "constraints.gpus":
         return replace(case, gpus=(*case.gpus, value), other_gpus=tuple(g for g in case.other_gpus if g != value))
     if name == "constraints.precisions":
-        return replace(case, precisions=(*case.precisions, value),
-                       other_precisions=tuple(p for p in case.other_precisions if p != value))
+        return replace(
+            case, precisions=(*case.precisions, value), other_precisions=tuple(p for p in case.other_precisions if p != value)
+        )
     raise AssertionError(f"a relaxation of an unknown constraint {name!r}: {relaxation}")
 
 
@@ -451,8 +589,11 @@ def infeasible_cases(draw: st.DrawFn) -> Case:
     case = draw(cases(limits=False, mixed=False))
     squeeze = draw(st.sampled_from(("slo", "budget", "max_gpus", "inventory", "min_replicas", "n_plus_one")))
     if squeeze == "slo":
-        case = replace(case, ttft_ms=draw(st.integers(min_value=20, max_value=200)),
-                       tpot_ms=draw(st.integers(min_value=2, max_value=15)) if case.tpot_ms is not None else None)
+        case = replace(
+            case,
+            ttft_ms=draw(st.integers(min_value=20, max_value=200)),
+            tpot_ms=draw(st.integers(min_value=2, max_value=15)) if case.tpot_ms is not None else None,
+        )
     elif squeeze == "budget":
         case = replace(case, budget_usd_per_hour=draw(st.integers(min_value=1, max_value=12).map(float)))
     elif squeeze == "max_gpus":
@@ -494,8 +635,10 @@ def check_relaxations(case: Case, error: InfeasiblePlanError) -> Iterator[str]:
         nearer = relaxed(case, relaxation, short)
         outcome = plan(nearer)
         if isinstance(outcome, PlanResult):
-            yield (f"relaxation {relaxation} is not minimal: {relaxation['constraint']} = {short:g} (5 % / one step "
-                   f"toward {relaxation['current']}) already gives {describe(outcome)}: {nearer!r}")
+            yield (
+                f"relaxation {relaxation} is not minimal: {relaxation['constraint']} = {short:g} (5 % / one step "
+                f"toward {relaxation['current']}) already gives {describe(outcome)}: {nearer!r}"
+            )
 
 
 @settings(max_examples=25, **FAST)
@@ -553,8 +696,10 @@ def alternative_failures(result: PlanResult) -> Iterator[str]:
     for alternative in as_dict(result.justification)["alternatives"]:
         priced = alternative.get("cost_usd_per_hour")
         if priced is not None and not at_most(priced, cost):
-            yield (f"alternative {alternative['kind']} {alternative['name']} (exact: {alternative.get('exact')}) costs "
-                   f"{priced}/h, less than the plan's {cost}/h: {alternative}")
+            yield (
+                f"alternative {alternative['kind']} {alternative['name']} (exact: {alternative.get('exact')}) costs "
+                f"{priced}/h, less than the plan's {cost}/h: {alternative}"
+            )
         bound = alternative.get("cost_at_least_usd_per_hour")
         if alternative.get("exact") is False and bound is not None and not bound > cost * (1 - COST_TOLERANCE):
             yield f"alternative {alternative['name']} is bounded at {bound}/h, not above the plan's {cost}/h: {alternative}"
@@ -575,11 +720,15 @@ def sensitivity_failures(result: PlanResult) -> Iterator[str]:
         if level.get("cost_usd_per_hour") is not None:
             within = level.get("within_limits") is not False
             if not at_most(level["cost_usd_per_hour"], previous[within]):
-                yield (f"×{factor} traffic costs {level['cost_usd_per_hour']}/h, less than {previous[within]}/h at less "
-                       f"traffic ({'within' if within else 'without'} the limits): {traffic}")
+                yield (
+                    f"×{factor} traffic costs {level['cost_usd_per_hour']}/h, less than {previous[within]}/h at less "
+                    f"traffic ({'within' if within else 'without'} the limits): {traffic}"
+                )
             if level["cost_increase_usd_per_hour"] < -COST_TOLERANCE * cost:
                 yield f"×{factor} traffic has cost_increase {level['cost_increase_usd_per_hour']} < 0: {level}"
-            if not math.isclose(level["cost_increase_usd_per_hour"], level["cost_usd_per_hour"] - cost, rel_tol=1e-9, abs_tol=1e-9):
+            if not math.isclose(
+                level["cost_increase_usd_per_hour"], level["cost_usd_per_hour"] - cost, rel_tol=1e-9, abs_tol=1e-9
+            ):
                 yield f"×{factor} traffic: cost_increase is not its cost − the plan's: {level}"
             previous[within] = level["cost_usd_per_hour"]
             if level.get("within_limits") is False:
@@ -640,8 +789,7 @@ def fidelity_failures(result: PlanResult) -> Iterator[str]:
 
 def plan_failures(case: Case, result: PlanResult) -> list[str]:
     """Every check of one plan but sensitivity (its own property below)."""
-    return [*cost_failures(case, result), *alternative_failures(result), *binding_failures(result),
-            *fidelity_failures(result)]
+    return [*cost_failures(case, result), *alternative_failures(result), *binding_failures(result), *fidelity_failures(result)]
 
 
 @settings(max_examples=200, **FAST)
@@ -689,14 +837,28 @@ def simulated_misses(case: Case, result: PlanResult) -> list[str]:
     workload = case.workload()
     for row in result.rows:
         gpu = GPUS[row.gpu]
-        precision = next(p for p in PRECISIONS.values() if (p.weights.slug, p.kv_cache.slug) == (row.weights_precision, row.kv_precision))
+        precision = next(
+            p for p in PRECISIONS.values() if (p.weights.slug, p.kv_cache.slug) == (row.weights_precision, row.kv_precision)
+        )
         step_model = build_step_model(gpu, model, precision, row.tp, gpu.efficiency)
         capacity = kv_capacity_tokens(gpu, model, precision, row.tp, gpu.efficiency)
-        cv = math.sqrt(workload.arrival_cv**2 / row.replicas + (row.replicas - 1) / row.replicas)  # random split of a renewal stream
-        share = Workload(arrival_rate_rps=row.offered_rps / row.replicas, prompt_tokens=workload.prompt_tokens,
-                         output_tokens=workload.output_tokens, arrival_cv=cv)
-        run = simulate(step_model, share, Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
-                       kv_capacity_tokens=capacity, requests=CHECK_REQUESTS, seed=CHECK_SEED)
+        cv = math.sqrt(
+            workload.arrival_cv**2 / row.replicas + (row.replicas - 1) / row.replicas
+        )  # random split of a renewal stream
+        share = Workload(
+            arrival_rate_rps=row.offered_rps / row.replicas,
+            prompt_tokens=workload.prompt_tokens,
+            output_tokens=workload.output_tokens,
+            arrival_cv=cv,
+        )
+        run = simulate(
+            step_model,
+            share,
+            Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
+            kv_capacity_tokens=capacity,
+            requests=CHECK_REQUESTS,
+            seed=CHECK_SEED,
+        )
         if not run.stable:
             misses.append(f"{row.gpu} row unstable at {share.arrival_rate_rps:.3f} rps per replica")
         for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
@@ -704,8 +866,10 @@ def simulated_misses(case: Case, result: PlanResult) -> list[str]:
                 continue
             p = getattr(run, f"{metric}_s")
             if p.p99_ci_low is not None and p.p99_ci_low > target:
-                misses.append(f"{row.gpu} row: simulated p99 {metric} {p.p99:.4f} s, 95 % CI [{p.p99_ci_low:.4f}, "
-                              f"{p.p99_ci_high:.4f}] entirely above the target {target} s")
+                misses.append(
+                    f"{row.gpu} row: simulated p99 {metric} {p.p99:.4f} s, 95 % CI [{p.p99_ci_low:.4f}, "
+                    f"{p.p99_ci_high:.4f}] entirely above the target {target} s"
+                )
     return misses
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
 from planner.errors import InfeasiblePlanError
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
@@ -74,10 +72,12 @@ def test_a_budget_limited_plan_meets_its_slo_under_the_forward_model() -> None:
         return  # refusing the request is a correct answer
     row = result.row
     gpu, model, precision = GPUS[row.gpu], MODELS[SEVENTY_B_TPOT.model], PRECISIONS[f"{row.weights_precision}/{row.kv_precision}"]
-    prediction = predict(build_step_model(gpu, model, precision, row.tp, gpu.efficiency),
-                         SEVENTY_B_TPOT.workload().at_rate(row.offered_rps / row.replicas),
-                         Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
-                         kv_capacity_tokens=kv_capacity_tokens(gpu, model, precision, row.tp, gpu.efficiency))
+    prediction = predict(
+        build_step_model(gpu, model, precision, row.tp, gpu.efficiency),
+        SEVENTY_B_TPOT.workload().at_rate(row.offered_rps / row.replicas),
+        Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
+        kv_capacity_tokens=kv_capacity_tokens(gpu, model, precision, row.tp, gpu.efficiency),
+    )
     assert not prediction.unstable and prediction.tpot is not None
     assert prediction.tpot.at_percentile_s <= SEVENTY_B_TPOT.tpot_ms / 1e3
 

@@ -18,33 +18,49 @@ from hypothesis import strategies as st
 
 from planner.errors import InfeasiblePlanError
 from planner.memory import kv_capacity_tokens
-from planner.plan_result import as_dict
 from planner.optimizer import PlanConstraints
 from planner.performance import build_step_model
+from planner.plan_result import as_dict
 from planner.planning import SATURATION_BINDS, PlanningInputs, PlanningRequest, plan_capacity
 from planner.queueing import max_rps_at_slo, predict
 from planner.specs import Efficiency, ModelSpec
 from planner.workload import LognormalLength, Serving, Slo, Workload
 from tests.planner.performance_specs import A100_SXM, BF16, FP8, H100_SXM, LLAMA_2_70B, Precision
 
-EFFICIENCY = Efficiency(name="test", memory=0.8, compute=0.6, step_overhead_s=0.002, memory_reserve_fraction=0.1,
-                        source="test input")
+EFFICIENCY = Efficiency(
+    name="test", memory=0.8, compute=0.6, step_overhead_s=0.002, memory_reserve_fraction=0.1, source="test input"
+)
 H100 = replace(H100_SXM, price_usd_per_hour_on_demand=4.0, efficiency=EFFICIENCY)
 A100 = replace(A100_SXM, price_usd_per_hour_on_demand=2.0, efficiency=EFFICIENCY)
 # Llama 3.1 8B config.json: 32 layers, hidden 4096, 32 heads, 8 KV heads, head dim 128, 8.03 B parameters.
-LLAMA_8B = ModelSpec(slug="llama-3.1-8b", params_total=8.03e9, params_active=8.03e9, layers=32, hidden_size=4096,
-                     attention_heads=32, kv_heads=8, head_dim=128, intermediate_size=14336, vocab_size=128256,
-                     max_context_tokens=131072)
+LLAMA_8B = ModelSpec(
+    slug="llama-3.1-8b",
+    params_total=8.03e9,
+    params_active=8.03e9,
+    layers=32,
+    hidden_size=4096,
+    attention_heads=32,
+    kv_heads=8,
+    head_dim=128,
+    intermediate_size=14336,
+    vocab_size=128256,
+    max_context_tokens=131072,
+)
 BF16_PAIR = Precision(weights=BF16, kv_cache=BF16)
 FP8_PAIR = Precision(weights=FP8, kv_cache=FP8)
 INPUTS = PlanningInputs(model=LLAMA_8B, gpus=(H100, A100), precisions=(BF16_PAIR,), efficiency_profile="test")
-CHAT = Workload(arrival_rate_rps=12.0, prompt_tokens=LognormalLength(mean_tokens=800, p99_tokens=3000),
-                output_tokens=LognormalLength(mean_tokens=200, p99_tokens=700))
+CHAT = Workload(
+    arrival_rate_rps=12.0,
+    prompt_tokens=LognormalLength(mean_tokens=800, p99_tokens=3000),
+    output_tokens=LognormalLength(mean_tokens=200, p99_tokens=700),
+)
 SLO = Slo(ttft_s=1.0, tpot_s=0.06)
 GRID = {"tp_degrees": (1, 2), "batch_limits": (16, 64), "chunk_budgets": (None, 2048)}
 
 
-def request(workload: Workload = CHAT, slo: Slo = SLO, constraints: PlanConstraints | None = None, *, verify: bool = False) -> PlanningRequest:
+def request(
+    workload: Workload = CHAT, slo: Slo = SLO, constraints: PlanConstraints | None = None, *, verify: bool = False
+) -> PlanningRequest:
     return PlanningRequest(workload=workload, slo=slo, constraints=constraints or PlanConstraints(), verify=verify, **GRID)
 
 
@@ -58,7 +74,9 @@ def brute_force_cost(workload: Workload, slo: Slo) -> float:
             for batch in GRID["batch_limits"]:
                 for chunk in GRID["chunk_budgets"]:
                     try:
-                        mu = max_rps_at_slo(sm, workload, Serving(batch_limit=batch, chunk_tokens=chunk), slo, kv_capacity_tokens=capacity)
+                        mu = max_rps_at_slo(
+                            sm, workload, Serving(batch_limit=batch, chunk_tokens=chunk), slo, kv_capacity_tokens=capacity
+                        )
                     except InfeasiblePlanError:
                         continue
                     best = min(best, tp * gpu.price_usd_per_hour_on_demand * math.ceil(workload.arrival_rate_rps / mu))
@@ -78,8 +96,12 @@ def test_the_plan_meets_its_slos_when_re_evaluated_by_the_forward_model() -> Non
     gpu = {g.slug: g for g in INPUTS.gpus}[row.gpu]
     sm = build_step_model(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
     capacity = kv_capacity_tokens(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
-    p = predict(sm, CHAT.at_rate(row.offered_rps / row.replicas), Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
-                kv_capacity_tokens=capacity)
+    p = predict(
+        sm,
+        CHAT.at_rate(row.offered_rps / row.replicas),
+        Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
+        kv_capacity_tokens=capacity,
+    )
     assert p.ttft is not None and p.tpot is not None
     assert p.ttft.p99_s <= SLO.ttft_s
     assert p.tpot.p99_s <= SLO.tpot_s
@@ -137,7 +159,10 @@ def test_a_gpu_limit_below_what_demand_needs_names_max_gpus_and_the_needed_count
     # the smallest GPU count that works, exactly: one fewer is refused, the count itself plans
     with pytest.raises(InfeasiblePlanError):
         plan_capacity(request(CHAT.at_rate(60.0), constraints=PlanConstraints(max_gpus=relaxation["value"] - 1)), INPUTS)
-    assert plan_capacity(request(CHAT.at_rate(60.0), constraints=PlanConstraints(max_gpus=relaxation["value"])), INPUTS).gpus_total <= relaxation["value"]
+    assert (
+        plan_capacity(request(CHAT.at_rate(60.0), constraints=PlanConstraints(max_gpus=relaxation["value"])), INPUTS).gpus_total
+        <= relaxation["value"]
+    )
 
 
 def test_n_plus_one_and_min_replicas_add_replicas() -> None:
@@ -162,7 +187,9 @@ def test_the_justification_explains_binding_alternatives_and_sensitivity() -> No
     assert {b["constraint"] for b in slos} == {"slo_ttft", "slo_tpot"}
     assert all(b["relaxed_saving_usd_per_hour"] >= 0 for b in slos)
     assert sum(b["binding"] for b in j["binding"] if b["kind"] in ("slo", "capacity")) == 1
-    assert [a["name"] for a in j["alternatives"] if a["kind"] == "gpu"] == [g.slug for g in INPUTS.gpus if g.slug != result.row.gpu]
+    assert [a["name"] for a in j["alternatives"] if a["kind"] == "gpu"] == [
+        g.slug for g in INPUTS.gpus if g.slug != result.row.gpu
+    ]
     costs = [t["cost_usd_per_hour"] for t in j["sensitivity"]["traffic"]]
     assert costs == sorted(costs) and costs[0] >= result.cost_usd_per_hour
     assert j["sensitivity"]["max_arrival_rate_rps_within_slo"] >= CHAT.arrival_rate_rps
@@ -179,8 +206,10 @@ def test_fp8_is_chosen_when_a_strict_tpot_rules_out_16_bit_weights_at_tp_1() -> 
         plan_capacity(one_gpu, bf16_only)
     result = plan_capacity(one_gpu, inputs)
     assert result.row.weights_precision == "fp8"
-    assert any(a["kind"] == "precision" and a["name"] == "bf16/bf16" and a["cost_usd_per_hour"] is None
-               for a in as_dict(result.justification)["alternatives"])
+    assert any(
+        a["kind"] == "precision" and a["name"] == "bf16/bf16" and a["cost_usd_per_hour"] is None
+        for a in as_dict(result.justification)["alternatives"]
+    )
 
 
 def test_verification_simulates_the_plan_and_agrees_it_meets_the_slos() -> None:
@@ -201,8 +230,11 @@ def test_a_mixed_fleet_never_costs_more_than_the_best_single_configuration() -> 
 
 
 @settings(max_examples=4, deadline=None)
-@given(rate=st.floats(min_value=1.0, max_value=80.0), ttft=st.floats(min_value=0.4, max_value=3.0),
-       tpot=st.floats(min_value=0.03, max_value=0.12))
+@given(
+    rate=st.floats(min_value=1.0, max_value=80.0),
+    ttft=st.floats(min_value=0.4, max_value=3.0),
+    tpot=st.floats(min_value=0.03, max_value=0.12),
+)
 def test_every_plan_meets_its_slos_under_the_forward_model(rate: float, ttft: float, tpot: float) -> None:
     slo = Slo(ttft_s=ttft, tpot_s=tpot)
     try:
@@ -213,8 +245,12 @@ def test_every_plan_meets_its_slos_under_the_forward_model(rate: float, ttft: fl
         gpu = {g.slug: g for g in INPUTS.gpus}[row.gpu]
         sm = build_step_model(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
         capacity = kv_capacity_tokens(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
-        p = predict(sm, CHAT.at_rate(row.offered_rps / row.replicas), Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
-                    kv_capacity_tokens=capacity)
+        p = predict(
+            sm,
+            CHAT.at_rate(row.offered_rps / row.replicas),
+            Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
+            kv_capacity_tokens=capacity,
+        )
         assert not p.unstable
         assert p.ttft is not None and p.ttft.p99_s <= ttft
         assert p.tpot is not None and p.tpot.p99_s <= tpot
@@ -230,11 +266,14 @@ def test_capacity_binds_exactly_when_every_slo_holds_at_99_percent_of_saturation
     sm = build_step_model(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
     capacity = kv_capacity_tokens(gpu, LLAMA_8B, BF16_PAIR, row.tp, EFFICIENCY)
     serving = Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
-    p = predict(sm, CHAT.at_rate(SATURATION_BINDS * row.saturation_rps), serving, kv_capacity_tokens=capacity,
-                percentile=slo.percentile)
+    p = predict(
+        sm, CHAT.at_rate(SATURATION_BINDS * row.saturation_rps), serving, kv_capacity_tokens=capacity, percentile=slo.percentile
+    )
     holds = not p.unstable and all(
         (getattr(p, metric).at_percentile_s if getattr(p, metric) else 0.0) <= target
-        for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)) if target is not None)
+        for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s))
+        if target is not None
+    )
     binding = {b.constraint: b.binding for b in result.justification.binding if b.kind in ("slo", "capacity")}
     assert binding["saturation" if holds else "concurrency"] is holds
     assert any(binding[f"slo_{m}"] for m in ("ttft", "tpot", "e2e") if f"slo_{m}" in binding) is not holds
@@ -257,6 +296,7 @@ def test_the_prediction_cache_shares_screened_predictions_and_remembers_proven_m
         def wrapped(*args, **kwargs):
             calls[name] += 1
             return fn(*args, **kwargs)
+
         return wrapped
 
     monkeypatch.setattr(planning, "predict", counting("predict", real_predict))

@@ -43,24 +43,37 @@ from tests.planner.performance_specs import (
 )
 from tests.planner.test_planning import LLAMA_8B
 
-EFFICIENCY = Efficiency(name="test", memory=0.8, compute=0.6, step_overhead_s=0.002, memory_reserve_fraction=0.1,
-                        source="test input")
-GPUS = tuple(replace(g, price_usd_per_hour_on_demand=price, efficiency=EFFICIENCY)
-             for g, price in ((H100_SXM, 4.0), (A100_SXM, 2.0), (MI300X, 3.0)))
+EFFICIENCY = Efficiency(
+    name="test", memory=0.8, compute=0.6, step_overhead_s=0.002, memory_reserve_fraction=0.1, source="test input"
+)
+GPUS = tuple(
+    replace(g, price_usd_per_hour_on_demand=price, efficiency=EFFICIENCY)
+    for g, price in ((H100_SXM, 4.0), (A100_SXM, 2.0), (MI300X, 3.0))
+)
 PRECISIONS = (Precision(weights=BF16, kv_cache=BF16), Precision(weights=FP8, kv_cache=FP8))
 
 lengths = st.one_of(
-    st.builds(lambda mean, tail: LognormalLength(mean_tokens=mean, p99_tokens=mean * tail),
-              st.integers(16, 8000), st.floats(1.2, 6.0)),
+    st.builds(
+        lambda mean, tail: LognormalLength(mean_tokens=mean, p99_tokens=mean * tail), st.integers(16, 8000), st.floats(1.2, 6.0)
+    ),
     st.builds(FixedLength, tokens=st.integers(1, 6000)),
-    st.builds(lambda a, b, w: HistogramLength(tokens=(a, a + b), weights=(w, 1.0 - w)),
-              st.integers(1, 3000), st.integers(1, 6000), st.floats(0.05, 0.95)),
+    st.builds(
+        lambda a, b, w: HistogramLength(tokens=(a, a + b), weights=(w, 1.0 - w)),
+        st.integers(1, 3000),
+        st.integers(1, 6000),
+        st.floats(0.05, 0.95),
+    ),
 )
 
 
 @settings(max_examples=40, deadline=None)
-@given(model=st.sampled_from((LLAMA_8B, LLAMA_2_70B, MIXTRAL_8X7B)), prompt=lengths, output=lengths,
-       overlap=st.floats(0.0, 1.0), overhead_s=st.floats(0.0, 0.01))
+@given(
+    model=st.sampled_from((LLAMA_8B, LLAMA_2_70B, MIXTRAL_8X7B)),
+    prompt=lengths,
+    output=lengths,
+    overlap=st.floats(0.0, 1.0),
+    overhead_s=st.floats(0.0, 0.01),
+)
 def test_the_closed_form_saturation_bound_is_never_below_the_queueing_models(
     model, prompt, output, overlap: float, overhead_s: float
 ) -> None:
@@ -71,8 +84,12 @@ def test_the_closed_form_saturation_bound_is_never_below_the_queueing_models(
         sm = replace(group.step_model, memory_compute_overlap=overlap, step_overhead_s=overhead_s)
         group = replace(group, step_model=sm)
         for option in enumerate_options(group, workload)[::4]:
-            exact = saturation_rps(sm, workload, Serving(batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens),
-                                   kv_capacity_tokens=group.kv_capacity_tokens)
+            exact = saturation_rps(
+                sm,
+                workload,
+                Serving(batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens),
+                kv_capacity_tokens=group.kv_capacity_tokens,
+            )
             assert option.saturation_bound_rps >= exact, (option.id, option.saturation_bound_rps, exact)
             checked += 1
     assert checked > 0 or not groups
@@ -84,7 +101,9 @@ def test_the_unchunked_bound_is_tight_when_prefill_dominates() -> None:
     workload = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=6000), output_tokens=FixedLength(tokens=50))
     groups, _ = enumerate_groups(model=LLAMA_8B, gpus=GPUS[:1], precisions=PRECISIONS[:1], workload=workload, slo=Slo(e2e_s=1e6))
     option = next(o for o in enumerate_options(groups[0], workload) if o.chunk_tokens is None and o.batch_limit == 64)
-    exact = saturation_rps(option.group.step_model, workload, Serving(batch_limit=64), kv_capacity_tokens=option.group.kv_capacity_tokens)
+    exact = saturation_rps(
+        option.group.step_model, workload, Serving(batch_limit=64), kv_capacity_tokens=option.group.kv_capacity_tokens
+    )
     c = option.slots
     decode_only = c / (50 * option.group.step_model.step_s(c, c * 6000, c * 6000))
     assert exact <= option.saturation_bound_rps <= exact * 1.05
@@ -92,15 +111,23 @@ def test_the_unchunked_bound_is_tight_when_prefill_dominates() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(price=st.floats(0.5, 20.0), tp=st.sampled_from((1, 2, 4, 8)), best_cost=st.floats(1.0, 200.0),
-       best_gpus=st.integers(1, 64), min_replicas=st.integers(1, 5), n_plus_one=st.booleans(), smaller_id=st.booleans())
+@given(
+    price=st.floats(0.5, 20.0),
+    tp=st.sampled_from((1, 2, 4, 8)),
+    best_cost=st.floats(1.0, 200.0),
+    best_gpus=st.integers(1, 64),
+    min_replicas=st.integers(1, 5),
+    n_plus_one=st.booleans(),
+    smaller_id=st.booleans(),
+)
 def test_largest_beating_is_the_last_replica_count_that_beats_the_incumbent(
     price: float, tp: int, best_cost: float, best_gpus: int, min_replicas: int, n_plus_one: bool, smaller_id: bool
 ) -> None:
     workload = Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=500), output_tokens=FixedLength(tokens=100))
     gpu = replace(H100_SXM, price_usd_per_hour_on_demand=price / tp, efficiency=EFFICIENCY)
-    groups, _ = enumerate_groups(model=LLAMA_8B, gpus=(gpu,), precisions=PRECISIONS[:1], workload=workload, slo=Slo(e2e_s=1e6),
-                                 tp_degrees=(tp,))
+    groups, _ = enumerate_groups(
+        model=LLAMA_8B, gpus=(gpu,), precisions=PRECISIONS[:1], workload=workload, slo=Slo(e2e_s=1e6), tp_degrees=(tp,)
+    )
     option = enumerate_options(groups[0], workload)[0]
     best_id = option.id + ("~" if smaller_id else "")  # "~" sorts after every id character: this option's id is smaller
     constraints = PlanConstraints(min_replicas=min_replicas, n_plus_one=n_plus_one)
@@ -125,18 +152,39 @@ def test_the_mixed_fleet_group_filter_keeps_the_cheapest_fleet(rate: float) -> N
 
     workload = CHAT.at_rate(rate)
     inputs = PlanningInputs(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, efficiency_profile="test")
-    groups, _ = enumerate_groups(model=inputs.model, gpus=inputs.gpus, precisions=inputs.precisions, workload=workload, slo=SLO,
-                                 tp_degrees=GRID["tp_degrees"])
-    options = [o for g in groups for o in enumerate_options(g, workload, batch_limits=GRID["batch_limits"],
-                                                              chunk_budgets=GRID["chunk_budgets"])]
+    groups, _ = enumerate_groups(
+        model=inputs.model,
+        gpus=inputs.gpus,
+        precisions=inputs.precisions,
+        workload=workload,
+        slo=SLO,
+        tp_degrees=GRID["tp_degrees"],
+    )
+    options = [
+        o
+        for g in groups
+        for o in enumerate_options(g, workload, batch_limits=GRID["batch_limits"], chunk_budgets=GRID["chunk_budgets"])
+    ]
     planner = _Planner(options, workload)
     ceiling = planner.search(SLO, rate, PlanConstraints()).best.cost_usd_per_hour
 
     def fleet_cost(pool: dict) -> float:
-        candidates = [Candidate(id=o.id, gpu=o.group.gpu.slug, tp=o.group.tp, weights_precision=o.group.precision.weights.slug,
-                                kv_precision=o.group.precision.kv_cache.slug, batch_limit=o.batch_limit, chunk_tokens=o.chunk_tokens,
-                                gpus_per_replica=o.group.tp, cost_usd_per_hour=o.group.price_usd_per_hour, max_rps_at_slo=mu,
-                                saturation_rps=max(planner.saturation(o), mu)) for o, mu in pool.values()]
+        candidates = [
+            Candidate(
+                id=o.id,
+                gpu=o.group.gpu.slug,
+                tp=o.group.tp,
+                weights_precision=o.group.precision.weights.slug,
+                kv_precision=o.group.precision.kv_cache.slug,
+                batch_limit=o.batch_limit,
+                chunk_tokens=o.chunk_tokens,
+                gpus_per_replica=o.group.tp,
+                cost_usd_per_hour=o.group.price_usd_per_hour,
+                max_rps_at_slo=mu,
+                saturation_rps=max(planner.saturation(o), mu),
+            )
+            for o, mu in pool.values()
+        ]
         return solve_plan(candidates, rate, PlanConstraints(mixed_fleet=True)).cost_usd_per_hour
 
     everything, _ = planner.best_per_group(SLO)
@@ -184,8 +232,13 @@ def test_the_initial_heap_is_what_pushing_each_option_gives(
     from tests.planner.test_planning import CHAT, SLO
 
     workload = CHAT.at_rate(rate)
-    constraints = PlanConstraints(min_replicas=min_replicas, n_plus_one=n_plus_one, max_gpus=max_gpus,
-                                  budget_usd_per_hour=budget, inventory={} if stock is None else {"h100-sxm": stock})
+    constraints = PlanConstraints(
+        min_replicas=min_replicas,
+        n_plus_one=n_plus_one,
+        max_gpus=max_gpus,
+        budget_usd_per_hour=budget,
+        inventory={} if stock is None else {"h100-sxm": stock},
+    )
     groups, _ = enumerate_groups(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, workload=workload, slo=SLO)
     planner = _Planner([o for g in groups for o in enumerate_options(g, workload)], workload)
     one_by_one, at_once = _Outcome(), _Outcome()
@@ -208,5 +261,11 @@ def test_every_option_id_is_its_candidate_id() -> None:
     assert options and len({o.id for o in options}) == len(options)
     for o in options:
         g = o.group
-        assert o.id == candidate_id(gpu=g.gpu.slug, weights_precision=g.precision.weights.slug, kv_precision=g.precision.kv_cache.slug,
-                                    tp=g.tp, batch_limit=o.batch_limit, chunk_tokens=o.chunk_tokens)
+        assert o.id == candidate_id(
+            gpu=g.gpu.slug,
+            weights_precision=g.precision.weights.slug,
+            kv_precision=g.precision.kv_cache.slug,
+            tp=g.tp,
+            batch_limit=o.batch_limit,
+            chunk_tokens=o.chunk_tokens,
+        )

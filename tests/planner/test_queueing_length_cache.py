@@ -36,7 +36,12 @@ def _clear() -> None:
 
 
 def _uncached_replica(
-    sm: StepModel, prompt: LengthDistribution, output: LengthDistribution, arrival_cv: float, serving: Serving, kv_capacity_tokens: float
+    sm: StepModel,
+    prompt: LengthDistribution,
+    output: LengthDistribution,
+    arrival_cv: float,
+    serving: Serving,
+    kv_capacity_tokens: float,
 ) -> queueing._Replica:
     """`_replica_cached` with both length-sample caches emptied first: every array built afresh."""
     queueing._prompt_sample.cache_clear()

@@ -38,7 +38,9 @@ BATCH64 = Serving(batch_limit=64)
 
 
 def at_utilisation(workload: Workload, serving: Serving, rho: float) -> Workload:
-    return workload.at_rate(rho * saturation_rps(LLAMA70B_4XH100, workload, serving, kv_capacity_tokens=KV_TOKENS) * serving.replicas)
+    return workload.at_rate(
+        rho * saturation_rps(LLAMA70B_4XH100, workload, serving, kv_capacity_tokens=KV_TOKENS) * serving.replicas
+    )
 
 
 def test_vectorised_step_time_matches_step_model() -> None:
@@ -228,7 +230,12 @@ def test_predictions_outside_the_validated_region_are_flagged() -> None:
     assert p.queueing is not None and p.queueing.wait_probability > 1e-3
     low = predict(LLAMA70B_4XH100, at_utilisation(CHAT, BATCH64, 0.2), BATCH64, kv_capacity_tokens=KV_TOKENS)
     assert low.reliable and low.fidelity_note is None
-    beyond = predict(LLAMA70B_4XH100, at_utilisation(LONG_TAILED, Serving(batch_limit=32), 0.9), Serving(batch_limit=32), kv_capacity_tokens=KV_TOKENS)
+    beyond = predict(
+        LLAMA70B_4XH100,
+        at_utilisation(LONG_TAILED, Serving(batch_limit=32), 0.9),
+        Serving(batch_limit=32),
+        kv_capacity_tokens=KV_TOKENS,
+    )
     assert not beyond.reliable and beyond.fidelity_note is not None and "utilisation" in beyond.fidelity_note
 
 
@@ -237,7 +244,10 @@ def test_non_poisson_arrivals_are_outside_the_validated_region() -> None:
     fidelity grid: the prediction is returned but flagged."""
     bursty = at_utilisation(CHAT, BATCH64, 0.2)
     bursty = Workload(
-        arrival_rate_rps=bursty.arrival_rate_rps, prompt_tokens=CHAT.prompt_tokens, output_tokens=CHAT.output_tokens, arrival_cv=2.0
+        arrival_rate_rps=bursty.arrival_rate_rps,
+        prompt_tokens=CHAT.prompt_tokens,
+        output_tokens=CHAT.output_tokens,
+        arrival_cv=2.0,
     )
     p = predict(LLAMA70B_4XH100, bursty, BATCH64, kv_capacity_tokens=KV_TOKENS)
     assert not p.reliable and p.fidelity_note is not None and "Poisson" in p.fidelity_note

@@ -30,10 +30,20 @@ CHAT_HISTOGRAM = Workload(
 )
 #: An MoE step model shaped like Mixtral-8x7B on 2 GPUs (8 experts, 2 per token; test figures).
 MIXTRAL_LIKE = StepModel(
-    dense_weight_bytes=3.2e9, expert_weight_bytes=0.35e9, experts=8, experts_per_token=2, moe_layers=32,
-    kv_bytes_per_token=131_072.0, flops_per_token=2 * 12.9e9, attention_flops_per_context_token=4 * 32 * 32 * 128,
-    memory_bandwidth_bytes_per_s=2 * 2.0e12, compute_flops_per_s=2 * 312e12, comm_s_per_token=1e-7, comm_latency_s=5e-6,
-    step_overhead_s=0.002, memory_compute_overlap=0.8,
+    dense_weight_bytes=3.2e9,
+    expert_weight_bytes=0.35e9,
+    experts=8,
+    experts_per_token=2,
+    moe_layers=32,
+    kv_bytes_per_token=131_072.0,
+    flops_per_token=2 * 12.9e9,
+    attention_flops_per_context_token=4 * 32 * 32 * 128,
+    memory_bandwidth_bytes_per_s=2 * 2.0e12,
+    compute_flops_per_s=2 * 312e12,
+    comm_s_per_token=1e-7,
+    comm_latency_s=5e-6,
+    step_overhead_s=0.002,
+    memory_compute_overlap=0.8,
 )
 
 
@@ -74,7 +84,9 @@ SHAPES = [
 
 @pytest.mark.parametrize(("sm", "workload", "chunk"), SHAPES)
 @pytest.mark.parametrize("rho", [0.05, 0.5, 0.85, 0.97])
-def test_the_compiled_kernels_compute_the_reference_formulas(sm: StepModel, workload: Workload, chunk: int | None, rho: float) -> None:
+def test_the_compiled_kernels_compute_the_reference_formulas(
+    sm: StepModel, workload: Workload, chunk: int | None, rho: float
+) -> None:
     """Each sample point's TTFT, TPOT, E2E and wait, and the occupancy distribution at the fixed
     point, equal the NumPy reference's to rounding (a few ulps; a Poisson count may flip only where
     u sits within an ulp of a CDF step, which these points do not)."""
@@ -100,8 +112,10 @@ def test_counts_below_is_searchsorted() -> None:
         table = np.sort(rng.random(size))
         table[size // 2 :] = table[size // 2]  # ties, as a CDF with zero-probability steps has
         for points in (queueing._ALL_POINTS, queueing._SCREEN_HEAD, queueing._SCREEN_REST):
-            for values, ordered, order in ((points.u_wait, points.wait_sorted, points.wait_order),
-                                           (points.u_step_in_progress, points.step_in_progress_sorted, points.step_in_progress_order)):
+            for values, ordered, order in (
+                (points.u_wait, points.wait_sorted, points.wait_order),
+                (points.u_step_in_progress, points.step_in_progress_sorted, points.step_in_progress_order),
+            ):
                 out = np.empty(values.size, dtype=np.int64)
                 queueing_kernels._counts_below(table, ordered, order, out)
                 assert np.array_equal(out, np.searchsorted(table, values))
@@ -142,8 +156,15 @@ def test_moe_expert_count_is_the_power_form() -> None:
     scalar `StepModel.step_s`, which takes the power, from one token (2 of Mixtral's 8 experts) to
     a thousand (all 8)."""
     sm = StepModel(
-        dense_weight_bytes=1e9, kv_bytes_per_token=1e5, flops_per_token=2e9, attention_flops_per_context_token=1e5,
-        memory_bandwidth_bytes_per_s=1e12, compute_flops_per_s=1e15, moe_layers=32, experts=8, experts_per_token=2,
+        dense_weight_bytes=1e9,
+        kv_bytes_per_token=1e5,
+        flops_per_token=2e9,
+        attention_flops_per_context_token=1e5,
+        memory_bandwidth_bytes_per_s=1e12,
+        compute_flops_per_s=1e15,
+        moe_layers=32,
+        experts=8,
+        experts_per_token=2,
         expert_weight_bytes=1e8,
     )
     new = np.array([1.0, 2.0, 10.0, 1000.0])
@@ -202,7 +223,9 @@ def test_screen_settles_clear_misses_on_the_first_slice() -> None:
 @pytest.mark.parametrize(("sm", "workload", "chunk"), SHAPES)
 @pytest.mark.parametrize("rho", [0.3, 0.9])
 @pytest.mark.parametrize("fraction", [0.5, 0.98, 1.02, 2.0])
-def test_slo_excess_is_what_predict_gives(sm: StepModel, workload: Workload, chunk: int | None, rho: float, fraction: float) -> None:
+def test_slo_excess_is_what_predict_gives(
+    sm: StepModel, workload: Workload, chunk: int | None, rho: float, fraction: float
+) -> None:
     """The lean check computes the very percentiles `predict` does for the SLO's metrics (bit for
     bit), and with screening answers either that or a proven miss bounded by them."""
     serving = Serving(batch_limit=64, chunk_tokens=chunk)
@@ -210,8 +233,12 @@ def test_slo_excess_is_what_predict_gives(sm: StepModel, workload: Workload, chu
     at_rate = workload.at_rate(rho * rep.saturation_rps)
     full = queueing.predict(sm, at_rate, serving, kv_capacity_tokens=KV_TOKENS, percentile=95.0)
     slo = Slo(ttft_s=full.ttft.at_percentile_s * fraction, e2e_s=full.e2e.at_percentile_s * 1.5, percentile=95.0)
-    expected = max(((full.ttft.at_percentile_s / slo.ttft_s - 1.0, "ttft", full.ttft.at_percentile_s),
-                    (full.e2e.at_percentile_s / slo.e2e_s - 1.0, "e2e", full.e2e.at_percentile_s)))
+    expected = max(
+        (
+            (full.ttft.at_percentile_s / slo.ttft_s - 1.0, "ttft", full.ttft.at_percentile_s),
+            (full.e2e.at_percentile_s / slo.e2e_s - 1.0, "e2e", full.e2e.at_percentile_s),
+        )
+    )
     assert queueing.slo_excess(sm, at_rate, serving, slo, kv_capacity_tokens=KV_TOKENS) == expected
     excess, metric, value = queueing.slo_excess(sm, at_rate, serving, slo, kv_capacity_tokens=KV_TOKENS, screen_first=True)
     if (excess, metric, value) != expected:

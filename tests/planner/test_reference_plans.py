@@ -50,8 +50,11 @@ def reference() -> Iterator[dict[str, Any]]:
 
 
 def workload(rate: float, prompt: tuple[float, float], output: tuple[float, float]) -> Workload:
-    return Workload(arrival_rate_rps=rate, prompt_tokens=LognormalLength(mean_tokens=prompt[0], p99_tokens=prompt[1]),
-                    output_tokens=LognormalLength(mean_tokens=output[0], p99_tokens=output[1]))
+    return Workload(
+        arrival_rate_rps=rate,
+        prompt_tokens=LognormalLength(mean_tokens=prompt[0], p99_tokens=prompt[1]),
+        output_tokens=LognormalLength(mean_tokens=output[0], p99_tokens=output[1]),
+    )
 
 
 #: The reported 70B request: 30 req/s, prompts mean 1,500 / p99 6,000, outputs mean 300 / p99 1,200.
@@ -72,7 +75,11 @@ def refusal(reference: dict[str, Any], model: str, load: Workload, slo: Slo, **c
 
 def assert_self_consistent(result: PlanResult) -> None:
     """What every section says agrees with the plan returned (read as the JSON the API serves)."""
-    justification, predicted, verification = as_dict(result.justification), as_dict(result.predicted), as_dict(result.verification)
+    justification, predicted, verification = (
+        as_dict(result.justification),
+        as_dict(result.predicted),
+        as_dict(result.verification),
+    )
     cost = result.cost_usd_per_hour
     assert cost == pytest.approx(sum(r.cost_usd_per_hour for r in result.rows))
     for alternative in justification["alternatives"]:
@@ -120,15 +127,19 @@ def test_a_budget_below_the_optimum_names_the_optimum_not_a_dearer_plan(referenc
     assert relaxation["value"] == pytest.approx(optimum, rel=0.01)
     assert f"{optimum:.2f}" in error.detail
     # applied, it plans; 5 % less does not
-    assert plan(reference, "llama-3.1-70b", RAG_70B, SLO_70B, budget_usd_per_hour=relaxation["value"]).cost_usd_per_hour <= relaxation["value"]
+    assert (
+        plan(reference, "llama-3.1-70b", RAG_70B, SLO_70B, budget_usd_per_hour=relaxation["value"]).cost_usd_per_hour
+        <= relaxation["value"]
+    )
     refusal(reference, "llama-3.1-70b", RAG_70B, SLO_70B, budget_usd_per_hour=relaxation["value"] * 0.95)
 
 
 def test_a_many_replica_8b_plan_has_binding_and_sensitivity_counts_of_its_own(reference: dict[str, Any]) -> None:
     """Reported: an 8B plan of 13 replicas whose binding said min_replicas 10 and whose +10 % traffic
     needed 11 replicas at a negative cost increase."""
-    result = plan(reference, "llama-3.1-8b", workload(120.0, (1000, 4000), (250, 1000)), Slo(ttft_s=1.0, tpot_s=0.050),
-                  min_replicas=2)
+    result = plan(
+        reference, "llama-3.1-8b", workload(120.0, (1000, 4000), (250, 1000)), Slo(ttft_s=1.0, tpot_s=0.050), min_replicas=2
+    )
     assert result.replicas >= 2
     assert_self_consistent(result)
 
@@ -209,5 +220,9 @@ def test_min_confidence_excludes_low_graded_gpus_and_its_advice_works(reference:
     [relaxation] = [r for r in caught.value.extensions["relaxations"] if r["constraint"] == "constraints.min_confidence"]
     assert relaxation["current"] == "high" and relaxation["value"] in ("medium", "low")
     lowered = None if relaxation["value"] == "low" else relaxation["value"]
-    assert plan_capacity(PlanningRequest(workload=RAG_70B, slo=SLO_70B, constraints=PlanConstraints(min_confidence=lowered)),
-                         inputs).cost_usd_per_hour > 0
+    assert (
+        plan_capacity(
+            PlanningRequest(workload=RAG_70B, slo=SLO_70B, constraints=PlanConstraints(min_confidence=lowered)), inputs
+        ).cost_usd_per_hour
+        > 0
+    )

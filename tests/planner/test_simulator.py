@@ -198,7 +198,14 @@ def test_batch_limit_and_kv_capacity_are_never_exceeded_and_are_reached() -> Non
 
 def test_too_many_steps_raise_the_limit_error() -> None:
     with pytest.raises(SimulationLimitError):
-        simulate(LLAMA2_70B_4XH100, CHAT.at_rate(5.0), Serving(batch_limit=64), kv_capacity_tokens=KV_70B_TOKENS, requests=500, max_steps=1000)
+        simulate(
+            LLAMA2_70B_4XH100,
+            CHAT.at_rate(5.0),
+            Serving(batch_limit=64),
+            kv_capacity_tokens=KV_70B_TOKENS,
+            requests=500,
+            max_steps=1000,
+        )
 
 
 # -- laws and statistics --------------------------------------------------------------------------
@@ -238,7 +245,9 @@ def test_p99s_never_fall_as_the_rate_rises() -> None:
     serving = Serving(batch_limit=64)
     saturation = saturation_rps(CHAT, serving)
     results = [
-        simulate(LLAMA2_70B_4XH100, CHAT.at_rate(rho * saturation), serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000, seed=5)
+        simulate(
+            LLAMA2_70B_4XH100, CHAT.at_rate(rho * saturation), serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000, seed=5
+        )
         for rho in (0.2, 0.45, 0.7, 0.9)
     ]
     for metric in ("ttft_s", "tpot_s", "e2e_s", "queue_wait_s"):
@@ -253,7 +262,9 @@ def test_burstier_arrivals_wait_longer_at_the_same_rate() -> None:
     serving = Serving(batch_limit=64)
     rate = 0.7 * saturation_rps(CHAT, serving)
     poisson = simulate(LLAMA2_70B_4XH100, CHAT.at_rate(rate), serving, kv_capacity_tokens=KV_70B_TOKENS, requests=5000, seed=9)
-    bursty_workload = Workload(arrival_rate_rps=rate, prompt_tokens=CHAT.prompt_tokens, output_tokens=CHAT.output_tokens, arrival_cv=2.0)
+    bursty_workload = Workload(
+        arrival_rate_rps=rate, prompt_tokens=CHAT.prompt_tokens, output_tokens=CHAT.output_tokens, arrival_cv=2.0
+    )
     bursty = simulate(LLAMA2_70B_4XH100, bursty_workload, serving, kv_capacity_tokens=KV_70B_TOKENS, requests=5000, seed=9)
     assert bursty.queue_wait_s.p99 > poisson.queue_wait_s.p99
     assert bursty.ttft_s.p99 > poisson.ttft_s.p99
@@ -267,9 +278,16 @@ def test_chunked_prefill_lowers_tpot_p99_when_prompts_dominate() -> None:
         prompt_tokens=LognormalLength(mean_tokens=3000, p99_tokens=8000),
         output_tokens=LognormalLength(mean_tokens=100, p99_tokens=400),
     )
-    whole = simulate(LLAMA2_70B_4XH100, workload, Serving(batch_limit=32), kv_capacity_tokens=KV_70B_TOKENS, requests=3000, seed=2)
+    whole = simulate(
+        LLAMA2_70B_4XH100, workload, Serving(batch_limit=32), kv_capacity_tokens=KV_70B_TOKENS, requests=3000, seed=2
+    )
     chunked = simulate(
-        LLAMA2_70B_4XH100, workload, Serving(batch_limit=32, chunk_tokens=512), kv_capacity_tokens=KV_70B_TOKENS, requests=3000, seed=2
+        LLAMA2_70B_4XH100,
+        workload,
+        Serving(batch_limit=32, chunk_tokens=512),
+        kv_capacity_tokens=KV_70B_TOKENS,
+        requests=3000,
+        seed=2,
     )
     assert chunked.tpot_s.p99 < 0.8 * whole.tpot_s.p99
     np.testing.assert_array_equal(chunked.detail.arrival_s, whole.detail.arrival_s)
@@ -285,7 +303,7 @@ def test_p99_confidence_interval_brackets_the_estimate_and_narrows_with_more_req
             assert metric.p99_ci_low is not None and metric.p99_ci_high is not None
             assert metric.p99_ci_low < metric.p99 < metric.p99_ci_high
             assert metric.p50 <= metric.p90 <= metric.p99
-    width = lambda p: p.p99_ci_high - p.p99_ci_low  # noqa: E731
+    width = lambda p: p.p99_ci_high - p.p99_ci_low
     assert width(long.e2e_s) < width(short.e2e_s)
     assert long.measured_requests == 18000 and long.requests == 20000
     # Too few requests for five blocks of 200: no interval rather than a meaningless one.
@@ -296,8 +314,12 @@ def test_p99_confidence_interval_brackets_the_estimate_and_narrows_with_more_req
 def test_unstable_load_ends_and_says_so() -> None:
     serving = Serving(batch_limit=32)
     saturation = saturation_rps(CHAT, serving)
-    over = simulate(LLAMA2_70B_4XH100, CHAT.at_rate(1.3 * saturation), serving, kv_capacity_tokens=KV_70B_TOKENS, requests=3000, seed=6)
-    under = simulate(LLAMA2_70B_4XH100, CHAT.at_rate(0.7 * saturation), serving, kv_capacity_tokens=KV_70B_TOKENS, requests=3000, seed=6)
+    over = simulate(
+        LLAMA2_70B_4XH100, CHAT.at_rate(1.3 * saturation), serving, kv_capacity_tokens=KV_70B_TOKENS, requests=3000, seed=6
+    )
+    under = simulate(
+        LLAMA2_70B_4XH100, CHAT.at_rate(0.7 * saturation), serving, kv_capacity_tokens=KV_70B_TOKENS, requests=3000, seed=6
+    )
     assert not over.stable and under.stable
     assert over.backlog_at_end > 100
     assert over.throughput_rps == pytest.approx(saturation, rel=0.1)
@@ -348,7 +370,13 @@ def test_replayed_trace_sets_the_requests() -> None:
     arrival = np.arange(1, 401) * 0.25
     trace = Trace(arrival_s=arrival, prompt_tokens=np.full(400, 500), output_tokens=np.full(400, 50))
     result = simulate(
-        LLAMA2_70B_4XH100, CHAT, Serving(batch_limit=16), kv_capacity_tokens=KV_70B_TOKENS, trace=trace, requests=5, warmup_fraction=0.25
+        LLAMA2_70B_4XH100,
+        CHAT,
+        Serving(batch_limit=16),
+        kv_capacity_tokens=KV_70B_TOKENS,
+        trace=trace,
+        requests=5,
+        warmup_fraction=0.25,
     )
     assert result.requests == 400 and result.measured_requests == 300
     np.testing.assert_array_equal(result.detail.arrival_s, arrival)
@@ -358,7 +386,9 @@ def test_replayed_trace_sets_the_requests() -> None:
 
 
 def test_gamma_interarrivals_have_the_requested_mean_and_cv() -> None:
-    workload = Workload(arrival_rate_rps=4.0, prompt_tokens=FixedLength(tokens=10), output_tokens=FixedLength(tokens=5), arrival_cv=2.5)
+    workload = Workload(
+        arrival_rate_rps=4.0, prompt_tokens=FixedLength(tokens=10), output_tokens=FixedLength(tokens=5), arrival_cv=2.5
+    )
     gaps = np.diff(sample_trace(workload, 200_000, np.random.default_rng(0)).arrival_s)
     assert np.mean(gaps) == pytest.approx(0.25, rel=0.02)
     assert np.std(gaps) / np.mean(gaps) == pytest.approx(2.5, rel=0.03)
@@ -402,6 +432,8 @@ def test_a_checkpoint_that_raises_stops_a_simulation_and_one_that_passes_changes
     with pytest.raises(_Stopped):
         simulate(LLAMA2_70B_4XH100, workload, serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000, checkpoint=stop)
     assert calls == 1
-    quiet = simulate(LLAMA2_70B_4XH100, workload, serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000, checkpoint=lambda: None)
+    quiet = simulate(
+        LLAMA2_70B_4XH100, workload, serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000, checkpoint=lambda: None
+    )
     plain = simulate(LLAMA2_70B_4XH100, workload, serving, kv_capacity_tokens=KV_70B_TOKENS, requests=4000)
     assert quiet.ttft_s.p99 == plain.ttft_s.p99 and quiet.e2e_s.p99 == plain.e2e_s.p99

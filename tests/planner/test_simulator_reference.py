@@ -109,9 +109,7 @@ ONE_MS_PER_TOKEN = StepModel(
 
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(
-    requests=st.lists(
-        st.tuples(st.integers(0, 6), st.integers(1, 12), st.integers(1, 15)), min_size=1, max_size=30
-    ),
+    requests=st.lists(st.tuples(st.integers(0, 6), st.integers(1, 12), st.integers(1, 15)), min_size=1, max_size=30),
     batch_limit=st.integers(1, 4),
     chunk_extra=st.one_of(st.none(), st.integers(1, 8)),
     replicas=st.integers(1, 3),
