@@ -124,6 +124,7 @@ class ModelRow(_Versioned, Base):
     moe_layers: Mapped[int | None] = mapped_column(Integer)
     mla_kv_lora_rank: Mapped[int | None] = mapped_column(Integer)
     mla_rope_head_dim: Mapped[int | None] = mapped_column(Integer)
+    checkpoint: Mapped[str | None] = mapped_column(String(NAME_LENGTH))  # public checkpoint id (a Hugging Face repo id)
     source: Mapped[str] = mapped_column(Text, nullable=False)
 
 
@@ -138,6 +139,7 @@ class QuantizationRow(_Versioned, Base):
     compute_dtype: Mapped[str] = mapped_column(String(16), nullable=False)
     kv_cache_dtypes: Mapped[list[str]] = mapped_column(JSON, nullable=False)
     min_architecture: Mapped[str | None] = mapped_column(String(32))
+    engine_names: Mapped[dict[str, str] | None] = mapped_column(JSON)  # serving engine -> its name for this scheme
     source: Mapped[str] = mapped_column(Text, nullable=False)
 
 
@@ -180,6 +182,30 @@ class GpuPriceRow(_Versioned, Base):
     reserved_1y_usd_per_hour: Mapped[float | None] = mapped_column(Float)
     reserved_3y_usd_per_hour: Mapped[float | None] = mapped_column(Float)
     spot_usd_per_hour: Mapped[float | None] = mapped_column(Float)
+    as_of: Mapped[date] = mapped_column(Date, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+class InstanceTypeRow(_Versioned, Base):
+    """A cloud instance type: `gpus` GPUs of one type sharing an NVLink/Infinity-Fabric domain of
+    `nvlink_domain` GPUs, its scale-out network, vCPUs and RAM, and what one provider charges per
+    instance-hour in one region ("" = the provider's list price). Deleting the GPU deletes it."""
+
+    __tablename__ = "instance_types"
+    __table_args__ = (UniqueConstraint("provider", "name", "region"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    provider: Mapped[str] = mapped_column(String(SLUG_LENGTH), index=True, nullable=False)
+    name: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
+    region: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
+    gpu_id: Mapped[int] = mapped_column(Integer, ForeignKey("gpus.id", ondelete="CASCADE"), index=True, nullable=False)
+    gpus: Mapped[int] = mapped_column(Integer, nullable=False)
+    nvlink_domain: Mapped[int] = mapped_column(Integer, nullable=False)
+    network_gbit_per_s: Mapped[float | None] = mapped_column(Float)
+    vcpus: Mapped[int | None] = mapped_column(Integer)
+    ram_gib: Mapped[float | None] = mapped_column(Float)
+    on_demand_usd_per_hour: Mapped[float] = mapped_column(Float, nullable=False)
+    reserved_1y_usd_per_hour: Mapped[float | None] = mapped_column(Float)
     as_of: Mapped[date] = mapped_column(Date, nullable=False)
     source: Mapped[str] = mapped_column(Text, nullable=False)
 
