@@ -298,3 +298,31 @@ class Precision:
 
     weights: QuantSpec
     kv_cache: QuantSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceTypeSpec:
+    """A cloud instance type as a plan buys it: `gpus` GPUs of type `gpu` (a GPU slug), of which
+    `nvlink_domain` share one NVLink/Infinity-Fabric domain, sold whole at `usd_per_hour` per
+    instance-hour by `provider`. A replica of tensor-parallel degree tp fits ⌊gpus / tp⌋ times
+    into one instance when tp ≤ nvlink_domain; the other GPUs are stranded."""
+
+    provider: str
+    name: str
+    gpu: str
+    gpus: int
+    nvlink_domain: int
+    usd_per_hour: float
+    region: str = ""
+
+    def __post_init__(self) -> None:
+        _require(self.gpus >= 1, f"instance type {self.name}: gpus must be >= 1, got {self.gpus}")
+        _require(
+            1 <= self.nvlink_domain <= self.gpus,
+            f"instance type {self.name}: nvlink_domain must be within 1..gpus, got {self.nvlink_domain}",
+        )
+        _require(self.usd_per_hour > 0, f"instance type {self.name}: usd_per_hour must be > 0, got {self.usd_per_hour}")
+
+    def replicas_per_instance(self, tp: int) -> int:
+        """Whole replicas of tp GPUs one instance holds (0 when tp exceeds the NVLink domain)."""
+        return self.gpus // tp if tp <= self.nvlink_domain else 0
