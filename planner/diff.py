@@ -262,7 +262,7 @@ class Change:
 
     @property
     def changed(self) -> bool:
-        return self.before != self.after
+        return bool(self.before != self.after)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -365,13 +365,16 @@ def _traffic_changes(before: Workload, after: Workload) -> list[str]:
     return changes
 
 
+def _shown(metric: str, value: float | None) -> str:
+    return "none" if value is None else _fmt(metric, value)
+
+
 def _slo_changes(before: Slo, after: Slo) -> list[str]:
     changes = []
     for metric in ("ttft", "tpot", "e2e"):
         b, a = getattr(before, f"{metric}_s"), getattr(after, f"{metric}_s")
         if b != a:
-            show = lambda v, m=metric: "none" if v is None else _fmt(m, v)
-            changes.append(f"{metric.upper()} target {show(b)} → {show(a)}")
+            changes.append(f"{metric.upper()} target {_shown(metric, b)} → {_shown(metric, a)}")
     if before.percentile != after.percentile:
         changes.append(f"percentile p{before.percentile:g} → p{after.percentile:g}")
     return changes

@@ -93,15 +93,15 @@ class RequestTimes:
 
     @property
     def ttft_s(self) -> np.ndarray:
-        return self.first_token_s - self.arrival_s
+        return np.asarray(self.first_token_s - self.arrival_s)
 
     @property
     def e2e_s(self) -> np.ndarray:
-        return self.finish_s - self.arrival_s
+        return np.asarray(self.finish_s - self.arrival_s)
 
     @property
     def queue_wait_s(self) -> np.ndarray:
-        return self.admission_s - self.arrival_s
+        return np.asarray(self.admission_s - self.arrival_s)
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -223,7 +223,7 @@ class _Replica:
             duration += self._overlap_weight * np.minimum(mem, comp)
         duration += sm.comm_s(decoders)
         duration += sm.step_overhead_s
-        return duration
+        return np.asarray(duration)
 
     def run_until(self, t_limit: float) -> None:
         """Execute every step that starts before `t_limit` with the requests routed so far."""
@@ -296,7 +296,8 @@ class _Replica:
                         break
                     rid, cached = entry
                     p = prompt[rid] - cached
-                    p = min(p, budget)
+                    if p > budget:  # budget is finite here (chunked), an int
+                        p = int(budget)
                     budget -= p
                     new_tokens += p
                     kv_read += cached

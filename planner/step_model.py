@@ -23,8 +23,15 @@ MoE: weight_bytes_read(n) = dense_weight_bytes + moe_layers · E · (1 − (1 �
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
 
 from planner.errors import PlannerInputError
+
+
+#: Token counts: one step's (a float) or many steps' at once (an array, the simulator's decode runs).
+Tokens = TypeVar("Tokens", float, np.ndarray)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,14 +76,14 @@ class StepModel:
         if not self.is_moe:
             return self.dense_weight_bytes
         experts_touched = self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts) ** new_tokens)  # E·(1−(1−k/E)^n)
-        return self.dense_weight_bytes + self.moe_layers * experts_touched * self.expert_weight_bytes
+        return float(self.dense_weight_bytes + self.moe_layers * experts_touched * self.expert_weight_bytes)
 
-    def memory_s(self, new_tokens: float, kv_tokens_read: float) -> float:
+    def memory_s(self, new_tokens: float, kv_tokens_read: Tokens) -> Tokens:
         return (
             self.weight_bytes_read(new_tokens) + kv_tokens_read * self.kv_bytes_per_token
         ) / self.memory_bandwidth_bytes_per_s  # bytes / BW
 
-    def compute_s(self, new_tokens: float, attended_tokens: float) -> float:
+    def compute_s(self, new_tokens: float, attended_tokens: Tokens) -> Tokens:
         return (
             new_tokens * self.flops_per_token + attended_tokens * self.attention_flops_per_context_token
         ) / self.compute_flops_per_s  # FLOPs / F

@@ -112,7 +112,7 @@ class HistogramLength:
     def _p(self) -> np.ndarray:
         w = np.asarray(self.weights, dtype=float)
         w = w / w.max()  # scaled to at most 1 first, so the sum of weights near 1e308 stays finite
-        return w / w.sum()
+        return np.asarray(w / w.sum())
 
     @property
     def mean(self) -> float:
