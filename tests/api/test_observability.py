@@ -47,7 +47,7 @@ def parse_exposition(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], 
     """Samples of a Prometheus text exposition, `(name, labels) -> value`; every line must parse."""
     samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
     for line in text.splitlines():
-        if not line or line.startswith("# HELP ") or line.startswith("# TYPE "):
+        if not line or line.startswith(("# HELP ", "# TYPE ")):
             continue
         match = _SAMPLE.match(line)
         assert match is not None, f"not an exposition line: {line!r}"
@@ -165,6 +165,101 @@ def test_each_app_has_its_own_registry(make_app: Callable[..., FastAPI], make_cl
     ) not in second_samples
     assert sample(first_samples, "headroom_plans_computed_total") == 1
     assert sample(second_samples, "headroom_plans_computed_total") == 0
+
+
+#: GET /metrics as it was served by the hand-written registry before prometheus-client replaced
+#: it (recorded from that code): per metric family its type, help text, and the label names of
+#: each of its sample names. Dashboards and alerts key on these, so they must not change.
+EXPOSITION_SHAPE: dict[str, tuple[str, str, dict[str, frozenset[str]]]] = {
+    "headroom_http_requests_total": (
+        "counter",
+        "HTTP requests answered, by route template, method and status code.",
+        {"headroom_http_requests_total": frozenset({"method", "route", "status"})},
+    ),
+    "headroom_http_request_duration_seconds": (
+        "histogram",
+        "Time from receiving a request to the end of its response, by route template and method.",
+        {
+            "headroom_http_request_duration_seconds_bucket": frozenset({"method", "route", "le"}),
+            "headroom_http_request_duration_seconds_sum": frozenset({"method", "route"}),
+            "headroom_http_request_duration_seconds_count": frozenset({"method", "route"}),
+        },
+    ),
+    "headroom_plans_computed_total": (
+        "counter",
+        "Capacity plans computed (plans, re-plans, fleet plans).",
+        {"headroom_plans_computed_total": frozenset()},
+    ),
+    "headroom_solver_seconds": (
+        "histogram",
+        "Wall time of optimizer (MILP) solves.",
+        {
+            "headroom_solver_seconds_bucket": frozenset({"le"}),
+            "headroom_solver_seconds_sum": frozenset(),
+            "headroom_solver_seconds_count": frozenset(),
+        },
+    ),
+    "headroom_simulation_seconds": (
+        "histogram",
+        "Wall time of discrete-event simulations.",
+        {
+            "headroom_simulation_seconds_bucket": frozenset({"le"}),
+            "headroom_simulation_seconds_sum": frozenset(),
+            "headroom_simulation_seconds_count": frozenset(),
+        },
+    ),
+}
+#: The `le` labels each histogram's buckets carry, as the text shows them.
+HTTP_LE = {"0.005", "0.01", "0.025", "0.05", "0.075", "0.1", "0.25", "0.5", "0.75", "1.0", "2.5", "5.0", "7.5", "10.0", "+Inf"}
+WORK_LE = HTTP_LE | {"30.0", "60.0"}
+
+
+def exposition_shape(text: str) -> tuple[dict[str, tuple[str, str, dict[str, frozenset[str]]]], dict[str, set[str]]]:
+    """`(family -> (type, help, {sample name -> label names}), sample name -> le values)` of an
+    exposition; every sample must belong to the family declared by the TYPE line above it."""
+    shape: dict[str, tuple[str, str, dict[str, frozenset[str]]]] = {}
+    le_values: dict[str, set[str]] = {}
+    helps: dict[str, str] = {}
+    family = ""
+    for line in text.splitlines():
+        if line.startswith("# HELP "):
+            name, _, help_text = line[len("# HELP ") :].partition(" ")
+            helps[name] = help_text
+        elif line.startswith("# TYPE "):
+            family, _, kind = line[len("# TYPE ") :].partition(" ")
+            assert family not in shape, f"{family} declared twice"
+            shape[family] = (kind, helps[family], {})
+        elif line:
+            match = _SAMPLE.match(line)
+            assert match is not None, f"not an exposition line: {line!r}"
+            assert match["name"].startswith(family), f"{match['name']} outside its family {family}"
+            labels = {m["name"]: m["value"] for m in _LABEL.finditer(match["labels"] or "")}
+            samples = shape[family][2]
+            assert samples.setdefault(match["name"], frozenset(labels)) == frozenset(labels), line
+            if "le" in labels:
+                le_values.setdefault(match["name"], set()).add(labels["le"])
+    return shape, le_values
+
+
+def test_exposition_keeps_its_metric_names_types_labels_and_help(
+    make_app: Callable[..., FastAPI], make_client: Callable[..., ApiClient]
+) -> None:
+    app = make_app()
+    client = make_client(app=app)
+    assert client.get("/v1/gpus/h100-sxm").status_code == 404
+    record_plan_computed(app)
+    record_solver_time(app, 0.3)
+    record_simulation_time(app, 0.002)
+    response = client.get("/metrics")
+    shape, le_values = exposition_shape(response.text)
+    assert shape == EXPOSITION_SHAPE
+    assert le_values == {
+        "headroom_http_request_duration_seconds_bucket": HTTP_LE,
+        "headroom_solver_seconds_bucket": WORK_LE,
+        "headroom_simulation_seconds_bucket": WORK_LE,
+    }
+    assert {repr(bound) for bound in HTTP_BUCKETS_S} | {"+Inf"} == HTTP_LE
+    assert {repr(bound) for bound in WORK_BUCKETS_S} | {"+Inf"} == WORK_LE
 
 
 def test_metrics_needs_no_key_even_when_reads_do(make_client: Callable[..., ApiClient]) -> None:
