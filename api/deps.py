@@ -27,7 +27,8 @@ ROLES: tuple[str, ...] = ("reader", "planner", "admin")
 
 
 def _settings(request: Request) -> Settings:
-    return request.app.state.settings
+    settings: Settings = request.app.state.settings
+    return settings
 
 
 SettingsDep = Annotated[Settings, Depends(_settings)]

@@ -28,6 +28,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from api.errors import RequestTimeoutError
 from api.observability import Deadline
@@ -44,11 +45,10 @@ from api.schemas.fleet_plans import (
     InventoryShadowPriceRead,
     ModelSizeRead,
     PeriodRead,
-    PrecisionRead,
     ShadowPricesRead,
     SolverRead,
 )
-from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning
+from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning, PrecisionRead
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.errors import NotFoundError
@@ -56,7 +56,14 @@ from catalog.prices import ChosenPrice, Prices
 from catalog.repository import Catalog, Page
 from planner.confidence import meets
 from planner.errors import PlannerInputError
-from planner.fleet import (
+from planner.fleet_candidates import (
+    CandidateGrid,
+    CandidateTable,
+    candidate_table,
+    no_candidates_error,
+)
+from planner.fleet_solve import solve_fleet
+from planner.fleet_spec import (
     Checkpoint,
     FleetConstraints,
     FleetPlan,
@@ -65,13 +72,6 @@ from planner.fleet import (
     GpuPrice,
     SpotOffer,
     no_checkpoint,
-    solve_fleet,
-)
-from planner.fleet_candidates import (
-    CandidateGrid,
-    CandidateTable,
-    candidate_table,
-    no_candidates_error,
 )
 from planner.optimizer import Candidate
 from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR
@@ -523,9 +523,7 @@ def _candidate_read(candidate: Candidate) -> CandidateRead:
     )
 
 
-def _per_unit_costs(
-    body: FleetPlanRequest, total_usd: float, horizon_hours: float, period_hours: float
-) -> dict[str, float | None]:
+def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: float, period_hours: float) -> dict[str, Any]:
     """Cost per hour and per month (730 h) of the schedule, and per million output tokens demanded."""
     output_tokens = sum(
         rate * period_hours * SECONDS_PER_HOUR * w.to_workload().output_tokens.mean

@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
 from catalog.repository import Catalog
 from planner.errors import SimulationLimitError
@@ -68,7 +68,7 @@ OVERRIDE_FIELDS: dict[str, tuple[str, float]] = {
 
 def apply_overrides(efficiency: Efficiency, overrides: dict[str, float | bool]) -> EfficiencyChoice:
     """`efficiency` with each given override (API units: ms for the overhead) replacing its value."""
-    changes: dict[str, float | bool] = {}
+    changes: dict[str, Any] = {}
     for name, value in overrides.items():
         field, to_si = OVERRIDE_FIELDS[name]
         changes[field] = value if isinstance(value, bool) else value * to_si
@@ -97,9 +97,10 @@ def candidate_precisions(catalog: Catalog, requested_kv_cache: str) -> tuple[Pre
     """Every (weights, KV cache) pair the catalog allows, the requested KV format first within each
     weights scheme, so a suggestion changes as little as it can."""
     schemes = {str(record["slug"]): record for record in _quantization_slugs(catalog)}
-    pairs = []
+    pairs: list[Precision] = []
     for slug, record in schemes.items():
-        allowed = [str(kv) for kv in record.get("kv_cache_dtypes") or schemes]  # type: ignore[union-attr]
+        listed = cast("list[str] | None", record.get("kv_cache_dtypes"))
+        allowed = [str(kv) for kv in listed or schemes]
         ordered = sorted((kv for kv in allowed if kv in schemes), key=lambda kv: kv != requested_kv_cache)
         pairs.extend(catalog.precision(slug, kv) for kv in ordered)
     return tuple(pairs)

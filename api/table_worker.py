@@ -44,7 +44,7 @@ _SERVICE_PID = os.getppid()
 def _open_pidfd(pid: int) -> int | None:
     """A pidfd on `pid` (readable once it exits), or None where the platform has none."""
     try:
-        return os.pidfd_open(pid)  # type: ignore[attr-defined]  # Linux 5.3+
+        return os.pidfd_open(pid)  # Linux 5.3+
     except (AttributeError, OSError):
         return None
 

@@ -9,8 +9,9 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast, overload
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import Engine, Table, or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
@@ -109,14 +110,14 @@ class ApiKeys:
         minute must not hold a lock on its key's row, and a failure here never fails the request."""
         now = datetime.now(UTC)
         statement = (
-            update(ApiKeyRow.__table__)
+            update(cast(Table, ApiKeyRow.__table__))
             .where(ApiKeyRow.id == key_id)
             .where(or_(ApiKeyRow.last_used_at.is_(None), ApiKeyRow.last_used_at < now - LAST_USED_RESOLUTION))
             .values(last_used_at=now)
         )
         engine = self._session.get_bind()
-        if isinstance(getattr(engine, "pool", None), StaticPool):  # one shared connection (in-memory SQLite)
-            return
+        if not isinstance(engine, Engine) or isinstance(engine.pool, StaticPool):
+            return  # a session bound to one connection, or one shared connection (in-memory SQLite): no second transaction
         try:
             with engine.connect() as connection:
                 connection.execute(statement)
@@ -125,6 +126,12 @@ class ApiKeys:
             return
 
 
+@overload
+def _aware(moment: datetime) -> datetime: ...
+@overload
+def _aware(moment: None) -> None: ...
+@overload
+def _aware(moment: datetime | None) -> datetime | None: ...
 def _aware(moment: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; every one stored here is UTC."""
     return moment.replace(tzinfo=UTC) if moment is not None and moment.tzinfo is None else moment

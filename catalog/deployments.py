@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -167,7 +167,7 @@ class Deployments:
         on SQLite it also takes the write lock before the row is read."""
         insert = postgresql_insert if self._session.get_bind().dialect.name == "postgresql" else sqlite_insert
         result = self._session.execute(
-            insert(DeploymentRow.__table__)
+            insert(cast(Table, DeploymentRow.__table__))
             .values(
                 name=name,
                 request=dict(request),
@@ -277,7 +277,7 @@ class IdempotencyKeys:
             .values(claim_token=claim_token, created_at=datetime.now(UTC))
             .execution_options(synchronize_session=False)
         )
-        return result.rowcount == 1  # type: ignore[attr-defined]
+        return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
     def answer(self, *, scope: str, key: str, claim_token: str, status: int, headers: Mapping[str, str], body: str) -> bool:
         """Store the claimed key's answer; False when the claim is no longer this claimer's."""
@@ -292,7 +292,7 @@ class IdempotencyKeys:
             .values(response_status=status, response_headers=dict(headers), response_body=body)
             .execution_options(synchronize_session=False)
         )
-        return result.rowcount == 1  # type: ignore[attr-defined]
+        return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
     def release(self, *, scope: str, key: str, claim_token: str) -> None:
         """Drop an unanswered claim (its request failed), so a retry runs again."""

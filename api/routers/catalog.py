@@ -98,7 +98,8 @@ def _record_routes(
     """Add get/create/replace/update/delete routes for one catalog resource to `router`."""
 
     def method(catalog: Catalog, verb: str) -> Callable[..., Any]:
-        return getattr(catalog, f"{verb}_{singular}")  # Catalog.get_gpu, Catalog.create_model, ...
+        bound: Callable[..., Any] = getattr(catalog, f"{verb}_{singular}")  # Catalog.get_gpu, Catalog.create_model, ...
+        return bound
 
     def get_record(slug: SlugPath, catalog: CatalogDep, _reader: ReaderDep, response: Response) -> Any:
         return _with_etag(response, method(catalog, "get")(slug))
@@ -113,11 +114,11 @@ def _record_routes(
 
     def replace_record(
         slug: SlugPath,
-        body: update_schema,
+        body: update_schema,  # type: ignore[valid-type]
         catalog: CatalogDep,
         _admin: AdminKeyDep,
         if_version: IfMatchDep,
-        response: Response,  # type: ignore[valid-type]
+        response: Response,
     ) -> Any:
         stored = _write(
             catalog, if_version, lambda: method(catalog, "update")(slug, record(body, slug=slug), if_version=if_version)
@@ -126,11 +127,11 @@ def _record_routes(
 
     def update_record(
         slug: SlugPath,
-        body: patch_schema,
+        body: patch_schema,  # type: ignore[valid-type]
         catalog: CatalogDep,
         _admin: AdminKeyDep,
         if_version: IfMatchDep,
-        response: Response,  # type: ignore[valid-type]
+        response: Response,
     ) -> Any:
         return _with_etag(
             response, _write(catalog, if_version, lambda: method(catalog, "update")(slug, changes(body), if_version=if_version))

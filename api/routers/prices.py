@@ -106,9 +106,9 @@ def replace_price(
 def update_price(
     provider: ProviderPath,
     gpu: GpuPath,
-    body: PricePatch,
+    body: PricePatch,  # type: ignore[valid-type]
     session: SessionDep,
-    _admin: AdminKeyDep,  # type: ignore[valid-type]
+    _admin: AdminKeyDep,
     if_version: IfMatchDep,
     response: Response,
     region: RegionQuery = None,

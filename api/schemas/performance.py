@@ -10,7 +10,7 @@ block keeps the planner's SI coefficients (bytes, FLOPs, seconds) so a client ca
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -527,7 +527,7 @@ def _curve_point(point: RhoPoint) -> RhoCurvePoint:
 
 def _queueing(prediction: Prediction, curve: tuple[RhoPoint, ...]) -> QueueingRead:
     q = prediction.queueing
-    common = {
+    common: dict[str, Any] = {
         "reliable": prediction.reliable,
         "arrival_rate_rps": prediction.arrival_rate_rps,
         "utilisation": _finite(prediction.utilisation),
