@@ -47,6 +47,7 @@ from catalog.models import (
     EfficiencyProfileRow,
     GpuPriceRow,
     GpuRow,
+    InstanceTypeRow,
     ModelRow,
     QuantizationRow,
 )
@@ -658,11 +659,13 @@ class Catalog:
             for profile in self.list_efficiency_profiles()
         ]
         exported["prices"] = self._prices().export_prices()
+        exported["instance_types"] = self._instance_types().export_instance_types()
         return exported
 
     def import_catalog(self, data: Mapping[str, Any]) -> dict[str, int]:
         """Upsert every record of an export-shaped dict (`gpus`, `models`, `quantizations`,
-        `efficiency_profiles`, `prices`, optional `catalog_version`; missing lists count as empty).
+        `efficiency_profiles`, `prices`, `instance_types`, optional `catalog_version`; missing lists
+        count as empty).
         Rows not in `data` stay. All records are validated first and every problem is reported
         at once (fields like "gpus[3].memory_gb"). The catalog version becomes
         max(current + 1, data's catalog_version), so restoring an export into an empty
@@ -673,7 +676,7 @@ class Catalog:
             raise InvalidRecordError(
                 "a catalog import must be an object", errors=[{"field": "(root)", "message": "must be an object"}]
             )
-        known = {"catalog_version", "efficiency_profiles", "prices", *(kind.plural for kind in _KINDS)}
+        known = {"catalog_version", "efficiency_profiles", "prices", "instance_types", *(kind.plural for kind in _KINDS)}
         errors += [{"field": str(key), "message": "unknown field"} for key in data if key not in known]
         imported_version = data.get("catalog_version", 0)
         if isinstance(imported_version, bool) or not isinstance(imported_version, int) or imported_version < 0:
@@ -698,6 +701,13 @@ class Catalog:
             key=lambda record: (record["provider"], record["gpu"], record["region"]),
             errors=errors,
         )
+        instance_types = self._canonical_list(
+            data.get("instance_types", []),
+            "instance_types",
+            self._instance_types().canonical,
+            key=lambda record: (record["provider"], record["name"], record["region"]),
+            errors=errors,
+        )
         incoming_gpus = {record["slug"] for record in batches["gpus"]}
         existing_gpus = set(self.session.scalars(select(GpuRow.slug)))
         for index, profile in enumerate(profiles):
@@ -706,6 +716,9 @@ class Catalog:
         for index, price in enumerate(prices):
             if price["gpu"] not in incoming_gpus | existing_gpus:
                 errors.append({"field": f"prices[{index}].gpu", "message": f"no GPU {price['gpu']!r}"})
+        for index, instance in enumerate(instance_types):
+            if instance["gpu"] not in incoming_gpus | existing_gpus:
+                errors.append({"field": f"instance_types[{index}].gpu", "message": f"no GPU {instance['gpu']!r}"})
         raise_collected("catalog import", errors)
 
         counts = {"created": 0, "updated": 0, "unchanged": 0}
@@ -716,27 +729,29 @@ class Catalog:
             counts[self._upsert_profile(profile)] += 1
         for price in prices:
             counts[self._prices().upsert_price(price)] += 1
+        for instance in instance_types:
+            counts[self._instance_types().upsert_instance_type(instance)] += 1
         self._flush(what="catalog import")
         return {**counts, "catalog_version": self._bump_catalog_version(at_least=imported_version)}
 
     def is_empty(self) -> bool:
-        """No GPU, model, quantization scheme, efficiency profile or price."""
+        """No GPU, model, quantization scheme, efficiency profile, price or instance type."""
         return all(
             self.session.scalar(select(func.count()).select_from(table)) == 0
-            for table in (GpuRow, ModelRow, QuantizationRow, EfficiencyProfileRow, GpuPriceRow)
+            for table in (GpuRow, ModelRow, QuantizationRow, EfficiencyProfileRow, GpuPriceRow, InstanceTypeRow)
         )
 
     def load_reference_catalog(self, data_dir: Path | None = None) -> bool:
-        """Load catalog/data/{quantizations,gpus,models}.json and, where present, prices.json (or
-        `data_dir`'s) into an empty catalog; return False and change nothing when the catalog
-        already has rows."""
+        """Load catalog/data/{quantizations,gpus,models}.json and, where present, prices.json and
+        instance_types.json (or `data_dir`'s) into an empty catalog; return False and change nothing
+        when the catalog already has rows."""
         if not self.is_empty():
             return False
         directory = REFERENCE_DATA_DIR if data_dir is None else data_dir
         data: dict[str, Any] = {}
-        for plural in ("quantizations", "gpus", "models", "prices"):
+        for plural in ("quantizations", "gpus", "models", "prices", "instance_types"):
             path = directory / f"{plural}.json"
-            if plural == "prices" and not path.exists():
+            if plural in ("prices", "instance_types") and not path.exists():
                 continue  # a catalog without prices plans nothing until prices are added
             try:
                 content = json.loads(path.read_text(encoding="utf-8"))
@@ -751,6 +766,12 @@ class Catalog:
         from catalog.prices import Prices
 
         return Prices(self.session)
+
+    def _instance_types(self) -> Any:
+        # catalog.instances builds on this module, so it is imported when first needed
+        from catalog.instances import InstanceTypes
+
+        return InstanceTypes(self.session)
 
     # ---- API keys ------------------------------------------------------------------------------
 
