@@ -150,18 +150,24 @@ def markdown(rows: list[dict], naive: dict, repeats: int, command: str) -> str:
         "",
         f"Command: `{command}`",
         "",
-        f"Machine: {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}, "
-        f"numpy {np.__version__}, {platform.machine()}. The CPUs are shared with other work; the 1-minute load "
-        "average before → after each case is listed.",
+        (
+            f"Machine: {os.cpu_count()} CPUs, {platform.python_implementation()} {platform.python_version()}, "
+            f"numpy {np.__version__}, {platform.machine()}. The CPUs are shared with other work; the 1-minute load "
+            "average before → after each case is listed."
+        ),
         "",
-        "Workload: Llama-2-70B fp16 on 4×H100 SXM, ideal roofline (docs/design.md test vectors); prompts lognormal "
-        "mean 1,000 / p99 4,000 tokens, outputs lognormal mean 250 / p99 1,000; KV capacity "
-        f"{KV_CAPACITY_TOKENS:,} tokens per replica; Poisson arrivals at ρ = {RHO} of the replica's saturation "
-        "throughput (measured by flooding the simulator: completions per second until the last admission); "
-        f"{REQUESTS:,} requests, seed 0, {repeats} repeats.",
+        (
+            "Workload: Llama-2-70B fp16 on 4×H100 SXM, ideal roofline (docs/design.md test vectors); prompts lognormal "
+            "mean 1,000 / p99 4,000 tokens, outputs lognormal mean 250 / p99 1,000; KV capacity "
+            f"{KV_CAPACITY_TOKENS:,} tokens per replica; Poisson arrivals at ρ = {RHO} of the replica's saturation "
+            "throughput (measured by flooding the simulator: completions per second until the last admission); "
+            f"{REQUESTS:,} requests, seed 0, {repeats} repeats."
+        ),
         "",
-        "| case | λ (rps) | wall min (s) | wall median (s) | target ≤ 2 s | steps simulated | simulated time (s) | "
-        "steps per wall second | p99 TTFT (s) | p99 TPOT (ms) | p99 E2E (s) | occupancy / batch | load avg |",
+        (
+            "| case | λ (rps) | wall min (s) | wall median (s) | target ≤ 2 s | steps simulated | simulated time (s) | "
+            "steps per wall second | p99 TTFT (s) | p99 TPOT (ms) | p99 E2E (s) | occupancy / batch | load avg |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
@@ -175,11 +181,13 @@ def markdown(rows: list[dict], naive: dict, repeats: int, command: str) -> str:
         )
     lines += [
         "",
-        f"What the restructuring buys: {NAIVE_REQUESTS:,} requests of the batch-128 case ({naive['steps']:,} steps) "
-        f"take {naive['naive_s']:.2f} s (one run) in the naive step-by-step loop of the tests "
-        "(`tests/planner/simulator_reference.py`: per-sequence state, every step taken) and "
-        f"{naive['fast_s']:.3f} s (best of 3) in `planner/simulator.py`, with the same per-request times to 1e-12: "
-        f"{'yes' if naive['same'] else 'NO'}.",
+        (
+            f"What the restructuring buys: {NAIVE_REQUESTS:,} requests of the batch-128 case ({naive['steps']:,} steps) "
+            f"take {naive['naive_s']:.2f} s (one run) in the naive step-by-step loop of the tests "
+            "(`tests/planner/simulator_reference.py`: per-sequence state, every step taken) and "
+            f"{naive['fast_s']:.3f} s (best of 3) in `planner/simulator.py`, with the same per-request times to 1e-12: "
+            f"{'yes' if naive['same'] else 'NO'}."
+        ),
         "",
         "How: decode-only stretches between events (a completion, or the step at which the FCFS head",
         "becomes admissible) are jumped — their step times, an arithmetic sequence in the context sum,",

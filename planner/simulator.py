@@ -478,7 +478,7 @@ def simulate(
         checkpoint=checkpoint,
     )
     n = len(trace)
-    warm = int(math.floor(warmup_fraction * n))
+    warm = math.floor(warmup_fraction * n)
     measured = slice(warm, n)
     window_start_s = float(detail.arrival_s[warm])
     window_end_s = float(detail.arrival_s[-1])

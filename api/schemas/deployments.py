@@ -7,6 +7,7 @@ per hour and per month of 730 hours.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Literal, Self
 
@@ -266,7 +267,7 @@ class RecheckResponse(BaseModel):
 
 
 def _none_if_nan(value: float) -> float | None:
-    return None if value != value else value  # NaN marks "unknown" in the planner's dataclasses
+    return None if math.isnan(value) else value  # NaN marks "unknown" in the planner's dataclasses
 
 
 def check_read(check: Check) -> dict[str, Any]:

@@ -570,8 +570,10 @@ def _queueing_notes(estimate: LatencyEstimate | None, kv_capacity_tokens: int) -
     if estimate is None or estimate.prediction.saturation_rps > 0:
         return []
     return [
-        f"the KV cache ({kv_capacity_tokens:,} tokens per replica) cannot hold one request of the workload's mix "
-        "(prompt + output): no arrival rate is sustainable on this configuration"
+        (
+            f"the KV cache ({kv_capacity_tokens:,} tokens per replica) cannot hold one request of the workload's mix "
+            "(prompt + output): no arrival rate is sustainable on this configuration"
+        )
     ]
 
 

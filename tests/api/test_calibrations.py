@@ -85,7 +85,7 @@ def test_calibration_recovers_the_efficiencies_and_stores_the_profile(
     assert body["compute"] == pytest.approx(0.5, abs=1e-6)
     assert body["step_overhead_ms"] == pytest.approx(1.0, abs=1e-6)
     assert body["include_comm"] is True and body["version"] == 1
-    assert [r["label"] for r in body["residuals"]][0] == "tpot b1"
+    assert body["residuals"][0]["label"] == "tpot b1"
     assert body["residuals"][0]["unit"] == "ms"
     assert body["residuals"][0]["measured"] == pytest.approx(POINTS[0]["value_ms"])
     assert max(abs(r["relative_error"]) for r in body["residuals"]) < 1e-6

@@ -35,7 +35,7 @@ def test_wrong_unknown_or_malformed_keys_have_no_role(catalog: Catalog) -> None:
     key = catalog.create_api_key("admin")
     other = catalog.create_api_key("reader")
     _, key_id, secret = key.split("_", 2)
-    _, other_id, other_secret = other.split("_", 2)
+    _, _other_id, other_secret = other.split("_", 2)
     tampered = secret[:-1] + ("A" if secret[-1] != "A" else "B")
     assert catalog.role_for_key(f"hr_{key_id}_{tampered}") is None
     assert catalog.role_for_key(f"hr_{key_id}_{other_secret}") is None  # another key's secret

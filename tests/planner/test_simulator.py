@@ -212,7 +212,7 @@ def test_too_many_steps_raise_the_limit_error() -> None:
 
 
 def test_same_seed_same_run_other_seed_other_run() -> None:
-    kwargs = dict(kv_capacity_tokens=KV_70B_TOKENS, requests=1500)
+    kwargs = {"kv_capacity_tokens": KV_70B_TOKENS, "requests": 1500}
     workload, serving = CHAT.at_rate(6.0), Serving(replicas=2, batch_limit=64, router="random")
     first = simulate(LLAMA2_70B_4XH100, workload, serving, seed=7, **kwargs)
     again = simulate(LLAMA2_70B_4XH100, workload, serving, seed=7, **kwargs)
