@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from planner.fleet import FleetConstraints, FleetSpec, FleetWorkload, GpuPrice, solve_fleet
+from planner.fleet_solve import solve_fleet
+from planner.fleet_spec import FleetConstraints, FleetSpec, FleetWorkload, GpuPrice
 from planner.milp import default_solver_name
 from planner.optimizer import Candidate, candidate_id
 

@@ -44,7 +44,8 @@ from planner.candidates import (
     enumerate_options,
 )
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
-from planner.fleet import Checkpoint, no_checkpoint, undominated
+from planner.fleet_formulation import undominated
+from planner.fleet_spec import Checkpoint, no_checkpoint
 from planner.optimizer import Candidate
 from planner.queueing import saturation_rps, slo_excess
 from planner.rate_search import Bracket

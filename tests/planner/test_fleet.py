@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-import planner.fleet as fleet_module
+import planner.fleet_solve as fleet_module  # where solve_fleet looks up its stages
 from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.fleet import (
     FLEET_RELATIVE_GAP,

@@ -12,7 +12,6 @@ from planner.candidates import enumerate_groups, enumerate_options
 from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.fleet import undominated
 from planner.fleet_candidates import (
-    MU_RELATIVE_TOLERANCE,
     CandidateGrid,
     CandidateTables,
     candidate_table,
@@ -22,6 +21,7 @@ from planner.memory import kv_capacity_tokens
 from planner.optimizer import Candidate
 from planner.performance import build_step_model
 from planner.queueing import max_rps_at_slo, predict, saturation_rps
+from planner.rate_search import MU_RELATIVE_TOLERANCE
 from planner.workload import FixedLength, LognormalLength, Serving, Slo, Workload
 from tests.planner.performance_specs import A100_SXM, FP8_PRECISION, FP16_PRECISION, H100_SXM, LLAMA_2_70B
 

@@ -1,0 +1,270 @@
+"""The fleet plan's records: what `solve_fleet` is asked (workloads, prices, spot, inventory,
+constraints) and what it answers (periods, assignments, costs, shadow prices).
+
+They live apart from the MILP so that the API and the tests can build and read fleets without
+the solver's modules, and so that each record's validation sits next to its fields. The model
+itself is in planner/fleet_formulation.py, the search in planner/fleet_solve.py (overview in
+planner/fleet.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from planner.errors import PlannerInputError
+from planner.milp import ModelSize, SolverReport
+from planner.optimizer import Candidate
+
+HOURS_PER_DAY = 24.0
+
+#: What the caller hands `solve_fleet` to stop the work: called between stages (and between the
+#: periods of the period stage), it raises to abandon the plan. The planner never reads a clock
+#: for it; the API's checkpoint raises its request-timeout error once the request's deadline has
+#: passed, so a plan whose caller got a 503 stops within one stage (api/fleet_plans.py).
+Checkpoint = Callable[[], None]
+
+
+def no_checkpoint() -> None:
+    """The default checkpoint: never stops the work."""
+
+
+def _finite_non_negative(value: float) -> bool:
+    return math.isfinite(value) and value >= 0
+
+
+# --- inputs -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetWorkload:
+    """One workload: its candidate configurations and its demand, one rate per period."""
+
+    name: str
+    candidates: tuple[Candidate, ...]
+    demand_rps: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "candidates", tuple(self.candidates))
+        object.__setattr__(self, "demand_rps", tuple(float(d) for d in self.demand_rps))
+        if not self.name:
+            raise PlannerInputError("a workload needs a name")
+        if not self.demand_rps:
+            raise PlannerInputError(f"workload {self.name!r}: demand_rps needs at least one period")
+        if not all(_finite_non_negative(d) for d in self.demand_rps):
+            raise PlannerInputError(f"workload {self.name!r}: every demand must be finite and >= 0")
+        ids = [c.id for c in self.candidates]
+        if len(set(ids)) != len(ids):
+            raise PlannerInputError(f"workload {self.name!r}: candidate ids must be unique")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuPrice:
+    """USD per GPU-hour: on demand (paid in the periods rented), reserved (paid in every period)."""
+
+    on_demand_usd_per_hour: float
+    reserved_usd_per_hour: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.on_demand_usd_per_hour) and self.on_demand_usd_per_hour > 0):
+            raise PlannerInputError(f"on-demand price must be finite and > 0, got {self.on_demand_usd_per_hour}")
+        if not _finite_non_negative(self.reserved_usd_per_hour):
+            raise PlannerInputError(f"reserved price must be finite and >= 0, got {self.reserved_usd_per_hour}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpotOffer:
+    """Spot GPUs of one type: price = on-demand × (1 − discount), at most `max_gpus` per period."""
+
+    discount_fraction: float
+    max_gpus: int
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.discount_fraction < 1.0):
+            raise PlannerInputError(f"spot discount must be in [0, 1), got {self.discount_fraction}")
+        if self.max_gpus < 0:
+            raise PlannerInputError(f"spot availability must be >= 0 GPUs, got {self.max_gpus}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetConstraints:
+    """Per workload and period: at least `min_replicas`, and N+1 if asked; a budget over the horizon."""
+
+    min_replicas: int = 1
+    n_plus_one: bool = False
+    budget_usd_per_day: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_replicas < 0:
+            raise PlannerInputError(f"min_replicas must be >= 0, got {self.min_replicas}")
+        if self.budget_usd_per_day is not None and not (math.isfinite(self.budget_usd_per_day) and self.budget_usd_per_day > 0):
+            raise PlannerInputError(f"budget_usd_per_day must be finite and > 0, got {self.budget_usd_per_day}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetSpec:
+    """Everything the fleet MILP needs. `inventory` gives the most GPUs of a type, either one
+    count for every period or one per period; types not listed are unlimited."""
+
+    workloads: tuple[FleetWorkload, ...]
+    prices: Mapping[str, GpuPrice]
+    inventory: Mapping[str, int | tuple[int, ...]] = field(default_factory=dict)
+    spot: Mapping[str, SpotOffer] = field(default_factory=dict)
+    period_hours: float = 1.0
+    constraints: FleetConstraints = FleetConstraints()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "workloads", tuple(self.workloads))
+        if not self.workloads:
+            raise PlannerInputError("a fleet needs at least one workload")
+        names = [w.name for w in self.workloads]
+        if len(set(names)) != len(names):
+            raise PlannerInputError("workload names must be unique", duplicates=sorted({n for n in names if names.count(n) > 1}))
+        periods = {len(w.demand_rps) for w in self.workloads}
+        if len(periods) != 1:
+            raise PlannerInputError(
+                "every workload must give the same number of periods",
+                periods={w.name: len(w.demand_rps) for w in self.workloads},
+            )
+        if not (math.isfinite(self.period_hours) and self.period_hours > 0):
+            raise PlannerInputError(f"period_hours must be finite and > 0, got {self.period_hours}")
+        object.__setattr__(self, "prices", MappingProxyType(dict(self.prices)))
+        object.__setattr__(self, "spot", MappingProxyType(dict(self.spot)))
+        unpriced = sorted({c.gpu for w in self.workloads for c in w.candidates} - set(self.prices))
+        if unpriced:
+            raise PlannerInputError(f"no price for GPU types {', '.join(unpriced)}", gpus=unpriced)
+        unpriced_spot = sorted(set(self.spot) - set(self.prices))
+        if unpriced_spot:
+            raise PlannerInputError(f"spot offered for unpriced GPU types {', '.join(unpriced_spot)}", gpus=unpriced_spot)
+        object.__setattr__(self, "inventory", MappingProxyType(self._per_period_inventory()))
+
+    def _per_period_inventory(self) -> dict[str, tuple[int, ...]]:
+        inventory: dict[str, tuple[int, ...]] = {}
+        for gpu, counts in self.inventory.items():
+            per_period = (counts,) * self.periods if isinstance(counts, int) else tuple(counts)
+            if len(per_period) != self.periods or not all(isinstance(n, int) and n >= 0 for n in per_period):
+                raise PlannerInputError(
+                    f"inventory of {gpu!r} must be a whole number >= 0 or one per period ({self.periods}), got {counts!r}"
+                )
+            inventory[gpu] = per_period
+        return inventory
+
+    @property
+    def periods(self) -> int:
+        return len(self.workloads[0].demand_rps)
+
+    @property
+    def horizon_hours(self) -> float:
+        return self.periods * self.period_hours
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """GPU types some candidate runs on, sorted."""
+        return tuple(sorted({c.gpu for w in self.workloads for c in w.candidates}))
+
+    def inventory_limit(self, gpu: str, period: int) -> int | None:
+        counts = self.inventory.get(gpu)
+        return None if counts is None else counts[period]
+
+    def spot_price_usd_per_hour(self, gpu: str) -> float:
+        return self.prices[gpu].on_demand_usd_per_hour * (1 - self.spot[gpu].discount_fraction)  # on-demand less the discount
+
+
+# --- outputs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetAssignment:
+    """Replicas of one candidate serving one workload in one period."""
+
+    workload: str
+    period: int
+    candidate: Candidate
+    replicas: int
+    gpus: int
+    capacity_rps: float  # replicas × max_rps_at_slo
+    offered_rps: float  # the workload's demand × this row's share of its capacity
+    target_rho: float  # offered rate per replica / saturation_rps
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetPeriod:
+    """One period of the schedule: GPUs rented, used and held, who runs where, and its cost."""
+
+    index: int
+    demand_rps: Mapping[str, float]
+    on_demand_gpus: Mapping[str, int]
+    spot_gpus: Mapping[str, int]
+    gpus_used: Mapping[str, int]
+    gpus_held: Mapping[str, int]  # reserved + on-demand + spot
+    assignments: tuple[FleetAssignment, ...]
+    cost_usd: float
+    gpu_utilisation: float  # Σ used / Σ held (0 when nothing is held)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetCost:
+    """Costs over the horizon. Per workload: in each period, a GPU type's cost is spread over
+    the GPUs held at their mean price; each workload pays for the GPUs its replicas use, and
+    GPUs held but unused (reserved GPUs idle off-peak) are `idle_usd`. The parts sum to the total."""
+
+    total_usd: float
+    usd_per_day: float  # total × 24 h / horizon
+    reserved_usd: float
+    on_demand_usd: float
+    spot_usd: float
+    idle_usd: float
+    per_workload_usd: Mapping[str, float]
+    per_period_usd: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemandShadowPrice:
+    """Marginal cost (USD over the horizon) of one more req/s of this workload in this period."""
+
+    workload: str
+    period: int
+    usd_per_rps: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InventoryShadowPrice:
+    """Value (USD saved over the horizon) of one more GPU of inventory in a period where it binds."""
+
+    gpu: str
+    period: int
+    usd_per_gpu: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShadowPrices:
+    """Duals of the LP relaxation (every integer made continuous, binaries in [0, 1]).
+
+    The relaxation prices capacity at its fractional marginal cost, so a demand dual reads
+    "one more req/s here costs this much if GPUs came in fractions"; where the integer plan
+    has slack the true marginal cost of a small increase is zero, and of a larger one a step.
+    Inventory values are reported for the (type, period) pairs whose inventory the integer plan
+    exhausts; the relaxation may value some of them at zero. When several periods share a
+    reservation the LP is degenerate and the split of the reservation's cost over those
+    periods' demand duals is one of several valid ones (their sum is what is determined).
+    """
+
+    method: str
+    demand: tuple[DemandShadowPrice, ...]
+    inventory: tuple[InventoryShadowPrice, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FleetPlan:
+    """The cheapest schedule of reserved, on-demand and spot GPUs and replicas, with its costs."""
+
+    reserved_gpus: Mapping[str, int]
+    periods: tuple[FleetPeriod, ...]
+    period_hours: float
+    cost: FleetCost
+    shadow_prices: ShadowPrices | None
+    solver: SolverReport
+    model_size: ModelSize
+    candidates_dropped: int  # dominated candidates removed before the MILP
