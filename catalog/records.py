@@ -29,6 +29,12 @@ RESERVED_PROFILE_NAMES: frozenset[str] = frozenset({"ideal", "calibrated"})
 
 SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$")
 DATE_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: A public checkpoint id: a Hugging Face repo id "owner/name" (https://huggingface.co/docs/hub/repositories).
+CHECKPOINT_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+#: Serving engines a quantization scheme may name itself for (`engine_names`), as GET /v1/plans/{id}/deploy renders them.
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trt-llm")
+#: An engine's name for a scheme: a CLI choice or enum member (vLLM `compressed-tensors`, TensorRT-LLM `W4A16_AWQ`).
+ENGINE_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 KNOWN_ARCHITECTURES: frozenset[str] = frozenset(
     generation for generations in ARCHITECTURE_GENERATIONS.values() for generation in generations
 )
@@ -411,6 +417,13 @@ def canonical_model(record: object, *, path: str = "", errors: list[dict[str, st
                 "rope_head_dim": mla.integer("rope_head_dim", ge=0, le=specs.MAX_MODEL_DIMENSION),
             }
             mla.finish()
+        canonical["checkpoint"] = check.text(
+            "checkpoint",
+            nullable=True,
+            max_length=200,
+            pattern=CHECKPOINT_PATTERN,
+            pattern_hint="(a Hugging Face repo id owner/name)",
+        )
         canonical["source"] = check.text("source", max_length=MAX_TEXT_LENGTH)
         return canonical
 
@@ -445,10 +458,28 @@ def canonical_quantization(record: object, *, path: str = "", errors: list[dict[
             "compute_dtype": check.text("compute_dtype", choices=DATATYPES),
             "kv_cache_dtypes": kv_cache_dtypes,
             "min_architecture": check.text("min_architecture", nullable=True, choices=KNOWN_ARCHITECTURES),
+            "engine_names": _engine_names(check),
             "source": check.text("source", max_length=MAX_TEXT_LENGTH),
         }
 
     return _run("quantization", record, path, build, errors)
+
+
+def _engine_names(check: _Checker) -> dict[str, str] | None:
+    """A scheme's `engine_names`: serving engine (one of ENGINES) → the name that engine documents for
+    it (what `--quantization` takes, or TensorRT-LLM's QuantAlgo). Null: no engine name recorded."""
+    names = check.object("engine_names", nullable=True)
+    if names is None:
+        return None
+    canonical: dict[str, str] = {}
+    for engine, name in names.items():
+        if engine not in ENGINES:
+            check.error(f"engine_names.{engine}", f"unknown engine; engines are {', '.join(ENGINES)}")
+        elif not isinstance(name, str) or not ENGINE_NAME_PATTERN.fullmatch(name):
+            check.error(f"engine_names.{engine}", f"must match {ENGINE_NAME_PATTERN.pattern}")
+        else:
+            canonical[engine] = name
+    return {engine: canonical[engine] for engine in ENGINES if engine in canonical}
 
 
 def canonical_efficiency_profile(record: object, *, path: str = "", errors: list[dict[str, str]] | None = None) -> dict[str, Any]:

@@ -244,6 +244,7 @@ def _model_record(row: ModelRow) -> dict[str, Any]:
             "rope_head_dim": row.mla_rope_head_dim,
         }
     )
+    record["checkpoint"] = row.checkpoint
     record["source"] = row.source
     return record
 
@@ -258,6 +259,7 @@ def _apply_model(row: ModelRow, record: Mapping[str, Any]) -> None:
     mla = record["mla"] or {}
     row.mla_kv_lora_rank = mla.get("kv_lora_rank")
     row.mla_rope_head_dim = mla.get("rope_head_dim")
+    row.checkpoint = record.get("checkpoint")
 
 
 _QUANT_FIELDS = (
@@ -268,6 +270,7 @@ _QUANT_FIELDS = (
     "compute_dtype",
     "kv_cache_dtypes",
     "min_architecture",
+    "engine_names",
     "source",
 )
 
@@ -275,6 +278,7 @@ _QUANT_FIELDS = (
 def _quantization_record(row: QuantizationRow) -> dict[str, Any]:
     record = {key: getattr(row, key) for key in _QUANT_FIELDS}
     record["kv_cache_dtypes"] = list(row.kv_cache_dtypes)
+    record["engine_names"] = dict(row.engine_names) if row.engine_names is not None else None
     return record
 
 
@@ -282,6 +286,7 @@ def _apply_quantization(row: QuantizationRow, record: Mapping[str, Any]) -> None
     for key in _QUANT_FIELDS:
         setattr(row, key, record[key])
     row.kv_cache_dtypes = list(record["kv_cache_dtypes"])
+    row.engine_names = dict(record["engine_names"]) if record.get("engine_names") is not None else None
 
 
 _PROFILE_FIELDS = (

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
+from catalog.records import CHECKPOINT_PATTERN, ENGINE_NAME_PATTERN, ENGINES
 from planner import specs
 from planner.confidence import GRADES
 from planner.specs import ARCHITECTURE_GENERATIONS
@@ -60,6 +61,8 @@ TFLOPS = (specs.MIN_PEAK_FLOPS_PER_S / 1e12, specs.MAX_PEAK_FLOPS_PER_S / 1e12) 
 MAX_INTERCONNECT_LATENCY_US = specs.MAX_INTERCONNECT_LATENCY_S * 1e6  # 10,000 µs
 MAX_STEP_OVERHEAD_MS = specs.MAX_STEP_OVERHEAD_S * 1e3  # 10,000 ms
 MAX_PRICE = specs.MAX_PRICE_USD_PER_HOUR  # $1,000 per GPU-hour
+Engine = Literal[ENGINES]  # type: ignore[valid-type]
+EngineName = Annotated[str, Field(pattern=ENGINE_NAME_PATTERN.pattern, description="The engine's own name for the scheme.")]
 Datatype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
 Architecture = Literal[tuple(g for gs in ARCHITECTURE_GENERATIONS.values() for g in gs)]  # type: ignore[valid-type]
 
@@ -327,6 +330,14 @@ class ModelFields(_Input):
     )
     moe: MoeLayout | None = Field(default=None, description="Mixture-of-experts layout; null for dense models.")
     mla: MlaLayout | None = Field(default=None, description="Multi-head latent attention; null for standard attention.")
+    checkpoint: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=CHECKPOINT_PATTERN.pattern,
+        description="Public checkpoint id (a Hugging Face repo id) the serving engines load; "
+        "GET /v1/plans/{id}/deploy needs it. Null: none recorded.",
+        examples=["meta-llama/Llama-3.1-8B-Instruct"],
+    )
     source: Source
 
     @field_validator("params_active")
@@ -390,6 +401,12 @@ class QuantizationFields(_Input):
     )
     min_architecture: Architecture | None = Field(
         default=None, description="Oldest architecture generation that runs it natively; null for any."
+    )
+    engine_names: dict[Engine, EngineName] | None = Field(
+        default=None,
+        description="Serving engine → the name that engine documents for this scheme (vLLM and SGLang `--quantization`, "
+        "TensorRT-LLM QuantAlgo); null or a missing engine: none recorded (16-bit schemes need none).",
+        examples=[{"vllm": "fp8", "sglang": "fp8", "trt-llm": "FP8"}],
     )
     source: Source
 
