@@ -48,9 +48,11 @@ from api.problems import (
 from api.routers import calibrations as calibration_routes
 from api.routers import capacity as capacity_routes
 from api.routers import catalog as catalog_routes
+from api.routers import deploy as deploy_routes
 from api.routers import deployments as deployment_routes
 from api.routers import evaluate as evaluate_routes
 from api.routers import fleet_plans as fleet_plan_routes
+from api.routers import instances as instance_routes
 from api.routers import keys as key_routes
 from api.routers import plans as plan_routes
 from api.routers import prices as price_routes
@@ -64,7 +66,9 @@ from catalog.migrate import is_at_head
 ROUTERS: tuple[APIRouter, ...] = (
     catalog_routes.router,
     price_routes.router,
+    instance_routes.router,
     plan_routes.router,
+    deploy_routes.router,
     calibration_routes.router,
     fleet_plan_routes.router,
     evaluate_routes.router,
