@@ -1,14 +1,20 @@
 """Service hygiene: Prometheus metrics, structured JSON logs with a request id, and a deadline for
 planning work. `install_observability(app, settings)` wires all three into one app.
 
-Metrics (`GET /metrics`, Prometheus text exposition format 0.0.4) live in a registry per app
-(`app.state.metrics`), so two apps in one process never share counts:
+Metrics (`GET /metrics`, Prometheus text exposition format 0.0.4) are prometheus_client metrics in
+a registry per app (`app.state.metrics`), so two apps in one process never share counts:
 
     headroom_http_requests_total{method,route,status}        counter
     headroom_http_request_duration_seconds{method,route}      histogram
     headroom_plans_computed_total                             counter
     headroom_solver_seconds                                   histogram
     headroom_simulation_seconds                               histogram
+
+Several worker processes (`uvicorn --workers N`): set PROMETHEUS_MULTIPROC_DIR to an empty
+directory before they start (prometheus_client reads it at import) and every process writes its
+values to files there; /metrics, whichever process answers it, sums all of them
+(prometheus_client.multiprocess.MultiProcessCollector). Empty the directory at every start, or
+counts of the previous run are added in. docs/reliability.md has the commands.
 
 `route` is the route template (`/v1/gpus/{slug}`), never the raw path; a path no route matches
 is counted as `unmatched`.
@@ -50,19 +56,26 @@ import contextvars
 import json
 import logging
 import math
+import os
 import re
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, ParamSpec, TypeVar
 
+import prometheus_client
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import PlainTextResponse
+from prometheus_client import CollectorRegistry
+from prometheus_client import values as prometheus_values
+from prometheus_client.metrics_core import Metric as PrometheusFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.samples import Sample
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -75,6 +88,8 @@ T = TypeVar("T")
 REQUEST_ID_HEADER = "X-Request-ID"
 METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 UNMATCHED_ROUTE = "unmatched"
+#: prometheus_client's switch to multi-process mode: the directory its per-process value files live in.
+MULTIPROC_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 #: prometheus/client_python's DEFAULT_BUCKETS (prometheus_client/metrics.py), in seconds.
 HTTP_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -83,8 +98,6 @@ HTTP_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25,
 WORK_BUCKETS_S: tuple[float, ...] = (*HTTP_BUCKETS_S, 30.0, 60.0)
 
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 #: uvicorn's TRACE level (uvicorn/logging.py: TRACE_LOG_LEVEL = 5) for HEADROOM_LOG_LEVEL=trace.
 _LOG_LEVELS = {
@@ -105,163 +118,129 @@ logger = logging.getLogger("headroom.api")
 # ---- metrics -----------------------------------------------------------------------------------
 
 
-def _escape_label_value(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels_text(names: Sequence[str], values: Sequence[str], extra: tuple[str, str] | None = None) -> str:
-    pairs = [*zip(names, values, strict=True), *([extra] if extra else [])]
-    if not pairs:
-        return ""
-    return "{" + ",".join(f'{name}="{_escape_label_value(value)}"' for name, value in pairs) + "}"
+def multiprocess_mode() -> bool:
+    """Whether prometheus_client keeps its values in PROMETHEUS_MULTIPROC_DIR. It reads the variable
+    once, at its import (prometheus_client/values.py), so ask it; a variable set only after that
+    would leave each process counting alone while /metrics read the directory: an error."""
+    enabled = bool(getattr(prometheus_values.ValueClass, "_multiprocess", False))
+    if os.environ.get(MULTIPROC_DIR_ENV) and not enabled:
+        raise RuntimeError(f"{MULTIPROC_DIR_ENV} was set after prometheus_client was imported: set it before the process starts")
+    return enabled
 
 
 def _number_text(value: float) -> str:
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    if float(value).is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(float(value))
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+
+
+def _sample_line(sample: Sample) -> str:
+    escaped = {
+        name: value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"') for name, value in sample.labels.items()
+    }
+    labels = "{" + ",".join(f'{name}="{value}"' for name, value in escaped.items()) + "}" if escaped else ""
+    return f"{sample.name}{labels} {_number_text(float(sample.value))}"
+
+
+def exposition_lines(families: Iterable[PrometheusFamily]) -> list[str]:
+    """Metric families in the text format 0.0.4 as the hand-written registry before prometheus-client
+    wrote them (integral values without `.0`, labels in declared order, no `_created` series), so
+    scrapes and whatever compares their text see no change. `le` is prometheus_client's (0.005, 1.0, +Inf)."""
+    out: list[str] = []
+    for family in families:
+        name = f"{family.name}_total" if family.type == "counter" else family.name  # as generate_latest names it
+        help_text = family.documentation.replace("\\", "\\\\").replace("\n", "\\n")
+        out += [f"# HELP {name} {help_text}", f"# TYPE {name} {family.type}"]
+        out += [_sample_line(sample) for sample in family.samples if sample.name != f"{family.name}_created"]
+    return out
 
 
 class _Metric:
-    kind = ""
+    """A prometheus_client metric labelled by keyword (`inc(method="GET", ...)`); unknown or
+    missing labels, and non-finite values (which prometheus_client would add to a sum), raise ValueError."""
 
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
-        if not _METRIC_NAME.fullmatch(name) or not all(_LABEL_NAME.fullmatch(label) for label in label_names):
-            raise ValueError(f"invalid metric or label name in {name}{tuple(label_names)}")
-        self.name = name
-        self.help_text = help_text
-        self.label_names = tuple(label_names)
-        self._lock = threading.Lock()
+    def __init__(self, metric: prometheus_client.Counter | prometheus_client.Histogram, label_names: Sequence[str]) -> None:
+        self.name, self.label_names, self._metric = metric._name, tuple(label_names), metric
 
-    def _key(self, labels: dict[str, str]) -> tuple[str, ...]:
-        if labels.keys() != set(self.label_names):
-            raise ValueError(f"{self.name} takes labels {self.label_names}, got {tuple(labels)}")
-        return tuple(str(labels[name]) for name in self.label_names)
-
-    def header(self) -> list[str]:
-        help_text = self.help_text.replace("\\", "\\\\").replace("\n", "\\n")
-        return [f"# HELP {self.name} {help_text}", f"# TYPE {self.name} {self.kind}"]
+    def _child(self, labels: dict[str, str], value: float) -> Any:
+        if labels.keys() != set(self.label_names) or not math.isfinite(value):
+            raise ValueError(f"{self.name} takes labels {self.label_names} and a finite value, got {labels} and {value}")
+        return self._metric.labels(**labels) if labels else self._metric
 
     def lines(self) -> list[str]:
-        raise NotImplementedError
+        return exposition_lines(self._metric.collect())
 
 
 class Counter(_Metric):
     """A monotonically increasing count per label set."""
 
-    kind = "counter"
-
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = ()) -> None:
-        super().__init__(name, help_text, label_names)
-        self._values: dict[tuple[str, ...], float] = {} if label_names else {(): 0.0}
+    def __init__(
+        self, name: str, help_text: str, label_names: Sequence[str] = (), *, registry: CollectorRegistry | None = None
+    ) -> None:
+        super().__init__(prometheus_client.Counter(name, help_text, label_names, registry=registry), label_names)
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
-        if not (math.isfinite(amount) and amount >= 0):
-            raise ValueError(f"a counter only goes up by a finite amount, got {amount}")
-        key = self._key(labels)
-        with self._lock:
-            self._values[key] = self._values.get(key, 0.0) + amount
-
-    def value(self, **labels: str) -> float:
-        with self._lock:
-            return self._values.get(self._key(labels), 0.0)
-
-    def lines(self) -> list[str]:
-        with self._lock:
-            values = sorted(self._values.items())
-        return [
-            *self.header(),
-            *(f"{self.name}{_labels_text(self.label_names, key)} {_number_text(value)}" for key, value in values),
-        ]
-
-
-@dataclass(slots=True)
-class _HistogramSeries:
-    bucket_counts: list[int]
-    sum_s: float = 0.0
-    count: int = 0
+        self._child(labels, amount).inc(amount)  # prometheus_client: ValueError when negative
 
 
 class Histogram(_Metric):
     """Observations counted into cumulative `le` buckets, with their sum and count, per label set."""
 
-    kind = "histogram"
-
-    def __init__(self, name: str, help_text: str, label_names: Sequence[str] = (), *, buckets: Iterable[float]) -> None:
-        super().__init__(name, help_text, label_names)
+    def __init__(
+        self,
+        name: str,
+        help_text: str,
+        label_names: Sequence[str] = (),
+        *,
+        buckets: Iterable[float],
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         bounds = sorted(float(bound) for bound in buckets)
-        if not bounds or len(set(bounds)) != len(bounds) or not all(math.isfinite(bound) for bound in bounds):
+        if len(set(bounds)) != len(bounds) or not all(math.isfinite(bound) for bound in bounds):
             raise ValueError(f"{name}: buckets must be distinct finite numbers, got {bounds}")
-        self.upper_bounds: tuple[float, ...] = (*bounds, math.inf)
-        self._series: dict[tuple[str, ...], _HistogramSeries] = (
-            {} if label_names else {(): _HistogramSeries(bucket_counts=[0] * len(self.upper_bounds))}
+        super().__init__(
+            prometheus_client.Histogram(name, help_text, label_names, buckets=bounds, registry=registry), label_names
         )
 
     def observe(self, value: float, **labels: str) -> None:
-        if not math.isfinite(value):
-            raise ValueError(f"{self.name}: cannot observe {value}")
-        key = self._key(labels)
-        with self._lock:
-            series = self._series.get(key)
-            if series is None:
-                series = self._series[key] = _HistogramSeries(bucket_counts=[0] * len(self.upper_bounds))
-            # Buckets are stored non-cumulative; lines() adds them up.
-            index = next(i for i, bound in enumerate(self.upper_bounds) if value <= bound)
-            series.bucket_counts[index] += 1
-            series.sum_s += value
-            series.count += 1
+        self._child(labels, value).observe(value)
 
     def count(self, **labels: str) -> int:
-        with self._lock:
-            series = self._series.get(self._key(labels))
-            return 0 if series is None else series.count
-
-    def lines(self) -> list[str]:
-        with self._lock:
-            snapshot = sorted((key, list(s.bucket_counts), s.sum_s, s.count) for key, s in self._series.items())
-        out = self.header()
-        for key, bucket_counts, sum_s, count in snapshot:
-            cumulative = 0
-            for bound, bucket_count in zip(self.upper_bounds, bucket_counts, strict=True):
-                cumulative += bucket_count
-                labels = _labels_text(self.label_names, key, ("le", _number_text(bound) if math.isinf(bound) else repr(bound)))
-                out.append(f"{self.name}_bucket{labels} {cumulative}")
-            out.append(f"{self.name}_sum{_labels_text(self.label_names, key)} {_number_text(sum_s)}")
-            out.append(f"{self.name}_count{_labels_text(self.label_names, key)} {count}")
-        return out
+        """This process's count of observations with `labels`."""
+        samples = (s for family in self._metric.collect() for s in family.samples)
+        return int(next((s.value for s in samples if s.name == f"{self.name}_count" and s.labels == labels), 0))
 
 
 class MetricsRegistry:
-    """The metrics of one app. Thread-safe: the middleware writes from the event loop, routes
-    from the thread pool."""
+    """The metrics of one app, in a prometheus_client registry of its own, so two apps in one
+    process never share counts (in multi-process mode each process serves one app: the files hold
+    values by metric name and labels). Thread-safe: the middleware writes from the event loop,
+    routes from the thread pool."""
 
     def __init__(self) -> None:
+        self.multiprocess = multiprocess_mode()
+        self.registry = registry = CollectorRegistry(auto_describe=True)
         self.http_requests = Counter(
             "headroom_http_requests_total",
             "HTTP requests answered, by route template, method and status code.",
             ("method", "route", "status"),
+            registry=registry,
         )
         self.http_request_duration = Histogram(
             "headroom_http_request_duration_seconds",
             "Time from receiving a request to the end of its response, by route template and method.",
             ("method", "route"),
             buckets=HTTP_BUCKETS_S,
+            registry=registry,
         )
-        self.plans_computed = Counter("headroom_plans_computed_total", "Capacity plans computed (plans, re-plans, fleet plans).")
+        self.plans_computed = Counter(
+            "headroom_plans_computed_total", "Capacity plans computed (plans, re-plans, fleet plans).", registry=registry
+        )
         self.solver_seconds = Histogram(
-            "headroom_solver_seconds", "Wall time of optimizer (MILP) solves.", buckets=WORK_BUCKETS_S
+            "headroom_solver_seconds", "Wall time of optimizer (MILP) solves.", buckets=WORK_BUCKETS_S, registry=registry
         )
         self.simulation_seconds = Histogram(
-            "headroom_simulation_seconds", "Wall time of discrete-event simulations.", buckets=WORK_BUCKETS_S
-        )
-        self._metrics: tuple[_Metric, ...] = (
-            self.http_requests,
-            self.http_request_duration,
-            self.plans_computed,
-            self.solver_seconds,
-            self.simulation_seconds,
+            "headroom_simulation_seconds", "Wall time of discrete-event simulations.", buckets=WORK_BUCKETS_S, registry=registry
         )
 
     def observe_request(self, *, method: str, route: str, status: int, duration_s: float) -> None:
@@ -280,27 +259,23 @@ class MetricsRegistry:
         """One simulation took `seconds` of wall time."""
         self.simulation_seconds.observe(seconds)
 
-    @contextmanager
-    def solver_timer(self) -> Iterator[None]:
+    def solver_timer(self) -> AbstractContextManager[Any]:
         """Times the block as one solve (recorded also when it raises)."""
-        started_s = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.record_solver_time(time.perf_counter() - started_s)
+        return self.solver_seconds._metric.time()
 
-    @contextmanager
-    def simulation_timer(self) -> Iterator[None]:
+    def simulation_timer(self) -> AbstractContextManager[Any]:
         """Times the block as one simulation (recorded also when it raises)."""
-        started_s = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.record_simulation_time(time.perf_counter() - started_s)
+        return self.simulation_seconds._metric.time()
 
     def render(self) -> str:
-        """Every metric in the Prometheus text exposition format (version 0.0.4)."""
-        return "\n".join(line for metric in self._metrics for line in metric.lines()) + "\n"
+        """Every metric in the Prometheus text exposition format (version 0.0.4): this app's own,
+        or in multi-process mode the sums over every process that wrote to PROMETHEUS_MULTIPROC_DIR
+        (prometheus_client's MultiProcessCollector, which reads the files of exited ones too)."""
+        if self.multiprocess:
+            families: Iterable[PrometheusFamily] = sorted(MultiProcessCollector(None).collect(), key=lambda family: family.name)
+        else:
+            families = self.registry.collect()
+        return "\n".join(exposition_lines(families)) + "\n"
 
 
 def metrics_of(target: FastAPI | Request | MetricsRegistry) -> MetricsRegistry:
@@ -348,7 +323,7 @@ def run_with_timeout(timeout_s: float, fn: Callable[P, T], /, *args: P.args, **k
     def work() -> None:
         try:
             outcome.append((True, context.run(fn, *args, **kwargs)))
-        except BaseException as exc:  # handed to the caller's thread, which raises it
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller's thread, which raises it)
             outcome.append((False, exc))
 
     worker = threading.Thread(target=work, name=f"headroom-work-{getattr(fn, '__name__', 'fn')}", daemon=True)
