@@ -47,7 +47,7 @@ from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputEr
 from planner.fleet_formulation import undominated
 from planner.fleet_spec import Checkpoint, no_checkpoint
 from planner.optimizer import Candidate
-from planner.queueing import saturation_rps, slo_excess
+from planner.queueing import SloExcess, saturation_rps, slo_excess
 from planner.rate_search import Bracket
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
@@ -116,16 +116,14 @@ def _saturation(sm: StepModel, mix: Workload, serving: Serving, capacity: int) -
 
 
 @lru_cache(maxsize=65536)
-def _excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> tuple[float, str, float]:
+def _excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> SloExcess:
     """max over the SLO's targets of predicted/target − 1 at per-replica rate `rate_rps` (≤ 0: every
     target met), the metric that sets it and its predicted value (inf when unstable)."""
     return slo_excess(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity)
 
 
 @lru_cache(maxsize=65536)
-def _screened_excess(
-    sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float
-) -> tuple[float, str, float]:
+def _screened_excess(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int, rate_rps: float) -> SloExcess:
     """`_excess`, except that a miss `queueing.screen` proves on a slice of the sample gives a lower
     bound on the excess (and on the predicted value): enough to know the rate misses."""
     return slo_excess(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity, screen_first=True)
@@ -143,6 +141,15 @@ def _serving(option: Option) -> Serving:
 
 
 # --- the search ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Found:
+    """The option with the largest μ a search found above a threshold, with its μ and saturation rate."""
+
+    option: Option
+    mu_rps: float
+    saturation_rps: float
 
 
 @dataclass(slots=True)
@@ -164,7 +171,7 @@ class _Search:
             self.brackets[option.id] = Bracket(met_rps=0.0, missed_rps=self.saturation(option))
         return self.brackets[option.id]
 
-    def excess(self, option: Option, rate_rps: float, *, screened: bool = False) -> tuple[float, str, float]:
+    def excess(self, option: Option, rate_rps: float, *, screened: bool = False) -> SloExcess:
         """`_excess` (`_screened_excess` when only met-or-missed matters); a fixed point that does
         not converge counts as a miss ("queueing", NaN)."""
         group = option.group
@@ -173,7 +180,7 @@ class _Search:
         try:
             return find(group.step_model, self.mix, _serving(option), self.slo, group.kv_capacity_tokens, rate_rps)
         except ConvergenceError:
-            return math.inf, "queueing", math.nan
+            return SloExcess(math.inf, "queueing", math.nan)
 
     def meets(self, option: Option, rate_rps: float, *, screened: bool = False) -> bool:
         """Whether one replica at `rate_rps` meets every SLO target (one prediction unless known).
@@ -184,7 +191,7 @@ class _Search:
             return True
         if rate_rps >= bracket.missed_rps:
             return False
-        return bracket.record(rate_rps, self.excess(option, rate_rps, screened=screened)[0])
+        return bracket.record(rate_rps, self.excess(option, rate_rps, screened=screened).excess)
 
     def mu(self, option: Option) -> float | None:
         """The largest rate found to meet every SLO, within MU_RELATIVE_TOLERANCE below μ (regula falsi);
@@ -216,10 +223,10 @@ class _Search:
             )
         return f"no stable rate meets the SLO on this configuration ({metric})"
 
-    def best_above(self, options: Sequence[Option], threshold_rps: float) -> tuple[Option, float, float] | None:
+    def best_above(self, options: Sequence[Option], threshold_rps: float) -> _Found | None:
         """The option with the largest μ among `options` if that μ exceeds `threshold_rps`, with its
         μ and saturation; None when none beats it."""
-        best: tuple[Option, float, float] | None = None
+        best: _Found | None = None
         theta = threshold_rps
         for option in sorted(options, key=lambda o: -o.saturation_bound_rps):
             if not option.saturation_bound_rps > theta:
@@ -235,7 +242,7 @@ class _Search:
                     break
                 continue
             if value > theta:
-                best, theta = (option, value, saturation), value
+                best, theta = _Found(option=option, mu_rps=value, saturation_rps=saturation), value
         return best
 
 
@@ -301,7 +308,7 @@ def candidate_table(
             theta = max((tp // c.tp * c.max_rps_at_slo for c in kept if tp % c.tp == 0), default=0.0)
             best = search.best_above(by_tp[tp], theta)
             if best is not None:
-                kept.append(_candidate(*best))
+                kept.append(_candidate(best.option, best.mu_rps, best.saturation_rps))
         found.extend(kept)
     return CandidateTable(
         candidates=undominated(found),

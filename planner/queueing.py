@@ -72,102 +72,66 @@ join-shortest-queue is treated like round-robin (it balances at least as well; c
 
 Unstable load (ρ ≥ 1) is an answer: `Prediction(unstable=True)` with the saturation rate and no
 percentiles. The closed-form helpers in `planner/closed_forms.py` raise `UnstableLoadError`.
+
+The model is split by responsibility: planner/queueing_sample.py (the fixed Sobol sample and the
+length samples), planner/queueing_replica.py (the rate-independent replica: slots, step-time
+tables, saturation), planner/queueing_occupancy.py (the occupancy fixed point),
+planner/queueing_latency.py (the operating point, the latency sampler, percentile bounds) and
+planner/queueing_kernels.py (their compiled inner loops). This module is the public surface:
+`predict`, `screen`, `slo_excess`, `rho_curve`, `max_rps_at_slo`, `saturation_rps` and the records
+they answer.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import gammaln, ndtri
-from scipy.stats import qmc
 
-from planner import queueing_kernels
-from planner.errors import ConvergenceError, InfeasiblePlanError, OccupancySaturatedError, PlannerInputError
+from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
+from planner.queueing_latency import (
+    PercentileBounds,
+    SloExcess,
+    _Latencies,
+    _operating_point,
+    _OperatingPoint,
+    _percentile_bounds,
+    _percentiles,
+    _sample,
+)
+from planner.queueing_replica import _Replica, _replica, step_seconds
+from planner.queueing_sample import _ALL_POINTS, _PROMPT_GRID_U, _SCREEN_HEAD, _SCREEN_REST, length_quantiles
 from planner.step_model import StepModel
-from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Slo, Workload
+from planner.workload import FixedLength, Serving, Slo, Workload
 
-#: Sobol sample size (2^13) for the percentiles of sums (≈ 82 points beyond the p99). Measured
-#: against a 2^15-point sample: 2^12 points left TTFT p99 of long-tailed prompts up to 4 % off
-#: (Mixtral-8x7B on 8 L40S, no chunking, ρ 0.5: −9.0 % against the simulator vs −5.1 % with 2^15);
-#: 2^13 brings that to ≤ 1.8 % for ~40 % more CPU per prediction (docs/queueing-fidelity.md, speed).
-_SAMPLE_LOG2 = 13
-#: Seed of the scrambled Sobol points, fixed so every call sees the same sample.
-_SAMPLE_SEED = 20_261_129
-_DIMENSIONS = 9
-_U = np.clip(qmc.Sobol(d=_DIMENSIONS, scramble=True, seed=_SAMPLE_SEED).random_base2(_SAMPLE_LOG2), 1e-9, 1 - 1e-9)
-_U_WAIT, _U_PROMPT, _U_OUTPUT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_RESIDUAL, _U_STEPMATES, _U_BUDGET, _U_STEP_IN_PROGRESS = _U.T
-#: Size of the sample's first slice, which `screen` evaluates before the rest: 1/8 of the points
-#: (a scrambled Sobol prefix of 2^k points is itself balanced). A target is proven missed when more
-#: of these points exceed it than the whole sample may hold above its percentile (83 for p99).
-_SCREEN_POINTS = 1 << (_SAMPLE_LOG2 - 3)
+__all__ = [
+    "CURVE_UTILISATIONS",
+    "FORMULA",
+    "RELIABLE_MAX_DISPERSION",
+    "RELIABLE_MAX_UTILISATION",
+    "RELIABLE_MAX_WAIT_PROBABILITY",
+    "_PROMPT_GRID_U",  # planner/candidates.py's prompt grid: the same mid-quantiles as the slot model's
+    "Latency",
+    "LittlesLawTerms",
+    "PercentileBounds",
+    "Prediction",
+    "QueueingDetail",
+    "RhoPoint",
+    "SloExcess",
+    "length_quantiles",
+    "max_rps_at_slo",
+    "predict",
+    "rho_curve",
+    "saturation_rps",
+    "screen",
+    "slo_excess",
+    "step_seconds",
+    "warm_up",
+]
 
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _Points:
-    """One slice of the Sobol sample: its uniforms and their rate-independent transforms, computed
-    once (the optimizer evaluates the sample thousands of times). Every per-point quantity of a
-    prediction depends on its own point only, so the slices' results put together are the whole
-    sample's, bit for bit."""
-
-    part: slice
-    u_wait: np.ndarray
-    z_wait: np.ndarray
-    log_wait_tail: np.ndarray  # log(1 − u): the exponential wait is −log((1 − u)/P(wait))
-    z_life_arrivals: np.ndarray
-    u_life_arrivals: np.ndarray
-    z_interference: np.ndarray
-    u_residual: np.ndarray
-    u_stepmates: np.ndarray
-    z_stepmates: np.ndarray
-    u_step_in_progress: np.ndarray
-    #: The wait and step-in-progress uniforms in ascending order (and where each goes back):
-    #: `np.searchsorted` of a small table at sorted points walks the table once instead of
-    #: bisecting it per point (~2× faster, the same indices).
-    wait_sorted: np.ndarray
-    wait_order: np.ndarray
-    step_in_progress_sorted: np.ndarray
-    step_in_progress_order: np.ndarray
-
-    @property
-    def size(self) -> int:
-        return self.u_wait.size
-
-
-def _points(part: slice) -> _Points:
-    u_wait, u_life, u_interference, u_stepmates, u_sip = (
-        np.ascontiguousarray(u[part]) for u in (_U_WAIT, _U_LIFE_ARRIVALS, _U_INTERFERENCE, _U_STEPMATES, _U_STEP_IN_PROGRESS)
-    )
-    wait_order, sip_order = np.argsort(u_wait), np.argsort(u_sip)
-    return _Points(
-        part=part,
-        u_wait=u_wait,
-        z_wait=ndtri(u_wait),
-        log_wait_tail=np.log1p(-u_wait),
-        u_life_arrivals=u_life,
-        z_life_arrivals=ndtri(u_life),
-        z_interference=ndtri(u_interference),
-        u_residual=np.ascontiguousarray(_U_RESIDUAL[part]),
-        u_stepmates=u_stepmates,
-        z_stepmates=ndtri(u_stepmates),
-        u_step_in_progress=u_sip,
-        wait_sorted=u_wait[wait_order],
-        wait_order=wait_order,
-        step_in_progress_sorted=u_sip[sip_order],
-        step_in_progress_order=sip_order,
-    )
-
-
-_ALL_POINTS = _points(slice(0, _U.shape[0]))
-_SCREEN_HEAD, _SCREEN_REST = _points(slice(0, _SCREEN_POINTS)), _points(slice(_SCREEN_POINTS, _U.shape[0]))
-#: Mid-quantile grid of prompt lengths for averaging ⌈p / budget⌉ inside the slot model.
-_PROMPT_GRID_U = (np.arange(32) + 0.5) / 32
-#: Variance ratio of a one-service-time window average of M/G/∞ occupancy with deterministic
-#: service (∫∫(1 − |t−s|/S) ds dt / S² = 2/3); the life-average occupancy is shrunk by its root.
-_LIFE_AVERAGE_SHRINK = math.sqrt(2.0 / 3.0)
 #: Relative tolerance of the root finds (rates and occupancies); 1e-4 is far inside the model error.
 _RTOL = 1e-4
 
@@ -200,6 +164,14 @@ class RhoPoint:
     e2e_s: float | None
 
 
+class LittlesLawTerms(NamedTuple):
+    """Little's law's three numbers for one replica, L = λ·W (a tuple, so it unpacks as (L, λ, W))."""
+
+    occupancy: float  # L: mean number of requests holding a slot
+    arrival_rate_rps: float  # λ per replica
+    service_s: float  # W: mean time a request holds its slot
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueingDetail:
     """The numbers behind a prediction, for the plan's justification."""
@@ -214,7 +186,7 @@ class QueueingDetail:
     slots: int  # c
     slots_limited_by: str  # "batch_limit" or "kv_cache"
     mean_occupancy: float  # L (running sequences)
-    littles_law: tuple[float, float, float]  # (L, λ, W) with L = λ·W
+    littles_law: LittlesLawTerms  # (L, λ, W) with L = λ·W
     wait_probability: float
     mean_wait_s: float
     wait_at_percentile_s: float
@@ -248,471 +220,15 @@ class Prediction:
     queueing: QueueingDetail | None = field(default=None)
 
 
-# --- vectorised step time -----------------------------------------------------------------------
-
-
-def step_seconds(sm: StepModel, new_tokens: np.ndarray, kv_tokens_read: np.ndarray, attended_tokens: np.ndarray) -> np.ndarray:
-    """`StepModel.step_s` element-wise over arrays (same formula, same coefficients)."""
-    new = np.asarray(new_tokens, dtype=float)
-    weights = sm.dense_weight_bytes
-    if sm.is_moe:
-        # E·(1−(1−k/E)^n), the power as exp(n·log(1−k/E)): NumPy's float power is ~3× slower than exp
-        touched = sm.experts * -np.expm1(new * math.log1p(-sm.experts_per_token / sm.experts))
-        weights = weights + sm.moe_layers * touched * sm.expert_weight_bytes
-    mem = (weights + kv_tokens_read * sm.kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s  # bytes / BW
-    comp = (
-        new * sm.flops_per_token + attended_tokens * sm.attention_flops_per_context_token
-    ) / sm.compute_flops_per_s  # FLOPs / F
-    comm = np.where(new > 0, new * sm.comm_s_per_token + sm.comm_latency_s, 0.0)  # bandwidth + latency, none for an empty step
-    return np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
-
-
-# --- length distributions -------------------------------------------------------------------------
-
-
-def length_quantiles(dist: LengthDistribution, u: np.ndarray) -> np.ndarray:
-    """Inverse CDF of a length distribution at the uniforms `u`, integer tokens as the simulator samples them."""
-    if isinstance(dist, FixedLength):
-        return np.full(u.shape, float(dist.tokens))
-    if isinstance(dist, LognormalLength):
-        return np.maximum(1.0, np.rint(np.exp(dist.mu + dist.sigma * ndtri(u))))  # simulator rounds, min 1
-    if isinstance(dist, HistogramLength):
-        order = np.argsort(dist.tokens)
-        values = np.asarray(dist.tokens, dtype=float)[order]
-        cdf = np.cumsum(dist._p[order])
-        return values[np.minimum(np.searchsorted(cdf, u), len(values) - 1)]
-    raise PlannerInputError(f"unknown length distribution {type(dist).__name__}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _PromptSample:
-    """The Sobol-sample arrays of a replica that depend only on the prompt-length distribution (read-only, shared)."""
-
-    prompts: np.ndarray  # p at `_U_PROMPT`
-    grid: np.ndarray  # p at the mid-quantiles `_PROMPT_GRID_U` (for E[⌈p/budget⌉])
-    size_biased: np.ndarray  # p drawn ∝ p·f(p) at `_U_BUDGET`
-    own_attended: np.ndarray  # p(p+1)/2 per sampled prompt
-    moments: tuple[float, float, float]  # mean of p, p², p³ over the sample (the chunk budget's service moments)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _OutputSample:
-    """The Sobol-sample arrays of a replica that depend only on the output-length distribution (read-only, shared)."""
-
-    outputs: np.ndarray  # o at `_U_OUTPUT`
-    decodes: np.ndarray  # o − 1 per sampled request
-    has_tpot: np.ndarray  # o > 1: the requests that have a TPOT
-    tpot_requests: int  # how many sampled requests have one
-
-
-def _read_only(values: np.ndarray) -> np.ndarray:
-    values.setflags(write=False)  # shared by every replica of the distribution: nobody may write into it
-    return values
-
-
-#: Distinct length distributions kept: a plan uses one prompt and one output distribution for its
-#: 20–100 configurations; the what-if sweeps and the fleet search vary them a few at a time.
-_LENGTH_SAMPLE_CACHE_SIZE = 64
-
-
-@functools.lru_cache(maxsize=_LENGTH_SAMPLE_CACHE_SIZE)
-def _prompt_sample(p: LengthDistribution) -> _PromptSample:
-    prompts = length_quantiles(p, _U_PROMPT)
-    ordered = np.sort(prompts)
-    size_biased = ordered[np.minimum(np.searchsorted(np.cumsum(ordered) / ordered.sum(), _U_BUDGET), len(ordered) - 1)]
-    return _PromptSample(
-        prompts=_read_only(prompts),
-        grid=_read_only(length_quantiles(p, _PROMPT_GRID_U)),
-        size_biased=_read_only(size_biased),
-        own_attended=_read_only(prompts * (prompts + 1.0) / 2.0),
-        moments=(float(np.mean(prompts)), float(np.mean(prompts * prompts)), float(np.mean(prompts * prompts * prompts))),
-    )
-
-
-@functools.lru_cache(maxsize=_LENGTH_SAMPLE_CACHE_SIZE)
-def _output_sample(o: LengthDistribution) -> _OutputSample:
-    outputs = length_quantiles(o, _U_OUTPUT)
-    return _OutputSample(
-        outputs=_read_only(outputs),
-        decodes=_read_only(np.maximum(outputs - 1.0, 0.0)),
-        has_tpot=_read_only(outputs > 1.0),
-        tpot_requests=int(np.count_nonzero(outputs > 1.0)),
-    )
-
-
-# --- the replica --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Replica:
-    """Everything about a (step model, length mix, serving) that does not depend on the rate."""
-
-    sm: StepModel
-    slots: int
-    slots_limited_by: str
-    chunk_tokens: int | None
-    prompt_mean: float
-    prompt_second_moment: float
-    output_mean: float
-    output_cv2: float
-    decode_context_mean: float  # KV tokens read per decoding sequence, length-biased
-    prefill_position_mean: float  # mean attended context per prefill token: E[p(p+1)/2]/E[p]
-    prompt_grid: np.ndarray  # mid-quantiles of p for ⌈p/budget⌉
-    prompts: np.ndarray  # the Sobol sample of prompt lengths
-    outputs: np.ndarray  # … and of output lengths
-    size_biased_prompts: np.ndarray  # prompts drawn ∝ p·f(p) at `_U_BUDGET` (the prompt of a long step in progress)
-    own_attended: np.ndarray  # p(p+1)/2: context a prompt's own prefill attends to
-    decodes: np.ndarray  # o − 1 per sampled request
-    has_tpot: np.ndarray  # o > 1 per sampled request
-    tpot_requests: int  # how many sampled requests have a TPOT
-    step_coefficients: np.ndarray  # the step model's coefficients in planner/queueing_kernels.py's order
-    prompt_sample_moments: tuple[float, float, float]  # mean of p, p², p³ over the sampled prompts
-    prompt_cv2: float
-    arrival_cv2: float
-    #: Occupancy grid and the step-time tables on it (rows: n on the grid; columns: k prompts arriving).
-    grid: np.ndarray
-    steps_grid: np.ndarray
-    k: np.ndarray
-    log_k_factorial: np.ndarray
-    carry_single_s: np.ndarray  # duration of the one step carrying (up to the budget of) the k prompts' tokens
-    carry_s: np.ndarray  # … plus the full-budget steps the rest spills into
-    spill_steps: np.ndarray  # 1 + the extra full-budget steps the k prompts spill into
-    t_decode: np.ndarray  # pure decode step at n
-    t_full: np.ndarray  # full-budget chunk step at n (= t_decode without chunking)
-    admissions_cap: float  # a full batch's departures per step: the most prompts a step can admit
-    #: Tables over every occupancy n = 0 … c (the fixed point sums over them on each evaluation).
-    log_n_factorial: np.ndarray
-    steps_at_n: np.ndarray
-    saturation_rps: float = 0.0  # set by `_replica_cached` once the tables exist
-
-    def budget(self, n: np.ndarray) -> np.ndarray:
-        """Prefill tokens a step may carry beside n decodes (the chunk budget counts decodes)."""
-        if self.chunk_tokens is None:
-            return np.full(np.shape(n), np.inf)
-        return np.maximum(1.0, self.chunk_tokens - n)  # C − n, at least one token
-
-    def step_mean(self, arrivals_per_step: np.ndarray | float) -> np.ndarray:
-        """Mean step time on `grid`, k ~ Poisson(m) prompts arriving per step (m a scalar or one per grid row).
-
-        Arrivals during one step add k·E[p] prefill tokens to the next, at most the budget C − n;
-        the excess spills into extra full-budget steps (the tables are built in `_replica`).
-        """
-        if np.ndim(arrivals_per_step) == 0:
-            m = max(float(arrivals_per_step), 1e-300)
-            pmf = np.exp(self.k[0] * math.log(m) - m - self.log_k_factorial[0])  # Poisson(m) pmf, truncated at k_max
-            return (self.carry_s @ pmf) / (self.spill_steps @ pmf)  # the pmf's normalisation cancels
-        m = np.maximum(np.asarray(arrivals_per_step, dtype=float), 1e-300)[:, None]
-        pmf = np.exp(self.k * np.log(m) - m - self.log_k_factorial)
-        return np.einsum("ij,ij->i", pmf, self.carry_s) / np.einsum("ij,ij->i", pmf, self.spill_steps)
-
-    def at(self, values: np.ndarray, n: np.ndarray | float) -> np.ndarray:
-        """Interpolate a quantity tabulated on `grid` at occupancy n."""
-        return np.interp(n, self.grid, values)
-
-
-def _router_arrival_cv2(workload: Workload, serving: Serving) -> float:
-    r = serving.replicas
-    ca2 = workload.arrival_cv**2
-    if serving.router == "random":
-        return ca2 / r + (r - 1) / r  # thinning a renewal stream with probability 1/r
-    return ca2 / r  # every r-th arrival: a sum of r inter-arrival times (round-robin; JSQ treated alike)
-
-
-def _replica(sm: StepModel, workload: Workload, serving: Serving, kv_capacity_tokens: float) -> _Replica:
-    """The rate-independent part of a replica (cached: the optimizer and the ρ curve ask for one configuration many times)."""
-    return _replica_cached(
-        sm, workload.prompt_tokens, workload.output_tokens, workload.arrival_cv, serving, float(kv_capacity_tokens)
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _replica_cached(
-    sm: StepModel,
-    prompt: LengthDistribution,
-    output: LengthDistribution,
-    arrival_cv: float,
-    serving: Serving,
-    kv_capacity_tokens: float,
-) -> _Replica:
-    workload = Workload(arrival_rate_rps=0.0, prompt_tokens=prompt, output_tokens=output, arrival_cv=arrival_cv)
-    if not (kv_capacity_tokens > 0 and math.isfinite(kv_capacity_tokens)):
-        raise PlannerInputError(f"KV capacity must be a positive number of tokens, got {kv_capacity_tokens}")
-    p, o = workload.prompt_tokens, workload.output_tokens
-    prompt_sample, output_sample = _prompt_sample(p), _output_sample(o)
-    prompts = prompt_sample.prompts
-    request_tokens = p.mean + o.mean
-    kv_slots = int(kv_capacity_tokens // request_tokens)
-    slots = min(serving.batch_limit, kv_slots)
-    o_mean, o2 = o.mean, o.second_moment
-    decode_context = (
-        p.mean + (o2 - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0
-    )  # E[p] + E[o(o−1)/2]/E[o−1]
-    position = (p.second_moment / p.mean + 1.0) / 2.0  # E[p(p+1)/2] / E[p]
-    prompt_grid = prompt_sample.grid
-    c = max(slots, 1)
-    grid = np.linspace(0.0, float(c), min(c + 1, _OCCUPANCY_GRID_POINTS))
-    if serving.chunk_tokens is None:
-        cap = np.full(grid.shape, np.inf)
-        steps_grid = np.full(grid.shape, o_mean)
-    else:
-        cap = np.maximum(1.0, serving.chunk_tokens - grid)  # C − n
-        steps_grid = np.mean(np.ceil(prompt_grid / cap[:, None]), axis=1) + o_mean - 1.0  # E[⌈p/(C−n)⌉] + o − 1
-    admissions_cap = c / float(steps_grid[-1])
-    n_all = np.arange(c + 1, dtype=float)
-    k = np.arange(int(admissions_cap + 8.0 * math.sqrt(admissions_cap) + 9.0), dtype=float)[None, :]
-    n = grid[:, None]
-    decode_kv = n * decode_context
-    arriving = k * p.mean
-    carried = np.minimum(arriving, cap[:, None])
-    spill = np.where(np.isfinite(cap[:, None]), np.maximum(arriving - cap[:, None], 0.0) / cap[:, None], 0.0)
-    t_carry = step_seconds(sm, n + carried, decode_kv, decode_kv + carried * position)
-    t_decode = step_seconds(sm, grid, grid * decode_context, grid * decode_context)
-    if serving.chunk_tokens is None:
-        t_full = t_decode
-    else:
-        t_full = step_seconds(sm, grid + cap, grid * decode_context, grid * decode_context + cap * position)
-    replica = _Replica(
-        sm=sm,
-        slots=slots,
-        slots_limited_by="batch_limit" if serving.batch_limit <= kv_slots else "kv_cache",
-        chunk_tokens=serving.chunk_tokens,
-        prompt_mean=p.mean,
-        prompt_second_moment=p.second_moment,
-        output_mean=o_mean,
-        output_cv2=max(0.0, o2 / o_mean**2 - 1.0),
-        decode_context_mean=decode_context,  # contexts length-biased by decode steps
-        prefill_position_mean=position,
-        prompt_grid=prompt_grid,
-        prompts=prompts,
-        outputs=output_sample.outputs,
-        size_biased_prompts=prompt_sample.size_biased,
-        own_attended=prompt_sample.own_attended,
-        decodes=output_sample.decodes,
-        has_tpot=output_sample.has_tpot,
-        tpot_requests=output_sample.tpot_requests,
-        step_coefficients=_read_only(queueing_kernels.step_model_coefficients(sm)),
-        prompt_sample_moments=prompt_sample.moments,
-        prompt_cv2=max(0.0, p.second_moment / p.mean**2 - 1.0),
-        arrival_cv2=_router_arrival_cv2(workload, serving),
-        grid=grid,
-        steps_grid=steps_grid,
-        k=k,
-        log_k_factorial=gammaln(k + 1.0),
-        carry_single_s=t_carry,
-        carry_s=t_carry + spill * t_full[:, None],
-        spill_steps=1.0 + spill,
-        t_decode=t_decode,
-        t_full=t_full,
-        admissions_cap=admissions_cap,
-        log_n_factorial=gammaln(n_all + 1.0),
-        steps_at_n=np.interp(n_all, grid, steps_grid),
-    )
-    return replace(replica, saturation_rps=_saturation(replica) if slots >= 1 else 0.0)
-
-
-def _saturation(rep: _Replica) -> float:
-    c = float(rep.slots)
-    steps = float(rep.steps_grid[-1])
-    mean = rep.step_mean(rep.admissions_cap)  # full batch: c/steps admissions per step
-    slot_limit = c / (steps * float(mean[-1]))  # c requests every steps·T̄(c) seconds
-    if rep.chunk_tokens is None:
-        return slot_limit
-    budget_limit = float(rep.budget(np.array(c))) / (
-        rep.prompt_mean * float(rep.t_full[-1])
-    )  # (C − c) prefill tokens per full-chunk step
-    return min(slot_limit, budget_limit)
-
-
 def saturation_rps(step_model: StepModel, workload: Workload, serving: Serving, *, kv_capacity_tokens: float) -> float:
     """Largest sustainable per-replica arrival rate for the request mix (all slots busy)."""
     rep = _replica(step_model, workload, serving, kv_capacity_tokens)
     return rep.saturation_rps
 
 
-#: Points of the occupancy grid on which step times are evaluated (then interpolated): they are
-#: smooth in n, and a fixed grid keeps a prediction's cost independent of the batch limit.
-_OCCUPANCY_GRID_POINTS = 33
-#: Feedback fractions are capped below 1 so the dispersion stays finite just below saturation.
-_MAX_FEEDBACK = 0.99
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _Occupancy:
-    """The occupancy distribution of a replica at one rate and the step times that go with it."""
-
-    shape_mean: float  # μ: mean of the negative binomial before truncation at c
-    dispersion: float  # D = Var/mean of the occupancy
-    feedback_prefill: float  # θ_pf = λ·e: each arrival's prefill lengthens every running request's life by e
-    feedback_batch: float  # θ_b = λ·steps·dT̄/dn: one more running sequence lengthens every step
-    mean_running: float  # L = E[min(N, c)]
-    p_wait: float
-    cdf_below: np.ndarray  # P(N ≤ n), n = 0 … c−1 (arrivals see time averages)
-    grid: np.ndarray
-    t_mean: np.ndarray  # T̄(n) on the grid, with the arrival intensity that goes with occupancy n
-    flat_t_mean: np.ndarray  # T̄(n) on the grid at the flat arrival intensity m0
-    t_decode: np.ndarray
-    t_full: np.ndarray
-    arrivals_per_step: np.ndarray  # m(n) on the grid
-    departure_rate_rps: float  # E[min(N, c) / (steps·T̄(N))], = λ at the solution
-    flat_arrivals_per_step: float  # m0 = λ·T̄ at the mean occupancy
-
-
-def _occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> _Occupancy:
-    """Occupancy distribution for a negative binomial of mean `shape_mean` (the unknown of the fixed
-    point); the arithmetic is planner/queueing_kernels.py's `occupancy_at`, step 3 of this module's
-    docstring: dispersion D = 1/((1 − θ_b)(1 − θ_pf)²), a negative binomial below c slots, a
-    geometric tail of ratio ρ beyond, and the step times that go with each occupancy."""
-    rows = rep.grid.size
-    flat_mean, arrivals, t_mean, cdf_below = np.empty(rows), np.empty(rows), np.empty(rows), np.empty(rep.slots)
-    mu, dispersion, theta_pf, theta_b, mean_running, p_wait, departure_rate, m0 = queueing_kernels.occupancy_at(
-        lam,
-        rho,
-        shape_mean,
-        _MAX_FEEDBACK,
-        rep.admissions_cap,
-        rep.grid,
-        rep.steps_grid,
-        rep.t_decode,
-        rep.k[0],
-        rep.log_k_factorial[0],
-        rep.carry_s,
-        rep.spill_steps,
-        rep.log_n_factorial,
-        rep.steps_at_n,
-        flat_mean,
-        arrivals,
-        t_mean,
-        cdf_below,
-    )
-    return _Occupancy(
-        shape_mean=mu,
-        dispersion=dispersion,
-        feedback_prefill=theta_pf,
-        feedback_batch=theta_b,
-        mean_running=mean_running,
-        p_wait=p_wait,
-        cdf_below=cdf_below,
-        grid=rep.grid,
-        t_mean=t_mean,
-        flat_t_mean=flat_mean,
-        t_decode=rep.t_decode,
-        t_full=rep.t_full,
-        arrivals_per_step=arrivals,
-        departure_rate_rps=departure_rate,
-        flat_arrivals_per_step=m0,
-    )
-
-
-#: The occupancy root is bracketed around Little's-law guess, [1.02, 1.2] × it, each end moved out
-#: by 1.5× until the excess changes sign. Measured over the 2,189 predictions of the 24 bench plans
-#: (bench/plan_latency.py): the guess is within 0.34–5.3× of the root (median 1.10), and brentq
-#: takes 7.0 evaluations to a relative tolerance of 1e-7 where [0, 4c] took 10.9 (9.9 to 1e-4).
-_BRACKET_LOW, _BRACKET_HIGH, _BRACKET_WIDEN = 1.02, 1.2, 1.5
-#: Relative tolerance of the occupancy root. The wait probability P(N ≥ c) moves ~65× as much as μ
-#: (measured on the same predictions), so 1e-4 on μ left it ±0.3 % of noise; 1e-7 costs 0.7 evaluations more.
-_OCCUPANCY_RTOL = 1e-7
-_GUESS_PASSES = 4
-_SMALLEST_SHAPE_MEAN = 1e-9
-
-
-def _occupancy_guess(rep: _Replica, lam: float) -> float:
-    """Mean occupancy by Little's law with the flat step time, L = λ·steps·T̄(L), a few passes from a lone request's life."""
-    c = float(rep.slots)
-    guess = lam * float(rep.steps_grid[0] * rep.t_decode[0])
-    for _ in range(_GUESS_PASSES):
-        running = min(guess, c)
-        steps = float(np.interp(running, rep.grid, rep.steps_grid))
-        flat_mean = rep.step_mean(min(running / steps, rep.admissions_cap))
-        guess = lam * steps * float(np.interp(running, rep.grid, flat_mean))  # L = λ·W, W = steps·T̄
-    return guess
-
-
-def _occupancy(rep: _Replica, lam: float, rho: float) -> _Occupancy:
-    """Solve the occupancy–step-time fixed point: completions per second = λ.
-
-    Little's law in rate form: E[min(N, c) / (steps·T̄(N))] = λ, where T̄(n) grows with n (KV read,
-    compute) and N's distribution has mean μ. `brentq` on μ, bracketed around Little's-law guess
-    within [0, 4c] (beyond 4c the truncated distribution is a full batch already). Were the excess
-    to change sign more than once, the root taken would be the one in the first bracket found
-    outward from the guess; scanned at 2,000 μ over [0, 4c] for the 17 configurations of
-    bench/queueing_fidelity.py at ρ = 0.9, 0.95, 0.97 and 0.99, it changes sign once in every case.
-    """
-    if lam <= 0.0:
-        return _occupancy_at(rep, 0.0, 0.0, 0.0)
-    solved: dict[float, _Occupancy] = {}  # each μ evaluated once: the bracket's ends, then brentq's own
-
-    def excess(mu: float) -> float:
-        occupancy = solved.get(mu)
-        if occupancy is None:
-            occupancy = solved[mu] = _occupancy_at(rep, lam, rho, mu)
-        return occupancy.departure_rate_rps - lam
-
-    most = 4.0 * rep.slots
-    guess = min(max(_occupancy_guess(rep, lam), _SMALLEST_SHAPE_MEAN), most)
-    low, high = max(guess * _BRACKET_LOW, _SMALLEST_SHAPE_MEAN), min(guess * _BRACKET_HIGH, most)
-    while low > _SMALLEST_SHAPE_MEAN and excess(low) > 0:  # completions too fast already: the root is lower
-        high, low = low, max(low / _BRACKET_WIDEN, _SMALLEST_SHAPE_MEAN)
-    while high < most and excess(high) < 0:  # too slow still: the root is higher
-        low, high = high, min(high * _BRACKET_WIDEN, most)
-    if high >= most and excess(high) < 0:
-        raise OccupancySaturatedError(
-            f"at λ = {lam:.6g}/s even a full batch ({rep.slots} sequences) completes fewer requests per second than "
-            "arrive: the load is unstable on this configuration",
-            arrival_rate_rps=lam,
-            slots=rep.slots,
-        )
-    if low <= _SMALLEST_SHAPE_MEAN and excess(low) > 0:
-        # completions outpace λ even at the smallest occupancy the shape resolves: the load is
-        # vanishing on this replica (λ·W below that mean), and that occupancy is an upper bound on it
-        return solved[low]
-    try:
-        mu = float(brentq(excess, low, high, xtol=1e-9 * rep.slots, rtol=_OCCUPANCY_RTOL, maxiter=200))
-    except (ValueError, RuntimeError) as exc:
-        raise ConvergenceError(
-            f"occupancy/step-time fixed point did not converge on [0, {most}] at λ = {lam:.6g}/s: {exc}",
-            arrival_rate_rps=lam,
-            slots=rep.slots,
-        ) from exc
-    excess(mu)
-    return solved[mu]
-
-
-def _percentiles(samples: np.ndarray, percentiles: tuple[float, ...]) -> np.ndarray:
-    """`np.percentile` (linear interpolation between order statistics) without its per-call overhead.
-
-    Only the order statistics at and after each percentile's position are needed. They are found by
-    successive single-pivot partitions of what lies above the previous one (NumPy's selection is
-    vectorised for one pivot, not for several: measured 37 µs for one pivot, 104–127 µs to sort and
-    160–185 µs for a 6-pivot partition of the model's 8,192-point samples); the next order statistic
-    after a pivot is the minimum of the rest. The same order statistics, so the same values as sorting."""
-    size = samples.size
-    position = np.asarray(percentiles) / 100.0 * (size - 1)
-    below = np.floor(position).astype(int)
-    value_at: dict[int, float] = {}
-    rest, offset = samples, 0
-    for index in sorted(set(below.tolist())):
-        rest = np.partition(rest, index - offset)
-        value_at[index] = rest[index - offset]
-        rest = rest[index - offset + 1 :]
-        offset = index + 1
-        value_at.setdefault(index + 1, rest.min() if rest.size else value_at[index])
-    low = np.array([value_at[i] for i in below.tolist()])
-    high = np.array([value_at[min(i + 1, size - 1)] for i in below.tolist()])
-    return low + (high - low) * (position - below)
-
-
 def _latency(samples: np.ndarray, percentile: float) -> Latency:
     p50, p90, p99, pq = _percentiles(samples, (50.0, 90.0, 99.0, percentile))
     return Latency(p50_s=float(p50), p90_s=float(p90), p99_s=float(p99), percentile=percentile, at_percentile_s=float(pq))
-
-
-def _gamma_unit_quantile(z: np.ndarray, variance: np.ndarray | float) -> np.ndarray:
-    """Quantile of a gamma variable of mean 1 and the given variance at the normal quantiles z (Wilson–Hilferty cube-root approximation)."""
-    v = np.asarray(variance, dtype=float)
-    g = np.maximum(
-        1.0 - v / 9.0 + np.sqrt(v / 9.0) * z, 0.0
-    )  # (G)^(1/3) ≈ normal with mean 1 − 1/(9a), sd 1/√(9a), 1/a = variance
-    return g * g * g  # the cube by products: NumPy's float power is ~25× slower, the result within an ulp
 
 
 def _unstable(rep: _Replica, lam: float, saturation: float, percentile: float) -> Prediction:
@@ -760,207 +276,6 @@ def _fidelity(rho: float, p_wait: float, dispersion: float, arrival_cv2: float) 
     return False, "outside the analytic model's validated region: " + "; ".join(reasons) + " — use the simulator"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _StepKinds:
-    """The step in progress at arrival for one occupancy-grid row: the step types' durations and the
-    CDF of the length-biased type (k prompts carried, or a spilled full-budget chunk step)."""
-
-    row: int
-    durations: np.ndarray
-    cdf: np.ndarray
-
-
-def _step_kinds(rep: _Replica, occ: _Occupancy, row: int) -> _StepKinds:
-    m_row = float(occ.arrivals_per_step[row])
-    k = rep.k[0]
-    pmf = np.exp(k * math.log(max(m_row, 1e-300)) - m_row - rep.log_k_factorial[0])
-    durations = np.concatenate((rep.carry_single_s[row], [rep.t_full[row]]))
-    weights = np.concatenate((pmf, [float(np.dot(pmf, rep.spill_steps[row] - 1.0))])) * durations
-    return _StepKinds(row=row, durations=durations, cdf=np.cumsum(weights) / weights.sum())
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _OperatingPoint:
-    """Everything about a replica at one rate that is the same for every sample point."""
-
-    lam: float
-    rho: float
-    occ: _Occupancy
-    occupancy: float  # L, the mean number running
-    steps: float  # steps per request at L
-    service_s: float  # W = L/λ
-    conditional_wait_s: float  # mean wait for a slot, given one waits
-    per_arrival_s: np.ndarray  # prefill interference per arrival during a life, on the occupancy grid
-    burst_dispersion: float
-    below: _StepKinds  # the step in progress: the grid rows around L and the weight of the upper one
-    above: _StepKinds
-    above_weight: float
-    #: with chunked prefill: the budget's utilisation and, given that a prompt queues for it, its wait's mean and cv²
-    budget_rho: float = 0.0
-    budget_wait_mean_s: float = 0.0
-    budget_wait_cv2: float = 0.0
-
-
-def _operating_point(rep: _Replica, lam: float) -> _OperatingPoint | None:
-    """The rate-level state at per-replica rate λ; None when λ is at or beyond what the replica sustains."""
-    saturation = rep.saturation_rps
-    if saturation <= 0.0 or lam >= saturation:
-        return None
-    rho = lam / saturation
-    c = rep.slots
-    occ = _occupancy(rep, lam, rho)
-    occupancy = occ.mean_running
-    steps_op = float(rep.at(rep.steps_grid, occupancy))
-    if lam > 0:
-        service_s = occupancy / lam  # Little: W = L/λ
-    else:
-        service_s = steps_op * float(occ.t_mean[0] if occ.grid[0] >= 1 else np.interp(1.0, occ.grid, occ.t_mean))
-    service_cv2 = rep.output_cv2 * (rep.output_mean / max(steps_op, 1.0)) ** 2  # variability of the step count
-    # Allen–Cunneen factor (c_a² + c_d²)/2. Departures from a full batch are the superposition of c
-    # slots' renewal streams, which tends to Poisson as c grows: c_d² = 1 + (c_s² − 1)/c.
-    departure_cv2 = 1.0 + (service_cv2 - 1.0) / c
-    variability = (rep.arrival_cv2 + departure_cv2) / 2.0
-    m0 = occ.flat_arrivals_per_step
-    grid = occ.grid
-    # The step in progress at arrival, length-biased over the step types at the mean occupancy. The
-    # mean occupancy falls between two grid rows: the duration is interpolated between the two rows'
-    # quantiles at the same uniform (taking the nearest row jumped as the occupancy crossed a
-    # midpoint, and TTFT p99 fell by up to 1 % as the rate rose).
-    below = int(np.clip(np.searchsorted(grid, occupancy, side="right") - 1, 0, len(grid) - 2))
-    above_weight = float(np.clip((occupancy - grid[below]) / (grid[below + 1] - grid[below]), 0.0, 1.0))
-    point = _OperatingPoint(
-        lam=lam,
-        rho=rho,
-        occ=occ,
-        occupancy=occupancy,
-        steps=steps_op,
-        service_s=service_s,
-        conditional_wait_s=variability / (saturation - lam),  # exponential with rate (saturation − λ), scaled
-        per_arrival_s=(occ.flat_t_mean - rep.t_decode) / m0 if m0 > 0 else np.zeros(grid.shape),
-        burst_dispersion=1.0 / (1.0 - occ.feedback_prefill) ** 2,
-        below=_step_kinds(rep, occ, below),
-        above=_step_kinds(rep, occ, below + 1),
-        above_weight=above_weight,
-    )
-    if rep.chunk_tokens is None:
-        return point
-    # Pollaczek–Khinchine wait for the chunk budget, a server of C − n prefill tokens per full
-    # step: a prompt holds it p/(C−n) full steps, S = p·t_full/(C−n), so its moments are the
-    # sampled prompts' moments scaled.
-    scale = float(np.interp(occupancy, grid, occ.t_full)) / float(rep.budget(np.array(occupancy)))  # t_full / (C − n) at L
-    budget_rho = lam * rep.prompt_sample_moments[0] * scale
-    if budget_rho >= 1.0:
-        return None
-    budget_mean = (
-        lam * rep.prompt_sample_moments[1] * scale**2 / (2.0 * (1.0 - budget_rho)) if budget_rho > 0 else 0.0
-    )  # λ·E[S²] / 2(1−ρ)
-    # Given that it queues, the wait is a gamma matched to the first two moments of M/G/1's
-    # conditional wait (Takács: E[W²] = 2E[W]² + λE[S³]/3(1−ρ)): near-uniform for fixed prompts
-    # (the residual of one prompt), heavier-tailed for long-tailed ones, exponential-like as ρ grows.
-    conditional_mean = budget_mean / max(budget_rho, 1e-300)
-    second = (2.0 * budget_mean**2 + lam * rep.prompt_sample_moments[2] * scale**3 / (3.0 * (1.0 - budget_rho))) / max(
-        budget_rho, 1e-300
-    )
-    return replace(
-        point,
-        budget_rho=budget_rho,
-        budget_wait_mean_s=conditional_mean,
-        budget_wait_cv2=max(second / max(conditional_mean, 1e-300) ** 2 - 1.0, 1e-6),
-    )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
-class _Latencies:
-    """TTFT, TPOT and E2E (seconds) and the wait for a slot at each point of a slice of the sample."""
-
-    ttft: np.ndarray
-    tpot: np.ndarray
-    e2e: np.ndarray
-    wait: np.ndarray
-
-
-def _sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
-    """The latencies at the points of one slice of the sample, at operating point `op` (the
-    per-point arithmetic is planner/queueing_kernels.py's compiled loop)."""
-    occ, part = op.occ, pts.part
-    scalars = np.empty(queueing_kernels.OPERATING_POINT_SIZE)
-    scalars[queueing_kernels.SLOTS] = rep.slots
-    scalars[queueing_kernels.P_WAIT] = occ.p_wait
-    scalars[queueing_kernels.LOG_P_WAIT] = math.log(max(occ.p_wait, 1e-300))
-    scalars[queueing_kernels.CONDITIONAL_WAIT] = op.conditional_wait_s
-    scalars[queueing_kernels.OCCUPANCY] = op.occupancy
-    scalars[queueing_kernels.M0] = occ.flat_arrivals_per_step
-    scalars[queueing_kernels.BURST_VARIANCE_NUMERATOR] = op.burst_dispersion - 1.0
-    scalars[queueing_kernels.PROMPT_CV2] = rep.prompt_cv2
-    scalars[queueing_kernels.ABOVE_WEIGHT] = op.above_weight
-    scalars[queueing_kernels.ROW_BELOW_N] = occ.grid[op.below.row]
-    scalars[queueing_kernels.ROW_ABOVE_N] = occ.grid[op.above.row]
-    scalars[queueing_kernels.CHUNK_TOKENS] = rep.chunk_tokens or 0
-    scalars[queueing_kernels.PROMPT_MEAN] = rep.prompt_mean
-    scalars[queueing_kernels.DECODE_CONTEXT] = rep.decode_context_mean
-    scalars[queueing_kernels.PREFILL_POSITION] = rep.prefill_position_mean
-    scalars[queueing_kernels.LAMBDA] = op.lam
-    scalars[queueing_kernels.LIFE_SHRINK] = _LIFE_AVERAGE_SHRINK
-    u_sip = pts.u_step_in_progress
-    if rep.chunk_tokens is None:
-        budget_wait, queued = _NO_BUDGET_WAIT[: pts.size], _NOT_QUEUED[: pts.size]
-    else:
-        # A prompt that queues for the chunk budget waits out the prompt in service instead of the
-        # residual of the step in progress. The budget is busy exactly while the step in progress
-        # carries prefill (the upper tail of the step-type uniform), so the two share a uniform:
-        # drawn independently they would count one stall twice. Given that it queues, the wait is
-        # the gamma `_operating_point` matched to M/G/1's conditional wait.
-        budget_rho = op.budget_rho
-        queued = u_sip >= 1.0 - budget_rho
-        tail_u = np.clip(1.0 - (1.0 - u_sip[queued]) / max(budget_rho, 1e-300), 1e-9, 1.0 - 1e-9)
-        budget_wait = np.zeros(u_sip.shape)
-        budget_wait[queued] = op.budget_wait_mean_s * _gamma_unit_quantile(ndtri(tail_u), op.budget_wait_cv2)
-    size = pts.size
-    out = _Latencies(ttft=np.empty(size), tpot=np.empty(size), e2e=np.empty(size), wait=np.empty(size))
-    queueing_kernels.sample_latencies(
-        rep.step_coefficients,
-        scalars,
-        occ.grid,
-        occ.cdf_below,
-        occ.t_decode,
-        op.per_arrival_s,
-        op.below.durations,
-        op.below.cdf,
-        op.above.durations,
-        op.above.cdf,
-        pts.u_wait,
-        pts.log_wait_tail,
-        pts.z_wait,
-        pts.u_life_arrivals,
-        pts.z_life_arrivals,
-        pts.z_interference,
-        pts.u_residual,
-        pts.u_stepmates,
-        pts.z_stepmates,
-        pts.wait_sorted,
-        pts.wait_order,
-        pts.step_in_progress_sorted,
-        pts.step_in_progress_order,
-        rep.prompts[part],
-        rep.decodes[part],
-        rep.own_attended[part],
-        rep.size_biased_prompts[part],
-        budget_wait,
-        queued,
-        out.ttft,
-        out.tpot,
-        out.e2e,
-        out.wait,
-    )
-    return out
-
-
-#: Chunk-budget waits of an unchunked replica: none. (Writable like the chunked case's arrays, so
-#: the compiled kernel sees one argument type, not two.)
-_NO_BUDGET_WAIT = np.zeros(_U.shape[0])
-_NOT_QUEUED = np.zeros(_U.shape[0], dtype=bool)
-
-
 def _prediction(rep: _Replica, op: _OperatingPoint, sample: _Latencies, percentile: float) -> Prediction:
     """The prediction from the whole sample's latencies at operating point `op`."""
     lam, rho, occ = op.lam, op.rho, op.occ
@@ -977,7 +292,7 @@ def _prediction(rep: _Replica, op: _OperatingPoint, sample: _Latencies, percenti
         slots=rep.slots,
         slots_limited_by=rep.slots_limited_by,
         mean_occupancy=op.occupancy,
-        littles_law=(op.occupancy, lam, op.service_s),
+        littles_law=LittlesLawTerms(occupancy=op.occupancy, arrival_rate_rps=lam, service_s=op.service_s),
         wait_probability=float(occ.p_wait),
         mean_wait_s=float(occ.p_wait * op.conditional_wait_s),
         wait_at_percentile_s=float(_percentiles(sample.wait, (percentile,))[0]),
@@ -1008,50 +323,6 @@ def _predict(rep: _Replica, lam: float, percentile: float) -> Prediction:
     return _prediction(rep, op, _sample(rep, op, _ALL_POINTS), percentile)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PercentileBounds:
-    """Lower bounds on the predicted percentiles (seconds) from the first slice of the sample alone.
-
-    The percentile of n values interpolates between the order statistics at ⌊q(n−1)⌋ and the next,
-    so it is at least the (n − ⌊q(n−1)⌋)-th largest value of any subset of them; the slice's values
-    are the whole sample's at its points. None where the slice holds too few values to bound it."""
-
-    percentile: float
-    ttft_s: float | None
-    tpot_s: float | None
-    e2e_s: float | None
-
-    def excess(self, slo: Slo) -> tuple[float, str, float]:
-        """A lower bound on max over the targets of `slo` of predicted/target − 1 (> 0: a target is
-        proven missed), the metric that sets it and its bound; (−inf, "", 0) when none is bounded."""
-        worst = (-math.inf, "", 0.0)
-        if slo.percentile == self.percentile:
-            for metric in ("ttft", "tpot", "e2e"):
-                target, bound = getattr(slo, f"{metric}_s"), getattr(self, f"{metric}_s")
-                if target is not None and bound is not None and bound / target - 1.0 > worst[0]:
-                    worst = (bound / target - 1.0, metric, bound)
-        return worst
-
-    def prove_missed(self, slo: Slo) -> bool:
-        """Whether these bounds alone show a target of `slo` missed."""
-        return self.excess(slo)[0] > 0
-
-
-def _percentile_bounds(rep: _Replica, head: _Latencies, percentile: float) -> PercentileBounds:
-    q = percentile / 100.0
-    bounds: dict[str, float | None] = {}
-    for metric, values, n in (
-        ("ttft", head.ttft, rep.prompts.size),
-        ("e2e", head.e2e, rep.prompts.size),
-        ("tpot", head.tpot[rep.has_tpot[_SCREEN_HEAD.part]], rep.tpot_requests),
-    ):
-        needed = n - math.floor(q * (n - 1))  # this many values at or above the percentile
-        bounds[f"{metric}_s"] = (
-            float(np.partition(values, values.size - needed)[values.size - needed]) if 0 < needed <= values.size else None
-        )
-    return PercentileBounds(percentile=percentile, **bounds)
-
-
 def screen(
     step_model: StepModel, workload: Workload, serving: Serving, slo: Slo, *, kv_capacity_tokens: float
 ) -> Prediction | PercentileBounds:
@@ -1071,9 +342,7 @@ def screen(
     if bounds.prove_missed(slo):
         return bounds
     rest = _sample(rep, op, _SCREEN_REST)
-    whole = _Latencies(
-        **{name: np.concatenate((getattr(head, name), getattr(rest, name))) for name in ("ttft", "tpot", "e2e", "wait")}
-    )
+    whole = _Latencies.joined(head, rest)
     return _prediction(rep, op, whole, slo.percentile)
 
 
@@ -1085,7 +354,7 @@ def slo_excess(
     *,
     kv_capacity_tokens: float,
     screen_first: bool = False,
-) -> tuple[float, str, float]:
+) -> SloExcess:
     """max over the targets of `slo` of predicted/target − 1 at the workload's per-replica rate (≤ 0:
     every target met), the metric that sets it and its predicted value; (inf, "utilisation", inf)
     when unstable. The numbers `predict` gives, with only the percentiles the SLO names computed
@@ -1096,19 +365,17 @@ def slo_excess(
     rep = _replica(step_model, workload, serving, kv_capacity_tokens)
     op = _operating_point(rep, workload.arrival_rate_rps / serving.replicas)
     if op is None:
-        return math.inf, "utilisation", math.inf
+        return SloExcess(math.inf, "utilisation", math.inf)
     if screen_first:
         head = _sample(rep, op, _SCREEN_HEAD)
         bounds = _percentile_bounds(rep, head, slo.percentile)
         if bounds.prove_missed(slo):
             return bounds.excess(slo)
         rest = _sample(rep, op, _SCREEN_REST)
-        whole = _Latencies(
-            **{name: np.concatenate((getattr(head, name), getattr(rest, name))) for name in ("ttft", "tpot", "e2e", "wait")}
-        )
+        whole = _Latencies.joined(head, rest)
     else:
         whole = _sample(rep, op, _ALL_POINTS)
-    worst = (-math.inf, "", 0.0)
+    worst = SloExcess(-math.inf, "", 0.0)
     for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
         if target is None:
             continue
@@ -1116,8 +383,8 @@ def slo_excess(
             value = float(_percentiles(whole.tpot[rep.has_tpot], (slo.percentile,))[0]) if rep.tpot_requests else 0.0
         else:
             value = float(_percentiles(getattr(whole, metric), (slo.percentile,))[0])
-        if value / target - 1.0 > worst[0]:
-            worst = (value / target - 1.0, metric, value)
+        if value / target - 1.0 > worst.excess:
+            worst = SloExcess(value / target - 1.0, metric, value)
     return worst
 
 

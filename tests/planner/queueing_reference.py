@@ -11,8 +11,10 @@ import math
 import numpy as np
 from scipy.special import gammaln
 
-from planner import queueing
-from planner.queueing import _LIFE_AVERAGE_SHRINK, _Latencies, _OperatingPoint, _Points, _Replica, _StepKinds, step_seconds
+from planner import queueing_occupancy
+from planner.queueing_latency import _LIFE_AVERAGE_SHRINK, _Latencies, _OperatingPoint, _StepKinds
+from planner.queueing_replica import _Replica, step_seconds
+from planner.queueing_sample import _Points
 
 POISSON_NORMAL_MEAN = 12.0
 
@@ -56,7 +58,7 @@ def step_in_progress(rep: _Replica, op: _OperatingPoint, kinds: _StepKinds, pts:
 
 
 def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
-    """queueing._sample's latencies, array by array."""
+    """queueing_latency._sample's latencies, array by array."""
     lam, occ, occupancy, c = op.lam, op.occ, op.occupancy, rep.slots
     part = pts.part
     p_wait = occ.p_wait
@@ -111,7 +113,7 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
 
 
 def occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> dict[str, object]:
-    """queueing._occupancy_at's distribution, array by array."""
+    """queueing_occupancy._occupancy_at's distribution, array by array."""
     c = rep.slots
     mu = max(shape_mean, 1e-9)
     running = min(mu, float(c))
@@ -122,8 +124,8 @@ def occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> di
     low, high = max(running - 1.0, 0.0), min(running + 1.0, float(c))
     t_here, t_low, t_high = np.interp((running, low, high), grid, flat_mean)
     per_arrival_s = (t_here - float(np.interp(running, grid, rep.t_decode))) / m0 if m0 > 0 else 0.0
-    theta_pf = min(lam * per_arrival_s, queueing._MAX_FEEDBACK)
-    theta_b = min(lam * steps * float(t_high - t_low) / max(high - low, 1e-9), queueing._MAX_FEEDBACK)
+    theta_pf = min(lam * per_arrival_s, queueing_occupancy._MAX_FEEDBACK)
+    theta_b = min(lam * steps * float(t_high - t_low) / max(high - low, 1e-9), queueing_occupancy._MAX_FEEDBACK)
     dispersion = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)
     m_grid = np.minimum(m0 * np.maximum(0.0, 1.0 + (1.0 - theta_pf) * (grid / mu - 1.0)), rep.admissions_cap)
     t_mean = rep.step_mean(m_grid)

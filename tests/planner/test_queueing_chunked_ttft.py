@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.queueing import _percentiles, predict, saturation_rps
+from planner.queueing import predict, saturation_rps
+from planner.queueing_latency import _percentiles
 from planner.simulator import simulate
 from planner.workload import FixedLength, LognormalLength, Serving, Workload
 from tests.planner.test_queueing_model import KV_TOKENS, LLAMA70B_4XH100

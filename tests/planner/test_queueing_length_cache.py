@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner import queueing
+from planner import queueing_replica, queueing_sample
 from planner.queueing import max_rps_at_slo, predict
 from planner.step_model import StepModel
 from planner.workload import FixedLength, HistogramLength, LengthDistribution, LognormalLength, Serving, Slo, Workload
@@ -26,12 +26,12 @@ WORKLOADS = (
 SERVINGS = (Serving(batch_limit=64), Serving(batch_limit=32, chunk_tokens=2048))
 SLO = Slo(ttft_s=2.0, tpot_s=0.08)
 #: The replica-table builder itself, without its lru_cache.
-REPLICA_CACHE = queueing._replica_cached
+REPLICA_CACHE = queueing_replica._replica_cached
 BUILD_REPLICA = REPLICA_CACHE.__wrapped__
 
 
 def _clear() -> None:
-    for cache in (queueing._prompt_sample, queueing._output_sample, REPLICA_CACHE):
+    for cache in (queueing_sample._prompt_sample, queueing_sample._output_sample, REPLICA_CACHE):
         cache.cache_clear()
 
 
@@ -42,10 +42,10 @@ def _uncached_replica(
     arrival_cv: float,
     serving: Serving,
     kv_capacity_tokens: float,
-) -> queueing._Replica:
+) -> queueing_replica._Replica:
     """`_replica_cached` with both length-sample caches emptied first: every array built afresh."""
-    queueing._prompt_sample.cache_clear()
-    queueing._output_sample.cache_clear()
+    queueing_sample._prompt_sample.cache_clear()
+    queueing_sample._output_sample.cache_clear()
     return BUILD_REPLICA(sm, prompt, output, arrival_cv, serving, kv_capacity_tokens)
 
 
@@ -62,9 +62,9 @@ def _predictions() -> list[tuple[object, ...]]:
 def test_cached_and_freshly_built_samples_predict_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     _clear()
     cached = _predictions()  # every configuration shares one prompt and one output sample per workload
-    assert queueing._prompt_sample.cache_info().hits > 0  # the sharing happened
+    assert queueing_sample._prompt_sample.cache_info().hits > 0  # the sharing happened
     _clear()
-    monkeypatch.setattr(queueing, "_replica_cached", _uncached_replica)
+    monkeypatch.setattr(queueing_replica, "_replica_cached", _uncached_replica)  # where _replica looks it up
     fresh = _predictions()  # every replica table built with its own arrays
     assert fresh == cached  # bit-identical: the cache only skips recomputing the same arrays
     _clear()
@@ -73,8 +73,8 @@ def test_cached_and_freshly_built_samples_predict_the_same(monkeypatch: pytest.M
 def test_cached_sample_arrays_are_read_only() -> None:
     _clear()
     workload, serving = WORKLOADS[1], SERVINGS[1]
-    rep = queueing._replica(LLAMA70B_4XH100, workload, serving, KV_TOKENS)
-    other = queueing._replica(LLAMA70B_4XH100, workload, Serving(batch_limit=8), KV_TOKENS)
+    rep = queueing_replica._replica(LLAMA70B_4XH100, workload, serving, KV_TOKENS)
+    other = queueing_replica._replica(LLAMA70B_4XH100, workload, Serving(batch_limit=8), KV_TOKENS)
     assert rep.prompts is other.prompts  # one shared array per distribution
     shared = (rep.prompts, rep.outputs, rep.size_biased_prompts, rep.own_attended, rep.decodes, rep.has_tpot, rep.prompt_grid)
     for values in shared:

@@ -17,7 +17,7 @@ from scipy.optimize import brentq
 from scipy.special import ndtri
 from scipy.stats import poisson
 
-from planner import queueing, queueing_kernels
+from planner import queueing, queueing_kernels, queueing_latency, queueing_occupancy, queueing_replica, queueing_sample
 from planner.step_model import StepModel
 from planner.workload import HistogramLength, Serving, Slo, Workload
 from tests.planner import queueing_reference
@@ -91,16 +91,16 @@ def test_the_compiled_kernels_compute_the_reference_formulas(
     point, equal the NumPy reference's to rounding (a few ulps; a Poisson count may flip only where
     u sits within an ulp of a CDF step, which these points do not)."""
     serving = Serving(batch_limit=64, chunk_tokens=chunk)
-    rep = queueing._replica(sm, workload, serving, KV_TOKENS)
+    rep = queueing_replica._replica(sm, workload, serving, KV_TOKENS)
     lam = rho * rep.saturation_rps
-    op = queueing._operating_point(rep, lam)
+    op = queueing_latency._operating_point(rep, lam)
     if op is None:
         return
     reference = queueing_reference.occupancy_at(rep, lam, rho, op.occ.shape_mean)
     for name, value in reference.items():
         assert getattr(op.occ, name) == pytest.approx(value, rel=1e-9, abs=1e-15), name
-    for points in (queueing._ALL_POINTS, queueing._SCREEN_HEAD, queueing._SCREEN_REST):
-        got, want = queueing._sample(rep, op, points), queueing_reference.sample(rep, op, points)
+    for points in (queueing_sample._ALL_POINTS, queueing_sample._SCREEN_HEAD, queueing_sample._SCREEN_REST):
+        got, want = queueing_latency._sample(rep, op, points), queueing_reference.sample(rep, op, points)
         for name in ("ttft", "tpot", "e2e", "wait"):
             assert getattr(got, name) == pytest.approx(getattr(want, name), rel=1e-9, abs=1e-15), name
 
@@ -111,7 +111,7 @@ def test_counts_below_is_searchsorted() -> None:
     for size in (1, 5, 200):
         table = np.sort(rng.random(size))
         table[size // 2 :] = table[size // 2]  # ties, as a CDF with zero-probability steps has
-        for points in (queueing._ALL_POINTS, queueing._SCREEN_HEAD, queueing._SCREEN_REST):
+        for points in (queueing_sample._ALL_POINTS, queueing_sample._SCREEN_HEAD, queueing_sample._SCREEN_REST):
             for values, ordered, order in (
                 (points.u_wait, points.wait_sorted, points.wait_order),
                 (points.u_step_in_progress, points.step_in_progress_sorted, points.step_in_progress_order),
@@ -128,16 +128,16 @@ def test_the_occupancy_root_is_the_one_a_wide_bracket_finds(workload: Workload, 
     """The fixed point is bracketed around Little's-law guess instead of [0, 4c]: the same root (both
     solved to 1e-7), so the occupancy and the wait probability it implies agree."""
     serving = Serving(batch_limit=64, chunk_tokens=chunk)
-    rep = queueing._replica(LLAMA70B_4XH100, workload, serving, KV_TOKENS)
+    rep = queueing_replica._replica(LLAMA70B_4XH100, workload, serving, KV_TOKENS)
     lam = rho * rep.saturation_rps
-    occupancy = queueing._occupancy(rep, lam, rho)
+    occupancy = queueing_occupancy._occupancy(rep, lam, rho)
 
     def excess(mu: float) -> float:
-        return queueing._occupancy_at(rep, lam, rho, mu).departure_rate_rps - lam
+        return queueing_occupancy._occupancy_at(rep, lam, rho, mu).departure_rate_rps - lam
 
     wide = brentq(excess, 1e-9, 4.0 * rep.slots, xtol=1e-12 * rep.slots, rtol=1e-12, maxiter=500)
     assert occupancy.shape_mean == pytest.approx(wide, rel=2e-7)
-    reference = queueing._occupancy_at(rep, lam, rho, wide)
+    reference = queueing_occupancy._occupancy_at(rep, lam, rho, wide)
     assert occupancy.mean_running == pytest.approx(reference.mean_running, rel=1e-6)
     assert occupancy.p_wait == pytest.approx(reference.p_wait, rel=1e-4, abs=1e-15)
     assert abs(occupancy.departure_rate_rps - lam) <= 1e-6 * lam
@@ -148,7 +148,7 @@ def test_the_gamma_quantile_cube_is_the_power() -> None:
     z = np.linspace(-6.0, 6.0, 10_001)
     for variance in (1e-6, 0.1, 1.0, 5.0):
         g = np.maximum(1.0 - variance / 9.0 + math.sqrt(variance / 9.0) * z, 0.0)
-        assert queueing._gamma_unit_quantile(z, variance) == pytest.approx(g**3, rel=1e-15, abs=0.0)
+        assert queueing_latency._gamma_unit_quantile(z, variance) == pytest.approx(g**3, rel=1e-15, abs=0.0)
 
 
 def test_moe_expert_count_is_the_power_form() -> None:
@@ -190,7 +190,7 @@ def test_screen_is_predict_or_a_proven_miss(rho: float, fraction: float, metric:
     confirms (its percentile above the target, and at least the bound the screen reports)."""
     workload = LONG_TAILED if long_tailed else CHAT
     serving = Serving(batch_limit=64, chunk_tokens=1024 if chunked else None)
-    rep = queueing._replica(LLAMA70B_4XH100, workload, serving, KV_TOKENS)
+    rep = queueing_replica._replica(LLAMA70B_4XH100, workload, serving, KV_TOKENS)
     at_rate = workload.at_rate(rho * rep.saturation_rps)
     full = queueing.predict(LLAMA70B_4XH100, at_rate, serving, kv_capacity_tokens=KV_TOKENS)
     if full.unstable:
@@ -213,7 +213,7 @@ def test_screen_settles_clear_misses_on_the_first_slice() -> None:
     """A target at half the predicted p99 is missed by far more than 1 % of requests: the first
     eighth of the sample holds enough of them to prove it."""
     serving = Serving(batch_limit=64)
-    rep = queueing._replica(LLAMA70B_4XH100, CHAT, serving, KV_TOKENS)
+    rep = queueing_replica._replica(LLAMA70B_4XH100, CHAT, serving, KV_TOKENS)
     at_rate = CHAT.at_rate(0.6 * rep.saturation_rps)
     full = queueing.predict(LLAMA70B_4XH100, at_rate, serving, kv_capacity_tokens=KV_TOKENS)
     answer = queueing.screen(LLAMA70B_4XH100, at_rate, serving, Slo(tpot_s=full.tpot.p50_s), kv_capacity_tokens=KV_TOKENS)
@@ -229,7 +229,7 @@ def test_slo_excess_is_what_predict_gives(
     """The lean check computes the very percentiles `predict` does for the SLO's metrics (bit for
     bit), and with screening answers either that or a proven miss bounded by them."""
     serving = Serving(batch_limit=64, chunk_tokens=chunk)
-    rep = queueing._replica(sm, workload, serving, KV_TOKENS)
+    rep = queueing_replica._replica(sm, workload, serving, KV_TOKENS)
     at_rate = workload.at_rate(rho * rep.saturation_rps)
     full = queueing.predict(sm, at_rate, serving, kv_capacity_tokens=KV_TOKENS, percentile=95.0)
     slo = Slo(ttft_s=full.ttft.at_percentile_s * fraction, e2e_s=full.e2e.at_percentile_s * 1.5, percentile=95.0)
