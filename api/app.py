@@ -48,6 +48,7 @@ from api.problems import (
 from api.routers import calibrations as calibration_routes
 from api.routers import capacity as capacity_routes
 from api.routers import catalog as catalog_routes
+from api.routers import deploy as deploy_routes
 from api.routers import deployments as deployment_routes
 from api.routers import evaluate as evaluate_routes
 from api.routers import fleet_plans as fleet_plan_routes
@@ -67,6 +68,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     price_routes.router,
     instance_routes.router,
     plan_routes.router,
+    deploy_routes.router,
     calibration_routes.router,
     fleet_plan_routes.router,
     evaluate_routes.router,

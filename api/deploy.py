@@ -1,0 +1,430 @@
+"""Deployable output of a stored plan (issue 15 §5): each serving engine's launch command, and
+Kubernetes manifests, rendered from the plan's decisions with every planned knob on its flag.
+
+Pure: functions of the stored plan (its response dict) and plain catalog records; the router
+(api/routers/deploy.py) reads them from the database. The flags come from api/data/engine_cli.json,
+which copies each engine's documented CLI at a named release; tests/api/test_deploy.py asserts
+every flag rendered here is in that list.
+
+Knob → flag, per engine (docs/design.md "Deployable output"):
+
+    knob                  vLLM                         SGLang                   TensorRT-LLM trtllm-serve
+    tp                    --tensor-parallel-size       --tp-size                --tp_size
+    (pipeline: 1)         --pipeline-parallel-size 1   --pp-size 1              --pp_size 1
+    batch_limit           --max-num-seqs               --max-running-requests   --max_batch_size
+    chunk_tokens          --max-num-batched-tokens     --chunked-prefill-size   --max_num_tokens
+                          + --enable-chunked-prefill                            + --enable_chunked_prefill
+    no chunking           --no-enable-chunked-prefill  --chunked-prefill-size -1 (flag left off: off by default)
+    weights precision     --quantization or --dtype    --quantization or --dtype quant_config.quant_algo (YAML)
+    KV-cache precision    --kv-cache-dtype             --kv-cache-dtype         quant_config.kv_cache_quant_algo
+    memory budget         --gpu-memory-utilization     --mem-fraction-static    --kv_cache_free_gpu_memory_fraction
+    served model name     --served-model-name          --served-model-name      (the MODEL argument; no flag)
+
+The plan carries no context limit (it sizes the KV cache for the workload's mean request), so no
+--max-model-len is rendered and each engine takes the model's own from its config.json.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.errors import UnsupportedConfigurationError
+
+ENGINE_CLI_PATH = Path(__file__).resolve().parent / "data" / "engine_cli.json"
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trt-llm")
+TARGETS: tuple[str, ...] = (*ENGINES, "k8s")
+#: The port every rendered server listens on and the Service targets: vLLM's and trtllm-serve's default.
+PORT = 8000
+#: Kubernetes extended-resource names of the GPU device plugins: NVIDIA k8s-device-plugin
+#: (https://github.com/NVIDIA/k8s-device-plugin) and AMD k8s-device-plugin (https://github.com/ROCm/k8s-device-plugin).
+GPU_RESOURCE: dict[str, str] = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
+#: vLLM's OpenAI-server images (https://docs.vllm.ai/en/latest/deployment/docker.html), tagged with the release
+#: engine_cli.json lists; AMD's is ROCm's build (https://hub.docker.com/r/rocm/vllm): pin a tag before production.
+VLLM_IMAGE: dict[str, str] = {"nvidia": "vllm/vllm-openai:v0.11.0", "amd": "rocm/vllm:latest"}
+#: Where the TensorRT-LLM command expects its --extra_llm_api_options file.
+TRT_OPTIONS_FILE = "extra-llm-api-options.yaml"
+
+
+class NotDeployableError(UnsupportedConfigurationError):
+    """The plan cannot be rendered for this target: a catalog record lacks what the engine needs (422)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaGroup:
+    """One configuration of the plan (a mixed fleet has one per fleet row): what each replica runs."""
+
+    gpu: str
+    tp: int
+    replicas: int
+    weights: str
+    kv_cache: str
+    batch_limit: int
+    chunk_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeployInputs:
+    """Everything rendering reads: the stored plan's response and the catalog records it names."""
+
+    plan_id: str
+    response: Mapping[str, Any]
+    model: Mapping[str, Any]
+    quantizations: Mapping[str, Mapping[str, Any]]
+    gpus: Mapping[str, Mapping[str, Any]]
+
+
+@cache
+def engine_cli() -> dict[str, Any]:
+    """api/data/engine_cli.json: per engine its release, sources, documented flags and value maps."""
+    return json.loads(ENGINE_CLI_PATH.read_text(encoding="utf-8"))
+
+
+def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
+    """The plan's configurations: every fleet row of a mixed fleet, else the one `plan` block."""
+    plan = response["plan"]
+    rows = plan.get("fleet") or [plan]
+    return tuple(
+        ReplicaGroup(
+            gpu=row["gpu"],
+            tp=row["tp"],
+            replicas=row["replicas"],
+            weights=row["precision"]["weights"],
+            kv_cache=row["precision"]["kv_cache"],
+            batch_limit=row["batch_limit"],
+            chunk_tokens=row["chunk_tokens"],
+        )
+        for row in rows
+    )
+
+
+def slugs_needed(response: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """(GPU slugs, quantization slugs) the plan's configurations name, for the router to read."""
+    groups = replica_groups(response)
+    return {g.gpu for g in groups}, {g.weights for g in groups} | {g.kv_cache for g in groups}
+
+
+def checkpoint(model: Mapping[str, Any]) -> str:
+    """The model's public checkpoint id; 422 saying what to set when the catalog has none."""
+    value = model.get("checkpoint")
+    if not value:
+        raise NotDeployableError(
+            f"model {model['slug']!r} has no checkpoint id: set `checkpoint` on the model "
+            f"(PATCH /v1/models/{model['slug']} with a Hugging Face repo id, e.g. meta-llama/Llama-3.1-8B-Instruct)",
+            field="checkpoint",
+        )
+    return value
+
+
+# --- memory ------------------------------------------------------------------------------------------
+
+
+def memory_reserve_fraction(inputs: DeployInputs, gpu: str) -> float:
+    """The share of each GPU's memory the plan kept back from weights + KV cache.
+
+    Derived, not assumed: the plan sized its KV cache from `usable_bytes = tp × HBM × (1 − reserve)`
+    (justification.memory), with `reserve` the GPU's efficiency profile's memory_reserve_fraction,
+    which the plan records per GPU in provenance.efficiencies. A plan without it kept nothing back."""
+    efficiency = (inputs.response.get("provenance") or {}).get("efficiencies", {}).get(gpu) or {}
+    return float(efficiency.get("memory_reserve_fraction", 0.0))
+
+
+def memory_utilization(inputs: DeployInputs, gpu: str) -> float:
+    """vLLM --gpu-memory-utilization and SGLang --mem-fraction-static: 1 − reserve, the fraction of
+    each GPU's memory the plan gave weights + KV cache (vLLM also counts the activation peak in it,
+    so its KV pool is at most the planned one: the plan's slots are never overstated)."""
+    return round(1.0 - memory_reserve_fraction(inputs, gpu), 4)
+
+
+def weights_bytes(inputs: DeployInputs, group: ReplicaGroup) -> float:
+    """Weight bytes of one replica: params_total × the scheme's bytes per parameter (planner/memory)."""
+    return inputs.model["params_total"] * inputs.quantizations[group.weights]["weight_bytes_per_param"]
+
+
+def kv_free_memory_fraction(inputs: DeployInputs, group: ReplicaGroup) -> float:
+    """TensorRT-LLM --kv_cache_free_gpu_memory_fraction: the KV share of the memory left after the
+    weights. The plan's KV budget is usable − weights out of total − weights free after loading,
+    with total = tp × HBM and usable = total × (1 − reserve); per GPU the same ratio (weights are
+    split evenly over tp)."""
+    total = group.tp * inputs.gpus[group.gpu]["memory_gb"] * 1e9
+    usable = total * (1.0 - memory_reserve_fraction(inputs, group.gpu))
+    weights = weights_bytes(inputs, group)
+    return round(max(0.0, (usable - weights) / (total - weights)), 4)
+
+
+# --- precision -------------------------------------------------------------------------------------------
+
+
+def weights_flag(inputs: DeployInputs, engine: str, group: ReplicaGroup) -> tuple[str, str]:
+    """("quantization", the engine's name) from the scheme's engine_names, or ("dtype", its
+    16-bit dtype) for an unquantized 16-bit scheme; 422 when the catalog names none for the engine."""
+    scheme = inputs.quantizations[group.weights]
+    name = (scheme.get("engine_names") or {}).get(engine)
+    if name is not None:
+        return "quantization", name
+    dtype = engine_cli()[engine]["dtype"].get(group.weights)
+    if dtype is not None:
+        return "dtype", dtype
+    raise NotDeployableError(
+        f"quantization {group.weights!r} has no {engine} name: set engine_names.{engine} on it "
+        f"(PATCH /v1/quantizations/{group.weights})",
+        field=f"engine_names.{engine}",
+    )
+
+
+def kv_cache_dtype(engine: str, group: ReplicaGroup) -> str | None:
+    """The engine's KV-cache dtype choice for the plan's KV precision (None: the model's own dtype)."""
+    choices = engine_cli()[engine]["kv_cache_dtype"]
+    if group.kv_cache not in choices:
+        raise NotDeployableError(f"{engine} cannot hold the KV cache as {group.kv_cache!r} (its choices: {sorted(choices)})")
+    return choices[group.kv_cache]
+
+
+# --- engine commands -----------------------------------------------------------------------------------
+
+
+def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
+    """`vllm serve CHECKPOINT ...` for one replica of `group` (the model is vllm serve's positional)."""
+    kind, name = weights_flag(inputs, "vllm", group)
+    argv = [*engine_cli()["vllm"]["command"], checkpoint(inputs.model)]
+    argv += ["--served-model-name", inputs.model["slug"], "--host", "0.0.0.0", "--port", str(PORT)]
+    argv += ["--tensor-parallel-size", str(group.tp), "--pipeline-parallel-size", "1"]
+    argv += ["--max-num-seqs", str(group.batch_limit)]
+    if group.chunk_tokens is None:
+        argv += ["--no-enable-chunked-prefill"]
+    else:
+        argv += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(group.chunk_tokens)]
+    argv += [f"--{kind}", name, "--kv-cache-dtype", kv_cache_dtype("vllm", group) or "auto"]
+    return [*argv, "--gpu-memory-utilization", f"{memory_utilization(inputs, group.gpu):g}"]
+
+
+def sglang_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
+    """`python3 -m sglang.launch_server --model-path CHECKPOINT ...` for one replica of `group`."""
+    kind, name = weights_flag(inputs, "sglang", group)
+    argv = [*engine_cli()["sglang"]["command"], "--model-path", checkpoint(inputs.model)]
+    argv += ["--served-model-name", inputs.model["slug"], "--host", "0.0.0.0", "--port", str(PORT)]
+    argv += ["--tp-size", str(group.tp), "--pp-size", "1", "--max-running-requests", str(group.batch_limit)]
+    chunk = engine_cli()["sglang"]["chunked_prefill_disabled"] if group.chunk_tokens is None else str(group.chunk_tokens)
+    argv += ["--chunked-prefill-size", chunk]
+    argv += [f"--{kind}", name, "--kv-cache-dtype", kv_cache_dtype("sglang", group) or "auto"]
+    return [*argv, "--mem-fraction-static", f"{memory_utilization(inputs, group.gpu):g}", "--enable-metrics"]
+
+
+def trtllm_options(inputs: DeployInputs, group: ReplicaGroup) -> dict[str, Any]:
+    """The --extra_llm_api_options YAML (LLM API arguments trtllm-serve has no flag for): the weights'
+    dtype or quant_config.quant_algo, and the KV cache's kv_cache_quant_algo."""
+    kind, name = weights_flag(inputs, "trt-llm", group)
+    options: dict[str, Any] = {"dtype": name} if kind == "dtype" else {"quant_config": {"quant_algo": name}}
+    kv = kv_cache_dtype("trt-llm", group)
+    if kv is not None:
+        options.setdefault("quant_config", {})["kv_cache_quant_algo"] = kv
+    return options
+
+
+def trtllm_argv(inputs: DeployInputs, group: ReplicaGroup, options_file: str) -> list[str]:
+    """`trtllm-serve serve CHECKPOINT ...` for one replica of `group` (PyTorch backend); the served
+    model name is the MODEL argument itself, trtllm-serve has no flag to rename it."""
+    argv = [*engine_cli()["trt-llm"]["command"], checkpoint(inputs.model), "--backend", "pytorch"]
+    argv += ["--host", "0.0.0.0", "--port", str(PORT), "--tp_size", str(group.tp), "--pp_size", "1"]
+    argv += ["--max_batch_size", str(group.batch_limit)]
+    if group.chunk_tokens is not None:
+        argv += ["--enable_chunked_prefill", "--max_num_tokens", str(group.chunk_tokens)]
+    argv += ["--kv_cache_free_gpu_memory_fraction", f"{kv_free_memory_fraction(inputs, group):g}"]
+    return [*argv, "--extra_llm_api_options", options_file]
+
+
+def group_comment(inputs: DeployInputs, index: int, group: ReplicaGroup) -> str:
+    """The header line of one configuration: what it is and how many replicas the plan runs."""
+    count = len(replica_groups(inputs.response))
+    return (
+        f"# plan {inputs.plan_id} configuration {index + 1} of {count}: {group.replicas} replica(s) of {group.tp}x {group.gpu}, "
+        f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
+    )
+
+
+def shell_command(argv: Sequence[str]) -> str:
+    """`argv` as one shell command, one flag (with its value) per continued line."""
+    words = [shlex.quote(word) for word in argv]
+    lines: list[str] = []
+    for word in words:
+        if word.startswith("--") or not lines:
+            lines.append(word)
+        else:
+            lines[-1] += f" {word}"
+    return " \\\n  ".join(lines)
+
+
+def render_engine(inputs: DeployInputs, engine: str) -> str:
+    """The launch command(s) for `engine` as a shell script: one command per configuration."""
+    cli = engine_cli()[engine]
+    parts = [f"# {cli['release']}: flags as documented at {cli['sources'][0]}"]
+    for index, group in enumerate(replica_groups(inputs.response)):
+        parts.append(group_comment(inputs, index, group))
+        if engine == "vllm":
+            parts.append(shell_command(vllm_argv(inputs, group)))
+        elif engine == "sglang":
+            parts.append(shell_command(sglang_argv(inputs, group)))
+        else:
+            options_file = TRT_OPTIONS_FILE if index == 0 else f"extra-llm-api-options-{index + 1}.yaml"
+            options = yaml.safe_dump(trtllm_options(inputs, group), sort_keys=False)
+            parts.append(f"cat > {options_file} <<'EOF'\n{options}EOF")
+            parts.append(shell_command(trtllm_argv(inputs, group, options_file)))
+    return "\n".join(parts) + "\n"
+
+
+# --- Kubernetes --------------------------------------------------------------------------------------------
+
+#: HPA ceiling as a multiple of the planned replicas: a policy default (room for traffic to double before
+#: the autoscaler stops adding replicas), not physics; edit maxReplicas to the budget.
+MAX_REPLICAS_FACTOR = 2
+RUNNING_METRIC = "vllm:num_requests_running"
+
+
+def k8s_name(inputs: DeployInputs, index: int | None = None) -> str:
+    """A DNS-1035 label (Service names need one): hr-<model>-<plan id prefix>[-<configuration>]."""
+    model = "".join(c if c.isalnum() else "-" for c in inputs.model["slug"].lower()).strip("-")
+    suffix = f"-{inputs.plan_id[:8]}" + ("" if index is None else f"-{index + 1}")
+    return f"hr-{model[: 63 - 3 - len(suffix)].rstrip('-')}{suffix}"
+
+
+def is_headline(inputs: DeployInputs, group: ReplicaGroup) -> bool:
+    """Whether `group` is the configuration the plan's justification describes (its `plan` block)."""
+    plan = inputs.response["plan"]
+    return (group.gpu, group.tp, group.weights, group.kv_cache, group.batch_limit, group.chunk_tokens) == (
+        plan["gpu"],
+        plan["tp"],
+        plan["precision"]["weights"],
+        plan["precision"]["kv_cache"],
+        plan["batch_limit"],
+        plan["chunk_tokens"],
+    )
+
+
+def running_target(inputs: DeployInputs, group: ReplicaGroup) -> float | None:
+    """The HPA's target for the average of vllm:num_requests_running over a group's pods.
+
+    Derivation: the plan runs each replica at ρ = λ_r / μ_sat, i.e. at the per-replica rate
+    λ_r = ρ·μ_sat it found meets every SLO. By Little's law the mean number of requests a replica
+    holds at that rate is L = λ_r · W, with W the mean time a request spends in service
+    (justification.queueing.littles_law: L = occupancy, λ = arrival_rate_rps, W = time_in_service_s).
+    The planned wait is ~0, so these requests are running, not waiting: vllm:num_requests_running
+    averages L when traffic is as planned. L lies below the slots a replica has
+    (min(batch_limit, KV-cache limit)), which it reaches only at saturation (ρ → 1). Holding the
+    average at L keeps each replica at the planned ρ: when traffic grows by k the average grows by
+    about k and the HPA scales the replicas by about k. Only the configuration the justification
+    describes has its W recorded; another row of a mixed fleet gets None (fixed replicas)."""
+    if not is_headline(inputs, group):
+        return None
+    queueing = (inputs.response.get("justification") or {}).get("queueing") or {}
+    occupancy = (queueing.get("littles_law") or {}).get("occupancy")
+    return None if occupancy is None or occupancy <= 0 else min(float(occupancy), float(group.batch_limit))
+
+
+def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) -> dict[str, Any]:
+    """A Deployment of `group.replicas` vLLM servers, each holding `tp` GPUs of the GPU's vendor.
+    Each replica is one pod on one node: with no pipeline parallelism a replica never spans nodes,
+    so no LeaderWorkerSet is needed (multi-node replicas would want one)."""
+    vendor = inputs.gpus[group.gpu]["vendor"]
+    if vendor not in GPU_RESOURCE:
+        raise NotDeployableError(f"no Kubernetes GPU resource known for vendor {vendor!r} (GPU {group.gpu!r})")
+    name = k8s_name(inputs, index)
+    argv = vllm_argv(inputs, group)
+    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": app}
+    container = {
+        "name": "vllm",
+        "image": VLLM_IMAGE[vendor],
+        "command": argv[:2],
+        "args": argv[2:],
+        "ports": [{"name": "http", "containerPort": PORT}],
+        "resources": {"limits": {GPU_RESOURCE[vendor]: group.tp}},
+        "readinessProbe": {"httpGet": {"path": "/health", "port": PORT}, "periodSeconds": 10},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],  # NCCL between the tp workers
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels, "annotations": {"headroom/plan": inputs.plan_id}},
+        "spec": {
+            "replicas": group.replicas,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+            "template": {
+                "metadata": {"labels": dict(labels)},  # a copy: YAML would write an anchor for a shared dict
+                "spec": {"containers": [container], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]},
+            },
+        },
+    }
+
+
+def service(inputs: DeployInputs, app: str) -> dict[str, Any]:
+    """One Service in front of every configuration's pods (the fleet serves one model)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": app, "annotations": {"headroom/plan": inputs.plan_id}},
+        "spec": {
+            "selector": {"app.kubernetes.io/part-of": app},
+            "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def autoscaler(inputs: DeployInputs, group: ReplicaGroup, index: int, target: float) -> dict[str, Any]:
+    """An autoscaling/v2 HPA on the Pods metric vllm:num_requests_running (served to the HPA by a
+    custom-metrics adapter such as prometheus-adapter), target average `target` (see running_target)."""
+    name = k8s_name(inputs, index)
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name, "annotations": {"headroom/plan": inputs.plan_id}},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+            "minReplicas": group.replicas,
+            "maxReplicas": MAX_REPLICAS_FACTOR * group.replicas,
+            "metrics": [
+                {
+                    "type": "Pods",
+                    "pods": {
+                        "metric": {"name": RUNNING_METRIC},
+                        "target": {"type": "AverageValue", "averageValue": f"{max(1, round(target * 1000))}m"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def manifests(inputs: DeployInputs) -> list[dict[str, Any]]:
+    """Deployment (+ HPA where the plan records W) per configuration, then the Service."""
+    app = k8s_name(inputs)
+    documents: list[dict[str, Any]] = []
+    for index, group in enumerate(replica_groups(inputs.response)):
+        documents.append(deployment(inputs, group, index, app))
+        target = running_target(inputs, group)
+        if target is not None:
+            documents.append(autoscaler(inputs, group, index, target))
+    return [*documents, service(inputs, app)]
+
+
+def render_k8s(inputs: DeployInputs) -> str:
+    """The manifests as one multi-document YAML stream, headed by what produced it."""
+    header = (
+        f"# Headroom plan {inputs.plan_id}: vLLM on Kubernetes ({engine_cli()['vllm']['release']}).\n"
+        f"# HPA target: mean requests running per replica at the planned rate (Little's law, L = lambda*W).\n"
+    )
+    return header + yaml.safe_dump_all(manifests(inputs), sort_keys=False)
+
+
+def render(inputs: DeployInputs, target: str) -> tuple[str, str]:
+    """(body, media type) of the deployable output for `target` (one of TARGETS)."""
+    if target == "k8s":
+        return render_k8s(inputs), "application/yaml"
+    if target in ENGINES:
+        return render_engine(inputs, target), "text/plain"
+    raise NotDeployableError(f"unknown target {target!r}; targets are {', '.join(TARGETS)}")

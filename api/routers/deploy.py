@@ -1,0 +1,67 @@
+"""`GET /v1/plans/{plan_id}/deploy?target=vllm|sglang|trt-llm|k8s` (deploy_plan): a stored plan as
+the engine's launch command(s) or as Kubernetes manifests (issue 15 §5). The rendering is pure
+(api/deploy.py); this reads the plan and the catalog records it names."""
+
+# No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Response
+from sqlalchemy.orm import Session
+
+from api.deploy import DeployInputs, render, slugs_needed
+from api.deps import CatalogDep, ReaderDep, SessionDep
+from api.problems import problem_responses
+from catalog.plans import Plans
+from catalog.repository import Catalog
+
+router = APIRouter(tags=["plans"])
+
+Target = Literal["vllm", "sglang", "trt-llm", "k8s"]
+
+
+def deploy_inputs(plan_id: str, session: Session, catalog: Catalog) -> DeployInputs:
+    """The stored plan and the current catalog records of its model, GPUs and quantization schemes."""
+    stored = Plans(session).get(plan_id)
+    gpus, schemes = slugs_needed(stored.response)
+    return DeployInputs(
+        plan_id=stored.id,
+        response=stored.response,
+        model=catalog.get_model(stored.request["model"]),
+        quantizations={slug: catalog.get_quantization(slug) for slug in sorted(schemes)},
+        gpus={slug: catalog.get_gpu(slug) for slug in sorted(gpus)},
+    )
+
+
+@router.get(
+    "/plans/{plan_id}/deploy",
+    name="deploy_plan",
+    summary="A stored plan as engine launch commands or Kubernetes manifests",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "A shell script (engines) or a multi-document YAML stream (k8s).",
+            "content": {"text/plain": {"schema": {"type": "string"}}, "application/yaml": {"schema": {"type": "string"}}},
+        },
+        **problem_responses(401, 404, 422),
+    },
+)
+def deploy_plan(
+    plan_id: str,
+    session: SessionDep,
+    catalog: CatalogDep,
+    _reader: ReaderDep,
+    target: Annotated[
+        Target, Query(description="vllm, sglang or trt-llm: the launch command per configuration; k8s: manifests.")
+    ],
+) -> Response:
+    """Renders the stored plan with every planned knob on the engine's documented flag (tp, pipeline
+    parallel 1, batch limit, chunked-prefill budget or its off switch, weights and KV-cache precision,
+    the memory fraction the plan's KV budget assumed, served model name, port): one command per
+    configuration of a mixed fleet. `k8s`: a Deployment per configuration (vLLM, GPUs as
+    nvidia.com/gpu or amd.com/gpu), a Service, and an autoscaling/v2 HPA on vllm:num_requests_running
+    whose target is the mean number of requests in service per replica at the planned rate (Little's
+    law). 404 for an unknown plan; 422 for an unknown target, a model without `checkpoint`, or a
+    quantization the engine has no name for."""
+    body, media_type = render(deploy_inputs(plan_id, session, catalog), target)
+    return Response(content=body, media_type=media_type)
