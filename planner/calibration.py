@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -173,9 +173,15 @@ def prefill_s(step_model: StepModel, batch: float, prompt_tokens: float) -> floa
     return step_model.step_s(batch * prompt_tokens, 0.0, attended)
 
 
-def _mixed_step_tokens(
-    batch: float, prompt_tokens: float, output_tokens: float, *, seen_by_one: bool = False
-) -> tuple[float, float, float]:
+class _StepTokens(NamedTuple):
+    """The tokens of one step, in `StepModel.step_s`'s argument order."""
+
+    new_tokens: float
+    kv_tokens_read: float
+    attended_tokens: float
+
+
+def _mixed_step_tokens(batch: float, prompt_tokens: float, output_tokens: float, *, seen_by_one: bool = False) -> _StepTokens:
     """(new tokens, KV tokens read, attended tokens) of one steady-state continuous-batching step.
 
     Each of the B slots turns over every o steps, so B/o prompts are prefilled per step and the
@@ -187,7 +193,7 @@ def _mixed_step_tokens(
     context = prompt_tokens + output_tokens / 2.0  # mean decode context p + o/2
     new_tokens = decoding + admitted * prompt_tokens  # decode tokens + prefill tokens
     attended = decoding * context + admitted * prompt_tokens * (prompt_tokens + 1.0) / 2.0
-    return new_tokens, decoding * context, attended
+    return _StepTokens(new_tokens, decoding * context, attended)
 
 
 def mixed_step_s(
@@ -361,6 +367,23 @@ def fit_step_models(
     odd source cannot drag the fit. `bounds` maps a parameter to (low, high) — η as a fraction,
     overhead in milliseconds — replacing the default (0.001, 1) / (0, 1000 ms) box.
     """
+    requested = _requested_parameters(fit, loss=loss, f_scale=f_scale)
+    box = _parameter_box(bounds)
+    points = [(point_set, point) for point_set in sets for point in point_set.points]
+    if not points:
+        _fail("no measured points: give at least one decode step, TPOT, prefill, TTFT or throughput measurement", field="points")
+    fitted, blind = _fittable_parameters(sets, base, requested, strict=strict, point_count=len(points))
+    problem = _FitProblem(sets=tuple(sets), points=tuple(points), fitted=tuple(fitted), base=base)
+    best = _least_squares(problem, box, loss=loss, f_scale=f_scale)
+    notes = [f"{parameter} held at base value: {reason}" for parameter, reason in blind]
+    notes += [f"{p} held at base value (not requested)" for p in FITTABLE_PARAMETERS if p not in requested]
+    notes += _determination_notes(problem, best, strict=strict)
+    notes += _bound_notes(problem, best, box, bounds)
+    return _calibration_fit(problem, best, notes, name=name, loss=loss, requested=requested)
+
+
+def _requested_parameters(fit: Sequence[str], *, loss: str, f_scale: float) -> list[str]:
+    """The parameters asked for, once each in the order given, after checking them, `loss` and `f_scale`."""
     requested = list(dict.fromkeys(fit))
     for parameter in requested:
         if parameter not in FITTABLE_PARAMETERS + OPTIONAL_PARAMETERS:
@@ -374,6 +397,11 @@ def fit_step_models(
         _fail(f"unknown loss {loss!r}; expected one of {list(LOSSES)}", field="loss")
     if not (math.isfinite(f_scale) and f_scale > 0):
         _fail(f"f_scale must be a positive number, got {f_scale!r}", field="f_scale")
+    return requested
+
+
+def _parameter_box(bounds: Mapping[str, tuple[float, float]] | None) -> dict[str, tuple[float, float]]:
+    """(low, high) of each parameter: the default box, narrowed by the caller's `bounds` once checked."""
     box = {"memory": (1e-3, 1.0), "compute": (1e-3, 1.0), "overhead": (0.0, _OVERHEAD_MS_MAX), "overlap": (0.0, 1.0)}
     for parameter, (low, high) in (bounds or {}).items():
         if parameter not in box:
@@ -382,30 +410,51 @@ def fit_step_models(
         if not (floor <= low < high <= ceiling) or (parameter in ("memory", "compute") and low <= 0.0):
             _fail(f"bounds for {parameter} must satisfy {floor} < low < high <= {ceiling}, got ({low}, {high})", field="bounds")
         box[parameter] = (float(low), float(high))
-    points = [(point_set, point) for point_set in sets for point in point_set.points]
-    if not points:
-        _fail("no measured points: give at least one decode step, TPOT, prefill, TTFT or throughput measurement", field="points")
+    return box
 
+
+def _fittable_parameters(
+    sets: Sequence[PointSet], base: Efficiency, requested: Sequence[str], *, strict: bool, point_count: int
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """`_identifiability`'s split, failing when nothing (or, if `strict`, not everything requested)
+    can be fitted, or when there are fewer points than parameters to fit."""
     fitted, blind = _identifiability(sets, base, requested)
     if blind and strict:
         _fail("; ".join(reason for _, reason in blind), missing=[name for name, _ in blind])
     if not fitted:
         _fail("; ".join(reason for _, reason in blind), missing=[name for name, _ in blind])
-    if len(points) < len(fitted):
+    if point_count < len(fitted):
         _fail(
-            f"{len(points)} point(s) cannot determine {len(fitted)} parameters ({', '.join(fitted)}): "
+            f"{point_count} point(s) cannot determine {len(fitted)} parameters ({', '.join(fitted)}): "
             f"give at least {len(fitted)} points",
-            points=len(points),
+            points=point_count,
             parameters=fitted,
         )
+    return fitted, blind
 
-    index = {parameter: i for i, parameter in enumerate(fitted)}
-    measured = np.array([point.value for _, point in points])
-    weights = np.array([point_set.weight for point_set, _ in points])
-    if not np.all(np.isfinite(weights) & (weights > 0)):
-        _fail("point-set weights must be positive finite numbers", field="weight")
 
-    def efficiency_of(x: np.ndarray) -> Efficiency:
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _FitProblem:
+    """The least-squares problem: the pooled points, the parameters fitted (the vector x, in this
+    order) and the efficiency the others are held at."""
+
+    sets: tuple[PointSet, ...]
+    points: tuple[tuple[PointSet, MeasuredPoint], ...]
+    fitted: tuple[str, ...]
+    base: Efficiency
+    index: Mapping[str, int] = field(init=False)
+    measured: np.ndarray = field(init=False)
+    weights: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "index", {parameter: i for i, parameter in enumerate(self.fitted)})
+        object.__setattr__(self, "measured", np.array([point.value for _, point in self.points]))
+        object.__setattr__(self, "weights", np.array([point_set.weight for point_set, _ in self.points]))
+        if not np.all(np.isfinite(self.weights) & (self.weights > 0)):
+            _fail("point-set weights must be positive finite numbers", field="weight")
+
+    def efficiency_of(self, x: np.ndarray) -> Efficiency:
+        index, base = self.index, self.base
         memory = float(x[index["memory"]]) if "memory" in index else base.memory
         compute = float(x[index["compute"]]) if "compute" in index else base.compute
         overhead_s = float(x[index["overhead"]]) / 1e3 if "overhead" in index else base.step_overhead_s
@@ -414,14 +463,19 @@ def fit_step_models(
             efficiency = replace(efficiency, memory_compute_overlap=float(x[index["overlap"]]))
         return efficiency
 
-    def predictions(x: np.ndarray) -> np.ndarray:
-        efficiency = efficiency_of(x)
-        models = {id(point_set): point_set.step_model_for(efficiency) for point_set in sets}
-        return np.array([predict(models[id(point_set)], point) for point_set, point in points])
+    def predictions(self, x: np.ndarray) -> np.ndarray:
+        efficiency = self.efficiency_of(x)
+        models = {id(point_set): point_set.step_model_for(efficiency) for point_set in self.sets}
+        return np.array([predict(models[id(point_set)], point) for point_set, point in self.points])
 
-    def residuals(x: np.ndarray) -> np.ndarray:
-        return weights * (predictions(x) / measured - 1.0)  # weighted relative error of each point
+    def residuals(self, x: np.ndarray) -> np.ndarray:
+        return self.weights * (self.predictions(x) / self.measured - 1.0)  # weighted relative error of each point
 
+
+def _least_squares(problem: _FitProblem, box: Mapping[str, tuple[float, float]], *, loss: str, f_scale: float) -> Any:
+    """The best of scipy's bounded trust-region fits from each of `_STARTS` (max(memory, compute)
+    has kinks, so one start can stop at a corner)."""
+    fitted, base = problem.fitted, problem.base
     lower = np.array([box[p][0] for p in fitted])
     upper = np.array([box[p][1] for p in fitted])
 
@@ -430,7 +484,7 @@ def fit_step_models(
         x0 = np.clip(np.array([by_name[p] for p in fitted]), lower, upper)
         x0 = np.where(x0 <= lower, lower + 1e-6 * (upper - lower), np.where(x0 >= upper, upper - 1e-6 * (upper - lower), x0))
         return least_squares(
-            residuals,
+            problem.residuals,
             x0,
             bounds=(lower, upper),
             method="trf",
@@ -442,10 +496,13 @@ def fit_step_models(
             max_nfev=2000,
         )
 
-    best = min((solve(start) for start in _STARTS), key=lambda result: float(result.cost))
+    return min((solve(start) for start in _STARTS), key=lambda result: float(result.cost))
 
-    notes = [f"{parameter} held at base value: {reason}" for parameter, reason in blind]
-    notes += [f"{p} held at base value (not requested)" for p in FITTABLE_PARAMETERS if p not in requested]
+
+def _determination_notes(problem: _FitProblem, best: Any, *, strict: bool) -> list[str]:
+    """Notes (errors, if `strict`) on fitted parameters the points leave undetermined at the solution."""
+    fitted, index = problem.fitted, problem.index
+    notes = []
     # A fitted parameter no residual responds to (e.g. every point ended compute-bound) is
     # undetermined: report it instead of returning an arbitrary value.
     jac = np.asarray(best.jac)
@@ -462,20 +519,34 @@ def fit_step_models(
         if singular[-1] < 1e-9 * singular[0]:
             message = f"{', '.join(fitted)} are not separately determined by these points (their effects are collinear)"
             if strict:
-                _fail(message, parameters=fitted)
+                _fail(message, parameters=list(fitted))
             notes.append(message)
+    return notes
 
-    for parameter in fitted:
-        value, (low, high) = float(best.x[index[parameter]]), box[parameter]
+
+def _bound_notes(
+    problem: _FitProblem, best: Any, box: Mapping[str, tuple[float, float]], bounds: Mapping[str, tuple[float, float]] | None
+) -> list[str]:
+    """Notes on fitted parameters that ended at a bound the caller set (the points ask for more)."""
+    notes = []
+    for parameter in problem.fitted:
+        value, (low, high) = float(best.x[problem.index[parameter]]), box[parameter]
         at_low, at_high = value <= low + 1e-6 * (high - low), value >= high - 1e-6 * (high - low)
         if bounds and parameter in bounds and ((at_low and low > 0.0) or (at_high and parameter != "overlap")):
             notes.append(
                 f"{parameter} at its bound {low if at_low else high}: the points ask for a value outside the plausible range"
             )
+    return notes
 
-    efficiency = efficiency_of(best.x)
-    predicted = predictions(best.x)
-    relative = predicted / measured - 1.0
+
+def _calibration_fit(
+    problem: _FitProblem, best: Any, notes: Sequence[str], *, name: str, loss: str, requested: Sequence[str]
+) -> CalibrationFit:
+    """The fit's record: the efficiency at the solution, named and sourced, and every point's residual."""
+    fitted, points = problem.fitted, problem.points
+    efficiency = problem.efficiency_of(best.x)
+    predicted = problem.predictions(best.x)
+    relative = predicted / problem.measured - 1.0
     rms = float(math.sqrt(float(np.mean(relative**2))))
     efficiency = replace(
         efficiency,
@@ -506,7 +577,7 @@ def fit_step_models(
         rms_relative_error=rms,
         max_abs_relative_error=float(np.max(np.abs(relative))),
         points_used=len(points),
-        base=base,
+        base=problem.base,
     )
 
 
