@@ -206,6 +206,15 @@ PLAN_CSV_COLUMNS: tuple[str, ...] = (
     "price_provider",
     "price_usd_per_gpu_hour",
     "price_source",
+    "workload_kind",
+    "job_requests",
+    "job_deadline_h",
+    "job_finish_h",
+    "job_gpu_hours",
+    "job_cost_usd",
+    "job_usd_per_million_output_tokens",
+    "job_throughput_rps_per_replica",
+    "job_verified_throughput_rps",
 )
 
 PLAN_CSV_DESCRIPTION = (
@@ -214,7 +223,9 @@ PLAN_CSV_DESCRIPTION = (
     "totals; the plan's columns (id, model, SLOs, predicted p99s of its largest configuration) repeat. "
     "`calibration_grade` is the row's GPU's calibration grade (low, medium, high); `warning` the plan's warning "
     "about that GPU, if any (a low-graded calibration); `price_provider`, `price_usd_per_gpu_hour` and `price_source` the "
-    "price the row was costed at."
+    "price the row was costed at. A batch job (`workload_kind` batch) has no arrival rate, SLOs or latencies; its `job_*` columns "
+    "give its size, deadline, finish time, GPU-hours, cost per job and per million output tokens, and the throughput per "
+    "replica it was sized with (analytic or simulated, the lower) next to the simulated one."
 )
 
 
@@ -223,9 +234,9 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
 
     A configuration's cost per million output tokens is its cost per hour over the output tokens it
     serves per hour: the plan's figure × (its share of cost) / (its share of traffic)."""
-    plan, cost, predicted = response["plan"], response["cost"], response["predicted"]
-    slo = request.get("slo", {})
-    rate = float(request["workload"]["arrival_rate_rps"])
+    plan, cost, predicted = response["plan"], response["cost"], response["predicted"] or {}
+    slo = request.get("slo") or {}
+    rate = float(request["workload"].get("arrival_rate_rps") or 0.0)  # a batch job has none
     shared = {
         "plan_id": response["id"],
         "deployment": response.get("name"),
@@ -238,10 +249,11 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
         "slo_tpot_ms": slo.get("tpot_ms"),
         "slo_e2e_s": slo.get("e2e_s"),
         "currency": cost.get("currency", CURRENCY),
-        "ttft_p99_ms": predicted["ttft_ms"]["p99"],
-        "tpot_p99_ms": predicted["tpot_ms"]["p99"],
-        "e2e_p99_s": predicted["e2e_s"]["p99"],
+        "ttft_p99_ms": predicted.get("ttft_ms", {}).get("p99"),
+        "tpot_p99_ms": predicted.get("tpot_ms", {}).get("p99"),
+        "e2e_p99_s": predicted.get("e2e_s", {}).get("p99"),
         "verified": response.get("verification") is not None,
+        **_batch_job_columns(response),
     }
     grades = response.get("calibration_grades") or {}
     warnings = {w["gpu"]: w["message"] for w in response.get("warnings") or [] if w.get("code") == "low_confidence_plan"}
@@ -260,6 +272,8 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
         }
 
     fleet = plan.get("fleet")
+    if response.get("batch_job"):  # no rate: the job's own columns say what it serves
+        shared.update(arrival_rate_rps=None, slo_percentile=None, verified=response["batch_job"]["verification"] is not None)
     if not fleet:
         return [{
             **shared,
@@ -267,7 +281,7 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             "gpu": plan["gpu"], "tp": plan["tp"], "replicas": plan["replicas"], "gpus_total": plan["gpus_total"],
             "weights_precision": plan["precision"]["weights"], "kv_cache_precision": plan["precision"]["kv_cache"],
             "batch_limit": plan["batch_limit"], "chunk_tokens": plan["chunk_tokens"], "target_rho": plan["target_rho"],
-            "offered_rps": rate,
+            "offered_rps": shared["arrival_rate_rps"],
             "cost_usd_per_hour": cost["usd_per_hour"],
             "cost_usd_per_month": cost["usd_per_month"],
             "cost_usd_per_million_output_tokens": cost["usd_per_million_output_tokens"],
@@ -295,3 +309,21 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             **confidence(row["gpu"]),
         })  # fmt: skip
     return rows
+
+
+def _batch_job_columns(response: Mapping[str, Any]) -> dict[str, Any]:
+    """The `job_*` columns of a batch job's plan (its `batch_job` section); empty cells for traffic."""
+    job = response.get("batch_job")
+    if not job:
+        return {column: None for column in PLAN_CSV_COLUMNS if column.startswith("job_")} | {"workload_kind": "interactive"}
+    return {
+        "workload_kind": "batch",
+        "job_requests": job["requests"],
+        "job_deadline_h": job["deadline_h"],
+        "job_finish_h": job["finish_h"],
+        "job_gpu_hours": job["gpu_hours"],
+        "job_cost_usd": job["cost_usd"],
+        "job_usd_per_million_output_tokens": job["usd_per_million_output_tokens"],
+        "job_throughput_rps_per_replica": job["throughput_rps_per_replica"],
+        "job_verified_throughput_rps": job["verified_throughput_rps"],
+    }

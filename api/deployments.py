@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from api.batch_jobs import create_batch_plan
 from api.schemas.deployments import (
     DeploymentPut,
     HysteresisSpec,
@@ -22,6 +23,7 @@ from api.schemas.deployments import (
 )
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest, plan_response
 from api.schemas.prices import price_overrides
+from api.schemas.workload import BatchWorkloadSpec
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments, StoredDeployment
 from catalog.errors import NotFoundError
@@ -160,6 +162,8 @@ def create_plan(
     inputs, pricing = planning_inputs(body, catalog, default_provider=default_provider)
     if checkpoint is None:  # a route's `run` is its deadline's: the planner stops at its steps when that passes
         checkpoint = getattr(getattr(run, "__self__", None), "checkpoint", None)
+    if isinstance(body.workload, BatchWorkloadSpec):  # a job of fixed size, no SLO: planned for throughput
+        return create_batch_plan(body, inputs, pricing, session, run=run, checkpoint=checkpoint)
     request = PlanningRequest(
         workload=body.workload.to_workload(),
         slo=body.slo.to_slo(),
@@ -487,6 +491,8 @@ def recheck(
     request's provider's prices, else `default_provider`'s); the RecheckResponse JSON."""
     stored = Plans(session).get(plan_id)
     request = PlanRequest.model_validate(stored.request)
+    if isinstance(request.workload, BatchWorkloadSpec):
+        raise PlannerInputError("a batch job's plan has no SLO to recheck: plan the job again", constraint="workload.kind")
     check = _check(stored.response, request, catalog, default_provider=default_provider)
     shape = plan_shape(stored.response)
     gpus = [r.gpu for r in shape.rows]

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from api.rounding import rounded
 from api.schemas.catalog import Slug
@@ -27,7 +28,7 @@ from api.schemas.plan_result import (
     verification_read,
 )
 from api.schemas.prices import PlanPriceRead, PriceOverride
-from api.schemas.workload import WorkloadSpec
+from api.schemas.workload import BatchWorkloadSpec, PlanWorkload
 from planner.confidence import GRADES
 from planner.optimizer import PlanConstraints
 from planner.planning import HOURS_PER_MONTH, PlanResult
@@ -126,8 +127,15 @@ class PlanRequest(_Input):
     """Plan the cheapest deployment of `model` that serves `workload` within `slo`."""
 
     model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
-    workload: WorkloadSpec
-    slo: PlanSlo
+    workload: PlanWorkload = Field(
+        description="Interactive traffic (default; `kind` may be omitted) or a batch job (`kind: batch`: requests or "
+        "total_tokens, deadline_h; planned for throughput with no latency SLO)."
+    )
+    slo: PlanSlo | None = Field(
+        default=None,
+        validate_default=True,
+        description="Latency targets; required for an interactive workload, unused by a batch job.",
+    )
     constraints: PlanConstraintsSpec = Field(default_factory=PlanConstraintsSpec)
     efficiency_profile: Slug = Field(
         default="calibrated",
@@ -159,8 +167,37 @@ class PlanRequest(_Input):
         "Any key may dry-run (a reader key, or none unless HEADROOM_REQUIRE_AUTH=1); storing needs role planner.",
     )
 
+    @field_validator("slo")
+    @classmethod
+    def _slo_for_interactive(cls, slo: PlanSlo | None, info: ValidationInfo) -> PlanSlo | None:
+        """Required for interactive traffic (the same 422 as before batch jobs existed); a batch job has none."""
+        workload = info.data.get("workload")
+        if slo is None and workload is not None and not isinstance(workload, BatchWorkloadSpec):
+            raise PydanticCustomError("missing", "Field required")
+        return slo
+
     @model_validator(mode="after")
     def _positive_rate(self) -> Self:
+        if isinstance(self.workload, BatchWorkloadSpec):
+            if self.workload.deadline_h is None and self.constraints.max_gpus is None:
+                raise ValueError("a batch job needs workload.deadline_h, constraints.max_gpus or both")
+            if self.name is not None:
+                raise ValueError("a batch job is not a deployment: leave out name (re-planning with hysteresis is for traffic)")
+            limits = self.constraints
+            unused = [
+                name
+                for name, given in (
+                    ("budget_usd_per_hour", limits.budget_usd_per_hour is not None),
+                    ("min_replicas", limits.min_replicas > 1),
+                    ("n_plus_one", limits.n_plus_one),
+                    ("mixed_fleet", limits.mixed_fleet),
+                    ("inventory", bool(limits.inventory)),
+                )
+                if given
+            ]
+            if unused:  # refused rather than ignored: a job plan honours gpus, precisions, max_gpus and min_confidence
+                raise ValueError(f"a batch job does not take constraints.{', constraints.'.join(unused)}")
+            return self
         if not self.workload.arrival_rate_rps > 0:
             raise ValueError("workload.arrival_rate_rps must be > 0 to plan capacity for it")
         return self
@@ -234,14 +271,72 @@ class PlanWarning(BaseModel):
     message: str
 
 
+class BatchJobVerificationRead(BaseModel):
+    """One replica simulated on a sample of the job, every request present at the start (planner/batch_jobs.py)."""
+
+    sample_requests: int = Field(description="Requests simulated (the replica's whole share when smaller than 4,000).")
+    seed: int
+    completion_rate_rps: float = Field(
+        description="Completions per second between the 10th and 90th percentile completion times."
+    )
+    ci_low_rps: float | None = Field(
+        description="Batch-means confidence interval of the rate (10 time blocks); null for one wave."
+    )
+    ci_high_rps: float | None
+    confidence_level: float
+    window_completions: int
+    window_s: float
+    makespan_s: float = Field(description="When the sample's last request finished.")
+    predicted_makespan_s: float = Field(
+        description="(sample + slots) / throughput_rps_per_replica: the finish formula on the sample."
+    )
+
+
+class BatchJobRead(BaseModel):
+    """A batch job's plan: throughput per replica, replicas, finish time and cost per job (planner/batch_jobs.py)."""
+
+    requests: int
+    prompt_tokens_total: float = Field(description="requests × mean prompt length.")
+    output_tokens_total: float = Field(description="requests × mean output length.")
+    slots: int = Field(description="Sequences one replica runs at once: min(batch_limit, KV cache / mean request).")
+    throughput_rps_per_replica: float = Field(
+        description="The rate the job is sized with: the lower of the analytic and the simulated."
+    )
+    analytic_throughput_rps: float = Field(description="The queueing model's saturation rate at this setting (every slot busy).")
+    verified_throughput_rps: float | None = Field(description="The simulator's completion rate; null when verify was false.")
+    verification: BatchJobVerificationRead | None
+    replicas: int
+    gpus: int
+    requests_per_replica: int = Field(description="⌈requests / replicas⌉: the busiest replica's share.")
+    finish_h: float = Field(description="(requests_per_replica + slots) / throughput_rps_per_replica, in hours.")
+    deadline_h: float | None
+    max_gpus: int | None
+    billed_h_per_replica: float = Field(description="Each replica bills from the start to the finish, per second, 60 s minimum.")
+    gpu_hours: float = Field(description="replicas × tp × billed_h_per_replica.")
+    price_usd_per_gpu_hour: float = Field(description="The on-demand price per GPU-hour the job is costed at.")
+    cost_usd: float = Field(description="gpu_hours × price_usd_per_gpu_hour: the whole job.")
+    usd_per_million_output_tokens: float = Field(description="cost_usd / output_tokens_total × 1e6.")
+    binding: Literal["deadline", "max_gpus", "deadline_and_max_gpus"] = Field(
+        description="What set the replica count: the deadline (the cheapest count meeting it) or the GPU budget (the most that fit)."
+    )
+    candidates_total: int
+    candidates_evaluated: int = Field(
+        description="Candidates whose exact throughput was computed; the rest were beaten by their cost floor."
+    )
+    verifications: int
+    billing: str = Field(description="How the cost is billed, in a sentence.")
+    method: str = Field(description="How the plan was found, in a sentence.")
+
+
 class PlanResponse(BaseModel):
     id: str
     name: str | None
     plan: PlanDecision
     cost: PlanCost
-    predicted: PlanPredicted
-    justification: JustificationRead = Field(
-        description="step_model, memory, roofline, queueing, binding, alternatives, sensitivity, candidates; SI units in every name."
+    predicted: PlanPredicted | None = Field(description="Predicted latency percentiles; null for a batch job (no latency SLO).")
+    justification: JustificationRead | None = Field(
+        description="step_model, memory, roofline, queueing, binding, alternatives, sensitivity, candidates; SI units in every "
+        "name. Null for a batch job (its `batch_job` section says how it was planned)."
     )
     verification: VerificationRead | None = Field(
         description="Simulated percentiles next to the SLOs; null when verify was false."
@@ -253,6 +348,10 @@ class PlanResponse(BaseModel):
     warnings: list[PlanWarning] = Field(
         default_factory=list,
         description="What the plan or an alternative rests on that deserves a second look: a GPU whose calibration is graded low.",
+    )
+    batch_job: BatchJobRead | None = Field(
+        default=None,
+        description="A batch job's throughput, replicas, finish time and cost per job; null for interactive traffic.",
     )
 
 

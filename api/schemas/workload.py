@@ -8,6 +8,10 @@ A length is one of three JSON shapes, told apart by their members:
 - `{"mean": m, "p99": q}`: lognormal with that mean and 99th percentile (q > m);
 - `{"tokens": [...], "weights": [...]}`: a histogram of observed lengths and their weights.
 
+A plan's workload is interactive (`kind: "interactive"`, the default: traffic at a rate, with
+SLOs) or a batch job (`kind: "batch"`: N requests, or a total of tokens, due by `deadline_h`, no
+latency target; planner/batch_jobs.py). `PlanWorkload` tells them apart by `kind`.
+
 Every check that makes a body unusable is made here, so a bad body is a 422 listing each bad
 field (pointer into the body), never a planner error later.
 """
@@ -15,9 +19,9 @@ field (pointer into the body), never a planner error later.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 from scipy.special import ndtri
 
 from planner.workload import (
@@ -167,6 +171,11 @@ class WorkloadSpec(_Input):
         description=ARRIVAL_CV_DESCRIPTION,
     )
 
+    # not written back (stored requests and templates stay as they were): a workload without `kind` is interactive
+    kind: Literal["interactive"] = Field(
+        default="interactive", exclude=True, description="`interactive` (the default): traffic at a rate, within SLOs."
+    )
+
     def to_workload(self) -> Workload:
         return Workload(
             arrival_rate_rps=self.arrival_rate_rps,
@@ -203,6 +212,77 @@ class WorkloadShape(_Input):
             output_tokens=length_distribution(self.output_tokens),
             arrival_cv=self.arrival_cv,
         )
+
+
+#: Largest batch job: a trillion requests (beyond it a number is a typo; 2 million documents is a big job).
+MAX_JOB_REQUESTS = 10**12
+#: Longest deadline: ten years of hours (87,600 h); a plan for longer is not a batch job.
+MAX_DEADLINE_H = 87_600.0
+
+
+class BatchWorkloadSpec(_Input):
+    """An offline job: `requests` requests (or `total_tokens` prompt + output tokens of them) with these
+    lengths, all available at the start, due within `deadline_h` hours (or within `constraints.max_gpus`)."""
+
+    kind: Literal["batch"] = Field(description="`batch`: a job of fixed size, planned for throughput, no latency SLO.")
+    requests: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_JOB_REQUESTS,
+        description="Requests in the job. Give this or `total_tokens`.",
+        examples=[2_000_000],
+    )
+    total_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_JOB_REQUESTS * 1000,
+        description="The job's size in prompt + output tokens; requests = ⌈total_tokens / (mean prompt + mean output)⌉. "
+        "Give this or `requests`.",
+    )
+    prompt_tokens: TokenLengths = Field(
+        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[{"mean": 2000, "p99": 8000}],
+    )
+    output_tokens: TokenLengths = Field(
+        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+        examples=[{"mean": 300, "p99": 1200}],
+    )
+    deadline_h: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DEADLINE_H,
+        allow_inf_nan=False,
+        description="Hours from start to the last request done. Give this, `constraints.max_gpus`, or both.",
+        examples=[72],
+    )
+
+    @model_validator(mode="after")
+    def _one_size(self) -> Self:
+        if (self.requests is None) == (self.total_tokens is None):
+            raise ValueError("give exactly one of requests and total_tokens")
+        return self
+
+    def job_requests(self) -> int:
+        """N: `requests`, or the requests `total_tokens` makes at the mean lengths (rounded up)."""
+        if self.requests is not None:
+            return self.requests
+        per_request = length_distribution(self.prompt_tokens).mean + length_distribution(self.output_tokens).mean
+        return max(1, math.ceil(self.total_tokens / per_request))  # type: ignore[operator]
+
+
+def _workload_kind(value: Any) -> str:
+    """The member's tag: batch or interactive (a workload without `kind` is interactive, as before kinds
+    existed; an unknown kind fails the interactive literal). Tags read like pydantic's own ("name[...]"),
+    which the problem mapper drops from a bad field's path, as for lengths above."""
+    kind = value.get("kind", "interactive") if isinstance(value, dict) else getattr(value, "kind", "interactive")
+    return "batch[kind]" if kind == "batch" else "interactive[kind]"
+
+
+#: A plan's workload: interactive traffic (default) or a batch job, by `kind`.
+PlanWorkload = Annotated[
+    Annotated[WorkloadSpec, Tag("interactive[kind]")] | Annotated[BatchWorkloadSpec, Tag("batch[kind]")],
+    Discriminator(_workload_kind),
+]
 
 
 Router = Literal["random", "round_robin", "jsq"]

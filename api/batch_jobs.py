@@ -1,0 +1,194 @@
+"""POST /v1/plans for a batch job (`workload.kind: "batch"`): the planner's job plan
+(planner/batch_jobs.py) as a plan response, stored like any plan so GET /v1/plans/{id} and its CSV
+read it back.
+
+A batch plan has the usual decision (GPU, tp, replicas, batch limit, chunk budget, precision) and
+cost (per hour while the job runs, per million output tokens of the job), no latency predictions
+and no justification (it has no SLO to justify), and a `batch_job` section with the throughput per
+replica (analytic and simulated), the finish time, the GPU-hours and the cost per job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from api.rounding import rounded
+from api.schemas.plan_result import provenance_read
+from api.schemas.plans import PlanRequest, PlanResponse
+from api.schemas.workload import BatchWorkloadSpec, length_distribution
+from catalog.plans import Plans, new_plan_id
+from catalog.prices import Pricing
+from planner.batch_jobs import MIN_BILLED_S, SECONDS_PER_HOUR, BatchJob, BatchPlan, plan_batch_job
+from planner.plan_result import Provenance
+from planner.planning import HOURS_PER_MONTH, PlanningInputs
+
+MS_PER_S = 1e3
+BILLING = (
+    f"per second, at least {MIN_BILLED_S:.0f} s per replica, every replica from the start to the job's finish "
+    "(RunPod bills pods per second; AWS EC2 per second with a 60-second minimum); model loading not counted"
+)
+METHOD = (
+    "throughput per replica = the queueing model's saturation rate (every slot busy, the job's length moments); "
+    "finish = (⌈requests/replicas⌉ + slots) / throughput; candidates taken cheapest cost floor first; the winner "
+    "simulated on a sample of the job all present at t = 0 and sized with the lower of the two rates"
+)
+
+
+def batch_job(body: PlanRequest) -> BatchJob:
+    """The planner's job from a batch plan request (`workload.kind: batch`)."""
+    workload = body.workload
+    if not isinstance(workload, BatchWorkloadSpec):
+        raise TypeError("batch_job needs a batch workload")
+    return BatchJob(
+        requests=workload.job_requests(),
+        prompt_tokens=length_distribution(workload.prompt_tokens),
+        output_tokens=length_distribution(workload.output_tokens),
+        deadline_s=None if workload.deadline_h is None else workload.deadline_h * SECONDS_PER_HOUR,
+        max_gpus=body.constraints.max_gpus,
+        min_confidence=body.constraints.min_confidence,
+    )
+
+
+def _verification(plan: BatchPlan) -> dict[str, Any] | None:
+    simulated = plan.simulated
+    if simulated is None:
+        return None
+    return {
+        "sample_requests": simulated.requests,
+        "seed": simulated.seed,
+        "completion_rate_rps": simulated.completion_rate_rps,
+        "ci_low_rps": simulated.ci_low_rps,
+        "ci_high_rps": simulated.ci_high_rps,
+        "confidence_level": simulated.confidence_level,
+        "window_completions": simulated.window_completions,
+        "window_s": simulated.window_s,
+        "makespan_s": simulated.makespan_s,
+        "predicted_makespan_s": simulated.predicted_makespan_s,
+    }
+
+
+def batch_job_read(plan: BatchPlan) -> dict[str, Any]:
+    """The response's `batch_job` section (BatchJobRead), hours at the edge."""
+    job, sizing, group = plan.job, plan.sizing, plan.option.group
+    return {
+        "requests": job.requests,
+        "prompt_tokens_total": job.prompt_tokens_total,
+        "output_tokens_total": job.output_tokens_total,
+        "slots": plan.option.slots,
+        "throughput_rps_per_replica": plan.throughput_rps,
+        "analytic_throughput_rps": plan.analytic_throughput_rps,
+        "verified_throughput_rps": None if plan.simulated is None else plan.simulated.completion_rate_rps,
+        "verification": _verification(plan),
+        "replicas": sizing.replicas,
+        "gpus": sizing.gpus,
+        "requests_per_replica": sizing.requests_per_replica,
+        "finish_h": sizing.finish_s / SECONDS_PER_HOUR,
+        "deadline_h": None if job.deadline_s is None else job.deadline_s / SECONDS_PER_HOUR,
+        "max_gpus": job.max_gpus,
+        "billed_h_per_replica": sizing.billed_s / SECONDS_PER_HOUR,
+        "gpu_hours": sizing.gpu_hours,
+        "price_usd_per_gpu_hour": group.price_usd_per_hour / group.tp,
+        "cost_usd": sizing.cost_usd,
+        "usd_per_million_output_tokens": plan.usd_per_million_output_tokens,
+        "binding": plan.binding,
+        "candidates_total": plan.candidates_total,
+        "candidates_evaluated": plan.candidates_evaluated,
+        "verifications": plan.verifications,
+        "billing": BILLING,
+        "method": METHOD,
+    }
+
+
+def _warnings(gpu: str, grade: str | None) -> list[dict[str, Any]]:
+    if grade != "low":
+        return []
+    return [
+        {
+            "code": "low_confidence_plan",
+            "gpu": gpu,
+            "grade": "low",
+            "message": f"the job runs on {gpu}, whose calibration is graded low (GET /v1/gpus/{gpu}: efficiency.confidence): "
+            "its throughput and so its finish time and cost may be off by more than the calibration's usual error; "
+            "constraints.min_confidence leaves such GPUs out",
+        }
+    ]
+
+
+def batch_plan_response(
+    plan_id: str, plan: BatchPlan, inputs: PlanningInputs, pricing: Pricing, created_at: str, plan_ms: float
+) -> dict[str, Any]:
+    """The JSON body (also what is stored) of a batch job's plan, rounded as api/rounding.py says."""
+    group, sizing = plan.option.group, plan.sizing
+    gpu = group.gpu.slug
+    per_hour = sizing.replicas * group.price_usd_per_hour  # replicas × tp × $/GPU-h, while the job runs
+    provenance = Provenance(
+        catalog_version=inputs.catalog_version, solver="planner/batch_jobs.py: branch and bound on cost floors",
+        status="optimal" if plan.simulated is not None else "optimal (unverified)", mip_gap=None, solve_ms=0.0,
+        plan_ms=plan_ms, efficiency_profile=inputs.efficiency_profile, efficiencies={gpu: group.gpu.efficiency},
+        created_at=created_at,
+    )  # fmt: skip
+    body = {
+        "id": plan_id,
+        "name": None,
+        "plan": {
+            "gpu": gpu, "tp": group.tp, "replicas": sizing.replicas, "gpus_total": sizing.gpus,
+            "precision": {"weights": group.precision.weights.slug, "kv_cache": group.precision.kv_cache.slug},
+            "batch_limit": plan.option.batch_limit, "chunk_tokens": plan.option.chunk_tokens,
+            "target_rho": 1.0,  # an offline job keeps every slot busy: it runs at saturation by design
+            "fleet": None,
+        },
+        "cost": {
+            "usd_per_hour": per_hour, "usd_per_month": per_hour * HOURS_PER_MONTH,
+            "usd_per_million_output_tokens": plan.usd_per_million_output_tokens, "currency": "USD",
+            "prices": [price.read() for slug, price in pricing.prices.items() if slug == gpu],
+            "notes": list(pricing.notes),
+        },
+        "predicted": None,
+        "justification": None,
+        "verification": None,
+        "provenance": provenance_read(provenance).model_dump(mode="json"),
+        "calibration_grades": {gpu: group.gpu.calibration_grade},
+        "warnings": _warnings(gpu, group.gpu.calibration_grade),
+        "batch_job": batch_job_read(plan),
+    }  # fmt: skip
+    return rounded(PlanResponse.model_validate(body).model_dump(mode="json"))
+
+
+def create_batch_plan(
+    body: PlanRequest,
+    inputs: PlanningInputs,
+    pricing: Pricing,
+    session: Session,
+    *,
+    run: Callable[..., Any],
+    checkpoint: Callable[[], None] | None,
+) -> dict[str, Any]:
+    """Plan the batch job in `body` on the gathered specs and store it unless a dry run; the response JSON.
+    `run(fn)` does the pure planning work (a route passes its deadline's)."""
+    started = time.perf_counter()
+    job = batch_job(body)
+    work = partial(
+        plan_batch_job, job, model=inputs.model, gpus=inputs.gpus, precisions=inputs.precisions, verify=body.verify,
+        checkpoint=checkpoint,
+    )  # fmt: skip
+    plan = run(work)
+    plan_id, created_at = new_plan_id(), datetime.now(UTC)
+    content = batch_plan_response(
+        plan_id, plan, inputs, pricing, created_at.isoformat(), (time.perf_counter() - started) * MS_PER_S
+    )
+    if body.store:  # a dry run (store false) writes nothing
+        Plans(session).save(
+            plan_id=plan_id,
+            name=None,
+            request=body.model_dump(mode="json"),
+            response=content,
+            catalog_version=inputs.catalog_version,
+            created_at=created_at,
+        )
+    return content
