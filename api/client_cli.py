@@ -1,4 +1,5 @@
-"""`headroom plan` and `headroom replan`: the commands a scheduled job runs.
+"""`headroom plan` and `headroom replan`: the commands a scheduled job runs; and `headroom deploy`,
+a stored plan as an engine launch command or Kubernetes manifests (GET /v1/plans/{id}/deploy).
 
 Both talk to a running service with `--url` (API key from HEADROOM_API_KEY) or, without it, plan
 in-process against the local database (HEADROOM_DATABASE_URL or --database-url), and print the
@@ -96,6 +97,17 @@ def add_commands(commands: Any) -> None:
     _common(replan)
     replan.set_defaults(run=run_replan)
 
+    deploy = commands.add_parser(
+        "deploy",
+        help="stored plan PLAN_ID as an engine launch command (vllm, sglang, trt-llm) or Kubernetes manifests (k8s)",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    deploy.add_argument("plan_id", metavar="PLAN_ID", help="the plan's id (as POST /v1/plans answered it)")
+    deploy.add_argument("--target", required=True, choices=("vllm", "sglang", "trt-llm", "k8s"), help="what to render")
+    deploy.add_argument("--url", help="a running Headroom service (e.g. http://headroom:8000); default: the local database")
+    deploy.set_defaults(run=run_deploy, idempotency_key=None)
+
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", help="a running Headroom service (e.g. http://headroom:8000); default: plan in-process")
@@ -159,6 +171,31 @@ def run_replan(args: argparse.Namespace, settings: Any) -> int:
         return result, bool(result["changed"])
 
     return _run(args, work, _replan_table)
+
+
+def run_deploy(args: argparse.Namespace, settings: Any) -> int:
+    """GET /v1/plans/{id}/deploy's text on stdout, and nothing else there: pipe it to a file or kubectl."""
+    try:
+        with _stdout_to_stderr():
+            if args.url:
+                path = f"/v1/plans/{_quote(args.plan_id)}/deploy?target={_quote(args.target)}"
+                text = _remote(args, "GET", path, None, as_text=True)
+            else:
+                text = _in_process(
+                    settings, lambda catalog, session: _deploy_locally(args.plan_id, args.target, catalog, session)
+                )
+    except CommandError as exc:
+        print(f"headroom: error: {exc}", file=sys.stderr)
+        return exc.code
+    sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _deploy_locally(plan_id: str, target: str, catalog: Any, session: Any) -> str:
+    from api.deploy import render
+    from api.routers.deploy import deploy_inputs
+
+    return render(deploy_inputs(plan_id, session, catalog), target)[0]
 
 
 def _replan_body(args: argparse.Namespace) -> dict[str, Any]:
@@ -301,13 +338,21 @@ def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any,
 # --- against a service ----------------------------------------------------------------------------------
 
 
-def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None, *, missing_ok: bool = False) -> Any:
-    """The JSON answer; None for a 404 when `missing_ok`; problems as exit codes."""
+def _remote(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    *,
+    missing_ok: bool = False,
+    as_text: bool = False,
+) -> Any:
+    """The JSON answer (its text with `as_text`); None for a 404 when `missing_ok`; problems as exit codes."""
     try:
         import httpx
     except ImportError as exc:  # pragma: no cover - httpx is a dependency; this guards a broken install
         raise CommandError(EXIT_ERROR, "--url needs the httpx package") from exc
-    headers = {"Idempotency-Key": args.idempotency_key or str(uuid.uuid4()), "Accept": "application/json"}
+    headers = {"Idempotency-Key": args.idempotency_key or str(uuid.uuid4()), "Accept": "*/*" if as_text else "application/json"}
     key = os.environ.get(API_KEY_ENV)
     if key:
         headers["Authorization"] = f"Bearer {key}"
@@ -320,7 +365,7 @@ def _remote(args: argparse.Namespace, method: str, path: str, body: dict[str, An
     except httpx.TransportError as exc:
         raise CommandError(EXIT_UNREACHABLE, f"cannot reach {args.url}: {type(exc).__name__}: {exc}") from exc
     if response.is_success:
-        return response.json()
+        return response.text if as_text else response.json()
     if missing_ok and response.status_code == 404:
         return None
     problem = _problem(response)
