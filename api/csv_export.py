@@ -23,6 +23,10 @@ How a route offers CSV (three lines):
   `Content-Disposition: attachment; filename="..."`.
 - `csv_responses(description, columns, status_code=200)`: the `responses=` entry that declares the
   `text/csv` content next to the JSON one in the OpenAPI document (columns listed in its description).
+- `CsvResponse` and `csv_only_responses(description, columns)`: a route that answers only CSV
+  (`GET /v1/plans/{plan_id}/csv`, operationId `get_plan_csv`). A generated client reads a route's
+  first declared content type, JSON where a route offers both, so CSV needs a route of its own to
+  come back as text; `?format=csv` keeps working on the JSON routes.
 - `plan_csv_rows(request, response)` and `PLAN_CSV_COLUMNS`: one stored plan (its request and
   response JSON, as `catalog.plans.Plans.get` returns them) as rows; deployment history is these rows
   for each plan, newest first.
@@ -163,6 +167,24 @@ def csv_responses(description: str, columns: Sequence[str], *, status_code: int 
         status_code: {
             "description": f"{description} As CSV (`?format=csv` or `Accept: text/csv`): columns {', '.join(columns)}.",
             "content": {CSV_MEDIA_TYPE: {"schema": {"type": "string"}, "example": header + "\r\n"}},
+        }
+    }
+
+
+class CsvResponse(Response):
+    """A response whose only body is CSV: a route with `response_class=CsvResponse` declares just
+    `text/csv` for its success, so a generated client returns the text instead of parsing JSON."""
+
+    media_type = CSV_MEDIA_TYPE
+
+
+def csv_only_responses(description: str, columns: Sequence[str]) -> dict[int | str, dict[str, Any]]:
+    """The `responses=` entry of a CSV-only route (`response_class=CsvResponse`): 200 is `text/csv`
+    with `columns` in its description and header row as the example, and nothing else."""
+    return {
+        200: {
+            "description": f"{description} Columns: {', '.join(columns)}.",
+            "content": {CSV_MEDIA_TYPE: {"schema": {"type": "string"}, "example": ",".join(columns) + "\r\n"}},
         }
     }
 

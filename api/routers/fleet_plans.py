@@ -1,6 +1,7 @@
 """`POST /v1/fleet-plans` and `GET /v1/fleet-plans/{id}`: many workloads over periods of demand, on
 reserved, on-demand and spot GPUs within inventory, planned as one MILP and stored (issue 6).
-operationIds: create_fleet_plan, get_fleet_plan."""
+operationIds: create_fleet_plan, get_fleet_plan, and get_fleet_plan_csv (the schedule from a route
+that answers only CSV)."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
@@ -10,13 +11,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response, status
 from fastapi.exceptions import RequestValidationError
 
-from api.csv_export import CsvDep, csv_response
+from api.csv_export import CsvDep, CsvResponse, csv_only_responses, csv_response
 from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep
 from api.fleet_plans import MAX_MILP_COLUMNS, fleet_plan_response, plan_fleet
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
 from api.schemas.fleet_plans import (
+    CSV_COLUMNS,
     CSV_DESCRIPTION,
     CSV_MEDIA_TYPE,
     MAX_DISTINCT_SHAPES,
@@ -139,3 +141,21 @@ def get_fleet_plan(
     stored = FleetPlans(session).get(plan_id)
     plan = FleetPlanResponse.model_validate(stored.response)
     return _answer(plan, csv=as_csv, status_code=status.HTTP_200_OK, headers={})
+
+
+@router.get(
+    "/fleet-plans/{plan_id}/csv",
+    response_class=CsvResponse,
+    name="get_fleet_plan_csv",
+    summary="A stored fleet plan's schedule as CSV (for spreadsheets)",
+    responses={**csv_only_responses(CSV_DESCRIPTION, CSV_COLUMNS), **problem_responses(401, 404)},
+)
+def get_fleet_plan_csv(
+    plan_id: Annotated[str, Path(max_length=64, description="The id a POST answered with.")],
+    session: SessionDep,
+    _reader: ReaderDep,
+) -> Response:
+    """The schedule `GET /v1/fleet-plans/{plan_id}?format=csv` answers, from a route that answers only
+    CSV, so a client generated from the OpenAPI document returns it as text; 404 for an id nobody issued."""
+    plan = FleetPlanResponse.model_validate(FleetPlans(session).get(plan_id).response)
+    return csv_response(schedule_csv(plan), filename=f"fleet-plan-{plan.id}.csv")

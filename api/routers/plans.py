@@ -1,5 +1,6 @@
 """`POST /v1/plans` (create_plan) and `GET /v1/plans/{plan_id}` (get_plan): the cheapest plan that
-meets the SLOs, stored immutable with its request and the catalog version (issue 5)."""
+meets the SLOs, stored immutable with its request and the catalog version (issue 5);
+`GET /v1/plans/{plan_id}/csv` (get_plan_csv): its CSV rows from a route that answers only CSV."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
@@ -7,7 +8,17 @@ from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 
 from api import deployments as service
-from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
+from api.csv_export import (
+    PLAN_CSV_COLUMNS,
+    PLAN_CSV_DESCRIPTION,
+    CsvDep,
+    CsvResponse,
+    csv_only_responses,
+    csv_response,
+    csv_responses,
+    plan_csv_rows,
+    rows_to_csv,
+)
 from api.deps import CallerRoleDep, CatalogDep, ReaderDep, SessionDep, SettingsDep, authorize_plan
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
@@ -102,3 +113,19 @@ def get_plan(plan_id: str, session: SessionDep, _reader: ReaderDep, as_csv: CsvD
             rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv"
         )
     return PlanResponse.model_validate(stored.response)
+
+
+@router.get(
+    "/plans/{plan_id}/csv",
+    response_class=CsvResponse,
+    name="get_plan_csv",
+    summary="A stored plan as CSV rows (for spreadsheets)",
+    responses={**csv_only_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404)},
+)
+def get_plan_csv(plan_id: str, session: SessionDep, _reader: ReaderDep) -> Response:
+    """The same rows as `GET /v1/plans/{plan_id}?format=csv`, from a route that answers only CSV, so
+    a client generated from the OpenAPI document returns them as text; 404 for an id nobody issued."""
+    stored = Plans(session).get(plan_id)
+    return csv_response(
+        rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv"
+    )

@@ -10,17 +10,19 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from api.csv_export import HOURS_PER_MONTH, CsvDep, csv_response, csv_responses, rows_to_csv
+from api.csv_export import HOURS_PER_MONTH, CsvDep, CsvResponse, csv_only_responses, csv_response, csv_responses, rows_to_csv
 from api.deployments import planning_inputs
 from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
 from api.errors import RequestTimeoutError
-from api.observability import Deadline, DeadlineDep, MetricsDep
+from api.observability import Deadline, DeadlineDep, MetricsDep, MetricsRegistry
 from api.problems import problem_responses, problem_type_for
 from api.rounding import rounded
 from api.schemas.plans import PlanRequest
 from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
 from api.schemas.workload import WorkloadSpec
+from api.settings import Settings
 from catalog.prices import Pricing
+from catalog.repository import Catalog
 from planner.errors import HeadroomError
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.workload import Slo
@@ -179,6 +181,41 @@ def what_if_sweep(
     deadline: DeadlineDep,
     metrics: MetricsDep,
 ) -> WhatIfResponse | Response:
+    answer = _sweep(body, catalog, settings, deadline, metrics)
+    if as_csv:
+        return _sweep_csv(answer)
+    return answer
+
+
+@router.post(
+    "/what-if/csv",
+    response_class=CsvResponse,
+    name="what_if_sweep_csv",
+    summary="A what-if sweep's points as CSV rows (for spreadsheets)",
+    responses={**csv_only_responses(WHAT_IF_CSV_DESCRIPTION, WHAT_IF_CSV_COLUMNS), **problem_responses(401, 403, 404, 422, 503)},
+)
+def what_if_sweep_csv(
+    body: WhatIfRequest,
+    catalog: CatalogDep,
+    settings: SettingsDep,
+    _planner: PlannerKeyDep,
+    deadline: DeadlineDep,
+    metrics: MetricsDep,
+) -> Response:
+    """The points `POST /v1/what-if?format=csv` answers, from a route that answers only CSV, so a
+    client generated from the OpenAPI document returns them as text."""
+    return _sweep_csv(_sweep(body, catalog, settings, deadline, metrics))
+
+
+def _sweep_csv(answer: WhatIfResponse) -> Response:
+    rows = [point.model_dump(mode="json") for point in answer.points]
+    return csv_response(rows_to_csv(rows, WHAT_IF_CSV_COLUMNS), filename="what-if.csv")
+
+
+def _sweep(
+    body: WhatIfRequest, catalog: Catalog, settings: Settings, deadline: Deadline, metrics: MetricsRegistry
+) -> WhatIfResponse:
+    """The sweep's points, served rounded (api/rounding.py)."""
     started = time.perf_counter()
     inputs, pricing = _inputs_for_gpus(body, catalog, settings.default_price_provider)
     points = deadline.run(
@@ -196,8 +233,4 @@ def what_if_sweep(
         sweep_ms=(time.perf_counter() - started) * MS_PER_S,
         points=[WhatIfPoint.model_validate({k: v for k, v in p.items() if k != "solve_ms"}) for p in points],
     )  # fmt: skip
-    answer = WhatIfResponse.model_validate(rounded(answer.model_dump(mode="json")))  # served rounded (api/rounding.py)
-    if as_csv:
-        rows = [point.model_dump(mode="json") for point in answer.points]
-        return csv_response(rows_to_csv(rows, WHAT_IF_CSV_COLUMNS), filename="what-if.csv")
-    return answer
+    return WhatIfResponse.model_validate(rounded(answer.model_dump(mode="json")))  # served rounded (api/rounding.py)
