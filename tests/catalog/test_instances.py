@@ -190,3 +190,17 @@ def test_instance_types_round_trip_through_export_and_import(loaded: Catalog, tm
             assert error.value.errors[0]["field"] == "instance_types[0].gpu"
     finally:
         engine.dispose()
+
+
+def test_reference_instance_prices_agree_with_the_gpu_prices_read_from_the_same_page() -> None:
+    """CoreWeave's and AWS's rows in prices.json are these instances' prices ÷ their GPUs (the same
+    pages): 8 × $6.155 = $49.24 for an HGX H100, 4 × $10.50 = $42.00 for a GB200 tray, 1 × $1.861 for
+    a g6e.xlarge."""
+    instances = json.loads((REFERENCE_DATA_DIR / "instance_types.json").read_text(encoding="utf-8"))
+    prices = json.loads((REFERENCE_DATA_DIR / "prices.json").read_text(encoding="utf-8"))
+    per_gpu = {(p["provider"], p["gpu"]): p["on_demand"] for p in prices}
+    same_page = [i for i in instances if i["provider"] in ("coreweave", "aws") and (i["provider"], i["gpu"]) in per_gpu]
+    assert len(same_page) >= 8
+    for instance in same_page:
+        expected = per_gpu[(instance["provider"], instance["gpu"])] * instance["gpus"]
+        assert instance["on_demand_usd_per_hour"] == pytest.approx(expected, abs=0.005), instance["name"]
