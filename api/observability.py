@@ -159,8 +159,10 @@ class _Metric:
     """A prometheus_client metric labelled by keyword (`inc(method="GET", ...)`); unknown or
     missing labels, and non-finite values (which prometheus_client would add to a sum), raise ValueError."""
 
-    def __init__(self, metric: prometheus_client.Counter | prometheus_client.Histogram, label_names: Sequence[str]) -> None:
-        self.name, self.label_names, self._metric = metric._name, tuple(label_names), metric
+    def __init__(
+        self, name: str, metric: prometheus_client.Counter | prometheus_client.Histogram, label_names: Sequence[str]
+    ) -> None:
+        self.name, self.label_names, self._metric = name, tuple(label_names), metric
 
     def _child(self, labels: dict[str, str], value: float) -> Any:
         if labels.keys() != set(self.label_names) or not math.isfinite(value):
@@ -177,7 +179,7 @@ class Counter(_Metric):
     def __init__(
         self, name: str, help_text: str, label_names: Sequence[str] = (), *, registry: CollectorRegistry | None = None
     ) -> None:
-        super().__init__(prometheus_client.Counter(name, help_text, label_names, registry=registry), label_names)
+        super().__init__(name, prometheus_client.Counter(name, help_text, label_names, registry=registry), label_names)
 
     def inc(self, amount: float = 1.0, **labels: str) -> None:
         self._child(labels, amount).inc(amount)  # prometheus_client: ValueError when negative
@@ -198,12 +200,16 @@ class Histogram(_Metric):
         bounds = sorted(float(bound) for bound in buckets)
         if len(set(bounds)) != len(bounds) or not all(math.isfinite(bound) for bound in bounds):
             raise ValueError(f"{name}: buckets must be distinct finite numbers, got {bounds}")
-        super().__init__(
-            prometheus_client.Histogram(name, help_text, label_names, buckets=bounds, registry=registry), label_names
-        )
+        histogram = prometheus_client.Histogram(name, help_text, label_names, buckets=bounds, registry=registry)
+        super().__init__(name, histogram, label_names)
 
     def observe(self, value: float, **labels: str) -> None:
         self._child(labels, value).observe(value)
+
+    def time(self) -> AbstractContextManager[Any]:
+        """Times the block as one observation of an unlabelled histogram (recorded also when it raises)."""
+        timer: AbstractContextManager[Any] = self._child({}, 0.0).time()
+        return timer
 
     def count(self, **labels: str) -> int:
         """This process's count of observations with `labels`."""
@@ -261,18 +267,19 @@ class MetricsRegistry:
 
     def solver_timer(self) -> AbstractContextManager[Any]:
         """Times the block as one solve (recorded also when it raises)."""
-        return self.solver_seconds._metric.time()
+        return self.solver_seconds.time()
 
     def simulation_timer(self) -> AbstractContextManager[Any]:
         """Times the block as one simulation (recorded also when it raises)."""
-        return self.simulation_seconds._metric.time()
+        return self.simulation_seconds.time()
 
     def render(self) -> str:
         """Every metric in the Prometheus text exposition format (version 0.0.4): this app's own,
         or in multi-process mode the sums over every process that wrote to PROMETHEUS_MULTIPROC_DIR
         (prometheus_client's MultiProcessCollector, which reads the files of exited ones too)."""
         if self.multiprocess:
-            families: Iterable[PrometheusFamily] = sorted(MultiProcessCollector(None).collect(), key=lambda family: family.name)
+            collector: Any = MultiProcessCollector  # prometheus_client/multiprocess.py carries no annotations
+            families: Iterable[PrometheusFamily] = sorted(collector(None).collect(), key=lambda family: family.name)
         else:
             families = self.registry.collect()
         return "\n".join(exposition_lines(families)) + "\n"
