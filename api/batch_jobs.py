@@ -18,13 +18,18 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from api.errors import RequestTimeoutError
+from api.observability import Deadline
+from api.problems import problem_type_for
 from api.rounding import rounded
 from api.schemas.plan_result import provenance_read
-from api.schemas.plans import PlanRequest, PlanResponse
+from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanResponse
+from api.schemas.what_if import WHAT_IF_CSV_COLUMNS, WhatIfRequest
 from api.schemas.workload import BatchWorkloadSpec, length_distribution
 from catalog.plans import Plans, new_plan_id
 from catalog.prices import Pricing
 from planner.batch_jobs import MIN_BILLED_S, SECONDS_PER_HOUR, BatchJob, BatchPlan, plan_batch_job
+from planner.errors import HeadroomError
 from planner.plan_result import Provenance
 from planner.planning import HOURS_PER_MONTH, PlanningInputs
 
@@ -42,16 +47,20 @@ METHOD = (
 
 def batch_job(body: PlanRequest) -> BatchJob:
     """The planner's job from a batch plan request (`workload.kind: batch`)."""
-    workload = body.workload
-    if not isinstance(workload, BatchWorkloadSpec):
+    if not isinstance(body.workload, BatchWorkloadSpec):
         raise TypeError("batch_job needs a batch workload")
+    return job_of(body.workload, body.constraints)
+
+
+def job_of(workload: BatchWorkloadSpec, constraints: PlanConstraintsSpec) -> BatchJob:
+    """The planner's job from a batch workload and the plan's constraints (max_gpus, min_confidence)."""
     return BatchJob(
         requests=workload.job_requests(),
         prompt_tokens=length_distribution(workload.prompt_tokens),
         output_tokens=length_distribution(workload.output_tokens),
         deadline_s=None if workload.deadline_h is None else workload.deadline_h * SECONDS_PER_HOUR,
-        max_gpus=body.constraints.max_gpus,
-        min_confidence=body.constraints.min_confidence,
+        max_gpus=constraints.max_gpus,
+        min_confidence=constraints.min_confidence,
     )
 
 
@@ -192,3 +201,87 @@ def create_batch_plan(
             created_at=created_at,
         )
     return content
+
+
+# --- what-if: a job's deadline or size swept ---------------------------------------------------------------
+
+
+def _job_point(index: int, job: BatchJob, gpu: str | None, plan: BatchPlan | None, error: HeadroomError | None) -> dict[str, Any]:
+    """One what-if point of a batch sweep (WhatIfPoint's fields): the job's plan, or why there is none."""
+    row: dict[str, Any] = {
+        **dict.fromkeys(WHAT_IF_CSV_COLUMNS), "currency": "USD", "point": index, "gpu_allowed": gpu, "feasible": plan is not None,
+        "verified": plan is not None and plan.simulated is not None, "job_requests": job.requests,
+        "job_deadline_h": None if job.deadline_s is None else job.deadline_s / SECONDS_PER_HOUR, "solve_ms": None,
+    }  # fmt: skip
+    if plan is None:
+        kind = problem_type_for(error) if error is not None else None
+        constraint = error.extensions.get("constraint") if error is not None else None
+        return {**row, "infeasible_problem": kind.uri if kind else None,
+                "infeasible_constraint": None if constraint is None else str(constraint),
+                "infeasible_reason": None if error is None else error.detail}  # fmt: skip
+    group, sizing = plan.option.group, plan.sizing
+    per_hour = sizing.replicas * group.price_usd_per_hour
+    return {
+        **row,
+        "gpu": group.gpu.slug, "tp": group.tp, "replicas": sizing.replicas, "gpus_total": sizing.gpus,
+        "weights_precision": group.precision.weights.slug, "kv_cache_precision": group.precision.kv_cache.slug,
+        "batch_limit": plan.option.batch_limit, "chunk_tokens": plan.option.chunk_tokens, "target_rho": 1.0, "fleet_rows": 1,
+        "cost_usd_per_hour": per_hour, "cost_usd_per_month": per_hour * HOURS_PER_MONTH,
+        "cost_usd_per_million_output_tokens": plan.usd_per_million_output_tokens,
+        "job_finish_h": sizing.finish_s / SECONDS_PER_HOUR, "job_gpu_hours": sizing.gpu_hours, "job_cost_usd": sizing.cost_usd,
+        "job_throughput_rps_per_replica": plan.throughput_rps,
+    }  # fmt: skip
+
+
+def _swept_jobs(body: WhatIfRequest) -> list[BatchJob]:
+    """The job at each value of the sweep's job axis (deadlines or sizes), the rest as the workload gives it."""
+    if not isinstance(body.workload, BatchWorkloadSpec):
+        raise TypeError("a job sweep needs a batch workload")
+    sweep = body.sweep
+    base = body.workload
+    if sweep.deadlines_h is not None:
+        return [job_of(base.model_copy(update={"deadline_h": hours}), body.constraints) for hours in sweep.deadlines_h]
+    sizes = sweep.job_requests or []
+    return [job_of(base.model_copy(update={"requests": n, "total_tokens": None}), body.constraints) for n in sizes]
+
+
+def batch_plan_request(body: WhatIfRequest, constraints: PlanConstraintsSpec) -> PlanRequest:
+    """The plan request a job sweep gathers its specs with (same 404s as POST /v1/plans); its first
+    swept deadline stands in for the workload's."""
+    if not isinstance(body.workload, BatchWorkloadSpec):
+        raise TypeError("a job sweep needs a batch workload")
+    first = {"deadline_h": body.sweep.deadlines_h[0]} if body.sweep.deadlines_h else {}
+    return PlanRequest(
+        model=body.model, workload=body.workload.model_copy(update=first), constraints=constraints,
+        efficiency_profile=body.efficiency_profile, verify=body.verify, provider=body.provider, prices=body.prices,
+    )  # fmt: skip
+
+
+def batch_sweep_points(
+    body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, *, deadline: Deadline
+) -> list[dict[str, Any]]:
+    """Each point's cheapest job plan (or why none), GPU types × job values, job values fastest; as
+    `api.routers.what_if.sweep_points` answers for traffic. Pure planner work on specs already read."""
+    gpu_axis: list[str | None] = list(body.sweep.gpus) if body.sweep.gpus is not None else [None]
+    points: list[dict[str, Any]] = []
+    for gpu in gpu_axis:
+        gpus = inputs.gpus if gpu is None else tuple(g for g in inputs.gpus if g.slug == gpu)
+        for job in _swept_jobs(body):
+            if deadline.remaining_s() <= 0:
+                raise RequestTimeoutError(timeout_s=deadline.timeout_s)  # stops an abandoned sweep between points
+            started = time.perf_counter()
+            plan, error = None, None
+            try:
+                plan = plan_batch_job(job, model=inputs.model, gpus=gpus, precisions=inputs.precisions, verify=body.verify,
+                                      checkpoint=deadline.checkpoint)  # fmt: skip
+            except HeadroomError as exc:
+                if problem_type_for(exc).status != 422:
+                    raise
+                error = exc
+            point = _job_point(len(points) + 1, job, gpu, plan, error)
+            point["plan_ms"] = (time.perf_counter() - started) * MS_PER_S
+            point["provider"] = pricing.provider
+            chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
+            point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour
+            points.append(point)
+    return points

@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
+from api.batch_jobs import batch_plan_request, batch_sweep_points
 from api.csv_export import HOURS_PER_MONTH, CsvDep, CsvResponse, csv_only_responses, csv_response, csv_responses, rows_to_csv
 from api.deployments import planning_inputs
 from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
@@ -19,7 +20,7 @@ from api.problems import problem_responses, problem_type_for
 from api.rounding import rounded
 from api.schemas.plans import PlanRequest
 from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
-from api.schemas.workload import WorkloadSpec
+from api.schemas.workload import BatchWorkloadSpec, WorkloadSpec
 from api.settings import Settings
 from catalog.prices import Pricing
 from catalog.repository import Catalog
@@ -97,6 +98,8 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: CatalogDep, default_provider:
     if body.sweep.gpus is not None:
         constraints = constraints.model_copy(update={"gpus": list(body.sweep.gpus)})
     shape = body.workload
+    if isinstance(shape, BatchWorkloadSpec):  # a job's deadlines or sizes are swept (api/batch_jobs.py)
+        return planning_inputs(batch_plan_request(body, constraints), catalog, default_provider=default_provider)
     as_plan = PlanRequest(
         model=body.model,
         workload=WorkloadSpec(arrival_rate_rps=body.sweep.rates_rps()[0], prompt_tokens=shape.prompt_tokens,
@@ -112,6 +115,8 @@ def sweep_points(
 ) -> list[dict[str, Any]]:
     """Each point's cheapest plan (or why none), GPU types × SLO values × rates, rates fastest. Pure
     planner work on specs already read, so the request's deadline can abandon it (api.observability)."""
+    if isinstance(body.workload, BatchWorkloadSpec):  # a job's deadlines or sizes (api/batch_jobs.py)
+        return batch_sweep_points(body, inputs, pricing, deadline=deadline)
     constraints = body.constraints.to_constraints()
     slos = [body.slo.to_slo()] if body.sweep.slo is None else [
         body.slo.model_copy(update={body.sweep.slo.metric: value}).to_slo() for value in body.sweep.slo.values

@@ -10,14 +10,15 @@ The CSV columns are `WhatIfPoint`'s fields, in order (`WHAT_IF_CSV_COLUMNS`).
 from __future__ import annotations
 
 import math
-from typing import Literal, Self
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from api.schemas.catalog import Slug
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
-from api.schemas.workload import WorkloadShape
+from api.schemas.workload import MAX_DEADLINE_H, MAX_JOB_REQUESTS, BatchWorkloadSpec, WorkloadShape
 
 #: Most points one sweep may have (rates × SLO values × GPU types). Measured on the 2-core dev
 #: machine: a 10-point sweep over the 12-GPU reference catalog (8B chat) took 2.9 s in a fresh
@@ -34,6 +35,19 @@ class _Input(BaseModel):
 
 class WhatIfWorkload(WorkloadShape):
     """The traffic's shape; the arrival rate is what the sweep varies."""
+
+
+def _what_if_kind(value: Any) -> str:
+    """A batch job (`kind: batch`, its size or deadline swept) or the traffic's shape (no `kind`)."""
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return "batch[kind]" if kind == "batch" else "shape[kind]"
+
+
+#: The sweep's workload: the traffic's shape (rates swept), or a batch job (deadlines or job sizes swept).
+WhatIfWorkloadSpec = Annotated[
+    Annotated[WhatIfWorkload, Tag("shape[kind]")] | Annotated[BatchWorkloadSpec, Tag("batch[kind]")],
+    Discriminator(_what_if_kind),
+]
 
 
 class RateRange(_Input):
@@ -96,9 +110,24 @@ class WhatIfAxes(_Input):
         default=None, min_length=1, max_length=MAX_WHAT_IF_POINTS,
         description="Plan on each GPU type alone (catalog slugs), instead of choosing among `constraints.gpus`.",
     )  # fmt: skip
+    deadlines_h: list[Annotated[float, Field(gt=0, le=MAX_DEADLINE_H, allow_inf_nan=False)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_WHAT_IF_POINTS,
+        description="A batch job's deadlines to plan for (hours), in place of a rate axis.", examples=[[6, 24, 72]],
+    )  # fmt: skip
+    job_requests: list[Annotated[int, Field(ge=1, le=MAX_JOB_REQUESTS)]] | None = Field(
+        default=None, min_length=1, max_length=MAX_WHAT_IF_POINTS,
+        description="A batch job's sizes in requests to plan for, in place of a rate axis.", examples=[[500_000, 2_000_000]],
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _one_rate_axis(self) -> Self:
+        job_axes = (self.deadlines_h is not None) + (self.job_requests is not None)
+        if job_axes:  # a batch job's sweep: one job axis, no rates (WhatIfRequest checks the workload is a job)
+            if job_axes > 1 or self.arrival_rates_rps is not None or self.arrival_rate_range is not None:
+                raise ValueError("a batch job sweeps exactly one of deadlines_h and job_requests, and no arrival rates")
+            if self.point_count() > MAX_WHAT_IF_POINTS:
+                raise ValueError(f"the sweep has {self.point_count()} points; at most {MAX_WHAT_IF_POINTS} per request: split it")
+            return self
         if (self.arrival_rates_rps is None) == (self.arrival_rate_range is None):
             raise ValueError("give exactly one of arrival_rates_rps and arrival_rate_range")
         for rate in self.arrival_rates_rps or ():
@@ -117,6 +146,9 @@ class WhatIfAxes(_Input):
         return list(self.arrival_rates_rps) if self.arrival_rates_rps is not None else self.arrival_rate_range.rates_rps()  # type: ignore[union-attr]
 
     def point_count(self) -> int:
+        job_axis = self.deadlines_h if self.deadlines_h is not None else self.job_requests
+        if job_axis is not None:
+            return len(job_axis) * (len(self.gpus) if self.gpus else 1)
         rates = len(self.arrival_rates_rps) if self.arrival_rates_rps is not None else self.arrival_rate_range.steps  # type: ignore[union-attr]
         return rates * (len(self.slo.values) if self.slo else 1) * (len(self.gpus) if self.gpus else 1)
 
@@ -126,8 +158,12 @@ class WhatIfRequest(_Input):
     optionally SLO values or GPU types)."""
 
     model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
-    workload: WhatIfWorkload
-    slo: PlanSlo
+    workload: WhatIfWorkloadSpec = Field(
+        description="The traffic's shape (rates swept), or a batch job (`kind: batch`; `sweep.deadlines_h` or `sweep.job_requests`)."
+    )
+    slo: PlanSlo | None = Field(
+        default=None, validate_default=True, description="Latency targets; required unless the workload is a batch job."
+    )
     constraints: PlanConstraintsSpec = Field(default_factory=PlanConstraintsSpec)
     efficiency_profile: Slug = Field(
         default="calibrated", description="Efficiencies to plan with: `calibrated`, `ideal` or a stored profile name."
@@ -147,6 +183,23 @@ class WhatIfRequest(_Input):
         "analytic queueing model only.",
     )
 
+    @field_validator("slo")
+    @classmethod
+    def _slo_for_traffic(cls, slo: PlanSlo | None, info: ValidationInfo) -> PlanSlo | None:
+        workload = info.data.get("workload")
+        if slo is None and workload is not None and not isinstance(workload, BatchWorkloadSpec):
+            raise PydanticCustomError("missing", "Field required")
+        return slo
+
+    @model_validator(mode="after")
+    def _job_axes_for_jobs(self) -> Self:
+        job_sweep = self.sweep.deadlines_h is not None or self.sweep.job_requests is not None
+        if isinstance(self.workload, BatchWorkloadSpec) != job_sweep:
+            raise ValueError("a batch job sweeps sweep.deadlines_h or sweep.job_requests; traffic sweeps arrival rates")
+        if job_sweep and self.sweep.slo is not None:
+            raise ValueError("a batch job has no SLO to sweep")
+        return self
+
 
 # --- response ------------------------------------------------------------------------------------
 
@@ -155,8 +208,8 @@ class WhatIfPoint(BaseModel):
     """One point of the sweep: the cheapest plan there, or why there is none. Flat, so it is a CSV row."""
 
     point: int = Field(description="1-based position in the sweep.")
-    arrival_rate_rps: float
-    slo_percentile: float
+    arrival_rate_rps: float | None = Field(description="The point's arrival rate; null for a batch job.")
+    slo_percentile: float | None
     slo_ttft_ms: float | None
     slo_tpot_ms: float | None
     slo_e2e_s: float | None
@@ -190,6 +243,12 @@ class WhatIfPoint(BaseModel):
     infeasible_constraint: str | None = Field(description="The constraint that ruled every plan out, when the planner named one.")
     infeasible_reason: str | None = Field(description="Why no plan exists at this point, in a sentence.")
     plan_ms: float = Field(description="Wall time planning this point.")
+    job_requests: int | None = Field(default=None, description="A batch job's size at this point; null for traffic.")
+    job_deadline_h: float | None = Field(default=None, description="A batch job's deadline at this point.")
+    job_finish_h: float | None = Field(default=None, description="When the job finishes on the plan.")
+    job_gpu_hours: float | None = None
+    job_cost_usd: float | None = Field(default=None, description="The whole job: GPU-hours × price per GPU-hour.")
+    job_throughput_rps_per_replica: float | None = None
 
 
 #: The CSV's columns: the point's fields, in order.

@@ -63,7 +63,9 @@ def test_a_summarisation_job_finishes_by_its_deadline_at_gpu_hours_times_price(s
     assert batch["price_usd_per_gpu_hour"] == price
     assert batch["cost_usd"] == pytest.approx(batch["gpu_hours"] * price, abs=0.01)  # cents
     assert batch["gpus"] == batch["replicas"] * plan["plan"]["tp"] == plan["plan"]["gpus_total"]
-    assert batch["usd_per_million_output_tokens"] == pytest.approx(batch["cost_usd"] / 600, abs=0.005)  # per 1e6 of 6e8 tokens, in cents
+    assert batch["usd_per_million_output_tokens"] == pytest.approx(
+        batch["cost_usd"] / 600, abs=0.005
+    )  # per 1e6 of 6e8 tokens, in cents
     assert plan["cost"]["usd_per_million_output_tokens"] == batch["usd_per_million_output_tokens"]
     assert plan["cost"]["usd_per_hour"] == pytest.approx(batch["gpus"] * price, abs=0.01)
     # verified: the simulated rate is reported, and the job is sized with the lower of the two
@@ -151,3 +153,40 @@ def test_the_plan_csv_carries_the_job_columns(seeded: ApiClient, admin: dict[str
     assert float(row["job_gpu_hours"]) == batch["gpu_hours"]
     assert row["arrival_rate_rps"] == row["ttft_p99_ms"] == row["slo_ttft_ms"] == ""
     assert row["job_verified_throughput_rps"] == ""  # verify false
+
+
+def _job_sweep(**axes: Any) -> dict[str, Any]:
+    workload = {k: v for k, v in SUMMARIES["workload"].items() if k != "deadline_h"}
+    return {"model": SUMMARIES["model"], "workload": workload, "constraints": {"gpus": ["h100-sxm"]}, "sweep": axes}
+
+
+def test_what_if_sweeps_a_jobs_deadline_as_single_plans_would(seeded: ApiClient, admin: dict[str, str]) -> None:
+    response = seeded.post("/v1/what-if", json=_job_sweep(deadlines_h=[72, 12, 2]), headers=admin)
+    assert response.status_code == 200, response.text
+    points = response.json()["points"]
+    assert [p["job_deadline_h"] for p in points] == [72, 12, 2]
+    assert all(p["feasible"] and p["arrival_rate_rps"] is None and p["job_requests"] == 2_000_000 for p in points)
+    assert [p["job_cost_usd"] for p in points] == sorted(p["job_cost_usd"] for p in points)  # tighter never cheaper
+    for point in points:
+        assert point["job_finish_h"] <= point["job_deadline_h"]
+        single = seeded.post(
+            "/v1/plans", json={**job(deadline_h=point["job_deadline_h"]), "verify": False, "store": False}, headers=admin
+        ).json()["batch_job"]
+        assert (point["replicas"], point["job_cost_usd"], point["job_finish_h"]) == (
+            single["replicas"], single["cost_usd"], single["finish_h"]
+        )  # fmt: skip
+    by_size = _job_sweep(job_requests=[500_000, 2_000_000])
+    by_size["workload"]["deadline_h"] = 72
+    as_csv = seeded.post("/v1/what-if", params={"format": "csv"}, json=by_size, headers=admin)
+    assert as_csv.status_code == 200, as_csv.text
+    rows = list(csv.DictReader(io.StringIO(as_csv.text)))
+    assert [int(r["job_requests"]) for r in rows] == [500_000, 2_000_000]
+    assert all(r["arrival_rate_rps"] == "" and float(r["job_cost_usd"]) > 0 for r in rows)
+
+
+def test_what_if_job_axes_need_a_job(seeded: ApiClient, admin: dict[str, str]) -> None:
+    traffic = {"model": "llama-3.1-8b", "workload": {"prompt_tokens": 500, "output_tokens": 100},
+               "slo": {"ttft_ms": 1000}, "sweep": {"deadlines_h": [1, 2]}}  # fmt: skip
+    assert_problem(seeded.post("/v1/what-if", json=traffic, headers=admin), 422)
+    rates_for_a_job = _job_sweep(arrival_rates_rps=[1, 2])
+    assert_problem(seeded.post("/v1/what-if", json=rates_for_a_job, headers=admin), 422)
