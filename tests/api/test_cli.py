@@ -62,7 +62,9 @@ def test_seed_export_import_round_trip(database_url: str, tmp_path: Path, capsys
         run(capsys, fresh, "db", "upgrade")
         code, out, err = run(capsys, fresh, "catalog", "import", str(tmp_path / source))
         assert code == 0, err
-        records = sum(len(original[key]) for key in ("gpus", "models", "quantizations", "efficiency_profiles", "prices"))
+        records = sum(
+            len(original[key]) for key in ("gpus", "models", "quantizations", "efficiency_profiles", "prices", "instance_types")
+        )
         assert out.startswith(f"created {records}, updated 0, unchanged 0")
         assert _export(capsys, fresh, tmp_path / f"again-{source}.json") == original
 
