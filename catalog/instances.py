@@ -65,6 +65,7 @@ def canonical_instance_type(record: object, *, path: str = "", errors: list[dict
 
     def build(check: _Checker) -> dict[str, Any]:
         gpus = check.integer("gpus", ge=1, le=MAX_INSTANCE_GPUS)
+        domain = check.integer("nvlink_domain", ge=1, le=MAX_INSTANCE_GPUS)
         bound = MAX_PRICE_USD_PER_HOUR * (gpus or MAX_INSTANCE_GPUS)
         canonical = {
             "provider": check.slug("provider"),
@@ -72,7 +73,7 @@ def canonical_instance_type(record: object, *, path: str = "", errors: list[dict
             "region": check.slug("region", nullable=True),
             "gpu": check.slug("gpu"),
             "gpus": gpus,
-            "nvlink_domain": check.integer("nvlink_domain", ge=1, le=MAX_INSTANCE_GPUS),
+            "nvlink_domain": domain,
             "network_gbit_per_s": check.number("network_gbit_per_s", nullable=True, gt=0, le=MAX_NETWORK_GBIT_PER_S),
             "vcpus": check.integer("vcpus", nullable=True, ge=1, le=INT32_MAX),
             "ram_gib": check.number("ram_gib", nullable=True, gt=0, le=MAX_RAM_GIB),
@@ -81,7 +82,6 @@ def canonical_instance_type(record: object, *, path: str = "", errors: list[dict
             "as_of": check.iso_date("as_of"),
             "source": check.text("source", max_length=MAX_TEXT_LENGTH),
         }
-        domain = canonical["nvlink_domain"]
         if gpus is not None and domain is not None and domain > gpus:
             check.error("nvlink_domain", f"must be at most gpus ({gpus}), got {domain}")
         return canonical
