@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("key", metavar="ID")
     revoke.set_defaults(run=_keys_revoke)
 
-    client_cli.add_commands(commands)  # plan, replan: the scheduled-job commands (exit codes 0/2/3/4)
+    client_cli.add_commands(commands)  # plan, replan, deploy: the scheduled-job commands (exit codes 0/2/3/4)
 
     openapi = commands.add_parser("openapi", help="the OpenAPI document").add_subparsers(
         dest="openapi_command", required=True, metavar="ACTION"
