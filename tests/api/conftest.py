@@ -82,6 +82,7 @@ MODEL_RECORD: dict[str, Any] = {
     "max_context_tokens": 4096,
     "moe": None,
     "mla": None,
+    "checkpoint": "meta-llama/Llama-2-70b-hf",
     "source": "Llama 2 model card",
 }
 
@@ -93,6 +94,7 @@ QUANTIZATION_RECORD: dict[str, Any] = {
     "compute_dtype": "fp16",
     "kv_cache_dtypes": ["fp16", "bf16", "fp8"],
     "min_architecture": "ampere",
+    "engine_names": {"vllm": "awq_marlin", "sglang": "awq_marlin", "trt-llm": "W4A16_AWQ"},
     "source": "AWQ paper",
 }
 
