@@ -18,7 +18,7 @@ from typing import NamedTuple
 import pulp
 
 from planner.errors import InfeasiblePlanError, PlannerInputError
-from planner.fleet_spec import HOURS_PER_DAY, FleetConstraints, FleetSpec, FleetWorkload
+from planner.fleet_spec import HOURS_PER_DAY, FleetConstraints, FleetSpec, FleetWorkload, GpuPeriod, ReplicaKey, WorkloadPeriod
 from planner.milp import constraint_name, period_label
 from planner.optimizer import Candidate
 
@@ -91,12 +91,12 @@ class FleetDecisions:
     (workload, candidate id, period)."""
 
     reserved_gpus: Mapping[str, pulp.LpVariable]
-    on_demand_gpus: Mapping[tuple[str, int], pulp.LpVariable]
-    spot_gpus: Mapping[tuple[str, int], pulp.LpVariable]
-    replicas: Mapping[tuple[str, str, int], pulp.LpVariable]
-    use: Mapping[tuple[str, str, int], pulp.LpVariable]
-    largest_replica_rps: Mapping[tuple[str, int], pulp.LpVariable]
-    inventory_shortfall: Mapping[tuple[str, int], pulp.LpVariable]
+    on_demand_gpus: Mapping[GpuPeriod, pulp.LpVariable]
+    spot_gpus: Mapping[GpuPeriod, pulp.LpVariable]
+    replicas: Mapping[ReplicaKey, pulp.LpVariable]
+    use: Mapping[ReplicaKey, pulp.LpVariable]
+    largest_replica_rps: Mapping[WorkloadPeriod, pulp.LpVariable]
+    inventory_shortfall: Mapping[GpuPeriod, pulp.LpVariable]
 
 
 def replica_bound(candidate: Candidate, demand_rps: float, constraints: FleetConstraints) -> int:
@@ -148,8 +148,8 @@ def add_fleet_variables(problem: pulp.LpProblem, spec: FleetSpec, *, elastic_inv
         for c in w.candidates
         for p in periods
     }
-    use: dict[tuple[str, str, int], pulp.LpVariable] = {}
-    largest: dict[tuple[str, int], pulp.LpVariable] = {}
+    use: dict[ReplicaKey, pulp.LpVariable] = {}
+    largest: dict[WorkloadPeriod, pulp.LpVariable] = {}
     if spec.constraints.n_plus_one:
         for w in spec.workloads:
             for p in periods:

@@ -24,7 +24,9 @@ from planner.fleet_spec import (
     FleetCost,
     FleetPeriod,
     FleetSpec,
+    GpuPeriod,
     InventoryShadowPrice,
+    ReplicaKey,
     ShadowPrices,
     no_checkpoint,
 )
@@ -36,9 +38,10 @@ def _period_cost_usd(
     gpu: str,
     period: int,
     reserved: Mapping[str, int],
-    on_demand: Mapping[tuple[str, int], int],
-    spot: Mapping[tuple[str, int], int],
+    on_demand: Mapping[GpuPeriod, int],
+    spot: Mapping[GpuPeriod, int],
 ) -> float:
+    """USD over one period of the `gpu` GPUs held in it: reserved (paid in every period), on demand and spot."""
     hours = spec.period_hours
     cost = reserved[gpu] * spec.prices[gpu].reserved_usd_per_hour * hours  # reserved: paid in every period
     cost += on_demand[gpu, period] * spec.prices[gpu].on_demand_usd_per_hour * hours
@@ -51,10 +54,12 @@ def period_schedule(
     spec: FleetSpec,
     period: int,
     reserved: Mapping[str, int],
-    on_demand: Mapping[tuple[str, int], int],
-    spot: Mapping[tuple[str, int], int],
-    replicas: Mapping[tuple[str, str, int], int],
+    on_demand: Mapping[GpuPeriod, int],
+    spot: Mapping[GpuPeriod, int],
+    replicas: Mapping[ReplicaKey, int],
 ) -> FleetPeriod:
+    """One period of the fleet: each workload's replicas with the demand they carry (split in
+    proportion to capacity), the GPUs used and held per type, and the period's cost."""
     assignments = []
     for w in spec.workloads:
         rows = [(c, replicas[w.name, c.id, period]) for c in w.candidates if replicas[w.name, c.id, period] > 0]
@@ -92,10 +97,12 @@ def period_schedule(
 def cost_breakdown(
     spec: FleetSpec,
     reserved: Mapping[str, int],
-    on_demand: Mapping[tuple[str, int], int],
-    spot: Mapping[tuple[str, int], int],
+    on_demand: Mapping[GpuPeriod, int],
+    spot: Mapping[GpuPeriod, int],
     periods: Sequence[FleetPeriod],
 ) -> FleetCost:
+    """The fleet's costs over the horizon by kind, by workload (GPUs used at the period's mean price
+    per GPU held) and by period; GPUs held but unused are `idle_usd` (see `FleetCost`)."""
     hours = spec.period_hours
     reserved_usd = sum(n * spec.prices[gpu].reserved_usd_per_hour * spec.horizon_hours for gpu, n in reserved.items())
     on_demand_usd = sum(n * spec.prices[gpu].on_demand_usd_per_hour * hours for (gpu, _), n in on_demand.items())

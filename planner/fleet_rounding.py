@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import pulp
 
 from planner.fleet_formulation import FleetDecisions, cheapest_cover, cheapest_gpu_hour_usd
-from planner.fleet_spec import FleetConstraints, FleetSpec, FleetWorkload, GpuPrice
+from planner.fleet_spec import FleetConstraints, FleetSpec, FleetWorkload, GpuPeriod, GpuPrice, ReplicaKey
 
 #: LP values within this of an integer count as that integer when rounding up (solver tolerance).
 ROUNDING_SLACK = 1e-6
@@ -51,7 +51,7 @@ def rounded_fleet(spec: FleetSpec, decisions: FleetDecisions, lp_values: Mapping
     R·π_res·P + Σ_p max(0, used_p − R)·π_od, renting the rest; spot is left unused.
     None when inventory runs out first.
     """
-    replicas: dict[tuple[str, str, int], int] = {}
+    replicas: dict[ReplicaKey, int] = {}
     for p in range(spec.periods):
         room = {gpu: spec.inventory_limit(gpu, p) for gpu in spec.gpus}
         fractional = {
@@ -98,7 +98,7 @@ def cover_fleet(spec: FleetSpec, decisions: FleetDecisions) -> dict[str, float] 
     The LP relaxation spreads replicas over candidates in fractions, so rounding it
     (`rounded_fleet`) is often worse than this; the solver gets the cheaper of the two as a cutoff.
     """
-    replicas: dict[tuple[str, str, int], int] = {}
+    replicas: dict[ReplicaKey, int] = {}
     for w in spec.workloads:
         weights = [c.gpus_per_replica * cheapest_gpu_hour_usd(spec, c.gpu) for c in w.candidates]
         items = [(a, c.max_rps_at_slo) for a, c in zip(weights, w.candidates, strict=True)]
@@ -118,8 +118,8 @@ def cover_fleet(spec: FleetSpec, decisions: FleetDecisions) -> dict[str, float] 
 def fleet_from_replicas(
     spec: FleetSpec,
     decisions: FleetDecisions,
-    replicas: Mapping[tuple[str, str, int], int],
-    spot: Mapping[tuple[str, int], int],
+    replicas: Mapping[ReplicaKey, int],
+    spot: Mapping[GpuPeriod, int],
 ) -> dict[str, float] | None:
     """Variable values (by `decisions`' names) for a fleet running `replicas` (and `spot`): each
     GPU type reserves the level R minimising R·π_res·P + Σ_p max(0, used_p − spot_p − R)·π_od,
@@ -169,6 +169,7 @@ def fleet_from_replicas(
 
 
 def _meets(workload: FleetWorkload, period: int, counts: Mapping[str, int], constraints: FleetConstraints) -> bool:
+    """Whether `counts` replicas (by candidate id) meet the workload's demand in `period`, N+1 if asked, and min_replicas."""
     chosen = [c for c in workload.candidates if counts[c.id] > 0]
     capacity = sum(c.max_rps_at_slo * counts[c.id] for c in chosen)
     demand = workload.demand_rps[period]
@@ -180,7 +181,7 @@ def _meets(workload: FleetWorkload, period: int, counts: Mapping[str, int], cons
     )
 
 
-def trim_idle_replicas(spec: FleetSpec, replicas: Mapping[tuple[str, str, int], int]) -> dict[tuple[str, str, int], int]:
+def trim_idle_replicas(spec: FleetSpec, replicas: Mapping[ReplicaKey, int]) -> dict[ReplicaKey, int]:
     """Drop replicas the workload does not need (the solver may park some on idle reserved GPUs
     at no cost); largest replicas first. GPUs held and the cost are unchanged."""
     trimmed = dict(replicas)

@@ -45,6 +45,9 @@ from planner.fleet_spec import (
     FleetPlan,
     FleetSpec,
     FleetWorkload,
+    GpuPeriod,
+    ReplicaKey,
+    WorkloadCandidate,
     no_checkpoint,
 )
 from planner.milp import ModelSize, Relaxation, SolverReport, integer_value, model_size, solve
@@ -395,7 +398,7 @@ def _fleet_plan(
     )
 
 
-def period_spec(spec: FleetSpec, period: int, pairs: set[tuple[str, str]]) -> FleetSpec:
+def period_spec(spec: FleetSpec, period: int, pairs: set[WorkloadCandidate]) -> FleetSpec:
     """The fleet of one period alone (no budget), each workload offered its candidates in `pairs`,
     or all of them if `pairs` names none of its own."""
     workloads = []
@@ -417,7 +420,7 @@ def fleet_with_reservations_fixed(
     decisions: FleetDecisions,
     *,
     reservations: Mapping[str, int],
-    pairs: Sequence[set[tuple[str, str]]],
+    pairs: Sequence[set[WorkloadCandidate]],
     fallback: Mapping[str, float] | None,
     deadline: float,
     solver_name: str,
@@ -437,8 +440,8 @@ def fleet_with_reservations_fixed(
     whose own reservations may suit it better; the caller keeps the cheaper). `checkpoint` is
     called before each period.
     """
-    replicas: dict[tuple[str, str, int], int] = {}
-    spot: dict[tuple[str, int], int] = {}
+    replicas: dict[ReplicaKey, int] = {}
+    spot: dict[GpuPeriod, int] = {}
     solve_s = 0.0
     for p in range(spec.periods):
         checkpoint()
@@ -477,7 +480,7 @@ def fleet_with_reservations_fixed(
 
 
 def _rental_at(
-    spec: FleetSpec, period: int, reservations: Mapping[str, int], counts: Mapping[tuple[str, str], int]
+    spec: FleetSpec, period: int, reservations: Mapping[str, int], counts: Mapping[WorkloadCandidate, int]
 ) -> tuple[float, dict[str, int]]:
     """USD per hour of renting, in `period`, the GPUs beyond `reservations` that replicas `counts`
     (by (workload, candidate)) use: spot first, up to its availability, then on demand; and the
@@ -500,16 +503,16 @@ def _rental_at(
 
 def _pairs_by_period(
     spec: FleetSpec, decisions: FleetDecisions, fleets: Sequence[Mapping[str, float]]
-) -> list[set[tuple[str, str]]]:
+) -> list[set[WorkloadCandidate]]:
     """For each period, the (workload, candidate) pairs some fleet in `fleets` runs in it."""
-    used: list[set[tuple[str, str]]] = [set() for _ in range(spec.periods)]
+    used: list[set[WorkloadCandidate]] = [set() for _ in range(spec.periods)]
     for (workload, candidate, p), variable in decisions.replicas.items():
         if any(fleet.get(variable.name, 0.0) > ROUNDING_SLACK for fleet in fleets):
             used[p].add((workload, candidate))
     return used
 
 
-def _pairs_used(decisions: FleetDecisions, fleets: Sequence[Mapping[str, float]]) -> set[tuple[str, str]]:
+def _pairs_used(decisions: FleetDecisions, fleets: Sequence[Mapping[str, float]]) -> set[WorkloadCandidate]:
     """The (workload, candidate) pairs some period of some fleet in `fleets` runs."""
     return {
         (workload, candidate)

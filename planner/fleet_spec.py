@@ -13,12 +13,22 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeAlias
 
 from planner.errors import PlannerInputError
 from planner.milp import ModelSize, SolverReport
 from planner.optimizer import Candidate
 
 HOURS_PER_DAY = 24.0
+
+#: The key of one replica count: (workload name, candidate id, period index).
+ReplicaKey: TypeAlias = tuple[str, str, int]
+#: The key of a count of one GPU type in one period: (GPU type, period index).
+GpuPeriod: TypeAlias = tuple[str, int]
+#: The key of one workload's quantity in one period: (workload name, period index).
+WorkloadPeriod: TypeAlias = tuple[str, int]
+#: A candidate as one workload runs it: (workload name, candidate id).
+WorkloadCandidate: TypeAlias = tuple[str, str]
 
 #: What the caller hands `solve_fleet` to stop the work: called between stages (and between the
 #: periods of the period stage), it raises to abandon the plan. The planner never reads a clock
