@@ -10,7 +10,7 @@ value that works is within RELAXATION_TOLERANCE of one that does not (so 5 % les
 Integer limits (GPUs, replicas) are bisected to the exact smallest integer.
 
 Only what the request set is relaxed: an SLO target it gave, a budget, max_gpus, an inventory
-entry, min_replicas, N+1, and (when the caller passed the catalog's other GPU types and precisions)
+entry, min_replicas, N+1, a pinned replica count (`constraints.pin.replicas`), and (when the caller passed the catalog's other GPU types and precisions)
 the allowed GPUs and precisions. When no single relaxation works, the limits it set are relaxed
 together to what one plan needs, and the answer says they must all move.
 
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from planner.confidence import GRADES, grade_rank
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.pins import without_replicas
 from planner.plan_result import Relaxation, as_dict
 from planner.workload import Slo
 
@@ -305,6 +306,18 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
                     )
                 )
                 break
+    if constraints.pinned_replicas is not None:
+        unpinned = plan_with(pin=without_replicas(constraints.pin))
+        if unpinned is not None:  # pinning the free plan's own count gives that plan back
+            out.append(
+                Relaxation(
+                    constraint="constraints.pin.replicas",
+                    current=constraints.pinned_replicas,
+                    value=unpinned.replicas,
+                    unit="replicas",
+                    cost_usd_per_hour=unpinned.cost_usd_per_hour,
+                )
+            )
     if constraints.min_replicas > 1:
         fewest = plan_with(min_replicas=1)
         if fewest is not None:
@@ -375,6 +388,7 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
         n_plus_one=False,
         min_replicas=min(constraints.min_replicas, 1),
         min_confidence=None,
+        pin=without_replicas(constraints.pin),
     )
     moved: list[Relaxation] = []
     plan = trial(replace(request, constraints=free))
@@ -424,6 +438,13 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
         if trial(replace(request, constraints=replace(constraints, **changes))) is None:
             changes["n_plus_one"] = False
             moved.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None))
+    if constraints.pinned_replicas is not None and plan.replicas != constraints.pinned_replicas:
+        changes["pin"] = without_replicas(constraints.pin)
+        moved.append(
+            Relaxation(
+                constraint="constraints.pin.replicas", current=constraints.pinned_replicas, value=plan.replicas, unit="replicas"
+            )
+        )
     if constraints.min_replicas > 1 and plan.replicas < constraints.min_replicas:
         if trial(replace(request, constraints=replace(constraints, **changes))) is None:
             changes["min_replicas"] = plan.replicas
@@ -522,6 +543,7 @@ _FAMILY = {
     "constraints.gpus": "gpus",
     "constraints.precisions": "precisions",
     "constraints.min_confidence": "min_confidence",
+    "constraints.pin.replicas": "pin.replicas",
 }
 
 

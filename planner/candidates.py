@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -55,11 +55,13 @@ from planner.confidence import meets
 from planner.errors import UnsupportedConfigurationError
 from planner.memory import kv_capacity_tokens, memory_fit
 from planner.optimizer import candidate_id
+from planner.packing import InstanceOffer, offers_for, per_replica_floor
+from planner.packing import cost_usd_per_hour as packed_cost_usd_per_hour
 from planner.parallel import is_valid_tensor_parallel
 from planner.performance import build_step_model, prefill
 from planner.precision import check_precision
 from planner.queueing import _PROMPT_GRID_U, length_quantiles
-from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.step_model import COEFFICIENTS, StepModel
 from planner.workload import LengthDistribution, Slo, Workload
 
@@ -68,9 +70,14 @@ MS_PER_S = 1e3
 
 #: Default grids (docs/design.md "The optimisation"): tp within a node; batch limits and chunked-prefill
 #: budgets as vLLM deployments set `max_num_seqs` and `max_num_batched_tokens` (None = no chunking).
+#: Both are plain integers with no engine-side cap (https://docs.vllm.ai/en/latest/models/engine_args.html:
+#: `--max-num-seqs`, `--max-num-batched-tokens`), so the grids reach what memory allows rather than an
+#: arbitrary 256: a batch limit above a group's KV slot count collapses onto one setting (`_settings`:
+#: the KV cache, not the limit, sets its concurrency), so the large limits cost candidates only on
+#: groups whose cache really holds that many requests (small models on large-memory GPUs).
 TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
-BATCH_LIMITS: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
-CHUNK_BUDGETS: tuple[int | None, ...] = (None, 512, 2048, 8192)
+BATCH_LIMITS: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+CHUNK_BUDGETS: tuple[int | None, ...] = (None, 512, 2048, 8192, 16384)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,13 +112,23 @@ class Group:
     step_model: StepModel
     kv_capacity_tokens: int
     kv_slots: int  # ⌊capacity / E[p + o]⌋
-    price_usd_per_hour: float  # tp × on-demand price per GPU
+    price_usd_per_hour: float  # tp × on-demand price per GPU; in instance mode the per-replica floor min_t P_t/k_t
     batch1_decode_s: float
     prefill_quantile_s: float
+    #: Instance mode (planner/packing.py): the instance types a replica of this group fits in; empty
+    #: when GPUs are bought one by one.
+    offers: tuple[InstanceOffer, ...] = ()
 
     @property
     def key(self) -> tuple[str, str, str, int]:
         return (self.gpu.slug, self.precision.weights.slug, self.precision.kv_cache.slug, self.tp)
+
+    def cost_usd_per_hour(self, replicas: int) -> float:
+        """What `replicas` replicas cost per hour: replicas × price, or the cheapest whole instances
+        holding them (never below replicas × price, the floor the search's bounds use)."""
+        if self.offers:
+            return packed_cost_usd_per_hour(replicas, self.offers)
+        return replicas * self.price_usd_per_hour
 
 
 class Option(NamedTuple):
@@ -285,6 +302,37 @@ def enumerate_groups(
                     continue
                 groups.append(group)
     return groups, drops
+
+
+def packed_groups(groups: Sequence[Group], instance_types: Sequence[InstanceTypeSpec]) -> tuple[list[Group], list[Drop]]:
+    """Instance mode: each group with the instance types a replica of it fits in (planner/packing.py),
+    priced at its per-replica floor; a group no instance type holds is dropped, saying why (no
+    instance type carries the GPU, or none has an NVLink domain of tp GPUs)."""
+    kept: list[Group] = []
+    drops: list[Drop] = []
+    for group in groups:
+        offers = offers_for(group.gpu.slug, group.tp, instance_types)
+        if offers:
+            kept.append(replace(group, offers=offers, price_usd_per_hour=per_replica_floor(offers)))
+            continue
+        carrying = [t for t in instance_types if t.gpu == group.gpu.slug]
+        reason = (
+            f"no instance type of the provider carries {group.gpu.slug}"
+            if not carrying
+            else f"no {group.gpu.slug} instance type holds a tp {group.tp} replica in one NVLink domain "
+            f"(largest domain {max(t.nvlink_domain for t in carrying)} GPUs)"
+        )
+        drops.append(
+            Drop(
+                gpu=group.gpu.slug,
+                weights_precision=group.precision.weights.slug,
+                kv_precision=group.precision.kv_cache.slug,
+                tp=group.tp,
+                constraint="instance_type",
+                reason=reason,
+            )
+        )
+    return kept, drops
 
 
 #: Relative margins that keep the bound above the queueing model's floating-point saturation: the

@@ -10,7 +10,10 @@ largest rate meeting every SLO, μ_c, is the planner's own root-find on that per
 
     Λ_c = r · μ_c                                  (r replicas, each at its largest rate)
 
-and the answer is the configuration with the largest Λ_c (ties: fewer GPUs used, then the smaller
+With whole instances (`CapacityRequest.instance`, n instances of g GPUs, NVLink domain d) a replica
+never straddles two: r = n · ⌊g / tp⌋ for tp ≤ d (tp > d is not considered), and a pinned replica
+count R takes r = R where the hardware holds that many (the rest idle). The answer is the
+configuration with the largest Λ_c (ties: fewer GPUs used, then the smaller
 tp). μ_c ≤ exact saturation ≤ the closed-form saturation bound of planner/candidates.py, so
 r × either bound is an upper bound on Λ_c: configurations are taken in order of their bound and
 the search stops when the next bound cannot beat the best capacity found — the root-find, the
@@ -49,7 +52,7 @@ from planner.planning import (
     _slo_targets,
     _verify,
 )
-from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.workload import Slo, Workload
 
 #: Capacities within this relative distance are a tie (μ itself is bracketed to 1 %, planner/rate_search.py).
@@ -79,6 +82,12 @@ class CapacityRequest:
     tp: int | None = None
     batch_limit: int | None = None
     chunk_tokens: int | None = None
+    #: whether `chunk_tokens` is pinned (None pinned = no chunking; not pinned = searched)
+    chunk_pinned: bool = False
+    #: a pinned replica count (at most what the hardware holds at the tp chosen)
+    replicas: int | None = None
+    #: whole instances: `gpus` = instances × instance.gpus, and no replica straddles two
+    instance: InstanceTypeSpec | None = None
     verify: bool = False
     verify_requests: int = VERIFY_REQUESTS
     seed: int = 0
@@ -89,6 +98,14 @@ class CapacityRequest:
     def __post_init__(self) -> None:
         if self.gpus < 1:
             raise PlannerInputError(f"gpus must be >= 1, got {self.gpus}", constraint="gpus")
+        if self.instance is not None and self.gpus % self.instance.gpus:
+            raise PlannerInputError(
+                f"gpus ({self.gpus}) must be whole {self.instance.name} instances of {self.instance.gpus} GPUs", constraint="gpus"
+            )
+        if self.replicas is not None and self.replicas < 1:
+            raise PlannerInputError(f"replicas must be >= 1, got {self.replicas}", constraint="pin.replicas")
+        if self.chunk_tokens is not None:
+            object.__setattr__(self, "chunk_pinned", True)
         if self.tp is not None and not 1 <= self.tp <= self.gpus:
             raise PlannerInputError(f"tp {self.tp} needs 1 to {self.gpus} GPUs (the hardware given)", constraint="tp")
         if self.batch_limit is not None and self.batch_limit < 1:
@@ -99,6 +116,17 @@ class CapacityRequest:
             )
         if self.verify_requests < 100:
             raise PlannerInputError(f"verify_requests must be >= 100, got {self.verify_requests}")
+
+    def replicas_for(self, tp: int) -> int:
+        """Replicas of tp GPUs the hardware runs: ⌊gpus / tp⌋, or n · ⌊g / tp⌋ on n whole instances
+        (0 when tp exceeds an instance's NVLink domain); a pinned count when the hardware holds it, else 0."""
+        if self.instance is not None:
+            held = self.gpus // self.instance.gpus * self.instance.replicas_per_instance(tp)
+        else:
+            held = self.gpus // tp
+        if self.replicas is not None:
+            return self.replicas if self.replicas <= held else 0
+        return held
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +139,9 @@ class CapacityConfiguration:
     kv_precision: str
     batch_limit: int
     chunk_tokens: int | None
+    instance_type: str | None = None
+    instances: int | None = None
+    gpus_per_instance: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +220,7 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
 
     Raises InfeasiblePlanError, naming the culprit, when no configuration meets the SLOs even
     unloaded (or holds the model); PlannerInputError on malformed input."""
-    workload, slo, gpus = request.workload.at_rate(1.0), request.slo, request.gpus
+    workload, slo = request.workload.at_rate(1.0), request.slo
     options, drops = _options(request, inputs)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())
@@ -197,12 +228,12 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
     # one planner per tp: the per-replica arrival CV depends on the replica count r = ⌊gpus / tp⌋
     planners: dict[int, _Planner] = {}
     for tp in sorted({o.group.tp for o in options}):
-        replicas = gpus // tp
+        replicas = request.replicas_for(tp)
         per_replica = replace(workload, arrival_cv=_per_replica_cv(workload.arrival_cv, replicas))
         planners[tp] = _Planner([o for o in options if o.group.tp == tp], per_replica)
 
     # stage 0: r × closed-form bound; stage 1: r × exact saturation; stage 2: r × μ (final)
-    heap: list[tuple[float, int, str]] = [(-(gpus // o.group.tp) * o.saturation_bound_rps, 0, o.id) for o in options]
+    heap: list[tuple[float, int, str]] = [(-request.replicas_for(o.group.tp) * o.saturation_bound_rps, 0, o.id) for o in options]
     heapq.heapify(heap)
     by_id = {o.id: o for o in options}
     best = _Best()
@@ -214,7 +245,7 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
         if best.option is not None and bound < best.total_rps * (1 - _TIE):
             break  # nothing left can beat (or tie) the best
         option = by_id[option_id]
-        tp, replicas = option.group.tp, gpus // option.group.tp
+        tp, replicas = option.group.tp, request.replicas_for(option.group.tp)
         planner = planners[tp]
         if stage == 0:
             heapq.heappush(heap, (-replicas * planner.saturation(option), 1, option_id))
@@ -349,6 +380,8 @@ def _result(
     rate = steps[-1].arrival_rate_rps if steps else best.total_rps
     gpus_used = replicas * g.tp
     price = inputs.gpu.price_usd_per_hour_on_demand
+    instance = request.instance
+    instances = None if instance is None else request.gpus // instance.gpus
     return CapacityResult(
         max_arrival_rate_rps=rate,
         analytic_arrival_rate_rps=best.total_rps,
@@ -362,6 +395,9 @@ def _result(
             kv_precision=g.precision.kv_cache.slug,
             batch_limit=option.batch_limit,
             chunk_tokens=option.chunk_tokens,
+            instance_type=None if instance is None else instance.name,
+            instances=instances,
+            gpus_per_instance=None if instance is None else instance.gpus,
         ),
         max_rps_per_replica=mu,
         saturation_rps_per_replica=saturation,
@@ -369,17 +405,33 @@ def _result(
         binding=_binding(planner, option, request.slo, mu, saturation),
         per_replica_arrival_cv=planner.mix.arrival_cv,
         curve=_curve(planner, option, request.slo, mu, saturation),
-        cost_usd_per_hour=gpus_used * price if price > 0 else None,  # GPUs used × on-demand $/GPU-h
+        cost_usd_per_hour=_cost(instance, instances, gpus_used, price),
         verification=steps,
         configurations_evaluated=evaluated,
         configurations_considered=considered,
     )
 
 
+def _cost(instance: InstanceTypeSpec | None, instances: int | None, gpus_used: int, price: float) -> float | None:
+    """Whole instances × their price; else GPUs used × on-demand $/GPU-h; None when unpriced."""
+    if instance is not None and instances is not None:
+        return instances * instance.usd_per_hour
+    return gpus_used * price if price > 0 else None
+
+
 def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Option], list[Drop]]:
-    """Every configuration of the one GPU type within the pins (tp up to `gpus`), and what was dropped."""
+    """Every configuration of the one GPU type within the pins (tp up to `gpus`, each tp the hardware
+    runs at least one replica of), and what was dropped."""
     workload = request.workload.at_rate(1.0)
-    tp_degrees = (request.tp,) if request.tp is not None else tuple(t for t in request.tp_degrees if t <= request.gpus)
+    candidates = (request.tp,) if request.tp is not None else request.tp_degrees
+    tp_degrees = tuple(t for t in candidates if t <= request.gpus and request.replicas_for(t) >= 1)
+    if not tp_degrees:
+        raise PlannerInputError(
+            "no tensor-parallel degree fits the hardware"
+            + (f" at {request.replicas} replicas" if request.replicas is not None else "")
+            + (f": a replica must sit in one {request.instance.name} NVLink domain" if request.instance is not None else ""),
+            constraint="pin.replicas" if request.replicas is not None else "tp",
+        )
     groups, drops = enumerate_groups(
         model=inputs.model,
         gpus=(_priced(inputs.gpu),),
@@ -389,7 +441,7 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
         tp_degrees=tp_degrees,
     )
     batch_limits = (request.batch_limit,) if request.batch_limit is not None else request.batch_limits
-    chunk_budgets = (request.chunk_tokens,) if request.chunk_tokens is not None else request.chunk_budgets
+    chunk_budgets = (request.chunk_tokens,) if request.chunk_pinned else request.chunk_budgets
     return enumerate_all_options(groups, workload, batch_limits=batch_limits, chunk_budgets=chunk_budgets), drops
 
 

@@ -13,6 +13,12 @@ arrival rate, μ_c = max_rps_at_slo, g_c = GPUs per replica, p_c = USD per repli
                 Σ_c r_c·g_c ≤ max_gpus                        max_gpus
                 Σ_c r_c·p_c ≤ budget                          budget
                 Σ_{c on gpu k} r_c·g_c ≤ inventory_k           gpu_inventory__<k>
+                Σ_c r_c = R                                   pin_replicas (a pinned replica count)
+
+In instance mode (`Candidate.instance_offers`, planner/packing.py) a candidate's replicas are bought
+as whole instances: integers m_{c,t} per instance type t holding k_t replicas each at P_t per
+instance-hour, Σ_t m_{c,t}·k_t ≥ r_c (no replica straddles instances), and its cost term is
+Σ_t m_{c,t}·P_t instead of r_c·p_c — in the objective, the budget and the cost cap alike.
 
 R_c bounds r_c without cutting off any optimum (see `replica_bound`). Ties in cost are broken
 toward fewer GPUs by a lexicographic re-solve: minimise GPUs subject to cost ≤ the optimal cost.
@@ -40,12 +46,15 @@ from planner.milp import (
     model_size,
     solve,
 )
+from planner.packing import InstanceOffer
+from planner.packing import cost_usd_per_hour as packed_cost_usd_per_hour
+from planner.pins import Pin
 
 PlanObjective = Literal["cost", "gpus", "inventory_shortfall", "most_replicas"]
 
 #: Constraint families that can be left out when diagnosing infeasibility, in the order the
 #: error message prefers them (hardware first, then money, then resilience).
-RELAXABLE_FAMILIES: tuple[str, ...] = ("gpu_inventory", "max_gpus", "budget", "n_plus_one", "min_replicas")
+RELAXABLE_FAMILIES: tuple[str, ...] = ("gpu_inventory", "max_gpus", "budget", "n_plus_one", "min_replicas", "pin.replicas")
 
 #: Relative tolerance on the optimal cost when re-solving for the fewest GPUs at that cost;
 #: far below a cent per hour on any real plan, far above the solver's feasibility tolerance.
@@ -68,7 +77,9 @@ def _finite_positive(value: float) -> bool:
 class Candidate:
     """One serving configuration that holds the model and meets the SLOs below some rate.
 
-    `cost_usd_per_hour`, `max_rps_at_slo` and `saturation_rps` are per replica.
+    `cost_usd_per_hour`, `max_rps_at_slo` and `saturation_rps` are per replica; with
+    `instance_offers` (instance mode) the replicas are bought as whole instances and
+    `cost_usd_per_hour` is the per-replica floor, `row_cost_usd_per_hour` the exact cost of a row.
     """
 
     id: str
@@ -82,6 +93,13 @@ class Candidate:
     cost_usd_per_hour: float
     max_rps_at_slo: float
     saturation_rps: float
+    instance_offers: tuple[InstanceOffer, ...] = ()
+
+    def row_cost_usd_per_hour(self, replicas: int) -> float:
+        """What `replicas` replicas of this candidate cost per hour: r·p, or whole instances (planner/packing.py)."""
+        if self.instance_offers:
+            return packed_cost_usd_per_hour(replicas, self.instance_offers)
+        return replicas * self.cost_usd_per_hour
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -134,6 +152,15 @@ class PlanConstraints:
     mixed_fleet: bool = False
     inventory: Mapping[str, int] = field(default_factory=dict)
     min_confidence: str | None = None
+    #: Decisions the request fixed (planner/pins.py); the replica pin is a constraint here, the others narrow the grids.
+    pin: Pin | None = None
+    #: "gpu": GPUs bought one by one at a price per GPU-hour; "instance": replicas packed into whole
+    #: instances of the provider's instance types, priced per instance-hour (planner/packing.py).
+    unit: Literal["gpu", "instance"] = "gpu"
+
+    @property
+    def pinned_replicas(self) -> int | None:
+        return None if self.pin is None else self.pin.replicas
 
     def __post_init__(self) -> None:
         if self.min_confidence is not None:
@@ -145,6 +172,8 @@ class PlanConstraints:
         if self.min_replicas < 0:
             raise PlannerInputError(f"min_replicas must be >= 0, got {self.min_replicas}")
         object.__setattr__(self, "inventory", _frozen_counts(self.inventory, "inventory"))
+        if self.unit not in ("gpu", "instance"):
+            raise PlannerInputError(f"unit must be 'gpu' or 'instance', got {self.unit!r}", constraint="unit")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,6 +253,8 @@ class PlanDecisions:
     use: Mapping[str, pulp.LpVariable]
     largest_replica_rps: pulp.LpVariable | None
     inventory_shortfall: Mapping[str, pulp.LpVariable]
+    #: per instance-mode candidate, its instance count of each offer (in `Candidate.instance_offers` order)
+    instances: Mapping[str, tuple[pulp.LpVariable, ...]] = field(default_factory=dict)
 
 
 def replica_bound(candidate: Candidate, arrival_rate_rps: float, constraints: PlanConstraints) -> int:
@@ -233,7 +264,7 @@ def replica_bound(candidate: Candidate, arrival_rate_rps: float, constraints: Pl
     uses fewer GPUs and costs less, so it is strictly better under every objective used here.
     """
     needed = math.ceil(arrival_rate_rps / candidate.max_rps_at_slo) + (1 if constraints.n_plus_one else 0)
-    return max(constraints.min_replicas, needed, 1)
+    return max(constraints.min_replicas, needed, constraints.pinned_replicas or 1, 1)
 
 
 def add_plan_variables(
@@ -260,7 +291,24 @@ def add_plan_variables(
         if with_n_plus_one
         else None
     )
-    return PlanDecisions(tuple(candidates), replicas, use, largest, {})
+    instances = {
+        c.id: tuple(
+            problem.add_variable(
+                constraint_name("instances", f"{c.id}/{offer.instance.name}"),
+                lowBound=0,
+                upBound=math.ceil(replicas[c.id].upBound / offer.replicas_per_instance),
+                cat=pulp.LpInteger,
+            )
+            for offer in c.instance_offers
+        )
+        for c in candidates
+        if c.instance_offers
+    }
+    for c in candidates:
+        if c.instance_offers:  # Σ_t m_{c,t}·k_t ≥ r_c: whole instances hold every replica
+            held = pulp.lpSum(m * o.replicas_per_instance for m, o in zip(instances[c.id], c.instance_offers, strict=True))
+            problem += held >= replicas[c.id], constraint_name("instances_hold", c.id)
+    return PlanDecisions(tuple(candidates), replicas, use, largest, {}, instances)
 
 
 def capacity_rps(decisions: PlanDecisions) -> pulp.LpAffineExpression:
@@ -274,8 +322,13 @@ def gpus_used(decisions: PlanDecisions, gpu: str | None = None) -> pulp.LpAffine
 
 
 def cost_usd_per_hour(decisions: PlanDecisions) -> pulp.LpAffineExpression:
-    """Σ_c r_c·p_c"""
-    return pulp.lpSum(decisions.replicas[c.id] * c.cost_usd_per_hour for c in decisions.candidates)
+    """Σ_c r_c·p_c, with Σ_t m_{c,t}·P_t for a candidate bought by the instance"""
+    return pulp.lpSum(
+        pulp.lpSum(m * o.usd_per_hour for m, o in zip(decisions.instances[c.id], c.instance_offers, strict=True))
+        if c.instance_offers
+        else decisions.replicas[c.id] * c.cost_usd_per_hour
+        for c in decisions.candidates
+    )
 
 
 def add_meet_demand_constraints(problem: pulp.LpProblem, decisions: PlanDecisions, arrival_rate_rps: float) -> None:
@@ -331,7 +384,9 @@ def add_gpu_inventory_constraints(
             shortfall[gpu] = problem.add_variable(constraint_name("inventory_shortfall", gpu), lowBound=0, cat=pulp.LpInteger)
             allowance = limit + shortfall[gpu]
         problem += gpus_used(decisions, gpu) <= allowance, constraint_name("gpu_inventory", gpu)
-    return PlanDecisions(decisions.candidates, decisions.replicas, decisions.use, decisions.largest_replica_rps, shortfall)
+    return PlanDecisions(
+        decisions.candidates, decisions.replicas, decisions.use, decisions.largest_replica_rps, shortfall, decisions.instances
+    )
 
 
 def add_cost_cap_constraints(problem: pulp.LpProblem, decisions: PlanDecisions, cost_cap_usd_per_hour: float) -> None:
@@ -378,6 +433,8 @@ def build_plan_problem(
         decisions = add_gpu_inventory_constraints(
             problem, decisions, constraints.inventory, elastic=objective == "inventory_shortfall"
         )
+    if constraints.pinned_replicas is not None and "pin.replicas" not in relax:
+        problem += pulp.lpSum(decisions.replicas.values()) == constraints.pinned_replicas, "pin_replicas"
     if cost_cap_usd_per_hour is not None:
         add_cost_cap_constraints(problem, decisions, cost_cap_usd_per_hour)
     set_plan_objective(problem, decisions, objective)
@@ -472,7 +529,7 @@ def _plan_solution(
                 candidate=c,
                 replicas=n,
                 gpus=n * c.gpus_per_replica,
-                cost_usd_per_hour=n * c.cost_usd_per_hour,
+                cost_usd_per_hour=c.row_cost_usd_per_hour(n),
                 capacity_rps=n * c.max_rps_at_slo,
                 offered_rps=offered,
                 target_rho=offered / n / c.saturation_rps,  # per-replica rate / per-replica saturation
@@ -558,7 +615,7 @@ def plan_constraint_slacks(
             )
         )
     if constraints.budget_usd_per_hour is not None:
-        cost = sum(c.cost_usd_per_hour * replicas[c.id] for c in chosen)
+        cost = sum(c.row_cost_usd_per_hour(replicas[c.id]) for c in chosen)
         step = min((c.cost_usd_per_hour for c in addable), default=math.inf)
         slack = constraints.budget_usd_per_hour - cost
         slacks.append(
@@ -599,6 +656,7 @@ def _present_families(constraints: PlanConstraints) -> list[str]:
         "budget": constraints.budget_usd_per_hour is not None,
         "n_plus_one": constraints.n_plus_one,
         "min_replicas": constraints.min_replicas > 1,
+        "pin.replicas": constraints.pinned_replicas is not None,
     }
     return [family for family in RELAXABLE_FAMILIES if present[family]]
 
@@ -609,6 +667,7 @@ _OBJECTIVE_FOR_RELAXATION: dict[str, PlanObjective] = {
     "budget": "cost",
     "n_plus_one": "cost",
     "min_replicas": "most_replicas",
+    "pin.replicas": "cost",
 }
 
 
@@ -651,7 +710,7 @@ def diagnose_infeasible_plan(
 def _relaxation(family: str, constraints: PlanConstraints, decisions: PlanDecisions) -> dict[str, object]:
     chosen = [(c, integer_value(decisions.replicas[c.id])) for c in decisions.candidates]
     gpus = sum(c.gpus_per_replica * n for c, n in chosen)
-    cost = sum(c.cost_usd_per_hour * n for c, n in chosen)
+    cost = sum(c.row_cost_usd_per_hour(n) for c, n in chosen)
     if family == "gpu_inventory":
         short = {gpu: integer_value(v) for gpu, v in decisions.inventory_shortfall.items() if integer_value(v) > 0}
         parts = [
@@ -691,6 +750,17 @@ def _relaxation(family: str, constraints: PlanConstraints, decisions: PlanDecisi
                 f"without n_plus_one the cheapest plan costs ${cost:.2f}/h on {gpus} GPUs"
             ),
             "cost_without_usd_per_hour": cost,
+        }
+    if family == "pin.replicas":
+        needed = sum(n for _, n in chosen)
+        return {
+            "constraint": "pin.replicas",
+            "detail": (
+                f"no plan of exactly {constraints.pinned_replicas} replicas meets the demand within the other constraints; "
+                f"without the pin the cheapest plan has {needed} replicas: set constraints.pin.replicas to {needed} or unpin it"
+            ),
+            "needed": needed,
+            "limit": constraints.pinned_replicas,
         }
     most = sum(n for _, n in chosen)
     return {

@@ -61,6 +61,7 @@ from planner.candidates import (
     Option,
     enumerate_all_options,
     enumerate_groups,
+    packed_groups,
 )
 from planner.errors import (
     ConvergenceError,
@@ -70,7 +71,9 @@ from planner.errors import (
 )
 from planner.memory import kv_bytes_per_request, weight_bytes
 from planner.optimizer import Candidate, PlanConstraints, PlanSolution, solve_plan
+from planner.packing import InstanceUse, instance_uses
 from planner.performance import decode_step, prefill
+from planner.pins import apply_pins, without_replicas
 from planner.plan_result import (
     AddReplica,
     Adjustment,
@@ -110,7 +113,7 @@ from planner.plan_result import (
 from planner.queueing import PercentileBounds, Prediction, max_rps_at_slo, predict, saturation_rps, screen
 from planner.rate_search import Bracket
 from planner.simulator import simulate
-from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.step_model import StepModel
 from planner.workload import Serving, Slo, Workload
 
@@ -155,6 +158,8 @@ class PlanningInputs:
     #: advice tries adding each (planner/advice.py); empty when the request allowed everything.
     other_gpus: tuple[GpuSpec, ...] = ()
     other_precisions: tuple[Precision, ...] = ()
+    #: The provider's instance types, for plans in whole instances (`PlanConstraints.unit` "instance").
+    instance_types: tuple[InstanceTypeSpec, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.gpus:
@@ -214,6 +219,8 @@ class FleetRow:
     offered_rps: float  # to the whole row
     target_rho: float  # per-replica rate / per-replica saturation
     cost_usd_per_hour: float
+    #: Instance mode: the whole instances the row's replicas are packed into (planner/packing.py).
+    instances: tuple[InstanceUse, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,6 +244,11 @@ class PlanResult:
     def row(self) -> FleetRow:
         """The largest row (the only one in a single-configuration plan)."""
         return max(self.rows, key=lambda r: r.offered_rps)
+
+    @property
+    def instances(self) -> tuple[InstanceUse, ...]:
+        """Every row's instances (empty unless the plan is in whole instances)."""
+        return tuple(use for row in self.rows for use in row.instances)
 
 
 # --- cached queueing calls (pure functions of hashable inputs; shared across requests) -----------
@@ -390,7 +402,8 @@ class SinglePlan:
 
 def _replicas(rate_rps: float, arrival_rate_rps: float, constraints: PlanConstraints) -> int:
     needed = math.ceil(arrival_rate_rps / rate_rps * (1 - 1e-12))  # ⌈λ/μ⌉, immune to λ/(λ/r) rounding up past r
-    return max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), 1)  # (+1 for N+1), at least min_replicas
+    # (+1 for N+1), at least min_replicas, and a pinned count (which `_refused_by` refuses to exceed)
+    return max(constraints.min_replicas, needed + (1 if constraints.n_plus_one else 0), constraints.pinned_replicas or 1, 1)
 
 
 def _limits_key(constraints: PlanConstraints) -> tuple[Any, ...]:
@@ -401,10 +414,13 @@ def _limits_key(constraints: PlanConstraints) -> tuple[Any, ...]:
         constraints.min_replicas,
         constraints.n_plus_one,
         tuple(sorted(constraints.inventory.items())),
+        constraints.pinned_replicas,
     )
 
 
-def _refused_by(gpu: str, gpus: int, cost: float, constraints: PlanConstraints) -> str | None:
+def _refused_by(gpu: str, gpus: int, cost: float, constraints: PlanConstraints, replicas: int = 0) -> str | None:
+    if constraints.pinned_replicas is not None and replicas > constraints.pinned_replicas:
+        return "pin.replicas"
     if constraints.max_gpus is not None and gpus > constraints.max_gpus:
         return "max_gpus"
     if constraints.budget_usd_per_hour is not None and cost > constraints.budget_usd_per_hour * (1 + _COST_TOLERANCE):
@@ -419,7 +435,7 @@ def single_plan(
 ) -> SinglePlan:
     replicas = _replicas(mu_rps, arrival_rate_rps, constraints)
     gpus = replicas * option.group.tp
-    cost = replicas * option.group.price_usd_per_hour
+    cost = option.group.cost_usd_per_hour(replicas)
     return SinglePlan(
         option=option,
         mu_rps=mu_rps,
@@ -427,7 +443,7 @@ def single_plan(
         replicas=replicas,
         gpus=gpus,
         cost_usd_per_hour=cost,
-        refused=_refused_by(option.group.gpu.slug, gpus, cost, constraints),
+        refused=_refused_by(option.group.gpu.slug, gpus, cost, constraints, replicas),
     )
 
 
@@ -456,12 +472,13 @@ def _largest_beating(option: Option, constraints: PlanConstraints, best: tuple[f
     """The most replicas n (as the rate needs them, before min_replicas and N+1) whose plan would still
     beat `best`; 0 when none would. One prediction at λ/n then settles whether the option can win."""
     best_cost, best_gpus, best_id = best
-    price, tp = option.group.price_usd_per_hour, option.group.tp
+    group = option.group
+    price, tp = group.price_usd_per_hour, group.tp  # price: a per-replica floor of the cost (exact by the GPU)
     extra = 1 if constraints.n_plus_one else 0
     total = int(best_cost / price) + 2
-    while total >= 1 and not _beats(total * price, total * tp, best_cost, best_gpus, option.id, best_id):
+    while total >= 1 and not _beats(group.cost_usd_per_hour(total), total * tp, best_cost, best_gpus, option.id, best_id):
         total -= 1
-    if total < max(constraints.min_replicas, 1):
+    if total < max(constraints.min_replicas, constraints.pinned_replicas or 1, 1):
         return 0
     return max(0, total - extra)
 
@@ -498,6 +515,7 @@ class _Planner:
         self.by_id = {o.id: o for o in self.options}
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._id_list: list[str] | None = None
+        self._by_group: dict[tuple[str, str, str, int], list[Option]] | None = None
         self._simulations: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._passes: dict[str, list[tuple[Slo, float, int]]] = {}
         #: options whose rates the simulator lowered below the queueing model's
@@ -537,10 +555,34 @@ class _Planner:
             self._passes.setdefault(option.id, []).append((slo, per_replica, cv_key))
         return bool(report["meets_slo"]), report
 
-    def record_simulated_miss(self, option: Option, slo: Slo, rate_rps: float) -> None:
+    def record_simulated_miss(self, option: Option, slo: Slo, rate_rps: float, misses: Sequence[str] = ()) -> None:
         """The simulator found `slo` missed at per-replica `rate_rps`: no rate from there up is used
         again for this option under this SLO, whatever the queueing model said, so every later search
-        (the plan's own, its sensitivity) prices the option with the simulator's correction."""
+        (the plan's own, its sensitivity) prices the option with the simulator's correction.
+
+        A miss of TPOT alone is presumed for the group's settings that decode more per step: a batch
+        limit as large or larger with a chunk budget as large or larger (or none) puts at least as
+        many sequences and prefill tokens beside each decode, so its steps — and TPOT — are no
+        shorter at the same rate. Presumed, not simulated: it spares one simulation per such setting
+        (a grid of up to 4,096 × 16,384 has dozens per group that tie on cost), at the price of a
+        plan that may be one step dearer than the cheapest the simulator would have accepted."""
+        self._record_miss(option, slo, rate_rps)
+        if tuple(misses) != ("tpot",):
+            return
+        chunk = option.chunk_tokens or math.inf
+        for sibling in self._siblings(option):
+            if sibling.batch_limit >= option.batch_limit and (sibling.chunk_tokens or math.inf) >= chunk:
+                self._record_miss(sibling, slo, rate_rps)
+
+    def _siblings(self, option: Option) -> list[Option]:
+        """The other batch/chunk settings of the option's (GPU, precision, tp) group."""
+        if self._by_group is None:
+            self._by_group = {}
+            for other in self.options:
+                self._by_group.setdefault(other.group.key, []).append(other)
+        return [o for o in self._by_group.get(option.group.key, ()) if o.id != option.id]
+
+    def _record_miss(self, option: Option, slo: Slo, rate_rps: float) -> None:
         facts = self._facts(option, slo)
         if rate_rps < facts.missed_rps:
             facts.missed_rps, facts.missed_slack = rate_rps, None
@@ -811,9 +853,13 @@ class _Planner:
         replicas = np.maximum(np.maximum(needed + (1 if constraints.n_plus_one else 0), constraints.min_replicas), 1).astype(
             np.int64
         )
-        gpus, cost = replicas * tp, replicas * price
-        # the family _refused_by names first wins: max_gpus, then budget, then the inventory
-        families = ("", "gpu_inventory", "budget", "max_gpus")
+        pinned = constraints.pinned_replicas
+        over_pin = replicas > pinned if pinned is not None else np.zeros(len(options), dtype=bool)
+        if pinned is not None:
+            replicas = np.maximum(replicas, pinned)
+        gpus, cost = replicas * tp, replicas * price  # price: per replica, a floor of an instance-mode cost
+        # the family _refused_by names first wins: the replica pin, max_gpus, then budget, then the inventory
+        families = ("", "gpu_inventory", "budget", "max_gpus", "pin.replicas")
         refused = np.zeros(len(options), dtype=np.int8)
         if constraints.inventory:
             stock = np.fromiter(
@@ -824,6 +870,7 @@ class _Planner:
             refused[cost > constraints.budget_usd_per_hour * (1 + _COST_TOLERANCE)] = 2
         if constraints.max_gpus is not None:
             refused[gpus > constraints.max_gpus] = 3
+        refused[over_pin] = 4
         for index in np.flatnonzero(usable & (refused > 0)).tolist():
             out.limit_drops[self._ids()[index]] = families[int(refused[index])]
         keep = np.flatnonzero(usable & (refused == 0)).tolist()
@@ -850,9 +897,13 @@ class _Planner:
         if stage == 2:  # λ/r must stay strictly below a rate known to miss
             strict = math.floor(arrival_rate_rps / rate_bound * (1 + 1e-12)) + 1
             replicas = max(constraints.min_replicas, strict + (1 if constraints.n_plus_one else 0), 1)
+            natural = replicas
+            replicas = max(replicas, constraints.pinned_replicas or 1)
+        else:
+            natural = _replicas(rate_bound, arrival_rate_rps, replace(constraints, pin=None))
         gpus = replicas * option.group.tp
-        cost = replicas * option.group.price_usd_per_hour
-        refused = _refused_by(option.group.gpu.slug, gpus, cost, constraints)
+        cost = option.group.cost_usd_per_hour(replicas)
+        refused = _refused_by(option.group.gpu.slug, gpus, cost, constraints, natural)
         if refused is not None:
             out.limit_drops[option.id] = refused
             return
@@ -1061,6 +1112,7 @@ def _verify(
 
 
 def _row(option: Option, replicas: int, mu: float, saturation: float, offered: float) -> FleetRow:
+    group = option.group
     return FleetRow(
         gpu=option.group.gpu.slug,
         tp=option.group.tp,
@@ -1074,7 +1126,8 @@ def _row(option: Option, replicas: int, mu: float, saturation: float, offered: f
         saturation_rps=saturation,
         offered_rps=offered,
         target_rho=offered / replicas / saturation,  # per-replica rate / per-replica saturation
-        cost_usd_per_hour=replicas * option.group.price_usd_per_hour,
+        cost_usd_per_hour=group.cost_usd_per_hour(replicas),
+        instances=instance_uses(replicas, group.offers) if group.offers else (),
     )
 
 
@@ -1116,6 +1169,7 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
 
 def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     started = time.perf_counter()
+    request, inputs = apply_pins(request, inputs)
     workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
     groups, drops = enumerate_groups(
@@ -1127,6 +1181,13 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
         tp_degrees=request.tp_degrees,
         min_confidence=constraints.min_confidence,
     )
+    if constraints.unit == "instance":
+        if not inputs.instance_types:
+            raise PlannerInputError(
+                "a plan in whole instances needs the provider's instance types; none were given", constraint="unit"
+            )
+        groups, unpacked = packed_groups(groups, inputs.instance_types)
+        drops = [*drops, *unpacked]
     options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())
@@ -1413,7 +1474,9 @@ def _verified_search(
         if agrees:
             return _Verified(best=best, outcome=outcome, adjustments=adjustments, report=report)
         misses = ", ".join(report["misses"]) if report is not None else "an SLO"
-        planner.record_simulated_miss(best.option, slo, arrival_rate_rps / best.replicas)
+        planner.record_simulated_miss(
+            best.option, slo, arrival_rate_rps / best.replicas, tuple(report["misses"]) if report is not None else ()
+        )
         outcome = planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below_usd_per_hour)
         moved = outcome.best
         because = (
@@ -1557,7 +1620,7 @@ def _verified_fleet(
             return solution, candidates, rows, verification, adjustments
         for row, report in failing:
             option = by_id[candidate_id_of(row)]
-            planner.record_simulated_miss(option, slo, row.offered_rps / row.replicas)
+            planner.record_simulated_miss(option, slo, row.offered_rps / row.replicas, tuple(report["misses"]))
             mus[option.id] = _mu_below_miss(planner, option, slo)
             adjustments.append(
                 NextCandidate(
@@ -1590,6 +1653,7 @@ def _candidate(option: Option, mu: float, planner: _Planner) -> Candidate:
         cost_usd_per_hour=g.price_usd_per_hour,
         max_rps_at_slo=mu,
         saturation_rps=max(planner.saturation(option), mu),
+        instance_offers=g.offers,
     )
 
 
@@ -1958,7 +2022,9 @@ def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tu
     traffic: list[dict[str, Any]] = []
     if single:
         option = by_id[candidate_id_of(rows[0])]
-        unlimited = replace(constraints, max_gpus=None, budget_usd_per_hour=None, inventory={})
+        unlimited = replace(
+            constraints, max_gpus=None, budget_usd_per_hour=None, inventory={}, pin=without_replicas(constraints.pin)
+        )
         # Each level is re-planned by the queueing model with what the simulator taught the search
         # (rates it found missed stay excluded); the levels themselves are not simulated (`method`).
         model_only = replace(request, verify=False)
@@ -1972,7 +2038,7 @@ def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tu
                 entry["same_configuration"] = {
                     "replicas": replicas,
                     "gpus": replicas * option.group.tp,
-                    "cost_usd_per_hour": replicas * option.group.price_usd_per_hour,
+                    "cost_usd_per_hour": option.group.cost_usd_per_hour(replicas),
                 }
                 same = single_plan(option, rate / needed, planner.saturation(option), rate, constraints)
                 if same.feasible:
@@ -2001,7 +2067,9 @@ def _sensitivity_section(ctx: _Context, rows: Sequence[FleetRow], mu_bracket: tu
                     within_limits=within,
                     breaks=None
                     if within
-                    else _refused_by(found.option.group.gpu.slug, found.gpus, found.cost_usd_per_hour, constraints),
+                    else _refused_by(
+                        found.option.group.gpu.slug, found.gpus, found.cost_usd_per_hour, constraints, found.replicas
+                    ),
                 )
             traffic.append(entry)
         # monotone: a plan for more traffic serves less, so each level is at most the next level's

@@ -1,0 +1,145 @@
+"""Pinned decisions: a plan request may fix any of the choices the search otherwise makes.
+
+A pin restricts the search to its value and nothing else: `gpu` keeps one of the allowed GPU types,
+`precision` one of the allowed precision pairs, `tp`, `batch_limit` and `chunk_tokens` shrink the
+grids to one value (a pinned `chunk_tokens` of None is "no chunking"), and `replicas` fixes the
+replica count (the plan is infeasible when that many cannot meet the SLOs within the limits).
+The pinned plan is then the cheapest plan among those with the pinned values, found by the same
+search, MILP and simulator as a free plan — so pinning a free plan's own choices returns that plan.
+
+Two members are accepted without a search dimension behind them, and say so: `pp` (pipeline
+parallelism is not modelled yet: only 1 is accepted) and `engine` (the step model has no engine
+dimension yet: profiles are engine-agnostic, so the pin is recorded and echoed, never used).
+Pins that contradict each other or the request's other constraints are refused with the field named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from planner.errors import PlannerInputError
+
+if TYPE_CHECKING:
+    from planner.planning import PlanningInputs, PlanningRequest
+
+#: Serving engines a plan can be pinned to (recorded; the step model is engine-agnostic until the
+#: engine dimension lands): vLLM, SGLang and TensorRT-LLM.
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trt-llm")
+
+
+def _refuse(member: str, message: str) -> PlannerInputError:
+    return PlannerInputError(message, constraint=f"pin.{member}", field=f"constraints.pin.{member}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pin:
+    """The decisions a request fixed; None leaves a decision to the search.
+
+    `chunk_pinned` says whether `chunk_tokens` is pinned, since None is itself a value to pin (no
+    chunked prefill). `precision` is (weights slug, KV-cache slug)."""
+
+    gpu: str | None = None
+    tp: int | None = None
+    pp: int | None = None
+    replicas: int | None = None
+    batch_limit: int | None = None
+    chunk_tokens: int | None = None
+    chunk_pinned: bool = False
+    precision: tuple[str, str] | None = None
+    engine: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.pp is not None and self.pp != 1:
+            raise _refuse(
+                "pp",
+                f"pipeline parallelism is not modelled yet: only pp 1 can be pinned, got {self.pp} "
+                "(tensor parallelism within a node is searched: pin tp instead)",
+            )
+        if self.engine is not None and self.engine not in ENGINES:
+            raise _refuse("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        for member in ("tp", "replicas", "batch_limit"):
+            value = getattr(self, member)
+            if value is not None and value < 1:
+                raise _refuse(member, f"a pinned {member} must be >= 1, got {value}")
+        if self.chunk_tokens is not None and not self.chunk_pinned:
+            object.__setattr__(self, "chunk_pinned", True)
+        if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
+            raise _refuse(
+                "chunk_tokens",
+                f"the pinned chunk_tokens ({self.chunk_tokens}) must exceed the pinned batch_limit ({self.batch_limit}): "
+                "a chunk budget carries the batch's decodes and at least one prefill token",
+            )
+
+
+def _check_limits(pin: Pin, request: PlanningRequest) -> None:
+    """Pinned replicas against the request's other limits: refused when no plan could honour both."""
+    constraints = request.constraints
+    replicas = pin.replicas
+    if replicas is None:
+        return
+    if replicas < constraints.min_replicas:
+        raise _refuse("replicas", f"pinned replicas {replicas} is below constraints.min_replicas {constraints.min_replicas}")
+    if constraints.n_plus_one and replicas < 2:
+        raise _refuse("replicas", "constraints.n_plus_one needs at least 2 replicas (one may be lost); pinned replicas is 1")
+    tp = pin.tp or 1
+    if constraints.max_gpus is not None and replicas * tp > constraints.max_gpus:
+        raise _refuse(
+            "replicas",
+            f"pinned replicas {replicas} need at least {replicas * tp} GPUs, above constraints.max_gpus {constraints.max_gpus}",
+        )
+    stock = constraints.inventory.get(pin.gpu) if pin.gpu is not None else None
+    if stock is not None and replicas * tp > stock:
+        raise _refuse(
+            "replicas",
+            f"pinned replicas {replicas} need at least {replicas * tp} {pin.gpu} GPUs, above constraints.inventory.{pin.gpu} {stock}",
+        )
+
+
+def apply_pins(request: PlanningRequest, inputs: PlanningInputs) -> tuple[PlanningRequest, PlanningInputs]:
+    """The request and inputs narrowed to the pinned values (the replica pin stays in the
+    constraints, where the search and the MILP read it). PlannerInputError, naming the member,
+    for a pin outside what the request allows or contradicting its limits."""
+    pin = request.constraints.pin
+    if pin is None:
+        return request, inputs
+    _check_limits(pin, request)
+    changes: dict[str, object] = {}
+    if pin.gpu is not None:
+        gpus = tuple(g for g in inputs.gpus if g.slug == pin.gpu)
+        if not gpus:
+            allowed = ", ".join(g.slug for g in inputs.gpus)
+            raise _refuse(
+                "gpu", f"pinned gpu {pin.gpu!r} is not among the GPU types this plan may use (allowed and priced: {allowed})"
+            )
+        inputs = replace(inputs, gpus=gpus, other_gpus=())
+    if pin.precision is not None:
+        precisions = tuple(p for p in inputs.precisions if (p.weights.slug, p.kv_cache.slug) == pin.precision)
+        if not precisions:
+            allowed = ", ".join(f"{p.weights.slug}/{p.kv_cache.slug}" for p in inputs.precisions)
+            raise _refuse(
+                "precision", f"pinned precision {pin.precision[0]}/{pin.precision[1]} is not allowed (allowed: {allowed})"
+            )
+        inputs = replace(inputs, precisions=precisions, other_precisions=())
+    if pin.tp is not None:
+        if pin.tp not in request.tp_degrees:
+            grid = ", ".join(str(t) for t in request.tp_degrees)
+            raise _refuse("tp", f"pinned tp {pin.tp} is not a tensor-parallel degree the planner models ({grid})")
+        changes["tp_degrees"] = (pin.tp,)
+    if pin.batch_limit is not None:
+        changes["batch_limits"] = (pin.batch_limit,)
+    if pin.chunk_pinned:
+        changes["chunk_budgets"] = (pin.chunk_tokens,)
+    return (replace(request, **changes) if changes else request), inputs
+
+
+def pinned_replicas(pin: Pin | None) -> int | None:
+    """The pinned replica count, None when the search chooses it."""
+    return None if pin is None else pin.replicas
+
+
+def without_replicas(pin: Pin | None) -> Pin | None:
+    """The pin with its replica count released (the advice's relaxation, the sensitivity's re-plans)."""
+    if pin is None or pin.replicas is None:
+        return pin
+    return replace(pin, replicas=None)
