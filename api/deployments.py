@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from api.batch_jobs import create_batch_plan
+from api.instance_plans import instance_pricing
 from api.schemas.deployments import (
     DeploymentPut,
     HysteresisSpec,
@@ -45,7 +46,7 @@ from planner.diff import (
 )
 from planner.errors import PlannerInputError
 from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
-from planner.specs import Efficiency, GpuSpec, Precision
+from planner.specs import Efficiency, GpuSpec, InstanceTypeSpec, Precision
 
 #: Efficiency names every GPU has; any other name is a stored profile that some GPUs may lack.
 BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
@@ -80,7 +81,11 @@ def planning_inputs(
             )
     for slug in [*constraints.inventory, *body.prices]:
         catalog.get_gpu(slug)  # 404 for an inventory or a price of a GPU nobody catalogued
-    pricing = Prices(catalog.session).price_specs(gpus, body.provider or default_provider, price_overrides(body.prices))
+    instance_types: tuple[InstanceTypeSpec, ...] = ()
+    if constraints.unit == "instance":  # priced per instance-hour, not from the per-GPU list (api/instance_plans.py)
+        pricing, instance_types = instance_pricing(catalog.session, gpus, body.provider or default_provider, body.prices)
+    else:
+        pricing = Prices(catalog.session).price_specs(gpus, body.provider or default_provider, price_overrides(body.prices))
     if gpus.skipped:  # rows the planner cannot use: named in the plan's cost notes, not a 500 for every plan
         pricing = dataclasses.replace(pricing, notes=(*gpus.skipped, *pricing.notes))
     if constraints.precisions is not None:
@@ -97,7 +102,7 @@ def planning_inputs(
             )
     # what the request did not allow, for an impossible request's advice ("allow h100-sxm")
     other_gpus: tuple[GpuSpec, ...] = ()
-    if constraints.gpus is not None:
+    if constraints.gpus is not None and constraints.unit == "gpu":
         named = set(constraints.gpus)
         others = [g for g in catalog.gpu_specs(profile, limit=MAX_GPU_TYPES) if g.slug not in named]
         try:
@@ -128,6 +133,7 @@ def planning_inputs(
         catalog_version=catalog.catalog_version(),
         other_gpus=other_gpus,
         other_precisions=other_precisions,
+        instance_types=instance_types,
     )
     return inputs, pricing
 
@@ -183,6 +189,7 @@ def create_plan(
         prices=[price.read() for price in pricing.prices.values()],
         price_notes=pricing.notes,
         calibration_grades={gpu.slug: gpu.calibration_grade for gpu in inputs.gpus},
+        engine=None if body.constraints.pin is None else body.constraints.pin.engine,
     )
     if body.store:  # a dry run (store false) writes nothing
         Plans(session).save(

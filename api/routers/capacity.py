@@ -13,21 +13,59 @@ from api.schemas.capacity import (
     CapacityResponse,
     capacity_response,
 )
-from api.schemas.plans import DEFAULT_PRECISIONS
+from api.schemas.plans import DEFAULT_PRECISIONS, PlanPin
+from catalog.errors import NotFoundError
+from catalog.instances import InstanceTypes
 from catalog.prices import Prices
 from catalog.repository import Catalog
 from planner import capacity
 from planner.errors import PlannerInputError
+from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec
 
 router = APIRouter(tags=["capacity"])
+
+
+def _instance_type(body: CapacityRequest, catalog: Catalog, provider: str) -> InstanceTypeSpec | None:
+    """The instance type the hardware is given in (None when given as GPUs): 404 when `provider`
+    sells no instance of that name; 422 when `gpu` or constraints.pin.gpu names another GPU."""
+    if body.instance_type is None:
+        return None
+    found = [t for t in InstanceTypes(catalog.session).instance_type_specs(provider) if t.name == body.instance_type]
+    if not found:
+        raise NotFoundError(
+            f"provider {provider!r} sells no instance type {body.instance_type!r} (GET /v1/instance-types lists them)",
+            kind="instance_type",
+            name=body.instance_type,
+            provider=provider,
+        )
+    instance = found[0]
+    pinned = body.pinned().gpu
+    for field, named in (("gpu", body.gpu), ("constraints.pin.gpu", pinned)):
+        if named is not None and named != instance.gpu:
+            raise PlannerInputError(
+                f"{field} {named!r} is not the GPU of {instance.name} ({instance.gpu})", constraint=field, field=field
+            )
+    return instance
 
 
 def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> tuple[capacity.CapacityInputs, CapacityCost]:
     """The model, the GPU at the requested efficiencies with its price (when priced), the precisions.
     Unknown slugs and an unknown provider are 404; an unpriced GPU only leaves the cost null."""
     model = catalog.model_spec(body.model)
-    (gpu,) = catalog.gpu_specs(body.efficiency_profile, slugs=[body.gpu])
     provider = body.provider or default_provider
+    instance = _instance_type(body, catalog, provider)
+    pin = body.pinned()
+    slug = instance.gpu if instance is not None else body.gpu
+    if pin.gpu is not None and pin.gpu != slug:
+        raise PlannerInputError(
+            f"constraints.pin.gpu {pin.gpu!r} is not the request's gpu {slug!r}",
+            constraint="pin.gpu",
+            field="constraints.pin.gpu",
+        )
+    (gpu,) = catalog.gpu_specs(body.efficiency_profile, slugs=[slug])
+    if instance is not None:  # costed per instance-hour: the per-GPU list is not consulted
+        cost = CapacityCost(usd_per_hour=None, price_usd_per_gpu_hour=instance.usd_per_hour / instance.gpus, provider=provider)
+        return _capacity_inputs(body, catalog, model, gpu, pin), cost
     try:
         pricing = Prices(catalog.session).price_specs([gpu], provider)
     except PlannerInputError as unpriced:
@@ -40,9 +78,16 @@ def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> t
             provider=provider,
             notes=list(pricing.notes),
         )
-    pairs = DEFAULT_PRECISIONS if body.precision is None else ((body.precision.weights, body.precision.kv_cache),)
-    precisions = catalog.precisions(pairs, skip_unknown=body.precision is None)
-    return capacity.CapacityInputs(model=model, gpu=gpu, precisions=precisions), cost
+    return _capacity_inputs(body, catalog, model, gpu, pin), cost
+
+
+def _capacity_inputs(
+    body: CapacityRequest, catalog: Catalog, model: ModelSpec, gpu: GpuSpec, pin: PlanPin
+) -> capacity.CapacityInputs:
+    precision = pin.precision
+    pairs = DEFAULT_PRECISIONS if precision is None else ((precision.weights, precision.kv_cache),)
+    precisions = catalog.precisions(pairs, skip_unknown=precision is None)
+    return capacity.CapacityInputs(model=model, gpu=gpu, precisions=precisions)
 
 
 @router.post(
@@ -63,17 +108,24 @@ def estimate_capacity(body: CapacityRequest, catalog: CatalogDep, settings: Sett
     quantization, efficiency profile or provider; 422 `infeasible-plan` when no configuration meets
     the SLOs even unloaded, naming the culprit."""
     inputs, cost = _inputs(body, catalog, settings.default_price_provider)
+    provider = body.provider or settings.default_price_provider
+    instance = _instance_type(body, catalog, provider)
+    pin = body.pinned().to_pin()  # PlannerInputError (422) for pp other than 1
+    gpus = body.gpus if instance is None or body.instances is None else body.instances * instance.gpus
     result = capacity.max_capacity(
         capacity.CapacityRequest(
             workload=body.workload.to_workload(1.0),
             slo=body.slo.to_slo(),
-            gpus=body.gpus,
-            tp=body.tp,
-            batch_limit=body.batch_limit,
-            chunk_tokens=body.chunk_tokens,
+            gpus=gpus,
+            tp=pin.tp,
+            batch_limit=pin.batch_limit,
+            chunk_tokens=pin.chunk_tokens,
+            chunk_pinned=pin.chunk_pinned,
+            replicas=pin.replicas,
+            instance=instance,
             verify=body.verify,
         ),
         inputs,
     )
     cost.usd_per_hour = result.cost_usd_per_hour
-    return capacity_response(result, cost)
+    return capacity_response(result, cost, engine=pin.engine)

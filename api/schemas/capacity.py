@@ -13,7 +13,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
-from api.schemas.plans import MS_PER_S, PlanPrecision, PlanSlo
+from api.schemas.plans import MS_PER_S, PlanPin, PlanPrecision, PlanSlo
 from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
 
@@ -26,12 +26,44 @@ class CapacityWorkloadShape(WorkloadShape):
     """The traffic's shape without its rate (the rate is what is asked for)."""
 
 
+class CapacityConstraints(_Input):
+    """Pins on the configuration searched (as POST /v1/plans' constraints.pin)."""
+
+    pin: PlanPin | None = Field(
+        default=None,
+        description="Fix gpu (must be the request's), tp, pp (only 1), replicas (at most what the hardware holds), batch_limit, "
+        "chunk_tokens (null: no chunking), precision or engine (echoed; profiles are engine-agnostic).",
+    )
+
+
 class CapacityRequest(_Input):
-    """How much traffic `gpus` GPUs of type `gpu` serving `model` hold within `slo`."""
+    """How much traffic `gpus` GPUs of type `gpu` (or `instances` whole instances of `instance_type`)
+    serving `model` hold within `slo`."""
 
     model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
-    gpu: Slug = Field(description="GPU type (a catalog slug).", examples=["h100-sxm"])
-    gpus: int = Field(ge=1, le=100_000, description="GPUs available; replicas = gpus // tp, the rest stay idle.", examples=[16])
+    gpu: Slug | None = Field(
+        default=None,
+        description="GPU type (a catalog slug); with `instance_type` it defaults to the instance's GPU.",
+        examples=["h100-sxm"],
+    )
+    gpus: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="GPUs available; replicas = gpus // tp, the rest stay idle. Give this or `instances` + `instance_type`.",
+        examples=[16],
+    )
+    instances: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description="Whole instances of `instance_type` (with `provider`): gpus = instances × the instance's GPUs, and no "
+        "replica straddles two instances: replicas = instances × ⌊GPUs per instance / tp⌋, tp within its NVLink domain.",
+    )
+    instance_type: Slug | None = Field(
+        default=None, description="Instance type name at `provider` (GET /v1/instance-types), e.g. p5.48xlarge at aws."
+    )
+    constraints: CapacityConstraints = Field(default_factory=CapacityConstraints)
     workload: CapacityWorkloadShape
     slo: PlanSlo
     tp: int | None = Field(
@@ -64,11 +96,30 @@ class CapacityRequest(_Input):
 
     @model_validator(mode="after")
     def _consistent_pins(self) -> Self:
-        if self.tp is not None and self.tp > self.gpus:
+        if (self.gpus is None) == (self.instances is None):
+            raise ValueError("give exactly one of gpus and instances (with instance_type)")
+        if (self.instances is None) != (self.instance_type is None):
+            raise ValueError("instances and instance_type go together")
+        if self.gpu is None and self.instance_type is None:
+            raise ValueError("gpu is required unless instance_type names it")
+        if self.tp is not None and self.gpus is not None and self.tp > self.gpus:
             raise ValueError(f"tp ({self.tp}) cannot exceed gpus ({self.gpus})")
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
+        pin = self.constraints.pin
+        if pin is not None:
+            for member in ("gpu", "tp", "batch_limit", "chunk_tokens", "precision"):
+                top, pinned = getattr(self, member), getattr(pin, member)
+                if member in pin.model_fields_set and top is not None and top != pinned:
+                    raise ValueError(f"constraints.pin.{member} ({pinned}) contradicts {member} ({top}): give one of them")
         return self
+
+    def pinned(self) -> PlanPin:
+        """The top-level pins (tp, batch_limit, chunk_tokens, precision) and constraints.pin as one pin."""
+        pin = self.constraints.pin or PlanPin()
+        merged = {m: getattr(self, m) for m in ("tp", "batch_limit", "chunk_tokens", "precision") if getattr(self, m) is not None}
+        merged.update({member: getattr(pin, member) for member in pin.model_fields_set})
+        return PlanPin(**merged)
 
 
 class CapacityPrecision(BaseModel):
@@ -79,11 +130,16 @@ class CapacityPrecision(BaseModel):
 class CapacityConfigurationRead(BaseModel):
     gpu: str
     tp: int
-    replicas: int = Field(description="gpus // tp.")
+    replicas: int = Field(description="gpus // tp, or instances × ⌊GPUs per instance / tp⌋; a pinned count when given.")
     gpus_used: int = Field(description="replicas × tp.")
     precision: CapacityPrecision
     batch_limit: int = Field(description="vLLM max_num_seqs.")
     chunk_tokens: int | None = Field(description="vLLM max_num_batched_tokens with chunked prefill; null = no chunking.")
+    instance_type: str | None = Field(default=None, description="The instance type, when the hardware is given as instances.")
+    instances: int | None = None
+    gpus_per_instance: int | None = None
+    stranded_gpus: int | None = Field(default=None, description="instances × GPUs per instance − gpus_used.")
+    engine: str | None = Field(default=None, description="constraints.pin.engine, echoed; profiles are engine-agnostic.")
 
 
 class CapacityCurvePoint(BaseModel):
@@ -113,7 +169,7 @@ class CapacityVerifyStep(BaseModel):
 
 class CapacityCost(BaseModel):
     usd_per_hour: float | None = Field(
-        description="gpus_used × on-demand USD per GPU-hour; null when the provider does not price the GPU."
+        description="gpus_used × on-demand USD per GPU-hour, or instances × the instance's price; null when unpriced."
     )
     price_usd_per_gpu_hour: float | None
     provider: str
@@ -149,7 +205,7 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * MS_PER_S
 
 
-def capacity_response(result: CapacityResult, cost: CapacityCost) -> CapacityResponse:
+def capacity_response(result: CapacityResult, cost: CapacityCost, engine: str | None = None) -> CapacityResponse:
     c = result.configuration
     return CapacityResponse(
         max_arrival_rate_rps=result.max_arrival_rate_rps,
@@ -163,6 +219,13 @@ def capacity_response(result: CapacityResult, cost: CapacityCost) -> CapacityRes
             precision=CapacityPrecision(weights=c.weights_precision, kv_cache=c.kv_precision),
             batch_limit=c.batch_limit,
             chunk_tokens=c.chunk_tokens,
+            instance_type=c.instance_type,
+            instances=c.instances,
+            gpus_per_instance=c.gpus_per_instance,
+            stranded_gpus=None
+            if c.instances is None or c.gpus_per_instance is None
+            else c.instances * c.gpus_per_instance - c.gpus_used,
+            engine=engine,
         ),
         max_rps_per_replica=result.max_rps_per_replica,
         saturation_rps_per_replica=result.saturation_rps_per_replica,

@@ -12,7 +12,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from api.rounding import rounded
@@ -31,6 +40,8 @@ from api.schemas.prices import PlanPriceRead, PriceOverride
 from api.schemas.workload import BatchWorkloadSpec, PlanWorkload
 from planner.confidence import GRADES
 from planner.optimizer import PlanConstraints
+from planner.packing import InstanceUse
+from planner.pins import ENGINES, Pin
 from planner.planning import HOURS_PER_MONTH, PlanResult
 from planner.workload import Slo
 
@@ -78,6 +89,75 @@ class PlanPrecision(_Input):
     kv_cache: Slug = Field(description="Quantization scheme of the KV cache (a catalog slug).", examples=["fp8"])
 
 
+class PlanPin(_Input):
+    """Decisions fixed by the request; each member omitted is searched (planner/pins.py)."""
+
+    gpu: Slug | None = Field(default=None, description="GPU type; must be one the plan may use (allowed and priced).")
+    tp: int | None = Field(
+        default=None, ge=1, le=1024, description="Tensor-parallel degree; one of the searched degrees (1, 2, 4, 8)."
+    )
+    pp: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="Pipeline-parallel degree. Pipeline parallelism is not modelled yet: only 1 is accepted, any other value is a 422.",
+    )
+    replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="Replica count; when that many cannot meet the SLOs within the limits the plan is a 422 naming constraints.pin.replicas.",
+    )
+    batch_limit: int | None = Field(default=None, ge=1, le=65_536, description="Batch limit (vLLM max_num_seqs).")
+    chunk_tokens: int | None = Field(
+        default=None,
+        ge=2,
+        le=10_000_000,
+        description="Chunked-prefill budget (vLLM max_num_batched_tokens); null pins no chunking, omitted searches it.",
+    )
+    precision: PlanPrecision | None = Field(default=None, description="Weights and KV-cache precision; must be an allowed pair.")
+    engine: Literal[ENGINES] | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="Serving engine, recorded and echoed in plan.engine. Profiles are engine-agnostic until the step model "
+        "gains an engine dimension: the pin does not change the plan.",
+    )
+
+    @field_validator("pp")
+    @classmethod
+    def _pp_one(cls, pp: int | None) -> int | None:
+        if pp is not None and pp != 1:
+            raise ValueError(
+                f"pipeline parallelism is not modelled yet: only pp 1 can be pinned, got {pp} (pin tp for tensor parallelism)"
+            )
+        return pp
+
+    @model_validator(mode="after")
+    def _chunk_above_batch(self) -> Self:
+        if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
+            raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _set_members_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Only the members the request set: an omitted chunk_tokens (searched) must not come back as
+        null (no chunking) when a stored request is planned again."""
+        data = handler(self)
+        return {key: value for key, value in data.items() if key in self.model_fields_set}
+
+    def to_pin(self) -> Pin:
+        return Pin(
+            gpu=self.gpu,
+            tp=self.tp,
+            pp=self.pp,
+            replicas=self.replicas,
+            batch_limit=self.batch_limit,
+            chunk_tokens=self.chunk_tokens,
+            chunk_pinned="chunk_tokens" in self.model_fields_set,
+            precision=None if self.precision is None else (self.precision.weights, self.precision.kv_cache),
+            engine=self.engine,
+        )
+
+
 class PlanConstraintsSpec(_Input):
     """What the plan may use. Omitted members do not constrain."""
 
@@ -111,6 +191,18 @@ class PlanConstraintsSpec(_Input):
         "shows each grade and its evidence); the alternatives say which were left out.",
     )
 
+    pin: PlanPin | None = Field(
+        default=None,
+        description="Fix any decision (gpu, tp, pp, replicas, batch_limit, chunk_tokens, precision, engine); the rest is "
+        "searched. Pins that contradict each other or the other constraints are a 422 naming the member.",
+    )
+    unit: Literal["gpu", "instance"] = Field(
+        default="gpu",
+        description="`gpu`: GPUs bought one by one at the provider's per-GPU price. `instance`: replicas packed into whole "
+        "instances of the provider's instance types (GET /v1/instance-types), never straddling two, costed per instance-hour; "
+        "the plan reports `plan.instances`. GPUs without an instance type at the provider are left out.",
+    )
+
     def to_constraints(self) -> PlanConstraints:
         return PlanConstraints(
             max_gpus=self.max_gpus,
@@ -120,6 +212,8 @@ class PlanConstraintsSpec(_Input):
             mixed_fleet=self.mixed_fleet,
             inventory=dict(self.inventory),
             min_confidence=self.min_confidence,
+            pin=None if self.pin is None else self.pin.to_pin(),
+            unit=self.unit,
         )
 
 
@@ -211,6 +305,38 @@ class PrecisionRead(BaseModel):
     kv_cache: str
 
 
+class InstanceRead(BaseModel):
+    """Whole instances of one type in the plan (constraints.unit instance): no replica straddles two."""
+
+    provider: str
+    instance_type: str
+    count: int
+    gpus_per_instance: int
+    gpus_used: int = Field(description="GPUs running replicas: replicas × tp.")
+    stranded_gpus: int = Field(description="count × gpus_per_instance − gpus_used: paid for, idle.")
+    usd_per_instance_hour: float
+    usd_per_hour: float = Field(description="count × usd_per_instance_hour.")
+
+
+def instances_read(uses: Sequence[InstanceUse]) -> list[dict[str, Any]] | None:
+    """`plan.instances` entries, None in GPU mode (no instances)."""
+    if not uses:
+        return None
+    return [
+        {
+            "provider": u.provider,
+            "instance_type": u.instance_type,
+            "count": u.count,
+            "gpus_per_instance": u.gpus_per_instance,
+            "gpus_used": u.gpus_used,
+            "stranded_gpus": u.stranded_gpus,
+            "usd_per_instance_hour": u.usd_per_instance_hour,
+            "usd_per_hour": u.usd_per_hour,
+        }
+        for u in uses
+    ]
+
+
 class FleetRowRead(BaseModel):
     gpu: str
     tp: int
@@ -228,6 +354,7 @@ class FleetRowRead(BaseModel):
     cost_usd_per_million_output_tokens: float | None = Field(
         default=None, description="This row's cost per hour over the output tokens its share of the traffic makes per hour."
     )
+    instances: list[InstanceRead] | None = Field(default=None, description="This row's instances (constraints.unit instance).")
 
 
 class PlanDecision(BaseModel):
@@ -242,6 +369,14 @@ class PlanDecision(BaseModel):
     chunk_tokens: int | None
     target_rho: float = Field(description="Arrival rate / saturation capacity of the whole plan.")
     fleet: list[FleetRowRead] | None = Field(default=None, description="Every configuration of a mixed fleet.")
+    engine: str | None = Field(
+        default=None,
+        description="The engine pinned by constraints.pin.engine, echoed (null when not pinned); profiles are engine-agnostic.",
+    )
+    instances: list[InstanceRead] | None = Field(
+        default=None,
+        description="Whole instances the plan buys (constraints.unit instance; every row's in a mixed fleet); null in GPU mode.",
+    )
 
 
 class PlanCost(BaseModel):
@@ -376,6 +511,7 @@ def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
         "cost_usd_per_million_output_tokens": (
             result.cost_usd_per_million_output_tokens * cost_share / traffic_share if traffic_share > 0 else None
         ),  # the plan's $/Mtok × (share of cost ÷ share of traffic)
+        "instances": instances_read(row.instances),
     }
 
 
@@ -388,11 +524,13 @@ def plan_response(
     prices: Sequence[Mapping[str, Any]] = (),
     price_notes: Sequence[str] = (),
     calibration_grades: Mapping[str, str] | None = None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """The JSON body (also what is stored) of one plan; `prices` are the prices of the GPUs the
     plan uses (PlanPriceRead), `price_notes` say which GPUs were left out unpriced,
     `calibration_grades` the calibration grade of each GPU planned with (none given: no grades,
-    no warnings). Numbers are rounded as api/rounding.py says; `result` keeps them unrounded."""
+    no warnings), `engine` the pinned engine it echoes. Numbers are rounded as api/rounding.py
+    says; `result` keeps them unrounded."""
     main = result.row
     if result.predicted is None or result.justification is None or result.provenance is None:
         raise ValueError("a plan response needs the planner's justification (PlanningRequest.explain)")
@@ -409,6 +547,8 @@ def plan_response(
             "chunk_tokens": main.chunk_tokens,
             "target_rho": result.target_rho,
             "fleet": [_row_read(r, result) for r in result.rows] if len(result.rows) > 1 else None,
+            "engine": engine,
+            "instances": instances_read(result.instances),
         },
         "cost": {
             "usd_per_hour": result.cost_usd_per_hour,
