@@ -43,4 +43,5 @@ class InvalidRecordError(CatalogError, ValueError):
 
     @property
     def errors(self) -> list[dict[str, str]]:
-        return self.extensions["errors"]
+        errors: list[dict[str, str]] = self.extensions["errors"]  # set in __init__ as exactly this shape
+        return errors

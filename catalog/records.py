@@ -241,7 +241,8 @@ class _Checker:
         if "\\u0000" in encoded:
             self.error(key, "must not contain NUL characters")
             return None
-        return json.loads(encoded)
+        decoded: dict[str, Any] = json.loads(encoded)  # a Mapping encodes to a JSON object, so it decodes to a dict
+        return decoded
 
     def finish(self) -> None:
         """Record members nobody asked for (typos, fields from another kind)."""
@@ -290,7 +291,8 @@ def _calibration_confidence(efficiency: _Checker) -> dict[str, Any] | None:
         "below_usual_range": block.boolean("below_usual_range", default=False),
     }
     block.finish()
-    if None not in (confidence["points"], confidence["sources"]) and confidence["sources"] > confidence["points"]:
+    points, sources = confidence["points"], confidence["sources"]
+    if isinstance(points, int) and isinstance(sources, int) and sources > points:
         block.error("sources", "must not exceed points")
     return confidence
 
@@ -404,8 +406,9 @@ def canonical_model(record: object, *, path: str = "", errors: list[dict[str, st
             layers, moe_layers = canonical["layers"], block["moe_layers"]
             if layers is not None and moe_layers is not None and moe_layers > layers:
                 moe.error("moe_layers", f"must not exceed layers ({layers}), got {moe_layers}")
-            if None not in (experts, moe_layers, block["expert_params"], total):
-                routed = experts * moe_layers * block["expert_params"]  # E experts × L_moe layers × params each
+            expert_params = block["expert_params"]
+            if experts is not None and moe_layers is not None and expert_params is not None and total is not None:
+                routed = experts * moe_layers * expert_params  # E experts × L_moe layers × params each
                 if routed >= total:
                     moe.error("expert_params", f"routed experts hold {routed} params, not less than params_total ({total})")
             moe.finish()

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self, cast
 
 from sqlalchemy import and_, case, delete, false, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -50,6 +50,7 @@ from catalog.models import (
     InstanceTypeRow,
     ModelRow,
     QuantizationRow,
+    _Versioned,
 )
 from catalog.records import (
     canonical_efficiency_profile,
@@ -91,7 +92,7 @@ class GpuSpecs(tuple[GpuSpec, ...]):
 
     skipped: tuple[str, ...]
 
-    def __new__(cls, specs: Sequence[GpuSpec], *, skipped: Sequence[str] = ()) -> GpuSpecs:
+    def __new__(cls, specs: Sequence[GpuSpec], *, skipped: Sequence[str] = ()) -> Self:
         built = super().__new__(cls, specs)
         built.skipped = tuple(skipped)
         return built
@@ -114,7 +115,8 @@ def _timestamp(moment: datetime) -> str:
     return aware.astimezone(UTC).isoformat()
 
 
-def _read_only(row: GpuRow | ModelRow | QuantizationRow | EfficiencyProfileRow) -> dict[str, Any]:
+def _read_only(row: _Versioned) -> dict[str, Any]:
+    """The version and times every versioned row carries (GPUs, models, quantizations, profiles, prices, instance types)."""
     return {"version": row.version, "created_at": _timestamp(row.created_at), "updated_at": _timestamp(row.updated_at)}
 
 
@@ -933,6 +935,8 @@ class Catalog:
                     include_comm=True,
                     source=f"{gpu.slug} has no calibrated efficiency: datasheet roofline plus tensor-parallel communication",
                 )
+            # canonical_gpu requires compute whenever the efficiency block (and so memory) is given; _apply_gpu stores both.
+            assert gpu.efficiency_compute is not None, f"{gpu.slug} stores an efficiency memory without compute"
             return Efficiency(
                 name="calibrated",
                 memory=gpu.efficiency_memory,
@@ -1006,12 +1010,16 @@ class Catalog:
         return result
 
     def _upsert(self, kind: _Kind, record: Mapping[str, Any]) -> str:
-        row = self.session.scalar(select(kind.row_class).where(kind.row_class.slug == record["slug"]))
+        # The query selects kind.row_class, so the row is one of the three; SQLAlchemy types a union's select as Base.
+        row = cast(
+            "GpuRow | ModelRow | QuantizationRow | None",
+            self.session.scalar(select(kind.row_class).where(kind.row_class.slug == record["slug"])),
+        )
         if row is None:
             now = _now()
-            row = kind.row_class(created_at=now, updated_at=now)
-            kind.apply(row, record)
-            self.session.add(row)
+            created = kind.row_class(created_at=now, updated_at=now)
+            kind.apply(created, record)
+            self.session.add(created)
             return "created"
         if kind.to_record(row) == record:
             return "unchanged"
