@@ -110,10 +110,9 @@ class _RouteTable:
         for route in routes:
             contexts = getattr(route, "effective_route_contexts", None)
             for each in contexts() if callable(contexts) else [route]:
-                if getattr(each, "methods", None) and getattr(each, "path_regex", None) is not None:
-                    self._entries.append(
-                        (each.path_regex, frozenset(each.methods), getattr(each, "body_field", None) is not None)
-                    )
+                methods, path_regex = getattr(each, "methods", None), getattr(each, "path_regex", None)
+                if methods and path_regex is not None:
+                    self._entries.append((path_regex, frozenset(methods), getattr(each, "body_field", None) is not None))
 
     def allowed_methods(self, path: str) -> list[str]:
         return sorted({method for regex, methods, _ in self._entries if regex.match(path) for method in methods})

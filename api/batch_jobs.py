@@ -166,7 +166,8 @@ def batch_plan_response(
         "warnings": _warnings(gpu, group.gpu.calibration_grade),
         "batch_job": batch_job_read(plan),
     }  # fmt: skip
-    return rounded(PlanResponse.model_validate(body).model_dump(mode="json"))
+    answer: dict[str, Any] = rounded(PlanResponse.model_validate(body).model_dump(mode="json"))  # a dict stays a dict
+    return answer
 
 
 def create_batch_plan(

@@ -43,7 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = Settings.from_env()
         if args.database_url:
             settings = dataclasses.replace(settings, database_url=args.database_url)
-        return args.run(args, settings)
+        code: int = args.run(args, settings)  # each subcommand's `run` (build_parser) returns its exit code
+        return code
     except InvalidRecordError as exc:
         fields = "; ".join(f"{e['field']}: {e['message']}" for e in exc.errors)
         return _fail(2, f"{exc.detail} ({fields})")
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(2, str(exc))
     except KeyboardInterrupt:
         return _fail(1, "interrupted")
-    except Exception as exc:  # the one-line message is the CLI's contract; the type says where to look
+    except Exception as exc:  # noqa: BLE001  the one-line message is the CLI's contract; the type says where to look
         return _fail(1, f"{type(exc).__name__}: {' '.join(str(exc).split())}")
 
 

@@ -332,7 +332,8 @@ def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any,
     from api.schemas.deployments import ReplanRequest, ReplanResponse
 
     content = replan(name, ReplanRequest.model_validate(body), catalog, session, default_provider=default_provider)
-    return jsonable_encoder(ReplanResponse.model_validate(content))
+    encoded: dict[str, Any] = jsonable_encoder(ReplanResponse.model_validate(content))  # a model encodes to a JSON object
+    return encoded
 
 
 # --- against a service ----------------------------------------------------------------------------------

@@ -84,7 +84,8 @@ class DeployInputs:
 @cache
 def engine_cli() -> dict[str, Any]:
     """api/data/engine_cli.json: per engine its release, sources, documented flags and value maps."""
-    return json.loads(ENGINE_CLI_PATH.read_text(encoding="utf-8"))
+    table: dict[str, Any] = json.loads(ENGINE_CLI_PATH.read_text(encoding="utf-8"))  # a JSON object per engine
+    return table
 
 
 def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
@@ -113,7 +114,7 @@ def slugs_needed(response: Mapping[str, Any]) -> tuple[set[str], set[str]]:
 
 def checkpoint(model: Mapping[str, Any]) -> str:
     """The model's public checkpoint id; 422 saying what to set when the catalog has none."""
-    value = model.get("checkpoint")
+    value: str | None = model.get("checkpoint")  # a checkpoint id or null (catalog/records.py CHECKPOINT_PATTERN)
     if not value:
         raise NotDeployableError(
             f"model {model['slug']!r} has no checkpoint id: set `checkpoint` on the model "
@@ -145,7 +146,9 @@ def memory_utilization(inputs: DeployInputs, gpu: str) -> float:
 
 def weights_bytes(inputs: DeployInputs, group: ReplicaGroup) -> float:
     """Weight bytes of one replica: params_total × the scheme's bytes per parameter (planner/memory)."""
-    return inputs.model["params_total"] * inputs.quantizations[group.weights]["weight_bytes_per_param"]
+    params: int = inputs.model["params_total"]
+    bytes_per_param: float = inputs.quantizations[group.weights]["weight_bytes_per_param"]
+    return params * bytes_per_param
 
 
 def kv_free_memory_fraction(inputs: DeployInputs, group: ReplicaGroup) -> float:
@@ -153,7 +156,8 @@ def kv_free_memory_fraction(inputs: DeployInputs, group: ReplicaGroup) -> float:
     weights. The plan's KV budget is usable − weights out of total − weights free after loading,
     with total = tp × HBM and usable = total × (1 − reserve); per GPU the same ratio (weights are
     split evenly over tp)."""
-    total = group.tp * inputs.gpus[group.gpu]["memory_gb"] * 1e9
+    memory_gb: float = inputs.gpus[group.gpu]["memory_gb"]
+    total = group.tp * memory_gb * 1e9
     usable = total * (1.0 - memory_reserve_fraction(inputs, group.gpu))
     weights = weights_bytes(inputs, group)
     return round(max(0.0, (usable - weights) / (total - weights)), 4)
@@ -184,7 +188,8 @@ def kv_cache_dtype(engine: str, group: ReplicaGroup) -> str | None:
     choices = engine_cli()[engine]["kv_cache_dtype"]
     if group.kv_cache not in choices:
         raise NotDeployableError(f"{engine} cannot hold the KV cache as {group.kv_cache!r} (its choices: {sorted(choices)})")
-    return choices[group.kv_cache]
+    choice: str | None = choices[group.kv_cache]  # api/data/engine_cli.json maps a precision to a flag value or null
+    return choice
 
 
 # --- engine commands -----------------------------------------------------------------------------------

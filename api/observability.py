@@ -66,7 +66,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeGuard, TypeVar
 
 import prometheus_client
 from fastapi import Depends, FastAPI, Request
@@ -290,7 +290,8 @@ def metrics_of(target: FastAPI | Request | MetricsRegistry) -> MetricsRegistry:
     if isinstance(target, MetricsRegistry):
         return target
     app = target.app if isinstance(target, Request) else target
-    return app.state.metrics
+    metrics: MetricsRegistry = app.state.metrics  # set by install_observability; app.state is untyped
+    return metrics
 
 
 def record_plan_computed(target: FastAPI | Request | MetricsRegistry, count: int = 1) -> None:
@@ -306,7 +307,8 @@ def record_simulation_time(target: FastAPI | Request | MetricsRegistry, seconds:
 
 
 def _metrics(request: Request) -> MetricsRegistry:
-    return request.app.state.metrics
+    metrics: MetricsRegistry = request.app.state.metrics  # set by install_observability; app.state is untyped
+    return metrics
 
 
 #: The serving app's metrics registry, for routes that feed the planner series.
@@ -324,24 +326,24 @@ def run_with_timeout(timeout_s: float, fn: Callable[P, T], /, *args: P.args, **k
     stopped: pass only work that touches no shared state (pure planner functions)."""
     if not timeout_s > 0:
         raise RequestTimeoutError(timeout_s=timeout_s)
-    outcome: list[tuple[bool, Any]] = []
+    results: list[T] = []
+    failures: list[BaseException] = []
     context = contextvars.copy_context()
 
     def work() -> None:
         try:
-            outcome.append((True, context.run(fn, *args, **kwargs)))
+            results.append(context.run(fn, *args, **kwargs))
         except BaseException as exc:  # noqa: BLE001  (handed to the caller's thread, which raises it)
-            outcome.append((False, exc))
+            failures.append(exc)
 
     worker = threading.Thread(target=work, name=f"headroom-work-{getattr(fn, '__name__', 'fn')}", daemon=True)
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
         raise RequestTimeoutError(timeout_s=timeout_s)
-    succeeded, value = outcome[0]
-    if succeeded:
-        return value
-    raise value
+    if failures:
+        raise failures[0]
+    return results[0]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -418,7 +420,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 
@@ -459,7 +461,7 @@ UVICORN_LOG_CONFIG: dict[str, Any] = {
 # ---- the middleware ----------------------------------------------------------------------------
 
 
-def valid_request_id(value: str | None) -> bool:
+def valid_request_id(value: str | None) -> TypeGuard[str]:
     return value is not None and _REQUEST_ID.fullmatch(value) is not None
 
 
@@ -475,7 +477,7 @@ def _route_templates(app: Any) -> dict[int, str]:
     scope; `iter_route_contexts` pairs each with its full template. Older versions copy routes
     with the full path into `app.routes`, which the fallback reads directly."""
     try:
-        from fastapi.routing import iter_route_contexts  # type: ignore[attr-defined]
+        from fastapi.routing import iter_route_contexts  # type: ignore[attr-defined,unused-ignore]  # absent in older FastAPI
 
         routes: Iterable[Any] = list(iter_route_contexts(app.routes))
     except ImportError:
@@ -518,7 +520,9 @@ class ObservabilityMiddleware:
             await self.app(scope, receive, send)
             return
         started_s = time.perf_counter()
-        incoming = next((value.decode("latin-1") for name, value in scope["headers"] if name == b"x-request-id"), None)
+        incoming: str | None = next(
+            (value.decode("latin-1") for name, value in scope["headers"] if name == b"x-request-id"), None
+        )
         request_id = incoming if valid_request_id(incoming) else uuid.uuid4().hex
         state = scope.setdefault("state", {})
         state["request_id"] = request_id

@@ -4,7 +4,7 @@ output tokens per second; conversion to SI happens in `to_points`."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -156,8 +156,10 @@ def calibration_read(body: CalibrationRequest, fit: CalibrationFit, stored: dict
         step_overhead_ms=eff.step_overhead_s * 1e3,
         memory_reserve_fraction=eff.memory_reserve_fraction,
         include_comm=eff.include_comm,
-        fitted=list(fit.fitted),
-        held=list(fit.fixed),
+        # Both are FitParameter: the fit asked for is body.fit (FitParameter) or FITTABLE_PARAMETERS, and the planner fits
+        # or holds only names among those; its tuples are typed str because the planner knows no API Literal.
+        fitted=cast("list[FitParameter]", list(fit.fitted)),
+        held=cast("list[FitParameter]", list(fit.fixed)),
         notes=list(fit.notes),
         points_used=fit.points_used,
         rms_relative_error=fit.rms_relative_error,

@@ -19,7 +19,7 @@ one record can check by itself; the catalog re-checks the merged record on every
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Any, Generic, Literal, Self, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator, model_validator
 
@@ -64,7 +64,10 @@ MAX_PRICE = specs.MAX_PRICE_USD_PER_HOUR  # $1,000 per GPU-hour
 Engine = Literal[ENGINES]  # type: ignore[valid-type]
 EngineName = Annotated[str, Field(pattern=ENGINE_NAME_PATTERN.pattern, description="The engine's own name for the scheme.")]
 Datatype = Literal["fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"]
-Architecture = Literal[tuple(g for gs in ARCHITECTURE_GENERATIONS.values() for g in gs)]  # type: ignore[valid-type]
+if TYPE_CHECKING:
+    Architecture = str  # the generations are catalog data (ARCHITECTURE_GENERATIONS), which a static Literal cannot name
+else:
+    Architecture = Literal[tuple(g for gs in ARCHITECTURE_GENERATIONS.values() for g in gs)]
 
 _Tflops = Annotated[
     float | None,
@@ -444,7 +447,8 @@ def _partial(model: type[BaseModel], name: str, doc: str) -> type[BaseModel]:
     """`model` with every member optional and without default: only the members sent are changed."""
     fields: dict[str, Any] = {}
     for field_name, info in model.model_fields.items():
-        annotation = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation  # type: ignore[valid-type]
+        # A type built at run time for pydantic: it is a value here, which only Any describes.
+        annotation: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
         fields[field_name] = (annotation | None, Field(default=None, description=info.description))
     return create_model(name, __base__=_Input, __doc__=doc, __module__=__name__, **fields)
 
