@@ -118,6 +118,7 @@ def sweep_points(
     if isinstance(body.workload, BatchWorkloadSpec):  # a job's deadlines or sizes (api/batch_jobs.py)
         return batch_sweep_points(body, inputs, pricing, deadline=deadline)
     constraints = body.constraints.to_constraints()
+    assert body.slo is not None, "WhatIfRequest requires an SLO for a traffic workload (_slo_for_traffic)"
     slos = [body.slo.to_slo()] if body.sweep.slo is None else [
         body.slo.model_copy(update={body.sweep.slo.metric: value}).to_slo() for value in body.sweep.slo.values
     ]  # fmt: skip
@@ -151,7 +152,11 @@ def sweep_points(
                     error = exc
                 plan_ms = (time.perf_counter() - point_started) * MS_PER_S
                 point = _point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
-                point["solve_ms"] = None if result is None else result.provenance.solve_ms
+                point["solve_ms"] = None
+                if result is not None:
+                    # provenance is None only on plans asked for without explanation; this request explains (the default)
+                    assert result.provenance is not None, "an explained plan carries its provenance"
+                    point["solve_ms"] = result.provenance.solve_ms
                 point["provider"] = pricing.provider
                 chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
                 point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour
