@@ -8,7 +8,7 @@ Each instance owns one event loop; sync route handlers still run in anyio's thre
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Self
 
 import httpx
 from fastapi import FastAPI
@@ -43,7 +43,7 @@ class ApiClient:
         self._loop.run_until_complete(self._loop.shutdown_default_executor())
         self._loop.close()
 
-    def __enter__(self) -> ApiClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *_exc: object) -> None:

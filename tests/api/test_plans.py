@@ -186,14 +186,14 @@ def test_an_impossible_request_on_restricted_gpus_suggests_allowing_another_that
         "/v1/plans",
         json=body(
             **{
-                    k: v
-                    for k, v in {
-                        "model": "llama-3.1-70b",
-                        "constraints__gpus": ["l4", allowed[0]["value"]],
-                        "constraints__precisions": [{"weights": "bf16", "kv_cache": "bf16"}],
-                        "workload__arrival_rate_rps": 2,
-                    }.items()
-                }
+                k: v
+                for k, v in {
+                    "model": "llama-3.1-70b",
+                    "constraints__gpus": ["l4", allowed[0]["value"]],
+                    "constraints__precisions": [{"weights": "bf16", "kv_cache": "bf16"}],
+                    "workload__arrival_rate_rps": 2,
+                }.items()
+            }
         ),
         headers=admin,
     )

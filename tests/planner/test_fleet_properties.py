@@ -259,7 +259,7 @@ def test_the_rounded_lp_fleet_is_feasible_and_never_beats_the_optimum(spec: Flee
     rounded = rounded_fleet(presolved, decisions, lp_values)
     if rounded is None:
         return
-    value = {key: int(round(rounded[variable.name])) for key, variable in decisions.replicas.items()}
+    value = {key: round(rounded[variable.name]) for key, variable in decisions.replicas.items()}
     for w in presolved.workloads:
         for p in range(presolved.periods):
             counts = {c.id: value[w.name, c.id, p] for c in w.candidates}
