@@ -56,6 +56,7 @@ def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> t
     instance = _instance_type(body, catalog, provider)
     pin = body.pinned()
     slug = instance.gpu if instance is not None else body.gpu
+    assert slug is not None, "CapacityRequest requires gpu unless instance_type names it (its _consistent_pins validator)"
     if pin.gpu is not None and pin.gpu != slug:
         raise PlannerInputError(
             f"constraints.pin.gpu {pin.gpu!r} is not the request's gpu {slug!r}",
@@ -111,7 +112,12 @@ def estimate_capacity(body: CapacityRequest, catalog: CatalogDep, settings: Sett
     provider = body.provider or settings.default_price_provider
     instance = _instance_type(body, catalog, provider)
     pin = body.pinned().to_pin()  # PlannerInputError (422) for pp other than 1
-    gpus = body.gpus if instance is None or body.instances is None else body.instances * instance.gpus
+    if body.instances is None:
+        assert body.gpus is not None, "CapacityRequest gives exactly one of gpus and instances (its _consistent_pins validator)"
+        gpus = body.gpus
+    else:
+        assert instance is not None, "instances come with instance_type, which _instance_type resolved or refused"
+        gpus = body.instances * instance.gpus
     result = capacity.max_capacity(
         capacity.CapacityRequest(
             workload=body.workload.to_workload(1.0),
