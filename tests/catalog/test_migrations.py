@@ -131,7 +131,7 @@ def _export(url: str) -> dict[str, object]:
 def test_a_round_trip_through_0004_keeps_the_reference_calibrations(database_url: str) -> None:
     """head → 0004 → head on the reference catalog: every GPU comes back with its calibrated
     overlap (0005 restores it from the reference fit it belongs to), its confidence (0007), and
-    every other record unchanged. Only what 0006's docstring says its downgrade loses (prices of
+    every other record unchanged. Only what 0010 drops (checkpoints, engine names) and what 0006's docstring says its downgrade loses (prices of
     providers a GPU's own columns do not carry) may differ, and nothing else is compared there."""
     from catalog.db import make_session_factory
     from catalog.repository import Catalog
@@ -150,8 +150,14 @@ def test_a_round_trip_through_0004_keeps_the_reference_calibrations(database_url
     migrate.upgrade(database_url, "head")
     after = _export(database_url)
 
-    for section in ("gpus", "models", "quantizations", "efficiency_profiles"):
+    for section in ("gpus", "efficiency_profiles"):
         assert after[section] == before[section], section
+    # 0010's downgrade drops models.checkpoint and quantizations.engine_names (its docstring): they
+    # come back empty, and every other member of those records unchanged.
+    for section, lost in (("models", "checkpoint"), ("quantizations", "engine_names")):
+        assert all(record[lost] is None for record in after[section]), section
+        assert any(record[lost] is not None for record in before[section]), section
+        assert [{**r, lost: None} for r in after[section]] == [{**r, lost: None} for r in before[section]], section
     overlaps = {gpu["slug"]: gpu["efficiency"]["memory_compute_overlap"] for gpu in after["gpus"]}
     assert overlaps["h100-sxm"] == 0.2652 and overlaps["b200"] == 0.0 and overlaps["mi300x"] == 0.6948
 
