@@ -36,6 +36,8 @@ from sqlalchemy.engine import make_url
 from api.app import create_app
 from api.settings import Settings
 from catalog import migrate
+from catalog.db import make_engine, make_session_factory
+from catalog.repository import Catalog
 from tests.api.client import ApiClient
 
 ADMIN_KEY = "test-admin-key-0123456789"
@@ -151,6 +153,19 @@ def make_client(migrated_database_url: str, open_client: Callable[..., ApiClient
 @pytest.fixture
 def client(make_client: Callable[..., ApiClient]) -> ApiClient:
     return make_client()
+
+
+@pytest.fixture
+def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
+    """A client over a database holding the reference catalog (catalog/data)."""
+    engine = make_engine(migrated_database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            assert Catalog(session).load_reference_catalog()
+            session.commit()
+    finally:
+        engine.dispose()
+    return client
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ from typing import Any
 import pytest
 
 from api.csv_export import PLAN_CSV_COLUMNS
-from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
 
@@ -30,18 +28,6 @@ SUMMARIES: dict[str, Any] = {
     },
     "constraints": {"gpus": ["h100-sxm"]},
 }
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 def job(**workload: Any) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from catalog.models import PlanRow
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
 from tests.api.test_auth_health import issue_key
-from tests.api.test_plans import seeded  # noqa: F401 - the fixture
 
 #: "How much chat traffic do 16 H100s hold?" on an 8B model.
 SIXTEEN_H100: dict[str, Any] = {
@@ -73,7 +72,7 @@ def test_capacity_is_replicas_times_mu_with_a_reader_key_and_stores_nothing(
     assert _plans_stored(migrated_database_url) == 0
 
 
-def test_pins_are_respected(seeded: ApiClient) -> None:  # noqa: F811
+def test_pins_are_respected(seeded: ApiClient) -> None:
     pinned = body(tp=2, batch_limit=64, chunk_tokens=2048, precision={"weights": "bf16", "kv_cache": "bf16"})
     response = seeded.post("/v1/capacity", json=pinned)
     assert response.status_code == 200, response.text
@@ -82,7 +81,7 @@ def test_pins_are_respected(seeded: ApiClient) -> None:  # noqa: F811
     assert config["precision"] == {"weights": "bf16", "kv_cache": "bf16"}
 
 
-def test_verify_reports_each_simulated_step_and_ends_where_the_simulator_agrees(seeded: ApiClient) -> None:  # noqa: F811
+def test_verify_reports_each_simulated_step_and_ends_where_the_simulator_agrees(seeded: ApiClient) -> None:
     response = seeded.post("/v1/capacity", json=body(gpus=2, verify=True))
     assert response.status_code == 200, response.text
     answer = response.json()
@@ -95,12 +94,12 @@ def test_verify_reports_each_simulated_step_and_ends_where_the_simulator_agrees(
     assert steps[-1]["ttft_ms"] <= 1000 and steps[-1]["tpot_ms"] <= 60
 
 
-def test_an_slo_no_configuration_meets_unloaded_is_a_422_naming_it(seeded: ApiClient) -> None:  # noqa: F811
+def test_an_slo_no_configuration_meets_unloaded_is_a_422_naming_it(seeded: ApiClient) -> None:
     problem = assert_problem(seeded.post("/v1/capacity", json=body(slo={"tpot_ms": 0.01})), 422, "infeasible-plan")
     assert problem["constraint"] == "tpot"
 
 
-def test_unknown_names_are_404_and_bad_bodies_422(seeded: ApiClient) -> None:  # noqa: F811
+def test_unknown_names_are_404_and_bad_bodies_422(seeded: ApiClient) -> None:
     assert_problem(seeded.post("/v1/capacity", json=body(gpu="no-such-gpu")), 404)
     assert_problem(seeded.post("/v1/capacity", json=body(model="no-such-model")), 404)
     assert_problem(seeded.post("/v1/capacity", json=body(provider="no-such-provider")), 404)

@@ -11,7 +11,6 @@ import pytest
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
 from tests.api.test_capacity import body
-from tests.api.test_plans import seeded  # noqa: F401 - the fixture
 
 P5_USD_PER_HOUR = 55.04  # aws p5.48xlarge: 8 × H100 SXM in one NVLink domain (catalog/data/instance_types.json)
 
@@ -22,7 +21,7 @@ def _instances(**changes: Any) -> dict[str, Any]:
     return {"instances": 2, "instance_type": "p5.48xlarge", "provider": "aws", **request}
 
 
-def test_two_p5_instances_are_sixteen_gpus_and_cost_two_instances(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_two_p5_instances_are_sixteen_gpus_and_cost_two_instances(seeded: ApiClient, admin: dict[str, str]) -> None:
     response = seeded.post("/v1/capacity", json=_instances(), headers=admin)
     assert response.status_code == 200, response.text
     answer = response.json()
@@ -41,7 +40,7 @@ def test_two_p5_instances_are_sixteen_gpus_and_cost_two_instances(seeded: ApiCli
     assert answer["max_arrival_rate_rps"] == pytest.approx(same_gpus["max_arrival_rate_rps"])  # 8 | 16: the same replicas
 
 
-def test_pinned_tp_and_replicas_on_instances(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_pinned_tp_and_replicas_on_instances(seeded: ApiClient, admin: dict[str, str]) -> None:
     request = _instances(constraints={"pin": {"tp": 2, "replicas": 5, "chunk_tokens": None, "engine": "vllm"}})
     response = seeded.post("/v1/capacity", json=request, headers=admin)
     assert response.status_code == 200, response.text
@@ -52,7 +51,7 @@ def test_pinned_tp_and_replicas_on_instances(seeded: ApiClient, admin: dict[str,
     assert response.json()["max_arrival_rate_rps"] == pytest.approx(5 * response.json()["max_rps_per_replica"])
 
 
-def test_refusals_name_the_field(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_refusals_name_the_field(seeded: ApiClient, admin: dict[str, str]) -> None:
     both = body()
     both.update(instances=1, instance_type="p5.48xlarge", provider="aws")
     fields = bad_fields(assert_problem(seeded.post("/v1/capacity", json=both, headers=admin), 422))

@@ -9,7 +9,7 @@ import io
 from typing import Any
 
 from tests.api.client import ApiClient
-from tests.api.test_csv_costs import FLEET, seeded  # noqa: F401  (the fixture)
+from tests.api.test_csv_costs import FLEET
 
 
 def fleet(gpus: list[str], **constraints: Any) -> dict[str, Any]:
@@ -18,7 +18,7 @@ def fleet(gpus: list[str], **constraints: Any) -> dict[str, Any]:
     return body
 
 
-def test_a_schedule_on_a_low_graded_gpu_warns_in_json_and_csv(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_schedule_on_a_low_graded_gpu_warns_in_json_and_csv(seeded: ApiClient, admin: dict[str, str]) -> None:
     """l40s is fitted on one source and one model, its held-out error 21 % > 20 %: graded low."""
     created = seeded.post("/v1/fleet-plans", json=fleet(["l40s"]), headers=admin)
     assert created.status_code == 201, created.text
@@ -29,13 +29,13 @@ def test_a_schedule_on_a_low_graded_gpu_warns_in_json_and_csv(seeded: ApiClient,
     assert rows and all(row["calibration_grade"] == "low" and "graded low" in row["warning"] for row in rows)
 
 
-def test_a_schedule_on_a_medium_graded_gpu_does_not_warn(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_schedule_on_a_medium_graded_gpu_does_not_warn(seeded: ApiClient, admin: dict[str, str]) -> None:
     plan = seeded.post("/v1/fleet-plans", json=fleet(["h100-sxm"]), headers=admin).json()
     assert plan["warnings"] == []
     assert {row["calibration_grade"] for period in plan["periods"] for row in period["workloads"]} == {"medium"}
 
 
-def test_min_confidence_leaves_lower_graded_gpus_out_of_a_fleet(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_min_confidence_leaves_lower_graded_gpus_out_of_a_fleet(seeded: ApiClient, admin: dict[str, str]) -> None:
     created = seeded.post("/v1/fleet-plans", json=fleet(["h100-sxm", "l40s"], min_confidence="medium"), headers=admin)
     assert created.status_code == 201, created.text
     plan = created.json()
@@ -44,5 +44,5 @@ def test_min_confidence_leaves_lower_graded_gpus_out_of_a_fleet(seeded: ApiClien
     assert "l40s" not in plan["prices"]
 
 
-def test_an_unknown_grade_is_refused(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_an_unknown_grade_is_refused(seeded: ApiClient, admin: dict[str, str]) -> None:
     assert seeded.post("/v1/fleet-plans", json=fleet(["h100-sxm"], min_confidence="certain"), headers=admin).status_code == 422

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 
 #: One 8B chat workload over two 2-hour periods on one GPU type and a small search grid (quick).
@@ -22,18 +20,6 @@ FLEET: dict[str, Any] = {
     "constraints": {"gpus": ["h100-sxm"], "precisions": [{"weights": "fp8", "kv_cache": "fp8"}]},
     "search": {"tp_degrees": [1], "batch_limits": [64], "chunk_budgets": [None]},
 }  # fmt: skip
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 def test_a_fleet_plan_states_its_cost_per_hour_month_and_million_output_tokens(seeded: ApiClient, admin: dict[str, str]) -> None:

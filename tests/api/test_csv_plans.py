@@ -12,8 +12,6 @@ import pytest
 
 from api.csv_export import PLAN_CSV_COLUMNS, plan_csv_rows, rows_to_csv
 from api.schemas.plans import plan_response
-from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from planner.planning import FleetRow, plan_capacity
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
@@ -29,18 +27,6 @@ CHAT: dict[str, Any] = {
     "verify": False,
     "name": "chat, 8b",
 }
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 def parse(text: str) -> list[dict[str, str]]:

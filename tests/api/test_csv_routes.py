@@ -17,7 +17,7 @@ from api.schemas.fleet_plans import CSV_COLUMNS as FLEET_CSV_COLUMNS
 from api.schemas.what_if import WHAT_IF_CSV_COLUMNS
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem
-from tests.api.test_csv_plans import CHAT, seeded  # noqa: F401  (the seeded-client fixture)
+from tests.api.test_csv_plans import CHAT
 from tests.api.test_fleet_plans import body as fleet_body
 
 CSV_ONLY = {
@@ -40,7 +40,7 @@ def test_the_csv_routes_declare_only_text_csv_for_success(client: ApiClient) -> 
     assert next(iter(json_get)) == "application/json" and "text/csv" in json_get, "?format=csv stays declared on the JSON route"
 
 
-def test_a_plans_csv_route_answers_the_format_csv_text(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_plans_csv_route_answers_the_format_csv_text(seeded: ApiClient, admin: dict[str, str]) -> None:
     created = seeded.post("/v1/plans", json=CHAT, headers=admin)
     assert created.status_code == 201, created.text
     plan_id = created.json()["id"]
@@ -53,7 +53,7 @@ def test_a_plans_csv_route_answers_the_format_csv_text(seeded: ApiClient, admin:
 
 
 @pytest.mark.slow
-def test_a_fleet_plans_csv_route_answers_the_format_csv_text(seeded: ApiClient) -> None:  # noqa: F811
+def test_a_fleet_plans_csv_route_answers_the_format_csv_text(seeded: ApiClient) -> None:
     created = seeded.post("/v1/fleet-plans", json=fleet_body(), headers=ADMIN_HEADERS)
     assert created.status_code == 201, created.text
     plan_id = created.json()["id"]
@@ -64,7 +64,7 @@ def test_a_fleet_plans_csv_route_answers_the_format_csv_text(seeded: ApiClient) 
     assert_problem(seeded.get("/v1/fleet-plans/" + "0" * 32 + "/csv"), 404, "not-found")
 
 
-def test_a_what_if_csv_route_answers_the_format_csv_text(seeded: ApiClient) -> None:  # noqa: F811
+def test_a_what_if_csv_route_answers_the_format_csv_text(seeded: ApiClient) -> None:
     sweep: dict[str, Any] = {
         "model": "llama-3.1-8b",
         "workload": {"prompt_tokens": 800, "output_tokens": 200},

@@ -15,8 +15,6 @@ import pytest
 import yaml
 
 from api.deploy import ENGINES, DeployInputs, NotDeployableError, engine_cli, render
-from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
 
@@ -30,18 +28,6 @@ CHAT: dict[str, Any] = {
     "constraints": {"gpus": ["h100-sxm"], "precisions": [{"weights": "fp8", "kv_cache": "fp8"}]},
     "verify": False,
 }
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 @pytest.fixture

@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 
 from api.cli import openapi_document
-from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
 
@@ -35,18 +33,6 @@ def chat(rate: float = 15, **members: Any) -> dict[str, Any]:
     body["workload"]["arrival_rate_rps"] = rate
     body.update(members)
     return body
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 def plan(client: ApiClient, admin: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:

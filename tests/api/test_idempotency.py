@@ -26,18 +26,6 @@ from tests.api.test_deployments import chat
 KEY = "6f1b0c8e-retry-me"
 
 
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
-
-
 def count(url: str, table: type) -> int:
     engine = make_engine(url)
     try:

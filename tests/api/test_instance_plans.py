@@ -13,7 +13,7 @@ import pytest
 
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
-from tests.api.test_plans import body, seeded  # noqa: F401  (the seeded fixture)
+from tests.api.test_plans import body
 
 P5_USD_PER_HOUR = 55.04  # aws p5.48xlarge, catalog/data/instance_types.json
 
@@ -24,7 +24,7 @@ def _instance_plan(client: ApiClient, headers: dict[str, str], **changes: Any) -
     return client.post("/v1/plans", json={**request, "provider": "aws", "store": False}, headers=headers)
 
 
-def test_a_plan_in_p5_instances_costs_whole_instances(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_plan_in_p5_instances_costs_whole_instances(seeded: ApiClient, admin: dict[str, str]) -> None:
     response = _instance_plan(seeded, admin, workload__arrival_rate_rps=120)
     assert response.status_code == 200, response.text
     answer = response.json()
@@ -45,7 +45,7 @@ def test_a_plan_in_p5_instances_costs_whole_instances(seeded: ApiClient, admin: 
     assert answer["cost"]["usd_per_hour"] == pytest.approx(count * P5_USD_PER_HOUR)
 
 
-def test_pinned_tp2_five_replicas_take_two_instances_and_strand_six(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_pinned_tp2_five_replicas_take_two_instances_and_strand_six(seeded: ApiClient, admin: dict[str, str]) -> None:
     request = body(constraints__gpus=["h100-sxm"])
     request["constraints"].update(unit="instance", pin={"tp": 2, "replicas": 5})
     response = seeded.post("/v1/plans", json={**request, "provider": "aws", "store": False}, headers=admin)
@@ -56,7 +56,7 @@ def test_pinned_tp2_five_replicas_take_two_instances_and_strand_six(seeded: ApiC
     assert response.json()["cost"]["usd_per_hour"] == pytest.approx(2 * P5_USD_PER_HOUR)
 
 
-def test_instance_mode_at_a_provider_without_instance_types_names_the_unit(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_instance_mode_at_a_provider_without_instance_types_names_the_unit(seeded: ApiClient, admin: dict[str, str]) -> None:
     request = body()
     request["constraints"]["unit"] = "instance"
     problem = assert_problem(
@@ -68,7 +68,7 @@ def test_instance_mode_at_a_provider_without_instance_types_names_the_unit(seede
     assert "aws" in problem["providers_with_instance_types"] and "aws" in problem["detail"]
 
 
-def test_gpus_without_an_instance_type_are_left_out_with_a_note(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_gpus_without_an_instance_type_are_left_out_with_a_note(seeded: ApiClient, admin: dict[str, str]) -> None:
     response = _instance_plan(seeded, admin, constraints__gpus=["h100-sxm", "a100-80gb-sxm"])
     assert response.status_code == 200, response.text
     answer = response.json()
@@ -76,7 +76,7 @@ def test_gpus_without_an_instance_type_are_left_out_with_a_note(seeded: ApiClien
     assert any("a100-80gb-sxm" in note and "no instance type" in note for note in answer["cost"]["notes"])
 
 
-def test_gpu_mode_stays_the_default(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_gpu_mode_stays_the_default(seeded: ApiClient, admin: dict[str, str]) -> None:
     response = seeded.post("/v1/plans", json={**body(), "store": False}, headers=admin)
     assert response.status_code == 200
     assert response.json()["plan"]["instances"] is None

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem
 
@@ -26,18 +24,6 @@ ACME_8X: dict[str, Any] = {
     "as_of": "2026-11-01",
     "source": "acme price list (test), 2026-11-01",
 }
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 def test_the_reference_instance_types_are_listed_by_provider_and_gpu(seeded: ApiClient) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
-from tests.api.test_plans import body, seeded  # noqa: F401  (the seeded fixture)
+from tests.api.test_plans import body
 
 
 def _plan(client: ApiClient, headers: dict[str, str], pin: dict[str, Any], **changes: Any) -> Any:
@@ -17,7 +17,7 @@ def _plan(client: ApiClient, headers: dict[str, str], pin: dict[str, Any], **cha
     return client.post("/v1/plans", json={**request, "store": False}, headers=headers)
 
 
-def test_a_pinned_plan_has_the_pinned_values_and_echoes_the_engine(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_pinned_plan_has_the_pinned_values_and_echoes_the_engine(seeded: ApiClient, admin: dict[str, str]) -> None:
     pin = {"gpu": "a100-80gb-sxm", "tp": 2, "replicas": 3, "batch_limit": 64, "chunk_tokens": None, "engine": "sglang"}
     response = _plan(seeded, admin, pin)
     assert response.status_code == 200, response.text
@@ -32,7 +32,7 @@ def test_a_pinned_plan_has_the_pinned_values_and_echoes_the_engine(seeded: ApiCl
     assert plan["gpus_total"] == 6 and plan["engine"] == "sglang" and plan["instances"] is None
 
 
-def test_pinning_the_free_plans_choices_gives_the_same_plan(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_pinning_the_free_plans_choices_gives_the_same_plan(seeded: ApiClient, admin: dict[str, str]) -> None:
     free = seeded.post("/v1/plans", json={**body(), "store": False}, headers=admin).json()
     decision = free["plan"]
     pin = {key: decision[key] for key in ("gpu", "tp", "replicas", "batch_limit", "chunk_tokens", "precision")}
@@ -41,7 +41,7 @@ def test_pinning_the_free_plans_choices_gives_the_same_plan(seeded: ApiClient, a
     assert pinned["cost"]["usd_per_hour"] == free["cost"]["usd_per_hour"]
 
 
-def test_unmodelled_or_contradictory_pins_are_422_naming_the_member(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_unmodelled_or_contradictory_pins_are_422_naming_the_member(seeded: ApiClient, admin: dict[str, str]) -> None:
     pp = assert_problem(_plan(seeded, admin, {"pp": 2}), 422, "invalid-request")
     assert "pipeline parallelism is not modelled yet" in bad_fields(pp)["constraints.pin.pp"]
     assert "constraints.pin.engine" in bad_fields(assert_problem(_plan(seeded, admin, {"engine": "tgi"}), 422))
@@ -55,14 +55,14 @@ def test_unmodelled_or_contradictory_pins_are_422_naming_the_member(seeded: ApiC
     assert n_plus_one["field"] == "constraints.pin.replicas"
 
 
-def test_too_few_pinned_replicas_is_infeasible_with_the_pin_as_culprit(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_too_few_pinned_replicas_is_infeasible_with_the_pin_as_culprit(seeded: ApiClient, admin: dict[str, str]) -> None:
     problem = assert_problem(_plan(seeded, admin, {"replicas": 1}, workload__arrival_rate_rps=400), 422, "infeasible-plan")
     assert "constraints.pin.replicas" in problem["culprits"]
     relaxation = next(r for r in problem["relaxations"] if r["constraint"] == "constraints.pin.replicas")
     assert relaxation["current"] == 1 and relaxation["value"] >= 2
 
 
-def test_a_stored_request_keeps_an_omitted_chunk_budget_searched(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_stored_request_keeps_an_omitted_chunk_budget_searched(seeded: ApiClient, admin: dict[str, str]) -> None:
     request = body()
     request["constraints"]["pin"] = {"tp": 1}
     response = seeded.post("/v1/plans", json=request, headers=admin)
@@ -73,7 +73,7 @@ def test_a_stored_request_keeps_an_omitted_chunk_budget_searched(seeded: ApiClie
     assert deployment["settings"]["constraints"]["pin"] == {"tp": 1}  # not {"tp": 1, "chunk_tokens": null, ...}
 
 
-def test_what_if_points_honour_the_pin(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_what_if_points_honour_the_pin(seeded: ApiClient, admin: dict[str, str]) -> None:
     request = body()
     sweep = {
         "model": request["model"],

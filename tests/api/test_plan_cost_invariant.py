@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 
 HOURS_PER_MONTH = 730
@@ -29,18 +27,6 @@ CHAT: dict[str, Any] = {
     "prices": {gpu: {"on_demand": price} for gpu, price in PRICES.items()},
     "verify": False,
 }  # fmt: skip
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 def rows_of(plan: dict[str, Any]) -> list[dict[str, Any]]:

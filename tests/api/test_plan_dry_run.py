@@ -8,7 +8,7 @@ from sqlalchemy import Engine, text
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem
 from tests.api.test_auth_health import issue_key
-from tests.api.test_deployments import chat, seeded  # noqa: F401  (fixture)
+from tests.api.test_deployments import chat
 
 TABLES = ("plans", "deployments", "idempotency_keys")
 
@@ -18,7 +18,7 @@ def counts(engine: Engine) -> dict[str, int]:
         return {table: connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() for table in TABLES}
 
 
-def test_a_reader_key_dry_run_writes_nothing(seeded: ApiClient, engine: Engine) -> None:  # noqa: F811
+def test_a_reader_key_dry_run_writes_nothing(seeded: ApiClient, engine: Engine) -> None:
     reader = issue_key(engine, "reader")
     assert_problem(seeded.post("/v1/plans", json=chat(15), headers=reader), 403)  # storing needs planner
     before = counts(engine)
@@ -40,7 +40,7 @@ def test_a_reader_key_dry_run_writes_nothing(seeded: ApiClient, engine: Engine) 
     assert "store" not in seeded.get("/v1/deployments/chat").json()["settings"]  # a switch, not a setting
 
 
-def test_a_dry_run_as_csv(seeded: ApiClient, engine: Engine) -> None:  # noqa: F811
+def test_a_dry_run_as_csv(seeded: ApiClient, engine: Engine) -> None:
     answer = seeded.post("/v1/plans?format=csv", json=chat(15, store=False), headers=issue_key(engine, "reader"))
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/csv")
     assert counts(engine)["plans"] == 0

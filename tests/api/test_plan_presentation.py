@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.api.client import ApiClient
-from tests.api.test_plans import body, seeded  # noqa: F401  (the fixture)
+from tests.api.test_plans import body
 from tests.api.test_rounding import assert_policy_holds
 
 
@@ -21,7 +21,7 @@ def plan(client: ApiClient, admin: dict[str, str], **changes: Any) -> dict[str, 
     return response.json()
 
 
-def test_a_whole_plan_and_its_csv_follow_the_rounding_policy(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_whole_plan_and_its_csv_follow_the_rounding_policy(seeded: ApiClient, admin: dict[str, str]) -> None:
     answer = plan(seeded, admin, verify=True)
     assert_policy_holds(answer)
     # cost = Σ price × GPUs, to the cent, in every currency field
@@ -42,7 +42,7 @@ def test_a_whole_plan_and_its_csv_follow_the_rounding_policy(seeded: ApiClient, 
                 assert round(float(value), 2) == float(value), (key, value)
 
 
-def test_a_plan_on_a_low_graded_gpu_warns_and_grades_every_alternative(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_plan_on_a_low_graded_gpu_warns_and_grades_every_alternative(seeded: ApiClient, admin: dict[str, str]) -> None:
     grades = {
         g["slug"]: (g["efficiency"].get("confidence") or {}).get("grade", "low")
         for g in seeded.get("/v1/gpus", params={"limit": 100}).json()["items"]
@@ -57,7 +57,7 @@ def test_a_plan_on_a_low_graded_gpu_warns_and_grades_every_alternative(seeded: A
             assert alternative["confidence"] == grades[alternative["name"]]
 
 
-def test_min_confidence_keeps_low_graded_gpus_out_of_a_plan(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_min_confidence_keeps_low_graded_gpus_out_of_a_plan(seeded: ApiClient, admin: dict[str, str]) -> None:
     grades = {
         g["slug"]: (g["efficiency"].get("confidence") or {}).get("grade", "low")
         for g in seeded.get("/v1/gpus", params={"limit": 100}).json()["items"]

@@ -10,7 +10,6 @@ import pytest
 
 from catalog.db import make_engine, make_session_factory
 from catalog.plans import Plans
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
 
@@ -23,18 +22,6 @@ CHAT: dict[str, Any] = {
     "verify": False,
     "name": "chat-8b",
 }
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 def body(**changes: Any) -> dict[str, Any]:

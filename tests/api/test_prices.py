@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 
 from api.settings import Settings, SettingsError
-from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem
 
@@ -27,18 +25,6 @@ CHAT: dict[str, Any] = {
 COREWEAVE_ON_DEMAND = {"h100-sxm": 6.155, "a100-80gb-sxm": 2.7}
 #: Responses may serve money rounded to the cent.
 CENT = 0.01
-
-
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
 
 
 def plan(client: ApiClient, **changes: Any) -> Any:

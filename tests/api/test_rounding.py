@@ -12,7 +12,7 @@ import pytest
 
 from api.rounding import allowed_digits, round_number, rounded, unit_of
 from tests.api.client import ApiClient
-from tests.api.test_csv_costs import FLEET, seeded  # noqa: F401  (the fixture)
+from tests.api.test_csv_costs import FLEET
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def assert_policy_holds(body: Any) -> None:
     assert offending == []
 
 
-def test_a_fleet_plan_and_its_csv_follow_the_policy(seeded: ApiClient, admin: dict[str, str]) -> None:  # noqa: F811
+def test_a_fleet_plan_and_its_csv_follow_the_policy(seeded: ApiClient, admin: dict[str, str]) -> None:
     created = seeded.post("/v1/fleet-plans", json=FLEET, headers=admin)
     assert created.status_code == 201, created.text
     plan = created.json()

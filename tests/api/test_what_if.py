@@ -28,18 +28,6 @@ SWEEP: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def seeded(client: ApiClient, migrated_database_url: str) -> ApiClient:
-    engine = make_engine(migrated_database_url)
-    try:
-        with make_session_factory(engine)() as session:
-            assert Catalog(session).load_reference_catalog()
-            session.commit()
-    finally:
-        engine.dispose()
-    return client
-
-
 def sweep(**changes: Any) -> dict[str, Any]:
     body = copy.deepcopy(SWEEP)
     body["sweep"].update(changes)
