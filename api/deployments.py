@@ -6,9 +6,10 @@ catalog. Translates stored JSON and catalog records into planner values (planner
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy.orm import Session
 
@@ -141,7 +142,7 @@ def planning_inputs(
 #: Runs pure planning work: `run(fn, *args)` → fn(*args), e.g. bounded by a request's deadline.
 Runner = Callable[..., Any]
 #: The planner's own default solver limit (planner.planning.PlanningRequest), for callers without settings.
-DEFAULT_SOLVER_TIME_LIMIT_S = PlanningRequest.__dataclass_fields__["solver_time_limit_s"].default
+DEFAULT_SOLVER_TIME_LIMIT_S = cast(float, PlanningRequest.__dataclass_fields__["solver_time_limit_s"].default)
 
 
 def template_of(body: PlanRequest) -> dict[str, Any]:
@@ -171,8 +172,8 @@ def create_plan(
     if isinstance(body.workload, BatchWorkloadSpec):  # a job of fixed size, no SLO: planned for throughput
         return create_batch_plan(body, inputs, pricing, session, run=run, checkpoint=checkpoint)
     request = PlanningRequest(
-        workload=body.workload.to_workload(),
-        slo=body.slo.to_slo(),
+        workload=body.traffic(),
+        slo=body.targets(),
         constraints=body.constraints.to_constraints(),
         verify=body.verify,
         solver_time_limit_s=solver_time_limit_s,
@@ -360,14 +361,14 @@ def _check(
     rate_factor: float = 1.0,
     default_provider: str = DEFAULT_PRICE_PROVIDER,
 ) -> Check:
-    workload = request.workload.to_workload()
+    workload = request.traffic()
     workload = workload.at_rate(workload.arrival_rate_rps * rate_factor)
     try:
         rows = deployed_rows(response, catalog, request, default_provider)
         model = catalog.model_spec(request.model)
     except (NotFoundError, PlannerInputError) as exc:
         return unavailable(workload.arrival_rate_rps, f"the plan cannot be evaluated on today's catalog: {exc.detail}")
-    return check_plan(rows, model, workload, request.slo.to_slo())
+    return check_plan(rows, model, workload, request.targets())
 
 
 def _efficiencies_then(response: dict[str, Any]) -> dict[str, Efficiency]:
@@ -384,8 +385,8 @@ def _context(
     request: PlanRequest, catalog_version: int, prices: dict[str, float], efficiencies: dict[str, Efficiency]
 ) -> PlanningContext:
     return PlanningContext(
-        workload=request.workload.to_workload(),
-        slo=request.slo.to_slo(),
+        workload=request.traffic(),
+        slo=request.targets(),
         constraints=request.constraints.model_dump(mode="json"),
         catalog_version=catalog_version,
         prices_usd_per_gpu_hour=prices,
@@ -486,7 +487,7 @@ def replan(
         "diff": diff_read(diff, reasons),
         "current_check": {"at_new_rate": check_read(at_rate), "with_margin": check_read(with_margin)},
         "hysteresis": hysteresis_spec.model_dump(mode="json"),
-        "saving_usd_per_hour": None if before_now != before_now else decision.saving_usd_per_hour,
+        "saving_usd_per_hour": None if math.isnan(before_now) else decision.saving_usd_per_hour,
         "threshold_usd_per_hour": decision.threshold_usd_per_hour,
     }
 

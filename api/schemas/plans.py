@@ -43,7 +43,7 @@ from planner.optimizer import PlanConstraints
 from planner.packing import InstanceUse
 from planner.pins import ENGINES, Pin
 from planner.planning import HOURS_PER_MONTH, PlanResult
-from planner.workload import Slo
+from planner.workload import Slo, Workload
 
 MS_PER_S = 1e3
 
@@ -295,6 +295,18 @@ class PlanRequest(_Input):
         if not self.workload.arrival_rate_rps > 0:
             raise ValueError("workload.arrival_rate_rps must be > 0 to plan capacity for it")
         return self
+
+    def traffic(self) -> Workload:
+        """The interactive workload; TypeError for a batch job (its callers branch on the kind first)."""
+        if isinstance(self.workload, BatchWorkloadSpec):
+            raise TypeError("a batch job has no traffic workload")
+        return self.workload.to_workload()
+
+    def targets(self) -> Slo:
+        """The SLOs of an interactive plan (the validator requires them); TypeError for a batch job."""
+        if self.slo is None:
+            raise TypeError("a batch job has no SLO")
+        return self.slo.to_slo()
 
 
 # --- response ------------------------------------------------------------------------------------
@@ -565,7 +577,8 @@ def plan_response(
     }
     answer = PlanResponse.model_validate(body).model_dump(mode="json")
     answer.update(_confidence(answer, result, calibration_grades or {}))
-    return rounded(PlanResponse.model_validate(answer).model_dump(mode="json"))
+    read: dict[str, Any] = rounded(PlanResponse.model_validate(answer).model_dump(mode="json"))
+    return read
 
 
 def _confidence(answer: Mapping[str, Any], result: PlanResult, grades: Mapping[str, str]) -> dict[str, Any]:
