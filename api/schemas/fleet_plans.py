@@ -132,13 +132,22 @@ class FleetConstraintsSpec(_Input):
     )
 
 
+#: A fleet plan's default batch/chunk grid: the one its size bounds (MAX_SHAPE_OPTIONS) and
+#: docs/fleet-benchmark.md were measured on. Single plans search further (planner/candidates.py:
+#: batch limits to 4,096, chunk budgets to 16,384); a fleet request may pass those within its bounds.
+FLEET_BATCH_LIMITS: tuple[int, ...] = tuple(b for b in BATCH_LIMITS if b <= 256)
+FLEET_CHUNK_BUDGETS: tuple[int | None, ...] = tuple(c for c in CHUNK_BUDGETS if c is None or c <= 8192)
+
+
 class SearchGrid(_Input):
     """The configuration grid searched per workload (defaults: docs/design.md's)."""
 
     tp_degrees: list[Annotated[int, Field(ge=1, le=64)]] = Field(default=list(TP_DEGREES), min_length=1, max_length=8)
-    batch_limits: list[Annotated[int, Field(ge=1, le=65_536)]] = Field(default=list(BATCH_LIMITS), min_length=1, max_length=16)
+    batch_limits: list[Annotated[int, Field(ge=1, le=65_536)]] = Field(
+        default=list(FLEET_BATCH_LIMITS), min_length=1, max_length=16
+    )
     chunk_budgets: list[Annotated[int, Field(ge=2, le=10_000_000)] | None] = Field(
-        default=list(CHUNK_BUDGETS),
+        default=list(FLEET_CHUNK_BUDGETS),
         min_length=1,
         max_length=8,
         description="Chunked-prefill budgets in tokens; null = no chunking.",
