@@ -10,11 +10,19 @@ number is a cold plan, as a new forecast would see it; one untimed request first
 itself (imports, the solver library), as a running service is.
 
     .venv/bin/python -m bench.plan_latency [--warm] [--repeat N] [--json results.json] [--responses DIR]
+    .venv/bin/python -m bench.plan_latency --grid-ab [--verify]
+
+`--grid-ab` isolates what the search grid costs: every request planned in process (`plan_capacity`
+on the app's own planning inputs) with the grid before 2026-12-02 (batch limits to 256, chunk
+budgets to 8,192) and with today's, alternately, twice each, cold, keeping each one's minimum CPU
+time — the same code and the same machine load for both, which back-to-back runs of the whole
+bench on a shared machine cannot give.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -32,6 +40,7 @@ from catalog.db import make_engine, make_session_factory
 from catalog.migrate import upgrade
 from catalog.repository import Catalog
 from planner import candidates, planning, queueing
+from planner.errors import HeadroomError
 
 KEY = "bench-admin-key-0123456789"
 
@@ -191,6 +200,52 @@ def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[s
     return results
 
 
+#: The grid before the batch limits reached 4,096 and the chunk budgets 16,384 (2026-12-02).
+OLD_GRID: dict[str, tuple[Any, ...]] = {"batch_limits": (8, 16, 32, 64, 128, 256), "chunk_budgets": (None, 512, 2048, 8192)}
+
+
+def grid_ab(*, verify: bool) -> dict[str, Any]:
+    """Each request's minimum CPU ms of two cold plans with OLD_GRID and two with today's, interleaved."""
+    from api.deployments import planning_inputs
+    from api.schemas.plans import PlanRequest
+
+    logging.disable(logging.CRITICAL)
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'headroom.db'}"
+        upgrade(url)
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            catalog = Catalog(session)
+            catalog.load_reference_catalog()
+            session.commit()
+            for body in REQUESTS:
+                request = PlanRequest.model_validate({**body, "verify": verify})
+                inputs, _ = planning_inputs(request, catalog, default_provider=Settings().default_price_provider)
+                runs: dict[str, list[float]] = {"old": [], "new": []}
+                for name in ("old", "new", "old", "new"):
+                    grid = OLD_GRID if name == "old" else {}
+                    planning_request = planning.PlanningRequest(
+                        workload=request.traffic(),
+                        slo=request.targets(),
+                        constraints=request.constraints.to_constraints(),
+                        verify=verify,
+                        **grid,
+                    )
+                    _clear_caches()
+                    started = time.process_time()
+                    with contextlib.suppress(HeadroomError):  # an impossible request is timed like any other
+                        planning.plan_capacity(planning_request, inputs)
+                    runs[name].append((time.process_time() - started) * 1e3)
+                for name, kept in times.items():
+                    kept.append(min(runs[name]))
+        engine.dispose()
+    return {
+        name: {"p50": statistics.median(values), "mean": statistics.fmean(values), "cpu_ms": values}
+        for name, values in times.items()
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
@@ -202,7 +257,15 @@ def main() -> None:
         default=1,
         help="plan each request this many times (cold each time) and keep its median: a shared machine's noise",
     )
+    parser.add_argument("--grid-ab", action="store_true", help="in process: today's grid against the grid before 2026-12-02")
+    parser.add_argument("--verify", action="store_true", help="with --grid-ab: plan with the simulator's verification")
     args = parser.parse_args()
+    if args.grid_ab:
+        ab = grid_ab(verify=args.verify)
+        for name in ("old", "new"):
+            print(f"{name} grid, verify {args.verify}: p50 {ab[name]['p50']:.1f} ms cpu, mean {ab[name]['mean']:.1f} ms cpu")
+        print(f"load average {os.getloadavg()}")
+        return
     results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat))
     for mode in ("no_verify", "verify"):
         summary = results[mode]

@@ -516,6 +516,8 @@ class _Planner:
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._id_list: list[str] | None = None
         self._by_group: dict[tuple[str, str, str, int], list[Option]] | None = None
+        #: every answer the queueing model gave this request, per (option id, percentile): (rate, answer)
+        self._answers: dict[tuple[str, float], list[tuple[float, Prediction | PercentileBounds]]] = {}
         self._simulations: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._passes: dict[str, list[tuple[Slo, float, int]]] = {}
         #: options whose rates the simulator lowered below the queueing model's
@@ -633,6 +635,10 @@ class _Planner:
             return True
         if rate_rps >= facts.missed_rps:
             return False
+        if not exact_slack:
+            proven = self._proven_missed(option, slo, rate_rps)
+            if proven is not None:
+                return facts.record(rate_rps, proven)
         sm, serving, capacity = option.group.step_model, _serving(option), option.group.kv_capacity_tokens
         try:
             if exact_slack:
@@ -646,10 +652,27 @@ class _Planner:
             facts.missed_rps = 0.0
             return False
         self.predictions += 1
+        self._answers.setdefault((option.id, slo.percentile), []).append((rate_rps, answer))
         excess = (
             answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else _excess(answer, slo)
         )  # bounds: a lower bound, > 0
         return facts.record(rate_rps, excess)
+
+    def _proven_missed(self, option: Option, slo: Slo, rate_rps: float) -> float | None:
+        """A lower bound (> 0) on the excess over `slo` at `rate_rps` from an answer this request already
+        has at a rate no higher, under any SLO of the same percentile; None when none proves a miss.
+        Percentiles never fall as the rate rises (common random numbers: the assumption every bound of
+        the search rests on), so a target missed at a lower rate is missed here by at least as much. The
+        justification's re-plans under a relaxed SLO or at more traffic probe the same options at equal
+        or higher per-replica rates than the plan's own search did, and are settled without predicting."""
+        proven: float | None = None
+        for rate, answer in self._answers.get((option.id, slo.percentile), ()):
+            if rate > rate_rps:
+                continue
+            excess = answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else _excess(answer, slo)
+            if excess > 0 and (proven is None or excess > proven):
+                proven = excess
+        return proven
 
     def fewest_replicas_bound(self, option: Option, slo: Slo, arrival_rate_rps: float) -> int:
         """No fewer replicas can meet the SLOs: λ/r must stay below the lowest rate known to miss."""
