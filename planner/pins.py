@@ -104,7 +104,6 @@ def apply_pins(request: PlanningRequest, inputs: PlanningInputs) -> tuple[Planni
     if pin is None:
         return request, inputs
     _check_limits(pin, request)
-    changes: dict[str, object] = {}
     if pin.gpu is not None:
         gpus = tuple(g for g in inputs.gpus if g.slug == pin.gpu)
         if not gpus:
@@ -121,21 +120,16 @@ def apply_pins(request: PlanningRequest, inputs: PlanningInputs) -> tuple[Planni
                 "precision", f"pinned precision {pin.precision[0]}/{pin.precision[1]} is not allowed (allowed: {allowed})"
             )
         inputs = replace(inputs, precisions=precisions, other_precisions=())
-    if pin.tp is not None:
-        if pin.tp not in request.tp_degrees:
-            grid = ", ".join(str(t) for t in request.tp_degrees)
-            raise _refuse("tp", f"pinned tp {pin.tp} is not a tensor-parallel degree the planner models ({grid})")
-        changes["tp_degrees"] = (pin.tp,)
-    if pin.batch_limit is not None:
-        changes["batch_limits"] = (pin.batch_limit,)
-    if pin.chunk_pinned:
-        changes["chunk_budgets"] = (pin.chunk_tokens,)
-    return (replace(request, **changes) if changes else request), inputs
-
-
-def pinned_replicas(pin: Pin | None) -> int | None:
-    """The pinned replica count, None when the search chooses it."""
-    return None if pin is None else pin.replicas
+    if pin.tp is not None and pin.tp not in request.tp_degrees:
+        grid = ", ".join(str(t) for t in request.tp_degrees)
+        raise _refuse("tp", f"pinned tp {pin.tp} is not a tensor-parallel degree the planner models ({grid})")
+    narrowed = replace(
+        request,
+        tp_degrees=request.tp_degrees if pin.tp is None else (pin.tp,),
+        batch_limits=request.batch_limits if pin.batch_limit is None else (pin.batch_limit,),
+        chunk_budgets=(pin.chunk_tokens,) if pin.chunk_pinned else request.chunk_budgets,
+    )
+    return narrowed, inputs
 
 
 def without_replicas(pin: Pin | None) -> Pin | None:
