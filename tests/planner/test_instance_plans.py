@@ -14,7 +14,7 @@ from planner.optimizer import Candidate, PlanConstraints, solve_plan
 from planner.packing import cover, instance_uses, offers_for
 from planner.planning import PlanResult, plan_capacity
 from planner.specs import InstanceTypeSpec
-from tests.planner.test_planning import INPUTS, request
+from tests.planner.test_planning import CHAT, INPUTS, request
 
 # $40/h for 8 GPUs in one NVLink domain ($5 per GPU-hour), $6/h for one GPU alone
 EIGHT = InstanceTypeSpec(provider="test", name="big.8x", gpu="h100-sxm", gpus=8, nvlink_domain=8, usd_per_hour=40.0)
@@ -100,3 +100,20 @@ def test_gpu_mode_is_unchanged_by_instance_types() -> None:
     plain = plan_capacity(request(), INPUTS)
     with_types = plan_capacity(request(), replace(INPUTS, instance_types=(EIGHT, ONE)))
     assert with_types.rows == plain.rows and with_types.instances == ()
+
+
+def test_a_mixed_fleet_in_instances_reports_each_rows_instances() -> None:
+    """At 60 req/s (measured: one 1-GPU H100 instance and six A100 replicas in one 8-GPU A100
+    instance) every row is whole instances of its own GPU, and the plan's cost is their sum."""
+    a100 = InstanceTypeSpec(provider="test", name="a100.8x", gpu="a100-80gb-sxm", gpus=8, nvlink_domain=8, usd_per_hour=14.0)
+    inputs = replace(INPUTS, instance_types=(EIGHT, ONE, a100))
+    result = plan_capacity(request(CHAT.at_rate(60.0), constraints=PlanConstraints(unit="instance", mixed_fleet=True)), inputs)
+    assert len(result.rows) >= 1
+    for row in result.rows:
+        assert row.instances and {u.instance_type for u in row.instances} <= {"big.8x", "small.1x", "a100.8x"}
+        assert row.cost_usd_per_hour == pytest.approx(sum(u.usd_per_hour for u in row.instances))
+        assert sum(u.gpus_used for u in row.instances) == row.replicas * row.tp
+        for use in row.instances:
+            assert use.stranded_gpus == use.count * use.gpus_per_instance - use.gpus_used >= 0
+    assert result.instances == tuple(u for row in result.rows for u in row.instances)
+    assert result.cost_usd_per_hour == pytest.approx(sum(u.usd_per_hour for u in result.instances))
