@@ -200,7 +200,8 @@ class PlanConstraintsSpec(_Input):
         default="gpu",
         description="`gpu`: GPUs bought one by one at the provider's per-GPU price. `instance`: replicas packed into whole "
         "instances of the provider's instance types (GET /v1/instance-types), never straddling two, costed per instance-hour; "
-        "the plan reports `plan.instances`. GPUs without an instance type at the provider are left out.",
+        "the plan reports `plan.instances`. GPUs without an instance type at the provider are left out; `prices` overrides "
+        "do not apply (422); max_gpus and inventory count the GPUs the replicas use, not the stranded ones.",
     )
 
     def to_constraints(self) -> PlanConstraints:
