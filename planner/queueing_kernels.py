@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import njit
 
-from planner.step_model import COEFFICIENTS
+from planner.step_model import COEFFICIENTS, StepModel
 
 #: Index of each step-model coefficient in the `sm` array (`step_model_coefficients`: the order of
 #: planner/step_model.py's COEFFICIENTS); the last two are 1/bandwidth and 1/FLOP/s, so a step time
@@ -75,7 +75,7 @@ POISSON_WALK = int(3.0 * POISSON_NORMAL_MEAN) + 11
 _RECIPROCALS = np.concatenate((np.zeros(1), 1.0 / np.arange(1.0, POISSON_WALK + 1.0)))
 
 
-def step_model_coefficients(sm: object) -> np.ndarray:
+def step_model_coefficients(sm: StepModel) -> np.ndarray:
     """A `StepModel`'s coefficients in the kernel's order."""
     values = [float(getattr(sm, name)) for name in COEFFICIENTS]
     return np.array([*values, 1.0 / sm.memory_bandwidth_bytes_per_s, 1.0 / sm.compute_flops_per_s])
@@ -91,17 +91,20 @@ def _step_s(sm: np.ndarray, new: float, kv: float, attended: float) -> float:
     mem = (weights + kv * sm[KV_BYTES]) * sm[SECONDS_PER_BYTE]  # bytes / BW
     comp = (new * sm[FLOPS] + attended * sm[ATTENTION]) * sm[SECONDS_PER_FLOP]  # FLOPs / F
     comm = new * sm[COMM_PER_TOKEN] + sm[COMM_LATENCY] if new > 0.0 else 0.0
-    return max(mem, comp) + (1.0 - sm[OVERLAP]) * min(mem, comp) + comm + sm[OVERHEAD]
+    step: float = max(mem, comp) + (1.0 - sm[OVERLAP]) * min(mem, comp) + comm + sm[OVERHEAD]  # sm is float64
+    return step
 
 
 @njit(cache=True, nogil=True)
 def _interp(x: float, xp: np.ndarray, fp: np.ndarray) -> float:
     """`np.interp` at one point (constant beyond the ends)."""
     if x <= xp[0]:
-        return fp[0]
+        first: float = fp[0]  # fp is float64 (an element reads as Any to mypy)
+        return first
     last = xp.size - 1
     if x >= xp[last]:
-        return fp[last]
+        final: float = fp[last]
+        return final
     low, high = 0, last
     while high - low > 1:
         middle = (low + high) // 2
@@ -110,7 +113,8 @@ def _interp(x: float, xp: np.ndarray, fp: np.ndarray) -> float:
         else:
             high = middle
     slope = (fp[low + 1] - fp[low]) / (xp[low + 1] - xp[low])
-    return slope * (x - xp[low]) + fp[low]
+    between: float = slope * (x - xp[low]) + fp[low]
+    return between
 
 
 @njit(cache=True, nogil=True)
@@ -120,16 +124,19 @@ def _interp_grid(x: float, grid: np.ndarray, fp: np.ndarray) -> float:
     same value as the search; no data-dependent branches to mispredict."""
     last = grid.size - 1
     if x <= grid[0]:
-        return fp[0]
+        first: float = fp[0]  # fp is float64 (an element reads as Any to mypy)
+        return first
     if x >= grid[last]:
-        return fp[last]
+        final: float = fp[last]
+        return final
     low = min(int((x - grid[0]) / (grid[last] - grid[0]) * last), last - 1)
     if grid[low] > x:
         low -= 1
     elif grid[low + 1] <= x:
         low += 1
     slope = (fp[low + 1] - fp[low]) / (grid[low + 1] - grid[low])
-    return slope * (x - grid[low]) + fp[low]
+    between: float = slope * (x - grid[low]) + fp[low]
+    return between
 
 
 @njit(cache=True, nogil=True)
@@ -181,7 +188,8 @@ def _step_in_progress(
         tokens = (kind - 1.0) * op[PROMPT_MEAN] + size_biased
         context = n_row * op[DECODE_CONTEXT]
         return _step_s(sm, n_row + tokens, context, context + tokens * op[PREFILL_POSITION])
-    return durations[kind]
+    duration: float = durations[kind]  # durations is float64 (an element reads as Any to mypy)
+    return duration
 
 
 # Over 80 lines (issue 21's limit) by its signature: Numba takes each array as its own argument
