@@ -210,7 +210,7 @@ def _catalog_import(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _keys_create(args: argparse.Namespace, settings: Settings) -> int:
-    key = _in_transaction(settings, lambda catalog: catalog.create_api_key(args.role))
+    key = _in_transaction(settings, lambda catalog: ApiKeys(catalog.session).create(args.role))
     print(key)
     print(f"headroom: created a {args.role} key; it is shown only this once", file=sys.stderr)
     return 0

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from api.errors import AuthenticationError, MalformedHeaderError, PermissionDeniedError
 from api.settings import Settings
+from catalog.api_keys import ApiKeys
 from catalog.repository import Catalog
 
 #: Roles in increasing power; a role may do what every role before it may.
@@ -79,7 +80,7 @@ def _caller_role(
     key = credentials.credentials
     if settings.admin_key is not None and hmac.compare_digest(_digest(key), _digest(settings.admin_key)):
         return "admin"
-    role = catalog.role_for_key(key, record_use=True)  # a revoked key fails here, from its next request
+    role = ApiKeys(catalog.session).role_for_key(key, record_use=True)  # a revoked key fails here, from its next request
     if role is None:
         raise AuthenticationError("The API key is not valid.")
     return role

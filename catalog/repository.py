@@ -16,7 +16,8 @@ Conventions:
   nothing without it). Deleting a model or a quantization scheme deletes nothing else: profiles only
   name them as provenance.
 - Every create, update, delete, profile save and import increments the catalog version once,
-  in the same transaction; reads and API-key changes do not.
+  in the same transaction; reads do not. API keys are not catalog content: they live in
+  catalog/api_keys.py (`ApiKeys`), on the same database but outside the catalog version.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.exc import StaleDataError
 
-from catalog.api_keys import ApiKeys
 from catalog.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -42,7 +42,6 @@ from catalog.errors import (
     VersionConflictError,
 )
 from catalog.models import (
-    ApiKeyRow,
     CatalogMeta,
     EfficiencyProfileRow,
     GpuPriceRow,
@@ -779,23 +778,6 @@ class Catalog:
         from catalog.instances import InstanceTypes
 
         return InstanceTypes(self.session)
-
-    # ---- API keys ------------------------------------------------------------------------------
-
-    def create_api_key(self, role: str) -> str:
-        """A new key for `role`, shown only here (catalog.api_keys.ApiKeys.create)."""
-        return ApiKeys(self.session).create(role)
-
-    def role_for_key(self, key: str, *, record_use: bool = False) -> str | None:
-        """The role of a valid, unrevoked key, or None (catalog.api_keys.ApiKeys.role_for_key)."""
-        return ApiKeys(self.session).role_for_key(key, record_use=record_use)
-
-    def delete_api_key(self, key_id: str) -> bool:
-        """Revoke the key with this id; False if there was none or it was revoked already."""
-        row = self.session.get(ApiKeyRow, key_id)
-        if row is None or row.revoked_at is not None:
-            return False
-        return ApiKeys(self.session).revoke(key_id) is not None
 
     # ---- internals -----------------------------------------------------------------------------
 

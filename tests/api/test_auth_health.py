@@ -10,15 +10,15 @@ from sqlalchemy import Engine
 from api.app import create_app
 from api.settings import Settings
 from catalog import migrate
+from catalog.api_keys import ApiKeys
 from catalog.db import make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
 
 
 def issue_key(engine: Engine, role: str) -> dict[str, str]:
     with make_session_factory(engine)() as session, session.begin():
-        return {"Authorization": f"Bearer {Catalog(session).create_api_key(role)}"}
+        return {"Authorization": f"Bearer {ApiKeys(session).create(role)}"}
 
 
 def test_roles(client: ApiClient, engine: Engine, gpu_record: dict[str, Any]) -> None:

@@ -12,8 +12,8 @@ from sqlalchemy import Engine, text
 
 from api.cli import main
 from catalog import migrate
+from catalog.api_keys import ApiKeys
 from catalog.db import make_engine, make_session_factory
-from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import GPU_RECORD, assert_problem
 
@@ -107,7 +107,7 @@ def test_keys_create_prints_a_working_key_once(
     engine: Engine = make_engine(migrated_database_url)
     try:
         with make_session_factory(engine)() as session:
-            assert Catalog(session).role_for_key(key) == "admin"
+            assert ApiKeys(session).role_for_key(key) == "admin"
             stored = session.execute(text("SELECT secret_sha256 FROM api_keys")).scalars().all()
     finally:
         engine.dispose()

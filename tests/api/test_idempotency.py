@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from api.idempotency import Idempotency, IdempotencyConflictError, caller_scope, request_hash
 from api.settings import Settings
+from catalog.api_keys import ApiKeys
 from catalog.db import make_engine, make_session_factory
 from catalog.models import IdempotencyKeyRow, PlanRow
 from catalog.plans import Plans, new_plan_id
@@ -184,7 +185,7 @@ def _key_for(url: str, role: str) -> dict[str, str]:
     engine = make_engine(url)
     try:
         with make_session_factory(engine)() as session:
-            key = Catalog(session).create_api_key(role)
+            key = ApiKeys(session).create(role)
             session.commit()
     finally:
         engine.dispose()
