@@ -40,9 +40,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import least_squares
 
 from planner.errors import CalibrationError
@@ -87,7 +88,7 @@ _STARTS: tuple[tuple[float, float, float], ...] = (
 _OVERHEAD_MS_MAX = 1000.0  # one second per step: far above any engine's scheduling overhead
 
 
-def _fail(message: str, **extensions: Any) -> None:
+def _fail(message: str, **extensions: Any) -> NoReturn:
     raise CalibrationError(message, **extensions)
 
 
@@ -443,8 +444,8 @@ class _FitProblem:
     fitted: tuple[str, ...]
     base: Efficiency
     index: Mapping[str, int] = field(init=False)
-    measured: np.ndarray = field(init=False)
-    weights: np.ndarray = field(init=False)
+    measured: npt.NDArray[np.float64] = field(init=False)
+    weights: npt.NDArray[np.float64] = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "index", {parameter: i for i, parameter in enumerate(self.fitted)})
@@ -463,12 +464,12 @@ class _FitProblem:
             efficiency = replace(efficiency, memory_compute_overlap=float(x[index["overlap"]]))
         return efficiency
 
-    def predictions(self, x: np.ndarray) -> np.ndarray:
+    def predictions(self, x: np.ndarray) -> npt.NDArray[np.float64]:
         efficiency = self.efficiency_of(x)
         models = {id(point_set): point_set.step_model_for(efficiency) for point_set in self.sets}
         return np.array([predict(models[id(point_set)], point) for point_set, point in self.points])
 
-    def residuals(self, x: np.ndarray) -> np.ndarray:
+    def residuals(self, x: np.ndarray) -> npt.NDArray[np.float64]:
         return self.weights * (self.predictions(x) / self.measured - 1.0)  # weighted relative error of each point
 
 
