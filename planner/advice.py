@@ -279,30 +279,30 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
             )
         )
     if constraints.n_plus_one:
-        plan = plan_with(n_plus_one=False)
-        if plan is not None:
+        without_spare = plan_with(n_plus_one=False)
+        if without_spare is not None:
             out.append(
                 Relaxation(
                     constraint="constraints.n_plus_one",
                     current=True,
                     value=False,
                     unit=None,
-                    cost_usd_per_hour=plan.cost_usd_per_hour,
+                    cost_usd_per_hour=without_spare.cost_usd_per_hour,
                 )
             )
     if constraints.min_confidence is not None:
         # the next grade down first: the smallest step that admits more GPUs
         lower = [g for g in reversed(GRADES) if grade_rank(g) < grade_rank(constraints.min_confidence)]
         for grade in lower:
-            plan = plan_with(min_confidence=None if grade == GRADES[0] else grade)
-            if plan is not None:
+            graded = plan_with(min_confidence=None if grade == GRADES[0] else grade)
+            if graded is not None:
                 out.append(
                     Relaxation(
                         constraint="constraints.min_confidence",
                         current=constraints.min_confidence,
                         value=grade,
                         unit=None,
-                        cost_usd_per_hour=plan.cost_usd_per_hour,
+                        cost_usd_per_hour=graded.cost_usd_per_hour,
                     )
                 )
                 break
@@ -434,10 +434,13 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
             moved.append(
                 Relaxation(constraint="constraints.min_confidence", current=constraints.min_confidence, value=lowest, unit=None)
             )
-    if constraints.n_plus_one and replace(constraints, **changes) != constraints:
-        if trial(replace(request, constraints=replace(constraints, **changes))) is None:
-            changes["n_plus_one"] = False
-            moved.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None))
+    if (
+        constraints.n_plus_one
+        and replace(constraints, **changes) != constraints
+        and trial(replace(request, constraints=replace(constraints, **changes))) is None
+    ):
+        changes["n_plus_one"] = False
+        moved.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None))
     if constraints.pinned_replicas is not None and plan.replicas != constraints.pinned_replicas:
         changes["pin"] = without_replicas(constraints.pin)
         moved.append(
@@ -445,14 +448,17 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
                 constraint="constraints.pin.replicas", current=constraints.pinned_replicas, value=plan.replicas, unit="replicas"
             )
         )
-    if constraints.min_replicas > 1 and plan.replicas < constraints.min_replicas:
-        if trial(replace(request, constraints=replace(constraints, **changes))) is None:
-            changes["min_replicas"] = plan.replicas
-            moved.append(
-                Relaxation(
-                    constraint="constraints.min_replicas", current=constraints.min_replicas, value=plan.replicas, unit="replicas"
-                )
+    if (
+        constraints.min_replicas > 1
+        and plan.replicas < constraints.min_replicas
+        and trial(replace(request, constraints=replace(constraints, **changes))) is None
+    ):
+        changes["min_replicas"] = plan.replicas
+        moved.append(
+            Relaxation(
+                constraint="constraints.min_replicas", current=constraints.min_replicas, value=plan.replicas, unit="replicas"
             )
+        )
     check = trial(replace(request, constraints=replace(constraints, **changes)))
     if check is None:
         return []
@@ -462,7 +468,7 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
 def _relative(relaxation: Relaxation) -> float:
     """How far a relaxation moves its constraint, relative to where it was (for ordering the advice)."""
     current, value = relaxation.current, relaxation.value
-    if isinstance(current, bool) or isinstance(value, bool) or isinstance(value, str) or not current:
+    if isinstance(current, bool) or isinstance(value, bool | str) or not current:
         return math.inf
     if not isinstance(current, int | float) or not isinstance(value, int | float):
         return math.inf
