@@ -262,7 +262,7 @@ def batch_sweep_points(
     body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, *, deadline: Deadline
 ) -> list[dict[str, Any]]:
     """Each point's cheapest job plan (or why none), GPU types × job values, job values fastest; as
-    `api.routers.what_if.sweep_points` answers for traffic. Pure planner work on specs already read."""
+    `api.what_if.sweep_points` answers for traffic. Pure planner work on specs already read."""
     gpu_axis: list[str | None] = list(body.sweep.gpus) if body.sweep.gpus is not None else [None]
     points: list[dict[str, Any]] = []
     for gpu in gpu_axis:

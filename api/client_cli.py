@@ -311,7 +311,7 @@ def _plan_locally(
     body: dict[str, Any], catalog: Any, session: Any, default_provider: str
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(the deployment's decision in force before, or None; the new plan)."""
-    from api.deployments import create_plan
+    from api.plan_service import create_plan
     from api.schemas.plans import PlanRequest
     from catalog.deployments import Deployments
     from catalog.plans import Plans
@@ -328,7 +328,7 @@ def _plan_locally(
 def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any, default_provider: str) -> dict[str, Any]:
     from fastapi.encoders import jsonable_encoder
 
-    from api.deployments import replan
+    from api.deployment_service import replan
     from api.schemas.deployments import ReplanRequest, ReplanResponse
 
     content = replan(name, ReplanRequest.model_validate(body), catalog, session, default_provider=default_provider)

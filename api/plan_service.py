@@ -1,12 +1,12 @@
-"""The deployment operations the routes call: create a plan (for POST /v1/plans' name and for
-re-plans), adopt it, re-plan with the hysteresis decision, re-check a stored plan against today's
-catalog. Translates stored JSON and catalog records into planner values (planner/diff.py) and back.
+"""The plan service: POST /v1/plans' work, and the plan a deployment's PUT or re-plan makes.
+Its shape is every planning endpoint's: resolve the specs from the catalog (api/inputs.py), run
+the pure planner function under the request's deadline, store the answer, build the response.
+Deployments (adopting, re-planning with hysteresis, re-checking) are api/deployment_service.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -15,39 +15,17 @@ from sqlalchemy.orm import Session
 
 from api.batch_jobs import create_batch_plan
 from api.instance_plans import instance_pricing
-from api.schemas.deployments import (
-    DeploymentPut,
-    HysteresisSpec,
-    ReplanRequest,
-    check_read,
-    diff_read,
-    reasons_read,
-)
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest, plan_response
 from api.schemas.prices import price_overrides
 from api.schemas.workload import BatchWorkloadSpec
 from api.settings import DEFAULT_PRICE_PROVIDER
-from catalog.deployments import Deployments, StoredDeployment
 from catalog.errors import NotFoundError
-from catalog.plans import Plans, StoredPlan, new_plan_id
+from catalog.plans import Plans, new_plan_id
 from catalog.prices import Prices, Pricing
 from catalog.repository import Catalog
-from planner.diff import (
-    HOURS_PER_MONTH,
-    Check,
-    DeployedRow,
-    PlanningContext,
-    PlanShape,
-    ShapeRow,
-    change_reasons,
-    check_plan,
-    decide,
-    plan_diff,
-    unavailable,
-)
 from planner.errors import PlannerInputError
 from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
-from planner.specs import Efficiency, GpuSpec, InstanceTypeSpec, Precision
+from planner.specs import GpuSpec, InstanceTypeSpec, Precision
 
 #: Efficiency names every GPU has; any other name is a stored profile that some GPUs may lack.
 BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
@@ -150,7 +128,7 @@ def template_of(body: PlanRequest) -> dict[str, Any]:
     return body.model_dump(mode="json", exclude={"name"})
 
 
-def _direct(fn: Callable[..., Any], /, *args: Any) -> Any:
+def run_directly(fn: Callable[..., Any], /, *args: Any) -> Any:
     return fn(*args)
 
 
@@ -159,7 +137,7 @@ def create_plan(
     catalog: Catalog,
     session: Session,
     *,
-    run: Runner = _direct,
+    run: Runner = run_directly,
     solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
     default_provider: str = DEFAULT_PRICE_PROVIDER,
     checkpoint: Callable[[], None] | None = None,
@@ -202,335 +180,3 @@ def create_plan(
             created_at=created_at,
         )
     return content
-
-
-def put_deployment(
-    name: str,
-    body: DeploymentPut,
-    catalog: Catalog,
-    session: Session,
-    *,
-    if_version: int | None,
-    run: Runner = _direct,
-    solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
-    default_provider: str = DEFAULT_PRICE_PROVIDER,
-) -> tuple[dict[str, Any], bool]:
-    """Create the deployment (and plan it at once) or replace its settings; (DeploymentRead JSON, created)."""
-    request = body.plan_request(name)
-    _, created = Deployments(session).save(
-        name=name, request=template_of(request), hysteresis=body.hysteresis.model_dump(mode="json"), if_version=if_version
-    )
-    if created:
-        content = create_plan(
-            request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
-        )
-        Deployments(session).adopt(name, content["id"])
-    return deployment_read(session, Deployments(session).get(name)), created
-
-
-def deployment_read(session: Session, deployment: StoredDeployment) -> dict[str, Any]:
-    current = Plans(session).get(deployment.current_plan_id).response if deployment.current_plan_id else None
-    return {
-        "name": deployment.name,
-        "settings": deployment.request,
-        "hysteresis": deployment.hysteresis,
-        "current_plan_id": deployment.current_plan_id,
-        "current_plan": current,
-        "plans_total": Deployments(session).history(deployment.name, limit=1).total,
-        "version": deployment.version,
-        "created_at": deployment.created_at,
-        "updated_at": deployment.updated_at,
-    }
-
-
-def deployment_summary(session: Session, deployment: StoredDeployment) -> dict[str, Any]:
-    plan = Plans(session).get(deployment.current_plan_id).response if deployment.current_plan_id else None
-    return {
-        "name": deployment.name,
-        "current_plan_id": deployment.current_plan_id,
-        "gpu": plan["plan"]["gpu"] if plan else None,
-        "replicas": plan["plan"]["replicas"] if plan else None,
-        "gpus_total": plan["plan"]["gpus_total"] if plan else None,
-        "cost_usd_per_hour": plan["cost"]["usd_per_hour"] if plan else None,
-        "cost_usd_per_month": plan["cost"]["usd_per_month"] if plan else None,
-        "cost_usd_per_million_output_tokens": plan["cost"]["usd_per_million_output_tokens"] if plan else None,
-        "version": deployment.version,
-        "updated_at": deployment.updated_at,
-    }
-
-
-def history_item(plan: StoredPlan, current_id: str | None) -> dict[str, Any]:
-    decision = plan.response["plan"]
-    precision = decision["precision"]
-    return {
-        "id": plan.id,
-        "created_at": plan.created_at,
-        "current": plan.id == current_id,
-        "catalog_version": plan.catalog_version,
-        "arrival_rate_rps": plan.request["workload"]["arrival_rate_rps"],
-        "gpu": decision["gpu"],
-        "tp": decision["tp"],
-        "replicas": decision["replicas"],
-        "gpus_total": decision["gpus_total"],
-        "precision": f"{precision['weights']}/{precision['kv_cache']}",
-        "batch_limit": decision["batch_limit"],
-        "cost_usd_per_hour": plan.response["cost"]["usd_per_hour"],
-        "cost_usd_per_month": plan.response["cost"]["usd_per_month"],
-        "cost_usd_per_million_output_tokens": plan.response["cost"]["usd_per_million_output_tokens"],
-    }
-
-
-# --- stored plan JSON → planner values ----------------------------------------------------------------
-
-
-def _rows_json(response: dict[str, Any]) -> list[dict[str, Any]]:
-    """The plan's rows, the largest (by offered rate) first; a single-configuration plan has one."""
-    decision = response["plan"]
-    if decision.get("fleet"):
-        return sorted(decision["fleet"], key=lambda r: -r["offered_rps"])
-    return [
-        {**decision, "gpus": decision["gpus_total"], "offered_rps": None, "cost_usd_per_hour": response["cost"]["usd_per_hour"]}
-    ]
-
-
-def plan_shape(response: dict[str, Any]) -> PlanShape:
-    rows = tuple(
-        ShapeRow(
-            gpu=r["gpu"],
-            tp=r["tp"],
-            replicas=r["replicas"],
-            weights_precision=r["precision"]["weights"],
-            kv_precision=r["precision"]["kv_cache"],
-            batch_limit=r["batch_limit"],
-            chunk_tokens=r["chunk_tokens"],
-        )
-        for r in _rows_json(response)
-    )
-    return PlanShape(rows=rows, cost_usd_per_hour=response["cost"]["usd_per_hour"])
-
-
-def prices_then(response: dict[str, Any]) -> dict[str, float]:
-    """On-demand $/GPU-h the plan was made with: the prices its cost reports, else (plans stored
-    before prices were reported) from its rows and its per-GPU alternatives (cost ÷ GPUs)."""
-    prices: dict[str, float] = {}
-    if response.get("cost", {}).get("prices"):
-        return {price["gpu"]: price["price_usd_per_hour"] for price in response["cost"]["prices"]}
-    for alternative in response.get("justification", {}).get("alternatives", []):
-        if alternative.get("kind") == "gpu" and alternative.get("cost_usd_per_hour") and alternative.get("gpus"):
-            prices[alternative["name"]] = alternative["cost_usd_per_hour"] / alternative["gpus"]
-    for row in _rows_json(response):
-        if row["gpus"]:
-            prices[row["gpu"]] = row["cost_usd_per_hour"] / row["gpus"]
-    return prices
-
-
-def _priced_spec(catalog: Catalog, slug: str, request: PlanRequest, default_provider: str) -> GpuSpec:
-    """Today's spec of `slug` at the request's provider's price (its override on top);
-    NotFoundError when the GPU, the profile or its price at that provider is gone."""
-    provider = request.provider or default_provider
-    spec = catalog.gpu_spec(slug, request.efficiency_profile)
-    pricing = Prices(catalog.session).price_specs([spec], provider, price_overrides(request.prices))
-    return pricing.specs[0]
-
-
-def deployed_rows(
-    response: dict[str, Any], catalog: Catalog, request: PlanRequest, default_provider: str = DEFAULT_PRICE_PROVIDER
-) -> tuple[DeployedRow, ...]:
-    """The plan's rows with today's GPU specs (the request's provider's prices, efficiencies);
-    NotFoundError when a GPU, profile, price or quantization left the catalog."""
-    rows = _rows_json(response)
-    total = sum(r["offered_rps"] for r in rows) if rows[0]["offered_rps"] is not None else None
-    return tuple(
-        DeployedRow(
-            gpu=_priced_spec(catalog, r["gpu"], request, default_provider),
-            precision=catalog.precision(r["precision"]["weights"], r["precision"]["kv_cache"]),
-            tp=r["tp"],
-            replicas=r["replicas"],
-            batch_limit=r["batch_limit"],
-            chunk_tokens=r["chunk_tokens"],
-            traffic_share=1.0 if total is None else r["offered_rps"] / total,
-        )
-        for r in rows
-    )
-
-
-def _check(
-    response: dict[str, Any],
-    request: PlanRequest,
-    catalog: Catalog,
-    rate_factor: float = 1.0,
-    default_provider: str = DEFAULT_PRICE_PROVIDER,
-) -> Check:
-    workload = request.traffic()
-    workload = workload.at_rate(workload.arrival_rate_rps * rate_factor)
-    try:
-        rows = deployed_rows(response, catalog, request, default_provider)
-        model = catalog.model_spec(request.model)
-    except (NotFoundError, PlannerInputError) as exc:
-        return unavailable(workload.arrival_rate_rps, f"the plan cannot be evaluated on today's catalog: {exc.detail}")
-    return check_plan(rows, model, workload, request.targets())
-
-
-def _efficiencies_then(response: dict[str, Any]) -> dict[str, Efficiency]:
-    found = {}
-    for gpu, values in response.get("provenance", {}).get("efficiencies", {}).items():
-        try:
-            found[gpu] = Efficiency(**values)
-        except (TypeError, ValueError):
-            continue  # a stored shape this version does not know: not comparable
-    return found
-
-
-def _context(
-    request: PlanRequest, catalog_version: int, prices: dict[str, float], efficiencies: dict[str, Efficiency]
-) -> PlanningContext:
-    return PlanningContext(
-        workload=request.traffic(),
-        slo=request.targets(),
-        constraints=request.constraints.model_dump(mode="json"),
-        catalog_version=catalog_version,
-        prices_usd_per_gpu_hour=prices,
-        efficiencies=efficiencies,
-        model_slug=request.model,
-    )
-
-
-def _catalog_now(
-    catalog: Catalog, gpus: list[str], request: PlanRequest, default_provider: str
-) -> tuple[dict[str, float], dict[str, Efficiency]]:
-    prices: dict[str, float] = {}
-    efficiencies: dict[str, Efficiency] = {}
-    for slug in dict.fromkeys(gpus):
-        try:
-            spec = _priced_spec(catalog, slug, request, default_provider)
-        except (NotFoundError, PlannerInputError):
-            continue
-        prices[slug] = spec.price_usd_per_hour_on_demand
-        efficiencies[slug] = spec.efficiency
-    return prices, efficiencies
-
-
-# --- re-plan and recheck ----------------------------------------------------------------------------------
-
-
-def _replan_request(template: dict[str, Any], name: str, body: ReplanRequest) -> PlanRequest:
-    merged = dict(template)
-    if body.workload is not None:
-        merged["workload"] = body.workload.model_dump(mode="json")
-    if body.arrival_rate_rps is not None:
-        merged["workload"] = {**merged["workload"], "arrival_rate_rps": body.arrival_rate_rps}
-    if body.slo is not None:
-        merged["slo"] = body.slo.model_dump(mode="json")
-    if body.constraints is not None:
-        merged["constraints"] = body.constraints.model_dump(mode="json")
-    if body.verify is not None:
-        merged["verify"] = body.verify
-    return PlanRequest.model_validate({**merged, "name": name})
-
-
-def replan(
-    name: str,
-    body: ReplanRequest,
-    catalog: Catalog,
-    session: Session,
-    *,
-    run: Runner = _direct,
-    solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
-    default_provider: str = DEFAULT_PRICE_PROVIDER,
-) -> dict[str, Any]:
-    """Plan the deployment again with what changed, diff it against the current plan and decide
-    with the deployment's hysteresis; the ReplanResponse JSON."""
-    deployments = Deployments(session)
-    deployment = deployments.get(name)
-    request = _replan_request(deployment.request, name, body)
-    hysteresis_spec = HysteresisSpec.model_validate(deployment.hysteresis)
-    hysteresis = hysteresis_spec.to_hysteresis()
-    new = create_plan(
-        request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
-    )
-    if deployment.current_plan_id is None:  # created by PUT whose first plan failed: nothing to keep
-        deployments.adopt(name, new["id"], request=template_of(request))
-        current = Plans(session).get(new["id"])
-    else:
-        current = Plans(session).get(deployment.current_plan_id)
-    current_request = PlanRequest.model_validate(current.request)
-
-    # the current plan judged by the new request's workload and SLO, on today's catalog
-    at_rate = _check(current.response, request, catalog, default_provider=default_provider)
-    with_margin = _check(current.response, request, catalog, 1.0 + hysteresis.headroom_margin, default_provider)
-    before, after = plan_shape(current.response), plan_shape(new)
-    before_now = at_rate.cost_usd_per_hour
-    diff = plan_diff(before, after, before_now_usd_per_hour=before_now)
-    involved = [r.gpu for r in before.rows] + [r.gpu for r in after.rows]
-    prices_now, efficiencies_now = _catalog_now(catalog, involved, request, default_provider)
-    reasons = change_reasons(
-        _context(current_request, current.catalog_version, prices_then(current.response), _efficiencies_then(current.response)),
-        _context(request, new["provenance"]["catalog_version"], prices_now, efficiencies_now),
-        gpus_involved=involved,
-    )
-    decision = decide(at_rate=at_rate, with_margin=with_margin, diff=diff, hysteresis=hysteresis)
-    if current.id == new["id"]:
-        decision_changed, reason = True, "the deployment had no plan in force; the new plan is adopted"
-    else:
-        decision_changed, reason = decision.changed, decision.reason
-    if decision_changed:
-        deployments.adopt(name, new["id"], request=template_of(request))
-    else:
-        deployments.update_request(name, template_of(request))
-    return {
-        "deployment": name,
-        "changed": decision_changed,
-        "reason": reason,
-        "current": current.id,
-        "adopted": new["id"] if decision_changed else current.id,
-        "plan": new,
-        "diff": diff_read(diff, reasons),
-        "current_check": {"at_new_rate": check_read(at_rate), "with_margin": check_read(with_margin)},
-        "hysteresis": hysteresis_spec.model_dump(mode="json"),
-        "saving_usd_per_hour": None if math.isnan(before_now) else decision.saving_usd_per_hour,
-        "threshold_usd_per_hour": decision.threshold_usd_per_hour,
-    }
-
-
-def recheck(
-    plan_id: str, catalog: Catalog, session: Session, *, default_provider: str = DEFAULT_PRICE_PROVIDER
-) -> dict[str, Any]:
-    """Whether a stored plan still holds at its own workload and SLOs on today's catalog (at its
-    request's provider's prices, else `default_provider`'s); the RecheckResponse JSON."""
-    stored = Plans(session).get(plan_id)
-    request = PlanRequest.model_validate(stored.request)
-    if isinstance(request.workload, BatchWorkloadSpec):
-        raise PlannerInputError("a batch job's plan has no SLO to recheck: plan the job again", constraint="workload.kind")
-    check = _check(stored.response, request, catalog, default_provider=default_provider)
-    shape = plan_shape(stored.response)
-    gpus = [r.gpu for r in shape.rows]
-    prices_now, efficiencies_now = _catalog_now(catalog, gpus, request, default_provider)
-    version_now = catalog.catalog_version()
-    changes = change_reasons(
-        _context(request, stored.catalog_version, prices_then(stored.response), _efficiencies_then(stored.response)),
-        _context(request, version_now, prices_now, efficiencies_now),
-        gpus_involved=gpus,
-    )
-    then = shape.cost_usd_per_hour
-    now = None if check.cost_usd_per_hour != check.cost_usd_per_hour else check.cost_usd_per_hour
-    holds = check.meets_slo
-    summary = f"still holds: {check.summary}" if holds else f"no longer holds: {check.summary}"
-    if now is not None and abs(now - then) > 1e-9 * max(then, 1.0):
-        summary += f"; it costs ${now:.2f}/h now against ${then:.2f}/h when planned"
-    return {
-        "plan_id": stored.id,
-        "holds": holds,
-        "summary": summary,
-        "check": check_read(check),
-        "cost": {
-            "then_usd_per_hour": then,
-            "now_usd_per_hour": now,
-            "change_usd_per_hour": None if now is None else now - then,
-            "then_usd_per_month": then * HOURS_PER_MONTH,
-            "now_usd_per_month": None if now is None else now * HOURS_PER_MONTH,
-        },
-        "catalog_version_then": stored.catalog_version,
-        "catalog_version_now": version_now,
-        "changes": reasons_read(changes),
-        "checked_at": datetime.now(UTC),
-    }

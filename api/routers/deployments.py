@@ -11,7 +11,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
-from api import deployments as service
+from api import deployment_service as service
 from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
 from api.deps import CatalogDep, IfMatchDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep, etag
 from api.idempotency import IdempotencyDep

@@ -7,7 +7,7 @@ meets the SLOs, stored immutable with its request and the catalog version (issue
 from fastapi import APIRouter, Response, status
 from fastapi.responses import JSONResponse
 
-from api import deployments as service
+from api import plan_service as service
 from api.csv_export import (
     PLAN_CSV_COLUMNS,
     PLAN_CSV_DESCRIPTION,

@@ -1,167 +1,23 @@
 """`POST /v1/what-if` (what_if_sweep): the cheapest plan at each point of a sweep over arrival
 rates (and optionally SLO values or GPU types), as one table a finance workbook can chart, in
-JSON or CSV. Nothing is stored: a sweep is a question, not a plan of record."""
+JSON or CSV. Nothing is stored: a sweep is a question, not a plan of record. The work is the
+what-if service's (api/what_if.py); this module parses, calls it and answers.
+"""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
-import time
-from dataclasses import replace
-from typing import Any
-
 from fastapi import APIRouter, Response
 
-from api.batch_jobs import batch_plan_request, batch_sweep_points
-from api.csv_export import HOURS_PER_MONTH, CsvDep, CsvResponse, csv_only_responses, csv_response, csv_responses, rows_to_csv
-from api.deployments import planning_inputs
+from api import what_if as service
+from api.csv_export import CsvDep, CsvResponse, csv_only_responses, csv_response, csv_responses, rows_to_csv
 from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
-from api.errors import RequestTimeoutError
-from api.observability import Deadline, DeadlineDep, MetricsDep, MetricsRegistry
-from api.problems import problem_responses, problem_type_for
-from api.rounding import rounded
-from api.schemas.plans import PlanRequest
-from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
-from api.schemas.workload import BatchWorkloadSpec, WorkloadSpec
-from api.settings import Settings
-from catalog.prices import Pricing
-from catalog.repository import Catalog
-from planner.errors import HeadroomError
-from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
-from planner.workload import Slo
+from api.observability import DeadlineDep, MetricsDep
+from api.problems import problem_responses
+from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfRequest, WhatIfResponse
 
 router = APIRouter(tags=["what-if"])
 
-MS_PER_S = 1e3
-#: The solver's limit never drops below this when the request's deadline is near: a MILP over a
-#: few candidates solves in milliseconds, and the deadline itself still answers 503 on time.
-MIN_SOLVER_TIME_S = 0.1
-
 WHAT_IF_CSV_DESCRIPTION = "One row per point of the sweep, in the order of `points`."
-
-METHOD = (
-    "Each point is a full POST /v1/plans search (plan_capacity: candidates, branch and bound, MILP) at that point's "
-    "rate, SLOs and GPU types; queueing-model predictions, {verified}. The planner's per-configuration caches (saturation "
-    "rates, per-replica predictions) carry over between points, so later points are faster."
-)
-
-
-def _point(
-    index: int,
-    rate: float,
-    slo: Slo,
-    gpu: str | None,
-    result: PlanResult | None,
-    error: HeadroomError | None,
-    plan_ms: float,
-    verified: bool,
-) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        **dict.fromkeys(WHAT_IF_CSV_COLUMNS), "currency": "USD",
-        "point": index, "arrival_rate_rps": rate, "slo_percentile": slo.percentile,
-        "slo_ttft_ms": None if slo.ttft_s is None else slo.ttft_s * MS_PER_S,
-        "slo_tpot_ms": None if slo.tpot_s is None else slo.tpot_s * MS_PER_S,
-        "slo_e2e_s": slo.e2e_s, "gpu_allowed": gpu, "feasible": result is not None, "plan_ms": plan_ms,
-        "verified": verified and result is not None,
-    }  # fmt: skip
-    if result is None:
-        kind = problem_type_for(error) if error is not None else None
-        constraint = error.extensions.get("constraint") if isinstance(error, HeadroomError) else None
-        return {**row, "infeasible_problem": kind.uri if kind else None,
-                "infeasible_constraint": None if constraint is None else str(constraint),
-                "infeasible_reason": error.detail if isinstance(error, HeadroomError) else None}  # fmt: skip
-    main = result.row
-    predicted = result.predicted
-    if predicted is None:
-        raise ValueError("a what-if point needs the planner's predictions (PlanningRequest.explain)")
-    return {
-        **row,
-        "gpu": main.gpu, "tp": main.tp, "replicas": result.replicas, "gpus_total": result.gpus_total,
-        "weights_precision": main.weights_precision, "kv_cache_precision": main.kv_precision,
-        "batch_limit": main.batch_limit, "chunk_tokens": main.chunk_tokens, "target_rho": result.target_rho,
-        "fleet_rows": len(result.rows),
-        "cost_usd_per_hour": result.cost_usd_per_hour,
-        "cost_usd_per_month": result.cost_usd_per_hour * HOURS_PER_MONTH,  # $/h × 730 h
-        "cost_usd_per_million_output_tokens": result.cost_usd_per_million_output_tokens,
-        "ttft_p99_ms": _ms(predicted.ttft_s.p99), "tpot_p99_ms": _ms(predicted.tpot_s.p99),
-        "e2e_p99_s": predicted.e2e_s.p99,
-        "infeasible_problem": None, "infeasible_constraint": None, "infeasible_reason": None,
-    }  # fmt: skip
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * MS_PER_S
-
-
-def _inputs_for_gpus(body: WhatIfRequest, catalog: CatalogDep, default_provider: str) -> tuple[PlanningInputs, Pricing]:
-    """The planner's specs for the sweep, via the plans route's gathering (same 404s): the sweep's
-    GPU types when it has them, else those `constraints.gpus` allows."""
-    constraints = body.constraints
-    if body.sweep.gpus is not None:
-        constraints = constraints.model_copy(update={"gpus": list(body.sweep.gpus)})
-    shape = body.workload
-    if isinstance(shape, BatchWorkloadSpec):  # a job's deadlines or sizes are swept (api/batch_jobs.py)
-        return planning_inputs(batch_plan_request(body, constraints), catalog, default_provider=default_provider)
-    as_plan = PlanRequest(
-        model=body.model,
-        workload=WorkloadSpec(arrival_rate_rps=body.sweep.rates_rps()[0], prompt_tokens=shape.prompt_tokens,
-                              output_tokens=shape.output_tokens, arrival_cv=shape.arrival_cv),
-        slo=body.slo, constraints=constraints, efficiency_profile=body.efficiency_profile, verify=body.verify,
-        provider=body.provider, prices=body.prices,
-    )  # fmt: skip
-    return planning_inputs(as_plan, catalog, default_provider=default_provider)
-
-
-def sweep_points(
-    body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, *, solver_time_limit_s: float, deadline: Deadline
-) -> list[dict[str, Any]]:
-    """Each point's cheapest plan (or why none), GPU types × SLO values × rates, rates fastest. Pure
-    planner work on specs already read, so the request's deadline can abandon it (api.observability)."""
-    if isinstance(body.workload, BatchWorkloadSpec):  # a job's deadlines or sizes (api/batch_jobs.py)
-        return batch_sweep_points(body, inputs, pricing, deadline=deadline)
-    constraints = body.constraints.to_constraints()
-    assert body.slo is not None, "WhatIfRequest requires an SLO for a traffic workload (_slo_for_traffic)"
-    slos = [body.slo.to_slo()] if body.sweep.slo is None else [
-        body.slo.model_copy(update={body.sweep.slo.metric: value}).to_slo() for value in body.sweep.slo.values
-    ]  # fmt: skip
-    gpu_axis: list[str | None] = list(body.sweep.gpus) if body.sweep.gpus is not None else [None]
-    points: list[dict[str, Any]] = []
-    for gpu in gpu_axis:
-        point_inputs = inputs if gpu is None else replace(inputs, gpus=tuple(g for g in inputs.gpus if g.slug == gpu))
-        for slo in slos:
-            for rate in body.sweep.rates_rps():
-                if deadline.remaining_s() <= 0:
-                    raise RequestTimeoutError(timeout_s=deadline.timeout_s)  # stops an abandoned sweep between points
-                point_started = time.perf_counter()
-                # a point without a plan says why (its constraint and reason); the relaxation search a
-                # single 422 runs (re-planning, seconds) is left to POST /v1/plans, so a sweep stays bounded
-                request = PlanningRequest(
-                    workload=body.workload.to_workload(rate),
-                    slo=slo,
-                    constraints=constraints,
-                    verify=body.verify,
-                    solver_time_limit_s=max(min(solver_time_limit_s, deadline.remaining_s()), MIN_SOLVER_TIME_S),
-                    advise=False,
-                    checkpoint=deadline.checkpoint,
-                )
-                result: PlanResult | None = None
-                error: HeadroomError | None = None
-                try:
-                    result = plan_capacity(request, point_inputs)
-                except HeadroomError as exc:
-                    if problem_type_for(exc).status != 422:
-                        raise  # a solver that gave up is the service's failure, not an answer about this point
-                    error = exc
-                plan_ms = (time.perf_counter() - point_started) * MS_PER_S
-                point = _point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
-                point["solve_ms"] = None
-                if result is not None:
-                    # provenance is None only on plans asked for without explanation; this request explains (the default)
-                    assert result.provenance is not None, "an explained plan carries its provenance"
-                    point["solve_ms"] = result.provenance.solve_ms
-                point["provider"] = pricing.provider
-                chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
-                point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour
-                points.append(point)
-    return points
 
 
 @router.post(
@@ -191,7 +47,7 @@ def what_if_sweep(
     deadline: DeadlineDep,
     metrics: MetricsDep,
 ) -> WhatIfResponse | Response:
-    answer = _sweep(body, catalog, settings, deadline, metrics)
+    answer = service.what_if_sweep(body, catalog, settings, deadline, metrics)
     if as_csv:
         return _sweep_csv(answer)
     return answer
@@ -214,33 +70,9 @@ def what_if_sweep_csv(
 ) -> Response:
     """The points `POST /v1/what-if?format=csv` answers, from a route that answers only CSV, so a
     client generated from the OpenAPI document returns them as text."""
-    return _sweep_csv(_sweep(body, catalog, settings, deadline, metrics))
+    return _sweep_csv(service.what_if_sweep(body, catalog, settings, deadline, metrics))
 
 
 def _sweep_csv(answer: WhatIfResponse) -> Response:
     rows = [point.model_dump(mode="json") for point in answer.points]
     return csv_response(rows_to_csv(rows, WHAT_IF_CSV_COLUMNS), filename="what-if.csv")
-
-
-def _sweep(
-    body: WhatIfRequest, catalog: Catalog, settings: Settings, deadline: Deadline, metrics: MetricsRegistry
-) -> WhatIfResponse:
-    """The sweep's points, served rounded (api/rounding.py)."""
-    started = time.perf_counter()
-    inputs, pricing = _inputs_for_gpus(body, catalog, settings.default_price_provider)
-    points = deadline.run(
-        sweep_points, body, inputs, pricing, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline
-    )
-    metrics.record_plan_computed(sum(1 for p in points if p["feasible"]))
-    for point in points:
-        if point["solve_ms"] is not None:
-            metrics.record_solver_time(point["solve_ms"] / MS_PER_S)
-    answer = WhatIfResponse(
-        model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=inputs.catalog_version,
-        provider=pricing.provider, notes=list(pricing.notes), hours_per_month=HOURS_PER_MONTH, verify=body.verify,
-        method=METHOD.format(verified="each plan verified in the simulator" if body.verify else "not verified in the simulator"),
-        points_total=len(points), points_feasible=sum(1 for p in points if p["feasible"]),
-        sweep_ms=(time.perf_counter() - started) * MS_PER_S,
-        points=[WhatIfPoint.model_validate({k: v for k, v in p.items() if k != "solve_ms"}) for p in points],
-    )  # fmt: skip
-    return WhatIfResponse.model_validate(rounded(answer.model_dump(mode="json")))  # served rounded (api/rounding.py)
