@@ -303,7 +303,7 @@ class Relaxation:
             return
         import highspy  # installed whenever HiGHS is the solver (`highs_available()`)
 
-        self._highs = highspy.Highs()
+        self._highs = highspy.Highs()  # type: ignore[no-untyped-call]  # highspy's Highs.__init__ has no annotations
         self._highs.setOptionValue("output_flag", False)
         self._columns = list(problem.variables())
         self._index = {variable.name: i for i, variable in enumerate(self._columns)}
@@ -366,7 +366,9 @@ class Relaxation:
             raise PlannerInputError(f"rows of {problem.name} were removed or replaced between solves (planner bug)")
         added = constraints[len(self._rows) :]
         if added:
-            starts, indices, values = [], [], []
+            starts: list[int] = []  # where each added row's entries begin in indices/values
+            indices: list[int] = []  # column of each nonzero coefficient
+            values: list[float] = []
             for constraint in added:
                 starts.append(len(indices))
                 for variable, coefficient in constraint.items():
@@ -412,7 +414,8 @@ def _row_limits(constraints: list[pulp.LpConstraint]) -> tuple[Any, Any]:
 
 def integer_value(variable: pulp.LpVariable) -> int:
     """The solved value of an integer variable, rounded (solvers return 2.9999999 for 3)."""
-    return int(round(variable.varValue or 0.0))
+    value: float = variable.varValue or 0.0  # pulp is untyped; the value is a float (or None before a solve)
+    return round(value)
 
 
 def model_size(problem: pulp.LpProblem, *, candidates: int) -> ModelSize:
