@@ -232,6 +232,8 @@ def diagnose_infeasible_fleet(
                     users[w.name] = users.get(w.name, 0) + integer_value(decisions.replicas[w.name, c.id, p]) * c.gpus_per_replica
         workload = max(sorted(users), key=lambda name: users[name])
         limit = spec.inventory_limit(gpu, p)
+        if limit is None:  # add_fleet_variables makes shortfall variables only where inventory is given
+            raise PlannerInputError(f"inventory shortfall of {gpu} in period {p}, which has no inventory (planner bug)")
         shortfalls.append(
             {"workload": workload, "period": p, "gpu": gpu, "gpus_short": short, "inventory": limit, "needed": limit + short}
         )

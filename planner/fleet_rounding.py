@@ -37,7 +37,8 @@ def whole_count(values: Mapping[str, float], variable: pulp.LpVariable) -> int:
 
 def value_at(expression: pulp.LpAffineExpression, values: Mapping[str, float]) -> float:
     """The value of `expression` at `values` (variable name → value)."""
-    return expression.constant + sum(coefficient * values.get(v.name, 0.0) for v, coefficient in expression.items())
+    total: float = expression.constant + sum(coefficient * values.get(v.name, 0.0) for v, coefficient in expression.items())
+    return total  # pulp is untyped: its constant and coefficients are floats
 
 
 def rounded_fleet(spec: FleetSpec, decisions: FleetDecisions, lp_values: Mapping[str, float]) -> dict[str, float] | None:
@@ -62,16 +63,14 @@ def rounded_fleet(spec: FleetSpec, decisions: FleetDecisions, lp_values: Mapping
         counts = {key: math.floor(value + ROUNDING_SLACK) for key, value in fractional.items()}
         for w in spec.workloads:
             for c in w.candidates:
-                if room[c.gpu] is not None:
-                    room[c.gpu] -= counts[w.name, c.id] * c.gpus_per_replica
+                _take(room, c.gpu, counts[w.name, c.id] * c.gpus_per_replica)
         for w in spec.workloads:
             mine = {c.id: counts[w.name, c.id] for c in w.candidates}
             while not _meets(w, p, mine, spec.constraints):
                 addable = [
                     c
                     for c in w.candidates
-                    if (room[c.gpu] is None or room[c.gpu] >= c.gpus_per_replica)
-                    and mine[c.id] < decisions.replicas[w.name, c.id, p].upBound
+                    if _has_room(room[c.gpu], c.gpus_per_replica) and mine[c.id] < decisions.replicas[w.name, c.id, p].upBound
                 ]
                 if not addable:
                     return None
@@ -83,10 +82,21 @@ def rounded_fleet(spec: FleetSpec, decisions: FleetDecisions, lp_values: Mapping
                     ),
                 )
                 mine[chosen.id] += 1
-                if room[chosen.gpu] is not None:
-                    room[chosen.gpu] -= chosen.gpus_per_replica
+                _take(room, chosen.gpu, chosen.gpus_per_replica)
             replicas.update({(w.name, key, p): n for key, n in mine.items()})
     return fleet_from_replicas(spec, decisions, trim_idle_replicas(spec, replicas), {})
+
+
+def _has_room(left: int | None, gpus: int) -> bool:
+    """Whether `gpus` more GPUs fit in what is left of a type's inventory (None: unlimited)."""
+    return left is None or left >= gpus
+
+
+def _take(room: dict[str, int | None], gpu: str, gpus: int) -> None:
+    """`gpus` GPUs of `gpu` taken from what is left of its inventory (an unlimited type stays so)."""
+    left = room[gpu]
+    if left is not None:
+        room[gpu] = left - gpus
 
 
 def cover_fleet(spec: FleetSpec, decisions: FleetDecisions) -> dict[str, float] | None:
@@ -148,10 +158,10 @@ def fleet_from_replicas(
         levels = {0, *uncovered} if ceiling is None else {0, ceiling, *uncovered}
         reserved = min(sorted(level for level in levels if ceiling is None or 0 <= level <= ceiling), key=cost, default=0)
         start[decisions.reserved_gpus[gpu].name] = reserved
-        for p, n in enumerate(uncovered):
+        for p, (n, limit) in enumerate(zip(uncovered, limits, strict=True)):
             on_demand = max(0, n - reserved)
             held = reserved + on_demand + spot_used[p]
-            if limits[p] is not None and held > limits[p]:
+            if limit is not None and held > limit:
                 return None
             start[decisions.on_demand_gpus[gpu, p].name] = on_demand
             if gpu in spec.spot:

@@ -365,7 +365,7 @@ def _milp_stage(
         found = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
         if search.is_cheaper(found):
             search.best = found
-        if not restricted and outcome.dual_bound is not None:
+        if not restricted and outcome.dual_bound is not None and search.best is not None:  # never None here: found, or a cheaper fleet
             search.bound = max(search.bound, min(outcome.dual_bound, search.cost_usd(search.best)))
 
 
@@ -408,7 +408,7 @@ def period_spec(spec: FleetSpec, period: int, pairs: set[WorkloadCandidate]) -> 
     return FleetSpec(
         workloads=tuple(workloads),
         prices=spec.prices,
-        inventory={gpu: (counts[period],) for gpu, counts in spec.inventory.items()},
+        inventory={gpu: (count,) for gpu, count in spec.inventory_in(period).items()},
         spot=spec.spot,
         period_hours=spec.period_hours,
         constraints=FleetConstraints(min_replicas=spec.constraints.min_replicas, n_plus_one=spec.constraints.n_plus_one),

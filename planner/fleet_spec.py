@@ -176,10 +176,20 @@ class FleetSpec:
 
     def inventory_limit(self, gpu: str, period: int) -> int | None:
         counts = self.inventory.get(gpu)
-        return None if counts is None else counts[period]
+        return None if counts is None else _count_in(counts, period)
+
+    def inventory_in(self, period: int) -> dict[str, int]:
+        """Each listed type's limit in one period."""
+        return {gpu: _count_in(counts, period) for gpu, counts in self.inventory.items()}
 
     def spot_price_usd_per_hour(self, gpu: str) -> float:
         return self.prices[gpu].on_demand_usd_per_hour * (1 - self.spot[gpu].discount_fraction)  # on-demand less the discount
+
+
+def _count_in(counts: int | tuple[int, ...], period: int) -> int:
+    """One period's limit from an inventory entry: `FleetSpec.__post_init__` stores one count per
+    period, but the field's type is the one callers give (a single count stands for every period)."""
+    return counts if isinstance(counts, int) else counts[period]
 
 
 # --- outputs ------------------------------------------------------------------------------------
