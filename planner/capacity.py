@@ -274,9 +274,9 @@ def _mu(planner: _Planner, option: Option, slo: Slo) -> float | tuple[str, str, 
     miss at a millionth of saturation settles that with one prediction."""
     facts = planner._facts(option, slo)
     vanishing = planner.saturation(option) * 1e-6
-    if facts.met_rps <= 0 and facts.drop is None and not planner.meets(option, slo, vanishing):
-        if facts.drop is None:
-            facts.drop = planner._why_never(option, slo, vanishing)
+    # drop is read again after meets, which records one when the queueing model does not converge
+    if facts.met_rps <= 0 and facts.drop is None and not planner.meets(option, slo, vanishing) and facts.drop is None:
+        facts.drop = planner._why_never(option, slo, vanishing)
     if facts.drop is not None:
         return facts.drop
     if facts.met_rps <= 0:

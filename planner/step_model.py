@@ -29,7 +29,6 @@ import numpy as np
 
 from planner.errors import PlannerInputError
 
-
 #: Token counts: one step's (a float) or many steps' at once (an array, the simulator's decode runs).
 Tokens = TypeVar("Tokens", float, np.ndarray)
 
