@@ -365,7 +365,8 @@ def _milp_stage(
         found = {variable.name: variable.varValue or 0.0 for variable in problem.variables()}
         if search.is_cheaper(found):
             search.best = found
-        if not restricted and outcome.dual_bound is not None and search.best is not None:  # never None here: found, or a cheaper fleet
+        # best is never None here (found, or a cheaper fleet); the check says so to the type checker
+        if not restricted and outcome.dual_bound is not None and search.best is not None:
             search.bound = max(search.bound, min(outcome.dual_bound, search.cost_usd(search.best)))
 
 
