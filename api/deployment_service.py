@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from api.inputs import priced
 from api.plan_service import DEFAULT_SOLVER_TIME_LIMIT_S, Runner, create_plan, run_directly, template_of
 from api.schemas.deployments import (
     DeploymentPut,
@@ -28,7 +29,6 @@ from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments, StoredDeployment
 from catalog.errors import NotFoundError
 from catalog.plans import Plans, StoredPlan
-from catalog.prices import Prices
 from catalog.repository import Catalog
 from planner.diff import (
     HOURS_PER_MONTH,
@@ -172,7 +172,7 @@ def _priced_spec(catalog: Catalog, slug: str, request: PlanRequest, default_prov
     NotFoundError when the GPU, the profile or its price at that provider is gone."""
     provider = request.provider or default_provider
     spec = catalog.gpu_spec(slug, request.efficiency_profile)
-    pricing = Prices(catalog.session).price_specs([spec], provider, price_overrides(request.prices))
+    pricing = priced(catalog, [spec], provider, price_overrides(request.prices))
     return pricing.specs[0]
 
 

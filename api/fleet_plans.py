@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.errors import RequestTimeoutError
+from api.inputs import BUILT_IN_EFFICIENCIES, priced
 from api.observability import Deadline
 from api.rounding import rounded
 from api.schemas.fleet_plans import (
@@ -52,7 +53,7 @@ from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning, PrecisionRead
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.errors import NotFoundError
-from catalog.prices import ChosenPrice, Prices
+from catalog.prices import ChosenPrice
 from catalog.repository import Catalog, Page
 from planner.confidence import meets
 from planner.errors import PlannerInputError
@@ -80,8 +81,6 @@ from planner.workload import Slo, Workload
 
 MS_PER_S = 1e3
 _PAGE = 500
-#: Efficiency names every GPU has; a stored profile may exist for some GPUs only.
-BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
 
 SHARE_POOLS_NOTE = (
     "share_pools is accepted but not modelled in this version: each workload runs its own replicas, "
@@ -137,7 +136,7 @@ def resolve_inputs(body: FleetPlanRequest, catalog: Catalog, default_provider: s
         except NotFoundError:
             if named_gpus or body.efficiency_profile in BUILT_IN_EFFICIENCIES:
                 raise
-    pricing = Prices(catalog.session).price_specs(specs, body.provider or default_provider, price_overrides(body.prices))
+    pricing = priced(catalog, specs, body.provider or default_provider, price_overrides(body.prices))
     notes.extend(pricing.notes)
     for slug, price in body.prices.items():
         if price.reserved_3y is not None or price.spot is not None:

@@ -14,8 +14,8 @@ from typing import Any
 from api.batch_jobs import batch_plan_request, batch_sweep_points
 from api.csv_export import HOURS_PER_MONTH
 from api.errors import RequestTimeoutError
+from api.inputs import planning_inputs
 from api.observability import Deadline, MetricsRegistry
-from api.plan_service import planning_inputs
 from api.problems import problem_type_for
 from api.rounding import rounded
 from api.schemas.plans import PlanRequest

@@ -206,7 +206,7 @@ OLD_GRID: dict[str, tuple[Any, ...]] = {"batch_limits": (8, 16, 32, 64, 128, 256
 
 def grid_ab(*, verify: bool) -> dict[str, Any]:
     """Each request's minimum CPU ms of two cold plans with OLD_GRID and two with today's, interleaved."""
-    from api.plan_service import planning_inputs
+    from api.inputs import planning_inputs
     from api.schemas.plans import PlanRequest
 
     logging.disable(logging.CRITICAL)

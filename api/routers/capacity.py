@@ -6,6 +6,7 @@
 from fastapi import APIRouter
 
 from api.deps import CatalogDep, ReaderDep, SettingsDep
+from api.inputs import instance_types, priced
 from api.problems import problem_responses
 from api.schemas.capacity import (
     CapacityCost,
@@ -15,8 +16,6 @@ from api.schemas.capacity import (
 )
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanPin
 from catalog.errors import NotFoundError
-from catalog.instances import InstanceTypes
-from catalog.prices import Prices
 from catalog.repository import Catalog
 from planner import capacity
 from planner.errors import PlannerInputError
@@ -30,7 +29,7 @@ def _instance_type(body: CapacityRequest, catalog: Catalog, provider: str) -> In
     sells no instance of that name; 422 when `gpu` or constraints.pin.gpu names another GPU."""
     if body.instance_type is None:
         return None
-    found = [t for t in InstanceTypes(catalog.session).instance_type_specs(provider) if t.name == body.instance_type]
+    found = [t for t in instance_types(catalog, provider) if t.name == body.instance_type]
     if not found:
         raise NotFoundError(
             f"provider {provider!r} sells no instance type {body.instance_type!r} (GET /v1/instance-types lists them)",
@@ -68,7 +67,7 @@ def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> t
         cost = CapacityCost(usd_per_hour=None, price_usd_per_gpu_hour=instance.usd_per_hour / instance.gpus, provider=provider)
         return _capacity_inputs(body, catalog, model, gpu, pin), cost
     try:
-        pricing = Prices(catalog.session).price_specs([gpu], provider)
+        pricing = priced(catalog, [gpu], provider)
     except PlannerInputError as unpriced:
         cost = CapacityCost(usd_per_hour=None, price_usd_per_gpu_hour=None, provider=provider, notes=[unpriced.detail])
     else:
