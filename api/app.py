@@ -51,6 +51,7 @@ from api.routers import catalog as catalog_routes
 from api.routers import deploy as deploy_routes
 from api.routers import deployments as deployment_routes
 from api.routers import evaluate as evaluate_routes
+from api.routers import explorer as explorer_routes
 from api.routers import fleet_plans as fleet_plan_routes
 from api.routers import instances as instance_routes
 from api.routers import keys as key_routes
@@ -257,6 +258,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return {"status": "ready"}
 
     install_docs(app)
+    app.include_router(explorer_routes.router)  # GET /: the plan explorer page (not in the OpenAPI document)
     for router in ROUTERS:
         app.include_router(router, prefix="/v1")
     routes = _RouteTable(app.router.routes)

@@ -1,0 +1,71 @@
+"""`GET /`: the plan explorer, a page served by the app itself that asks a plan or a capacity
+question through the JSON API and shows the answer in words, its charts, the stored deployments
+with their plan history, and the CSV and deploy downloads (issue 19 §2).
+
+Offline by construction: the HTML is rendered here from `api/templates/explorer.html`, and its
+script and stylesheet are files in `api/static/explorer/` served by the `/static` mount
+(api/docs_assets.py), so nothing is fetched from another host and there is no build step. The page
+calls the API from the browser with `fetch`, so it is authorised like any other client: with
+HEADROOM_REQUIRE_AUTH unset, reads and dry-run plans need no key, and a plan is stored only when
+the user gives a planner key (api/deps.py `authorize_plan`).
+
+Not part of the OpenAPI document (`include_in_schema=False`): it is a page, not an operation.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
+
+import re
+from pathlib import Path
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+from starlette.routing import BaseRoute
+
+import api
+from api.docs_assets import STATIC_PATH
+
+TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
+
+#: The charts of a stored plan the page embeds, in the order it shows them, with the caption each
+#: gets; served by GET /v1/plans/{plan_id}/charts/{name}.svg (api/routers/charts.py).
+CHARTS: tuple[tuple[str, str], ...] = (
+    ("wall", "Latency against utilisation: the 1/(1 − ρ) wall and where the plan sits on it"),
+    ("knee", "Throughput against batch: the knee the batch limit sits at"),
+    ("cost", "Cost as traffic grows (the sensitivity levels)"),
+    ("alternatives", "What the other GPU types and precisions would cost"),
+)
+
+#: Where vLLM, SGLang and TensorRT-LLM commands and Kubernetes manifests come from (api/routers/deploy.py).
+DEPLOY_TARGETS: tuple[str, ...] = ("vllm", "sglang", "trt-llm", "k8s")
+
+_CHART_PATH = re.compile(r"^/v1/plans/\{[a-z_]+\}/charts/(\{[a-z_]+\}|[a-z]+)\.svg$")
+
+router = APIRouter(include_in_schema=False)
+
+
+def available_charts(routes: list[BaseRoute]) -> tuple[tuple[str, str], ...]:
+    """The charts this app serves: a page that embedded a chart route the app lacks would show a
+    broken image (and a 404 in the browser's console), so the page asks the app, not a list."""
+    paths = [match.group(1) for route in routes if (match := _CHART_PATH.match(getattr(route, "path", "")))]
+    if any(path.startswith("{") for path in paths):  # one route with the chart's name as a parameter
+        return CHARTS
+    return tuple((name, caption) for name, caption in CHARTS if name in paths)
+
+
+@router.get("/", response_class=HTMLResponse, name="explorer")
+def explorer(request: Request) -> HTMLResponse:
+    """The explorer page; its data comes from the API, fetched by the page's script."""
+    prefix = str(request.scope.get("root_path", "")).rstrip("/")  # behind a proxy that mounts the service under a path
+    return TEMPLATES.TemplateResponse(
+        request,
+        "explorer.html",
+        {
+            "prefix": prefix,
+            "static": f"{prefix}{STATIC_PATH}",
+            "version": api.__version__,
+            "charts": available_charts(list(request.app.routes)),
+            "deploy_targets": DEPLOY_TARGETS,
+            "require_auth": bool(request.app.state.settings.require_auth),
+        },
+    )

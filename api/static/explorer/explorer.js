@@ -1,0 +1,541 @@
+// Headroom plan explorer: asks POST /v1/plans or POST /v1/capacity from the form, shows the answer
+// in words (the plan's decision, cost, binding and sensitivity sections), its charts and downloads,
+// and the stored deployments with their plan history. Hand-written, no dependencies, no build step;
+// every request goes to this service (the page's own origin and path prefix).
+"use strict";
+
+(function () {
+  const body = document.body;
+  const PREFIX = body.dataset.prefix || "";
+  const CHARTS = (body.dataset.charts || "").split(",").filter(Boolean);
+  const $ = (id) => document.getElementById(id);
+
+  // --- small helpers ---------------------------------------------------------------------------
+
+  /** An element with attributes and children (strings become text nodes: nothing is parsed as HTML). */
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name === "dataset") Object.assign(node.dataset, value);
+      else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+      else node.setAttribute(name, value === true ? "" : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  const numberFormats = new Map();
+  function num(value, digits = 2) {
+    if (value === null || value === undefined) return "—";
+    if (!numberFormats.has(digits)) {
+      numberFormats.set(digits, new Intl.NumberFormat("en-US", { maximumFractionDigits: digits }));
+    }
+    return numberFormats.get(digits).format(value);
+  }
+  function usd(value) {
+    if (value === null || value === undefined) return "—";
+    return "$" + new Intl.NumberFormat("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 }).format(value);
+  }
+  function signedUsd(value) {
+    if (value === null || value === undefined) return "—";
+    return (value >= 0 ? "+" : "−") + usd(Math.abs(value));
+  }
+  function precision(weights, kv) {
+    return weights === kv ? `${weights} weights and KV cache` : `${weights} weights, ${kv} KV cache`;
+  }
+  function chunk(tokens) {
+    return tokens === null || tokens === undefined ? "no chunked prefill" : `chunked prefill ${num(tokens, 0)} tokens`;
+  }
+
+  function apiKey() {
+    return $("api-key").value.trim();
+  }
+
+  /** The JSON API: {ok, status, data}; a network failure is {ok: false, status: 0}. */
+  async function api(path, options = {}) {
+    const headers = { Accept: "application/json" };
+    if (options.body !== undefined) headers["Content-Type"] = "application/json";
+    if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
+    let response;
+    try {
+      response = await fetch(PREFIX + path, {
+        method: options.method || "GET",
+        headers,
+        body: options.body === undefined ? undefined : JSON.stringify(options.body),
+      });
+    } catch (error) {
+      return { ok: false, status: 0, data: { title: "The service did not answer", detail: String(error) } };
+    }
+    let data = null;
+    try {
+      data = await response.json();
+    } catch (error) {
+      data = { title: `HTTP ${response.status}`, detail: "The answer was not JSON." };
+    }
+    return { ok: response.ok, status: response.status, data };
+  }
+
+  function setStatus(text, kind) {
+    const status = $("status");
+    status.textContent = text;
+    status.className = kind || "";
+  }
+
+  /** A problem document (RFC 9457) in words, with an infeasible plan's relaxations as what would change it. */
+  function problemView(problem) {
+    const parts = [el("p", { class: "problem-title" }, problem.title || "The request failed"), el("p", {}, problem.detail || "")];
+    if (Array.isArray(problem.errors) && problem.errors.length) {
+      parts.push(el("ul", {}, problem.errors.map((e) => el("li", {}, `${e.field}: ${e.message}`))));
+    }
+    if (Array.isArray(problem.relaxations) && problem.relaxations.length) {
+      const how = problem.relaxations_apply === "all" ? "All of these together would make it possible:" : "Any one of these would make it possible:";
+      parts.push(
+        el("p", {}, how),
+        el(
+          "ul",
+          { id: "relaxations" },
+          problem.relaxations.map((r) =>
+            el(
+              "li",
+              {},
+              `${r.constraint}: ${r.current === null ? "unset" : num(r.current)} → ${num(r.value)}${r.unit ? " " + r.unit : ""}`,
+              r.cost_usd_per_hour !== null && r.cost_usd_per_hour !== undefined ? ` (the plan would cost ${usd(r.cost_usd_per_hour)} per hour)` : "",
+            ),
+          ),
+        ),
+      );
+    }
+    return el("div", { class: "problem", role: "alert" }, parts);
+  }
+
+  // --- the catalog the form offers ---------------------------------------------------------------
+
+  async function loadCatalog() {
+    const [models, gpus] = await Promise.all([api("/v1/models?limit=500"), api("/v1/gpus?limit=500")]);
+    const modelSelect = $("model");
+    modelSelect.replaceChildren();
+    if (models.ok) {
+      for (const model of models.data.items) modelSelect.append(el("option", { value: model.slug }, `${model.name} (${model.slug})`));
+      if (models.data.items.some((m) => m.slug === "llama-3.1-8b")) modelSelect.value = "llama-3.1-8b";
+    } else {
+      modelSelect.append(el("option", { value: "" }, "the models could not be read"));
+    }
+    const allowed = $("gpus-allowed");
+    const capacityGpu = $("capacity-gpu");
+    allowed.replaceChildren(allowed.querySelector("legend"));
+    capacityGpu.replaceChildren();
+    if (!gpus.ok) {
+      allowed.append(el("p", { class: "muted" }, "The GPUs could not be read: " + (gpus.data.detail || gpus.status)));
+      return;
+    }
+    const grid = el("div", { class: "check-grid" });
+    for (const gpu of gpus.data.items) {
+      const id = `gpu-allow-${gpu.slug}`;
+      grid.append(el("div", { class: "check" }, el("input", { type: "checkbox", id, value: gpu.slug, name: "gpus" }), el("label", { for: id }, gpu.slug)));
+      capacityGpu.append(el("option", { value: gpu.slug }, `${gpu.name} (${gpu.slug})`));
+    }
+    allowed.append(grid);
+    if (gpus.data.items.some((g) => g.slug === "h100-sxm")) capacityGpu.value = "h100-sxm";
+  }
+
+  // --- the question ------------------------------------------------------------------------------
+
+  function mode() {
+    return $("mode-capacity").checked ? "capacity" : "plan";
+  }
+
+  function showMode() {
+    const capacity = mode() === "capacity";
+    for (const node of document.querySelectorAll(".plan-only")) node.hidden = capacity;
+    for (const node of document.querySelectorAll(".capacity-only")) node.hidden = !capacity;
+    $("verify").checked = !capacity; // capacity's own default is no simulation (POST /v1/capacity `verify`)
+  }
+
+  function numberOf(id) {
+    const text = $(id).value.trim();
+    return text === "" ? undefined : Number(text);
+  }
+  function integerOf(id) {
+    const value = numberOf(id);
+    return value === undefined ? undefined : Math.round(value);
+  }
+
+  function workloadShape() {
+    return {
+      prompt_tokens: { mean: numberOf("prompt-mean"), p99: numberOf("prompt-p99") },
+      output_tokens: { mean: numberOf("output-mean"), p99: numberOf("output-p99") },
+    };
+  }
+
+  function slo() {
+    const targets = {};
+    if (numberOf("ttft") !== undefined) targets.ttft_ms = numberOf("ttft");
+    if (numberOf("tpot") !== undefined) targets.tpot_ms = numberOf("tpot");
+    return targets;
+  }
+
+  /** The POST /v1/plans body the form says: a dry run unless a key is given. */
+  function planRequest() {
+    const constraints = {};
+    const gpus = [...document.querySelectorAll("#gpus-allowed input:checked")].map((box) => box.value);
+    if (gpus.length) constraints.gpus = gpus;
+    if (integerOf("max-gpus") !== undefined) constraints.max_gpus = integerOf("max-gpus");
+    if (numberOf("budget") !== undefined) constraints.budget_usd_per_hour = numberOf("budget");
+    const request = {
+      model: $("model").value,
+      workload: { arrival_rate_rps: numberOf("arrival-rate"), ...workloadShape() },
+      slo: slo(),
+      constraints,
+      verify: $("verify").checked,
+      store: apiKey() !== "",
+    };
+    const name = $("deployment-name").value.trim();
+    if (request.store && name) request.name = name;
+    return request;
+  }
+
+  function capacityRequest() {
+    return {
+      model: $("model").value,
+      gpu: $("capacity-gpu").value,
+      gpus: integerOf("capacity-gpus"),
+      workload: workloadShape(),
+      slo: slo(),
+      verify: $("verify").checked,
+    };
+  }
+
+  async function ask(event) {
+    event.preventDefault();
+    const button = $("submit");
+    button.disabled = true;
+    clearAnswer();
+    try {
+      if (mode() === "plan") {
+        setStatus("Planning… (searching, then verifying in the simulator)", "busy");
+        const answer = await api("/v1/plans", { method: "POST", body: planRequest() });
+        if (!answer.ok) return showProblem(answer.data);
+        showPlan(answer.data, answer.status === 201);
+        if (answer.status === 201) loadDeployments();
+      } else {
+        setStatus("Estimating capacity…", "busy");
+        const answer = await api("/v1/capacity", { method: "POST", body: capacityRequest() });
+        if (!answer.ok) return showProblem(answer.data);
+        showCapacity(answer.data);
+      }
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  // --- answers -------------------------------------------------------------------------------------
+
+  function clearAnswer() {
+    $("answer-body").replaceChildren();
+    $("answer-body").hidden = true;
+    $("charts").hidden = true;
+    $("downloads").hidden = true;
+    for (const img of document.querySelectorAll("#charts img")) img.removeAttribute("src");
+  }
+
+  function showAnswer(nodes, statusText) {
+    const answerBody = $("answer-body");
+    answerBody.replaceChildren(...nodes);
+    answerBody.hidden = false;
+    setStatus(statusText, "done");
+    $("answer").focus();
+  }
+
+  function showProblem(problem) {
+    showAnswer([problemView(problem)], "No answer: " + (problem.title || "the request failed") + ".");
+    $("status").className = "error";
+  }
+
+  /** A figure with a raw value for machines (data-value) and words for people. */
+  function fact(id, label, value, text) {
+    return [el("dt", {}, label), el("dd", { id, dataset: { value: value === null || value === undefined ? "" : String(value) } }, text)];
+  }
+
+  function bindingView(binding) {
+    if (!Array.isArray(binding) || !binding.length) return [];
+    const items = [];
+    for (const entry of binding) {
+      if (entry.kind === "slo") {
+        const metric = entry.constraint.replace("slo_", "").toUpperCase();
+        const unitMs = entry.constraint !== "slo_e2e";
+        const show = (s) => (unitMs ? `${num(s * 1000, 1)} ms` : `${num(s, 2)} s`);
+        const saving =
+          entry.relaxed_saving_usd_per_hour !== null && entry.relaxed_saving_usd_per_hour !== undefined
+            ? ` A ${num(entry.relax_by * 100, 0)} % looser target would save ${usd(entry.relaxed_saving_usd_per_hour)} per hour.`
+            : "";
+        items.push(
+          el(
+            "li",
+            { class: entry.binding ? "binds" : "" },
+            el("strong", {}, entry.binding ? `${metric} binds: ` : `${metric} holds: `),
+            `${show(entry.predicted_at_plan_s)} predicted against a target of ${show(entry.target_s)} (slack ${show(entry.slack_s)}).${saving}`,
+          ),
+        );
+      } else if (entry.kind === "capacity") {
+        if (entry.binding) items.push(el("li", { class: "binds" }, el("strong", {}, `${entry.constraint} binds: `), entry.detail));
+      } else if (entry.binding) {
+        items.push(el("li", { class: "binds" }, el("strong", {}, `${entry.constraint} binds: `), `${num(entry.value)} of ${num(entry.limit)} ${entry.unit}.`));
+      }
+    }
+    return [el("h3", {}, "What binds"), el("ul", { id: "answer-binding" }, items)];
+  }
+
+  function sensitivityView(sensitivity, costPerHour) {
+    if (!sensitivity) return [];
+    const rows = sensitivity.traffic.map((level) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, `${num(level.traffic_factor)}× (${num(level.arrival_rate_rps)} req/s)`),
+        el("td", {}, level.gpu ? `${num(level.gpus, 0)} × ${level.gpu} (tp ${level.tp}, ${level.replicas} replicas)` : level.breaks || level.note || "nothing serves it"),
+        el("td", { class: "num" }, usd(level.cost_usd_per_hour)),
+        el("td", { class: "num" }, signedUsd(level.cost_increase_usd_per_hour)),
+      ),
+    );
+    const headroom = `This plan serves up to ${num(sensitivity.max_arrival_rate_rps_within_slo)} req/s within the targets (${num(sensitivity.headroom_fraction * 100, 0)} % headroom over the asked rate).`;
+    return [
+      el("h3", {}, "What would change it"),
+      el("p", { id: "answer-headroom" }, headroom),
+      el(
+        "table",
+        { id: "answer-sensitivity" },
+        el("caption", {}, `More traffic, re-planned (this plan: ${usd(costPerHour)} per hour)`),
+        el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Traffic"), el("th", { scope: "col" }, "Plan"), el("th", { scope: "col" }, "Per hour"), el("th", { scope: "col" }, "Change"))),
+        el("tbody", {}, rows),
+      ),
+    ];
+  }
+
+  function alternativesView(alternatives) {
+    if (!Array.isArray(alternatives) || !alternatives.length) return [];
+    const rows = alternatives.map((alt) =>
+      el(
+        "tr",
+        {},
+        el("td", {}, alt.kind === "gpu" ? alt.name : `${alt.name} precision`),
+        el("td", {}, alt.gpus ? `${num(alt.gpus, 0)} × ${alt.gpu} (tp ${alt.tp}, ${alt.replicas} replicas)` : "—"),
+        el("td", { class: "num" }, alt.cost_usd_per_hour !== null ? usd(alt.cost_usd_per_hour) : alt.cost_at_least_usd_per_hour !== null && alt.cost_at_least_usd_per_hour !== undefined ? `≥ ${usd(alt.cost_at_least_usd_per_hour)}` : "—"),
+        el("td", {}, alt.reason),
+      ),
+    );
+    return [
+      el(
+        "table",
+        { id: "answer-alternatives" },
+        el("caption", {}, "The alternatives, and why they lost"),
+        el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Option"), el("th", { scope: "col" }, "Its best plan"), el("th", { scope: "col" }, "Per hour"), el("th", { scope: "col" }, "Why not"))),
+        el("tbody", {}, rows),
+      ),
+    ];
+  }
+
+  function showPlan(plan, stored) {
+    const decision = plan.plan;
+    const cost = plan.cost;
+    const rows = decision.fleet && decision.fleet.length ? decision.fleet : null;
+    const what = rows
+      ? `Buy a mixed fleet of ${num(decision.gpus_total, 0)} GPUs: ` + rows.map((r) => `${num(r.gpus, 0)} × ${r.gpu} (tp ${r.tp}, ${r.replicas} replicas, batch ${r.batch_limit})`).join("; ") + "."
+      : `Buy ${num(decision.gpus_total, 0)} × ${decision.gpu}: ${decision.replicas} ${decision.replicas === 1 ? "replica" : "replicas"} of tp ${decision.tp}, ${precision(decision.precision.weights, decision.precision.kv_cache)}, batch limit ${num(decision.batch_limit, 0)}, ${chunk(decision.chunk_tokens)}, at ${num(decision.target_rho * 100, 0)} % utilisation.`;
+    const nodes = [
+      el("p", { id: "answer-summary", class: "lead" }, what),
+      el("p", { id: "answer-cost" }, `It costs ${usd(cost.usd_per_hour)} per hour, ${usd(cost.usd_per_month)} per month (730 h), ${usd(cost.usd_per_million_output_tokens)} per million output tokens.`),
+      el(
+        "dl",
+        { class: "facts" },
+        fact("answer-gpu", "GPU", decision.gpu, decision.gpu),
+        fact("answer-gpus", "GPUs", decision.gpus_total, num(decision.gpus_total, 0)),
+        fact("answer-replicas", "Replicas × tp", decision.replicas, `${decision.replicas} × ${decision.tp}`),
+        fact("answer-cost-hour", "Per hour", cost.usd_per_hour, usd(cost.usd_per_hour)),
+        fact("answer-cost-month", "Per month", cost.usd_per_month, usd(cost.usd_per_month)),
+        plan.predicted ? fact("answer-ttft", "TTFT p99", plan.predicted.ttft_ms.p99, `${num(plan.predicted.ttft_ms.p99, 1)} ms`) : [],
+        plan.predicted ? fact("answer-tpot", "TPOT p99", plan.predicted.tpot_ms.p99, `${num(plan.predicted.tpot_ms.p99, 1)} ms`) : [],
+      ),
+    ];
+    if (Array.isArray(plan.warnings) && plan.warnings.length) nodes.push(el("ul", { class: "warnings" }, plan.warnings.map((w) => el("li", {}, w.message))));
+    if (plan.justification) {
+      nodes.push(...bindingView(plan.justification.binding));
+      nodes.push(...sensitivityView(plan.justification.sensitivity, cost.usd_per_hour));
+      nodes.push(...alternativesView(plan.justification.alternatives));
+    }
+    if (plan.batch_job) nodes.push(el("p", {}, `The job finishes in ${num(plan.batch_job.finish_h)} h and costs ${usd(plan.batch_job.cost_usd)} in all. ${plan.batch_job.billing}`));
+    nodes.push(
+      el(
+        "p",
+        { id: "answer-stored", class: "muted" },
+        stored
+          ? `Plan ${plan.id}, stored${plan.name ? ` as deployment ${plan.name}'s plan` : ""}.`
+          : "A dry run: answered, not stored. Give a planner key to store it and get its charts, CSV and deploy files.",
+      ),
+    );
+    showAnswer(nodes, `Plan: ${num(decision.gpus_total, 0)} × ${decision.gpu}, ${usd(cost.usd_per_hour)} per hour.`);
+    if (stored) showStoredExtras(plan.id);
+  }
+
+  function showStoredExtras(planId) {
+    const id = encodeURIComponent(planId);
+    if (CHARTS.length) {
+      for (const name of CHARTS) $(`chart-${name}`).src = `${PREFIX}/v1/plans/${id}/charts/${name}.svg`;
+      $("charts").hidden = false;
+    }
+    $("download-csv").href = `${PREFIX}/v1/plans/${id}/csv`;
+    $("download-csv").setAttribute("download", `plan-${planId}.csv`);
+    const target = $("deploy-target");
+    const setDeploy = () => {
+      $("download-deploy").href = `${PREFIX}/v1/plans/${id}/deploy?target=${encodeURIComponent(target.value)}`;
+      $("download-deploy").setAttribute("download", `plan-${planId}-${target.value}.${target.value === "k8s" ? "yaml" : "sh"}`);
+      $("download-deploy").textContent = `download the ${target.value} ${target.value === "k8s" ? "manifests" : "launch command"}`;
+    };
+    target.onchange = setDeploy;
+    setDeploy();
+    $("downloads").hidden = false;
+  }
+
+  function showCapacity(answer) {
+    const c = answer.configuration;
+    const nodes = [
+      el(
+        "p",
+        { id: "answer-summary", class: "lead" },
+        `${num(c.gpus_used, 0)} × ${c.gpu} serve up to ${num(answer.max_arrival_rate_rps)} requests/s within the targets: ${c.replicas} ${c.replicas === 1 ? "replica" : "replicas"} of tp ${c.tp}, ${precision(c.precision.weights, c.precision.kv_cache)}, batch limit ${num(c.batch_limit, 0)}, ${chunk(c.chunk_tokens)}.`,
+      ),
+      el("p", { id: "answer-cost" }, answer.cost.usd_per_hour === null ? `No price at ${answer.cost.provider}.` : `They cost ${usd(answer.cost.usd_per_hour)} per hour at ${answer.cost.provider}.`),
+      el(
+        "dl",
+        { class: "facts" },
+        fact("answer-gpu", "GPU", c.gpu, c.gpu),
+        fact("answer-gpus", "GPUs used", c.gpus_used, num(c.gpus_used, 0)),
+        fact("answer-rate", "Most traffic", answer.max_arrival_rate_rps, `${num(answer.max_arrival_rate_rps)} req/s`),
+        fact("answer-tokens", "Output tokens/s", answer.output_tokens_per_s, num(answer.output_tokens_per_s, 0)),
+        fact("answer-cost-hour", "Per hour", answer.cost.usd_per_hour, usd(answer.cost.usd_per_hour)),
+      ),
+      el("h3", {}, "What binds"),
+      el(
+        "p",
+        { id: "answer-binding" },
+        answer.binding === "saturation"
+          ? "Saturation: every target holds up to 99 % of what a replica can process."
+          : `${answer.binding.toUpperCase()} reaches its target at ${num(answer.utilisation * 100, 0)} % utilisation (${num(answer.max_rps_per_replica)} req/s per replica of ${num(answer.saturation_rps_per_replica)} at saturation).`,
+      ),
+    ];
+    showAnswer(nodes, `Capacity: ${num(answer.max_arrival_rate_rps)} requests/s on ${num(c.gpus_used, 0)} × ${c.gpu}.`);
+  }
+
+  // --- stored plans and deployments ----------------------------------------------------------------
+
+  async function openPlan(planId) {
+    clearAnswer();
+    setStatus(`Reading plan ${planId}…`, "busy");
+    const answer = await api(`/v1/plans/${encodeURIComponent(planId)}`);
+    if (!answer.ok) return showProblem(answer.data);
+    showPlan(answer.data, true);
+  }
+
+  async function loadDeployments() {
+    const box = $("deployments");
+    const answer = await api("/v1/deployments?limit=200");
+    if (!answer.ok) {
+      box.replaceChildren(problemView(answer.data));
+      return;
+    }
+    if (!answer.data.items.length) {
+      box.replaceChildren(el("p", { class: "muted" }, "No deployments yet: give a planner key and a deployment name to store one."));
+      return;
+    }
+    const rows = answer.data.items.map((d) =>
+      el(
+        "tr",
+        {},
+        el("th", { scope: "row" }, d.name),
+        el("td", {}, d.gpu ? `${num(d.gpus_total, 0)} × ${d.gpu}` : "—"),
+        el("td", { class: "num" }, d.replicas === null ? "—" : String(d.replicas)),
+        el("td", { class: "num" }, usd(d.cost_usd_per_hour)),
+        el("td", {}, d.current_plan_id ? el("button", { type: "button", onclick: () => openPlan(d.current_plan_id) }, "Open current plan") : "—"),
+        el("td", {}, el("button", { type: "button", onclick: () => loadHistory(d.name) }, "History")),
+      ),
+    );
+    box.replaceChildren(
+      el(
+        "table",
+        { id: "deployments-table" },
+        el("caption", {}, `Deployments (${answer.data.total})`),
+        el("thead", {}, el("tr", {}, ["Name", "Plan in force", "Replicas", "Per hour", "", ""].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows),
+      ),
+    );
+  }
+
+  /** What changed from the older plan to the newer, in words ("first plan" for the oldest). */
+  function changeFrom(older, newer) {
+    if (!older) return "first plan";
+    const changes = [];
+    for (const [key, label] of [["gpu", "GPU"], ["tp", "tp"], ["replicas", "replicas"], ["gpus_total", "GPUs"], ["precision", "precision"], ["batch_limit", "batch limit"]]) {
+      if (older[key] !== newer[key]) changes.push(`${label} ${older[key]} → ${newer[key]}`);
+    }
+    if (older.arrival_rate_rps !== newer.arrival_rate_rps) changes.push(`traffic ${num(older.arrival_rate_rps)} → ${num(newer.arrival_rate_rps)} req/s`);
+    const delta = newer.cost_usd_per_hour - older.cost_usd_per_hour;
+    if (Math.abs(delta) >= 0.005) changes.push(`cost ${signedUsd(delta)} per hour`);
+    return changes.length ? changes.join(", ") : "same plan";
+  }
+
+  async function loadHistory(name) {
+    const box = $("history");
+    const answer = await api(`/v1/deployments/${encodeURIComponent(name)}/plans?limit=100`);
+    if (!answer.ok) {
+      box.replaceChildren(problemView(answer.data));
+      return;
+    }
+    const items = answer.data.items; // newest first
+    const rows = items.map((p, i) =>
+      el(
+        "tr",
+        { class: p.current ? "current" : "" },
+        el("td", {}, new Date(p.created_at).toLocaleString("en-GB")),
+        el("td", {}, p.current ? "in force" : ""),
+        el("td", {}, `${num(p.gpus_total, 0)} × ${p.gpu} (tp ${p.tp}, ${p.replicas} replicas, ${p.precision}, batch ${p.batch_limit})`),
+        el("td", { class: "num" }, usd(p.cost_usd_per_hour)),
+        el("td", {}, changeFrom(items[i + 1], p)),
+        el("td", {}, el("button", { type: "button", onclick: () => openPlan(p.id) }, "Open")),
+      ),
+    );
+    box.replaceChildren(
+      el(
+        "table",
+        { id: "history-table" },
+        el("caption", {}, `${name}: ${answer.data.total} plans, newest first`),
+        el("thead", {}, el("tr", {}, ["Made", "", "Plan", "Per hour", "Change from the one before", ""].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows),
+      ),
+    );
+  }
+
+  // --- wiring --------------------------------------------------------------------------------------
+
+  document.addEventListener("DOMContentLoaded", () => {
+    for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", showMode);
+    $("question").addEventListener("submit", ask);
+    $("open-plan").addEventListener("submit", (event) => {
+      event.preventDefault();
+      openPlan($("plan-id").value.trim());
+    });
+    $("deploy-form").addEventListener("submit", (event) => event.preventDefault());
+    $("refresh-deployments").addEventListener("click", loadDeployments);
+    // With HEADROOM_REQUIRE_AUTH every read needs a key: read once one is given, not before.
+    const load = () => {
+      if (body.dataset.requireAuth === "true" && !apiKey()) return;
+      loadCatalog();
+      loadDeployments();
+    };
+    $("api-key").addEventListener("change", load);
+    showMode();
+    load();
+  });
+})();

@@ -1,0 +1,320 @@
+"""The plan explorer (`GET /`, api/routers/explorer.py) in a real browser: headless Chromium driven
+by Playwright against a live `headroom serve` (issue 19 §3).
+
+The browser is the system's Chromium (Debian's `chromium` package; `HEADROOM_CHROMIUM` names
+another binary), launched with `--no-sandbox` (containers run it as root); Playwright's own browser
+download is not used. Without a browser these tests skip with the reason, except in CI (`CI` set),
+where they fail: .ci/run installs chromium, as tests/conftest.py does for PostgreSQL.
+
+Every page is watched for console errors, uncaught exceptions, failed requests and requests to any
+host but the service's own 127.0.0.1: the page must work offline. Screenshots go to a pytest
+temporary folder, or to `HEADROOM_SCREENSHOTS_DIR` when set (docs/screenshots/explorer.png is made
+with `HEADROOM_SCREENSHOTS_DIR=docs/screenshots`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, Request, sync_playwright
+
+from tests.api.conftest import ADMIN_KEY, ServedHeadroom, serve_headroom
+
+CHROMIUM_ENV = "HEADROOM_CHROMIUM"
+SCREENSHOTS_ENV = "HEADROOM_SCREENSHOTS_DIR"
+#: A laptop screen (1440 × 900 CSS pixels, a 13–14" laptop's default scaled resolution).
+VIEWPORT = {"width": 1440, "height": 900}
+#: A plan with verification takes a few seconds on one core; a loaded 2-core CI runner is slower.
+PLAN_TIMEOUT_MS = 240_000
+#: docs/design.md's test vectors' model and the golden chat workload (tests/golden/chat-8b.request.json).
+MODEL = "llama-3.1-8b"
+CHARTS = ("wall", "knee", "cost", "alternatives")
+
+pytestmark = pytest.mark.slow
+
+
+def _chromium() -> str:
+    path = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or shutil.which("chromium-browser")
+    if path and Path(path).exists():
+        return path
+    reason = f"browser tests need Chromium (apt-get install chromium, or {CHROMIUM_ENV}=/path/to/chrome)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI is set, so they must run, not skip")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedHeadroom]:
+    with serve_headroom(tmp_path_factory.mktemp("explorer")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = _chromium()
+    playwright: Playwright = sync_playwright().start()
+    try:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+    finally:
+        playwright.stop()
+
+
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    folder = Path(os.environ[SCREENSHOTS_ENV]) if os.environ.get(SCREENSHOTS_ENV) else tmp_path / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@dataclass
+class Watched:
+    """What a page did that an offline, error-free page must not: kept per test, asserted at teardown."""
+
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def page(browser: Browser, served: ServedHeadroom) -> Iterator[tuple[Page, Watched]]:
+    context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+    watched = Watched()
+    opened = context.new_page()
+    opened.set_default_timeout(30_000)
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            watched.console_errors.append(f"{message.text} at {message.location}")
+
+    def on_failed(request: Request) -> None:
+        watched.failed.append(f"{request.method} {request.url}: {request.failure}")
+
+    opened.on("console", on_console)
+    opened.on("pageerror", lambda error: watched.page_errors.append(str(error)))
+    opened.on("requestfailed", on_failed)
+    opened.on("request", lambda request: watched.requested.append(request.url))
+    try:
+        yield opened, watched
+        assert watched.console_errors == [], watched.console_errors
+        assert watched.page_errors == [], watched.page_errors
+        assert watched.failed == [], watched.failed
+        off_host = [url for url in watched.requested if urlsplit(url).hostname != "127.0.0.1"]
+        assert off_host == [], f"the page fetched from other hosts: {off_host}"
+        assert watched.requested, "the page made no request at all"
+    finally:
+        context.close()
+
+
+def _open(page: Page, served: ServedHeadroom) -> None:
+    page.goto(served.base_url + "/")
+    page.wait_for_selector(f"#model option[value='{MODEL}']", state="attached")
+    page.wait_for_selector("#gpus-allowed input[type=checkbox]", state="attached")
+    page.wait_for_selector("#deployments p, #deployments table")
+
+
+def _fill_plan(page: Page, *, rate: str | None = "20", key: str = "", name: str = "", verify: bool = True) -> None:
+    """The golden chat workload (tests/golden/chat-8b.request.json); `rate` None for a capacity question (it has none)."""
+    page.select_option("#model", MODEL)
+    if rate is not None:
+        page.fill("#arrival-rate", rate)
+        page.fill("#deployment-name", name)
+    page.fill("#prompt-mean", "1000")
+    page.fill("#prompt-p99", "4000")
+    page.fill("#output-mean", "250")
+    page.fill("#output-p99", "1000")
+    page.fill("#ttft", "500")
+    page.fill("#tpot", "50")
+    page.set_checked("#verify", verify)
+    page.fill("#api-key", key)
+
+
+def _submit(page: Page, path: str) -> dict[str, Any]:
+    """Presses Enter in the form (the keyboard path) and returns the JSON body the page POSTed to `path`."""
+    with page.expect_request(lambda r: r.method == "POST" and urlsplit(r.url).path == path) as sent:
+        page.press("#tpot", "Enter")
+    body = sent.value.post_data_json
+    assert isinstance(body, dict)
+    page.wait_for_selector("#answer-gpu", timeout=PLAN_TIMEOUT_MS)
+    return body
+
+
+def _value(page: Page, selector: str) -> str:
+    value = page.get_attribute(selector, "data-value")
+    assert value is not None, selector
+    return value
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def test_page_loads_offline_labelled_and_keyboard_reachable(page: tuple[Page, Watched], served: ServedHeadroom) -> None:
+    browser_page, watched = page
+    _open(browser_page, served)
+    assert browser_page.title() == "Headroom plan explorer"
+    # Every control has a visible label tied to it (<label for>), including the GPU checkboxes.
+    unlabelled = browser_page.evaluate(
+        """() => [...document.querySelectorAll('input, select')]
+            .filter((c) => !document.querySelector(`label[for="${c.id}"]`))
+            .map((c) => c.id || c.name || c.outerHTML)"""
+    )
+    assert unlabelled == []
+    gpu_boxes = browser_page.locator("#gpus-allowed input[type=checkbox]").count()
+    assert gpu_boxes == httpx.get(f"{served.base_url}/v1/gpus?limit=500").json()["total"]
+    # The question's controls are reached with Tab alone, in reading order.
+    reached: list[str] = []
+    for _ in range(40):
+        browser_page.keyboard.press("Tab")
+        reached.append(browser_page.evaluate("() => document.activeElement.id"))
+    for control in ("model", "arrival-rate", "prompt-mean", "ttft", "tpot", "max-gpus", "budget", "api-key", "submit"):
+        assert control in reached, (control, reached)
+    assert reached.index("model") < reached.index("arrival-rate") < reached.index("ttft") < reached.index("submit")
+    # What was fetched: the page, its script and stylesheet from /static, and the catalog from the API.
+    paths = {urlsplit(url).path for url in watched.requested}
+    assert {"/", "/static/explorer/explorer.js", "/static/explorer/explorer.css", "/v1/models", "/v1/gpus"} <= paths
+
+
+def test_a_plan_asked_through_the_form_is_the_apis_plan(
+    page: tuple[Page, Watched], served: ServedHeadroom, screenshots: Path
+) -> None:
+    browser_page, _ = page
+    _open(browser_page, served)
+    _fill_plan(browser_page)
+    browser_page.check("#gpu-allow-l40s")
+    browser_page.check("#gpu-allow-h100-sxm")
+    browser_page.fill("#max-gpus", "16")
+    browser_page.fill("#budget", "100")
+    sent = _submit(browser_page, "/v1/plans")
+    # The form says what the user typed, as the API's request body: a dry run without a key.
+    assert sent == {
+        "model": MODEL,
+        "workload": {
+            "arrival_rate_rps": 20,
+            "prompt_tokens": {"mean": 1000, "p99": 4000},
+            "output_tokens": {"mean": 250, "p99": 1000},
+        },
+        "slo": {"ttft_ms": 500, "tpot_ms": 50},
+        "constraints": {"gpus": ["h100-sxm", "l40s"], "max_gpus": 16, "budget_usd_per_hour": 100},
+        "verify": True,
+        "store": False,
+    }
+    answer = httpx.post(f"{served.base_url}/v1/plans", json=sent, timeout=PLAN_TIMEOUT_MS / 1000)
+    assert answer.status_code == 200, answer.text
+    plan = answer.json()
+    assert plan["plan"]["gpu"] in ("l40s", "h100-sxm")
+    assert _value(browser_page, "#answer-gpu") == plan["plan"]["gpu"]
+    assert int(_value(browser_page, "#answer-gpus")) == plan["plan"]["gpus_total"]
+    assert float(_value(browser_page, "#answer-cost-hour")) == plan["cost"]["usd_per_hour"]
+    assert browser_page.inner_text("#answer-cost-hour") == _usd(plan["cost"]["usd_per_hour"])
+    summary = browser_page.inner_text("#answer-summary")
+    assert f"Buy {plan['plan']['gpus_total']} × {plan['plan']['gpu']}" in summary
+    assert _usd(plan["cost"]["usd_per_month"]) in browser_page.inner_text("#answer-cost")
+    # What binds and what would change it, from the justification's binding and sensitivity sections.
+    binding = plan["justification"]["binding"]
+    binds = [entry for entry in binding if entry["binding"] and entry["kind"] == "slo"]
+    for entry in binds:
+        assert entry["constraint"].removeprefix("slo_").upper() + " binds" in browser_page.inner_text("#answer-binding")
+    levels = plan["justification"]["sensitivity"]["traffic"]
+    assert browser_page.locator("#answer-sensitivity tbody tr").count() == len(levels)
+    assert browser_page.locator("#answer-alternatives tbody tr").count() == len(plan["justification"]["alternatives"])
+    # A dry run is not stored: no charts or downloads by id, and the page says why.
+    assert "dry run" in browser_page.inner_text("#answer-stored")
+    assert browser_page.is_hidden("#charts") and browser_page.is_hidden("#downloads")
+    browser_page.screenshot(path=screenshots / "explorer-dry-run.png", full_page=True)
+
+
+def test_capacity_asked_through_the_form_is_the_apis_answer(page: tuple[Page, Watched], served: ServedHeadroom) -> None:
+    browser_page, _ = page
+    _open(browser_page, served)
+    browser_page.check("#mode-capacity")
+    assert browser_page.is_hidden("#arrival-rate") and browser_page.is_visible("#capacity-gpus")
+    _fill_plan(browser_page, rate=None, verify=False)
+    browser_page.select_option("#capacity-gpu", "h100-sxm")
+    browser_page.fill("#capacity-gpus", "8")
+    sent = _submit(browser_page, "/v1/capacity")
+    assert sent["gpu"] == "h100-sxm" and sent["gpus"] == 8 and sent["verify"] is False
+    answer = httpx.post(f"{served.base_url}/v1/capacity", json=sent, timeout=PLAN_TIMEOUT_MS / 1000)
+    assert answer.status_code == 200, answer.text
+    capacity = answer.json()
+    assert _value(browser_page, "#answer-gpu") == "h100-sxm"
+    assert int(_value(browser_page, "#answer-gpus")) == capacity["configuration"]["gpus_used"]
+    assert float(_value(browser_page, "#answer-rate")) == capacity["max_arrival_rate_rps"]
+
+
+def test_a_stored_plan_has_charts_downloads_and_history(
+    page: tuple[Page, Watched], served: ServedHeadroom, screenshots: Path
+) -> None:
+    browser_page, _ = page
+    _open(browser_page, served)
+    _fill_plan(browser_page, key=ADMIN_KEY, name="explorer-chat")
+    with browser_page.expect_response(lambda r: urlsplit(r.url).path == "/v1/plans" and r.request.method == "POST") as posted:
+        _submit(browser_page, "/v1/plans")
+    assert posted.value.status == 201
+    plan = posted.value.json()
+    assert plan["name"] == "explorer-chat"
+    assert plan["id"] in browser_page.inner_text("#answer-stored")
+    stored = httpx.get(f"{served.base_url}/v1/plans/{plan['id']}").json()
+    assert float(_value(browser_page, "#answer-cost-hour")) == stored["cost"]["usd_per_hour"]
+    # Every chart the app serves is embedded, loads and is a non-empty SVG.
+    chart_names = browser_page.get_attribute("#charts", "data-chart-names") or ""
+    embedded = [name for name in chart_names.split(",") if name]
+    served_charts = [name for name in CHARTS if _has_chart_route(served, name)]
+    assert embedded == served_charts
+    for name in embedded:
+        image = browser_page.locator(f"#chart-{name}")
+        image.scroll_into_view_if_needed()
+        browser_page.wait_for_function(
+            "(id) => { const i = document.getElementById(id); return i.complete && i.naturalWidth > 0; }", arg=f"chart-{name}"
+        )
+        svg = httpx.get(f"{served.base_url}/v1/plans/{plan['id']}/charts/{name}.svg")
+        assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
+        assert "<svg" in svg.text and len(svg.text) > 500
+        image.screenshot(path=screenshots / f"chart-{name}.png")
+    browser_page.screenshot(path=screenshots / "explorer.png", full_page=True)
+    # The downloads are the API's own files.
+    with browser_page.expect_download() as csv_download:
+        browser_page.click("#download-csv")
+    csv_bytes = Path(csv_download.value.path()).read_bytes()
+    assert csv_bytes == httpx.get(f"{served.base_url}/v1/plans/{plan['id']}/csv").content
+    assert plan["id"].encode() in csv_bytes
+    browser_page.select_option("#deploy-target", "k8s")
+    with browser_page.expect_download() as deploy_download:
+        browser_page.click("#download-deploy")
+    manifests = Path(deploy_download.value.path()).read_bytes()
+    assert manifests == httpx.get(f"{served.base_url}/v1/plans/{plan['id']}/deploy", params={"target": "k8s"}).content
+    assert b"kind: Deployment" in manifests
+    # A second plan for the deployment at twice the traffic: the history shows both and what changed.
+    _fill_plan(browser_page, rate="40", key=ADMIN_KEY, name="explorer-chat", verify=False)
+    _submit(browser_page, "/v1/plans")
+    browser_page.wait_for_selector("#deployments-table")
+    row = browser_page.locator("#deployments-table tbody tr", has_text="explorer-chat")
+    row.get_by_role("button", name="History").click()
+    browser_page.wait_for_selector("#history-table")
+    history = httpx.get(f"{served.base_url}/v1/deployments/explorer-chat/plans").json()["items"]
+    rows = browser_page.locator("#history-table tbody tr")
+    assert rows.count() == len(history) == 2
+    assert "traffic 20 → 40 req/s" in rows.nth(0).inner_text()
+    assert "first plan" in rows.nth(1).inner_text()
+    # Opening the older plan from the history shows that plan.
+    rows.nth(1).get_by_role("button", name="Open").click()
+    browser_page.wait_for_function("(id) => document.getElementById('answer-stored')?.textContent.includes(id)", arg=plan["id"])
+    assert _value(browser_page, "#answer-gpu") == plan["plan"]["gpu"]
+
+
+def _has_chart_route(served: ServedHeadroom, name: str) -> bool:
+    """Whether the app documents GET /v1/plans/{plan_id}/charts/<name>.svg (api/routers/charts.py)."""
+    paths = httpx.get(f"{served.base_url}/openapi.json").json()["paths"]
+    return any(path.startswith("/v1/plans/{") and (path.endswith(f"/charts/{name}.svg") or "/charts/{" in path) for path in paths)
