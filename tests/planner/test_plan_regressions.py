@@ -14,6 +14,7 @@ from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.planning import PlanResult
 from planner.queueing import predict
+from planner.simulator import simulate
 from planner.workload import Serving
 from tests.planner.test_plan_invariants import (
     EIGHT_B_E2E_MIXED,
@@ -25,6 +26,7 @@ from tests.planner.test_plan_invariants import (
     SEVENTY_B_TPOT_BUDGET_6,
     SEVENTY_B_TWO_CULPRITS,
     THIRTEEN_B_MIXED,
+    Case,
     at_most,
     check_relaxations,
     cost_of,
@@ -110,3 +112,54 @@ def test_a_looser_ttft_never_makes_a_verified_mixed_fleet_infeasible() -> None:
     assert isinstance(strict, PlanResult), describe(strict)
     loose = plan(replace(THIRTEEN_B_MIXED, ttft_ms=157.5))
     assert at_most(cost_of(strict), cost_of(loose)), f"{describe(strict)} became {describe(loose)}"
+
+
+#: Hypothesis's stored counter-example to invariant 5 (test_plan_invariants.py): a verified mixed fleet
+#: of four rows, each filled by the MILP to ~98 % of its μ (b64/c2048; the test's grid stops at 64).
+EIGHT_B_MIXED_TTFT = Case(
+    model="llama-3.1-8b",
+    gpus=("a100-80gb-sxm", "l40s", "mi300x"),
+    precisions=("bf16/bf16",),
+    rate_rps=26.75,
+    prompt=(741, 1111),
+    output=(308, 616),
+    arrival_cv=1.0,
+    ttft_ms=336,
+    tpot_ms=100,
+    e2e_s=10,
+    max_gpus=None,
+    budget_usd_per_hour=None,
+    min_replicas=1,
+    n_plus_one=False,
+    mixed_fleet=True,
+    inventory=(("mi300x", 3),),
+    verify=True,
+    other_gpus=(),
+    other_precisions=(),
+)
+
+
+def test_the_mixed_fleet_invariant_5_flagged_meets_ttft_over_long_simulations() -> None:
+    """Invariant 5 flags the tp2 rows (simulated p99 TTFT 0.47 and 0.43 s, whole 95 % CI above 0.336 s
+    at 4,000 requests, seed 7,919). Measured 2026-12-02: at 9.7 and 11.7 req/s on 64 slots the batch
+    is full for ~1.3 % of arrivals, and rare bursts that fill it last longer than the simulator's
+    batch means, so a 4,000-request run's p99 is bimodal across seeds (0.10-0.67 s; 10-13 % of 30
+    seeds have the whole CI above the target) while 40,000-request runs read 0.13-0.21 s. The plan
+    meets its SLO: this holds the long-run reading, the evidence that the invariant's CI (not the
+    planner) is what misfires here."""
+    result = plan(EIGHT_B_MIXED_TTFT)
+    assert isinstance(result, PlanResult), describe(result)
+    model, workload, slo = MODELS[EIGHT_B_MIXED_TTFT.model], EIGHT_B_MIXED_TTFT.workload(), EIGHT_B_MIXED_TTFT.slo()
+    assert slo.ttft_s is not None
+    for row in result.rows:
+        gpu, precision = GPUS[row.gpu], PRECISIONS[f"{row.weights_precision}/{row.kv_precision}"]
+        run = simulate(
+            build_step_model(gpu, model, precision, row.tp, gpu.efficiency),
+            workload.at_rate(row.offered_rps / row.replicas),
+            Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
+            kv_capacity_tokens=kv_capacity_tokens(gpu, model, precision, row.tp, gpu.efficiency),
+            requests=40_000,
+            seed=101,
+        )
+        assert run.stable, row
+        assert run.ttft_s.p99 <= slo.ttft_s, f"{row.gpu} tp{row.tp}: long-run p99 TTFT {run.ttft_s.p99:.3f} s"
