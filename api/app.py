@@ -48,6 +48,7 @@ from api.problems import (
 from api.routers import calibrations as calibration_routes
 from api.routers import capacity as capacity_routes
 from api.routers import catalog as catalog_routes
+from api.routers import charts as chart_routes
 from api.routers import deploy as deploy_routes
 from api.routers import deployments as deployment_routes
 from api.routers import evaluate as evaluate_routes
@@ -77,6 +78,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     deployment_routes.router,
     what_if_routes.router,
     capacity_routes.router,
+    chart_routes.router,
     key_routes.router,
 )
 
