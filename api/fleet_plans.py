@@ -9,9 +9,10 @@ An infeasible fleet raises the planner's InfeasiblePlanError, whose members (wor
 gpu, gpus_short, shortfalls) the problem document carries.
 
 Bounded work (docs/reliability.md "Bounded work"): the catalog is read in the request's thread,
-then the tables and the MILP run under the request's `Deadline`. The MILP's limit is the least of
-the request's `solver_time_limit_s`, the service's `solver_time_limit_s` and the time the request
-has left; the tables' jobs carry the deadline into the worker processes, which stop at the next
+then the tables and the MILP run under the request's `Deadline`. The MILP's limit is the one
+policy every planning endpoint shares (api.settings.solver_time_limit_s), taken when the MILP
+starts: the least of the service's `solver_time_limit_s`, a share of the time the request has left
+and the request's own `solver_time_limit_s`, which may only lower it; the tables' jobs carry the deadline into the worker processes, which stop at the next
 (GPU, tp) search once it has passed, and jobs not yet started are cancelled; `solve_fleet` checks
 it between stages. So a request answered 503 stops burning CPU within one stage. Before any of
 that, a request whose MILP would be larger than `MAX_MILP_COLUMNS` is a 422 naming the bound.
@@ -419,8 +420,9 @@ def plan_fleet(
 ) -> FleetOutcome:
     """The cheapest fleet for `body` at the request's provider's prices (else `default_provider`'s).
     The catalog is read here; the tables and the MILP run under `deadline` when one is given
-    (RequestTimeoutError past it, the work stopped), the MILP within the least of the request's
-    `solver_time_limit_s`, `solver_time_limit_s` and the time left. Raises NotFoundError,
+    (RequestTimeoutError past it, the work stopped), the MILP within api.settings.solver_time_limit_s
+    of `solver_time_limit_s` (the service's; None: the request's alone), the time left and the
+    request's `solver_time_limit_s`. Raises NotFoundError,
     InfeasiblePlanError (a workload no configuration serves, or demand beyond inventory or
     budget), PlannerInputError (no GPUs or precisions, a MILP past MAX_MILP_COLUMNS), SolverError."""
     started = time.perf_counter()
@@ -443,10 +445,10 @@ def plan_fleet(
                 constraint="precisions",
             )
         raise PlannerInputError("no precisions to plan with: allow at least one", constraint="precisions")
-    limits = [body.solver_time_limit_s] + ([] if solver_time_limit_s is None else [solver_time_limit_s])
+    configured = body.solver_time_limit_s if solver_time_limit_s is None else solver_time_limit_s
     if deadline is None:
-        return _plan(body, inputs, models, started=started, deadline=None, solver_time_limit_s=min(limits))
-    return deadline.run(_plan, body, inputs, models, started=started, deadline=deadline, solver_time_limit_s=min(limits))
+        return _plan(body, inputs, models, started=started, deadline=None, solver_time_limit_s=configured)
+    return deadline.run(_plan, body, inputs, models, started=started, deadline=deadline, solver_time_limit_s=configured)
 
 
 def _plan(
@@ -489,11 +491,13 @@ def _plan(
         ),
     )
     if deadline is None:
-        plan = solve_fleet(spec, time_limit_s=solver_time_limit_s)
+        plan = solve_fleet(spec, time_limit_s=min(solver_time_limit_s, body.solver_time_limit_s))
     else:
         checkpoint = _deadline_checkpoint(deadline)
         checkpoint()
-        plan = solve_fleet(spec, time_limit_s=min(solver_time_limit_s, deadline.remaining_s()), checkpoint=checkpoint)
+        # the one policy (api.settings.solver_time_limit_s), taken when the MILP starts: the tables took their share
+        limit_s = deadline.solver_time_limit_s(solver_time_limit_s, body.solver_time_limit_s)
+        plan = solve_fleet(spec, time_limit_s=limit_s, checkpoint=checkpoint)
     return FleetOutcome(
         plan=plan,
         inputs=inputs,

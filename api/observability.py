@@ -46,8 +46,8 @@ enforced where the long work is called: `deadline.run(fn, *args)` runs `fn` in a
 and answers 503 `request-timeout` when the time is up (the session then rolls back, so nothing
 is written). The abandoned worker runs on to its end and its result is dropped; `fn` must
 therefore be pure planner work on specs already read (never the request's session), and a
-solver inside should still get its own limit: `min(settings.solver_time_limit_s,
-deadline.remaining_s())`.
+solver inside should still get its own limit: `deadline.solver_time_limit_s(settings.solver_time_limit_s)`
+(api.settings.solver_time_limit_s, the one policy).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.errors import RequestTimeoutError
-from api.settings import Settings
+from api.settings import Settings, solver_time_limit_s
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -361,6 +361,10 @@ class Deadline:
         request's 503 abandoned stops at its next step instead of running on in its thread."""
         if self.remaining_s() <= 0:
             raise RequestTimeoutError(timeout_s=self.timeout_s)
+
+    def solver_time_limit_s(self, configured_s: float, requested_s: float | None = None) -> float:
+        """The solver's limit now: api.settings.solver_time_limit_s on the time left."""
+        return solver_time_limit_s(configured_s, self.remaining_s(), requested_s)
 
     def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """`fn(*args, **kwargs)` within the time left; else 503 naming the whole request timeout."""

@@ -35,6 +35,28 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
 
+#: The share of a request's remaining time its solver may take. The solve is not a request's last
+#: step: a plan is then verified in the simulator, explained and stored, a fleet plan rounded and
+#: reported, all under the same deadline. Those steps took about 90 ms at p50 on the reference
+#: plans (docs/plan-benchmark.md: 202 ms with verify against 114 ms without), so a fifth of what is
+#: left (6 s of the default 30 s timeout) leaves them room with a wide margin, and a solver that
+#: runs to its limit still has its plan answered rather than a 503.
+SOLVER_SHARE_OF_DEADLINE = 0.8
+#: The deadline never leaves the solver less than this: a MILP over a few candidates solves in
+#: milliseconds, and the deadline itself still answers 503 on time (api.observability.Deadline).
+MIN_SOLVER_TIME_S = 0.1
+
+
+def solver_time_limit_s(configured_s: float, remaining_s: float, requested_s: float | None = None) -> float:
+    """The one solver time-limit policy of every planning endpoint (plans, re-plans, what-if points,
+    fleet plans): the least of the service's HEADROOM_SOLVER_TIME_LIMIT_S (`configured_s`), the
+    request's remaining time × SOLVER_SHARE_OF_DEADLINE (at least MIN_SOLVER_TIME_S) and the
+    request's own limit (`requested_s`, a fleet plan's body), which may only lower it."""
+    from_deadline = max(remaining_s * SOLVER_SHARE_OF_DEADLINE, MIN_SOLVER_TIME_S)
+    limits = [configured_s, from_deadline] + ([] if requested_s is None else [requested_s])
+    return min(limits)
+
+
 class SettingsError(ValueError):
     """A setting that cannot be used; the message names the variable."""
 

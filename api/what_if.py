@@ -29,9 +29,6 @@ from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_c
 from planner.workload import Slo
 
 MS_PER_S = 1e3
-#: The solver's limit never drops below this when the request's deadline is near: a MILP over a
-#: few candidates solves in milliseconds, and the deadline itself still answers 503 on time.
-MIN_SOLVER_TIME_S = 0.1
 
 METHOD = (
     "Each point is a full POST /v1/plans search (plan_capacity: candidates, branch and bound, MILP) at that point's "
@@ -134,7 +131,7 @@ def sweep_points(
                     slo=slo,
                     constraints=constraints,
                     verify=body.verify,
-                    solver_time_limit_s=max(min(solver_time_limit_s, deadline.remaining_s()), MIN_SOLVER_TIME_S),
+                    solver_time_limit_s=deadline.solver_time_limit_s(solver_time_limit_s),  # the one policy (api.settings)
                     advise=False,
                     checkpoint=deadline.checkpoint,
                 )

@@ -83,7 +83,7 @@ def put_deployment(
         session,
         if_version=if_match,
         run=deadline.run,
-        solver_time_limit_s=settings.solver_time_limit_s,
+        solver_time_limit_s=deadline.solver_time_limit_s(settings.solver_time_limit_s),
         default_provider=settings.default_price_provider,
     )
     headers = {"ETag": etag(content["version"])}
@@ -185,7 +185,7 @@ def replan_deployment(
         catalog,
         session,
         run=deadline.run,
-        solver_time_limit_s=settings.solver_time_limit_s,
+        solver_time_limit_s=deadline.solver_time_limit_s(settings.solver_time_limit_s),
         default_provider=settings.default_price_provider,
     )
     _record_plan(metrics, content["plan"])

@@ -71,7 +71,7 @@ def create_plan(
         catalog,
         session,
         run=deadline.run,
-        solver_time_limit_s=min(settings.solver_time_limit_s, deadline.remaining_s()),
+        solver_time_limit_s=deadline.solver_time_limit_s(settings.solver_time_limit_s),
         default_provider=settings.default_price_provider,
         checkpoint=deadline.checkpoint,
     )

@@ -21,6 +21,7 @@ from api.schemas.fleet_plans import (
     MAX_SHAPE_OPTIONS,
     MAX_WORKLOAD_PERIODS,
 )
+from api.settings import SOLVER_SHARE_OF_DEADLINE
 from planner.fleet_candidates import clear_caches
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
@@ -120,6 +121,26 @@ def test_the_deadline_bounds_the_solver_limit(seeded: Callable[..., ApiClient], 
     response = post(seeded(solver_time_limit_s=10.0, request_timeout_s=4.0), body(solver_time_limit_s=10.0))
     assert response.status_code == 201, response.text
     assert 0 < limits[0] < 4.0
+
+
+def test_the_fleet_solver_limit_is_the_one_policy_on_the_deadline(
+    seeded: Callable[..., ApiClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same policy as every planning endpoint (api.settings.solver_time_limit_s): with 10 s
+    allowed by service and request and a 4 s request timeout, the MILP gets at most
+    SOLVER_SHARE_OF_DEADLINE of the time left when it starts, so at most 0.8 x 4 s = 3.2 s."""
+    limits: list[float] = []
+    solve = fleet_plans.solve_fleet
+
+    def recording(spec: Any, *, time_limit_s: float, **kwargs: Any) -> Any:
+        limits.append(time_limit_s)
+        return solve(spec, time_limit_s=time_limit_s, **kwargs)
+
+    assert post(seeded(), body()).status_code == 201  # the tables, cached
+    monkeypatch.setattr(fleet_plans, "solve_fleet", recording)
+    response = post(seeded(solver_time_limit_s=10.0, request_timeout_s=4.0), body(solver_time_limit_s=10.0))
+    assert response.status_code == 201, response.text
+    assert 0 < limits[0] <= 4.0 * SOLVER_SHARE_OF_DEADLINE
 
 
 def test_a_plan_past_the_request_timeout_answers_503_and_then_stops(seeded: Callable[..., ApiClient]) -> None:
