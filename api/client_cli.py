@@ -320,7 +320,7 @@ def _plan_locally(
     deployment = Deployments(session).find(request.name) if request.name is not None else None
     current_id = deployment.current_plan_id if deployment is not None else None
     before = _decision(Plans(session).get(current_id).response) if current_id else None
-    content = create_plan(request, catalog, session, default_provider=default_provider)
+    content = create_plan(request, catalog, default_provider=default_provider)
     Deployments(session).record_named_plan(request.name, content["id"], request.model_dump(mode="json"))
     return before, content
 
@@ -331,7 +331,7 @@ def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any,
     from api.deployment_service import replan
     from api.schemas.deployments import ReplanRequest, ReplanResponse
 
-    content = replan(name, ReplanRequest.model_validate(body), catalog, session, default_provider=default_provider)
+    content = replan(name, ReplanRequest.model_validate(body), catalog, default_provider=default_provider)
     encoded: dict[str, Any] = jsonable_encoder(ReplanResponse.model_validate(content))  # a model encodes to a JSON object
     return encoded
 

@@ -10,8 +10,6 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from api.inputs import priced
 from api.plan_service import DEFAULT_SOLVER_TIME_LIMIT_S, Runner, create_plan, run_directly, template_of
 from api.schemas.deployments import (
@@ -51,7 +49,6 @@ def put_deployment(
     name: str,
     body: DeploymentPut,
     catalog: Catalog,
-    session: Session,
     *,
     if_version: int | None,
     run: Runner = run_directly,
@@ -60,34 +57,35 @@ def put_deployment(
 ) -> tuple[dict[str, Any], bool]:
     """Create the deployment (and plan it at once) or replace its settings; (DeploymentRead JSON, created)."""
     request = body.plan_request(name)
+    session = catalog.session  # the request's transaction: the deployment and its first plan commit together
     _, created = Deployments(session).save(
         name=name, request=template_of(request), hysteresis=body.hysteresis.model_dump(mode="json"), if_version=if_version
     )
     if created:
         content = create_plan(
-            request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
+            request, catalog, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
         )
         Deployments(session).adopt(name, content["id"])
-    return deployment_read(session, Deployments(session).get(name)), created
+    return deployment_read(Deployments(session), Plans(session), Deployments(session).get(name)), created
 
 
-def deployment_read(session: Session, deployment: StoredDeployment) -> dict[str, Any]:
-    current = Plans(session).get(deployment.current_plan_id).response if deployment.current_plan_id else None
+def deployment_read(deployments: Deployments, plans: Plans, deployment: StoredDeployment) -> dict[str, Any]:
+    current = plans.get(deployment.current_plan_id).response if deployment.current_plan_id else None
     return {
         "name": deployment.name,
         "settings": deployment.request,
         "hysteresis": deployment.hysteresis,
         "current_plan_id": deployment.current_plan_id,
         "current_plan": current,
-        "plans_total": Deployments(session).history(deployment.name, limit=1).total,
+        "plans_total": deployments.history(deployment.name, limit=1).total,
         "version": deployment.version,
         "created_at": deployment.created_at,
         "updated_at": deployment.updated_at,
     }
 
 
-def deployment_summary(session: Session, deployment: StoredDeployment) -> dict[str, Any]:
-    plan = Plans(session).get(deployment.current_plan_id).response if deployment.current_plan_id else None
+def deployment_summary(plans: Plans, deployment: StoredDeployment) -> dict[str, Any]:
+    plan = plans.get(deployment.current_plan_id).response if deployment.current_plan_id else None
     return {
         "name": deployment.name,
         "current_plan_id": deployment.current_plan_id,
@@ -275,7 +273,6 @@ def replan(
     name: str,
     body: ReplanRequest,
     catalog: Catalog,
-    session: Session,
     *,
     run: Runner = run_directly,
     solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
@@ -283,14 +280,13 @@ def replan(
 ) -> dict[str, Any]:
     """Plan the deployment again with what changed, diff it against the current plan and decide
     with the deployment's hysteresis; the ReplanResponse JSON."""
+    session = catalog.session
     deployments = Deployments(session)
     deployment = deployments.get(name)
     request = _replan_request(deployment.request, name, body)
     hysteresis_spec = HysteresisSpec.model_validate(deployment.hysteresis)
     hysteresis = hysteresis_spec.to_hysteresis()
-    new = create_plan(
-        request, catalog, session, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
-    )
+    new = create_plan(request, catalog, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider)
     if deployment.current_plan_id is None:  # created by PUT whose first plan failed: nothing to keep
         deployments.adopt(name, new["id"], request=template_of(request))
         current = Plans(session).get(new["id"])
@@ -335,12 +331,10 @@ def replan(
     }
 
 
-def recheck(
-    plan_id: str, catalog: Catalog, session: Session, *, default_provider: str = DEFAULT_PRICE_PROVIDER
-) -> dict[str, Any]:
+def recheck(plan_id: str, catalog: Catalog, *, default_provider: str = DEFAULT_PRICE_PROVIDER) -> dict[str, Any]:
     """Whether a stored plan still holds at its own workload and SLOs on today's catalog (at its
     request's provider's prices, else `default_provider`'s); the RecheckResponse JSON."""
-    stored = Plans(session).get(plan_id)
+    stored = Plans(catalog.session).get(plan_id)
     request = PlanRequest.model_validate(stored.request)
     if isinstance(request.workload, BatchWorkloadSpec):
         raise PlannerInputError("a batch job's plan has no SLO to recheck: plan the job again", constraint="workload.kind")

@@ -1,9 +1,12 @@
 """Dependencies routes declare with `Annotated` aliases: the settings, one database session per
-request, the catalog on that session, the caller's API key role, and the If-Match version.
+request, the catalog and the stores on that session (plans, fleet plans, deployments, prices,
+instance types, API keys), the caller's API key role, and the If-Match version.
 
 The session commits when the route returns and rolls back when it raises, before the response
 is sent (dependency scope "function"), so a 2xx means the write is durable and a problem
-response means nothing was written. Routes never touch the session or status codes themselves.
+response means nothing was written. Routes never touch the session or status codes themselves:
+they get the catalog or a store (FastAPI resolves `_session` once per request, so every store a
+route declares shares the one transaction) and hand it to a service.
 """
 
 from __future__ import annotations
@@ -21,6 +24,11 @@ from sqlalchemy.orm import Session
 from api.errors import AuthenticationError, MalformedHeaderError, PermissionDeniedError
 from api.settings import Settings
 from catalog.api_keys import ApiKeys
+from catalog.deployments import Deployments
+from catalog.fleet_plans import FleetPlans
+from catalog.instances import InstanceTypes
+from catalog.plans import Plans
+from catalog.prices import Prices
 from catalog.repository import Catalog
 
 #: Roles in increasing power; a role may do what every role before it may.
@@ -54,6 +62,40 @@ def _catalog(session: SessionDep) -> Catalog:
 
 CatalogDep = Annotated[Catalog, Depends(_catalog)]
 
+
+def _plans(session: SessionDep) -> Plans:
+    return Plans(session)
+
+
+def _fleet_plans(session: SessionDep) -> FleetPlans:
+    return FleetPlans(session)
+
+
+def _deployments(session: SessionDep) -> Deployments:
+    return Deployments(session)
+
+
+def _prices(session: SessionDep) -> Prices:
+    return Prices(session)
+
+
+def _instance_types(session: SessionDep) -> InstanceTypes:
+    return InstanceTypes(session)
+
+
+def _keys(session: SessionDep) -> ApiKeys:
+    return ApiKeys(session)
+
+
+#: The stores on the request's session (catalog/plans.py, fleet_plans.py, deployments.py, prices.py,
+#: instances.py, api_keys.py).
+PlansDep = Annotated[Plans, Depends(_plans)]
+FleetPlansDep = Annotated[FleetPlans, Depends(_fleet_plans)]
+DeploymentsDep = Annotated[Deployments, Depends(_deployments)]
+PricesDep = Annotated[Prices, Depends(_prices)]
+InstanceTypesDep = Annotated[InstanceTypes, Depends(_instance_types)]
+KeysDep = Annotated[ApiKeys, Depends(_keys)]
+
 _bearer = HTTPBearer(
     auto_error=False,
     scheme_name="ApiKey",
@@ -71,7 +113,7 @@ def _digest(key: str) -> bytes:
 
 def _caller_role(
     settings: SettingsDep,
-    catalog: CatalogDep,
+    keys: KeysDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str | None:
     """The role of the presented key; None without a key; 401 for a key nobody issued or a revoked one."""
@@ -80,7 +122,7 @@ def _caller_role(
     key = credentials.credentials
     if settings.admin_key is not None and hmac.compare_digest(_digest(key), _digest(settings.admin_key)):
         return "admin"
-    role = ApiKeys(catalog.session).role_for_key(key, record_use=True)  # a revoked key fails here, from its next request
+    role = keys.role_for_key(key, record_use=True)  # a revoked key fails here, from its next request
     if role is None:
         raise AuthenticationError("The API key is not valid.")
     return role

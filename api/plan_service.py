@@ -10,8 +10,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy.orm import Session
-
 from api.batch_jobs import create_batch_plan
 from api.inputs import planning_inputs
 from api.schemas.plans import PlanRequest, plan_response
@@ -39,7 +37,6 @@ def run_directly(fn: Callable[..., Any], /, *args: Any) -> Any:
 def create_plan(
     body: PlanRequest,
     catalog: Catalog,
-    session: Session,
     *,
     run: Runner = run_directly,
     solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
@@ -52,7 +49,7 @@ def create_plan(
     if checkpoint is None:  # a route's `run` is its deadline's: the planner stops at its steps when that passes
         checkpoint = getattr(getattr(run, "__self__", None), "checkpoint", None)
     if isinstance(body.workload, BatchWorkloadSpec):  # a job of fixed size, no SLO: planned for throughput
-        return create_batch_plan(body, inputs, pricing, session, run=run, checkpoint=checkpoint)
+        return create_batch_plan(body, inputs, pricing, catalog.session, run=run, checkpoint=checkpoint)
     request = PlanningRequest(
         workload=body.traffic(),
         slo=body.targets(),
@@ -75,7 +72,7 @@ def create_plan(
         engine=None if body.constraints.pin is None else body.constraints.pin.engine,
     )
     if body.store:  # a dry run (store false) writes nothing
-        Plans(session).save(
+        Plans(catalog.session).save(
             plan_id=plan_id,
             name=body.name,
             request=body.model_dump(mode="json"),

@@ -7,10 +7,9 @@ the engine's launch command(s) or as Kubernetes manifests (issue 15 §5). The re
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy.orm import Session
 
 from api.deploy import DeployInputs, render, slugs_needed
-from api.deps import CatalogDep, ReaderDep, SessionDep
+from api.deps import CatalogDep, PlansDep, ReaderDep
 from api.problems import problem_responses
 from catalog.plans import Plans
 from catalog.repository import Catalog
@@ -20,9 +19,9 @@ router = APIRouter(tags=["plans"])
 Target = Literal["vllm", "sglang", "trt-llm", "k8s"]
 
 
-def deploy_inputs(plan_id: str, session: Session, catalog: Catalog) -> DeployInputs:
+def deploy_inputs(plan_id: str, plans: Plans, catalog: Catalog) -> DeployInputs:
     """The stored plan and the current catalog records of its model, GPUs and quantization schemes."""
-    stored = Plans(session).get(plan_id)
+    stored = plans.get(plan_id)
     gpus, schemes = slugs_needed(stored.response)
     return DeployInputs(
         plan_id=stored.id,
@@ -48,7 +47,7 @@ def deploy_inputs(plan_id: str, session: Session, catalog: Catalog) -> DeployInp
 )
 def deploy_plan(
     plan_id: str,
-    session: SessionDep,
+    plans: PlansDep,
     catalog: CatalogDep,
     _reader: ReaderDep,
     target: Annotated[
@@ -63,5 +62,5 @@ def deploy_plan(
     whose target is the mean number of requests in service per replica at the planned rate (Little's
     law). 404 for an unknown plan; 422 for an unknown target, a model without `checkpoint`, or a
     quantization the engine has no name for."""
-    body, media_type = render(deploy_inputs(plan_id, session, catalog), target)
+    body, media_type = render(deploy_inputs(plan_id, plans, catalog), target)
     return Response(content=body, media_type=media_type)

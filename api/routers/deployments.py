@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 
 from api import deployment_service as service
 from api.csv_export import PLAN_CSV_COLUMNS, PLAN_CSV_DESCRIPTION, CsvDep, csv_response, csv_responses, plan_csv_rows, rows_to_csv
-from api.deps import CatalogDep, IfMatchDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep, etag
+from api.deps import CatalogDep, DeploymentsDep, IfMatchDep, PlannerKeyDep, PlansDep, ReaderDep, SettingsDep, etag
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep, MetricsRegistry
 from api.problems import problem_responses
@@ -26,7 +26,6 @@ from api.schemas.deployments import (
     ReplanRequest,
     ReplanResponse,
 )
-from catalog.deployments import Deployments
 
 router = APIRouter(tags=["deployments"])
 
@@ -63,7 +62,6 @@ def put_deployment(
     name: Name,
     body: DeploymentPut,
     catalog: CatalogDep,
-    session: SessionDep,
     if_match: IfMatchDep,
     idempotency: IdempotencyDep,
     settings: SettingsDep,
@@ -80,7 +78,6 @@ def put_deployment(
         name,
         body,
         catalog,
-        session,
         if_version=if_match,
         run=deadline.run,
         solver_time_limit_s=deadline.solver_time_limit_s(settings.solver_time_limit_s),
@@ -105,10 +102,12 @@ def put_deployment(
     summary="List deployments",
     responses=problem_responses(401, 422),
 )
-def list_deployments(session: SessionDep, _reader: ReaderDep, limit: Limit = 50, offset: Offset = 0) -> Any:
+def list_deployments(
+    deployments: DeploymentsDep, plans: PlansDep, _reader: ReaderDep, limit: Limit = 50, offset: Offset = 0
+) -> Any:
     """Deployments by name with their current plan's GPU, size and cost; `total` counts all."""
-    page = Deployments(session).list(limit=limit, offset=offset)
-    items = [service.deployment_summary(session, d) for d in page.items]
+    page = deployments.list(limit=limit, offset=offset)
+    items = [service.deployment_summary(plans, d) for d in page.items]
     return {"items": items, "total": page.total, "limit": limit, "offset": offset}
 
 
@@ -119,9 +118,9 @@ def list_deployments(session: SessionDep, _reader: ReaderDep, limit: Limit = 50,
     summary="A deployment: settings, hysteresis and current plan",
     responses=problem_responses(401, 404),
 )
-def get_deployment(name: Name, session: SessionDep, response: Response, _reader: ReaderDep) -> Any:
+def get_deployment(name: Name, deployments: DeploymentsDep, plans: PlansDep, response: Response, _reader: ReaderDep) -> Any:
     """The deployment with its plan in force; 404 for a name nobody created."""
-    content = service.deployment_read(session, Deployments(session).get(name))
+    content = service.deployment_read(deployments, plans, deployments.get(name))
     response.headers["ETag"] = etag(content["version"])
     return content
 
@@ -134,13 +133,13 @@ def get_deployment(name: Name, session: SessionDep, response: Response, _reader:
     responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404, 422)},
 )
 def list_deployment_plans(
-    name: Name, session: SessionDep, _reader: ReaderDep, as_csv: CsvDep, limit: Limit = 50, offset: Offset = 0
+    name: Name, deployments: DeploymentsDep, _reader: ReaderDep, as_csv: CsvDep, limit: Limit = 50, offset: Offset = 0
 ) -> Any:
     """Every plan made for the deployment (POST /v1/plans with its name, PUT, re-plans — adopted or
     not), newest first; `current` marks the plan in force. As CSV (`?format=csv` or
     `Accept: text/csv`) the page's plans as plan rows, newest first. 404 for an unknown deployment."""
-    deployment = Deployments(session).get(name)
-    page = Deployments(session).history(name, limit=limit, offset=offset)
+    deployment = deployments.get(name)
+    page = deployments.history(name, limit=limit, offset=offset)
     if as_csv:
         rows = [row for plan in page.items for row in plan_csv_rows(plan.request, plan.response)]
         return csv_response(rows_to_csv(rows, PLAN_CSV_COLUMNS), filename=f"deployment-{name}-plans.csv")
@@ -159,7 +158,6 @@ def replan_deployment(
     name: Name,
     body: ReplanRequest,
     catalog: CatalogDep,
-    session: SessionDep,
     idempotency: IdempotencyDep,
     settings: SettingsDep,
     deadline: DeadlineDep,
@@ -183,7 +181,6 @@ def replan_deployment(
         name,
         body,
         catalog,
-        session,
         run=deadline.run,
         solver_time_limit_s=deadline.solver_time_limit_s(settings.solver_time_limit_s),
         default_provider=settings.default_price_provider,
@@ -208,11 +205,10 @@ def replan_deployment(
 def recheck_plan(
     plan_id: Annotated[str, Path(max_length=64, description="The id POST /v1/plans answered with.")],
     catalog: CatalogDep,
-    session: SessionDep,
     settings: SettingsDep,
     _reader: ReaderDep,
 ) -> Any:
     """Re-evaluates the plan's configuration at its own workload and SLOs with today's catalog
     (prices, efficiencies) by the forward model: whether it still meets every SLO, its cost now
     against when planned, the catalog versions then and now, and what changed for its GPUs."""
-    return service.recheck(plan_id, catalog, session, default_provider=settings.default_price_provider)
+    return service.recheck(plan_id, catalog, default_provider=settings.default_price_provider)

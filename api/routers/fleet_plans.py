@@ -12,7 +12,7 @@ from fastapi import APIRouter, Path, Response, status
 from fastapi.exceptions import RequestValidationError
 
 from api.csv_export import CsvDep, CsvResponse, csv_only_responses, csv_response
-from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep
+from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, ReaderDep, SettingsDep
 from api.fleet_plans import MAX_MILP_COLUMNS, fleet_plan_response, plan_fleet
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
@@ -31,7 +31,7 @@ from api.schemas.fleet_plans import (
     schedule_csv,
 )
 from api.schemas.plans import MS_PER_S
-from catalog.fleet_plans import FleetPlans, new_fleet_plan_id
+from catalog.fleet_plans import new_fleet_plan_id
 
 router = APIRouter(tags=["fleet-plans"])
 
@@ -91,7 +91,7 @@ that timeout → 503 `request-timeout`, and the work stops (nothing is stored)."
 def create_fleet_plan(
     body: FleetPlanRequest,
     catalog: CatalogDep,
-    session: SessionDep,
+    fleet_plans: FleetPlansDep,
     _planner: PlannerKeyDep,
     idempotency: IdempotencyDep,
     as_csv: CsvDep,
@@ -112,7 +112,7 @@ def create_fleet_plan(
     plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
     metrics.record_plan_computed()
     metrics.record_solver_time(plan.solver.solve_ms / MS_PER_S)
-    FleetPlans(session).save(
+    fleet_plans.save(
         plan_id=plan_id,
         request=body.model_dump(mode="json"),
         response=plan.model_dump(mode="json"),
@@ -132,13 +132,13 @@ def create_fleet_plan(
 )
 def get_fleet_plan(
     plan_id: Annotated[str, Path(max_length=64, description="The id a POST answered with.")],
-    session: SessionDep,
+    fleet_plans: FleetPlansDep,
     _reader: ReaderDep,
     as_csv: CsvDep,
 ) -> Response:
     """The plan exactly as the POST answered it; `Accept: text/csv` or `?format=csv` for the schedule as CSV.
     404 for an id nobody issued."""
-    stored = FleetPlans(session).get(plan_id)
+    stored = fleet_plans.get(plan_id)
     plan = FleetPlanResponse.model_validate(stored.response)
     return _answer(plan, csv=as_csv, status_code=status.HTTP_200_OK, headers={})
 
@@ -152,10 +152,10 @@ def get_fleet_plan(
 )
 def get_fleet_plan_csv(
     plan_id: Annotated[str, Path(max_length=64, description="The id a POST answered with.")],
-    session: SessionDep,
+    fleet_plans: FleetPlansDep,
     _reader: ReaderDep,
 ) -> Response:
     """The schedule `GET /v1/fleet-plans/{plan_id}?format=csv` answers, from a route that answers only
     CSV, so a client generated from the OpenAPI document returns it as text; 404 for an id nobody issued."""
-    plan = FleetPlanResponse.model_validate(FleetPlans(session).get(plan_id).response)
+    plan = FleetPlanResponse.model_validate(fleet_plans.get(plan_id).response)
     return csv_response(schedule_csv(plan), filename=f"fleet-plan-{plan.id}.csv")

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
-from api.deps import AdminKeyDep, IfMatchDep, ReaderDep, SessionDep, etag
+from api.deps import AdminKeyDep, IfMatchDep, InstanceTypesDep, ReaderDep, etag
 from api.idempotency import IdempotencyDep
 from api.problems import problem_responses
 from api.routers.catalog import Limit, Offset, _responses, _with_etag
@@ -27,7 +27,6 @@ from api.schemas.instances import (
     InstanceTypeRead,
     InstanceTypeUpdate,
 )
-from catalog.instances import InstanceTypes
 
 ProviderPath = Annotated[str, Path(min_length=1, max_length=64, description="The provider's slug, e.g. aws.")]
 NamePath = Annotated[str, Path(min_length=1, max_length=64, description="The instance name in lowercase, e.g. p5.48xlarge.")]
@@ -46,7 +45,7 @@ def _location(stored: dict[str, Any]) -> str:
 
 @router.get("", response_model=InstanceTypePage, summary="List cloud instance types", responses=problem_responses(401, 422))
 def list_instance_types(
-    session: SessionDep,
+    instance_types: InstanceTypesDep,
     _reader: ReaderDep,
     provider: Annotated[str | None, Query(max_length=64, description="Only this provider's instance types.")] = None,
     gpu: Annotated[str | None, Query(max_length=64, description="Only instance types carrying this GPU slug.")] = None,
@@ -54,7 +53,7 @@ def list_instance_types(
     offset: Offset = 0,
 ) -> Any:
     """Instance types ordered by provider, name and region, one page at a time; `total` counts every match."""
-    page = InstanceTypes(session).list_instance_types(provider=provider, gpu=gpu, limit=limit, offset=offset)
+    page = instance_types.list_instance_types(provider=provider, gpu=gpu, limit=limit, offset=offset)
     return {"items": page.items, "total": page.total, "limit": limit, "offset": offset}
 
 
@@ -62,12 +61,14 @@ def list_instance_types(
     "", response_model=InstanceTypeRead, status_code=status.HTTP_201_CREATED, summary="Add a cloud instance type",
     responses=_responses(201, 401, 403, 409, 422),
 )  # fmt: skip
-def create_instance_type(body: InstanceTypeCreate, session: SessionDep, idempotency: IdempotencyDep, _admin: AdminKeyDep) -> Any:
+def create_instance_type(
+    body: InstanceTypeCreate, instance_types: InstanceTypesDep, idempotency: IdempotencyDep, _admin: AdminKeyDep
+) -> Any:
     """Needs an admin key. 409 if the provider already lists that instance in that region; 422 lists
     every bad field (an unknown GPU, or an NVLink domain larger than the instance, among them)."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
-    stored = InstanceTypes(session).create_instance_type(record(body))
+    stored = instance_types.create_instance_type(record(body))
     headers = {"Location": _location(stored), "ETag": etag(stored["version"])}
     content = jsonable_encoder(InstanceTypeRead.model_validate(stored))
     return idempotency.respond(body, JSONResponse(content, status_code=status.HTTP_201_CREATED, headers=headers))
@@ -80,13 +81,13 @@ def create_instance_type(body: InstanceTypeCreate, session: SessionDep, idempote
 def get_instance_type(
     provider: ProviderPath,
     name: NamePath,
-    session: SessionDep,
+    instance_types: InstanceTypesDep,
     _reader: ReaderDep,
     response: Response,
     region: RegionQuery = None,
 ) -> Any:
     """The provider's instance type (its price in `region`, if given); the ETag header carries its version."""
-    return _with_etag(response, InstanceTypes(session).get_instance_type(provider, name, region))
+    return _with_etag(response, instance_types.get_instance_type(provider, name, region))
 
 
 @router.put(
@@ -97,7 +98,7 @@ def replace_instance_type(
     provider: ProviderPath,
     name: NamePath,
     body: InstanceTypeUpdate,
-    session: SessionDep,
+    instance_types: InstanceTypesDep,
     _admin: AdminKeyDep,
     if_version: IfMatchDep,
     response: Response,
@@ -105,7 +106,7 @@ def replace_instance_type(
 ) -> Any:
     """Needs an admin key. Replaces every member but provider, name and region; with
     `If-Match: "<version>"` only if nobody changed the instance type since it was read (412 otherwise)."""
-    stored = InstanceTypes(session).update_instance_type(provider, name, region, record(body), if_version=if_version)
+    stored = instance_types.update_instance_type(provider, name, region, record(body), if_version=if_version)
     return _with_etag(response, stored)
 
 
@@ -117,7 +118,7 @@ def update_instance_type(
     provider: ProviderPath,
     name: NamePath,
     body: InstanceTypePatch,  # type: ignore[valid-type]
-    session: SessionDep,
+    instance_types: InstanceTypesDep,
     _admin: AdminKeyDep,
     if_version: IfMatchDep,
     response: Response,
@@ -125,7 +126,7 @@ def update_instance_type(
 ) -> Any:
     """Needs an admin key. Changes only the members sent; an explicit null clears an optional
     member. Honours If-Match like PUT."""
-    stored = InstanceTypes(session).update_instance_type(provider, name, region, changes(body), if_version=if_version)
+    stored = instance_types.update_instance_type(provider, name, region, changes(body), if_version=if_version)
     return _with_etag(response, stored)
 
 
@@ -136,10 +137,10 @@ def update_instance_type(
 def delete_instance_type(
     provider: ProviderPath,
     name: NamePath,
-    session: SessionDep,
+    instance_types: InstanceTypesDep,
     _admin: AdminKeyDep,
     if_version: IfMatchDep,
     region: RegionQuery = None,
 ) -> None:
     """Needs an admin key. With If-Match, only if the instance type is still at that version (412 otherwise)."""
-    InstanceTypes(session).delete_instance_type(provider, name, region, if_version=if_version)
+    instance_types.delete_instance_type(provider, name, region, if_version=if_version)

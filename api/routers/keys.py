@@ -8,10 +8,10 @@ from typing import Any
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import AdminKeyDep, SessionDep
+from api.deps import AdminKeyDep, KeysDep
 from api.problems import problem_responses
 from api.schemas.keys import ApiKeyList
-from catalog.api_keys import ApiKeys, StoredApiKey, key_id_of
+from catalog.api_keys import StoredApiKey, key_id_of
 from catalog.errors import NotFoundError
 
 router = APIRouter(tags=["keys"])
@@ -36,9 +36,9 @@ def _read(key: StoredApiKey) -> dict[str, Any]:
     summary="API keys: prefix, role, created, last used, revoked",
     responses=problem_responses(401, 403),
 )
-def list_api_keys(session: SessionDep, _admin: AdminKeyDep) -> dict[str, Any]:
-    keys = ApiKeys(session).list()
-    return {"items": [_read(key) for key in keys], "total": len(keys)}
+def list_api_keys(keys: KeysDep, _admin: AdminKeyDep) -> dict[str, Any]:
+    listed = keys.list()
+    return {"items": [_read(key) for key in listed], "total": len(listed)}
 
 
 @router.delete(
@@ -49,9 +49,9 @@ def list_api_keys(session: SessionDep, _admin: AdminKeyDep) -> dict[str, Any]:
     response_class=Response,
     responses=problem_responses(401, 403, 404),
 )
-def revoke_api_key(key_id: str, session: SessionDep, _admin: AdminKeyDep) -> Response:
+def revoke_api_key(key_id: str, keys: KeysDep, _admin: AdminKeyDep) -> Response:
     """The key answers 401 from its next request and stays listed with `revoked_at`. `key_id` is the
     id GET /v1/keys lists (its prefix `hr_<id>` is accepted too). Revoking twice is not an error."""
-    if ApiKeys(session).revoke(key_id_of(key_id)) is None:
+    if keys.revoke(key_id_of(key_id)) is None:
         raise NotFoundError(f"no API key with id {key_id!r}", kind="api_key", id=key_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -19,13 +19,11 @@ from api.csv_export import (
     plan_csv_rows,
     rows_to_csv,
 )
-from api.deps import CallerRoleDep, CatalogDep, ReaderDep, SessionDep, SettingsDep, authorize_plan
+from api.deps import CallerRoleDep, CatalogDep, DeploymentsDep, PlansDep, ReaderDep, SettingsDep, authorize_plan
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
 from api.schemas.plans import MS_PER_S, PlanRequest, PlanResponse
-from catalog.deployments import Deployments
-from catalog.plans import Plans
 
 router = APIRouter(tags=["plans"])
 
@@ -45,7 +43,7 @@ router = APIRouter(tags=["plans"])
 def create_plan(
     body: PlanRequest,
     catalog: CatalogDep,
-    session: SessionDep,
+    deployments: DeploymentsDep,
     caller: CallerRoleDep,
     as_csv: CsvDep,
     idempotency: IdempotencyDep,
@@ -69,7 +67,6 @@ def create_plan(
     content = service.create_plan(
         body,
         catalog,
-        session,
         run=deadline.run,
         solver_time_limit_s=deadline.solver_time_limit_s(settings.solver_time_limit_s),
         default_provider=settings.default_price_provider,
@@ -85,7 +82,7 @@ def create_plan(
                 filename=f"plan-{plan_id}.csv",
             )
         return JSONResponse(content)
-    Deployments(session).record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
+    deployments.record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
     location = f"/v1/plans/{plan_id}"
     if as_csv:
         text = rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS)
@@ -104,10 +101,10 @@ def create_plan(
     summary="A stored plan (JSON or CSV)",
     responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404)},
 )
-def get_plan(plan_id: str, session: SessionDep, _reader: ReaderDep, as_csv: CsvDep) -> PlanResponse | Response:
+def get_plan(plan_id: str, plans: PlansDep, _reader: ReaderDep, as_csv: CsvDep) -> PlanResponse | Response:
     """The plan exactly as `create_plan` answered it, or as CSV rows (`?format=csv` or `Accept: text/csv`);
     404 for an id nobody issued."""
-    stored = Plans(session).get(plan_id)
+    stored = plans.get(plan_id)
     if as_csv:
         return csv_response(
             rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv"
@@ -122,10 +119,10 @@ def get_plan(plan_id: str, session: SessionDep, _reader: ReaderDep, as_csv: CsvD
     summary="A stored plan as CSV rows (for spreadsheets)",
     responses={**csv_only_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404)},
 )
-def get_plan_csv(plan_id: str, session: SessionDep, _reader: ReaderDep) -> Response:
+def get_plan_csv(plan_id: str, plans: PlansDep, _reader: ReaderDep) -> Response:
     """The same rows as `GET /v1/plans/{plan_id}?format=csv`, from a route that answers only CSV, so
     a client generated from the OpenAPI document returns them as text; 404 for an id nobody issued."""
-    stored = Plans(session).get(plan_id)
+    stored = plans.get(plan_id)
     return csv_response(
         rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv"
     )

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Path, Query, Response, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
-from api.deps import AdminKeyDep, IfMatchDep, ReaderDep, SessionDep, etag
+from api.deps import AdminKeyDep, IfMatchDep, PricesDep, ReaderDep, etag
 from api.idempotency import IdempotencyDep
 from api.problems import problem_responses
 from api.routers.catalog import Limit, Offset, _responses, _with_etag
@@ -26,7 +26,6 @@ from api.schemas.prices import (
     PriceRead,
     PriceUpdate,
 )
-from catalog.prices import Prices
 
 ProviderPath = Annotated[str, Path(min_length=1, max_length=64, description="The provider's slug, e.g. runpod.")]
 GpuPath = Annotated[str, Path(min_length=1, max_length=64, description="The GPU's catalog slug.")]
@@ -44,7 +43,7 @@ def _location(stored: dict[str, Any]) -> str:
 
 @router.get("", response_model=PricePage, summary="List GPU prices", responses=problem_responses(401, 422))
 def list_prices(
-    session: SessionDep,
+    prices: PricesDep,
     _reader: ReaderDep,
     provider: Annotated[str | None, Query(max_length=64, description="Only this provider's prices.")] = None,
     gpu: Annotated[str | None, Query(max_length=64, description="Only prices of this GPU slug.")] = None,
@@ -52,7 +51,7 @@ def list_prices(
     offset: Offset = 0,
 ) -> Any:
     """Prices ordered by provider, GPU and region, one page at a time; `total` counts every match."""
-    page = Prices(session).list_prices(provider=provider, gpu=gpu, limit=limit, offset=offset)
+    page = prices.list_prices(provider=provider, gpu=gpu, limit=limit, offset=offset)
     return {"items": page.items, "total": page.total, "limit": limit, "offset": offset}
 
 
@@ -60,12 +59,12 @@ def list_prices(
     "", response_model=PriceRead, status_code=status.HTTP_201_CREATED, summary="Add a GPU price",
     responses=_responses(201, 401, 403, 409, 422),
 )  # fmt: skip
-def create_price(body: PriceCreate, session: SessionDep, idempotency: IdempotencyDep, _admin: AdminKeyDep) -> Any:
+def create_price(body: PriceCreate, prices: PricesDep, idempotency: IdempotencyDep, _admin: AdminKeyDep) -> Any:
     """Needs an admin key. 409 if the provider already prices that GPU in that region; 422 lists
     every bad field (an unknown GPU among them)."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
-    stored = Prices(session).create_price(record(body))
+    stored = prices.create_price(record(body))
     headers = {"Location": _location(stored), "ETag": etag(stored["version"])}
     content = jsonable_encoder(PriceRead.model_validate(stored))
     return idempotency.respond(body, JSONResponse(content, status_code=status.HTTP_201_CREATED, headers=headers))
@@ -73,10 +72,10 @@ def create_price(body: PriceCreate, session: SessionDep, idempotency: Idempotenc
 
 @router.get("/{provider}/{gpu}", response_model=PriceRead, summary="Get one GPU price", responses=_responses(200, 401, 404))
 def get_price(
-    provider: ProviderPath, gpu: GpuPath, session: SessionDep, _reader: ReaderDep, response: Response, region: RegionQuery = None
+    provider: ProviderPath, gpu: GpuPath, prices: PricesDep, _reader: ReaderDep, response: Response, region: RegionQuery = None
 ) -> Any:
     """The provider's price of the GPU (in `region`, if given); the ETag header carries its version."""
-    return _with_etag(response, Prices(session).get_price(provider, gpu, region))
+    return _with_etag(response, prices.get_price(provider, gpu, region))
 
 
 @router.put(
@@ -87,7 +86,7 @@ def replace_price(
     provider: ProviderPath,
     gpu: GpuPath,
     body: PriceUpdate,
-    session: SessionDep,
+    prices: PricesDep,
     _admin: AdminKeyDep,
     if_version: IfMatchDep,
     response: Response,
@@ -95,7 +94,7 @@ def replace_price(
 ) -> Any:
     """Needs an admin key. Replaces every member but provider, GPU and region; with
     `If-Match: "<version>"` only if nobody changed the price since it was read (412 otherwise)."""
-    stored = Prices(session).update_price(provider, gpu, region, record(body), if_version=if_version)
+    stored = prices.update_price(provider, gpu, region, record(body), if_version=if_version)
     return _with_etag(response, stored)
 
 
@@ -107,7 +106,7 @@ def update_price(
     provider: ProviderPath,
     gpu: GpuPath,
     body: PricePatch,  # type: ignore[valid-type]
-    session: SessionDep,
+    prices: PricesDep,
     _admin: AdminKeyDep,
     if_version: IfMatchDep,
     response: Response,
@@ -115,7 +114,7 @@ def update_price(
 ) -> Any:
     """Needs an admin key. Changes only the members sent; an explicit null clears an optional
     price. Honours If-Match like PUT."""
-    stored = Prices(session).update_price(provider, gpu, region, changes(body), if_version=if_version)
+    stored = prices.update_price(provider, gpu, region, changes(body), if_version=if_version)
     return _with_etag(response, stored)
 
 
@@ -126,10 +125,10 @@ def update_price(
 def delete_price(
     provider: ProviderPath,
     gpu: GpuPath,
-    session: SessionDep,
+    prices: PricesDep,
     _admin: AdminKeyDep,
     if_version: IfMatchDep,
     region: RegionQuery = None,
 ) -> None:
     """Needs an admin key. With If-Match, only if the price is still at that version (412 otherwise)."""
-    Prices(session).delete_price(provider, gpu, region, if_version=if_version)
+    prices.delete_price(provider, gpu, region, if_version=if_version)
