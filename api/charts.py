@@ -99,7 +99,7 @@ def render(chart: Chart, fmt: Format) -> bytes:
 @contextmanager
 def _styled() -> Iterator[None]:
     """The lock and `RC`, for building a figure (text objects read rcParams when made) and rendering it."""
-    with _RENDER_LOCK, matplotlib.rc_context(RC):
+    with _RENDER_LOCK, matplotlib.rc_context(RC):  # type: ignore[arg-type]  # its stub wants the keys as Literals
         yield
 
 
@@ -237,8 +237,8 @@ def _simulated(verification: dict[str, Any] | None, scale: dict[str, float]) -> 
     for key, factor in scale.items():
         metric = key.split("_")[0]
         value = simulated[f"{metric}_s"]["at_percentile"]
-        interval = simulated["p99_ci_s"][metric] if simulated["percentile"] == 99 else [None, None]
-        ci = None if None in interval else [interval[0] * factor, interval[1] * factor]
+        low, high = simulated["p99_ci_s"][metric] if simulated["percentile"] == 99 else (None, None)
+        ci = None if low is None or high is None else [low * factor, high * factor]
         points[key] = {"value": None if value is None else value * factor, "ci": ci}
     return points
 
@@ -321,6 +321,9 @@ def knee_chart(request: dict[str, Any], response: dict[str, Any]) -> Chart:
             "kv-limit"
         )
         ax.axvline(s["batch_limit"], color="tab:green", label=f"planned batch limit: {s['batch_limit']}").set_gid("batch-limit")
+        if max(s["batch"]) > s["kv_limit"]:  # batches whose KV cache does not fit: drawn for the shape, never run
+            ax.axvspan(s["kv_limit"], max(s["batch"]), facecolor="none", edgecolor="tab:red", hatch="//", alpha=0.35, lw=0,
+                       label="beyond the KV cache: does not fit")  # fmt: skip
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(ScalarFormatter())  # 1, 4, 16, … rather than 2^n
         ax.grid(alpha=0.3, which="both")
@@ -555,13 +558,14 @@ def sweep_chart(response: dict[str, Any]) -> Chart:
     series: dict[str, Any] = {"x": x_key, "groups": {}}
     for i, (name, group) in enumerate(groups.items()):
         feasible = [p for p in group if p["feasible"] and y_of(p) is not None]
-        xs, ys = [p[x_key] for p in feasible], [y_of(p) for p in feasible]
+        xs, ys = [p[x_key] for p in feasible], _nan([y_of(p) for p in feasible])
         ax.plot(xs, ys, "o:", color=f"C{i}", label=name)[0].set_gid(f"sweep-{i}")  # dotted: the sweep has no points between
         previous = None
         for p in feasible:  # the configuration, where it changes along the line
             config = f"{p['gpu']} × {p['replicas']}"
             if config != previous:
-                ax.annotate(config, (p[x_key], y_of(p)), textcoords="offset points", xytext=(4, 6), fontsize=7, color=f"C{i}")
+                ax.annotate(config, (p[x_key], y_of(p)), textcoords="offset points", xytext=(6, -4), fontsize=7, color=f"C{i}",
+                            va="top")  # fmt: skip  # below right: the line arrives from the lower left
             previous = config
         missing = [p[x_key] for p in group if p not in feasible]
         if missing:
@@ -570,7 +574,7 @@ def sweep_chart(response: dict[str, Any]) -> Chart:
     ax.set_xlabel(x_title)
     ax.set_ylabel(y_title)
     ax.set_ylim(0, 1.15 * max([y for g in series["groups"].values() for y in g["y"]] + [1e-9]))
-    ax.margins(x=0.06)
+    ax.margins(x=0.1)  # room for the last point's label
     ax.grid(alpha=0.3)
     _legend(ax, loc="upper left")
     return Chart(figure, series)
