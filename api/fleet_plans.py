@@ -541,11 +541,8 @@ def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: flo
     }
 
 
-def fleet_plan_response(
-    body: FleetPlanRequest, outcome: FleetOutcome, *, plan_id: str, created_at: datetime
-) -> FleetPlanResponse:
-    plan, inputs = outcome.plan, outcome.inputs
-    grades = {gpu.slug: gpu.calibration_grade for gpu in inputs.gpus}
+def _periods_read(plan: FleetPlan, grades: dict[str, str]) -> list[PeriodRead]:
+    """Each period's GPUs and workloads' assignments, as served."""
     periods = []
     for period in plan.periods:
         periods.append(
@@ -580,9 +577,11 @@ def fleet_plan_response(
                 utilisation=period.gpu_utilisation,
             )
         )
-    cost = plan.cost
-    shadow = plan.shadow_prices
-    tables = list({id(t): t for t in outcome.tables.values()}.values())
+    return periods
+
+
+def _notes(inputs: FleetInputs, plan: FleetPlan, tables: list[CandidateTable]) -> list[str]:
+    """The inputs' notes, and what the search and the solver could not promise."""
     notes = list(inputs.notes)
     if not all(t.exhaustive for t in tables):
         notes.append("the candidate search hit its root-find bound for some workload: a better configuration may exist")
@@ -592,9 +591,13 @@ def fleet_plan_response(
             if plan.solver.mip_gap is not None
             else "the solver's time limit stopped the search before a proof"
         )
-    gpus_priced = {c.gpu for t in tables for c in t.candidates}
+    return notes
+
+
+def _low_confidence_warnings(plan: FleetPlan, grades: dict[str, str]) -> list[PlanWarning]:
+    """A warning for each scheduled GPU type whose calibration is graded low."""
     scheduled = sorted({a.candidate.gpu for period in plan.periods for a in period.assignments})
-    warnings = [
+    return [
         PlanWarning(
             code="low_confidence_plan",
             gpu=gpu,
@@ -607,6 +610,41 @@ def fleet_plan_response(
         for gpu in scheduled
         if grades.get(gpu) == "low"
     ]
+
+
+def _prices_read(inputs: FleetInputs, gpus_priced: set[str]) -> dict[str, GpuPriceRead]:
+    """The prices of the GPU types some candidate uses, with where each came from."""
+    return {
+        gpu: GpuPriceRead(
+            on_demand_usd_per_hour=price.on_demand_usd_per_hour,
+            reserved_usd_per_hour=price.reserved_usd_per_hour,
+            spot_usd_per_hour=(
+                price.on_demand_usd_per_hour * (1 - inputs.spot[gpu].discount_fraction)  # on-demand less the discount
+                if gpu in inputs.spot
+                else None
+            ),
+            source="request" if inputs.price_sources.get(gpu) == "request" else "catalog",
+            provider=inputs.chosen_prices[gpu].provider,
+            as_of=inputs.chosen_prices[gpu].as_of,
+            price_source=inputs.chosen_prices[gpu].source,
+        )
+        for gpu, price in sorted(inputs.prices.items())
+        if gpu in gpus_priced
+    }
+
+
+def fleet_plan_response(
+    body: FleetPlanRequest, outcome: FleetOutcome, *, plan_id: str, created_at: datetime
+) -> FleetPlanResponse:
+    plan, inputs = outcome.plan, outcome.inputs
+    grades = {gpu.slug: gpu.calibration_grade for gpu in inputs.gpus}
+    periods = _periods_read(plan, grades)
+    cost = plan.cost
+    shadow = plan.shadow_prices
+    tables = list({id(t): t for t in outcome.tables.values()}.values())
+    notes = _notes(inputs, plan, tables)
+    gpus_priced = {c.gpu for t in tables for c in t.candidates}
+    warnings = _low_confidence_warnings(plan, grades)
     response = FleetPlanResponse(
         id=plan_id,
         created_at=created_at.astimezone(UTC).isoformat(),
@@ -614,23 +652,7 @@ def fleet_plan_response(
         efficiency_profile=body.efficiency_profile,
         period_hours=plan.period_hours,
         reserved_gpus={gpu: n for gpu, n in plan.reserved_gpus.items() if n},
-        prices={
-            gpu: GpuPriceRead(
-                on_demand_usd_per_hour=price.on_demand_usd_per_hour,
-                reserved_usd_per_hour=price.reserved_usd_per_hour,
-                spot_usd_per_hour=(
-                    price.on_demand_usd_per_hour * (1 - inputs.spot[gpu].discount_fraction)  # on-demand less the discount
-                    if gpu in inputs.spot
-                    else None
-                ),
-                source="request" if inputs.price_sources.get(gpu) == "request" else "catalog",
-                provider=inputs.chosen_prices[gpu].provider,
-                as_of=inputs.chosen_prices[gpu].as_of,
-                price_source=inputs.chosen_prices[gpu].source,
-            )
-            for gpu, price in sorted(inputs.prices.items())
-            if gpu in gpus_priced
-        },
+        prices=_prices_read(inputs, gpus_priced),
         periods=periods,
         cost=CostRead(
             usd_total=cost.total_usd,
