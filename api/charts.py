@@ -129,6 +129,12 @@ def _finite(values: Sequence[float | None]) -> list[float | None]:
     return [None if v is None or not math.isfinite(v) else float(v) for v in values]
 
 
+def _scaled(value: float, factor: float) -> float:
+    """A stored figure in another unit (s → ms), rounded to 9 decimals: the plan's own digits, without
+    the binary residue of the product (0.2151 × 1000 is 215.10000000000002, drawn and recorded as 215.1)."""
+    return round(value * factor, 9)
+
+
 def _nan(values: Sequence[float | None]) -> list[float]:
     return [math.nan if v is None else v for v in values]
 
@@ -215,8 +221,10 @@ def plan_wall(request: dict[str, Any], response: dict[str, Any]) -> WallData:
     curve = queueing["rho_curve"]
     scale = {"ttft_ms": MS_PER_S, "tpot_ms": MS_PER_S, "e2e_s": 1.0}
     source = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "e2e_s": "e2e_s"}
-    latency = {k: [None if p[source[k]] is None else p[source[k]] * scale[k] for p in curve] for k in scale}
-    slo = {k: queueing["slo_lines_s"][source[k][:-2]] * scale[k] for k in scale if source[k][:-2] in queueing["slo_lines_s"]}
+    latency = {k: [None if p[source[k]] is None else _scaled(p[source[k]], scale[k]) for p in curve] for k in scale}
+    slo = {
+        k: _scaled(queueing["slo_lines_s"][source[k][:-2]], scale[k]) for k in scale if source[k][:-2] in queueing["slo_lines_s"]
+    }
     marks = {p["at"]: p["arrival_rate_rps"] for p in curve if p.get("at")}
     plan = response["plan"]
     title = (
@@ -238,8 +246,8 @@ def _simulated(verification: dict[str, Any] | None, scale: dict[str, float]) -> 
         metric = key.split("_")[0]
         value = simulated[f"{metric}_s"]["at_percentile"]
         low, high = simulated["p99_ci_s"][metric] if simulated["percentile"] == 99 else (None, None)
-        ci = None if low is None or high is None else [low * factor, high * factor]
-        points[key] = {"value": None if value is None else value * factor, "ci": ci}
+        ci = None if low is None or high is None else [_scaled(low, factor), _scaled(high, factor)]
+        points[key] = {"value": None if value is None else _scaled(value, factor), "ci": ci}
     return points
 
 

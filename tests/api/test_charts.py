@@ -79,7 +79,7 @@ def test_the_wall_draws_the_rho_curve_slo_lines_plan_and_simulator(seeded: ApiCl
     assert drawn["ttft_ms"] == pytest.approx([p["ttft_s"] * 1e3 for p in curve])
     assert drawn["tpot_ms"] == pytest.approx([p["tpot_s"] * 1e3 for p in curve])
     assert drawn["e2e_s"] == [p["e2e_s"] for p in curve]
-    assert drawn["slo"] == pytest.approx({"ttft_ms": 1000.0, "tpot_ms": 60.0})
+    assert drawn["slo"] == {"ttft_ms": 1000, "tpot_ms": 60}  # the request's own numbers, exactly, not 60.00000000000001
     assert drawn["plan_rate_rps"] == plan["predicted"]["per_replica_rate_rps"] == 15.0 / plan["plan"]["replicas"]
     sensitivity = plan["justification"]["sensitivity"]
     assert drawn["max_rate_rps"] == pytest.approx(
