@@ -169,6 +169,8 @@ VERIFY_REQUESTS = 2_000
 #: The independent run of invariant 5: another seed, and twice the requests of verification.
 CHECK_SEED = 7_919
 CHECK_REQUESTS = 4_000
+#: A miss seen in the CHECK_REQUESTS run is confirmed over this many (simulated_misses).
+CONFIRM_REQUESTS = 40_000
 #: No shrinking: an example is one to a dozen plans (a 422's advice re-plans for seconds), so shrinking
 #: a failure would take minutes; the failing `Case` hypothesis prints is flat and exact as generated.
 FAST: dict[str, Any] = {
@@ -830,8 +832,9 @@ def simulated_misses(case: Case, result: PlanResult) -> list[str]:
     The rule for noise: the independent run's p99 is an estimate with a 95 % batch-means confidence
     interval (planner/simulator.py). A plan that truly sits at its target reads above it about half
     the time, so a point estimate over the target is not evidence of a miss; the whole interval above
-    it is (a false alarm at most ~2.5 % per metric when the true p99 equals the target, less below).
-    Instability (queue growing through the run) is a miss outright."""
+    it is (a false alarm at most ~2.5 % per metric when the true p99 equals the target, less below),
+    in the first run and again in a run ten times as long with another seed (the first run's blocks
+    can be shorter than a full batch's bursts, which narrows its interval). Instability (queue growing through the run) is a miss outright."""
     misses: list[str] = []
     model, slo = MODELS[case.model], case.slo()
     workload = case.workload()
@@ -851,20 +854,23 @@ def simulated_misses(case: Case, result: PlanResult) -> list[str]:
             output_tokens=workload.output_tokens,
             arrival_cv=cv,
         )
-        run = simulate(
-            step_model,
-            share,
-            Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens),
-            kv_capacity_tokens=capacity,
-            requests=CHECK_REQUESTS,
-            seed=CHECK_SEED,
-        )
+        serving = Serving(batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
+        run = simulate(step_model, share, serving, kv_capacity_tokens=capacity, requests=CHECK_REQUESTS, seed=CHECK_SEED)
         if not run.stable:
             misses.append(f"{row.gpu} row unstable at {share.arrival_rate_rps:.3f} rps per replica")
+        confirm = None
         for metric, target in (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s)):
             if target is None:
                 continue
             p = getattr(run, f"{metric}_s")
+            if p.p99_ci_low is not None and p.p99_ci_low > target:
+                # Near a full batch, bursts outlast the batch-means blocks of a 4,000-request run and its
+                # interval comes out too narrow (seen: 10-13 % of seeds put a plan that meets its TTFT
+                # over 40,000 requests wholly above the target). A miss must hold in a run ten times as long.
+                confirm = confirm or simulate(
+                    step_model, share, serving, kv_capacity_tokens=capacity, requests=CONFIRM_REQUESTS, seed=CHECK_SEED + 1
+                )
+                p = getattr(confirm, f"{metric}_s")
             if p.p99_ci_low is not None and p.p99_ci_low > target:
                 misses.append(
                     f"{row.gpu} row: simulated p99 {metric} {p.p99:.4f} s, 95 % CI [{p.p99_ci_low:.4f}, "
