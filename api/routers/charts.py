@@ -11,7 +11,7 @@ POST /v1/what-if does."""
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Path, Response
+from fastapi import APIRouter, Path, Request, Response
 from sqlalchemy.orm import Session
 
 from api import charts
@@ -51,10 +51,19 @@ def _stored(session: Session, kind: str, plan_id: str) -> tuple[dict[str, Any], 
     return dict(stored.request), dict(stored.response)
 
 
-def _image(chart: charts.Chart, fmt: charts.Format, filename: str) -> Response:
+#: The same bytes for a client that asks for any binary (`Accept: application/octet-stream` without
+#: an image type): a client generated from the OpenAPI document (openapi-python-client knows no image
+#: types) reads the chart as a file.
+OCTET_STREAM = "application/octet-stream"
+
+
+def _image(chart: charts.Chart, fmt: charts.Format, filename: str, request: Request) -> Response:
+    image_type = charts.MEDIA_TYPES[fmt]
+    accept = request.headers.get("accept", "")
+    binary = OCTET_STREAM in accept and image_type not in accept and "image/*" not in accept
     return Response(
         charts.render(chart, fmt),
-        media_type=charts.MEDIA_TYPES[fmt],
+        media_type=OCTET_STREAM if binary else image_type,
         headers={"Content-Disposition": f'inline; filename="{filename}.{fmt}"'},
     )
 
@@ -62,8 +71,9 @@ def _image(chart: charts.Chart, fmt: charts.Format, filename: str) -> Response:
 def _responses(fmt: charts.Format, *statuses: int) -> dict[int | str, dict[str, Any]]:
     schema = {"type": "string"} if fmt == "svg" else {"type": "string", "format": "binary"}
     what = 'SVG (the drawn series as JSON in `<metadata id="headroom-chart-data">`)' if fmt == "svg" else "PNG"
+    content = {charts.MEDIA_TYPES[fmt]: {"schema": schema}, OCTET_STREAM: {"schema": {"type": "string", "format": "binary"}}}
     return {
-        200: {"description": f"The chart as {what}.", "content": {charts.MEDIA_TYPES[fmt]: {"schema": schema}}},
+        200: {"description": f"The chart as {what}; the same bytes as {OCTET_STREAM} when asked for.", "content": content},
         **problem_responses(*statuses),
     }
 
@@ -76,7 +86,7 @@ def _plan_chart(fmt: charts.Format) -> None:
         summary=f"A stored plan's chart as {fmt.upper()}: wall, knee, cost or alternatives",
         responses=_responses(fmt, 401, 404, 422),
     )
-    def plan_chart(plan_id: str, session: SessionDep, _reader: ReaderDep, name: str = CHART_NAME) -> Response:
+    def plan_chart(plan_id: str, session: SessionDep, _reader: ReaderDep, request: Request, name: str = CHART_NAME) -> Response:
         """`wall`: p99 TTFT, TPOT and E2E against arrival rate per replica (the queueing section's
         ρ curve), the SLO lines, the plan's operating point and its headroom, the simulator's
         points with their confidence intervals. `knee`: decode tokens/s per replica and per user
@@ -88,8 +98,8 @@ def _plan_chart(fmt: charts.Format) -> None:
         draw = PLAN_CHARTS.get(name)
         if draw is None:
             raise NotFoundError(f"no chart {name!r}; a plan has {', '.join(charts.PLAN_CHARTS)}", kind="chart", name=name)
-        request, response = _stored(session, "plan", plan_id)
-        return _image(draw(request, response), fmt, f"plan-{plan_id}-{name}")
+        asked, answered = _stored(session, "plan", plan_id)
+        return _image(draw(asked, answered), fmt, f"plan-{plan_id}-{name}", request)
 
 
 def _fleet_chart(fmt: charts.Format) -> None:
@@ -100,11 +110,11 @@ def _fleet_chart(fmt: charts.Format) -> None:
         summary=f"A stored fleet plan's GPUs over the day as {fmt.upper()}",
         responses=_responses(fmt, 401, 404),
     )
-    def fleet_day_chart(plan_id: str, session: SessionDep, _reader: ReaderDep) -> Response:
+    def fleet_day_chart(plan_id: str, session: SessionDep, _reader: ReaderDep, request: Request) -> Response:
         """GPUs held in each period, stacked by GPU type and reserved / on demand / spot, against
         each workload's demand; 404 for an id nobody issued."""
-        _request, response = _stored(session, "fleet", plan_id)
-        return _image(charts.fleet_day_chart(response), fmt, f"fleet-plan-{plan_id}-day")
+        _asked, answered = _stored(session, "fleet", plan_id)
+        return _image(charts.fleet_day_chart(answered), fmt, f"fleet-plan-{plan_id}-day", request)
 
 
 def _sweep_chart(fmt: charts.Format) -> None:
@@ -122,12 +132,13 @@ def _sweep_chart(fmt: charts.Format) -> None:
         _planner: PlannerKeyDep,
         deadline: DeadlineDep,
         metrics: MetricsDep,
+        request: Request,
     ) -> Response:
         """The sweep POST /v1/what-if answers for the same body, drawn: cost per hour (a batch job:
         the whole job's cost) against the variable swept fastest, one line per GPU type or SLO
         value; points no plan serves marked. Same errors as POST /v1/what-if."""
         answer = what_if_service.what_if_sweep(body, catalog, settings, deadline, metrics)
-        return _image(charts.sweep_chart(answer.model_dump(mode="json")), fmt, "what-if-sweep")
+        return _image(charts.sweep_chart(answer.model_dump(mode="json")), fmt, "what-if-sweep", request)
 
 
 def _capacity_chart(fmt: charts.Format) -> None:
@@ -138,13 +149,15 @@ def _capacity_chart(fmt: charts.Format) -> None:
         summary=f"The latency wall of given GPUs as {fmt.upper()}",
         responses=_responses(fmt, 401, 404, 422),
     )
-    def capacity_chart(body: CapacityRequest, catalog: CatalogDep, settings: SettingsDep, _reader: ReaderDep) -> Response:
+    def capacity_chart(
+        body: CapacityRequest, catalog: CatalogDep, settings: SettingsDep, _reader: ReaderDep, request: Request
+    ) -> Response:
         """The per-replica ρ–latency curve POST /v1/capacity answers for the same body, up to μ (the
         most each replica serves within every SLO), with the SLO lines and, with `verify`, the
         simulator's accepted step. Same errors as POST /v1/capacity."""
         answer = estimate_capacity(body, catalog, settings, _reader)
-        request = body.model_dump(mode="json")
-        return _image(charts.wall_chart(charts.capacity_wall(request, answer.model_dump(mode="json"))), fmt, "capacity-wall")
+        wall = charts.capacity_wall(body.model_dump(mode="json"), answer.model_dump(mode="json"))
+        return _image(charts.wall_chart(wall), fmt, "capacity-wall", request)
 
 
 for _format in charts.FORMATS:

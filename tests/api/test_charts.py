@@ -260,4 +260,8 @@ def test_the_capacity_wall_is_the_capacity_curve(seeded: ApiClient) -> None:
     assert {"curve-tpot_ms", "slo-tpot_ms", "max-rate-tpot_ms"} <= _ids(root)
     _has(texts, "Latency wall of llama-3.1-8b on 16 × h100-sxm", "Arrival rate per replica, requests/s", "SLO 60 ms")
     assert _png_size(seeded.post("/v1/capacity/charts/wall.png", json=SIXTEEN_H100)) == (10 * DPI, 9 * DPI)
+    # a client that takes any binary (one generated from the OpenAPI document) gets the same bytes as such
+    binary = seeded.post("/v1/capacity/charts/wall.svg", json=SIXTEEN_H100, headers={"Accept": "application/octet-stream"})
+    assert binary.headers["content-type"] == "application/octet-stream"
+    assert binary.content == seeded.post("/v1/capacity/charts/wall.svg", json=SIXTEEN_H100, headers={"Accept": "*/*"}).content
     assert_problem(seeded.post("/v1/capacity/charts/wall.svg", json={**SIXTEEN_H100, "gpu": "no-such-gpu"}), 404)
