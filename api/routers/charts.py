@@ -12,11 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Path, Request, Response
-from sqlalchemy.orm import Session
 
 from api import charts
 from api import what_if as what_if_service
-from api.deps import CatalogDep, PlannerKeyDep, ReaderDep, SessionDep, SettingsDep
+from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, PlansDep, ReaderDep, SettingsDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
 from api.routers.capacity import estimate_capacity
@@ -43,10 +42,9 @@ CHART_NAME = Path(
 )
 
 
-def _stored(session: Session, kind: str, plan_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _stored(store: Plans | FleetPlans, plan_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The stored request and response of a plan or fleet plan (404 for an id nobody issued): the
-    one place this router reads the database."""
-    store = Plans(session) if kind == "plan" else FleetPlans(session)
+    one place this router reads a store."""
     stored = store.get(plan_id)
     return dict(stored.request), dict(stored.response)
 
@@ -86,7 +84,7 @@ def _plan_chart(fmt: charts.Format) -> None:
         summary=f"A stored plan's chart as {fmt.upper()}: wall, knee, cost or alternatives",
         responses=_responses(fmt, 401, 404, 422),
     )
-    def plan_chart(plan_id: str, session: SessionDep, _reader: ReaderDep, request: Request, name: str = CHART_NAME) -> Response:
+    def plan_chart(plan_id: str, plans: PlansDep, _reader: ReaderDep, request: Request, name: str = CHART_NAME) -> Response:
         """`wall`: p99 TTFT, TPOT and E2E against arrival rate per replica (the queueing section's
         ρ curve), the SLO lines, the plan's operating point and its headroom, the simulator's
         points with their confidence intervals. `knee`: decode tokens/s per replica and per user
@@ -98,7 +96,7 @@ def _plan_chart(fmt: charts.Format) -> None:
         draw = PLAN_CHARTS.get(name)
         if draw is None:
             raise NotFoundError(f"no chart {name!r}; a plan has {', '.join(charts.PLAN_CHARTS)}", kind="chart", name=name)
-        asked, answered = _stored(session, "plan", plan_id)
+        asked, answered = _stored(plans, plan_id)
         return _image(draw(asked, answered), fmt, f"plan-{plan_id}-{name}", request)
 
 
@@ -110,10 +108,10 @@ def _fleet_chart(fmt: charts.Format) -> None:
         summary=f"A stored fleet plan's GPUs over the day as {fmt.upper()}",
         responses=_responses(fmt, 401, 404),
     )
-    def fleet_day_chart(plan_id: str, session: SessionDep, _reader: ReaderDep, request: Request) -> Response:
+    def fleet_day_chart(plan_id: str, fleet_plans: FleetPlansDep, _reader: ReaderDep, request: Request) -> Response:
         """GPUs held in each period, stacked by GPU type and reserved / on demand / spot, against
         each workload's demand; 404 for an id nobody issued."""
-        _asked, answered = _stored(session, "fleet", plan_id)
+        _asked, answered = _stored(fleet_plans, plan_id)
         return _image(charts.fleet_day_chart(answered), fmt, f"fleet-plan-{plan_id}-day", request)
 
 
