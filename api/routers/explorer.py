@@ -15,6 +15,7 @@ Not part of the OpenAPI document (`include_in_schema=False`): it is a page, not 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -30,10 +31,10 @@ TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "
 #: The charts of a stored plan the page embeds, in the order it shows them, with the caption each
 #: gets; served by GET /v1/plans/{plan_id}/charts/{name}.svg (api/routers/charts.py).
 CHARTS: tuple[tuple[str, str], ...] = (
-    ("wall", "Latency against utilisation: the 1/(1 − ρ) wall and where the plan sits on it"),
-    ("knee", "Throughput against batch: the knee the batch limit sits at"),
-    ("cost", "Cost as traffic grows (the sensitivity levels)"),
-    ("alternatives", "What the other GPU types and precisions would cost"),
+    ("wall", "p99 latencies against the rate per replica: the SLO lines, the plan's operating point and its headroom"),
+    ("knee", "Decode tokens/s per replica and per user against batch: memory- and compute-bound ranges, KV and batch limits"),
+    ("cost", "Cost and replicas against demand, with the +10/25/50 % traffic re-plans"),
+    ("alternatives", "What each other GPU type and precision would cost, and why it lost"),
 )
 
 #: Where vLLM, SGLang and TensorRT-LLM commands and Kubernetes manifests come from (api/routers/deploy.py).
@@ -44,10 +45,19 @@ _CHART_PATH = re.compile(r"^/v1/plans/\{[a-z_]+\}/charts/(\{[a-z_]+\}|[a-z]+)\.s
 router = APIRouter(include_in_schema=False)
 
 
-def available_charts(routes: list[BaseRoute]) -> tuple[tuple[str, str], ...]:
+def _route_paths(routes: Iterable[BaseRoute]) -> Iterator[str]:
+    """Every route's full path; FastAPI keeps an included router as one entry whose
+    `effective_route_contexts` are its routes with their full paths (as api/app.py's _RouteTable reads them)."""
+    for route in routes:
+        contexts = getattr(route, "effective_route_contexts", None)
+        for each in contexts() if callable(contexts) else [route]:
+            yield str(getattr(each, "path", ""))
+
+
+def available_charts(routes: Iterable[BaseRoute]) -> tuple[tuple[str, str], ...]:
     """The charts this app serves: a page that embedded a chart route the app lacks would show a
     broken image (and a 404 in the browser's console), so the page asks the app, not a list."""
-    paths = [match.group(1) for route in routes if (match := _CHART_PATH.match(getattr(route, "path", "")))]
+    paths = [match.group(1) for path in _route_paths(routes) if (match := _CHART_PATH.match(path))]
     if any(path.startswith("{") for path in paths):  # one route with the chart's name as a parameter
         return CHARTS
     return tuple((name, caption) for name, caption in CHARTS if name in paths)
@@ -64,7 +74,7 @@ def explorer(request: Request) -> HTMLResponse:
             "prefix": prefix,
             "static": f"{prefix}{STATIC_PATH}",
             "version": api.__version__,
-            "charts": available_charts(list(request.app.routes)),
+            "charts": available_charts(request.app.routes),
             "deploy_targets": DEPLOY_TARGETS,
             "require_auth": bool(request.app.state.settings.require_auth),
         },

@@ -14,7 +14,10 @@ with `HEADROOM_SCREENSHOTS_DIR=docs/screenshots`).
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -151,6 +154,14 @@ def _submit(page: Page, path: str) -> dict[str, Any]:
     return body
 
 
+def _wait_for_charts(page: Page) -> None:
+    """Until every chart the answer embeds has loaded (a non-empty image), at most the plan timeout."""
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#charts img[src]')].every((i) => i.complete && i.naturalWidth > 0)",
+        timeout=PLAN_TIMEOUT_MS,
+    )
+
+
 def _value(page: Page, selector: str) -> str:
     value = page.get_attribute(selector, "data-value")
     assert value is not None, selector
@@ -281,7 +292,8 @@ def test_a_stored_plan_has_charts_downloads_and_history(
         )
         svg = httpx.get(f"{served.base_url}/v1/plans/{plan['id']}/charts/{name}.svg")
         assert svg.status_code == 200 and svg.headers["content-type"].startswith("image/svg+xml")
-        assert "<svg" in svg.text and len(svg.text) > 500
+        assert svg.text.lstrip().startswith(("<?xml", "<svg")) and "<path" in svg.text
+        _assert_series(name, _chart_series(svg.text), plan)
         image.screenshot(path=screenshots / f"chart-{name}.png")
     browser_page.screenshot(path=screenshots / "explorer.png", full_page=True)
     # The downloads are the API's own files.
@@ -299,6 +311,7 @@ def test_a_stored_plan_has_charts_downloads_and_history(
     # A second plan for the deployment at twice the traffic: the history shows both and what changed.
     _fill_plan(browser_page, rate="40", key=ADMIN_KEY, name="explorer-chat", verify=False)
     _submit(browser_page, "/v1/plans")
+    _wait_for_charts(browser_page)  # the user sees them; moving on sooner would abort their requests
     browser_page.wait_for_selector("#deployments-table")
     row = browser_page.locator("#deployments-table tbody tr", has_text="explorer-chat")
     row.get_by_role("button", name="History").click()
@@ -312,6 +325,35 @@ def test_a_stored_plan_has_charts_downloads_and_history(
     rows.nth(1).get_by_role("button", name="Open").click()
     browser_page.wait_for_function("(id) => document.getElementById('answer-stored')?.textContent.includes(id)", arg=plan["id"])
     assert _value(browser_page, "#answer-gpu") == plan["plan"]["gpu"]
+    _wait_for_charts(browser_page)
+
+
+def _chart_series(svg: str) -> dict[str, Any]:
+    """The series a chart drew, as api/charts.py records them in `<metadata id="headroom-chart-data">`."""
+    found = re.search(r'<metadata id="headroom-chart-data">(.*?)</metadata>', svg, re.DOTALL)
+    assert found is not None, "the SVG carries no headroom-chart-data"
+    series = json.loads(html.unescape(found.group(1)))
+    assert isinstance(series, dict)
+    return series
+
+
+def _assert_series(name: str, series: dict[str, Any], plan: dict[str, Any]) -> None:
+    """Each chart drew the plan's own numbers: 20 req/s over the plan's replicas, its batch limit, its
+    cost and sensitivity levels, and one bar per alternative besides the plan's."""
+    justification = plan["justification"]
+    if name == "wall":
+        assert series["plan_rate_rps"] == pytest.approx(20 / plan["plan"]["replicas"])
+        assert series["slo"] == {"ttft_ms": 500, "tpot_ms": 50}
+        assert len(series["rate_rps"]) == len(series["ttft_ms"]) == len(series["tpot_ms"]) > 1
+    elif name == "knee":
+        assert series["batch_limit"] == plan["plan"]["batch_limit"]
+        assert len(series["batch"]) == len(series["output_tokens_per_s"]) > 1
+    elif name == "cost":
+        assert series["arrival_rate_rps"] == 20 and series["cost_usd_per_hour"] == plan["cost"]["usd_per_hour"]
+        assert len(series["levels"]) == len(justification["sensitivity"]["traffic"])
+    else:
+        labels = [row["label"] for row in series["rows"]]
+        assert len(labels) == 1 + len(justification["alternatives"]) and labels[0].startswith("this plan")
 
 
 def _has_chart_route(served: ServedHeadroom, name: str) -> bool:

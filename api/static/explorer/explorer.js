@@ -257,7 +257,10 @@
 
   /** A figure with a raw value for machines (data-value) and words for people. */
   function fact(id, label, value, text) {
-    return [el("dt", {}, label), el("dd", { id, dataset: { value: value === null || value === undefined ? "" : String(value) } }, text)];
+    return el("div", {}, el("dt", {}, label), el("dd", { id, dataset: { value: value === null || value === undefined ? "" : String(value) } }, text));
+  }
+  function replicas(count) {
+    return `${count} ${count === 1 ? "replica" : "replicas"}`;
   }
 
   function bindingView(binding) {
@@ -268,10 +271,14 @@
         const metric = entry.constraint.replace("slo_", "").toUpperCase();
         const unitMs = entry.constraint !== "slo_e2e";
         const show = (s) => (unitMs ? `${num(s * 1000, 1)} ms` : `${num(s, 2)} s`);
+        const saved = entry.relaxed_saving_usd_per_hour;
+        const looser = `A ${num(entry.relax_by * 100, 0)} % looser target`;
         const saving =
-          entry.relaxed_saving_usd_per_hour !== null && entry.relaxed_saving_usd_per_hour !== undefined
-            ? ` A ${num(entry.relax_by * 100, 0)} % looser target would save ${usd(entry.relaxed_saving_usd_per_hour)} per hour.`
-            : "";
+          saved === null || saved === undefined
+            ? ""
+            : saved >= 0.005
+              ? ` ${looser} would save ${usd(saved)} per hour.`
+              : ` ${looser} would save nothing.`;
         items.push(
           el(
             "li",
@@ -283,7 +290,9 @@
       } else if (entry.kind === "capacity") {
         if (entry.binding) items.push(el("li", { class: "binds" }, el("strong", {}, `${entry.constraint} binds: `), entry.detail));
       } else if (entry.binding) {
-        items.push(el("li", { class: "binds" }, el("strong", {}, `${entry.constraint} binds: `), `${num(entry.value)} of ${num(entry.limit)} ${entry.unit}.`));
+        items.push(
+          el("li", { class: "binds" }, el("strong", {}, `${entry.constraint} binds: `), `${num(entry.value)} against a limit of ${num(entry.limit)} ${entry.unit} (slack ${num(entry.slack)}).`),
+        );
       }
     }
     return [el("h3", {}, "What binds"), el("ul", { id: "answer-binding" }, items)];
@@ -296,7 +305,7 @@
         "tr",
         {},
         el("td", {}, `${num(level.traffic_factor)}× (${num(level.arrival_rate_rps)} req/s)`),
-        el("td", {}, level.gpu ? `${num(level.gpus, 0)} × ${level.gpu} (tp ${level.tp}, ${level.replicas} replicas)` : level.breaks || level.note || "nothing serves it"),
+        el("td", {}, level.gpu ? `${num(level.gpus, 0)} × ${level.gpu} (tp ${level.tp}, ${replicas(level.replicas)})` : level.breaks || level.note || "nothing serves it"),
         el("td", { class: "num" }, usd(level.cost_usd_per_hour)),
         el("td", { class: "num" }, signedUsd(level.cost_increase_usd_per_hour)),
       ),
@@ -322,7 +331,7 @@
         "tr",
         {},
         el("td", {}, alt.kind === "gpu" ? alt.name : `${alt.name} precision`),
-        el("td", {}, alt.gpus ? `${num(alt.gpus, 0)} × ${alt.gpu} (tp ${alt.tp}, ${alt.replicas} replicas)` : "—"),
+        el("td", {}, alt.gpus ? `${num(alt.gpus, 0)} × ${alt.gpu} (tp ${alt.tp}, ${replicas(alt.replicas)})` : "—"),
         el("td", { class: "num" }, alt.cost_usd_per_hour !== null ? usd(alt.cost_usd_per_hour) : alt.cost_at_least_usd_per_hour !== null && alt.cost_at_least_usd_per_hour !== undefined ? `≥ ${usd(alt.cost_at_least_usd_per_hour)}` : "—"),
         el("td", {}, alt.reason),
       ),
@@ -343,8 +352,8 @@
     const cost = plan.cost;
     const rows = decision.fleet && decision.fleet.length ? decision.fleet : null;
     const what = rows
-      ? `Buy a mixed fleet of ${num(decision.gpus_total, 0)} GPUs: ` + rows.map((r) => `${num(r.gpus, 0)} × ${r.gpu} (tp ${r.tp}, ${r.replicas} replicas, batch ${r.batch_limit})`).join("; ") + "."
-      : `Buy ${num(decision.gpus_total, 0)} × ${decision.gpu}: ${decision.replicas} ${decision.replicas === 1 ? "replica" : "replicas"} of tp ${decision.tp}, ${precision(decision.precision.weights, decision.precision.kv_cache)}, batch limit ${num(decision.batch_limit, 0)}, ${chunk(decision.chunk_tokens)}, at ${num(decision.target_rho * 100, 0)} % utilisation.`;
+      ? `Buy a mixed fleet of ${num(decision.gpus_total, 0)} GPUs: ` + rows.map((r) => `${num(r.gpus, 0)} × ${r.gpu} (tp ${r.tp}, ${replicas(r.replicas)}, batch ${r.batch_limit})`).join("; ") + "."
+      : `Buy ${num(decision.gpus_total, 0)} × ${decision.gpu}: ${replicas(decision.replicas)} of tp ${decision.tp}, ${precision(decision.precision.weights, decision.precision.kv_cache)}, batch limit ${num(decision.batch_limit, 0)}, ${chunk(decision.chunk_tokens)}, at ${num(decision.target_rho * 100, 0)} % utilisation.`;
     const nodes = [
       el("p", { id: "answer-summary", class: "lead" }, what),
       el("p", { id: "answer-cost" }, `It costs ${usd(cost.usd_per_hour)} per hour, ${usd(cost.usd_per_month)} per month (730 h), ${usd(cost.usd_per_million_output_tokens)} per million output tokens.`),
@@ -405,7 +414,7 @@
       el(
         "p",
         { id: "answer-summary", class: "lead" },
-        `${num(c.gpus_used, 0)} × ${c.gpu} serve up to ${num(answer.max_arrival_rate_rps)} requests/s within the targets: ${c.replicas} ${c.replicas === 1 ? "replica" : "replicas"} of tp ${c.tp}, ${precision(c.precision.weights, c.precision.kv_cache)}, batch limit ${num(c.batch_limit, 0)}, ${chunk(c.chunk_tokens)}.`,
+        `${num(c.gpus_used, 0)} × ${c.gpu} serve up to ${num(answer.max_arrival_rate_rps)} requests/s within the targets: ${replicas(c.replicas)} of tp ${c.tp}, ${precision(c.precision.weights, c.precision.kv_cache)}, batch limit ${num(c.batch_limit, 0)}, ${chunk(c.chunk_tokens)}.`,
       ),
       el("p", { id: "answer-cost" }, answer.cost.usd_per_hour === null ? `No price at ${answer.cost.provider}.` : `They cost ${usd(answer.cost.usd_per_hour)} per hour at ${answer.cost.provider}.`),
       el(
@@ -500,7 +509,7 @@
         { class: p.current ? "current" : "" },
         el("td", {}, new Date(p.created_at).toLocaleString("en-GB")),
         el("td", {}, p.current ? "in force" : ""),
-        el("td", {}, `${num(p.gpus_total, 0)} × ${p.gpu} (tp ${p.tp}, ${p.replicas} replicas, ${p.precision}, batch ${p.batch_limit})`),
+        el("td", {}, `${num(p.gpus_total, 0)} × ${p.gpu} (tp ${p.tp}, ${replicas(p.replicas)}, ${p.precision}, batch ${p.batch_limit})`),
         el("td", { class: "num" }, usd(p.cost_usd_per_hour)),
         el("td", {}, changeFrom(items[i + 1], p)),
         el("td", {}, el("button", { type: "button", onclick: () => openPlan(p.id) }, "Open")),
