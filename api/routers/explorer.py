@@ -42,6 +42,9 @@ DEPLOY_TARGETS: tuple[str, ...] = ("vllm", "sglang", "trt-llm", "k8s")
 
 _CHART_PATH = re.compile(r"^/v1/plans/\{[a-z_]+\}/charts/(\{[a-z_]+\}|[a-z]+)\.svg$")
 
+#: The capacity answer's chart, drawn from the capacity request itself (no stored id to embed by URL).
+_CAPACITY_CHART = "/v1/capacity/charts/wall.svg"
+
 router = APIRouter(include_in_schema=False)
 
 
@@ -76,6 +79,7 @@ def explorer(request: Request) -> HTMLResponse:
             "version": api.__version__,
             "charts": available_charts(request.app.routes),
             "deploy_targets": DEPLOY_TARGETS,
+            "capacity_chart": _CAPACITY_CHART in set(_route_paths(request.app.routes)),
             "require_auth": bool(request.app.state.settings.require_auth),
         },
     )

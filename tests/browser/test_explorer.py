@@ -114,7 +114,7 @@ def page(browser: Browser, served: ServedHeadroom) -> Iterator[tuple[Page, Watch
         assert watched.console_errors == [], watched.console_errors
         assert watched.page_errors == [], watched.page_errors
         assert watched.failed == [], watched.failed
-        off_host = [url for url in watched.requested if urlsplit(url).hostname != "127.0.0.1"]
+        off_host = [url for url in watched.requested if urlsplit(url.removeprefix("blob:")).hostname != "127.0.0.1"]
         assert off_host == [], f"the page fetched from other hosts: {off_host}"
         assert watched.requested, "the page made no request at all"
     finally:
@@ -263,6 +263,15 @@ def test_capacity_asked_through_the_form_is_the_apis_answer(page: tuple[Page, Wa
     assert _value(browser_page, "#answer-gpu") == "h100-sxm"
     assert int(_value(browser_page, "#answer-gpus")) == capacity["configuration"]["gpus_used"]
     assert float(_value(browser_page, "#answer-rate")) == capacity["max_arrival_rate_rps"]
+    # Its chart, drawn by POST /v1/capacity/charts/wall.svg from the same request, is shown from a blob of this page.
+    browser_page.wait_for_function(
+        "() => { const i = document.getElementById('chart-capacity-wall'); return i && i.complete && i.naturalWidth > 0; }",
+        timeout=PLAN_TIMEOUT_MS,
+    )
+    assert (browser_page.get_attribute("#chart-capacity-wall", "src") or "").startswith(f"blob:{served.base_url}/")
+    svg = browser_page.evaluate("async () => (await fetch(document.getElementById('chart-capacity-wall').src)).text()")
+    series = _chart_series(svg)
+    assert series["slo"] == {"ttft_ms": 500, "tpot_ms": 50} and len(series["rate_rps"]) > 1
 
 
 def test_a_stored_plan_has_charts_downloads_and_history(

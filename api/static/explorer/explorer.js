@@ -226,6 +226,7 @@
         const answer = await api("/v1/capacity", { method: "POST", body: capacityRequest() });
         if (!answer.ok) return showProblem(answer.data);
         showCapacity(answer.data);
+        if (body.dataset.capacityChart === "true") await showCapacityChart(capacityRequest());
       }
     } finally {
       button.disabled = false;
@@ -436,6 +437,25 @@
       ),
     ];
     showAnswer(nodes, `Capacity: ${num(answer.max_arrival_rate_rps)} requests/s on ${num(c.gpus_used, 0)} × ${c.gpu}.`);
+  }
+
+  /** POST /v1/capacity/charts/wall.svg draws the same answer; an <img> cannot POST, so the SVG is
+   * fetched (with the key, if any) and shown from a blob: URL of this page. */
+  async function showCapacityChart(request) {
+    const headers = { Accept: "image/svg+xml", "Content-Type": "application/json" };
+    if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
+    let response;
+    try {
+      response = await fetch(`${PREFIX}/v1/capacity/charts/wall.svg`, { method: "POST", headers, body: JSON.stringify(request) });
+    } catch (error) {
+      return;
+    }
+    if (!response.ok) return;
+    const url = URL.createObjectURL(await response.blob());
+    const caption = "p99 latencies against the rate per replica up to the most it serves within every target, with the SLO lines";
+    $("answer-body").append(
+      el("figure", { class: "chart" }, el("img", { id: "chart-capacity-wall", src: url, alt: caption }), el("figcaption", {}, caption)),
+    );
   }
 
   // --- stored plans and deployments ----------------------------------------------------------------
