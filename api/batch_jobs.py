@@ -78,6 +78,7 @@ def _verification(plan: BatchPlan) -> dict[str, Any] | None:
         "window_completions": simulated.window_completions,
         "window_s": simulated.window_s,
         "makespan_s": simulated.makespan_s,
+        "makespan_rate_rps": simulated.makespan_rate_rps,
         "predicted_makespan_s": simulated.predicted_makespan_s,
     }
 

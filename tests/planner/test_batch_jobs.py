@@ -118,7 +118,8 @@ def test_simulated_rate_matches_the_hand_rate_and_the_finish_formula_bounds_the_
     assert simulated.ci_low_rps <= TOY_X <= simulated.ci_high_rps
     # the whole sample: 500 waves of 8 requests, 10 steps each, finish by (4000 + 8)/X
     assert simulated.makespan_s <= simulated.predicted_makespan_s
-    assert simulated.predicted_makespan_s == pytest.approx(4008 / min(TOY_X, simulated.completion_rate_rps))
+    assert simulated.predicted_makespan_s == pytest.approx(4008 / min(TOY_X, simulated.trusted_rps))
+    assert simulated.makespan_rate_rps == pytest.approx(4008 / simulated.makespan_s)
 
 
 def _summaries(requests: int = 2_000_000) -> BatchJob:
@@ -145,7 +146,9 @@ def test_plan_meets_its_deadline_and_costs_its_gpu_hours() -> None:
     assert sizing.cost_usd == pytest.approx(sizing.gpu_hours * 2.69, rel=1e-12)
     assert sizing.gpus == sizing.replicas * plan.option.group.tp
     assert plan.simulated is not None and plan.verifications >= 1
-    assert plan.throughput_rps == min(plan.analytic_throughput_rps, plan.simulated.completion_rate_rps)
+    assert plan.throughput_rps == min(
+        plan.analytic_throughput_rps, plan.simulated.completion_rate_rps, plan.simulated.makespan_rate_rps
+    )
     # the simulated sample finishes within the finish formula
     assert plan.simulated.makespan_s <= plan.simulated.predicted_makespan_s
     assert plan.usd_per_million_output_tokens == pytest.approx(sizing.cost_usd / (2_000_000 * 300) * 1e6)
