@@ -75,9 +75,13 @@ MS_PER_S = 1e3
 #: arbitrary 256: a batch limit above a group's KV slot count collapses onto one setting (`_settings`:
 #: the KV cache, not the limit, sets its concurrency), so the large limits cost candidates only on
 #: groups whose cache really holds that many requests (small models on large-memory GPUs).
+#: The spacing is ×2 up to 256 and ×4 above (batch 1,024, 4,096), chunk budgets ×4 to 2,048 then
+#: 16,384: every grid point costs the search a queueing prediction per group, and the halfway points
+#: (batch 512 and 2,048, chunk 8,192) changed no plan's cost on the 24 requests of
+#: bench/plan_latency.py while costing +18 % of p50 CPU (docs/plan-benchmark.md, "The coarser top of the grid").
 TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
-BATCH_LIMITS: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-CHUNK_BUDGETS: tuple[int | None, ...] = (None, 512, 2048, 8192, 16384)
+BATCH_LIMITS: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 1024, 4096)
+CHUNK_BUDGETS: tuple[int | None, ...] = (None, 512, 2048, 16384)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

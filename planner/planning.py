@@ -1444,8 +1444,14 @@ def _verification_record(report: Mapping[str, Any], adjustments: Sequence[Adjust
 
 
 #: Rounds of search → simulate → correct before a plan is given up as unverifiable; each round either
-#: verifies the search's cheapest plan or moves it (more replicas, or another configuration).
-MAX_VERIFY_ROUNDS = 8
+#: verifies the search's cheapest plan or moves it (more replicas, or another configuration); a round is
+#: one simulation, paid only while the simulator keeps refusing. Measured on the grid to 4,096 / 16,384:
+#: bench/plan_latency.py's 70B request at TPOT 20 ms needs 9 rounds (eight H200 tp 2 settings refuted
+#: one by one before H100 tp 4 verifies at $19.04/h), so 8 refused a request the coarser grid planned.
+#: More is not free of side effects: at 16, the advice's verified bisection (planner/advice.py) met a
+#: TPOT bracket where a plan exhausting its rounds at one target verified at a lower one (the search
+#: path depends on what earlier trials refuted), and overstated a relaxation by 5.3 %. 12 holds both.
+MAX_VERIFY_ROUNDS = 12
 
 
 @dataclass(slots=True)
