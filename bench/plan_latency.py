@@ -211,6 +211,7 @@ def grid_ab(*, verify: bool) -> dict[str, Any]:
 
     logging.disable(logging.CRITICAL)
     times: dict[str, list[float]] = {"old": [], "new": []}
+    costs: dict[str, list[float | None]] = {"old": [], "new": []}  # every run's plan cost (None: refused)
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'headroom.db'}"
         upgrade(url)
@@ -234,15 +235,21 @@ def grid_ab(*, verify: bool) -> dict[str, Any]:
                     )
                     _clear_caches()
                     started = time.process_time()
+                    cost = None
                     with contextlib.suppress(HeadroomError):  # an impossible request is timed like any other
-                        planning.plan_capacity(planning_request, inputs)
+                        cost = planning.plan_capacity(planning_request, inputs).cost_usd_per_hour
                     runs[name].append((time.process_time() - started) * 1e3)
+                    costs[name].append(cost)
                 for name, kept in times.items():
                     kept.append(min(runs[name]))
         engine.dispose()
+    differ = [i for i in range(len(REQUESTS)) if costs["old"][2 * i] != costs["new"][2 * i]]
     return {
-        name: {"p50": statistics.median(values), "mean": statistics.fmean(values), "cpu_ms": values}
-        for name, values in times.items()
+        **{
+            name: {"p50": statistics.median(values), "mean": statistics.fmean(values), "cpu_ms": values}
+            for name, values in times.items()
+        },
+        "requests_whose_cost_differs": differ,
     }
 
 
@@ -264,6 +271,7 @@ def main() -> None:
         ab = grid_ab(verify=args.verify)
         for name in ("old", "new"):
             print(f"{name} grid, verify {args.verify}: p50 {ab[name]['p50']:.1f} ms cpu, mean {ab[name]['mean']:.1f} ms cpu")
+        print(f"requests whose plan cost differs between the grids: {ab['requests_whose_cost_differs'] or 'none'}")
         print(f"load average {os.getloadavg()}")
         return
     results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat))
