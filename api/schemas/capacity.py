@@ -130,6 +130,9 @@ class CapacityPrecision(BaseModel):
 class CapacityConfigurationRead(BaseModel):
     gpu: str
     tp: int
+    pp: int = Field(
+        default=1, description="Pipeline-parallel stages per replica; always 1 (pipeline parallelism is not modelled yet)."
+    )
     replicas: int = Field(description="gpus // tp, or instances × ⌊GPUs per instance / tp⌋; a pinned count when given.")
     gpus_used: int = Field(description="replicas × tp.")
     precision: CapacityPrecision

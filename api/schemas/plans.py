@@ -375,6 +375,9 @@ class PlanDecision(BaseModel):
 
     gpu: str
     tp: int
+    pp: int = Field(
+        default=1, description="Pipeline-parallel stages per replica; always 1 (pipeline parallelism is not modelled yet)."
+    )
     replicas: int
     gpus_total: int
     precision: PrecisionRead
@@ -435,6 +438,10 @@ class BatchJobVerificationRead(BaseModel):
     window_completions: int
     window_s: float
     makespan_s: float = Field(description="When the sample's last request finished.")
+    makespan_rate_rps: float = Field(
+        description="(sample + batch slots) / makespan: the plan uses the lowest of this, completion_rate_rps and the "
+        "analytic rate, so its finish formula covers the sample's own drain."
+    )
     predicted_makespan_s: float = Field(
         description="(sample + slots) / throughput_rps_per_replica: the finish formula on the sample."
     )
