@@ -28,12 +28,12 @@ from api.schemas.what_if import WHAT_IF_CSV_COLUMNS, WhatIfRequest
 from api.schemas.workload import BatchWorkloadSpec, length_distribution
 from catalog.plans import Plans, new_plan_id
 from catalog.prices import Pricing
-from planner.batch_jobs import MIN_BILLED_S, SECONDS_PER_HOUR, BatchJob, BatchPlan, plan_batch_job
+from planner.batch_jobs import MIN_BILLED_S, BatchJob, BatchPlan, plan_batch_job
 from planner.errors import HeadroomError
 from planner.plan_result import Provenance
 from planner.planning import HOURS_PER_MONTH, PlanningInputs
+from planner.units import MS_PER_S, SECONDS_PER_HOUR
 
-MS_PER_S = 1e3
 BILLING = (
     f"per second, at least {MIN_BILLED_S:.0f} s per replica, every replica from the start to the job's finish "
     "(RunPod bills pods per second; AWS EC2 per second with a 60-second minimum); model loading not counted"

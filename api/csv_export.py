@@ -44,11 +44,11 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request, Response
 
 from api.rounding import rounded
+from planner.units import HOURS_PER_MONTH
 
 CSV_MEDIA_TYPE = "text/csv"
 CSV_CONTENT_TYPE = "text/csv; charset=utf-8"
 JSON_MEDIA_TYPE = "application/json"
-HOURS_PER_MONTH = 730.0  # 8,760 h / 12, as planner.planning and cloud price sheets use
 CURRENCY = "USD"
 #: Leading characters a spreadsheet reads as the start of a formula (OWASP "CSV Injection").
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")

@@ -29,7 +29,6 @@ from catalog.errors import NotFoundError
 from catalog.plans import Plans, StoredPlan
 from catalog.repository import Catalog
 from planner.diff import (
-    HOURS_PER_MONTH,
     Check,
     DeployedRow,
     PlanningContext,
@@ -43,6 +42,7 @@ from planner.diff import (
 )
 from planner.errors import PlannerInputError
 from planner.specs import Efficiency, GpuSpec
+from planner.units import HOURS_PER_MONTH
 
 
 def put_deployment(

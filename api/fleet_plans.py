@@ -78,9 +78,9 @@ from planner.fleet_spec import (
 from planner.optimizer import Candidate
 from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR
 from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.units import MS_PER_S
 from planner.workload import Slo, Workload
 
-MS_PER_S = 1e3
 _PAGE = 500
 
 SHARE_POOLS_NOTE = (

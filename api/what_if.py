@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Any
 
 from api.batch_jobs import batch_plan_request, batch_sweep_points
-from api.csv_export import HOURS_PER_MONTH
 from api.errors import RequestTimeoutError
 from api.inputs import planning_inputs
 from api.observability import Deadline, MetricsRegistry
@@ -26,6 +25,7 @@ from catalog.prices import Pricing
 from catalog.repository import Catalog
 from planner.errors import HeadroomError
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
+from planner.units import HOURS_PER_MONTH
 from planner.workload import Slo
 
 MS_PER_S = 1e3

@@ -73,13 +73,13 @@ from planner.specs import (
     Precision,
     QuantSpec,
 )
+from planner.units import MS_PER_S
 
 #: Reference data shipped with the code; loaded on request (`load_reference_catalog`), never on import.
 REFERENCE_DATA_DIR = Path(__file__).resolve().parent / "data"
 
 GB_BYTES = 1e9  # GB = 1e9 bytes (datasheet convention, docs/design.md)
 TFLOPS_FLOPS = 1e12  # TFLOP/s = 1e12 FLOP/s
-MS_PER_S = 1e3
 US_PER_S = 1e6
 
 MAX_PAGE_SIZE = 10_000

@@ -52,9 +52,9 @@ from planner.errors import InfeasiblePlanError, PlannerInputError, UnsupportedCo
 from planner.queueing import saturation_rps
 from planner.simulator import simulate_requests
 from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.units import SECONDS_PER_HOUR
 from planner.workload import LengthDistribution, Serving, Slo, Workload
 
-SECONDS_PER_HOUR = 3600.0
 #: Billing granularity: per second with a 60-second minimum per instance (module docstring: RunPod
 #: per second, AWS EC2 per second with a 60-second minimum; the stricter of the two).
 MIN_BILLED_S = 60.0

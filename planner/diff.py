@@ -29,10 +29,9 @@ from planner.performance import build_step_model
 from planner.precision import check_precision
 from planner.queueing import Prediction, predict
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
+from planner.units import HOURS_PER_MONTH, MS_PER_S
 from planner.workload import Serving, Slo, Workload
 
-HOURS_PER_MONTH = 730.0  # 8,760 h / 12, as planner/planning.py and cloud price sheets count a month
-MS_PER_S = 1e3
 #: Relative difference below which two prices or rates count as equal (float noise from JSON round trips).
 _SAME = 1e-9
 

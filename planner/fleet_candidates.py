@@ -51,6 +51,7 @@ from planner.queueing import SloExcess, saturation_rps, slo_excess
 from planner.rate_search import Bracket
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
+from planner.units import MS_PER_S
 from planner.workload import Serving, Slo, Workload
 
 #: Upper bound on μ searches for one table, so a pathological request stays bounded; reaching it
@@ -60,8 +61,6 @@ MAX_MU_SEARCHES = 400
 #: The rate, as a fraction of saturation, at which "no rate meets the SLO" is probed (as
 #: planner/queueing.py's max_rps_at_slo does).
 VANISHING_UTILISATION = 1e-6
-
-MS_PER_S = 1e3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -21,8 +21,7 @@ from planner.errors import ModelDoesNotFitError
 from planner.parallel import check_tensor_parallel, kv_head_replicas, valid_tensor_parallel_degrees
 from planner.precision import supports_precision
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision, QuantSpec
-
-GB = 1e9  # bytes; used only in messages a person reads
+from planner.units import GB
 
 
 def weight_bytes(model: ModelSpec, weights: QuantSpec) -> float:

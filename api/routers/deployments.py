@@ -26,12 +26,12 @@ from api.schemas.deployments import (
     ReplanRequest,
     ReplanResponse,
 )
+from planner.units import MS_PER_S
 
 router = APIRouter(tags=["deployments"])
 
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size: at most this many records.")]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1, description="Records to skip before the page starts.")]
-MS_PER_S = 1e3
 Name = Annotated[
     str,
     Path(

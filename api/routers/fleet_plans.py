@@ -30,8 +30,8 @@ from api.schemas.fleet_plans import (
     FleetPlanResponse,
     schedule_csv,
 )
-from api.schemas.plans import MS_PER_S
 from catalog.fleet_plans import new_fleet_plan_id
+from planner.units import MS_PER_S
 
 router = APIRouter(tags=["fleet-plans"])
 

@@ -23,7 +23,8 @@ from api.deps import CallerRoleDep, CatalogDep, DeploymentsDep, PlansDep, Reader
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
-from api.schemas.plans import MS_PER_S, PlanRequest, PlanResponse
+from api.schemas.plans import PlanRequest, PlanResponse
+from planner.units import MS_PER_S
 
 router = APIRouter(tags=["plans"])
 

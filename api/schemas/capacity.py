@@ -13,9 +13,10 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
-from api.schemas.plans import MS_PER_S, PlanPin, PlanPrecision, PlanSlo
+from api.schemas.plans import PlanPin, PlanPrecision, PlanSlo
 from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
+from planner.units import MS_PER_S
 
 
 class _Input(BaseModel):

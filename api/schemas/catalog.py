@@ -27,6 +27,7 @@ from catalog.records import CHECKPOINT_PATTERN, ENGINE_NAME_PATTERN, ENGINES
 from planner import specs
 from planner.confidence import GRADES
 from planner.specs import ARCHITECTURE_GENERATIONS
+from planner.units import GB
 
 Slug = Annotated[
     str,
@@ -53,7 +54,6 @@ Source = Annotated[
 OptionalText = Annotated[str | None, Field(default=None, max_length=MAX_TEXT_LENGTH)]
 
 # Bounds in the record's units, from planner/specs.py's SI bounds (docs/reliability.md "Bounds" says why each).
-GB = 1e9
 MEMORY_GB = (specs.MIN_MEMORY_BYTES / GB, specs.MAX_MEMORY_BYTES / GB)  # 1 – 4,096 GB
 BANDWIDTH_GB_PER_S = (specs.MIN_BANDWIDTH_BYTES_PER_S / GB, specs.MAX_BANDWIDTH_BYTES_PER_S / GB)  # 1 – 1e8 GB/s
 INTERCONNECT_GB_PER_S = (specs.MIN_INTERCONNECT_BYTES_PER_S / GB, specs.MAX_INTERCONNECT_BYTES_PER_S / GB)  # 0.1 – 1e5 GB/s

@@ -25,8 +25,8 @@ from planner.diff import (
     PlanDiff,
     Reason,
 )
+from planner.units import MS_PER_S
 
-MS_PER_S = 1e3
 CURRENCY = "USD"
 
 

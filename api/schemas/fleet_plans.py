@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from api.csv_export import CURRENCY, HOURS_PER_MONTH
+from api.csv_export import CURRENCY
 from api.rounding import rounded
 from api.schemas.catalog import Slug
 from api.schemas.plans import PlanPrecision, PlanSlo, PlanWarning, PrecisionRead
@@ -24,6 +24,7 @@ from api.schemas.workload import ARRIVAL_CV_DESCRIPTION, TokenLengths, length_di
 from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
 from planner.confidence import GRADES
 from planner.fleet_candidates import CandidateGrid
+from planner.units import HOURS_PER_MONTH
 from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Workload
 
 # Size bounds: not physics, but what one request may ask of the service so that an accepted plan

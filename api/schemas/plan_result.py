@@ -31,8 +31,7 @@ from planner.plan_result import (
     SlotsLimitedBy,
     Verification,
 )
-
-MS_PER_S = 1e3
+from planner.units import MS_PER_S
 
 
 class _Read(BaseModel):

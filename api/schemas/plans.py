@@ -43,9 +43,8 @@ from planner.optimizer import PlanConstraints
 from planner.packing import InstanceUse
 from planner.pins import ENGINES, Pin
 from planner.planning import HOURS_PER_MONTH, PlanResult
+from planner.units import MS_PER_S
 from planner.workload import Slo, Workload
-
-MS_PER_S = 1e3
 
 #: Precisions considered when a request names none: 16-bit weights and cache, and FP8 weights and
 #: cache — near-lossless on the models in the catalog. Int8, int4 and FP4 trade accuracy the
