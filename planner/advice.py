@@ -23,16 +23,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from planner.confidence import GRADES, grade_rank
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.pins import without_replicas
 from planner.plan_result import Relaxation, as_dict
+from planner.units import MS_PER_S
 from planner.workload import Slo
 
 if TYPE_CHECKING:
+    from planner.optimizer import PlanConstraints
     from planner.planning import PlanningInputs, PlanningRequest, PlanResult
 
 #: A relaxation is searched until the value that works is within this fraction of one that fails.
@@ -45,7 +47,6 @@ _OUTWARD_STEPS = 12
 #: found so far are returned and `advice_complete` says the search stopped early.
 MAX_REPLANS = 60
 MAX_ADVICE_S = 8.0
-MS_PER_S = 1e3
 
 Plan = Callable[["PlanningRequest", "PlanningInputs"], "PlanResult"]
 
@@ -211,54 +212,102 @@ def _round_up(value: float) -> float:
     return math.ceil(value * factor - 1e-9) / factor
 
 
-def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
-    request = trial.request
-    constraints = request.constraints
-    out: list[Relaxation] = []
+def _whole_cents_up(cost_usd_per_hour: float) -> float:
+    """A budget that covers `cost_usd_per_hour`: whole cents, rounded up (the 1e-6 absorbs float noise
+    in a cost that is already a whole number of cents)."""
+    return math.ceil(cost_usd_per_hour * 100 - 1e-6) / 100
 
-    def plan_with(verify: bool | None = None, **changes: Any) -> PlanResult | None:
-        return trial(replace(request, constraints=replace(constraints, **changes)), verify=verify)
 
-    def smallest_int(current: int, known: int, known_plan: PlanResult, **fixed: Any) -> tuple[int, PlanResult]:
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """Plans the request with some of its constraints changed: what every limit's relaxation asks."""
+
+    trial: _Trial
+
+    @property
+    def constraints(self) -> PlanConstraints:
+        return self.trial.request.constraints
+
+    def plan_with(self, verify: bool | None = None, **changes: Any) -> PlanResult | None:
+        request = self.trial.request
+        return self.trial(replace(request, constraints=replace(request.constraints, **changes)), verify=verify)
+
+    def smallest_int(
+        self, current: int, known: int, known_plan: PlanResult, name: str, setter: Callable[[int], Any]
+    ) -> tuple[int, PlanResult]:
         """The smallest integer limit that works: bisected with the model, then the simulator's word."""
-        [(name, setter)] = fixed.items()
-        value, found = _smallest_working_int(lambda n: plan_with(False, **{name: setter(n)}), current, known, known_plan)
-        if not request.verify or found is known_plan:
+        value, found = _smallest_working_int(lambda n: self.plan_with(False, **{name: setter(n)}), current, known, known_plan)
+        if not self.trial.request.verify or found is known_plan:
             return value, found
-        checked = plan_with(**{name: setter(value)})
+        checked = self.plan_with(**{name: setter(value)})
         if checked is not None:
             return value, checked
-        return _smallest_working_int(lambda n: plan_with(**{name: setter(n)}), value, known, known_plan)
+        return _smallest_working_int(lambda n: self.plan_with(**{name: setter(n)}), value, known, known_plan)
 
-    if constraints.budget_usd_per_hour is not None:
-        unlimited = plan_with(budget_usd_per_hour=None)
-        if unlimited is not None:
-            needed = math.ceil(unlimited.cost_usd_per_hour * 100 - 1e-6) / 100  # whole cents, up, so the budget is enough
-            out.append(
-                Relaxation(
-                    constraint="constraints.budget_usd_per_hour",
-                    current=constraints.budget_usd_per_hour,
-                    value=needed,
-                    unit="USD/h",
-                    cost_usd_per_hour=unlimited.cost_usd_per_hour,
-                )
-            )
-    if constraints.max_gpus is not None:
-        unlimited = plan_with(max_gpus=None)
-        if unlimited is not None:
-            value, plan = smallest_int(constraints.max_gpus, unlimited.gpus_total, unlimited, max_gpus=lambda n: n)
-            out.append(
-                Relaxation(
-                    constraint="constraints.max_gpus",
-                    current=constraints.max_gpus,
-                    value=value,
-                    unit="GPUs",
-                    cost_usd_per_hour=plan.cost_usd_per_hour,
-                )
-            )
-    for gpu, limit in sorted(constraints.inventory.items()):
-        others = {g: n for g, n in constraints.inventory.items() if g != gpu}
-        unlimited = plan_with(inventory=others)
+
+def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
+    """Each limit the request set, relaxed alone to the smallest change that plans (in this order,
+    which is also the order re-plans are spent in when the advice budget runs short)."""
+    limits = _Limits(trial)
+    out: list[Relaxation] = []
+    for relax in (
+        _relax_budget,
+        _relax_max_gpus,
+        _relax_inventory,
+        _relax_n_plus_one,
+        _relax_min_confidence,
+        _relax_pinned_replicas,
+        _relax_min_replicas,
+    ):
+        out.extend(relax(limits))
+    return out
+
+
+def _relax_budget(limits: _Limits) -> list[Relaxation]:
+    """The budget the cheapest plan without one costs."""
+    budget = limits.constraints.budget_usd_per_hour
+    if budget is None:
+        return []
+    unlimited = limits.plan_with(budget_usd_per_hour=None)
+    if unlimited is None:
+        return []
+    return [
+        Relaxation(
+            constraint="constraints.budget_usd_per_hour",
+            current=budget,
+            value=_whole_cents_up(unlimited.cost_usd_per_hour),
+            unit="USD/h",
+            cost_usd_per_hour=unlimited.cost_usd_per_hour,
+        )
+    ]
+
+
+def _relax_max_gpus(limits: _Limits) -> list[Relaxation]:
+    """The smallest max_gpus that plans, at most what the plan without the limit uses."""
+    max_gpus = limits.constraints.max_gpus
+    if max_gpus is None:
+        return []
+    unlimited = limits.plan_with(max_gpus=None)
+    if unlimited is None:
+        return []
+    value, plan = limits.smallest_int(max_gpus, unlimited.gpus_total, unlimited, "max_gpus", lambda n: n)
+    return [
+        Relaxation(
+            constraint="constraints.max_gpus",
+            current=max_gpus,
+            value=value,
+            unit="GPUs",
+            cost_usd_per_hour=plan.cost_usd_per_hour,
+        )
+    ]
+
+
+def _relax_inventory(limits: _Limits) -> list[Relaxation]:
+    """For each inventory entry the plan without it overruns, the smallest stock of that GPU that plans."""
+    inventory = limits.constraints.inventory
+    out: list[Relaxation] = []
+    for gpu, limit in sorted(inventory.items()):
+        unlimited = limits.plan_with(inventory={g: n for g, n in inventory.items() if g != gpu})
         if unlimited is None:
             continue
         used = sum(r.gpus for r in unlimited.rows if r.gpu == gpu)
@@ -266,9 +315,9 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
             continue
 
         def stock(n: int, gpu: str = gpu) -> dict[str, int]:
-            return {**constraints.inventory, gpu: n}
+            return {**inventory, gpu: n}
 
-        value, plan = smallest_int(limit, used, unlimited, inventory=stock)
+        value, plan = limits.smallest_int(limit, used, unlimited, "inventory", stock)
         out.append(
             Relaxation(
                 constraint=f"constraints.inventory.{gpu}",
@@ -278,68 +327,93 @@ def _limit_relaxations(trial: _Trial) -> list[Relaxation]:
                 cost_usd_per_hour=plan.cost_usd_per_hour,
             )
         )
-    if constraints.n_plus_one:
-        without_spare = plan_with(n_plus_one=False)
-        if without_spare is not None:
-            out.append(
-                Relaxation(
-                    constraint="constraints.n_plus_one",
-                    current=True,
-                    value=False,
-                    unit=None,
-                    cost_usd_per_hour=without_spare.cost_usd_per_hour,
-                )
-            )
-    if constraints.min_confidence is not None:
-        # the next grade down first: the smallest step that admits more GPUs
-        lower = [g for g in reversed(GRADES) if grade_rank(g) < grade_rank(constraints.min_confidence)]
-        for grade in lower:
-            graded = plan_with(min_confidence=None if grade == GRADES[0] else grade)
-            if graded is not None:
-                out.append(
-                    Relaxation(
-                        constraint="constraints.min_confidence",
-                        current=constraints.min_confidence,
-                        value=grade,
-                        unit=None,
-                        cost_usd_per_hour=graded.cost_usd_per_hour,
-                    )
-                )
-                break
-    if constraints.pinned_replicas is not None:
-        unpinned = plan_with(pin=without_replicas(constraints.pin))
-        if unpinned is not None:  # pinning the free plan's own count gives that plan back
-            out.append(
-                Relaxation(
-                    constraint="constraints.pin.replicas",
-                    current=constraints.pinned_replicas,
-                    value=unpinned.replicas,
-                    unit="replicas",
-                    cost_usd_per_hour=unpinned.cost_usd_per_hour,
-                )
-            )
-    if constraints.min_replicas > 1:
-        fewest = plan_with(min_replicas=1)
-        if fewest is not None:
-            # the largest min_replicas that still works, by bisection on (1, current)
-            low, high, found = 1, constraints.min_replicas, fewest
-            while high - low > 1:
-                middle = (low + high) // 2
-                result = plan_with(min_replicas=middle)
-                if result is None:
-                    high = middle
-                else:
-                    low, found = middle, result
-            out.append(
-                Relaxation(
-                    constraint="constraints.min_replicas",
-                    current=constraints.min_replicas,
-                    value=low,
-                    unit="replicas",
-                    cost_usd_per_hour=found.cost_usd_per_hour,
-                )
-            )
     return out
+
+
+def _relax_n_plus_one(limits: _Limits) -> list[Relaxation]:
+    """Dropping the spare replica, when that alone plans."""
+    if not limits.constraints.n_plus_one:
+        return []
+    without_spare = limits.plan_with(n_plus_one=False)
+    if without_spare is None:
+        return []
+    return [
+        Relaxation(
+            constraint="constraints.n_plus_one",
+            current=True,
+            value=False,
+            unit=None,
+            cost_usd_per_hour=without_spare.cost_usd_per_hour,
+        )
+    ]
+
+
+def _relax_min_confidence(limits: _Limits) -> list[Relaxation]:
+    """The highest lower calibration grade that plans: the next grade down first, the smallest step
+    that admits more GPUs."""
+    min_confidence = limits.constraints.min_confidence
+    if min_confidence is None:
+        return []
+    for grade in (g for g in reversed(GRADES) if grade_rank(g) < grade_rank(min_confidence)):
+        graded = limits.plan_with(min_confidence=None if grade == GRADES[0] else grade)
+        if graded is not None:
+            return [
+                Relaxation(
+                    constraint="constraints.min_confidence",
+                    current=min_confidence,
+                    value=grade,
+                    unit=None,
+                    cost_usd_per_hour=graded.cost_usd_per_hour,
+                )
+            ]
+    return []
+
+
+def _relax_pinned_replicas(limits: _Limits) -> list[Relaxation]:
+    """The replica count the plan without the pin's count uses: pinning the free plan's own count
+    gives that plan back."""
+    pinned = limits.constraints.pinned_replicas
+    if pinned is None:
+        return []
+    unpinned = limits.plan_with(pin=without_replicas(limits.constraints.pin))
+    if unpinned is None:
+        return []
+    return [
+        Relaxation(
+            constraint="constraints.pin.replicas",
+            current=pinned,
+            value=unpinned.replicas,
+            unit="replicas",
+            cost_usd_per_hour=unpinned.cost_usd_per_hour,
+        )
+    ]
+
+
+def _relax_min_replicas(limits: _Limits) -> list[Relaxation]:
+    """The largest min_replicas that still plans, by bisection on (1, current)."""
+    min_replicas = limits.constraints.min_replicas
+    if min_replicas <= 1:
+        return []
+    fewest = limits.plan_with(min_replicas=1)
+    if fewest is None:
+        return []
+    low, high, found = 1, min_replicas, fewest
+    while high - low > 1:
+        middle = (low + high) // 2
+        result = limits.plan_with(min_replicas=middle)
+        if result is None:
+            high = middle
+        else:
+            low, found = middle, result
+    return [
+        Relaxation(
+            constraint="constraints.min_replicas",
+            current=min_replicas,
+            value=low,
+            unit="replicas",
+            cost_usd_per_hour=found.cost_usd_per_hour,
+        )
+    ]
 
 
 def _allowed_relaxations(trial: _Trial) -> list[Relaxation]:
@@ -378,9 +452,26 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
     without any of them uses (only the ones that plan breaks); when even that plan does not exist,
     the smallest SLO relaxation that plans with the limits lifted joins them. Verified by planning
     with all of them applied."""
-    request = trial.request
-    constraints = request.constraints
-    free = replace(
+    free = _free_plan(trial, error)
+    if free is None:
+        return []
+    moves = _Moves(constraints=trial.request.constraints, moved=list(free.moved))
+    _move_budget(moves, free.plan)
+    _move_max_gpus(moves, free.plan)
+    _move_inventory(moves, free.plan)
+    _move_min_confidence(moves, free.plan, trial.inputs)
+    _move_n_plus_one(moves, trial, free.request)
+    _move_pinned_replicas(moves, free.plan)
+    _move_min_replicas(moves, trial, free.request, free.plan)
+    check = trial(replace(free.request, constraints=moves.applied()))
+    if check is None:
+        return []
+    return [replace(r, cost_usd_per_hour=check.cost_usd_per_hour) for r in moves.moved]
+
+
+def _lifted(constraints: PlanConstraints) -> PlanConstraints:
+    """`constraints` with every limit a relaxation may move lifted (what the plan needs is then read off)."""
+    return replace(
         constraints,
         max_gpus=None,
         budget_usd_per_hour=None,
@@ -390,79 +481,118 @@ def _together(trial: _Trial, error: InfeasiblePlanError) -> list[Relaxation]:
         min_confidence=None,
         pin=without_replicas(constraints.pin),
     )
-    moved: list[Relaxation] = []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _FreePlan:
+    """The cheapest plan with the limits lifted, the request it was planned for (its SLO possibly
+    relaxed), and the SLO relaxation that took, if any."""
+
+    request: PlanningRequest
+    plan: PlanResult
+    moved: tuple[Relaxation, ...]
+
+
+def _free_plan(trial: _Trial, error: InfeasiblePlanError) -> _FreePlan | None:
+    """The plan with every limit lifted; when there is none, the smallest SLO relaxation that plans
+    with the limits lifted is applied first (None when that does not plan either)."""
+    request = trial.request
+    free = _lifted(request.constraints)
+    plan = trial(replace(request, constraints=free))
+    if plan is not None:
+        return _FreePlan(request=request, plan=plan, moved=())
+    lifted = replace(trial, request=replace(request, constraints=free))
+    slo_moves = sorted(_slo_relaxations(lifted, error), key=_relative)
+    if not slo_moves:
+        return None
+    first = slo_moves[0]
+    metric = {"slo.ttft_ms": "ttft", "slo.tpot_ms": "tpot", "slo.e2e_s": "e2e"}[first.constraint]
+    scale = 1.0 if metric == "e2e" else MS_PER_S
+    request = replace(request, slo=_with_target(request.slo, metric, float(first.value) / scale))
     plan = trial(replace(request, constraints=free))
     if plan is None:
-        lifted = replace(trial, request=replace(request, constraints=free))
-        slo_moves = sorted(_slo_relaxations(lifted, error), key=_relative)
-        if not slo_moves:
-            return []
-        first = slo_moves[0]
-        metric = {"slo.ttft_ms": "ttft", "slo.tpot_ms": "tpot", "slo.e2e_s": "e2e"}[first.constraint]
-        scale = 1.0 if metric == "e2e" else MS_PER_S
-        request = replace(request, slo=_with_target(request.slo, metric, float(first.value) / scale))
-        plan = trial(replace(request, constraints=free))
-        if plan is None:
-            return []
-        moved.append(replace(first, cost_usd_per_hour=None))
-    changes: dict[str, Any] = {}
-    if constraints.budget_usd_per_hour is not None and plan.cost_usd_per_hour > constraints.budget_usd_per_hour:
-        needed = math.ceil(plan.cost_usd_per_hour * 100 - 1e-6) / 100
-        changes["budget_usd_per_hour"] = needed
-        moved.append(
-            Relaxation(
-                constraint="constraints.budget_usd_per_hour", current=constraints.budget_usd_per_hour, value=needed, unit="USD/h"
-            )
-        )
-    if constraints.max_gpus is not None and plan.gpus_total > constraints.max_gpus:
-        changes["max_gpus"] = plan.gpus_total
-        moved.append(
-            Relaxation(constraint="constraints.max_gpus", current=constraints.max_gpus, value=plan.gpus_total, unit="GPUs")
-        )
-    inventory = dict(constraints.inventory)
-    for gpu, limit in sorted(constraints.inventory.items()):
+        return None
+    return _FreePlan(request=request, plan=plan, moved=(replace(first, cost_usd_per_hour=None),))
+
+
+@dataclass(slots=True, kw_only=True)
+class _Moves:
+    """The limits moved so far (in the order the advice lists them) and the constraint changes that
+    apply them; built up step by step, since later steps re-plan with the earlier changes applied."""
+
+    constraints: PlanConstraints
+    changes: dict[str, Any] = field(default_factory=dict)
+    moved: list[Relaxation] = field(default_factory=list)
+
+    def applied(self) -> PlanConstraints:
+        return replace(self.constraints, **self.changes)
+
+
+def _move_budget(moves: _Moves, plan: PlanResult) -> None:
+    budget = moves.constraints.budget_usd_per_hour
+    if budget is not None and plan.cost_usd_per_hour > budget:
+        needed = _whole_cents_up(plan.cost_usd_per_hour)
+        moves.changes["budget_usd_per_hour"] = needed
+        moves.moved.append(Relaxation(constraint="constraints.budget_usd_per_hour", current=budget, value=needed, unit="USD/h"))
+
+
+def _move_max_gpus(moves: _Moves, plan: PlanResult) -> None:
+    max_gpus = moves.constraints.max_gpus
+    if max_gpus is not None and plan.gpus_total > max_gpus:
+        moves.changes["max_gpus"] = plan.gpus_total
+        moves.moved.append(Relaxation(constraint="constraints.max_gpus", current=max_gpus, value=plan.gpus_total, unit="GPUs"))
+
+
+def _move_inventory(moves: _Moves, plan: PlanResult) -> None:
+    inventory = dict(moves.constraints.inventory)
+    for gpu, limit in sorted(moves.constraints.inventory.items()):
         used = sum(r.gpus for r in plan.rows if r.gpu == gpu)
         if used > limit:
             inventory[gpu] = used
-            moved.append(Relaxation(constraint=f"constraints.inventory.{gpu}", current=limit, value=used, unit="GPUs"))
-    changes["inventory"] = inventory
-    if constraints.min_confidence is not None:
-        grades = {g.slug: g.calibration_grade for g in trial.inputs.gpus}
-        lowest = min((grades.get(r.gpu) or GRADES[0] for r in plan.rows), key=grade_rank)
-        if grade_rank(lowest) < grade_rank(constraints.min_confidence):
-            changes["min_confidence"] = None if lowest == GRADES[0] else lowest
-            moved.append(
-                Relaxation(constraint="constraints.min_confidence", current=constraints.min_confidence, value=lowest, unit=None)
-            )
+            moves.moved.append(Relaxation(constraint=f"constraints.inventory.{gpu}", current=limit, value=used, unit="GPUs"))
+    moves.changes["inventory"] = inventory
+
+
+def _move_min_confidence(moves: _Moves, plan: PlanResult, inputs: PlanningInputs) -> None:
+    """Down to the lowest calibration grade among the plan's GPUs (an uncalibrated GPU counts as the lowest grade)."""
+    min_confidence = moves.constraints.min_confidence
+    if min_confidence is None:
+        return
+    grades = {g.slug: g.calibration_grade for g in inputs.gpus}
+    lowest = min((grades.get(r.gpu) or GRADES[0] for r in plan.rows), key=grade_rank)
+    if grade_rank(lowest) < grade_rank(min_confidence):
+        moves.changes["min_confidence"] = None if lowest == GRADES[0] else lowest
+        moves.moved.append(Relaxation(constraint="constraints.min_confidence", current=min_confidence, value=lowest, unit=None))
+
+
+def _move_n_plus_one(moves: _Moves, trial: _Trial, request: PlanningRequest) -> None:
+    """The spare replica goes only when the limits moved so far do not plan with it."""
     if (
-        constraints.n_plus_one
-        and replace(constraints, **changes) != constraints
-        and trial(replace(request, constraints=replace(constraints, **changes))) is None
+        moves.constraints.n_plus_one
+        and moves.applied() != moves.constraints
+        and trial(replace(request, constraints=moves.applied())) is None
     ):
-        changes["n_plus_one"] = False
-        moved.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None))
-    if constraints.pinned_replicas is not None and plan.replicas != constraints.pinned_replicas:
-        changes["pin"] = without_replicas(constraints.pin)
-        moved.append(
-            Relaxation(
-                constraint="constraints.pin.replicas", current=constraints.pinned_replicas, value=plan.replicas, unit="replicas"
-            )
+        moves.changes["n_plus_one"] = False
+        moves.moved.append(Relaxation(constraint="constraints.n_plus_one", current=True, value=False, unit=None))
+
+
+def _move_pinned_replicas(moves: _Moves, plan: PlanResult) -> None:
+    pinned = moves.constraints.pinned_replicas
+    if pinned is not None and plan.replicas != pinned:
+        moves.changes["pin"] = without_replicas(moves.constraints.pin)
+        moves.moved.append(
+            Relaxation(constraint="constraints.pin.replicas", current=pinned, value=plan.replicas, unit="replicas")
         )
-    if (
-        constraints.min_replicas > 1
-        and plan.replicas < constraints.min_replicas
-        and trial(replace(request, constraints=replace(constraints, **changes))) is None
-    ):
-        changes["min_replicas"] = plan.replicas
-        moved.append(
-            Relaxation(
-                constraint="constraints.min_replicas", current=constraints.min_replicas, value=plan.replicas, unit="replicas"
-            )
+
+
+def _move_min_replicas(moves: _Moves, trial: _Trial, request: PlanningRequest, plan: PlanResult) -> None:
+    """min_replicas comes down to the free plan's count only when the limits moved so far do not plan with it."""
+    min_replicas = moves.constraints.min_replicas
+    if min_replicas > 1 and plan.replicas < min_replicas and trial(replace(request, constraints=moves.applied())) is None:
+        moves.changes["min_replicas"] = plan.replicas
+        moves.moved.append(
+            Relaxation(constraint="constraints.min_replicas", current=min_replicas, value=plan.replicas, unit="replicas")
         )
-    check = trial(replace(request, constraints=replace(constraints, **changes)))
-    if check is None:
-        return []
-    return [replace(r, cost_usd_per_hour=check.cost_usd_per_hour) for r in moved]
 
 
 def _relative(relaxation: Relaxation) -> float:
