@@ -15,10 +15,10 @@ from fastapi import APIRouter, Path, Request, Response
 
 from api import charts
 from api import what_if as what_if_service
+from api.capacity import estimate_capacity
 from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, PlansDep, ReaderDep, SettingsDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
-from api.routers.capacity import estimate_capacity
 from api.schemas.capacity import CapacityRequest
 from api.schemas.what_if import WhatIfRequest
 from catalog.errors import NotFoundError
@@ -153,7 +153,7 @@ def _capacity_chart(fmt: charts.Format) -> None:
         """The per-replica ρ–latency curve POST /v1/capacity answers for the same body, up to μ (the
         most each replica serves within every SLO), with the SLO lines and, with `verify`, the
         simulator's accepted step. Same errors as POST /v1/capacity."""
-        answer = estimate_capacity(body, catalog, settings, _reader)
+        answer = estimate_capacity(body, catalog, settings.default_price_provider)
         wall = charts.capacity_wall(body.model_dump(mode="json"), answer.model_dump(mode="json"))
         return _image(charts.wall_chart(wall), fmt, "capacity-wall", request)
 
