@@ -558,11 +558,33 @@ def plan_constraint_slacks(
     replicas: Mapping[str, int],
 ) -> tuple[ConstraintSlack, ...]:
     """Every constraint of the plan at the solution `replicas`, with slack and whether it binds."""
-    chosen = [c for c in candidates if replicas.get(c.id, 0) > 0]
+    chosen = tuple(c for c in candidates if replicas.get(c.id, 0) > 0)
     # Replicas that could still be added: any candidate in a mixed fleet, else the chosen one.
-    addable = list(candidates) if constraints.mixed_fleet else chosen
-    capacity = sum(c.max_rps_at_slo * replicas[c.id] for c in chosen)
-    smallest_rate = min((c.max_rps_at_slo for c in chosen), default=math.inf)
+    at = _AtSolution(chosen=chosen, addable=tuple(candidates) if constraints.mixed_fleet else chosen, replicas=replicas)
+    return (
+        *_demand_slacks(at, arrival_rate_rps, constraints),
+        *_min_replicas_slacks(at, constraints),
+        *_max_gpus_slacks(at, constraints),
+        *_budget_slacks(at, constraints),
+        *_inventory_slacks(at, constraints),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _AtSolution:
+    """The candidates a solution runs replicas of, those a replica could still be added to, and the
+    solution's replica counts: what every constraint's slack is read from."""
+
+    chosen: tuple[Candidate, ...]
+    addable: tuple[Candidate, ...]
+    replicas: Mapping[str, int]
+
+
+def _demand_slacks(at: _AtSolution, arrival_rate_rps: float, constraints: PlanConstraints) -> list[ConstraintSlack]:
+    """Demand met, and with N+1 demand met after losing the largest replica; each binds when less than
+    the smallest chosen replica's rate is left over (one replica fewer would not do)."""
+    capacity = sum(c.max_rps_at_slo * at.replicas[c.id] for c in at.chosen)
+    smallest_rate = min((c.max_rps_at_slo for c in at.chosen), default=math.inf)
     slacks = [
         ConstraintSlack(
             family="meet_demand",
@@ -575,7 +597,7 @@ def plan_constraint_slacks(
         )
     ]
     if constraints.n_plus_one:
-        after_loss = capacity - max((c.max_rps_at_slo for c in chosen), default=0.0)
+        after_loss = capacity - max((c.max_rps_at_slo for c in at.chosen), default=0.0)
         slacks.append(
             ConstraintSlack(
                 family="n_plus_one",
@@ -587,51 +609,69 @@ def plan_constraint_slacks(
                 binding=after_loss - arrival_rate_rps < smallest_rate,
             )
         )
-    if constraints.min_replicas > 0:
-        total = sum(replicas[c.id] for c in chosen)
-        slacks.append(
-            ConstraintSlack(
-                family="min_replicas",
-                name="min_replicas",
-                value=total,
-                limit=constraints.min_replicas,
-                slack=total - constraints.min_replicas,
-                unit="replicas",
-                binding=total == constraints.min_replicas,
-            )
+    return slacks
+
+
+def _min_replicas_slacks(at: _AtSolution, constraints: PlanConstraints) -> list[ConstraintSlack]:
+    if constraints.min_replicas <= 0:
+        return []
+    total = sum(at.replicas[c.id] for c in at.chosen)
+    return [
+        ConstraintSlack(
+            family="min_replicas",
+            name="min_replicas",
+            value=total,
+            limit=constraints.min_replicas,
+            slack=total - constraints.min_replicas,
+            unit="replicas",
+            binding=total == constraints.min_replicas,
         )
-    if constraints.max_gpus is not None:
-        used = sum(c.gpus_per_replica * replicas[c.id] for c in chosen)
-        step = min((c.gpus_per_replica for c in addable), default=math.inf)
-        slacks.append(
-            ConstraintSlack(
-                family="max_gpus",
-                name="max_gpus",
-                value=used,
-                limit=constraints.max_gpus,
-                slack=constraints.max_gpus - used,
-                unit="gpus",
-                binding=_binds(constraints.max_gpus - used, step),
-            )
+    ]
+
+
+def _max_gpus_slacks(at: _AtSolution, constraints: PlanConstraints) -> list[ConstraintSlack]:
+    if constraints.max_gpus is None:
+        return []
+    used = sum(c.gpus_per_replica * at.replicas[c.id] for c in at.chosen)
+    step = min((c.gpus_per_replica for c in at.addable), default=math.inf)
+    return [
+        ConstraintSlack(
+            family="max_gpus",
+            name="max_gpus",
+            value=used,
+            limit=constraints.max_gpus,
+            slack=constraints.max_gpus - used,
+            unit="gpus",
+            binding=_binds(constraints.max_gpus - used, step),
         )
-    if constraints.budget_usd_per_hour is not None:
-        cost = sum(c.row_cost_usd_per_hour(replicas[c.id]) for c in chosen)
-        step = min((c.cost_usd_per_hour for c in addable), default=math.inf)
-        slack = constraints.budget_usd_per_hour - cost
-        slacks.append(
-            ConstraintSlack(
-                family="budget",
-                name="budget",
-                value=cost,
-                limit=constraints.budget_usd_per_hour,
-                slack=slack,
-                unit="usd_per_hour",
-                binding=_binds(slack, step),
-            )
+    ]
+
+
+def _budget_slacks(at: _AtSolution, constraints: PlanConstraints) -> list[ConstraintSlack]:
+    if constraints.budget_usd_per_hour is None:
+        return []
+    cost = sum(c.row_cost_usd_per_hour(at.replicas[c.id]) for c in at.chosen)
+    step = min((c.cost_usd_per_hour for c in at.addable), default=math.inf)
+    slack = constraints.budget_usd_per_hour - cost
+    return [
+        ConstraintSlack(
+            family="budget",
+            name="budget",
+            value=cost,
+            limit=constraints.budget_usd_per_hour,
+            slack=slack,
+            unit="usd_per_hour",
+            binding=_binds(slack, step),
         )
-    for gpu, limit in sorted(constraints.inventory.items()):  # every limit the request set, used or not
-        used = sum(c.gpus_per_replica * replicas[c.id] for c in chosen if c.gpu == gpu)
-        step = min((c.gpus_per_replica for c in addable if c.gpu == gpu), default=math.inf)
+    ]
+
+
+def _inventory_slacks(at: _AtSolution, constraints: PlanConstraints) -> list[ConstraintSlack]:
+    """Every inventory limit the request set, used or not."""
+    slacks = []
+    for gpu, limit in sorted(constraints.inventory.items()):
+        used = sum(c.gpus_per_replica * at.replicas[c.id] for c in at.chosen if c.gpu == gpu)
+        step = min((c.gpus_per_replica for c in at.addable if c.gpu == gpu), default=math.inf)
         slacks.append(
             ConstraintSlack(
                 family="gpu_inventory",
@@ -643,7 +683,7 @@ def plan_constraint_slacks(
                 binding=_binds(limit - used, step),
             )
         )
-    return tuple(slacks)
+    return slacks
 
 
 # --- infeasibility ----------------------------------------------------------------------------
