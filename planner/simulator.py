@@ -225,6 +225,33 @@ class _Replica:
         duration += sm.step_overhead_s
         return np.asarray(duration)
 
+    def _admissible_at(self, head: int, running: int, kv_free: int, t_limit: float) -> float:
+        """When a decode-only stretch must stop to admit: the arrival of the FCFS head if a slot and
+        KV room wait for it, else `t_limit`."""
+        if head < len(self.ids) and running < self.batch_limit:
+            rid = self.ids[head]
+            if self.prompt[rid] + self.output[rid] <= kv_free:
+                return min(t_limit, self.arrival[rid])
+        return t_limit
+
+    def _decode_stretch(self, t: float, t_stop: float, to_completion: int, decoders: int, context: int) -> tuple[int, float]:
+        """Decode-only steps from `t`: (steps taken, when the next step starts). Nothing changes but
+        contexts until the next completion (`to_completion` steps away) or until a step starts at or
+        after `t_stop` (the arrival of an admissible head request, or the caller's limit)."""
+        first = self.step_model.step_s(decoders, context, context)
+        if to_completion == 1 or t + first >= t_stop:
+            return 1, t + first
+        n = to_completion
+        if t_stop < math.inf:
+            # Steps only lengthen as contexts grow, so at most ⌈Δt/first⌉ start before t_stop.
+            n = min(n, int((t_stop - t) / first) + 2)
+        starts = np.empty(n + 1)
+        starts[0] = t
+        starts[1:] = self._decode_durations(decoders, context, n)
+        np.cumsum(starts, out=starts)
+        taken = n if t_stop == math.inf else int(np.searchsorted(starts[:n], t_stop, side="left"))
+        return taken, float(starts[taken])
+
     def run_until(self, t_limit: float) -> None:
         """Execute every step that starts before `t_limit` with the requests routed so far."""
         step_s = self.step_model.step_s
@@ -236,8 +263,7 @@ class _Replica:
         t, kv_free, running = self.t, self.kv_free, self.running
         decoders, context, steps, finished = self.decoders, self.decoder_context, self.steps, self.finished
         last_end, last_finished = self.last_step_end, self.last_step_finished
-        step_cap = self.max_steps if self.max_steps is not None else math.inf
-        checkpoint = self.checkpoint
+        step_cap, checkpoint = (self.max_steps if self.max_steps is not None else math.inf), self.checkpoint
         heappush, heappop = heapq.heappush, heapq.heappop
 
         while True:
@@ -262,48 +288,13 @@ class _Replica:
 
             step_finished = 0
             if not prefilling:
-                # Decode-only stretch: nothing changes but contexts until the next completion or
-                # until a step starts at/after the arrival of an admissible head request.
-                to_completion = finishing[0][0] - steps
-                t_stop = t_limit
-                if head < n_ids and running < batch_limit:
-                    rid = ids[head]
-                    if prompt[rid] + output[rid] <= kv_free:
-                        t_stop = min(t_stop, arrival[rid])
-                first = step_s(decoders, context, context)
-                if to_completion == 1 or t + first >= t_stop:
-                    taken, t = 1, t + first
-                else:
-                    n = to_completion
-                    if t_stop < math.inf:
-                        # Steps only lengthen as contexts grow, so at most ⌈Δt/first⌉ start before t_stop.
-                        n = min(n, int((t_stop - t) / first) + 2)
-                    starts = np.empty(n + 1)
-                    starts[0] = t
-                    starts[1:] = self._decode_durations(decoders, context, n)
-                    np.cumsum(starts, out=starts)
-                    taken = n if t_stop == math.inf else int(np.searchsorted(starts[:n], t_stop, side="left"))
-                    t = float(starts[taken])
+                t_stop = self._admissible_at(head, running, kv_free, t_limit)
+                taken, t = self._decode_stretch(t, t_stop, finishing[0][0] - steps, decoders, context)
                 steps += taken
                 context += decoders * taken
             else:
                 # A step with prefill: decodes first, then prompts FCFS within the chunk budget.
-                budget = chunk - decoders if chunk is not None else math.inf
-                new_tokens, kv_read, attended = decoders, context, context
-                chunks = 0
-                for entry in prefilling:
-                    if budget <= 0:
-                        break
-                    rid, cached = entry
-                    p = prompt[rid] - cached
-                    if p > budget:  # budget is finite here (chunked), an int
-                        p = int(budget)
-                    budget -= p
-                    new_tokens += p
-                    kv_read += cached
-                    attended += p * cached + p * (p + 1) // 2  # a chunk of p at position s attends p·s + p(p+1)/2
-                    entry[1] = cached + p
-                    chunks += 1
+                new_tokens, kv_read, attended, chunks = _prefill_chunks(prefilling, prompt, chunk, decoders, context)
                 t += step_s(new_tokens, kv_read, attended)
                 steps += 1
                 context += decoders
@@ -343,6 +334,31 @@ class _Replica:
         self.last_step_end, self.last_step_finished = last_end, last_finished
 
 
+def _prefill_chunks(
+    prefilling: list[list[int]], prompt: list[int], chunk: int | None, decoders: int, context: int
+) -> tuple[int, int, int, int]:
+    """One step's work when prompts are in flight: decodes first, then prompts FCFS within the chunk
+    budget. Advances each prefilled entry's cached tokens; returns (new tokens, KV tokens read,
+    attended tokens, prompts that got a chunk)."""
+    budget = chunk - decoders if chunk is not None else math.inf
+    new_tokens, kv_read, attended = decoders, context, context
+    chunks = 0
+    for entry in prefilling:
+        if budget <= 0:
+            break
+        rid, cached = entry
+        p = prompt[rid] - cached
+        if p > budget:  # budget is finite here (chunked), an int
+            p = int(budget)
+        budget -= p
+        new_tokens += p
+        kv_read += cached
+        attended += p * cached + p * (p + 1) // 2  # a chunk of p at position s attends p·s + p(p+1)/2
+        entry[1] = cached + p
+        chunks += 1
+    return new_tokens, kv_read, attended, chunks
+
+
 def simulate_requests(
     step_model: StepModel,
     trace: Trace,
@@ -358,21 +374,7 @@ def simulate_requests(
     `seed` only drives the random router. Join-shortest-queue sends each arrival to the replica
     holding the fewest requests (waiting + running) at that instant, the lowest index on a tie.
     """
-    if not kv_capacity_tokens >= 1:
-        raise PlannerInputError(f"KV capacity must be at least one token, got {kv_capacity_tokens}")
-    need = trace.prompt_tokens + trace.output_tokens
-    largest = int(need.max())
-    if largest > kv_capacity_tokens:
-        raise UnsupportedConfigurationError(
-            f"a request of {largest} tokens (prompt + output) can never be admitted: the KV cache "
-            f"holds {int(kv_capacity_tokens)} tokens per replica",
-            request_tokens=largest,
-            kv_capacity_tokens=int(kv_capacity_tokens),
-            requests_too_large=int(np.count_nonzero(need > kv_capacity_tokens)),
-        )
-    if max_steps is not None and max_steps < 1:
-        raise PlannerInputError(f"max_steps must be >= 1, got {max_steps}")
-
+    _check_runnable(trace, kv_capacity_tokens, max_steps)
     n = len(trace)
     arrival = trace.arrival_s.tolist()
     prompt = trace.prompt_tokens.tolist()
@@ -397,27 +399,10 @@ def simulate_requests(
         )
         for _ in range(serving.replicas)
     ]
-
     if serving.router == "jsq" and serving.replicas > 1:
-        route = np.empty(n, dtype=np.int64)
-        for rid, t_arrival in enumerate(arrival):
-            counts = []
-            for replica in replicas:
-                if replica.t < t_arrival:  # else nothing can start before the arrival; admissions wait for the next call
-                    replica.run_until(t_arrival)
-                counts.append(replica.in_system(t_arrival))
-            chosen = counts.index(min(counts))
-            replicas[chosen].ids.append(rid)
-            route[rid] = chosen
-            _check_total_steps(replicas, max_steps)
+        route = _route_jsq(replicas, arrival, max_steps)
     else:
-        route = (
-            np.zeros(n, dtype=np.int64)
-            if serving.replicas == 1
-            else static_routes(serving.router, serving.replicas, n, np.random.default_rng(seed))
-        )
-        for rid, replica_index in enumerate(route.tolist()):
-            replicas[replica_index].ids.append(rid)
+        route = _route_static(replicas, serving, n, seed)
     for replica in replicas:
         if max_steps is not None:
             replica.max_steps = max_steps - sum(r.steps for r in replicas if r is not replica)
@@ -434,6 +419,54 @@ def simulate_requests(
         replica=route,
         steps=sum(r.steps for r in replicas),
     )
+
+
+def _check_runnable(trace: Trace, kv_capacity_tokens: int, max_steps: int | None) -> None:
+    """Refuse before anything runs what could never finish: a KV cache under one token, a request
+    larger than the whole cache (it could never be admitted), a step bound under one."""
+    if not kv_capacity_tokens >= 1:
+        raise PlannerInputError(f"KV capacity must be at least one token, got {kv_capacity_tokens}")
+    need = trace.prompt_tokens + trace.output_tokens
+    largest = int(need.max())
+    if largest > kv_capacity_tokens:
+        raise UnsupportedConfigurationError(
+            f"a request of {largest} tokens (prompt + output) can never be admitted: the KV cache "
+            f"holds {int(kv_capacity_tokens)} tokens per replica",
+            request_tokens=largest,
+            kv_capacity_tokens=int(kv_capacity_tokens),
+            requests_too_large=int(np.count_nonzero(need > kv_capacity_tokens)),
+        )
+    if max_steps is not None and max_steps < 1:
+        raise PlannerInputError(f"max_steps must be >= 1, got {max_steps}")
+
+
+def _route_jsq(replicas: list[_Replica], arrival: list[float], max_steps: int | None) -> np.ndarray:
+    """Join-shortest-queue: every replica advanced to each arrival, which goes to the one holding
+    the fewest requests then (the lowest index on a tie)."""
+    route = np.empty(len(arrival), dtype=np.int64)
+    for rid, t_arrival in enumerate(arrival):
+        counts = []
+        for replica in replicas:
+            if replica.t < t_arrival:  # else nothing can start before the arrival; admissions wait for the next call
+                replica.run_until(t_arrival)
+            counts.append(replica.in_system(t_arrival))
+        chosen = counts.index(min(counts))
+        replicas[chosen].ids.append(rid)
+        route[rid] = chosen
+        _check_total_steps(replicas, max_steps)
+    return route
+
+
+def _route_static(replicas: list[_Replica], serving: Serving, n: int, seed: int) -> np.ndarray:
+    """Routes decided up front (random split or round-robin), each replica then runs alone."""
+    route = (
+        np.zeros(n, dtype=np.int64)
+        if serving.replicas == 1
+        else static_routes(serving.router, serving.replicas, n, np.random.default_rng(seed))
+    )
+    for rid, replica_index in enumerate(route.tolist()):
+        replicas[replica_index].ids.append(rid)
+    return route
 
 
 def _check_total_steps(replicas: list[_Replica], max_steps: int | None) -> None:
@@ -477,19 +510,42 @@ def simulate(
         max_steps=max_steps,
         checkpoint=checkpoint,
     )
-    n = len(trace)
+    return _summarise(detail, serving, _measurement_window(detail, warmup_fraction), started)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Window:
+    """The measured requests (all but the first `warm` of `requests` by arrival) and the time window
+    from the first measured arrival to the last arrival, over which time averages are taken."""
+
+    requests: int
+    warm: int
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+def _measurement_window(detail: RequestTimes, warmup_fraction: float) -> _Window:
+    n = len(detail.arrival_s)
     warm = math.floor(warmup_fraction * n)
-    measured = slice(warm, n)
-    window_start_s = float(detail.arrival_s[warm])
-    window_end_s = float(detail.arrival_s[-1])
-    window_s = window_end_s - window_start_s
-    if n - warm < 2 or not window_s > 0:
+    window = _Window(requests=n, warm=warm, start_s=float(detail.arrival_s[warm]), end_s=float(detail.arrival_s[-1]))
+    if n - warm < 2 or not window.duration_s > 0:
         raise PlannerInputError(
             "too few measured requests: the window after warm-up needs two arrivals at different times",
             requests=n,
             warmup_requests=warm,
         )
+    return window
 
+
+def _summarise(detail: RequestTimes, serving: Serving, window: _Window, started: float) -> SimulationResult:
+    """Percentiles over the measured requests, time averages over the window (see the module docstring)."""
+    n, warm = window.requests, window.warm
+    measured = slice(warm, n)
+    window_start_s, window_end_s, window_s = window.start_s, window.end_s, window.duration_s
     arrival, admission, finish = detail.arrival_s, detail.admission_s, detail.finish_s
     running_s = _overlap_s(admission, finish, window_start_s, window_end_s)
     in_system_s = _overlap_s(arrival, finish, window_start_s, window_end_s)
