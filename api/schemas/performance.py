@@ -17,12 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.performance import Configuration, LatencyEstimate, Method
 from api.schemas.catalog import Slug
 from api.schemas.workload import ServingSpec, WorkloadSpec
-from planner.performance import Evaluation
+from planner.performance import DecodeStep, Evaluation, Prefill, ThroughputCurve
 from planner.queueing import FORMULA, Latency, Prediction, RhoPoint
 from planner.simulator import CI_LEVEL, Percentiles, SimulationResult
+from planner.step_model import StepModel
+from planner.units import MS_PER_S
 
 Bound = Literal["memory", "compute"]
-MS_PER_S = 1e3
 
 STEP_FORMULA = """\
 One step of continuous batching that processes n new tokens (one per decoding sequence plus
@@ -581,9 +582,6 @@ def evaluate_response(
     config: Configuration, evaluation: Evaluation, estimate: LatencyEstimate | None, *, replicas: int
 ) -> EvaluateResponse:
     ev = evaluation
-    sm = ev.step_model
-    pre = ev.prefill
-    curve = ev.throughput_curve
     return EvaluateResponse(
         gpu=ev.gpu,
         model=ev.model,
@@ -602,78 +600,92 @@ def evaluate_response(
         kv_capacity_tokens=ev.kv_capacity_tokens,
         max_batch_by_memory=ev.max_batch_by_memory,
         break_even_flops_per_byte=ev.break_even_flops_per_byte,
-        prefill=PrefillRead(
-            tokens=pre.tokens,
-            time_ms=_ms(pre.time_s),
-            linear_time_ms=_ms(pre.linear_time_s),
-            attention_time_ms=_ms(pre.attention_time_s),
-            weight_read_ms=_ms(pre.weight_read_s),
-            comm_ms=_ms(pre.comm_s),
-            linear_flops=pre.linear_flops,
-            attention_flops=pre.attention_flops,
-            kv_bytes_written=pre.kv_bytes_written,
-            bound=pre.bound,
-            fits_in_memory=pre.fits_in_memory,
-        ),
-        decode=[
-            DecodeRow(
-                batch=row.batch,
-                context_tokens=row.context_tokens,
-                step_ms=_ms(row.step_s),
-                memory_ms=_ms(row.memory_s),
-                compute_ms=_ms(row.compute_s),
-                comm_ms=_ms(row.comm_s),
-                output_tokens_per_s=row.output_tokens_per_s,
-                output_tokens_per_s_per_request=row.output_tokens_per_s_per_request,
-                weight_bytes_read=row.weight_bytes_read,
-                kv_bytes=row.kv_bytes,
-                bytes_read=row.bytes_read,
-                linear_flops=row.linear_flops,
-                attention_flops=row.attention_flops,
-                flops_per_byte=row.flops_per_byte,
-                flops_per_byte_with_attention=row.flops_per_byte_with_attention,
-                bound=row.bound,
-                fits_in_memory=row.fits_in_memory,
-            )
-            for row in ev.decode
-        ],
-        step_model=StepModelRead(
-            weight_bytes=sm.weight_bytes,
-            dense_weight_bytes=sm.dense_weight_bytes,
-            expert_weight_bytes=sm.expert_weight_bytes,
-            experts=sm.experts,
-            experts_per_token=sm.experts_per_token,
-            moe_layers=sm.moe_layers,
-            kv_bytes_per_token=sm.kv_bytes_per_token,
-            flops_per_token=sm.flops_per_token,
-            attention_flops_per_context_token=sm.attention_flops_per_context_token,
-            memory_bandwidth_bytes_per_s=sm.memory_bandwidth_bytes_per_s,
-            compute_flops_per_s=sm.compute_flops_per_s,
-            comm_s_per_token=sm.comm_s_per_token,
-            comm_latency_s=sm.comm_latency_s,
-            step_overhead_s=sm.step_overhead_s,
-            memory_compute_overlap=sm.memory_compute_overlap,
-            break_even_flops_per_byte=sm.break_even_flops_per_byte,
-        ),
-        throughput_curve=ThroughputCurveRead(
-            context_tokens=curve.context_tokens,
-            memory_limit_batch=curve.memory_limit_batch,
-            ceiling_tokens_per_s=curve.ceiling_tokens_per_s,
-            knee_batch=curve.knee_batch,
-            points=[
-                CurvePoint(
-                    batch=p.batch,
-                    step_ms=_ms(p.step_s),
-                    output_tokens_per_s=p.output_tokens_per_s,
-                    output_tokens_per_s_per_request=p.output_tokens_per_s_per_request,
-                    bound=p.bound,
-                )
-                for p in curve.points
-            ],
-        ),
+        prefill=_prefill_read(ev.prefill),
+        decode=[_decode_row(row) for row in ev.decode],
+        step_model=_step_model_read(ev.step_model),
+        throughput_curve=_throughput_curve_read(ev.throughput_curve),
         notes=list(ev.notes) + _queueing_notes(estimate, ev.kv_capacity_tokens),
         predicted=None if estimate is None else _predicted(estimate, replicas),
         queueing=None if estimate is None else _queueing(estimate.prediction, estimate.curve),
+    )
+
+
+def _prefill_read(pre: Prefill) -> PrefillRead:
+    return PrefillRead(
+        tokens=pre.tokens,
+        time_ms=_ms(pre.time_s),
+        linear_time_ms=_ms(pre.linear_time_s),
+        attention_time_ms=_ms(pre.attention_time_s),
+        weight_read_ms=_ms(pre.weight_read_s),
+        comm_ms=_ms(pre.comm_s),
+        linear_flops=pre.linear_flops,
+        attention_flops=pre.attention_flops,
+        kv_bytes_written=pre.kv_bytes_written,
+        bound=pre.bound,
+        fits_in_memory=pre.fits_in_memory,
+    )
+
+
+def _decode_row(row: DecodeStep) -> DecodeRow:
+    return DecodeRow(
+        batch=row.batch,
+        context_tokens=row.context_tokens,
+        step_ms=_ms(row.step_s),
+        memory_ms=_ms(row.memory_s),
+        compute_ms=_ms(row.compute_s),
+        comm_ms=_ms(row.comm_s),
+        output_tokens_per_s=row.output_tokens_per_s,
+        output_tokens_per_s_per_request=row.output_tokens_per_s_per_request,
+        weight_bytes_read=row.weight_bytes_read,
+        kv_bytes=row.kv_bytes,
+        bytes_read=row.bytes_read,
+        linear_flops=row.linear_flops,
+        attention_flops=row.attention_flops,
+        flops_per_byte=row.flops_per_byte,
+        flops_per_byte_with_attention=row.flops_per_byte_with_attention,
+        bound=row.bound,
+        fits_in_memory=row.fits_in_memory,
+    )
+
+
+def _step_model_read(sm: StepModel) -> StepModelRead:
+    """The planner's SI coefficients as they are, so a client can recompute a step (see STEP_FORMULA)."""
+    return StepModelRead(
+        weight_bytes=sm.weight_bytes,
+        dense_weight_bytes=sm.dense_weight_bytes,
+        expert_weight_bytes=sm.expert_weight_bytes,
+        experts=sm.experts,
+        experts_per_token=sm.experts_per_token,
+        moe_layers=sm.moe_layers,
+        kv_bytes_per_token=sm.kv_bytes_per_token,
+        flops_per_token=sm.flops_per_token,
+        attention_flops_per_context_token=sm.attention_flops_per_context_token,
+        memory_bandwidth_bytes_per_s=sm.memory_bandwidth_bytes_per_s,
+        compute_flops_per_s=sm.compute_flops_per_s,
+        comm_s_per_token=sm.comm_s_per_token,
+        comm_latency_s=sm.comm_latency_s,
+        step_overhead_s=sm.step_overhead_s,
+        memory_compute_overlap=sm.memory_compute_overlap,
+        break_even_flops_per_byte=sm.break_even_flops_per_byte,
+    )
+
+
+def _throughput_curve_read(curve: ThroughputCurve) -> ThroughputCurveRead:
+    return ThroughputCurveRead(
+        context_tokens=curve.context_tokens,
+        memory_limit_batch=curve.memory_limit_batch,
+        ceiling_tokens_per_s=curve.ceiling_tokens_per_s,
+        knee_batch=curve.knee_batch,
+        points=[
+            CurvePoint(
+                batch=p.batch,
+                step_ms=_ms(p.step_s),
+                output_tokens_per_s=p.output_tokens_per_s,
+                output_tokens_per_s_per_request=p.output_tokens_per_s_per_request,
+                bound=p.bound,
+            )
+            for p in curve.points
+        ],
     )
 
 
