@@ -9,6 +9,7 @@ delete_gpu, and the same for models and quantizations.
 # No `from __future__ import annotations`: FastAPI reads the closures' annotations at runtime.
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response, status
@@ -96,6 +97,39 @@ def _record_routes(
     read_schema: type[BaseModel],
 ) -> None:
     """Add get/create/replace/update/delete routes for one catalog resource to `router`."""
+    handlers = _record_handlers(
+        singular=singular,
+        plural=plural,
+        create_schema=create_schema,
+        update_schema=update_schema,
+        patch_schema=patch_schema,
+        read_schema=read_schema,
+    )
+    _add_record_routes(router, handlers, singular=singular, label=label, read_schema=read_schema)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _RecordHandlers:
+    """The five endpoint functions of one catalog resource, before they are routed."""
+
+    get: Callable[..., Any]
+    create: Callable[..., Any]
+    replace: Callable[..., Any]
+    update: Callable[..., Any]
+    delete: Callable[..., Any]
+
+
+def _record_handlers(
+    *,
+    singular: str,
+    plural: str,
+    create_schema: type[BaseModel],
+    update_schema: type[BaseModel],
+    patch_schema: type[BaseModel],
+    read_schema: type[BaseModel],
+) -> _RecordHandlers:
+    """The endpoint functions of one resource: closures, so each body annotation names that
+    resource's schema (FastAPI reads them at runtime to validate and document the body)."""
 
     def method(catalog: Catalog, verb: str) -> Callable[..., Any]:
         bound: Callable[..., Any] = getattr(catalog, f"{verb}_{singular}")  # Catalog.get_gpu, Catalog.create_model, ...
@@ -140,13 +174,22 @@ def _record_routes(
     def delete_record(slug: SlugPath, catalog: CatalogDep, _admin: AdminKeyDep, if_version: IfMatchDep) -> None:
         _write(catalog, if_version, lambda: method(catalog, "delete")(slug, if_version=if_version))
 
+    return _RecordHandlers(
+        get=get_record, create=create_record, replace=replace_record, update=update_record, delete=delete_record
+    )
+
+
+def _add_record_routes(
+    router: APIRouter, handlers: _RecordHandlers, *, singular: str, label: str, read_schema: type[BaseModel]
+) -> None:
+    """Route one resource's handlers with their names, summaries, documented responses and descriptions."""
     router.add_api_route(
-        "/{slug}", get_record, methods=["GET"], name=f"get_{singular}", response_model=read_schema,
+        "/{slug}", handlers.get, methods=["GET"], name=f"get_{singular}", response_model=read_schema,
         summary=f"Get one {label}", responses=_responses(200, 401, 404),
         description=f"The {label} with this slug; the ETag header carries its version.",
     )  # fmt: skip
     router.add_api_route(
-        "", create_record, methods=["POST"], name=f"create_{singular}", response_model=read_schema,
+        "", handlers.create, methods=["POST"], name=f"create_{singular}", response_model=read_schema,
         status_code=status.HTTP_201_CREATED, summary=f"Add a {label}", responses=_responses(201, 401, 403, 409, 422),
         description=(
             "Needs an admin key. 409 if the slug exists already; 422 lists every bad field. A retry with the "
@@ -154,7 +197,7 @@ def _record_routes(
         ),
     )  # fmt: skip
     router.add_api_route(
-        "/{slug}", replace_record, methods=["PUT"], name=f"replace_{singular}", response_model=read_schema,
+        "/{slug}", handlers.replace, methods=["PUT"], name=f"replace_{singular}", response_model=read_schema,
         summary=f"Replace a {label}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
         description=(
             "Needs an admin key. Replaces every member but the slug. With `If-Match: \"<version>\"` "
@@ -162,7 +205,7 @@ def _record_routes(
         ),
     )  # fmt: skip
     router.add_api_route(
-        "/{slug}", update_record, methods=["PATCH"], name=f"update_{singular}", response_model=read_schema,
+        "/{slug}", handlers.update, methods=["PATCH"], name=f"update_{singular}", response_model=read_schema,
         summary=f"Change members of a {label}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
         description=(
             "Needs an admin key. Changes only the members sent; nested blocks are replaced whole and "
@@ -170,7 +213,7 @@ def _record_routes(
         ),
     )  # fmt: skip
     router.add_api_route(
-        "/{slug}", delete_record, methods=["DELETE"], name=f"delete_{singular}",
+        "/{slug}", handlers.delete, methods=["DELETE"], name=f"delete_{singular}",
         status_code=status.HTTP_204_NO_CONTENT, summary=f"Delete a {label}",
         responses=problem_responses(400, 401, 403, 404, 412), response_class=Response,
         description=(
