@@ -4,7 +4,7 @@ the SLOs, the configuration that reaches it, what binds, and (on request) the si
 A configuration is (tp, precision, batch limit, chunk budget) from planner/candidates.py's
 enumeration, run as r = ⌊gpus / tp⌋ replicas behind a random split. Each replica sees the
 offered stream thinned with probability 1/r, so its inter-arrival CV is c_r² = c²/r + (r − 1)/r
-(`planner.planning._per_replica_cv`, the split the plan's verification simulates), and its
+(`planner.plan_predict._per_replica_cv`, the split the plan's verification simulates), and its
 largest rate meeting every SLO, μ_c, is the planner's own root-find on that per-replica stream
 (`_Planner.mu`, planner/queueing.py `max_rps_at_slo`). The capacity of the configuration is
 
@@ -36,21 +36,15 @@ from planner.candidates import (
     enumerate_groups,
 )
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
+from planner.plan_predict import _cached_prediction, _meets, _per_replica_cv, _predicted_at, _serving, _slo_targets, _verify
+from planner.plan_search import _Planner
 from planner.planning import (
     CURVE_UTILISATIONS,
     MAX_VERIFY_ADJUSTMENTS,
     SATURATION_BINDS,
     VERIFY_CAPACITY_STEP,
     VERIFY_REQUESTS,
-    _cached_prediction,
     _infeasible_from_drops,
-    _meets,
-    _per_replica_cv,
-    _Planner,
-    _predicted_at,
-    _serving,
-    _slo_targets,
-    _verify,
 )
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.workload import Slo, Workload

@@ -14,7 +14,8 @@ from planner.capacity import (
     max_capacity,
 )
 from planner.errors import InfeasiblePlanError
-from planner.planning import _per_replica_cv, _Planner
+from planner.plan_predict import _per_replica_cv
+from planner.plan_search import _Planner
 from planner.rate_search import MU_RELATIVE_TOLERANCE
 from planner.workload import Slo
 from tests.planner.test_planning import BF16_PAIR, CHAT, FP8_PAIR, H100, LLAMA_8B, SLO

@@ -282,15 +282,15 @@ def test_capacity_binds_exactly_when_every_slo_holds_at_99_percent_of_saturation
 def test_the_prediction_cache_shares_screened_predictions_and_remembers_proven_misses(monkeypatch: pytest.MonkeyPatch) -> None:
     """A screened rate that is not proven missed is kept as the full prediction (no second one at
     that rate), a proven miss is remembered per SLO, and cache_clear forgets both."""
-    from planner import planning, queueing
+    from planner import plan_predict, queueing
 
-    cache = planning._PredictionCache(maxsize=8)
+    cache = plan_predict._PredictionCache(maxsize=8)
     gpu = INPUTS.gpus[0]
     sm = build_step_model(gpu, LLAMA_8B, BF16_PAIR, 1, EFFICIENCY)
     capacity = kv_capacity_tokens(gpu, LLAMA_8B, BF16_PAIR, 1, EFFICIENCY)
     serving, mix = Serving(batch_limit=64), CHAT.at_rate(1.0)
     calls = {"predict": 0, "screen": 0}
-    real_predict, real_screen = planning.predict, planning.screen
+    real_predict, real_screen = plan_predict.predict, plan_predict.screen
 
     def counting(name, fn):
         def wrapped(*args, **kwargs):
@@ -299,8 +299,8 @@ def test_the_prediction_cache_shares_screened_predictions_and_remembers_proven_m
 
         return wrapped
 
-    monkeypatch.setattr(planning, "predict", counting("predict", real_predict))
-    monkeypatch.setattr(planning, "screen", counting("screen", real_screen))
+    monkeypatch.setattr(plan_predict, "predict", counting("predict", real_predict))
+    monkeypatch.setattr(plan_predict, "screen", counting("screen", real_screen))
     rate = 0.5 * queueing.saturation_rps(sm, mix, serving, kv_capacity_tokens=capacity)
     loose = Slo(ttft_s=1e3, tpot_s=1e3)
     screened = cache.screened(sm, mix, serving, capacity, rate, loose)

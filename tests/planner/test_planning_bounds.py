@@ -17,11 +17,8 @@ from hypothesis import strategies as st
 
 from planner.candidates import enumerate_all_options, enumerate_groups, enumerate_options
 from planner.optimizer import PlanConstraints
-from planner.planning import (
-    PlanningInputs,
-    _beats,
-    _largest_beating,
-)
+from planner.plan_search import _beats, _largest_beating
+from planner.planning import PlanningInputs
 from planner.queueing import saturation_rps
 from planner.specs import Efficiency, Precision
 from planner.workload import (
@@ -147,7 +144,7 @@ def test_the_mixed_fleet_group_filter_keeps_the_cheapest_fleet(rate: float) -> N
     """Groups refused by their cost floor p_g + (λ − S_g)⁺·e could not lower the fleet's cost: the MILP
     over the filtered groups costs what it costs over every group."""
     from planner.optimizer import Candidate, solve_plan
-    from planner.planning import _Planner
+    from planner.plan_search import _Planner
     from tests.planner.test_planning import CHAT, GRID, SLO
 
     workload = CHAT.at_rate(rate)
@@ -197,8 +194,8 @@ def test_the_mixed_fleet_group_filter_keeps_the_cheapest_fleet(rate: float) -> N
 def test_the_cheapest_plan_does_not_depend_on_the_order_candidates_are_searched(rate: float) -> None:
     """Ties in cost and GPUs go to the smallest candidate id, so enumerating the candidates in
     another order (another heap history, other probes) gives the same configuration."""
-    from planner import planning
-    from planner.planning import _Planner
+    from planner import plan_predict
+    from planner.plan_search import _Planner
     from tests.planner.test_planning import CHAT, SLO
 
     workload = CHAT.at_rate(rate)
@@ -206,7 +203,7 @@ def test_the_cheapest_plan_does_not_depend_on_the_order_candidates_are_searched(
     options = [o for g in groups for o in enumerate_options(g, workload)]
     answers = set()
     for ordered in (options, options[::-1], sorted(options, key=lambda o: (o.batch_limit, o.chunk_tokens or 0, o.id))):
-        for cache in (planning._PREDICTIONS, planning._saturation, planning._max_rps):
+        for cache in (plan_predict._PREDICTIONS, plan_predict._saturation, plan_predict._max_rps):
             cache.cache_clear()
         best = _Planner(ordered, workload).search(SLO, rate, PlanConstraints()).best
         assert best is not None
@@ -228,7 +225,7 @@ def test_the_initial_heap_is_what_pushing_each_option_gives(
 ) -> None:
     """The search queues every option at its closed-form bound in one vectorised pass: the same
     entries (cost, GPUs, id), the same refusals by family, as one `_push` per option."""
-    from planner.planning import _Outcome, _Planner
+    from planner.plan_search import _Outcome, _Planner
     from tests.planner.test_planning import CHAT, SLO
 
     workload = CHAT.at_rate(rate)

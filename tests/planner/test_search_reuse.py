@@ -1,4 +1,4 @@
-"""What one request's searches share (planner/planning.py `_Planner`): a miss the queueing model
+"""What one request's searches share (planner/plan_search.py `_Planner`): a miss the queueing model
 proved at a lower rate settles a later search's probe without predicting, and a simulated TPOT-only
 miss is presumed for the group's settings that decode more per step — never for the others."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from planner import planning
+from planner import plan_predict
 from planner.candidates import Option, enumerate_all_options, enumerate_groups
 from planner.optimizer import PlanConstraints
-from planner.planning import _Planner
+from planner.plan_search import _Planner
 from planner.workload import Slo, Workload
 from tests.planner.test_planning import CHAT, INPUTS, LLAMA_8B, SLO
 
@@ -21,7 +21,7 @@ def _options(rate: float) -> tuple[Workload, list[Option]]:
 
 
 def _cold() -> None:
-    for cache in (planning._PREDICTIONS, planning._saturation, planning._max_rps):
+    for cache in (plan_predict._PREDICTIONS, plan_predict._saturation, plan_predict._max_rps):
         cache.cache_clear()
 
 
