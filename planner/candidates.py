@@ -63,10 +63,8 @@ from planner.precision import check_precision
 from planner.queueing import _PROMPT_GRID_U, length_quantiles
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.step_model import COEFFICIENTS, StepModel
+from planner.units import GB, MS_PER_S
 from planner.workload import LengthDistribution, Slo, Workload
-
-GB = 1e9  # bytes; only in messages a person reads
-MS_PER_S = 1e3
 
 #: Default grids (docs/design.md "The optimisation"): tp within a node; batch limits and chunked-prefill
 #: budgets as vLLM deployments set `max_num_seqs` and `max_num_batched_tokens` (None = no chunking).
@@ -198,114 +196,133 @@ def enumerate_groups(
     whole, once per precision, before anything is computed from its efficiencies."""
     groups: list[Group] = []
     drops: list[Drop] = []
-    request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
-    prompt_q, output_q = _lengths_below(workload, slo.percentile)
-    largest_request = math.ceil(workload.prompt_tokens.quantile(0.99) + workload.output_tokens.quantile(0.99))
+    shape = _RequestShape.of(workload, slo)
     for gpu in gpus:
         if not meets(gpu.calibration_grade, min_confidence):
-            drops.extend(
-                Drop(
-                    gpu=gpu.slug,
-                    weights_precision=precision.weights.slug,
-                    kv_precision=precision.kv_cache.slug,
-                    tp=None,
-                    constraint="min_confidence",
-                    reason=f"its calibration is graded {gpu.calibration_grade}, below the minimum confidence {min_confidence}",
-                )
-                for precision in precisions
-            )
+            reason = f"its calibration is graded {gpu.calibration_grade}, below the minimum confidence {min_confidence}"
+            drops.extend(_drop(gpu, precision, None, "min_confidence", reason) for precision in precisions)
             continue
         for precision in precisions:
-            names = (gpu.slug, precision.weights.slug, precision.kv_cache.slug)
-            try:
-                check_precision(gpu, precision)
-            except UnsupportedConfigurationError as exc:
-                drops.append(
-                    Drop(
-                        gpu=names[0],
-                        weights_precision=names[1],
-                        kv_precision=names[2],
-                        tp=None,
-                        constraint="precision",
-                        reason=exc.detail,
-                    )
-                )
-                continue
-            if gpu.price_usd_per_hour_on_demand <= 0:
-                drops.append(
-                    Drop(
-                        gpu=names[0],
-                        weights_precision=names[1],
-                        kv_precision=names[2],
-                        tp=None,
-                        constraint="price",
-                        reason=f"{gpu.slug} has no on-demand price in the catalog",
-                    )
-                )
+            refused = _precision_drop(gpu, precision)
+            if refused is not None:
+                drops.append(refused)
                 continue
             for tp in tp_degrees:
-                if tp > gpu.gpus_per_node or not is_valid_tensor_parallel(gpu, model, tp):
-                    drops.append(
-                        Drop(
-                            gpu=names[0],
-                            weights_precision=names[1],
-                            kv_precision=names[2],
-                            tp=tp,
-                            constraint="tensor_parallel",
-                            reason=f"tp {tp} does not divide {model.slug}'s heads or exceeds the "
-                            f"{gpu.gpus_per_node} GPUs of a {gpu.slug} node",
-                        )
-                    )
-                    continue
-                fit = memory_fit(gpu, model, precision, tp, gpu.efficiency, context_tokens=largest_request)
-                if not fit.fits:
-                    drops.append(
-                        Drop(
-                            gpu=names[0],
-                            weights_precision=names[1],
-                            kv_precision=names[2],
-                            tp=tp,
-                            constraint="memory",
-                            reason=f"cannot hold the model: weights {fit.weights_bytes / GB:.1f} GB + one "
-                            f"{largest_request:,}-token request need {fit.required_bytes / GB:.1f} GB, "
-                            f"{tp} × {gpu.slug} offer {fit.available_bytes / GB:.1f} GB",
-                            needed_bytes=fit.required_bytes,
-                            available_bytes=fit.available_bytes,
-                        )
-                    )
-                    continue
-                sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
-                capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency)
-                group = Group(
-                    gpu=gpu,
-                    precision=precision,
-                    tp=tp,
-                    step_model=sm,
-                    kv_capacity_tokens=capacity,
-                    kv_slots=int(capacity // request_tokens),
-                    price_usd_per_hour=tp * gpu.price_usd_per_hour_on_demand,  # tp GPUs × on-demand $/GPU-h
-                    batch1_decode_s=sm.step_s(1, 1, 1),
-                    prefill_quantile_s=prefill(sm, max(1, math.floor(prompt_q))).time_s,
-                )
-                if group.kv_slots < 1:
-                    drops.append(
-                        Drop(
-                            gpu=names[0],
-                            weights_precision=names[1],
-                            kv_precision=names[2],
-                            tp=tp,
-                            constraint="kv_cache",
-                            reason=f"the KV cache ({capacity:,} tokens) cannot hold one average request "
-                            f"({request_tokens:,.0f} tokens)",
-                        )
-                    )
-                    continue
-                floor = slo_floor_drop(group.key, group, slo, output_q)
-                if floor is not None:
-                    drops.append(floor)
-                    continue
-                groups.append(group)
+                found = _group_or_drop(gpu, model, precision, tp, slo, shape)
+                if isinstance(found, Group):
+                    groups.append(found)
+                else:
+                    drops.append(found)
     return groups, drops
+
+
+@dataclass(frozen=True, slots=True)
+class _RequestShape:
+    """What enumeration needs of the workload: the mean request's tokens (KV slots), the prompt and
+    output lengths just below the SLO's percentile (the SLO floors), and the p99 request (memory fit)."""
+
+    request_tokens: float
+    prompt_q: float
+    output_q: float
+    largest_request: int
+
+    @staticmethod
+    def of(workload: Workload, slo: Slo) -> _RequestShape:
+        prompt_q, output_q = _lengths_below(workload, slo.percentile)
+        return _RequestShape(
+            request_tokens=workload.prompt_tokens.mean + workload.output_tokens.mean,
+            prompt_q=prompt_q,
+            output_q=output_q,
+            largest_request=math.ceil(workload.prompt_tokens.quantile(0.99) + workload.output_tokens.quantile(0.99)),
+        )
+
+
+def _drop(
+    gpu: GpuSpec,
+    precision: Precision,
+    tp: int | None,
+    constraint: str,
+    reason: str,
+    *,
+    needed_bytes: float | None = None,
+    available_bytes: float | None = None,
+) -> Drop:
+    """A Drop of (gpu, precision, tp) for `constraint`; a memory drop carries the bytes it compared."""
+    return Drop(
+        gpu=gpu.slug,
+        weights_precision=precision.weights.slug,
+        kv_precision=precision.kv_cache.slug,
+        tp=tp,
+        constraint=constraint,
+        reason=reason,
+        needed_bytes=needed_bytes,
+        available_bytes=available_bytes,
+    )
+
+
+def _precision_drop(gpu: GpuSpec, precision: Precision) -> Drop | None:
+    """A Drop when the GPU cannot run the precision, or has no price to plan with."""
+    try:
+        check_precision(gpu, precision)
+    except UnsupportedConfigurationError as exc:
+        return _drop(gpu, precision, None, "precision", exc.detail)
+    if gpu.price_usd_per_hour_on_demand <= 0:
+        return _drop(gpu, precision, None, "price", f"{gpu.slug} has no on-demand price in the catalog")
+    return None
+
+
+def _group_or_drop(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, slo: Slo, shape: _RequestShape) -> Group | Drop:
+    """The (gpu, precision, tp) group, or why it cannot serve: tp, memory, KV cache, then the SLO floors."""
+    if tp > gpu.gpus_per_node or not is_valid_tensor_parallel(gpu, model, tp):
+        return _drop(
+            gpu,
+            precision,
+            tp,
+            "tensor_parallel",
+            f"tp {tp} does not divide {model.slug}'s heads or exceeds the {gpu.gpus_per_node} GPUs of a {gpu.slug} node",
+        )
+    largest_request = shape.largest_request
+    fit = memory_fit(gpu, model, precision, tp, gpu.efficiency, context_tokens=largest_request)
+    if not fit.fits:
+        return _drop(
+            gpu,
+            precision,
+            tp,
+            "memory",
+            f"cannot hold the model: weights {fit.weights_bytes / GB:.1f} GB + one "
+            f"{largest_request:,}-token request need {fit.required_bytes / GB:.1f} GB, "
+            f"{tp} × {gpu.slug} offer {fit.available_bytes / GB:.1f} GB",
+            needed_bytes=fit.required_bytes,
+            available_bytes=fit.available_bytes,
+        )
+    group = _group(gpu, model, precision, tp, shape)
+    if group.kv_slots < 1:
+        return _drop(
+            gpu,
+            precision,
+            tp,
+            "kv_cache",
+            f"the KV cache ({group.kv_capacity_tokens:,} tokens) cannot hold one average request "
+            f"({shape.request_tokens:,.0f} tokens)",
+        )
+    floor = slo_floor_drop(group.key, group, slo, shape.output_q)
+    return group if floor is None else floor
+
+
+def _group(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, shape: _RequestShape) -> Group:
+    sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
+    capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency)
+    return Group(
+        gpu=gpu,
+        precision=precision,
+        tp=tp,
+        step_model=sm,
+        kv_capacity_tokens=capacity,
+        kv_slots=int(capacity // shape.request_tokens),
+        price_usd_per_hour=tp * gpu.price_usd_per_hour_on_demand,  # tp GPUs × on-demand $/GPU-h
+        batch1_decode_s=sm.step_s(1, 1, 1),
+        prefill_quantile_s=prefill(sm, max(1, math.floor(shape.prompt_q))).time_s,
+    )
 
 
 def packed_groups(groups: Sequence[Group], instance_types: Sequence[InstanceTypeSpec]) -> tuple[list[Group], list[Drop]]:
@@ -404,7 +421,10 @@ def _step_s(
     mem = (weights + kv * sm.kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s  # bytes / BW
     comp = (new * sm.flops_per_token + attended * sm.attention_flops_per_context_token) / sm.compute_flops_per_s  # FLOPs / F
     comm = new * sm.comm_s_per_token + sm.comm_latency_s
-    return np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
+    step: np.ndarray = (
+        np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
+    )
+    return step
 
 
 def _bounds(
@@ -432,7 +452,8 @@ def _bounds(
     slot_limit = c / (steps * step)  # c slots for `steps` steps each, ≥ the mean-carry step
     full = _step_s(sm, c + finite_budget, c + finite_budget, kv, kv + finite_budget * position)
     budget_limit = np.where(chunked, finite_budget / (p_mean * full), np.inf)  # (C − c) tokens per full-chunk step
-    return np.minimum(slot_limit, budget_limit)
+    bound: np.ndarray = np.minimum(slot_limit, budget_limit)
+    return bound
 
 
 def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None) -> float:

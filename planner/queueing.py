@@ -92,6 +92,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
+from planner.plan_result import SlotsLimitedBy
 from planner.queueing_latency import (
     PercentileBounds,
     SloExcess,
@@ -105,6 +106,7 @@ from planner.queueing_latency import (
 from planner.queueing_replica import _Replica, _replica, step_seconds
 from planner.queueing_sample import _ALL_POINTS, _PROMPT_GRID_U, _SCREEN_HEAD, _SCREEN_REST, length_quantiles
 from planner.step_model import StepModel
+from planner.units import MS_PER_S
 from planner.workload import FixedLength, Serving, Slo, Workload
 
 __all__ = [
@@ -184,7 +186,7 @@ class QueueingDetail:
     utilisation: float  # ρ = λ / saturation
     saturation_rps: float
     slots: int  # c
-    slots_limited_by: str  # "batch_limit" or "kv_cache"
+    slots_limited_by: SlotsLimitedBy
     mean_occupancy: float  # L (running sequences)
     littles_law: LittlesLawTerms  # (L, λ, W) with L = λ·W
     wait_probability: float
@@ -534,8 +536,8 @@ def max_rps_at_slo(
         predicted = latency.at_percentile_s if latency is not None else math.nan
         target = getattr(slo, f"{binding}_s")
         raise InfeasiblePlanError(
-            f"p{pct:g} {binding.upper()} is {predicted * 1e3:.2f} ms even at vanishing load, above the "
-            f"{target * 1e3:.2f} ms target: no rate meets it on this configuration",
+            f"p{pct:g} {binding.upper()} is {predicted * MS_PER_S:.2f} ms even at vanishing load, above the "
+            f"{target * MS_PER_S:.2f} ms target: no rate meets it on this configuration",
             constraint=binding,
             predicted_s=predicted,
             target_s=target,

@@ -50,7 +50,8 @@ def _percentiles(samples: np.ndarray, percentiles: tuple[float, ...]) -> np.ndar
         value_at.setdefault(index + 1, rest.min() if rest.size else value_at[index])
     low = np.array([value_at[i] for i in below.tolist()])
     high = np.array([value_at[min(i + 1, size - 1)] for i in below.tolist()])
-    return low + (high - low) * (position - below)
+    interpolated: np.ndarray = low + (high - low) * (position - below)
+    return interpolated
 
 
 def _gamma_unit_quantile(z: np.ndarray, variance: np.ndarray | float) -> np.ndarray:
@@ -59,7 +60,8 @@ def _gamma_unit_quantile(z: np.ndarray, variance: np.ndarray | float) -> np.ndar
     g = np.maximum(
         1.0 - v / 9.0 + np.sqrt(v / 9.0) * z, 0.0
     )  # (G)^(1/3) ≈ normal with mean 1 − 1/(9a), sd 1/√(9a), 1/a = variance
-    return g * g * g  # the cube by products: NumPy's float power is ~25× slower, the result within an ulp
+    cube: np.ndarray = g * g * g  # the cube by products: NumPy's float power is ~25× slower, the result within an ulp
+    return cube
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)

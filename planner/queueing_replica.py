@@ -18,6 +18,7 @@ from scipy.special import gammaln
 
 from planner import queueing_kernels
 from planner.errors import PlannerInputError
+from planner.plan_result import SlotsLimitedBy
 from planner.queueing_sample import _output_sample, _prompt_sample, _read_only
 from planner.step_model import StepModel
 from planner.workload import LengthDistribution, Serving, Workload
@@ -33,7 +34,7 @@ _OCCUPANCY_GRID_POINTS = 33
 def step_seconds(sm: StepModel, new_tokens: np.ndarray, kv_tokens_read: np.ndarray, attended_tokens: np.ndarray) -> np.ndarray:
     """`StepModel.step_s` element-wise over arrays (same formula, same coefficients)."""
     new = np.asarray(new_tokens, dtype=float)
-    weights = sm.dense_weight_bytes
+    weights: np.ndarray | float = sm.dense_weight_bytes
     if sm.is_moe:
         # E·(1−(1−k/E)^n), the power as exp(n·log(1−k/E)): NumPy's float power is ~3× slower than exp
         touched = sm.experts * -np.expm1(new * math.log1p(-sm.experts_per_token / sm.experts))
@@ -55,7 +56,7 @@ class _Replica:
 
     sm: StepModel
     slots: int
-    slots_limited_by: str
+    slots_limited_by: SlotsLimitedBy
     chunk_tokens: int | None
     prompt_mean: float
     prompt_second_moment: float
@@ -95,7 +96,8 @@ class _Replica:
         """Prefill tokens a step may carry beside n decodes (the chunk budget counts decodes)."""
         if self.chunk_tokens is None:
             return np.full(np.shape(n), np.inf)
-        return np.maximum(1.0, self.chunk_tokens - n)  # C − n, at least one token
+        budget: np.ndarray = np.maximum(1.0, self.chunk_tokens - n)  # C − n, at least one token
+        return budget
 
     def step_mean(self, arrivals_per_step: np.ndarray | float) -> np.ndarray:
         """Mean step time on `grid`, k ~ Poisson(m) prompts arriving per step (m a scalar or one per grid row).
@@ -106,14 +108,17 @@ class _Replica:
         if np.ndim(arrivals_per_step) == 0:
             m = max(float(arrivals_per_step), 1e-300)
             pmf = np.exp(self.k[0] * math.log(m) - m - self.log_k_factorial[0])  # Poisson(m) pmf, truncated at k_max
-            return (self.carry_s @ pmf) / (self.spill_steps @ pmf)  # the pmf's normalisation cancels
+            mean: np.ndarray = (self.carry_s @ pmf) / (self.spill_steps @ pmf)  # the pmf's normalisation cancels
+            return mean
         m = np.maximum(np.asarray(arrivals_per_step, dtype=float), 1e-300)[:, None]
         pmf = np.exp(self.k * np.log(m) - m - self.log_k_factorial)
-        return np.einsum("ij,ij->i", pmf, self.carry_s) / np.einsum("ij,ij->i", pmf, self.spill_steps)
+        means: np.ndarray = np.einsum("ij,ij->i", pmf, self.carry_s) / np.einsum("ij,ij->i", pmf, self.spill_steps)
+        return means
 
     def at(self, values: np.ndarray, n: np.ndarray | float) -> np.ndarray:
         """Interpolate a quantity tabulated on `grid` at occupancy n."""
-        return np.interp(n, self.grid, values)
+        interpolated: np.ndarray = np.interp(n, self.grid, values)
+        return interpolated
 
 
 def _router_arrival_cv2(workload: Workload, serving: Serving) -> float:

@@ -105,7 +105,8 @@ def length_quantiles(dist: LengthDistribution, u: np.ndarray) -> np.ndarray:
     if isinstance(dist, FixedLength):
         return np.full(u.shape, float(dist.tokens))
     if isinstance(dist, LognormalLength):
-        return np.maximum(1.0, np.rint(np.exp(dist.mu + dist.sigma * ndtri(u))))  # simulator rounds, min 1
+        rounded: np.ndarray = np.maximum(1.0, np.rint(np.exp(dist.mu + dist.sigma * ndtri(u))))  # simulator rounds, min 1
+        return rounded
     if isinstance(dist, HistogramLength):
         order = np.argsort(dist.tokens)
         values = np.asarray(dist.tokens, dtype=float)[order]
