@@ -1,4 +1,4 @@
-"""Deployable output of a stored plan (issue 15 §5): each serving engine's launch command, and
+"""Deployable output of a stored plan: each serving engine's launch command, and
 Kubernetes manifests, rendered from the plan's decisions with every planned knob on its flag.
 
 Pure: functions of the stored plan (its response dict) and plain catalog records; the router

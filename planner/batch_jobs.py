@@ -1,5 +1,5 @@
 """Batch jobs: the cheapest way to push a fixed job of N requests through a model by a deadline or
-within a GPU budget, with no latency SLO (issue 15 §3).
+within a GPU budget, with no latency SLO.
 
 An offline job keeps every replica's batch full: the requests are all there at the start, so a
 replica admits the next one the step after a slot frees. Its throughput is therefore the queueing

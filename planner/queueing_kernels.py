@@ -192,7 +192,7 @@ def _step_in_progress(
     return duration
 
 
-# Over 80 lines (issue 21's limit) by its signature: Numba takes each array as its own argument
+# Over 80 lines (the house limit) by its signature: Numba takes each array as its own argument
 # (no dataclasses), and the per-point loop is one pass on purpose (see the module docstring).
 @njit(cache=True, nogil=True)
 def sample_latencies(
@@ -318,7 +318,7 @@ def _poisson_step_mean(
     return carried / steps
 
 
-# Over 80 lines (issue 21's limit) by its 18-argument signature, and it answers a plain 8-tuple:
+# Over 80 lines (the house limit) by its 18-argument signature, and it answers a plain 8-tuple:
 # Numba takes arrays one by one and returns tuples, not dataclasses; `queueing_occupancy._occupancy_at`
 # names the eight numbers in an `_Occupancy` at once.
 @njit(cache=True, nogil=True)

@@ -1,5 +1,5 @@
 """`POST /v1/calibrations`: fit η_mem, η_compute and step overhead to measured points and store
-the result as a named efficiency profile of the GPU (issue 3 §2). operationId: create_calibration."""
+the result as a named efficiency profile of the GPU. operationId: create_calibration."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 

@@ -1,5 +1,5 @@
-"""`POST /v1/capacity` (estimate_capacity): how much traffic given hardware holds within the SLOs
-(issue 15 §1). Read-only: any key that may read may ask, and nothing is stored."""
+"""`POST /v1/capacity` (estimate_capacity): how much traffic given hardware holds within the SLOs.
+Read-only: any key that may read may ask, and nothing is stored."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 

@@ -1,5 +1,5 @@
 """`GET /v1/plans/{plan_id}/deploy?target=vllm|sglang|trt-llm|k8s` (deploy_plan): a stored plan as
-the engine's launch command(s) or as Kubernetes manifests (issue 15 §5). The rendering is pure
+the engine's launch command(s) or as Kubernetes manifests. The rendering is pure
 (api/deploy.py); this reads the plan and the catalog records it names."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.

@@ -1,5 +1,5 @@
 """Named deployments and their plan history, re-planning with a diff and hysteresis, and the
-recheck of a stored plan against today's catalog (issue 7 §1).
+recheck of a stored plan against today's catalog.
 operationIds: put_deployment, list_deployments, get_deployment, list_deployment_plans,
 replan_deployment, recheck_plan."""
 

@@ -1,13 +1,12 @@
 """`POST /v1/evaluate`: the roofline, memory picture and step-time coefficients of one replica
-configuration and, given a serving shape and a workload, its queueing latencies (issues 3 §3 and
-4 §4). operationId: evaluate_configuration."""
+configuration and, given a serving shape and a workload, its queueing latencies. operationId: evaluate_configuration."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
 from fastapi import APIRouter
 
 from api.deps import CatalogDep, ReaderDep, SettingsDep
-from api.performance import predict_latency, resolve_configuration
+from api.evaluation import predict_latency, resolve_configuration
 from api.problems import problem_responses
 from api.schemas.performance import STEP_FORMULA, EvaluateRequest, EvaluateResponse, evaluate_response
 from planner.performance import evaluate

@@ -1,6 +1,6 @@
 """`GET /`: the plan explorer, a page served by the app itself that asks a plan or a capacity
 question through the JSON API and shows the answer in words, its charts, the stored deployments
-with their plan history, and the CSV and deploy downloads (issue 19 §2).
+with their plan history, and the CSV and deploy downloads.
 
 Offline by construction: the HTML is rendered here from `api/templates/explorer.html`, and its
 script and stylesheet are files in `api/static/explorer/` served by the `/static` mount

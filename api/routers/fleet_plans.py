@@ -1,5 +1,5 @@
 """`POST /v1/fleet-plans` and `GET /v1/fleet-plans/{id}`: many workloads over periods of demand, on
-reserved, on-demand and spot GPUs within inventory, planned as one MILP and stored (issue 6).
+reserved, on-demand and spot GPUs within inventory, planned as one MILP and stored.
 operationIds: create_fleet_plan, get_fleet_plan, and get_fleet_plan_csv (the schedule from a route
 that answers only CSV)."""
 

@@ -1,5 +1,5 @@
 """`POST /v1/plans` (create_plan) and `GET /v1/plans/{plan_id}` (get_plan): the cheapest plan that
-meets the SLOs, stored immutable with its request and the catalog version (issue 5);
+meets the SLOs, stored immutable with its request and the catalog version;
 `GET /v1/plans/{plan_id}/csv` (get_plan_csv): its CSV rows from a route that answers only CSV."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.

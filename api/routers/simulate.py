@@ -1,13 +1,13 @@
 """`POST /v1/simulate`: one configuration, serving shape and workload run through the
-discrete-event simulator of continuous batching (issue 4 §4). operationId: simulate_configuration."""
+discrete-event simulator of continuous batching. operationId: simulate_configuration."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
 from fastapi import APIRouter
 
 from api.deps import CatalogDep, ReaderDep, SettingsDep
+from api.evaluation import check_simulation_size, resolve_configuration
 from api.observability import DeadlineDep, MetricsDep
-from api.performance import check_simulation_size, resolve_configuration
 from api.problems import problem_responses
 from api.schemas.performance import SimulateRequest, SimulateResponse, simulate_response
 from planner.memory import check_fit, kv_capacity_tokens

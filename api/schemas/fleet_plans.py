@@ -1,5 +1,5 @@
 """Bodies of `POST /v1/fleet-plans` and `GET /v1/fleet-plans/{id}`: many workloads over a day (or
-any number) of periods, on reserved, on-demand and spot GPUs within inventory (issue 6).
+any number) of periods, on reserved, on-demand and spot GPUs within inventory.
 
 Units are in the field names: rates in requests per second, prices in USD per GPU-hour, costs in
 USD, latencies in ms (TTFT, TPOT) or s (E2E). Cross-field checks (every workload giving the same

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.performance import Configuration, LatencyEstimate, Method
+from api.evaluation import Configuration, LatencyEstimate, Method
 from api.schemas.catalog import Slug
 from api.schemas.workload import ServingSpec, WorkloadSpec
 from planner.performance import DecodeStep, Evaluation, Prefill, ThroughputCurve

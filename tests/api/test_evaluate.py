@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from api.cli import openapi_document
-from api.performance import FALLBACK_SIMULATED_REQUESTS
+from api.evaluation import FALLBACK_SIMULATED_REQUESTS
 from planner.simulator import simulate
 from planner.step_model import StepModel
 from planner.workload import FixedLength, LognormalLength, Serving, Workload

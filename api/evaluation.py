@@ -24,7 +24,7 @@ from planner.step_model import StepModel
 from planner.workload import Serving, Workload
 
 #: Requests the simulator runs when it stands in for the analytic model: the simulator's own
-#: benchmark size (issue 4 §1), whose p99 confidence intervals are a few per cent wide.
+#: benchmark size, whose p99 confidence intervals are a few per cent wide.
 FALLBACK_SIMULATED_REQUESTS = 20_000
 #: One-at-a-time simulator steps per second, measured on the 2-core development machine under
 #: load (prefill-carrying steps cannot be jumped; 116k–165k steps/s over chunked and unchunked
