@@ -1,10 +1,14 @@
 """`POST /v1/plans` (create_plan) and `GET /v1/plans/{plan_id}` (get_plan): the cheapest plan that
 meets the SLOs, stored immutable with its request and the catalog version;
-`GET /v1/plans/{plan_id}/csv` (get_plan_csv): its CSV rows from a route that answers only CSV."""
+`GET /v1/plans/{plan_id}/csv` (get_plan_csv): its CSV rows from a route that answers only CSV;
+`GET /v1/plans` (list_plans): the stored plans newest first, a page at a time, so a plan made for
+no deployment can be found without its id."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
-from fastapi import APIRouter, Response, status
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import JSONResponse
 
 from api import plan_service as service
@@ -22,8 +26,10 @@ from api.csv_export import (
 from api.deps import CallerRoleDep, CatalogDep, DeploymentsDep, PlansDep, ReaderDep, SettingsDep, authorize_plan
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
+from api.plan_list import plan_summary
 from api.problems import problem_responses
-from api.schemas.plans import PlanRequest, PlanResponse
+from api.routers.catalog import Limit, Offset
+from api.schemas.plans import PlanPage, PlanRequest, PlanResponse
 from planner.units import MS_PER_S
 
 router = APIRouter(tags=["plans"])
@@ -93,6 +99,27 @@ def create_plan(
     else:
         answer = JSONResponse(content, status_code=status.HTTP_201_CREATED, headers={"Location": location})
     return idempotency.respond(body, answer)
+
+
+@router.get(
+    "/plans",
+    response_model=PlanPage,
+    name="list_plans",
+    summary="List stored plans, newest first",
+    responses=problem_responses(401, 422),
+)
+def list_plans(
+    plans: PlansDep,
+    _reader: ReaderDep,
+    name: Annotated[str | None, Query(max_length=200, description="Only plans made for this deployment.")] = None,
+    model: Annotated[str | None, Query(max_length=64, description="Only plans of this model (catalog slug).")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Any:
+    """Stored plans (dry runs are not stored) newest first, each summarised: model, workload, GPU,
+    size and cost; `total` counts every match. The whole plan is GET /v1/plans/{id}."""
+    page = plans.list_plans(name=name, model=model, limit=limit, offset=offset)
+    return {"items": [plan_summary(plan) for plan in page.items], "total": page.total, "limit": limit, "offset": offset}
 
 
 @router.get(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -25,7 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from api.rounding import rounded
-from api.schemas.catalog import Slug
+from api.schemas.catalog import Page, Slug
 from api.schemas.plan_result import (
     JustificationRead,
     PlanPredicted,
@@ -507,6 +508,34 @@ class PlanResponse(BaseModel):
         default=None,
         description="A batch job's throughput, replicas, finish time and cost per job; null for interactive traffic.",
     )
+
+
+class PlanSummaryRead(BaseModel):
+    """One stored plan in a list (GET /v1/plans): what it was asked and what it chose, enough to pick
+    the plan to open; the whole plan is GET /v1/plans/{id}."""
+
+    id: str
+    name: str | None = Field(description="The deployment the plan was made for; null for none.")
+    created_at: datetime
+    catalog_version: int = Field(description="The catalog version the plan was made against.")
+    model: str = Field(description="The model's catalog slug.")
+    workload: Literal["interactive", "batch"] = Field(description="Traffic at a rate within SLOs, or a job of fixed size.")
+    arrival_rate_rps: float | None = Field(description="Arrivals per second (interactive); null for a batch job.")
+    requests: int | None = Field(description="Requests in the job (batch); null for interactive traffic.")
+    deadline_h: float | None = Field(description="The batch job's deadline; null without one and for interactive traffic.")
+    gpu: str
+    tp: int
+    replicas: int
+    gpus_total: int
+    precision: str = Field(description="weights/kv_cache.")
+    cost_usd_per_hour: float = Field(description="On-demand cost of the whole plan, as planned.")
+    cost_usd_per_month: float = Field(description="730 hours.")
+    job_cost_usd: float | None = Field(description="The whole batch job's cost; null for interactive traffic.")
+    currency: Literal["USD"] = "USD"
+
+
+class PlanPage(Page[PlanSummaryRead]):
+    """A page of stored plans, newest first."""
 
 
 def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:

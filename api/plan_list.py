@@ -1,0 +1,38 @@
+"""GET /v1/plans' items: a stored plan summarised from its stored request and response, so the list
+needs no column beyond those the plan was stored with (and reads plans stored before it existed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from catalog.plans import StoredPlan
+
+
+def plan_summary(plan: StoredPlan) -> dict[str, Any]:
+    """The PlanSummaryRead of one stored plan. A request stored without `workload.kind` is
+    interactive (the kind is not written back); a batch job's size is the response's `batch_job.requests`,
+    which is also right for a job given as `total_tokens`."""
+    decision = plan.response["plan"]
+    cost = plan.response["cost"]
+    batch = plan.response.get("batch_job")
+    workload = plan.request["workload"]
+    precision = decision["precision"]
+    return {
+        "id": plan.id,
+        "name": plan.name,
+        "created_at": plan.created_at,
+        "catalog_version": plan.catalog_version,
+        "model": plan.request["model"],
+        "workload": "batch" if batch is not None else "interactive",
+        "arrival_rate_rps": None if batch is not None else workload["arrival_rate_rps"],
+        "requests": None if batch is None else batch["requests"],
+        "deadline_h": None if batch is None else batch["deadline_h"],
+        "gpu": decision["gpu"],
+        "tp": decision["tp"],
+        "replicas": decision["replicas"],
+        "gpus_total": decision["gpus_total"],
+        "precision": f"{precision['weights']}/{precision['kv_cache']}",
+        "cost_usd_per_hour": cost["usd_per_hour"],
+        "cost_usd_per_month": cost["usd_per_month"],
+        "job_cost_usd": None if batch is None else batch["cost_usd"],
+    }
