@@ -337,6 +337,89 @@ def test_a_stored_plan_has_charts_downloads_and_history(
     _wait_for_charts(browser_page)
 
 
+#: The explorer's stored-plans page size (PLANS_PAGE in api/static/explorer/explorer.js).
+PLANS_PAGE = 20
+#: Quick plans to store through the API: the golden chat workload on H100 bf16, unverified (a fraction
+#: of a second each), and a small batch job, so the stored-plans table has an interactive and a batch row.
+QUICK_CHAT: dict[str, Any] = {
+    "model": MODEL,
+    "workload": {
+        "arrival_rate_rps": 20,
+        "prompt_tokens": {"mean": 1000, "p99": 4000},
+        "output_tokens": {"mean": 250, "p99": 1000},
+    },
+    "slo": {"ttft_ms": 500, "tpot_ms": 50},
+    "constraints": {"gpus": ["h100-sxm"], "precisions": [{"weights": "bf16", "kv_cache": "bf16"}]},
+    "verify": False,
+}
+QUICK_JOB: dict[str, Any] = {
+    "model": MODEL,
+    "workload": {"kind": "batch", "requests": 100_000, "prompt_tokens": 1000, "output_tokens": 250, "deadline_h": 24},
+    "constraints": {"gpus": ["h100-sxm"], "precisions": [{"weights": "bf16", "kv_cache": "bf16"}]},
+    "verify": False,
+}
+
+
+def _store(served: ServedHeadroom, body: dict[str, Any]) -> dict[str, Any]:
+    answer = httpx.post(
+        f"{served.base_url}/v1/plans",
+        json=body,
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        timeout=PLAN_TIMEOUT_MS / 1000,
+    )
+    assert answer.status_code == 201, answer.text
+    plan: dict[str, Any] = answer.json()
+    return plan
+
+
+def test_the_stored_plans_table_lists_the_apis_plans_pages_and_opens_them(
+    page: tuple[Page, Watched], served: ServedHeadroom
+) -> None:
+    browser_page, _ = page
+    # More plans than one page (other tests in this module may have stored some), the newest a batch job.
+    chat = _store(served, QUICK_CHAT)
+    total = httpx.get(f"{served.base_url}/v1/plans?limit=1").json()["total"]
+    for rate in range(max(0, PLANS_PAGE - total)):
+        _store(served, {**QUICK_CHAT, "workload": {**QUICK_CHAT["workload"], "arrival_rate_rps": 21 + rate}})
+    job = _store(served, QUICK_JOB)
+    listed = httpx.get(f"{served.base_url}/v1/plans?limit=500").json()
+    assert listed["total"] > PLANS_PAGE and listed["items"][0]["id"] == job["id"]
+    ids = [item["id"] for item in listed["items"]]
+
+    _open(browser_page, served)
+    browser_page.wait_for_selector("#plans-table")
+    rows = browser_page.locator("#plans-table tbody tr")
+    shown = [rows.nth(i).get_attribute("data-plan-id") for i in range(rows.count())]
+    assert shown == ids[:PLANS_PAGE]  # the API's first page, newest first
+    assert f"({PLANS_PAGE} of {listed['total']})" in browser_page.inner_text("#plans-table caption")
+    assert "job of 100,000 requests in 24 h" in rows.nth(0).inner_text()
+    assert _usd(listed["items"][0]["cost_usd_per_hour"]) in rows.nth(0).inner_text()
+
+    # "More plans" from the keyboard appends the next page and moves focus to its first row's button.
+    more = browser_page.locator("#more-plans")
+    assert more.is_visible()
+    more.focus()
+    browser_page.keyboard.press("Enter")
+    browser_page.wait_for_function("(n) => document.querySelectorAll('#plans-table tbody tr').length > n", arg=PLANS_PAGE)
+    shown = [rows.nth(i).get_attribute("data-plan-id") for i in range(rows.count())]
+    assert shown == ids[: 2 * PLANS_PAGE]
+    focused = browser_page.evaluate("() => document.activeElement.closest('tr')?.dataset.planId")
+    assert focused == ids[PLANS_PAGE]
+    assert more.is_hidden() == (len(ids) <= 2 * PLANS_PAGE)
+
+    # Opening a plan from its row (Enter on its button) shows that plan's GPU, count and cost.
+    button = browser_page.locator(f"#plans-table tbody tr[data-plan-id='{chat['id']}'] button")
+    assert button.get_attribute("aria-label") == f"Open plan {chat['id']}"
+    button.focus()
+    browser_page.keyboard.press("Enter")
+    browser_page.wait_for_function("(id) => document.getElementById('answer-stored')?.textContent.includes(id)", arg=chat["id"])
+    assert _value(browser_page, "#answer-gpu") == chat["plan"]["gpu"] == "h100-sxm"
+    assert int(_value(browser_page, "#answer-gpus")) == chat["plan"]["gpus_total"]
+    assert float(_value(browser_page, "#answer-cost-hour")) == chat["cost"]["usd_per_hour"]
+    assert browser_page.inner_text("#answer-cost-hour") == _usd(chat["cost"]["usd_per_hour"])
+    _wait_for_charts(browser_page)  # the user sees them; moving on sooner would abort their requests
+
+
 def _chart_series(svg: str) -> dict[str, Any]:
     """The series a chart drew, as api/charts.py records them in `<metadata id="headroom-chart-data">`."""
     found = re.search(r'<metadata id="headroom-chart-data">(.*?)</metadata>', svg, re.DOTALL)

@@ -1,6 +1,6 @@
 // Headroom plan explorer: asks POST /v1/plans or POST /v1/capacity from the form, shows the answer
 // in words (the plan's decision, cost, binding and sensitivity sections), its charts and downloads,
-// and the stored deployments with their plan history. Hand-written, no dependencies, no build step;
+// the stored plans (newest first, a page at a time) and the deployments with their plan history. Hand-written, no dependencies, no build step;
 // every request goes to this service (the page's own origin and path prefix).
 "use strict";
 
@@ -220,7 +220,10 @@
         const answer = await api("/v1/plans", { method: "POST", body: planRequest() });
         if (!answer.ok) return showProblem(answer.data);
         showPlan(answer.data, answer.status === 201);
-        if (answer.status === 201) loadDeployments();
+        if (answer.status === 201) {
+          loadPlans();
+          loadDeployments();
+        }
       } else {
         setStatus("Estimating capacity…", "busy");
         const answer = await api("/v1/capacity", { method: "POST", body: capacityRequest() });
@@ -468,6 +471,69 @@
     showPlan(answer.data, true);
   }
 
+  //: Plans the "More plans" button asks for at a time (GET /v1/plans allows up to 500).
+  const PLANS_PAGE = 20;
+  //: How many rows of the stored-plans table are loaded: the next page starts there.
+  let plansLoaded = 0;
+
+  /** A stored plan's workload in words: its rate, or its job size and deadline. */
+  function workloadText(p) {
+    if (p.workload === "batch") return `job of ${num(p.requests, 0)} requests` + (p.deadline_h === null ? "" : ` in ${num(p.deadline_h)} h`);
+    return `${num(p.arrival_rate_rps)} req/s`;
+  }
+
+  function planRow(p) {
+    return el(
+      "tr",
+      { dataset: { planId: p.id } },
+      el("td", {}, new Date(p.created_at).toLocaleString("en-GB")),
+      el("th", { scope: "row" }, p.name || "—"),
+      el("td", {}, p.model),
+      el("td", {}, workloadText(p)),
+      el("td", {}, `${num(p.gpus_total, 0)} × ${p.gpu} (tp ${p.tp}, ${replicas(p.replicas)}, ${p.precision})`),
+      el("td", { class: "num" }, usd(p.cost_usd_per_hour)),
+      el("td", {}, el("button", { type: "button", "aria-label": `Open plan ${p.id}`, onclick: () => openPlan(p.id) }, "Open")),
+    );
+  }
+
+  /** The stored plans table: the first page afresh, or (`more`) the next page appended, focus moving
+   * to the first new row's button so a keyboard user continues where the new rows start. */
+  async function loadPlans(more = false) {
+    const box = $("plans");
+    const offset = more ? plansLoaded : 0;
+    const answer = await api(`/v1/plans?limit=${PLANS_PAGE}&offset=${offset}`);
+    if (!answer.ok) {
+      box.replaceChildren(problemView(answer.data));
+      $("more-plans").hidden = true;
+      return;
+    }
+    const page = answer.data;
+    if (!more && !page.items.length) {
+      box.replaceChildren(el("p", { class: "muted" }, "No stored plans yet: give a planner key to store one (a dry run is not stored)."));
+      plansLoaded = 0;
+      $("more-plans").hidden = true;
+      return;
+    }
+    const rows = page.items.map(planRow);
+    if (more && $("plans-table")) {
+      $("plans-table").tBodies[0].append(...rows);
+    } else {
+      box.replaceChildren(
+        el(
+          "table",
+          { id: "plans-table" },
+          el("caption", {}, "Stored plans, newest first"),
+          el("thead", {}, el("tr", {}, ["Made", "Deployment", "Model", "Workload", "Plan", "Per hour", ""].map((h) => el("th", { scope: "col" }, h)))),
+          el("tbody", {}, rows),
+        ),
+      );
+    }
+    plansLoaded = offset + page.items.length;
+    $("plans-table").caption.textContent = `Stored plans, newest first (${plansLoaded} of ${page.total})`;
+    $("more-plans").hidden = plansLoaded >= page.total;
+    if (more && rows.length) rows[0].querySelector("button").focus();
+  }
+
   async function loadDeployments() {
     const box = $("deployments");
     const answer = await api("/v1/deployments?limit=200");
@@ -557,10 +623,13 @@
     });
     $("deploy-form").addEventListener("submit", (event) => event.preventDefault());
     $("refresh-deployments").addEventListener("click", loadDeployments);
+    $("refresh-plans").addEventListener("click", () => loadPlans());
+    $("more-plans").addEventListener("click", () => loadPlans(true));
     // With HEADROOM_REQUIRE_AUTH every read needs a key: read once one is given, not before.
     const load = () => {
       if (body.dataset.requireAuth === "true" && !apiKey()) return;
       loadCatalog();
+      loadPlans();
       loadDeployments();
     };
     $("api-key").addEventListener("change", load);
