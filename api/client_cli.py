@@ -31,9 +31,14 @@ import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
+
+if TYPE_CHECKING:  # the in-process path imports the database layer only when it runs
+    from sqlalchemy.orm import Session
+
+    from catalog.repository import Catalog
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -191,11 +196,12 @@ def run_deploy(args: argparse.Namespace, settings: Any) -> int:
     return EXIT_OK
 
 
-def _deploy_locally(plan_id: str, target: str, catalog: Any, session: Any) -> str:
+def _deploy_locally(plan_id: str, target: str, catalog: Catalog, session: Session) -> str:
     from api.deploy import render
     from api.routers.deploy import deploy_inputs
+    from catalog.plans import Plans
 
-    return render(deploy_inputs(plan_id, session, catalog), target)[0]
+    return render(deploy_inputs(plan_id, Plans(session), catalog), target)[0]
 
 
 def _replan_body(args: argparse.Namespace) -> dict[str, Any]:
