@@ -627,7 +627,7 @@ def advised(error: InfeasiblePlanError, request: PlanningRequest, inputs: Planni
     )
     if not relaxations:
         detail = f"{error.detail}. No relaxation of the constraints this request set was found to make it feasible" + (
-            "" if not trial.budget.spent else " within the advice's search budget"
+            "" if not trial.budget.spent else " before the advice's allowance of re-plans ran out"
         )
         return InfeasiblePlanError(detail, **extensions)
     # the base error's own sentence stays where it explains a physical floor (an SLO below what any

@@ -50,11 +50,11 @@ def _max_rps(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity:
 
 class _PredictionCache:
     """The queueing model's answers per (configuration, rate, percentile), shared by every request in
-    the process (pure functions of frozen specs): full predictions, and, where `queueing.screen`
-    proved a miss on a slice of the sample, the lower bounds on the percentiles that did, which
-    settle any later SLO they also prove missed (a 10 % looser target in the binding section, say).
-    A screened rate that is not proven missed yields the very prediction `predict` makes, so it is
-    kept as that. Bounded, least recently used out first, and safe across request threads, as
+    the process (pure functions of frozen specs): full predictions per percentile, and screens per
+    whole SLO (where `queueing.screen` proved a miss on a slice of the sample, the lower bounds on the
+    percentiles that did; within one request `_Planner._proven_missed` lets them settle a looser
+    SLO too). A screened rate that is not proven missed yields the very prediction `predict` makes,
+    so it is kept as that as well. Bounded, least recently used out first, and safe across request threads, as
     `functools.lru_cache` is."""
 
     def __init__(self, maxsize: int) -> None:
@@ -92,12 +92,18 @@ class _PredictionCache:
     def screened(
         self, sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, slo: Slo
     ) -> Prediction | PercentileBounds:
-        key = (sm, mix, serving, capacity, rate_rps, slo.percentile)
+        # Keyed by the whole SLO and kept apart from the full predictions, so the answer is the same
+        # pure function of its arguments whatever this process asked before: a cached full prediction
+        # (exact excess) or another SLO's bounds in its place would record another slack in the μ
+        # bracket, move the next probe, and let the same request plan differently in a warm process.
+        key = ("screen", sm, mix, serving, capacity, rate_rps, slo)
         found = self._find(key)
-        if isinstance(found, Prediction) or (found is not None and found.prove_missed(slo)):
+        if found is not None:
             return found
         answer = screen(sm, mix.at_rate(rate_rps), serving, slo, kv_capacity_tokens=capacity)
         self._keep(key, answer)
+        if isinstance(answer, Prediction):
+            self._keep((sm, mix, serving, capacity, rate_rps, slo.percentile), answer)
         return answer
 
     def cache_clear(self) -> None:

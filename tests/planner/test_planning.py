@@ -279,9 +279,13 @@ def test_capacity_binds_exactly_when_every_slo_holds_at_99_percent_of_saturation
     assert any(binding[f"slo_{m}"] for m in ("ttft", "tpot", "e2e") if f"slo_{m}" in binding) is not holds
 
 
-def test_the_prediction_cache_shares_screened_predictions_and_remembers_proven_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_prediction_cache_shares_screened_predictions_and_answers_each_slo_alike_whatever_came_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A screened rate that is not proven missed is kept as the full prediction (no second one at
-    that rate), a proven miss is remembered per SLO, and cache_clear forgets both."""
+    that rate); a proven miss is remembered per SLO; and a screen's answer does not depend on what
+    the cache already held (a full prediction at that rate, another SLO's bounds), since the bound it
+    records moves the μ search's next probe and a warm process would plan the same request otherwise."""
     from planner import plan_predict, queueing
 
     cache = plan_predict._PredictionCache(maxsize=8)
@@ -312,12 +316,19 @@ def test_the_prediction_cache_shares_screened_predictions_and_remembers_proven_m
     miss = cache.screened(sm, mix, serving, capacity, rate, tight)
     assert isinstance(miss, queueing.PercentileBounds)
     assert cache.screened(sm, mix, serving, capacity, rate, tight) is miss
-    looser = Slo(tpot_s=tight.tpot_s * 1.1)  # the bounds prove this one missed too (binding's 10 % looser SLO)
-    assert miss.prove_missed(looser) and cache.screened(sm, mix, serving, capacity, rate, looser) is miss
     assert calls == {"predict": 0, "screen": 2}
+    looser = Slo(tpot_s=tight.tpot_s * 1.1)  # proven missed by the tight bounds too, but screened on its own
+    own = cache.screened(sm, mix, serving, capacity, rate, looser)
+    assert calls == {"predict": 0, "screen": 3}
+    assert isinstance(own, queueing.PercentileBounds) and own.prove_missed(looser)
     cache.prediction(sm, mix, serving, capacity, rate, tight.percentile)  # bounds hold no prediction: one is made
-    assert calls == {"predict": 1, "screen": 2}
-    assert cache.screened(sm, mix, serving, capacity, rate, tight) is not miss  # and it replaces the bounds
+    assert calls == {"predict": 1, "screen": 3}
+    assert cache.screened(sm, mix, serving, capacity, rate, tight) is miss  # the full prediction does not replace it
+    # a cold cache that saw the full prediction first screens to the very same bound
+    warm = plan_predict._PredictionCache(maxsize=8)
+    warm.prediction(sm, mix, serving, capacity, rate, tight.percentile)
+    again = warm.screened(sm, mix, serving, capacity, rate, tight)
+    assert isinstance(again, queueing.PercentileBounds) and again.excess(tight) == miss.excess(tight)
 
 
 class _Stop(Exception):

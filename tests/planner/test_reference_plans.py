@@ -19,6 +19,7 @@ import pytest
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import upgrade
 from catalog.repository import Catalog
+from planner import advice
 from planner.errors import InfeasiblePlanError
 from planner.optimizer import PlanConstraints
 from planner.plan_result import as_dict
@@ -170,12 +171,34 @@ def test_a_tpot_relaxation_works_when_applied_and_is_minimal_within_5_percent(re
     """Reported: TPOT 1 ms advised 'at least 2.542' (the unloaded floor); re-posted at 2.545 it was
     refused again by the simulator."""
     error = refusal(reference, "llama-3.1-70b", RAG_70B, Slo(ttft_s=1.5, tpot_s=tpot_ms / 1e3))
+    assert error.extensions["advice_complete"] is True, error.extensions["advice_replans"]
     [relaxation] = [r for r in error.extensions["relaxations"] if r["constraint"] == "slo.tpot_ms"]
     assert relaxation["current"] == tpot_ms and relaxation["unit"] == "ms" and relaxation["value"] > tpot_ms
     assert error.extensions["relaxations_apply"] == "any"
     works = plan(reference, "llama-3.1-70b", RAG_70B, Slo(ttft_s=1.5, tpot_s=relaxation["value"] / 1e3))
     assert works.verification is not None and works.verification.meets_slo
     refusal(reference, "llama-3.1-70b", RAG_70B, Slo(ttft_s=1.5, tpot_s=relaxation["value"] * 0.95 / 1e3))
+
+
+def test_advice_cut_short_by_its_budget_says_so_and_what_it_found_still_works(
+    reference: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_REPLANS re-plans or MAX_ADVICE_S seconds the advice stops where it is: the answer says
+    it is incomplete (and how many re-plans it took), and each relaxation it does give was re-planned
+    and works."""
+    monkeypatch.setattr(advice, "MAX_REPLANS", 4)
+    error = refusal(reference, "llama-3.1-70b", RAG_70B, Slo(ttft_s=1.5, tpot_s=0.001))
+    assert error.extensions["advice_complete"] is False and error.extensions["advice_replans"] == 4
+    monkeypatch.setattr(advice, "MAX_ADVICE_S", 0.0)  # the clock: spent before the first re-plan
+    timed_out = refusal(reference, "llama-3.1-70b", RAG_70B, Slo(ttft_s=1.5, tpot_s=0.001))
+    assert timed_out.extensions["advice_complete"] is False and timed_out.extensions["advice_replans"] == 0
+    assert timed_out.extensions["relaxations"] == [] and "allowance of re-plans ran out" in timed_out.detail
+    for relaxation in error.extensions["relaxations"]:
+        assert relaxation["constraint"] == "slo.tpot_ms"
+        works = plan(reference, "llama-3.1-70b", RAG_70B, Slo(ttft_s=1.5, tpot_s=relaxation["value"] / 1e3))
+        assert works.verification is not None and works.verification.meets_slo
+    if not error.extensions["relaxations"]:
+        assert "before the advice's allowance of re-plans ran out" in error.detail
 
 
 def test_relaxations_have_one_shape(reference: dict[str, Any]) -> None:
