@@ -298,3 +298,39 @@ class IdempotencyKeyRow(Base):
     response_headers: Mapped[dict[str, str] | None] = mapped_column(JSON)
     response_body: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True, nullable=False)
+
+
+class OperationRow(Base):
+    """A long-running request run by task workers (catalog/operations.py): its request as sent, its
+    state and progress, and its result or the problem it failed with."""
+
+    __tablename__ = "operations"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    state: Mapped[str] = mapped_column(String(16), index=True, nullable=False)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False)
+    units_total: Mapped[int] = mapped_column(Integer, nullable=False)
+    units_done: Mapped[int] = mapped_column(Integer, nullable=False)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    result_location: Mapped[str | None] = mapped_column(String(200))
+    problem: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True, nullable=False)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False)
+
+
+class OperationUnitRow(Base):
+    """One independent piece of an operation (a sweep's point): stored once, whatever redelivers it."""
+
+    __tablename__ = "operation_units"
+
+    operation_id: Mapped[str] = mapped_column(String(32), ForeignKey("operations.id", ondelete="CASCADE"), primary_key=True)
+    index: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    state: Mapped[str] = mapped_column(String(16), nullable=False)
+    result: Mapped[Any] = mapped_column(JSON, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False)
+    error: Mapped[str | None] = mapped_column(Text)
