@@ -103,58 +103,97 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: Catalog, default_provider: st
     return planning_inputs(as_plan, catalog, default_provider=default_provider)
 
 
-def sweep_points(
-    body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, *, solver_time_limit_s: float, deadline: Deadline
-) -> list[dict[str, Any]]:
-    """Each point's cheapest plan (or why none), GPU types × SLO values × rates, rates fastest. Pure
-    planner work on specs already read, so the request's deadline can abandon it (api.observability)."""
-    if isinstance(body.workload, BatchWorkloadSpec):  # a job's deadlines or sizes (api/batch_jobs.py)
-        return batch_sweep_points(body, inputs, pricing, deadline=deadline)
-    constraints = body.constraints.to_constraints()
+def sweep_unit_count(body: WhatIfRequest) -> int:
+    """How many independent units the sweep's work splits into: one per point for traffic; one for
+    a batch job's sweep (api/batch_jobs.py plans its points together)."""
+    return 1 if isinstance(body.workload, BatchWorkloadSpec) else body.sweep.point_count()
+
+
+def _axes(body: WhatIfRequest) -> list[tuple[str | None, Slo, float]]:
+    """Every traffic point's (GPU type, SLO, rate): GPU types × SLO values × rates, rates fastest."""
     assert body.slo is not None, "WhatIfRequest requires an SLO for a traffic workload (_slo_for_traffic)"
     slos = [body.slo.to_slo()] if body.sweep.slo is None else [
         body.slo.model_copy(update={body.sweep.slo.metric: value}).to_slo() for value in body.sweep.slo.values
     ]  # fmt: skip
     gpu_axis: list[str | None] = list(body.sweep.gpus) if body.sweep.gpus is not None else [None]
+    return [(gpu, slo, rate) for gpu in gpu_axis for slo in slos for rate in body.sweep.rates_rps()]
+
+
+def sweep_points(
+    body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, *, solver_time_limit_s: float, deadline: Deadline
+) -> list[dict[str, Any]]:
+    """Each point's cheapest plan (or why none), GPU types × SLO values × rates, rates fastest. Pure
+    planner work on specs already read, so the request's deadline can abandon it (api.observability)."""
     points: list[dict[str, Any]] = []
-    for gpu in gpu_axis:
-        point_inputs = inputs if gpu is None else replace(inputs, gpus=tuple(g for g in inputs.gpus if g.slug == gpu))
-        for slo in slos:
-            for rate in body.sweep.rates_rps():
-                if deadline.remaining_s() <= 0:
-                    raise RequestTimeoutError(timeout_s=deadline.timeout_s)  # stops an abandoned sweep between points
-                point_started = time.perf_counter()
-                # a point without a plan says why (its constraint and reason); the relaxation search a
-                # single 422 runs (re-planning, seconds) is left to POST /v1/plans, so a sweep stays bounded
-                request = PlanningRequest(
-                    workload=body.workload.to_workload(rate),
-                    slo=slo,
-                    constraints=constraints,
-                    verify=body.verify,
-                    solver_time_limit_s=deadline.solver_time_limit_s(solver_time_limit_s),  # the one policy (api.settings)
-                    advise=False,
-                    checkpoint=deadline.checkpoint,
-                )
-                result: PlanResult | None = None
-                error: HeadroomError | None = None
-                try:
-                    result = plan_capacity(request, point_inputs)
-                except HeadroomError as exc:
-                    if problem_type_for(exc).status != 422:
-                        raise  # a solver that gave up is the service's failure, not an answer about this point
-                    error = exc
-                plan_ms = (time.perf_counter() - point_started) * MS_PER_S
-                point = _point(len(points) + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
-                point["solve_ms"] = None
-                if result is not None:
-                    # provenance is None only on plans asked for without explanation; this request explains (the default)
-                    assert result.provenance is not None, "an explained plan carries its provenance"
-                    point["solve_ms"] = result.provenance.solve_ms
-                point["provider"] = pricing.provider
-                chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
-                point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour
-                points.append(point)
+    for index in range(sweep_unit_count(body)):
+        points += sweep_unit(body, inputs, pricing, index, solver_time_limit_s=solver_time_limit_s, deadline=deadline)
     return points
+
+
+def sweep_unit(
+    body: WhatIfRequest,
+    inputs: PlanningInputs,
+    pricing: Pricing,
+    index: int,
+    *,
+    solver_time_limit_s: float,
+    deadline: Deadline,
+) -> list[dict[str, Any]]:
+    """The points of unit `index` (sweep_unit_count): the one traffic point at that index, or a
+    batch job's whole sweep. What a task worker computes (api/tasks.py)."""
+    if isinstance(body.workload, BatchWorkloadSpec):  # a job's deadlines or sizes (api/batch_jobs.py)
+        return batch_sweep_points(body, inputs, pricing, deadline=deadline)
+    return [sweep_point(body, inputs, pricing, index, solver_time_limit_s=solver_time_limit_s, deadline=deadline)]
+
+
+def sweep_point(
+    body: WhatIfRequest,
+    inputs: PlanningInputs,
+    pricing: Pricing,
+    index: int,
+    *,
+    solver_time_limit_s: float,
+    deadline: Deadline,
+) -> dict[str, Any]:
+    """The cheapest plan (or why none) at traffic point `index` (0-based, in `_axes` order)."""
+    workload = body.workload
+    if isinstance(workload, BatchWorkloadSpec):
+        raise ValueError("a batch job's sweep has no traffic points: sweep_unit plans it whole")
+    gpu, slo, rate = _axes(body)[index]
+    if deadline.remaining_s() <= 0:
+        raise RequestTimeoutError(timeout_s=deadline.timeout_s)  # stops an abandoned sweep between points
+    point_inputs = inputs if gpu is None else replace(inputs, gpus=tuple(g for g in inputs.gpus if g.slug == gpu))
+    point_started = time.perf_counter()
+    # a point without a plan says why (its constraint and reason); the relaxation search a
+    # single 422 runs (re-planning, seconds) is left to POST /v1/plans, so a sweep stays bounded
+    request = PlanningRequest(
+        workload=workload.to_workload(rate),
+        slo=slo,
+        constraints=body.constraints.to_constraints(),
+        verify=body.verify,
+        solver_time_limit_s=deadline.solver_time_limit_s(solver_time_limit_s),  # the one policy (api.settings)
+        advise=False,
+        checkpoint=deadline.checkpoint,
+    )
+    result: PlanResult | None = None
+    error: HeadroomError | None = None
+    try:
+        result = plan_capacity(request, point_inputs)
+    except HeadroomError as exc:
+        if problem_type_for(exc).status != 422:
+            raise  # a solver that gave up is the service's failure, not an answer about this point
+        error = exc
+    plan_ms = (time.perf_counter() - point_started) * MS_PER_S
+    point = _point(index + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
+    point["solve_ms"] = None
+    if result is not None:
+        # provenance is None only on plans asked for without explanation; this request explains (the default)
+        assert result.provenance is not None, "an explained plan carries its provenance"
+        point["solve_ms"] = result.provenance.solve_ms
+    point["provider"] = pricing.provider
+    chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
+    point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour
+    return point
 
 
 def what_if_sweep(
@@ -170,12 +209,29 @@ def what_if_sweep(
     for point in points:
         if point["solve_ms"] is not None:
             metrics.record_solver_time(point["solve_ms"] / MS_PER_S)
+    return sweep_response(
+        body, points, catalog_version=inputs.catalog_version, provider=pricing.provider, notes=list(pricing.notes),
+        sweep_ms=(time.perf_counter() - started) * MS_PER_S,
+    )  # fmt: skip
+
+
+def sweep_response(
+    body: WhatIfRequest,
+    points: list[dict[str, Any]],
+    *,
+    catalog_version: int,
+    provider: str,
+    notes: list[str],
+    sweep_ms: float,
+) -> WhatIfResponse:
+    """The response to the sweep from its points (computed here or stored by task workers), served
+    rounded (api/rounding.py)."""
     answer = WhatIfResponse(
-        model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=inputs.catalog_version,
-        provider=pricing.provider, notes=list(pricing.notes), hours_per_month=HOURS_PER_MONTH, verify=body.verify,
+        model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=catalog_version,
+        provider=provider, notes=notes, hours_per_month=HOURS_PER_MONTH, verify=body.verify,
         method=METHOD.format(verified="each plan verified in the simulator" if body.verify else "not verified in the simulator"),
         points_total=len(points), points_feasible=sum(1 for p in points if p["feasible"]),
-        sweep_ms=(time.perf_counter() - started) * MS_PER_S,
+        sweep_ms=sweep_ms,
         points=[WhatIfPoint.model_validate({k: v for k, v in p.items() if k != "solve_ms"}) for p in points],
     )  # fmt: skip
     return WhatIfResponse.model_validate(rounded(answer.model_dump(mode="json")))  # served rounded (api/rounding.py)
