@@ -16,6 +16,7 @@ Adding an area of the API:
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -26,6 +27,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute
@@ -56,13 +58,17 @@ from api.routers import explorer as explorer_routes
 from api.routers import fleet_plans as fleet_plan_routes
 from api.routers import instances as instance_routes
 from api.routers import keys as key_routes
+from api.routers import operations as operation_routes
 from api.routers import plans as plan_routes
 from api.routers import prices as price_routes
 from api.routers import simulate as simulate_routes
 from api.routers import what_if as what_if_routes
 from api.settings import Settings
+from api.tasks import TaskEngine
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import is_at_head
+
+logger = logging.getLogger("headroom.app")
 
 #: Routers mounted under /v1, in the order the OpenAPI document lists them.
 ROUTERS: tuple[APIRouter, ...] = (
@@ -77,6 +83,7 @@ ROUTERS: tuple[APIRouter, ...] = (
     simulate_routes.router,
     deployment_routes.router,
     what_if_routes.router,
+    operation_routes.router,
     capacity_routes.router,
     chart_routes.router,
     key_routes.router,
@@ -220,10 +227,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     """A service configured by `settings` (default: read once from the environment)."""
     settings = Settings.from_env() if settings is None else settings
     engine = make_engine(settings.database_url)
+    session_factory = make_session_factory(engine)
+    tasks = TaskEngine(settings, session_factory)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if tasks.embedded:  # the queue lived in the last process's memory: resume what it left, then work
+            try:
+                tasks.resume_unfinished()
+            except SQLAlchemyError as exc:  # an unmigrated database: /readyz says so, and nothing was queued in it
+                logger.warning("operations not resumed: %s", type(exc).__name__)
+            tasks.start_worker()
         yield
+        tasks.stop_worker()
         engine.dispose()
         stop_table_workers()
 
@@ -238,7 +254,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = engine
-    app.state.session_factory = make_session_factory(engine)
+    app.state.session_factory = session_factory
+    app.state.tasks = tasks
     install_problem_handlers(app)
 
     @app.get("/healthz", tags=["health"], summary="Process is up", name="healthz")
@@ -382,6 +399,10 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 {
                     "name": "what-if",
                     "description": "Sweeps over traffic, SLOs or GPU types for finance: one cheapest plan per point.",
+                },
+                {
+                    "name": "operations",
+                    "description": "Long-running requests run by task workers: state, progress, result, cancel.",
                 },
                 {
                     "name": "performance",

@@ -1,6 +1,7 @@
 """Dependencies routes declare with `Annotated` aliases: the settings, one database session per
 request, the catalog and the stores on that session (plans, fleet plans, deployments, prices,
-instance types, API keys), the caller's API key role, and the If-Match version.
+instance types, API keys, operations), the operations' task engine, the caller's API key role,
+and the If-Match version.
 
 The session commits when the route returns and rolls back when it raises, before the response
 is sent (dependency scope "function"), so a 2xx means the write is durable and a problem
@@ -22,11 +23,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from api.errors import AuthenticationError, MalformedHeaderError, PermissionDeniedError
+from api.operations import OperationQueue
 from api.settings import Settings
 from catalog.api_keys import ApiKeys
 from catalog.deployments import Deployments
 from catalog.fleet_plans import FleetPlans
 from catalog.instances import InstanceTypes
+from catalog.operations import Operations
 from catalog.plans import Plans
 from catalog.prices import Prices
 from catalog.repository import Catalog
@@ -87,14 +90,27 @@ def _keys(session: SessionDep) -> ApiKeys:
     return ApiKeys(session)
 
 
+def _operations(session: SessionDep) -> Operations:
+    return Operations(session)
+
+
+def _tasks(request: Request) -> OperationQueue:
+    tasks: OperationQueue = request.app.state.tasks
+    return tasks
+
+
 #: The stores on the request's session (catalog/plans.py, fleet_plans.py, deployments.py, prices.py,
-#: instances.py, api_keys.py).
+#: instances.py, api_keys.py, operations.py).
 PlansDep = Annotated[Plans, Depends(_plans)]
 FleetPlansDep = Annotated[FleetPlans, Depends(_fleet_plans)]
 DeploymentsDep = Annotated[Deployments, Depends(_deployments)]
 PricesDep = Annotated[Prices, Depends(_prices)]
 InstanceTypesDep = Annotated[InstanceTypes, Depends(_instance_types)]
 KeysDep = Annotated[ApiKeys, Depends(_keys)]
+OperationsDep = Annotated[Operations, Depends(_operations)]
+#: The app's task engine (api/tasks.py): submits operations with their own transaction, committed
+#: before their first message is sent.
+TasksDep = Annotated[OperationQueue, Depends(_tasks)]
 
 _bearer = HTTPBearer(
     auto_error=False,

@@ -13,6 +13,12 @@ app factory (never at import time), so tests build apps with settings of their o
 | HEADROOM_IDEMPOTENCY_WINDOW_S     | idempotency_window_s   | 86400 (24 h)                    |
 | HEADROOM_DEFAULT_PRICE_PROVIDER   | default_price_provider | runpod                          |
 | HEADROOM_MAX_BODY_BYTES           | max_body_bytes         | 1048576 (1 MiB)                 |
+| HEADROOM_BROKER_URL               | broker_url             | none (embedded: in-process)     |
+| HEADROOM_BROKER_NAMESPACE         | broker_namespace       | headroom                        |
+| HEADROOM_BROKER_HEARTBEAT_TIMEOUT_S | broker_heartbeat_timeout_s | 60 (Dramatiq's default)   |
+| HEADROOM_BROKER_MAINTENANCE_CHANCE | broker_maintenance_chance | 1000 per million (Dramatiq's) |
+| HEADROOM_WORKER_THREADS           | worker_threads         | 2                               |
+| HEADROOM_ASYNC_THRESHOLD_S        | async_threshold_s      | 20                              |
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ DEFAULT_PRICE_PROVIDER = "runpod"
 LOG_LEVELS: tuple[str, ...] = ("critical", "error", "warning", "info", "debug", "trace")
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
+#: The brokers api/tasks.py can use besides the embedded one (Dramatiq's RedisBroker).
+BROKER_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 #: The share of a request's remaining time its solver may take. The solve is not a request's last
@@ -75,6 +83,13 @@ class Settings:
     (catalog/data/prices.json) that covers the most GPUs (7 of 12).
     `max_body_bytes` is the largest request body the service reads; a larger one is answered 413
     before it is parsed (api/app.py `BodyGuard`).
+    `broker_url` is where operations' tasks are queued (api/tasks.py, docs/operations.md): unset,
+    an in-memory broker and a worker inside the API process; `redis://…` a Redis broker shared
+    with `headroom worker` processes, its keys under `broker_namespace`. Redis redelivers a task a
+    dead worker held once no heartbeat came from it for `broker_heartbeat_timeout_s`, checked on
+    `broker_maintenance_chance` of every million broker commands. `worker_threads` is each
+    worker's task threads (the embedded one's too). A what-if sweep estimated to take longer than
+    `async_threshold_s` is answered 202 and run as an operation.
     """
 
     database_url: str = field(default_factory=default_database_url)
@@ -87,18 +102,44 @@ class Settings:
     idempotency_window_s: float = 86_400.0
     default_price_provider: str = DEFAULT_PRICE_PROVIDER
     max_body_bytes: int = 1_048_576
+    broker_url: str | None = None
+    broker_namespace: str = "headroom"
+    broker_heartbeat_timeout_s: float = 60.0
+    broker_maintenance_chance: int = 1000
+    worker_threads: int = 2
+    async_threshold_s: float = 20.0
 
     def __post_init__(self) -> None:
         if not self.database_url:
             raise SettingsError("HEADROOM_DATABASE_URL must not be empty")
         if self.admin_key is not None and len(self.admin_key) < 16:
             raise SettingsError("HEADROOM_ADMIN_KEY must be at least 16 characters long")
-        for name in ("request_timeout_s", "solver_time_limit_s", "idempotency_window_s"):
+        for name in (
+            "request_timeout_s", "solver_time_limit_s", "idempotency_window_s", "broker_heartbeat_timeout_s",
+            "async_threshold_s",
+        ):  # fmt: skip
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise SettingsError(f"HEADROOM_{name.upper()} must be a positive number of seconds, got {value}")
         if self.max_body_bytes < 1:
             raise SettingsError(f"HEADROOM_MAX_BODY_BYTES must be >= 1, got {self.max_body_bytes}")
+        if self.broker_url is not None and self.broker_url.startswith(("amqp://", "amqps://")):
+            raise SettingsError(
+                "HEADROOM_BROKER_URL: RabbitMQ (amqp://) is not supported: Dramatiq's RabbitmqBroker needs the pika "
+                "package, which Headroom does not ship; use a redis:// URL"
+            )
+        if self.broker_url is not None and not self.broker_url.startswith(BROKER_SCHEMES):
+            raise SettingsError(
+                f"HEADROOM_BROKER_URL must be a redis:// or rediss:// URL (or unset for the embedded broker), got {self.broker_url!r}"
+            )
+        if not SLUG_PATTERN.fullmatch(self.broker_namespace):
+            raise SettingsError(f"HEADROOM_BROKER_NAMESPACE must be a slug (e.g. headroom), got {self.broker_namespace!r}")
+        if not 0 <= self.broker_maintenance_chance <= 1_000_000:
+            raise SettingsError(
+                f"HEADROOM_BROKER_MAINTENANCE_CHANCE must be 0 … 1000000 (per million), got {self.broker_maintenance_chance}"
+            )
+        if not 1 <= self.worker_threads <= 64:
+            raise SettingsError(f"HEADROOM_WORKER_THREADS must be 1 … 64, got {self.worker_threads}")
         if self.max_simulated_requests < 1:
             raise SettingsError(f"HEADROOM_MAX_SIMULATED_REQUESTS must be >= 1, got {self.max_simulated_requests}")
         if not SLUG_PATTERN.fullmatch(self.default_price_provider):
@@ -123,6 +164,12 @@ class Settings:
             idempotency_window_s=_number(env, "HEADROOM_IDEMPOTENCY_WINDOW_S", float, default=86_400.0),
             default_price_provider=(env.get("HEADROOM_DEFAULT_PRICE_PROVIDER") or DEFAULT_PRICE_PROVIDER).strip().lower(),
             max_body_bytes=_number(env, "HEADROOM_MAX_BODY_BYTES", int, default=1_048_576),
+            broker_url=env.get("HEADROOM_BROKER_URL") or None,
+            broker_namespace=env.get("HEADROOM_BROKER_NAMESPACE") or "headroom",
+            broker_heartbeat_timeout_s=_number(env, "HEADROOM_BROKER_HEARTBEAT_TIMEOUT_S", float, default=60.0),
+            broker_maintenance_chance=_number(env, "HEADROOM_BROKER_MAINTENANCE_CHANCE", int, default=1000),
+            worker_threads=_number(env, "HEADROOM_WORKER_THREADS", int, default=2),
+            async_threshold_s=_number(env, "HEADROOM_ASYNC_THRESHOLD_S", float, default=20.0),
         )
 
 

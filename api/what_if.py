@@ -11,16 +11,27 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from fastapi.exceptions import RequestValidationError
+
 from api.batch_jobs import batch_plan_request, batch_sweep_points
 from api.errors import RequestTimeoutError
 from api.inputs import planning_inputs
 from api.observability import Deadline, MetricsRegistry
+from api.operations import OperationQueue
 from api.problems import problem_type_for
 from api.rounding import rounded
 from api.schemas.plans import PlanRequest
-from api.schemas.what_if import WHAT_IF_CSV_COLUMNS, WhatIfPoint, WhatIfRequest, WhatIfResponse
+from api.schemas.what_if import (
+    MAX_WHAT_IF_POINTS,
+    WHAT_IF_CSV_COLUMNS,
+    WhatIfPoint,
+    WhatIfRequest,
+    WhatIfResponse,
+    too_many_points,
+)
 from api.schemas.workload import BatchWorkloadSpec, WorkloadSpec
 from api.settings import Settings
+from catalog.operations import StoredOperation
 from catalog.prices import Pricing
 from catalog.repository import Catalog
 from planner.errors import HeadroomError
@@ -29,6 +40,14 @@ from planner.units import HOURS_PER_MONTH
 from planner.workload import Slo
 
 MS_PER_S = 1e3
+
+#: What one point costs to plan, in process on this repository's 2-core machine: the mean of a
+#: 20-point sweep of llama-3.1-70b over every GPU type of the reference catalog (verify false with
+#: caches cold, then verify true), on a machine loaded about 3.5 (two engineers sharing it)
+#: (`python -m bench.operations --per-point`, docs/operations.md). A sweep's estimate is its points
+#: times this; past HEADROOM_ASYNC_THRESHOLD_S it runs as an operation. Narrower sweeps (one GPU
+#: type, a small model) plan faster, so the estimate errs towards answering 202.
+POINT_COST_S = {False: 0.40, True: 0.81}
 
 METHOD = (
     "Each point is a full POST /v1/plans search (plan_capacity: candidates, branch and bound, MILP) at that point's "
@@ -103,6 +122,63 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: Catalog, default_provider: st
     return planning_inputs(as_plan, catalog, default_provider=default_provider)
 
 
+#: An operation's `kind` for a sweep (api/tasks.py runs it).
+OPERATION_KIND = "what-if"
+
+
+def estimated_sweep_s(body: WhatIfRequest) -> float:
+    """How long the sweep is expected to take in process: its points × POINT_COST_S."""
+    return body.sweep.point_count() * POINT_COST_S[body.verify]
+
+
+def runs_as_operation(body: WhatIfRequest, settings: Settings, *, asked: bool) -> bool:
+    """Whether the sweep is answered 202 and run as an operation: when the client asks (`Prefer:
+    respond-async`), or when it is estimated to take longer than HEADROOM_ASYNC_THRESHOLD_S; else
+    it is answered at once, and a sweep too large for that is a 422 saying how to ask."""
+    if asked:
+        return True
+    points = body.sweep.point_count()
+    if points > MAX_WHAT_IF_POINTS:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("body", "sweep"), "input": None,
+              "msg": f"Value error, {too_many_points(points, MAX_WHAT_IF_POINTS, batch=isinstance(body.workload, BatchWorkloadSpec))}"}]
+        )  # fmt: skip
+    return estimated_sweep_s(body) > settings.async_threshold_s
+
+
+def start_operation(body: WhatIfRequest, catalog: Catalog, settings: Settings, tasks: OperationQueue) -> StoredOperation:
+    """Check the sweep's model, GPU types and profile now (404 as the synchronous route answers),
+    then store it as a queued operation whose units the task workers compute."""
+    _inputs_for_gpus(body, catalog, settings.default_price_provider)
+    return tasks.submit(kind=OPERATION_KIND, request=operation_request(body, settings), units_total=sweep_unit_count(body))
+
+
+def operation_request(body: WhatIfRequest, settings: Settings) -> dict[str, Any]:
+    """What an operation stores to run the sweep later, anywhere: the body and the price provider
+    the service would have used for it now."""
+    return {"body": body.model_dump(mode="json"), "default_provider": settings.default_price_provider}
+
+
+def operation_inputs(request: dict[str, Any], catalog: Catalog) -> tuple[WhatIfRequest, PlanningInputs, Pricing]:
+    """The stored sweep's body and the specs its points are planned with (read once per worker and operation)."""
+    body = WhatIfRequest.model_validate(request["body"])
+    inputs, pricing = _inputs_for_gpus(body, catalog, request["default_provider"])
+    return body, inputs, pricing
+
+
+def operation_result(
+    body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, units: list[list[dict[str, Any]]], *, sweep_ms: float
+) -> dict[str, Any]:
+    """The WhatIfResponse of a sweep whose units task workers computed: the same as the synchronous
+    route's but for `sweep_ms` (the operation's run time) and each point's own timings."""
+    points = [point for unit in units for point in unit]
+    answer = sweep_response(
+        body, points, catalog_version=inputs.catalog_version, provider=pricing.provider, notes=list(pricing.notes),
+        sweep_ms=sweep_ms,
+    )  # fmt: skip
+    return answer.model_dump(mode="json")
+
+
 def sweep_unit_count(body: WhatIfRequest) -> int:
     """How many independent units the sweep's work splits into: one per point for traffic; one for
     a batch job's sweep (api/batch_jobs.py plans its points together)."""
@@ -158,7 +234,7 @@ def sweep_point(
     """The cheapest plan (or why none) at traffic point `index` (0-based, in `_axes` order)."""
     workload = body.workload
     if isinstance(workload, BatchWorkloadSpec):
-        raise ValueError("a batch job's sweep has no traffic points: sweep_unit plans it whole")
+        raise TypeError("a batch job's sweep has no traffic points: sweep_unit plans it whole")
     gpu, slo, rate = _axes(body)[index]
     if deadline.remaining_s() <= 0:
         raise RequestTimeoutError(timeout_s=deadline.timeout_s)  # stops an abandoned sweep between points

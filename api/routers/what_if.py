@@ -1,23 +1,60 @@
 """`POST /v1/what-if` (what_if_sweep): the cheapest plan at each point of a sweep over arrival
 rates (and optionally SLO values or GPU types), as one table a finance workbook can chart, in
 JSON or CSV. Nothing is stored: a sweep is a question, not a plan of record. The work is the
-what-if service's (api/what_if.py); this module parses, calls it and answers.
+what-if service's (api/what_if.py); this module parses, calls it and answers. A long sweep (asked
+with `Prefer: respond-async`, or estimated past HEADROOM_ASYNC_THRESHOLD_S) is answered 202 with
+the operation that runs it (api/tasks.py), to be read at its `Location`.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
-from fastapi import APIRouter, Response
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Response, status
+from fastapi.responses import JSONResponse
 
 from api import what_if as service
 from api.csv_export import CsvDep, CsvResponse, csv_only_responses, csv_response, csv_responses, rows_to_csv
-from api.deps import CatalogDep, PlannerKeyDep, SettingsDep
+from api.deps import CatalogDep, PlannerKeyDep, SettingsDep, TasksDep
 from api.observability import DeadlineDep, MetricsDep
+from api.operations import RESPOND_ASYNC, operation_location, operation_read, prefers_async
 from api.problems import problem_responses
-from api.schemas.what_if import MAX_WHAT_IF_POINTS, WHAT_IF_CSV_COLUMNS, WhatIfRequest, WhatIfResponse
+from api.schemas.operations import OperationRead
+from api.schemas.what_if import (
+    MAX_WHAT_IF_OPERATION_POINTS,
+    MAX_WHAT_IF_POINTS,
+    WHAT_IF_CSV_COLUMNS,
+    WhatIfRequest,
+    WhatIfResponse,
+)
 
 router = APIRouter(tags=["what-if"])
 
 WHAT_IF_CSV_DESCRIPTION = "One row per point of the sweep, in the order of `points`."
+
+PreferHeader = Annotated[
+    str | None,
+    Header(
+        alias="Prefer",
+        description="`respond-async` (RFC 7240): answer 202 with an operation at once instead of waiting for the sweep.",
+    ),
+]
+ACCEPTED_RESPONSE: dict[int | str, dict[str, Any]] = {
+    202: {
+        "model": OperationRead,
+        "description": (
+            "The sweep runs as an operation (asked with `Prefer: respond-async`, or estimated to take longer than "
+            "HEADROOM_ASYNC_THRESHOLD_S): the operation, queued; GET its `Location` until `state` is final."
+        ),
+        "headers": {
+            "Location": {"description": "The operation's path.", "schema": {"type": "string", "pattern": "^/v1/operations/"}},
+            "Preference-Applied": {
+                "description": "`respond-async` when the request asked for it (RFC 7240).",
+                "schema": {"type": "string"},
+            },
+        },
+    }
+}
 
 
 @router.post(
@@ -25,7 +62,11 @@ WHAT_IF_CSV_DESCRIPTION = "One row per point of the sweep, in the order of `poin
     response_model=WhatIfResponse,
     name="what_if_sweep",
     summary="The cheapest plan at each arrival rate (and SLO value or GPU type) of a sweep",
-    responses={**csv_responses(WHAT_IF_CSV_DESCRIPTION, WHAT_IF_CSV_COLUMNS), **problem_responses(401, 403, 404, 422, 503)},
+    responses={
+        **ACCEPTED_RESPONSE,
+        **csv_responses(WHAT_IF_CSV_DESCRIPTION, WHAT_IF_CSV_COLUMNS),
+        **problem_responses(401, 403, 404, 422, 503),
+    },
     description=f"""\
 For one model, workload shape, SLOs and constraints (as POST /v1/plans takes them), plans the
 cheapest deployment at every point of a sweep — arrival rates (`sweep.arrival_rates_rps`, or
@@ -34,8 +75,13 @@ cheapest deployment at every point of a sweep — arrival rates (`sweep.arrival_
 point the GPU type, tp, replicas, GPUs, precision, batch limit, target ρ and cost per hour, per
 month (730 h) and per million output tokens in USD, or `feasible: false` with the problem type,
 constraint and reason (a point no plan serves does not fail the sweep). At most
-{MAX_WHAT_IF_POINTS} points (else 422). Plans are not verified in the simulator unless `verify` is
-true, and nothing is stored. `Accept: text/csv` or `?format=csv` answers the points as CSV.
+{MAX_WHAT_IF_POINTS} points answered at once (else 422). Plans are not verified in the simulator unless
+`verify` is true, and nothing is stored. `Accept: text/csv` or `?format=csv` answers the points as CSV.
+
+Long sweeps run as operations: with `Prefer: respond-async` (up to {MAX_WHAT_IF_OPERATION_POINTS}
+points), or when the sweep is estimated to take longer than the service's HEADROOM_ASYNC_THRESHOLD_S
+(20 s by default), the answer is 202 with the queued operation and `Location: /v1/operations/{{id}}`;
+its `result`, once `succeeded`, is this route's JSON answer (docs/operations.md).
 Errors: unknown model, GPU type or efficiency profile → 404.""",
 )
 def what_if_sweep(
@@ -46,7 +92,15 @@ def what_if_sweep(
     as_csv: CsvDep,
     deadline: DeadlineDep,
     metrics: MetricsDep,
+    tasks: TasksDep,
+    prefer: PreferHeader = None,
 ) -> WhatIfResponse | Response:
+    asked = prefers_async(prefer)
+    if service.runs_as_operation(body, settings, asked=asked):
+        operation = service.start_operation(body, catalog, settings, tasks)
+        headers = {"Location": operation_location(operation.id)} | ({"Preference-Applied": RESPOND_ASYNC} if asked else {})
+        content = OperationRead.model_validate(operation_read(operation)).model_dump(mode="json")
+        return JSONResponse(content, status_code=status.HTTP_202_ACCEPTED, headers=headers)
     answer = service.what_if_sweep(body, catalog, settings, deadline, metrics)
     if as_csv:
         return _sweep_csv(answer)
@@ -69,7 +123,8 @@ def what_if_sweep_csv(
     metrics: MetricsDep,
 ) -> Response:
     """The points `POST /v1/what-if?format=csv` answers, from a route that answers only CSV, so a
-    client generated from the OpenAPI document returns them as text."""
+    client generated from the OpenAPI document returns them as text. Always answered at once."""
+    service.runs_as_operation(body, settings, asked=False)  # a sweep too large to answer at once is a 422
     return _sweep_csv(service.what_if_sweep(body, catalog, settings, deadline, metrics))
 
 

@@ -25,6 +25,24 @@ from api.schemas.workload import MAX_DEADLINE_H, MAX_JOB_REQUESTS, BatchWorkload
 #: process and 0.8 s with warm planner caches, so 50 points stay well inside the default 30 s
 #: request timeout; a larger sweep is better split so each answer stays quick.
 MAX_WHAT_IF_POINTS = 50
+#: Most points a sweep run as an operation may have (`Prefer: respond-async`, api/tasks.py): its
+#: points are computed by task workers and stored as they come, so no request waits on them; a
+#: thousand points is the benchmark's sweep (docs/operations.md).
+MAX_WHAT_IF_OPERATION_POINTS = 1000
+
+
+def too_many_points(points: int, most: int, *, batch: bool) -> str:
+    """Why a sweep is refused for its size: `most` is MAX_WHAT_IF_POINTS answered at once, or
+    MAX_WHAT_IF_OPERATION_POINTS as an operation."""
+    axes = "" if batch else " (rates × SLO values × GPU types)"
+    if most == MAX_WHAT_IF_POINTS:
+        return (
+            f"the sweep has {points} points{axes}; at most {most} per request answered at once: send "
+            f"`Prefer: respond-async` to run up to {MAX_WHAT_IF_OPERATION_POINTS} as an operation, or split it"
+        )
+    return f"the sweep has {points} points{axes}; at most {most} per request: split it"
+
+
 #: Largest arrival rate a sweep may ask about, as WorkloadSpec bounds arrival_rate_rps.
 MAX_RATE_RPS = 1e7
 
@@ -125,8 +143,8 @@ class WhatIfAxes(_Input):
         if job_axes:  # a batch job's sweep: one job axis, no rates (WhatIfRequest checks the workload is a job)
             if job_axes > 1 or self.arrival_rates_rps is not None or self.arrival_rate_range is not None:
                 raise ValueError("a batch job sweeps exactly one of deadlines_h and job_requests, and no arrival rates")
-            if self.point_count() > MAX_WHAT_IF_POINTS:
-                raise ValueError(f"the sweep has {self.point_count()} points; at most {MAX_WHAT_IF_POINTS} per request: split it")
+            if self.point_count() > MAX_WHAT_IF_OPERATION_POINTS:
+                raise ValueError(too_many_points(self.point_count(), MAX_WHAT_IF_OPERATION_POINTS, batch=True))
             return self
         if (self.arrival_rates_rps is None) == (self.arrival_rate_range is None):
             raise ValueError("give exactly one of arrival_rates_rps and arrival_rate_range")
@@ -135,11 +153,8 @@ class WhatIfAxes(_Input):
                 raise ValueError(f"every arrival rate must be > 0 and <= {MAX_RATE_RPS:g} req/s, got {rate}")
         if self.gpus is not None and len(set(self.gpus)) != len(self.gpus):
             raise ValueError("gpus lists a GPU type twice")
-        if self.point_count() > MAX_WHAT_IF_POINTS:
-            raise ValueError(
-                f"the sweep has {self.point_count()} points (rates × SLO values × GPU types); at most {MAX_WHAT_IF_POINTS} "
-                "per request: split it"
-            )
+        if self.point_count() > MAX_WHAT_IF_OPERATION_POINTS:
+            raise ValueError(too_many_points(self.point_count(), MAX_WHAT_IF_OPERATION_POINTS, batch=False))
         return self
 
     def rates_rps(self) -> list[float]:

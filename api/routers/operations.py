@@ -1,0 +1,68 @@
+"""`GET /v1/operations/{operation_id}` (get_operation): a long-running request's state, progress and
+result; `GET /v1/operations` (list_operations): newest first, filtered by state and kind, a page at a
+time; `POST /v1/operations/{operation_id}:cancel` (cancel_operation). Operations are created by the
+routes that run as one (POST /v1/what-if with `Prefer: respond-async`); api/tasks.py runs them."""
+
+# No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from api.deps import OperationsDep, PlannerKeyDep, ReaderDep
+from api.operations import operation_read
+from api.problems import problem_responses
+from api.routers.catalog import Limit, Offset
+from api.schemas.operations import OperationKindName, OperationPage, OperationRead, OperationStateName
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get(
+    "/operations",
+    response_model=OperationPage,
+    name="list_operations",
+    summary="List operations, newest first",
+    responses=problem_responses(401, 422),
+)
+def list_operations(
+    operations: OperationsDep,
+    _reader: ReaderDep,
+    state: Annotated[OperationStateName | None, Query(description="Only operations in this state.")] = None,
+    kind: Annotated[OperationKindName | None, Query(description="Only operations of this kind.")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Any:
+    """Operations newest first with their state and progress; `total` counts every match. Results
+    are left out (`result` null): GET /v1/operations/{id} has each."""
+    page = operations.list_operations(state=state, kind=kind, limit=limit, offset=offset)
+    items = [operation_read(operation, with_result=False) for operation in page.items]
+    return {"items": items, "total": page.total, "limit": limit, "offset": offset}
+
+
+@router.get(
+    "/operations/{operation_id}",
+    response_model=OperationRead,
+    name="get_operation",
+    summary="An operation: state, progress, and its result or problem",
+    responses=problem_responses(401, 404),
+)
+def get_operation(operation_id: str, operations: OperationsDep, _reader: ReaderDep) -> Any:
+    """The operation's state (queued, running, succeeded, failed, cancelled), progress {done, total,
+    eta_s}, timestamps, and once finished its `result` (for `what-if` the WhatIfResponse the
+    synchronous route answers) or the `problem` it failed with; 404 for an id nobody issued."""
+    return operation_read(operations.get(operation_id))
+
+
+@router.post(
+    "/operations/{operation_id}:cancel",
+    response_model=OperationRead,
+    name="cancel_operation",
+    summary="Cancel an operation",
+    responses=problem_responses(401, 403, 404),
+)
+def cancel_operation(operation_id: str, operations: OperationsDep, _planner: PlannerKeyDep) -> Any:
+    """A queued or running operation becomes `cancelled` at once: units not started are skipped and
+    a unit being computed is not used. A finished operation is answered as it is (cancelling is
+    idempotent); 404 for an id nobody issued."""
+    return operation_read(operations.cancel(operation_id))
