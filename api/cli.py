@@ -1,5 +1,6 @@
 """The `headroom` command line: serve the API, migrate and seed the database, move the catalog
-in and out as JSON/YAML, issue, list and revoke API keys, export the OpenAPI document.
+in and out as JSON/YAML, issue, list and revoke API keys, export the OpenAPI document, run a task
+worker and follow an operation (api/operations_cli.py).
 
 Exit codes: 0 success, 2 bad input (arguments, settings, files, records), 1 anything else;
 errors are one line on stderr. `plan` and `replan` (api/client_cli.py, for scheduled jobs) add
@@ -19,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from api import client_cli
+from api import client_cli, operations_cli
 from api.settings import Settings, SettingsError
 from catalog import migrate
 from catalog.api_keys import ApiKeys, key_id_of
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.set_defaults(run=_keys_revoke)
 
     client_cli.add_commands(commands)  # plan, replan, deploy: the scheduled-job commands (exit codes 0/2/3/4)
+    operations_cli.add_commands(commands)  # worker, operations wait: operations' tasks and their progress
 
     openapi = commands.add_parser("openapi", help="the OpenAPI document").add_subparsers(
         dest="openapi_command", required=True, metavar="ACTION"

@@ -1,0 +1,179 @@
+"""Operations on the embedded broker: POST /v1/what-if with `Prefer: respond-async` answers 202 and
+the sweep runs in the API process's own Dramatiq worker (a real `headroom serve`, whose lifespan
+starts it), to the same points the synchronous route answers; progress, cancel, the list and its
+filters, 404s; and an operation left running by a killed process is resumed by the next one."""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.client import ApiClient
+from tests.api.conftest import ADMIN_HEADERS, assert_problem, bad_fields, serve_headroom
+
+SHAPE = {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}}
+#: Chat on an 8B model over H100s only: about 20 ms a point in process on the 2-core machine.
+SWEEP: dict[str, Any] = {
+    "model": "llama-3.1-8b",
+    "workload": SHAPE,
+    "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+    "constraints": {"gpus": ["h100-sxm"]},
+    "sweep": {"arrival_rate_range": {"start_rps": 1, "stop_rps": 200, "steps": 20}},
+}
+ASYNC = {**ADMIN_HEADERS, "Prefer": "respond-async"}
+#: Bound on every wait for an operation to finish (a 20-point sweep takes about a second).
+OPERATION_TIMEOUT_S = 60.0
+#: Fields of a sweep's answer that are timings, which differ between any two runs.
+TIMINGS = ("sweep_ms", "plan_ms")
+
+
+def sweep(**changes: Any) -> dict[str, Any]:
+    body = copy.deepcopy(SWEEP)
+    body["sweep"].update(changes)
+    return body
+
+
+def without_timings(answer: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **{k: v for k, v in answer.items() if k not in TIMINGS},
+        "points": [{k: v for k, v in p.items() if k not in TIMINGS} for p in answer["points"]],
+    }
+
+
+def wait_for(client: httpx.Client | ApiClient, location: str, *, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every reading of the operation until its state is one of `states`, at most OPERATION_TIMEOUT_S."""
+    readings: list[dict[str, Any]] = []
+    deadline = time.monotonic() + OPERATION_TIMEOUT_S
+    while True:
+        response = client.get(location)
+        assert response.status_code == 200, response.text
+        readings.append(response.json())
+        if readings[-1]["state"] in states:
+            return readings
+        assert time.monotonic() < deadline, f"still {readings[-1]['state']} after {OPERATION_TIMEOUT_S} s: {readings[-1]}"
+        time.sleep(0.02)
+
+
+# ---- the contract, on the app in process (no worker runs here: operations stay queued) ----------------
+
+
+def test_respond_async_answers_202_with_the_operation(seeded: ApiClient) -> None:
+    response = seeded.post("/v1/what-if", json=SWEEP, headers=ASYNC)
+    assert response.status_code == 202, response.text
+    operation = response.json()
+    assert response.headers["Location"] == f"/v1/operations/{operation['id']}"
+    assert response.headers["Preference-Applied"] == "respond-async"
+    assert (operation["kind"], operation["state"], operation["progress"]) == (
+        "what-if", "queued", {"done": 0, "total": 20, "eta_s": None},
+    )  # fmt: skip
+    assert seeded.get(response.headers["Location"]).json()["id"] == operation["id"]
+
+
+def test_without_the_header_a_sweep_stays_synchronous_and_its_bound_says_how_to_ask(seeded: ApiClient) -> None:
+    assert seeded.post("/v1/what-if", json=SWEEP, headers=ADMIN_HEADERS).status_code == 200
+    big = sweep(arrival_rate_range={"start_rps": 1, "stop_rps": 200, "steps": 50}, slo={"metric": "tpot_ms", "values": [40, 60]})
+    body = assert_problem(seeded.post("/v1/what-if", json=big, headers=ADMIN_HEADERS), 422, "invalid-request")
+    assert "Prefer: respond-async" in " ".join(bad_fields(body).values())
+    assert seeded.post("/v1/what-if", json=big, headers=ASYNC).status_code == 202
+    too_big = sweep(
+        arrival_rate_range={"start_rps": 1, "stop_rps": 200, "steps": 50},
+        slo={"metric": "tpot_ms", "values": list(range(30, 51))},
+    )
+    assert "at most 1000" in " ".join(
+        bad_fields(assert_problem(seeded.post("/v1/what-if", json=too_big, headers=ASYNC), 422)).values()
+    )
+
+
+def test_a_sweep_estimated_past_the_threshold_runs_as_an_operation_unasked(make_client: Any, seeded: ApiClient) -> None:
+    quick = make_client(async_threshold_s=0.5)  # 20 points × 0.40 s estimated: 8 s
+    response = quick.post("/v1/what-if", json=SWEEP, headers=ADMIN_HEADERS)
+    assert response.status_code == 202, response.text
+    assert "Preference-Applied" not in response.headers
+
+
+def test_unknown_operations_are_404_and_the_list_is_filtered_and_paged(seeded: ApiClient) -> None:
+    assert_problem(seeded.get("/v1/operations/" + "0" * 32), 404, "not-found")
+    assert_problem(seeded.get("/v1/operations/nope"), 404, "not-found")
+    assert_problem(seeded.post("/v1/operations/" + "0" * 32 + ":cancel", headers=ADMIN_HEADERS), 404, "not-found")
+    first = seeded.post("/v1/what-if", json=SWEEP, headers=ASYNC).json()
+    second = seeded.post("/v1/what-if", json=SWEEP, headers=ASYNC).json()
+    cancelled = seeded.post(f"/v1/operations/{first['id']}:cancel", headers=ADMIN_HEADERS)
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    assert seeded.post(f"/v1/operations/{first['id']}:cancel", headers=ADMIN_HEADERS).json()["state"] == "cancelled"
+    assert [op["id"] for op in seeded.get("/v1/operations", params={"state": "queued"}).json()["items"]] == [second["id"]]
+    assert [op["id"] for op in seeded.get("/v1/operations", params={"state": "cancelled"}).json()["items"]] == [first["id"]]
+    page = seeded.get("/v1/operations", params={"kind": "what-if", "limit": 1}).json()
+    assert (page["total"], len(page["items"]), page["items"][0]["id"]) == (2, 1, second["id"])  # newest first
+    assert (
+        seeded.get("/v1/operations", params={"kind": "what-if", "limit": 1, "offset": 1}).json()["items"][0]["id"] == first["id"]
+    )
+    assert_problem(seeded.get("/v1/operations", params={"state": "done"}), 422, "invalid-request")
+
+
+def test_cancelling_needs_a_planner_key(seeded: ApiClient) -> None:
+    operation = seeded.post("/v1/what-if", json=SWEEP, headers=ASYNC).json()
+    assert_problem(seeded.post(f"/v1/operations/{operation['id']}:cancel"), 401)
+    assert seeded.get(f"/v1/operations/{operation['id']}").status_code == 200  # reads need no key by default
+
+
+# ---- the embedded worker, in a real served process ------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_async_sweep_completes_in_the_embedded_worker_with_the_synchronous_points(tmp_path: Path) -> None:
+    with serve_headroom(tmp_path) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
+        accepted = client.post("/v1/what-if", json=SWEEP, headers=ASYNC)
+        assert accepted.status_code == 202, accepted.text
+        readings = wait_for(client, accepted.headers["Location"], states=("succeeded", "failed", "cancelled"))
+        done = readings[-1]
+        assert done["state"] == "succeeded", done
+        assert done["progress"] == {"done": 20, "total": 20, "eta_s": None}
+        assert done["started_at"] is not None and done["finished_at"] >= done["started_at"]
+        dones = [reading["progress"]["done"] for reading in readings]
+        assert dones == sorted(dones)  # progress only moves forward
+        synchronous = client.post("/v1/what-if", json=SWEEP, headers=ADMIN_HEADERS)
+        assert synchronous.status_code == 200, synchronous.text
+        assert without_timings(done["result"]) == without_timings(synchronous.json())
+
+        bigger = sweep(
+            arrival_rate_range={"start_rps": 1, "stop_rps": 200, "steps": 50}, slo={"metric": "tpot_ms", "values": [40, 60, 80]}
+        )
+        running = client.post("/v1/what-if", json=bigger, headers=ASYNC).json()
+        cancelled = client.post(f"/v1/operations/{running['id']}:cancel", headers=ADMIN_HEADERS).json()
+        assert cancelled["state"] == "cancelled" and cancelled["cancel_requested"]
+        time.sleep(0.5)
+        after = client.get(f"/v1/operations/{running['id']}").json()
+        assert after["state"] == "cancelled" and after["result"] is None
+        assert after["progress"]["done"] < after["progress"]["total"]
+
+
+@pytest.mark.slow
+def test_an_operation_running_when_the_process_was_killed_is_resumed_after_a_restart(tmp_path: Path) -> None:
+    """100 points at about 20 ms each: killed (SIGKILL, no shutdown) with some done, the next
+    process finds it running, counts the restart in `attempts` and finishes it."""
+    long_sweep = sweep(
+        arrival_rate_range={"start_rps": 1, "stop_rps": 200, "steps": 50}, slo={"metric": "tpot_ms", "values": [40, 60]}
+    )
+    env = {"HEADROOM_WORKER_THREADS": "1"}
+    with serve_headroom(tmp_path, env=env) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
+        location = client.post("/v1/what-if", json=long_sweep, headers=ASYNC).headers["Location"]
+        deadline = time.monotonic() + OPERATION_TIMEOUT_S
+        while client.get(location).json()["progress"]["done"] < 5:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        os.killpg(served.process.pid, signal.SIGKILL)
+        served.process.wait(timeout=10)
+    with serve_headroom(tmp_path, env=env) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
+        before = client.get(location).json()
+        assert before["state"] in ("queued", "running", "succeeded") and before["attempts"] == 2, before
+        done = wait_for(client, location, states=("succeeded", "failed", "cancelled"))[-1]
+        assert done["state"] == "succeeded", done
+        assert done["progress"] == {"done": 100, "total": 100, "eta_s": None}
+        assert [p["point"] for p in done["result"]["points"]] == list(range(1, 101))
