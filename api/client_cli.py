@@ -317,7 +317,7 @@ def _plan_locally(
     body: dict[str, Any], catalog: Any, session: Any, default_provider: str
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """(the deployment's decision in force before, or None; the new plan)."""
-    from api.plan_service import create_plan
+    from api.plan_service import create_named_plan
     from api.schemas.plans import PlanRequest
     from catalog.deployments import Deployments
     from catalog.plans import Plans
@@ -326,8 +326,7 @@ def _plan_locally(
     deployment = Deployments(session).find(request.name) if request.name is not None else None
     current_id = deployment.current_plan_id if deployment is not None else None
     before = _decision(Plans(session).get(current_id).response) if current_id else None
-    content = create_plan(request, catalog, default_provider=default_provider)
-    Deployments(session).record_named_plan(request.name, content["id"], request.model_dump(mode="json"))
+    content = create_named_plan(request, catalog, default_provider=default_provider)
     return before, content
 
 

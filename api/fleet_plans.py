@@ -54,6 +54,7 @@ from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning, PrecisionRead
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.errors import NotFoundError
+from catalog.fleet_plans import FleetPlans, new_fleet_plan_id
 from catalog.prices import ChosenPrice
 from catalog.repository import Catalog, Page
 from planner.confidence import meets
@@ -701,3 +702,28 @@ def fleet_plan_response(
     )
     # what is served (and stored) is rounded (api/rounding.py); `outcome` keeps the unrounded figures
     return FleetPlanResponse.model_validate(rounded(response.model_dump(mode="json")))
+
+
+def create_fleet_plan(
+    body: FleetPlanRequest,
+    catalog: Catalog,
+    fleet_plans: FleetPlans,
+    *,
+    default_provider: str,
+    deadline: Deadline,
+    solver_time_limit_s: float,
+) -> FleetPlanResponse:
+    """POST /v1/fleet-plans' work, in every planning endpoint's shape: resolve the specs, plan under
+    the request's deadline (`plan_fleet`), store, and answer the stored response."""
+    plan_id = new_fleet_plan_id()
+    created_at = datetime.now(UTC)
+    outcome = plan_fleet(body, catalog, default_provider, deadline=deadline, solver_time_limit_s=solver_time_limit_s)
+    plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
+    fleet_plans.save(
+        plan_id=plan_id,
+        request=body.model_dump(mode="json"),
+        response=plan.model_dump(mode="json"),
+        catalog_version=plan.catalog_version,
+        created_at=created_at,
+    )
+    return plan

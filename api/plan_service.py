@@ -15,6 +15,7 @@ from api.inputs import planning_inputs
 from api.schemas.plans import PlanRequest, plan_response
 from api.schemas.workload import BatchWorkloadSpec
 from api.settings import DEFAULT_PRICE_PROVIDER
+from catalog.deployments import Deployments
 from catalog.plans import Plans, new_plan_id
 from catalog.repository import Catalog
 from planner.planning import PlanningRequest, plan_capacity
@@ -80,4 +81,24 @@ def create_plan(
             catalog_version=inputs.catalog_version,
             created_at=created_at,
         )
+    return content
+
+
+def create_named_plan(
+    body: PlanRequest,
+    catalog: Catalog,
+    *,
+    run: Runner = run_directly,
+    solver_time_limit_s: float = DEFAULT_SOLVER_TIME_LIMIT_S,
+    default_provider: str = DEFAULT_PRICE_PROVIDER,
+    checkpoint: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """POST /v1/plans' whole work (the route and `headroom plan` alike): `create_plan`, and a stored
+    plan with a deployment `name` becomes that deployment's current plan (the first creates it). A
+    re-plan calls `create_plan` alone, since hysteresis decides whether its plan is adopted."""
+    content = create_plan(
+        body, catalog, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider, checkpoint=checkpoint
+    )
+    if body.store:
+        Deployments(catalog.session).record_named_plan(body.name, content["id"], body.model_dump(mode="json"))
     return content

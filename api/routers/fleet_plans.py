@@ -5,15 +5,15 @@ that answers only CSV)."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
-from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Response, status
 from fastapi.exceptions import RequestValidationError
 
+from api import fleet_plans as service
 from api.csv_export import CsvDep, CsvResponse, csv_only_responses, csv_response
 from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, ReaderDep, SettingsDep
-from api.fleet_plans import MAX_MILP_COLUMNS, fleet_plan_response, plan_fleet
+from api.fleet_plans import MAX_MILP_COLUMNS
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
@@ -30,7 +30,6 @@ from api.schemas.fleet_plans import (
     FleetPlanResponse,
     schedule_csv,
 )
-from catalog.fleet_plans import new_fleet_plan_id
 from planner.units import MS_PER_S
 
 router = APIRouter(tags=["fleet-plans"])
@@ -104,22 +103,17 @@ def create_fleet_plan(
     errors = body.field_errors()
     if errors:
         raise RequestValidationError(errors)
-    plan_id = new_fleet_plan_id()
-    created_at = datetime.now(UTC)
-    outcome = plan_fleet(
-        body, catalog, settings.default_price_provider, deadline=deadline, solver_time_limit_s=settings.solver_time_limit_s
+    plan = service.create_fleet_plan(
+        body,
+        catalog,
+        fleet_plans,
+        default_provider=settings.default_price_provider,
+        deadline=deadline,
+        solver_time_limit_s=settings.solver_time_limit_s,
     )
-    plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
     metrics.record_plan_computed()
     metrics.record_solver_time(plan.solver.solve_ms / MS_PER_S)
-    fleet_plans.save(
-        plan_id=plan_id,
-        request=body.model_dump(mode="json"),
-        response=plan.model_dump(mode="json"),
-        catalog_version=plan.catalog_version,
-        created_at=created_at,
-    )
-    headers = {"Location": f"/v1/fleet-plans/{plan_id}"}
+    headers = {"Location": f"/v1/fleet-plans/{plan.id}"}
     return idempotency.respond(body, _answer(plan, csv=as_csv, status_code=status.HTTP_201_CREATED, headers=headers))
 
 

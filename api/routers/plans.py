@@ -23,7 +23,7 @@ from api.csv_export import (
     plan_csv_rows,
     rows_to_csv,
 )
-from api.deps import CallerRoleDep, CatalogDep, DeploymentsDep, PlansDep, ReaderDep, SettingsDep, authorize_plan
+from api.deps import CallerRoleDep, CatalogDep, PlansDep, ReaderDep, SettingsDep, authorize_plan
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
 from api.plan_list import plan_summary
@@ -50,7 +50,6 @@ router = APIRouter(tags=["plans"])
 def create_plan(
     body: PlanRequest,
     catalog: CatalogDep,
-    deployments: DeploymentsDep,
     caller: CallerRoleDep,
     as_csv: CsvDep,
     idempotency: IdempotencyDep,
@@ -71,7 +70,7 @@ def create_plan(
     authorize_plan(settings, caller, store=body.store)
     if body.store and (replayed := idempotency.replay(body)) is not None:
         return replayed
-    content = service.create_plan(
+    content = service.create_named_plan(
         body,
         catalog,
         run=deadline.run,
@@ -89,7 +88,6 @@ def create_plan(
                 filename=f"plan-{plan_id}.csv",
             )
         return JSONResponse(content)
-    deployments.record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
     location = f"/v1/plans/{plan_id}"
     if as_csv:
         text = rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS)
