@@ -1,0 +1,151 @@
+"""Operations on a real Redis broker (HEADROOM_TEST_REDIS_URL; `.ci/run` starts Redis and sets it):
+an API process that only enqueues and two `headroom worker` processes, each test under a Redis
+namespace of its own. A 500-point what-if sweep gives the points the synchronous sweep gives in
+process, and SIGKILL of one worker mid-operation loses nothing: Redis hands the messages it held
+to the other once its heartbeat is HEARTBEAT_TIMEOUT_S old (checked on every broker command here,
+HEADROOM_BROKER_MAINTENANCE_CHANCE=1000000)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from api import what_if
+from api.observability import Deadline
+from api.schemas.what_if import WhatIfRequest
+from api.settings import Settings
+from catalog.db import make_engine, make_session_factory
+from catalog.repository import Catalog
+from tests.api.conftest import ADMIN_KEY, ROOT, serve_headroom
+from tests.api.test_operations import ASYNC, SHAPE, without_timings
+
+REDIS_URL_ENV = "HEADROOM_TEST_REDIS_URL"
+#: A worker silent this long is taken for dead and its messages redelivered (Dramatiq's default is 60 s).
+HEARTBEAT_TIMEOUT_S = 3.0
+#: Bounds on a worker's start (warming the queueing kernels) and on the whole 500-point operation.
+WORKER_START_TIMEOUT_S = 60.0
+OPERATION_TIMEOUT_S = 120.0
+#: 50 rates × 10 TPOT targets of an 8B model on H100s: about 20 ms a point in process, all feasible.
+SWEEP_500: dict[str, Any] = {
+    "model": "llama-3.1-8b",
+    "workload": SHAPE,
+    "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+    "constraints": {"gpus": ["h100-sxm"]},
+    "verify": False,
+    "sweep": {
+        "arrival_rate_range": {"start_rps": 1, "stop_rps": 200, "steps": 50},
+        "slo": {"metric": "tpot_ms", "values": [30, 35, 40, 45, 50, 55, 60, 70, 80, 100]},
+    },
+}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def redis_url() -> str:
+    url = os.environ.get(REDIS_URL_ENV)
+    if not url:
+        reason = f"Redis tests need {REDIS_URL_ENV} (e.g. redis://127.0.0.1:6379/0)"
+        if os.environ.get("CI"):
+            pytest.fail(f"{reason}; CI is set, so they must run, not skip")
+        pytest.skip(reason)
+    return url
+
+
+@pytest.fixture
+def broker_env(redis_url: str, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of the API and its workers: one SQLite file, Redis under a fresh namespace
+    (its keys deleted after), short heartbeats, maintenance on every broker command."""
+    namespace = f"headroom-test-{uuid.uuid4().hex[:12]}"
+    yield {
+        "HEADROOM_BROKER_URL": redis_url,
+        "HEADROOM_BROKER_NAMESPACE": namespace,
+        "HEADROOM_BROKER_HEARTBEAT_TIMEOUT_S": str(HEARTBEAT_TIMEOUT_S),
+        "HEADROOM_BROKER_MAINTENANCE_CHANCE": "1000000",
+        "HEADROOM_DATABASE_URL": f"sqlite:///{tmp_path / 'headroom.db'}",
+        "HEADROOM_WORKER_THREADS": "1",
+    }
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        for key in client.scan_iter(f"{namespace}*"):
+            client.delete(key)
+    finally:
+        client.close()
+
+
+@contextlib.contextmanager
+def worker(folder: Path, env: dict[str, str], name: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`headroom worker` in a process group of its own, output in a file; killed on exit."""
+    log = folder / f"{name}.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "api.cli", "worker"], cwd=ROOT, env={**os.environ, **env, "HEADROOM_ADMIN_KEY": ADMIN_KEY},
+            stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+        while b"worker running" not in log.read_bytes():
+            assert process.poll() is None, f"headroom worker exited {process.returncode}: {log.read_text()}"
+            assert time.monotonic() < deadline, f"headroom worker did not start: {log.read_text()}"
+            time.sleep(0.1)
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def synchronous_sweep(database_url: str) -> dict[str, Any]:
+    """The sweep computed in this process, as the synchronous route computes it."""
+    body = WhatIfRequest.model_validate(SWEEP_500)
+    settings = Settings(database_url=database_url)
+    engine = make_engine(database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            inputs, pricing = what_if._inputs_for_gpus(body, Catalog(session), settings.default_price_provider)
+    finally:
+        engine.dispose()
+    deadline = Deadline(timeout_s=600, expires_at_s=time.monotonic() + 600)
+    points = what_if.sweep_points(body, inputs, pricing, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
+    answer = what_if.sweep_response(
+        body, points, catalog_version=inputs.catalog_version, provider=pricing.provider, notes=list(pricing.notes), sweep_ms=0
+    )
+    return answer.model_dump(mode="json")
+
+
+def test_two_workers_on_redis_give_the_in_process_points_and_survive_a_kill_9(tmp_path: Path, broker_env: dict[str, str]) -> None:
+    with (
+        serve_headroom(tmp_path, env=broker_env) as served,
+        httpx.Client(base_url=served.base_url, timeout=30) as client,
+        worker(tmp_path, broker_env, "worker-a") as first,
+        worker(tmp_path, broker_env, "worker-b"),
+    ):
+        accepted = client.post("/v1/what-if", json=SWEEP_500, headers=ASYNC)
+        assert accepted.status_code == 202, accepted.text
+        location = accepted.headers["Location"]
+        deadline = time.monotonic() + OPERATION_TIMEOUT_S
+        while (progress := client.get(location).json()["progress"])["done"] < 50:
+            assert time.monotonic() < deadline, progress
+            time.sleep(0.05)
+        os.killpg(first.pid, signal.SIGKILL)  # mid-operation: its unacknowledged messages stay in Redis
+        first.wait(timeout=10)
+        while (operation := client.get(location).json())["state"] in ("queued", "running"):
+            assert time.monotonic() < deadline, f"not finished in {OPERATION_TIMEOUT_S} s: {operation['progress']}"
+            time.sleep(0.1)
+        assert operation["state"] == "succeeded", operation
+        assert operation["progress"] == {"done": 500, "total": 500, "eta_s": None}
+    expected = synchronous_sweep(broker_env["HEADROOM_DATABASE_URL"])
+    assert without_timings(operation["result"]) == without_timings(expected)
