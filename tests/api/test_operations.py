@@ -6,8 +6,11 @@ filters, 404s; and an operation left running by a killed process is resumed by t
 from __future__ import annotations
 
 import copy
+import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,8 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
+from api.cli import main
+from api.settings import Settings, SettingsError
 from tests.api.client import ApiClient
-from tests.api.conftest import ADMIN_HEADERS, assert_problem, bad_fields, serve_headroom
+from tests.api.conftest import ADMIN_HEADERS, ROOT, assert_problem, bad_fields, serve_headroom
 
 SHAPE = {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}}
 #: Chat on an 8B model over H100s only: about 20 ms a point in process on the 2-core machine.
@@ -123,6 +128,23 @@ def test_cancelling_needs_a_planner_key(seeded: ApiClient) -> None:
     assert seeded.get(f"/v1/operations/{operation['id']}").status_code == 200  # reads need no key by default
 
 
+def test_broker_settings_are_checked_and_a_worker_needs_a_broker(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert Settings.from_env({}).broker_url is None  # the embedded default
+    redis = Settings.from_env({"HEADROOM_BROKER_URL": "redis://127.0.0.1:6379/0", "HEADROOM_BROKER_NAMESPACE": "team-a"})
+    assert (redis.broker_url, redis.broker_namespace) == ("redis://127.0.0.1:6379/0", "team-a")
+    with pytest.raises(SettingsError, match="RabbitMQ"):
+        Settings.from_env({"HEADROOM_BROKER_URL": "amqp://guest@localhost"})
+    with pytest.raises(SettingsError, match="HEADROOM_BROKER_URL"):
+        Settings.from_env({"HEADROOM_BROKER_URL": "kafka://x"})
+    with pytest.raises(SettingsError, match="HEADROOM_ASYNC_THRESHOLD_S"):
+        Settings.from_env({"HEADROOM_ASYNC_THRESHOLD_S": "0"})
+    monkeypatch.delenv("HEADROOM_BROKER_URL", raising=False)
+    assert main(["worker"]) == 2
+    assert "needs HEADROOM_BROKER_URL" in capsys.readouterr().err
+
+
 # ---- the embedded worker, in a real served process ------------------------------------------------------
 
 
@@ -141,6 +163,14 @@ def test_an_async_sweep_completes_in_the_embedded_worker_with_the_synchronous_po
         synchronous = client.post("/v1/what-if", json=SWEEP, headers=ADMIN_HEADERS)
         assert synchronous.status_code == 200, synchronous.text
         assert without_timings(done["result"]) == without_timings(synchronous.json())
+
+        waited = subprocess.run(
+            [sys.executable, "-m", "api.cli", "operations", "wait", done["id"], "--url", served.base_url, "--timeout", "30"],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert waited.returncode == 0, waited.stderr
+        assert json.loads(waited.stdout) == done["result"]  # the result alone on stdout
+        assert "20/20 succeeded" in waited.stderr  # the progress bar on stderr
 
         bigger = sweep(
             arrival_rate_range={"start_rps": 1, "stop_rps": 200, "steps": 50}, slo={"metric": "tpot_ms", "values": [40, 60, 80]}
