@@ -3,7 +3,7 @@ an API process that only enqueues and two `headroom worker` processes, each test
 namespace of its own. A 500-point what-if sweep gives the points the synchronous sweep gives in
 process, and SIGKILL of one worker mid-operation loses nothing: Redis hands the messages it held
 to the other once its heartbeat is HEARTBEAT_TIMEOUT_S old (checked on every broker command here,
-HEADROOM_BROKER_MAINTENANCE_CHANCE=1000000)."""
+HEADROOM_BROKER_MAINTENANCE_CHANCE=1000000). The other worker then stops cleanly on SIGTERM."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ HEARTBEAT_TIMEOUT_S = 3.0
 #: Bounds on a worker's start (warming the queueing kernels) and on the whole 500-point operation.
 WORKER_START_TIMEOUT_S = 60.0
 OPERATION_TIMEOUT_S = 120.0
+#: How long an idle worker may take to stop on SIGTERM (its consumers wait up to 1 s for messages).
+STOP_TIMEOUT_S = 20.0
 #: 50 rates × 10 TPOT targets of an 8B model on H100s: about 20 ms a point in process, all feasible.
 SWEEP_500: dict[str, Any] = {
     "model": "llama-3.1-8b",
@@ -131,7 +133,7 @@ def test_two_workers_on_redis_give_the_in_process_points_and_survive_a_kill_9(tm
         serve_headroom(tmp_path, env=broker_env) as served,
         httpx.Client(base_url=served.base_url, timeout=30) as client,
         worker(tmp_path, broker_env, "worker-a") as first,
-        worker(tmp_path, broker_env, "worker-b"),
+        worker(tmp_path, broker_env, "worker-b") as second,
     ):
         accepted = client.post("/v1/what-if", json=SWEEP_500, headers=ASYNC)
         assert accepted.status_code == 202, accepted.text
@@ -147,5 +149,8 @@ def test_two_workers_on_redis_give_the_in_process_points_and_survive_a_kill_9(tm
             time.sleep(0.1)
         assert operation["state"] == "succeeded", operation
         assert operation["progress"] == {"done": 500, "total": 500, "eta_s": None}
+        second.send_signal(signal.SIGTERM)  # a clean stop: exit 0 once its threads are idle
+        assert second.wait(timeout=STOP_TIMEOUT_S) == 0
+        assert b"worker stopping (SIGTERM)" in (tmp_path / "worker-b.log").read_bytes()
     expected = synchronous_sweep(broker_env["HEADROOM_DATABASE_URL"])
     assert without_timings(operation["result"]) == without_timings(expected)
