@@ -189,7 +189,7 @@ class Verification:
 # --- justification: step model, memory, roofline ---------------------------------------------------------
 
 #: The step model's coefficients, as `StepModelSection` repeats them.
-STEP_MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StepModel))
+STEP_MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StepModel) if f.name != "speculation")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

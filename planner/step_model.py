@@ -18,6 +18,20 @@ position s attends to p·s + p(p+1)/2).
 
 MoE: weight_bytes_read(n) = dense_weight_bytes + moe_layers · E · (1 − (1 − k/E)^n) · expert_weight_bytes
 (the expected number of distinct routed experts touched by n tokens, per MoE layer).
+
+Speculative decoding (`speculation`, None without it): a draft proposes k tokens per decoding
+sequence and the target verifies them in one step that processes k + 1 tokens per sequence:
+
+    t_verify = step_s(d·(k+1) + p, kv, d·((k+1)·c̄ + k(k+1)/2) + attended_p) + t_draft
+    t_draft  = k · combine((W_d + kv · kv_d) / BW, (d · f_d + kv · a_d) / F)
+
+with d decoding sequences of mean context c̄ (kv = d·c̄) and p prefill tokens: the weights are read
+once, each sequence's KV once (as in a decode step), while compute, the all-reduce traffic and the
+attention grow with d·(k+1). The draft runs k forward passes over the batch (a draft model: its own
+weights W_d, KV kv_d, FLOPs f_d and attention a_d per token; a draft head: the layers it adds).
+Each step emits E = (1 − α^(k+1)) / (1 − α) tokens per sequence on average, α the per-token
+acceptance rate (Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative
+Decoding", ICML 2023, eq. 1).
 """
 
 from __future__ import annotations
@@ -28,6 +42,37 @@ from typing import TypeVar
 import numpy as np
 
 from planner.errors import PlannerInputError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Speculation:
+    """A draft of `draft_tokens` tokens per step and its per-pass cost (one draft forward over the batch)."""
+
+    method: str
+    draft_tokens: int
+    acceptance_rate: float
+    draft_weight_bytes: float
+    draft_kv_bytes_per_token: float = 0.0
+    draft_flops_per_token: float
+    draft_attention_flops_per_context_token: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.draft_tokens < 1:
+            raise PlannerInputError(f"draft_tokens must be >= 1, got {self.draft_tokens}", field="draft_tokens")
+        if not 0.0 <= self.acceptance_rate < 1.0:
+            raise PlannerInputError(f"acceptance_rate must be in [0, 1), got {self.acceptance_rate}", field="acceptance_rate")
+        for name in ("draft_weight_bytes", "draft_kv_bytes_per_token", "draft_flops_per_token"):
+            if not getattr(self, name) >= 0.0:
+                raise PlannerInputError(f"{name} must be >= 0", field=name)
+        if not self.draft_attention_flops_per_context_token >= 0.0:
+            raise PlannerInputError("draft_attention_flops_per_context_token must be >= 0")
+
+    @property
+    def tokens_per_step(self) -> float:
+        """E = (1 − α^(k+1)) / (1 − α): the mean of the truncated geometric accepted length plus one."""
+        alpha, k = self.acceptance_rate, self.draft_tokens
+        return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)  # Σ_{j=0..k} α^j
+
 
 #: Token counts: one step's (a float) or many steps' at once (an array, the simulator's decode runs).
 Tokens = TypeVar("Tokens", float, np.ndarray)
@@ -52,6 +97,7 @@ class StepModel:
     comm_latency_s: float = 0.0
     step_overhead_s: float = 0.0
     memory_compute_overlap: float = 1.0
+    speculation: Speculation | None = None
 
     def __post_init__(self) -> None:
         if self.memory_bandwidth_bytes_per_s <= 0 or self.compute_flops_per_s <= 0:
@@ -98,6 +144,39 @@ class StepModel:
         comp = self.compute_s(new_tokens, attended_tokens)
         hi, lo = (mem, comp) if mem >= comp else (comp, mem)
         return hi + (1.0 - self.memory_compute_overlap) * lo + self.comm_s(new_tokens) + self.step_overhead_s
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens one step emits per decoding sequence on average (1 without speculation)."""
+        return 1.0 if self.speculation is None else self.speculation.tokens_per_step
+
+    @property
+    def verify_tokens(self) -> int:
+        """Tokens each decoding sequence puts through the target per step: k + 1 (1 without speculation)."""
+        return 1 if self.speculation is None else self.speculation.draft_tokens + 1
+
+    def draft_s(self, decoders: float, kv_tokens_read: float) -> float:
+        """The draft's k passes over `decoders` sequences reading `kv_tokens_read` KV tokens (0 without speculation)."""
+        spec = self.speculation
+        if spec is None or decoders <= 0:
+            return 0.0
+        mem = (spec.draft_weight_bytes + kv_tokens_read * spec.draft_kv_bytes_per_token) / self.memory_bandwidth_bytes_per_s
+        comp = (
+            decoders * spec.draft_flops_per_token + kv_tokens_read * spec.draft_attention_flops_per_context_token
+        ) / self.compute_flops_per_s
+        hi, lo = (mem, comp) if mem >= comp else (comp, mem)
+        return spec.draft_tokens * (hi + (1.0 - self.memory_compute_overlap) * lo)  # k × combine(draft memory, draft compute)
+
+    def verify_step_s(
+        self, decoders: float, kv_tokens_read: float, *, prefill_tokens: float = 0.0, prefill_attended: float = 0.0
+    ) -> float:
+        """One step of `decoders` sequences (reading `kv_tokens_read` KV tokens) verifying k + 1 tokens
+        each, plus `prefill_tokens` prompt tokens attending to `prefill_attended` context tokens and the
+        draft's passes; equals `step_s(decoders + p, kv, kv + attended_p)` without speculation."""
+        v = self.verify_tokens
+        attended = v * kv_tokens_read + decoders * (v - 1) * v / 2.0 + prefill_attended  # (k+1)·c + k(k+1)/2 per sequence
+        target = self.step_s(decoders * v + prefill_tokens, kv_tokens_read, attended)
+        return target + self.draft_s(decoders, kv_tokens_read)
 
     @property
     def break_even_flops_per_byte(self) -> float:

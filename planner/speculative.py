@@ -1,0 +1,211 @@
+"""Speculative decoding: the draft methods, their default acceptance rates, the step model that
+verifies k drafted tokens per sequence, where speculation stops paying, and accepted-length draws.
+
+The step-time formula is planner/step_model.py's (`StepModel.verify_step_s`); this module builds
+its `Speculation` from a method and the target's architecture and answers the questions a plan
+asks of it. Acceptance is modelled per token with one rate α, independent across positions
+(Leviathan, Kalman & Matias, ICML 2023, §3.1): a step accepts n of k drafted tokens with
+P(n) = α^n (1 − α) for n < k and α^k for n = k, and emits n + 1 tokens (the target's own token
+after the last accepted one), so E[n + 1] = (1 − α^(k+1)) / (1 − α).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+from planner.errors import PlannerInputError
+from planner.memory import replica_kv_bytes_per_token, usable_memory_bytes, weight_bytes
+from planner.performance import attention_flops_per_context_token
+from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
+from planner.step_model import Speculation, StepModel
+
+MethodName = Literal["eagle", "mtp", "medusa", "draft_model"]
+SpeculativeMode = Literal["auto", "off", "on"]
+
+#: Draft lengths the search offers: 1–5. EAGLE's and SGLang's default chain depth is 5
+#: (`speculative_num_steps`, SGLang docs "Speculative Decoding"); with α ≤ 0.85 a sixth token adds
+#: α^6 ≤ 0.38 tokens per step for a sixth of the verify compute, past the point any published
+#: configuration goes.
+DRAFT_TOKENS: tuple[int, ...] = (1, 2, 3, 4, 5)
+
+#: Largest batch the crossover search looks at (beyond any batch limit of the grid, 4,096).
+MAX_CROSSOVER_BATCH = 1 << 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MethodDefault:
+    """A draft method's default per-token acceptance rate for chat traffic, with where it comes from."""
+
+    method: MethodName
+    acceptance_rate: float
+    source: str
+
+
+#: Chat (MT-bench-like) defaults. A request may give its own rate; these are never fitted to Headroom's
+#: own predictions. Later draft positions are accepted less often than the first, so one α per method
+#: is the geometric approximation docs/speculative-decoding.md compares against published speedups.
+METHOD_DEFAULTS: dict[str, MethodDefault] = {
+    "eagle": MethodDefault(
+        method="eagle",
+        acceptance_rate=0.8,
+        source="Li et al., EAGLE (ICML 2024, arXiv 2401.15077), §1: feature-level drafting reaches ≈0.8 draft accuracy",
+    ),
+    "medusa": MethodDefault(
+        method="medusa",
+        acceptance_rate=0.6,
+        source="Li et al., EAGLE (arXiv 2401.15077), §1: Medusa's heads ≈0.6 accuracy (Cai et al., arXiv 2401.10774)",
+    ),
+    "mtp": MethodDefault(
+        method="mtp",
+        acceptance_rate=0.85,
+        source="DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437), §5.4.3: second-token acceptance 85–90 %",
+    ),
+}
+
+#: Models published with multi-token-prediction modules (DeepSeek-V3 §2.2 ships one MTP module).
+MTP_MODELS: frozenset[str] = frozenset({"deepseek-v3"})
+
+
+def tokens_per_step(acceptance_rate: float, draft_tokens: int) -> float:
+    """E = (1 − α^(k+1)) / (1 − α), Leviathan et al. 2023 eq. 1."""
+    return Speculation(
+        method="eagle",
+        draft_tokens=draft_tokens,
+        acceptance_rate=acceptance_rate,
+        draft_weight_bytes=0.0,
+        draft_flops_per_token=0.0,
+    ).tokens_per_step
+
+
+def accepted_length_pmf(acceptance_rate: float, draft_tokens: int) -> np.ndarray:
+    """P(n accepted) for n = 0..k: α^n (1 − α) below k, α^k at k (the truncated geometric)."""
+    alpha, k = acceptance_rate, draft_tokens
+    n = np.arange(k + 1, dtype=float)
+    pmf = alpha**n * (1.0 - alpha)  # geometric below k
+    pmf[k] = alpha**k  # every drafted token accepted
+    return pmf
+
+
+def draw_emitted_tokens(rng: np.random.Generator, acceptance_rate: float, draft_tokens: int, size: int) -> np.ndarray:
+    """Tokens emitted per sequence in `size` steps: n + 1 with n ~ the truncated geometric."""
+    if acceptance_rate <= 0.0:
+        return np.ones(size, dtype=np.int64)
+    # geometric failures before the first rejection, capped at k: P(n) = α^n (1 − α), n < k
+    failures = rng.geometric(1.0 - acceptance_rate, size=size) - 1
+    return np.minimum(failures, draft_tokens).astype(np.int64) + 1
+
+
+def _layer_params(model: ModelSpec) -> float:
+    """Active parameters of one decoder layer: the active parameters less input and output embeddings."""
+    return max(model.params_active - 2.0 * model.vocab_size * model.hidden_size, 0.0) / model.layers  # (N − 2·V·h) / L
+
+
+def head_speculation(
+    model: ModelSpec, precision: Precision, tp: int, *, method: MethodName, draft_tokens: int, acceptance_rate: float
+) -> Speculation:
+    """A draft head's per-pass cost, from the target's architecture.
+
+    EAGLE (Li et al. 2024, §4.1): one decoder layer and an FC layer of 2h × h on top of the target's
+    features, reusing its LM head (V × h), run once per drafted token. MTP (DeepSeek-V3 §2.2): one
+    transformer block and a 2h × h projection with the shared output head, the same shape. Medusa
+    (Cai et al. 2024, §2.1.1): k heads, each a residual h × h layer and its own V × h head, no
+    attention and no cache; the k heads read in one pass cost what k one-head passes cost.
+    """
+    h, vocab = model.hidden_size, model.vocab_size
+    per_param = precision.weights.weight_bytes_per_param
+    if method == "medusa":
+        head_params = float(h * h + vocab * h)  # W1 (h×h) + W2 (h×V)
+        return Speculation(
+            method=method,
+            draft_tokens=draft_tokens,
+            acceptance_rate=acceptance_rate,
+            draft_weight_bytes=head_params * per_param,
+            draft_flops_per_token=2.0 * head_params,  # multiply + add per weight
+        )
+    params = _layer_params(model) + 2 * h * h + vocab * h  # one layer + 2h×h projection + LM head
+    kv_layer = replica_kv_bytes_per_token(model, precision.kv_cache, tp) / model.layers
+    return Speculation(
+        method=method,
+        draft_tokens=draft_tokens,
+        acceptance_rate=acceptance_rate,
+        draft_weight_bytes=params * per_param,
+        draft_kv_bytes_per_token=kv_layer,  # the head's one layer of cache
+        draft_flops_per_token=2.0 * params,
+        draft_attention_flops_per_context_token=attention_flops_per_context_token(model) / model.layers,
+    )
+
+
+def draft_model_speculation(
+    draft: ModelSpec, precision: Precision, tp: int, *, draft_tokens: int, acceptance_rate: float
+) -> Speculation:
+    """A separate draft model (same precision, same tp as the target): its own weights, cache and FLOPs per pass."""
+    return Speculation(
+        method="draft_model",
+        draft_tokens=draft_tokens,
+        acceptance_rate=acceptance_rate,
+        draft_weight_bytes=weight_bytes(draft, precision.weights),
+        draft_kv_bytes_per_token=replica_kv_bytes_per_token(draft, precision.kv_cache, tp),
+        draft_flops_per_token=2.0 * draft.params_active,
+        draft_attention_flops_per_context_token=float(attention_flops_per_context_token(draft)),
+    )
+
+
+def speculative_step_model(step_model: StepModel, speculation: Speculation) -> StepModel:
+    """The target's step model verifying `speculation`'s drafts."""
+    return replace(step_model, speculation=speculation)
+
+
+def speculative_kv_capacity_tokens(
+    gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, efficiency: Efficiency, speculation: Speculation
+) -> int:
+    """KV tokens a replica holds when the draft's weights and its cache share the memory:
+    ⌊(M − W − W_d) / (kv + kv_d)⌋ (the draft keeps a cache entry for every token the target does)."""
+    free = usable_memory_bytes(gpu, tp, efficiency) - weight_bytes(model, precision.weights) - speculation.draft_weight_bytes
+    per_token = replica_kv_bytes_per_token(model, precision.kv_cache, tp) + speculation.draft_kv_bytes_per_token
+    return max(0, math.floor(free / per_token))
+
+
+def tpot_ratio(step_model: StepModel, *, batch: float, context_tokens: float) -> float:
+    """Speculative over plain time per output token at `batch` sequences of `context_tokens`:
+    (t_verify / E) / t_decode; below 1 speculation pays."""
+    if step_model.speculation is None:
+        raise PlannerInputError("tpot_ratio needs a speculative step model")
+    kv = batch * context_tokens
+    plain = step_model.step_s(batch, kv, kv)
+    return step_model.verify_step_s(batch, kv) / step_model.tokens_per_step / plain  # (t_verify / E) / t_decode
+
+
+def crossover_batch(step_model: StepModel, *, context_tokens: float) -> int | None:
+    """The smallest batch at which speculation stops paying (t_verify / E ≥ t_decode), or None when it
+    pays up to `MAX_CROSSOVER_BATCH`. The ratio rises with the batch as the verify step turns
+    compute-bound, so doubling then bisection finds the first batch past 1."""
+
+    def stops_paying(batch: int) -> bool:
+        return tpot_ratio(step_model, batch=batch, context_tokens=context_tokens) >= 1.0
+
+    if stops_paying(1):
+        return 1
+    low, high = 1, 2
+    while not stops_paying(high):
+        if high >= MAX_CROSSOVER_BATCH:
+            return None
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if not stops_paying(middle) else (low, middle)
+    return high
+
+
+def available_methods(model: ModelSpec) -> tuple[MethodName, ...]:
+    """Draft heads a plan may offer for `model`: EAGLE and Medusa heads can be trained for any
+    decoder (both papers train them on a frozen target); MTP only where the model ships its modules."""
+    methods: list[MethodName] = ["eagle", "medusa"]
+    if model.slug in MTP_MODELS:
+        methods.insert(0, "mtp")
+    if model.vocab_size <= 0:
+        return ()  # a head's cost needs the vocabulary (its LM head)
+    return tuple(methods)
