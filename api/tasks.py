@@ -31,12 +31,12 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import CurrentMessage
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import what_if
+from api import bulk_replan, what_if
 from api.observability import Deadline
 from api.problems import problem_type_for
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
-from catalog.operations import Operations, StoredOperation, restart_problem
+from catalog.operations import ACTIVE_STATES, Operations, StoredOperation, restart_problem
 from catalog.repository import Catalog
 from planner.units import MS_PER_S
 
@@ -61,14 +61,15 @@ INPUTS_CACHE_SIZE = 16
 @dataclass(frozen=True, slots=True)
 class Kind:
     """What the engine needs of one kind of operation: the specs its units share (read from the
-    catalog once), one unit's result, and the operation's result from every unit's."""
+    catalog once), one unit's result, and the operation's result from every unit's. A unit runs in
+    the transaction that stores its result, so what it writes (a re-plan's plan) commits with it, once."""
 
     prepare: Callable[[dict[str, Any], Catalog], Any]
-    run_unit: Callable[[Any, int, Settings], Any]
+    run_unit: Callable[[Any, int, Settings, Session], Any]
     result: Callable[[Any, list[Any], float], dict[str, Any]]
 
 
-def _what_if_unit(prepared: Any, index: int, settings: Settings) -> Any:
+def _what_if_unit(prepared: Any, index: int, settings: Settings, _session: Session) -> Any:
     body, inputs, pricing = prepared
     deadline = Deadline(timeout_s=settings.request_timeout_s, expires_at_s=time.monotonic() + settings.request_timeout_s)
     return what_if.sweep_unit(body, inputs, pricing, index, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
@@ -81,6 +82,7 @@ def _what_if_result(prepared: Any, units: list[Any], sweep_ms: float) -> dict[st
 
 KINDS: dict[str, Kind] = {
     what_if.OPERATION_KIND: Kind(prepare=what_if.operation_inputs, run_unit=_what_if_unit, result=_what_if_result),
+    bulk_replan.OPERATION_KIND: Kind(prepare=bulk_replan.prepare, run_unit=bulk_replan.run_unit, result=bulk_replan.result),
 }
 
 
@@ -130,6 +132,8 @@ class TaskEngine:
         with self._sessions() as session, session.begin():
             operation = Operations(session).create(kind=kind, request=request, units_total=units_total)
         self.send_units(operation.id, range(units_total))
+        if units_total == 0:  # nothing to fan out (a bulk re-plan of no deployments): finish it as it is
+            self.finish_actor.send(operation.id)
         return operation
 
     def send_units(self, operation_id: str, units: Iterable[int]) -> None:
@@ -177,14 +181,15 @@ class TaskEngine:
             return
         try:
             kind = KINDS[operation.kind]
-            result = kind.run_unit(self._prepare(operation), index, self.settings)
+            prepared = self._prepare(operation)
+            with self._sessions() as session, session.begin():
+                result = kind.run_unit(prepared, index, self.settings, session)
+                operations = Operations(session)
+                operations.record_unit(operation_id, index, result)
+                done = operations.get(operation_id)
         except Exception as exc:  # noqa: BLE001  any failure is counted, retried, then fails the operation visibly
             self._unit_failed(operation_id, index, exc)
             return
-        with self._sessions() as session, session.begin():
-            operations = Operations(session)
-            operations.record_unit(operation_id, index, result)
-            done = operations.get(operation_id)
         if done.units_done >= done.units_total and done.state == "running":
             self.finish_actor.send(operation_id)
 
@@ -193,7 +198,7 @@ class TaskEngine:
         with self._sessions() as session:
             operation = Operations(session).get(operation_id)
             units = Operations(session).unit_results(operation_id)
-        if operation.state != "running" or operation.units_done < operation.units_total:
+        if operation.state not in ACTIVE_STATES or operation.units_done < operation.units_total:
             return
         started = operation.started_at or operation.created_at
         sweep_ms = (datetime.now(UTC) - started).total_seconds() * MS_PER_S

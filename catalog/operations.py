@@ -186,12 +186,15 @@ class Operations:
         return [result for (result,) in rows]
 
     def finish(self, operation_id: str, *, result: dict[str, Any] | None, result_location: str | None = None) -> bool:
-        """running → succeeded with its result; True only for the one caller that made the change
-        (two workers finishing at once: the second UPDATE matches no row)."""
+        """queued or running → succeeded with its result (queued only for an operation of no units);
+        True only for the one caller that made the change (two workers finishing at once: the
+        second UPDATE matches no row)."""
         now = datetime.now(UTC)
         changed = self._session.execute(
             update(OperationRow)
-            .where(OperationRow.id == operation_id, OperationRow.state == "running", OperationRow.cancel_requested.is_(False))
+            .where(
+                OperationRow.id == operation_id, OperationRow.state.in_(ACTIVE_STATES), OperationRow.cancel_requested.is_(False)
+            )
             .values(state="succeeded", result=result, result_location=result_location, finished_at=now, updated_at=now)
         )
         return _rowcount(changed) == 1

@@ -1,19 +1,29 @@
 """`GET /v1/operations/{operation_id}` (get_operation): a long-running request's state, progress and
 result; `GET /v1/operations` (list_operations): newest first, filtered by state and kind, a page at a
-time; `POST /v1/operations/{operation_id}:cancel` (cancel_operation). Operations are created by the
-routes that run as one (POST /v1/what-if with `Prefer: respond-async`); api/tasks.py runs them."""
+time; `POST /v1/operations/{operation_id}:cancel` (cancel_operation); and `POST
+/v1/deployments:replan` (replan_deployments), which is always an operation. Other operations are
+created by the routes that may run as one (POST /v1/what-if with `Prefer: respond-async`);
+api/tasks.py runs them."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, status
+from fastapi.responses import JSONResponse
 
-from api.deps import OperationsDep, PlannerKeyDep, ReaderDep
-from api.operations import operation_read
+from api import bulk_replan
+from api.deps import DeploymentsDep, OperationsDep, PlannerKeyDep, ReaderDep, SettingsDep, TasksDep
+from api.operations import operation_location, operation_read
 from api.problems import problem_responses
 from api.routers.catalog import Limit, Offset
-from api.schemas.operations import OperationKindName, OperationPage, OperationRead, OperationStateName
+from api.schemas.operations import (
+    BulkReplanRequest,
+    OperationKindName,
+    OperationPage,
+    OperationRead,
+    OperationStateName,
+)
 
 router = APIRouter(tags=["operations"])
 
@@ -66,3 +76,36 @@ def cancel_operation(operation_id: str, operations: OperationsDep, _planner: Pla
     a unit being computed is not used. A finished operation is answered as it is (cancelling is
     idempotent); 404 for an id nobody issued."""
     return operation_read(operations.cancel(operation_id))
+
+
+@router.post(
+    "/deployments:replan",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=OperationRead,
+    name="replan_deployments",
+    tags=["deployments"],
+    summary="Re-plan many deployments as one operation",
+    responses={
+        202: {
+            "description": "The queued operation; GET its `Location` until `state` is final.",
+            "headers": {
+                "Location": {"description": "The operation's path.", "schema": {"type": "string", "pattern": "^/v1/operations/"}}
+            },
+        },
+        **problem_responses(401, 403, 404, 422),
+    },
+)
+def replan_deployments(
+    body: BulkReplanRequest, deployments: DeploymentsDep, settings: SettingsDep, tasks: TasksDep, _planner: PlannerKeyDep
+) -> JSONResponse:
+    """Each named deployment (or every one) planned again for its stored request, as `POST
+    /v1/deployments/{name}/replan` with an empty body does — the nightly re-plan as one call. One
+    unit per deployment, run by the task workers; the operation's `result` lists each deployment's
+    re-plan (or the problem that stopped it, e.g. `infeasible-plan`) and counts those changed.
+    404 when a named deployment does not exist."""
+    names = bulk_replan.deployment_names(deployments, body.deployments)
+    operation = tasks.submit(
+        kind=bulk_replan.OPERATION_KIND, request=bulk_replan.operation_request(names, settings), units_total=len(names)
+    )
+    content = OperationRead.model_validate(operation_read(operation)).model_dump(mode="json")
+    return JSONResponse(content, status_code=status.HTTP_202_ACCEPTED, headers={"Location": operation_location(operation.id)})

@@ -4,16 +4,42 @@ failed with), as GET /v1/operations/{id} answers it and POST /v1/what-if answers
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from api.problems import Problem
 from api.schemas.catalog import Page
+from api.schemas.deployments import ReplanResponse
 from api.schemas.what_if import WhatIfResponse
 
 OperationStateName = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-OperationKindName = Literal["what-if"]
+OperationKindName = Literal["what-if", "deployments-replan"]
+
+
+class BulkReplanRequest(BaseModel):
+    """Which deployments `POST /v1/deployments:replan` plans again: those named, or all of them."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    deployments: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+        default=None, min_length=1, max_length=500, description="Deployment names; omitted: every deployment (up to 500)."
+    )
+
+
+class BulkReplanItem(BaseModel):
+    deployment: str
+    changed: bool = Field(description="Whether the deployment now runs the new plan.")
+    replan: ReplanResponse | None = Field(description="What POST /v1/deployments/{name}/replan answers; null with a problem.")
+    problem: Problem | None = Field(description="Why this deployment could not be re-planned (e.g. infeasible-plan).")
+
+
+class BulkReplanResult(BaseModel):
+    """A bulk re-plan's outcome: one item per deployment, in the order asked."""
+
+    items: list[BulkReplanItem]
+    changed: int = Field(ge=0, description="Deployments that now run a new plan.")
+    failed: int = Field(ge=0, description="Deployments that could not be re-planned (their items carry the problem).")
 
 
 class OperationProgress(BaseModel):
@@ -25,11 +51,13 @@ class OperationProgress(BaseModel):
 
 
 class OperationRead(BaseModel):
-    """One operation. `result` is the answer the request would have had synchronously (for
-    `what-if`, the WhatIfResponse) once `state` is `succeeded`; `problem` says why it `failed`."""
+    """One operation. `result` is its answer once `state` is `succeeded` (for `what-if`, the
+    WhatIfResponse the synchronous route gives); `problem` says why it `failed`."""
 
     id: str = Field(description="32 hex digits; the operation's URL is /v1/operations/{id}.")
-    kind: OperationKindName = Field(description="What the operation runs: `what-if` (POST /v1/what-if).")
+    kind: OperationKindName = Field(
+        description="What the operation runs: `what-if` (POST /v1/what-if), `deployments-replan` (POST /v1/deployments:replan)."
+    )
     state: OperationStateName = Field(description="queued → running → succeeded, failed or cancelled (the last three final).")
     progress: OperationProgress
     created_at: datetime
@@ -38,7 +66,10 @@ class OperationRead(BaseModel):
     updated_at: datetime
     cancel_requested: bool = Field(description="POST /v1/operations/{id}:cancel was called.")
     attempts: int = Field(ge=1, description="1, plus one for each restart of the service it was resumed after.")
-    result: WhatIfResponse | None = Field(default=None, description="The answer, once succeeded.")
+    result: WhatIfResponse | BulkReplanResult | None = Field(
+        default=None,
+        description="The answer, once succeeded: a WhatIfResponse for `what-if`, a BulkReplanResult for `deployments-replan`.",
+    )
     result_location: str | None = Field(default=None, description="Where a stored result can be read, if it is stored elsewhere.")
     problem: Problem | None = Field(default=None, description="Why it failed (an RFC 9457 problem document).")
 

@@ -18,10 +18,11 @@ from typing import Any
 import httpx
 import pytest
 
+from api.app import create_app
 from api.cli import main
 from api.settings import Settings, SettingsError
 from tests.api.client import ApiClient
-from tests.api.conftest import ADMIN_HEADERS, ROOT, assert_problem, bad_fields, serve_headroom
+from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY, ROOT, assert_problem, bad_fields, serve_headroom
 
 SHAPE = {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}}
 #: Chat on an 8B model over H100s only: about 20 ms a point in process on the 2-core machine.
@@ -207,3 +208,55 @@ def test_an_operation_running_when_the_process_was_killed_is_resumed_after_a_res
         assert done["state"] == "succeeded", done
         assert done["progress"] == {"done": 100, "total": 100, "eta_s": None}
         assert [p["point"] for p in done["result"]["points"]] == list(range(1, 101))
+
+
+# ---- POST /v1/deployments:replan: one unit per deployment, run by a worker started here ------------------
+
+CHAT_PLAN: dict[str, Any] = {
+    "model": "llama-3.1-8b",
+    "workload": {"arrival_rate_rps": 15, **SHAPE},
+    "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+    "constraints": {"gpus": ["h100-sxm"], "precisions": [{"weights": "bf16", "kv_cache": "bf16"}]},
+    "verify": False,
+}
+
+
+def test_a_bulk_replan_replans_every_deployment_as_one_operation(
+    seeded: ApiClient, migrated_database_url: str, open_client: Any
+) -> None:
+    app = create_app(Settings(database_url=migrated_database_url, admin_key=ADMIN_KEY, log_level="critical"))
+    client = open_client(app)
+    app.state.tasks.start_worker(1)  # the lifespan's job in a served process
+    try:
+        empty = client.post("/v1/deployments:replan", json={}, headers=ADMIN_HEADERS)
+        assert empty.status_code == 202, empty.text
+        nothing = wait_for(client, empty.headers["Location"], states=("succeeded", "failed"))[-1]
+        assert (nothing["state"], nothing["result"]) == ("succeeded", {"items": [], "changed": 0, "failed": 0})
+
+        for name, rate in (("chat", 15), ("big", 40)):
+            response = client.post(
+                "/v1/plans",
+                json={**CHAT_PLAN, "name": name, "workload": {**CHAT_PLAN["workload"], "arrival_rate_rps": rate}},
+                headers=ADMIN_HEADERS,
+            )
+            assert response.status_code == 201, response.text
+        assert_problem(
+            client.post("/v1/deployments:replan", json={"deployments": ["chat", "nobody"]}, headers=ADMIN_HEADERS), 404
+        )
+        assert_problem(client.post("/v1/deployments:replan", json={"deployments": []}, headers=ADMIN_HEADERS), 422)
+        assert_problem(client.post("/v1/deployments:replan", json={}), 401)
+
+        accepted = client.post("/v1/deployments:replan", json={}, headers=ADMIN_HEADERS)
+        assert accepted.status_code == 202 and accepted.json()["progress"]["total"] == 2
+        done = wait_for(client, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+        assert done["state"] == "succeeded", done
+        items = done["result"]["items"]
+        assert [item["deployment"] for item in items] == ["big", "chat"]  # every deployment, by name
+        for item in items:  # the same request again: a new plan in the history, the current one kept
+            assert item["problem"] is None and item["changed"] is False
+            assert item["replan"]["adopted"] == item["replan"]["current"]
+            history = client.get(f"/v1/deployments/{item['deployment']}/plans").json()
+            assert history["total"] == 2 and item["replan"]["plan"]["id"] in [plan["id"] for plan in history["items"]]
+        assert (done["result"]["changed"], done["result"]["failed"]) == (0, 0)
+    finally:
+        app.state.tasks.stop_worker()
