@@ -185,8 +185,11 @@ class TaskEngine:
             with self._sessions() as session, session.begin():
                 result = kind.run_unit(prepared, index, self.settings, session)
                 operations = Operations(session)
-                operations.record_unit(operation_id, index, result)
+                if not operations.record_unit(operation_id, index, result):
+                    raise _StoredMeanwhile  # a redelivered copy ran alongside and won: roll back what this one wrote
                 done = operations.get(operation_id)
+        except _StoredMeanwhile:
+            return
         except Exception as exc:  # noqa: BLE001  any failure is counted, retried, then fails the operation visibly
             self._unit_failed(operation_id, index, exc)
             return
@@ -241,6 +244,10 @@ class TaskEngine:
             while len(self._prepared) > INPUTS_CACHE_SIZE:
                 self._prepared.popitem(last=False)
         return prepared
+
+
+class _StoredMeanwhile(Exception):
+    """The unit's result was stored by another delivery while this one computed it."""
 
 
 def _attempt() -> int:
