@@ -2,7 +2,8 @@
 rates (and optionally SLO values or GPU types). The shape is every planning endpoint's: resolve the
 specs from the catalog once (api/inputs.py), run the pure planner at every point under the
 request's deadline, build the response. Nothing is stored: a sweep is a question, not a plan of
-record.
+record. A long sweep runs as an operation instead: its points are units a task worker computes one
+by one (`sweep_unit`, api/tasks.py), and the response is assembled from them (`operation_result`).
 """
 
 from __future__ import annotations
