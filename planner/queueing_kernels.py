@@ -21,8 +21,9 @@ from numba import njit
 from planner.step_model import COEFFICIENTS, StepModel
 
 #: Index of each step-model coefficient in the `sm` array (`step_model_coefficients`: the order of
-#: planner/step_model.py's COEFFICIENTS); the last two are 1/bandwidth and 1/FLOP/s, so a step time
-#: multiplies where it would divide (several step times per sample point).
+#: planner/step_model.py's COEFFICIENTS); then 1/bandwidth and 1/FLOP/s, so a step time multiplies
+#: where it would divide (several step times per sample point); then the speculation's k + 1, k and
+#: draft coefficients (1, 0, 0, … without speculation: `_verify_s` is then never called).
 (
     DENSE,
     EXPERT,
@@ -40,7 +41,13 @@ from planner.step_model import COEFFICIENTS, StepModel
     OVERLAP,
     SECONDS_PER_BYTE,
     SECONDS_PER_FLOP,
-) = range(16)
+    VERIFY_TOKENS,
+    DRAFT_TOKENS,
+    DRAFT_WEIGHT,
+    DRAFT_KV_BYTES,
+    DRAFT_FLOPS,
+    DRAFT_ATTENTION,
+) = range(22)
 
 #: Index of each rate-level scalar in the `op` array (`queueing._sample` fills it).
 (
@@ -78,7 +85,21 @@ _RECIPROCALS = np.concatenate((np.zeros(1), 1.0 / np.arange(1.0, POISSON_WALK + 
 def step_model_coefficients(sm: StepModel) -> np.ndarray:
     """A `StepModel`'s coefficients in the kernel's order."""
     values = [float(getattr(sm, name)) for name in COEFFICIENTS]
-    return np.array([*values, 1.0 / sm.memory_bandwidth_bytes_per_s, 1.0 / sm.compute_flops_per_s])
+    spec = sm.speculation
+    draft = (
+        [0.0] * 5
+        if spec is None
+        else [
+            float(spec.draft_tokens),
+            spec.draft_weight_bytes,
+            spec.draft_kv_bytes_per_token,
+            spec.draft_flops_per_token,
+            spec.draft_attention_flops_per_context_token,
+        ]
+    )
+    return np.array(
+        [*values, 1.0 / sm.memory_bandwidth_bytes_per_s, 1.0 / sm.compute_flops_per_s, float(sm.verify_tokens), *draft]
+    )
 
 
 @njit(cache=True, nogil=True)
@@ -93,6 +114,20 @@ def _step_s(sm: np.ndarray, new: float, kv: float, attended: float) -> float:
     comm = new * sm[COMM_PER_TOKEN] + sm[COMM_LATENCY] if new > 0.0 else 0.0
     step: float = max(mem, comp) + (1.0 - sm[OVERLAP]) * min(mem, comp) + comm + sm[OVERHEAD]  # sm is float64
     return step
+
+
+@njit(cache=True, nogil=True)
+def _verify_s(sm: np.ndarray, decoders: float, kv: float, prefill: float, prefill_kv: float, prefill_attended: float) -> float:
+    """`StepModel.verify_step_s`: `decoders` sequences verify k + 1 tokens each, plus the prefill and the draft."""
+    v = sm[VERIFY_TOKENS]
+    attended = v * kv + decoders * (v - 1.0) * v / 2.0 + prefill_attended  # (k+1)·c + k(k+1)/2 per sequence
+    target = _step_s(sm, decoders * v + prefill, kv + prefill_kv, attended)
+    if decoders <= 0.0:
+        return target
+    mem = (sm[DRAFT_WEIGHT] + kv * sm[DRAFT_KV_BYTES]) * sm[SECONDS_PER_BYTE]
+    comp = (decoders * sm[DRAFT_FLOPS] + kv * sm[DRAFT_ATTENTION]) * sm[SECONDS_PER_FLOP]
+    draft: float = sm[DRAFT_TOKENS] * (max(mem, comp) + (1.0 - sm[OVERLAP]) * min(mem, comp))  # k × combine
+    return target + draft
 
 
 @njit(cache=True, nogil=True)
@@ -187,6 +222,8 @@ def _step_in_progress(
     if op[CHUNK_TOKENS] <= 0.0 and 1 <= kind < durations.size - 1:
         tokens = (kind - 1.0) * op[PROMPT_MEAN] + size_biased
         context = n_row * op[DECODE_CONTEXT]
+        if sm[DRAFT_TOKENS] > 0.0:
+            return _verify_s(sm, n_row, context, tokens, 0.0, tokens * op[PREFILL_POSITION])
         return _step_s(sm, n_row + tokens, context, context + tokens * op[PREFILL_POSITION])
     duration: float = durations[kind]  # durations is float64 (an element reads as Any to mypy)
     return duration
@@ -241,6 +278,7 @@ def sample_latencies(
     p_wait = op[P_WAIT]
     shrink = op[LIFE_SHRINK]
     chunked = op[CHUNK_TOKENS] > 0.0
+    speculating = sm[DRAFT_TOKENS] > 0.0
     lam, p_mean, dcm, ppm = op[LAMBDA], op[PROMPT_MEAN], op[DECODE_CONTEXT], op[PREFILL_POSITION]
     weight = op[ABOVE_WEIGHT]
     for i in range(size):
@@ -275,26 +313,45 @@ def sample_latencies(
         p = prompts[i]
         if not chunked:
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * in_progress)  # the others arriving during the step
-            prefill_s = _step_s(
-                sm, decode_others + p + mates * p_mean, decode_kv, decode_kv + own_attended[i] + mates * p_mean * ppm
-            )
+            if speculating:
+                prefill_s = _verify_s(
+                    sm, decode_others, decode_kv, p + mates * p_mean, 0.0, own_attended[i] + mates * p_mean * ppm
+                )
+            else:
+                prefill_s = _step_s(
+                    sm, decode_others + p + mates * p_mean, decode_kv, decode_kv + own_attended[i] + mates * p_mean * ppm
+                )
             delay = residual
         else:
             bw = budget_wait[i]
-            cap = max(1.0, op[CHUNK_TOKENS] - admitted)  # C − n
+            cap = max(1.0, op[CHUNK_TOKENS] - admitted * sm[VERIFY_TOKENS])  # C − n·(k+1)
             chunks = math.ceil(p / cap)
             last = p - (chunks - 1.0) * cap
             full_attended = (own_attended[i] - last * (p - last) - last * (last + 1.0) / 2.0) / max(chunks - 1.0, 1.0)
-            full_s = _step_s(sm, decode_others + cap, decode_kv, decode_kv + full_attended)
+            if speculating:
+                full_s = _verify_s(sm, decode_others, decode_kv, cap, 0.0, full_attended)
+            else:
+                full_s = _step_s(sm, decode_others + cap, decode_kv, decode_kv + full_attended)
             behind_s = (bw if queued[i] else in_progress - residual) + (chunks - 1.0) * full_s
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * behind_s)
             filled = min(cap - last, mates * p_mean)
-            prefill_s = (chunks - 1.0) * full_s + _step_s(
-                sm,
-                decode_others + last + filled,
-                decode_kv + p - last,
-                decode_kv + last * (p - last) + last * (last + 1.0) / 2.0 + filled * ppm,
-            )
+            if speculating:
+                last_s = _verify_s(
+                    sm,
+                    decode_others,
+                    decode_kv,
+                    last + filled,
+                    p - last,
+                    last * (p - last) + last * (last + 1.0) / 2.0 + filled * ppm,
+                )
+            else:
+                last_s = _step_s(
+                    sm,
+                    decode_others + last + filled,
+                    decode_kv + p - last,
+                    decode_kv + last * (p - last) + last * (last + 1.0) / 2.0 + filled * ppm,
+                )
+            prefill_s = (chunks - 1.0) * full_s + last_s
             delay = max(bw, residual)  # a queued prompt waits out the later of the budget wait and the step in progress
         ttft[i] = wait_s + delay + prefill_s
         tpot[i] = tpot_i

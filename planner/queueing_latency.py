@@ -119,7 +119,8 @@ def _operating_point(rep: _Replica, lam: float) -> _OperatingPoint | None:
         service_s = occupancy / lam  # Little: W = L/λ
     else:
         service_s = steps_op * float(occ.t_mean[0] if occ.grid[0] >= 1 else np.interp(1.0, occ.grid, occ.t_mean))
-    service_cv2 = rep.output_cv2 * (rep.output_mean / max(steps_op, 1.0)) ** 2  # variability of the step count
+    decode_tokens_mean = rep.output_mean / rep.sm.tokens_per_step  # E[o]/E: the steps a request's tokens take
+    service_cv2 = rep.output_cv2 * (decode_tokens_mean / max(steps_op, 1.0)) ** 2  # variability of the step count
     # Allen–Cunneen factor (c_a² + c_d²)/2. Departures from a full batch are the superposition of c
     # slots' renewal streams, which tends to Poisson as c grows: c_d² = 1 + (c_s² − 1)/c.
     departure_cv2 = 1.0 + (service_cv2 - 1.0) / c
@@ -263,6 +264,8 @@ def _sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
         out.e2e,
         out.wait,
     )
+    if rep.sm.speculation is not None:
+        np.divide(out.tpot, rep.sm.tokens_per_step, out=out.tpot)  # the kernel's TPOT is per verify step; each emits E tokens
     return out
 
 

@@ -47,6 +47,24 @@ def step_seconds(sm: StepModel, new_tokens: np.ndarray, kv_tokens_read: np.ndarr
     return np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp) + comm + sm.step_overhead_s
 
 
+def verify_seconds(
+    sm: StepModel, decoders: np.ndarray, decode_kv: np.ndarray, prefill: np.ndarray, prefill_attended: np.ndarray
+) -> np.ndarray:
+    """`StepModel.verify_step_s` element-wise: decoders verify k + 1 tokens each, plus the draft's passes."""
+    spec = sm.speculation
+    if spec is None:
+        return step_seconds(sm, decoders + prefill, decode_kv, decode_kv + prefill_attended)
+    v = sm.verify_tokens
+    attended = v * decode_kv + decoders * (v - 1) * v / 2.0 + prefill_attended  # (k+1)·c + k(k+1)/2 per sequence
+    target = step_seconds(sm, decoders * v + prefill, decode_kv, attended)
+    mem = (spec.draft_weight_bytes + decode_kv * spec.draft_kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s
+    comp = (
+        decoders * spec.draft_flops_per_token + decode_kv * spec.draft_attention_flops_per_context_token
+    ) / sm.compute_flops_per_s
+    draft = spec.draft_tokens * (np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp))
+    return np.asarray(target + np.where(decoders > 0, draft, 0.0))  # k × combine(draft memory, draft compute)
+
+
 # --- the replica --------------------------------------------------------------------------------
 
 
@@ -93,10 +111,11 @@ class _Replica:
     saturation_rps: float = 0.0  # set by `_replica_cached` once the tables exist
 
     def budget(self, n: np.ndarray) -> np.ndarray:
-        """Prefill tokens a step may carry beside n decodes (the chunk budget counts decodes)."""
+        """Prefill tokens a step may carry beside n decodes (the chunk budget counts decodes, k + 1 per
+        sequence when speculating)."""
         if self.chunk_tokens is None:
             return np.full(np.shape(n), np.inf)
-        budget: np.ndarray = np.maximum(1.0, self.chunk_tokens - n)  # C − n, at least one token
+        budget: np.ndarray = np.maximum(1.0, self.chunk_tokens - n * self.sm.verify_tokens)  # C − n·(k+1), at least one token
         return budget
 
     def step_mean(self, arrivals_per_step: np.ndarray | float) -> np.ndarray:
@@ -162,12 +181,17 @@ def _replica_cached(
     prompt_grid = prompt_sample.grid
     c = max(slots, 1)
     grid = np.linspace(0.0, float(c), min(c + 1, _OCCUPANCY_GRID_POINTS))
+    decodes, step_outputs = output_sample.decodes, o_mean  # steps after the first token; 1 + those
+    if sm.speculation is not None:
+        # a request's decode is (o − 1)/E verify steps (docs/design.md, "Speculative decoding")
+        step_outputs = 1.0 + (o_mean - 1.0) / sm.tokens_per_step
+        decodes = _read_only(decodes / sm.tokens_per_step)
     if serving.chunk_tokens is None:
         cap = np.full(grid.shape, np.inf)
-        steps_grid = np.full(grid.shape, o_mean)
+        steps_grid = np.full(grid.shape, step_outputs)
     else:
-        cap = np.maximum(1.0, serving.chunk_tokens - grid)  # C − n
-        steps_grid = np.mean(np.ceil(prompt_grid / cap[:, None]), axis=1) + o_mean - 1.0  # E[⌈p/(C−n)⌉] + o − 1
+        cap = np.maximum(1.0, serving.chunk_tokens - grid * sm.verify_tokens)  # C − n·(k+1)
+        steps_grid = np.mean(np.ceil(prompt_grid / cap[:, None]), axis=1) + step_outputs - 1.0  # E[⌈p/(C−n)⌉] + o − 1
     admissions_cap = c / float(steps_grid[-1])
     n_all = np.arange(c + 1, dtype=float)
     k = np.arange(int(admissions_cap + 8.0 * math.sqrt(admissions_cap) + 9.0), dtype=float)[None, :]
@@ -188,7 +212,7 @@ def _replica_cached(
         outputs=output_sample.outputs,
         size_biased_prompts=prompt_sample.size_biased,
         own_attended=prompt_sample.own_attended,
-        decodes=output_sample.decodes,
+        decodes=decodes,
         has_tpot=output_sample.has_tpot,
         tpot_requests=output_sample.tpot_requests,
         step_coefficients=_read_only(queueing_kernels.step_model_coefficients(sm)),
@@ -240,12 +264,18 @@ def _step_tables(
     arriving = k * prompt_mean
     carried = np.minimum(arriving, cap[:, None])
     spill = np.where(np.isfinite(cap[:, None]), np.maximum(arriving - cap[:, None], 0.0) / cap[:, None], 0.0)
-    t_carry = step_seconds(sm, n + carried, decode_kv, decode_kv + carried * position)
-    t_decode = step_seconds(sm, grid, grid * decode_context, grid * decode_context)
+    if sm.speculation is None:
+        t_carry = step_seconds(sm, n + carried, decode_kv, decode_kv + carried * position)
+        t_decode = step_seconds(sm, grid, grid * decode_context, grid * decode_context)
+    else:
+        t_carry = verify_seconds(sm, n, decode_kv, carried, carried * position)
+        t_decode = verify_seconds(sm, grid, grid * decode_context, np.zeros(grid.shape), np.zeros(grid.shape))
     if serving.chunk_tokens is None:
         t_full = t_decode
-    else:
+    elif sm.speculation is None:
         t_full = step_seconds(sm, grid + cap, grid * decode_context, grid * decode_context + cap * position)
+    else:
+        t_full = verify_seconds(sm, grid, grid * decode_context, cap, cap * position)
     return _StepTables(
         carry_single_s=t_carry,
         carry_s=t_carry + spill * t_full[:, None],

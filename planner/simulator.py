@@ -29,11 +29,8 @@ How it meets its speed target (20,000 requests of a 70B workload in ≲ 2 s of C
   and each replica then runs alone to the end of its stream; join-shortest-queue advances all
   replicas to each arrival (`run_until`) to count the requests each one holds.
 
-Speculative decoding (a step model with a `speculation`): every step verifies k drafted tokens per
-decoding sequence and each sequence emits n + 1 tokens, n drawn from its acceptance rate's truncated
-geometric by a generator seeded from (seed, replica) (planner/speculative.py); the step lasts
-`StepModel.verify_step_s`, and with chunked prefill each decoder's k + 1 tokens count against the
-budget. Decoders then advance unevenly, so such a replica steps one step at a time.
+Speculative decoding (a step model with a `speculation`): each decoding sequence emits a drawn
+number of tokens per step, so its replica keeps per-sequence state (planner/simulator_speculative.py).
 
 Termination: every step processes at least one token (chunk_tokens > batch_limit leaves prefill
 budget), so a run takes at most Σ(prompt + output) steps however unstable the load; `max_steps`
@@ -66,7 +63,6 @@ from scipy import stats
 
 from planner.arrivals import Trace, sample_trace, static_routes
 from planner.errors import PlannerInputError, SimulationLimitError, UnsupportedConfigurationError
-from planner.speculative import draw_emitted_tokens
 from planner.step_model import StepModel
 from planner.workload import Serving, Workload
 
@@ -342,108 +338,14 @@ class _Replica:
         self.last_step_end, self.last_step_finished = last_end, last_finished
 
 
-class _SpeculativeReplica(_Replica):
-    """A replica whose step model speculates: each step every decoding sequence emits n + 1 tokens,
-    n drawn from the truncated geometric of its acceptance rate (planner/speculative.py), so decoders
-    advance unevenly and are stepped one step at a time with per-sequence state (no stretches)."""
-
-    def __init__(self, step_model: StepModel, *, rng: np.random.Generator, **kwargs: Any) -> None:
-        super().__init__(step_model, **kwargs)
-        spec = step_model.speculation
-        if spec is None:
-            raise PlannerInputError("a speculative replica needs a step model with a speculation")
-        self.acceptance_rate, self.draft_tokens = spec.acceptance_rate, spec.draft_tokens
-        self.rng = rng
-        self.decoding: list[int] = []  # requests past their prompt, in the order they started decoding
-        self.left: list[int] = []  # … their output tokens still to emit
-        self.seq_context: list[int] = []  # … their contexts (prompt + tokens emitted)
-
-    def _start_decoding(self, rid: int, t: float) -> int:
-        """The first token of `rid` at t; returns 1 if that was its only token (it leaves)."""
-        self.first_token[rid] = t
-        if self.output[rid] == 1:
-            self.finish[rid] = t
-            self.kv_free += self.prompt[rid] + 1
-            return 1
-        self.decoding.append(rid)
-        self.left.append(self.output[rid] - 1)
-        self.seq_context.append(self.prompt[rid] + 1)
-        return 0
-
-    def _advance_decoders(self, t: float) -> int:
-        """Every decoder emits its drawn tokens at the end of the step ending at t; returns how many left."""
-        if not self.decoding:
-            return 0
-        emitted = draw_emitted_tokens(self.rng, self.acceptance_rate, self.draft_tokens, len(self.decoding)).tolist()
-        keep_ids, keep_left, keep_context, done = [], [], [], 0
-        for rid, left, context, tokens in zip(self.decoding, self.left, self.seq_context, emitted, strict=True):
-            if tokens >= left:
-                self.finish[rid] = t
-                self.kv_free += self.prompt[rid] + self.output[rid]
-                done += 1
-            else:
-                keep_ids.append(rid)
-                keep_left.append(left - tokens)
-                keep_context.append(context + tokens)
-        self.decoding, self.left, self.seq_context = keep_ids, keep_left, keep_context
-        return done
-
-    def run_until(self, t_limit: float) -> None:
-        """Execute every step that starts before `t_limit`: admit FCFS, verify the decoders' drafts and
-        prefill within the budget (each decoder's k + 1 verified tokens count against it), draw."""
-        sm, v = self.step_model, self.step_model.verify_tokens
-        step_cap = self.max_steps if self.max_steps is not None else math.inf
-        while True:
-            self._admit()
-            if self.running == 0:
-                if self.head >= len(self.ids):
-                    break
-                self.t = max(self.t, self.arrival[self.ids[self.head]])
-                continue
-            if self.t >= t_limit:
-                break
-            decoders, kv = len(self.decoding), sum(self.seq_context)
-            prefill = prefill_kv = prefill_attended = done = 0
-            if self.prefilling:
-                new, kv_read, attended, done = _prefill_chunks(self.prefilling, self.prompt, self.chunk_tokens, decoders * v, 0)
-                prefill, prefill_kv, prefill_attended = new - decoders * v, kv_read, attended
-                if done and self.prefilling[done - 1][1] != self.prompt[self.prefilling[done - 1][0]]:
-                    done -= 1  # the last chunked prompt is not finished
-            self.t += sm.verify_step_s(
-                decoders, kv, prefill_tokens=prefill, prefill_kv_tokens=prefill_kv, prefill_attended=prefill_attended
-            )
-            self.steps += 1
-            finished = self._advance_decoders(self.t)
-            for rid, _ in self.prefilling[:done]:
-                finished += self._start_decoding(rid, self.t)
-            del self.prefilling[:done]
-            self.running -= finished
-            self.finished += finished
-            self.last_step_end, self.last_step_finished = self.t, finished
-            if self.checkpoint is not None and self.steps & _CHECKPOINT_STEPS_MASK == 0:
-                self.checkpoint()
-            if self.steps > step_cap:
-                raise SimulationLimitError(f"simulation exceeded its bound of {self.max_steps} steps", max_steps=self.max_steps)
-
-    def _admit(self) -> None:
-        """FCFS admission at the start of a step: a free slot and KV room for the head request."""
-        while self.head < len(self.ids) and self.running < self.batch_limit:
-            rid = self.ids[self.head]
-            need = self.prompt[rid] + self.output[rid]
-            if self.arrival[rid] > self.t or need > self.kv_free:
-                break
-            self.head += 1
-            self.running += 1
-            self.kv_free -= need
-            self.admission[rid] = self.t
-            self.prefilling.append([rid, 0])
-
-
 def _replica(step_model: StepModel, index: int, seed: int, **kwargs: Any) -> _Replica:
     """Replica `index`: plain, or speculative with its own accepted-length stream from (seed, index)."""
     if step_model.speculation is None:
         return _Replica(step_model, **kwargs)
-    return _SpeculativeReplica(step_model, rng=np.random.default_rng([seed, index]), **kwargs)
+    # imported here: the speculative replica subclasses this module's _Replica
+    from planner.simulator_speculative import SpeculativeReplica
+
+    return SpeculativeReplica(step_model, rng=np.random.default_rng([seed, index]), **kwargs)
 
 
 def _prefill_chunks(
