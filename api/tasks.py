@@ -31,7 +31,7 @@ from dramatiq.brokers.stub import StubBroker
 from dramatiq.middleware import CurrentMessage
 from sqlalchemy.orm import Session, sessionmaker
 
-from api import bulk_replan, what_if
+from api import bulk_replan, fleet_operation, what_if
 from api.observability import Deadline
 from api.problems import problem_type_for
 from api.settings import Settings
@@ -67,6 +67,8 @@ class Kind:
     prepare: Callable[[dict[str, Any], Catalog], Any]
     run_unit: Callable[[Any, int, Settings, Session], Any]
     result: Callable[[Any, list[Any], float], dict[str, Any]]
+    #: Where the result is stored besides the operation (a fleet plan's own URL), from the units' results.
+    location: Callable[[list[Any]], str | None] = lambda _units: None
 
 
 def _what_if_unit(prepared: Any, index: int, settings: Settings, _session: Session) -> Any:
@@ -83,6 +85,12 @@ def _what_if_result(prepared: Any, units: list[Any], sweep_ms: float) -> dict[st
 KINDS: dict[str, Kind] = {
     what_if.OPERATION_KIND: Kind(prepare=what_if.operation_inputs, run_unit=_what_if_unit, result=_what_if_result),
     bulk_replan.OPERATION_KIND: Kind(prepare=bulk_replan.prepare, run_unit=bulk_replan.run_unit, result=bulk_replan.result),
+    fleet_operation.OPERATION_KIND: Kind(
+        prepare=fleet_operation.prepare,
+        run_unit=fleet_operation.run_unit,
+        result=fleet_operation.result,
+        location=fleet_operation.location,
+    ),
 }
 
 
@@ -206,14 +214,15 @@ class TaskEngine:
         started = operation.started_at or operation.created_at
         sweep_ms = (datetime.now(UTC) - started).total_seconds() * MS_PER_S
         try:
-            result = KINDS[operation.kind].result(self._prepare(operation), units, sweep_ms)
+            kind = KINDS[operation.kind]
+            result, location = kind.result(self._prepare(operation), units, sweep_ms), kind.location(units)
         except Exception as exc:
             if _attempt() < MAX_UNIT_ATTEMPTS:
                 raise  # Dramatiq retries it with backoff
             self._fail(operation_id, _problem(exc, f"assembling the result of operation {operation_id} failed"))
             return
         with self._sessions() as session, session.begin():
-            Operations(session).finish(operation_id, result=result)
+            Operations(session).finish(operation_id, result=result, result_location=location)
         with self._prepared_lock:
             self._prepared.pop(operation_id, None)
 

@@ -10,13 +10,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Path, Response, status
 from fastapi.exceptions import RequestValidationError
 
+from api import fleet_operation
 from api import fleet_plans as service
 from api.csv_export import CsvDep, CsvResponse, csv_only_responses, csv_response
-from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, ReaderDep, SettingsDep
+from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, ReaderDep, SettingsDep, TasksDep
 from api.fleet_plans import MAX_MILP_COLUMNS
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep
+from api.operations import prefers_async
 from api.problems import problem_responses
+from api.routers.operations import PreferHeader, accepted, accepted_responses
 from api.schemas.fleet_plans import (
     CSV_COLUMNS,
     CSV_DESCRIPTION,
@@ -53,6 +56,7 @@ def _answer(plan: FleetPlanResponse, *, csv: bool, status_code: int, headers: di
     summary="Plan reserved, on-demand and spot GPUs for many workloads over periods of demand",
     responses={
         201: {"description": "The plan (stored; `Location` names it).", "content": _csv_content()},
+        **accepted_responses("asked with `Prefer: respond-async`; its `result_location` is the stored plan"),
         **problem_responses(401, 403, 404, 422, 503),
     },
     description=f"""\
@@ -85,7 +89,12 @@ points; past one → 422 `invalid-request` naming the bound. A MILP of more than
 (Σ candidates × periods) → 422 `invalid-planner-input` with `constraint: milp_columns`, `limit` and
 `needed`. The MILP's time limit is the least of `solver_time_limit_s`, the service's
 HEADROOM_SOLVER_TIME_LIMIT_S and what is left of the request's HEADROOM_REQUEST_TIMEOUT_S; past
-that timeout → 503 `request-timeout`, and the work stops (nothing is stored).""",
+that timeout → 503 `request-timeout`, and the work stops (nothing is stored).
+
+With `Prefer: respond-async` the plan runs as an operation instead: 202 with the queued operation
+and `Location: /v1/operations/{{id}}`; the plan is then bounded by the operation's time (9 minutes),
+not the request's, and once `succeeded` the operation's `result` is this route's answer and its
+`result_location` the stored plan (docs/operations.md).""",
 )
 def create_fleet_plan(
     body: FleetPlanRequest,
@@ -97,12 +106,19 @@ def create_fleet_plan(
     metrics: MetricsDep,
     settings: SettingsDep,
     deadline: DeadlineDep,
+    tasks: TasksDep,
+    prefer: PreferHeader = None,
 ) -> Response:
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
     errors = body.field_errors()
     if errors:
         raise RequestValidationError(errors)
+    if prefers_async(prefer):  # one unit, the whole plan, by a task worker (api/fleet_operation.py)
+        operation = tasks.submit(
+            kind=fleet_operation.OPERATION_KIND, request=fleet_operation.operation_request(body, settings), units_total=1
+        )
+        return idempotency.respond(body, accepted(operation, asked=True))
     plan = service.create_fleet_plan(
         body,
         catalog,

@@ -9,12 +9,12 @@ api/tasks.py runs them."""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Header, Query, status
 from fastapi.responses import JSONResponse
 
 from api import bulk_replan
 from api.deps import DeploymentsDep, OperationsDep, PlannerKeyDep, ReaderDep, SettingsDep, TasksDep
-from api.operations import operation_location, operation_read
+from api.operations import RESPOND_ASYNC, operation_location, operation_read
 from api.problems import problem_responses
 from api.routers.catalog import Limit, Offset
 from api.schemas.operations import (
@@ -24,8 +24,39 @@ from api.schemas.operations import (
     OperationRead,
     OperationStateName,
 )
+from catalog.operations import StoredOperation
 
 router = APIRouter(tags=["operations"])
+
+#: RFC 7240's `Prefer` request header, as routes that may answer with an operation declare it.
+PreferHeader = Annotated[
+    str | None,
+    Header(alias="Prefer", description="`respond-async` (RFC 7240): answer 202 with an operation at once instead of waiting."),
+]
+
+
+def accepted_responses(when: str) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI entry of a route's 202: the queued operation, its `Location`, and `Preference-Applied`."""
+    return {
+        202: {
+            "model": OperationRead,
+            "description": f"The work runs as an operation ({when}): the operation, queued; GET its `Location` until `state` is final.",
+            "headers": {
+                "Location": {"description": "The operation's path.", "schema": {"type": "string", "pattern": "^/v1/operations/"}},
+                "Preference-Applied": {
+                    "description": "`respond-async` when the request asked for it (RFC 7240).",
+                    "schema": {"type": "string"},
+                },
+            },
+        }
+    }
+
+
+def accepted(operation: StoredOperation, *, asked: bool) -> JSONResponse:
+    """202 with the queued operation, `Location` and (when asked for) `Preference-Applied: respond-async`."""
+    headers = {"Location": operation_location(operation.id)} | ({"Preference-Applied": RESPOND_ASYNC} if asked else {})
+    content = OperationRead.model_validate(operation_read(operation)).model_dump(mode="json")
+    return JSONResponse(content, status_code=status.HTTP_202_ACCEPTED, headers=headers)
 
 
 @router.get(
@@ -85,15 +116,7 @@ def cancel_operation(operation_id: str, operations: OperationsDep, _planner: Pla
     name="replan_deployments",
     tags=["deployments"],
     summary="Re-plan many deployments as one operation",
-    responses={
-        202: {
-            "description": "The queued operation; GET its `Location` until `state` is final.",
-            "headers": {
-                "Location": {"description": "The operation's path.", "schema": {"type": "string", "pattern": "^/v1/operations/"}}
-            },
-        },
-        **problem_responses(401, 403, 404, 422),
-    },
+    responses={**accepted_responses("on every call"), **problem_responses(401, 403, 404, 422)},
 )
 def replan_deployments(
     body: BulkReplanRequest, deployments: DeploymentsDep, settings: SettingsDep, tasks: TasksDep, _planner: PlannerKeyDep
@@ -107,5 +130,4 @@ def replan_deployments(
     operation = tasks.submit(
         kind=bulk_replan.OPERATION_KIND, request=bulk_replan.operation_request(names, settings), units_total=len(names)
     )
-    content = OperationRead.model_validate(operation_read(operation)).model_dump(mode="json")
-    return JSONResponse(content, status_code=status.HTTP_202_ACCEPTED, headers={"Location": operation_location(operation.id)})
+    return accepted(operation, asked=False)

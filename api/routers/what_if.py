@@ -8,18 +8,15 @@ the operation that runs it (api/tasks.py), to be read at its `Location`.
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
-from typing import Annotated, Any
-
-from fastapi import APIRouter, Header, Response, status
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Response
 
 from api import what_if as service
 from api.csv_export import CsvDep, CsvResponse, csv_only_responses, csv_response, csv_responses, rows_to_csv
 from api.deps import CatalogDep, PlannerKeyDep, SettingsDep, TasksDep
 from api.observability import DeadlineDep, MetricsDep
-from api.operations import RESPOND_ASYNC, operation_location, operation_read, prefers_async
+from api.operations import prefers_async
 from api.problems import problem_responses
-from api.schemas.operations import OperationRead
+from api.routers.operations import PreferHeader, accepted, accepted_responses
 from api.schemas.what_if import (
     MAX_WHAT_IF_OPERATION_POINTS,
     MAX_WHAT_IF_POINTS,
@@ -32,30 +29,6 @@ router = APIRouter(tags=["what-if"])
 
 WHAT_IF_CSV_DESCRIPTION = "One row per point of the sweep, in the order of `points`."
 
-PreferHeader = Annotated[
-    str | None,
-    Header(
-        alias="Prefer",
-        description="`respond-async` (RFC 7240): answer 202 with an operation at once instead of waiting for the sweep.",
-    ),
-]
-ACCEPTED_RESPONSE: dict[int | str, dict[str, Any]] = {
-    202: {
-        "model": OperationRead,
-        "description": (
-            "The sweep runs as an operation (asked with `Prefer: respond-async`, or estimated to take longer than "
-            "HEADROOM_ASYNC_THRESHOLD_S): the operation, queued; GET its `Location` until `state` is final."
-        ),
-        "headers": {
-            "Location": {"description": "The operation's path.", "schema": {"type": "string", "pattern": "^/v1/operations/"}},
-            "Preference-Applied": {
-                "description": "`respond-async` when the request asked for it (RFC 7240).",
-                "schema": {"type": "string"},
-            },
-        },
-    }
-}
-
 
 @router.post(
     "/what-if",
@@ -63,7 +36,7 @@ ACCEPTED_RESPONSE: dict[int | str, dict[str, Any]] = {
     name="what_if_sweep",
     summary="The cheapest plan at each arrival rate (and SLO value or GPU type) of a sweep",
     responses={
-        **ACCEPTED_RESPONSE,
+        **accepted_responses("asked with `Prefer: respond-async`, or estimated longer than HEADROOM_ASYNC_THRESHOLD_S"),
         **csv_responses(WHAT_IF_CSV_DESCRIPTION, WHAT_IF_CSV_COLUMNS),
         **problem_responses(401, 403, 404, 422, 503),
     },
@@ -97,10 +70,7 @@ def what_if_sweep(
 ) -> WhatIfResponse | Response:
     asked = prefers_async(prefer)
     if service.runs_as_operation(body, settings, asked=asked):
-        operation = service.start_operation(body, catalog, settings, tasks)
-        headers = {"Location": operation_location(operation.id)} | ({"Preference-Applied": RESPOND_ASYNC} if asked else {})
-        content = OperationRead.model_validate(operation_read(operation)).model_dump(mode="json")
-        return JSONResponse(content, status_code=status.HTTP_202_ACCEPTED, headers=headers)
+        return accepted(service.start_operation(body, catalog, settings, tasks), asked=asked)
     answer = service.what_if_sweep(body, catalog, settings, deadline, metrics)
     if as_csv:
         return _sweep_csv(answer)

@@ -1,5 +1,6 @@
 """Bodies of /v1/operations: a long-running request's state, progress and result (or the problem it
-failed with), as GET /v1/operations/{id} answers it and POST /v1/what-if answers it with 202."""
+failed with), as GET /v1/operations/{id} answers it and the routes that run as one (POST /v1/what-if,
+/v1/fleet-plans, /v1/deployments:replan) answer it with 202."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.problems import Problem
 from api.schemas.catalog import Page
 from api.schemas.deployments import ReplanResponse
+from api.schemas.fleet_plans import FleetPlanResponse
 from api.schemas.what_if import WhatIfResponse
 
 OperationStateName = Literal["queued", "running", "succeeded", "failed", "cancelled"]
-OperationKindName = Literal["what-if", "deployments-replan"]
+OperationKindName = Literal["what-if", "deployments-replan", "fleet-plan"]
 
 
 class BulkReplanRequest(BaseModel):
@@ -56,7 +58,8 @@ class OperationRead(BaseModel):
 
     id: str = Field(description="32 hex digits; the operation's URL is /v1/operations/{id}.")
     kind: OperationKindName = Field(
-        description="What the operation runs: `what-if` (POST /v1/what-if), `deployments-replan` (POST /v1/deployments:replan)."
+        description="What the operation runs: `what-if` (POST /v1/what-if), `deployments-replan` (POST "
+        "/v1/deployments:replan), `fleet-plan` (POST /v1/fleet-plans)."
     )
     state: OperationStateName = Field(description="queued → running → succeeded, failed or cancelled (the last three final).")
     progress: OperationProgress
@@ -66,9 +69,10 @@ class OperationRead(BaseModel):
     updated_at: datetime
     cancel_requested: bool = Field(description="POST /v1/operations/{id}:cancel was called.")
     attempts: int = Field(ge=1, description="1, plus one for each restart of the service it was resumed after.")
-    result: WhatIfResponse | BulkReplanResult | None = Field(
+    result: WhatIfResponse | BulkReplanResult | FleetPlanResponse | None = Field(
         default=None,
-        description="The answer, once succeeded: a WhatIfResponse for `what-if`, a BulkReplanResult for `deployments-replan`.",
+        description="The answer, once succeeded: a WhatIfResponse for `what-if`, a BulkReplanResult for `deployments-replan`, "
+        "the stored FleetPlanResponse for `fleet-plan` (also at `result_location`).",
     )
     result_location: str | None = Field(default=None, description="Where a stored result can be read, if it is stored elsewhere.")
     problem: Problem | None = Field(default=None, description="Why it failed (an RFC 9457 problem document).")

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -221,42 +222,68 @@ CHAT_PLAN: dict[str, Any] = {
 }
 
 
-def test_a_bulk_replan_replans_every_deployment_as_one_operation(
-    seeded: ApiClient, migrated_database_url: str, open_client: Any
-) -> None:
+@pytest.fixture
+def working(seeded: ApiClient, migrated_database_url: str, open_client: Any) -> Iterator[ApiClient]:
+    """A client on the reference catalog whose app runs an embedded worker (the lifespan's job in a served process)."""
     app = create_app(Settings(database_url=migrated_database_url, admin_key=ADMIN_KEY, log_level="critical"))
     client = open_client(app)
-    app.state.tasks.start_worker(1)  # the lifespan's job in a served process
+    app.state.tasks.start_worker(1)
     try:
-        empty = client.post("/v1/deployments:replan", json={}, headers=ADMIN_HEADERS)
-        assert empty.status_code == 202, empty.text
-        nothing = wait_for(client, empty.headers["Location"], states=("succeeded", "failed"))[-1]
-        assert (nothing["state"], nothing["result"]) == ("succeeded", {"items": [], "changed": 0, "failed": 0})
-
-        for name, rate in (("chat", 15), ("big", 40)):
-            response = client.post(
-                "/v1/plans",
-                json={**CHAT_PLAN, "name": name, "workload": {**CHAT_PLAN["workload"], "arrival_rate_rps": rate}},
-                headers=ADMIN_HEADERS,
-            )
-            assert response.status_code == 201, response.text
-        assert_problem(
-            client.post("/v1/deployments:replan", json={"deployments": ["chat", "nobody"]}, headers=ADMIN_HEADERS), 404
-        )
-        assert_problem(client.post("/v1/deployments:replan", json={"deployments": []}, headers=ADMIN_HEADERS), 422)
-        assert_problem(client.post("/v1/deployments:replan", json={}), 401)
-
-        accepted = client.post("/v1/deployments:replan", json={}, headers=ADMIN_HEADERS)
-        assert accepted.status_code == 202 and accepted.json()["progress"]["total"] == 2
-        done = wait_for(client, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
-        assert done["state"] == "succeeded", done
-        items = done["result"]["items"]
-        assert [item["deployment"] for item in items] == ["big", "chat"]  # every deployment, by name
-        for item in items:  # the same request again: a new plan in the history, the current one kept
-            assert item["problem"] is None and item["changed"] is False
-            assert item["replan"]["adopted"] == item["replan"]["current"]
-            history = client.get(f"/v1/deployments/{item['deployment']}/plans").json()
-            assert history["total"] == 2 and item["replan"]["plan"]["id"] in [plan["id"] for plan in history["items"]]
-        assert (done["result"]["changed"], done["result"]["failed"]) == (0, 0)
+        yield client
     finally:
         app.state.tasks.stop_worker()
+
+
+def test_a_bulk_replan_replans_every_deployment_as_one_operation(working: ApiClient) -> None:
+    client = working
+    empty = client.post("/v1/deployments:replan", json={}, headers=ADMIN_HEADERS)
+    assert empty.status_code == 202, empty.text
+    nothing = wait_for(client, empty.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert (nothing["state"], nothing["result"]) == ("succeeded", {"items": [], "changed": 0, "failed": 0})
+
+    for name, rate in (("chat", 15), ("big", 40)):
+        response = client.post(
+            "/v1/plans",
+            json={**CHAT_PLAN, "name": name, "workload": {**CHAT_PLAN["workload"], "arrival_rate_rps": rate}},
+            headers=ADMIN_HEADERS,
+        )
+        assert response.status_code == 201, response.text
+    assert_problem(client.post("/v1/deployments:replan", json={"deployments": ["chat", "nobody"]}, headers=ADMIN_HEADERS), 404)
+    assert_problem(client.post("/v1/deployments:replan", json={"deployments": []}, headers=ADMIN_HEADERS), 422)
+    assert_problem(client.post("/v1/deployments:replan", json={}), 401)
+
+    accepted = client.post("/v1/deployments:replan", json={}, headers=ADMIN_HEADERS)
+    assert accepted.status_code == 202 and accepted.json()["progress"]["total"] == 2
+    done = wait_for(client, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert done["state"] == "succeeded", done
+    items = done["result"]["items"]
+    assert [item["deployment"] for item in items] == ["big", "chat"]  # every deployment, by name
+    for item in items:  # the same request again: a new plan in the history, the current one kept
+        assert item["problem"] is None and item["changed"] is False
+        assert item["replan"]["adopted"] == item["replan"]["current"]
+        history = client.get(f"/v1/deployments/{item['deployment']}/plans").json()
+        assert history["total"] == 2 and item["replan"]["plan"]["id"] in [plan["id"] for plan in history["items"]]
+    assert (done["result"]["changed"], done["result"]["failed"]) == (0, 0)
+
+
+FLEET: dict[str, Any] = {
+    "workloads": [
+        {"name": "chat", "model": "llama-3.1-8b", **SHAPE, "slo": {"ttft_ms": 2000, "tpot_ms": 60}, "demand_rps": [6, 6, 12, 6]}
+    ],
+    "constraints": {"gpus": ["l40s", "h100-sxm"]},
+    "search": {"tp_degrees": [1, 2], "batch_limits": [32, 128], "chunk_budgets": [None, 2048]},
+}
+
+
+def test_a_fleet_plan_asked_async_is_planned_and_stored_by_a_worker(working: ApiClient) -> None:
+    accepted = working.post("/v1/fleet-plans", json=FLEET, headers=ASYNC)
+    assert accepted.status_code == 202, accepted.text
+    assert accepted.headers["Preference-Applied"] == "respond-async"
+    assert accepted.json()["kind"] == "fleet-plan" and accepted.json()["progress"]["total"] == 1
+    done = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert done["state"] == "succeeded", done
+    stored = working.get(done["result_location"])
+    assert stored.status_code == 200 and done["result_location"] == f"/v1/fleet-plans/{done['result']['id']}"
+    assert stored.json() == done["result"]
+    synchronous = working.post("/v1/fleet-plans", json=FLEET, headers=ADMIN_HEADERS).json()
+    assert synchronous["cost"] == done["result"]["cost"]
