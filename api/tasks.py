@@ -11,7 +11,8 @@ also resumes what a previous process left unfinished); `redis://…`, a RedisBro
 Messages are acknowledged after the task returns (Dramatiq's default), so every task is idempotent:
 a unit whose result is stored, or whose operation is finished or cancelled, does nothing. A unit
 that raises is retried with backoff; after MAX_UNIT_ATTEMPTS attempts (a restart's interrupted
-attempt counts) it fails its operation with a problem document saying why.
+attempt counts) it fails its operation with a problem document saying why; one that raises an
+answer about the request itself (a 4xx problem: an infeasible fleet plan) fails it at once.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.operations import ACTIVE_STATES, Operations, StoredOperation, restart_problem
 from catalog.repository import Catalog
+from planner.errors import HeadroomError
 from planner.units import MS_PER_S
 
 logger = logging.getLogger("headroom.tasks")
@@ -230,6 +232,12 @@ class TaskEngine:
         reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
         with self._sessions() as session, session.begin():
             attempts = Operations(session).record_unit_error(operation_id, index, reason)
+        if isinstance(exc, HeadroomError) and problem_type_for(exc).status < 500:
+            # an answer about the request (an infeasible fleet, a model gone from the catalog): the
+            # same again on every retry, so the operation fails now with that problem
+            problem = _problem(exc, exc.detail)
+            self._fail(operation_id, {**exc.extensions, **problem, "unit": index, "attempts": attempts})
+            return
         if attempts < MAX_UNIT_ATTEMPTS:
             raise exc  # Dramatiq retries it with backoff
         logger.error("unit %d of operation %s failed %d times: %s", index, operation_id, attempts, reason)

@@ -6,6 +6,7 @@ filters, 404s; and an operation left running by a killed process is resumed by t
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from api import tasks
 from api.app import create_app
 from api.cli import main
 from api.settings import Settings, SettingsError
@@ -287,3 +289,32 @@ def test_a_fleet_plan_asked_async_is_planned_and_stored_by_a_worker(working: Api
     assert stored.json() == done["result"]
     synchronous = working.post("/v1/fleet-plans", json=FLEET, headers=ADMIN_HEADERS).json()
     assert synchronous["cost"] == done["result"]["cost"]
+
+
+def test_an_infeasible_fleet_plan_fails_its_operation_at_once_with_the_problem(working: ApiClient) -> None:
+    broke = {**FLEET, "constraints": {**FLEET["constraints"], "budget_usd_per_day": 0.01}}
+    location = working.post("/v1/fleet-plans", json=broke, headers=ASYNC).headers["Location"]
+    done = wait_for(working, location, states=("succeeded", "failed"))[-1]
+    assert done["state"] == "failed", done
+    assert done["problem"]["type"] == "urn:headroom:problem:infeasible-plan"
+    assert (done["problem"]["constraint"], done["problem"]["attempts"]) == ("budget", 1)  # not retried: same answer again
+
+
+def test_a_unit_that_keeps_failing_fails_its_operation_after_its_attempts(
+    working: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A poison unit: retried by Dramatiq with backoff (about 1 s, then 2 s), then the operation
+    fails with a problem naming the unit, its attempts and the error."""
+
+    def poison(_prepared: Any, index: int, _settings: Any, _session: Any) -> Any:
+        raise RuntimeError(f"unit {index} is poison")
+
+    monkeypatch.setitem(tasks.KINDS, "what-if", dataclasses.replace(tasks.KINDS["what-if"], run_unit=poison))
+    location = working.post(
+        "/v1/what-if", json=sweep(arrival_rate_range={"start_rps": 1, "stop_rps": 2, "steps": 2}), headers=ASYNC
+    ).headers["Location"]
+    done = wait_for(working, location, states=("succeeded", "failed"))[-1]
+    assert done["state"] == "failed", done
+    problem = done["problem"]
+    assert problem["type"] == "urn:headroom:problem:operation-failed" and problem["attempts"] == tasks.MAX_UNIT_ATTEMPTS
+    assert "RuntimeError: unit" in problem["detail"] and "is poison" in problem["detail"]
