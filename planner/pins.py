@@ -48,6 +48,8 @@ class Pin:
     chunk_pinned: bool = False
     precision: tuple[str, str] | None = None
     engine: str | None = None
+    #: Draft tokens per step when the plan speculates (planner/speculative.py); None searches 1–5.
+    draft_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.pp is not None and self.pp != 1:
@@ -58,7 +60,7 @@ class Pin:
             )
         if self.engine is not None and self.engine not in ENGINES:
             raise _refuse("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        for member in ("tp", "replicas", "batch_limit"):
+        for member in ("tp", "replicas", "batch_limit", "draft_tokens"):
             value = getattr(self, member)
             if value is not None and value < 1:
                 raise _refuse(member, f"a pinned {member} must be >= 1, got {value}")

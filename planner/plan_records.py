@@ -114,6 +114,9 @@ class PlanConstraints:
     #: "gpu": GPUs bought one by one at a price per GPU-hour; "instance": replicas packed into whole
     #: instances of the provider's instance types, priced per instance-hour (planner/packing.py).
     unit: Literal["gpu", "instance"] = "gpu"
+    #: Speculative decoding (planner/plan_speculative.py): "off" never, "on" always (the best draft
+    #: method and length that meets the SLOs), "auto" where it lowers the TPOT and the simulator agrees.
+    speculative: Literal["auto", "off", "on"] = "off"
 
     @property
     def pinned_replicas(self) -> int | None:
@@ -131,6 +134,10 @@ class PlanConstraints:
         object.__setattr__(self, "inventory", _frozen_counts(self.inventory, "inventory"))
         if self.unit not in ("gpu", "instance"):
             raise PlannerInputError(f"unit must be 'gpu' or 'instance', got {self.unit!r}", constraint="unit")
+        if self.speculative not in ("auto", "off", "on"):
+            raise PlannerInputError(
+                f"speculative must be 'auto', 'off' or 'on', got {self.speculative!r}", constraint="speculative"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

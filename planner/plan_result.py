@@ -456,6 +456,48 @@ class CandidatesSection:
     simulations: int = 0
 
 
+# --- speculative decoding -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeculativeChoice:
+    """The speculative decoding a plan deploys (planner/speculative.py): the draft method, k, the
+    acceptance rate assumed and its source, E tokens per step, and the batch (at the workload's mean
+    decode context) from which speculation would stop paying."""
+
+    method: str
+    draft_tokens: int
+    acceptance_rate: float
+    acceptance_source: str
+    tokens_per_step: float
+    crossover_batch: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeculativeTrial:
+    """One (method, k) the plan's configuration was predicted with at its load."""
+
+    method: str
+    draft_tokens: int
+    tokens_per_step: float
+    crossover_batch: int | None
+    tpot_s: float | None  # at the SLO's percentile; None when the load is unstable with it
+    meets_slo: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpeculativeSection:
+    """How `constraints.speculative` was decided for the plan's configuration at its per-replica load."""
+
+    mode: str
+    context_tokens: float  # the mean decode context the crossover batches are computed at
+    mean_running_sequences: float  # the plan's predicted occupancy without speculation
+    tpot_s_without: float  # at the SLO's percentile
+    trials: tuple[SpeculativeTrial, ...]
+    chosen: SpeculativeChoice | None
+    reason: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Justification:
     step_model: StepModelSection
@@ -466,6 +508,8 @@ class Justification:
     alternatives: tuple[Alternative, ...]
     sensitivity: Sensitivity
     candidates: CandidatesSection
+    #: With `constraints.speculative` auto or on: what speculation was tried and why it was chosen or not.
+    speculative: SpeculativeSection | None = None
 
 
 # --- provenance and infeasibility ----------------------------------------------------------------------------

@@ -67,11 +67,13 @@ from planner.plan_result import (
     Justification,
     Predicted,
     Provenance,
+    SpeculativeChoice,
     Verification,
     as_dict,
 )
 from planner.plan_rows import FleetRow, _candidate, _row, candidate_id_of
 from planner.plan_search import CURVE_UTILISATIONS, MAX_EVALUATIONS, SinglePlan, _Outcome, _Planner, single_plan
+from planner.plan_speculative import speculative_plan
 from planner.plan_verify import (
     MAX_VERIFY_ROUNDS,
     _Fleet,
@@ -171,6 +173,8 @@ class PlanResult:
     justification: Justification | None
     verification: Verification | None
     provenance: Provenance | None
+    #: The speculative decoding the plan deploys (planner/plan_speculative.py); None without.
+    speculative: SpeculativeChoice | None = None
 
     @property
     def row(self) -> FleetRow:
@@ -272,7 +276,11 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     searched = _search(planner, space, request)
     fleet, solve_ms = _solved(planner, space, searched, request)
     fleet = _verified_plan(planner, space, searched, fleet, request)
-    return _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
+    result = _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
+    if request.constraints.speculative == "off":
+        return result
+    main_option = space.by_id[candidate_id_of(result.row)]
+    return speculative_plan(result, main_option, request, inputs, planner.mix)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,0 +1,84 @@
+"""Speculative decoding as a plan's decision (planner/plan_speculative.py) on Llama 3.1 8B.
+
+The configuration is the search's (cheapest without speculation); speculation is then predicted
+for it with every draft method and length at the plan's load. At 0.2 requests/s a replica runs
+about half a sequence, each step is a weight read, and an EAGLE head (α 0.8) cuts TPOT by about
+E/(1 + the head's passes); at 1,500 short requests/s a replica runs ~180 sequences whose verify
+steps are compute-bound, so the best draft makes the TPOT worse and auto declines it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.optimizer import PlanConstraints
+from planner.pins import Pin
+from planner.planning import PlanningRequest, plan_capacity
+from planner.speculative import METHOD_DEFAULTS, tokens_per_step
+from planner.workload import FixedLength, Slo, Workload
+from tests.planner.test_planning import CHAT, GRID, INPUTS
+
+LOW_LOAD = CHAT.at_rate(0.2)
+SHORT = Workload(arrival_rate_rps=1500.0, prompt_tokens=FixedLength(tokens=128), output_tokens=FixedLength(tokens=64))
+SHORT_GRID = {"tp_degrees": (1,), "batch_limits": (512,), "chunk_budgets": (8192,)}
+
+
+def _plan(workload: Workload, mode: str, *, verify: bool = True, pin: Pin | None = None, slo: Slo | None = None, **grid):
+    constraints = PlanConstraints(speculative=mode, pin=pin)  # type: ignore[arg-type]
+    request = PlanningRequest(
+        workload=workload, slo=slo or Slo(ttft_s=1.0, tpot_s=0.06), constraints=constraints, verify=verify, **(grid or GRID)
+    )
+    return plan_capacity(request, INPUTS)
+
+
+@pytest.fixture(scope="module")
+def low_load_plans():
+    return {mode: _plan(LOW_LOAD, mode) for mode in ("off", "on", "auto")}
+
+
+def test_off_is_the_plan_without_speculation(low_load_plans):
+    off = low_load_plans["off"]
+    assert off.speculative is None
+    assert off.justification.speculative is None
+
+
+def test_on_at_low_load_lowers_tpot_on_the_same_configuration(low_load_plans):
+    """Same GPU, replicas and cost; the predicted and the simulated TPOT both fall by more than half,
+    and the record says which draft, its α (the EAGLE paper's 0.8) and E = (1 − 0.8^(k+1))/0.2."""
+    off, on = low_load_plans["off"], low_load_plans["on"]
+    assert (on.row.gpu, on.replicas, on.cost_usd_per_hour) == (off.row.gpu, off.replicas, off.cost_usd_per_hour)
+    assert on.predicted.tpot_s.at_percentile < 0.5 * off.predicted.tpot_s.at_percentile
+    assert on.verification.meets_slo
+    assert on.verification.simulated.tpot_s.at_percentile < 0.5 * off.verification.simulated.tpot_s.at_percentile
+    chosen = on.speculative
+    assert chosen.method == "eagle"
+    assert chosen.acceptance_rate == METHOD_DEFAULTS["eagle"].acceptance_rate
+    assert chosen.tokens_per_step == pytest.approx(tokens_per_step(0.8, chosen.draft_tokens))
+    assert chosen.crossover_batch is not None and chosen.crossover_batch > 1
+    section = on.justification.speculative
+    assert section.chosen == chosen
+    assert {(t.method, t.draft_tokens) for t in section.trials} == {(m, k) for m in ("eagle", "medusa") for k in range(1, 6)}
+
+
+def test_auto_at_low_load_agrees_with_on(low_load_plans):
+    assert low_load_plans["auto"].speculative == low_load_plans["on"].speculative
+
+
+def test_auto_declines_at_high_load_and_shows_why():
+    """~180 sequences per replica: every draft predicts a higher TPOT than the plan's own (or an unstable
+    queue), so auto keeps the plan unchanged and the section gives the crossover batches it weighed."""
+    off = _plan(SHORT, "off", verify=False, slo=Slo(ttft_s=5.0, tpot_s=0.3), **SHORT_GRID)
+    auto = _plan(SHORT, "auto", verify=False, slo=Slo(ttft_s=5.0, tpot_s=0.3), **SHORT_GRID)
+    assert auto.speculative is None
+    assert auto.predicted == off.predicted
+    section = auto.justification.speculative
+    assert section.chosen is None and "does not lower the TPOT" in section.reason
+    assert section.mean_running_sequences > 100
+    assert all(t.tpot_s is None or t.tpot_s > section.tpot_s_without for t in section.trials)
+    assert all(t.crossover_batch is not None for t in section.trials)
+
+
+def test_a_pinned_draft_length_is_the_only_one_tried(low_load_plans):
+    pinned = _plan(LOW_LOAD, "on", pin=Pin(draft_tokens=2))
+    assert pinned.speculative.draft_tokens == 2
+    assert {t.draft_tokens for t in pinned.justification.speculative.trials} == {2}
