@@ -168,14 +168,21 @@ class StepModel:
         return spec.draft_tokens * (hi + (1.0 - self.memory_compute_overlap) * lo)  # k × combine(draft memory, draft compute)
 
     def verify_step_s(
-        self, decoders: float, kv_tokens_read: float, *, prefill_tokens: float = 0.0, prefill_attended: float = 0.0
+        self,
+        decoders: float,
+        kv_tokens_read: float,
+        *,
+        prefill_tokens: float = 0.0,
+        prefill_kv_tokens: float = 0.0,
+        prefill_attended: float = 0.0,
     ) -> float:
         """One step of `decoders` sequences (reading `kv_tokens_read` KV tokens) verifying k + 1 tokens
-        each, plus `prefill_tokens` prompt tokens attending to `prefill_attended` context tokens and the
-        draft's passes; equals `step_s(decoders + p, kv, kv + attended_p)` without speculation."""
+        each, plus `prefill_tokens` prompt tokens (reading `prefill_kv_tokens` cached prompt tokens and
+        attending to `prefill_attended` context tokens) and the draft's passes over the decoders; equals
+        `step_s(decoders + p, kv + kv_p, kv + attended_p)` without speculation."""
         v = self.verify_tokens
         attended = v * kv_tokens_read + decoders * (v - 1) * v / 2.0 + prefill_attended  # (k+1)·c + k(k+1)/2 per sequence
-        target = self.step_s(decoders * v + prefill_tokens, kv_tokens_read, attended)
+        target = self.step_s(decoders * v + prefill_tokens, kv_tokens_read + prefill_kv_tokens, attended)
         return target + self.draft_s(decoders, kv_tokens_read)
 
     @property
