@@ -153,8 +153,13 @@ def test_broker_settings_are_checked_and_a_worker_needs_a_broker(
 
 
 @pytest.mark.slow
-def test_an_async_sweep_completes_in_the_embedded_worker_with_the_synchronous_points(tmp_path: Path) -> None:
-    with serve_headroom(tmp_path) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
+def test_embedded_operations_match_the_synchronous_sweep_cancel_and_survive_a_restart(tmp_path: Path) -> None:
+    """In a served process: an async sweep completes with the synchronous points, progress only
+    moves forward, `headroom operations wait` prints it, cancel stops a sweep; then a 100-point
+    sweep (about 20 ms a point) is killed with the process (SIGKILL, no shutdown) with some points
+    done, and the next process finds it unfinished, counts the restart in `attempts` and finishes it."""
+    env = {"HEADROOM_WORKER_THREADS": "1"}
+    with serve_headroom(tmp_path, env=env) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
         accepted = client.post("/v1/what-if", json=SWEEP, headers=ASYNC)
         assert accepted.status_code == 202, accepted.text
         readings = wait_for(client, accepted.headers["Location"], states=("succeeded", "failed", "cancelled"))
@@ -187,16 +192,9 @@ def test_an_async_sweep_completes_in_the_embedded_worker_with_the_synchronous_po
         assert after["state"] == "cancelled" and after["result"] is None
         assert after["progress"]["done"] < after["progress"]["total"]
 
-
-@pytest.mark.slow
-def test_an_operation_running_when_the_process_was_killed_is_resumed_after_a_restart(tmp_path: Path) -> None:
-    """100 points at about 20 ms each: killed (SIGKILL, no shutdown) with some done, the next
-    process finds it running, counts the restart in `attempts` and finishes it."""
-    long_sweep = sweep(
-        arrival_rate_range={"start_rps": 1, "stop_rps": 200, "steps": 50}, slo={"metric": "tpot_ms", "values": [40, 60]}
-    )
-    env = {"HEADROOM_WORKER_THREADS": "1"}
-    with serve_headroom(tmp_path, env=env) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
+        long_sweep = sweep(
+            arrival_rate_range={"start_rps": 1, "stop_rps": 200, "steps": 50}, slo={"metric": "tpot_ms", "values": [40, 60]}
+        )
         location = client.post("/v1/what-if", json=long_sweep, headers=ASYNC).headers["Location"]
         deadline = time.monotonic() + OPERATION_TIMEOUT_S
         while client.get(location).json()["progress"]["done"] < 5:
@@ -211,6 +209,7 @@ def test_an_operation_running_when_the_process_was_killed_is_resumed_after_a_res
         assert done["state"] == "succeeded", done
         assert done["progress"] == {"done": 100, "total": 100, "eta_s": None}
         assert [p["point"] for p in done["result"]["points"]] == list(range(1, 101))
+        assert client.get(f"/v1/operations/{running['id']}").json()["state"] == "cancelled"  # not resumed
 
 
 # ---- POST /v1/deployments:replan: one unit per deployment, run by a worker started here ------------------
