@@ -237,6 +237,9 @@ PLAN_CSV_COLUMNS: tuple[str, ...] = (
     "job_usd_per_million_output_tokens",
     "job_throughput_rps_per_replica",
     "job_verified_throughput_rps",
+    "speculative_method",
+    "speculative_draft_tokens",
+    "speculative_tokens_per_step",
 )
 
 PLAN_CSV_DESCRIPTION = (
@@ -247,7 +250,9 @@ PLAN_CSV_DESCRIPTION = (
     "about that GPU, if any (a low-graded calibration); `price_provider`, `price_usd_per_gpu_hour` and `price_source` the "
     "price the row was costed at. A batch job (`workload_kind` batch) has no arrival rate, SLOs or latencies; its `job_*` columns "
     "give its size, deadline, finish time, GPU-hours, cost per job and per million output tokens, and the throughput per "
-    "replica it was sized with (analytic or simulated, the lower) next to the simulated one."
+    "replica it was sized with (analytic or simulated, the lower) next to the simulated one. `speculative_method`, "
+    "`speculative_draft_tokens` and `speculative_tokens_per_step` give the plan's speculative decoding (draft method, k, "
+    "E tokens per verify step); empty without."
 )
 
 
@@ -276,6 +281,7 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
         "e2e_p99_s": predicted.get("e2e_s", {}).get("p99"),
         "verified": response.get("verification") is not None,
         **_batch_job_columns(response),
+        **_speculative_columns(plan.get("speculative")),
     }
     grades = response.get("calibration_grades") or {}
     warnings = {w["gpu"]: w["message"] for w in response.get("warnings") or [] if w.get("code") == "low_confidence_plan"}
@@ -331,6 +337,17 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             **confidence(row["gpu"]),
         })  # fmt: skip
     return rows
+
+
+def _speculative_columns(speculative: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The plan's speculative decoding (`plan.speculative`); empty cells without (and for plans stored before it)."""
+    if not speculative:
+        return {"speculative_method": None, "speculative_draft_tokens": None, "speculative_tokens_per_step": None}
+    return {
+        "speculative_method": speculative["method"],
+        "speculative_draft_tokens": speculative["draft_tokens"],
+        "speculative_tokens_per_step": speculative["tokens_per_step"],
+    }
 
 
 def _batch_job_columns(response: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,8 @@ Knob → flag, per engine (docs/design.md "Deployable output"):
     KV-cache precision    --kv-cache-dtype             --kv-cache-dtype         quant_config.kv_cache_quant_algo
     memory budget         --gpu-memory-utilization     --mem-fraction-static    --kv_cache_free_gpu_memory_fraction
     served model name     --served-model-name          --served-model-name      (the MODEL argument; no flag)
+    speculative decoding  --speculative-config JSON    --speculative-algorithm  speculative_config (YAML)
+                          (method, model, k)           + -num-steps k, -eagle-topk 1, -num-draft-tokens k + 1
 
 The plan carries no context limit (it sizes the KV cache for the workload's mean request), so no
 --max-model-len is rendered and each engine takes the model's own from its config.json.
@@ -192,6 +194,87 @@ def kv_cache_dtype(engine: str, group: ReplicaGroup) -> str | None:
     return choice
 
 
+# --- speculative decoding -------------------------------------------------------------------------------
+
+
+def speculative(inputs: DeployInputs) -> Mapping[str, Any] | None:
+    """The plan's speculative decoding (`plan.speculative`: method, draft_tokens, …); None without."""
+    chosen: Mapping[str, Any] | None = inputs.response["plan"].get("speculative")
+    return chosen
+
+
+def draft_head(inputs: DeployInputs, method: str) -> str | None:
+    """The draft head's checkpoint (engine_cli.json's draft_heads); None for MTP, whose module is in the
+    model's own checkpoint; 422 when no published head is listed for the model."""
+    if method == "mtp":
+        return None
+    head = engine_cli()["draft_heads"].get(inputs.model["slug"], {}).get(method)
+    if head is None:
+        raise NotDeployableError(
+            f"the plan speculates with a {method} draft head and no published {method} head is listed for "
+            f"{inputs.model['slug']!r}: plan again with constraints.speculative off, or add the head's flags by hand",
+            field="draft_heads",
+        )
+    checkpoint_id: str = head["checkpoint"]
+    return checkpoint_id
+
+
+def engine_method(engine: str, table: str, method: str) -> str:
+    """The engine's name for a draft method; 422 when the engine has none (SGLang and TensorRT-LLM have no Medusa)."""
+    name: str | None = engine_cli()[engine][table].get(method)
+    if name is None:
+        raise NotDeployableError(
+            f"{engine} has no {method} speculative decoding: deploy this plan with another engine", field="speculative.method"
+        )
+    return name
+
+
+def vllm_speculative_argv(inputs: DeployInputs) -> list[str]:
+    """`--speculative-config` JSON: the method, the draft head (not for MTP) and k."""
+    chosen = speculative(inputs)
+    if chosen is None:
+        return []
+    config: dict[str, Any] = {"method": engine_method("vllm", "speculative_methods", chosen["method"])}
+    head = draft_head(inputs, chosen["method"])
+    if head is not None:
+        config["model"] = head
+    config["num_speculative_tokens"] = chosen["draft_tokens"]
+    return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+
+
+def sglang_speculative_argv(inputs: DeployInputs) -> list[str]:
+    """A chain of k drafts: --speculative-num-steps k, --speculative-eagle-topk 1, --speculative-num-draft-tokens k + 1."""
+    chosen = speculative(inputs)
+    if chosen is None:
+        return []
+    k = chosen["draft_tokens"]
+    argv = ["--speculative-algorithm", engine_method("sglang", "speculative_algorithms", chosen["method"])]
+    head = draft_head(inputs, chosen["method"])
+    if head is not None:
+        argv += ["--speculative-draft-model-path", head]
+    return [
+        *argv,
+        "--speculative-num-steps",
+        str(k),
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        str(k + 1),
+    ]
+
+
+def trtllm_speculative_options(inputs: DeployInputs) -> dict[str, Any]:
+    """speculative_config for --extra_llm_api_options: Eagle (max_draft_len, speculative_model_dir) or MTP (num_nextn_predict_layers)."""
+    chosen = speculative(inputs)
+    if chosen is None:
+        return {}
+    kind = engine_method("trt-llm", "speculative_decoding_types", chosen["method"])
+    head = draft_head(inputs, chosen["method"])
+    if head is None:
+        return {"speculative_config": {"decoding_type": kind, "num_nextn_predict_layers": chosen["draft_tokens"]}}
+    return {"speculative_config": {"decoding_type": kind, "max_draft_len": chosen["draft_tokens"], "speculative_model_dir": head}}
+
+
 # --- engine commands -----------------------------------------------------------------------------------
 
 
@@ -207,7 +290,7 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     else:
         argv += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(group.chunk_tokens)]
     argv += [f"--{kind}", name, "--kv-cache-dtype", kv_cache_dtype("vllm", group) or "auto"]
-    return [*argv, "--gpu-memory-utilization", f"{memory_utilization(inputs, group.gpu):g}"]
+    return [*argv, "--gpu-memory-utilization", f"{memory_utilization(inputs, group.gpu):g}", *vllm_speculative_argv(inputs)]
 
 
 def sglang_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
@@ -219,7 +302,8 @@ def sglang_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     chunk = engine_cli()["sglang"]["chunked_prefill_disabled"] if group.chunk_tokens is None else str(group.chunk_tokens)
     argv += ["--chunked-prefill-size", chunk]
     argv += [f"--{kind}", name, "--kv-cache-dtype", kv_cache_dtype("sglang", group) or "auto"]
-    return [*argv, "--mem-fraction-static", f"{memory_utilization(inputs, group.gpu):g}", "--enable-metrics"]
+    argv += ["--mem-fraction-static", f"{memory_utilization(inputs, group.gpu):g}", "--enable-metrics"]
+    return [*argv, *sglang_speculative_argv(inputs)]
 
 
 def trtllm_options(inputs: DeployInputs, group: ReplicaGroup) -> dict[str, Any]:
@@ -230,7 +314,7 @@ def trtllm_options(inputs: DeployInputs, group: ReplicaGroup) -> dict[str, Any]:
     kv = kv_cache_dtype("trt-llm", group)
     if kv is not None:
         options.setdefault("quant_config", {})["kv_cache_quant_algo"] = kv
-    return options
+    return options | trtllm_speculative_options(inputs)
 
 
 def trtllm_argv(inputs: DeployInputs, group: ReplicaGroup, options_file: str) -> list[str]:

@@ -429,6 +429,43 @@ class CandidatesSectionRead(_Read):
     simulations: int = 0
 
 
+class SpeculativeRead(_Read):
+    """The speculative decoding a plan deploys: a draft head proposes `draft_tokens` tokens per step and the
+    target verifies them in one step, emitting `tokens_per_step` = (1 − α^(k+1))/(1 − α) per sequence on average."""
+
+    method: Literal["eagle", "mtp", "medusa", "draft_model"] = Field(description="The draft method.")
+    draft_tokens: int = Field(description="k: tokens drafted per sequence and step.")
+    acceptance_rate: float = Field(description="α: the per-token acceptance rate assumed (the method's default for chat).")
+    acceptance_source: str = Field(description="Where α comes from.")
+    tokens_per_step: float = Field(description="E = (1 − α^(k+1))/(1 − α): tokens emitted per sequence and verify step.")
+    crossover_batch: int | None = Field(
+        description="Running sequences per replica (at the workload's mean decode context) from which the verify step "
+        "turns compute-bound enough that speculation stops paying (verify step / E ≥ plain step); null: it pays at any batch."
+    )
+
+
+class SpeculativeTrialRead(_Read):
+    method: str
+    draft_tokens: int
+    tokens_per_step: float
+    crossover_batch: int | None
+    tpot_s: float | None = Field(description="Predicted TPOT at the SLO's percentile; null when the queue is unstable with it.")
+    meets_slo: bool
+
+
+class SpeculativeSectionRead(_Read):
+    """How constraints.speculative was decided: every draft method and length predicted on the plan's
+    configuration at its per-replica load, against the plan's own TPOT."""
+
+    mode: Literal["auto", "off", "on"]
+    context_tokens: float = Field(description="E[prompt] + E[output]/2: the decode context the crossover batches are at.")
+    mean_running_sequences: float = Field(description="Sequences running per replica without speculation (Little's L).")
+    tpot_s_without: float = Field(description="The plan's predicted TPOT at the SLO's percentile without speculation.")
+    trials: list[SpeculativeTrialRead]
+    chosen: SpeculativeRead | None
+    reason: str
+
+
 class JustificationRead(_Read):
     """Why this plan: the step model, memory, roofline, queueing, binding constraints, alternatives,
     sensitivity to traffic and the size of the search; SI units in every name."""
@@ -441,6 +478,9 @@ class JustificationRead(_Read):
     alternatives: list[AlternativeRead]
     sensitivity: SensitivityRead
     candidates: CandidatesSectionRead
+    speculative: SpeculativeSectionRead | None = Field(
+        default=None, description="With constraints.speculative auto or on: what was tried and why it was chosen or not."
+    )
 
 
 # --- provenance and infeasibility ----------------------------------------------------------------------------

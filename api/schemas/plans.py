@@ -31,6 +31,7 @@ from api.schemas.plan_result import (
     JustificationRead,
     PlanPredicted,
     PlanProvenance,
+    SpeculativeRead,
     VerificationRead,
     justification_read,
     predicted_read,
@@ -121,6 +122,13 @@ class PlanPin(_Input):
         description="Serving engine, recorded and echoed in plan.engine. Profiles are engine-agnostic until the step model "
         "gains an engine dimension: the pin does not change the plan.",
     )
+    draft_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=5,
+        description="Draft tokens per step when the plan speculates (constraints.speculative auto or on); omitted searches "
+        "1-5 (EAGLE's and SGLang's default chain depth is 5).",
+    )
 
     @field_validator("pp")
     @classmethod
@@ -155,6 +163,7 @@ class PlanPin(_Input):
             chunk_pinned="chunk_tokens" in self.model_fields_set,
             precision=None if self.precision is None else (self.precision.weights, self.precision.kv_cache),
             engine=self.engine,
+            draft_tokens=self.draft_tokens,
         )
 
 
@@ -204,6 +213,16 @@ class PlanConstraintsSpec(_Input):
         "do not apply (422); max_gpus and inventory count the GPUs the replicas use, not the stranded ones.",
     )
 
+    speculative: Literal["auto", "off", "on"] = Field(
+        default="off",
+        description="Speculative decoding on the plan's configuration (a draft head: EAGLE, Medusa, or MTP where the model "
+        "ships it; docs/speculative-decoding.md). `off`: never. `on`: the draft method and length (1-5) with the lowest "
+        "predicted TPOT that meets every SLO, verified by the simulator, or a 422. `auto`: the same, only where it lowers "
+        "the TPOT. The configuration, replicas and cost are the search's without speculation; `plan.speculative` says what "
+        "was chosen and `justification.speculative` what was tried. The default is `off` in this first stage and becomes "
+        "`auto` once the published evidence covers the methods.",
+    )
+
     def to_constraints(self) -> PlanConstraints:
         return PlanConstraints(
             max_gpus=self.max_gpus,
@@ -215,6 +234,7 @@ class PlanConstraintsSpec(_Input):
             min_confidence=self.min_confidence,
             pin=None if self.pin is None else self.pin.to_pin(),
             unit=self.unit,
+            speculative=self.speculative,
         )
 
 
@@ -287,6 +307,7 @@ class PlanRequest(_Input):
                     ("n_plus_one", limits.n_plus_one),
                     ("mixed_fleet", limits.mixed_fleet),
                     ("inventory", bool(limits.inventory)),
+                    ("speculative", limits.speculative != "off"),
                 )
                 if given
             ]
@@ -392,6 +413,11 @@ class PlanDecision(BaseModel):
     instances: list[InstanceRead] | None = Field(
         default=None,
         description="Whole instances the plan buys (constraints.unit instance; every row's in a mixed fleet); null in GPU mode.",
+    )
+    speculative: SpeculativeRead | None = Field(
+        default=None,
+        description="The speculative decoding the plan deploys (constraints.speculative); null without. Its predicted and "
+        "verified figures are the plan's own.",
     )
 
 
@@ -597,6 +623,7 @@ def plan_response(
             "fleet": [_row_read(r, result) for r in result.rows] if len(result.rows) > 1 else None,
             "engine": engine,
             "instances": instances_read(result.instances),
+            "speculative": None if result.speculative is None else SpeculativeRead.model_validate(result.speculative),
         },
         "cost": {
             "usd_per_hour": result.cost_usd_per_hour,

@@ -7,6 +7,7 @@ real plan on this catalog does not reach (no chunking, mixed fleets, AMD GPUs, u
 from __future__ import annotations
 
 import copy
+import json
 import shlex
 from typing import Any
 
@@ -246,3 +247,67 @@ def test_schemes_an_engine_cannot_name_are_422_not_a_guess() -> None:
 
 def _fields(value: DeployInputs) -> dict[str, Any]:
     return {name: getattr(value, name) for name in DeployInputs.__slots__}
+
+
+def speculating(method: str, draft_tokens: int, slug: str) -> DeployInputs:
+    """A one-row plan whose `plan.speculative` is `method` with k = `draft_tokens`, for model `slug`."""
+    plan = inputs([row("g1", 1, 2, "bf16", "bf16", 64, 2048)])
+    response = copy.deepcopy(dict(plan.response))
+    response["plan"]["speculative"] = {"method": method, "draft_tokens": draft_tokens, "tokens_per_step": 2.952}
+    return DeployInputs(
+        plan_id=plan.plan_id,
+        response=response,
+        model={**plan.model, "slug": slug},
+        quantizations=plan.quantizations,
+        gpus=plan.gpus,
+    )
+
+
+def test_an_eagle_plan_renders_each_engines_speculative_flags() -> None:
+    """vLLM's --speculative-config JSON, SGLang's chain of k (topk 1, k + 1 draft tokens) and TensorRT-LLM's
+    speculative_config, each with the published EAGLE head engine_cli.json lists for Llama 3.1 8B."""
+    plan = speculating("eagle", 3, "llama-3.1-8b")
+    head = engine_cli()["draft_heads"]["llama-3.1-8b"]["eagle"]["checkpoint"]
+    [vllm] = commands(render(plan, "vllm")[0])
+    assert json.loads(flags(vllm)["--speculative-config"] or "") == {
+        "method": "eagle",
+        "model": head,
+        "num_speculative_tokens": 3,
+    }
+    [sglang] = commands(render(plan, "sglang")[0])
+    got = flags(sglang)
+    assert (got["--speculative-algorithm"], got["--speculative-draft-model-path"]) == ("EAGLE", head)
+    assert (got["--speculative-num-steps"], got["--speculative-eagle-topk"], got["--speculative-num-draft-tokens"]) == (
+        "3",
+        "1",
+        "4",
+    )
+    script = render(plan, "trt-llm")[0]
+    options = yaml.safe_load(script.split("<<'EOF'\n")[1].split("\nEOF")[0])
+    assert options["speculative_config"] == {"decoding_type": "Eagle", "max_draft_len": 3, "speculative_model_dir": head}
+    assert {"speculative_config." + key for key in options["speculative_config"]} <= set(
+        engine_cli()["trt-llm"]["llm_api_options"]
+    )
+    for engine in ENGINES:
+        for argv in commands(render(plan, engine)[0]):
+            assert set(flags(argv)) <= set(engine_cli()[engine]["flags"])
+    documents = list(yaml.safe_load_all(render(plan, "k8s")[0]))
+    assert "--speculative-config" in documents[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_mtp_needs_no_draft_checkpoint_and_medusa_is_vllm_only() -> None:
+    plan = speculating("mtp", 1, "deepseek-v3")
+    [vllm] = commands(render(plan, "vllm")[0])
+    assert json.loads(flags(vllm)["--speculative-config"] or "") == {"method": "deepseek_mtp", "num_speculative_tokens": 1}
+    [sglang] = commands(render(plan, "sglang")[0])
+    assert "--speculative-draft-model-path" not in flags(sglang)
+    with pytest.raises(NotDeployableError, match="sglang has no medusa"):
+        render(speculating("medusa", 2, "llama-3.1-8b"), "sglang")
+    with pytest.raises(NotDeployableError, match="no published eagle head"):
+        render(speculating("eagle", 2, "m-7b"), "vllm")
+
+
+def test_a_plan_without_speculation_renders_no_speculative_flag(seeded: ApiClient, fp8_plan: dict[str, Any]) -> None:
+    assert fp8_plan["plan"]["speculative"] is None
+    for target in ENGINES:
+        assert "speculative" not in deploy(seeded, fp8_plan["id"], target)
