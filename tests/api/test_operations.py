@@ -10,8 +10,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +23,7 @@ from api.app import create_app
 from api.cli import main
 from api.settings import Settings, SettingsError
 from tests.api.client import ApiClient
-from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY, ROOT, assert_problem, bad_fields, serve_headroom
+from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY, assert_problem, bad_fields, serve_headroom
 
 SHAPE = {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}}
 #: Chat on an 8B model over H100s only: about 20 ms a point in process on the 2-core machine.
@@ -153,7 +151,9 @@ def test_broker_settings_are_checked_and_a_worker_needs_a_broker(
 
 
 @pytest.mark.slow
-def test_embedded_operations_match_the_synchronous_sweep_cancel_and_survive_a_restart(tmp_path: Path) -> None:
+def test_embedded_operations_match_the_synchronous_sweep_cancel_and_survive_a_restart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """In a served process: an async sweep completes with the synchronous points, progress only
     moves forward, `headroom operations wait` prints it, cancel stops a sweep; then a 100-point
     sweep (about 20 ms a point) is killed with the process (SIGKILL, no shutdown) with some points
@@ -173,13 +173,13 @@ def test_embedded_operations_match_the_synchronous_sweep_cancel_and_survive_a_re
         assert synchronous.status_code == 200, synchronous.text
         assert without_timings(done["result"]) == without_timings(synchronous.json())
 
-        waited = subprocess.run(
-            [sys.executable, "-m", "api.cli", "operations", "wait", done["id"], "--url", served.base_url, "--timeout", "30"],
-            cwd=ROOT, capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
-        assert waited.returncode == 0, waited.stderr
-        assert json.loads(waited.stdout) == done["result"]  # the result alone on stdout
-        assert "20/20 succeeded" in waited.stderr  # the progress bar on stderr
+        capsys.readouterr()
+        assert main(["operations", "wait", done["id"], "--url", served.base_url, "--timeout", "30"]) == 0
+        waited = capsys.readouterr()
+        assert json.loads(waited.out) == done["result"]  # the result alone on stdout
+        assert "20/20 succeeded" in waited.err  # the progress bar on stderr
+        assert main(["operations", "wait", "0" * 32, "--url", served.base_url]) == 2  # unknown: bad input
+        assert "404" in capsys.readouterr().err
 
         bigger = sweep(
             arrival_rate_range={"start_rps": 1, "stop_rps": 200, "steps": 50}, slo={"metric": "tpot_ms", "values": [40, 60, 80]}
