@@ -12,14 +12,14 @@ The replicas and the cost are the plan's: speculation here buys latency, not few
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from planner.candidates import Option
 from planner.errors import HeadroomError, InfeasiblePlanError
 from planner.plan_explain import _predicted_section
 from planner.plan_predict import _cached_prediction, _meets, _predicted_at, _serving, _verify
-from planner.plan_result import QueueingSection, SpeculativeChoice, SpeculativeSection, SpeculativeTrial
+from planner.plan_result import QueueingSection, SpeculativeChoice, SpeculativeSection, SpeculativeTrial, Verification
 from planner.plan_verify import _verification_record
 from planner.queueing import Prediction
 from planner.speculative import (
@@ -103,68 +103,112 @@ def _trials(
     return trials
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Decision:
+    trials: tuple[SpeculativeTrial, ...]
+    tpot_s_without: float
+    chosen: SpeculativeChoice | None
+    reason: str
+    prediction: Prediction | None  # the chosen speculation's, at the plan's load
+    verification: Verification | None  # the simulator's on it
+
+
 def speculative_plan(
     result: PlanResult, option: Option, request: PlanningRequest, inputs: PlanningInputs, planner_mix: Workload
 ) -> PlanResult:
-    """`result` with the speculation `request.constraints.speculative` asks for decided (see the module docstring)."""
+    """`result` with the speculation `request.constraints.speculative` asks for decided (see the module docstring).
+    An unexplained plan (the advice's trials) gets the same decision without the sections to rewrite."""
     mode = request.constraints.speculative
-    if mode == "off" or result.predicted is None or result.justification is None or len(result.rows) != 1:
+    if mode == "off":
         return result
-    row = result.rows[0]
-    rate_rps = row.offered_rps / row.replicas
-    baseline_tpot = result.predicted.tpot_s.at_percentile or 0.0
-    trials = _trials(option, request, inputs, rate_rps, planner_mix)
-    meeting = [(trial, o, p) for trial, o, p in trials if trial.meets_slo and trial.tpot_s is not None and p is not None]
-    best = min(meeting, key=lambda t: (t[0].tpot_s or 0.0, t[0].draft_tokens)) if meeting else None
-    chosen, reason, predicted, verification = None, "", result.predicted, result.verification
-    if best is None:
-        reason = "no draft method and length meets every SLO at this load"
-    elif mode == "auto" and (best[0].tpot_s or 0.0) >= baseline_tpot:
-        reason = f"the best draft ({best[0].method}, k {best[0].draft_tokens}) does not lower the TPOT at this load"
-    else:
-        trial, trial_option, prediction = best
-        record = None
-        if request.verify:
-            report = _verify(
-                trial_option, request.workload, row.offered_rps, row.replicas, request.slo, request.verify_requests, request.seed
+    if len(result.rows) != 1:
+        if mode == "on":
+            raise InfeasiblePlanError(
+                "constraints.speculative is 'on' but the plan is a mixed fleet, which does not speculate yet; "
+                "set it to 'auto' or 'off', or leave constraints.mixed_fleet off",
+                constraint="speculative",
             )
-            report["rows"] = [{"gpu": row.gpu, "replicas": row.replicas, "meets_slo": report["meets_slo"]}]
-            adjustments = () if result.verification is None else result.verification.adjustments
-            record = _verification_record(report, adjustments, request.seed)
-        if record is not None and not record.meets_slo:
-            reason = f"the simulator finds {trial.method}, k {trial.draft_tokens} missing {', '.join(record.misses)}"
-        else:
-            default = METHOD_DEFAULTS[trial.method]
-            chosen = SpeculativeChoice(
-                method=trial.method,
-                draft_tokens=trial.draft_tokens,
-                acceptance_rate=default.acceptance_rate,
-                acceptance_source=default.source,
-                tokens_per_step=trial.tokens_per_step,
-                crossover_batch=trial.crossover_batch,
-            )
-            reason = f"{trial.method}, k {trial.draft_tokens}: the lowest TPOT meeting every SLO"
-            output_tokens_per_s = request.workload.arrival_rate_rps * request.workload.output_tokens.mean
-            predicted = _predicted_section(prediction, request.slo, row, output_tokens_per_s, record)
-            verification = record
-    if chosen is None and mode == "on":
+        return result
+    decision = _decide(result, option, request, inputs, planner_mix)
+    if decision.chosen is None and mode == "on":
         raise InfeasiblePlanError(
-            f"constraints.speculative is 'on' but {reason}; set it to 'auto' or 'off'",
-            constraint="speculative",
+            f"constraints.speculative is 'on' but {decision.reason}; set it to 'auto' or 'off'", constraint="speculative"
         )
+    if result.predicted is None or result.justification is None:
+        return replace(result, speculative=decision.chosen)
+    predicted, verification = result.predicted, result.verification
+    if decision.chosen is not None and decision.prediction is not None:
+        row = result.rows[0]
+        output_tokens_per_s = request.workload.arrival_rate_rps * request.workload.output_tokens.mean
+        predicted = _predicted_section(decision.prediction, request.slo, row, output_tokens_per_s, decision.verification)
+        verification = decision.verification
     section = SpeculativeSection(
         mode=mode,
         context_tokens=_mean_decode_context(request),
         mean_running_sequences=_occupancy(result),
-        tpot_s_without=baseline_tpot,
-        trials=tuple(t[0] for t in trials),
-        chosen=chosen,
-        reason=reason,
+        tpot_s_without=decision.tpot_s_without,
+        trials=decision.trials,
+        chosen=decision.chosen,
+        reason=decision.reason,
     )
     return replace(
         result,
-        speculative=chosen,
+        speculative=decision.chosen,
         predicted=predicted,
         verification=verification,
         justification=replace(result.justification, speculative=section),
+    )
+
+
+def _decide(
+    result: PlanResult, option: Option, request: PlanningRequest, inputs: PlanningInputs, planner_mix: Workload
+) -> _Decision:
+    """Every trial at the plan's per-replica load, the best meeting the SLOs, and the simulator's word on it."""
+    row = result.rows[0]
+    rate_rps = row.offered_rps / row.replicas
+    base = _cached_prediction(
+        option.group.step_model, planner_mix, _serving(option), option.group.kv_capacity_tokens, rate_rps, request.slo.percentile
+    )
+    without = _predicted_at(base, "tpot")
+    trials = _trials(option, request, inputs, rate_rps, planner_mix)
+    records = tuple(t[0] for t in trials)
+    meeting = [(trial, o, p) for trial, o, p in trials if trial.meets_slo and trial.tpot_s is not None and p is not None]
+    if not meeting:
+        return _Decision(
+            trials=records,
+            tpot_s_without=without,
+            chosen=None,
+            reason="no draft method and length meets every SLO at this load",
+            prediction=None,
+            verification=None,
+        )
+    trial, trial_option, prediction = min(meeting, key=lambda t: (t[0].tpot_s or 0.0, t[0].draft_tokens))
+    if request.constraints.speculative == "auto" and (trial.tpot_s or 0.0) >= without:
+        reason = f"the best draft ({trial.method}, k {trial.draft_tokens}) does not lower the TPOT at this load"
+        return _Decision(trials=records, tpot_s_without=without, chosen=None, reason=reason, prediction=None, verification=None)
+    record = None
+    if request.verify:
+        report = _verify(
+            trial_option, request.workload, row.offered_rps, row.replicas, request.slo, request.verify_requests, request.seed
+        )
+        report["rows"] = [{"gpu": row.gpu, "replicas": row.replicas, "meets_slo": report["meets_slo"]}]
+        adjustments = () if result.verification is None else result.verification.adjustments
+        record = _verification_record(report, adjustments, request.seed)
+        if not record.meets_slo:
+            reason = f"the simulator finds {trial.method}, k {trial.draft_tokens} missing {', '.join(record.misses)}"
+            return _Decision(
+                trials=records, tpot_s_without=without, chosen=None, reason=reason, prediction=None, verification=None
+            )
+    default = METHOD_DEFAULTS[trial.method]
+    chosen = SpeculativeChoice(
+        method=trial.method,
+        draft_tokens=trial.draft_tokens,
+        acceptance_rate=default.acceptance_rate,
+        acceptance_source=default.source,
+        tokens_per_step=trial.tokens_per_step,
+        crossover_batch=trial.crossover_batch,
+    )
+    reason = f"{trial.method}, k {trial.draft_tokens}: the lowest TPOT meeting every SLO"
+    return _Decision(
+        trials=records, tpot_s_without=without, chosen=chosen, reason=reason, prediction=prediction, verification=record
     )

@@ -71,14 +71,10 @@ MTP_MODELS: frozenset[str] = frozenset({"deepseek-v3"})
 
 
 def tokens_per_step(acceptance_rate: float, draft_tokens: int) -> float:
-    """E = (1 − α^(k+1)) / (1 − α), Leviathan et al. 2023 eq. 1."""
-    return Speculation(
-        method="eagle",
-        draft_tokens=draft_tokens,
-        acceptance_rate=acceptance_rate,
-        draft_weight_bytes=0.0,
-        draft_flops_per_token=0.0,
-    ).tokens_per_step
+    """E = (1 − α^(k+1)) / (1 − α), Leviathan et al. 2023 eq. 1 (`Speculation.tokens_per_step`)."""
+    if draft_tokens < 1 or not 0.0 <= acceptance_rate < 1.0:
+        raise PlannerInputError(f"need k >= 1 and 0 <= α < 1, got k {draft_tokens}, α {acceptance_rate}")
+    return (1.0 - acceptance_rate ** (draft_tokens + 1)) / (1.0 - acceptance_rate)  # Σ_{j=0..k} α^j
 
 
 def accepted_length_pmf(acceptance_rate: float, draft_tokens: int) -> np.ndarray:
@@ -125,8 +121,10 @@ def head_speculation(
             acceptance_rate=acceptance_rate,
             draft_weight_bytes=head_params * per_param,
             draft_flops_per_token=2.0 * head_params,  # multiply + add per weight
+            resident_bytes=draft_tokens * head_params * per_param,  # all k heads held
         )
-    params = _layer_params(model) + 2 * h * h + vocab * h  # one layer + 2h×h projection + LM head
+    own = _layer_params(model) + 2 * h * h  # one layer + the 2h×h projection: what the head adds to memory
+    params = own + vocab * h  # … and the target's LM head, read every pass
     kv_layer = replica_kv_bytes_per_token(model, precision.kv_cache, tp) / model.layers
     return Speculation(
         method=method,
@@ -136,6 +134,7 @@ def head_speculation(
         draft_kv_bytes_per_token=kv_layer,  # the head's one layer of cache
         draft_flops_per_token=2.0 * params,
         draft_attention_flops_per_context_token=attention_flops_per_context_token(model) / model.layers,
+        resident_bytes=own * per_param,
     )
 
 
@@ -151,6 +150,7 @@ def draft_model_speculation(
         draft_kv_bytes_per_token=replica_kv_bytes_per_token(draft, precision.kv_cache, tp),
         draft_flops_per_token=2.0 * draft.params_active,
         draft_attention_flops_per_context_token=float(attention_flops_per_context_token(draft)),
+        resident_bytes=weight_bytes(draft, precision.weights),
     )
 
 
@@ -162,9 +162,9 @@ def speculative_step_model(step_model: StepModel, speculation: Speculation) -> S
 def speculative_kv_capacity_tokens(
     gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, efficiency: Efficiency, speculation: Speculation
 ) -> int:
-    """KV tokens a replica holds when the draft's weights and its cache share the memory:
+    """KV tokens a replica holds when the draft's resident weights and its cache share the memory:
     ⌊(M − W − W_d) / (kv + kv_d)⌋ (the draft keeps a cache entry for every token the target does)."""
-    free = usable_memory_bytes(gpu, tp, efficiency) - weight_bytes(model, precision.weights) - speculation.draft_weight_bytes
+    free = usable_memory_bytes(gpu, tp, efficiency) - weight_bytes(model, precision.weights) - speculation.resident_bytes
     per_token = replica_kv_bytes_per_token(model, precision.kv_cache, tp) + speculation.draft_kv_bytes_per_token
     return max(0, math.floor(free / per_token))
 

@@ -55,13 +55,16 @@ class Speculation:
     draft_kv_bytes_per_token: float = 0.0
     draft_flops_per_token: float
     draft_attention_flops_per_context_token: float = 0.0
+    #: Memory the draft holds beyond the target's weights (a head shares the target's LM head but is
+    #: read in full every pass; Medusa's k heads are all resident); its cache is draft_kv_bytes_per_token.
+    resident_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         if self.draft_tokens < 1:
             raise PlannerInputError(f"draft_tokens must be >= 1, got {self.draft_tokens}", field="draft_tokens")
         if not 0.0 <= self.acceptance_rate < 1.0:
             raise PlannerInputError(f"acceptance_rate must be in [0, 1), got {self.acceptance_rate}", field="acceptance_rate")
-        for name in ("draft_weight_bytes", "draft_kv_bytes_per_token", "draft_flops_per_token"):
+        for name in ("draft_weight_bytes", "draft_kv_bytes_per_token", "draft_flops_per_token", "resident_bytes"):
             if not getattr(self, name) >= 0.0:
                 raise PlannerInputError(f"{name} must be >= 0", field=name)
         if not self.draft_attention_flops_per_context_token >= 0.0:

@@ -9,8 +9,11 @@ steps are compute-bound, so the best draft makes the TPOT worse and auto decline
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from planner.errors import InfeasiblePlanError
 from planner.optimizer import PlanConstraints
 from planner.pins import Pin
 from planner.planning import PlanningRequest, plan_capacity
@@ -82,3 +85,17 @@ def test_a_pinned_draft_length_is_the_only_one_tried(low_load_plans):
     pinned = _plan(LOW_LOAD, "on", pin=Pin(draft_tokens=2))
     assert pinned.speculative.draft_tokens == 2
     assert {t.draft_tokens for t in pinned.justification.speculative.trials} == {2}
+
+
+def test_on_without_any_draft_for_the_model_is_an_impossible_request():
+    """A model without a vocabulary has no head to cost (its LM head is the draft's): `on` cannot speculate
+    and says so, naming the constraint; `auto` returns the plan without speculation."""
+    no_vocabulary = replace(INPUTS, model=replace(INPUTS.model, vocab_size=0))
+    request = PlanningRequest(
+        workload=LOW_LOAD, slo=Slo(ttft_s=1.0, tpot_s=0.06), constraints=PlanConstraints(speculative="on"), verify=False, **GRID
+    )
+    with pytest.raises(InfeasiblePlanError) as raised:
+        plan_capacity(replace(request, advise=False), no_vocabulary)
+    assert raised.value.extensions["constraint"] == "speculative"
+    auto = plan_capacity(replace(request, constraints=PlanConstraints(speculative="auto")), no_vocabulary)
+    assert auto.speculative is None and auto.justification.speculative.trials == ()

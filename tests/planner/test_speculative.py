@@ -242,3 +242,17 @@ def test_queueing_model_sees_decode_as_o_over_e_verify_steps_and_agrees_with_the
     assert spec_q.tpot.p50_s / plain_q.tpot.p50_s == pytest.approx(tpot_ratio(spec, batch=1, context_tokens=1150), rel=0.05)
     assert spec_q.tpot.p50_s == pytest.approx(spec_s.tpot_s.p50, rel=0.10)
     assert spec_q.e2e is not None and spec_q.e2e.p99_s < plain_q.e2e.p99_s / 2  # type: ignore[union-attr]
+
+
+def test_heads_hold_what_they_add_and_read_what_they_use():
+    """EAGLE holds one layer and its 2h×h FC (868.4e6 + 134.2e6 params, 2.005 GB in fp16) but reads the
+    shared 32,000 × 8,192 LM head too each pass; Medusa's k = 3 heads (h² + V·h = 329.3e6 params each) are all
+    resident, one read per pass."""
+    eagle = head_speculation(LLAMA_2_70B, FP16_PRECISION, 4, method="eagle", draft_tokens=3, acceptance_rate=0.8)
+    layer = (70e9 - 2 * 32_000 * 8_192) / 80
+    assert eagle.resident_bytes == pytest.approx((layer + 2 * 8192**2) * 2)
+    assert eagle.draft_weight_bytes - eagle.resident_bytes == pytest.approx(32_000 * 8_192 * 2)
+    medusa = head_speculation(LLAMA_2_70B, FP16_PRECISION, 4, method="medusa", draft_tokens=3, acceptance_rate=0.6)
+    assert medusa.draft_weight_bytes == pytest.approx((8192**2 + 32_000 * 8192) * 2)
+    assert medusa.resident_bytes == pytest.approx(3 * medusa.draft_weight_bytes)
+    assert (medusa.draft_kv_bytes_per_token, medusa.draft_attention_flops_per_context_token) == (0.0, 0.0)
