@@ -17,7 +17,10 @@ How the model is built
    ``m = λ·T̄``; without chunking ``k`` arrivals add ``k·E[p]`` prefill tokens to one step;
    with a chunk budget ``C`` a step carries at most ``C − n`` prefill tokens and the excess
    spills into further full-budget steps. ``T̄(n)`` is the mean over that mixture, evaluated
-   with `StepModel`'s formula (the same coefficients the simulator uses).
+   with `StepModel`'s formula (the same coefficients the simulator uses). A speculative step
+   model verifies k + 1 tokens per decoding sequence (`StepModel.verify_step_s`, the budget
+   counting them) and a request's decode takes (o − 1)/E such steps, its TPOT the step over E:
+   every sequence is taken to advance E tokens a step (docs/design.md, "Speculative decoding").
 3. *Occupancy — why not plain Erlang C.* The slot pool is a c-server queue, but its servers are
    coupled: a step that carries a prompt stalls *every* running sequence, and a step gets slower
    as the batch grows. So a burst of arrivals lengthens every life in progress, which keeps more
