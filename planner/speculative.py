@@ -24,7 +24,6 @@ from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
 from planner.step_model import Speculation, StepModel
 
 MethodName = Literal["eagle", "mtp", "medusa", "draft_model"]
-SpeculativeMode = Literal["auto", "off", "on"]
 
 #: Draft lengths the search offers: 1–5. EAGLE's and SGLang's default chain depth is 5
 #: (`speculative_num_steps`, SGLang docs "Speculative Decoding"); with α ≤ 0.85 a sixth token adds

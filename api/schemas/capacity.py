@@ -108,6 +108,8 @@ class CapacityRequest(_Input):
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
         pin = self.constraints.pin
+        if pin is not None and pin.draft_tokens is not None:
+            raise ValueError("capacity is measured without speculative decoding: leave out constraints.pin.draft_tokens")
         if pin is not None:
             for member in ("gpu", "tp", "batch_limit", "chunk_tokens", "precision"):
                 top, pinned = getattr(self, member), getattr(pin, member)

@@ -105,3 +105,18 @@ def test_what_if_plans_every_point_with_the_requests_speculation(seeded: ApiClie
     for off, on in zip(points["off"], points["on"], strict=True):
         assert on["tpot_p99_ms"] < off["tpot_p99_ms"] / 2
         assert (on["gpu"], on["replicas"], on["cost_usd_per_hour"]) == (off["gpu"], off["replicas"], off["cost_usd_per_hour"])
+
+
+def test_capacity_refuses_a_draft_length(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """POST /v1/capacity measures without speculation: a pinned draft length is a 422, not ignored."""
+    body = {
+        "model": "llama-3.1-8b",
+        "gpu": "h100-sxm",
+        "gpus": 1,
+        "workload": {key: LOW_LOAD["workload"][key] for key in ("prompt_tokens", "output_tokens")},
+        "slo": LOW_LOAD["slo"],
+        "constraints": {"pin": {"draft_tokens": 2}},
+    }
+    response = seeded.post("/v1/capacity", json=body, headers=admin)
+    assert response.status_code == 422, response.text
+    assert "without speculative decoding" in response.text
