@@ -35,51 +35,39 @@ class SpeculativeReplica(_Replica):
         self.speculation = spec
         self.acceptance_rate, self.draft_tokens = spec.acceptance_rate, spec.draft_tokens
         self.rng = rng
-        self.decoding = np.zeros(0, dtype=np.int64)  # requests past their prompt, in the order they started decoding
-        self.left = np.zeros(0, dtype=np.int64)  # … their output tokens still to emit
-        self.seq_context = np.zeros(0, dtype=np.int64)  # … their contexts (prompt + tokens emitted)
-        self.context_total = 0  # Σ seq_context: the KV tokens a step reads
+        self.decoding: list[int] = []  # requests past their prompt, in the order they started decoding
+        self.left: list[int] = []  # … their output tokens still to emit
+        self.seq_context: list[int] = []  # … their contexts (prompt + tokens emitted)
 
-    def _start_decoding(self, started: list[int], t: float) -> int:
-        """The first token of each request in `started` at t; those with one output token leave (their
-        count is returned), the others join the decoders."""
-        for rid in started:
-            self.first_token[rid] = t
-        left_now = [rid for rid in started if self.output[rid] == 1]
-        for rid in left_now:
+    def _start_decoding(self, rid: int, t: float) -> int:
+        """The first token of `rid` at t; returns 1 if that was its only token (it leaves)."""
+        self.first_token[rid] = t
+        if self.output[rid] == 1:
             self.finish[rid] = t
             self.kv_free += self.prompt[rid] + 1
-        joining = [rid for rid in started if self.output[rid] > 1]
-        if joining:
-            outputs = [self.output[rid] - 1 for rid in joining]
-            contexts = [self.prompt[rid] + 1 for rid in joining]
-            self.decoding = np.concatenate((self.decoding, np.array(joining, dtype=np.int64)))
-            self.left = np.concatenate((self.left, np.array(outputs, dtype=np.int64)))
-            self.seq_context = np.concatenate((self.seq_context, np.array(contexts, dtype=np.int64)))
-            self.context_total += sum(contexts)
-        return len(left_now)
-
-    def _emit(self, tokens: np.ndarray, t: float) -> int:
-        """Every decoder emits `tokens` (one entry each) by the step ending at t; returns how many finished."""
-        self.left -= tokens
-        self.seq_context += tokens
-        self.context_total += int(tokens.sum())
-        done = self.left <= 0
-        if not done.any():
-            return 0
-        for rid in self.decoding[done].tolist():
-            self.finish[rid] = t
-            self.kv_free += self.prompt[rid] + self.output[rid]
-        self.context_total -= int(self.seq_context[done].sum())
-        keep = ~done
-        self.decoding, self.left, self.seq_context = self.decoding[keep], self.left[keep], self.seq_context[keep]
-        return int(done.sum())
+            return 1
+        self.decoding.append(rid)
+        self.left.append(self.output[rid] - 1)
+        self.seq_context.append(self.prompt[rid] + 1)
+        return 0
 
     def _advance_decoders(self, t: float) -> int:
         """Every decoder emits its drawn tokens at the end of the step ending at t; returns how many left."""
-        if not self.decoding.size:
+        if not self.decoding:
             return 0
-        return self._emit(draw_emitted_tokens(self.rng, self.acceptance_rate, self.draft_tokens, self.decoding.size), t)
+        emitted = draw_emitted_tokens(self.rng, self.acceptance_rate, self.draft_tokens, len(self.decoding)).tolist()
+        keep_ids, keep_left, keep_context, done = [], [], [], 0
+        for rid, left, context, tokens in zip(self.decoding, self.left, self.seq_context, emitted, strict=True):
+            if tokens >= left:
+                self.finish[rid] = t
+                self.kv_free += self.prompt[rid] + self.output[rid]
+                done += 1
+            else:
+                keep_ids.append(rid)
+                keep_left.append(left - tokens)
+                keep_context.append(context + tokens)
+        self.decoding, self.left, self.seq_context = keep_ids, keep_left, keep_context
+        return done
 
     def run_until(self, t_limit: float) -> None:
         """Execute every step that starts before `t_limit`: admit FCFS, verify the decoders' drafts and
@@ -98,7 +86,7 @@ class SpeculativeReplica(_Replica):
                 self._speculative_stretch(self._admissible_at(self.head, self.running, self.kv_free, t_limit))
                 self._check_limits()
                 continue
-            decoders, kv = int(self.decoding.size), self.context_total
+            decoders, kv = len(self.decoding), sum(self.seq_context)
             new, prefill_kv, prefill_attended, done = _prefill_chunks(
                 self.prefilling, self.prompt, self.chunk_tokens, decoders * v, 0
             )
@@ -110,7 +98,8 @@ class SpeculativeReplica(_Replica):
             )
             self.steps += 1
             finished = self._advance_decoders(self.t)
-            finished += self._start_decoding([rid for rid, _ in self.prefilling[:done]], self.t)
+            for rid, _ in self.prefilling[:done]:
+                finished += self._start_decoding(rid, self.t)
             del self.prefilling[:done]
             self._after_step(finished)
 
@@ -130,30 +119,34 @@ class SpeculativeReplica(_Replica):
         """Decode-only steps from `self.t` until the first completion, or until a step would start at
         or after `t_stop` (an admissible arrival); at least one step."""
         sm, spec = self.step_model, self.speculation
-        decoders = int(self.decoding.size)
-        n = int(self.left.min())  # every step emits at least one token per sequence
-        first = sm.verify_step_s(decoders, self.context_total)
+        left = np.array(self.left)
+        n = int(left.min())  # every step emits at least one token per sequence
+        first = sm.verify_step_s(len(left), sum(self.seq_context))
         if t_stop < math.inf:
             n = max(1, min(n, int((t_stop - self.t) / first) + 2))
-        if n <= 2 or self.t + first >= t_stop:  # one step: the matrix would cost more than it saves
-            self.t += first
-            self.steps += 1
-            finished = self._advance_decoders(self.t)
-            self.running -= finished
-            self.finished += finished
-            self.last_step_end, self.last_step_finished = self.t, finished
-            return
-        emitted = draw_emitted_tokens(self.rng, spec.acceptance_rate, spec.draft_tokens, n * decoders).reshape(n, decoders)
+        emitted = draw_emitted_tokens(self.rng, spec.acceptance_rate, spec.draft_tokens, n * left.size).reshape(n, left.size)
         emitted_so_far = np.cumsum(emitted, axis=0)  # row i: tokens after step i + 1
-        finishing = (emitted_so_far >= self.left).any(axis=1)
+        done = emitted_so_far >= left
+        finishing = done.any(axis=1)
         steps = int(np.argmax(finishing)) + 1 if finishing.any() else n
-        contexts = self.context_total + np.concatenate(([0], np.cumsum(emitted.sum(axis=1))[: steps - 1]))
-        starts = self.t + np.concatenate(([0.0], np.cumsum(self._verify_durations(decoders, contexts))))
+        contexts = sum(self.seq_context) + np.concatenate(([0], np.cumsum(emitted.sum(axis=1))[: steps - 1]))
+        starts = self.t + np.concatenate(([0.0], np.cumsum(self._verify_durations(left.size, contexts))))
         if t_stop < math.inf:
             steps = max(1, min(steps, int(np.searchsorted(starts[:steps], t_stop, side="left"))))
         self.t = float(starts[steps])
         self.steps += steps
-        finished = self._emit(emitted_so_far[steps - 1], self.t)
+        grown = emitted_so_far[steps - 1]
+        keep_ids, keep_left, keep_context, finished = [], [], [], 0
+        for rid, remaining, context, tokens in zip(self.decoding, self.left, self.seq_context, grown.tolist(), strict=True):
+            if tokens >= remaining:
+                self.finish[rid] = self.t
+                self.kv_free += self.prompt[rid] + self.output[rid]
+                finished += 1
+            else:
+                keep_ids.append(rid)
+                keep_left.append(remaining - tokens)
+                keep_context.append(context + tokens)
+        self.decoding, self.left, self.seq_context = keep_ids, keep_left, keep_context
         self.running -= finished
         self.finished += finished
         self.last_step_end, self.last_step_finished = self.t, finished
