@@ -7,12 +7,13 @@ decoder's k + 1 tokens count against the budget. Admission, KV reservation and t
 are the plain replica's.
 
 It keeps the plain replica's speed (aggregates, a heap of finishing steps, decode-only stretches
-evaluated at once) by drawing a sequence's whole path when it starts decoding: its emitted tokens
-per step, e_1, e_2, …, until they cover its o − 1 remaining tokens (the last one cut to fit). The
-draws are the same per-sequence, per-step draws taken ahead of time; the path fixes the step at
-which the sequence finishes (a heap entry, as without speculation) and adds e_j to the replica's
-context growth at the j-th step after it started (`growth`, by absolute step number), so the KV
-each step reads is exactly the sum of the running sequences' contexts.
+evaluated at once) by drawing each sequence's whole path ahead: its emitted tokens per step, e_1,
+e_2, …, until they cover its o − 1 tokens after the first (the last one cut to fit), for every
+request routed to the replica at once, in one flat draw. These are the same per-sequence, per-step
+draws taken ahead of time; when a sequence starts decoding its path fixes the step at which it
+finishes (a heap entry, as without speculation) and adds e_j to the replica's context growth at the
+j-th step after (`growth`, by absolute step number), so the KV each step reads is exactly the sum
+of the running sequences' contexts.
 """
 
 from __future__ import annotations
@@ -43,27 +44,58 @@ class SpeculativeReplica(_Replica):
         self.speculation = spec
         self.rng = rng
         self.growth = np.zeros(_GROWTH_CHUNK, dtype=np.int64)  # context added after each step, by step number
+        #: Drawn paths not yet started, by request: (draws, first index, steps, tokens the last step overshoots).
+        self.paths: dict[int, tuple[np.ndarray, int, int, int]] = {}
+        self.drawn = 0  # requests of `ids` whose paths are drawn
 
-    def _path(self, remaining: int, start_step: int) -> int:
-        """Draw a sequence's tokens per step until they cover `remaining`, record them as context
-        growth after steps start_step + 1, …; returns how many steps it decodes for."""
+    def _path(self, rid: int, start_step: int) -> int:
+        """Record request `rid`'s drawn path as context growth after steps start_step + 1, …; returns
+        how many steps it decodes for. Paths are drawn for every request routed here so far at once."""
+        if rid not in self.paths:
+            self._draw_paths()
+        flat, first, steps, overshoot = self.paths.pop(rid)
+        end = start_step + 1 + steps
+        self._reserve(end)
+        self.growth[start_step + 1 : end] += flat[first : first + steps]
+        self.growth[end - 1] -= overshoot  # the last step emits only what is left
+        return steps
+
+    def _draw_paths(self) -> None:
+        """Paths of the requests routed here since the last call: ⌊(o − 1)/E⌋ + 8 draws each in one flat
+        array; a request whose draws fall short (rare) is drawn again on its own."""
+        spec = self.speculation
+        rids = [rid for rid in self.ids[self.drawn :] if self.output[rid] > 1]
+        self.drawn = len(self.ids)
+        if not rids:
+            return
+        remaining = np.array([self.output[rid] - 1 for rid in rids], dtype=np.int64)
+        sizes = (remaining / spec.tokens_per_step).astype(np.int64) + 8
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
+        flat = draw_emitted_tokens(self.rng, spec.acceptance_rate, spec.draft_tokens, int(ends[-1]))
+        covered = np.cumsum(flat)
+        before = np.where(starts > 0, covered[np.maximum(starts - 1, 0)], 0)
+        reach = np.searchsorted(covered, before + remaining, side="left")  # the draw that covers each request
+        for index, rid in enumerate(rids):
+            if reach[index] < ends[index]:
+                first, last = int(starts[index]), int(reach[index])
+                overshoot = int(covered[last] - before[index] - remaining[index])
+                self.paths[rid] = (flat, first, last - first + 1, overshoot)
+            else:
+                self.paths[rid] = self._long_path(int(remaining[index]))
+
+    def _long_path(self, remaining: int) -> tuple[np.ndarray, int, int, int]:
+        """One request's path drawn until it covers `remaining`."""
         spec = self.speculation
         draws = np.zeros(0, dtype=np.int64)
-        total = 0
-        while total < remaining:  # one draw of ⌈remaining / E⌉ + 8 steps almost always suffices
+        while int(draws.sum()) < remaining:
             more = draw_emitted_tokens(
                 self.rng, spec.acceptance_rate, spec.draft_tokens, int(remaining / spec.tokens_per_step) + 8
             )
             draws = np.concatenate((draws, more))
-            total = int(draws.sum())
         covered = np.cumsum(draws)
-        steps = int(np.searchsorted(covered, remaining, side="left")) + 1  # the first step reaching `remaining`
-        path = draws[:steps].copy()
-        path[-1] -= int(covered[steps - 1]) - remaining  # the last step emits only what is left
-        end = start_step + 1 + steps
-        self._reserve(end)
-        self.growth[start_step + 1 : end] += path
-        return steps
+        steps = int(np.searchsorted(covered, remaining, side="left")) + 1
+        return draws, 0, steps, int(covered[steps - 1]) - remaining
 
     def _reserve(self, end: int) -> None:
         """Make `growth` hold steps up to `end` (doubling)."""
@@ -155,7 +187,7 @@ class SpeculativeReplica(_Replica):
                         self.running -= 1
                         self.kv_free += prompt[rid] + 1
                     else:
-                        heappush(finishing, (self.steps + self._path(output[rid] - 1, self.steps), rid))
+                        heappush(finishing, (self.steps + self._path(rid, self.steps), rid))
                         self.decoders += 1
                         self.decoder_context += prompt[rid] + 1  # the next step reads the prompt and the first token
                 del prefilling[:done]
