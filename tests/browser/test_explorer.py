@@ -18,23 +18,19 @@ import html
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, Request, sync_playwright
+from playwright.sync_api import Page
 
 from tests.api.conftest import ADMIN_KEY, ServedHeadroom, serve_headroom
+from tests.browser.harness import Watched
 
-CHROMIUM_ENV = "HEADROOM_CHROMIUM"
 SCREENSHOTS_ENV = "HEADROOM_SCREENSHOTS_DIR"
-#: A laptop screen (1440 × 900 CSS pixels, a 13–14" laptop's default scaled resolution).
-VIEWPORT = {"width": 1440, "height": 900}
 #: A plan with verification takes a few seconds on one core; a loaded 2-core CI runner is slower.
 PLAN_TIMEOUT_MS = 240_000
 #: docs/design.md's test vectors' model and the golden chat workload (tests/golden/chat-8b.request.json).
@@ -44,34 +40,10 @@ CHARTS = ("wall", "knee", "cost", "alternatives")
 pytestmark = pytest.mark.slow
 
 
-def _chromium() -> str:
-    path = os.environ.get(CHROMIUM_ENV) or shutil.which("chromium") or shutil.which("chromium-browser")
-    if path and Path(path).exists():
-        return path
-    reason = f"browser tests need Chromium (apt-get install chromium, or {CHROMIUM_ENV}=/path/to/chrome)"
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}; CI is set, so they must run, not skip")
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedHeadroom]:
     with serve_headroom(tmp_path_factory.mktemp("explorer")) as running:
         yield running
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = _chromium()
-    playwright: Playwright = sync_playwright().start()
-    try:
-        launched = playwright.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-    finally:
-        playwright.stop()
 
 
 @pytest.fixture
@@ -79,46 +51,6 @@ def screenshots(tmp_path: Path) -> Path:
     folder = Path(os.environ[SCREENSHOTS_ENV]) if os.environ.get(SCREENSHOTS_ENV) else tmp_path / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-@dataclass
-class Watched:
-    """What a page did that an offline, error-free page must not: kept per test, asserted at teardown."""
-
-    console_errors: list[str] = field(default_factory=list)
-    page_errors: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
-    requested: list[str] = field(default_factory=list)
-
-
-@pytest.fixture
-def page(browser: Browser, served: ServedHeadroom) -> Iterator[tuple[Page, Watched]]:
-    context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
-    watched = Watched()
-    opened = context.new_page()
-    opened.set_default_timeout(30_000)
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error":
-            watched.console_errors.append(f"{message.text} at {message.location}")
-
-    def on_failed(request: Request) -> None:
-        watched.failed.append(f"{request.method} {request.url}: {request.failure}")
-
-    opened.on("console", on_console)
-    opened.on("pageerror", lambda error: watched.page_errors.append(str(error)))
-    opened.on("requestfailed", on_failed)
-    opened.on("request", lambda request: watched.requested.append(request.url))
-    try:
-        yield opened, watched
-        assert watched.console_errors == [], watched.console_errors
-        assert watched.page_errors == [], watched.page_errors
-        assert watched.failed == [], watched.failed
-        off_host = [url for url in watched.requested if urlsplit(url.removeprefix("blob:")).hostname != "127.0.0.1"]
-        assert off_host == [], f"the page fetched from other hosts: {off_host}"
-        assert watched.requested, "the page made no request at all"
-    finally:
-        context.close()
 
 
 def _open(page: Page, served: ServedHeadroom) -> None:

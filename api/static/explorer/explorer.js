@@ -393,18 +393,68 @@
     if (stored) showStoredExtras(plan.id);
   }
 
+  /** With HEADROOM_REQUIRE_AUTH a stored plan's charts and files need the key too, and neither an
+   * <img src> nor a link can send an Authorization header: fetch them with it and show or save a
+   * blob: URL of this page. Without it, plain URLs (the browser caches and streams them). */
+  const keyedFiles = () => body.dataset.requireAuth === "true";
+
+  async function keyedBlobUrl(url, accept) {
+    const headers = { Accept: accept };
+    if (apiKey()) headers.Authorization = `Bearer ${apiKey()}`;
+    let response;
+    try {
+      response = await fetch(url, { headers });
+    } catch (error) {
+      return null;
+    }
+    if (!response.ok) {
+      setStatus(`${url} answered HTTP ${response.status}.`, "error");
+      return null;
+    }
+    return URL.createObjectURL(await response.blob());
+  }
+
+  async function showChart(name, url) {
+    if (!keyedFiles()) {
+      $(`chart-${name}`).src = url;
+      return;
+    }
+    const blob = await keyedBlobUrl(url, "image/svg+xml");
+    if (blob) $(`chart-${name}`).src = blob;
+  }
+
+  /** A download link to `url`: a plain link, or (with keyed files) one that fetches with the key on click. */
+  function setDownload(link, url, filename) {
+    link.href = url;
+    link.setAttribute("download", filename);
+    link.onclick = keyedFiles()
+      ? async (event) => {
+          event.preventDefault();
+          const blob = await keyedBlobUrl(url, "*/*");
+          if (!blob) return;
+          const save = el("a", { href: blob, download: filename, hidden: "" });
+          document.body.append(save);
+          save.click();
+          save.remove();
+          setTimeout(() => URL.revokeObjectURL(blob), 60_000);
+        }
+      : null;
+  }
+
   function showStoredExtras(planId) {
     const id = encodeURIComponent(planId);
     if (CHARTS.length) {
-      for (const name of CHARTS) $(`chart-${name}`).src = `${PREFIX}/v1/plans/${id}/charts/${name}.svg`;
+      for (const name of CHARTS) showChart(name, `${PREFIX}/v1/plans/${id}/charts/${name}.svg`);
       $("charts").hidden = false;
     }
-    $("download-csv").href = `${PREFIX}/v1/plans/${id}/csv`;
-    $("download-csv").setAttribute("download", `plan-${planId}.csv`);
+    setDownload($("download-csv"), `${PREFIX}/v1/plans/${id}/csv`, `plan-${planId}.csv`);
     const target = $("deploy-target");
     const setDeploy = () => {
-      $("download-deploy").href = `${PREFIX}/v1/plans/${id}/deploy?target=${encodeURIComponent(target.value)}`;
-      $("download-deploy").setAttribute("download", `plan-${planId}-${target.value}.${target.value === "k8s" ? "yaml" : "sh"}`);
+      setDownload(
+        $("download-deploy"),
+        `${PREFIX}/v1/plans/${id}/deploy?target=${encodeURIComponent(target.value)}`,
+        `plan-${planId}-${target.value}.${target.value === "k8s" ? "yaml" : "sh"}`,
+      );
       $("download-deploy").textContent = `download the ${target.value} ${target.value === "k8s" ? "manifests" : "launch command"}`;
     };
     target.onchange = setDeploy;
