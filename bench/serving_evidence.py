@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -258,6 +259,139 @@ def cell_errors(evaluated: Sequence[Evaluated]) -> dict[tuple[str, str], tuple[i
     return cells
 
 
+def _prefill_heavy(r: Mapping[str, Any]) -> bool:
+    return bool(r["prompt_tokens"] > r["output_tokens"])
+
+
+def _decode_heavy(r: Mapping[str, Any]) -> bool:
+    return bool(r["output_tokens"] >= 4 * r["prompt_tokens"])
+
+
+def _is(**fields: Any) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda r: all(r.get(k) == v for k, v in fields.items())
+
+
+#: Models and ISL/OSL pairs both TensorRT-LLM 0.12.0 and 0.14.0 tables have, so a release contrast compares like with like.
+_BOTH_RELEASES = ("llama-3.1-8b", "mistral-7b-v0.3", "mixtral-8x7b", "llama-3.1-70b")
+_BOTH_LENGTHS = ((128, 128), (128, 2048), (128, 4096), (2048, 128), (2048, 2048))
+
+
+def _release(gpu: str, weights: str, release: str) -> Callable[[Mapping[str, Any]], bool]:
+    return lambda r: (
+        _is(gpu=gpu, weights=weights, engine_release=release)(r)
+        and r["model"] in _BOTH_RELEASES
+        and (r["prompt_tokens"], r["output_tokens"]) in _BOTH_LENGTHS
+    )
+
+
+def _moe(r: Mapping[str, Any]) -> bool:
+    return str(r["model"]).startswith(("mixtral", "qwen3-30b", "deepseek"))
+
+
+#: Slices of the expressible points set side by side: what differs between them is what the refit
+#: must explain (issue 14 §1/§3: FP8 compute on Ada, tensor-parallel cost, per-sequence cost, MoE, engine release).
+CONTRASTS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], bool], str, Callable[[Mapping[str, Any]], bool]], ...] = (
+    (
+        "L40S FP8, TensorRT-LLM: prefill-heavy vs decode-heavy, tp 1",
+        "ISL > OSL",
+        lambda r: _is(gpu="l40s", tp=1)(r) and _prefill_heavy(r),
+        "OSL ≥ 4 ISL",
+        lambda r: _is(gpu="l40s", tp=1)(r) and _decode_heavy(r),
+    ),
+    (
+        "L40S FP8, TensorRT-LLM: tp 1 vs tp > 1 (PCIe)",
+        "tp 1",
+        _is(gpu="l40s", tp=1),
+        "tp > 1",
+        lambda r: _is(gpu="l40s")(r) and r["tp"] > 1,
+    ),
+    (
+        "H100, TensorRT-LLM 0.12/0.14, prefill-heavy: FP8 vs FP16 weights",
+        "fp8",
+        lambda r: _is(gpu="h100-sxm", weights="fp8", engine="trt-llm")(r) and _prefill_heavy(r),
+        "fp16",
+        lambda r: _is(gpu="h100-sxm", weights="fp16", engine="trt-llm")(r) and _prefill_heavy(r),
+    ),
+    (
+        "A100 FP16, TensorRT-LLM: tp ≤ 2 vs tp ≥ 4",
+        "tp ≤ 2",
+        lambda r: _is(gpu="a100-80gb-sxm")(r) and r["tp"] <= 2,
+        "tp ≥ 4",
+        lambda r: _is(gpu="a100-80gb-sxm")(r) and r["tp"] >= 4,
+    ),
+    (
+        "H100 FP8, TensorRT-LLM, same models and lengths: release 0.12.0 vs 0.14.0",
+        "0.12.0",
+        _release("h100-sxm", "fp8", "0.12.0"),
+        "0.14.0",
+        _release("h100-sxm", "fp8", "0.14.0"),
+    ),
+    (
+        "H200 FP8, TensorRT-LLM, same models and lengths: release 0.12.0 vs 0.14.0",
+        "0.12.0",
+        _release("h200", "fp8", "0.12.0"),
+        "0.14.0",
+        _release("h200", "fp8", "0.14.0"),
+    ),
+    (
+        "H100/H200, TensorRT-LLM: dense vs MoE (Mixtral)",
+        "dense",
+        lambda r: r["gpu"] in ("h100-sxm", "h200") and r["engine"] == "trt-llm" and not _moe(r),
+        "MoE",
+        lambda r: r["gpu"] in ("h100-sxm", "h200") and r["engine"] == "trt-llm" and _moe(r),
+    ),
+    (
+        "MI300X, vLLM static batch (benchmark_latency): batch ≤ 8 vs batch ≥ 64",
+        "batch ≤ 8",
+        lambda r: _is(gpu="mi300x", batching="static")(r) and r["concurrency"] <= 8,
+        "batch ≥ 64",
+        lambda r: _is(gpu="mi300x", batching="static")(r) and r["concurrency"] >= 64,
+    ),
+    (
+        "MI300X static batch: Llama 3.1 70B vs 405B (tp 8)",
+        "70B",
+        _is(gpu="mi300x", batching="static", model="llama-3.1-70b"),
+        "405B",
+        _is(gpu="mi300x", batching="static", model="llama-3.1-405b"),
+    ),
+    (
+        "DeepSeek-V3 (R1) on MI300X, tp 8: vLLM vs SGLang",
+        "vllm",
+        _is(gpu="mi300x", model="deepseek-v3", engine="vllm"),
+        "sglang",
+        _is(gpu="mi300x", model="deepseek-v3", engine="sglang"),
+    ),
+    (
+        "DeepSeek-V3 (R1), vLLM tp 8: H200 vs MI300X",
+        "h200",
+        _is(gpu="h200", model="deepseek-v3", engine="vllm"),
+        "mi300x",
+        _is(gpu="mi300x", model="deepseek-v3", engine="vllm"),
+    ),
+)
+
+
+def contrasts(evaluated: Sequence[Evaluated]) -> list[tuple[str, str, int, float, str, int, float]]:
+    """Each contrast: (title, label A, n A, median optimism A, label B, n B, median optimism B); NaN where a slice is empty."""
+    expressible = [e for e in evaluated if e.reason is None]
+    rows = []
+    for title, label_a, pick_a, label_b, pick_b in CONTRASTS:
+        a = [e.optimism for e in expressible if pick_a(e.record)]
+        b = [e.optimism for e in expressible if pick_b(e.record)]
+        rows.append(
+            (
+                title,
+                label_a,
+                len(a),
+                statistics.median(a) if a else math.nan,
+                label_b,
+                len(b),
+                statistics.median(b) if b else math.nan,
+            )
+        )
+    return rows
+
+
 def _point_line(e: Evaluated) -> str:
     r = e.record
     assert e.measurement is not None and e.predicted is not None
@@ -381,6 +515,18 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         median = statistics.median(abs(e.error) for e in items)
         optimism = statistics.median(e.optimism for e in items)
         lines.append(f"| {model} | {gpu} | {engine} | {len(items)} | {median:.1%} | {optimism:+.1%} |")
+    lines += [
+        "",
+        "### Contrasts",
+        "",
+        "Median optimism of two slices of the expressible points side by side: where a slice differs from its",
+        "partner, the model misses something that depends on what separates them (the data the refit should read).",
+        "",
+        "| contrast | slice A | n | median optimism | slice B | n | median optimism |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for title, label_a, n_a, opt_a, label_b, n_b, opt_b in contrasts(evaluated):
+        lines.append(f"| {title} | {label_a} | {n_a} | {opt_a:+.1%} | {label_b} | {n_b} | {opt_b:+.1%} |")
     worst = sorted(expressible, key=lambda e: -abs(e.error))[:WORST_SHOWN]
     lines += [
         "",

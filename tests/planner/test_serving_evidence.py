@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from bench.serving_evidence import (
     HIGH_CONCURRENCY,
     REQUIRED_POINT_FIELDS,
     cell_errors,
+    contrasts,
     evaluate,
     fit_data,
     inexpressible_reason,
@@ -160,4 +162,22 @@ def test_the_report_names_cells_worst_points_and_what_cannot_be_expressed(catalo
     assert f"| mi300x | vllm | {count} | {median:.1%} | {worst:+.1%} |" in text
     assert "## The 15 worst points" in text and "## Points Headroom cannot express" in text
     assert "expert parallelism (ep > 1)" in text
+    assert "### Contrasts" in text
     assert ".venv/bin/python -m bench.serving_evidence" in text.splitlines()[2]
+
+
+def test_contrasts_compare_nonempty_slices_and_report_their_medians(catalog: Catalog):
+    """Every named contrast finds points on both sides (a renamed slug would silently empty one), and its
+    median is the median of those points' optimism."""
+    evaluated = evaluate(catalog, DOCUMENT)
+    rows = contrasts(evaluated)
+    assert rows
+    for title, _, n_a, opt_a, _, n_b, opt_b in rows:
+        assert n_a > 0 and n_b > 0, title
+        assert math.isfinite(opt_a) and math.isfinite(opt_b), title
+    l40s_tp1 = sorted(e.optimism for e in evaluated if e.reason is None and e.record["gpu"] == "l40s" and e.record["tp"] == 1)
+    (row,) = [r for r in rows if r[0].startswith("L40S FP8, TensorRT-LLM: tp 1 vs")]
+    assert row[2] == len(l40s_tp1)
+    middle = len(l40s_tp1) // 2
+    expected = l40s_tp1[middle] if len(l40s_tp1) % 2 else (l40s_tp1[middle - 1] + l40s_tp1[middle]) / 2
+    assert row[3] == pytest.approx(expected)
