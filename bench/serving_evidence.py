@@ -566,7 +566,8 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         "",
         f"{len(not_expressible)} points are kept in the set but not predicted: today's step model has one node,",
         "tensor parallelism only (no pipeline or expert parallelism, no attention data-parallelism), and needs",
-        "the prompt and output lengths. They are the data for issue 14 §2.",
+        "the prompt and output lengths (and a concurrency where it matters). The parallelism rows are the data for",
+        "issue 14 §2 (pipeline, expert and multi-node replicas); the others wait for a source that prints what is missing.",
         "",
         "| reason | points | GPUs × engines | sources |",
         "|---|---|---|---|",
@@ -581,8 +582,8 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         lines += [
             f"- **{key}** ({count} points; {source['publisher']}, {source['date']}; engine {source['engine']} "
             f"{source['engine_release']}{'; MLPerf: check only' if source.get('mlperf') else ''}): {source['title']}, "
-            f"{source['section']}. <{source['url']}>. Method: {source['method']}"
-            + (f" Notes: {source['notes']}" if source.get("notes") else ""),
+            f"{source['section']}. <{source['url']}>{' (' + source['url_note'] + ')' if source.get('url_note') else ''}. "
+            f"Method: {source['method']}" + (f" Notes: {source['notes']}" if source.get("notes") else ""),
         ]
     lines.append("")
     return "\n".join(lines)
