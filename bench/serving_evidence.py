@@ -442,11 +442,17 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
     for gpu in ("mi300x", "mi325x"):
         gp = [r for r in points if r["gpu"] == gpu]
         srcs = {r["source"] for r in gp}
-        lines.append(f"| {gpu} | ≥ 20 points from ≥ 3 sources | {len(gp)} points from {len(srcs)} sources |")
+        pubs = {sources[key]["publisher"] for key in srcs}
+        lines.append(
+            f"| {gpu} | ≥ 20 points from ≥ 3 sources | {len(gp)} points from {len(srcs)} sources ({len(pubs)} publishers) |"
+        )
     for gpu in ("l40s", "l4"):
         gp = [r for r in points if r["gpu"] == gpu and r["weights"] == "fp8"]
         engines = sorted({r["engine"] for r in gp})
-        lines.append(f"| {gpu} FP8 | measured | {len(gp)} points ({', '.join(engines) or 'none'}) |")
+        usable = sum(1 for r in gp if inexpressible_reason(r) is None and r["role"] == "evidence")
+        lines.append(
+            f"| {gpu} FP8 | measured | {len(gp)} points ({', '.join(engines) or 'none'}; {usable} predictable evidence) |"
+        )
     for model in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"):
         mp = [r for r in points if r["model"] == model]
         lines.append(f"| {model} | points | {len(mp)} ({', '.join(sorted({r['gpu'] for r in mp}))}) |")
