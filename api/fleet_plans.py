@@ -411,22 +411,11 @@ def milp_size_error(workloads: list[FleetWorkload], periods: int) -> PlannerInpu
     )
 
 
-def plan_fleet(
-    body: FleetPlanRequest,
-    catalog: Catalog,
-    default_provider: str = DEFAULT_PRICE_PROVIDER,
-    *,
-    deadline: Deadline | None = None,
-    solver_time_limit_s: float | None = None,
-) -> FleetOutcome:
-    """The cheapest fleet for `body` at the request's provider's prices (else `default_provider`'s).
-    The catalog is read here; the tables and the MILP run under `deadline` when one is given
-    (RequestTimeoutError past it, the work stopped), the MILP within api.settings.solver_time_limit_s
-    of `solver_time_limit_s` (the service's; None: the request's alone), the time left and the
-    request's `solver_time_limit_s`. Raises NotFoundError,
-    InfeasiblePlanError (a workload no configuration serves, or demand beyond inventory or
-    budget), PlannerInputError (no GPUs or precisions, a MILP past MAX_MILP_COLUMNS), SolverError."""
-    started = time.perf_counter()
+def fleet_inputs(
+    body: FleetPlanRequest, catalog: Catalog, default_provider: str = DEFAULT_PRICE_PROVIDER
+) -> tuple[FleetInputs, dict[str, ModelSpec]]:
+    """The specs a fleet plan is made of (`resolve_inputs`) and its models, read from the catalog;
+    NotFoundError, or PlannerInputError when no GPU type or no precision is left to plan with."""
     inputs = resolve_inputs(body, catalog, default_provider)
     models = {slug: catalog.model_spec(slug) for slug in dict.fromkeys(w.model for w in body.workloads)}
     if not inputs.gpus:
@@ -446,13 +435,44 @@ def plan_fleet(
                 constraint="precisions",
             )
         raise PlannerInputError("no precisions to plan with: allow at least one", constraint="precisions")
+    return inputs, models
+
+
+def table_jobs(body: FleetPlanRequest, inputs: FleetInputs, models: dict[str, ModelSpec]) -> list[_TableJob]:
+    """Each workload's candidate-table job, in the request's order (equal shapes give equal jobs)."""
+    grid = body.search.to_grid()
+    return [
+        (models[w.model], tuple(inputs.gpus), tuple(inputs.precisions), w.to_workload(), w.slo.to_slo(), grid)
+        for w in body.workloads
+    ]
+
+
+def plan_fleet(
+    body: FleetPlanRequest,
+    catalog: Catalog,
+    default_provider: str = DEFAULT_PRICE_PROVIDER,
+    *,
+    deadline: Deadline | None = None,
+    solver_time_limit_s: float | None = None,
+) -> FleetOutcome:
+    """The cheapest fleet for `body` at the request's provider's prices (else `default_provider`'s).
+    The catalog is read here; the tables and the MILP run under `deadline` when one is given
+    (RequestTimeoutError past it, the work stopped), the MILP within api.settings.solver_time_limit_s
+    of `solver_time_limit_s` (the service's; None: the request's alone), the time left and the
+    request's `solver_time_limit_s`. Raises NotFoundError,
+    InfeasiblePlanError (a workload no configuration serves, or demand beyond inventory or
+    budget), PlannerInputError (no GPUs or precisions, a MILP past MAX_MILP_COLUMNS), SolverError."""
+    started = time.perf_counter()
+    inputs, models = fleet_inputs(body, catalog, default_provider)
     configured = body.solver_time_limit_s if solver_time_limit_s is None else solver_time_limit_s
     if deadline is None:
-        return _plan(body, inputs, models, started=started, deadline=None, solver_time_limit_s=configured)
-    return deadline.run(_plan, body, inputs, models, started=started, deadline=deadline, solver_time_limit_s=configured)
+        return plan_with_tables(body, inputs, models, started=started, deadline=None, solver_time_limit_s=configured)
+    return deadline.run(
+        plan_with_tables, body, inputs, models, started=started, deadline=deadline, solver_time_limit_s=configured
+    )
 
 
-def _plan(
+def plan_with_tables(
     body: FleetPlanRequest,
     inputs: FleetInputs,
     models: dict[str, ModelSpec],
@@ -460,14 +480,15 @@ def _plan(
     started: float,
     deadline: Deadline | None,
     solver_time_limit_s: float,
+    tables: list[CandidateTable] | None = None,
+    candidates_ms: float | None = None,
 ) -> FleetOutcome:
-    """The tables and the MILP: pure work on specs already read (run under the request deadline)."""
-    grid = body.search.to_grid()
-    jobs = [
-        (models[w.model], tuple(inputs.gpus), tuple(inputs.precisions), w.to_workload(), w.slo.to_slo(), grid)
-        for w in body.workloads
-    ]
-    tables = candidate_tables(jobs, deadline)
+    """The tables and the MILP: pure work on specs already read (run under the request deadline).
+    `tables` (one per workload, in order) are used as given when an operation's tasks computed
+    them (api/fleet_operation.py), with `candidates_ms` the time they took; else they are computed here."""
+    jobs = table_jobs(body, inputs, models)
+    if tables is None:
+        tables = candidate_tables(jobs, deadline)
     by_workload: dict[str, CandidateTable] = {}
     workloads = []
     for w, table in zip(body.workloads, tables, strict=True):
@@ -477,7 +498,8 @@ def _plan(
         workloads.append(FleetWorkload(name=w.name, candidates=table.candidates, demand_rps=tuple(w.demand_rps)))
     if (too_large := milp_size_error(workloads, body.periods)) is not None:
         raise too_large
-    candidates_ms = (time.perf_counter() - started) * MS_PER_S
+    if candidates_ms is None:
+        candidates_ms = (time.perf_counter() - started) * MS_PER_S
     used = {c.gpu for w in workloads for c in w.candidates}
     spec = FleetSpec(
         workloads=tuple(workloads),
@@ -718,6 +740,13 @@ def create_fleet_plan(
     plan_id = new_fleet_plan_id()
     created_at = datetime.now(UTC)
     outcome = plan_fleet(body, catalog, default_provider, deadline=deadline, solver_time_limit_s=solver_time_limit_s)
+    return store_fleet_plan(body, outcome, fleet_plans, plan_id=plan_id, created_at=created_at)
+
+
+def store_fleet_plan(
+    body: FleetPlanRequest, outcome: FleetOutcome, fleet_plans: FleetPlans, *, plan_id: str, created_at: datetime
+) -> FleetPlanResponse:
+    """Store the planned fleet under `plan_id` and answer it as stored."""
     plan = fleet_plan_response(body, outcome, plan_id=plan_id, created_at=created_at)
     fleet_plans.save(
         plan_id=plan_id,

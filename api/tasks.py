@@ -1,6 +1,8 @@
 """Operations' work as Dramatiq tasks (docs/operations.md): an operation fans out into units (a
-sweep's points), each a message `run_unit(operation_id, index)`; the unit that completes the set
-sends `finish(operation_id)`, which assembles the result. Results go to the database
+sweep's points, a fleet plan's candidate tables), each a message `run_unit(operation_id, index)`;
+a kind with a gathering last unit (a fleet plan's MILP, `Kind.final_unit`) gets it sent by the unit
+that stores the others' last result; the unit that completes the set sends `finish(operation_id)`,
+which assembles the result. Results go to the database
 (catalog/operations.py), never to the broker, so any API replica answers GET /v1/operations/{id}.
 
 The broker is the settings' (api/settings.py): none configured, Dramatiq's in-memory StubBroker
@@ -37,6 +39,7 @@ from api.observability import Deadline
 from api.problems import problem_type_for
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
+from catalog.errors import NotFoundError
 from catalog.operations import ACTIVE_STATES, Operations, StoredOperation, restart_problem
 from catalog.repository import Catalog
 from planner.errors import HeadroomError
@@ -71,6 +74,9 @@ class Kind:
     result: Callable[[Any, list[Any], float], dict[str, Any]]
     #: Where the result is stored besides the operation (a fleet plan's own URL), from the units' results.
     location: Callable[[list[Any]], str | None] = lambda _units: None
+    #: A last unit that gathers every other unit's result (a fleet plan's MILP over its tables):
+    #: sent only once all of them are stored, given their results in order.
+    final_unit: Callable[[Any, list[Any], Settings, Session], Any] | None = None
 
 
 def _what_if_unit(prepared: Any, index: int, settings: Settings, _session: Session) -> Any:
@@ -92,6 +98,7 @@ KINDS: dict[str, Kind] = {
         run_unit=fleet_operation.run_unit,
         result=fleet_operation.result,
         location=fleet_operation.location,
+        final_unit=fleet_operation.final_unit,
     ),
 }
 
@@ -141,7 +148,10 @@ class TaskEngine:
         it too early) and send one message per unit."""
         with self._sessions() as session, session.begin():
             operation = Operations(session).create(kind=kind, request=request, units_total=units_total)
-        self.send_units(operation.id, range(units_total))
+        gathers = KINDS[kind].final_unit is not None
+        self.send_units(operation.id, range(units_total - 1 if gathers else units_total))
+        if gathers and units_total == 1:  # nothing to gather: the last unit can run now
+            self.send_units(operation.id, [0])
         if units_total == 0:  # nothing to fan out (a bulk re-plan of no deployments): finish it as it is
             self.finish_actor.send(operation.id)
         return operation
@@ -184,17 +194,27 @@ class TaskEngine:
 
     def run_unit(self, operation_id: str, index: int) -> None:
         """Compute unit `index` of the operation and store its result; nothing when it is stored
-        already or the operation is finished, failed or cancelled."""
+        already or the operation is finished, failed or cancelled, nor for a gathering last unit
+        while other units are not stored yet (a resumption sends it with them: the unit that
+        completes the others sends it again)."""
         with self._sessions() as session, session.begin():
-            operation = Operations(session).start_unit(operation_id, index)
+            operations = Operations(session)
+            if self._waits_for_others(operations, operation_id, index):
+                return
+            operation = operations.start_unit(operation_id, index)
         if operation is None:
             return
+        kind = KINDS[operation.kind]
+        last = operation.units_total - 1
         try:
-            kind = KINDS[operation.kind]
             prepared = self._prepare(operation)
             with self._sessions() as session, session.begin():
-                result = kind.run_unit(prepared, index, self.settings, session)
                 operations = Operations(session)
+                if kind.final_unit is not None and index == last:
+                    gathered = operations.unit_results(operation_id)[:last]
+                    result = kind.final_unit(prepared, gathered, self.settings, session)
+                else:
+                    result = kind.run_unit(prepared, index, self.settings, session)
                 if not operations.record_unit(operation_id, index, result):
                     raise _StoredMeanwhile  # a redelivered copy ran alongside and won: roll back what this one wrote
                 done = operations.get(operation_id)
@@ -205,6 +225,19 @@ class TaskEngine:
             return
         if done.units_done >= done.units_total and done.state == "running":
             self.finish_actor.send(operation_id)
+        elif kind.final_unit is not None and done.units_done == last and index != last and done.state == "running":
+            self.run_unit_actor.send(operation_id, last)  # every other unit is stored: gather them
+
+    @staticmethod
+    def _waits_for_others(operations: Operations, operation_id: str, index: int) -> bool:
+        """Whether unit `index` is a gathering last unit whose operation has other units not stored yet."""
+        try:
+            operation = operations.get(operation_id)
+        except NotFoundError:
+            return False  # start_unit answers it (nothing to do)
+        kind = KINDS.get(operation.kind)
+        last = operation.units_total - 1
+        return kind is not None and kind.final_unit is not None and index == last and operation.units_done < last
 
     def finish(self, operation_id: str) -> None:
         """Assemble the operation's result from its units' and mark it succeeded, once."""

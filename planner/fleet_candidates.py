@@ -54,8 +54,8 @@ from planner.step_model import StepModel
 from planner.units import MS_PER_S
 from planner.workload import Serving, Slo, Workload
 
-#: Upper bound on μ searches for one table, so a pathological request stays bounded; reaching it
-#: is reported (`exhaustive: false`). The same bound as planner/planning.py's search.
+#: Upper bound on μ searches for one GPU type of one table, so a pathological request stays
+#: bounded; reaching it is reported (`exhaustive: false`). The same bound as planner/planning.py's search.
 MAX_MU_SEARCHES = 400
 
 #: The rate, as a fraction of saturation, at which "no rate meets the SLO" is probed (as
@@ -277,48 +277,88 @@ def candidate_table(
 
     `workload`'s arrival rate is ignored (μ is per replica and does not depend on it). Every
     candidate that planner/candidates.py enumerates and that no kept candidate dominates is
-    kept, unless MAX_MU_SEARCHES stops the search first (`exhaustive` False). An empty table is
-    an answer: `drops` and `slo_refusals` say why. `checkpoint` is called before each (GPU, tp)
-    search; whatever it raises abandons the table (planner/fleet.py `Checkpoint`).
+    kept, unless MAX_MU_SEARCHES stops a GPU type's search first (`exhaustive` False). An empty
+    table is an answer: `drops` and `slo_refusals` say why. `checkpoint` is called before each
+    (GPU, tp) search; whatever it raises abandons the table (planner/fleet.py `Checkpoint`).
+
+    It is `merged_tables` of one `gpu_candidate_table` per GPU type, in order: a candidate only
+    ever dominates one of its own GPU type (`planner.fleet.dominates`), so the GPU types' searches
+    are independent, and an operation computes them as separate tasks (api/fleet_operation.py).
     """
+    return merged_tables(
+        [
+            gpu_candidate_table(
+                model=model, gpu=gpu, precisions=precisions, workload=workload, slo=slo, grid=grid,
+                max_mu_searches=max_mu_searches, checkpoint=checkpoint,
+            )
+            for gpu in gpus
+        ]
+    )  # fmt: skip
+
+
+def gpu_candidate_table(
+    *,
+    model: ModelSpec,
+    gpu: GpuSpec,
+    precisions: Sequence[Precision],
+    workload: Workload,
+    slo: Slo,
+    grid: CandidateGrid = CandidateGrid(),
+    max_mu_searches: int = MAX_MU_SEARCHES,
+    checkpoint: Checkpoint = no_checkpoint,
+) -> CandidateTable:
+    """One GPU type's part of `candidate_table`: its undominated candidates, drops and refusals,
+    the search bounded by `max_mu_searches` μ searches."""
     mix = workload.at_rate(1.0)
     groups, drops = enumerate_groups(
-        model=model, gpus=gpus, precisions=precisions, workload=mix, slo=slo, tp_degrees=grid.tp_degrees
+        model=model, gpus=(gpu,), precisions=precisions, workload=mix, slo=slo, tp_degrees=grid.tp_degrees
     )
-    distinct: dict[tuple[str, int, StepModel, int], list[Option]] = {}
+    by_tp: dict[int, list[Option]] = {}
+    seen: set[tuple[int, StepModel, int]] = set()
     enumerated = 0
     for group in groups:
         options = enumerate_options(group, mix, batch_limits=grid.batch_limits, chunk_budgets=grid.chunk_budgets)
         enumerated += len(options)
-        key = (group.gpu.slug, group.tp, group.step_model, group.kv_capacity_tokens)
-        if key not in distinct:  # identical physics (e.g. fp16 and bf16): same μ for every option
-            distinct[key] = options
+        key = (group.tp, group.step_model, group.kv_capacity_tokens)
+        if key not in seen:  # identical physics (e.g. fp16 and bf16): same μ for every option
+            seen.add(key)
+            by_tp.setdefault(group.tp, []).extend(options)
     search = _Search(mix=mix, slo=slo, max_mu_searches=max_mu_searches)
-    found: list[Candidate] = []
-    for gpu in dict.fromkeys(group.gpu.slug for group in groups):
-        by_tp: dict[int, list[Option]] = {}
-        for (slug, tp, _, _), options in distinct.items():
-            if slug == gpu:
-                by_tp.setdefault(tp, []).extend(options)
-        kept: list[Candidate] = []
-        for tp in sorted(by_tp):
-            checkpoint()
-            # A (gpu, tp) option must beat every kept divisor tp scaled up to tp GPUs, else it is dominated.
-            theta = max((tp // c.tp * c.max_rps_at_slo for c in kept if tp % c.tp == 0), default=0.0)
-            best = search.best_above(by_tp[tp], theta)
-            if best is not None:
-                kept.append(_candidate(best.option, best.mu_rps, best.saturation_rps))
-        found.extend(kept)
+    kept: list[Candidate] = []
+    for tp in sorted(by_tp):
+        checkpoint()
+        # A (gpu, tp) option must beat every kept divisor tp scaled up to tp GPUs, else it is dominated.
+        theta = max((tp // c.tp * c.max_rps_at_slo for c in kept if tp % c.tp == 0), default=0.0)
+        best = search.best_above(by_tp[tp], theta)
+        if best is not None:
+            kept.append(_candidate(best.option, best.mu_rps, best.saturation_rps))
     return CandidateTable(
-        candidates=undominated(found),
+        candidates=undominated(kept),
         options_enumerated=enumerated,
         groups=len(groups),
-        groups_searched=len(distinct),
+        groups_searched=len(seen),
         drops=tuple(drops),
         slo_refusals=tuple(search.refusals),
         mu_searches=search.mu_searches,
         predictions=search.predictions,
         exhaustive=search.exhaustive,
+    )
+
+
+def merged_tables(parts: Sequence[CandidateTable]) -> CandidateTable:
+    """One workload shape's table from its GPU types' parts (`gpu_candidate_table`), in order:
+    candidates, drops and refusals concatenated (no candidate dominates one of another GPU type,
+    so nothing more is dropped), the search's counts summed."""
+    return CandidateTable(
+        candidates=tuple(c for part in parts for c in part.candidates),
+        options_enumerated=sum(part.options_enumerated for part in parts),
+        groups=sum(part.groups for part in parts),
+        groups_searched=sum(part.groups_searched for part in parts),
+        drops=tuple(d for part in parts for d in part.drops),
+        slo_refusals=tuple(r for part in parts for r in part.slo_refusals),
+        mu_searches=sum(part.mu_searches for part in parts),
+        predictions=sum(part.predictions for part in parts),
+        exhaustive=all(part.exhaustive for part in parts),
     )
 
 

@@ -56,7 +56,9 @@ def _answer(plan: FleetPlanResponse, *, csv: bool, status_code: int, headers: di
     summary="Plan reserved, on-demand and spot GPUs for many workloads over periods of demand",
     responses={
         201: {"description": "The plan (stored; `Location` names it).", "content": _csv_content()},
-        **accepted_responses("asked with `Prefer: respond-async`; its `result_location` is the stored plan"),
+        **accepted_responses(
+            "asked with `Prefer: respond-async` or estimated past the threshold; its `result_location` is the stored plan"
+        ),
         **problem_responses(401, 403, 404, 422, 503),
     },
     description=f"""\
@@ -91,10 +93,13 @@ points; past one → 422 `invalid-request` naming the bound. A MILP of more than
 HEADROOM_SOLVER_TIME_LIMIT_S and what is left of the request's HEADROOM_REQUEST_TIMEOUT_S; past
 that timeout → 503 `request-timeout`, and the work stops (nothing is stored).
 
-With `Prefer: respond-async` the plan runs as an operation instead: 202 with the queued operation
-and `Location: /v1/operations/{{id}}`; the plan is then bounded by the operation's time (9 minutes),
-not the request's, and once `succeeded` the operation's `result` is this route's answer and its
-`result_location` the stored plan (docs/operations.md).""",
+With `Prefer: respond-async`, or without it when the plan is estimated to take longer than
+HEADROOM_ASYNC_THRESHOLD_S (distinct workload shapes × GPU types × {fleet_operation.TABLE_COST_S} s a
+candidate table), the plan runs as an operation instead: 202 with the queued operation and
+`Location: /v1/operations/{{id}}`. Its candidate tables, one per (shape, GPU type), are computed by
+the task workers and the MILP solved in a last unit; each unit is bounded by the operation's time
+(9 minutes), not the request's, and once `succeeded` the operation's `result` is this route's
+answer and its `result_location` the stored plan (docs/operations.md).""",
 )
 def create_fleet_plan(
     body: FleetPlanRequest,
@@ -114,11 +119,10 @@ def create_fleet_plan(
     errors = body.field_errors()
     if errors:
         raise RequestValidationError(errors)
-    if prefers_async(prefer):  # one unit, the whole plan, by a task worker (api/fleet_operation.py)
-        operation = tasks.submit(
-            kind=fleet_operation.OPERATION_KIND, request=fleet_operation.operation_request(body, settings), units_total=1
-        )
-        return idempotency.respond(body, accepted(operation, asked=True))
+    asked = prefers_async(prefer)
+    if fleet_operation.runs_as_operation(body, catalog, settings, asked=asked):  # tables fan out to task workers
+        operation = fleet_operation.start_operation(body, catalog, settings, tasks)
+        return idempotency.respond(body, accepted(operation, asked=asked))
     plan = service.create_fleet_plan(
         body,
         catalog,

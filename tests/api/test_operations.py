@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import os
 import signal
 import time
@@ -18,10 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
-from api import tasks
+from api import fleet_operation, tasks
 from api.app import create_app
 from api.cli import main
+from api.schemas.fleet_plans import FleetPlanRequest
 from api.settings import Settings, SettingsError
+from planner.candidates import Drop
+from planner.fleet_candidates import CandidateTable, SloRefusal
+from planner.optimizer import Candidate
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, ADMIN_KEY, assert_problem, bad_fields, serve_headroom
 
@@ -276,18 +281,62 @@ FLEET: dict[str, Any] = {
 }
 
 
-def test_a_fleet_plan_asked_async_is_planned_and_stored_by_a_worker(working: ApiClient) -> None:
-    accepted = working.post("/v1/fleet-plans", json=FLEET, headers=ASYNC)
+#: Two shapes (chat, and summarise with an E2E SLO), the chat shape shared by two workloads.
+FLEET_SHAPES: dict[str, Any] = {
+    **FLEET,
+    "workloads": [
+        *FLEET["workloads"],
+        {"name": "summarise", "model": "llama-3.1-8b", "prompt_tokens": {"mean": 3000, "p99": 8000},
+         "output_tokens": {"mean": 300, "p99": 800}, "slo": {"e2e_s": 60}, "demand_rps": [2, 3, 4, 2]},
+        {**FLEET["workloads"][0], "name": "chat-eu", "demand_rps": [3, 9, 4, 3]},
+    ],
+    "include_candidates": True,
+}  # fmt: skip
+
+
+def without_fleet_timings(plan: dict[str, Any]) -> dict[str, Any]:
+    """A fleet plan less what differs between any two runs: its id, time and timings."""
+    rest = {k: v for k, v in plan.items() if k not in ("id", "created_at", "plan_ms")}
+    return {
+        **rest,
+        "candidate_search": {k: v for k, v in plan["candidate_search"].items() if k != "ms"},
+        "solver": {k: v for k, v in plan["solver"].items() if k != "solve_ms"},
+    }
+
+
+def test_a_fleet_plan_asked_async_fans_its_tables_out_and_equals_the_synchronous_plan(working: ApiClient) -> None:
+    """2 shapes × 2 GPU types = 4 table units and the MILP's unit: the stored plan equals the
+    synchronous route's field by field (candidates, periods, costs, shadow prices, search counts)."""
+    accepted = working.post("/v1/fleet-plans", json=FLEET_SHAPES, headers=ASYNC)
     assert accepted.status_code == 202, accepted.text
     assert accepted.headers["Preference-Applied"] == "respond-async"
-    assert accepted.json()["kind"] == "fleet-plan" and accepted.json()["progress"]["total"] == 1
-    done = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert accepted.json()["kind"] == "fleet-plan" and accepted.json()["progress"]["total"] == 2 * 2 + 1
+    readings = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))
+    done = readings[-1]
     assert done["state"] == "succeeded", done
+    assert done["progress"] == {"done": 5, "total": 5, "eta_s": None}
+    dones = [reading["progress"]["done"] for reading in readings]
+    assert dones == sorted(dones)
     stored = working.get(done["result_location"])
     assert stored.status_code == 200 and done["result_location"] == f"/v1/fleet-plans/{done['result']['id']}"
     assert stored.json() == done["result"]
-    synchronous = working.post("/v1/fleet-plans", json=FLEET, headers=ADMIN_HEADERS).json()
-    assert synchronous["cost"] == done["result"]["cost"]
+    synchronous = working.post("/v1/fleet-plans", json=FLEET_SHAPES, headers=ADMIN_HEADERS)
+    assert synchronous.status_code == 201, synchronous.text
+    assert without_fleet_timings(done["result"]) == without_fleet_timings(synchronous.json())
+    assert done["result"]["candidate_search"]["distinct_tables"] == 2
+    assert {c["gpu"] for c in done["result"]["candidates"]["chat"]} <= {"l40s", "h100-sxm"}
+
+
+def test_a_fleet_plan_estimated_past_the_threshold_runs_as_an_operation_unasked(make_client: Any, seeded: ApiClient) -> None:
+    """2 shapes × 2 GPU types × 0.065 s + 3 workloads × 4 periods × 7.4 ms = 0.26 + 0.0888 = 0.3488 s
+    estimated: over a 0.1 s threshold, under the default 20 s; 50 workloads × 24 periods of 12 shapes
+    on 7 GPU types: 84 × 0.065 + 1,200 × 0.0074 = 5.46 + 8.88 = 14.3 s, still answered at once."""
+    assert fleet_operation.estimated_plan_s(FleetPlanRequest.model_validate(FLEET_SHAPES), 2) == pytest.approx(0.3488)
+    quick = make_client(async_threshold_s=0.1)
+    response = quick.post("/v1/fleet-plans", json=FLEET_SHAPES, headers=ADMIN_HEADERS)
+    assert response.status_code == 202, response.text
+    assert "Preference-Applied" not in response.headers and response.json()["progress"]["total"] == 5
+    assert seeded.post("/v1/fleet-plans", json=FLEET_SHAPES, headers=ADMIN_HEADERS).status_code == 201
 
 
 def test_an_infeasible_fleet_plan_fails_its_operation_at_once_with_the_problem(working: ApiClient) -> None:
@@ -317,3 +366,22 @@ def test_a_unit_that_keeps_failing_fails_its_operation_after_its_attempts(
     problem = done["problem"]
     assert problem["type"] == "urn:headroom:problem:operation-failed" and problem["attempts"] == tasks.MAX_UNIT_ATTEMPTS
     assert "RuntimeError: unit" in problem["detail"] and "is poison" in problem["detail"]
+
+
+def test_a_candidate_table_travels_through_a_units_json_unchanged() -> None:
+    """A table unit's result is stored as JSON (PostgreSQL's jsonb has no infinity): a drop's
+    infinite bound travels as text and comes back a float; candidates, refusals and counts as they were."""
+    table = CandidateTable(
+        candidates=(
+            Candidate(id="h100-sxm/bf16/tp1/b64", gpu="h100-sxm", tp=1, weights_precision="bf16", kv_precision="bf16",
+                      batch_limit=64, chunk_tokens=None, gpus_per_replica=1, cost_usd_per_hour=6.155,
+                      max_rps_at_slo=1 / 3, saturation_rps=0.41),
+        ),
+        options_enumerated=12, groups=2, groups_searched=1,
+        drops=(Drop(gpu="l40s", weights_precision="bf16", kv_precision="bf16", tp=1, constraint="tpot",
+                    reason="unstable", bound_s=math.inf, target_s=0.06),),
+        slo_refusals=(SloRefusal(option_id="h100-sxm/bf16/tp1/b256", constraint="ttft", reason="too slow"),),
+        mu_searches=3, predictions=17, exhaustive=True,
+    )  # fmt: skip
+    stored = json.loads(json.dumps(fleet_operation.table_json(table), allow_nan=False))
+    assert fleet_operation.table_from_json(stored) == table

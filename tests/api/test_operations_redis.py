@@ -28,7 +28,7 @@ from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.repository import Catalog
 from tests.api.conftest import ADMIN_KEY, ROOT, serve_headroom
-from tests.api.test_operations import ASYNC, SHAPE, without_timings
+from tests.api.test_operations import ASYNC, FLEET_SHAPES, SHAPE, without_fleet_timings, without_timings
 
 REDIS_URL_ENV = "HEADROOM_TEST_REDIS_URL"
 #: A worker silent this long is taken for dead and its messages redelivered (Dramatiq's default is 60 s).
@@ -154,3 +154,27 @@ def test_two_workers_on_redis_give_the_in_process_points_and_survive_a_kill_9(tm
         assert b"worker stopping (SIGTERM)" in (tmp_path / "worker-b.log").read_bytes()
     expected = synchronous_sweep(broker_env["HEADROOM_DATABASE_URL"])
     assert without_timings(operation["result"]) == without_timings(expected)
+
+
+def test_a_fleet_plans_tables_fan_out_over_two_workers_on_redis_to_the_synchronous_plan(
+    tmp_path: Path, broker_env: dict[str, str]
+) -> None:
+    """FLEET_SHAPES' 2 shapes × 2 GPU types: four table units spread over two worker processes,
+    the MILP's unit sent once all four are stored; the plan equals the one the API answers at once."""
+    with (
+        serve_headroom(tmp_path, env=broker_env) as served,
+        httpx.Client(base_url=served.base_url, timeout=60) as client,
+        worker(tmp_path, broker_env, "worker-a"),
+        worker(tmp_path, broker_env, "worker-b"),
+    ):
+        accepted = client.post("/v1/fleet-plans", json=FLEET_SHAPES, headers=ASYNC)
+        assert accepted.status_code == 202, accepted.text
+        deadline = time.monotonic() + OPERATION_TIMEOUT_S
+        while (operation := client.get(accepted.headers["Location"]).json())["state"] in ("queued", "running"):
+            assert time.monotonic() < deadline, f"not finished in {OPERATION_TIMEOUT_S} s: {operation['progress']}"
+            time.sleep(0.1)
+        assert operation["state"] == "succeeded", operation
+        assert operation["progress"] == {"done": 5, "total": 5, "eta_s": None}
+        synchronous = client.post("/v1/fleet-plans", json=FLEET_SHAPES, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+        assert synchronous.status_code == 201, synchronous.text
+    assert without_fleet_timings(operation["result"]) == without_fleet_timings(synchronous.json())

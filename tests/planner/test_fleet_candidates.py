@@ -15,6 +15,8 @@ from planner.fleet_candidates import (
     CandidateGrid,
     CandidateTables,
     candidate_table,
+    gpu_candidate_table,
+    merged_tables,
     no_candidates_error,
 )
 from planner.memory import kv_capacity_tokens
@@ -174,3 +176,19 @@ def test_no_gpus_or_precisions_is_an_input_error() -> None:
         CandidateTables(gpus=(), precisions=(FP16_PRECISION,))
     with pytest.raises(PlannerInputError):
         CandidateTables(gpus=(H100,), precisions=())
+
+
+def test_a_table_is_its_gpu_types_parts_merged_each_part_holding_only_its_own_gpu() -> None:
+    """A candidate only dominates one of its own GPU type (same k, g'/g whole, k·μ' ≥ μ), so the
+    H100 and A100 searches are independent: each part holds only its GPU type's candidates and
+    drops, and the parts concatenated in order with their counts summed are the whole table — what
+    a fleet-plan operation's task workers compute apart and its last unit gathers."""
+    kwargs = {"model": LLAMA_2_70B, "precisions": (FP16_PRECISION, FP8_PRECISION), "workload": MIX, "slo": SLO, "grid": GRID}
+    parts = [gpu_candidate_table(gpu=gpu, **kwargs) for gpu in (H100, A100)]  # type: ignore[arg-type]
+    for part, slug in zip(parts, ("h100-sxm", "a100-80gb-sxm"), strict=True):
+        assert part.candidates and {c.gpu for c in part.candidates} == {slug}
+        assert {d.gpu for d in part.drops} <= {slug}
+    whole = candidate_table(gpus=(H100, A100), **kwargs)  # type: ignore[arg-type]
+    assert merged_tables(parts) == whole
+    assert whole.predictions == parts[0].predictions + parts[1].predictions
+    assert whole.candidates == parts[0].candidates + parts[1].candidates
