@@ -45,7 +45,10 @@ class BulkReplanResult(BaseModel):
 
 
 class OperationProgress(BaseModel):
-    done: int = Field(ge=0, description="Units of work done (a what-if sweep's points).")
+    done: int = Field(
+        ge=0,
+        description="Units of work done (a what-if sweep's points; a fleet plan's candidate tables, one per workload shape and GPU type, then its MILP; a bulk re-plan's deployments).",
+    )
     total: int = Field(ge=0, description="Units of work in all.")
     eta_s: float | None = Field(
         default=None, ge=0, description="Seconds left at the rate units have been done so far; null until one is done."

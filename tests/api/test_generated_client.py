@@ -27,6 +27,7 @@ import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,8 @@ from tests.api.conftest import ADMIN_KEY, serve_headroom
 GENERATE_TIMEOUT_S = 60.0
 SCRIPT_TIMEOUT_S = 60.0
 PACKAGE = "headroom_client"
+#: Headroom's template overrides for the generator: the package's __init__ gains `wait_operation`.
+CLIENT_TEMPLATES = Path(__file__).resolve().parents[2] / "openapi" / "client-templates"
 #: FastAPI's fallback names (`Body_create_plan_v1_plans_post`, `create_plan_v1_plans_post`): a
 #: route or body without a name of its own. None may reach the generated client.
 FALLBACK_NAME = re.compile(r"(^body_|_v1_)")
@@ -109,6 +112,47 @@ CLIENT_SCRIPT = textwrap.dedent(
 )
 
 
+WAIT_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import sys
+
+    import httpx
+
+    from headroom_client import AuthenticatedClient, OperationFailedError, wait_operation
+    from headroom_client.api.what_if import what_if_sweep
+    from headroom_client.models import OperationRead, WhatIfRequest, WhatIfResponse
+
+    base_url, key = sys.argv[1], sys.argv[2]
+    client = AuthenticatedClient(base_url=base_url, token=key, raise_on_unexpected_status=True, timeout=httpx.Timeout(60.0))
+    body = WhatIfRequest.from_dict({
+        "model": "llama-3.1-8b", "workload": {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}},
+        "slo": {"ttft_ms": 1000, "tpot_ms": 60}, "constraints": {"gpus": ["h100-sxm"]},
+        "sweep": {"arrival_rate_range": {"start_rps": 1, "stop_rps": 200, "steps": 20}},
+    })
+    accepted = what_if_sweep.sync_detailed(client=client, body=body, prefer="respond-async")
+    assert isinstance(accepted.parsed, OperationRead), accepted.content
+    readings = []
+    done = wait_operation(
+        client, accepted.parsed.id, progress=lambda op: readings.append((op.state.value, op.progress.done, op.progress.total)),
+        poll_s=0.02, timeout_s=60,
+    )
+    try:
+        wait_operation(client, "0" * 32, timeout_s=5)
+        unknown = "no error"
+    except OperationFailedError as error:
+        unknown = str(error)
+    synchronous = what_if_sweep.sync(client=client, body=body)
+    assert isinstance(done.result, WhatIfResponse) and isinstance(synchronous, WhatIfResponse)
+    print(json.dumps({
+        "status": int(accepted.status_code), "location": accepted.headers.get("location"), "id": accepted.parsed.id,
+        "readings": readings, "state": done.state.value, "result": done.result.to_dict(),
+        "synchronous": synchronous.to_dict(), "unknown": unknown,
+    }))
+    """
+)
+
+
 def _generator() -> list[str]:
     """The openapi-python-client installed next to this interpreter (the `test` extras install it)."""
     script = Path(sys.executable).with_name("openapi-python-client")
@@ -125,7 +169,7 @@ def _generate(out: Path) -> None:
     document.write_text(openapi_document(), encoding="utf-8")
     done = subprocess.run(
         [*_generator(), "generate", "--path", str(document), "--output-path", str(out / PACKAGE),
-         "--meta", "none", "--fail-on-warning"],
+         "--meta", "none", "--fail-on-warning", "--custom-template-path", str(CLIENT_TEMPLATES)],
         check=False, cwd=out, env=env, capture_output=True, text=True, timeout=GENERATE_TIMEOUT_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
@@ -216,3 +260,31 @@ def test_a_generated_client_plans_reads_back_and_reads_csv_over_http(live: tuple
     sweep_rows = list(csv.DictReader(io.StringIO(out["sweep_csv"], newline="")))
     assert list(sweep_rows[0]) == list(WHAT_IF_CSV_COLUMNS) and len(sweep_rows) == 1
     assert out["sweep_request_round_trip"] is True
+
+
+def test_the_generated_clients_wait_operation_reports_progress_until_the_operation_ends(live: tuple[Path, str]) -> None:
+    """Headroom's client template adds `wait_operation(client, id, progress=...)`: an async sweep
+    (202, `Prefer: respond-async` through the generated `prefer` argument) is waited on over HTTP,
+    the callback sees every reading with progress only moving forward and the last one final, and
+    the result is the synchronous sweep's points; an unknown id raises with the 404."""
+    generated, server = live
+    env = {**os.environ, "PYTHONPATH": str(generated)}
+    done = subprocess.run(
+        [sys.executable, "-c", WAIT_SCRIPT, server, ADMIN_KEY],
+        check=False, cwd=generated, env=env, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["status"] == 202 and out["location"] == f"/v1/operations/{out['id']}"
+    readings = out["readings"]
+    assert len(readings) >= 2, "read while it ran (20 points of ~20 ms), then final"
+    assert readings[-1] == ["succeeded", 20, 20] and out["state"] == "succeeded"
+    assert all(state in ("queued", "running") for state, _, _ in readings[:-1])
+    dones = [done for _, done, _ in readings]
+    assert dones == sorted(dones) and {total for _, _, total in readings} == {20}
+
+    def points(answer: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in point.items() if k != "plan_ms"} for point in answer["points"]]
+
+    assert points(out["result"]) == points(out["synchronous"])
+    assert "404" in out["unknown"]
