@@ -48,6 +48,12 @@ class NotReadyError(ApiError):
     title = "Not ready"
 
 
+class BrokerUnavailableError(ApiError):
+    """An operation could not be handed to the task broker (Redis unreachable): it is stored failed, with this reason."""
+
+    title = "Broker unavailable"
+
+
 class RequestTimeoutError(ApiError):
     """Planning work did not finish within the service's request timeout (api.observability.Deadline)."""
 

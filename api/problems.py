@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api.errors import (
     ApiError,
     AuthenticationError,
+    BrokerUnavailableError,
     MalformedHeaderError,
     NotReadyError,
     PermissionDeniedError,
@@ -100,6 +101,7 @@ PROBLEM_TYPES: dict[type[BaseException], ProblemType] = {
     MalformedHeaderError: ProblemType(status=400, name="malformed-header"),
     NotReadyError: ProblemType(status=503, name="not-ready"),
     RequestTimeoutError: ProblemType(status=503, name="request-timeout"),
+    BrokerUnavailableError: ProblemType(status=503, name="broker-unavailable"),
     IdempotencyConflictError: ProblemType(status=409, name="idempotency-conflict"),
     PayloadTooLargeError: ProblemType(status=413, name="payload-too-large"),
     UnsupportedMediaTypeError: ProblemType(status=415, name="unsupported-media-type"),

@@ -35,6 +35,7 @@ from dramatiq.middleware import CurrentMessage
 from sqlalchemy.orm import Session, sessionmaker
 
 from api import bulk_replan, fleet_operation, what_if
+from api.errors import BrokerUnavailableError
 from api.observability import Deadline
 from api.problems import problem_type_for
 from api.settings import Settings
@@ -149,11 +150,26 @@ class TaskEngine:
         with self._sessions() as session, session.begin():
             operation = Operations(session).create(kind=kind, request=request, units_total=units_total)
         gathers = KINDS[kind].final_unit is not None
-        self.send_units(operation.id, range(units_total - 1 if gathers else units_total))
-        if gathers and units_total == 1:  # nothing to gather: the last unit can run now
-            self.send_units(operation.id, [0])
-        if units_total == 0:  # nothing to fan out (a bulk re-plan of no deployments): finish it as it is
-            self.finish_actor.send(operation.id)
+        try:
+            self.send_units(operation.id, range(units_total - 1 if gathers else units_total))
+            if gathers and units_total == 1:  # nothing to gather: the last unit can run now
+                self.send_units(operation.id, [0])
+            if units_total == 0:  # nothing to fan out (a bulk re-plan of no deployments): finish it as it is
+                self.finish_actor.send(operation.id)
+        except Exception as exc:  # the broker is gone: say so now rather than leave it queued forever
+            reason = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+            detail = f"operation {operation.id} could not be handed to the task broker ({reason}); retry later"
+            logger.error("%s", detail)
+            self._fail(
+                operation.id,
+                {
+                    "type": "urn:headroom:problem:broker-unavailable",
+                    "title": "Broker unavailable",
+                    "status": 503,
+                    "detail": detail,
+                },
+            )
+            raise BrokerUnavailableError(detail, operation_id=operation.id) from exc
         return operation
 
     def send_units(self, operation_id: str, units: Iterable[int]) -> None:

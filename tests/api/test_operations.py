@@ -110,6 +110,20 @@ def test_a_sweep_estimated_past_the_threshold_runs_as_an_operation_unasked(make_
     assert "Preference-Applied" not in response.headers
 
 
+def test_a_broker_that_cannot_be_reached_is_a_503_and_the_operation_is_failed_not_left_queued(
+    make_client: Any, seeded: ApiClient
+) -> None:
+    """Broker loss at submission (nothing listens on port 1): the operation is stored, its messages
+    cannot be sent, so it is failed at once with the reason and the client gets 503 broker-unavailable
+    naming it; no operation waits in `queued` for messages that were never sent."""
+    lost = make_client(broker_url="redis://127.0.0.1:1/0", broker_namespace="headroom-test-lost")
+    body = assert_problem(lost.post("/v1/what-if", json=SWEEP, headers=ASYNC), 503, "broker-unavailable")
+    assert "task broker" in body["detail"] and "Connection" in body["detail"]
+    operation = seeded.get(f"/v1/operations/{body['operation_id']}").json()
+    assert operation["state"] == "failed" and operation["problem"]["type"] == "urn:headroom:problem:broker-unavailable"
+    assert seeded.get("/v1/operations", params={"state": "queued"}).json()["total"] == 0
+
+
 def test_unknown_operations_are_404_and_the_list_is_filtered_and_paged(seeded: ApiClient) -> None:
     assert_problem(seeded.get("/v1/operations/" + "0" * 32), 404, "not-found")
     assert_problem(seeded.get("/v1/operations/nope"), 404, "not-found")
