@@ -3,7 +3,9 @@ an API process that only enqueues and two `headroom worker` processes, each test
 namespace of its own. A 500-point what-if sweep gives the points the synchronous sweep gives in
 process, and SIGKILL of one worker mid-operation loses nothing: Redis hands the messages it held
 to the other once its heartbeat is HEARTBEAT_TIMEOUT_S old (checked on every broker command here,
-HEADROOM_BROKER_MAINTENANCE_CHANCE=1000000). The other worker then stops cleanly on SIGTERM."""
+HEADROOM_BROKER_MAINTENANCE_CHANCE=1000000). The other worker then stops cleanly on SIGTERM. A
+fleet plan's tables fan out over two workers to the synchronous plan; an operation queued before
+an API restart is reported by the next API process and run by a worker started later."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.repository import Catalog
 from tests.api.conftest import ADMIN_KEY, ROOT, serve_headroom
-from tests.api.test_operations import ASYNC, FLEET_SHAPES, SHAPE, without_fleet_timings, without_timings
+from tests.api.test_operations import ASYNC, FLEET_SHAPES, SHAPE, SWEEP, without_fleet_timings, without_timings
 
 REDIS_URL_ENV = "HEADROOM_TEST_REDIS_URL"
 #: A worker silent this long is taken for dead and its messages redelivered (Dramatiq's default is 60 s).
@@ -178,3 +180,32 @@ def test_a_fleet_plans_tables_fan_out_over_two_workers_on_redis_to_the_synchrono
         synchronous = client.post("/v1/fleet-plans", json=FLEET_SHAPES, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
         assert synchronous.status_code == 201, synchronous.text
     assert without_fleet_timings(operation["result"]) == without_fleet_timings(synchronous.json())
+
+
+def test_an_operation_queued_before_an_api_restart_is_reported_after_it_and_run_by_a_later_worker(
+    tmp_path: Path, broker_env: dict[str, str]
+) -> None:
+    """No worker yet: a sweep is queued (its 20 messages in Redis), the API is killed (SIGKILL) and
+    started again; the new process reports the operation as it was (queued, 0/20, not resumed: the
+    messages are the broker's, not the process's), and a worker started afterwards runs it to the
+    synchronous route's points."""
+    with serve_headroom(tmp_path, env=broker_env) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
+        accepted = client.post("/v1/what-if", json=SWEEP, headers=ASYNC)
+        assert accepted.status_code == 202, accepted.text
+        location = accepted.headers["Location"]
+        os.killpg(served.process.pid, signal.SIGKILL)
+        served.process.wait(timeout=10)
+    with serve_headroom(tmp_path, env=broker_env) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
+        before = client.get(location).json()
+        assert (before["state"], before["progress"]["done"], before["progress"]["total"], before["attempts"]) == (
+            "queued", 0, 20, 1,
+        ), before  # fmt: skip
+        with worker(tmp_path, broker_env, "worker-late"):
+            deadline = time.monotonic() + OPERATION_TIMEOUT_S
+            while (operation := client.get(location).json())["state"] in ("queued", "running"):
+                assert time.monotonic() < deadline, f"not finished in {OPERATION_TIMEOUT_S} s: {operation['progress']}"
+                time.sleep(0.1)
+        assert operation["state"] == "succeeded", operation
+        synchronous = client.post("/v1/what-if", json=SWEEP, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+        assert synchronous.status_code == 200, synchronous.text
+    assert without_timings(operation["result"]) == without_timings(synchronous.json())
