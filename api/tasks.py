@@ -219,6 +219,7 @@ class TaskEngine:
                 return
             operation = operations.start_unit(operation_id, index)
         if operation is None:
+            self._follow_up(operation_id, index)
             return
         kind = KINDS[operation.kind]
         last = operation.units_total - 1
@@ -239,10 +240,28 @@ class TaskEngine:
         except Exception as exc:  # noqa: BLE001  any failure is counted, retried, then fails the operation visibly
             self._unit_failed(operation_id, index, exc)
             return
-        if done.units_done >= done.units_total and done.state == "running":
-            self.finish_actor.send(operation_id)
-        elif kind.final_unit is not None and done.units_done == last and index != last and done.state == "running":
-            self.run_unit_actor.send(operation_id, last)  # every other unit is stored: gather them
+        self._send_next(done, index)
+
+    def _send_next(self, operation: StoredOperation, index: int) -> None:
+        """After unit `index` is stored: the finishing step once every unit is, or a gathering last unit once the others are."""
+        if operation.state != "running":
+            return
+        last = operation.units_total - 1
+        if operation.units_done >= operation.units_total:
+            self.finish_actor.send(operation.id)
+        elif KINDS[operation.kind].final_unit is not None and operation.units_done == last and index != last:
+            self.run_unit_actor.send(operation.id, last)  # every other unit is stored: gather them
+
+    def _follow_up(self, operation_id: str, index: int) -> None:
+        """A unit found stored already (a redelivered message): its first delivery may have died
+        between storing the result and sending what comes next, so send that again (both are idempotent)."""
+        with self._sessions() as session:
+            try:
+                operation = Operations(session).get(operation_id)
+            except NotFoundError:
+                return
+        if index < operation.units_total:
+            self._send_next(operation, index)
 
     @staticmethod
     def _waits_for_others(operations: Operations, operation_id: str, index: int) -> bool:

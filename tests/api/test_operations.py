@@ -24,6 +24,8 @@ from api.app import create_app
 from api.cli import main
 from api.schemas.fleet_plans import FleetPlanRequest
 from api.settings import Settings, SettingsError
+from catalog.db import make_engine, make_session_factory
+from catalog.operations import Operations
 from planner.candidates import Drop
 from planner.fleet_candidates import CandidateTable, SloRefusal
 from planner.optimizer import Candidate
@@ -399,3 +401,40 @@ def test_a_candidate_table_travels_through_a_units_json_unchanged() -> None:
     )  # fmt: skip
     stored = json.loads(json.dumps(fleet_operation.table_json(table), allow_nan=False))
     assert fleet_operation.table_from_json(stored) == table
+
+
+def test_a_redelivered_unit_found_stored_sends_again_what_its_first_delivery_may_have_lost(migrated_database_url: str) -> None:
+    """A worker that stored a unit's result and died before sending what comes next (the finishing
+    step; a fleet plan's gathering last unit) leaves that message unsent, while Redis redelivers the
+    unit's own. The redelivered unit finds its result stored and sends the next message again. A
+    gathering last unit delivered before the others are stored (a resumption sends it early) does
+    nothing: the operation is not even marked running."""
+    engine = tasks.TaskEngine(Settings(database_url=migrated_database_url))
+    sessions = make_session_factory(make_engine(migrated_database_url))
+    queue = engine.broker.queues[tasks.QUEUE]  # type: ignore[attr-defined]  # StubBroker's in-memory queue
+
+    def store(operation_id: str, index: int) -> None:
+        with sessions() as session, session.begin():
+            assert Operations(session).start_unit(operation_id, index) is not None
+            assert Operations(session).record_unit(operation_id, index, {"unit": index})
+
+    def sent() -> list[str]:
+        names = []
+        while not queue.empty():
+            message = queue.get_nowait()
+            names.append(json.loads(message)["actor_name"])
+        return names
+
+    with sessions() as session, session.begin():
+        sweep_operation = Operations(session).create(kind="what-if", request={}, units_total=1)
+        fleet = Operations(session).create(kind="fleet-plan", request={}, units_total=3)
+    engine.run_unit(fleet.id, 2)  # the MILP's unit, tables not stored: waits
+    with sessions() as session:
+        assert Operations(session).get(fleet.id).state == "queued"
+    store(sweep_operation.id, 0)
+    store(fleet.id, 0)
+    store(fleet.id, 1)
+    sent()
+    engine.run_unit(sweep_operation.id, 0)  # redelivered: stored already
+    engine.run_unit(fleet.id, 1)
+    assert sent() == ["finish_operation", "run_unit"]
