@@ -88,7 +88,7 @@ class Settings:
     with `headroom worker` processes, its keys under `broker_namespace`. Redis redelivers a task a
     dead worker held once no heartbeat came from it for `broker_heartbeat_timeout_s`, checked on
     `broker_maintenance_chance` of every million broker commands. `worker_threads` is each
-    worker's task threads (the embedded one's too). A what-if sweep estimated to take longer than
+    worker's task threads (the embedded one's too). A what-if sweep or fleet plan estimated to take longer than
     `async_threshold_s` is answered 202 and run as an operation.
     """
 
