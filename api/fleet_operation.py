@@ -76,10 +76,6 @@ class Prepared:
     #: each workload's shape, an index into `shapes`, in the request's order
     workload_shapes: tuple[int, ...]
 
-    @property
-    def table_units(self) -> int:
-        return len(self.shapes) * len(self.inputs.gpus)
-
 
 def _shapes(
     body: FleetPlanRequest, inputs: fleet_plans.FleetInputs, models: dict[str, ModelSpec]

@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import Engine
 
 from api import fleet_operation, tasks
 from api.app import create_app
@@ -409,8 +410,16 @@ def test_a_redelivered_unit_found_stored_sends_again_what_its_first_delivery_may
     unit's own. The redelivered unit finds its result stored and sends the next message again. A
     gathering last unit delivered before the others are stored (a resumption sends it early) does
     nothing: the operation is not even marked running."""
-    engine = tasks.TaskEngine(Settings(database_url=migrated_database_url))
-    sessions = make_session_factory(make_engine(migrated_database_url))
+    database = make_engine(migrated_database_url)
+    try:
+        redelivered_after_a_lost_send(database, migrated_database_url)
+    finally:
+        database.dispose()  # no connection left for the garbage collector to warn about in a later test
+
+
+def redelivered_after_a_lost_send(database: Engine, database_url: str) -> None:
+    sessions = make_session_factory(database)
+    engine = tasks.TaskEngine(Settings(database_url=database_url), session_factory=sessions)
     queue = engine.broker.queues[tasks.QUEUE]  # type: ignore[attr-defined]  # StubBroker's in-memory queue
 
     def store(operation_id: str, index: int) -> None:
