@@ -1,6 +1,7 @@
 """`headroom worker`: a Dramatiq worker process running operations' tasks (api/tasks.py) from the
-broker in HEADROOM_BROKER_URL; and `headroom operations wait ID`: follow an operation on a running
-service, its progress on stderr, its result as JSON on stdout.
+broker in HEADROOM_BROKER_URL; `headroom operations wait ID`: follow an operation on a running
+service, its progress on stderr, its result as JSON on stdout; and `headroom operations resume`:
+send again the units of operations a broker lost (Redis restarted without persistence).
 
 Exit codes of `operations wait`: 0 succeeded; 1 failed or cancelled (the problem on stderr);
 2 unknown operation or rejected key; 4 service unreachable, or still unfinished after --timeout.
@@ -47,6 +48,13 @@ def add_commands(commands: Any) -> None:
     wait.add_argument("--url", default=DEFAULT_URL, help=f"the service (default {DEFAULT_URL}); API key from {API_KEY_ENV}")
     wait.add_argument("--timeout", type=float, default=3600.0, help="give up after this many seconds (default 3600)")
     wait.set_defaults(run=run_wait)
+    resume = operations.add_parser(
+        "resume",
+        help="send again the units of queued or running operations that have not moved for --idle seconds "
+        "(after the broker lost its messages); prints how many",
+    )
+    resume.add_argument("--idle", type=float, default=600.0, help="only operations unchanged for this many seconds (default 600)")
+    resume.set_defaults(run=run_resume)
 
 
 def run_worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -82,6 +90,23 @@ def run_worker(args: argparse.Namespace, settings: Settings) -> int:
         pass
     tasks.stop_worker(timeout_s=STOP_TIMEOUT_S)
     stop_table_workers()  # a fleet plan's candidate-table processes, if one ran here
+    return EXIT_OK
+
+
+def run_resume(args: argparse.Namespace, settings: Settings) -> int:
+    """Re-send what idle unfinished operations still need, on the broker and database the settings
+    name. Units still running somewhere run twice at worst (tasks are idempotent), so --idle should
+    exceed the longest unit (a fleet plan's MILP: minutes)."""
+    if settings.broker_url is None:
+        return _error(EXIT_BAD_INPUT, "operations resume needs HEADROOM_BROKER_URL; the embedded broker resumes at start")
+    if args.idle < 0:
+        return _error(EXIT_BAD_INPUT, f"--idle must be >= 0, got {args.idle:g}")
+    from datetime import UTC, datetime, timedelta
+
+    from api.tasks import TaskEngine
+
+    resumed = TaskEngine(settings).resume_unfinished(idle_since=datetime.now(UTC) - timedelta(seconds=args.idle))
+    print(json.dumps({"resumed": resumed}))
     return EXIT_OK
 
 

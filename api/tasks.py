@@ -176,12 +176,13 @@ class TaskEngine:
         for index in units:
             self.run_unit_actor.send(operation_id, index)
 
-    def resume_unfinished(self) -> int:
-        """At start-up with the embedded broker, whose queue died with the last process: send again
+    def resume_unfinished(self, idle_since: datetime | None = None) -> int:
+        """At start-up with the embedded broker, whose queue died with the last process (or, with
+        `idle_since`, after a broker lost its messages: `headroom operations resume`): send again
         every unit an unfinished operation still needs (or its finishing step), or fail it where a
         unit ran out of attempts. Returns how many operations were resumed."""
         with self._sessions() as session, session.begin():
-            resumptions = Operations(session).recover(max_attempts=MAX_UNIT_ATTEMPTS)
+            resumptions = Operations(session).recover(max_attempts=MAX_UNIT_ATTEMPTS, idle_since=idle_since)
         for resumption in resumptions:
             if resumption.units:
                 self.send_units(resumption.operation_id, resumption.units)

@@ -222,9 +222,10 @@ class Operations:
         )
         return self.get(operation_id)
 
-    def recover(self, *, max_attempts: int) -> list[Resumption]:
-        """After a restart of a service whose queue lived in its memory: every queued or running
-        operation, with the units it still needs run again. A unit interrupted mid-attempt keeps
+    def recover(self, *, max_attempts: int, idle_since: datetime | None = None) -> list[Resumption]:
+        """After a restart of a service whose queue lived in its memory (or a broker that lost its
+        messages): every queued or running operation — with `idle_since`, only those unchanged since
+        then — with the units it still needs run again. A unit interrupted mid-attempt keeps
         that attempt counted; an operation with a unit past `max_attempts` attempts is failed with
         the reason instead. Each resumed operation's `attempts` counts the resumption."""
         resumptions: list[Resumption] = []
@@ -232,6 +233,8 @@ class Operations:
             select(OperationRow).where(OperationRow.state.in_(ACTIVE_STATES)).order_by(OperationRow.created_at)
         )
         for operation in list(active):
+            if idle_since is not None and aware_utc(operation.updated_at) >= idle_since:
+                continue
             units = self._session.scalars(
                 select(OperationUnitRow)
                 .where(OperationUnitRow.operation_id == operation.id, OperationUnitRow.state != "succeeded")

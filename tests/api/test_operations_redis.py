@@ -10,6 +10,7 @@ an API restart is reported by the next API process and run by a worker started l
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ import httpx
 import pytest
 
 from api import what_if
+from api.cli import main
 from api.observability import Deadline
 from api.schemas.what_if import WhatIfRequest
 from api.settings import Settings
@@ -209,3 +211,36 @@ def test_an_operation_queued_before_an_api_restart_is_reported_after_it_and_run_
         synchronous = client.post("/v1/what-if", json=SWEEP, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
         assert synchronous.status_code == 200, synchronous.text
     assert without_timings(operation["result"]) == without_timings(synchronous.json())
+
+
+def test_operations_a_broker_lost_are_sent_again_by_operations_resume(
+    tmp_path: Path, broker_env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Redis loses its data (the namespace's keys deleted) while a sweep is queued: its 20 messages
+    are gone. `headroom operations resume --idle 3600` leaves it (changed within the hour);
+    `--idle 0` sends its units again, and a worker started then runs it to the end."""
+    import redis
+
+    for name, value in broker_env.items():
+        monkeypatch.setenv(name, value)
+    with serve_headroom(tmp_path, env=broker_env) as served, httpx.Client(base_url=served.base_url, timeout=30) as client:
+        location = client.post("/v1/what-if", json=SWEEP, headers=ASYNC).headers["Location"]
+        lost = redis.Redis.from_url(broker_env["HEADROOM_BROKER_URL"])
+        try:
+            keys = list(lost.scan_iter(f"{broker_env['HEADROOM_BROKER_NAMESPACE']}*"))
+            assert keys, "the sweep's messages were in Redis"
+            lost.delete(*keys)
+        finally:
+            lost.close()
+        capsys.readouterr()
+        assert main(["operations", "resume", "--idle", "3600"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"resumed": 0}
+        assert main(["operations", "resume", "--idle", "0"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"resumed": 1}
+        with worker(tmp_path, broker_env, "worker-after-loss"):
+            deadline = time.monotonic() + OPERATION_TIMEOUT_S
+            while (operation := client.get(location).json())["state"] in ("queued", "running"):
+                assert time.monotonic() < deadline, f"not finished in {OPERATION_TIMEOUT_S} s: {operation['progress']}"
+                time.sleep(0.1)
+    assert operation["state"] == "succeeded", operation
+    assert operation["progress"] == {"done": 20, "total": 20, "eta_s": None} and operation["attempts"] == 2
