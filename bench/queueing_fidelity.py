@@ -19,6 +19,7 @@ roofline against hardware.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -80,12 +81,11 @@ def gpu_spec(slug: str) -> GpuSpec:
 
 
 def model_spec(slug: str) -> ModelSpec:
-    r = dict(_records("models")[slug])
-    for key in ("source", "name"):
-        r.pop(key, None)
-    moe = r.pop("moe")
-    r.pop("mla")
-    return ModelSpec(**r, moe=MoeSpec(**moe) if moe else None)
+    record = _records("models")[slug]
+    # The record carries catalog-only keys (name, source, checkpoint, ...) the spec has no field for.
+    spec_fields = {f.name for f in dataclasses.fields(ModelSpec)} - {"moe", "mla"}
+    moe = record["moe"]
+    return ModelSpec(**{k: v for k, v in record.items() if k in spec_fields}, moe=MoeSpec(**moe) if moe else None)
 
 
 def fp16() -> Precision:
