@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +40,7 @@ from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import upgrade
 from catalog.repository import Catalog
-from planner import candidates, planning, queueing
+from planner import planning
 from planner.errors import HeadroomError
 
 KEY = "bench-admin-key-0123456789"
@@ -110,9 +111,12 @@ REQUESTS: tuple[dict[str, Any], ...] = (
 
 
 def _clear_caches() -> None:
-    """Every process-wide cache of the planner's modules (functools caches and planning's prediction
-    cache: whatever instance has a `cache_clear`), so a plan starts cold."""
-    for module in (planning, candidates, queueing):
+    """Every process-wide cache of every loaded planner module (functools caches and the shared
+    prediction cache: whatever instance has a `cache_clear`), so a plan starts cold. Every module,
+    not a list: when planning.py was split its caches moved to plan_predict, queueing_replica,
+    queueing_sample and fleet_candidates, and a fixed list went on clearing none of them."""
+    modules = [module for name, module in sorted(sys.modules.items()) if name.startswith("planner.") and module]
+    for module in modules:
         for value in vars(module).values():
             if not isinstance(value, type) and callable(getattr(value, "cache_clear", None)):
                 value.cache_clear()
