@@ -135,8 +135,10 @@ def main() -> None:
                 capacity = client.post("/v1/capacity", json=capacity_request(answer), headers={"Authorization": f"Bearer {KEY}"})
                 aic_agg = answer["agg"]["output_tokens_per_s_per_gpu"]
                 if capacity.status_code == 200:
-                    ours_agg = capacity.json()["output_tokens_per_s"] / answer["agg"]["gpus"]
-                    same_hardware = f"{aic_agg:,.0f} | {ours_agg:,.0f} | {ours_agg / aic_agg:.2f}"
+                    found = capacity.json()
+                    ours_agg = found["output_tokens_per_s"] / answer["agg"]["gpus"]
+                    setting = f"batch {found['configuration']['batch_limit']}, {found['binding']} binds"
+                    same_hardware = f"{aic_agg:,.0f} (batch {answer['agg']['batch']}) | {ours_agg:,.0f} ({setting}) | {ours_agg / aic_agg:.2f}"
                 else:
                     same_hardware = f"{aic_agg:,.0f} | {capacity.status_code}: {capacity.json().get('title')} | "
                 if response.status_code not in (200, 201):
