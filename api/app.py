@@ -16,6 +16,7 @@ Adding an area of the API:
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import AsyncIterator, Iterable
@@ -23,6 +24,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
@@ -181,6 +183,23 @@ class BodyGuard:
                 ),
             )
             return
+        if _has_lone_surrogate(body):
+            await self._refuse(
+                scope,
+                send,
+                RequestValidationError(
+                    [
+                        {
+                            "type": "json_invalid",
+                            "loc": ("body",),
+                            "msg": "JSON decode error: a string holds an unpaired UTF-16 surrogate escape (\\ud800–\\udfff), "
+                            "which is no Unicode character (RFC 8259 §8.2, RFC 7493 §2.1)",
+                            "input": None,
+                        }
+                    ]
+                ),
+            )
+            return
         await self.app(scope, _replay(body, receive), send)
 
     def _too_large(self) -> PayloadTooLargeError:
@@ -194,6 +213,37 @@ class BodyGuard:
         response = problem_response(Request(scope), exc)
         response.headers["Connection"] = "close"  # the unread rest of the body must not be taken for the next request
         await response(scope, _no_receive, send)
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _has_lone_surrogate(body: bytes) -> bool:
+    """Whether a JSON body's strings hold an unpaired surrogate escape (`"\\ud800"`). Python's JSON
+    decoder accepts one and yields a string UTF-8 cannot encode, which a database then refuses
+    (PostgreSQL: a 500 at the first query). A pair (`"\\ud83d\\ude00"`) decodes to one character and
+    passes. Only bodies holding such an escape at all are decoded here."""
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return False
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return False  # malformed JSON: the route's own parsing says so
+
+    def lone(value: Any) -> bool:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+            return False
+        if isinstance(value, list):
+            return any(lone(item) for item in value)
+        if isinstance(value, dict):
+            return any(lone(key) or lone(item) for key, item in value.items())
+        return False
+
+    return lone(document)
 
 
 def _is_json(content_type: str | None) -> bool:
