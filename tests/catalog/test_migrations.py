@@ -183,3 +183,52 @@ def test_0005_restores_no_overlap_to_a_calibration_someone_changed(database_url:
     assert gpus["h100-sxm"]["efficiency"]["memory"] == 0.7
     assert gpus["h100-sxm"]["efficiency"]["memory_compute_overlap"] == 1.0
     assert gpus["h100-pcie"]["efficiency"]["memory_compute_overlap"] == 0.2652
+
+
+def test_0012_reprices_pcie_collectives_only_where_the_old_reference_values_still_stand(database_url: str) -> None:
+    """A catalog holding the shipped PCIe values of before 0012 (l40s at 32 GB/s and 10 µs with
+    the old source) gets NCCL's figures (24 GB/s, 42 µs, the new source); an l4 whose latency
+    someone edited keeps its edit; the downgrade restores l40s's old values, the edited l4 again
+    untouched."""
+    import importlib
+
+    from catalog.db import make_session_factory
+    from catalog.repository import Catalog
+
+    reference = {
+        slug: (old, new) for slug, old, new in importlib.import_module("migrations.versions.0012_pcie_collectives").REFERENCE
+    }
+    migrate.upgrade(database_url)
+    engine = make_engine(database_url)
+    try:
+        with make_session_factory(engine)() as session, session.begin():
+            assert Catalog(session).load_reference_catalog()
+    finally:
+        engine.dispose()
+    migrate.downgrade(database_url, "0011_operations")
+    engine = make_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            rows = {
+                slug: (bandwidth, latency, source)
+                for slug, bandwidth, latency, source in connection.execute(
+                    text("SELECT slug, interconnect_gb_per_s, interconnect_latency_us, source FROM gpus")
+                )
+            }
+            assert rows["l40s"] == reference["l40s"][0]  # the downgrade put the old reference back
+            connection.execute(text("UPDATE gpus SET interconnect_latency_us = 15 WHERE slug = 'l4'"))
+    finally:
+        engine.dispose()
+
+    migrate.upgrade(database_url, "head")
+    gpus = {gpu["slug"]: gpu for gpu in _export(database_url)["gpus"]}
+    assert (gpus["l40s"]["interconnect_gb_per_s"], gpus["l40s"]["interconnect_latency_us"]) == (24, 42)
+    assert gpus["l40s"]["source"] == reference["l40s"][1][2]
+    assert (gpus["h100-pcie"]["interconnect_gb_per_s"], gpus["h100-pcie"]["interconnect_latency_us"]) == (48, 42)
+    assert (gpus["l4"]["interconnect_gb_per_s"], gpus["l4"]["interconnect_latency_us"]) == (32, 15)  # edited: kept
+    assert gpus["h100-sxm"]["interconnect_gb_per_s"] == 450  # NVLink GPUs are not 0012's
+
+    migrate.downgrade(database_url, "0011_operations")
+    gpus = {gpu["slug"]: gpu for gpu in _export(database_url)["gpus"]}
+    assert (gpus["l40s"]["interconnect_gb_per_s"], gpus["l40s"]["interconnect_latency_us"]) == (32, 10)
+    assert (gpus["l4"]["interconnect_gb_per_s"], gpus["l4"]["interconnect_latency_us"]) == (32, 15)
