@@ -215,7 +215,7 @@ class _Planner:
         self.by_id = {o.id: o for o in self.options}
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._id_list: list[str] | None = None
-        self._by_group: dict[tuple[str, str, str, int], list[Option]] | None = None
+        self._by_group: dict[tuple[str, str, str, int, str], list[Option]] | None = None
         #: every answer the queueing model gave this request, per (option id, percentile): (rate, answer)
         self._answers: dict[tuple[str, float], list[tuple[float, Prediction | PercentileBounds]]] = {}
         self._simulations: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -277,12 +277,12 @@ class _Planner:
                 self._record_miss(sibling, slo, rate_rps)
 
     def _siblings(self, option: Option) -> list[Option]:
-        """The other batch/chunk settings of the option's (GPU, precision, tp) group."""
+        """The other batch/chunk settings of the option's (GPU, precision, tp, draft) group."""
         if self._by_group is None:
             self._by_group = {}
             for other in self.options:
-                self._by_group.setdefault(other.group.key, []).append(other)
-        return [o for o in self._by_group.get(option.group.key, ()) if o.id != option.id]
+                self._by_group.setdefault((*other.group.key, other.group.draft), []).append(other)
+        return [o for o in self._by_group.get((*option.group.key, option.group.draft), ()) if o.id != option.id]
 
     def _record_miss(self, option: Option, slo: Slo, rate_rps: float) -> None:
         facts = self._facts(option, slo)

@@ -73,7 +73,13 @@ from planner.plan_result import (
 )
 from planner.plan_rows import FleetRow, _candidate, _row, candidate_id_of
 from planner.plan_search import CURVE_UTILISATIONS, MAX_EVALUATIONS, SinglePlan, _Outcome, _Planner, single_plan
-from planner.plan_speculative import speculative_plan
+from planner.plan_speculative import (
+    cheapest_without,
+    latency_choice,
+    search_groups,
+    speculative_choice,
+    speculative_section,
+)
 from planner.plan_verify import (
     MAX_VERIFY_ROUNDS,
     _Fleet,
@@ -276,11 +282,21 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     searched = _search(planner, space, request)
     fleet, solve_ms = _solved(planner, space, searched, request)
     fleet = _verified_plan(planner, space, searched, fleet, request)
-    result = _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
     if request.constraints.speculative == "off":
-        return result
+        return _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
+    # speculation was a candidate of the search; at the same cost it may still buy latency (auto)
+    chosen = latency_choice(planner, fleet, request) if request.explain else None
+    fleet = fleet if chosen is None else chosen.fleet
+    result = _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
     main_option = space.by_id[candidate_id_of(result.row)]
-    return speculative_plan(result, main_option, request, inputs, planner.mix)
+    result = replace(result, speculative=speculative_choice(main_option, request))
+    if result.justification is None or len(result.rows) != 1:
+        return result
+    without = cheapest_without(planner, request) if result.speculative is not None else None
+    section = speculative_section(
+        result, main_option, planner, request, inputs, reason=None if chosen is None else chosen.reason, without=without
+    )
+    return replace(result, justification=replace(result.justification, speculative=section))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -325,6 +341,7 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
             )
         groups, unpacked = packed_groups(groups, inputs.instance_types)
         drops = [*drops, *unpacked]
+    groups = search_groups(groups, request, inputs)
     options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())

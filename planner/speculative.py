@@ -31,6 +31,12 @@ MethodName = Literal["eagle", "mtp", "medusa", "draft_model"]
 #: configuration goes.
 DRAFT_TOKENS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
+#: Draft lengths the plan's search offers as candidates of their own (a variant per group and length,
+#: so each multiplies the candidates the search may have to predict): the ends and the middle of
+#: DRAFT_TOKENS. With α 0.8, E is 1.8, 2.95 and 3.69 at k 1, 3, 5; the lengths between lie within
+#: 0.64 and 0.41 tokens per step of a neighbour. A pinned length (`pin.draft_tokens`) replaces them.
+SEARCH_DRAFT_TOKENS: tuple[int, ...] = (1, 3, 5)
+
 #: Largest batch the crossover search looks at (beyond any batch limit of the grid, 4,096).
 MAX_CROSSOVER_BATCH = 1 << 20
 
@@ -208,3 +214,14 @@ def available_methods(model: ModelSpec) -> tuple[MethodName, ...]:
     if model.vocab_size <= 0:
         return ()  # a head's cost needs the vocabulary (its LM head)
     return tuple(methods)
+
+
+def search_method(model: ModelSpec) -> MethodName | None:
+    """The draft head the search offers for `model`: the available method with the highest default
+    acceptance rate (MTP where the model ships it, else EAGLE); None when the model offers none.
+    Every head's per-pass cost is about one target layer plus the V × h head (`head_speculation`),
+    so the highest α gives the most tokens per step for about the same draft cost."""
+    methods = available_methods(model)
+    if not methods:
+        return None
+    return max(methods, key=lambda m: METHOD_DEFAULTS[m].acceptance_rate)
