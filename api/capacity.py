@@ -105,6 +105,8 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
             replicas=pin.replicas,
             instance=instance,
             verify=body.verify,
+            speculative=body.constraints.speculative,
+            draft_tokens=pin.draft_tokens,
         ),
         inputs,
     )

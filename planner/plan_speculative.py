@@ -33,6 +33,7 @@ from planner.plan_search import _Planner
 from planner.plan_verify import _Fleet
 from planner.queueing import Prediction
 from planner.speculative import METHOD_DEFAULTS, SEARCH_DRAFT_TOKENS, crossover_batch
+from planner.workload import Workload
 
 if TYPE_CHECKING:
     from planner.planning import PlanningInputs, PlanningRequest, PlanResult
@@ -73,19 +74,21 @@ def _mean_decode_context(request: PlanningRequest) -> float:
     return workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0  # prompt + half the output
 
 
-def _same_setting(a: Option, b: Option) -> bool:
-    return a.group.key == b.group.key and a.batch_limit == b.batch_limit and a.chunk_tokens == b.chunk_tokens
+def _setting(option: Option) -> tuple[str, str, str, int, int, int | None]:
+    return (*option.group.key, option.batch_limit, option.chunk_tokens)
 
 
 def _variants(option: Option, options: Sequence[Option]) -> list[Option]:
     """The speculating variants of `option`'s (GPU, precision, tp, batch, chunk) among the search's options."""
-    return [o for o in options if o.group.draft and _same_setting(o, option)]
+    setting = _setting(option)
+    return [o for o in options if o.group.draft and o.batch_limit == option.batch_limit and _setting(o) == setting]
 
 
 def _plain_of(option: Option, options: Sequence[Option], inputs: PlanningInputs) -> Option:
     """`option` without speculation: the search's own option where it has one, else (on) rebuilt."""
+    setting = _setting(option)
     for other in options:
-        if not other.group.draft and _same_setting(other, option):
+        if not other.group.draft and other.batch_limit == option.batch_limit and _setting(other) == setting:
             return other
     group = option.group
     if group.step_model.speculation is None:
@@ -167,8 +170,8 @@ def latency_choice(planner: _Planner, fleet: _Fleet, request: PlanningRequest) -
     return LatencyChoice(fleet=replace(fleet, rows=[swapped], verification=verification), reason=reason)
 
 
-def speculative_choice(option: Option, request: PlanningRequest) -> SpeculativeChoice | None:
-    """The plan's `plan.speculative` for its configuration `option`; None when it does not speculate."""
+def speculative_choice(option: Option, workload: Workload) -> SpeculativeChoice | None:
+    """`plan.speculative` for a configuration `option` serving `workload`; None when it does not speculate."""
     spec = option.group.step_model.speculation
     if spec is None:
         return None
@@ -179,7 +182,10 @@ def speculative_choice(option: Option, request: PlanningRequest) -> SpeculativeC
         acceptance_rate=spec.acceptance_rate,
         acceptance_source=default.source,
         tokens_per_step=spec.tokens_per_step,
-        crossover_batch=crossover_batch(option.group.step_model, context_tokens=_mean_decode_context(request)),
+        crossover_batch=crossover_batch(
+            option.group.step_model,
+            context_tokens=workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0,  # E[p] + E[o]/2
+        ),
     )
 
 
@@ -203,7 +209,7 @@ def speculative_section(
     base = _predict(planner, plain, rate_rps, percentile)
     variants = _variants(plain, planner.options)
     trials = tuple(_trial(v, _predict(planner, v, rate_rps, percentile), request) for v in variants)
-    chosen = speculative_choice(option, request)
+    chosen = speculative_choice(option, request.workload)
     queueing = result.justification.queueing if result.justification is not None else None
     if chosen is not None and without is not None and without[0] > result.cost_usd_per_hour:
         cheaper = (

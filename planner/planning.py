@@ -67,7 +67,9 @@ from planner.plan_result import (
     Justification,
     Predicted,
     Provenance,
+    QueueingSection,
     SpeculativeChoice,
+    SpeculativeSection,
     Verification,
     as_dict,
 )
@@ -279,7 +281,14 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     request, inputs = apply_pins(request, inputs)
     space = _search_space(request, inputs)
     planner = _Planner(space.options, request.workload, checkpoint=request.checkpoint)
-    searched = _search(planner, space, request)
+    try:
+        searched = _search(planner, space, request)
+    except InfeasiblePlanError as error:
+        if request.constraints.speculative != "auto" or error.extensions.get("constraint") != "verification":
+            raise
+        # the simulator refuted every plan the search proposed with speculation offered (the rounds
+        # are few and speculating variants crowd the cheapest plans): auto never answers worse than off
+        return _planned_without(request, inputs, len(error.extensions.get("adjustments", ())))
     fleet, solve_ms = _solved(planner, space, searched, request)
     fleet = _verified_plan(planner, space, searched, fleet, request)
     if request.constraints.speculative == "off":
@@ -289,12 +298,31 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     fleet = fleet if chosen is None else chosen.fleet
     result = _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
     main_option = space.by_id[candidate_id_of(result.row)]
-    result = replace(result, speculative=speculative_choice(main_option, request))
+    result = replace(result, speculative=speculative_choice(main_option, request.workload))
     if result.justification is None or len(result.rows) != 1:
         return result
     without = cheapest_without(planner, request) if result.speculative is not None else None
     section = speculative_section(
         result, main_option, planner, request, inputs, reason=None if chosen is None else chosen.reason, without=without
+    )
+    return replace(result, justification=replace(result.justification, speculative=section))
+
+
+def _planned_without(request: PlanningRequest, inputs: PlanningInputs, refuted: int) -> PlanResult:
+    """The plan without speculation, saying why auto fell back to it."""
+    result = _plan(replace(request, constraints=replace(request.constraints, speculative="off")), inputs)
+    if result.justification is None or result.predicted is None:
+        return result
+    queueing = result.justification.queueing
+    section = SpeculativeSection(
+        mode="auto",
+        context_tokens=request.workload.prompt_tokens.mean + request.workload.output_tokens.mean / 2.0,
+        mean_running_sequences=queueing.littles_law.occupancy if isinstance(queueing, QueueingSection) else 0.0,
+        tpot_s_without=result.predicted.tpot_s.at_percentile,
+        trials=(),
+        chosen=None,
+        reason=f"the simulator refuted every plan the search proposed with speculation offered ({refuted} tried); "
+        "planned again without it",
     )
     return replace(result, justification=replace(result.justification, speculative=section))
 

@@ -31,11 +31,15 @@ MethodName = Literal["eagle", "mtp", "medusa", "draft_model"]
 #: configuration goes.
 DRAFT_TOKENS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
-#: Draft lengths the plan's search offers as candidates of their own (a variant per group and length,
-#: so each multiplies the candidates the search may have to predict): the ends and the middle of
-#: DRAFT_TOKENS. With α 0.8, E is 1.8, 2.95 and 3.69 at k 1, 3, 5; the lengths between lie within
-#: 0.64 and 0.41 tokens per step of a neighbour. A pinned length (`pin.draft_tokens`) replaces them.
-SEARCH_DRAFT_TOKENS: tuple[int, ...] = (1, 3, 5)
+#: Draft lengths the plan's search offers as candidates of their own. Each length adds a variant of
+#: every group, so each multiplies the candidates the search enumerates, bounds and may predict:
+#: with three lengths a plan's CPU time rose 2.2x at p50 on bench/plan_latency.py's 24 requests
+#: (docs/plan-benchmark.md), with two it is kept near the issue's 1.5x. k 5 is the longest chain
+#: any engine's default runs (EAGLE's and SGLang's depth 5) and the best wherever the verify step is
+#: a weight read (low batch, where TPOT binds); k 2 (E 2.44 at α 0.8) keeps most of the gain with
+#: a crossover batch ~1.4x as far out (Llama 3.1 8B on H100 at a 160-token context: 259 against 182 at k 5, tests/planner/test_plan_speculative.py), for plans
+#: whose replicas run near the crossover. A pinned length (`pin.draft_tokens`) replaces them.
+SEARCH_DRAFT_TOKENS: tuple[int, ...] = (2, 5)
 
 #: Largest batch the crossover search looks at (beyond any batch limit of the grid, 4,096).
 MAX_CROSSOVER_BATCH = 1 << 20

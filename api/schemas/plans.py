@@ -126,8 +126,8 @@ class PlanPin(_Input):
         default=None,
         ge=1,
         le=5,
-        description="Draft tokens per step when the plan speculates (constraints.speculative auto or on); omitted searches "
-        "1-5 (EAGLE's and SGLang's default chain depth is 5).",
+        description="Draft tokens per step when the plan speculates (constraints.speculative auto or on); omitted, the "
+        "search offers 2 and 5 (5: EAGLE's and SGLang's default chain depth).",
     )
 
     @field_validator("pp")
@@ -216,7 +216,7 @@ class PlanConstraintsSpec(_Input):
     speculative: Literal["auto", "off", "on"] = Field(
         default="off",
         description="Speculative decoding as a candidate of the search (a draft head: EAGLE, or MTP where the model ships "
-        "it, at draft lengths 1, 3 and 5 or pin.draft_tokens; docs/speculative-decoding.md). `off`: never. `auto`: every "
+        "it, at draft lengths 2 and 5 or pin.draft_tokens; docs/speculative-decoding.md). `off`: never. `auto`: every "
         "configuration is offered with and without speculation and the cheapest plan wins (speculation buys fewer replicas "
         "where TPOT binds at low batch); where the cheapest does not speculate, its speculating variant with the lowest "
         "TPOT below its own that meets every SLO is deployed at the same replicas and cost, verified by the simulator. "

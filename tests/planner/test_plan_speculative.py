@@ -132,11 +132,11 @@ def test_a_tpot_bound_plan_buys_fewer_replicas_with_speculation():
 
 
 def test_a_throughput_bound_plan_declines_speculation_past_the_crossover():
-    """~183 sequences per replica at 1,500 short requests/s: past the crossover batch of k 3 and 5
-    (where t_verify/E ≥ t_decode for pure decode steps: 182 at k 5); k 1's pure-decode crossover (289)
-    lies above, but each step also carries prefill chunks, which turn the verify step compute-bound
-    sooner, so every draft predicts a TPOT above the plan's own. No speculating candidate is cheaper,
-    and auto keeps the configuration, its replicas and cost without speculation."""
+    """~183 sequences per replica at 1,500 short requests/s: past k 5's crossover batch (where
+    t_verify/E ≥ t_decode for pure decode steps: 182); k 2's pure-decode crossover (259) lies above,
+    but each step also carries prefill chunks, which turn the verify step compute-bound sooner, so
+    k 2 predicts a TPOT of 40 ms against the plan's 21 ms and k 5 an unstable queue. No speculating
+    candidate is cheaper, and auto keeps the configuration, its replicas and cost without speculation."""
     auto = _plan(SHORT, "auto", verify=False, slo=Slo(ttft_s=5.0, tpot_s=0.3), **SHORT_GRID)
     off = _plan(SHORT, "off", verify=False, slo=Slo(ttft_s=5.0, tpot_s=0.3), **SHORT_GRID)
     assert auto.speculative is None
