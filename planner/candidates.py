@@ -339,13 +339,19 @@ def _group(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, shape:
 
 
 def speculative_groups(
-    groups: Sequence[Group], model: ModelSpec, workload: Workload, *, draft_tokens: Sequence[int]
+    groups: Sequence[Group],
+    model: ModelSpec,
+    workload: Workload,
+    *,
+    draft_tokens: Sequence[int],
+    published: frozenset[str] | None = None,
 ) -> list[Group]:
     """Each group verifying the model's search draft head (planner/speculative.py `search_method`)
     at each draft length: its step model verifies k + 1 tokens per decoder, its KV cache loses what
     the head holds, and its one-sequence TPOT floor is the verify step over E. A variant whose cache
-    cannot hold one average request is left out. Empty when the model offers no head."""
-    method = search_method(model)
+    cannot hold one average request is left out. Empty when the model offers no head (or, with
+    `published`, none with a published checkpoint)."""
+    method = search_method(model, published)
     if method is None:
         return []
     alpha = METHOD_DEFAULTS[method].acceptance_rate

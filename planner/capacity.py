@@ -64,6 +64,8 @@ class CapacityInputs:
     model: ModelSpec
     gpu: GpuSpec
     precisions: tuple[Precision, ...]
+    #: Draft methods with a published head for the model (planner/planning.py `PlanningInputs.draft_methods`).
+    draft_methods: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.precisions:
@@ -448,11 +450,12 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
     )
     if request.speculative != "off":
         lengths = SEARCH_DRAFT_TOKENS if request.draft_tokens is None else (request.draft_tokens,)
-        variants = speculative_groups(groups, inputs.model, workload, draft_tokens=lengths)
+        variants = speculative_groups(groups, inputs.model, workload, draft_tokens=lengths, published=inputs.draft_methods)
         if request.speculative == "on" and groups and not variants:
             raise InfeasiblePlanError(
-                f"speculative is 'on' but no draft head can be costed for {inputs.model.slug} on this hardware "
-                "(no vocabulary to cost its LM head, or no KV cache left beside it); set it to 'auto' or 'off'",
+                f"speculative is 'on' but no draft head can be offered for {inputs.model.slug} on this hardware "
+                "(no published head for the model, no vocabulary to cost its LM head, or no KV cache left beside it); "
+                "set it to 'auto' or 'off'",
                 constraint="speculative",
             )
         groups = variants if request.speculative == "on" else [*groups, *variants]

@@ -56,12 +56,13 @@ def search_groups(groups: Sequence[Group], request: PlanningRequest, inputs: Pla
         return list(groups)
     pin = constraints.pin
     lengths = SEARCH_DRAFT_TOKENS if pin is None or pin.draft_tokens is None else (pin.draft_tokens,)
-    variants = speculative_groups(groups, inputs.model, request.workload, draft_tokens=lengths)
+    variants = speculative_groups(groups, inputs.model, request.workload, draft_tokens=lengths, published=inputs.draft_methods)
     if mode == "on":
         if not variants:
             raise InfeasiblePlanError(
-                f"constraints.speculative is 'on' but no draft head can be costed for {inputs.model.slug} on the allowed "
-                "configurations (no vocabulary to cost its LM head, or no KV cache left beside it); set it to 'auto' or 'off'",
+                f"constraints.speculative is 'on' but no draft head can be offered for {inputs.model.slug} on the allowed "
+                "configurations (no published head for the model, no vocabulary to cost its LM head, or no KV cache left "
+                "beside it); set it to 'auto' or 'off'",
                 constraint="speculative",
             )
         return variants
@@ -142,7 +143,9 @@ def latency_choice(planner: _Planner, fleet: _Fleet, request: PlanningRequest) -
     variants = [v for v in _variants(option, planner.options) if v.id != option.id]
     searched = option.group.draft.removeprefix("/")
     if not variants:
-        return LatencyChoice(fleet=fleet, reason=None if searched else "no draft head for this model on this configuration")
+        return LatencyChoice(
+            fleet=fleet, reason=None if searched else "no draft head is offered for this model (none with a published checkpoint)"
+        )
     rate_rps = row.offered_rps / row.replicas
     percentile = request.slo.percentile
     base = _predict(planner, option, rate_rps, percentile)

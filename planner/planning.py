@@ -124,6 +124,9 @@ class PlanningInputs:
     other_precisions: tuple[Precision, ...] = ()
     #: The provider's instance types, for plans in whole instances (`PlanConstraints.unit` "instance").
     instance_types: tuple[InstanceTypeSpec, ...] = ()
+    #: Draft methods with a published head for the model (the service's deploy table); speculation is
+    #: offered only with those (and MTP where the model ships it). None: every head the planner can cost.
+    draft_methods: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.gpus:

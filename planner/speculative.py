@@ -220,12 +220,15 @@ def available_methods(model: ModelSpec) -> tuple[MethodName, ...]:
     return tuple(methods)
 
 
-def search_method(model: ModelSpec) -> MethodName | None:
+def search_method(model: ModelSpec, published: frozenset[str] | None = None) -> MethodName | None:
     """The draft head the search offers for `model`: the available method with the highest default
     acceptance rate (MTP where the model ships it, else EAGLE); None when the model offers none.
     Every head's per-pass cost is about one target layer plus the V × h head (`head_speculation`),
-    so the highest α gives the most tokens per step for about the same draft cost."""
-    methods = available_methods(model)
+    so the highest α gives the most tokens per step for about the same draft cost. With `published`
+    (the heads a checkpoint is published for, as the service's deploy table lists them) only those
+    and MTP, whose module ships in the model's own checkpoint, are offered: a plan should not
+    speculate with a head nobody can deploy."""
+    methods = [m for m in available_methods(model) if published is None or m == "mtp" or m in published]
     if not methods:
         return None
     return max(methods, key=lambda m: METHOD_DEFAULTS[m].acceptance_rate)

@@ -160,3 +160,16 @@ def test_capacity_speculates_where_asked(seeded: ApiClient, admin: dict[str, str
     refused = seeded.post("/v1/capacity", json={**body, "constraints": {"pin": {"draft_tokens": 2}}}, headers=admin)
     assert refused.status_code == 422, refused.text
     assert "needs constraints.speculative auto or on" in refused.text
+
+
+def test_a_model_without_a_published_head_is_not_offered_speculation(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Llama 3.1 70B has no draft head in the deploy table (api/data/engine_cli.json): auto plans it without
+    speculation and says so; on is a 422 naming the constraint, not a plan nobody can deploy."""
+    body = {**LOW_LOAD, "model": "llama-3.1-70b", "constraints": {"speculative": "auto"}}
+    auto = seeded.post("/v1/plans", json={**body, "verify": False}, headers=admin)
+    assert auto.status_code == 201, auto.text
+    assert auto.json()["plan"]["speculative"] is None
+    assert "published" in auto.json()["justification"]["speculative"]["reason"]
+    on = seeded.post("/v1/plans", json={**body, "constraints": {"speculative": "on"}, "verify": False}, headers=admin)
+    assert on.status_code == 422, on.text
+    assert on.json()["constraint"] == "speculative"

@@ -67,6 +67,17 @@ def test_auto_at_low_load_agrees_with_on(low_load_plans):
     assert low_load_plans["auto"].speculative == low_load_plans["on"].speculative
 
 
+def test_a_tie_on_cost_keeps_the_configuration_without_speculation(low_load_plans):
+    """At 0.2 requests/s one replica serves with or without a head at the same cost, so the search keeps
+    off's own setting (speculating variants win only by costing less); speculation is then added on that
+    setting for its lower TPOT, at the same replicas."""
+    off, auto = low_load_plans["off"], low_load_plans["auto"]
+    keep = ("gpu", "tp", "replicas", "weights_precision", "kv_precision", "batch_limit", "chunk_tokens")
+    assert [getattr(auto.row, f) for f in keep] == [getattr(off.row, f) for f in keep]
+    assert auto.row.draft == f"/eagle-k{auto.speculative.draft_tokens}"
+    assert "at its replicas and cost" in auto.justification.speculative.reason
+
+
 def test_auto_declines_at_high_load_and_shows_why():
     """~180 sequences per replica: every draft predicts a higher TPOT than the plan's own (or an unstable
     queue), so auto keeps the plan unchanged and the section gives the crossover batches it weighed."""
