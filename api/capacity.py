@@ -4,6 +4,7 @@ nothing is stored."""
 
 from __future__ import annotations
 
+from api.deploy import published_draft_methods
 from api.inputs import instance_types, priced
 from api.schemas.capacity import CapacityCost, CapacityRequest, CapacityResponse, capacity_response
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanPin
@@ -77,7 +78,7 @@ def _capacity_inputs(
     precision = pin.precision
     pairs = DEFAULT_PRECISIONS if precision is None else ((precision.weights, precision.kv_cache),)
     precisions = catalog.precisions(pairs, skip_unknown=precision is None)
-    return capacity.CapacityInputs(model=model, gpu=gpu, precisions=precisions)
+    return capacity.CapacityInputs(model=model, gpu=gpu, precisions=precisions, draft_methods=published_draft_methods(model.slug))
 
 
 def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider: str) -> CapacityResponse:
@@ -105,6 +106,8 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
             replicas=pin.replicas,
             instance=instance,
             verify=body.verify,
+            speculative=body.constraints.speculative,
+            draft_tokens=pin.draft_tokens,
         ),
         inputs,
     )

@@ -203,6 +203,13 @@ def speculative(inputs: DeployInputs) -> Mapping[str, Any] | None:
     return chosen
 
 
+def published_draft_methods(model_slug: str) -> frozenset[str]:
+    """The draft methods with a published head for the model (engine_cli.json's draft_heads): what a plan
+    may speculate with and still be deployed (MTP needs none; the planner offers it where the model ships it)."""
+    heads: Mapping[str, Any] = engine_cli()["draft_heads"].get(model_slug, {})
+    return frozenset(heads)
+
+
 def draft_head(inputs: DeployInputs, method: str) -> str | None:
     """The draft head's checkpoint (engine_cli.json's draft_heads); None for MTP, whose module is in the
     model's own checkpoint; 422 when no published head is listed for the model."""

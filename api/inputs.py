@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from api.deploy import published_draft_methods
 from api.instance_plans import instance_pricing
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest
 from api.schemas.prices import price_overrides
@@ -109,6 +110,7 @@ def planning_inputs(
         other_gpus=_other_gpus(body, catalog, provider),
         other_precisions=_other_precisions(body, catalog, precisions),
         instance_types=types,
+        draft_methods=published_draft_methods(model.slug),
     )
     return inputs, pricing
 

@@ -62,6 +62,13 @@ from planner.performance import build_step_model, prefill
 from planner.precision import check_precision
 from planner.queueing import _PROMPT_GRID_U, length_quantiles
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
+from planner.speculative import (
+    METHOD_DEFAULTS,
+    head_speculation,
+    search_method,
+    speculative_kv_capacity_tokens,
+    speculative_step_model,
+)
 from planner.step_model import COEFFICIENTS, StepModel
 from planner.units import GB, MS_PER_S
 from planner.workload import LengthDistribution, Slo, Workload
@@ -124,6 +131,12 @@ class Group:
     @property
     def key(self) -> tuple[str, str, str, int]:
         return (self.gpu.slug, self.precision.weights.slug, self.precision.kv_cache.slug, self.tp)
+
+    @property
+    def draft(self) -> str:
+        """The speculative draft its step model verifies, as the candidate id's suffix ("/eagle-k3"); "" without."""
+        spec = self.step_model.speculation
+        return "" if spec is None else f"/{spec.method}-k{spec.draft_tokens}"
 
     def cost_usd_per_hour(self, replicas: int) -> float:
         """What `replicas` replicas cost per hour: replicas × price, or the cheapest whole instances
@@ -325,6 +338,44 @@ def _group(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, shape:
     )
 
 
+def speculative_groups(
+    groups: Sequence[Group],
+    model: ModelSpec,
+    workload: Workload,
+    *,
+    draft_tokens: Sequence[int],
+    published: frozenset[str] | None = None,
+) -> list[Group]:
+    """Each group verifying the model's search draft head (planner/speculative.py `search_method`)
+    at each draft length: its step model verifies k + 1 tokens per decoder, its KV cache loses what
+    the head holds, and its one-sequence TPOT floor is the verify step over E. A variant whose cache
+    cannot hold one average request is left out. Empty when the model offers no head (or, with
+    `published`, none with a published checkpoint)."""
+    method = search_method(model, published)
+    if method is None:
+        return []
+    alpha = METHOD_DEFAULTS[method].acceptance_rate
+    request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
+    variants: list[Group] = []
+    for group in groups:
+        for k in draft_tokens:
+            spec = head_speculation(model, group.precision, group.tp, method=method, draft_tokens=k, acceptance_rate=alpha)
+            capacity = speculative_kv_capacity_tokens(group.gpu, model, group.precision, group.tp, group.gpu.efficiency, spec)
+            if capacity // request_tokens < 1:
+                continue
+            sm = speculative_step_model(group.step_model, spec)
+            variants.append(
+                replace(
+                    group,
+                    step_model=sm,
+                    kv_capacity_tokens=capacity,
+                    kv_slots=int(capacity // request_tokens),
+                    batch1_decode_s=sm.verify_step_s(1, 1) / sm.tokens_per_step,  # one verify step emits E tokens
+                )
+            )
+    return variants
+
+
 def packed_groups(groups: Sequence[Group], instance_types: Sequence[InstanceTypeSpec]) -> tuple[list[Group], list[Drop]]:
     """Instance mode: each group with the instance types a replica of it fits in (planner/packing.py),
     priced at its per-replica floor; a group no instance type holds is dropped, saying why (no
@@ -427,30 +478,99 @@ def _step_s(
     return step
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _DraftCoefficients:
+    """Each setting's speculation as arrays (planner/step_model.py `Speculation`): k + 1 tokens verified
+    per decoder, E tokens emitted per step, and the draft's k passes (all 1, 1 and 0 without one)."""
+
+    verify_tokens: np.ndarray
+    tokens_per_step: np.ndarray
+    passes: np.ndarray
+    weight_bytes: np.ndarray
+    kv_bytes_per_token: np.ndarray
+    flops_per_token: np.ndarray
+    attention_flops_per_context_token: np.ndarray
+
+    @classmethod
+    def of(cls, step_models: Sequence[StepModel], which: np.ndarray) -> _DraftCoefficients:
+        rows = [
+            (1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            if (s := sm.speculation) is None
+            else (
+                float(s.draft_tokens + 1),
+                s.tokens_per_step,
+                float(s.draft_tokens),
+                s.draft_weight_bytes,
+                s.draft_kv_bytes_per_token,
+                s.draft_flops_per_token,
+                s.draft_attention_flops_per_context_token,
+            )
+            for sm in step_models
+        ]
+        table = np.array(rows, dtype=float)[which]
+        return cls(
+            verify_tokens=table[:, 0],
+            tokens_per_step=table[:, 1],
+            passes=table[:, 2],
+            weight_bytes=table[:, 3],
+            kv_bytes_per_token=table[:, 4],
+            flops_per_token=table[:, 5],
+            attention_flops_per_context_token=table[:, 6],
+        )
+
+
+def _draft_s(sm: _StepCoefficients, draft: _DraftCoefficients, decoders: np.ndarray, kv: np.ndarray) -> np.ndarray:
+    """`StepModel.draft_s` element-wise: k passes of combine(draft memory, draft compute); 0 without a draft."""
+    mem = (draft.weight_bytes + kv * draft.kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s  # bytes / BW
+    comp = (decoders * draft.flops_per_token + kv * draft.attention_flops_per_context_token) / sm.compute_flops_per_s
+    passes: np.ndarray = draft.passes * (np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp))
+    return passes
+
+
 def _bounds(
     sm: _StepCoefficients,
     slots: np.ndarray,
     chunk_tokens: np.ndarray,
     moments: tuple[float, float, float, float],
     prompt: LengthDistribution,
+    draft: _DraftCoefficients | None = None,
 ) -> np.ndarray:
     """The saturation bound of each (step model, slots, chunk budget) entry, chunk 0 meaning no
-    chunking, before rounding (module docstring): every setting of a plan in one pass."""
+    chunking, before rounding (module docstring): every setting of a plan in one pass.
+
+    A speculating setting (k + 1 = v tokens verified per decoder, E emitted per step) is bounded the
+    same way on the queueing model's own speculative terms: a request holds its slot for
+    1 + (E[o] − 1)/E steps (E[⌈p/(C − c·v)⌉] + (E[o] − 1)/E with chunking, the budget counting v
+    tokens per decoder), and each step is the verify step t_step(c·v + x, c·d, v·c·d + c·v(v−1)/2 + x·π)
+    plus the draft's k passes over the c decoders."""
     p_mean, o_mean, d, position = moments
     c = np.asarray(slots, dtype=float)
     chunk = np.asarray(chunk_tokens, dtype=float)
     kv = c * d
     chunked = chunk > 0
-    budget = np.where(chunked, np.maximum(1.0, chunk - c), np.inf)  # C − c prefill tokens beside c decodes
+    speculating = draft is not None and bool(np.any(draft.passes > 0))
+    v = draft.verify_tokens if draft is not None and speculating else np.ones_like(c)
+    e = draft.tokens_per_step if draft is not None and speculating else np.ones_like(c)
+    budget = np.where(chunked, np.maximum(1.0, chunk - c * v), np.inf)  # C − c·v prefill tokens beside c decodes
     grid = _prompt_grid(prompt)
     finite_budget = np.where(chunked, budget, 1.0)
     prefill_steps = np.where(chunked, np.mean(np.ceil(grid[None, :] / finite_budget[:, None]), axis=1), 0.0)
     steps = np.where(chunked, prefill_steps + o_mean - 1.0, o_mean)  # E[⌈p/(C−c)⌉] + E[o] − 1, or E[o] without chunking
+    if speculating:
+        decode_steps = (o_mean - 1.0) / e  # (E[o] − 1)/E verify steps after the first token
+        steps = np.where(e > 1.0, np.where(chunked, prefill_steps + decode_steps, 1.0 + decode_steps), steps)
     arriving = c / steps * _TRUNCATED_MEAN * p_mean  # mean prefill tokens arriving per step at a full batch
     carried = np.where(chunked, arriving / (1.0 + arriving / finite_budget), arriving)  # ≤ the mean a step carries
-    step = _step_s(sm, c, c + carried, kv, kv + carried * position)  # t_step with the weights held at n = c
+    if speculating and draft is not None:
+        verified = c * v + carried  # v tokens per decoder, plus the carried prefill
+        own = v * kv + c * (v - 1.0) * v / 2.0  # (k+1)·c̄ + k(k+1)/2 attended per decoder
+        step = _step_s(sm, c, verified, kv, own + carried * position) + _draft_s(sm, draft, c, kv)
+        full = _step_s(sm, c * v + finite_budget, c * v + finite_budget, kv, own + finite_budget * position)
+        full = full + _draft_s(sm, draft, c, kv)
+    else:
+        step = _step_s(sm, c, c + carried, kv, kv + carried * position)  # t_step with the weights held at n = c
+        full = _step_s(sm, c + finite_budget, c + finite_budget, kv, kv + finite_budget * position)
     slot_limit = c / (steps * step)  # c slots for `steps` steps each, ≥ the mean-carry step
-    full = _step_s(sm, c + finite_budget, c + finite_budget, kv, kv + finite_budget * position)
     budget_limit = np.where(chunked, finite_budget / (p_mean * full), np.inf)  # (C − c) tokens per full-chunk step
     bound: np.ndarray = np.minimum(slot_limit, budget_limit)
     return bound
@@ -458,8 +578,12 @@ def _bounds(
 
 def saturation_bound_rps(group: Group, slots: int, workload: Workload, chunk_tokens: int | None = None) -> float:
     """An upper bound on the queueing model's saturation rate of this setting (module docstring)."""
-    coefficients = _StepCoefficients.of([group.step_model], np.zeros(1, dtype=np.intp))
-    bound = _bounds(coefficients, np.array([slots]), np.array([chunk_tokens or 0]), _moments(workload), workload.prompt_tokens)
+    which = np.zeros(1, dtype=np.intp)
+    coefficients = _StepCoefficients.of([group.step_model], which)
+    draft = _DraftCoefficients.of([group.step_model], which)
+    bound = _bounds(
+        coefficients, np.array([slots]), np.array([chunk_tokens or 0]), _moments(workload), workload.prompt_tokens, draft
+    )
     return float(bound[0]) * _ROUNDING
 
 
@@ -502,6 +626,7 @@ def enumerate_all_options(
             np.array([s[1] or 0 for _, s in settings]),
             _moments(workload),
             workload.prompt_tokens,
+            _DraftCoefficients.of([g.step_model for g in groups], which),
         )
         * _ROUNDING
     )
@@ -514,7 +639,12 @@ def enumerate_all_options(
     ]
     return [
         Option(
-            f"{prefixes[index]}b{batch}/{'nochunk' if chunk is None else f'c{chunk}'}", groups[index], batch, chunk, slots, bound
+            f"{prefixes[index]}b{batch}/{'nochunk' if chunk is None else f'c{chunk}'}{groups[index].draft}",
+            groups[index],
+            batch,
+            chunk,
+            slots,
+            bound,
         )
         for (index, (batch, chunk, slots)), bound in zip(settings, bounds.tolist(), strict=True)
     ]

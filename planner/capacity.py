@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from planner.candidates import (
     BATCH_LIMITS,
@@ -34,10 +34,13 @@ from planner.candidates import (
     Option,
     enumerate_all_options,
     enumerate_groups,
+    speculative_groups,
 )
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.plan_predict import _cached_prediction, _meets, _per_replica_cv, _predicted_at, _serving, _slo_targets, _verify
+from planner.plan_result import SpeculativeChoice
 from planner.plan_search import _Planner
+from planner.plan_speculative import speculative_choice
 from planner.planning import (
     CURVE_UTILISATIONS,
     MAX_VERIFY_ADJUSTMENTS,
@@ -47,6 +50,7 @@ from planner.planning import (
     _infeasible_from_drops,
 )
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
+from planner.speculative import SEARCH_DRAFT_TOKENS
 from planner.workload import Slo, Workload
 
 #: Capacities within this relative distance are a tie (μ itself is bracketed to 1 %, planner/rate_search.py).
@@ -60,6 +64,8 @@ class CapacityInputs:
     model: ModelSpec
     gpu: GpuSpec
     precisions: tuple[Precision, ...]
+    #: Draft methods with a published head for the model (planner/planning.py `PlanningInputs.draft_methods`).
+    draft_methods: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.precisions:
@@ -88,6 +94,11 @@ class CapacityRequest:
     tp_degrees: tuple[int, ...] = TP_DEGREES
     batch_limits: tuple[int, ...] = BATCH_LIMITS
     chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
+    #: Speculative decoding as in a plan (planner/plan_speculative.py): off, auto (every configuration
+    #: with and without the model's search draft head; the largest capacity wins) or on (only with it).
+    speculative: Literal["auto", "off", "on"] = "off"
+    #: a pinned draft length (replaces planner/speculative.py SEARCH_DRAFT_TOKENS)
+    draft_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -183,6 +194,8 @@ class CapacityResult:
     verification: tuple[VerifyStep, ...] | None
     configurations_evaluated: int
     configurations_considered: int
+    #: The speculative decoding the configuration runs (`CapacityRequest.speculative`); None without.
+    speculative: SpeculativeChoice | None = None
 
 
 @dataclass(slots=True)
@@ -403,6 +416,7 @@ def _result(
         verification=steps,
         configurations_evaluated=evaluated,
         configurations_considered=considered,
+        speculative=speculative_choice(option, request.workload),
     )
 
 
@@ -434,6 +448,17 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
         slo=request.slo,
         tp_degrees=tp_degrees,
     )
+    if request.speculative != "off":
+        lengths = SEARCH_DRAFT_TOKENS if request.draft_tokens is None else (request.draft_tokens,)
+        variants = speculative_groups(groups, inputs.model, workload, draft_tokens=lengths, published=inputs.draft_methods)
+        if request.speculative == "on" and groups and not variants:
+            raise InfeasiblePlanError(
+                f"speculative is 'on' but no draft head can be offered for {inputs.model.slug} on this hardware "
+                "(no published head for the model, no vocabulary to cost its LM head, or no KV cache left beside it); "
+                "set it to 'auto' or 'off'",
+                constraint="speculative",
+            )
+        groups = variants if request.speculative == "on" else [*groups, *variants]
     batch_limits = (request.batch_limit,) if request.batch_limit is not None else request.batch_limits
     chunk_budgets = (request.chunk_tokens,) if request.chunk_pinned else request.chunk_budgets
     return enumerate_all_options(groups, workload, batch_limits=batch_limits, chunk_budgets=chunk_budgets), drops

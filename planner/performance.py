@@ -174,23 +174,31 @@ def decode_step(step_model: StepModel, *, batch: int, context_tokens: int, kv_ca
     if context_tokens < 1:
         raise PlannerInputError(f"context_tokens must be >= 1, got {context_tokens}", context_tokens=context_tokens)
     kv_tokens = batch * context_tokens  # every sequence reads and attends to its whole context
-    step_s = step_model.step_s(batch, kv_tokens, kv_tokens)
-    memory_s = step_model.memory_s(batch, kv_tokens)
-    compute_s = step_model.compute_s(batch, kv_tokens)
-    weight_read = step_model.weight_bytes_read(batch)
+    if step_model.speculation is None:
+        new_tokens, attended = batch, float(kv_tokens)
+        step_s = step_model.step_s(batch, kv_tokens, kv_tokens)
+    else:
+        # a speculative replica's decode step is the verify step: k + 1 tokens per sequence and the draft's passes
+        v = step_model.verify_tokens
+        new_tokens, attended = batch * v, v * kv_tokens + batch * (v - 1) * v / 2.0  # (k+1)·c + k(k+1)/2 per sequence
+        step_s = step_model.verify_step_s(batch, kv_tokens)
+    emitted = step_model.tokens_per_step  # tokens per sequence and step: E with speculation, else 1
+    memory_s = step_model.memory_s(new_tokens, kv_tokens)
+    compute_s = step_model.compute_s(new_tokens, attended)
+    weight_read = step_model.weight_bytes_read(new_tokens)
     kv_bytes = kv_tokens * step_model.kv_bytes_per_token  # B × c × bytes/token
     bytes_read = weight_read + kv_bytes
-    linear_flops = batch * step_model.flops_per_token  # B × 2·active
-    attention_flops = kv_tokens * step_model.attention_flops_per_context_token  # B × c × attention FLOPs
+    linear_flops = new_tokens * step_model.flops_per_token  # B(k+1) × 2·active
+    attention_flops = attended * step_model.attention_flops_per_context_token  # attended tokens × attention FLOPs
     return DecodeStep(
         batch=batch,
         context_tokens=context_tokens,
         step_s=step_s,
         memory_s=memory_s,
         compute_s=compute_s,
-        comm_s=step_model.comm_s(batch),
-        output_tokens_per_s=batch / step_s,  # one token per sequence per step
-        output_tokens_per_s_per_request=1.0 / step_s,
+        comm_s=step_model.comm_s(new_tokens),
+        output_tokens_per_s=batch * emitted / step_s,  # E tokens per sequence per step (1 without speculation)
+        output_tokens_per_s_per_request=emitted / step_s,
         weight_bytes_read=weight_read,
         kv_bytes=kv_bytes,
         bytes_read=bytes_read,

@@ -487,15 +487,19 @@ class SpeculativeTrial:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SpeculativeSection:
-    """How `constraints.speculative` was decided for the plan's configuration at its per-replica load."""
+    """How `constraints.speculative` was decided: the search's choice, and the plan's configuration's
+    speculating variants at its per-replica load."""
 
     mode: str
     context_tokens: float  # the mean decode context the crossover batches are computed at
-    mean_running_sequences: float  # the plan's predicted occupancy without speculation
-    tpot_s_without: float  # at the SLO's percentile
+    mean_running_sequences: float  # the plan's predicted occupancy, as planned
+    tpot_s_without: float | None  # at the SLO's percentile, the plan's configuration without speculation; None: unstable
     trials: tuple[SpeculativeTrial, ...]
     chosen: SpeculativeChoice | None
     reason: str
+    #: When the search chose speculation (auto): the cheapest plan without it, its cost and replicas.
+    cost_usd_per_hour_without: float | None = None
+    replicas_without: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

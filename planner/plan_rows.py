@@ -34,6 +34,8 @@ class FleetRow:
     cost_usd_per_hour: float
     #: Instance mode: the whole instances the row's replicas are packed into (planner/packing.py).
     instances: tuple[InstanceUse, ...] = ()
+    #: The speculative draft its replicas verify, as its candidate id's suffix ("/eagle-k3"); "" without.
+    draft: str = ""
 
 
 def _row(option: Option, replicas: int, mu: float, saturation: float, offered: float) -> FleetRow:
@@ -53,6 +55,7 @@ def _row(option: Option, replicas: int, mu: float, saturation: float, offered: f
         target_rho=offered / replicas / saturation,  # per-replica rate / per-replica saturation
         cost_usd_per_hour=group.cost_usd_per_hour(replicas),
         instances=instance_uses(replicas, group.offers) if group.offers else (),
+        draft=group.draft,
     )
 
 
@@ -75,13 +78,16 @@ def _config(option: Option) -> dict[str, Any]:
 def candidate_id_of(row: FleetRow) -> str:
     from planner.optimizer import candidate_id
 
-    return candidate_id(
-        gpu=row.gpu,
-        weights_precision=row.weights_precision,
-        kv_precision=row.kv_precision,
-        tp=row.tp,
-        batch_limit=row.batch_limit,
-        chunk_tokens=row.chunk_tokens,
+    return (
+        candidate_id(
+            gpu=row.gpu,
+            weights_precision=row.weights_precision,
+            kv_precision=row.kv_precision,
+            tp=row.tp,
+            batch_limit=row.batch_limit,
+            chunk_tokens=row.chunk_tokens,
+        )
+        + row.draft
     )
 
 

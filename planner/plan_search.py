@@ -215,7 +215,7 @@ class _Planner:
         self.by_id = {o.id: o for o in self.options}
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._id_list: list[str] | None = None
-        self._by_group: dict[tuple[str, str, str, int], list[Option]] | None = None
+        self._by_group: dict[tuple[str, str, str, int, str], list[Option]] | None = None
         #: every answer the queueing model gave this request, per (option id, percentile): (rate, answer)
         self._answers: dict[tuple[str, float], list[tuple[float, Prediction | PercentileBounds]]] = {}
         self._simulations: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -277,12 +277,12 @@ class _Planner:
                 self._record_miss(sibling, slo, rate_rps)
 
     def _siblings(self, option: Option) -> list[Option]:
-        """The other batch/chunk settings of the option's (GPU, precision, tp) group."""
+        """The other batch/chunk settings of the option's (GPU, precision, tp, draft) group."""
         if self._by_group is None:
             self._by_group = {}
             for other in self.options:
-                self._by_group.setdefault(other.group.key, []).append(other)
-        return [o for o in self._by_group.get(option.group.key, ()) if o.id != option.id]
+                self._by_group.setdefault((*other.group.key, other.group.draft), []).append(other)
+        return [o for o in self._by_group.get((*option.group.key, option.group.draft), ()) if o.id != option.id]
 
     def _record_miss(self, option: Option, slo: Slo, rate_rps: float) -> None:
         facts = self._facts(option, slo)
@@ -556,7 +556,36 @@ class _Planner:
             if plan.feasible and _beats(plan.cost_usd_per_hour, plan.gpus, best_cost, best_gpus, option.id, best_id):
                 out.best = plan
                 best_cost, best_gpus, best_id = plan.cost_usd_per_hour, plan.gpus, option.id
+        if out.best is not None and out.best.option.group.draft:
+            self._plain_on_a_tie(out, slo, arrival_rate_rps, constraints, only)
         return out
+
+    def _plain_on_a_tie(
+        self,
+        out: _Outcome,
+        slo: Slo,
+        arrival_rate_rps: float,
+        constraints: PlanConstraints,
+        only: Callable[[Option], bool] | None,
+    ) -> None:
+        """A speculating winner gives way to a configuration without speculation that costs as much on no
+        more GPUs: speculation is bought for what it saves, and a tie says it saves nothing (where it
+        still lowers the TPOT at that cost, planner/plan_speculative.py `latency_choice` adds it back
+        on the plain winner's own setting). One more search, over the plain options alone, bounded by
+        the winner's cost."""
+        best = out.best
+        if best is None:
+            return
+        ceiling = best.cost_usd_per_hour * (1 + 3 * _COST_TOLERANCE)  # a tie within rounding counts as cheaper
+
+        def plain(option: Option) -> bool:
+            return not option.group.draft and (only is None or only(option))
+
+        tie = self.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=ceiling, only=plain)
+        out.priced.extend(tie.priced)
+        out.root_finds += tie.root_finds
+        if tie.best is not None and tie.best.gpus <= best.gpus:
+            out.best = tie.best
 
     def _ids(self) -> list[str]:
         """Each option's id in `self.options` order (an id is built from its parts on each access)."""

@@ -1,64 +1,72 @@
 """Speculative decoding as a plan's decision: `constraints.speculative` auto, on or off.
 
-The search chooses the cheapest configuration without speculation; this step then predicts that
-configuration at the plan's per-replica load with every draft method the model offers and every
-draft length (planner/speculative.py), each with the queueing model on the speculative step model.
-"on" takes the (method, k) with the lowest TPOT at the SLO's percentile among those meeting every
-SLO; "auto" takes it only where that TPOT is below the plan's own. The simulator then verifies the
-choice at the same load (its accepted lengths drawn per sequence and step) and a choice it finds
-missing an SLO is not deployed ("auto" keeps the plan without it, "on" is an impossible request).
-The replicas and the cost are the plan's: speculation here buys latency, not fewer GPUs.
+Speculation is part of the search. With auto every (GPU, precision, tp) group is offered twice over:
+as it is and verifying the model's search draft head at each of a few draft lengths
+(planner/candidates.py `speculative_groups`, planner/speculative.py `SEARCH_DRAFT_TOKENS`); with on,
+only the speculating variants. Each variant is a candidate like any other (its saturation bound,
+its μ from the queueing model on the speculative step model, its KV cache less what the head
+holds), so a TPOT-bound plan buys fewer replicas with speculation where it pays, and the simulator
+verifies the winner with its accepted lengths drawn per sequence and step.
+
+Where the cheapest plan does not speculate, speculation may still buy latency at the same cost:
+auto then tries the winner's speculating variants at its per-replica load and takes the one with the
+lowest TPOT below the plan's own that meets every SLO and that the simulator agrees with
+(`latency_choice`). The plan's every section is then built on the configuration as chosen, and
+`speculative_section` records what was tried, the crossover batches and what the plan would cost
+without speculation.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from planner.candidates import Option
+from planner.candidates import Group, Option, speculative_groups
 from planner.errors import HeadroomError, InfeasiblePlanError
-from planner.plan_explain import _predicted_section
-from planner.plan_predict import _cached_prediction, _meets, _predicted_at, _serving, _verify
-from planner.plan_result import QueueingSection, SpeculativeChoice, SpeculativeSection, SpeculativeTrial, Verification
-from planner.plan_verify import _verification_record
+from planner.memory import kv_capacity_tokens
+from planner.plan_predict import _cached_prediction, _meets, _predicted_at, _serving
+from planner.plan_result import QueueingSection, SpeculativeChoice, SpeculativeSection, SpeculativeTrial
+from planner.plan_rows import FleetRow, _row, candidate_id_of
+from planner.plan_search import _Planner
+from planner.plan_verify import _Fleet
 from planner.queueing import Prediction
-from planner.speculative import (
-    DRAFT_TOKENS,
-    METHOD_DEFAULTS,
-    available_methods,
-    crossover_batch,
-    head_speculation,
-    speculative_kv_capacity_tokens,
-    speculative_step_model,
-)
+from planner.speculative import METHOD_DEFAULTS, SEARCH_DRAFT_TOKENS, crossover_batch
 from planner.workload import Workload
 
 if TYPE_CHECKING:
     from planner.planning import PlanningInputs, PlanningRequest, PlanResult
 
 
-def _trial_option(option: Option, inputs: PlanningInputs, method: str, draft_tokens: int) -> Option:
-    """`option` with its group's step model verifying `method`'s drafts of `draft_tokens` tokens,
-    and its KV capacity less what the draft head holds."""
-    group = option.group
-    default = METHOD_DEFAULTS[method]
-    spec = head_speculation(
-        inputs.model,
-        group.precision,
-        group.tp,
-        method=default.method,
-        draft_tokens=draft_tokens,
-        acceptance_rate=default.acceptance_rate,
-    )
-    capacity = speculative_kv_capacity_tokens(group.gpu, inputs.model, group.precision, group.tp, group.gpu.efficiency, spec)
-    sped = replace(group, step_model=speculative_step_model(group.step_model, spec), kv_capacity_tokens=capacity)
-    return option._replace(group=sped)
-
-
-def _occupancy(result: PlanResult) -> float:
-    """The plan's mean running sequences per replica (Little's L) without speculation; 0 when unstable."""
-    queueing = result.justification.queueing if result.justification is not None else None
-    return queueing.littles_law.occupancy if isinstance(queueing, QueueingSection) else 0.0
+def search_groups(groups: Sequence[Group], request: PlanningRequest, inputs: PlanningInputs) -> list[Group]:
+    """The groups the search is offered under `constraints.speculative`: as they are (off), with their
+    speculating variants (auto), or the variants alone (on). A mixed fleet does not speculate."""
+    constraints = request.constraints
+    mode = constraints.speculative
+    if mode == "off":
+        return list(groups)
+    if constraints.mixed_fleet:
+        if mode == "on":
+            raise InfeasiblePlanError(
+                "constraints.speculative is 'on' but the plan is a mixed fleet, which does not speculate yet; "
+                "set it to 'auto' or 'off', or leave constraints.mixed_fleet off",
+                constraint="speculative",
+            )
+        return list(groups)
+    pin = constraints.pin
+    lengths = SEARCH_DRAFT_TOKENS if pin is None or pin.draft_tokens is None else (pin.draft_tokens,)
+    variants = speculative_groups(groups, inputs.model, request.workload, draft_tokens=lengths, published=inputs.draft_methods)
+    if mode == "on":
+        if not variants:
+            raise InfeasiblePlanError(
+                f"constraints.speculative is 'on' but no draft head can be offered for {inputs.model.slug} on the allowed "
+                "configurations (no published head for the model, no vocabulary to cost its LM head, or no KV cache left "
+                "beside it); set it to 'auto' or 'off'",
+                constraint="speculative",
+            )
+        return variants
+    return [*groups, *variants]
 
 
 def _mean_decode_context(request: PlanningRequest) -> float:
@@ -67,148 +75,177 @@ def _mean_decode_context(request: PlanningRequest) -> float:
     return workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0  # prompt + half the output
 
 
-def _trials(
-    option: Option, request: PlanningRequest, inputs: PlanningInputs, rate_rps: float, planner_mix: Workload
-) -> list[tuple[SpeculativeTrial, Option, Prediction | None]]:
-    pin = request.constraints.pin
-    lengths = DRAFT_TOKENS if pin is None or pin.draft_tokens is None else (pin.draft_tokens,)
-    context = _mean_decode_context(request)
-    trials = []
-    for method in available_methods(inputs.model):
-        for k in lengths:
-            trial_option = _trial_option(option, inputs, method, k)
-            sm = trial_option.group.step_model
-            prediction: Prediction | None
-            try:
-                prediction = _cached_prediction(
-                    sm,
-                    planner_mix,
-                    _serving(trial_option),
-                    trial_option.group.kv_capacity_tokens,
-                    rate_rps,
-                    request.slo.percentile,
-                )
-            except HeadroomError:
-                prediction = None  # unstable or not convergent with this draft: not a candidate
-            usable = prediction is not None and not prediction.unstable
-            trial = SpeculativeTrial(
-                method=method,
-                draft_tokens=k,
-                tokens_per_step=sm.tokens_per_step,
-                crossover_batch=crossover_batch(sm, context_tokens=context),
-                tpot_s=_predicted_at(prediction, "tpot") if usable and prediction is not None else None,
-                meets_slo=usable and prediction is not None and _meets(prediction, request.slo),
-            )
-            trials.append((trial, trial_option, prediction if usable else None))
-    return trials
+def _setting(option: Option) -> tuple[str, str, str, int, int, int | None]:
+    return (*option.group.key, option.batch_limit, option.chunk_tokens)
+
+
+def _variants(option: Option, options: Sequence[Option]) -> list[Option]:
+    """The speculating variants of `option`'s (GPU, precision, tp, batch, chunk) among the search's options."""
+    setting = _setting(option)
+    return [o for o in options if o.group.draft and o.batch_limit == option.batch_limit and _setting(o) == setting]
+
+
+def _plain_of(option: Option, options: Sequence[Option], inputs: PlanningInputs) -> Option:
+    """`option` without speculation: the search's own option where it has one, else (on) rebuilt."""
+    setting = _setting(option)
+    for other in options:
+        if not other.group.draft and other.batch_limit == option.batch_limit and _setting(other) == setting:
+            return other
+    group = option.group
+    if group.step_model.speculation is None:
+        return option
+    capacity = kv_capacity_tokens(group.gpu, inputs.model, group.precision, group.tp, group.gpu.efficiency)
+    plain = replace(group, step_model=replace(group.step_model, speculation=None), kv_capacity_tokens=capacity)
+    return option._replace(group=plain, id=option.id.removesuffix(group.draft))
+
+
+def _predict(planner: _Planner, option: Option, rate_rps: float, percentile: float) -> Prediction | None:
+    try:
+        prediction = _cached_prediction(
+            option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, rate_rps, percentile
+        )
+    except HeadroomError:
+        return None  # not convergent with this draft: not a candidate
+    return None if prediction.unstable else prediction
+
+
+def _trial(option: Option, prediction: Prediction | None, request: PlanningRequest) -> SpeculativeTrial:
+    sm = option.group.step_model
+    method, k = option.group.draft.removeprefix("/").rsplit("-k", 1)  # a variant's draft: "/eagle-k3"
+    return SpeculativeTrial(
+        method=method,
+        draft_tokens=int(k),
+        tokens_per_step=sm.tokens_per_step,
+        crossover_batch=crossover_batch(sm, context_tokens=_mean_decode_context(request)),
+        tpot_s=None if prediction is None else _predicted_at(prediction, "tpot"),
+        meets_slo=prediction is not None and _meets(prediction, request.slo),
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Decision:
-    trials: tuple[SpeculativeTrial, ...]
-    tpot_s_without: float
-    chosen: SpeculativeChoice | None
-    reason: str
-    prediction: Prediction | None  # the chosen speculation's, at the plan's load
-    verification: Verification | None  # the simulator's on it
+class LatencyChoice:
+    """What `latency_choice` decided: the fleet (its row swapped to another draft, or as it was) and why."""
+
+    fleet: _Fleet
+    reason: str | None  # None: the search's own choice stands and needs no other reason
 
 
-def speculative_plan(
-    result: PlanResult, option: Option, request: PlanningRequest, inputs: PlanningInputs, planner_mix: Workload
-) -> PlanResult:
-    """`result` with the speculation `request.constraints.speculative` asks for decided (see the module docstring).
-    An unexplained plan (the advice's trials) gets the same decision without the sections to rewrite."""
-    mode = request.constraints.speculative
-    if mode == "off":
-        return result
-    if len(result.rows) != 1:
-        if mode == "on":
-            raise InfeasiblePlanError(
-                "constraints.speculative is 'on' but the plan is a mixed fleet, which does not speculate yet; "
-                "set it to 'auto' or 'off', or leave constraints.mixed_fleet off",
-                constraint="speculative",
-            )
-        return result
-    decision = _decide(result, option, request, inputs, planner_mix)
-    if decision.chosen is None and mode == "on":
-        raise InfeasiblePlanError(
-            f"constraints.speculative is 'on' but {decision.reason}; set it to 'auto' or 'off'", constraint="speculative"
+def latency_choice(planner: _Planner, fleet: _Fleet, request: PlanningRequest) -> LatencyChoice | None:
+    """On a single configuration, among its speculating variants at the plan's per-replica load: the one
+    with the lowest TPOT that meets every SLO, when that TPOT is below the configuration's as chosen
+    and the simulator agrees; the row then runs that variant (same replicas and cost). Under auto a
+    plan the search left without speculation gets it only this way; under on (and auto) a tie on cost
+    between draft lengths goes to the fastest. None when there is nothing to decide (off, a mixed fleet)."""
+    if request.constraints.speculative == "off" or len(fleet.rows) != 1:
+        return None
+    row = fleet.rows[0]
+    option = planner.by_id[candidate_id_of(row)]
+    variants = [v for v in _variants(option, planner.options) if v.id != option.id]
+    searched = option.group.draft.removeprefix("/")
+    if not variants:
+        return LatencyChoice(
+            fleet=fleet, reason=None if searched else "no draft head is offered for this model (none with a published checkpoint)"
         )
-    if result.predicted is None or result.justification is None:
-        return replace(result, speculative=decision.chosen)
-    predicted, verification = result.predicted, result.verification
-    if decision.chosen is not None and decision.prediction is not None:
-        row = result.rows[0]
-        output_tokens_per_s = request.workload.arrival_rate_rps * request.workload.output_tokens.mean
-        predicted = _predicted_section(decision.prediction, request.slo, row, output_tokens_per_s, decision.verification)
-        verification = decision.verification
-    section = SpeculativeSection(
-        mode=mode,
-        context_tokens=_mean_decode_context(request),
-        mean_running_sequences=_occupancy(result),
-        tpot_s_without=decision.tpot_s_without,
-        trials=decision.trials,
-        chosen=decision.chosen,
-        reason=decision.reason,
-    )
-    return replace(
-        result,
-        speculative=decision.chosen,
-        predicted=predicted,
-        verification=verification,
-        justification=replace(result.justification, speculative=section),
+    rate_rps = row.offered_rps / row.replicas
+    percentile = request.slo.percentile
+    base = _predict(planner, option, rate_rps, percentile)
+    now = math.inf if base is None else _predicted_at(base, "tpot")
+    tried = [(v, _predict(planner, v, rate_rps, percentile)) for v in variants]
+    meeting = [(v, p) for v, p in tried if p is not None and _meets(p, request.slo)]
+    if not meeting:
+        return LatencyChoice(fleet=fleet, reason=None if searched else "no draft length meets every SLO at this load")
+    variant, prediction = min(meeting, key=lambda t: (_predicted_at(t[1], "tpot"), t[0].id))
+    draft = variant.group.draft.removeprefix("/")
+    if _predicted_at(prediction, "tpot") >= now:
+        reason = None if searched else f"the best draft ({draft}) does not lower the TPOT at this load"
+        return LatencyChoice(fleet=fleet, reason=reason)
+    verification = fleet.verification
+    if request.verify:
+        agrees, report = planner.simulator_agrees(variant, request.workload, row.offered_rps, row.replicas, request.slo, request)
+        if not agrees:
+            return LatencyChoice(fleet=fleet, reason=None if searched else f"the simulator finds {draft} missing an SLO")
+        report = report or planner.simulated(variant, request.workload, row.offered_rps, row.replicas, request.slo, request)
+        verification = dict(report)
+        verification["rows"] = [{"gpu": row.gpu, "replicas": row.replicas, "meets_slo": report["meets_slo"]}]
+    swapped: FleetRow = _row(variant, row.replicas, rate_rps, planner.saturation(variant), row.offered_rps)
+    instead = f"than {searched}, " if searched else ""
+    reason = f"{draft}: a lower TPOT {instead}meeting every SLO on the cheapest configuration, at its replicas and cost"
+    return LatencyChoice(fleet=replace(fleet, rows=[swapped], verification=verification), reason=reason)
+
+
+def speculative_choice(option: Option, workload: Workload) -> SpeculativeChoice | None:
+    """`plan.speculative` for a configuration `option` serving `workload`; None when it does not speculate."""
+    spec = option.group.step_model.speculation
+    if spec is None:
+        return None
+    default = METHOD_DEFAULTS[spec.method]
+    return SpeculativeChoice(
+        method=spec.method,
+        draft_tokens=spec.draft_tokens,
+        acceptance_rate=spec.acceptance_rate,
+        acceptance_source=default.source,
+        tokens_per_step=spec.tokens_per_step,
+        crossover_batch=crossover_batch(
+            option.group.step_model,
+            context_tokens=workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0,  # E[p] + E[o]/2
+        ),
     )
 
 
-def _decide(
-    result: PlanResult, option: Option, request: PlanningRequest, inputs: PlanningInputs, planner_mix: Workload
-) -> _Decision:
-    """Every trial at the plan's per-replica load, the best meeting the SLOs, and the simulator's word on it."""
+def speculative_section(
+    result: PlanResult,
+    option: Option,
+    planner: _Planner,
+    request: PlanningRequest,
+    inputs: PlanningInputs,
+    *,
+    reason: str | None,
+    without: tuple[float, int] | None,
+) -> SpeculativeSection:
+    """How `constraints.speculative` was decided for the plan's configuration `option`: every speculating
+    variant of it predicted at the plan's per-replica load, the TPOT without speculation, and (when the
+    search chose speculation) the cost and replicas of the cheapest plan without it."""
     row = result.rows[0]
     rate_rps = row.offered_rps / row.replicas
-    base = _cached_prediction(
-        option.group.step_model, planner_mix, _serving(option), option.group.kv_capacity_tokens, rate_rps, request.slo.percentile
-    )
-    without = _predicted_at(base, "tpot")
-    trials = _trials(option, request, inputs, rate_rps, planner_mix)
-    records = tuple(t[0] for t in trials)
-    meeting = [(trial, o, p) for trial, o, p in trials if trial.meets_slo and trial.tpot_s is not None and p is not None]
-    if not meeting:
-        return _Decision(
-            trials=records,
-            tpot_s_without=without,
-            chosen=None,
-            reason="no draft method and length meets every SLO at this load",
-            prediction=None,
-            verification=None,
+    percentile = request.slo.percentile
+    plain = _plain_of(option, planner.options, inputs)
+    base = _predict(planner, plain, rate_rps, percentile)
+    variants = _variants(plain, planner.options)
+    trials = tuple(_trial(v, _predict(planner, v, rate_rps, percentile), request) for v in variants)
+    chosen = speculative_choice(option, request.workload)
+    queueing = result.justification.queueing if result.justification is not None else None
+    if chosen is not None and without is not None and without[0] > result.cost_usd_per_hour:
+        cheaper = (
+            f"the cheapest plan speculates: {result.replicas} replicas at {result.cost_usd_per_hour:.4g} $/h against "
+            f"{without[1]} at {without[0]:.4g} $/h without speculation"
         )
-    trial, trial_option, prediction = min(meeting, key=lambda t: (t[0].tpot_s or 0.0, t[0].draft_tokens))
-    if request.constraints.speculative == "auto" and (trial.tpot_s or 0.0) >= without:
-        reason = f"the best draft ({trial.method}, k {trial.draft_tokens}) does not lower the TPOT at this load"
-        return _Decision(trials=records, tpot_s_without=without, chosen=None, reason=reason, prediction=None, verification=None)
-    record = None
-    if request.verify:
-        report = _verify(
-            trial_option, request.workload, row.offered_rps, row.replicas, request.slo, request.verify_requests, request.seed
+        reason = cheaper if reason is None else f"{cheaper}; {reason}"
+    elif reason is None:
+        reason = (
+            "the cheapest plan does not speculate"
+            if chosen is None
+            else f"{option.group.draft.removeprefix('/')}: the cheapest plan with speculation"
         )
-        report["rows"] = [{"gpu": row.gpu, "replicas": row.replicas, "meets_slo": report["meets_slo"]}]
-        adjustments = () if result.verification is None else result.verification.adjustments
-        record = _verification_record(report, adjustments, request.seed)
-        if not record.meets_slo:
-            reason = f"the simulator finds {trial.method}, k {trial.draft_tokens} missing {', '.join(record.misses)}"
-            return _Decision(
-                trials=records, tpot_s_without=without, chosen=None, reason=reason, prediction=None, verification=None
-            )
-    default = METHOD_DEFAULTS[trial.method]
-    chosen = SpeculativeChoice(
-        method=trial.method,
-        draft_tokens=trial.draft_tokens,
-        acceptance_rate=default.acceptance_rate,
-        acceptance_source=default.source,
-        tokens_per_step=trial.tokens_per_step,
-        crossover_batch=trial.crossover_batch,
+    return SpeculativeSection(
+        mode=request.constraints.speculative,
+        context_tokens=_mean_decode_context(request),
+        mean_running_sequences=queueing.littles_law.occupancy if isinstance(queueing, QueueingSection) else 0.0,
+        tpot_s_without=None if base is None else _predicted_at(base, "tpot"),
+        trials=trials,
+        chosen=chosen,
+        reason=reason,
+        cost_usd_per_hour_without=None if without is None else without[0],
+        replicas_without=None if without is None else without[1],
     )
-    reason = f"{trial.method}, k {trial.draft_tokens}: the lowest TPOT meeting every SLO"
-    return _Decision(
-        trials=records, tpot_s_without=without, chosen=chosen, reason=reason, prediction=prediction, verification=record
+
+
+def cheapest_without(planner: _Planner, request: PlanningRequest) -> tuple[float, int] | None:
+    """The cost and replicas of the cheapest single configuration without speculation (the search's
+    caches make it cheap); None when none meets the SLOs within the limits, or under on (not offered)."""
+    if request.constraints.speculative != "auto":
+        return None
+    outcome = planner.search(
+        request.slo, request.workload.arrival_rate_rps, request.constraints, only=lambda o: not o.group.draft
     )
+    best = outcome.best
+    return None if best is None else (best.cost_usd_per_hour, best.replicas)

@@ -67,13 +67,21 @@ from planner.plan_result import (
     Justification,
     Predicted,
     Provenance,
+    QueueingSection,
     SpeculativeChoice,
+    SpeculativeSection,
     Verification,
     as_dict,
 )
 from planner.plan_rows import FleetRow, _candidate, _row, candidate_id_of
 from planner.plan_search import CURVE_UTILISATIONS, MAX_EVALUATIONS, SinglePlan, _Outcome, _Planner, single_plan
-from planner.plan_speculative import speculative_plan
+from planner.plan_speculative import (
+    cheapest_without,
+    latency_choice,
+    search_groups,
+    speculative_choice,
+    speculative_section,
+)
 from planner.plan_verify import (
     MAX_VERIFY_ROUNDS,
     _Fleet,
@@ -116,6 +124,9 @@ class PlanningInputs:
     other_precisions: tuple[Precision, ...] = ()
     #: The provider's instance types, for plans in whole instances (`PlanConstraints.unit` "instance").
     instance_types: tuple[InstanceTypeSpec, ...] = ()
+    #: Draft methods with a published head for the model (the service's deploy table); speculation is
+    #: offered only with those (and MTP where the model ships it). None: every head the planner can cost.
+    draft_methods: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.gpus:
@@ -273,14 +284,50 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     request, inputs = apply_pins(request, inputs)
     space = _search_space(request, inputs)
     planner = _Planner(space.options, request.workload, checkpoint=request.checkpoint)
-    searched = _search(planner, space, request)
+    try:
+        searched = _search(planner, space, request)
+    except InfeasiblePlanError as error:
+        if request.constraints.speculative != "auto" or error.extensions.get("constraint") != "verification":
+            raise
+        # the simulator refuted every plan the search proposed with speculation offered (the rounds
+        # are few and speculating variants crowd the cheapest plans): auto never answers worse than off
+        return _planned_without(request, inputs, len(error.extensions.get("adjustments", ())))
     fleet, solve_ms = _solved(planner, space, searched, request)
     fleet = _verified_plan(planner, space, searched, fleet, request)
-    result = _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
     if request.constraints.speculative == "off":
-        return result
+        return _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
+    # speculation was a candidate of the search; at the same cost it may still buy latency (auto)
+    chosen = latency_choice(planner, fleet, request) if request.explain else None
+    fleet = fleet if chosen is None else chosen.fleet
+    result = _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
     main_option = space.by_id[candidate_id_of(result.row)]
-    return speculative_plan(result, main_option, request, inputs, planner.mix)
+    result = replace(result, speculative=speculative_choice(main_option, request.workload))
+    if result.justification is None or len(result.rows) != 1:
+        return result
+    without = cheapest_without(planner, request) if result.speculative is not None else None
+    section = speculative_section(
+        result, main_option, planner, request, inputs, reason=None if chosen is None else chosen.reason, without=without
+    )
+    return replace(result, justification=replace(result.justification, speculative=section))
+
+
+def _planned_without(request: PlanningRequest, inputs: PlanningInputs, refuted: int) -> PlanResult:
+    """The plan without speculation, saying why auto fell back to it."""
+    result = _plan(replace(request, constraints=replace(request.constraints, speculative="off")), inputs)
+    if result.justification is None or result.predicted is None:
+        return result
+    queueing = result.justification.queueing
+    section = SpeculativeSection(
+        mode="auto",
+        context_tokens=request.workload.prompt_tokens.mean + request.workload.output_tokens.mean / 2.0,
+        mean_running_sequences=queueing.littles_law.occupancy if isinstance(queueing, QueueingSection) else 0.0,
+        tpot_s_without=result.predicted.tpot_s.at_percentile,
+        trials=(),
+        chosen=None,
+        reason=f"the simulator refuted every plan the search proposed with speculation offered ({refuted} tried); "
+        "planned again without it",
+    )
+    return replace(result, justification=replace(result.justification, speculative=section))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -325,6 +372,7 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
             )
         groups, unpacked = packed_groups(groups, inputs.instance_types)
         drops = [*drops, *unpacked]
+    groups = search_groups(groups, request, inputs)
     options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())

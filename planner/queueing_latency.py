@@ -170,7 +170,7 @@ def _operating_point(rep: _Replica, lam: float) -> _OperatingPoint | None:
         point,
         budget_rho=budget_rho,
         budget_wait_mean_s=conditional_mean,
-        budget_wait_cv2=max(second / max(conditional_mean, 1e-300) ** 2 - 1.0, 1e-6),
+        budget_wait_cv2=max(second / max(conditional_mean, 1e-150) ** 2 - 1.0, 1e-6),  # 1e-150² stays a normal float
     )
 
 

@@ -31,6 +31,16 @@ MethodName = Literal["eagle", "mtp", "medusa", "draft_model"]
 #: configuration goes.
 DRAFT_TOKENS: tuple[int, ...] = (1, 2, 3, 4, 5)
 
+#: Draft lengths the plan's search offers as candidates of their own. Each length adds a variant of
+#: every group, so each multiplies the candidates the search enumerates, bounds and may predict:
+#: with three lengths a plan's CPU time rose 2.2x at p50 on bench/plan_latency.py's 24 requests
+#: (docs/plan-benchmark.md), with two it is kept near the issue's 1.5x. k 5 is the longest chain
+#: any engine's default runs (EAGLE's and SGLang's depth 5) and the best wherever the verify step is
+#: a weight read (low batch, where TPOT binds); k 2 (E 2.44 at α 0.8) keeps most of the gain with
+#: a crossover batch ~1.4x as far out (Llama 3.1 8B on H100 at a 160-token context: 259 against 182 at k 5, tests/planner/test_plan_speculative.py), for plans
+#: whose replicas run near the crossover. A pinned length (`pin.draft_tokens`) replaces them.
+SEARCH_DRAFT_TOKENS: tuple[int, ...] = (2, 5)
+
 #: Largest batch the crossover search looks at (beyond any batch limit of the grid, 4,096).
 MAX_CROSSOVER_BATCH = 1 << 20
 
@@ -208,3 +218,17 @@ def available_methods(model: ModelSpec) -> tuple[MethodName, ...]:
     if model.vocab_size <= 0:
         return ()  # a head's cost needs the vocabulary (its LM head)
     return tuple(methods)
+
+
+def search_method(model: ModelSpec, published: frozenset[str] | None = None) -> MethodName | None:
+    """The draft head the search offers for `model`: the available method with the highest default
+    acceptance rate (MTP where the model ships it, else EAGLE); None when the model offers none.
+    Every head's per-pass cost is about one target layer plus the V × h head (`head_speculation`),
+    so the highest α gives the most tokens per step for about the same draft cost. With `published`
+    (the heads a checkpoint is published for, as the service's deploy table lists them) only those
+    and MTP, whose module ships in the model's own checkpoint, are offered: a plan should not
+    speculate with a head nobody can deploy."""
+    methods = [m for m in available_methods(model) if published is None or m == "mtp" or m in published]
+    if not methods:
+        return None
+    return max(methods, key=lambda m: METHOD_DEFAULTS[m].acceptance_rate)

@@ -13,6 +13,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
+from api.schemas.plan_result import SpeculativeRead
 from api.schemas.plans import PlanPin, PlanPrecision, PlanSlo
 from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
@@ -33,7 +34,15 @@ class CapacityConstraints(_Input):
     pin: PlanPin | None = Field(
         default=None,
         description="Fix gpu (must be the request's), tp, pp (only 1), replicas (at most what the hardware holds), batch_limit, "
-        "chunk_tokens (null: no chunking), precision or engine (echoed; profiles are engine-agnostic).",
+        "chunk_tokens (null: no chunking), precision, draft_tokens (with speculative auto or on) or engine (echoed; "
+        "profiles are engine-agnostic).",
+    )
+    speculative: Literal["auto", "off", "on"] = Field(
+        default="off",
+        description="Speculative decoding as POST /v1/plans takes it: `auto` sizes every configuration with and without the "
+        "model's draft head (EAGLE, or MTP where the model ships it, at draft lengths 2 and 5 or pin.draft_tokens) and the "
+        "largest capacity wins; `on` only with it (a 422 where no head can be costed); `off` (the default) never. "
+        "`speculative` in the answer says which draft the configuration runs.",
     )
 
 
@@ -108,8 +117,8 @@ class CapacityRequest(_Input):
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
         pin = self.constraints.pin
-        if pin is not None and pin.draft_tokens is not None:
-            raise ValueError("capacity is measured without speculative decoding: leave out constraints.pin.draft_tokens")
+        if pin is not None and pin.draft_tokens is not None and self.constraints.speculative == "off":
+            raise ValueError("constraints.pin.draft_tokens needs constraints.speculative auto or on")
         if pin is not None:
             for member in ("gpu", "tp", "batch_limit", "chunk_tokens", "precision"):
                 top, pinned = getattr(self, member), getattr(pin, member)
@@ -205,6 +214,9 @@ class CapacityResponse(BaseModel):
     )
     configurations_evaluated: int = Field(description="Configurations whose μ was root-found (the rest were bounded out).")
     configurations_considered: int
+    speculative: SpeculativeRead | None = Field(
+        default=None, description="The speculative decoding the configuration runs (constraints.speculative); null without."
+    )
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -268,4 +280,5 @@ def capacity_response(result: CapacityResult, cost: CapacityCost, engine: str | 
         ],
         configurations_evaluated=result.configurations_evaluated,
         configurations_considered=result.configurations_considered,
+        speculative=None if result.speculative is None else SpeculativeRead.model_validate(result.speculative),
     )

@@ -454,16 +454,27 @@ class SpeculativeTrialRead(_Read):
 
 
 class SpeculativeSectionRead(_Read):
-    """How constraints.speculative was decided: every draft method and length predicted on the plan's
-    configuration at its per-replica load, against the plan's own TPOT."""
+    """How constraints.speculative was decided: speculation is a candidate of the search (the cheapest plan
+    wins, with or without it); the plan's configuration's speculating variants at its per-replica load,
+    against its TPOT without speculation."""
 
     mode: Literal["auto", "off", "on"]
     context_tokens: float = Field(description="E[prompt] + E[output]/2: the decode context the crossover batches are at.")
-    mean_running_sequences: float = Field(description="Sequences running per replica without speculation (Little's L).")
-    tpot_s_without: float = Field(description="The plan's predicted TPOT at the SLO's percentile without speculation.")
-    trials: list[SpeculativeTrialRead]
+    mean_running_sequences: float = Field(description="Sequences running per replica as planned (Little's L).")
+    tpot_s_without: float | None = Field(
+        description="The plan's configuration's predicted TPOT at the SLO's percentile without speculation, at the plan's "
+        "per-replica load; null when that load is unstable without it."
+    )
+    trials: list[SpeculativeTrialRead] = Field(
+        description="The configuration's speculating variants the search offered, each predicted at the plan's per-replica load."
+    )
     chosen: SpeculativeRead | None
     reason: str
+    cost_usd_per_hour_without: float | None = Field(
+        default=None,
+        description="When the search chose speculation (auto): what the cheapest plan without speculation costs per hour.",
+    )
+    replicas_without: int | None = Field(default=None, description="… and its replicas.")
 
 
 class JustificationRead(_Read):

@@ -126,8 +126,8 @@ class PlanPin(_Input):
         default=None,
         ge=1,
         le=5,
-        description="Draft tokens per step when the plan speculates (constraints.speculative auto or on); omitted searches "
-        "1-5 (EAGLE's and SGLang's default chain depth is 5).",
+        description="Draft tokens per step when the plan speculates (constraints.speculative auto or on); omitted, the "
+        "search offers 2 and 5 (5: EAGLE's and SGLang's default chain depth).",
     )
 
     @field_validator("pp")
@@ -215,12 +215,14 @@ class PlanConstraintsSpec(_Input):
 
     speculative: Literal["auto", "off", "on"] = Field(
         default="off",
-        description="Speculative decoding on the plan's configuration (a draft head: EAGLE, Medusa, or MTP where the model "
-        "ships it; docs/speculative-decoding.md). `off`: never. `on`: the draft method and length (1-5) with the lowest "
-        "predicted TPOT that meets every SLO, verified by the simulator, or a 422. `auto`: the same, only where it lowers "
-        "the TPOT. The configuration, replicas and cost are the search's without speculation; `plan.speculative` says what "
-        "was chosen and `justification.speculative` what was tried. The default is `off` in this first stage and becomes "
-        "`auto` once the published evidence covers the methods.",
+        description="Speculative decoding as a candidate of the search (a draft head: EAGLE, or MTP where the model ships "
+        "it, at draft lengths 2 and 5 or pin.draft_tokens; docs/speculative-decoding.md). `off`: never. `auto`: every "
+        "configuration is offered with and without speculation and the cheapest plan wins (speculation buys fewer replicas "
+        "where TPOT binds at low batch); where the cheapest does not speculate, its speculating variant with the lowest "
+        "TPOT below its own that meets every SLO is deployed at the same replicas and cost, verified by the simulator. "
+        "`on`: only speculating configurations (a 422 where none serves). `plan.speculative` says what was chosen and "
+        "`justification.speculative` what was tried, the crossover batches and the cost without speculation. The default "
+        "is `off`: docs/speculative-decoding.md says why.",
     )
 
     def to_constraints(self) -> PlanConstraints:

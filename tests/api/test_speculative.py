@@ -107,16 +107,69 @@ def test_what_if_plans_every_point_with_the_requests_speculation(seeded: ApiClie
         assert (on["gpu"], on["replicas"], on["cost_usd_per_hour"]) == (off["gpu"], off["replicas"], off["cost_usd_per_hour"])
 
 
-def test_capacity_refuses_a_draft_length(seeded: ApiClient, admin: dict[str, str]) -> None:
-    """POST /v1/capacity measures without speculation: a pinned draft length is a 422, not ignored."""
-    body = {
+#: 50 chat requests/s (bench/plan_latency.py's request #4 without N+1) on L40S fp8 under a 40 ms p99
+#: TPOT: the TPOT binds at the batch a replica runs, so the replicas are bought by the step time,
+#: which a draft head divides by about E while the L40S's verify step is still a weight read.
+TPOT_BOUND: dict[str, Any] = {
+    "model": "llama-3.1-8b",
+    "workload": {
+        "arrival_rate_rps": 50.0,
+        "prompt_tokens": {"mean": 1000, "p99": 4000},
+        "output_tokens": {"mean": 250, "p99": 1000},
+    },
+    "slo": {"ttft_ms": 800, "tpot_ms": 40},
+    "constraints": {"gpus": ["l40s"], "precisions": [{"weights": "fp8", "kv_cache": "fp8"}]},
+}
+
+
+def test_auto_buys_a_cheaper_plan_where_tpot_binds(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Through POST /v1/plans: auto's plan costs less than off's, says what it deploys, what the plan
+    without speculation costs (off's own cost) and is verified by the simulator with speculation."""
+    off_response = seeded.post("/v1/plans", json=TPOT_BOUND, headers=admin)
+    body = {**TPOT_BOUND, "constraints": {**TPOT_BOUND["constraints"], "speculative": "auto"}}
+    auto_response = seeded.post("/v1/plans", json=body, headers=admin)
+    assert off_response.status_code == auto_response.status_code == 201, auto_response.text
+    off, auto = off_response.json(), auto_response.json()
+    assert auto["cost"]["usd_per_hour"] < off["cost"]["usd_per_hour"]
+    assert auto["plan"]["speculative"]["method"] == "eagle"
+    section = auto["justification"]["speculative"]
+    assert section["cost_usd_per_hour_without"] == pytest.approx(off["cost"]["usd_per_hour"])
+    assert section["replicas_without"] == off["plan"]["replicas"]
+    assert auto["verification"]["meets_slo"]
+    assert auto["predicted"]["tpot_ms"]["p99"] <= 40.0
+
+
+def test_capacity_speculates_where_asked(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """POST /v1/capacity with constraints.speculative auto: four L40S under a 40 ms TPOT hold more traffic
+    with a draft head than without, and the answer names the draft; a draft length pinned with
+    speculation off is a 422 saying what it needs."""
+    body: dict[str, Any] = {
         "model": "llama-3.1-8b",
-        "gpu": "h100-sxm",
-        "gpus": 1,
-        "workload": {key: LOW_LOAD["workload"][key] for key in ("prompt_tokens", "output_tokens")},
-        "slo": LOW_LOAD["slo"],
-        "constraints": {"pin": {"draft_tokens": 2}},
+        "gpu": "l40s",
+        "gpus": 4,
+        "workload": {key: TPOT_BOUND["workload"][key] for key in ("prompt_tokens", "output_tokens")},
+        "slo": TPOT_BOUND["slo"],
+        "precision": {"weights": "fp8", "kv_cache": "fp8"},
     }
-    response = seeded.post("/v1/capacity", json=body, headers=admin)
-    assert response.status_code == 422, response.text
-    assert "without speculative decoding" in response.text
+    off = seeded.post("/v1/capacity", json=body, headers=admin)
+    auto = seeded.post("/v1/capacity", json={**body, "constraints": {"speculative": "auto"}}, headers=admin)
+    assert off.status_code == auto.status_code == 200, auto.text
+    assert off.json()["speculative"] is None
+    assert auto.json()["speculative"]["method"] == "eagle"
+    assert auto.json()["max_arrival_rate_rps"] > off.json()["max_arrival_rate_rps"]
+    refused = seeded.post("/v1/capacity", json={**body, "constraints": {"pin": {"draft_tokens": 2}}}, headers=admin)
+    assert refused.status_code == 422, refused.text
+    assert "needs constraints.speculative auto or on" in refused.text
+
+
+def test_a_model_without_a_published_head_is_not_offered_speculation(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Llama 3.1 70B has no draft head in the deploy table (api/data/engine_cli.json): auto plans it without
+    speculation and says so; on is a 422 naming the constraint, not a plan nobody can deploy."""
+    body = {**LOW_LOAD, "model": "llama-3.1-70b", "constraints": {"speculative": "auto"}}
+    auto = seeded.post("/v1/plans", json={**body, "verify": False}, headers=admin)
+    assert auto.status_code == 201, auto.text
+    assert auto.json()["plan"]["speculative"] is None
+    assert "published" in auto.json()["justification"]["speculative"]["reason"]
+    on = seeded.post("/v1/plans", json={**body, "constraints": {"speculative": "on"}, "verify": False}, headers=admin)
+    assert on.status_code == 422, on.text
+    assert on.json()["constraint"] == "speculative"

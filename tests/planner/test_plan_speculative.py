@@ -17,7 +17,7 @@ from planner.errors import InfeasiblePlanError
 from planner.optimizer import PlanConstraints
 from planner.pins import Pin
 from planner.planning import PlanningRequest, plan_capacity
-from planner.speculative import METHOD_DEFAULTS, tokens_per_step
+from planner.speculative import METHOD_DEFAULTS, SEARCH_DRAFT_TOKENS, tokens_per_step
 from planner.workload import FixedLength, Slo, Workload
 from tests.planner.test_planning import CHAT, GRID, INPUTS
 
@@ -60,11 +60,22 @@ def test_on_at_low_load_lowers_tpot_on_the_same_configuration(low_load_plans):
     assert chosen.crossover_batch is not None and chosen.crossover_batch > 1
     section = on.justification.speculative
     assert section.chosen == chosen
-    assert {(t.method, t.draft_tokens) for t in section.trials} == {(m, k) for m in ("eagle", "medusa") for k in range(1, 6)}
+    assert {(t.method, t.draft_tokens) for t in section.trials} == {("eagle", k) for k in SEARCH_DRAFT_TOKENS}
 
 
 def test_auto_at_low_load_agrees_with_on(low_load_plans):
     assert low_load_plans["auto"].speculative == low_load_plans["on"].speculative
+
+
+def test_a_tie_on_cost_keeps_the_configuration_without_speculation(low_load_plans):
+    """At 0.2 requests/s one replica serves with or without a head at the same cost, so the search keeps
+    off's own setting (speculating variants win only by costing less); speculation is then added on that
+    setting for its lower TPOT, at the same replicas."""
+    off, auto = low_load_plans["off"], low_load_plans["auto"]
+    keep = ("gpu", "tp", "replicas", "weights_precision", "kv_precision", "batch_limit", "chunk_tokens")
+    assert [getattr(auto.row, f) for f in keep] == [getattr(off.row, f) for f in keep]
+    assert auto.row.draft == f"/eagle-k{auto.speculative.draft_tokens}"
+    assert "at its replicas and cost" in auto.justification.speculative.reason
 
 
 def test_auto_declines_at_high_load_and_shows_why():
@@ -99,3 +110,48 @@ def test_on_without_any_draft_for_the_model_is_an_impossible_request():
     assert raised.value.extensions["constraint"] == "speculative"
     auto = plan_capacity(replace(request, constraints=PlanConstraints(speculative="auto")), no_vocabulary)
     assert auto.speculative is None and auto.justification.speculative.trials == ()
+
+
+def test_a_tpot_bound_plan_buys_fewer_replicas_with_speculation():
+    """20 chat requests/s under a 15 ms p99 TPOT. Without speculation one H100 replica at 20 requests/s
+    runs a batch whose decode step (the weights, 16 GB, read once per token) is over the target, so the
+    cheapest plan is two replicas (8 $/h at 4 $/h per H100 in the test catalog). An EAGLE head at k 5
+    emits E = (1 − 0.8⁶)/0.2 = 3.689 tokens per verify step; the verify step reads the same weights
+    and KV, so one replica's TPOT at the full 20 requests/s falls under the target and the plan costs
+    half: one replica, 4 $/h. The section says what the plan without speculation would cost, the
+    crossover batch lies above the plan's occupancy, and the simulator agrees with the speculative plan."""
+    slo = Slo(ttft_s=1.0, tpot_s=0.015)
+    off = _plan(CHAT.at_rate(20.0), "off", slo=slo)
+    auto = _plan(CHAT.at_rate(20.0), "auto", slo=slo)
+    assert (off.replicas, off.cost_usd_per_hour) == (2, pytest.approx(8.0))
+    assert (auto.replicas, auto.cost_usd_per_hour) == (1, pytest.approx(4.0))
+    assert auto.row.gpu == off.row.gpu == "h100-sxm"
+    chosen = auto.speculative
+    assert (chosen.method, chosen.draft_tokens) == ("eagle", 5)
+    assert chosen.tokens_per_step == pytest.approx((1 - 0.8**6) / 0.2)
+    section = auto.justification.speculative
+    assert (section.cost_usd_per_hour_without, section.replicas_without) == (pytest.approx(8.0), 2)
+    assert "the cheapest plan speculates" in section.reason
+    assert chosen.crossover_batch > section.mean_running_sequences
+    # the plan is verified with speculation and its predicted TPOT is the speculative one
+    assert auto.verification.meets_slo
+    assert auto.verification.simulated.tpot_s.at_percentile <= slo.tpot_s
+    assert auto.predicted.tpot_s.at_percentile < slo.tpot_s < off.predicted.tpot_s.at_percentile * 2
+    # every section describes the configuration as planned: the roofline's decode step is the verify step
+    at_plan = next(r for r in auto.justification.roofline.decode if r.at == "at_plan_occupancy")
+    assert at_plan.output_tokens_per_s == pytest.approx(at_plan.batch * chosen.tokens_per_step / at_plan.step_s)
+
+
+def test_a_throughput_bound_plan_declines_speculation_past_the_crossover():
+    """~183 sequences per replica at 1,500 short requests/s: past k 5's crossover batch (where
+    t_verify/E ≥ t_decode for pure decode steps: 182); k 2's pure-decode crossover (259) lies above,
+    but each step also carries prefill chunks, which turn the verify step compute-bound sooner, so
+    k 2 predicts a TPOT of 40 ms against the plan's 21 ms and k 5 an unstable queue. No speculating
+    candidate is cheaper, and auto keeps the configuration, its replicas and cost without speculation."""
+    auto = _plan(SHORT, "auto", verify=False, slo=Slo(ttft_s=5.0, tpot_s=0.3), **SHORT_GRID)
+    off = _plan(SHORT, "off", verify=False, slo=Slo(ttft_s=5.0, tpot_s=0.3), **SHORT_GRID)
+    assert auto.speculative is None
+    assert (auto.replicas, auto.cost_usd_per_hour) == (off.replicas, off.cost_usd_per_hour)
+    section = auto.justification.speculative
+    assert section.trials and all(t.tpot_s is None or t.tpot_s > section.tpot_s_without for t in section.trials)
+    assert min(t.crossover_batch for t in section.trials) < section.mean_running_sequences

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from planner.candidates import enumerate_all_options, enumerate_groups, enumerate_options
+from planner.candidates import enumerate_all_options, enumerate_groups, enumerate_options, speculative_groups
 from planner.optimizer import PlanConstraints
 from planner.plan_search import _beats, _largest_beating
 from planner.planning import PlanningInputs
@@ -90,6 +90,32 @@ def test_the_closed_form_saturation_bound_is_never_below_the_queueing_models(
             assert option.saturation_bound_rps >= exact, (option.id, option.saturation_bound_rps, exact)
             checked += 1
     assert checked > 0 or not groups
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    model=st.sampled_from((LLAMA_8B, LLAMA_2_70B, MIXTRAL_8X7B)),
+    prompt=lengths,
+    output=lengths,
+    k=st.sampled_from((1, 3, 5)),
+    overlap=st.floats(0.0, 1.0),
+)
+def test_the_bound_holds_for_speculating_groups(model, prompt, output, k: int, overlap: float) -> None:
+    """A speculating group's bound (verify steps of k + 1 tokens per decoder, (E[o] − 1)/E of them per
+    request, the draft's passes) is never below the queueing model's speculative saturation either."""
+    workload = Workload(arrival_rate_rps=1.0, prompt_tokens=prompt, output_tokens=output)
+    groups, _ = enumerate_groups(model=model, gpus=GPUS, precisions=PRECISIONS, workload=workload, slo=Slo(e2e_s=1e6))
+    plain = [replace(g, step_model=replace(g.step_model, memory_compute_overlap=overlap)) for g in groups[::3]]
+    for group in speculative_groups(plain, model, workload, draft_tokens=(k,)):
+        for option in enumerate_options(group, workload)[::3]:
+            exact = saturation_rps(
+                group.step_model,
+                workload,
+                Serving(batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens),
+                kv_capacity_tokens=group.kv_capacity_tokens,
+            )
+            assert option.saturation_bound_rps >= exact, (option.id, option.saturation_bound_rps, exact)
+            assert option.id.endswith(f"/eagle-k{k}")
 
 
 def test_the_unchunked_bound_is_tight_when_prefill_dominates() -> None:
