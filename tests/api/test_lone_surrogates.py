@@ -31,7 +31,7 @@ def test_a_body_with_an_unpaired_surrogate_is_invalid_json_not_a_500(client: Api
 
 
 def test_a_surrogate_pair_is_one_character_and_reaches_the_route(client: ApiClient) -> None:
-    """"\\ud83d\\ude00" is 😀: the route answers as it would for any unknown deployment name."""
+    """ "\\ud83d\\ude00" is 😀: the route answers as it would for any unknown deployment name."""
     response = client.post("/v1/deployments:replan", content=b'{"deployments": ["chat-\\ud83d\\ude00"]}', headers=JSON)
     body: dict[str, Any] = assert_problem(response, 404)
     assert "chat-\N{GRINNING FACE}" in body["detail"]
