@@ -183,22 +183,9 @@ class BodyGuard:
                 ),
             )
             return
-        if _has_lone_surrogate(body):
-            await self._refuse(
-                scope,
-                send,
-                RequestValidationError(
-                    [
-                        {
-                            "type": "json_invalid",
-                            "loc": ("body",),
-                            "msg": "JSON decode error: a string holds an unpaired UTF-16 surrogate escape (\\ud800–\\udfff), "
-                            "which is no Unicode character (RFC 8259 §8.2, RFC 7493 §2.1)",
-                            "input": None,
-                        }
-                    ]
-                ),
-            )
+        if (why := _unstorable_text(body)) is not None:
+            error = {"type": "json_invalid", "loc": ("body",), "msg": f"JSON decode error: {why}", "input": None}
+            await self._refuse(scope, send, RequestValidationError([error]))
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -215,35 +202,40 @@ class BodyGuard:
         await response(scope, _no_receive, send)
 
 
-_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F][0-9a-fA-F]{2}")
+#: An escape that spells a UTF-16 surrogate half (`\\ud800`–`\\udfff`) or NUL (`\\u0000`).
+_SUSPECT_ESCAPE = re.compile(rb"\\[uU](?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")
 
 
-def _has_lone_surrogate(body: bytes) -> bool:
-    """Whether a JSON body's strings hold an unpaired surrogate escape (`"\\ud800"`). Python's JSON
-    decoder accepts one and yields a string UTF-8 cannot encode, which a database then refuses
-    (PostgreSQL: a 500 at the first query). A pair (`"\\ud83d\\ude00"`) decodes to one character and
+def _unstorable_text(body: bytes) -> str | None:
+    """Why a JSON body's strings cannot be stored as text, or None. Two things Python's JSON decoder
+    accepts but a database does not: an unpaired surrogate escape (`"\\ud800"`: no Unicode character,
+    RFC 8259 §8.2 and RFC 7493 §2.1; UTF-8 cannot encode it) and NUL (`"\\u0000"`: PostgreSQL text
+    cannot hold it). Either made a route answer 500 on PostgreSQL at its first query (the schemathesis
+    run on POST /v1/deployments:replan). A surrogate pair (`"\\ud83d\\ude00"`) is one character and
     passes. Only bodies holding such an escape at all are decoded here."""
-    if _SURROGATE_ESCAPE.search(body) is None:
-        return False
+    if _SUSPECT_ESCAPE.search(body) is None:
+        return None
     try:
         document = json.loads(body)
     except ValueError:
-        return False  # malformed JSON: the route's own parsing says so
+        return None  # malformed JSON: the route's own parsing says so
 
-    def lone(value: Any) -> bool:
+    def why(value: Any) -> str | None:
         if isinstance(value, str):
+            if "\x00" in value:
+                return "a string holds NUL (\\u0000), which no text field accepts (PostgreSQL text cannot store it)"
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
-                return True
-            return False
-        if isinstance(value, list):
-            return any(lone(item) for item in value)
-        if isinstance(value, dict):
-            return any(lone(key) or lone(item) for key, item in value.items())
-        return False
+                return (
+                    "a string holds an unpaired UTF-16 surrogate escape (\\ud800–\\udfff), which is no Unicode "
+                    "character (RFC 8259 §8.2, RFC 7493 §2.1)"
+                )
+            return None
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value if isinstance(value, list) else []
+        return next((found for item in items if (found := why(item)) is not None), None)
 
-    return lone(document)
+    return why(document)
 
 
 def _is_json(content_type: str | None) -> bool:

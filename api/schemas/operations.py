@@ -24,7 +24,7 @@ class BulkReplanRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    deployments: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(
+    deployments: list[Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^/\x00-\x1f]+$")]] | None = Field(
         default=None, min_length=1, max_length=500, description="Deployment names; omitted: every deployment (up to 500)."
     )
 
