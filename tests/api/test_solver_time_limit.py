@@ -55,6 +55,11 @@ def test_a_plans_solver_limit_follows_the_request_deadline(
 
     monkeypatch.setattr(plan_service, "plan_capacity", recording)
     hurried = make_client(solver_time_limit_s=10.0, request_timeout_s=4.0)  # the database `seeded` loaded
+    # The same plan once without the 4 s deadline first: a worker process's first plan pays the
+    # queueing kernels' compilation and cache loads (seconds on a loaded 2-core CI machine), which is
+    # not what this test is about; it failed at 6.9 s under the full suite's load.
+    assert seeded.post("/v1/plans", json=plan_body(verify=False), headers=admin).status_code == 201
+    limits.clear()
     response = hurried.post("/v1/plans", json=plan_body(verify=False), headers=admin)
     assert response.status_code == 201, response.text
     assert len(limits) == 1 and 0 < limits[0] <= 4.0 * SOLVER_SHARE_OF_DEADLINE
