@@ -167,6 +167,7 @@ def latency_choice(planner: _Planner, fleet: _Fleet, request: PlanningRequest) -
         report = report or planner.simulated(variant, request.workload, row.offered_rps, row.replicas, request.slo, request)
         verification = dict(report)
         verification["rows"] = [{"gpu": row.gpu, "replicas": row.replicas, "meets_slo": report["meets_slo"]}]
+    planner.meets(variant, request.slo, rate_rps)  # the variant's facts start from the rate it was chosen at (μ ≥ it)
     swapped: FleetRow = _row(variant, row.replicas, rate_rps, planner.saturation(variant), row.offered_rps)
     instead = f"than {searched}, " if searched else ""
     reason = f"{draft}: a lower TPOT {instead}meeting every SLO on the cheapest configuration, at its replicas and cost"

@@ -214,15 +214,16 @@ class PlanConstraintsSpec(_Input):
     )
 
     speculative: Literal["auto", "off", "on"] = Field(
-        default="off",
+        default="auto",
         description="Speculative decoding as a candidate of the search (a draft head: EAGLE, or MTP where the model ships "
         "it, at draft lengths 2 and 5 or pin.draft_tokens; docs/speculative-decoding.md). `off`: never. `auto`: every "
         "configuration is offered with and without speculation and the cheapest plan wins (speculation buys fewer replicas "
         "where TPOT binds at low batch); where the cheapest does not speculate, its speculating variant with the lowest "
         "TPOT below its own that meets every SLO is deployed at the same replicas and cost, verified by the simulator. "
         "`on`: only speculating configurations (a 422 where none serves). `plan.speculative` says what was chosen and "
-        "`justification.speculative` what was tried, the crossover batches and the cost without speculation. The default "
-        "is `off`: docs/speculative-decoding.md says why.",
+        "`justification.speculative` what was tried, the crossover batches and the cost without speculation. Offered only "
+        "with a draft head published for the model (the deploy table's draft_heads; MTP ships in the model). The default "
+        "is `auto`. A batch job does not speculate (auto plans it as before; on is a 422).",
     )
 
     def to_constraints(self) -> PlanConstraints:
@@ -309,10 +310,14 @@ class PlanRequest(_Input):
                     ("n_plus_one", limits.n_plus_one),
                     ("mixed_fleet", limits.mixed_fleet),
                     ("inventory", bool(limits.inventory)),
-                    ("speculative", limits.speculative != "off"),
                 )
                 if given
             ]
+            if limits.speculative == "on":
+                raise ValueError(
+                    "a batch job does not speculate yet: its sizing (throughput at the batch memory holds, "
+                    "planner/batch_jobs.py) has no speculative step model; leave out constraints.speculative or set it to off"
+                )
             if unused:  # refused rather than ignored: a job plan honours gpus, precisions, max_gpus and min_confidence
                 raise ValueError(f"a batch job does not take constraints.{', constraints.'.join(unused)}")
             return self
