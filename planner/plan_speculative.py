@@ -56,7 +56,14 @@ def search_groups(groups: Sequence[Group], request: PlanningRequest, inputs: Pla
         return list(groups)
     pin = constraints.pin
     lengths = SEARCH_DRAFT_TOKENS if pin is None or pin.draft_tokens is None else (pin.draft_tokens,)
-    variants = speculative_groups(groups, inputs.model, request.workload, draft_tokens=lengths, published=inputs.draft_methods)
+    variants = speculative_groups(
+        groups,
+        inputs.model,
+        request.workload,
+        draft_tokens=lengths,
+        published=inputs.draft_methods,
+        acceptance_rate=None if pin is None else pin.acceptance_rate,
+    )
     if mode == "on":
         if not variants:
             raise InfeasiblePlanError(
@@ -180,11 +187,12 @@ def speculative_choice(option: Option, workload: Workload) -> SpeculativeChoice 
     if spec is None:
         return None
     default = METHOD_DEFAULTS[spec.method]
+    given = spec.acceptance_rate != default.acceptance_rate
     return SpeculativeChoice(
         method=spec.method,
         draft_tokens=spec.draft_tokens,
         acceptance_rate=spec.acceptance_rate,
-        acceptance_source=default.source,
+        acceptance_source="given by the request (constraints.pin.acceptance_rate)" if given else default.source,
         tokens_per_step=spec.tokens_per_step,
         crossover_batch=crossover_batch(
             option.group.step_model,

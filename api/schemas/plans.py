@@ -129,6 +129,14 @@ class PlanPin(_Input):
         description="Draft tokens per step when the plan speculates (constraints.speculative auto or on); omitted, the "
         "search offers 2 and 5 (5: EAGLE's and SGLang's default chain depth).",
     )
+    acceptance_rate: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="The draft head's per-token acceptance rate α as measured on this traffic (e.g. from vLLM's "
+        "spec_decode acceptance counters), used instead of the method's default; plan.speculative.acceptance_source "
+        "then says it was given.",
+    )
 
     @field_validator("pp")
     @classmethod
@@ -164,6 +172,7 @@ class PlanPin(_Input):
             precision=None if self.precision is None else (self.precision.weights, self.precision.kv_cache),
             engine=self.engine,
             draft_tokens=self.draft_tokens,
+            acceptance_rate=self.acceptance_rate,
         )
 
 

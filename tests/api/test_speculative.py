@@ -186,3 +186,13 @@ def test_auto_is_the_default(seeded: ApiClient, admin: dict[str, str]) -> None:
     assert default["plan"]["speculative"] == asked["plan"]["speculative"]
     assert asked["plan"]["speculative"] is not None
     assert default["cost"]["usd_per_hour"] == asked["cost"]["usd_per_hour"]
+
+
+def test_a_measured_acceptance_rate_is_planned_with(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """constraints.pin.acceptance_rate 0.5 at k 2: E = (1 − 0.5³)/0.5 = 1.75 tokens per step, said to be given;
+    a rate outside (0, 1) is a 422."""
+    chosen = _plan(seeded, admin, speculative="on", pin={"draft_tokens": 2, "acceptance_rate": 0.5})["plan"]["speculative"]
+    assert chosen["acceptance_rate"] == 0.5 and "given" in chosen["acceptance_source"]
+    assert chosen["tokens_per_step"] == pytest.approx(1.75)
+    body = {**LOW_LOAD, "constraints": {**LOW_LOAD["constraints"], "pin": {"acceptance_rate": 1.0}}}
+    assert seeded.post("/v1/plans", json=body, headers=admin).status_code == 422

@@ -155,3 +155,12 @@ def test_a_throughput_bound_plan_declines_speculation_past_the_crossover():
     section = auto.justification.speculative
     assert section.trials and all(t.tpot_s is None or t.tpot_s > section.tpot_s_without for t in section.trials)
     assert min(t.crossover_batch for t in section.trials) < section.mean_running_sequences
+
+
+def test_a_given_acceptance_rate_replaces_the_default():
+    """A measured α of 0.6 (pin.acceptance_rate) instead of EAGLE's 0.8: at k 5 a step then emits
+    E = (1 − 0.6⁶)/0.4 = 2.38336 tokens, not 3.69; the plan says the rate was given."""
+    plan = _plan(LOW_LOAD, "on", verify=False, pin=Pin(acceptance_rate=0.6, draft_tokens=5))
+    chosen = plan.speculative
+    assert chosen.acceptance_rate == 0.6 and "given" in chosen.acceptance_source
+    assert chosen.tokens_per_step == pytest.approx((1 - 0.6**6) / 0.4) == pytest.approx(2.38336)
