@@ -639,9 +639,10 @@ def enumerate_all_options(
         ).removesuffix("b0/nochunk")
         for g in groups
     ]
+    drafts = [g.draft for g in groups]  # the speculating variants' id suffix, once per group
     return [
         Option(
-            f"{prefixes[index]}b{batch}/{'nochunk' if chunk is None else f'c{chunk}'}{groups[index].draft}",
+            f"{prefixes[index]}b{batch}/{'nochunk' if chunk is None else f'c{chunk}'}{drafts[index]}",
             groups[index],
             batch,
             chunk,
