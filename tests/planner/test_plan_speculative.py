@@ -164,3 +164,24 @@ def test_a_given_acceptance_rate_replaces_the_default():
     chosen = plan.speculative
     assert chosen.acceptance_rate == 0.6 and "given" in chosen.acceptance_source
     assert chosen.tokens_per_step == pytest.approx((1 - 0.6**6) / 0.4) == pytest.approx(2.38336)
+
+
+def test_auto_plans_again_without_speculation_when_the_simulator_refutes_every_plan(monkeypatch):
+    """When the simulator refutes every plan the search proposes with speculation offered (its verification
+    rounds exhausted: bench/plan_latency.py's request #1 at 200 requests/s), auto answers the plan off
+    would have given, saying why, rather than the 422 off would not have given."""
+    from planner import planning
+
+    searched = planning._search
+
+    def refuted_with_speculation(planner, space, request):
+        if request.constraints.speculative == "auto":
+            raise InfeasiblePlanError("every plan refuted", constraint="verification", adjustments=[{}, {}, {}])
+        return searched(planner, space, request)
+
+    monkeypatch.setattr(planning, "_search", refuted_with_speculation)
+    auto, off = _plan(LOW_LOAD, "auto", verify=False), _plan(LOW_LOAD, "off", verify=False)
+    assert auto.speculative is None
+    assert (auto.row.gpu, auto.replicas, auto.cost_usd_per_hour) == (off.row.gpu, off.replicas, off.cost_usd_per_hour)
+    assert auto.predicted == off.predicted
+    assert "refuted every plan" in auto.justification.speculative.reason and "(3 tried)" in auto.justification.speculative.reason
