@@ -108,6 +108,7 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
             verify=body.verify,
             speculative=body.constraints.speculative,
             draft_tokens=pin.draft_tokens,
+            acceptance_rate=pin.acceptance_rate,
         ),
         inputs,
     )

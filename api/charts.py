@@ -38,7 +38,7 @@ from planner.errors import PlannerInputError
 from planner.performance import decode_step
 from planner.plan_result import STEP_MODEL_FIELDS
 from planner.simulator import CI_LEVEL
-from planner.step_model import StepModel
+from planner.step_model import Speculation, StepModel
 
 Format = Literal["svg", "png"]
 P = ParamSpec("P")
@@ -286,7 +286,11 @@ def knee_series(response: dict[str, Any]) -> dict[str, Any]:
     and the batch limit, plus every batch the plan names."""
     justification = _justification(response, "knee")
     coefficients = justification["step_model"]
-    model = StepModel(**{name: coefficients[name] for name in STEP_MODEL_FIELDS})
+    draft = coefficients.get("speculation")
+    model = StepModel(
+        **{name: coefficients[name] for name in STEP_MODEL_FIELDS},
+        speculation=None if draft is None else Speculation(**draft),  # a speculating plan's decode step is its verify step
+    )
     memory, roofline = justification["memory"], justification["roofline"]
     context = roofline["decode"][0]["context_tokens"]
     top = max(2, math.ceil(1.5 * max(memory["concurrency_limit_by_kv"], memory["batch_limit"])))

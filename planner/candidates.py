@@ -345,16 +345,18 @@ def speculative_groups(
     *,
     draft_tokens: Sequence[int],
     published: frozenset[str] | None = None,
+    acceptance_rate: float | None = None,
 ) -> list[Group]:
     """Each group verifying the model's search draft head (planner/speculative.py `search_method`)
-    at each draft length: its step model verifies k + 1 tokens per decoder, its KV cache loses what
+    at each draft length (with the method's default α, or `acceptance_rate` where the request gives
+    one): its step model verifies k + 1 tokens per decoder, its KV cache loses what
     the head holds, and its one-sequence TPOT floor is the verify step over E. A variant whose cache
     cannot hold one average request is left out. Empty when the model offers no head (or, with
     `published`, none with a published checkpoint)."""
     method = search_method(model, published)
     if method is None:
         return []
-    alpha = METHOD_DEFAULTS[method].acceptance_rate
+    alpha = METHOD_DEFAULTS[method].acceptance_rate if acceptance_rate is None else acceptance_rate  # given: measured
     request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
     variants: list[Group] = []
     for group in groups:
@@ -637,9 +639,10 @@ def enumerate_all_options(
         ).removesuffix("b0/nochunk")
         for g in groups
     ]
+    drafts = [g.draft for g in groups]  # the speculating variants' id suffix, once per group
     return [
         Option(
-            f"{prefixes[index]}b{batch}/{'nochunk' if chunk is None else f'c{chunk}'}{groups[index].draft}",
+            f"{prefixes[index]}b{batch}/{'nochunk' if chunk is None else f'c{chunk}'}{drafts[index]}",
             groups[index],
             batch,
             chunk,

@@ -99,6 +99,8 @@ class CapacityRequest:
     speculative: Literal["auto", "off", "on"] = "off"
     #: a pinned draft length (replaces planner/speculative.py SEARCH_DRAFT_TOKENS)
     draft_tokens: int | None = None
+    #: a given per-token acceptance rate (replaces the method's default α)
+    acceptance_rate: float | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -450,7 +452,14 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
     )
     if request.speculative != "off":
         lengths = SEARCH_DRAFT_TOKENS if request.draft_tokens is None else (request.draft_tokens,)
-        variants = speculative_groups(groups, inputs.model, workload, draft_tokens=lengths, published=inputs.draft_methods)
+        variants = speculative_groups(
+            groups,
+            inputs.model,
+            workload,
+            draft_tokens=lengths,
+            published=inputs.draft_methods,
+            acceptance_rate=request.acceptance_rate,
+        )
         if request.speculative == "on" and groups and not variants:
             raise InfeasiblePlanError(
                 f"speculative is 'on' but no draft head can be offered for {inputs.model.slug} on this hardware "

@@ -48,8 +48,11 @@ class Pin:
     chunk_pinned: bool = False
     precision: tuple[str, str] | None = None
     engine: str | None = None
-    #: Draft tokens per step when the plan speculates (planner/speculative.py); None searches 1–5.
+    #: Draft tokens per step when the plan speculates (planner/speculative.py); None searches 2 and 5.
     draft_tokens: int | None = None
+    #: The draft head's per-token acceptance rate α, as measured for this traffic; None takes the
+    #: method's default (planner/speculative.py METHOD_DEFAULTS).
+    acceptance_rate: float | None = None
 
     def __post_init__(self) -> None:
         if self.pp is not None and self.pp != 1:
@@ -64,6 +67,8 @@ class Pin:
             value = getattr(self, member)
             if value is not None and value < 1:
                 raise _refuse(member, f"a pinned {member} must be >= 1, got {value}")
+        if self.acceptance_rate is not None and not 0.0 < self.acceptance_rate < 1.0:
+            raise _refuse("acceptance_rate", f"a pinned acceptance_rate must be in (0, 1), got {self.acceptance_rate}")
         if self.chunk_tokens is not None and not self.chunk_pinned:
             object.__setattr__(self, "chunk_pinned", True)
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from planner.errors import PlannerInputError
 from planner.specs import Efficiency
-from planner.step_model import StepModel
+from planner.step_model import Speculation, StepModel
 
 Metric = Literal["ttft", "tpot", "e2e"]
 Method = Literal["analytic", "simulated"]
@@ -213,6 +213,9 @@ class StepModelSection:
     weight_bytes: float
     break_even_flops_per_byte: float
     formula: str
+    #: The draft the configuration verifies (planner/step_model.py `Speculation`, its k, α and per-pass
+    #: costs), so a client recomputes the verify step too; None without speculation.
+    speculation: Speculation | None = None
 
     @classmethod
     def of(cls, sm: StepModel, *, formula: str) -> StepModelSection:
@@ -221,6 +224,7 @@ class StepModelSection:
             weight_bytes=sm.weight_bytes,
             break_even_flops_per_byte=sm.break_even_flops_per_byte,
             formula=formula,
+            speculation=sm.speculation,
         )
 
 

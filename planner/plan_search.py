@@ -215,7 +215,7 @@ class _Planner:
         self.by_id = {o.id: o for o in self.options}
         self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._id_list: list[str] | None = None
-        self._by_group: dict[tuple[str, str, str, int, str], list[Option]] | None = None
+        self._by_group: dict[int, list[Option]] | None = None
         #: every answer the queueing model gave this request, per (option id, percentile): (rate, answer)
         self._answers: dict[tuple[str, float], list[tuple[float, Prediction | PercentileBounds]]] = {}
         self._simulations: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -281,8 +281,8 @@ class _Planner:
         if self._by_group is None:
             self._by_group = {}
             for other in self.options:
-                self._by_group.setdefault((*other.group.key, other.group.draft), []).append(other)
-        return [o for o in self._by_group.get((*option.group.key, option.group.draft), ()) if o.id != option.id]
+                self._by_group.setdefault(id(other.group), []).append(other)  # a group's options share its object
+        return [o for o in self._by_group.get(id(option.group), ()) if o.id != option.id]
 
     def _record_miss(self, option: Option, slo: Slo, rate_rps: float) -> None:
         facts = self._facts(option, slo)
@@ -579,7 +579,7 @@ class _Planner:
         ceiling = best.cost_usd_per_hour * (1 + 3 * _COST_TOLERANCE)  # a tie within rounding counts as cheaper
 
         def plain(option: Option) -> bool:
-            return not option.group.draft and (only is None or only(option))
+            return option.group.step_model.speculation is None and (only is None or only(option))
 
         tie = self.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=ceiling, only=plain)
         out.priced.extend(tie.priced)

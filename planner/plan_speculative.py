@@ -8,12 +8,16 @@ its μ from the queueing model on the speculative step model, its KV cache less 
 holds), so a TPOT-bound plan buys fewer replicas with speculation where it pays, and the simulator
 verifies the winner with its accepted lengths drawn per sequence and step.
 
-Where the cheapest plan does not speculate, speculation may still buy latency at the same cost:
-auto then tries the winner's speculating variants at its per-replica load and takes the one with the
-lowest TPOT below the plan's own that meets every SLO and that the simulator agrees with
+Only heads with a published checkpoint are offered where the caller says which
+(`PlanningInputs.draft_methods`), and on a tie in cost the configuration without speculation wins
+(planner/plan_search.py `_plain_on_a_tie`): speculation is bought for what it saves. Where the
+cheapest plan does not speculate, speculation may still buy latency at the same cost: auto then
+tries the winner's speculating variants at its per-replica load and takes the one with the lowest
+TPOT below the plan's own that meets every SLO and that the simulator agrees with
 (`latency_choice`). The plan's every section is then built on the configuration as chosen, and
 `speculative_section` records what was tried, the crossover batches and what the plan would cost
-without speculation.
+without speculation. When the simulator refutes every plan the search proposed, auto plans again
+without speculation (planner/planning.py `_planned_without`).
 """
 
 from __future__ import annotations
@@ -56,7 +60,14 @@ def search_groups(groups: Sequence[Group], request: PlanningRequest, inputs: Pla
         return list(groups)
     pin = constraints.pin
     lengths = SEARCH_DRAFT_TOKENS if pin is None or pin.draft_tokens is None else (pin.draft_tokens,)
-    variants = speculative_groups(groups, inputs.model, request.workload, draft_tokens=lengths, published=inputs.draft_methods)
+    variants = speculative_groups(
+        groups,
+        inputs.model,
+        request.workload,
+        draft_tokens=lengths,
+        published=inputs.draft_methods,
+        acceptance_rate=None if pin is None else pin.acceptance_rate,
+    )
     if mode == "on":
         if not variants:
             raise InfeasiblePlanError(
@@ -75,21 +86,26 @@ def _mean_decode_context(request: PlanningRequest) -> float:
     return workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0  # prompt + half the output
 
 
-def _setting(option: Option) -> tuple[str, str, str, int, int, int | None]:
-    return (*option.group.key, option.batch_limit, option.chunk_tokens)
+def _same_setting(a: Option, b: Option) -> bool:
+    """Same (GPU, precision, tp, batch limit, chunk budget), the cheap comparisons first (a plan has thousands)."""
+    return (
+        a.batch_limit == b.batch_limit
+        and a.chunk_tokens == b.chunk_tokens
+        and a.group.tp == b.group.tp
+        and a.group.gpu is b.group.gpu
+        and a.group.key == b.group.key
+    )
 
 
 def _variants(option: Option, options: Sequence[Option]) -> list[Option]:
     """The speculating variants of `option`'s (GPU, precision, tp, batch, chunk) among the search's options."""
-    setting = _setting(option)
-    return [o for o in options if o.group.draft and o.batch_limit == option.batch_limit and _setting(o) == setting]
+    return [o for o in options if _same_setting(o, option) and o.group.step_model.speculation is not None]
 
 
 def _plain_of(option: Option, options: Sequence[Option], inputs: PlanningInputs) -> Option:
     """`option` without speculation: the search's own option where it has one, else (on) rebuilt."""
-    setting = _setting(option)
     for other in options:
-        if not other.group.draft and other.batch_limit == option.batch_limit and _setting(other) == setting:
+        if _same_setting(other, option) and other.group.step_model.speculation is None:
             return other
     group = option.group
     if group.step_model.speculation is None:
@@ -167,6 +183,7 @@ def latency_choice(planner: _Planner, fleet: _Fleet, request: PlanningRequest) -
         report = report or planner.simulated(variant, request.workload, row.offered_rps, row.replicas, request.slo, request)
         verification = dict(report)
         verification["rows"] = [{"gpu": row.gpu, "replicas": row.replicas, "meets_slo": report["meets_slo"]}]
+    planner.meets(variant, request.slo, rate_rps)  # the variant's facts start from the rate it was chosen at (μ ≥ it)
     swapped: FleetRow = _row(variant, row.replicas, rate_rps, planner.saturation(variant), row.offered_rps)
     instead = f"than {searched}, " if searched else ""
     reason = f"{draft}: a lower TPOT {instead}meeting every SLO on the cheapest configuration, at its replicas and cost"
@@ -179,11 +196,12 @@ def speculative_choice(option: Option, workload: Workload) -> SpeculativeChoice 
     if spec is None:
         return None
     default = METHOD_DEFAULTS[spec.method]
+    given = spec.acceptance_rate != default.acceptance_rate
     return SpeculativeChoice(
         method=spec.method,
         draft_tokens=spec.draft_tokens,
         acceptance_rate=spec.acceptance_rate,
-        acceptance_source=default.source,
+        acceptance_source="given by the request (constraints.pin.acceptance_rate)" if given else default.source,
         tokens_per_step=spec.tokens_per_step,
         crossover_batch=crossover_batch(
             option.group.step_model,
@@ -245,7 +263,7 @@ def cheapest_without(planner: _Planner, request: PlanningRequest) -> tuple[float
     if request.constraints.speculative != "auto":
         return None
     outcome = planner.search(
-        request.slo, request.workload.arrival_rate_rps, request.constraints, only=lambda o: not o.group.draft
+        request.slo, request.workload.arrival_rate_rps, request.constraints, only=lambda o: o.group.step_model.speculation is None
     )
     best = outcome.best
     return None if best is None else (best.cost_usd_per_hour, best.replicas)

@@ -117,8 +117,10 @@ class CapacityRequest(_Input):
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
         pin = self.constraints.pin
-        if pin is not None and pin.draft_tokens is not None and self.constraints.speculative == "off":
-            raise ValueError("constraints.pin.draft_tokens needs constraints.speculative auto or on")
+        if pin is not None and self.constraints.speculative == "off":
+            for member in ("draft_tokens", "acceptance_rate"):
+                if getattr(pin, member) is not None:
+                    raise ValueError(f"constraints.pin.{member} needs constraints.speculative auto or on")
         if pin is not None:
             for member in ("gpu", "tp", "batch_limit", "chunk_tokens", "precision"):
                 top, pinned = getattr(self, member), getattr(pin, member)

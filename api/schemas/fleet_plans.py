@@ -13,7 +13,7 @@ import csv
 import io
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from api.csv_export import CURRENCY
 from api.rounding import rounded
@@ -131,6 +131,23 @@ class FleetConstraintsSpec(_Input):
         default=None,
         description="Leave out GPUs whose calibration is graded below this (low < medium < high); `notes` names them.",
     )
+    speculative: Literal["off"] = Field(
+        default="off",
+        description="Fleet plans do not speculate yet: only `off` is taken. Their candidate tables (one per workload shape "
+        "× GPU type) are built without draft variants, and a fleet row cannot carry a draft to deploy; plan a workload "
+        "alone with POST /v1/plans and constraints.speculative to see what speculation buys it.",
+    )
+
+    @field_validator("speculative", mode="before")
+    @classmethod
+    def _no_speculation(cls, value: object) -> object:
+        if value != "off":
+            raise ValueError(
+                "fleet plans do not speculate yet (their candidate tables have no draft variants and a fleet row "
+                "cannot carry a draft to deploy): leave out constraints.speculative, or plan a workload alone with "
+                "POST /v1/plans and constraints.speculative"
+            )
+        return value
 
 
 #: A fleet plan's default batch/chunk grid: the one its size bounds (MAX_SHAPE_OPTIONS) and

@@ -183,6 +183,20 @@ class VerificationRead(_Read):
 # --- justification: step model, memory, roofline -------------------------------------------------------------
 
 
+class SpeculationRead(_Read):
+    """A draft's per-pass costs: the verify step is step_s(d·(k+1) + p, kv, d·((k+1)·c̄ + k(k+1)/2) + attended_p)
+    plus k × combine((W_d + kv · kv_d)/BW, (d · f_d + kv · a_d)/F); SI units."""
+
+    method: str
+    draft_tokens: int = Field(description="k: tokens drafted per sequence and step.")
+    acceptance_rate: float = Field(description="α: per-token acceptance rate.")
+    draft_weight_bytes: float = Field(description="W_d: bytes the draft reads per pass.")
+    draft_kv_bytes_per_token: float = Field(description="kv_d: the draft's KV bytes per token of context.")
+    draft_flops_per_token: float = Field(description="f_d: the draft's FLOPs per sequence and pass.")
+    draft_attention_flops_per_context_token: float = Field(description="a_d: the draft's attention FLOPs per context token.")
+    resident_bytes: float = Field(description="Memory the draft holds beside the target's weights, bytes.")
+
+
 class StepModelSectionRead(_Read):
     """The step-time formula of the chosen configuration with every coefficient; SI units."""
 
@@ -203,6 +217,11 @@ class StepModelSectionRead(_Read):
     weight_bytes: float = Field(description="All weights of the replica, bytes.")
     break_even_flops_per_byte: float = Field(description="Arithmetic intensity where compute time equals memory time.")
     formula: str
+    speculation: SpeculationRead | None = Field(
+        default=None,
+        description="The draft the configuration verifies (plan.speculative), with its per-pass costs: a decode step is "
+        "then the verify step (planner/step_model.py); null without speculation.",
+    )
 
 
 class MemorySectionRead(_Read):

@@ -129,6 +129,14 @@ class PlanPin(_Input):
         description="Draft tokens per step when the plan speculates (constraints.speculative auto or on); omitted, the "
         "search offers 2 and 5 (5: EAGLE's and SGLang's default chain depth).",
     )
+    acceptance_rate: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="The draft head's per-token acceptance rate α as measured on this traffic (e.g. from vLLM's "
+        "spec_decode acceptance counters), used instead of the method's default; plan.speculative.acceptance_source "
+        "then says it was given.",
+    )
 
     @field_validator("pp")
     @classmethod
@@ -164,6 +172,7 @@ class PlanPin(_Input):
             precision=None if self.precision is None else (self.precision.weights, self.precision.kv_cache),
             engine=self.engine,
             draft_tokens=self.draft_tokens,
+            acceptance_rate=self.acceptance_rate,
         )
 
 
@@ -214,15 +223,16 @@ class PlanConstraintsSpec(_Input):
     )
 
     speculative: Literal["auto", "off", "on"] = Field(
-        default="off",
+        default="auto",
         description="Speculative decoding as a candidate of the search (a draft head: EAGLE, or MTP where the model ships "
         "it, at draft lengths 2 and 5 or pin.draft_tokens; docs/speculative-decoding.md). `off`: never. `auto`: every "
         "configuration is offered with and without speculation and the cheapest plan wins (speculation buys fewer replicas "
         "where TPOT binds at low batch); where the cheapest does not speculate, its speculating variant with the lowest "
         "TPOT below its own that meets every SLO is deployed at the same replicas and cost, verified by the simulator. "
         "`on`: only speculating configurations (a 422 where none serves). `plan.speculative` says what was chosen and "
-        "`justification.speculative` what was tried, the crossover batches and the cost without speculation. The default "
-        "is `off`: docs/speculative-decoding.md says why.",
+        "`justification.speculative` what was tried, the crossover batches and the cost without speculation. Offered only "
+        "with a draft head published for the model (the deploy table's draft_heads; MTP ships in the model). The default "
+        "is `auto`. A batch job does not speculate (auto plans it as before; on is a 422).",
     )
 
     def to_constraints(self) -> PlanConstraints:
@@ -309,10 +319,14 @@ class PlanRequest(_Input):
                     ("n_plus_one", limits.n_plus_one),
                     ("mixed_fleet", limits.mixed_fleet),
                     ("inventory", bool(limits.inventory)),
-                    ("speculative", limits.speculative != "off"),
                 )
                 if given
             ]
+            if limits.speculative == "on":
+                raise ValueError(
+                    "a batch job does not speculate yet: its sizing (throughput at the batch memory holds, "
+                    "planner/batch_jobs.py) has no speculative step model; leave out constraints.speculative or set it to off"
+                )
             if unused:  # refused rather than ignored: a job plan honours gpus, precisions, max_gpus and min_confidence
                 raise ValueError(f"a batch job does not take constraints.{', constraints.'.join(unused)}")
             return self

@@ -176,3 +176,13 @@ def test_what_if_job_axes_need_a_job(seeded: ApiClient, admin: dict[str, str]) -
     assert_problem(seeded.post("/v1/what-if", json=traffic, headers=admin), 422)
     rates_for_a_job = _job_sweep(arrival_rates_rps=[1, 2])
     assert_problem(seeded.post("/v1/what-if", json=rates_for_a_job, headers=admin), 422)
+
+
+def test_a_batch_job_refuses_speculation_on_saying_why(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Batch-job sizing has no speculative step model: `on` is a 422 naming why; `auto` (or off) plans as before."""
+    body = {**SUMMARIES, "constraints": {**SUMMARIES["constraints"], "speculative": "on"}}
+    refused = seeded.post("/v1/plans", json=body, headers=admin)
+    assert refused.status_code == 422, refused.text
+    assert "a batch job does not speculate yet" in refused.text
+    auto = {**SUMMARIES, "constraints": {**SUMMARIES["constraints"], "speculative": "auto"}, "verify": False, "store": False}
+    assert seeded.post("/v1/plans", json=auto, headers=admin).status_code == 200  # not stored: 200

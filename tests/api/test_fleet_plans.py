@@ -329,3 +329,13 @@ def test_schedule_csv_states_each_row_cost_per_hour_and_month(api: ApiClient) ->
         assert float(row["cost_usd_per_hour"]) == pytest.approx(per_hour, abs=0.005 / 2 + 0.005)  # both in cents
         assert float(row["cost_usd_per_month"]) == pytest.approx(per_hour * 730, abs=0.005 / 2 * 730 + 0.005)  # cost_usd in cents
         assert row["currency"] == "USD"
+
+
+def test_a_fleet_plan_refuses_speculation_saying_why(api: ApiClient) -> None:
+    """Fleet plans have no draft variants in their candidate tables: constraints.speculative other than off
+    is a 422 that says so and where to plan speculation instead, not an unknown-field error."""
+    payload = body()
+    payload["constraints"] = {**payload["constraints"], "speculative": "auto"}
+    response = post(api, payload)
+    assert response.status_code == 422, response.text
+    assert "fleet plans do not speculate yet" in response.text and "POST /v1/plans" in response.text

@@ -38,7 +38,7 @@ def _plan(client: ApiClient, headers: dict[str, str], **constraints: Any) -> dic
 
 @pytest.fixture
 def plans(seeded: ApiClient, admin: dict[str, str]) -> dict[str, dict[str, Any]]:
-    return {"off": _plan(seeded, admin), "on": _plan(seeded, admin, speculative="on")}
+    return {"off": _plan(seeded, admin, speculative="off"), "on": _plan(seeded, admin, speculative="on")}
 
 
 def test_on_plans_speculation_the_schema_describes(plans: dict[str, dict[str, Any]]) -> None:
@@ -125,7 +125,8 @@ TPOT_BOUND: dict[str, Any] = {
 def test_auto_buys_a_cheaper_plan_where_tpot_binds(seeded: ApiClient, admin: dict[str, str]) -> None:
     """Through POST /v1/plans: auto's plan costs less than off's, says what it deploys, what the plan
     without speculation costs (off's own cost) and is verified by the simulator with speculation."""
-    off_response = seeded.post("/v1/plans", json=TPOT_BOUND, headers=admin)
+    off_body = {**TPOT_BOUND, "constraints": {**TPOT_BOUND["constraints"], "speculative": "off"}}
+    off_response = seeded.post("/v1/plans", json=off_body, headers=admin)
     body = {**TPOT_BOUND, "constraints": {**TPOT_BOUND["constraints"], "speculative": "auto"}}
     auto_response = seeded.post("/v1/plans", json=body, headers=admin)
     assert off_response.status_code == auto_response.status_code == 201, auto_response.text
@@ -173,3 +174,25 @@ def test_a_model_without_a_published_head_is_not_offered_speculation(seeded: Api
     on = seeded.post("/v1/plans", json={**body, "constraints": {"speculative": "on"}, "verify": False}, headers=admin)
     assert on.status_code == 422, on.text
     assert on.json()["constraint"] == "speculative"
+
+
+def test_auto_is_the_default(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """A request without constraints.speculative is planned with auto: the section says auto and the TPOT-bound
+    load buys the same speculating plan as when auto is asked for."""
+    default = seeded.post("/v1/plans", json={**TPOT_BOUND, "verify": False}, headers=admin).json()
+    body = {**TPOT_BOUND, "constraints": {**TPOT_BOUND["constraints"], "speculative": "auto"}, "verify": False}
+    asked = seeded.post("/v1/plans", json=body, headers=admin).json()
+    assert default["justification"]["speculative"]["mode"] == "auto"
+    assert default["plan"]["speculative"] == asked["plan"]["speculative"]
+    assert asked["plan"]["speculative"] is not None
+    assert default["cost"]["usd_per_hour"] == asked["cost"]["usd_per_hour"]
+
+
+def test_a_measured_acceptance_rate_is_planned_with(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """constraints.pin.acceptance_rate 0.5 at k 2: E = (1 − 0.5³)/0.5 = 1.75 tokens per step, said to be given;
+    a rate outside (0, 1) is a 422."""
+    chosen = _plan(seeded, admin, speculative="on", pin={"draft_tokens": 2, "acceptance_rate": 0.5})["plan"]["speculative"]
+    assert chosen["acceptance_rate"] == 0.5 and "given" in chosen["acceptance_source"]
+    assert chosen["tokens_per_step"] == pytest.approx(1.75)
+    body = {**LOW_LOAD, "constraints": {**LOW_LOAD["constraints"], "pin": {"acceptance_rate": 1.0}}}
+    assert seeded.post("/v1/plans", json=body, headers=admin).status_code == 422

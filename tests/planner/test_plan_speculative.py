@@ -155,3 +155,33 @@ def test_a_throughput_bound_plan_declines_speculation_past_the_crossover():
     section = auto.justification.speculative
     assert section.trials and all(t.tpot_s is None or t.tpot_s > section.tpot_s_without for t in section.trials)
     assert min(t.crossover_batch for t in section.trials) < section.mean_running_sequences
+
+
+def test_a_given_acceptance_rate_replaces_the_default():
+    """A measured α of 0.6 (pin.acceptance_rate) instead of EAGLE's 0.8: at k 5 a step then emits
+    E = (1 − 0.6⁶)/0.4 = 2.38336 tokens, not 3.69; the plan says the rate was given."""
+    plan = _plan(LOW_LOAD, "on", verify=False, pin=Pin(acceptance_rate=0.6, draft_tokens=5))
+    chosen = plan.speculative
+    assert chosen.acceptance_rate == 0.6 and "given" in chosen.acceptance_source
+    assert chosen.tokens_per_step == pytest.approx((1 - 0.6**6) / 0.4) == pytest.approx(2.38336)
+
+
+def test_auto_plans_again_without_speculation_when_the_simulator_refutes_every_plan(monkeypatch):
+    """When the simulator refutes every plan the search proposes with speculation offered (its verification
+    rounds exhausted: bench/plan_latency.py's request #1 at 200 requests/s), auto answers the plan off
+    would have given, saying why, rather than the 422 off would not have given."""
+    from planner import planning
+
+    searched = planning._search
+
+    def refuted_with_speculation(planner, space, request):
+        if request.constraints.speculative == "auto":
+            raise InfeasiblePlanError("every plan refuted", constraint="verification", adjustments=[{}, {}, {}])
+        return searched(planner, space, request)
+
+    monkeypatch.setattr(planning, "_search", refuted_with_speculation)
+    auto, off = _plan(LOW_LOAD, "auto", verify=False), _plan(LOW_LOAD, "off", verify=False)
+    assert auto.speculative is None
+    assert (auto.row.gpu, auto.replicas, auto.cost_usd_per_hour) == (off.row.gpu, off.replicas, off.cost_usd_per_hour)
+    assert auto.predicted == off.predicted
+    assert "refuted every plan" in auto.justification.speculative.reason and "(3 tried)" in auto.justification.speculative.reason
