@@ -96,3 +96,26 @@ def test_simulate_and_evaluate_refuse_prefix_reuse_saying_so(seeded: ApiClient) 
     evaluate = {**simulate, "context_tokens": 1000}
     problem = assert_problem(seeded.post("/v1/evaluate", json=evaluate), 422, "invalid-request")
     assert "prefix_reuse is not supported by POST /v1/evaluate" in str(bad_fields(problem))
+
+
+def test_what_if_plans_each_point_with_the_reuse(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """The sweep's points are plans: with prefix reuse each costs at most the point without it."""
+    shape = {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}}
+    sweep: dict[str, Any] = {
+        "model": "llama-3.1-8b",
+        "workload": shape,
+        "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+        "constraints": {"gpus": ["h100-sxm", "a100-80gb-sxm"]},
+        "sweep": {"arrival_rates_rps": [4, 15]},
+    }
+    plain = seeded.post("/v1/what-if", json=sweep, headers=admin)
+    assert plain.status_code == 200, plain.text
+    sweep["workload"] = {**shape, "prefix_reuse": REUSE}
+    reused = seeded.post("/v1/what-if", json=sweep, headers=admin)
+    assert reused.status_code == 200, reused.text
+    costs = [
+        (a["cost_usd_per_hour"], b["cost_usd_per_hour"])
+        for a, b in zip(plain.json()["points"], reused.json()["points"], strict=True)
+    ]
+    assert all(with_reuse <= without for without, with_reuse in costs)
+    assert any(with_reuse < without for without, with_reuse in costs)
