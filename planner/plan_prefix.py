@@ -16,7 +16,8 @@ The queueing model then sees shorter prompts: it counts neither the cached prefi
 prefill's attention nor by each decode step. The simulator does (planner/simulator_prefix.py: the
 full prompt is every decode's context and the cached tokens are attended by the prefill), and it
 verifies the cheapest trial on the busiest replica with its own LRU; a trial it finds missing an SLO
-is passed over for the next cheapest. The cheapest verified trial is deployed if it costs less than
+is planned again with ⌈R/8⌉ more replicas (at most `MAX_REPLICA_STEPS` times) and passed over for the next cheapest once it costs no less than the plan
+without a cache. The cheapest verified trial is deployed if it costs less than
 the plan without a cache, else that plan stands (`prefix_caching` null, the section says why).
 
 A measured hit rate (`prefix_reuse.hit_rate`) is planned as given: every prompt prefills (1 − h) of
@@ -29,6 +30,7 @@ Speculative decoding is not combined with a prefix cache yet: trials plan with i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -56,6 +58,11 @@ CACHE_FRACTIONS = (0.25, 0.5, 1.0)
 #: Mid-quantiles of the prompt length the reduced-prompt mixture is built on: the top one is the
 #: 99.6th percentile, so the mixture's p99 stays a quantile of the prompt's own tail.
 MIXTURE_QUANTILES = 128
+#: Plans of one cache size the simulator may send back for more replicas before the next cache size
+#: is tried, each step adding ⌈R/8⌉ (at least one): a search granularity, four steps reach +46 % of R,
+#: beyond which a cache rarely still undercuts the plan without one. Not a physical constant.
+MAX_REPLICA_STEPS = 4
+REPLICA_STEP_DIVISOR = 8
 
 Plan = Callable[["PlanningRequest", "PlanningInputs"], "PlanResult"]
 
@@ -149,35 +156,24 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
     reason = "no cache size lowers the cost of the plan without a cache"
     for record, trial_request, _ in cheaper:
         assert trial_request is not None
-        chosen_plan = plan(replace(trial_request, explain=request.explain), inputs)
-        try:
-            verification, simulated_hit = _verified(chosen_plan, trial_request, request, inputs, reuse, record, without)
-        except HeadroomError as error:
-            reason = f"the simulator cannot run the {record.cache_fraction:g} cache: {error}"
-            continue
-        if verification is not None and not verification.meets_slo:
+        attempt = replace(trial_request, explain=request.explain)
+        for _ in range(MAX_REPLICA_STEPS):
+            chosen_plan = plan(attempt, inputs)
+            if chosen_plan.cost_usd_per_hour >= without.cost_usd_per_hour:
+                reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
+                break
+            try:
+                verification, simulated_hit = _verified(chosen_plan, trial_request, request, inputs, reuse, record, without)
+            except HeadroomError as error:
+                reason = f"the simulator cannot run the {record.cache_fraction:g} cache: {error}"
+                break
+            if verification is None or verification.meets_slo:
+                return _chosen(chosen_plan, record, reuse, request, working_set, records, without, verification, simulated_hit)
             reason = f"the simulator finds the {record.cache_fraction:g} cache missing {', '.join(verification.misses)}"
-            continue
-        chosen = PrefixCaching(
-            hit_rate=record.hit_rate,
-            cache_tokens=record.cache_tokens,
-            routing=record.routing,
-            prefill_tokens_saved_fraction=record.prefill_tokens_saved_fraction,
-        )
-        section = PrefixCachingSection(
-            model=_MODEL_NOTE,
-            working_set_tokens=working_set,
-            trials=records,
-            chosen=chosen,
-            reason=f"a cache of {record.cache_fraction:g} of the working set, {record.routing} routing: the cheapest plan",
-            ttft_s_without=_ttft_at(without),
-            ttft_s_with=_ttft_at(chosen_plan),
-            cost_usd_per_hour_without=without.cost_usd_per_hour,
-            cost_usd_per_hour_with=chosen_plan.cost_usd_per_hour,
-            simulated_hit_rate=simulated_hit,
-        )
-        justification = None if chosen_plan.justification is None else replace(chosen_plan.justification, prefix_caching=section)
-        return replace(chosen_plan, prefix_caching=chosen, verification=verification, justification=justification)
+            # the simulator found a miss: planned again with more replicas (an eighth more, at least one)
+            more = chosen_plan.replicas + max(1, math.ceil(chosen_plan.replicas / REPLICA_STEP_DIVISOR))
+            constraints = replace(attempt.constraints, min_replicas=more)
+            attempt = replace(attempt, constraints=constraints)
     section = PrefixCachingSection(
         model=_MODEL_NOTE,
         working_set_tokens=working_set,
@@ -192,6 +188,43 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
     )
     justification = None if without.justification is None else replace(without.justification, prefix_caching=section)
     return replace(without, justification=justification)
+
+
+def _chosen(
+    chosen_plan: PlanResult,
+    record: PrefixCachingTrial,
+    reuse: PrefixReuse,
+    request: PlanningRequest,
+    working_set: int,
+    records: tuple[PrefixCachingTrial, ...],
+    without: PlanResult,
+    verification: Verification | None,
+    simulated_hit: float | None,
+) -> PlanResult:
+    """The plan with its cache: the hit rate at the plan's own replica count (prefix-aware routing
+    finds more the more replicas share the prefixes), the section with and without."""
+    hit_rate, saved = record.hit_rate, record.prefill_tokens_saved_fraction
+    if not reuse.measured and record.routing == "prefix_aware":
+        hits = prefix_hits(reuse, record.cache_tokens, "prefix_aware", chosen_plan.row.replicas)
+        hit_rate = hits.hit_rate
+        saved = _saved_fraction(request.workload.prompt_tokens, reduced_prompts(request.workload.prompt_tokens, hits.classes))
+    chosen = PrefixCaching(
+        hit_rate=hit_rate, cache_tokens=record.cache_tokens, routing=record.routing, prefill_tokens_saved_fraction=saved
+    )
+    section = PrefixCachingSection(
+        model=_MODEL_NOTE,
+        working_set_tokens=working_set,
+        trials=records,
+        chosen=chosen,
+        reason=f"a cache of {record.cache_fraction:g} of the working set, {record.routing} routing: the cheapest verified plan",
+        ttft_s_without=_ttft_at(without),
+        ttft_s_with=_ttft_at(chosen_plan),
+        cost_usd_per_hour_without=without.cost_usd_per_hour,
+        cost_usd_per_hour_with=chosen_plan.cost_usd_per_hour,
+        simulated_hit_rate=simulated_hit,
+    )
+    justification = None if chosen_plan.justification is None else replace(chosen_plan.justification, prefix_caching=section)
+    return replace(chosen_plan, prefix_caching=chosen, verification=verification, justification=justification)
 
 
 _MODEL_NOTE = (
