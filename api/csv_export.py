@@ -240,6 +240,10 @@ PLAN_CSV_COLUMNS: tuple[str, ...] = (
     "speculative_method",
     "speculative_draft_tokens",
     "speculative_tokens_per_step",
+    "prefix_cache_hit_rate",
+    "prefix_cache_tokens",
+    "prefix_cache_routing",
+    "prefix_prefill_tokens_saved_fraction",
 )
 
 PLAN_CSV_DESCRIPTION = (
@@ -252,7 +256,9 @@ PLAN_CSV_DESCRIPTION = (
     "give its size, deadline, finish time, GPU-hours, cost per job and per million output tokens, and the throughput per "
     "replica it was sized with (analytic or simulated, the lower) next to the simulated one. `speculative_method`, "
     "`speculative_draft_tokens` and `speculative_tokens_per_step` give the plan's speculative decoding (draft method, k, "
-    "E tokens per verify step); empty without."
+    "E tokens per verify step); empty without. `prefix_cache_hit_rate`, `prefix_cache_tokens`, `prefix_cache_routing` and "
+    "`prefix_prefill_tokens_saved_fraction` give the plan's prefix cache (workload.prefix_reuse): the hit rate assumed, the KV "
+    "tokens per replica it holds, the routing it needs and the prompt tokens it saves from prefill; empty without."
 )
 
 
@@ -282,6 +288,7 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
         "verified": response.get("verification") is not None,
         **_batch_job_columns(response),
         **_speculative_columns(plan.get("speculative")),
+        **_prefix_columns(plan.get("prefix_caching")),
     }
     grades = response.get("calibration_grades") or {}
     warnings = {w["gpu"]: w["message"] for w in response.get("warnings") or [] if w.get("code") == "low_confidence_plan"}
@@ -337,6 +344,20 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             **confidence(row["gpu"]),
         })  # fmt: skip
     return rows
+
+
+def _prefix_columns(prefix: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The plan's prefix cache (`plan.prefix_caching`); empty cells without (and for plans stored before it)."""
+    if not prefix:
+        return dict.fromkeys(
+            ("prefix_cache_hit_rate", "prefix_cache_tokens", "prefix_cache_routing", "prefix_prefill_tokens_saved_fraction")
+        )
+    return {
+        "prefix_cache_hit_rate": prefix["hit_rate"],
+        "prefix_cache_tokens": prefix["cache_tokens"],
+        "prefix_cache_routing": prefix["routing"],
+        "prefix_prefill_tokens_saved_fraction": prefix["prefill_tokens_saved_fraction"],
+    }
 
 
 def _speculative_columns(speculative: Mapping[str, Any] | None) -> dict[str, Any]:

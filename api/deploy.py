@@ -21,6 +21,12 @@ Knob → flag, per engine (docs/design.md "Deployable output"):
     served model name     --served-model-name          --served-model-name      (the MODEL argument; no flag)
     speculative decoding  --speculative-config JSON    --speculative-algorithm  speculative_config (YAML)
                           (method, model, k)           + -num-steps k, -eagle-topk 1, -num-draft-tokens k + 1
+    prefix cache          --enable-prefix-caching      (radix cache on by       (block reuse on by default
+                          (plan.prefix_caching)         default: no flag)        in the PyTorch backend)
+
+A plan's `prefix_caching.routing` "prefix_aware" asks for a router in front of the replicas that
+sends each prefix to one replica (llm-d's prefix-cache scorer, the SGLang router's cache_aware
+policy, NVIDIA Dynamo's KV router); no engine flag sets it.
 
 The plan carries no context limit (it sizes the KV cache for the workload's mean request), so no
 --max-model-len is rendered and each engine takes the model's own from its config.json.
@@ -297,6 +303,8 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     else:
         argv += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(group.chunk_tokens)]
     argv += [f"--{kind}", name, "--kv-cache-dtype", kv_cache_dtype("vllm", group) or "auto"]
+    if inputs.response["plan"].get("prefix_caching"):
+        argv += ["--enable-prefix-caching"]  # on by default in vLLM's V1 engine; said explicitly when the plan counts on it
     return [*argv, "--gpu-memory-utilization", f"{memory_utilization(inputs, group.gpu):g}", *vllm_speculative_argv(inputs)]
 
 

@@ -11,6 +11,11 @@ itself (imports, the solver library), as a running service is.
 
     .venv/bin/python -m bench.plan_latency [--warm] [--repeat N] [--json results.json] [--responses DIR]
     .venv/bin/python -m bench.plan_latency --grid-ab [--verify]
+    .venv/bin/python -m bench.plan_latency --prefix-reuse   # every request's workload with PREFIX_REUSE
+
+`--prefix-reuse` offers prefix caching on every request (`PREFIX_REUSE` in its workload): the plan
+is then made without a cache and with each cache size (planner/plan_prefix.py), so it measures what
+offering the lever costs.
 
 `--grid-ab` isolates what the search grid costs: every request planned in process (`plan_capacity`
 on the app's own planning inputs) with the grid before 2026-12-02 (batch limits to 256, chunk
@@ -110,6 +115,22 @@ REQUESTS: tuple[dict[str, Any], ...] = (
 )
 
 
+#: The reuse `--prefix-reuse` adds to every workload: a 512-token system prompt on half the requests and
+#: 200 documents of 1,024 tokens (Zipf 1) on 40 % — a RAG-with-instructions shape, not tuned to any request.
+PREFIX_REUSE: dict[str, Any] = {
+    "system_prompt_tokens": 512,
+    "system_prompt_fraction": 0.5,
+    "distinct_prefixes": 200,
+    "prefix_tokens": 1024,
+    "prefix_fraction": 0.4,
+    "zipf_exponent": 1.0,
+}
+
+
+def _with_reuse(body: dict[str, Any]) -> dict[str, Any]:
+    return {**body, "workload": {**body["workload"], "prefix_reuse": PREFIX_REUSE}}
+
+
 def _clear_caches() -> None:
     """Every process-wide cache of every loaded planner module (functools caches and the shared
     prediction cache: whatever instance has a `cache_clear`), so a plan starts cold. Every module,
@@ -132,9 +153,11 @@ def _summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[str, Any]:
+def run(*, warm: bool, responses: Path | None = None, repeat: int = 1, prefix_reuse: bool = False) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)  # the access log would dominate the terminal
     from tests.api.client import ApiClient
+
+    requests = tuple(_with_reuse(body) for body in REQUESTS) if prefix_reuse else REQUESTS
 
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'headroom.db'}"
@@ -154,7 +177,7 @@ def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[s
             client.post("/v1/plans", json={**REQUESTS[0], "verify": False}, headers=headers)
             for verify in (False, True):
                 rows = []
-                for index, body in enumerate(REQUESTS):
+                for index, body in enumerate(requests):
                     if not warm:
                         _clear_caches()
                     walls, cpus = [], []
@@ -185,7 +208,8 @@ def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[s
                             "plan": None
                             if response.status_code != 201
                             else f"{answer['plan']['replicas']} × {answer['plan']['gpu']} tp{answer['plan']['tp']} "
-                            f"{answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h",
+                            f"{answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h"
+                            + (" cached" if answer["plan"].get("prefix_caching") else ""),
                             "detail": answer.get("detail"),
                         }
                     )
@@ -270,6 +294,7 @@ def main() -> None:
     )
     parser.add_argument("--grid-ab", action="store_true", help="in process: today's grid against the grid before 2026-12-02")
     parser.add_argument("--verify", action="store_true", help="with --grid-ab: plan with the simulator's verification")
+    parser.add_argument("--prefix-reuse", action="store_true", help="offer prefix caching: PREFIX_REUSE in every workload")
     args = parser.parse_args()
     if args.grid_ab:
         ab = grid_ab(verify=args.verify)
@@ -278,7 +303,7 @@ def main() -> None:
         print(f"requests whose plan cost differs between the grids: {ab['requests_whose_cost_differs'] or 'none'}")
         print(f"load average {os.getloadavg()}")
         return
-    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat))
+    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat), prefix_reuse=args.prefix_reuse)
     for mode in ("no_verify", "verify"):
         summary = results[mode]
         for kind in ("wall_ms", "cpu_ms"):

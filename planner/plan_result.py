@@ -506,6 +506,49 @@ class SpeculativeSection:
     replicas_without: int | None = None
 
 
+# --- prefix caching ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixCaching:
+    """The prefix cache a plan deploys (planner/plan_prefix.py): its hit rate, the KV tokens each
+    replica gives it, the routing it needs and the fraction of prompt tokens it saves from prefill."""
+
+    hit_rate: float
+    cache_tokens: int
+    routing: str  # "random" (any load balancer) or "prefix_aware" (llm-d, SGLang router, Dynamo KV router)
+    prefill_tokens_saved_fraction: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixCachingTrial:
+    """One (cache size, routing) planned: its assumed hit rate and, when a plan was found, its cost."""
+
+    routing: str
+    cache_fraction: float  # of the per-replica working set
+    cache_tokens: int
+    hit_rate: float
+    prefill_tokens_saved_fraction: float
+    replicas: int | None
+    cost_usd_per_hour: float | None  # None: no plan with this cache
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixCachingSection:
+    """How the prefix cache was decided: the model, the trials, the plan with and without caching."""
+
+    model: str
+    working_set_tokens: int
+    trials: tuple[PrefixCachingTrial, ...]
+    chosen: PrefixCaching | None
+    reason: str
+    ttft_s_without: float | None  # predicted, at the SLO's percentile
+    ttft_s_with: float | None
+    cost_usd_per_hour_without: float
+    cost_usd_per_hour_with: float | None
+    simulated_hit_rate: float | None  # the simulator's LRU on the chosen plan's busiest replica
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Justification:
     step_model: StepModelSection
@@ -518,6 +561,8 @@ class Justification:
     candidates: CandidatesSection
     #: With `constraints.speculative` auto or on: what speculation was tried and why it was chosen or not.
     speculative: SpeculativeSection | None = None
+    #: With `workload.prefix_reuse`: the cache sizes and routings planned and what was chosen.
+    prefix_caching: PrefixCachingSection | None = None
 
 
 # --- provenance and infeasibility ----------------------------------------------------------------------------

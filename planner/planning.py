@@ -66,6 +66,7 @@ from planner.plan_result import (
     CandidatesSection,
     Justification,
     Predicted,
+    PrefixCaching,
     Provenance,
     QueueingSection,
     SpeculativeChoice,
@@ -149,6 +150,9 @@ class PlanningRequest:
     batch_limits: tuple[int, ...] = BATCH_LIMITS
     chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
     solver_time_limit_s: float = 10.0
+    #: KV tokens each replica sets aside for a prefix cache (planner/plan_prefix.py's trials); its
+    #: sequences have that much less. 0: no cache (today's plans).
+    prefix_cache_tokens: int = 0
     #: On an infeasible request, re-plan to find the relaxations that work (planner/advice.py).
     advise: bool = True
     #: Build the justification's re-planned sections (binding's relaxations, alternatives,
@@ -186,6 +190,8 @@ class PlanResult:
     provenance: Provenance | None
     #: The speculative decoding the plan deploys (planner/plan_speculative.py); None without.
     speculative: SpeculativeChoice | None = None
+    #: The prefix cache the plan deploys (planner/plan_prefix.py); None without `workload.prefix_reuse` or when it does not pay.
+    prefix_caching: PrefixCaching | None = None
 
     @property
     def row(self) -> FleetRow:
@@ -267,6 +273,10 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
     PlannerInputError on malformed input, SolverError when the MILP gives no answer.
     """
     try:
+        if request.workload.prefix_reuse is not None:
+            from planner.plan_prefix import prefix_plan
+
+            return prefix_plan(request, inputs, _plan)
         return _plan(request, inputs)
     except InfeasiblePlanError as error:
         if not request.advise:
@@ -365,6 +375,9 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
         tp_degrees=request.tp_degrees,
         min_confidence=constraints.min_confidence,
     )
+    if request.prefix_cache_tokens:
+        groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)
+        drops = [*drops, *short]
     if constraints.unit == "instance":
         if not inputs.instance_types:
             raise PlannerInputError(
@@ -377,6 +390,31 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
     if not options:
         raise _infeasible_from_drops(drops, slo, ())
     return _Space(groups=groups, drops=drops, options=options, by_id={o.id: o for o in options})
+
+
+def _with_prefix_cache(groups: Sequence[Group], workload: Workload, cache_tokens: int) -> tuple[list[Group], list[Drop]]:
+    """Each group with `cache_tokens` of its KV capacity given to the prefix cache; a group left unable
+    to hold the p99 prompt and output together is dropped (as enumeration drops one that cannot hold the model's)."""
+    kept: list[Group] = []
+    dropped: list[Drop] = []
+    need = workload.prompt_tokens.quantile(0.99) + workload.output_tokens.quantile(0.99)
+    mean = workload.prompt_tokens.mean + workload.output_tokens.mean
+    for group in groups:
+        capacity = group.kv_capacity_tokens - cache_tokens
+        if capacity < need:
+            dropped.append(
+                Drop(
+                    gpu=group.gpu.slug,
+                    weights_precision=group.precision.weights.slug,
+                    kv_precision=group.precision.kv_cache.slug,
+                    tp=group.tp,
+                    constraint="kv_cache",
+                    reason=f"a prefix cache of {cache_tokens} tokens leaves {capacity} KV tokens, fewer than the p99 request's {need:.0f}",
+                )
+            )
+            continue
+        kept.append(replace(group, kv_capacity_tokens=capacity, kv_slots=math.floor(capacity / mean)))
+    return kept, dropped
 
 
 def _search(planner: _Planner, space: _Space, request: PlanningRequest) -> _Searched:

@@ -185,8 +185,12 @@ class _Replica:
         finish: list[float],
         max_steps: int | None,
         checkpoint: Callable[[], None] | None = None,
+        cached: list[int] | None = None,
     ) -> None:
         self.step_model = step_model
+        #: Prompt tokens of each request found in this replica's prefix cache (planner/simulator_prefix.py):
+        #: its prefill starts after them and its own KV excludes them (the cache holds those blocks).
+        self.cached = cached if cached is not None else [0] * len(prompt)
         self.batch_limit = batch_limit
         self.chunk_tokens = chunk_tokens
         self.arrival, self.prompt, self.output = arrival, prompt, output
@@ -234,7 +238,7 @@ class _Replica:
         KV room wait for it, else `t_limit`."""
         if head < len(self.ids) and running < self.batch_limit:
             rid = self.ids[head]
-            if self.prompt[rid] + self.output[rid] <= kv_free:
+            if self.prompt[rid] + self.output[rid] - self.cached[rid] <= kv_free:
                 return min(t_limit, self.arrival[rid])
         return t_limit
 
@@ -259,7 +263,7 @@ class _Replica:
     def run_until(self, t_limit: float) -> None:
         """Execute every step that starts before `t_limit` with the requests routed so far."""
         step_s = self.step_model.step_s
-        arrival, prompt, output = self.arrival, self.prompt, self.output
+        arrival, prompt, output, cached = self.arrival, self.prompt, self.output, self.cached
         admission, first_token, finish = self.admission, self.first_token, self.finish
         ids, n_ids, head = self.ids, len(self.ids), self.head
         batch_limit, chunk = self.batch_limit, self.chunk_tokens
@@ -274,14 +278,14 @@ class _Replica:
             # FCFS admission at the start of a step: a free slot and KV room for the head request.
             while head < n_ids and running < batch_limit:
                 rid = ids[head]
-                need = prompt[rid] + output[rid]
+                need = prompt[rid] + output[rid] - cached[rid]
                 if arrival[rid] > t or need > kv_free:
                     break
                 head += 1
                 running += 1
                 kv_free -= need
                 admission[rid] = t
-                prefilling.append([rid, 0])
+                prefilling.append([rid, cached[rid]])  # a cached prefix is not prefilled again
             if running == 0:
                 if head >= n_ids:
                     break  # idle until a request is routed here
@@ -310,7 +314,7 @@ class _Replica:
                         finish[rid] = t
                         step_finished += 1
                         running -= 1
-                        kv_free += prompt[rid] + 1
+                        kv_free += prompt[rid] + 1 - cached[rid]
                     else:
                         heappush(finishing, (steps + output[rid] - 1, rid))
                         decoders += 1
@@ -325,7 +329,7 @@ class _Replica:
                 decoders -= 1
                 need = prompt[rid] + output[rid]
                 context -= need
-                kv_free += need
+                kv_free += need - cached[rid]
             finished += step_finished
             last_end, last_finished = t, step_finished
             if checkpoint is not None and steps & _CHECKPOINT_STEPS_MASK == 0:
@@ -382,8 +386,10 @@ def simulate_requests(
     seed: int = 0,
     max_steps: int | None = None,
     checkpoint: Callable[[], None] | None = None,
+    cached: list[int] | None = None,
 ) -> RequestTimes:
-    """Run `trace` through `serving`; the per-request times, nothing summarised.
+    """Run `trace` through `serving`; the per-request times, nothing summarised. `cached`: each
+    request's prompt tokens found in its replica's prefix cache (planner/simulator_prefix.py), none without.
 
     `seed` only drives the random router. Join-shortest-queue sends each arrival to the replica
     holding the fewest requests (waiting + running) at that instant, the lowest index on a tie.
@@ -412,6 +418,7 @@ def simulate_requests(
             finish=finish,
             max_steps=None if max_steps is None else max_steps,
             checkpoint=checkpoint,
+            cached=cached,
         )
         for index in range(serving.replicas)
     ]

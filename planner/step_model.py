@@ -148,6 +148,14 @@ class StepModel:
         hi, lo = (mem, comp) if mem >= comp else (comp, mem)
         return hi + (1.0 - self.memory_compute_overlap) * lo + self.comm_s(new_tokens) + self.step_overhead_s
 
+    def cached_prefill_s(self, prompt_tokens: float, cached_tokens: float) -> float:
+        """A step that prefills one prompt of `prompt_tokens` whose first `cached_tokens` are in the
+        prefix cache (planner/prefix_cache.py): the GEMMs run over the n = p − c new tokens only, the
+        KV of the c cached tokens is read, and each new token attends to them:
+        `step_s(n, c, n·c + n(n+1)/2)` (the chunk-at-position-c formula of the module docstring)."""
+        new = prompt_tokens - cached_tokens
+        return self.step_s(new, cached_tokens, new * cached_tokens + new * (new + 1.0) / 2.0)
+
     @property
     def tokens_per_step(self) -> float:
         """Tokens one step emits per decoding sequence on average (1 without speculation)."""

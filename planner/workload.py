@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from planner.errors import PlannerInputError
+from planner.prefix_cache import PrefixReuse
 
 Router = Literal["random", "round_robin", "jsq"]
 
@@ -143,6 +144,8 @@ class Workload:
     prompt_tokens: LengthDistribution
     output_tokens: LengthDistribution
     arrival_cv: float = 1.0
+    #: How requests share prompt prefixes (planner/prefix_cache.py); None: no reuse is planned for.
+    prefix_reuse: PrefixReuse | None = None
 
     def __post_init__(self) -> None:
         if not (self.arrival_rate_rps >= 0 and math.isfinite(self.arrival_rate_rps)):
@@ -159,6 +162,7 @@ class Workload:
             prompt_tokens=self.prompt_tokens,
             output_tokens=self.output_tokens,
             arrival_cv=self.arrival_cv,
+            prefix_reuse=self.prefix_reuse,
         )
 
 

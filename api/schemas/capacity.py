@@ -27,6 +27,15 @@ class _Input(BaseModel):
 class CapacityWorkloadShape(WorkloadShape):
     """The traffic's shape without its rate (the rate is what is asked for)."""
 
+    @model_validator(mode="after")
+    def _no_prefix_reuse(self) -> Self:
+        if self.prefix_reuse is not None:  # refused rather than ignored
+            raise ValueError(
+                "workload.prefix_reuse is not supported by POST /v1/capacity yet: the capacity search takes no prefix cache. "
+                "POST /v1/plans and /v1/what-if plan with it"
+            )
+        return self
+
 
 class CapacityConstraints(_Input):
     """Pins on the configuration searched (as POST /v1/plans' constraints.pin)."""

@@ -127,6 +127,7 @@ class EvaluateRequest(ConfigurationSpec):
         if (self.serving is None) != (self.workload is None):
             given, missing = ("serving", "workload") if self.workload is None else ("workload", "serving")
             raise ValueError(f"{given} is given without {missing}: the queueing prediction needs both (or leave out both)")
+        _refuse_prefix_reuse(self.workload, "POST /v1/evaluate")
         return self
 
 
@@ -145,6 +146,20 @@ class SimulateRequest(ConfigurationSpec):
     warmup_fraction: float = Field(
         default=0.1, ge=0, le=0.9, description="Leading fraction of requests (by arrival) left out of the statistics."
     )
+
+    @model_validator(mode="after")
+    def _no_prefix_reuse(self) -> Self:
+        _refuse_prefix_reuse(self.workload, "POST /v1/simulate")
+        return self
+
+
+def _refuse_prefix_reuse(workload: WorkloadSpec | None, route: str) -> None:
+    """Refused rather than ignored: the prediction and the simulation here take no prefix cache (yet)."""
+    if workload is not None and workload.prefix_reuse is not None:
+        raise ValueError(
+            f"workload.prefix_reuse is not supported by {route} yet: it evaluates a configuration without a prefix cache. "
+            "POST /v1/plans and /v1/what-if plan with it (the cache size and routing are decided there)"
+        )
 
 
 # ---- responses ----------------------------------------------------------------------------------

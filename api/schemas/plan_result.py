@@ -496,6 +496,48 @@ class SpeculativeSectionRead(_Read):
     replicas_without: int | None = Field(default=None, description="… and its replicas.")
 
 
+class PrefixCachingRead(_Read):
+    """The prefix cache a plan deploys (workload.prefix_reuse; docs/prefix-caching.md)."""
+
+    hit_rate: float = Field(
+        description="Fraction of the requests carrying a shared prefix that find it cached (Che approximation of the LRU; "
+        "a measured hit rate as given)."
+    )
+    cache_tokens: int = Field(
+        description="KV tokens each replica sets aside for the cache (its running sequences have that much less)."
+    )
+    routing: Literal["random", "prefix_aware", "as_measured"] = Field(
+        description="`prefix_aware`: route each prefix to one replica (llm-d prefix-cache scorer, SGLang router, Dynamo KV "
+        "router); `random`: any load balancer; `as_measured`: the routing the hit rate was measured under."
+    )
+    prefill_tokens_saved_fraction: float = Field(description="Fraction of prompt tokens not prefilled.")
+
+
+class PrefixCachingTrialRead(_Read):
+    routing: str
+    cache_fraction: float = Field(description="Of the per-replica working set.")
+    cache_tokens: int
+    hit_rate: float
+    prefill_tokens_saved_fraction: float
+    replicas: int | None
+    cost_usd_per_hour: float | None = Field(description="The trial's plan cost; null when no plan was found with this cache.")
+
+
+class PrefixCachingSectionRead(_Read):
+    """How the prefix cache was decided: each cache size planned, and the plan with and without a cache."""
+
+    model: str
+    working_set_tokens: int = Field(description="Tokens of every shared prefix one replica sees (whole 16-token blocks).")
+    trials: list[PrefixCachingTrialRead]
+    chosen: PrefixCachingRead | None
+    reason: str
+    ttft_s_without: float | None = Field(description="Predicted TTFT at the SLO's percentile without a cache.")
+    ttft_s_with: float | None = Field(description="Predicted TTFT at the SLO's percentile with the chosen cache.")
+    cost_usd_per_hour_without: float
+    cost_usd_per_hour_with: float | None
+    simulated_hit_rate: float | None = Field(description="The simulator's LRU hit rate on the plan's busiest replica.")
+
+
 class JustificationRead(_Read):
     """Why this plan: the step model, memory, roofline, queueing, binding constraints, alternatives,
     sensitivity to traffic and the size of the search; SI units in every name."""
@@ -510,6 +552,9 @@ class JustificationRead(_Read):
     candidates: CandidatesSectionRead
     speculative: SpeculativeSectionRead | None = Field(
         default=None, description="With constraints.speculative auto or on: what was tried and why it was chosen or not."
+    )
+    prefix_caching: PrefixCachingSectionRead | None = Field(
+        default=None, description="With workload.prefix_reuse: the cache sizes planned, the hit rates assumed, and why."
     )
 
 

@@ -31,6 +31,7 @@ from api.schemas.plan_result import (
     JustificationRead,
     PlanPredicted,
     PlanProvenance,
+    PrefixCachingRead,
     SpeculativeRead,
     VerificationRead,
     justification_read,
@@ -435,6 +436,11 @@ class PlanDecision(BaseModel):
         description="The speculative decoding the plan deploys (constraints.speculative); null without. Its predicted and "
         "verified figures are the plan's own.",
     )
+    prefix_caching: PrefixCachingRead | None = Field(
+        default=None,
+        description="The prefix cache the plan deploys (workload.prefix_reuse); null without reuse or when a cache does not "
+        "lower the cost. Its predicted and verified figures are the plan's own.",
+    )
 
 
 class PlanCost(BaseModel):
@@ -640,6 +646,7 @@ def plan_response(
             "engine": engine,
             "instances": instances_read(result.instances),
             "speculative": None if result.speculative is None else SpeculativeRead.model_validate(result.speculative),
+            "prefix_caching": None if result.prefix_caching is None else PrefixCachingRead.model_validate(result.prefix_caching),
         },
         "cost": {
             "usd_per_hour": result.cost_usd_per_hour,

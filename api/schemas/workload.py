@@ -24,6 +24,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 from scipy.special import ndtri
 
+from planner.errors import PlannerInputError
+from planner.prefix_cache import PrefixReuse
 from planner.workload import (
     MAX_ARRIVAL_CV,
     MIN_ARRIVAL_CV,
@@ -148,6 +150,66 @@ def length_distribution(value: int | LognormalTokens | HistogramTokens) -> Lengt
     return FixedLength(tokens=value)
 
 
+class PrefixReuseSpec(_Input):
+    """How requests share prompt prefixes (planner/prefix_cache.py): a measured `hit_rate`, or a system
+    prompt shared by a fraction of requests and/or `distinct_prefixes` prefixes of Zipf popularity."""
+
+    hit_rate: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="Measured fraction of prompt tokens served from the prefix cache (vLLM's prefix_cache_hit_rate); "
+        "alone, without the prefix fields.",
+        examples=[0.6],
+    )
+    system_prompt_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS, description="Tokens of a system prompt shared by requests.")
+    system_prompt_fraction: float = Field(
+        default=0.0, ge=0, le=1, allow_inf_nan=False, description="Fraction of requests that start with the system prompt."
+    )
+    distinct_prefixes: int = Field(
+        default=0, ge=0, le=1_000_000, description="Distinct shared prefixes (documents, agent contexts, sessions)."
+    )
+    prefix_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS, description="Tokens of each distinct prefix.")
+    prefix_fraction: float = Field(
+        default=0.0, ge=0, le=1, allow_inf_nan=False, description="Fraction of requests that carry one of the distinct prefixes."
+    )
+    zipf_exponent: float = Field(
+        default=1.0, ge=0, le=10, allow_inf_nan=False, description="Popularity of the k-th prefix ∝ k^(−zipf_exponent)."
+    )
+
+    @model_validator(mode="after")
+    def _usable(self) -> Self:
+        if self.system_prompt_fraction + self.prefix_fraction > 1.0 + 1e-12:
+            raise ValueError("system_prompt_fraction + prefix_fraction must be at most 1 (a request carries one shared prefix)")
+        try:
+            self.to_prefix_reuse()
+        except PlannerInputError as error:
+            raise ValueError(str(error)) from None
+        return self
+
+    def to_prefix_reuse(self) -> PrefixReuse:
+        return PrefixReuse(
+            hit_rate=self.hit_rate,
+            system_prompt_tokens=self.system_prompt_tokens,
+            system_prompt_fraction=self.system_prompt_fraction,
+            distinct_prefixes=self.distinct_prefixes,
+            prefix_tokens=self.prefix_tokens,
+            prefix_fraction=self.prefix_fraction,
+            zipf_exponent=self.zipf_exponent,
+        )
+
+
+PREFIX_REUSE_DESCRIPTION = (
+    "How requests share prompt prefixes; with it a plan decides the prefix cache's size and the routing "
+    "(`plan.prefix_caching`). Absent: no reuse is planned for."
+)
+
+
+def _prefix_reuse(spec: PrefixReuseSpec | None) -> PrefixReuse | None:
+    return None if spec is None else spec.to_prefix_reuse()
+
+
 class WorkloadSpec(_Input):
     """Traffic offered to the whole deployment: Poisson arrivals (or burstier, gamma inter-arrivals
     with `arrival_cv` > 1) at `arrival_rate_rps`, with prompt and output lengths from distributions."""
@@ -171,6 +233,10 @@ class WorkloadSpec(_Input):
         description=ARRIVAL_CV_DESCRIPTION,
     )
 
+    prefix_reuse: PrefixReuseSpec | None = Field(
+        default=None, exclude_if=lambda v: v is None, description=PREFIX_REUSE_DESCRIPTION
+    )  # not written back when absent: stored requests stay as they were
+
     # not written back (stored requests and templates stay as they were): a workload without `kind` is interactive
     kind: Literal["interactive"] = Field(
         default="interactive", exclude=True, description="`interactive` (the default): traffic at a rate, within SLOs."
@@ -182,6 +248,7 @@ class WorkloadSpec(_Input):
             prompt_tokens=length_distribution(self.prompt_tokens),
             output_tokens=length_distribution(self.output_tokens),
             arrival_cv=self.arrival_cv,
+            prefix_reuse=_prefix_reuse(self.prefix_reuse),
         )
 
 
@@ -204,6 +271,9 @@ class WorkloadShape(_Input):
         allow_inf_nan=False,
         description=ARRIVAL_CV_DESCRIPTION,
     )
+    prefix_reuse: PrefixReuseSpec | None = Field(
+        default=None, exclude_if=lambda v: v is None, description=PREFIX_REUSE_DESCRIPTION
+    )  # not written back when absent: stored requests stay as they were
 
     def to_workload(self, arrival_rate_rps: float) -> Workload:
         return Workload(
@@ -211,6 +281,7 @@ class WorkloadShape(_Input):
             prompt_tokens=length_distribution(self.prompt_tokens),
             output_tokens=length_distribution(self.output_tokens),
             arrival_cv=self.arrival_cv,
+            prefix_reuse=_prefix_reuse(self.prefix_reuse),
         )
 
 

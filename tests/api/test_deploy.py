@@ -312,3 +312,26 @@ def test_a_plan_without_speculation_renders_no_speculative_flag(seeded: ApiClien
     assert fp8_plan["plan"]["speculative"] is None
     for target in ENGINES:
         assert "speculative" not in deploy(seeded, fp8_plan["id"], target)
+
+
+def test_a_prefix_caching_plan_renders_vllms_flag_and_sglang_keeps_its_default() -> None:
+    """vLLM gets --enable-prefix-caching (in engine_cli.json's list); SGLang's radix cache is on by default
+    (its server arguments list --disable-radix-cache to turn it off), so its command is unchanged."""
+    plain = speculating("eagle", 3, "llama-3.1-8b")
+    plain.response["plan"]["speculative"] = None
+    cached = copy.deepcopy(dict(plain.response))
+    cached["plan"]["prefix_caching"] = {
+        "hit_rate": 0.8,
+        "cache_tokens": 37440,
+        "routing": "random",
+        "prefill_tokens_saved_fraction": 0.6,
+    }
+    with_cache = DeployInputs(
+        plan_id=plain.plan_id, response=cached, model=plain.model, quantizations=plain.quantizations, gpus=plain.gpus
+    )
+    [vllm] = commands(render(with_cache, "vllm")[0])
+    assert "--enable-prefix-caching" in vllm
+    assert set(flags(vllm)) <= set(engine_cli()["vllm"]["flags"])
+    [without] = commands(render(plain, "vllm")[0])
+    assert "--enable-prefix-caching" not in without
+    assert commands(render(with_cache, "sglang")[0]) == commands(render(plain, "sglang")[0])

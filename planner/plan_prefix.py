@@ -1,0 +1,317 @@
+"""Prefix caching as a plan's decision: how much KV memory to give the cache, and which routing.
+
+With `workload.prefix_reuse` the plan is made first without a cache (today's plan, which also
+gives the replica count R the routings are judged at). Then, for each cache size — ¼, ½ and all of
+the per-replica working set (planner/prefix_cache.py) — under the routing that concentrates the
+prefixes (prefix-aware when R > 1, else random), the plan is made again with:
+
+* the prompt lengths the replicas prefill: a mixture over the Che hit probabilities — a request
+  whose prefix is cached (probability h of its class) prefills p − c of its p tokens, c its
+  prefix's whole blocks (at most ⌊(p − 1)/16⌋·16); the rest prefill all of p. The mixture is a
+  histogram over 128 mid-quantiles of p (`MIXTURE_QUANTILES`);
+* each replica's KV capacity less the cache's tokens (the cache holds the shared blocks, the
+  sequences keep only their own).
+
+The queueing model then sees shorter prompts: it counts neither the cached prefix's KV read by the
+prefill's attention nor by each decode step. The simulator does (planner/simulator_prefix.py: the
+full prompt is every decode's context and the cached tokens are attended by the prefill), and it
+verifies the cheapest trial on the busiest replica with its own LRU; a trial it finds missing an SLO
+is planned again with ⌈R/8⌉ more replicas (at most `MAX_REPLICA_STEPS` times) and passed over for the next cheapest once it costs no less than the plan
+without a cache. The cheapest verified trial is deployed if it costs less than
+the plan without a cache, else that plan stands (`prefix_caching` null, the section says why).
+
+A measured hit rate (`prefix_reuse.hit_rate`) is planned as given: every prompt prefills (1 − h) of
+its tokens, no cache memory is set aside (the rate was measured with the engine's own cache, which
+lives in its free KV blocks) and the routing is the one it was measured under ("as_measured").
+
+Speculative decoding is not combined with a prefix cache yet: trials plan with it off, and
+`constraints.speculative` "on" with prefix reuse is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.plan_result import (
+    PrefixCaching,
+    PrefixCachingSection,
+    PrefixCachingTrial,
+    Verification,
+)
+from planner.plan_verify import _verification_record
+from planner.prefix_cache import BLOCK_TOKENS, PrefixHits, PrefixReuse, Routing, prefix_hits
+from planner.queueing_sample import length_quantiles
+from planner.simulator_prefix import PrefixSimulation, simulate_prefix_replica
+from planner.workload import HistogramLength, LengthDistribution, Slo, Workload
+
+if TYPE_CHECKING:
+    from planner.planning import PlanningInputs, PlanningRequest, PlanResult
+
+#: Cache sizes tried, as fractions of the per-replica working set (none is the plan without a cache).
+CACHE_FRACTIONS = (0.25, 0.5, 1.0)
+#: Mid-quantiles of the prompt length the reduced-prompt mixture is built on: the top one is the
+#: 99.6th percentile, so the mixture's p99 stays a quantile of the prompt's own tail.
+MIXTURE_QUANTILES = 128
+#: Plans of one cache size the simulator may send back for more replicas before the next cache size
+#: is tried, each step adding ⌈R/8⌉ (at least one): a search granularity, four steps reach +46 % of R,
+#: beyond which a cache rarely still undercuts the plan without one. Not a physical constant.
+MAX_REPLICA_STEPS = 4
+REPLICA_STEP_DIVISOR = 8
+
+Plan = Callable[["PlanningRequest", "PlanningInputs"], "PlanResult"]
+
+
+def reduced_prompts(prompt: LengthDistribution, classes: tuple[tuple[float, int], ...]) -> HistogramLength:
+    """The prompt tokens prefilled: with probability f (each class) p − min(c, ⌊(p − 1)/16⌋·16), else p."""
+    base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
+    room = np.floor(np.maximum(base - 1.0, 0.0) / BLOCK_TOKENS) * BLOCK_TOKENS
+    tokens = [base]
+    weights = [np.full(base.size, 1.0 - sum(f for f, _ in classes))]
+    for fraction, cached in classes:
+        tokens.append(base - np.minimum(float(cached), room))
+        weights.append(np.full(base.size, fraction))
+    return HistogramLength(
+        tokens=tuple(int(t) for t in np.concatenate(tokens)), weights=tuple(float(w) for w in np.concatenate(weights))
+    )
+
+
+def measured_prompts(prompt: LengthDistribution, hit_rate: float) -> HistogramLength:
+    """Every prompt prefilling max(1, (1 − h)·p) tokens (a measured token hit rate h)."""
+    base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
+    kept = np.maximum(1.0, np.rint(base * (1.0 - hit_rate)))
+    return HistogramLength(tokens=tuple(int(t) for t in kept), weights=(1.0,) * kept.size)
+
+
+def _saved_fraction(prompt: LengthDistribution, reduced: HistogramLength) -> float:
+    base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
+    return 1.0 - reduced.mean / float(np.mean(base))
+
+
+def _ttft_at(result: PlanResult) -> float | None:
+    return None if result.predicted is None else result.predicted.ttft_s.at_percentile
+
+
+def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) -> PlanResult:
+    """The plan for a workload with prefix reuse (see the module docstring)."""
+    reuse = request.workload.prefix_reuse
+    assert reuse is not None
+    if request.constraints.speculative == "on":
+        raise PlannerInputError(
+            "constraints.speculative 'on' is not combined with workload.prefix_reuse yet; set it to 'auto' or 'off'",
+            constraint="speculative",
+        )
+    plain = replace(request, workload=replace(request.workload, prefix_reuse=None))
+    without = plan(plain, inputs)
+    replicas = without.row.replicas
+    if reuse.measured:
+        assert reuse.hit_rate is not None
+        mix = measured_prompts(request.workload.prompt_tokens, reuse.hit_rate)
+        hits = PrefixHits(routing="random", cache_tokens=0, hit_rate=reuse.hit_rate, cached_tokens_per_request=0.0, classes=())
+        candidates = [(1.0, "as_measured", hits, mix)]
+        working_set = 0
+    else:
+        routing: Routing = "prefix_aware" if replicas > 1 and reuse.distinct_prefixes > 1 else "random"
+        working_set = reuse.working_set_tokens(routing, replicas)
+        candidates = []
+        for fraction in CACHE_FRACTIONS:
+            cache = int(fraction * working_set) // BLOCK_TOKENS * BLOCK_TOKENS
+            hits = prefix_hits(reuse, cache, routing, replicas)
+            candidates.append((fraction, routing, hits, reduced_prompts(request.workload.prompt_tokens, hits.classes)))
+    trials: list[tuple[PrefixCachingTrial, PlanningRequest | None, PlanResult | None]] = []
+    for fraction, routing_name, hits, mix in candidates:
+        trial_request = replace(
+            request,
+            workload=replace(request.workload, prompt_tokens=mix, prefix_reuse=None),
+            prefix_cache_tokens=hits.cache_tokens,
+            constraints=replace(request.constraints, speculative="off"),
+            verify=False,
+            explain=False,
+            advise=False,
+        )
+        try:
+            found: PlanResult | None = plan(trial_request, inputs)
+        except InfeasiblePlanError:
+            found = None
+        record = PrefixCachingTrial(
+            routing=routing_name,
+            cache_fraction=fraction,
+            cache_tokens=hits.cache_tokens,
+            hit_rate=hits.hit_rate,
+            prefill_tokens_saved_fraction=_saved_fraction(request.workload.prompt_tokens, mix),
+            replicas=None if found is None else found.row.replicas,
+            cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
+        )
+        trials.append((record, trial_request, found))
+    records = tuple(t[0] for t in trials)
+    cheaper = sorted(
+        ((r, q, f) for r, q, f in trials if f is not None and q is not None and f.cost_usd_per_hour < without.cost_usd_per_hour),
+        key=lambda t: (t[2].cost_usd_per_hour if t[2] is not None else 0.0, t[0].cache_tokens),
+    )
+    reason = "no cache size lowers the cost of the plan without a cache"
+    for record, trial_request, _ in cheaper:
+        assert trial_request is not None
+        attempt = replace(trial_request, explain=request.explain)
+        for _ in range(MAX_REPLICA_STEPS):
+            chosen_plan = plan(attempt, inputs)
+            if chosen_plan.cost_usd_per_hour >= without.cost_usd_per_hour:
+                reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
+                break
+            try:
+                verification, simulated_hit = _verified(chosen_plan, trial_request, request, inputs, reuse, record, without)
+            except HeadroomError as error:
+                reason = f"the simulator cannot run the {record.cache_fraction:g} cache: {error}"
+                break
+            if verification is None or verification.meets_slo:
+                return _chosen(chosen_plan, record, reuse, request, working_set, records, without, verification, simulated_hit)
+            reason = f"the simulator finds the {record.cache_fraction:g} cache missing {', '.join(verification.misses)}"
+            # the simulator found a miss: planned again with more replicas (an eighth more, at least one)
+            more = chosen_plan.replicas + max(1, math.ceil(chosen_plan.replicas / REPLICA_STEP_DIVISOR))
+            constraints = replace(attempt.constraints, min_replicas=more)
+            attempt = replace(attempt, constraints=constraints)
+    section = PrefixCachingSection(
+        model=_MODEL_NOTE,
+        working_set_tokens=working_set,
+        trials=records,
+        chosen=None,
+        reason=reason,
+        ttft_s_without=_ttft_at(without),
+        ttft_s_with=None,
+        cost_usd_per_hour_without=without.cost_usd_per_hour,
+        cost_usd_per_hour_with=None,
+        simulated_hit_rate=None,
+    )
+    justification = None if without.justification is None else replace(without.justification, prefix_caching=section)
+    return replace(without, justification=justification)
+
+
+def _chosen(
+    chosen_plan: PlanResult,
+    record: PrefixCachingTrial,
+    reuse: PrefixReuse,
+    request: PlanningRequest,
+    working_set: int,
+    records: tuple[PrefixCachingTrial, ...],
+    without: PlanResult,
+    verification: Verification | None,
+    simulated_hit: float | None,
+) -> PlanResult:
+    """The plan with its cache: the hit rate at the plan's own replica count (prefix-aware routing
+    finds more the more replicas share the prefixes), the section with and without."""
+    hit_rate, saved = record.hit_rate, record.prefill_tokens_saved_fraction
+    if not reuse.measured and record.routing == "prefix_aware":
+        hits = prefix_hits(reuse, record.cache_tokens, "prefix_aware", chosen_plan.row.replicas)
+        hit_rate = hits.hit_rate
+        saved = _saved_fraction(request.workload.prompt_tokens, reduced_prompts(request.workload.prompt_tokens, hits.classes))
+    chosen = PrefixCaching(
+        hit_rate=hit_rate, cache_tokens=record.cache_tokens, routing=record.routing, prefill_tokens_saved_fraction=saved
+    )
+    section = PrefixCachingSection(
+        model=_MODEL_NOTE,
+        working_set_tokens=working_set,
+        trials=records,
+        chosen=chosen,
+        reason=f"a cache of {record.cache_fraction:g} of the working set, {record.routing} routing: the cheapest verified plan",
+        ttft_s_without=_ttft_at(without),
+        ttft_s_with=_ttft_at(chosen_plan),
+        cost_usd_per_hour_without=without.cost_usd_per_hour,
+        cost_usd_per_hour_with=chosen_plan.cost_usd_per_hour,
+        simulated_hit_rate=simulated_hit,
+    )
+    justification = None if chosen_plan.justification is None else replace(chosen_plan.justification, prefix_caching=section)
+    return replace(chosen_plan, prefix_caching=chosen, verification=verification, justification=justification)
+
+
+_MODEL_NOTE = (
+    "Che characteristic-time approximation of an LRU over 16-token blocks (independent reference model); "
+    "random routing: each replica sees every prefix; prefix-aware routing: each sees 1/R of them"
+)
+
+
+def _verified(
+    chosen: PlanResult,
+    trial_request: PlanningRequest,
+    request: PlanningRequest,
+    inputs: PlanningInputs,
+    reuse: PrefixReuse,
+    record: PrefixCachingTrial,
+    without: PlanResult,
+) -> tuple[Verification | None, float | None]:
+    """The simulator's record on the chosen plan's busiest replica with its LRU (None unless the request verifies).
+    Raises HeadroomError when the simulation cannot run (a request larger than the KV left to sequences)."""
+    if not request.verify:
+        return None, None
+    from planner.plan_predict import _per_replica_cv, _serving
+    from planner.plan_rows import candidate_id_of
+    from planner.planning import _search_space
+
+    row = chosen.row
+    option = _search_space(trial_request, inputs).by_id[candidate_id_of(row)]
+    workload = Workload(
+        arrival_rate_rps=row.offered_rps,
+        prompt_tokens=request.workload.prompt_tokens,
+        output_tokens=request.workload.output_tokens,
+        arrival_cv=_per_replica_cv(request.workload.arrival_cv, row.replicas),
+    )
+    routing: Routing = "prefix_aware" if record.routing == "prefix_aware" else "random"
+    simulation = simulate_prefix_replica(
+        option.group.step_model,
+        workload,
+        _serving(option),
+        kv_capacity_tokens=option.group.kv_capacity_tokens,
+        reuse=reuse,
+        cache_tokens=record.cache_tokens,
+        routing=routing,
+        replicas=row.replicas,
+        requests=request.verify_requests,
+        seed=request.seed,
+    )
+    report = _report(simulation, request.slo, row.gpu, row.replicas)
+    adjustments = () if without.verification is None else without.verification.adjustments
+    return _verification_record(report, adjustments, request.seed), simulation.hit_rate
+
+
+def _report(simulation: PrefixSimulation, slo: Slo, gpu: str, replicas: int) -> dict[str, Any]:
+    """The simulation as planner/plan_predict.py's `_verify` reports one (its record's input)."""
+    result = simulation.result
+    detail = result.detail
+    warm = result.requests - result.measured_requests
+    ttft, e2e = detail.ttft_s[warm:], detail.e2e_s[warm:]
+    tpot = detail.tpot_s[warm:]
+    tpot = tpot[~np.isnan(tpot)]
+    values = {
+        "ttft": float(np.percentile(ttft, slo.percentile)),
+        "tpot": float(np.percentile(tpot, slo.percentile)) if tpot.size else 0.0,
+        "e2e": float(np.percentile(e2e, slo.percentile)),
+    }
+    targets = {"ttft": slo.ttft_s, "tpot": slo.tpot_s, "e2e": slo.e2e_s}
+    misses = [m for m, target in targets.items() if target is not None and values[m] > target]
+    if not result.stable:
+        misses.append("stability")
+    return {
+        "simulated": {
+            "percentile": slo.percentile,
+            "ttft_s": {"p50": result.ttft_s.p50, "p99": result.ttft_s.p99, "at_percentile": values["ttft"]},
+            "tpot_s": {"p50": result.tpot_s.p50, "p99": result.tpot_s.p99, "at_percentile": values["tpot"]},
+            "e2e_s": {"p50": result.e2e_s.p50, "p99": result.e2e_s.p99, "at_percentile": values["e2e"]},
+            "p99_ci_s": {
+                "ttft": [result.ttft_s.p99_ci_low, result.ttft_s.p99_ci_high],
+                "tpot": [result.tpot_s.p99_ci_low, result.tpot_s.p99_ci_high],
+                "e2e": [result.e2e_s.p99_ci_low, result.e2e_s.p99_ci_high],
+            },
+            "mean_occupancy": result.mean_occupancy,
+            "stable": result.stable,
+        },
+        "misses": misses,
+        "meets_slo": not misses,
+        "requests_simulated": result.requests,
+        "replicas_simulated": 1,
+        "per_replica_rate_rps": simulation.rate_rps,
+        "wall_time_s": result.wall_time_s,
+        "rows": [{"gpu": gpu, "replicas": replicas, "meets_slo": not misses}],
+    }

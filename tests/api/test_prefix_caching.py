@@ -1,0 +1,121 @@
+"""workload.prefix_reuse through POST /v1/plans and the routes that accept or refuse it."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.api.client import ApiClient
+from tests.api.conftest import assert_problem, bad_fields
+from tests.api.test_plans import CHAT
+
+#: Half the requests share a 1,000-token system prompt, 40 % carry one of 100 documents of 1,500 tokens.
+REUSE = {
+    "system_prompt_tokens": 1000,
+    "system_prompt_fraction": 0.5,
+    "distinct_prefixes": 100,
+    "prefix_tokens": 1500,
+    "prefix_fraction": 0.4,
+    "zipf_exponent": 1.0,
+}
+
+
+def _body(reuse: dict[str, Any] | None, **top: Any) -> dict[str, Any]:
+    body = copy.deepcopy(CHAT)
+    del body["name"]
+    if reuse is not None:
+        body["workload"]["prefix_reuse"] = reuse
+    body.update(top)
+    return body
+
+
+def test_a_high_reuse_plan_deploys_a_cache_and_costs_less(seeded: ApiClient, admin: dict[str, str]) -> None:
+    without = seeded.post("/v1/plans", json=_body(None, verify=True), headers=admin)
+    assert without.status_code == 201, without.text
+    plain = without.json()
+    assert plain["plan"]["prefix_caching"] is None
+    assert plain["justification"].get("prefix_caching") is None
+
+    response = seeded.post("/v1/plans", json=_body(REUSE, verify=True), headers=admin)
+    assert response.status_code == 201, response.text
+    plan = response.json()
+    chosen = plan["plan"]["prefix_caching"]
+    assert chosen["routing"] in {"random", "prefix_aware"}
+    assert chosen["cache_tokens"] > 0 and 0.5 < chosen["hit_rate"] <= 1.0
+    assert 0 < chosen["prefill_tokens_saved_fraction"] < 1
+    assert plan["cost"]["usd_per_hour"] < plain["cost"]["usd_per_hour"]
+    section = plan["justification"]["prefix_caching"]
+    assert section["cost_usd_per_hour_without"] == pytest.approx(plain["cost"]["usd_per_hour"], rel=1e-6)
+    assert section["ttft_s_with"] is not None and section["ttft_s_without"] is not None
+    assert len(section["trials"]) == 3
+    assert plan["verification"]["meets_slo"] is True
+    assert section["simulated_hit_rate"] == pytest.approx(chosen["hit_rate"], abs=0.05)
+    again = seeded.get(f"/v1/plans/{plan['id']}")
+    assert again.json()["plan"]["prefix_caching"] == chosen
+
+
+def test_a_measured_hit_rate_is_planned_as_given(seeded: ApiClient, admin: dict[str, str]) -> None:
+    response = seeded.post("/v1/plans", json=_body({"hit_rate": 0.7}), headers=admin)
+    assert response.status_code == 201, response.text
+    section = response.json()["justification"]["prefix_caching"]
+    assert section["trials"][0]["routing"] == "as_measured"
+    assert section["trials"][0]["cache_tokens"] == 0
+    assert section["trials"][0]["hit_rate"] == pytest.approx(0.7)
+
+
+@pytest.mark.parametrize(
+    ("reuse", "field"),
+    [
+        ({"hit_rate": 1.5}, "workload.prefix_reuse.hit_rate"),
+        ({}, "workload.prefix_reuse"),
+        ({"hit_rate": 0.5, "system_prompt_tokens": 100, "system_prompt_fraction": 0.5}, "workload.prefix_reuse"),
+        ({**REUSE, "system_prompt_fraction": 0.7}, "workload.prefix_reuse"),
+        ({"distinct_prefixes": 10, "prefix_tokens": 8, "prefix_fraction": 0.5}, "workload.prefix_reuse"),
+        ({"hit_rate": 0.5, "bogus": 1}, "workload.prefix_reuse.bogus"),
+    ],
+)
+def test_bad_reuse_is_a_422_naming_it(seeded: ApiClient, admin: dict[str, str], reuse: dict[str, Any], field: str) -> None:
+    problem = assert_problem(seeded.post("/v1/plans", json=_body(reuse), headers=admin), 422, "invalid-request")
+    assert field in bad_fields(problem), bad_fields(problem)
+
+
+def test_simulate_and_evaluate_refuse_prefix_reuse_saying_so(seeded: ApiClient) -> None:
+    workload = {**CHAT["workload"], "prefix_reuse": {"hit_rate": 0.5}}
+    simulate = {
+        "model": "llama-3.1-8b",
+        "gpu": "h100-sxm",
+        "tp": 1,
+        "precision": {"weights": "fp16", "kv_cache": "fp16"},
+        "serving": {"replicas": 1, "batch_limit": 64},
+        "workload": workload,
+    }
+    problem = assert_problem(seeded.post("/v1/simulate", json=simulate), 422, "invalid-request")
+    assert "prefix_reuse is not supported by POST /v1/simulate" in str(bad_fields(problem))
+    evaluate = {**simulate, "context_tokens": 1000}
+    problem = assert_problem(seeded.post("/v1/evaluate", json=evaluate), 422, "invalid-request")
+    assert "prefix_reuse is not supported by POST /v1/evaluate" in str(bad_fields(problem))
+
+
+def test_what_if_plans_each_point_with_the_reuse(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """The sweep's points are plans: with prefix reuse each costs at most the point without it."""
+    shape = {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}}
+    sweep: dict[str, Any] = {
+        "model": "llama-3.1-8b",
+        "workload": shape,
+        "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+        "constraints": {"gpus": ["h100-sxm", "a100-80gb-sxm"]},
+        "sweep": {"arrival_rates_rps": [4, 15]},
+    }
+    plain = seeded.post("/v1/what-if", json=sweep, headers=admin)
+    assert plain.status_code == 200, plain.text
+    sweep["workload"] = {**shape, "prefix_reuse": REUSE}
+    reused = seeded.post("/v1/what-if", json=sweep, headers=admin)
+    assert reused.status_code == 200, reused.text
+    costs = [
+        (a["cost_usd_per_hour"], b["cost_usd_per_hour"])
+        for a, b in zip(plain.json()["points"], reused.json()["points"], strict=True)
+    ]
+    assert all(with_reuse <= without for without, with_reuse in costs)
+    assert any(with_reuse < without for without, with_reuse in costs)
