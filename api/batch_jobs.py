@@ -152,6 +152,12 @@ def batch_plan_response(
             "batch_limit": plan.option.batch_limit, "chunk_tokens": plan.option.chunk_tokens,
             "target_rho": 1.0,  # an offline job keeps every slot busy: it runs at saturation by design
             "fleet": None,
+            "topology": "aggregated",
+            "pools": [{
+                "role": "mixed", "gpu": gpu, "tp": group.tp, "replicas": sizing.replicas,
+                "batch_limit": plan.option.batch_limit, "chunk_tokens": plan.option.chunk_tokens,
+                "precision": {"weights": group.precision.weights.slug, "kv_cache": group.precision.kv_cache.slug},
+            }],
         },
         "cost": {
             "usd_per_hour": per_hour, "usd_per_month": per_hour * HOURS_PER_MONTH,

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from api.batch_jobs import create_batch_plan
+from api.disagg_plans import topology_plan
 from api.inputs import planning_inputs
 from api.schemas.plans import PlanRequest, plan_response
 from api.schemas.workload import BatchWorkloadSpec
@@ -59,19 +60,28 @@ def create_plan(
         solver_time_limit_s=solver_time_limit_s,
         checkpoint=checkpoint,
     )
-    result = run(plan_capacity, request, inputs)
     plan_id = new_plan_id()
     created_at = datetime.now(UTC)
-    content = plan_response(
-        plan_id,
-        body.name,
-        result,
-        created_at.isoformat(),
-        prices=[price.read() for price in pricing.prices.values()],
-        price_notes=pricing.notes,
-        calibration_grades={gpu.slug: gpu.calibration_grade for gpu in inputs.gpus},
-        engine=None if body.constraints.pin is None else body.constraints.pin.engine,
-    )
+
+    def aggregated() -> dict[str, Any]:
+        result = run(plan_capacity, request, inputs)
+        return plan_response(
+            plan_id,
+            body.name,
+            result,
+            created_at.isoformat(),
+            prices=[price.read() for price in pricing.prices.values()],
+            price_notes=pricing.notes,
+            calibration_grades={gpu.slug: gpu.calibration_grade for gpu in inputs.gpus},
+            engine=None if body.constraints.pin is None else body.constraints.pin.engine,
+        )
+
+    if body.constraints.topology == "aggregated":
+        content = aggregated()
+    else:  # the one dispatch point for separate prefill and decode pools (api/disagg_plans.py)
+        content = topology_plan(
+            body, request, inputs, pricing, plan_id=plan_id, created_at=created_at.isoformat(), run=run, aggregated=aggregated
+        )
     if body.store:  # a dry run (store false) writes nothing
         Plans(catalog.session).save(
             plan_id=plan_id,

@@ -27,6 +27,7 @@ from pydantic_core import PydanticCustomError
 
 from api.rounding import rounded
 from api.schemas.catalog import Page, Slug
+from api.schemas.disaggregation import DisaggregationRead
 from api.schemas.plan_result import (
     JustificationRead,
     PlanPredicted,
@@ -235,6 +236,37 @@ class PlanConstraintsSpec(_Input):
         "with a draft head published for the model (the deploy table's draft_heads; MTP ships in the model). The default "
         "is `auto`. A batch job does not speculate (auto plans it as before; on is a 422).",
     )
+    topology: Literal["aggregated", "disaggregated", "any"] = Field(
+        default="aggregated",
+        description="`aggregated`: every replica prefills and decodes (today's plans). `disaggregated`: a prefill pool and a "
+        "decode pool joined by a KV-cache transfer, each with its own GPU, precision, tp, replicas and limits "
+        "(docs/disaggregation.md). `any`: both are planned and the cheaper wins; the plan's `disaggregation` section says by "
+        "how much and keeps the other as the alternative. Default `aggregated` so existing plans stay as they were.",
+    )
+
+    @model_validator(mode="after")
+    def _pools_take_the_basic_constraints(self) -> Self:
+        """Separate pools honour gpus, precisions and min_confidence; the rest are refused, not ignored."""
+        if self.topology == "aggregated":
+            return self
+        unused = [
+            name
+            for name, given in (
+                ("max_gpus", self.max_gpus is not None),
+                ("budget_usd_per_hour", self.budget_usd_per_hour is not None),
+                ("min_replicas", self.min_replicas > 1),
+                ("n_plus_one", self.n_plus_one),
+                ("mixed_fleet", self.mixed_fleet),
+                ("inventory", bool(self.inventory)),
+                ("pin", self.pin is not None),
+                ("unit", self.unit != "gpu"),
+                ("speculative", self.speculative == "on"),
+            )
+            if given
+        ]
+        if unused:  # speculative auto (the default) plans the pools without speculation
+            raise ValueError(f"topology {self.topology} does not take constraints.{', constraints.'.join(unused)} yet")
+        return self
 
     def to_constraints(self) -> PlanConstraints:
         return PlanConstraints(
@@ -320,6 +352,7 @@ class PlanRequest(_Input):
                     ("n_plus_one", limits.n_plus_one),
                     ("mixed_fleet", limits.mixed_fleet),
                     ("inventory", bool(limits.inventory)),
+                    ("topology", limits.topology != "aggregated"),
                 )
                 if given
             ]
@@ -333,6 +366,11 @@ class PlanRequest(_Input):
             return self
         if not self.workload.arrival_rate_rps > 0:
             raise ValueError("workload.arrival_rate_rps must be > 0 to plan capacity for it")
+        if self.workload.prefix_reuse is not None and self.constraints.topology != "aggregated":
+            raise ValueError(
+                f"topology {self.constraints.topology} does not take workload.prefix_reuse yet: the pools' planner has no "
+                "prefix cache (plan with topology aggregated, or leave prefix_reuse out)"
+            )
         return self
 
     def traffic(self) -> Workload:
@@ -408,8 +446,22 @@ class FleetRowRead(BaseModel):
     instances: list[InstanceRead] | None = Field(default=None, description="This row's instances (constraints.unit instance).")
 
 
+class PoolRead(BaseModel):
+    """One pool of the deployment: an aggregated plan has one `mixed` pool per configuration."""
+
+    role: Literal["prefill", "decode", "mixed"]
+    gpu: str
+    tp: int
+    pp: int = Field(default=1, description="Pipeline-parallel stages; always 1.")
+    replicas: int
+    batch_limit: int | None = Field(description="Most sequences a replica runs at once (null for a prefill pool).")
+    chunk_tokens: int | None = Field(description="Prompt tokens per step (a prefill pool's token budget; null = no chunking).")
+    precision: PrecisionRead
+
+
 class PlanDecision(BaseModel):
-    """The decisions: for a mixed fleet the largest row, with every row in `fleet`."""
+    """The decisions: for a mixed fleet the largest row, with every row in `fleet`. For a disaggregated plan
+    the decode pool's configuration, with `replicas` and `gpus_total` counting both pools; every pool is in `pools`."""
 
     gpu: str
     tp: int
@@ -440,6 +492,14 @@ class PlanDecision(BaseModel):
         default=None,
         description="The prefix cache the plan deploys (workload.prefix_reuse); null without reuse or when a cache does not "
         "lower the cost. Its predicted and verified figures are the plan's own.",
+    )
+    topology: Literal["aggregated", "disaggregated"] = Field(
+        default="aggregated", description="Whether prefill and decode share replicas (`aggregated`) or run in separate pools."
+    )
+    pools: list[PoolRead] = Field(
+        default_factory=list,
+        description="The deployment's pools: one `mixed` pool per configuration of an aggregated plan; a `prefill` and a "
+        "`decode` pool of a disaggregated one.",
     )
 
 
@@ -556,6 +616,12 @@ class PlanResponse(BaseModel):
         default=None,
         description="A batch job's throughput, replicas, finish time and cost per job; null for interactive traffic.",
     )
+    disaggregation: DisaggregationRead | None = Field(
+        default=None,
+        description="Why the plan is (or is not) disaggregated: per-pool ρ and binding constraint, the KV transfer's cost, "
+        "the interference removed, predicted and simulated p99s, and the other topology's best plan; null unless "
+        "constraints.topology is `disaggregated` or `any`.",
+    )
 
 
 class PlanSummaryRead(BaseModel):
@@ -611,6 +677,18 @@ def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
     }
 
 
+def _mixed_pool(row: Any) -> dict[str, Any]:
+    return {
+        "role": "mixed",
+        "gpu": row.gpu,
+        "tp": row.tp,
+        "replicas": row.replicas,
+        "batch_limit": row.batch_limit,
+        "chunk_tokens": row.chunk_tokens,
+        "precision": {"weights": row.weights_precision, "kv_cache": row.kv_precision},
+    }
+
+
 def plan_response(
     plan_id: str,
     name: str | None,
@@ -647,6 +725,8 @@ def plan_response(
             "instances": instances_read(result.instances),
             "speculative": None if result.speculative is None else SpeculativeRead.model_validate(result.speculative),
             "prefix_caching": None if result.prefix_caching is None else PrefixCachingRead.model_validate(result.prefix_caching),
+            "topology": "aggregated",
+            "pools": [_mixed_pool(r) for r in result.rows],
         },
         "cost": {
             "usd_per_hour": result.cost_usd_per_hour,

@@ -1,0 +1,255 @@
+"""POST /v1/plans with constraints.topology `disaggregated` or `any`: the pools, their justification, the other topology.
+
+`disaggregated` answers planner/plan_disagg.py's cheapest pair of pools; `any` also plans the
+aggregated deployment (the ordinary plan response) and answers the cheaper of the two, the other
+kept as the `disaggregation.alternative` with its cost or why it has none.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from api.rounding import rounded
+from api.schemas.plan_result import provenance_read
+from api.schemas.plans import PlanRequest, PlanResponse
+from catalog.prices import Pricing
+from planner.disagg import SCALE_OUT_LINKS, kv_transfer_bytes
+from planner.errors import InfeasiblePlanError
+from planner.plan_disagg import DisaggPlan, PoolCandidate, plan_disaggregated
+from planner.plan_result import Provenance
+from planner.planning import HOURS_PER_MONTH, PlanningInputs, PlanningRequest
+from planner.units import MS_PER_S, SECONDS_PER_HOUR
+
+#: Pools in different nodes: the KV crosses the scale-out NIC (the conservative case; inside one
+#: NVLink domain the transfer is ~9x faster).
+LINK = SCALE_OUT_LINKS["connectx7_400g"]
+INTERFERENCE = (
+    "decode steps never carry a prefill: TPOT is the decode batch's own step, not stretched by prompts sharing "
+    "the step (chunked prefill) or stalled behind them; prefill runs unbatched with decodes at the compute roofline"
+)
+SOLVER = "planner/plan_disagg.py: per-pool candidates at each TTFT split, MILP over one prefill and one decode candidate"
+
+
+def _pool(c: PoolCandidate) -> dict[str, Any]:
+    return {
+        "role": c.role,
+        "gpu": c.gpu,
+        "tp": c.tp,
+        "replicas": c.replicas,
+        "batch_limit": c.batch_limit,
+        "chunk_tokens": c.chunk_tokens,
+        "precision": {"weights": c.weights, "kv_cache": c.kv_cache},
+    }
+
+
+def _section(
+    plan: DisaggPlan | None,
+    request: PlanningRequest,
+    *,
+    requested: str,
+    chosen: str,
+    why: str,
+    saving: float | None,
+    alternative: dict[str, Any] | None,
+) -> dict[str, Any]:
+    q = request.slo.percentile / 100.0
+    section: dict[str, Any] = {
+        "requested": requested,
+        "chosen": chosen,
+        "why": why,
+        "saving_fraction": saving,
+        "ttft_prefill_fraction": None,
+        "pools": [],
+        "transfer": None,
+        "interference_removed": INTERFERENCE,
+        "percentile": request.slo.percentile,
+        "predicted_ttft_ms": None,
+        "predicted_tpot_ms": None,
+        "predicted_e2e_s": None,
+        "simulated_ttft_ms": None,
+        "simulated_tpot_ms": None,
+        "simulated_e2e_s": None,
+        "verify_added_replicas": 0,
+        "alternative": alternative,
+    }
+    if plan is None:
+        return section
+    pred = plan.prediction
+    p_q = request.workload.prompt_tokens.quantile(q)
+    section.update(
+        ttft_prefill_fraction=plan.ttft_prefill_fraction,
+        pools=[
+            {"role": c.role, "rho": c.rho, "binding": c.binding, "cost_usd_per_hour": c.cost_usd_per_hour}
+            for c in (plan.prefill, plan.decode)
+        ],
+        transfer={
+            "link": plan.link.name,
+            "link_source": plan.link.source,
+            "bytes_per_s_per_gpu": plan.link.bytes_per_s_per_gpu,
+            "links": min(plan.prefill.tp, plan.decode.tp),
+            "kv_bytes_per_token": plan.kv_bytes_per_token,
+            "p99_prompt_bytes": kv_transfer_bytes(p_q, plan.kv_bytes_per_token),
+            "p99_ms": pred.transfer_q_s * MS_PER_S,
+            "mean_ms": pred.transfer_mean_s * MS_PER_S,
+        },
+        predicted_ttft_ms=pred.ttft_s * MS_PER_S,
+        predicted_tpot_ms=pred.tpot_s * MS_PER_S,
+        predicted_e2e_s=pred.e2e_s,
+        verify_added_replicas=plan.verify_added_replicas,
+    )
+    if plan.simulated_s is not None:
+        ttft, tpot, e2e = plan.simulated_s
+        section.update(simulated_ttft_ms=ttft * MS_PER_S, simulated_tpot_ms=tpot * MS_PER_S, simulated_e2e_s=e2e)
+    return section
+
+
+def _disaggregated_body(
+    plan: DisaggPlan,
+    body: PlanRequest,
+    request: PlanningRequest,
+    inputs: PlanningInputs,
+    pricing: Pricing,
+    *,
+    plan_id: str,
+    created_at: str,
+    plan_ms: float,
+    section: dict[str, Any],
+) -> dict[str, Any]:
+    p, d = plan.prefill, plan.decode
+    per_hour = plan.cost_usd_per_hour
+    output_per_hour = request.workload.arrival_rate_rps * request.workload.output_tokens.mean * SECONDS_PER_HOUR
+    used = {p.gpu, d.gpu}
+    provenance = Provenance(
+        catalog_version=inputs.catalog_version,
+        solver=SOLVER,
+        status="optimal" if plan.simulated_s is not None else "optimal (unverified)",
+        mip_gap=None,
+        solve_ms=0.0,
+        plan_ms=plan_ms,
+        efficiency_profile=inputs.efficiency_profile,
+        efficiencies={g.slug: g.efficiency for g in inputs.gpus if g.slug in used},
+        created_at=created_at,
+    )
+    answer: dict[str, Any] = {
+        "id": plan_id,
+        "name": body.name,
+        "plan": {
+            "gpu": d.gpu,
+            "tp": d.tp,
+            "replicas": p.replicas + d.replicas,
+            "gpus_total": plan.gpus,
+            "precision": {"weights": d.weights, "kv_cache": d.kv_cache},
+            "batch_limit": d.batch_limit or 1,
+            "chunk_tokens": None,
+            "target_rho": max(p.rho, d.rho),
+            "fleet": None,
+            "topology": "disaggregated",
+            "pools": [_pool(p), _pool(d)],
+        },
+        "cost": {
+            "usd_per_hour": per_hour,
+            "usd_per_month": per_hour * HOURS_PER_MONTH,
+            "usd_per_million_output_tokens": per_hour / output_per_hour * 1e6,  # $/h ÷ tokens/h × 1e6
+            "currency": "USD",
+            "prices": [price.read() for slug, price in pricing.prices.items() if slug in used],
+            "notes": list(pricing.notes),
+        },
+        "predicted": None,
+        "justification": None,
+        "verification": None,
+        "provenance": provenance_read(provenance).model_dump(mode="json"),
+        "calibration_grades": {g.slug: g.calibration_grade for g in inputs.gpus if g.slug in used},
+        "warnings": [],
+        "disaggregation": section,
+    }
+    read: dict[str, Any] = rounded(PlanResponse.model_validate(answer).model_dump(mode="json"))
+    return read
+
+
+def topology_plan(
+    body: PlanRequest,
+    request: PlanningRequest,
+    inputs: PlanningInputs,
+    pricing: Pricing,
+    *,
+    plan_id: str,
+    created_at: str,
+    run: Callable[..., Any],
+    aggregated: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
+    """The response for topology `disaggregated` or `any` (`aggregated()` builds the ordinary plan response)."""
+    requested = body.constraints.topology
+    started = time.perf_counter()
+    disagg: DisaggPlan | None = None
+    disagg_error: InfeasiblePlanError | None = None
+    try:
+        disagg = run(
+            lambda: plan_disaggregated(
+                gpus=inputs.gpus,
+                model=inputs.model,
+                precisions=inputs.precisions,
+                tps=request.tp_degrees,
+                workload=request.workload,
+                slo=request.slo,
+                link=LINK,
+                verify=request.verify,
+                seed=request.seed,
+            )
+        )
+    except InfeasiblePlanError as error:
+        disagg_error = error
+    plan_ms = (time.perf_counter() - started) * MS_PER_S
+    if requested == "disaggregated":
+        if disagg is None:
+            raise disagg_error or InfeasiblePlanError("no disaggregated plan")
+        why = "constraints.topology is disaggregated: the cheapest prefill and decode pools meeting the SLOs"
+        section = _section(disagg, request, requested=requested, chosen="disaggregated", why=why, saving=None, alternative=None)
+        return _disaggregated_body(
+            disagg, body, request, inputs, pricing, plan_id=plan_id, created_at=created_at, plan_ms=plan_ms, section=section
+        )
+    agg: dict[str, Any] | None = None
+    agg_error: InfeasiblePlanError | None = None
+    try:
+        agg = aggregated()
+    except InfeasiblePlanError as error:
+        agg_error = error
+    if agg is None and disagg is None:
+        raise agg_error or InfeasiblePlanError("no plan of either topology")
+    agg_cost = None if agg is None else float(agg["cost"]["usd_per_hour"])
+    if disagg is not None and (agg_cost is None or disagg.cost_usd_per_hour < agg_cost):
+        saving = None if agg_cost is None else 1.0 - disagg.cost_usd_per_hour / agg_cost
+        why = (
+            "no aggregated deployment meets the SLOs"
+            if agg_cost is None
+            else f"separate pools cost {disagg.cost_usd_per_hour:.2f} $/h against {agg_cost:.2f} $/h aggregated"
+        )
+        alternative = {
+            "topology": "aggregated",
+            "cost_usd_per_hour": agg_cost,
+            "reason": str(agg_error.detail if agg_error is not None else f"costs {agg_cost:.2f} $/h, more than the pools"),
+        }
+        section = _section(
+            disagg, request, requested="any", chosen="disaggregated", why=why, saving=saving, alternative=alternative
+        )
+        return _disaggregated_body(
+            disagg, body, request, inputs, pricing, plan_id=plan_id, created_at=created_at, plan_ms=plan_ms, section=section
+        )
+    if agg is None or agg_cost is None:  # unreachable: without an aggregated plan the disaggregated one was answered
+        raise InfeasiblePlanError("no plan of either topology")
+    saving = None if disagg is None else 1.0 - agg_cost / disagg.cost_usd_per_hour
+    why = (
+        "no disaggregated deployment meets the SLOs"
+        if disagg is None
+        else f"one pool costs {agg_cost:.2f} $/h against {disagg.cost_usd_per_hour:.2f} $/h for separate prefill and decode pools"
+    )
+    alternative = {
+        "topology": "disaggregated",
+        "cost_usd_per_hour": None if disagg is None else disagg.cost_usd_per_hour,
+        "reason": str(disagg_error.detail if disagg_error is not None else "costs more than the aggregated plan"),
+    }
+    agg["disaggregation"] = rounded(
+        _section(disagg, request, requested="any", chosen="aggregated", why=why, saving=saving, alternative=alternative)
+    )
+    return agg

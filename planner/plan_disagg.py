@@ -1,0 +1,381 @@
+"""The cheapest disaggregated deployment: a prefill pool and a decode pool, each sized at the SLO budget it is given.
+
+Each pool has its own candidates (GPU, precision, tp; the decode pool also its batch limit, the
+prefill pool its token budget), so the pools may run on different GPUs. The TTFT target is split:
+a fraction f goes to the prefill pool (its queue wait and the prefill of a p99 prompt), the rest to
+the decode side (admission wait and the KV transfer); f is searched over `TTFT_SPLITS`. For each f,
+each candidate's replica count is the fewest that meets its budget (and TPOT, for decode), and a
+MILP picks one candidate per pool:
+
+    minimise   Σ_p cost_p · prefill[p] + Σ_(d,g) cost_dg · decode[d,g]
+    subject to Σ_p prefill[p] = 1,  Σ_(d,g) decode[d,g] = 1
+               decode[d,g] ≤ Σ_{p: tp_p = g} prefill[p]        (the transfer runs over min(tp_p, tp_d) links)
+
+The chosen plan is then simulated (planner/simulator_disagg.py); a pool whose simulated p99 misses
+gains a replica, up to `MAX_VERIFY_ROUNDS` times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulp
+
+from planner.disagg import (
+    DecodePool,
+    DisaggPrediction,
+    KvLink,
+    PrefillPool,
+    decode_occupancy,
+    kv_transfer_s,
+    predict_disagg,
+    prefill_queue,
+    prefill_s,
+)
+from planner.errors import (
+    InfeasiblePlanError,
+    ModelDoesNotFitError,
+    PlannerInputError,
+    UnstableLoadError,
+    UnsupportedConfigurationError,
+)
+from planner.memory import kv_bytes_per_token, kv_capacity_tokens
+from planner.milp import constraint_name, solve
+from planner.performance import build_step_model
+from planner.simulator_disagg import simulate_disagg
+from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.step_model import StepModel
+from planner.workload import Slo, Workload
+
+#: Fractions of the TTFT target given to the prefill pool (the rest to admission and transfer).
+TTFT_SPLITS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+#: Decode batch limits tried (powers of two, vLLM's default max_num_seqs is 256).
+DECODE_BATCH_LIMITS: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+#: Prefill token budget per step (vLLM's max_num_batched_tokens for chunked prefill defaults to 8,192 on large GPUs).
+PREFILL_TOKEN_BUDGET = 8192
+MAX_POOL_REPLICAS = 64
+MAX_VERIFY_ROUNDS = 3
+VERIFY_REQUESTS = 4000
+SOLVER_TIME_LIMIT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolCandidate:
+    """One pool configuration with the replicas it needs at its budget and what binds it."""
+
+    role: str
+    gpu: str
+    weights: str
+    kv_cache: str
+    tp: int
+    replicas: int
+    batch_limit: int | None
+    chunk_tokens: int | None
+    cost_usd_per_hour: float
+    rho: float
+    binding: str
+    step_model: StepModel
+    kv_capacity_tokens: float
+    kv_bytes_per_token: float
+    price_usd_per_gpu_hour: float
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.replicas
+
+    def with_replicas(self, replicas: int) -> PoolCandidate:
+        return PoolCandidate(
+            role=self.role,
+            gpu=self.gpu,
+            weights=self.weights,
+            kv_cache=self.kv_cache,
+            tp=self.tp,
+            replicas=replicas,
+            batch_limit=self.batch_limit,
+            chunk_tokens=self.chunk_tokens,
+            cost_usd_per_hour=self.price_usd_per_gpu_hour * self.tp * replicas,  # price × tp × replicas
+            rho=self.rho,
+            binding=self.binding,
+            step_model=self.step_model,
+            kv_capacity_tokens=self.kv_capacity_tokens,
+            kv_bytes_per_token=self.kv_bytes_per_token,
+            price_usd_per_gpu_hour=self.price_usd_per_gpu_hour,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisaggPlan:
+    prefill: PoolCandidate
+    decode: PoolCandidate
+    ttft_prefill_fraction: float
+    prediction: DisaggPrediction
+    #: Simulated p99 (TTFT, TPOT, E2E) of the final plan, and the replicas the verification added.
+    simulated_s: tuple[float, float, float] | None
+    verify_added_replicas: int
+    link: KvLink
+    kv_bytes_per_token: float
+
+    @property
+    def cost_usd_per_hour(self) -> float:
+        return self.prefill.cost_usd_per_hour + self.decode.cost_usd_per_hour
+
+    @property
+    def gpus(self) -> int:
+        return self.prefill.gpus + self.decode.gpus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Setting:
+    gpu: GpuSpec
+    precision: Precision
+    tp: int
+    step_model: StepModel
+    kv_capacity_tokens: float
+    kv_bytes_per_token: float
+
+
+def _settings(gpus: Sequence[GpuSpec], model: ModelSpec, precisions: Sequence[Precision], tps: Sequence[int]) -> list[_Setting]:
+    out = []
+    for gpu in gpus:
+        for precision in precisions:
+            for tp in tps:
+                try:
+                    sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
+                except (UnsupportedConfigurationError, ModelDoesNotFitError, PlannerInputError):
+                    continue
+                capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency)
+                if capacity > 0:
+                    out.append(
+                        _Setting(
+                            gpu=gpu,
+                            precision=precision,
+                            tp=tp,
+                            step_model=sm,
+                            kv_capacity_tokens=float(capacity),
+                            kv_bytes_per_token=kv_bytes_per_token(model, precision.kv_cache),
+                        )
+                    )
+    return out
+
+
+def _candidate(setting: _Setting, role: str, replicas: int, rho: float, binding: str, batch_limit: int | None) -> PoolCandidate:
+    price = setting.gpu.price_usd_per_hour_on_demand
+    return PoolCandidate(
+        role=role,
+        gpu=setting.gpu.slug,
+        weights=setting.precision.weights.slug,
+        kv_cache=setting.precision.kv_cache.slug,
+        tp=setting.tp,
+        replicas=replicas,
+        batch_limit=batch_limit,
+        chunk_tokens=PREFILL_TOKEN_BUDGET if role == "prefill" else None,
+        cost_usd_per_hour=price * setting.tp * replicas,  # price × tp × replicas
+        rho=rho,
+        binding=binding,
+        step_model=setting.step_model,
+        kv_capacity_tokens=setting.kv_capacity_tokens,
+        kv_bytes_per_token=setting.kv_bytes_per_token,
+        price_usd_per_gpu_hour=price,
+    )
+
+
+def prefill_candidate(setting: _Setting, workload: Workload, budget_s: float, q: float) -> PoolCandidate | None:
+    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ MAX_POOL_REPLICAS does."""
+    service_q = prefill_s(setting.step_model, workload.prompt_tokens.quantile(q))
+    if service_q > budget_s:
+        return None
+    binding = "ttft"
+    for c in range(1, MAX_POOL_REPLICAS + 1):
+        try:
+            pq = prefill_queue(PrefillPool(step_model=setting.step_model, replicas=c, tp=setting.tp), workload, q)
+        except UnstableLoadError:
+            binding = "utilisation"
+            continue
+        if pq.wait_q_s + service_q <= budget_s:
+            return _candidate(setting, "prefill", c, pq.rho, binding, None)
+        binding = "ttft"
+    return None
+
+
+def decode_candidate(
+    setting: _Setting, batch_limit: int, workload: Workload, slo: Slo, budget_s: float, transfer: tuple[float, float], q: float
+) -> PoolCandidate | None:
+    """The fewest replicas r meeting TPOT and admission wait + transfer ≤ budget; `transfer` = (mean, q-quantile) s."""
+    transfer_mean, transfer_q = transfer
+    if transfer_q > budget_s:
+        return None
+    binding = "tpot"
+    for r in range(1, MAX_POOL_REPLICAS + 1):
+        pool = DecodePool(
+            step_model=setting.step_model,
+            replicas=r,
+            batch_limit=batch_limit,
+            kv_capacity_tokens=setting.kv_capacity_tokens,
+            tp=setting.tp,
+        )
+        try:
+            occ = decode_occupancy(pool, workload, transfer_mean, q)
+        except UnstableLoadError:
+            binding = "utilisation"
+            continue
+        except PlannerInputError:
+            return None  # one mean context does not fit the replica's KV memory
+        if slo.tpot_s is not None and occ.step_q_s > slo.tpot_s:
+            if r == 1 and occ.batch_q == 1:
+                return None  # even a batch of one misses TPOT
+            binding = "tpot"
+            continue
+        if occ.admission_wait_q_s + transfer_q > budget_s:
+            binding = "ttft"
+            continue
+        return _candidate(setting, "decode", r, occ.rho, binding if r > 1 else occ.binding, batch_limit)
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Choice:
+    prefill: PoolCandidate
+    decode: PoolCandidate
+    fraction: float
+
+
+def _choose(prefill: list[PoolCandidate], decode: dict[tuple[int, int], PoolCandidate], fraction: float) -> _Choice | None:
+    """The MILP of the module docstring over one split's candidates."""
+    if not prefill or not decode:
+        return None
+    problem = pulp.LpProblem("disaggregated_pools", pulp.LpMinimize)
+    x = {i: problem.add_variable(constraint_name("prefill", i), cat=pulp.LpBinary) for i in range(len(prefill))}
+    y = {key: problem.add_variable(constraint_name("decode", key[0], key[1]), cat=pulp.LpBinary) for key in decode}
+    problem += pulp.lpSum(c.cost_usd_per_hour * x[i] for i, c in enumerate(prefill)) + pulp.lpSum(
+        c.cost_usd_per_hour * y[k] for k, c in decode.items()
+    )
+    problem += pulp.lpSum(x.values()) == 1, "one_prefill_candidate"
+    problem += pulp.lpSum(y.values()) == 1, "one_decode_candidate"
+    for key, option in decode.items():
+        # the KV crosses over min(tp_p, tp_d) links and both pools must hold it in the same format
+        same = [x[i] for i, c in enumerate(prefill) if c.tp == key[1] and c.kv_cache == option.kv_cache]
+        problem += y[key] <= pulp.lpSum(same), constraint_name("transfer_links", key[0], key[1])
+    outcome = solve(problem, time_limit_s=SOLVER_TIME_LIMIT_S)
+    if outcome.status not in ("optimal", "feasible"):
+        return None
+    chosen_p = next(c for i, c in enumerate(prefill) if (x[i].value() or 0.0) > 0.5)
+    chosen_d = next(c for k, c in decode.items() if (y[k].value() or 0.0) > 0.5)
+    return _Choice(prefill=chosen_p, decode=chosen_d, fraction=fraction)
+
+
+def plan_disaggregated(
+    *,
+    gpus: Sequence[GpuSpec],
+    model: ModelSpec,
+    precisions: Sequence[Precision],
+    tps: Sequence[int],
+    workload: Workload,
+    slo: Slo,
+    link: KvLink,
+    verify: bool = True,
+    seed: int = 0,
+) -> DisaggPlan:
+    """The cheapest (prefill pool, decode pool) meeting `slo` by the analytic model, verified by simulation."""
+    if slo.ttft_s is None:
+        raise PlannerInputError("a disaggregated plan needs a TTFT target to split between the pools", field="slo.ttft_s")
+    q = slo.percentile / 100.0
+    settings = _settings(gpus, model, precisions, tps)
+    best: _Choice | None = None
+    for fraction in TTFT_SPLITS:
+        prefill = [c for s in settings if (c := prefill_candidate(s, workload, fraction * slo.ttft_s, q)) is not None]
+        decode: dict[tuple[int, int], PoolCandidate] = {}
+        for g in sorted({c.tp for c in prefill}):
+            for i, s in enumerate(settings):
+                kv = s.kv_bytes_per_token
+                links = min(g, s.tp)
+                transfer = (
+                    kv_transfer_s(prompt_tokens=workload.prompt_tokens.mean, kv_bytes_per_token=kv, link=link, gpus=links),
+                    kv_transfer_s(prompt_tokens=workload.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=link, gpus=links),
+                )
+                options = [
+                    c
+                    for b in DECODE_BATCH_LIMITS
+                    if (c := decode_candidate(s, b, workload, slo, (1.0 - fraction) * slo.ttft_s, transfer, q)) is not None
+                ]
+                if options:
+                    decode[(i, g)] = min(options, key=lambda c: (c.cost_usd_per_hour, -(c.batch_limit or 0)))
+        choice = _choose(prefill, decode, fraction)
+        if choice is not None and (
+            best is None
+            or choice.prefill.cost_usd_per_hour + choice.decode.cost_usd_per_hour
+            < best.prefill.cost_usd_per_hour + best.decode.cost_usd_per_hour - 1e-9
+        ):
+            best = choice
+    if best is None:
+        raise InfeasiblePlanError("no disaggregated deployment meets the SLO with up to 64 replicas per pool")
+    return _verified(best, workload, slo, link, verify=verify, seed=seed)
+
+
+def _pools(choice: _Choice) -> tuple[PrefillPool, DecodePool]:
+    p, d = choice.prefill, choice.decode
+    return (
+        PrefillPool(step_model=p.step_model, replicas=p.replicas, tp=p.tp),
+        DecodePool(
+            step_model=d.step_model,
+            replicas=d.replicas,
+            batch_limit=d.batch_limit or 1,
+            kv_capacity_tokens=d.kv_capacity_tokens,
+            tp=d.tp,
+        ),
+    )
+
+
+def _verified(choice: _Choice, workload: Workload, slo: Slo, link: KvLink, *, verify: bool, seed: int) -> DisaggPlan:
+    """Simulate the plan; a miss adds a replica to the pool it points at (TPOT → decode; TTFT → the pool whose
+    simulated share of it is larger than its budget), at most MAX_VERIFY_ROUNDS times."""
+    kv_per_token = choice.decode.kv_bytes_per_token
+    added = 0
+    simulated: tuple[float, float, float] | None = None
+    ttft_target = slo.ttft_s or math.inf
+    tpot_target = slo.tpot_s or math.inf
+    for _ in range(MAX_VERIFY_ROUNDS + 1):
+        prefill_pool, decode_pool = _pools(choice)
+        if not verify:
+            break
+        simulated = simulate_disagg(
+            prefill_pool,
+            decode_pool,
+            workload,
+            link=link,
+            kv_bytes_per_token=kv_per_token,
+            prefill_token_budget=PREFILL_TOKEN_BUDGET,
+            requests=VERIFY_REQUESTS,
+            seed=seed,
+        ).percentile(slo.percentile)
+        ttft, tpot, _ = simulated
+        if ttft <= ttft_target and tpot <= tpot_target:
+            break
+        if added == MAX_VERIFY_ROUNDS:
+            raise InfeasiblePlanError(
+                f"the simulated plan still misses its SLO after {added} added replicas (TTFT {ttft:.3f} s, TPOT {tpot:.4f} s)"
+            )
+        if tpot > tpot_target or choice.prefill.rho < 0.5:
+            choice = _Choice(
+                prefill=choice.prefill, decode=choice.decode.with_replicas(choice.decode.replicas + 1), fraction=choice.fraction
+            )
+        else:
+            choice = _Choice(
+                prefill=choice.prefill.with_replicas(choice.prefill.replicas + 1), decode=choice.decode, fraction=choice.fraction
+            )
+        added += 1
+    prefill_pool, decode_pool = _pools(choice)
+    prediction = predict_disagg(
+        prefill_pool, decode_pool, workload, link=link, kv_bytes_per_token=kv_per_token, percentile=slo.percentile
+    )
+    return DisaggPlan(
+        prefill=choice.prefill,
+        decode=choice.decode,
+        ttft_prefill_fraction=choice.fraction,
+        prediction=prediction,
+        simulated_s=simulated,
+        verify_added_replicas=added,
+        link=link,
+        kv_bytes_per_token=kv_per_token,
+    )
