@@ -158,7 +158,11 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
         assert trial_request is not None
         attempt = replace(trial_request, explain=request.explain)
         for _ in range(MAX_REPLICA_STEPS):
-            chosen_plan = plan(attempt, inputs)
+            try:
+                chosen_plan = plan(attempt, inputs)
+            except InfeasiblePlanError:  # more replicas than a limit of the request allows
+                reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
+                break
             if chosen_plan.cost_usd_per_hour >= without.cost_usd_per_hour:
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
@@ -172,7 +176,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
             reason = f"the simulator finds the {record.cache_fraction:g} cache missing {', '.join(verification.misses)}"
             # the simulator found a miss: planned again with more replicas (an eighth more, at least one)
             more = chosen_plan.replicas + max(1, math.ceil(chosen_plan.replicas / REPLICA_STEP_DIVISOR))
-            constraints = replace(attempt.constraints, min_replicas=more)
+            constraints = replace(attempt.constraints, min_replicas=max(attempt.constraints.min_replicas, more))
             attempt = replace(attempt, constraints=constraints)
     section = PrefixCachingSection(
         model=_MODEL_NOTE,

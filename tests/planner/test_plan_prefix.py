@@ -145,3 +145,18 @@ def test_simulated_cache_lowers_ttft_on_a_long_shared_prompt():
     assert runs[2000].prefill_tokens_saved_fraction == pytest.approx(2000 / 3000)
     assert runs[2000].result.ttft_s.p50 < 0.5 * runs[0].result.ttft_s.p50
     assert np.isfinite(runs[2000].result.e2e_s.p99)
+
+
+def test_several_replicas_route_by_prefix():
+    """At 80 req/s the plan without a cache needs several replicas, so the trials route by prefix: each
+    replica's working set is the system prompt plus a 1/R share of the documents, and the chosen hit rate is
+    the Che rate at the plan's own replica count (planned without the simulator, to stay quick)."""
+    cached = _plan(replace(CHAT.at_rate(80.0), prefix_reuse=REUSE), verify=False)
+    section = cached.justification.prefix_caching
+    assert {t.routing for t in section.trials} == {"prefix_aware"}
+    choice = cached.prefix_caching
+    assert choice.routing == "prefix_aware"
+    assert cached.cost_usd_per_hour < section.cost_usd_per_hour_without
+    assert choice.hit_rate == pytest.approx(prefix_hits(REUSE, choice.cache_tokens, "prefix_aware", cached.row.replicas).hit_rate)
+    # a per-replica working set smaller than random routing's whole one
+    assert section.working_set_tokens < REUSE.working_set_tokens("random", 1)
