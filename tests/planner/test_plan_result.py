@@ -369,17 +369,18 @@ def test_without_renamed_keys_as_dict_is_dataclasses_asdict() -> None:
 
 def test_the_step_model_section_repeats_every_coefficient_of_the_step_model() -> None:
     """A coefficient added to StepModel must reach the justification: the section's fields are the
-    step model's, then weight_bytes (8 GB dense, no experts), the break-even intensity and the formula.
-    The one exception is `speculation`, which the plan's `speculative` record and section carry."""
+    step model's, then weight_bytes (8 GB dense, no experts), the break-even intensity, the formula
+    and last the step model's `speculation` (the draft the configuration verifies; None here)."""
     sm = sample_step_model()
     section = StepModelSection.of(sm, formula="f")
     names = [f.name for f in dataclasses.fields(StepModelSection)]
-    assert names == [*STEP_MODEL_FIELDS, "weight_bytes", "break_even_flops_per_byte", "formula"]
+    assert names == [*STEP_MODEL_FIELDS, "weight_bytes", "break_even_flops_per_byte", "formula", "speculation"]
     assert as_dict(section) == {
         **{name: value for name, value in dataclasses.asdict(sm).items() if name != "speculation"},
         "weight_bytes": pytest.approx(8.0e9),
         "break_even_flops_per_byte": pytest.approx(sm.break_even_flops_per_byte),
         "formula": "f",
+        "speculation": None,
     }
 
 
