@@ -414,7 +414,24 @@ class _Grouped:
 def _alternative(ctx: _Context, kind: str, label: str, k: Any, grouped: _Grouped) -> Alternative:
     """The entry for one GPU type or precision pair `k`: its cheapest plan, a bound on its cost, or why it has none."""
     feasible, bound = _cheapest(ctx, k, grouped)
+    # A plan the simulator refuted at this load does not serve it, whatever the queueing model priced
+    # it at: it is no alternative (the property suite found one listed at half the plan's cost).
+    refuted = [p for p in feasible if _verified_flag(ctx, p) is False]
+    feasible = [p for p in feasible if _verified_flag(ctx, p) is not False]
     entry: dict[str, Any] = {"kind": kind, "name": label}
+    if refuted and not feasible and (bound is None or bound <= ctx.cost * (1 + _COST_TOLERANCE)):
+        worst = refuted[0]
+        entry.update(
+            cost_usd_per_hour=None,
+            exact=True,
+            verified=False,
+            reason=(
+                f"its cheapest configuration ({worst.replicas} × {worst.option.group.gpu.slug} tp {worst.option.group.tp}, "
+                f"${worst.cost_usd_per_hour:.2f}/h) misses the SLO in the simulator at this load; the search priced "
+                "nothing else there that the simulator accepted"
+            ),
+        )
+        return Alternative(**entry)
     if feasible and (bound is None or feasible[0].cost_usd_per_hour <= bound * (1 + _COST_TOLERANCE)):
         best = feasible[0]
         delta = best.cost_usd_per_hour - ctx.cost

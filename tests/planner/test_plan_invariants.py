@@ -323,6 +323,25 @@ SEVENTY_B_TPOT = Case(
     output=(121, 242),
     tpot_ms=102,
 )
+#: 8B at 1 rps, TTFT 1,357 ms / TPOT 16 ms / e2e 52 s, bursty, a verified mixed fleet with MI300X and A100
+#: capped at 2: the simulator refuted 1 × MI300X fp8/bf16 ($1.50/h), the plan took 2 × MI300X fp8/fp8
+#: ($3/h), and the alternatives listed the refuted configuration as $1.50/h (found 2026-12-04).
+EIGHT_B_REFUTED_ALTERNATIVE = Case(
+    model="llama-3.1-8b",
+    gpus=("h100-sxm", "a100-80gb-sxm", "mi300x"),
+    precisions=("fp8/fp8", "fp8/bf16"),
+    rate_rps=1.0,
+    prompt=(774, 3096),
+    output=(16, 64),
+    arrival_cv=1.5,
+    ttft_ms=1357,
+    tpot_ms=16,
+    e2e_s=52,
+    min_replicas=0,
+    mixed_fleet=True,
+    inventory=(("a100-80gb-sxm", 2), ("mi300x", 2)),
+    verify=True,
+)
 #: SEVENTY_B_TPOT verified under a $6/h budget, the catalog's other GPU and precision offered: a 422.
 SEVENTY_B_TPOT_BUDGET_6 = replace(
     SEVENTY_B_TPOT, budget_usd_per_hour=6.0, verify=True, other_gpus=("a100-80gb-sxm",), other_precisions=("bf16/bf16",)
@@ -796,6 +815,7 @@ def plan_failures(case: Case, result: PlanResult) -> list[str]:
 
 @settings(max_examples=200, **FAST)
 @given(case=cases())
+@example(case=EIGHT_B_REFUTED_ALTERNATIVE)
 def test_every_plan_costs_its_rows_and_its_justification_agrees(case: Case) -> None:
     """Invariants 4 and 6 and two §1 checks on one plan: cost is Σ price × GPUs (per row, per hour,
     × 730 per month) within every limit; no alternative is cheaper; the binding section counts the
