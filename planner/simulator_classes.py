@@ -1,4 +1,4 @@
-"""A discrete-event simulation of traffic classes sharing one replica's c slots: priorities, admission limits, deferral.
+"""A discrete-event simulation of traffic classes sharing one replica's c slots: priorities and admission limits.
 
 The check of planner/queueing_priority.py. Each class arrives as a Poisson stream with its own
 rate and a slot holding time drawn from an exponential (`service="exponential"`, the analytic
@@ -6,8 +6,7 @@ model's assumption) or fixed at its mean (`service="fixed"`, closer to a continu
 request whose life is set by its output length). A freed slot goes to the waiting request of the
 highest priority (0 first), FCFS within a class; nothing running is preempted. An arrival of a
 class with an admission limit K that finds K or more requests in the replica (running + queued)
-is shed, or, with `defer=True`, set aside and counted as deferred (the off-peak arrangement runs it
-later). The simulator works at the level of slots: the step-time coupling of a continuous batch
+is shed (deferral to off-peak hours is not simulated: the classes carry no day profile yet). The simulator works at the level of slots: the step-time coupling of a continuous batch
 (planner/simulator.py) enters through the classes' holding times, which the caller takes from the
 single-class model at the pool's operating point.
 """
@@ -33,7 +32,7 @@ class ClassSimulated:
     name: str
     arrivals: int
     admitted: int
-    shed_fraction: float  # refused (or deferred) / arrivals
+    shed_fraction: float  # refused / arrivals
     wait_probability: float
     mean_wait_s: float
     p99_wait_s: float
