@@ -45,8 +45,8 @@ __all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "plan_classes"]
 
 #: Largest number of replicas the priority pool adds to the interactive plan before giving up.
 MAX_EXTRA_REPLICAS = 64
-#: Seconds of traffic per simulated replica when the chosen priority pool is checked.
-VERIFY_DURATION_S = 20_000.0
+#: The share of the verifying class simulation not measured (the simulator's default).
+WARMUP_FRACTION = 0.1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,7 +239,7 @@ def _shared_priority(base: PlanningRequest, classes: Sequence[TrafficClass], inp
                 cost_usd_per_hour=pool.cost_usd_per_hour,
                 pools=(pool,),
                 classes=tuple(figures),
-                verification=_verify(loads, q.slots, percentile, base.seed),
+                verification=_verify(loads, q.slots, percentile, base) if base.verify else None,
             )
     raise InfeasiblePlanError(
         f"no priority pool of up to {seed.replicas + MAX_EXTRA_REPLICAS} replicas meets every class's target",
@@ -247,17 +247,20 @@ def _shared_priority(base: PlanningRequest, classes: Sequence[TrafficClass], inp
     )
 
 
-def _verify(loads: Sequence[ClassLoad], slots: int, percentile: float, seed: int) -> Verified:
-    """The interactive class's priority wait, Cobham's tail against the class simulator on one replica's slots."""
+def _verify(loads: Sequence[ClassLoad], slots: int, percentile: float, base: PlanningRequest) -> Verified:
+    """The interactive class's priority wait, Cobham's tail against the class simulator on one replica's slots.
+
+    As many measured requests of the pool as the single-class planner verifies with (`verify_requests`)."""
     top = min(loads, key=lambda k: k.priority)
     model = next(w for w in priority_waits(loads, slots=slots) if w.name == top.name)
-    simulated = next(
-        s for s in simulate_classes(loads, slots=slots, duration_s=VERIFY_DURATION_S, seed=seed) if s.name == top.name
-    )
+    rate = sum(k.arrival_rate_rps for k in loads)
+    duration_s = base.verify_requests / rate / (1.0 - WARMUP_FRACTION)  # the first tenth is warm-up
+    simulated = simulate_classes(loads, slots=slots, duration_s=duration_s, seed=base.seed, warmup_fraction=WARMUP_FRACTION)
+    simulated_top = next(s for s in simulated if s.name == top.name)
     return Verified(
         method="slot-level class simulator (planner/simulator_classes.py), one replica",
         interactive_p99_wait_model_s=model.wait_at_percentile_s(percentile),
-        interactive_p99_wait_simulated_s=simulated.p99_wait_s,
+        interactive_p99_wait_simulated_s=simulated_top.p99_wait_s,
     )
 
 

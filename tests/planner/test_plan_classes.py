@@ -60,7 +60,16 @@ def test_every_class_meets_its_target_and_the_pool_stays_in_the_reliable_region(
     assert all(c.meets_target for c in plan.classes)
     (pool,) = plan.pools
     assert pool.utilisation <= 0.85
-    assert plan.verification is not None  # the class simulator ran on the chosen pool
+    assert plan.verification is None  # BASE.verify is False
+
+
+def test_the_chosen_priority_pool_is_checked_by_the_class_simulator() -> None:
+    from dataclasses import replace
+
+    verified = plan_classes([CHAT_CLASS, SUMMARISE], INPUTS, replace(BASE, verify=True))
+    assert verified.chosen == "shared_priority"
+    assert verified.verification is not None
+    assert verified.verification.interactive_p99_wait_simulated_s >= 0.0
 
 
 def test_merged_workload_keeps_rates_and_means() -> None:
