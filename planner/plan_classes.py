@@ -139,14 +139,24 @@ def _figures(k: TrafficClass, pool: str, result: PlanResult) -> ClassFigures:
     )
 
 
-def _plan_one(base: PlanningRequest, classes: Sequence[TrafficClass], slo: Slo, inputs: PlanningInputs) -> PlanResult:
-    return plan_capacity(replace(base, workload=merged_workload(classes), slo=slo, advise=False), inputs)
+#: Single-class plans made during one `plan_classes` call, by (class names, SLO): the interactive
+#: plan seeds the priority pool and is also one of the segregated pools.
+_Memo = dict[tuple[tuple[str, ...], Slo], PlanResult]
 
 
-def _segregated(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs) -> _Candidate:
+def _plan_one(
+    base: PlanningRequest, classes: Sequence[TrafficClass], slo: Slo, inputs: PlanningInputs, memo: _Memo
+) -> PlanResult:
+    key = (tuple(k.name for k in classes), slo)
+    if key not in memo:
+        memo[key] = plan_capacity(replace(base, workload=merged_workload(classes), slo=slo, advise=False), inputs)
+    return memo[key]
+
+
+def _segregated(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo) -> _Candidate:
     pools, figures = [], []
     for k in classes:
-        result = _plan_one(base, [k], k.own_slo, inputs)
+        result = _plan_one(base, [k], k.own_slo, inputs, memo)
         pools.append(_pool(k.name, [k], result))
         figures.append(_figures(k, k.name, result))
     return _Candidate(
@@ -157,8 +167,8 @@ def _segregated(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: 
     )
 
 
-def _shared_fcfs(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs) -> _Candidate:
-    result = _plan_one(base, classes, tightest_slo(classes), inputs)
+def _shared_fcfs(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo) -> _Candidate:
+    result = _plan_one(base, classes, tightest_slo(classes), inputs, memo)
     return _Candidate(
         name="shared_fcfs",
         cost_usd_per_hour=result.cost_usd_per_hour,
@@ -173,11 +183,11 @@ def _meets(slo: Slo, ttft_s: float, tpot_s: float, e2e_s: float) -> bool:
     )
 
 
-def _shared_priority(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs) -> _Candidate:
+def _shared_priority(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo) -> _Candidate:
     interactive = [k for k in classes if k.slo is not None]
     if not interactive or len(interactive) == len(classes):
         raise InfeasiblePlanError("a priority pool needs at least one latency class and one deadline class", constraint="classes")
-    seed = _plan_one(base, interactive, tightest_slo(interactive), inputs)
+    seed = _plan_one(base, interactive, tightest_slo(interactive), inputs, memo)
     row = seed.row
     gpu = next(g for g in inputs.gpus if g.slug == row.gpu)
     precision = next(
@@ -276,13 +286,14 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
         raise PlannerInputError("class names must be unique", field="classes")
     candidates: list[_Candidate] = []
     compared: list[ArrangementCost] = []
+    memo: _Memo = {}
     for name, build, reason in (
         ("shared_fcfs", _shared_fcfs, "one FCFS pool planned at the tightest target of any class"),
         ("shared_priority", _shared_priority, "one pool, interactive first, background fills idle slots"),
         ("segregated", _segregated, "one pool per class, each at its own target"),
     ):
         try:
-            candidate = build(base, classes, inputs)
+            candidate = build(base, classes, inputs, memo)
         except InfeasiblePlanError as error:
             compared.append(ArrangementCost(name=name, cost_usd_per_hour=None, reason=f"infeasible: {error.detail}"))
             continue
