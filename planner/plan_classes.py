@@ -16,6 +16,10 @@ Arrangements compared (each priced in USD per hour; the cheapest feasible one is
     TTFT_k ≈ TTFT_fcfs − wait_fcfs + wait_k.
 (c) ``segregated`` — one pool per class, each planned by the single-class planner at its own SLO
     (a deadline as a p99 end-to-end target of H hours, which lets the background pool run hot).
+(b') ``shared_priority_shedding`` — (b) with the lowest class, where its `max_shed_fraction` allows,
+    admitted only into a free slot (never queued): its refusal fraction from the birth–death chain
+    (planner/queueing_priority.py) must stay within `max_shed_fraction`, and the pool is sized for
+    the admitted load.
 (d) ``deferred`` — background work moved to the off-peak hours of a day profile; classes carry no
     day profile here, so it is listed as not comparable with that reason.
 
@@ -36,7 +40,7 @@ from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.queueing import RELIABLE_MAX_UTILISATION, predict
-from planner.queueing_priority import ClassLoad, priority_waits
+from planner.queueing_priority import ClassLoad, priority_waits, shed_probabilities
 from planner.simulator_classes import simulate_classes
 from planner.traffic_classes import TrafficClass, merged_workload, tightest_slo
 from planner.workload import Serving, Slo
@@ -183,7 +187,39 @@ def _meets(slo: Slo, ttft_s: float, tpot_s: float, e2e_s: float) -> bool:
     )
 
 
-def _shared_priority(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo) -> _Candidate:
+def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int) -> dict[str, float]:
+    """Refusal fraction per class when the lowest-priority classes that may be shed are admitted only
+    while a replica has fewer than `slots` requests in it (into a free slot, never to queue): the
+    birth–death chain of planner/queueing_priority.py."""
+    lowest = max(k.priority for k in classes)
+    loads = [
+        ClassLoad(
+            name=k.name,
+            arrival_rate_rps=k.arrival_rate_rps / replicas,
+            service_s=service_s,
+            priority=k.priority,
+            admission_limit=slots if k.priority == lowest and k.max_shed_fraction > 0 else None,
+        )
+        for k in classes
+    ]
+    return {r.name: r.shed_probability for r in shed_probabilities(loads, slots=slots)}
+
+
+def _shared_priority_shedding(
+    base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo
+) -> _Candidate:
+    if not any(k.max_shed_fraction > 0 for k in classes):
+        raise _NotComparable("no class may be shed (every max_shed_fraction is 0)")
+    return _shared_priority(base, classes, inputs, memo, shedding=True)
+
+
+class _NotComparable(Exception):
+    """An arrangement the request gives no grounds to price (its reason is the message)."""
+
+
+def _shared_priority(
+    base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo, *, shedding: bool = False
+) -> _Candidate:
     interactive = [k for k in classes if k.slo is not None]
     if not interactive or len(interactive) == len(classes):
         raise InfeasiblePlanError("a priority pool needs at least one latency class and one deadline class", constraint="classes")
@@ -202,12 +238,39 @@ def _shared_priority(base: PlanningRequest, classes: Sequence[TrafficClass], inp
         serving = Serving(replicas=replicas, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
         prediction = predict(step_model, workload, serving, kv_capacity_tokens=capacity, percentile=percentile)
         q = prediction.queueing
+        if shedding and q is None:
+            # the full load does not fit: the slot holding time of the interactive load alone
+            # (shorter than with the background in the batch, so the refusal estimate is optimistic;
+            # the admitted load's prediction below still decides)
+            q = predict(
+                step_model, merged_workload(interactive), serving, kv_capacity_tokens=capacity, percentile=percentile
+            ).queueing
+        if q is None or (not shedding and (prediction.unstable or prediction.ttft is None)):
+            continue
+        shed = dict.fromkeys((k.name for k in classes), 0.0)
+        if shedding:
+            try:
+                shed = _shed_fractions(classes, replicas, q.service_s, q.slots)
+            except UnstableLoadError:
+                continue
+            if any(shed[k.name] > k.max_shed_fraction for k in classes):
+                continue
+            admitted = [replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes]
+            prediction = predict(
+                step_model, merged_workload(admitted), serving, kv_capacity_tokens=capacity, percentile=percentile
+            )
+            q = prediction.queueing
         if prediction.unstable or q is None or prediction.ttft is None or prediction.tpot is None or prediction.e2e is None:
             continue
         if q.utilisation > RELIABLE_MAX_UTILISATION:
             continue
         loads = [
-            ClassLoad(name=k.name, arrival_rate_rps=k.arrival_rate_rps / replicas, service_s=q.service_s, priority=k.priority)
+            ClassLoad(
+                name=k.name,
+                arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name]) / replicas,
+                service_s=q.service_s,
+                priority=k.priority,
+            )
             for k in classes
         ]
         try:
@@ -229,7 +292,7 @@ def _shared_priority(base: PlanningRequest, classes: Sequence[TrafficClass], inp
                     e2e_s=e2e,
                     deadline_h=k.deadline_h,
                     meets_target=_meets(k.own_slo, ttft, prediction.tpot.at_percentile_s, e2e),
-                    shed_fraction=0.0,
+                    shed_fraction=shed[k.name],
                 )
             )
         if all(f.meets_target for f in figures):
@@ -245,7 +308,7 @@ def _shared_priority(base: PlanningRequest, classes: Sequence[TrafficClass], inp
                 utilisation=q.utilisation,
             )
             return _Candidate(
-                name="shared_priority",
+                name="shared_priority_shedding" if shedding else "shared_priority",
                 cost_usd_per_hour=pool.cost_usd_per_hour,
                 pools=(pool,),
                 classes=tuple(figures),
@@ -290,12 +353,20 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
     for name, build, reason in (
         ("shared_fcfs", _shared_fcfs, "one FCFS pool planned at the tightest target of any class"),
         ("shared_priority", _shared_priority, "one pool, interactive first, background fills idle slots"),
+        (
+            "shared_priority_shedding",
+            _shared_priority_shedding,
+            "the priority pool refusing the lowest class when no slot is free, within its max_shed_fraction",
+        ),
         ("segregated", _segregated, "one pool per class, each at its own target"),
     ):
         try:
             candidate = build(base, classes, inputs, memo)
         except InfeasiblePlanError as error:
             compared.append(ArrangementCost(name=name, cost_usd_per_hour=None, reason=f"infeasible: {error.detail}"))
+            continue
+        except _NotComparable as error:
+            compared.append(ArrangementCost(name=name, cost_usd_per_hour=None, reason=f"not comparable: {error}"))
             continue
         candidates.append(candidate)
         compared.append(ArrangementCost(name=name, cost_usd_per_hour=candidate.cost_usd_per_hour, reason=reason))

@@ -29,8 +29,9 @@ def test_the_worked_example_compares_arrangements_and_answers_per_class(seeded: 
     assert response.status_code == 200, response.text
     plan = response.json()
     compared = {c["name"]: c["cost_usd_per_hour"] for c in plan["arrangement"]["compared"]}
-    assert set(compared) == {"shared_fcfs", "shared_priority", "segregated", "deferred"}
+    assert set(compared) == {"shared_fcfs", "shared_priority", "shared_priority_shedding", "segregated", "deferred"}
     assert compared["deferred"] is None
+    assert compared["shared_priority_shedding"] is None  # no class may be shed
     chosen = plan["arrangement"]["chosen"]
     assert compared[chosen] == min(v for v in compared.values() if v is not None)
     assert compared[chosen] <= compared["shared_fcfs"]

@@ -101,3 +101,18 @@ def test_a_class_needs_exactly_one_target() -> None:
         TrafficClass(name="x", arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1), output_tokens=FixedLength(tokens=1))
     with pytest.raises(PlannerInputError):
         plan_classes([CHAT_CLASS, CHAT_CLASS], INPUTS, BASE)
+
+
+def test_shedding_is_priced_only_where_a_class_may_be_shed_and_stays_within_its_fraction(plan) -> None:  # type: ignore[no-untyped-def]
+    """Without max_shed_fraction the shedding pool is not comparable. With 5 % allowed it is priced;
+    refusing summarisation only when every slot is busy leaves the admitted load near saturation,
+    above the pool's ρ ≤ 0.85, so it saves nothing here: the same 7 H100s, nothing refused."""
+    from dataclasses import replace
+
+    costs = {c.name: c for c in plan.compared}
+    assert costs["shared_priority_shedding"].cost_usd_per_hour is None
+    assert "max_shed_fraction" in costs["shared_priority_shedding"].reason
+    shedding = plan_classes([CHAT_CLASS, replace(SUMMARISE, max_shed_fraction=0.05)], INPUTS, BASE)
+    priced = {c.name: c.cost_usd_per_hour for c in shedding.compared}
+    assert priced["shared_priority_shedding"] == pytest.approx(28.0)
+    assert all(k.shed_fraction <= 0.05 for k in shedding.classes)
