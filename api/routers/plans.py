@@ -8,10 +8,12 @@ no deployment can be found without its id."""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Body, Query, Response, status
 from fastapi.responses import JSONResponse
+from pydantic import Discriminator, Tag
 
 from api import plan_service as service
+from api.classes_plans import CLASSES_CSV_COLUMNS, classes_csv_rows, create_classes_plan
 from api.csv_export import (
     PLAN_CSV_COLUMNS,
     PLAN_CSV_DESCRIPTION,
@@ -29,10 +31,27 @@ from api.observability import DeadlineDep, MetricsDep
 from api.plan_list import plan_summary
 from api.problems import problem_responses
 from api.routers.catalog import Limit, Offset
+from api.schemas.classes import ClassesPlanRequest, ClassesPlanResponse
 from api.schemas.plans import PlanPage, PlanRequest, PlanResponse
 from planner.units import MS_PER_S
 
 router = APIRouter(tags=["plans"])
+
+
+def _request_kind(value: Any) -> str:
+    """`classes` in the body makes it a class plan; anything else is validated as a one-workload plan."""
+    if isinstance(value, dict):
+        return "classes[classes]" if "classes" in value else "plan[workload]"
+    return "classes[classes]" if isinstance(value, ClassesPlanRequest) else "plan[workload]"
+
+
+# The tags read like pydantic's own union-member tags, which the problem mapper drops from a bad
+# field's path: an error in a one-workload plan points at `workload.…` as before classes existed.
+PlanBody = Annotated[
+    Annotated[PlanRequest, Tag("plan[workload]")] | Annotated[ClassesPlanRequest, Tag("classes[classes]")],
+    Discriminator(_request_kind),
+    Body(),
+]
 
 
 @router.post(
@@ -43,12 +62,15 @@ router = APIRouter(tags=["plans"])
     summary="Plan the cheapest deployment that meets the SLOs",
     responses={
         **csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS, status_code=201),
-        200: {"model": PlanResponse, "description": "A dry run (`store: false`): the plan, not stored."},
+        200: {
+            "model": PlanResponse | ClassesPlanResponse,
+            "description": "A dry run (`store: false`): the plan, not stored; or a class plan (`classes`), never stored.",
+        },
         **problem_responses(401, 403, 404, 422, 503),
     },
 )
 def create_plan(
-    body: PlanRequest,
+    body: PlanBody,
     catalog: CatalogDep,
     caller: CallerRoleDep,
     as_csv: CsvDep,
@@ -66,7 +88,26 @@ def create_plan(
     422 when no plan exists, naming the constraint and the smallest relaxation. With `name`, the
     plan becomes that deployment's current plan (GET /v1/deployments/{name}). A retry with the same
     `Idempotency-Key` and body answers the first plan again and plans nothing. With `store: false`
-    (a dry run, allowed for reader keys) the answer is 200 and nothing is written."""
+    (a dry run, allowed for reader keys) the answer is 200 and nothing is written.
+
+    With `classes` instead of `workload` (exactly one of them), several traffic classes of the model:
+    the answer (200, not stored) compares one FCFS pool at the tightest target, one priority pool and
+    segregated pools, chooses the cheapest, and gives each class's predicted latencies
+    (docs/traffic-classes.md)."""
+    if isinstance(body, ClassesPlanRequest):
+        authorize_plan(settings, caller, store=False)
+        classes_content = create_classes_plan(
+            body,
+            catalog,
+            run=deadline.run,
+            solver_time_limit_s=deadline.solver_time_limit_s(settings.solver_time_limit_s),
+            default_provider=settings.default_price_provider,
+            checkpoint=deadline.checkpoint,
+        )
+        metrics.record_plan_computed()
+        if as_csv:
+            return csv_response(rows_to_csv(classes_csv_rows(classes_content), CLASSES_CSV_COLUMNS), filename="plan-classes.csv")
+        return JSONResponse(classes_content)
     authorize_plan(settings, caller, store=body.store)
     if body.store and (replayed := idempotency.replay(body)) is not None:
         return replayed

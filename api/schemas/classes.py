@@ -1,0 +1,136 @@
+"""Schemas of class-aware plans: `POST /v1/plans` with `classes` instead of `workload`.
+
+Times at the edge are milliseconds for TTFT/TPOT and seconds for end-to-end, as in api/schemas/plans.py.
+"""
+
+from __future__ import annotations
+
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from api.schemas.catalog import Slug
+from api.schemas.plans import PlanConstraintsSpec, PlanSlo
+from api.schemas.prices import PriceOverride
+from api.schemas.workload import TokenLengths, length_distribution
+from planner.traffic_classes import TrafficClass
+from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV
+
+#: Most classes one request may carry: each adds single-class plans to the comparison.
+MAX_CLASSES = 8
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TrafficClassSpec(_Input):
+    """One class of traffic: its own rate, lengths and either latency SLOs or a completion deadline."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[a-z0-9][a-z0-9_-]*$", examples=["chat"])
+    arrival_rate_rps: float = Field(gt=0, le=1e7, allow_inf_nan=False, description="Arrivals per second of this class.")
+    prompt_tokens: TokenLengths = Field(description="Prompt length: an integer, {mean, p99} or {tokens, weights}.")
+    output_tokens: TokenLengths = Field(description="Output length: an integer, {mean, p99} or {tokens, weights}.")
+    arrival_cv: float = Field(default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False)
+    slo: PlanSlo | None = Field(default=None, description="Latency targets (an interactive class); or give deadline_h.")
+    deadline_h: float | None = Field(
+        default=None,
+        gt=0,
+        le=24,
+        allow_inf_nan=False,
+        description="Each request done within this many hours (a background class).",
+    )
+    priority: int = Field(default=0, ge=0, le=9, description="0 is served first on a shared pool.")
+    max_shed_fraction: float = Field(default=0.0, ge=0, lt=1, description="How much of the class may be refused at peak.")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        if (self.slo is None) == (self.deadline_h is None):
+            raise ValueError("give exactly one of slo and deadline_h")
+        return self
+
+    def to_class(self) -> TrafficClass:
+        return TrafficClass(
+            name=self.name,
+            arrival_rate_rps=self.arrival_rate_rps,
+            prompt_tokens=length_distribution(self.prompt_tokens),
+            output_tokens=length_distribution(self.output_tokens),
+            arrival_cv=self.arrival_cv,
+            slo=None if self.slo is None else self.slo.to_slo(),
+            deadline_h=self.deadline_h,
+            priority=self.priority,
+            max_shed_fraction=self.max_shed_fraction,
+        )
+
+
+class ClassesPlanRequest(_Input):
+    """Plan several traffic classes of one model: the cheapest arrangement of pools (answered, not stored)."""
+
+    model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
+    classes: list[TrafficClassSpec] = Field(min_length=1, max_length=MAX_CLASSES)
+    constraints: PlanConstraintsSpec = Field(default_factory=PlanConstraintsSpec)
+    efficiency_profile: Slug = Field(default="calibrated")
+    verify: bool = Field(
+        default=True, description="Check each pool with the simulator (the class simulator for a priority pool)."
+    )
+    provider: Slug | None = Field(default=None)
+    prices: dict[Slug, PriceOverride] = Field(default_factory=dict)
+    store: bool = Field(default=False, description="Class plans are not stored yet: false (the default) only.")
+
+    @model_validator(mode="after")
+    def _not_stored(self) -> Self:
+        if self.store:
+            raise ValueError("class plans are not stored yet: leave out store or send false (the plan is answered with 200)")
+        if len({k.name for k in self.classes}) != len(self.classes):
+            raise ValueError("class names must be unique")
+        return self
+
+
+class ArrangementRead(BaseModel):
+    name: str
+    cost_usd_per_hour: float | None
+    reason: str
+
+
+class Arrangement(BaseModel):
+    chosen: str
+    compared: list[ArrangementRead]
+
+
+class PoolRead(BaseModel):
+    name: str
+    classes: list[str]
+    gpu: str
+    tp: int
+    replicas: int
+    batch_limit: int
+    chunk_tokens: int | None
+    cost_usd_per_hour: float
+    utilisation: float
+
+
+class ClassRead(BaseModel):
+    name: str
+    pool: str
+    percentile: float
+    ttft_ms: float
+    tpot_ms: float
+    e2e_s: float
+    deadline_h: float | None
+    meets_target: bool
+    shed_fraction: float
+
+
+class ClassesVerification(BaseModel):
+    method: str
+    interactive_wait_model_ms: float
+    interactive_wait_simulated_ms: float
+
+
+class ClassesPlanResponse(BaseModel):
+    model: str
+    arrangement: Arrangement
+    cost_usd_per_hour: float
+    pools: list[PoolRead]
+    classes: list[ClassRead]
+    verification: ClassesVerification | None

@@ -1,0 +1,389 @@
+"""Plans for several traffic classes: which arrangement of pools serves them cheapest.
+
+Arrangements compared (each priced in USD per hour; the cheapest feasible one is chosen):
+
+(a) ``shared_fcfs`` — one pool, first come first served, planned by the single-class planner
+    (planner/planning.py) for the merged stream at the tightest target of any class: every
+    request, background ones included, gets the interactive TTFT.
+(b) ``shared_priority`` — one pool on the configuration the single-class planner chose for the
+    interactive classes alone, with non-preemptive priority: the background classes fill idle
+    slots. Replicas are added from that plan's count until (i) the interactive classes meet their
+    SLO, (ii) every deadline class's p99 completion is within its deadline and (iii) the pool stays
+    in the analytic model's validated region (ρ ≤ RELIABLE_MAX_UTILISATION). The figures: the
+    queueing model's prediction for the merged stream on that pool (planner/queueing.py: step times
+    with everyone in the batch, hence TPOT for all classes) with its FCFS slot wait replaced by
+    each class's priority wait (Cobham, planner/queueing_priority.py) at the same percentile:
+    TTFT_k ≈ TTFT_fcfs − wait_fcfs + wait_k.
+(c) ``segregated`` — one pool per class, each planned by the single-class planner at its own SLO
+    (a deadline as a p99 end-to-end target of H hours, which lets the background pool run hot).
+(b') ``shared_priority_shedding`` — (b) with the lowest class, where its `max_shed_fraction` allows,
+    admitted only into a free slot (never queued): its refusal fraction from the birth–death chain
+    (planner/queueing_priority.py) must stay within `max_shed_fraction`, and the pool is sized for
+    the admitted load.
+(d) ``deferred`` — background work moved to the off-peak hours of a day profile; classes carry no
+    day profile here, so it is listed as not comparable with that reason.
+
+Why (b) or (c) beat (a): a queue's wait grows as 1/(1 − ρ). In (a) the background load raises the
+ρ the interactive requests see, so the pool must be run cool enough for the interactive tail
+with all the load in it. Under priority, an interactive request waits behind the interactive
+load only, σ_1, plus the residual of a busy slot — Cobham's W_1 = P_w·s̄/c / (1 − σ_1) — so the
+background load rides in capacity the interactive class must hold idle anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from planner.errors import InfeasiblePlanError, PlannerInputError, UnstableLoadError
+from planner.memory import kv_capacity_tokens
+from planner.performance import build_step_model
+from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
+from planner.queueing import RELIABLE_MAX_UTILISATION, predict
+from planner.queueing_priority import ClassLoad, priority_waits, shed_probabilities
+from planner.simulator_classes import simulate_classes
+from planner.traffic_classes import TrafficClass, merged_workload, tightest_slo
+from planner.workload import Serving, Slo
+
+__all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "plan_classes"]
+
+#: Largest number of replicas the priority pool adds to the interactive plan before giving up.
+MAX_EXTRA_REPLICAS = 64
+#: The share of the verifying class simulation not measured (the simulator's default).
+WARMUP_FRACTION = 0.1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArrangementCost:
+    name: str
+    cost_usd_per_hour: float | None  # None: not comparable / infeasible
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassFigures:
+    name: str
+    arrangement_pool: str
+    percentile: float
+    ttft_s: float  # at `percentile`
+    tpot_s: float
+    e2e_s: float
+    deadline_h: float | None
+    meets_target: bool
+    shed_fraction: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolPlan:
+    name: str
+    classes: tuple[str, ...]
+    gpu: str
+    tp: int
+    replicas: int
+    batch_limit: int
+    chunk_tokens: int | None
+    cost_usd_per_hour: float
+    utilisation: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verified:
+    method: str
+    interactive_p99_wait_model_s: float
+    interactive_p99_wait_simulated_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassesPlan:
+    chosen: str
+    compared: tuple[ArrangementCost, ...]
+    pools: tuple[PoolPlan, ...]
+    classes: tuple[ClassFigures, ...]
+    verification: Verified | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Candidate:
+    name: str
+    cost_usd_per_hour: float
+    pools: tuple[PoolPlan, ...]
+    classes: tuple[ClassFigures, ...]
+    verification: Verified | None = None
+
+
+def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> PoolPlan:
+    row = result.row
+    return PoolPlan(
+        name=name,
+        classes=tuple(k.name for k in classes),
+        gpu=row.gpu,
+        tp=row.tp,
+        replicas=result.replicas,
+        batch_limit=row.batch_limit,
+        chunk_tokens=row.chunk_tokens,
+        cost_usd_per_hour=result.cost_usd_per_hour,
+        utilisation=result.target_rho,
+    )
+
+
+def _figures(k: TrafficClass, pool: str, result: PlanResult) -> ClassFigures:
+    if result.predicted is None:
+        raise PlannerInputError("the class planner needs explained plans (PlanningRequest.explain)")
+    p = result.predicted
+    return ClassFigures(
+        name=k.name,
+        arrangement_pool=pool,
+        percentile=p.percentile,
+        ttft_s=p.ttft_s.at_percentile,
+        tpot_s=p.tpot_s.at_percentile,
+        e2e_s=p.e2e_s.at_percentile,
+        deadline_h=k.deadline_h,
+        meets_target=True,  # the single-class planner met the target it was given
+        shed_fraction=0.0,
+    )
+
+
+#: Single-class plans made during one `plan_classes` call, by (class names, SLO): the interactive
+#: plan seeds the priority pool and is also one of the segregated pools.
+_Memo = dict[tuple[tuple[str, ...], Slo], PlanResult]
+
+
+def _plan_one(
+    base: PlanningRequest, classes: Sequence[TrafficClass], slo: Slo, inputs: PlanningInputs, memo: _Memo
+) -> PlanResult:
+    key = (tuple(k.name for k in classes), slo)
+    if key not in memo:
+        memo[key] = plan_capacity(replace(base, workload=merged_workload(classes), slo=slo, advise=False), inputs)
+    return memo[key]
+
+
+def _segregated(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo) -> _Candidate:
+    pools, figures = [], []
+    for k in classes:
+        result = _plan_one(base, [k], k.own_slo, inputs, memo)
+        pools.append(_pool(k.name, [k], result))
+        figures.append(_figures(k, k.name, result))
+    return _Candidate(
+        name="segregated",
+        cost_usd_per_hour=sum(p.cost_usd_per_hour for p in pools),
+        pools=tuple(pools),
+        classes=tuple(figures),
+    )
+
+
+def _shared_fcfs(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo) -> _Candidate:
+    result = _plan_one(base, classes, tightest_slo(classes), inputs, memo)
+    return _Candidate(
+        name="shared_fcfs",
+        cost_usd_per_hour=result.cost_usd_per_hour,
+        pools=(_pool("shared", classes, result),),
+        classes=tuple(_figures(k, "shared", result) for k in classes),
+    )
+
+
+def _meets(slo: Slo, ttft_s: float, tpot_s: float, e2e_s: float) -> bool:
+    return all(
+        target is None or value <= target for target, value in ((slo.ttft_s, ttft_s), (slo.tpot_s, tpot_s), (slo.e2e_s, e2e_s))
+    )
+
+
+def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int) -> dict[str, float]:
+    """Refusal fraction per class when the lowest-priority classes that may be shed are admitted only
+    while a replica has fewer than `slots` requests in it (into a free slot, never to queue): the
+    birth–death chain of planner/queueing_priority.py."""
+    lowest = max(k.priority for k in classes)
+    loads = [
+        ClassLoad(
+            name=k.name,
+            arrival_rate_rps=k.arrival_rate_rps / replicas,
+            service_s=service_s,
+            priority=k.priority,
+            admission_limit=slots if k.priority == lowest and k.max_shed_fraction > 0 else None,
+        )
+        for k in classes
+    ]
+    return {r.name: r.shed_probability for r in shed_probabilities(loads, slots=slots)}
+
+
+def _shared_priority_shedding(
+    base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo
+) -> _Candidate:
+    if not any(k.max_shed_fraction > 0 for k in classes):
+        raise _NotComparable("no class may be shed (every max_shed_fraction is 0)")
+    return _shared_priority(base, classes, inputs, memo, shedding=True)
+
+
+class _NotComparable(Exception):
+    """An arrangement the request gives no grounds to price (its reason is the message)."""
+
+
+def _shared_priority(
+    base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo, *, shedding: bool = False
+) -> _Candidate:
+    interactive = [k for k in classes if k.slo is not None]
+    if not interactive or len(interactive) == len(classes):
+        raise InfeasiblePlanError("a priority pool needs at least one latency class and one deadline class", constraint="classes")
+    seed = _plan_one(base, interactive, tightest_slo(interactive), inputs, memo)
+    row = seed.row
+    gpu = next(g for g in inputs.gpus if g.slug == row.gpu)
+    precision = next(
+        p for p in inputs.precisions if p.weights.slug == row.weights_precision and p.kv_cache.slug == row.kv_precision
+    )
+    step_model = build_step_model(gpu, inputs.model, precision, row.tp, gpu.efficiency)
+    capacity = kv_capacity_tokens(gpu, inputs.model, precision, row.tp, gpu.efficiency)
+    price_per_replica = row.cost_usd_per_hour / row.replicas
+    workload = merged_workload(classes)
+    percentile = max(k.own_slo.percentile for k in classes)
+    for replicas in range(seed.replicas, seed.replicas + MAX_EXTRA_REPLICAS + 1):
+        serving = Serving(replicas=replicas, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
+        prediction = predict(step_model, workload, serving, kv_capacity_tokens=capacity, percentile=percentile)
+        q = prediction.queueing
+        if shedding and q is None:
+            # the full load does not fit: the slot holding time of the interactive load alone
+            # (shorter than with the background in the batch, so the refusal estimate is optimistic;
+            # the admitted load's prediction below still decides)
+            q = predict(
+                step_model, merged_workload(interactive), serving, kv_capacity_tokens=capacity, percentile=percentile
+            ).queueing
+        if q is None or (not shedding and (prediction.unstable or prediction.ttft is None)):
+            continue
+        shed = dict.fromkeys((k.name for k in classes), 0.0)
+        if shedding:
+            try:
+                shed = _shed_fractions(classes, replicas, q.service_s, q.slots)
+            except UnstableLoadError:
+                continue
+            if any(shed[k.name] > k.max_shed_fraction for k in classes):
+                continue
+            admitted = [replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes]
+            prediction = predict(
+                step_model, merged_workload(admitted), serving, kv_capacity_tokens=capacity, percentile=percentile
+            )
+            q = prediction.queueing
+        if prediction.unstable or q is None or prediction.ttft is None or prediction.tpot is None or prediction.e2e is None:
+            continue
+        if q.utilisation > RELIABLE_MAX_UTILISATION:
+            continue
+        loads = [
+            ClassLoad(
+                name=k.name,
+                arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name]) / replicas,
+                service_s=q.service_s,
+                priority=k.priority,
+            )
+            for k in classes
+        ]
+        try:
+            waits = {w.name: w.wait_at_percentile_s(percentile) for w in priority_waits(loads, slots=q.slots)}
+        except UnstableLoadError:
+            continue
+        fcfs_wait = q.wait_at_percentile_s
+        figures = []
+        for k in classes:
+            shift = waits[k.name] - fcfs_wait  # the class's priority wait in place of the FCFS one
+            ttft, e2e = prediction.ttft.at_percentile_s + shift, prediction.e2e.at_percentile_s + shift
+            figures.append(
+                ClassFigures(
+                    name=k.name,
+                    arrangement_pool="shared",
+                    percentile=percentile,
+                    ttft_s=ttft,
+                    tpot_s=prediction.tpot.at_percentile_s,
+                    e2e_s=e2e,
+                    deadline_h=k.deadline_h,
+                    meets_target=_meets(k.own_slo, ttft, prediction.tpot.at_percentile_s, e2e),
+                    shed_fraction=shed[k.name],
+                )
+            )
+        if all(f.meets_target for f in figures):
+            pool = PoolPlan(
+                name="shared",
+                classes=tuple(k.name for k in classes),
+                gpu=row.gpu,
+                tp=row.tp,
+                replicas=replicas,
+                batch_limit=row.batch_limit,
+                chunk_tokens=row.chunk_tokens,
+                cost_usd_per_hour=price_per_replica * replicas,
+                utilisation=q.utilisation,
+            )
+            return _Candidate(
+                name="shared_priority_shedding" if shedding else "shared_priority",
+                cost_usd_per_hour=pool.cost_usd_per_hour,
+                pools=(pool,),
+                classes=tuple(figures),
+                verification=_verify(loads, q.slots, percentile, base) if base.verify else None,
+            )
+    raise InfeasiblePlanError(
+        f"no priority pool of up to {seed.replicas + MAX_EXTRA_REPLICAS} replicas meets every class's target",
+        constraint="classes",
+    )
+
+
+def _verify(loads: Sequence[ClassLoad], slots: int, percentile: float, base: PlanningRequest) -> Verified:
+    """The interactive class's priority wait, Cobham's tail against the class simulator on one replica's slots.
+
+    As many measured requests of the pool as the single-class planner verifies with (`verify_requests`)."""
+    top = min(loads, key=lambda k: k.priority)
+    model = next(w for w in priority_waits(loads, slots=slots) if w.name == top.name)
+    rate = sum(k.arrival_rate_rps for k in loads)
+    duration_s = base.verify_requests / rate / (1.0 - WARMUP_FRACTION)  # the first tenth is warm-up
+    simulated = simulate_classes(loads, slots=slots, duration_s=duration_s, seed=base.seed, warmup_fraction=WARMUP_FRACTION)
+    simulated_top = next(s for s in simulated if s.name == top.name)
+    return Verified(
+        method="slot-level class simulator (planner/simulator_classes.py), one replica",
+        interactive_p99_wait_model_s=model.wait_at_percentile_s(percentile),
+        interactive_p99_wait_simulated_s=simulated_top.p99_wait_s,
+    )
+
+
+def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: PlanningRequest) -> ClassesPlan:
+    """Compare the arrangements for `classes` and choose the cheapest feasible one.
+
+    `base` carries the search grids, constraints and verification settings; its workload and SLO
+    are replaced per pool.
+    """
+    if not classes:
+        raise PlannerInputError("at least one class is needed", field="classes")
+    if len({k.name for k in classes}) != len(classes):
+        raise PlannerInputError("class names must be unique", field="classes")
+    candidates: list[_Candidate] = []
+    compared: list[ArrangementCost] = []
+    memo: _Memo = {}
+    for name, build, reason in (
+        ("shared_fcfs", _shared_fcfs, "one FCFS pool planned at the tightest target of any class"),
+        ("shared_priority", _shared_priority, "one pool, interactive first, background fills idle slots"),
+        (
+            "shared_priority_shedding",
+            _shared_priority_shedding,
+            "the priority pool refusing the lowest class when no slot is free, within its max_shed_fraction",
+        ),
+        ("segregated", _segregated, "one pool per class, each at its own target"),
+    ):
+        try:
+            candidate = build(base, classes, inputs, memo)
+        except InfeasiblePlanError as error:
+            compared.append(ArrangementCost(name=name, cost_usd_per_hour=None, reason=f"infeasible: {error.detail}"))
+            continue
+        except _NotComparable as error:
+            compared.append(ArrangementCost(name=name, cost_usd_per_hour=None, reason=f"not comparable: {error}"))
+            continue
+        candidates.append(candidate)
+        compared.append(ArrangementCost(name=name, cost_usd_per_hour=candidate.cost_usd_per_hour, reason=reason))
+    compared.append(
+        ArrangementCost(
+            name="deferred",
+            cost_usd_per_hour=None,
+            reason="not comparable: the classes carry no day profile, so there are no off-peak hours to defer to",
+        )
+    )
+    if not candidates:
+        raise InfeasiblePlanError("no arrangement serves every class", constraint="classes")
+    best = min(candidates, key=lambda c: c.cost_usd_per_hour)  # ties: the simpler arrangement, listed first
+    return ClassesPlan(
+        chosen=best.name,
+        compared=tuple(compared),
+        pools=best.pools,
+        classes=best.classes,
+        verification=best.verification,
+    )

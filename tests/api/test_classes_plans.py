@@ -1,0 +1,63 @@
+"""POST /v1/plans with `classes`: the worked example of docs/traffic-classes.md on the shipped
+reference catalog (its models and prices as they are), the arrangement comparison, a CSV row per
+class, and the 422s for a request with both or neither of `workload` and `classes`."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from tests.api.client import ApiClient
+from tests.api.conftest import assert_problem
+
+CHAT = {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}}
+SUMMARISE = {"prompt_tokens": {"mean": 3000, "p99": 8000}, "output_tokens": {"mean": 300, "p99": 800}}
+WORKED: dict[str, Any] = {
+    "model": "llama-3.1-8b",
+    "classes": [
+        {"name": "chat", "arrival_rate_rps": 60, **CHAT, "slo": {"ttft_ms": 500}, "priority": 0},
+        {"name": "summarise", "arrival_rate_rps": 20, **SUMMARISE, "deadline_h": 6, "priority": 1},
+    ],
+    "constraints": {"gpus": ["h100-sxm", "a100-80gb-sxm"]},
+    "verify": False,
+}
+
+
+def test_the_worked_example_compares_arrangements_and_answers_per_class(seeded: ApiClient, admin: dict[str, str]) -> None:
+    response = seeded.post("/v1/plans", json=WORKED, headers=admin)
+    assert response.status_code == 200, response.text
+    plan = response.json()
+    compared = {c["name"]: c["cost_usd_per_hour"] for c in plan["arrangement"]["compared"]}
+    assert set(compared) == {"shared_fcfs", "shared_priority", "shared_priority_shedding", "segregated", "deferred"}
+    assert compared["deferred"] is None
+    assert compared["shared_priority_shedding"] is None  # no class may be shed
+    chosen = plan["arrangement"]["chosen"]
+    assert compared[chosen] == min(v for v in compared.values() if v is not None)
+    assert compared[chosen] <= compared["shared_fcfs"]
+    assert plan["cost_usd_per_hour"] == compared[chosen]
+    by_name = {k["name"]: k for k in plan["classes"]}
+    assert by_name["chat"]["ttft_ms"] <= 500
+    assert by_name["summarise"]["e2e_s"] <= 6 * 3600
+    assert all(k["meets_target"] for k in plan["classes"])
+    assert "location" not in response.headers  # class plans are not stored
+
+
+def test_a_class_plan_as_csv_has_a_row_per_class(seeded: ApiClient, admin: dict[str, str]) -> None:
+    response = seeded.post("/v1/plans", json=WORKED, headers={**admin, "accept": "text/csv"})
+    assert response.status_code == 200, response.text
+    rows = list(csv.DictReader(io.StringIO(response.text)))
+    assert [r["class"] for r in rows] == ["chat", "summarise"]
+
+
+def test_workload_and_classes_together_or_neither_are_422(seeded: ApiClient, admin: dict[str, str]) -> None:
+    both = {**WORKED, "workload": {"arrival_rate_rps": 1, **CHAT}, "slo": {"ttft_ms": 500}}
+    assert_problem(seeded.post("/v1/plans", json=both, headers=admin), 422)
+    neither = {k: v for k, v in WORKED.items() if k != "classes"}
+    assert_problem(seeded.post("/v1/plans", json=neither, headers=admin), 422)
+    stored = {**WORKED, "store": True}
+    response = seeded.post("/v1/plans", json=stored, headers=admin)
+    assert_problem(response, 422)
+    assert "not stored yet" in response.text
+    no_target = {**WORKED, "classes": [{"name": "x", "arrival_rate_rps": 1, **CHAT}]}
+    assert_problem(seeded.post("/v1/plans", json=no_target, headers=admin), 422)
