@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -106,7 +107,8 @@ def create_classes_plan(
             arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1), output_tokens=FixedLength(tokens=1)
         ),  # replaced per pool
         slo=Slo(e2e_s=1.0),  # replaced per pool
-        constraints=body.constraints.to_constraints(),
+        # the pools are planned without speculation (auto, the default, means off here; on is refused)
+        constraints=dataclasses.replace(body.constraints.to_constraints(), speculative="off"),
         verify=body.verify,
         solver_time_limit_s=solver_time_limit_s,
         checkpoint=checkpoint,

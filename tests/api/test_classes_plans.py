@@ -61,3 +61,15 @@ def test_workload_and_classes_together_or_neither_are_422(seeded: ApiClient, adm
     assert "not stored yet" in response.text
     no_target = {**WORKED, "classes": [{"name": "x", "arrival_rate_rps": 1, **CHAT}]}
     assert_problem(seeded.post("/v1/plans", json=no_target, headers=admin), 422)
+
+
+def test_class_plans_refuse_pools_of_another_topology_and_speculation_on(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Class pools are aggregated and do not speculate (the priority pool's simulator has no verify
+    step): topology disaggregated and speculative on are 422s naming the constraint; the default
+    speculative auto plans the pools without speculation."""
+    for constraint, value in (("topology", "disaggregated"), ("speculative", "on")):
+        body = {**WORKED, "constraints": {**WORKED["constraints"], constraint: value}}
+        problem = assert_problem(seeded.post("/v1/plans", json=body, headers=admin), 422)
+        assert f"constraints.{constraint}" in problem["detail"] + str(problem.get("errors"))
+    plan = seeded.post("/v1/plans", json=WORKED, headers=admin).json()
+    assert all(pool.get("speculative") is None for pool in plan["pools"])
