@@ -11,6 +11,12 @@ itself (imports, the solver library), as a running service is.
 
     .venv/bin/python -m bench.plan_latency [--warm] [--repeat N] [--json results.json] [--responses DIR]
     .venv/bin/python -m bench.plan_latency --grid-ab [--verify]
+    .venv/bin/python -m bench.plan_latency --topology aggregated|disaggregated|any
+
+`--topology` sets constraints.topology on every request and keeps only the requests whose
+constraints separate pools accept (no N+1, budget, inventory, replica floor, GPU cap or mixed
+fleet: those are refused for them), so `--topology aggregated` and `--topology any` time the
+same requests.
 
 `--grid-ab` isolates what the search grid costs: every request planned in process (`plan_capacity`
 on the app's own planning inputs) with the grid before 2026-12-02 (batch limits to 256, chunk
@@ -109,6 +115,16 @@ REQUESTS: tuple[dict[str, Any], ...] = (
 )
 
 
+#: Constraints a plan with separate pools refuses (api/schemas/plans.py): requests using them are left out under --topology.
+POOL_REFUSED = ("n_plus_one", "budget_usd_per_hour", "inventory", "min_replicas", "max_gpus", "mixed_fleet")
+
+
+def with_topology(requests: tuple[dict[str, Any], ...], topology: str) -> tuple[dict[str, Any], ...]:
+    """The requests separate pools accept, each with constraints.topology set."""
+    kept = [body for body in requests if not any(name in body.get("constraints", {}) for name in POOL_REFUSED)]
+    return tuple({**body, "constraints": {**body.get("constraints", {}), "topology": topology}} for body in kept)
+
+
 def _clear_caches() -> None:
     """Every process-wide cache of the planner's modules (functools caches and planning's prediction
     cache: whatever instance has a `cache_clear`), so a plan starts cold."""
@@ -128,7 +144,9 @@ def _summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[str, Any]:
+def run(
+    *, warm: bool, responses: Path | None = None, repeat: int = 1, requests: tuple[dict[str, Any], ...] = REQUESTS
+) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)  # the access log would dominate the terminal
     from tests.api.client import ApiClient
 
@@ -147,10 +165,10 @@ def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[s
         try:
             # one untimed plan first: the first request of a process pays imports, the solver's
             # library load and the app's first-use setup (~90 ms), which no later request sees
-            client.post("/v1/plans", json={**REQUESTS[0], "verify": False}, headers=headers)
+            client.post("/v1/plans", json={**requests[0], "verify": False}, headers=headers)
             for verify in (False, True):
                 rows = []
-                for index, body in enumerate(REQUESTS):
+                for index, body in enumerate(requests):
                     if not warm:
                         _clear_caches()
                     walls, cpus = [], []
@@ -176,12 +194,15 @@ def run(*, warm: bool, responses: Path | None = None, repeat: int = 1) -> dict[s
                             "ms": elapsed_ms,
                             "cpu_ms": cpu_ms,
                             "predictions": answer["justification"]["candidates"]["queueing_predictions"]
-                            if response.status_code == 201
+                            if response.status_code == 201 and answer["justification"] is not None
                             else None,
                             "plan": None
                             if response.status_code != 201
-                            else f"{answer['plan']['replicas']} × {answer['plan']['gpu']} tp{answer['plan']['tp']} "
-                            f"{answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h",
+                            else " + ".join(
+                                f"{pool['replicas']} × {pool['gpu']} tp{pool['tp']} {pool['role']}"
+                                for pool in answer["plan"]["pools"]
+                            )
+                            + f" {answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h",
                             "detail": answer.get("detail"),
                         }
                     )
@@ -266,6 +287,9 @@ def main() -> None:
     )
     parser.add_argument("--grid-ab", action="store_true", help="in process: today's grid against the grid before 2026-12-02")
     parser.add_argument("--verify", action="store_true", help="with --grid-ab: plan with the simulator's verification")
+    parser.add_argument(
+        "--topology", choices=("aggregated", "disaggregated", "any"), help="constraints.topology on the requests pools accept"
+    )
     args = parser.parse_args()
     if args.grid_ab:
         ab = grid_ab(verify=args.verify)
@@ -274,7 +298,9 @@ def main() -> None:
         print(f"requests whose plan cost differs between the grids: {ab['requests_whose_cost_differs'] or 'none'}")
         print(f"load average {os.getloadavg()}")
         return
-    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat))
+    chosen = REQUESTS if args.topology is None else with_topology(REQUESTS, args.topology)
+    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat), requests=chosen)
+    results["topology"] = args.topology
     for mode in ("no_verify", "verify"):
         summary = results[mode]
         for kind in ("wall_ms", "cpu_ms"):

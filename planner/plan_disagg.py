@@ -24,15 +24,19 @@ from dataclasses import dataclass
 import pulp
 
 from planner.disagg import (
+    DecodeOccupancy,
     DecodePool,
     DisaggPrediction,
     KvLink,
     PrefillPool,
     decode_occupancy,
+    decode_slots,
+    decode_step_s,
     kv_transfer_s,
     predict_disagg,
     prefill_queue,
     prefill_s,
+    prefill_service_moments,
 )
 from planner.errors import (
     InfeasiblePlanError,
@@ -181,15 +185,22 @@ def _candidate(setting: _Setting, role: str, replicas: int, rho: float, binding:
     )
 
 
-def prefill_candidate(setting: _Setting, workload: Workload, budget_s: float, q: float) -> PoolCandidate | None:
-    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ MAX_POOL_REPLICAS does."""
+def prefill_candidate(
+    setting: _Setting, workload: Workload, budget_s: float, q: float, moments: tuple[float, float] | None = None
+) -> PoolCandidate | None:
+    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ MAX_POOL_REPLICAS does.
+    `moments`: the setting's prefill (E[S], c_s²), when the caller keeps them across budgets."""
     service_q = prefill_s(setting.step_model, workload.prompt_tokens.quantile(q))
     if service_q > budget_s:
         return None
-    binding = "ttft"
-    for c in range(1, MAX_POOL_REPLICAS + 1):
+    if moments is None:
+        moments = prefill_service_moments(setting.step_model, workload.prompt_tokens)
+    first = max(1, math.floor(workload.arrival_rate_rps * moments[0]) + 1)  # ρ < 1 needs c > λ·E[S]
+    binding = "utilisation" if first > 1 else "ttft"
+    for c in range(first, MAX_POOL_REPLICAS + 1):
+        pool = PrefillPool(step_model=setting.step_model, replicas=c, tp=setting.tp)
         try:
-            pq = prefill_queue(PrefillPool(step_model=setting.step_model, replicas=c, tp=setting.tp), workload, q)
+            pq = prefill_queue(pool, workload, q, moments=moments)
         except UnstableLoadError:
             binding = "utilisation"
             continue
@@ -200,31 +211,56 @@ def prefill_candidate(setting: _Setting, workload: Workload, budget_s: float, q:
 
 
 def decode_candidate(
-    setting: _Setting, batch_limit: int, workload: Workload, slo: Slo, budget_s: float, transfer: tuple[float, float], q: float
+    setting: _Setting,
+    batch_limit: int,
+    workload: Workload,
+    slo: Slo,
+    budget_s: float,
+    transfer: tuple[float, float],
+    q: float,
+    known: dict[int, DecodeOccupancy | None] | None = None,
 ) -> PoolCandidate | None:
-    """The fewest replicas r meeting TPOT and admission wait + transfer ≤ budget; `transfer` = (mean, q-quantile) s."""
+    """The fewest replicas r meeting TPOT and admission wait + transfer ≤ budget; `transfer` = (mean, q-quantile) s.
+    `known` keeps each r's occupancy (None: unstable) across calls that differ only in the budget."""
     transfer_mean, transfer_q = transfer
     if transfer_q > budget_s:
         return None
-    binding = "tpot"
-    for r in range(1, MAX_POOL_REPLICAS + 1):
-        pool = DecodePool(
-            step_model=setting.step_model,
-            replicas=r,
-            batch_limit=batch_limit,
-            kv_capacity_tokens=setting.kv_capacity_tokens,
-            tp=setting.tp,
-        )
-        try:
-            occ = decode_occupancy(pool, workload, transfer_mean, q)
-        except UnstableLoadError:
+    known = {} if known is None else known
+    pool_of = DecodePool(
+        step_model=setting.step_model,
+        replicas=1,
+        batch_limit=batch_limit,
+        kv_capacity_tokens=setting.kv_capacity_tokens,
+        tp=setting.tp,
+    )
+    try:
+        slots, _ = decode_slots(pool_of, workload)
+    except PlannerInputError:
+        return None  # one mean context does not fit the replica's KV memory
+    context = workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0
+    if slo.tpot_s is not None and decode_step_s(setting.step_model, 1.0, context) > slo.tpot_s:
+        return None  # even a batch of one misses TPOT
+    hold_min = transfer_mean + max(workload.output_tokens.mean - 1.0, 0.0) * decode_step_s(setting.step_model, 1.0, context)
+    first = max(1, math.ceil(workload.arrival_rate_rps * hold_min / slots))  # a replica holds at most s / H_min req/s
+    binding = "utilisation" if first > 1 else "tpot"
+    for r in range(first, MAX_POOL_REPLICAS + 1):
+        if r not in known:
+            pool = DecodePool(
+                step_model=setting.step_model,
+                replicas=r,
+                batch_limit=batch_limit,
+                kv_capacity_tokens=setting.kv_capacity_tokens,
+                tp=setting.tp,
+            )
+            try:
+                known[r] = decode_occupancy(pool, workload, transfer_mean, q)
+            except UnstableLoadError:
+                known[r] = None
+        occ = known[r]
+        if occ is None:
             binding = "utilisation"
             continue
-        except PlannerInputError:
-            return None  # one mean context does not fit the replica's KV memory
         if slo.tpot_s is not None and occ.step_q_s > slo.tpot_s:
-            if r == 1 and occ.batch_q == 1:
-                return None  # even a batch of one misses TPOT
             binding = "tpot"
             continue
         if occ.admission_wait_q_s + transfer_q > budget_s:
@@ -283,8 +319,14 @@ def plan_disaggregated(
     q = slo.percentile / 100.0
     settings = _settings(gpus, model, precisions, tps)
     best: _Choice | None = None
+    occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
+    moments = [prefill_service_moments(s.step_model, workload.prompt_tokens) for s in settings]
     for fraction in TTFT_SPLITS:
-        prefill = [c for s in settings if (c := prefill_candidate(s, workload, fraction * slo.ttft_s, q)) is not None]
+        prefill = [
+            c
+            for s, m in zip(settings, moments, strict=True)
+            if (c := prefill_candidate(s, workload, fraction * slo.ttft_s, q, m)) is not None
+        ]
         decode: dict[tuple[int, int], PoolCandidate] = {}
         for g in sorted({c.tp for c in prefill}):
             for i, s in enumerate(settings):
@@ -297,7 +339,12 @@ def plan_disaggregated(
                 options = [
                     c
                     for b in DECODE_BATCH_LIMITS
-                    if (c := decode_candidate(s, b, workload, slo, (1.0 - fraction) * slo.ttft_s, transfer, q)) is not None
+                    if (
+                        c := decode_candidate(
+                            s, b, workload, slo, (1.0 - fraction) * slo.ttft_s, transfer, q, occupancies.setdefault((i, g, b), {})
+                        )
+                    )
+                    is not None
                 ]
                 if options:
                     decode[(i, g)] = min(options, key=lambda c: (c.cost_usd_per_hour, -(c.batch_limit or 0)))
