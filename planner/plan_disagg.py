@@ -320,6 +320,7 @@ def plan_disaggregated(
     settings = _settings(gpus, model, precisions, tps)
     best: _Choice | None = None
     occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
+    best_decode: dict[tuple[int, int, float], PoolCandidate | None] = {}
     moments = [prefill_service_moments(s.step_model, workload.prompt_tokens) for s in settings]
     for fraction in TTFT_SPLITS:
         prefill = [
@@ -330,24 +331,12 @@ def plan_disaggregated(
         decode: dict[tuple[int, int], PoolCandidate] = {}
         for g in sorted({c.tp for c in prefill}):
             for i, s in enumerate(settings):
-                kv = s.kv_bytes_per_token
-                links = min(g, s.tp)
-                transfer = (
-                    kv_transfer_s(prompt_tokens=workload.prompt_tokens.mean, kv_bytes_per_token=kv, link=link, gpus=links),
-                    kv_transfer_s(prompt_tokens=workload.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=link, gpus=links),
-                )
-                options = [
-                    c
-                    for b in DECODE_BATCH_LIMITS
-                    if (
-                        c := decode_candidate(
-                            s, b, workload, slo, (1.0 - fraction) * slo.ttft_s, transfer, q, occupancies.setdefault((i, g, b), {})
-                        )
-                    )
-                    is not None
-                ]
-                if options:
-                    decode[(i, g)] = min(options, key=lambda c: (c.cost_usd_per_hour, -(c.batch_limit or 0)))
+                links = min(g, s.tp)  # prefill tps at or above the decode tp cost the same transfer
+                key = (i, links, fraction)
+                if key not in best_decode:
+                    best_decode[key] = _best_decode(s, workload, slo, (1.0 - fraction) * slo.ttft_s, link, links, q, occupancies)
+                if (chosen := best_decode[key]) is not None:
+                    decode[(i, g)] = chosen
         choice = _choose(prefill, decode, fraction)
         if choice is not None and (
             best is None
@@ -358,6 +347,46 @@ def plan_disaggregated(
     if best is None:
         raise InfeasiblePlanError("no disaggregated deployment meets the SLO with up to 64 replicas per pool")
     return _verified(best, workload, slo, link, verify=verify, seed=seed)
+
+
+def verify_disaggregated(plan: DisaggPlan, workload: Workload, slo: Slo, *, seed: int = 0) -> DisaggPlan:
+    """Simulate a plan made with verify=False (adding replicas where it misses), e.g. once it has won against the
+    aggregated plan: a losing topology's plan is not simulated, as an aggregated alternative is not."""
+    choice = _Choice(prefill=plan.prefill, decode=plan.decode, fraction=plan.ttft_prefill_fraction)
+    return _verified(choice, workload, slo, plan.link, verify=True, seed=seed)
+
+
+def _best_decode(
+    setting: _Setting,
+    workload: Workload,
+    slo: Slo,
+    budget_s: float,
+    link: KvLink,
+    links: int,
+    q: float,
+    occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]],
+) -> PoolCandidate | None:
+    """The cheapest decode candidate of one setting over the batch limits (the largest limit among equals).
+    Limits past the KV memory's slot count give the same slots, so only the first of them is tried."""
+    kv = setting.kv_bytes_per_token
+    transfer = (
+        kv_transfer_s(prompt_tokens=workload.prompt_tokens.mean, kv_bytes_per_token=kv, link=link, gpus=links),
+        kv_transfer_s(prompt_tokens=workload.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=link, gpus=links),
+    )
+    by_memory = math.floor(setting.kv_capacity_tokens / (workload.prompt_tokens.mean + workload.output_tokens.mean))
+    limits = [b for b in DECODE_BATCH_LIMITS if b <= by_memory]
+    limits += [b for b in DECODE_BATCH_LIMITS if b > by_memory][:1]
+    options = [
+        c
+        for b in limits
+        if (
+            c := decode_candidate(
+                setting, b, workload, slo, budget_s, transfer, q, occupancies.setdefault((id(setting), links, b), {})
+            )
+        )
+        is not None
+    ]
+    return min(options, key=lambda c: (c.cost_usd_per_hour, -(c.batch_limit or 0))) if options else None
 
 
 def _pools(choice: _Choice) -> tuple[PrefillPool, DecodePool]:
