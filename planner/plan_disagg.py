@@ -5,11 +5,11 @@ prefill pool its token budget), so the pools may run on different GPUs. The TTFT
 a fraction f goes to the prefill pool (its queue wait and the prefill of a p99 prompt), the rest to
 the decode side (admission wait and the KV transfer); f is searched over `TTFT_SPLITS`. For each f,
 each candidate's replica count is the fewest that meets its budget (and TPOT, for decode), and a
-MILP picks one candidate per pool:
+MILP over every split's candidates picks one candidate per pool, both of one split:
 
-    minimise   Σ_p cost_p · prefill[p] + Σ_(d,g) cost_dg · decode[d,g]
-    subject to Σ_p prefill[p] = 1,  Σ_(d,g) decode[d,g] = 1
-               decode[d,g] ≤ Σ_{p: tp_p = g} prefill[p]        (the transfer runs over min(tp_p, tp_d) links)
+    minimise   Σ_(f,p) cost_fp · prefill[f,p] + Σ_(f,d,g) cost_fdg · decode[f,d,g]
+    subject to Σ prefill = 1,  Σ decode = 1
+               decode[f,d,g] ≤ Σ_{p: tp_p = g, same KV format} prefill[f,p]   (same split; the transfer runs over min(tp_p, tp_d) links)
 
 The chosen plan is then simulated (planner/simulator_disagg.py); a pool whose simulated p99 misses
 gains a replica, up to `MAX_VERIFY_ROUNDS` times.
@@ -42,6 +42,7 @@ from planner.errors import (
     InfeasiblePlanError,
     ModelDoesNotFitError,
     PlannerInputError,
+    SolverError,
     UnstableLoadError,
     UnsupportedConfigurationError,
 )
@@ -277,28 +278,59 @@ class _Choice:
     fraction: float
 
 
-def _choose(prefill: list[PoolCandidate], decode: dict[tuple[int, int], PoolCandidate], fraction: float) -> _Choice | None:
-    """The MILP of the module docstring over one split's candidates."""
-    if not prefill or not decode:
+def _choose(splits: dict[float, tuple[list[PoolCandidate], dict[tuple[int, int], PoolCandidate]]]) -> _Choice | None:
+    """The MILP of the module docstring over every split's candidates at once: the prefill and the
+    decode candidate must come from the same split, so the split is one more decision."""
+    splits = {f: _undominated(p, d) for f, (p, d) in splits.items() if p and d}
+    if not splits:
         return None
     problem = pulp.LpProblem("disaggregated_pools", pulp.LpMinimize)
-    x = {i: problem.add_variable(constraint_name("prefill", i), cat=pulp.LpBinary) for i in range(len(prefill))}
-    y = {key: problem.add_variable(constraint_name("decode", key[0], key[1]), cat=pulp.LpBinary) for key in decode}
-    problem += pulp.lpSum(c.cost_usd_per_hour * x[i] for i, c in enumerate(prefill)) + pulp.lpSum(
-        c.cost_usd_per_hour * y[k] for k, c in decode.items()
+    x = {
+        (f, i): problem.add_variable(constraint_name("prefill", round(f * 100), i), cat=pulp.LpBinary)
+        for f, (prefill, _) in splits.items()
+        for i in range(len(prefill))
+    }
+    y = {
+        (f, key): problem.add_variable(constraint_name("decode", round(f * 100), key[0], key[1]), cat=pulp.LpBinary)
+        for f, (_, decode) in splits.items()
+        for key in decode
+    }
+    problem += pulp.lpSum(splits[f][0][i].cost_usd_per_hour * v for (f, i), v in x.items()) + pulp.lpSum(
+        splits[f][1][key].cost_usd_per_hour * v for (f, key), v in y.items()
     )
     problem += pulp.lpSum(x.values()) == 1, "one_prefill_candidate"
     problem += pulp.lpSum(y.values()) == 1, "one_decode_candidate"
-    for key, option in decode.items():
-        # the KV crosses over min(tp_p, tp_d) links and both pools must hold it in the same format
-        same = [x[i] for i, c in enumerate(prefill) if c.tp == key[1] and c.kv_cache == option.kv_cache]
-        problem += y[key] <= pulp.lpSum(same), constraint_name("transfer_links", key[0], key[1])
+    for f, (prefill, decode) in splits.items():
+        for key, option in decode.items():
+            # same split; the KV crosses over min(tp_p, tp_d) links and both pools must hold it in the same format
+            same = [x[(f, i)] for i, c in enumerate(prefill) if c.tp == key[1] and c.kv_cache == option.kv_cache]
+            problem += y[(f, key)] <= pulp.lpSum(same), constraint_name("transfer_links", round(f * 100), key[0], key[1])
     outcome = solve(problem, time_limit_s=SOLVER_TIME_LIMIT_S)
     if outcome.status not in ("optimal", "feasible"):
         return None
-    chosen_p = next(c for i, c in enumerate(prefill) if (x[i].value() or 0.0) > 0.5)
-    chosen_d = next(c for k, c in decode.items() if (y[k].value() or 0.0) > 0.5)
-    return _Choice(prefill=chosen_p, decode=chosen_d, fraction=fraction)
+    (f_p, i_p) = next(k for k, v in x.items() if (v.value() or 0.0) > 0.5)
+    (f_d, key_d) = next(k for k, v in y.items() if (v.value() or 0.0) > 0.5)
+    if f_p != f_d:
+        raise SolverError("the pools' MILP chose candidates of two TTFT splits (planner bug)")
+    return _Choice(prefill=splits[f_p][0][i_p], decode=splits[f_d][1][key_d], fraction=f_p)
+
+
+def _undominated(
+    prefill: list[PoolCandidate], decode: dict[tuple[int, int], PoolCandidate]
+) -> tuple[list[PoolCandidate], dict[tuple[int, int], PoolCandidate]]:
+    """Only the cheapest candidate of each (tp, KV format) prefill group and each (prefill tp, KV format)
+    decode group can be optimal: the MILP's constraints see nothing else of them."""
+    cheapest_p: dict[tuple[int, str], PoolCandidate] = {}
+    for c in prefill:
+        group = (c.tp, c.kv_cache)
+        if group not in cheapest_p or c.cost_usd_per_hour < cheapest_p[group].cost_usd_per_hour:
+            cheapest_p[group] = c
+    cheapest_d: dict[tuple[int, str], tuple[tuple[int, int], PoolCandidate]] = {}
+    for key, c in decode.items():
+        group = (key[1], c.kv_cache)
+        if group not in cheapest_d or c.cost_usd_per_hour < cheapest_d[group][1].cost_usd_per_hour:
+            cheapest_d[group] = (key, c)
+    return list(cheapest_p.values()), dict(cheapest_d.values())
 
 
 def plan_disaggregated(
@@ -318,7 +350,7 @@ def plan_disaggregated(
         raise PlannerInputError("a disaggregated plan needs a TTFT target to split between the pools", field="slo.ttft_s")
     q = slo.percentile / 100.0
     settings = _settings(gpus, model, precisions, tps)
-    best: _Choice | None = None
+    splits: dict[float, tuple[list[PoolCandidate], dict[tuple[int, int], PoolCandidate]]] = {}
     occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
     best_decode: dict[tuple[int, int, float], PoolCandidate | None] = {}
     moments = [prefill_service_moments(s.step_model, workload.prompt_tokens) for s in settings]
@@ -337,13 +369,8 @@ def plan_disaggregated(
                     best_decode[key] = _best_decode(s, workload, slo, (1.0 - fraction) * slo.ttft_s, link, links, q, occupancies)
                 if (chosen := best_decode[key]) is not None:
                     decode[(i, g)] = chosen
-        choice = _choose(prefill, decode, fraction)
-        if choice is not None and (
-            best is None
-            or choice.prefill.cost_usd_per_hour + choice.decode.cost_usd_per_hour
-            < best.prefill.cost_usd_per_hour + best.decode.cost_usd_per_hour - 1e-9
-        ):
-            best = choice
+        splits[fraction] = (prefill, decode)
+    best = _choose(splits)
     if best is None:
         raise InfeasiblePlanError("no disaggregated deployment meets the SLO with up to 64 replicas per pool")
     return _verified(best, workload, slo, link, verify=verify, seed=seed)
