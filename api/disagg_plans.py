@@ -16,7 +16,7 @@ from api.schemas.plan_result import provenance_read
 from api.schemas.plans import PlanRequest, PlanResponse
 from catalog.prices import Pricing
 from planner.disagg import SCALE_OUT_LINKS, kv_transfer_bytes
-from planner.errors import InfeasiblePlanError
+from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.plan_disagg import DisaggPlan, PoolCandidate, plan_disaggregated, verify_disaggregated
 from planner.plan_result import Provenance
 from planner.planning import HOURS_PER_MONTH, PlanningInputs, PlanningRequest
@@ -183,7 +183,7 @@ def topology_plan(
     requested = body.constraints.topology
     started = time.perf_counter()
     disagg: DisaggPlan | None = None
-    disagg_error: InfeasiblePlanError | None = None
+    disagg_error: HeadroomError | None = None
     try:
         disagg = run(
             lambda: plan_disaggregated(
@@ -198,12 +198,14 @@ def topology_plan(
                 seed=request.seed,
             )
         )
-    except InfeasiblePlanError as error:
+    except (InfeasiblePlanError, PlannerInputError) as error:  # PlannerInputError: no TTFT target to split
+        if requested == "disaggregated":
+            raise
         disagg_error = error
     plan_ms = (time.perf_counter() - started) * MS_PER_S
     if requested == "disaggregated":
         if disagg is None:
-            raise disagg_error or InfeasiblePlanError("no disaggregated plan")
+            raise InfeasiblePlanError("no disaggregated plan")  # unreachable: its error was raised above
         why = "constraints.topology is disaggregated: the cheapest prefill and decode pools meeting the SLOs"
         section = _section(disagg, request, requested=requested, chosen="disaggregated", why=why, saving=None, alternative=None)
         return _disaggregated_body(
