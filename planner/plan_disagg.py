@@ -191,7 +191,10 @@ def prefill_candidate(
 ) -> PoolCandidate | None:
     """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ MAX_POOL_REPLICAS does.
     `moments`: the setting's prefill (E[S], c_s²), when the caller keeps them across budgets."""
-    service_q = prefill_s(setting.step_model, workload.prompt_tokens.quantile(q))
+    prompt_q = workload.prompt_tokens.quantile(q)
+    if setting.kv_capacity_tokens < prompt_q:
+        return None  # the replica's memory after its weights cannot hold a p99 prompt's KV while prefilling it
+    service_q = prefill_s(setting.step_model, prompt_q)
     if service_q > budget_s:
         return None
     if moments is None:
