@@ -44,6 +44,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request, Response
 
 from api.rounding import rounded
+from planner.errors import UnsupportedConfigurationError
 from planner.units import HOURS_PER_MONTH
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -268,6 +269,10 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
     A configuration's cost per million output tokens is its cost per hour over the output tokens it
     serves per hour: the plan's figure × (its share of cost) / (its share of traffic)."""
     plan, cost, predicted = response["plan"], response["cost"], response["predicted"] or {}
+    if plan.get("topology") == "disaggregated":  # one row of plan.gpu with both pools' replicas would mislead
+        raise UnsupportedConfigurationError(
+            "CSV rows per pool of a disaggregated plan are not written yet: read plan.pools and the disaggregation section of the JSON"
+        )
     slo = request.get("slo") or {}
     rate = float(request["workload"].get("arrival_rate_rps") or 0.0)  # a batch job has none
     shared = {

@@ -99,6 +99,11 @@ def engine_cli() -> dict[str, Any]:
 def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
     """The plan's configurations: every fleet row of a mixed fleet, else the one `plan` block."""
     plan = response["plan"]
+    if plan.get("topology") == "disaggregated":
+        raise NotDeployableError(
+            "a disaggregated plan's pools need a prefill/decode launcher (NVIDIA Dynamo, llm-d, vLLM or SGLang P/D) "
+            "and launch commands per pool are not written yet: plan.pools gives each pool's gpu, tp, replicas, limits and precision"
+        )
     rows = plan.get("fleet") or [plan]
     return tuple(
         ReplicaGroup(

@@ -16,8 +16,8 @@ from api.schemas.plan_result import provenance_read
 from api.schemas.plans import PlanRequest, PlanResponse
 from catalog.prices import Pricing
 from planner.disagg import SCALE_OUT_LINKS, kv_transfer_bytes
-from planner.errors import InfeasiblePlanError
-from planner.plan_disagg import DisaggPlan, PoolCandidate, plan_disaggregated
+from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.plan_disagg import DisaggPlan, PoolCandidate, plan_disaggregated, verify_disaggregated
 from planner.plan_result import Provenance
 from planner.planning import HOURS_PER_MONTH, PlanningInputs, PlanningRequest
 from planner.units import MS_PER_S, SECONDS_PER_HOUR
@@ -183,7 +183,7 @@ def topology_plan(
     requested = body.constraints.topology
     started = time.perf_counter()
     disagg: DisaggPlan | None = None
-    disagg_error: InfeasiblePlanError | None = None
+    disagg_error: HeadroomError | None = None
     try:
         disagg = run(
             lambda: plan_disaggregated(
@@ -194,16 +194,18 @@ def topology_plan(
                 workload=request.workload,
                 slo=request.slo,
                 link=LINK,
-                verify=request.verify,
+                verify=request.verify and requested == "disaggregated",
                 seed=request.seed,
             )
         )
-    except InfeasiblePlanError as error:
+    except (InfeasiblePlanError, PlannerInputError) as error:  # PlannerInputError: no TTFT target to split
+        if requested == "disaggregated":
+            raise
         disagg_error = error
     plan_ms = (time.perf_counter() - started) * MS_PER_S
     if requested == "disaggregated":
         if disagg is None:
-            raise disagg_error or InfeasiblePlanError("no disaggregated plan")
+            raise InfeasiblePlanError("no disaggregated plan")  # unreachable: its error was raised above
         why = "constraints.topology is disaggregated: the cheapest prefill and decode pools meeting the SLOs"
         section = _section(disagg, request, requested=requested, chosen="disaggregated", why=why, saving=None, alternative=None)
         return _disaggregated_body(
@@ -218,6 +220,10 @@ def topology_plan(
     if agg is None and disagg is None:
         raise agg_error or InfeasiblePlanError("no plan of either topology")
     agg_cost = None if agg is None else float(agg["cost"]["usd_per_hour"])
+    if disagg is not None and request.verify and (agg_cost is None or disagg.cost_usd_per_hour < agg_cost):
+        # only the winner is simulated; the replicas verification adds may hand the win back to aggregation
+        disagg = run(lambda: verify_disaggregated(disagg, request.workload, request.slo, seed=request.seed))
+        plan_ms = (time.perf_counter() - started) * MS_PER_S
     if disagg is not None and (agg_cost is None or disagg.cost_usd_per_hour < agg_cost):
         saving = None if agg_cost is None else 1.0 - disagg.cost_usd_per_hour / agg_cost
         why = (

@@ -16,6 +16,12 @@ itself (imports, the solver library), as a running service is.
 `--prefix-reuse` offers prefix caching on every request (`PREFIX_REUSE` in its workload): the plan
 is then made without a cache and with each cache size (planner/plan_prefix.py), so it measures what
 offering the lever costs.
+    .venv/bin/python -m bench.plan_latency --topology aggregated|disaggregated|any
+
+`--topology` sets constraints.topology on every request and keeps only the requests whose
+constraints separate pools accept (no N+1, budget, inventory, replica floor, GPU cap or mixed
+fleet: those are refused for them), so `--topology aggregated` and `--topology any` time the
+same requests.
 
 `--grid-ab` isolates what the search grid costs: every request planned in process (`plan_capacity`
 on the app's own planning inputs) with the grid before 2026-12-02 (batch limits to 256, chunk
@@ -131,6 +137,16 @@ def _with_reuse(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "workload": {**body["workload"], "prefix_reuse": PREFIX_REUSE}}
 
 
+#: Constraints a plan with separate pools refuses (api/schemas/plans.py): requests using them are left out under --topology.
+POOL_REFUSED = ("n_plus_one", "budget_usd_per_hour", "inventory", "min_replicas", "max_gpus", "mixed_fleet")
+
+
+def with_topology(requests: tuple[dict[str, Any], ...], topology: str) -> tuple[dict[str, Any], ...]:
+    """The requests separate pools accept, each with constraints.topology set."""
+    kept = [body for body in requests if not any(name in body.get("constraints", {}) for name in POOL_REFUSED)]
+    return tuple({**body, "constraints": {**body.get("constraints", {}), "topology": topology}} for body in kept)
+
+
 def _clear_caches() -> None:
     """Every process-wide cache of every loaded planner module (functools caches and the shared
     prediction cache: whatever instance has a `cache_clear`), so a plan starts cold. Every module,
@@ -153,11 +169,11 @@ def _summary(values: list[float]) -> dict[str, float]:
     }
 
 
-def run(*, warm: bool, responses: Path | None = None, repeat: int = 1, prefix_reuse: bool = False) -> dict[str, Any]:
+def run(
+    *, warm: bool, responses: Path | None = None, repeat: int = 1, requests: tuple[dict[str, Any], ...] = REQUESTS
+) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)  # the access log would dominate the terminal
     from tests.api.client import ApiClient
-
-    requests = tuple(_with_reuse(body) for body in REQUESTS) if prefix_reuse else REQUESTS
 
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'headroom.db'}"
@@ -174,7 +190,7 @@ def run(*, warm: bool, responses: Path | None = None, repeat: int = 1, prefix_re
         try:
             # one untimed plan first: the first request of a process pays imports, the solver's
             # library load and the app's first-use setup (~90 ms), which no later request sees
-            client.post("/v1/plans", json={**REQUESTS[0], "verify": False}, headers=headers)
+            client.post("/v1/plans", json={**requests[0], "verify": False}, headers=headers)
             for verify in (False, True):
                 rows = []
                 for index, body in enumerate(requests):
@@ -203,12 +219,15 @@ def run(*, warm: bool, responses: Path | None = None, repeat: int = 1, prefix_re
                             "ms": elapsed_ms,
                             "cpu_ms": cpu_ms,
                             "predictions": answer["justification"]["candidates"]["queueing_predictions"]
-                            if response.status_code == 201
+                            if response.status_code == 201 and answer["justification"] is not None
                             else None,
                             "plan": None
                             if response.status_code != 201
-                            else f"{answer['plan']['replicas']} × {answer['plan']['gpu']} tp{answer['plan']['tp']} "
-                            f"{answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h"
+                            else " + ".join(
+                                f"{pool['replicas']} × {pool['gpu']} tp{pool['tp']} {pool['role']}"
+                                for pool in answer["plan"]["pools"]
+                            )
+                            + f" {answer['plan']['precision']['weights']} ${answer['cost']['usd_per_hour']:.2f}/h"
                             + (" cached" if answer["plan"].get("prefix_caching") else ""),
                             "detail": answer.get("detail"),
                         }
@@ -295,6 +314,9 @@ def main() -> None:
     parser.add_argument("--grid-ab", action="store_true", help="in process: today's grid against the grid before 2026-12-02")
     parser.add_argument("--verify", action="store_true", help="with --grid-ab: plan with the simulator's verification")
     parser.add_argument("--prefix-reuse", action="store_true", help="offer prefix caching: PREFIX_REUSE in every workload")
+    parser.add_argument(
+        "--topology", choices=("aggregated", "disaggregated", "any"), help="constraints.topology on the requests pools accept"
+    )
     args = parser.parse_args()
     if args.grid_ab:
         ab = grid_ab(verify=args.verify)
@@ -303,7 +325,12 @@ def main() -> None:
         print(f"requests whose plan cost differs between the grids: {ab['requests_whose_cost_differs'] or 'none'}")
         print(f"load average {os.getloadavg()}")
         return
-    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat), prefix_reuse=args.prefix_reuse)
+    chosen = REQUESTS if args.topology is None else with_topology(REQUESTS, args.topology)
+    if args.prefix_reuse:
+        chosen = tuple(_with_reuse(body) for body in chosen)
+    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat), requests=chosen)
+    results["topology"] = args.topology
+    results["prefix_reuse"] = args.prefix_reuse
     for mode in ("no_verify", "verify"):
         summary = results[mode]
         for kind in ("wall_ms", "cpu_ms"):

@@ -36,7 +36,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 from planner.closed_forms import erlang_c
 from planner.errors import ConvergenceError, PlannerInputError, UnstableLoadError
@@ -161,11 +161,17 @@ class PrefillQueue:
     wait_q_s: float
 
 
-def prefill_queue(pool: PrefillPool, workload: Workload, q: float) -> PrefillQueue:
-    """W = C(c, a)/(c/E[S] − λ)·(c_a² + c_s²)/2 and P(W > t) = C·e^{−tC/W} (Allen–Cunneen, exponential tail)."""
-    services = np.array([prefill_s(pool.step_model, float(p)) for p in _quadrature(workload.prompt_tokens)])
+def prefill_service_moments(step_model: StepModel, prompt_tokens: LengthDistribution) -> tuple[float, float]:
+    """E[S] and c_s² = Var[S]/E[S]² of one prompt's prefill over the prompt-length distribution."""
+    services = np.array([prefill_s(step_model, float(p)) for p in _quadrature(prompt_tokens)])
     mean = float(services.mean())
-    cv2 = float(services.var() / mean**2)
+    return mean, float(services.var() / mean**2)
+
+
+def prefill_queue(pool: PrefillPool, workload: Workload, q: float, *, moments: tuple[float, float] | None = None) -> PrefillQueue:
+    """W = C(c, a)/(c/E[S] − λ)·(c_a² + c_s²)/2 and P(W > t) = C·e^{−tC/W} (Allen–Cunneen, exponential tail).
+    `moments` (E[S], c_s²) as `prefill_service_moments` gives them, when the caller already has them."""
+    mean, cv2 = moments if moments is not None else prefill_service_moments(pool.step_model, workload.prompt_tokens)
     lam, c = workload.arrival_rate_rps, pool.replicas
     rho = lam * mean / c  # λ·E[S] / c
     if rho >= 1.0 - 1e-12:  # within rounding of 1 the queue is saturated (c/E[S] − λ would be 0)
@@ -191,6 +197,19 @@ class DecodeOccupancy:
     batch_q: int
     step_q_s: float
     binding: str
+
+
+def poisson_quantile(q: float, mean: float) -> int:
+    """The smallest k with P(N ≤ k) ≥ q for N ~ Poisson(mean), by summing the pmf p_k = p_{k−1}·mean/k."""
+    if mean <= 0.0:
+        return 0
+    k, pmf = 0, math.exp(-mean)
+    cdf = pmf
+    while cdf < q and k < 10 * mean + 100:  # the loop ends well past any quantile below 1 − 1e-12
+        k += 1
+        pmf *= mean / k  # p_k from p_{k−1}
+        cdf += pmf
+    return k
 
 
 def decode_slots(pool: DecodePool, workload: Workload) -> tuple[int, str]:
@@ -228,7 +247,7 @@ def decode_occupancy(pool: DecodePool, workload: Workload, transfer_mean_s: floa
     p_wait = erlang_c(servers, offered) if offered > 0 else 0.0
     tail = 1.0 - q
     wait_q = math.log(p_wait / tail) / (servers / hold - workload.arrival_rate_rps) if p_wait > tail else 0.0
-    batch_q = int(min(slots, max(1.0, float(stats.poisson.ppf(q, n))))) if n > 0 else 1
+    batch_q = min(slots, max(1, poisson_quantile(q, n)))
     return DecodeOccupancy(
         slots=slots,
         mean_batch=n,

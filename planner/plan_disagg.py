@@ -5,11 +5,11 @@ prefill pool its token budget), so the pools may run on different GPUs. The TTFT
 a fraction f goes to the prefill pool (its queue wait and the prefill of a p99 prompt), the rest to
 the decode side (admission wait and the KV transfer); f is searched over `TTFT_SPLITS`. For each f,
 each candidate's replica count is the fewest that meets its budget (and TPOT, for decode), and a
-MILP picks one candidate per pool:
+MILP over every split's candidates picks one candidate per pool, both of one split:
 
-    minimise   Σ_p cost_p · prefill[p] + Σ_(d,g) cost_dg · decode[d,g]
-    subject to Σ_p prefill[p] = 1,  Σ_(d,g) decode[d,g] = 1
-               decode[d,g] ≤ Σ_{p: tp_p = g} prefill[p]        (the transfer runs over min(tp_p, tp_d) links)
+    minimise   Σ_(f,p) cost_fp · prefill[f,p] + Σ_(f,d,g) cost_fdg · decode[f,d,g]
+    subject to Σ prefill = 1,  Σ decode = 1
+               decode[f,d,g] ≤ Σ_{p: tp_p = g, same KV format} prefill[f,p]   (same split; the transfer runs over min(tp_p, tp_d) links)
 
 The chosen plan is then simulated (planner/simulator_disagg.py); a pool whose simulated p99 misses
 gains a replica, up to `MAX_VERIFY_ROUNDS` times.
@@ -24,20 +24,25 @@ from dataclasses import dataclass
 import pulp
 
 from planner.disagg import (
+    DecodeOccupancy,
     DecodePool,
     DisaggPrediction,
     KvLink,
     PrefillPool,
     decode_occupancy,
+    decode_slots,
+    decode_step_s,
     kv_transfer_s,
     predict_disagg,
     prefill_queue,
     prefill_s,
+    prefill_service_moments,
 )
 from planner.errors import (
     InfeasiblePlanError,
     ModelDoesNotFitError,
     PlannerInputError,
+    SolverError,
     UnstableLoadError,
     UnsupportedConfigurationError,
 )
@@ -181,15 +186,25 @@ def _candidate(setting: _Setting, role: str, replicas: int, rho: float, binding:
     )
 
 
-def prefill_candidate(setting: _Setting, workload: Workload, budget_s: float, q: float) -> PoolCandidate | None:
-    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ MAX_POOL_REPLICAS does."""
-    service_q = prefill_s(setting.step_model, workload.prompt_tokens.quantile(q))
+def prefill_candidate(
+    setting: _Setting, workload: Workload, budget_s: float, q: float, moments: tuple[float, float] | None = None
+) -> PoolCandidate | None:
+    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ MAX_POOL_REPLICAS does.
+    `moments`: the setting's prefill (E[S], c_s²), when the caller keeps them across budgets."""
+    prompt_q = workload.prompt_tokens.quantile(q)
+    if setting.kv_capacity_tokens < prompt_q:
+        return None  # the replica's memory after its weights cannot hold a p99 prompt's KV while prefilling it
+    service_q = prefill_s(setting.step_model, prompt_q)
     if service_q > budget_s:
         return None
-    binding = "ttft"
-    for c in range(1, MAX_POOL_REPLICAS + 1):
+    if moments is None:
+        moments = prefill_service_moments(setting.step_model, workload.prompt_tokens)
+    first = max(1, math.floor(workload.arrival_rate_rps * moments[0]) + 1)  # ρ < 1 needs c > λ·E[S]
+    binding = "utilisation" if first > 1 else "ttft"
+    for c in range(first, MAX_POOL_REPLICAS + 1):
+        pool = PrefillPool(step_model=setting.step_model, replicas=c, tp=setting.tp)
         try:
-            pq = prefill_queue(PrefillPool(step_model=setting.step_model, replicas=c, tp=setting.tp), workload, q)
+            pq = prefill_queue(pool, workload, q, moments=moments)
         except UnstableLoadError:
             binding = "utilisation"
             continue
@@ -200,31 +215,56 @@ def prefill_candidate(setting: _Setting, workload: Workload, budget_s: float, q:
 
 
 def decode_candidate(
-    setting: _Setting, batch_limit: int, workload: Workload, slo: Slo, budget_s: float, transfer: tuple[float, float], q: float
+    setting: _Setting,
+    batch_limit: int,
+    workload: Workload,
+    slo: Slo,
+    budget_s: float,
+    transfer: tuple[float, float],
+    q: float,
+    known: dict[int, DecodeOccupancy | None] | None = None,
 ) -> PoolCandidate | None:
-    """The fewest replicas r meeting TPOT and admission wait + transfer ≤ budget; `transfer` = (mean, q-quantile) s."""
+    """The fewest replicas r meeting TPOT and admission wait + transfer ≤ budget; `transfer` = (mean, q-quantile) s.
+    `known` keeps each r's occupancy (None: unstable) across calls that differ only in the budget."""
     transfer_mean, transfer_q = transfer
     if transfer_q > budget_s:
         return None
-    binding = "tpot"
-    for r in range(1, MAX_POOL_REPLICAS + 1):
-        pool = DecodePool(
-            step_model=setting.step_model,
-            replicas=r,
-            batch_limit=batch_limit,
-            kv_capacity_tokens=setting.kv_capacity_tokens,
-            tp=setting.tp,
-        )
-        try:
-            occ = decode_occupancy(pool, workload, transfer_mean, q)
-        except UnstableLoadError:
+    known = {} if known is None else known
+    pool_of = DecodePool(
+        step_model=setting.step_model,
+        replicas=1,
+        batch_limit=batch_limit,
+        kv_capacity_tokens=setting.kv_capacity_tokens,
+        tp=setting.tp,
+    )
+    try:
+        slots, _ = decode_slots(pool_of, workload)
+    except PlannerInputError:
+        return None  # one mean context does not fit the replica's KV memory
+    context = workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0
+    if slo.tpot_s is not None and decode_step_s(setting.step_model, 1.0, context) > slo.tpot_s:
+        return None  # even a batch of one misses TPOT
+    hold_min = transfer_mean + max(workload.output_tokens.mean - 1.0, 0.0) * decode_step_s(setting.step_model, 1.0, context)
+    first = max(1, math.ceil(workload.arrival_rate_rps * hold_min / slots))  # a replica holds at most s / H_min req/s
+    binding = "utilisation" if first > 1 else "tpot"
+    for r in range(first, MAX_POOL_REPLICAS + 1):
+        if r not in known:
+            pool = DecodePool(
+                step_model=setting.step_model,
+                replicas=r,
+                batch_limit=batch_limit,
+                kv_capacity_tokens=setting.kv_capacity_tokens,
+                tp=setting.tp,
+            )
+            try:
+                known[r] = decode_occupancy(pool, workload, transfer_mean, q)
+            except UnstableLoadError:
+                known[r] = None
+        occ = known[r]
+        if occ is None:
             binding = "utilisation"
             continue
-        except PlannerInputError:
-            return None  # one mean context does not fit the replica's KV memory
         if slo.tpot_s is not None and occ.step_q_s > slo.tpot_s:
-            if r == 1 and occ.batch_q == 1:
-                return None  # even a batch of one misses TPOT
             binding = "tpot"
             continue
         if occ.admission_wait_q_s + transfer_q > budget_s:
@@ -241,28 +281,59 @@ class _Choice:
     fraction: float
 
 
-def _choose(prefill: list[PoolCandidate], decode: dict[tuple[int, int], PoolCandidate], fraction: float) -> _Choice | None:
-    """The MILP of the module docstring over one split's candidates."""
-    if not prefill or not decode:
+def _choose(splits: dict[float, tuple[list[PoolCandidate], dict[tuple[int, int], PoolCandidate]]]) -> _Choice | None:
+    """The MILP of the module docstring over every split's candidates at once: the prefill and the
+    decode candidate must come from the same split, so the split is one more decision."""
+    splits = {f: _undominated(p, d) for f, (p, d) in splits.items() if p and d}
+    if not splits:
         return None
     problem = pulp.LpProblem("disaggregated_pools", pulp.LpMinimize)
-    x = {i: problem.add_variable(constraint_name("prefill", i), cat=pulp.LpBinary) for i in range(len(prefill))}
-    y = {key: problem.add_variable(constraint_name("decode", key[0], key[1]), cat=pulp.LpBinary) for key in decode}
-    problem += pulp.lpSum(c.cost_usd_per_hour * x[i] for i, c in enumerate(prefill)) + pulp.lpSum(
-        c.cost_usd_per_hour * y[k] for k, c in decode.items()
+    x = {
+        (f, i): problem.add_variable(constraint_name("prefill", round(f * 100), i), cat=pulp.LpBinary)
+        for f, (prefill, _) in splits.items()
+        for i in range(len(prefill))
+    }
+    y = {
+        (f, key): problem.add_variable(constraint_name("decode", round(f * 100), key[0], key[1]), cat=pulp.LpBinary)
+        for f, (_, decode) in splits.items()
+        for key in decode
+    }
+    problem += pulp.lpSum(splits[f][0][i].cost_usd_per_hour * v for (f, i), v in x.items()) + pulp.lpSum(
+        splits[f][1][key].cost_usd_per_hour * v for (f, key), v in y.items()
     )
     problem += pulp.lpSum(x.values()) == 1, "one_prefill_candidate"
     problem += pulp.lpSum(y.values()) == 1, "one_decode_candidate"
-    for key, option in decode.items():
-        # the KV crosses over min(tp_p, tp_d) links and both pools must hold it in the same format
-        same = [x[i] for i, c in enumerate(prefill) if c.tp == key[1] and c.kv_cache == option.kv_cache]
-        problem += y[key] <= pulp.lpSum(same), constraint_name("transfer_links", key[0], key[1])
+    for f, (prefill, decode) in splits.items():
+        for key, option in decode.items():
+            # same split; the KV crosses over min(tp_p, tp_d) links and both pools must hold it in the same format
+            same = [x[(f, i)] for i, c in enumerate(prefill) if c.tp == key[1] and c.kv_cache == option.kv_cache]
+            problem += y[(f, key)] <= pulp.lpSum(same), constraint_name("transfer_links", round(f * 100), key[0], key[1])
     outcome = solve(problem, time_limit_s=SOLVER_TIME_LIMIT_S)
     if outcome.status not in ("optimal", "feasible"):
         return None
-    chosen_p = next(c for i, c in enumerate(prefill) if (x[i].value() or 0.0) > 0.5)
-    chosen_d = next(c for k, c in decode.items() if (y[k].value() or 0.0) > 0.5)
-    return _Choice(prefill=chosen_p, decode=chosen_d, fraction=fraction)
+    (f_p, i_p) = next(k for k, v in x.items() if (v.value() or 0.0) > 0.5)
+    (f_d, key_d) = next(k for k, v in y.items() if (v.value() or 0.0) > 0.5)
+    if f_p != f_d:
+        raise SolverError("the pools' MILP chose candidates of two TTFT splits (planner bug)")
+    return _Choice(prefill=splits[f_p][0][i_p], decode=splits[f_d][1][key_d], fraction=f_p)
+
+
+def _undominated(
+    prefill: list[PoolCandidate], decode: dict[tuple[int, int], PoolCandidate]
+) -> tuple[list[PoolCandidate], dict[tuple[int, int], PoolCandidate]]:
+    """Only the cheapest candidate of each (tp, KV format) prefill group and each (prefill tp, KV format)
+    decode group can be optimal: the MILP's constraints see nothing else of them."""
+    cheapest_p: dict[tuple[int, str], PoolCandidate] = {}
+    for c in prefill:
+        group = (c.tp, c.kv_cache)
+        if group not in cheapest_p or c.cost_usd_per_hour < cheapest_p[group].cost_usd_per_hour:
+            cheapest_p[group] = c
+    cheapest_d: dict[tuple[int, str], tuple[tuple[int, int], PoolCandidate]] = {}
+    for key, c in decode.items():
+        group = (key[1], c.kv_cache)
+        if group not in cheapest_d or c.cost_usd_per_hour < cheapest_d[group][1].cost_usd_per_hour:
+            cheapest_d[group] = (key, c)
+    return list(cheapest_p.values()), dict(cheapest_d.values())
 
 
 def plan_disaggregated(
@@ -282,35 +353,70 @@ def plan_disaggregated(
         raise PlannerInputError("a disaggregated plan needs a TTFT target to split between the pools", field="slo.ttft_s")
     q = slo.percentile / 100.0
     settings = _settings(gpus, model, precisions, tps)
-    best: _Choice | None = None
+    splits: dict[float, tuple[list[PoolCandidate], dict[tuple[int, int], PoolCandidate]]] = {}
+    occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
+    best_decode: dict[tuple[int, int, float], PoolCandidate | None] = {}
+    moments = [prefill_service_moments(s.step_model, workload.prompt_tokens) for s in settings]
     for fraction in TTFT_SPLITS:
-        prefill = [c for s in settings if (c := prefill_candidate(s, workload, fraction * slo.ttft_s, q)) is not None]
+        prefill = [
+            c
+            for s, m in zip(settings, moments, strict=True)
+            if (c := prefill_candidate(s, workload, fraction * slo.ttft_s, q, m)) is not None
+        ]
         decode: dict[tuple[int, int], PoolCandidate] = {}
         for g in sorted({c.tp for c in prefill}):
             for i, s in enumerate(settings):
-                kv = s.kv_bytes_per_token
-                links = min(g, s.tp)
-                transfer = (
-                    kv_transfer_s(prompt_tokens=workload.prompt_tokens.mean, kv_bytes_per_token=kv, link=link, gpus=links),
-                    kv_transfer_s(prompt_tokens=workload.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=link, gpus=links),
-                )
-                options = [
-                    c
-                    for b in DECODE_BATCH_LIMITS
-                    if (c := decode_candidate(s, b, workload, slo, (1.0 - fraction) * slo.ttft_s, transfer, q)) is not None
-                ]
-                if options:
-                    decode[(i, g)] = min(options, key=lambda c: (c.cost_usd_per_hour, -(c.batch_limit or 0)))
-        choice = _choose(prefill, decode, fraction)
-        if choice is not None and (
-            best is None
-            or choice.prefill.cost_usd_per_hour + choice.decode.cost_usd_per_hour
-            < best.prefill.cost_usd_per_hour + best.decode.cost_usd_per_hour - 1e-9
-        ):
-            best = choice
+                links = min(g, s.tp)  # prefill tps at or above the decode tp cost the same transfer
+                key = (i, links, fraction)
+                if key not in best_decode:
+                    best_decode[key] = _best_decode(s, workload, slo, (1.0 - fraction) * slo.ttft_s, link, links, q, occupancies)
+                if (chosen := best_decode[key]) is not None:
+                    decode[(i, g)] = chosen
+        splits[fraction] = (prefill, decode)
+    best = _choose(splits)
     if best is None:
         raise InfeasiblePlanError("no disaggregated deployment meets the SLO with up to 64 replicas per pool")
     return _verified(best, workload, slo, link, verify=verify, seed=seed)
+
+
+def verify_disaggregated(plan: DisaggPlan, workload: Workload, slo: Slo, *, seed: int = 0) -> DisaggPlan:
+    """Simulate a plan made with verify=False (adding replicas where it misses), e.g. once it has won against the
+    aggregated plan: a losing topology's plan is not simulated, as an aggregated alternative is not."""
+    choice = _Choice(prefill=plan.prefill, decode=plan.decode, fraction=plan.ttft_prefill_fraction)
+    return _verified(choice, workload, slo, plan.link, verify=True, seed=seed)
+
+
+def _best_decode(
+    setting: _Setting,
+    workload: Workload,
+    slo: Slo,
+    budget_s: float,
+    link: KvLink,
+    links: int,
+    q: float,
+    occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]],
+) -> PoolCandidate | None:
+    """The cheapest decode candidate of one setting over the batch limits (the largest limit among equals).
+    Limits past the KV memory's slot count give the same slots, so only the first of them is tried."""
+    kv = setting.kv_bytes_per_token
+    transfer = (
+        kv_transfer_s(prompt_tokens=workload.prompt_tokens.mean, kv_bytes_per_token=kv, link=link, gpus=links),
+        kv_transfer_s(prompt_tokens=workload.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=link, gpus=links),
+    )
+    by_memory = math.floor(setting.kv_capacity_tokens / (workload.prompt_tokens.mean + workload.output_tokens.mean))
+    limits = [b for b in DECODE_BATCH_LIMITS if b <= by_memory]
+    limits += [b for b in DECODE_BATCH_LIMITS if b > by_memory][:1]
+    options = [
+        c
+        for b in limits
+        if (
+            c := decode_candidate(
+                setting, b, workload, slo, budget_s, transfer, q, occupancies.setdefault((id(setting), links, b), {})
+            )
+        )
+        is not None
+    ]
+    return min(options, key=lambda c: (c.cost_usd_per_hour, -(c.batch_limit or 0))) if options else None
 
 
 def _pools(choice: _Choice) -> tuple[PrefillPool, DecodePool]:

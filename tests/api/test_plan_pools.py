@@ -78,3 +78,22 @@ def test_any_answers_the_cheaper_topology_and_keeps_the_other(seeded: ApiClient)
 
 def test_separate_pools_refuse_the_constraints_they_do_not_honour(seeded: ApiClient) -> None:
     assert_problem(seeded.post("/v1/plans", json=rag("disaggregated", max_gpus=8), headers=ADMIN_HEADERS), 422)
+
+
+def test_deploy_and_csv_of_a_disaggregated_plan_are_refused_not_misleading(seeded: ApiClient) -> None:
+    """Launch commands and CSV rows per pool are not written yet: a 422 naming the pools, never one aggregated command."""
+    plan = seeded.post("/v1/plans", json=rag("disaggregated"), headers=ADMIN_HEADERS).json()
+    assert_problem(seeded.get(f"/v1/plans/{plan['id']}/deploy?target=vllm", headers=ADMIN_HEADERS), 422)
+    assert_problem(seeded.get(f"/v1/plans/{plan['id']}?format=csv", headers=ADMIN_HEADERS), 422)
+
+
+def test_any_without_a_ttft_target_answers_aggregated_with_the_reason(seeded: ApiClient) -> None:
+    """Separate pools split a TTFT target; with a TPOT target alone `any` answers the aggregated plan."""
+    body = {**rag("any"), "slo": {"tpot_ms": 80}}
+    plan = seeded.post("/v1/plans", json=body, headers=ADMIN_HEADERS).json()
+    section = plan["disaggregation"]
+    assert section["chosen"] == "aggregated" and plan["plan"]["topology"] == "aggregated"
+    assert "TTFT" in section["alternative"]["reason"] and section["alternative"]["cost_usd_per_hour"] is None
+    assert_problem(
+        seeded.post("/v1/plans", json={**body, "constraints": {"topology": "disaggregated"}}, headers=ADMIN_HEADERS), 422
+    )

@@ -14,6 +14,7 @@ from planner.disagg import (
     PrefillPool,
     decode_occupancy,
     kv_transfer_s,
+    poisson_quantile,
     predict_disagg,
     prefill_queue,
 )
@@ -121,3 +122,11 @@ def test_ttft_adds_prefill_wait_prefill_transfer_and_tpot_is_decode_alone() -> N
     assert got.e2e_s == pytest.approx(0.5012 + 1.0, rel=1e-4)
     counted = predict_disagg(prefill, decode, workload(5.0), link=SLOW_LINK, kv_bytes_per_token=1.0, count_first_decode_step=True)
     assert counted.ttft_s - got.ttft_s == pytest.approx(0.010, rel=1e-6)
+
+
+def test_poisson_quantile() -> None:
+    """Poisson(2): P(N ≤ k) = e^{−2}(1, 3, 5, 19/3, 7, …) = .135, .406, .677, .857, .947, .983, .995;
+    the 0.99 quantile is 6, the median 2."""
+    assert poisson_quantile(0.99, 2.0) == 6
+    assert poisson_quantile(0.5, 2.0) == 2
+    assert poisson_quantile(0.99, 0.0) == 0
