@@ -13,8 +13,8 @@ from api.schemas.classes import (
     ClassesPlanRequest,
     ClassesPlanResponse,
     ClassesVerification,
+    ClassPoolRead,
     ClassRead,
-    PoolRead,
 )
 from api.schemas.plans import PlanRequest
 from api.settings import DEFAULT_PRICE_PROVIDER
@@ -52,7 +52,7 @@ def _response(model: str, plan: ClassesPlan) -> dict[str, Any]:
         ),
         cost_usd_per_hour=sum(p.cost_usd_per_hour for p in plan.pools),
         pools=[
-            PoolRead(
+            ClassPoolRead(
                 name=p.name,
                 classes=list(p.classes),
                 gpu=p.gpu,

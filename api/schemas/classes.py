@@ -104,7 +104,7 @@ class Arrangement(BaseModel):
     compared: list[ArrangementRead]
 
 
-class PoolRead(BaseModel):
+class ClassPoolRead(BaseModel):
     name: str
     classes: list[str]
     gpu: str
@@ -138,6 +138,6 @@ class ClassesPlanResponse(BaseModel):
     model: str
     arrangement: Arrangement
     cost_usd_per_hour: float
-    pools: list[PoolRead]
+    pools: list[ClassPoolRead]
     classes: list[ClassRead]
     verification: ClassesVerification | None
