@@ -6,6 +6,9 @@ Every cell is one POST /v1/plans with constraints.topology `any` on the shipped 
 (in process, a fresh SQLite database, `verify` false so each cell is one analytic plan of either
 topology) and reads `disaggregation.chosen` and the saving. Two models, long-prompt traffic (prompts
 mean 3,000, p99 8,000; outputs 250, 1,000): Llama-3.1-8B at 20 req/s, Llama-3.1-70B at 4 req/s.
+Speculative decoding is off in every cell (the published comparison has none, and separate pools do
+not speculate yet); with the API's default `auto`, Llama-3.1-8B's strict-TPOT corner goes to an
+aggregated pool with an EAGLE head instead.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ def body(model: str, rate: float, ttft_ms: float, tpot_ms: float) -> dict[str, A
         "model": model,
         "workload": {"arrival_rate_rps": rate, "prompt_tokens": PROMPT, "output_tokens": OUTPUT},
         "slo": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms},
-        "constraints": {"topology": "any"},
+        # The published regime result has no speculative decoding, and separate pools do not speculate
+        # here: with the API's default (auto) the aggregated arm alone would get a draft head.
+        "constraints": {"topology": "any", "speculative": "off"},
         "verify": False,
         "store": False,
     }
