@@ -209,6 +209,14 @@ def _verify(
     result, ttft, tpot, e2e = _simulated_share(
         option.group.step_model, per_replica, _serving(option), option.group.kv_capacity_tokens, requests, seed
     )
+    return simulation_report(result, ttft, tpot, e2e, slo, per_replica.arrival_rate_rps)
+
+
+def simulation_report(
+    result: Any, ttft: np.ndarray, tpot: np.ndarray, e2e: np.ndarray, slo: Slo, per_replica_rate_rps: float
+) -> dict[str, Any]:
+    """One simulated replica against the SLOs, from its measured TTFT, TPOT (decoding requests only)
+    and E2E samples: the report a verification record is built from (planner/plan_verify.py)."""
     values = {
         "ttft": float(np.percentile(ttft, slo.percentile)),
         "tpot": float(np.percentile(tpot, slo.percentile)) if tpot.size else 0.0,
@@ -235,6 +243,6 @@ def _verify(
         "meets_slo": not misses,
         "requests_simulated": result.requests,
         "replicas_simulated": 1,
-        "per_replica_rate_rps": per_replica.arrival_rate_rps,
+        "per_replica_rate_rps": per_replica_rate_rps,
         "wall_time_s": result.wall_time_s,
     }

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.plan_predict import simulation_report
 from planner.plan_result import (
     PrefixCaching,
     PrefixCachingSection,
@@ -288,34 +289,5 @@ def _report(simulation: PrefixSimulation, slo: Slo, gpu: str, replicas: int) -> 
     ttft, e2e = detail.ttft_s[warm:], detail.e2e_s[warm:]
     tpot = detail.tpot_s[warm:]
     tpot = tpot[~np.isnan(tpot)]
-    values = {
-        "ttft": float(np.percentile(ttft, slo.percentile)),
-        "tpot": float(np.percentile(tpot, slo.percentile)) if tpot.size else 0.0,
-        "e2e": float(np.percentile(e2e, slo.percentile)),
-    }
-    targets = {"ttft": slo.ttft_s, "tpot": slo.tpot_s, "e2e": slo.e2e_s}
-    misses = [m for m, target in targets.items() if target is not None and values[m] > target]
-    if not result.stable:
-        misses.append("stability")
-    return {
-        "simulated": {
-            "percentile": slo.percentile,
-            "ttft_s": {"p50": result.ttft_s.p50, "p99": result.ttft_s.p99, "at_percentile": values["ttft"]},
-            "tpot_s": {"p50": result.tpot_s.p50, "p99": result.tpot_s.p99, "at_percentile": values["tpot"]},
-            "e2e_s": {"p50": result.e2e_s.p50, "p99": result.e2e_s.p99, "at_percentile": values["e2e"]},
-            "p99_ci_s": {
-                "ttft": [result.ttft_s.p99_ci_low, result.ttft_s.p99_ci_high],
-                "tpot": [result.tpot_s.p99_ci_low, result.tpot_s.p99_ci_high],
-                "e2e": [result.e2e_s.p99_ci_low, result.e2e_s.p99_ci_high],
-            },
-            "mean_occupancy": result.mean_occupancy,
-            "stable": result.stable,
-        },
-        "misses": misses,
-        "meets_slo": not misses,
-        "requests_simulated": result.requests,
-        "replicas_simulated": 1,
-        "per_replica_rate_rps": simulation.rate_rps,
-        "wall_time_s": result.wall_time_s,
-        "rows": [{"gpu": gpu, "replicas": replicas, "meets_slo": not misses}],
-    }
+    report = simulation_report(result, ttft, tpot, e2e, slo, simulation.rate_rps)
+    return {**report, "rows": [{"gpu": gpu, "replicas": replicas, "meets_slo": report["meets_slo"]}]}
