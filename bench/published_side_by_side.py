@@ -23,9 +23,7 @@ from typing import Any
 
 from api.app import create_app
 from api.settings import Settings
-from catalog.db import make_engine, make_session_factory
-from catalog.migrate import upgrade
-from catalog.repository import Catalog
+from bench.fleet_api_benchmark import seeded_database
 
 EVIDENCE = Path(__file__).with_name("serving_evidence.json")
 KEY = "bench-admin-key-0123456789"
@@ -95,13 +93,7 @@ def main() -> None:
 
     points = json.loads(EVIDENCE.read_text())["points"]
     with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{Path(folder) / 'headroom.db'}"
-        upgrade(url)
-        engine = make_engine(url)
-        with make_session_factory(engine)() as session:
-            Catalog(session).load_reference_catalog()
-            session.commit()
-        engine.dispose()
+        url = seeded_database(Path(folder))
         app = create_app(Settings(database_url=url, admin_key=KEY))
         client = ApiClient(app)
         print(
