@@ -21,16 +21,8 @@ from planner.disagg import (
 from planner.errors import UnstableLoadError
 from planner.step_model import StepModel
 from planner.workload import FixedLength, Workload
+from tests.planner.test_simulator import ONE_MS_PER_TOKEN  # one millisecond per new token and nothing else
 
-#: One millisecond per new token and nothing else (tests/planner/test_simulator.py's model).
-ONE_MS_PER_TOKEN = StepModel(
-    dense_weight_bytes=0.0,
-    kv_bytes_per_token=1.0,
-    flops_per_token=1.0,
-    attention_flops_per_context_token=0.0,
-    memory_bandwidth_bytes_per_s=1e30,
-    compute_flops_per_s=1e3,
-)
 #: A 10 ms weight read per step (1e10 B at 1e12 B/s) and nothing else that matters: KV reads of
 #: n·c ≈ 20·150 bytes add 3e-9 s, compute 1 FLOP per token at 1e30 FLOP/s nothing.
 TEN_MS_PER_STEP = StepModel(
