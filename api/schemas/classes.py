@@ -83,8 +83,10 @@ class ClassesPlanRequest(_Input):
             raise ValueError("class plans are not stored yet: leave out store or send false (the plan is answered with 200)")
         if len({k.name for k in self.classes}) != len(self.classes):
             raise ValueError("class names must be unique")
-        if self.constraints.topology != "aggregated":
-            raise ValueError("class plans arrange aggregated pools only: leave out constraints.topology or set it to aggregated")
+        if self.constraints.topology == "disaggregated":  # `any` arranges the aggregated pools, as `aggregated` does
+            raise ValueError(
+                "class plans arrange aggregated pools only: leave out constraints.topology or set it to aggregated or any"
+            )
         if self.constraints.speculative == "on":
             raise ValueError(
                 "class plans do not speculate yet (the priority pool's class simulator has no verify step): leave out "
