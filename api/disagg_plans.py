@@ -229,10 +229,10 @@ def topology_plan(
                     constraints=request.constraints,
                 )
             )
-        except (InfeasiblePlanError, PlannerInputError) as error:  # PlannerInputError: no TTFT target to split, a bad pin
+        except HeadroomError as error:  # e.g. no TTFT target to split, a bad pin, no pair within the limits
             if requested == "disaggregated":
                 raise
-            disagg_error = error
+            disagg_error = error  # `any` (the default): the pools' failure never blocks the aggregated answer
     plan_ms = (time.perf_counter() - started) * MS_PER_S
     if requested == "disaggregated":
         if disagg is None:

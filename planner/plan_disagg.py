@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 import pulp
 
+from planner.confidence import meets
 from planner.disagg import (
     DecodeOccupancy,
     DecodePool,
@@ -590,9 +591,18 @@ def plan_disaggregated(
 def _pinned(
     constraints: PlanConstraints, gpus: Sequence[GpuSpec], precisions: Sequence[Precision], tps: Sequence[int]
 ) -> tuple[Sequence[GpuSpec], Sequence[Precision], Sequence[int], tuple[int, ...]]:
-    """The pins the pools honour: gpu, precision and tp narrow both pools' candidates, batch_limit the decode pool's
+    """GPUs graded below constraints.min_confidence left out, then the pins the pools honour: gpu, precision and tp
+    narrow both pools' candidates, batch_limit the decode pool's
     (a prefill pool has no batch limit: its token budget bounds a step). pp is 1 and engine recorded, as for
     aggregated plans (planner/pins.py); PlannerInputError naming the member for a pin outside what the request allows."""
+    if constraints.min_confidence is not None:  # as planner/candidates.py drops them for aggregated plans
+        graded = [g for g in gpus if meets(g.calibration_grade, constraints.min_confidence)]
+        if not graded:
+            raise InfeasiblePlanError(
+                f"every allowed GPU's calibration is graded below the minimum confidence {constraints.min_confidence}",
+                constraint="min_confidence",
+            )
+        gpus = graded
     pin = constraints.pin
     if pin is None:
         return gpus, precisions, tps, DECODE_BATCH_LIMITS

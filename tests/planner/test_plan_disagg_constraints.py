@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from planner.errors import InfeasiblePlanError, UnsupportedConfigurationError
@@ -150,3 +152,25 @@ def test_an_e2e_target_below_one_unloaded_decode_is_infeasible() -> None:
     ≥ 5.3 s of decode, more than the 3 s a 5 s E2E leaves after the 2 s TTFT target."""
     with pytest.raises(InfeasiblePlanError):
         plan(slo=Slo(ttft_s=2.0, tpot_s=0.05, e2e_s=5.0))
+
+
+def test_min_confidence_keeps_low_graded_gpus_out_of_both_pools(free: DisaggPlan) -> None:
+    """The free plan decodes on the A100; graded low (the test specs are ungraded) against an H100 graded medium,
+    min_confidence medium leaves both pools on H100s, and with no GPU graded high nothing plans."""
+    assert free.decode.gpu == A100.slug
+    h100 = dataclasses.replace(H100, calibration_grade="medium")
+    graded = plan_disaggregated(
+        gpus=[h100, A100],
+        model=LLAMA_2_70B,
+        precisions=[FP16_ALL],
+        tps=[2, 4, 8],
+        workload=workload(10.0),
+        slo=SLO,
+        link=LINK,
+        verify=False,
+        constraints=PlanConstraints(min_confidence="medium"),
+    )
+    assert (graded.prefill.gpu, graded.decode.gpu) == (H100.slug, H100.slug)
+    with pytest.raises(InfeasiblePlanError) as caught:
+        plan(PlanConstraints(min_confidence="high"))
+    assert caught.value.extensions["constraint"] == "min_confidence"
