@@ -238,7 +238,7 @@ class PlanConstraintsSpec(_Input):
         "is `auto`. A batch job does not speculate (auto plans it as before; on is a 422).",
     )
     topology: Literal["aggregated", "disaggregated", "any"] = Field(
-        default="aggregated",
+        default="any",
         description="`aggregated`: every replica prefills and decodes (today's plans). `disaggregated`: a prefill pool and a "
         "decode pool joined by a KV-cache transfer, each with its own GPU, precision, tp, replicas and limits "
         "(docs/disaggregation.md); the pools honour max_gpus, budget_usd_per_hour, min_replicas (each pool), n_plus_one (a "
@@ -247,8 +247,8 @@ class PlanConstraintsSpec(_Input):
         "speculative on, pinned replicas, chunk_tokens or draft and workload.prefix_reuse are a 422. `any`: both are planned "
         "and the cheaper wins; the plan's `disaggregation` section says by how much and keeps the other as the alternative; "
         "where the pools cannot honour the request the aggregated plan is answered and the alternative says why. A batch job "
-        "or a classes request with `any` is planned as with `aggregated`. Default `aggregated` so existing plans stay as they "
-        "were.",
+        "or a classes request with `any` is planned as with `aggregated`. Default `any` (the optimizer decides the topology); "
+        "send `aggregated` for one pool of replicas that prefill and decode.",
     )
 
     @model_validator(mode="after")

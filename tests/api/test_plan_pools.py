@@ -29,8 +29,16 @@ def rag(topology: str | None = None, **constraints: Any) -> dict[str, Any]:
     return body
 
 
+def test_the_default_topology_is_any(seeded: ApiClient) -> None:
+    """Without constraints.topology the optimizer decides: both topologies planned, the section says which won."""
+    plan = seeded.post("/v1/plans", json={**rag(), "verify": False}, headers=ADMIN_HEADERS).json()
+    assert plan["disaggregation"]["requested"] == "any"
+    assert plan["plan"]["topology"] == plan["disaggregation"]["chosen"]
+
+
 def test_an_aggregated_plan_is_one_mixed_pool(seeded: ApiClient) -> None:
-    answer = seeded.post("/v1/plans", json=rag(), headers=ADMIN_HEADERS)
+    """Pinned to `aggregated`: this is about the aggregated plan's pool (under the default `any` either may win)."""
+    answer = seeded.post("/v1/plans", json=rag("aggregated"), headers=ADMIN_HEADERS)
     assert answer.status_code == 201, answer.text
     plan = answer.json()
     assert plan["plan"]["topology"] == "aggregated" and plan["disaggregation"] is None
