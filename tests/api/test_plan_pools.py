@@ -80,11 +80,12 @@ def test_separate_pools_refuse_the_constraints_they_do_not_honour(seeded: ApiCli
     assert_problem(seeded.post("/v1/plans", json=rag("disaggregated", max_gpus=8), headers=ADMIN_HEADERS), 422)
 
 
-def test_deploy_and_csv_of_a_disaggregated_plan_are_refused_not_misleading(seeded: ApiClient) -> None:
-    """Launch commands and CSV rows per pool are not written yet: a 422 naming the pools, never one aggregated command."""
+def test_a_target_that_cannot_launch_pools_is_refused_not_misleading(seeded: ApiClient) -> None:
+    """TensorRT-LLM's P/D launch is not rendered: a 422 naming the targets that are, never one aggregated command
+    (the pools' commands and CSV rows: tests/api/test_pool_outputs.py)."""
     plan = seeded.post("/v1/plans", json=rag("disaggregated"), headers=ADMIN_HEADERS).json()
-    assert_problem(seeded.get(f"/v1/plans/{plan['id']}/deploy?target=vllm", headers=ADMIN_HEADERS), 422)
-    assert_problem(seeded.get(f"/v1/plans/{plan['id']}?format=csv", headers=ADMIN_HEADERS), 422)
+    problem = assert_problem(seeded.get(f"/v1/plans/{plan['id']}/deploy?target=trt-llm", headers=ADMIN_HEADERS), 422)
+    assert "vllm, sglang, k8s" in problem["detail"]
 
 
 def test_any_without_a_ttft_target_answers_aggregated_with_the_reason(seeded: ApiClient) -> None:
