@@ -217,15 +217,22 @@ def _summary(checks: Sequence[RowCheck], slo: Slo, meets: bool) -> str:
 # --- the diff -------------------------------------------------------------------------------------------
 
 
+PoolRole = Literal["mixed", "prefill", "decode"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShapeRow:
+    """One configuration a plan deploys: a row of an aggregated plan (role `mixed`) or a pool of a
+    disaggregated one (a prefill pool has no batch limit: its token budget is chunk_tokens)."""
+
     gpu: str
     tp: int
     replicas: int
     weights_precision: str
     kv_precision: str
-    batch_limit: int
+    batch_limit: int | None
     chunk_tokens: int | None
+    role: PoolRole = "mixed"
 
     @property
     def gpus(self) -> int:
@@ -238,6 +245,7 @@ class PlanShape:
 
     rows: tuple[ShapeRow, ...]
     cost_usd_per_hour: float
+    topology: Literal["aggregated", "disaggregated"] = "aggregated"
 
     def __post_init__(self) -> None:
         if not self.rows:
@@ -275,7 +283,95 @@ class CostChange:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PoolChange:
+    """One pool from one plan to the next, by role (and position among pools of that role: a mixed fleet
+    has one mixed pool per configuration). `status`: added, removed, changed or same."""
+
+    pool: str
+    role: PoolRole
+    status: Literal["added", "removed", "changed", "same"]
+    gpu: Change
+    tp: Change
+    replicas: Change
+    gpus: Change
+    precision: Change
+    batch_limit: Change
+    chunk_tokens: Change
+
+    def summary(self) -> str:
+        """`prefill: replicas 2 → 3, gpu h100-sxm → a100-80gb-sxm` (or `decode: added`, `mixed: removed`)."""
+        if self.status in ("added", "removed"):
+            return f"{self.pool}: {self.status}"
+        fields = (
+            ("gpu", self.gpu),
+            ("tp", self.tp),
+            ("replicas", self.replicas),
+            ("precision", self.precision),
+            ("batch limit", self.batch_limit),
+            ("chunk tokens", self.chunk_tokens),
+        )
+        changed = [f"{name} {c.before} → {c.after}" for name, c in fields if c.changed]
+        return f"{self.pool}: " + (", ".join(changed) if changed else "same")
+
+
+def _pool_names(rows: Sequence[ShapeRow]) -> list[str]:
+    """Each row's pool name: its role, numbered when a role has several rows (`mixed 1`, `mixed 2`)."""
+    counts = {role: sum(1 for r in rows if r.role == role) for role in {r.role for r in rows}}
+    seen: dict[str, int] = {}
+    names = []
+    for row in rows:
+        seen[row.role] = seen.get(row.role, 0) + 1
+        names.append(row.role if counts[row.role] == 1 else f"{row.role} {seen[row.role]}")
+    return names
+
+
+def pool_diff(before: Sequence[ShapeRow], after: Sequence[ShapeRow]) -> tuple[PoolChange, ...]:
+    """Pool by pool from `before` to `after`: matched by name (role, numbered within a role), in
+    before's order then after's new pools; aggregated → disaggregated is the mixed pool removed and
+    a prefill and a decode pool added."""
+    old = dict(zip(_pool_names(before), before, strict=True))
+    new = dict(zip(_pool_names(after), after, strict=True))
+    changes = []
+    for name in [*old, *(n for n in new if n not in old)]:
+        b, a = old.get(name), new.get(name)
+        status: Literal["added", "removed", "changed", "same"] = (
+            "added" if b is None else "removed" if a is None else "same" if a == b else "changed"
+        )
+        either = a if a is not None else b
+        if either is None:  # unreachable: the name came from one of the two plans
+            raise PlannerInputError(f"pool {name} is in neither plan")
+
+        def field(get: Any, b: ShapeRow | None = b, a: ShapeRow | None = a) -> Change:
+            return Change(before=None if b is None else get(b), after=None if a is None else get(a))
+
+        changes.append(
+            PoolChange(
+                pool=name,
+                role=either.role,
+                status=status,
+                gpu=field(lambda r: r.gpu),
+                tp=field(lambda r: r.tp),
+                replicas=field(lambda r: r.replicas),
+                gpus=field(lambda r: r.gpus),
+                precision=field(lambda r: f"{r.weights_precision}/{r.kv_precision}"),
+                batch_limit=field(lambda r: r.batch_limit),
+                chunk_tokens=field(lambda r: r.chunk_tokens),
+            )
+        )
+    return tuple(changes)
+
+
+def pool_changes_summary(before: PlanShape, after: PlanShape) -> str:
+    """The pools' changes in one line: the topology's change first, then each pool that changed; `same pools` if none."""
+    parts = [] if before.topology == after.topology else [f"topology {before.topology} → {after.topology}"]
+    parts += [c.summary() for c in pool_diff(before.rows, after.rows) if c.status != "same"]
+    return "; ".join(parts) if parts else "same pools"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanDiff:
+    topology: Change
+    pools: tuple[PoolChange, ...]
     gpu: Change
     tp: Change
     replicas: Change
@@ -298,6 +394,8 @@ def plan_diff(before: PlanShape, after: PlanShape, *, before_now_usd_per_hour: f
     removed = {gpu: n - counts_after.get(gpu, 0) for gpu, n in counts_before.items() if n > counts_after.get(gpu, 0)}
     change = after.cost_usd_per_hour - before_now_usd_per_hour  # what switching adds to today's bill
     return PlanDiff(
+        topology=Change(before=before.topology, after=after.topology),
+        pools=pool_diff(before.rows, after.rows),
         gpu=Change(before=b.gpu, after=a.gpu),
         tp=Change(before=b.tp, after=a.tp),
         replicas=Change(before=sum(r.replicas for r in before.rows), after=sum(r.replicas for r in after.rows)),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 from typing import Any
 
@@ -135,3 +136,80 @@ def test_k8s_renders_a_deployment_and_a_headless_service_per_pool(seeded: ApiCli
 def test_trtllm_answers_422_naming_the_targets_that_render_pools(seeded: ApiClient, pools_plan: dict[str, Any]) -> None:
     problem = assert_problem(seeded.get(f"/v1/plans/{pools_plan['id']}/deploy", params={"target": "trt-llm"}), 422)
     assert "disaggregated" in problem["detail"] and "vllm, sglang, k8s" in problem["detail"]
+
+
+# --- what-if ----------------------------------------------------------------------------------------------
+
+
+def pools_sweep(topology: str, rates: list[float]) -> dict[str, Any]:
+    """The rag-70b question swept over rates with constraints.topology `topology`."""
+    body = rag(topology)
+    shape = {k: v for k, v in body.pop("workload").items() if k != "arrival_rate_rps"}
+    return {**body, "workload": shape, "sweep": {"arrival_rates_rps": rates}}
+
+
+def test_a_disaggregated_what_if_replans_pools_at_each_point(seeded: ApiClient) -> None:
+    rates = [2.0, 4.0, 8.0]
+    table = seeded.post("/v1/what-if", json=pools_sweep("disaggregated", rates), headers=ADMIN_HEADERS)
+    assert table.status_code == 200, table.text
+    points = table.json()["points"]
+    assert all(p["feasible"] and p["topology"] == "disaggregated" for p in points)
+    # each point is the plan POST /v1/plans answers at its rate: the same pools and cost
+    at_four = seeded.post("/v1/plans", json={**rag("disaggregated"), "verify": False}, headers=ADMIN_HEADERS).json()
+    prefill, decode = at_four["plan"]["pools"]
+    point = points[1]
+    assert (point["prefill_gpu"], point["prefill_tp"], point["prefill_replicas"]) == (
+        prefill["gpu"],
+        prefill["tp"],
+        prefill["replicas"],
+    )
+    assert (point["decode_gpu"], point["decode_tp"], point["decode_replicas"], point["decode_batch_limit"]) == (
+        decode["gpu"],
+        decode["tp"],
+        decode["replicas"],
+        decode["batch_limit"],
+    )
+    assert point["prefill_chunk_tokens"] == prefill["chunk_tokens"]
+    assert point["cost_usd_per_hour"] == at_four["cost"]["usd_per_hour"] and point["fleet_rows"] == 2
+    assert point["prefill_cost_usd_per_hour"] + point["decode_cost_usd_per_hour"] == pytest.approx(
+        point["cost_usd_per_hour"], abs=0.011
+    )
+    assert point["replicas"] == point["prefill_replicas"] + point["decode_replicas"]
+    assert point["ttft_p99_ms"] == at_four["disaggregation"]["predicted_ttft_ms"] <= 3000
+    # more traffic needs more prefill replicas; the change is reported pool by pool
+    assert points[2]["prefill_replicas"] > points[0]["prefill_replicas"]
+    assert points[0]["pool_changes"] is None
+    for before, after in itertools.pairwise(points):
+        if before["prefill_replicas"] != after["prefill_replicas"]:
+            assert f"prefill: replicas {before['prefill_replicas']} → {after['prefill_replicas']}" in after["pool_changes"]
+        if before["decode_gpu"] != after["decode_gpu"]:
+            assert f"gpu {before['decode_gpu']} → {after['decode_gpu']}" in after["pool_changes"]
+
+
+def test_an_any_what_if_reports_the_topology_switch_per_pool(seeded: ApiClient) -> None:
+    table = seeded.post("/v1/what-if", json=pools_sweep("any", [2.0, 4.0, 8.0, 16.0]), headers=ADMIN_HEADERS).json()
+    points = table["points"]
+    topologies = [p["topology"] for p in points]
+    assert set(topologies) == {"aggregated", "disaggregated"}  # this question crosses over between 2 and 16 req/s
+    switches = [(b, a) for b, a in itertools.pairwise(points) if b["topology"] != a["topology"]]
+    assert switches
+    for before, after in switches:
+        assert after["pool_changes"].startswith(f"topology {before['topology']} → {after['topology']}")
+        if after["topology"] == "disaggregated":
+            assert "mixed: removed" in after["pool_changes"]
+            assert "prefill: added" in after["pool_changes"] and "decode: added" in after["pool_changes"]
+    for point in points:
+        if point["topology"] == "aggregated":
+            assert point["prefill_gpu"] is None and point["decode_replicas"] is None
+    csv_rows = parse_csv(
+        seeded.post("/v1/what-if", params={"format": "csv"}, json=pools_sweep("any", [2.0, 16.0]), headers=ADMIN_HEADERS).text
+    )
+    assert [r["topology"] for r in csv_rows] == [topologies[0], topologies[-1]]
+
+
+def test_a_what_if_with_pools_refuses_what_pools_do_not_plan(seeded: ApiClient) -> None:
+    body = pools_sweep("disaggregated", [4.0])
+    body["workload"]["prefix_reuse"] = {"hit_rate": 0.5}
+    problem = assert_problem(seeded.post("/v1/what-if", json=body, headers=ADMIN_HEADERS), 422)
+    assert "prefix_reuse" in json.dumps(problem)
+    assert seeded.post("/v1/what-if", json={**body, "constraints": {}}, headers=ADMIN_HEADERS).status_code == 200
