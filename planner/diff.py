@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.errors import HeadroomError, PlannerInputError
-from planner.memory import kv_capacity_tokens, memory_fit
+from planner.disagg import DecodePool, KvLink, PrefillPool, predict_disagg
+from planner.errors import HeadroomError, PlannerInputError, UnstableLoadError
+from planner.memory import kv_bytes_per_token, kv_capacity_tokens, memory_fit
 from planner.parallel import is_valid_tensor_parallel
 from planner.performance import build_step_model
 from planner.precision import check_precision
@@ -183,6 +184,120 @@ def check_plan(rows: Sequence[DeployedRow], model: ModelSpec, workload: Workload
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeployedPool:
+    """One pool of a disaggregated plan as deployed, with today's specs (a prefill pool has no batch limit)."""
+
+    role: Literal["prefill", "decode"]
+    gpu: GpuSpec
+    precision: Precision
+    tp: int
+    replicas: int
+    batch_limit: int | None
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1 or self.tp < 1:
+            raise PlannerInputError(f"a deployed pool needs replicas >= 1 and tp >= 1, got {self.replicas}, {self.tp}")
+        if self.role == "decode" and (self.batch_limit is None or self.batch_limit < 1):
+            raise PlannerInputError(f"a decode pool needs a batch limit >= 1, got {self.batch_limit}")
+
+    @property
+    def cost_usd_per_hour(self) -> float:
+        return self.replicas * self.tp * self.gpu.price_usd_per_hour_on_demand  # replicas × tp GPUs × $/GPU-h
+
+
+def check_pools(
+    prefill: DeployedPool, decode: DeployedPool, model: ModelSpec, workload: Workload, slo: Slo, *, link: KvLink
+) -> Check:
+    """A disaggregated plan under planner/disagg.py's model at `workload`'s rate: the planner's own
+    prediction of its pools (predict_disagg, the KV crossing `link`), one row per pool with its ρ;
+    TTFT, TPOT and E2E are the deployment's, so both rows carry them."""
+    rate = workload.arrival_rate_rps
+    pools = (prefill, decode)
+    try:
+        steps = []
+        for pool in pools:
+            check_precision(pool.gpu, pool.precision)
+            if pool.tp > pool.gpu.gpus_per_node or not is_valid_tensor_parallel(pool.gpu, model, pool.tp):
+                raise PlannerInputError(f"tp {pool.tp} is not valid for {model.slug} on {pool.gpu.slug}")
+            if not memory_fit(pool.gpu, model, pool.precision, pool.tp, pool.gpu.efficiency).fits:
+                raise PlannerInputError(f"{model.slug} no longer fits on {pool.tp} × {pool.gpu.slug}")
+            steps.append(build_step_model(pool.gpu, model, pool.precision, pool.tp, pool.gpu.efficiency))
+        capacity = kv_capacity_tokens(decode.gpu, model, decode.precision, decode.tp, decode.gpu.efficiency)
+        prediction = predict_disagg(
+            PrefillPool(step_model=steps[0], replicas=prefill.replicas, tp=prefill.tp),
+            DecodePool(
+                step_model=steps[1],
+                replicas=decode.replicas,
+                batch_limit=decode.batch_limit or 1,
+                kv_capacity_tokens=float(capacity),
+                tp=decode.tp,
+            ),
+            workload,
+            link=link,
+            kv_bytes_per_token=kv_bytes_per_token(model, decode.precision.kv_cache),
+            percentile=slo.percentile,
+        )
+    except UnstableLoadError as exc:
+        rows = tuple(
+            RowCheck(
+                gpu=p.gpu.slug,
+                per_replica_rate_rps=rate / p.replicas,
+                meets_slo=False,
+                unstable=True,
+                utilisation=None,
+                predicted_s={},
+                misses=tuple(_targets(slo)),
+                problem=None,
+            )
+            for p in pools
+        )
+        summary = f"a pool would be overloaded ({exc.detail})"
+        return Check(arrival_rate_rps=rate, meets_slo=False, rows=rows, cost_usd_per_hour=_pools_cost(pools), summary=summary)
+    except HeadroomError as exc:
+        rows = tuple(
+            RowCheck(
+                gpu=p.gpu.slug,
+                per_replica_rate_rps=rate / p.replicas,
+                meets_slo=False,
+                unstable=False,
+                utilisation=None,
+                predicted_s={},
+                misses=("configuration",),
+                problem=exc.detail,
+            )
+            for p in pools
+        )
+        return Check(arrival_rate_rps=rate, meets_slo=False, rows=rows, cost_usd_per_hour=_pools_cost(pools), summary=exc.detail)
+    targets = _targets(slo)
+    latencies = {"ttft": prediction.ttft_s, "tpot": prediction.tpot_s, "e2e": prediction.e2e_s}
+    predicted = {metric: latencies[metric] for metric in targets}
+    misses = tuple(m for m, target in targets.items() if predicted[m] > target)
+    rows = tuple(
+        RowCheck(
+            gpu=p.gpu.slug,
+            per_replica_rate_rps=rate / p.replicas,  # every request passes through both pools
+            meets_slo=not misses,
+            unstable=False,
+            utilisation=rho,
+            predicted_s=dict(predicted),
+            misses=misses,
+        )
+        for p, rho in ((prefill, prediction.prefill.rho), (decode, prediction.decode.rho))
+    )
+    return Check(
+        arrival_rate_rps=rate,
+        meets_slo=not misses,
+        rows=rows,
+        cost_usd_per_hour=_pools_cost(pools),
+        summary=_summary(rows, slo, not misses),
+    )
+
+
+def _pools_cost(pools: Sequence[DeployedPool]) -> float:
+    return sum(p.cost_usd_per_hour for p in pools)
+
+
 def unavailable(arrival_rate_rps: float, problem: str) -> Check:
     """A plan that cannot be evaluated any more (its GPU, model or profile left the catalog)."""
     row = RowCheck(
@@ -253,6 +368,9 @@ class PlanShape:
 
     @property
     def main(self) -> ShapeRow:
+        """The configuration the plan's `plan` block names: the first row, or a disaggregated plan's decode pool."""
+        if self.topology == "disaggregated":
+            return next((r for r in self.rows if r.role == "decode"), self.rows[0])
         return self.rows[0]
 
     def gpus_by_type(self) -> dict[str, int]:

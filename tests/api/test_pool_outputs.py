@@ -213,3 +213,52 @@ def test_a_what_if_with_pools_refuses_what_pools_do_not_plan(seeded: ApiClient) 
     problem = assert_problem(seeded.post("/v1/what-if", json=body, headers=ADMIN_HEADERS), 422)
     assert "prefix_reuse" in json.dumps(problem)
     assert seeded.post("/v1/what-if", json={**body, "constraints": {}}, headers=ADMIN_HEADERS).status_code == 200
+
+
+# --- re-planning diffs --------------------------------------------------------------------------------------
+
+
+def test_replanning_from_aggregated_to_disaggregated_diffs_the_pools(seeded: ApiClient) -> None:
+    first = seeded.post("/v1/plans", json={**rag(), "name": "rag"}, headers=ADMIN_HEADERS).json()
+    assert first["plan"]["topology"] == "aggregated"
+    result = seeded.post("/v1/deployments/rag/replan", json={"constraints": {"topology": "disaggregated"}}, headers=ADMIN_HEADERS)
+    assert result.status_code == 200, result.text
+    answer = result.json()
+    diff = answer["diff"]
+    assert diff["topology"] == {"before": "aggregated", "after": "disaggregated", "changed": True}
+    assert [(p["pool"], p["status"]) for p in diff["pools"]] == [("mixed", "removed"), ("prefill", "added"), ("decode", "added")]
+    mixed, prefill, decode = diff["pools"]
+    assert mixed["replicas"] == {"before": first["plan"]["replicas"], "after": None, "changed": True}
+    new_pools = answer["plan"]["plan"]["pools"]
+    assert (prefill["gpu"]["after"], prefill["replicas"]["after"]) == (new_pools[0]["gpu"], new_pools[0]["replicas"])
+    assert (decode["batch_limit"]["after"], decode["summary"]) == (new_pools[1]["batch_limit"], "decode: added")
+    assert diff["same_configuration"] is False
+    assert diff["gpus_total"]["after"] == answer["plan"]["plan"]["gpus_total"]
+
+
+def test_replanning_a_disaggregated_deployment_diffs_and_checks_each_pool(seeded: ApiClient) -> None:
+    first = seeded.post("/v1/plans", json={**rag("disaggregated"), "name": "rag-pd"}, headers=ADMIN_HEADERS).json()
+    # the stored pools re-checked at their own workload hold, pool by pool, under the planner's own model
+    recheck = seeded.get(f"/v1/plans/{first['id']}/recheck").json()
+    assert recheck["holds"] is True and len(recheck["check"]["rows"]) == 2
+    rhos = [p["rho"] for p in first["disaggregation"]["pools"]]
+    assert [r["utilisation"] for r in recheck["check"]["rows"]] == pytest.approx(rhos, abs=1e-3)
+    assert recheck["check"]["rows"][0]["predicted"]["ttft_ms"] == pytest.approx(
+        first["disaggregation"]["predicted_ttft_ms"], abs=0.1
+    )
+    assert recheck["cost"]["now_usd_per_hour"] == pytest.approx(first["cost"]["usd_per_hour"], abs=0.011)
+
+    answer = seeded.post("/v1/deployments/rag-pd/replan", json={"arrival_rate_rps": 12}, headers=ADMIN_HEADERS).json()
+    check = answer["current_check"]["at_new_rate"]
+    assert check["meets_slo"] is False and len(check["rows"]) == 2  # 3x the traffic on the same pools
+    assert answer["changed"] is True and answer["adopted"] == answer["plan"]["id"]
+    diff = answer["diff"]
+    assert diff["topology"]["changed"] is False and [p["pool"] for p in diff["pools"]] == ["prefill", "decode"]
+    prefill = diff["pools"][0]
+    before = first["plan"]["pools"][0]["replicas"]
+    after = answer["plan"]["plan"]["pools"][0]["replicas"]
+    assert prefill["replicas"] == {"before": before, "after": after, "changed": True} and after > before
+    assert prefill["status"] == "changed" and f"replicas {before} → {after}" in prefill["summary"]
+    history = seeded.get("/v1/deployments/rag-pd/plans").json()["items"]
+    assert [h["topology"] for h in history] == ["disaggregated", "disaggregated"]
+    assert history[0]["pools"] == answer["plan"]["plan"]["pools"] and history[1]["pools"] == first["plan"]["pools"]
