@@ -18,6 +18,7 @@ from api.csv_export import PLAN_CSV_COLUMNS
 from api.deploy import engine_cli
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem
+from tests.api.test_charts import _has, _ids, _svg
 from tests.api.test_deploy import K8S_VERSION, commands, flags
 from tests.api.test_plan_pools import rag
 
@@ -262,3 +263,56 @@ def test_replanning_a_disaggregated_deployment_diffs_and_checks_each_pool(seeded
     history = seeded.get("/v1/deployments/rag-pd/plans").json()["items"]
     assert [h["topology"] for h in history] == ["disaggregated", "disaggregated"]
     assert history[0]["pools"] == answer["plan"]["plan"]["pools"] and history[1]["pools"] == first["plan"]["pools"]
+
+
+# --- explorer and charts ------------------------------------------------------------------------------------
+
+
+def test_the_pools_chart_draws_each_pool_of_a_disaggregated_plan(seeded: ApiClient, pools_plan: dict[str, Any]) -> None:
+    root, series, texts = _svg(seeded.get(f"/v1/plans/{pools_plan['id']}/charts/pools.svg"))
+    why = {p["role"]: p for p in pools_plan["disaggregation"]["pools"]}
+    assert series["topology"] == "disaggregated"
+    drawn = series["pools"]
+    assert [p["role"] for p in drawn] == ["prefill", "decode"]
+    for pool, plan_pool in zip(drawn, pools_plan["plan"]["pools"], strict=True):
+        assert (pool["gpu"], pool["tp"], pool["replicas"]) == (plan_pool["gpu"], plan_pool["tp"], plan_pool["replicas"])
+        assert pool["gpus"] == plan_pool["tp"] * plan_pool["replicas"]
+        assert (pool["rho"], pool["binding"], pool["cost_usd_per_hour"]) == (
+            why[pool["role"]]["rho"],
+            why[pool["role"]]["binding"],
+            why[pool["role"]]["cost_usd_per_hour"],
+        )
+    assert {"gpus-0", "gpus-1", "cost-0", "cost-1", "legend"} <= _ids(root)
+    _has(texts, f"prefill: {drawn[0]['gpu']}", f"decode: {drawn[1]['gpu']}", f"({drawn[0]['binding']})")
+    png = seeded.get(f"/v1/plans/{pools_plan['id']}/charts/pools.png")
+    assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_queue_charts_of_a_disaggregated_plan_are_422_pointing_at_the_pools_chart(
+    seeded: ApiClient, pools_plan: dict[str, Any]
+) -> None:
+    for name in ("wall", "knee", "cost", "alternatives"):
+        problem = assert_problem(seeded.get(f"/v1/plans/{pools_plan['id']}/charts/{name}.svg"), 422)
+        assert "disaggregated" in problem["detail"] and "pools chart" in problem["detail"]
+
+
+def test_an_aggregated_plans_pools_chart_is_its_one_mixed_pool(seeded: ApiClient) -> None:
+    plan = seeded.post("/v1/plans", json=rag(), headers=ADMIN_HEADERS).json()
+    _, series, _ = _svg(seeded.get(f"/v1/plans/{plan['id']}/charts/pools.svg"))
+    [pool] = series["pools"]
+    assert (pool["role"], pool["gpu"], pool["replicas"], pool["rho"]) == (
+        "mixed",
+        plan["plan"]["gpu"],
+        plan["plan"]["replicas"],
+        plan["plan"]["target_rho"],
+    )
+    assert pool["cost_usd_per_hour"] == plan["cost"]["usd_per_hour"]
+
+
+def test_the_explorer_page_has_a_place_for_the_pools(seeded: ApiClient) -> None:
+    page = seeded.get("/")
+    assert page.status_code == 200
+    assert 'id="chart-pools-figure"' in page.text and 'id="chart-pools"' in page.text
+    script = seeded.get("/static/explorer/explorer.js")
+    assert script.status_code == 200
+    assert "answer-pools" in script.text and "/charts/pools.svg" in script.text
