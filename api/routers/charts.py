@@ -33,6 +33,7 @@ PLAN_CHARTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], charts.Chart]]
     "knee": charts.knee_chart,
     "cost": charts.cost_chart,
     "alternatives": charts.alternatives_chart,
+    "pools": charts.pools_chart,
 }
 assert tuple(PLAN_CHARTS) == charts.PLAN_CHARTS
 
@@ -81,7 +82,7 @@ def _plan_chart(fmt: charts.Format) -> None:
         f"/plans/{{plan_id}}/charts/{{name}}.{fmt}",
         response_class=Response,
         name=f"get_plan_chart_{fmt}",
-        summary=f"A stored plan's chart as {fmt.upper()}: wall, knee, cost or alternatives",
+        summary=f"A stored plan's chart as {fmt.upper()}: wall, knee, cost, alternatives or pools",
         responses=_responses(fmt, 401, 404, 422),
     )
     def plan_chart(plan_id: str, plans: PlansDep, _reader: ReaderDep, request: Request, name: str = CHART_NAME) -> Response:
@@ -90,9 +91,12 @@ def _plan_chart(fmt: charts.Format) -> None:
         points with their confidence intervals. `knee`: decode tokens/s per replica and per user
         against batch size, memory- and compute-bound ranges, the break-even intensity, the
         KV-cache and batch limits. `cost`: cost and replicas against demand with the +10/25/50 %
-        re-plans. `alternatives`: each other GPU type or precision's cost and why it lost.
+        re-plans. `alternatives`: each other GPU type or precision's cost and why it lost. `pools`:
+        each pool's GPUs and cost per hour, with its ρ and binding constraint (a disaggregated plan's
+        prefill and decode pools; an aggregated plan's one mixed pool per configuration).
         404 for an unknown plan or chart; 422 when the plan lacks the section the chart is drawn
-        from (a batch job's plan has no queue, so none of these)."""
+        from (a batch job's plan has no queue, so none but pools; a disaggregated plan has no one
+        queue, so only pools)."""
         draw = PLAN_CHARTS.get(name)
         if draw is None:
             raise NotFoundError(f"no chart {name!r}; a plan has {', '.join(charts.PLAN_CHARTS)}", kind="chart", name=name)

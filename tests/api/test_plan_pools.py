@@ -200,11 +200,12 @@ def test_a_batch_job_and_a_classes_request_take_any_and_plan_as_aggregated(seede
         assert_problem(seeded.post("/v1/plans", json=disaggregated, headers=ADMIN_HEADERS), 422)
 
 
-def test_deploy_and_csv_of_a_disaggregated_plan_are_refused_not_misleading(seeded: ApiClient) -> None:
-    """Launch commands and CSV rows per pool are not written yet: a 422 naming the pools, never one aggregated command."""
+def test_a_target_that_cannot_launch_pools_is_refused_not_misleading(seeded: ApiClient) -> None:
+    """TensorRT-LLM's P/D launch is not rendered: a 422 naming the targets that are, never one aggregated command
+    (the pools' commands and CSV rows: tests/api/test_pool_outputs.py)."""
     plan = seeded.post("/v1/plans", json=rag("disaggregated"), headers=ADMIN_HEADERS).json()
-    assert_problem(seeded.get(f"/v1/plans/{plan['id']}/deploy?target=vllm", headers=ADMIN_HEADERS), 422)
-    assert_problem(seeded.get(f"/v1/plans/{plan['id']}?format=csv", headers=ADMIN_HEADERS), 422)
+    problem = assert_problem(seeded.get(f"/v1/plans/{plan['id']}/deploy?target=trt-llm", headers=ADMIN_HEADERS), 422)
+    assert "vllm, sglang, k8s" in problem["detail"]
 
 
 def test_any_without_a_ttft_target_answers_aggregated_with_the_reason(seeded: ApiClient) -> None:
