@@ -32,18 +32,21 @@ background load rides in capacity the interactive class must hold idle anyway.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from planner.errors import InfeasiblePlanError, PlannerInputError, UnstableLoadError
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
+from planner.plan_predict import _cached_prediction
+from planner.plan_rows import FleetRow
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
-from planner.queueing import RELIABLE_MAX_UTILISATION, predict
+from planner.queueing import RELIABLE_MAX_UTILISATION, Latency, Prediction, predict
 from planner.queueing_priority import ClassLoad, priority_waits, shed_probabilities
 from planner.simulator_classes import simulate_classes
+from planner.step_model import StepModel
 from planner.traffic_classes import TrafficClass, merged_workload, tightest_slo
-from planner.workload import Serving, Slo
+from planner.workload import Serving, Slo, Workload
 
 __all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "plan_classes"]
 
@@ -108,7 +111,19 @@ class _Candidate:
     cost_usd_per_hour: float
     pools: tuple[PoolPlan, ...]
     classes: tuple[ClassFigures, ...]
-    verification: Verified | None = None
+    #: Whether the cost is the arrangement's last word: its single-class plans were simulated (or
+    #: the request does not verify). A cost that is not final is a lower bound: simulation only
+    #: ever raises a single-class plan's cost (planner/plan_verify.py `_verified_search`).
+    final: bool = True
+    #: A priority pool's class simulation, run only if the arrangement is chosen.
+    check: _PriorityCheck | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PriorityCheck:
+    loads: tuple[ClassLoad, ...]
+    slots: int
+    percentile: float
 
 
 def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> PoolPlan:
@@ -126,58 +141,108 @@ def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> Poo
     )
 
 
-def _figures(k: TrafficClass, pool: str, result: PlanResult) -> ClassFigures:
-    if result.predicted is None:
-        raise PlannerInputError("the class planner needs explained plans (PlanningRequest.explain)")
-    p = result.predicted
+def _row_model(row: FleetRow, inputs: PlanningInputs) -> tuple[StepModel, int]:
+    """The step model and KV capacity of a plan row's configuration, as enumeration builds them (planner/candidates.py)."""
+    gpu = next(g for g in inputs.gpus if g.slug == row.gpu)
+    precision = next(
+        p for p in inputs.precisions if p.weights.slug == row.weights_precision and p.kv_cache.slug == row.kv_precision
+    )
+    return (
+        build_step_model(gpu, inputs.model, precision, row.tp, gpu.efficiency),
+        kv_capacity_tokens(gpu, inputs.model, precision, row.tp, gpu.efficiency),
+    )
+
+
+def _pool_prediction(result: PlanResult, workload: Workload, percentile: float, inputs: PlanningInputs) -> Prediction:
+    """The queueing model's prediction for a single-class plan's largest row at its load: the one an
+    explained plan reports as `predicted` (planning.py `_main_prediction`), without the explained
+    plan's re-planned sections, which the class plan does not show."""
+    row = result.row
+    step_model, capacity = _row_model(row, inputs)
+    if workload.arrival_cv == 1.0 and len(result.rows) == 1:
+        # a random split of Poisson arrivals is Poisson: one replica at λ/r, the rate the search probed
+        serving = Serving(replicas=1, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
+        rate_rps = workload.arrival_rate_rps / row.replicas
+        return _cached_prediction(step_model, workload.at_rate(1.0), serving, capacity, rate_rps, percentile)
+    serving = Serving(replicas=row.replicas, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
+    return predict(step_model, workload.at_rate(row.offered_rps), serving, kv_capacity_tokens=capacity, percentile=percentile)
+
+
+def _figures(k: TrafficClass, pool: str, result: PlanResult, prediction: Prediction) -> ClassFigures:
+    def at(latency: Latency | None) -> float:
+        return 0.0 if latency is None else latency.at_percentile_s
+
     return ClassFigures(
         name=k.name,
         arrangement_pool=pool,
-        percentile=p.percentile,
-        ttft_s=p.ttft_s.at_percentile,
-        tpot_s=p.tpot_s.at_percentile,
-        e2e_s=p.e2e_s.at_percentile,
+        percentile=prediction.percentile,
+        ttft_s=at(prediction.ttft),
+        tpot_s=at(prediction.tpot),
+        e2e_s=at(prediction.e2e),
         deadline_h=k.deadline_h,
         meets_target=True,  # the single-class planner met the target it was given
         shed_fraction=0.0,
     )
 
 
-#: Single-class plans made during one `plan_classes` call, by (class names, SLO): the interactive
-#: plan seeds the priority pool and is also one of the segregated pools.
-_Memo = dict[tuple[tuple[str, ...], Slo], PlanResult]
+@dataclass(slots=True, kw_only=True)
+class _Context:
+    """One `plan_classes` call: its inputs and the single-class plans made so far.
+
+    `plans` holds them by (class names, SLO, verified): the interactive plan seeds the priority
+    pool and is also one of the segregated pools, and a verified plan stands in for an unverified
+    one of the same pool (it is the final answer the unverified one is a lower bound of)."""
+
+    classes: Sequence[TrafficClass]
+    inputs: PlanningInputs
+    base: PlanningRequest
+    plans: dict[tuple[tuple[str, ...], Slo, bool], PlanResult] = field(default_factory=dict)
 
 
-def _plan_one(
-    base: PlanningRequest, classes: Sequence[TrafficClass], slo: Slo, inputs: PlanningInputs, memo: _Memo
-) -> PlanResult:
-    key = (tuple(k.name for k in classes), slo)
-    if key not in memo:
-        memo[key] = plan_capacity(replace(base, workload=merged_workload(classes), slo=slo, advise=False), inputs)
-    return memo[key]
+def _plan_one(ctx: _Context, classes: Sequence[TrafficClass], slo: Slo, *, verify: bool) -> tuple[PlanResult, Prediction, bool]:
+    """The single-class plan for `classes` merged at `slo` (simulated when `verify` and the request
+    verifies), its prediction, and whether it is final (simulated, or the request does not verify).
+
+    Planned without the justification (`explain` off): the class plan shows each pool's cost and
+    predicted percentiles, not its re-planned sections."""
+    names = tuple(k.name for k in classes)
+    verify = verify and ctx.base.verify
+    key = (names, slo, verify)
+    if not verify and (names, slo, True) in ctx.plans:
+        key = (names, slo, True)
+    if key not in ctx.plans:
+        request = replace(ctx.base, workload=merged_workload(classes), slo=slo, advise=False, explain=False, verify=verify)
+        ctx.plans[key] = plan_capacity(request, ctx.inputs)
+    result = ctx.plans[key]
+    prediction = _pool_prediction(result, merged_workload(classes), slo.percentile, ctx.inputs)
+    return result, prediction, key[2] or not ctx.base.verify
 
 
-def _segregated(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo) -> _Candidate:
-    pools, figures = [], []
-    for k in classes:
-        result = _plan_one(base, [k], k.own_slo, inputs, memo)
+def _segregated(ctx: _Context, *, verify: bool) -> _Candidate:
+    pools, figures, final = [], [], True
+    for k in ctx.classes:
+        result, prediction, simulated = _plan_one(ctx, [k], k.own_slo, verify=verify)
+        final = final and simulated
         pools.append(_pool(k.name, [k], result))
-        figures.append(_figures(k, k.name, result))
+        figures.append(_figures(k, k.name, result, prediction))
     return _Candidate(
         name="segregated",
         cost_usd_per_hour=sum(p.cost_usd_per_hour for p in pools),
         pools=tuple(pools),
         classes=tuple(figures),
+        final=final,
     )
 
 
-def _shared_fcfs(base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo) -> _Candidate:
-    result = _plan_one(base, classes, tightest_slo(classes), inputs, memo)
+def _shared_fcfs(ctx: _Context, *, verify: bool) -> _Candidate:
+    classes = ctx.classes
+    result, prediction, final = _plan_one(ctx, classes, tightest_slo(classes), verify=verify)
     return _Candidate(
         name="shared_fcfs",
         cost_usd_per_hour=result.cost_usd_per_hour,
         pools=(_pool("shared", classes, result),),
-        classes=tuple(_figures(k, "shared", result) for k in classes),
+        classes=tuple(_figures(k, "shared", result, prediction) for k in classes),
+        final=final,
     )
 
 
@@ -205,32 +270,27 @@ def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: f
     return {r.name: r.shed_probability for r in shed_probabilities(loads, slots=slots)}
 
 
-def _shared_priority_shedding(
-    base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo
-) -> _Candidate:
-    if not any(k.max_shed_fraction > 0 for k in classes):
+def _shared_priority_shedding(ctx: _Context, *, verify: bool) -> _Candidate:
+    if not any(k.max_shed_fraction > 0 for k in ctx.classes):
         raise _NotComparable("no class may be shed (every max_shed_fraction is 0)")
-    return _shared_priority(base, classes, inputs, memo, shedding=True)
+    return _shared_priority(ctx, verify=verify, shedding=True)
 
 
 class _NotComparable(Exception):
     """An arrangement the request gives no grounds to price (its reason is the message)."""
 
 
-def _shared_priority(
-    base: PlanningRequest, classes: Sequence[TrafficClass], inputs: PlanningInputs, memo: _Memo, *, shedding: bool = False
-) -> _Candidate:
+def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> _Candidate:
+    """The priority pool, seeded from the interactive classes' plan — simulated whenever the request
+    verifies, whatever `verify` says, since the seed defines the arrangement rather than bounding its cost."""
+    del verify  # the seed is always planned as the request asks
+    classes = ctx.classes
     interactive = [k for k in classes if k.slo is not None]
     if not interactive or len(interactive) == len(classes):
         raise InfeasiblePlanError("a priority pool needs at least one latency class and one deadline class", constraint="classes")
-    seed = _plan_one(base, interactive, tightest_slo(interactive), inputs, memo)
+    seed, _, _ = _plan_one(ctx, interactive, tightest_slo(interactive), verify=True)
     row = seed.row
-    gpu = next(g for g in inputs.gpus if g.slug == row.gpu)
-    precision = next(
-        p for p in inputs.precisions if p.weights.slug == row.weights_precision and p.kv_cache.slug == row.kv_precision
-    )
-    step_model = build_step_model(gpu, inputs.model, precision, row.tp, gpu.efficiency)
-    capacity = kv_capacity_tokens(gpu, inputs.model, precision, row.tp, gpu.efficiency)
+    step_model, capacity = _row_model(row, ctx.inputs)
     price_per_replica = row.cost_usd_per_hour / row.replicas
     workload = merged_workload(classes)
     percentile = max(k.own_slo.percentile for k in classes)
@@ -312,7 +372,7 @@ def _shared_priority(
                 cost_usd_per_hour=pool.cost_usd_per_hour,
                 pools=(pool,),
                 classes=tuple(figures),
-                verification=_verify(loads, q.slots, percentile, base) if base.verify else None,
+                check=_PriorityCheck(loads=tuple(loads), slots=q.slots, percentile=percentile),
             )
     raise InfeasiblePlanError(
         f"no priority pool of up to {seed.replicas + MAX_EXTRA_REPLICAS} replicas meets every class's target",
@@ -337,39 +397,72 @@ def _verify(loads: Sequence[ClassLoad], slots: int, percentile: float, base: Pla
     )
 
 
+_ARRANGEMENTS: tuple[tuple[str, Callable[..., _Candidate], str], ...] = (
+    ("shared_fcfs", _shared_fcfs, "one FCFS pool planned at the tightest target of any class"),
+    ("shared_priority", _shared_priority, "one pool, interactive first, background fills idle slots"),
+    (
+        "shared_priority_shedding",
+        _shared_priority_shedding,
+        "the priority pool refusing the lowest class when no slot is free, within its max_shed_fraction",
+    ),
+    ("segregated", _segregated, "one pool per class, each at its own target"),
+)
+#: Appended to the reason of an arrangement whose single-class plans were never simulated.
+NOT_SIMULATED = (
+    "; queueing model only, not simulated: before simulation it already cost no less than the chosen "
+    "arrangement, and simulation only raises a cost"
+)
+
+
 def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: PlanningRequest) -> ClassesPlan:
     """Compare the arrangements for `classes` and choose the cheapest feasible one.
 
     `base` carries the search grids, constraints and verification settings; its workload and SLO
     are replaced per pool.
+
+    With `base.verify`, only what the choice needs is simulated: every arrangement is first priced
+    with its single-class plans unsimulated (lower bounds, except the priority pool, whose seed is
+    simulated up front), then the cheapest whose cost is not final is simulated, until the cheapest
+    is final. That is the arrangement simulating every plan would choose, at the same cost; an
+    arrangement left unsimulated is reported at its lower bound, saying so.
     """
     if not classes:
         raise PlannerInputError("at least one class is needed", field="classes")
     if len({k.name for k in classes}) != len(classes):
         raise PlannerInputError("class names must be unique", field="classes")
-    candidates: list[_Candidate] = []
-    compared: list[ArrangementCost] = []
-    memo: _Memo = {}
-    for name, build, reason in (
-        ("shared_fcfs", _shared_fcfs, "one FCFS pool planned at the tightest target of any class"),
-        ("shared_priority", _shared_priority, "one pool, interactive first, background fills idle slots"),
-        (
-            "shared_priority_shedding",
-            _shared_priority_shedding,
-            "the priority pool refusing the lowest class when no slot is free, within its max_shed_fraction",
-        ),
-        ("segregated", _segregated, "one pool per class, each at its own target"),
-    ):
+    ctx = _Context(classes=classes, inputs=inputs, base=base)
+    builds = {name: build for name, build, _ in _ARRANGEMENTS}
+    order = {name: i for i, (name, _, _) in enumerate(_ARRANGEMENTS)}
+    priced: dict[str, _Candidate] = {}
+    refused: dict[str, str] = {}
+    # the priority pools first: their seed is the interactive plan simulated, which the segregated
+    # arrangement then reuses instead of planning it again unsimulated
+    for name in sorted(order, key=lambda n: (not n.startswith("shared_priority"), order[n])):
         try:
-            candidate = build(base, classes, inputs, memo)
+            priced[name] = builds[name](ctx, verify=False)
         except InfeasiblePlanError as error:
-            compared.append(ArrangementCost(name=name, cost_usd_per_hour=None, reason=f"infeasible: {error.detail}"))
-            continue
+            refused[name] = f"infeasible: {error.detail}"
         except _NotComparable as error:
-            compared.append(ArrangementCost(name=name, cost_usd_per_hour=None, reason=f"not comparable: {error}"))
+            refused[name] = f"not comparable: {error}"
+    while priced:
+        best = min(priced.values(), key=lambda c: (c.cost_usd_per_hour, order[c.name]))  # ties: listed first
+        if best.final:
+            break
+        try:
+            priced[best.name] = builds[best.name](ctx, verify=True)
+        except InfeasiblePlanError as error:
+            del priced[best.name]
+            refused[best.name] = f"infeasible: {error.detail}"
+    else:
+        raise InfeasiblePlanError("no arrangement serves every class", constraint="classes")
+    compared = []
+    for name, _, reason in _ARRANGEMENTS:
+        if name in refused:
+            compared.append(ArrangementCost(name=name, cost_usd_per_hour=None, reason=refused[name]))
             continue
-        candidates.append(candidate)
-        compared.append(ArrangementCost(name=name, cost_usd_per_hour=candidate.cost_usd_per_hour, reason=reason))
+        candidate = priced[name]
+        note = "" if candidate.final else NOT_SIMULATED
+        compared.append(ArrangementCost(name=name, cost_usd_per_hour=candidate.cost_usd_per_hour, reason=reason + note))
     compared.append(
         ArrangementCost(
             name="deferred",
@@ -377,13 +470,11 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
             reason="not comparable: the classes carry no day profile, so there are no off-peak hours to defer to",
         )
     )
-    if not candidates:
-        raise InfeasiblePlanError("no arrangement serves every class", constraint="classes")
-    best = min(candidates, key=lambda c: c.cost_usd_per_hour)  # ties: the simpler arrangement, listed first
+    check = best.check if base.verify else None
     return ClassesPlan(
         chosen=best.name,
         compared=tuple(compared),
         pools=best.pools,
         classes=best.classes,
-        verification=best.verification,
+        verification=None if check is None else _verify(check.loads, check.slots, check.percentile, base),
     )

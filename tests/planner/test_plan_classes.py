@@ -116,3 +116,60 @@ def test_shedding_is_priced_only_where_a_class_may_be_shed_and_stays_within_its_
     priced = {c.name: c.cost_usd_per_hour for c in shedding.compared}
     assert priced["shared_priority_shedding"] == pytest.approx(28.0)
     assert all(k.shed_fraction <= 0.05 for k in shedding.classes)
+
+
+def test_simulating_only_what_the_choice_needs_gives_the_answer_of_simulating_every_pool() -> None:
+    """With verify, plan_classes simulates the priority pool's seed and then only the arrangements
+    that could still undercut the cheapest; the others are reported at their unsimulated cost. The
+    reference simulates every single-class plan (verify on each, as the planner did before): the
+    same arrangement is chosen, at the same cost, and every arrangement's reported cost equals its
+    simulated one here (simulation moves none of them on the worked example)."""
+    from dataclasses import replace
+
+    from planner.planning import plan_capacity
+
+    verified = replace(BASE, verify=True, advise=False)
+    classes = [CHAT_CLASS, SUMMARISE]
+
+    def simulated_cost(members: list[TrafficClass], slo: Slo) -> float:
+        result = plan_capacity(replace(verified, workload=merged_workload(members), slo=slo), INPUTS)
+        assert result.verification is not None and result.verification.meets_slo
+        return result.cost_usd_per_hour
+
+    reference = {
+        "shared_fcfs": simulated_cost(classes, tightest_slo(classes)),
+        "segregated": sum(simulated_cost([k], k.own_slo) for k in classes),
+    }
+    plan = plan_classes(classes, INPUTS, verified)
+    costs = {c.name: c.cost_usd_per_hour for c in plan.compared}
+    reasons = {c.name: c.reason for c in plan.compared}
+    assert costs["shared_fcfs"] == pytest.approx(reference["shared_fcfs"])
+    assert costs["segregated"] == pytest.approx(reference["segregated"])
+    assert plan.chosen == "shared_priority"
+    assert costs["shared_priority"] is not None
+    assert costs["shared_priority"] <= min(reference.values())  # ties go to the priority pool, listed first
+    assert "not simulated" in reasons["shared_fcfs"] and "not simulated" not in reasons["shared_priority"]
+    unverified = plan_classes(classes, INPUTS, BASE)
+    assert (plan.pools, plan.classes) == (unverified.pools, unverified.classes)
+
+
+def test_pool_figures_without_the_justification_are_the_explained_plans_predicted_figures() -> None:
+    """The class planner plans its pools without the justification (explain off) and predicts the
+    chosen row itself: the same numbers as an explained plan's `predicted`, for one class and for
+    the merged stream."""
+    from dataclasses import replace
+
+    from planner.plan_classes import _pool_prediction
+    from planner.planning import plan_capacity
+
+    for members, slo in (([CHAT_CLASS], CHAT_CLASS.own_slo), ([CHAT_CLASS, SUMMARISE], tightest_slo([CHAT_CLASS, SUMMARISE]))):
+        request = replace(BASE, workload=merged_workload(members), slo=slo, advise=False)
+        explained = plan_capacity(request, INPUTS)
+        bare = plan_capacity(replace(request, explain=False), INPUTS)
+        assert bare.predicted is None and explained.predicted is not None
+        assert bare.rows == explained.rows
+        prediction = _pool_prediction(bare, request.workload, slo.percentile, INPUTS)
+        assert prediction.ttft is not None and prediction.tpot is not None and prediction.e2e is not None
+        assert prediction.ttft.at_percentile_s == explained.predicted.ttft_s.at_percentile
+        assert prediction.tpot.at_percentile_s == explained.predicted.tpot_s.at_percentile
+        assert prediction.e2e.at_percentile_s == explained.predicted.e2e_s.at_percentile
