@@ -5,15 +5,15 @@ Arrangements compared (each priced in USD per hour; the cheapest feasible one is
 (a) ``shared_fcfs`` — one pool, first come first served, planned by the single-class planner
     (planner/planning.py) for the merged stream at the tightest target of any class: every
     request, background ones included, gets the interactive TTFT.
-(b) ``shared_priority`` — one pool on the configuration the single-class planner chose for the
-    interactive classes alone, with non-preemptive priority: the background classes fill idle
-    slots. Replicas are added from that plan's count until (i) the interactive classes meet their
-    SLO, (ii) every deadline class's p99 completion is within its deadline and (iii) the pool stays
-    in the analytic model's validated region (ρ ≤ RELIABLE_MAX_UTILISATION). The figures: the
-    queueing model's prediction for the merged stream on that pool (planner/queueing.py: step times
-    with everyone in the batch, hence TPOT for all classes) with its FCFS slot wait replaced by
-    each class's priority wait (Cobham, planner/queueing_priority.py) at the same percentile:
-    TTFT_k ≈ TTFT_fcfs − wait_fcfs + wait_k.
+(b) ``shared_priority`` — one pool with non-preemptive priority: the background classes fill idle
+    slots. Its configuration is searched over the single-class planner's candidates for the merged
+    stream (`_cheapest_pool`, branch and bound on cost), each at the fewest replicas that keep the
+    pool in the analytic model's validated region (ρ ≤ RELIABLE_MAX_UTILISATION) and every class on
+    target. The figures: the queueing model's prediction for the merged stream on that pool
+    (planner/queueing.py: step times with everyone in the batch, hence TPOT for all classes) with
+    its FCFS slot wait replaced by each class's priority wait (Cobham, planner/queueing_priority.py)
+    at the same percentile: TTFT_k ≈ TTFT_fcfs − wait_fcfs + wait_k. With verification the winner's
+    classes are simulated at slot level (planner/simulator_classes.py); a miss refuses that pool.
 (c) ``segregated`` — one pool per class, each planned by the single-class planner at its own SLO
     (a deadline as a p99 end-to-end target of H hours, which lets the background pool run hot).
 (b') ``shared_priority_shedding`` — (b) with the lowest class, where its `max_shed_fraction` allows,
@@ -32,14 +32,18 @@ background load rides in capacity the interactive class must hold idle anyway.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
-from planner.errors import InfeasiblePlanError, PlannerInputError, UnstableLoadError
+from planner.candidates import Group, Option, enumerate_all_options, enumerate_groups, packed_groups
+from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError, UnstableLoadError
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
-from planner.plan_predict import _cached_prediction
+from planner.pins import apply_pins
+from planner.plan_predict import _cached_prediction, _saturation
 from planner.plan_rows import FleetRow
+from planner.plan_verify import MAX_VERIFY_ROUNDS
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.queueing import RELIABLE_MAX_UTILISATION, Latency, Prediction, predict
 from planner.queueing_priority import ClassLoad, priority_waits, shed_probabilities
@@ -50,7 +54,8 @@ from planner.workload import Serving, Slo, Workload
 
 __all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "plan_classes"]
 
-#: Largest number of replicas the priority pool adds to the interactive plan before giving up.
+#: Largest number of replicas the priority pool search adds, on one configuration, above the
+#: fewest its utilisation cap allows, while no cheaper pool has been found.
 MAX_EXTRA_REPLICAS = 64
 #: The share of the verifying class simulation not measured (the simulator's default).
 WARMUP_FRACTION = 0.1
@@ -90,10 +95,26 @@ class PoolPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClassVerified:
+    """One class on the priority pool, the queueing model's wait for a slot against the class simulator's."""
+
+    name: str
+    wait_model_s: float  # at the plan's percentile
+    wait_simulated_s: float
+    ttft_simulated_s: float  # the class's TTFT with the simulated wait in place of the model's
+    e2e_simulated_s: float
+    shed_fraction_simulated: float
+    meets_target: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Verified:
     method: str
     interactive_p99_wait_model_s: float
     interactive_p99_wait_simulated_s: float
+    classes: tuple[ClassVerified, ...] = ()
+    #: Pools the simulator refused on the way (configuration and replicas, why), cheapest first.
+    refuted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,15 +136,7 @@ class _Candidate:
     #: the request does not verify). A cost that is not final is a lower bound: simulation only
     #: ever raises a single-class plan's cost (planner/plan_verify.py `_verified_search`).
     final: bool = True
-    #: A priority pool's class simulation, run only if the arrangement is chosen.
-    check: _PriorityCheck | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _PriorityCheck:
-    loads: tuple[ClassLoad, ...]
-    slots: int
-    percentile: float
+    verification: Verified | None = None
 
 
 def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> PoolPlan:
@@ -197,6 +210,12 @@ class _Context:
     inputs: PlanningInputs
     base: PlanningRequest
     plans: dict[tuple[tuple[str, ...], Slo, bool], PlanResult] = field(default_factory=dict)
+    #: The priority pool's candidate configurations, enumerated once for both priority arrangements.
+    priority_options: list[Option] | None = None
+
+    @property
+    def checkpoint(self) -> Callable[[], None] | None:
+        return self.base.checkpoint
 
 
 def _plan_one(ctx: _Context, classes: Sequence[TrafficClass], slo: Slo, *, verify: bool) -> tuple[PlanResult, Prediction, bool]:
@@ -280,51 +299,104 @@ class _NotComparable(Exception):
     """An arrangement the request gives no grounds to price (its reason is the message)."""
 
 
-def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> _Candidate:
-    """The priority pool, seeded from the interactive classes' plan — simulated whenever the request
-    verifies, whatever `verify` says, since the seed defines the arrangement rather than bounding its cost."""
-    del verify  # the seed is always planned as the request asks
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Trial:
+    """A priority pool the queueing model accepts: `replicas` of `option`, each class's figures, the
+    per-replica class loads and slots the class simulator checks, and each class's modelled wait."""
+
+    option: Option
+    replicas: int
+    cost_usd_per_hour: float
+    utilisation: float
+    figures: tuple[ClassFigures, ...]
+    loads: tuple[ClassLoad, ...]
+    slots: int
+    waits_s: dict[str, float]
+
+
+def _priority_options(ctx: _Context) -> list[Option]:
+    """The configurations a priority pool may take: the single-class planner's candidates for the
+    merged stream (memory holds its p99 request; the request's grids, pins and GPUs), kept where
+    the interactive classes' own SLO floors admit the (GPU, precision, tp): a prefill of an
+    interactive prompt no faster than its TTFT target cannot be helped by priority."""
+    classes, base = ctx.classes, ctx.base
+    interactive = [k for k in classes if k.slo is not None]
+    background = [k for k in classes if k.slo is None]
+    merged = merged_workload(classes)
+    request, inputs = apply_pins(replace(base, workload=merged, slo=tightest_slo(background)), ctx.inputs)
+
+    def groups(workload: Workload, slo: Slo) -> list[Group]:
+        return enumerate_groups(
+            model=inputs.model,
+            gpus=inputs.gpus,
+            precisions=inputs.precisions,
+            workload=workload,
+            slo=slo,
+            tp_degrees=request.tp_degrees,
+            min_confidence=request.constraints.min_confidence,
+        )[0]
+
+    served = {g.key for g in groups(merged_workload(interactive), tightest_slo(interactive))}
+    kept = [g for g in groups(merged, request.slo) if g.key in served]
+    if request.constraints.unit == "instance":
+        if not inputs.instance_types:
+            raise PlannerInputError(
+                "a plan in whole instances needs the provider's instance types; none were given", constraint="unit"
+            )
+        kept, _ = packed_groups(kept, inputs.instance_types)
+    return enumerate_all_options(kept, merged, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
+
+
+def _replica_prediction(option: Option, workload: Workload, replicas: int, percentile: float) -> Prediction:
+    """The queueing model for one replica of `option` taking its share of `workload`."""
+    group = option.group
+    if workload.arrival_cv == 1.0:
+        # a random split of Poisson arrivals is Poisson: one replica at λ/r (cached across the search)
+        serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
+        return _cached_prediction(
+            group.step_model,
+            workload.at_rate(1.0),
+            serving,
+            group.kv_capacity_tokens,
+            workload.arrival_rate_rps / replicas,
+            percentile,
+        )
+    serving = Serving(replicas=replicas, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
+    return predict(group.step_model, workload, serving, kv_capacity_tokens=group.kv_capacity_tokens, percentile=percentile)
+
+
+def _trial(ctx: _Context, option: Option, replicas: int, *, shedding: bool) -> _Trial | None:
+    """`replicas` of `option` as one priority pool, if the queueing model finds every class on target
+    within the validated region (ρ ≤ RELIABLE_MAX_UTILISATION); None otherwise. Each class's TTFT and
+    E2E are the merged stream's with the FCFS slot wait replaced by the class's Cobham wait at the
+    same percentile; TPOT is the merged stream's (everyone shares the batch)."""
     classes = ctx.classes
     interactive = [k for k in classes if k.slo is not None]
-    if not interactive or len(interactive) == len(classes):
-        raise InfeasiblePlanError("a priority pool needs at least one latency class and one deadline class", constraint="classes")
-    seed, _, _ = _plan_one(ctx, interactive, tightest_slo(interactive), verify=True)
-    row = seed.row
-    step_model, capacity = _row_model(row, ctx.inputs)
-    price_per_replica = row.cost_usd_per_hour / row.replicas
     workload = merged_workload(classes)
     percentile = max(k.own_slo.percentile for k in classes)
-    for replicas in range(seed.replicas, seed.replicas + MAX_EXTRA_REPLICAS + 1):
-        serving = Serving(replicas=replicas, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
-        prediction = predict(step_model, workload, serving, kv_capacity_tokens=capacity, percentile=percentile)
+    try:
+        prediction = _replica_prediction(option, workload, replicas, percentile)
         q = prediction.queueing
         if shedding and q is None:
             # the full load does not fit: the slot holding time of the interactive load alone
             # (shorter than with the background in the batch, so the refusal estimate is optimistic;
             # the admitted load's prediction below still decides)
-            q = predict(
-                step_model, merged_workload(interactive), serving, kv_capacity_tokens=capacity, percentile=percentile
-            ).queueing
+            q = _replica_prediction(option, merged_workload(interactive), replicas, percentile).queueing
         if q is None or (not shedding and (prediction.unstable or prediction.ttft is None)):
-            continue
+            return None
         shed = dict.fromkeys((k.name for k in classes), 0.0)
         if shedding:
-            try:
-                shed = _shed_fractions(classes, replicas, q.service_s, q.slots)
-            except UnstableLoadError:
-                continue
+            shed = _shed_fractions(classes, replicas, q.service_s, q.slots)
             if any(shed[k.name] > k.max_shed_fraction for k in classes):
-                continue
+                return None
             admitted = [replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes]
-            prediction = predict(
-                step_model, merged_workload(admitted), serving, kv_capacity_tokens=capacity, percentile=percentile
-            )
+            prediction = _replica_prediction(option, merged_workload(admitted), replicas, percentile)
             q = prediction.queueing
         if prediction.unstable or q is None or prediction.ttft is None or prediction.tpot is None or prediction.e2e is None:
-            continue
+            return None
         if q.utilisation > RELIABLE_MAX_UTILISATION:
-            continue
-        loads = [
+            return None
+        loads = tuple(
             ClassLoad(
                 name=k.name,
                 arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name]) / replicas,
@@ -332,68 +404,199 @@ def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> 
                 priority=k.priority,
             )
             for k in classes
-        ]
-        try:
-            waits = {w.name: w.wait_at_percentile_s(percentile) for w in priority_waits(loads, slots=q.slots)}
-        except UnstableLoadError:
-            continue
-        fcfs_wait = q.wait_at_percentile_s
-        figures = []
-        for k in classes:
-            shift = waits[k.name] - fcfs_wait  # the class's priority wait in place of the FCFS one
-            ttft, e2e = prediction.ttft.at_percentile_s + shift, prediction.e2e.at_percentile_s + shift
-            figures.append(
-                ClassFigures(
-                    name=k.name,
-                    arrangement_pool="shared",
-                    percentile=percentile,
-                    ttft_s=ttft,
-                    tpot_s=prediction.tpot.at_percentile_s,
-                    e2e_s=e2e,
-                    deadline_h=k.deadline_h,
-                    meets_target=_meets(k.own_slo, ttft, prediction.tpot.at_percentile_s, e2e),
-                    shed_fraction=shed[k.name],
-                )
+        )
+        waits = {w.name: w.wait_at_percentile_s(percentile) for w in priority_waits(loads, slots=q.slots)}
+    except (UnstableLoadError, ConvergenceError):
+        return None
+    fcfs_wait = q.wait_at_percentile_s
+    tpot = prediction.tpot.at_percentile_s
+    figures = []
+    for k in classes:
+        shift = waits[k.name] - fcfs_wait  # the class's priority wait in place of the FCFS one
+        ttft, e2e = prediction.ttft.at_percentile_s + shift, prediction.e2e.at_percentile_s + shift
+        figures.append(
+            ClassFigures(
+                name=k.name,
+                arrangement_pool="shared",
+                percentile=percentile,
+                ttft_s=ttft,
+                tpot_s=tpot,
+                e2e_s=e2e,
+                deadline_h=k.deadline_h,
+                meets_target=_meets(k.own_slo, ttft, tpot, e2e),
+                shed_fraction=shed[k.name],
             )
-        if all(f.meets_target for f in figures):
-            pool = PoolPlan(
-                name="shared",
-                classes=tuple(k.name for k in classes),
-                gpu=row.gpu,
-                tp=row.tp,
-                replicas=replicas,
-                batch_limit=row.batch_limit,
-                chunk_tokens=row.chunk_tokens,
-                cost_usd_per_hour=price_per_replica * replicas,
-                utilisation=q.utilisation,
-            )
-            return _Candidate(
-                name="shared_priority_shedding" if shedding else "shared_priority",
-                cost_usd_per_hour=pool.cost_usd_per_hour,
-                pools=(pool,),
-                classes=tuple(figures),
-                check=_PriorityCheck(loads=tuple(loads), slots=q.slots, percentile=percentile),
-            )
-    raise InfeasiblePlanError(
-        f"no priority pool of up to {seed.replicas + MAX_EXTRA_REPLICAS} replicas meets every class's target",
-        constraint="classes",
+        )
+    if not all(f.meets_target for f in figures):
+        return None
+    return _Trial(
+        option=option,
+        replicas=replicas,
+        cost_usd_per_hour=option.group.cost_usd_per_hour(replicas),
+        utilisation=q.utilisation,
+        figures=tuple(figures),
+        loads=loads,
+        slots=q.slots,
+        waits_s=waits,
     )
 
 
-def _verify(loads: Sequence[ClassLoad], slots: int, percentile: float, base: PlanningRequest) -> Verified:
-    """The interactive class's priority wait, Cobham's tail against the class simulator on one replica's slots.
+def _within_limits(ctx: _Context, option: Option, replicas: int) -> bool:
+    """The request's limits a single pool can break: GPUs in all, per type, and the budget."""
+    limits = ctx.base.constraints
+    gpus = replicas * option.group.tp
+    if limits.max_gpus is not None and gpus > limits.max_gpus:
+        return False
+    if limits.inventory.get(option.group.gpu.slug, gpus) < gpus:
+        return False
+    return limits.budget_usd_per_hour is None or option.group.cost_usd_per_hour(replicas) <= limits.budget_usd_per_hour
 
-    As many measured requests of the pool as the single-class planner verifies with (`verify_requests`)."""
-    top = min(loads, key=lambda k: k.priority)
-    model = next(w for w in priority_waits(loads, slots=slots) if w.name == top.name)
-    rate = sum(k.arrival_rate_rps for k in loads)
+
+def _cheapest_pool(ctx: _Context, options: Sequence[Option], *, shedding: bool, fewest: dict[str, int]) -> _Trial | None:
+    """The cheapest (option, replicas) the queueing model accepts as a priority pool: branch and bound.
+
+    Each option starts at the fewest replicas its saturation allows under ρ ≤ RELIABLE_MAX_UTILISATION
+    (or `fewest[option.id]` where the simulator refused fewer); options are taken in order of that
+    pool's cost (a lower bound on any pool of theirs), replicas are added while the pool still costs
+    less than the best found, and the search stops at the first option whose bound reaches it."""
+    classes, constraints = ctx.classes, ctx.base.constraints
+    workload = merged_workload(classes)
+    # the load a pool must carry at the least: a shed class at most its max_shed_fraction less
+    carried_rps = sum(k.arrival_rate_rps * (1.0 - (k.max_shed_fraction if shedding else 0.0)) for k in classes)
+    mix = workload.at_rate(1.0)
+    starts: list[tuple[float, int, Option]] = []
+    for option in options:
+        serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
+        try:
+            saturation = _saturation(option.group.step_model, mix, serving, option.group.kv_capacity_tokens)
+        except ConvergenceError:
+            continue
+        if not saturation > 0:
+            continue
+        least = math.ceil(carried_rps / (saturation * RELIABLE_MAX_UTILISATION))  # ρ = λ/(r·saturation) ≤ cap
+        least = max(least, constraints.min_replicas, 1, fewest.get(option.id, 1))
+        starts.append((option.group.cost_usd_per_hour(least), least, option))
+    starts.sort(key=lambda t: (t[0], t[2].id))
+    best: _Trial | None = None
+    for bound, least, option in starts:
+        if best is not None and bound >= best.cost_usd_per_hour:
+            break  # every later option costs at least its bound
+        for replicas in range(least, least + MAX_EXTRA_REPLICAS + 1):
+            if best is not None and option.group.cost_usd_per_hour(replicas) >= best.cost_usd_per_hour:
+                break
+            if not _within_limits(ctx, option, replicas):
+                break  # more replicas break the limit further
+            if ctx.checkpoint is not None:
+                ctx.checkpoint()
+            found = _trial(ctx, option, replicas, shedding=shedding)
+            if found is not None and (
+                not constraints.n_plus_one or (replicas > 1 and _trial(ctx, option, replicas - 1, shedding=shedding) is not None)
+            ):
+                best = found
+                break
+    return best
+
+
+def _simulated(ctx: _Context, trial: _Trial) -> tuple[ClassVerified, ...]:
+    """Every class's wait on one replica of `trial` by the class simulator (planner/simulator_classes.py),
+    as many measured requests as the single-class planner verifies with (`verify_requests`), and the
+    class's TTFT and E2E with the simulated wait in place of the model's."""
+    base = ctx.base
+    rate = sum(k.arrival_rate_rps for k in trial.loads)
     duration_s = base.verify_requests / rate / (1.0 - WARMUP_FRACTION)  # the first tenth is warm-up
-    simulated = simulate_classes(loads, slots=slots, duration_s=duration_s, seed=base.seed, warmup_fraction=WARMUP_FRACTION)
-    simulated_top = next(s for s in simulated if s.name == top.name)
-    return Verified(
-        method="slot-level class simulator (planner/simulator_classes.py), one replica",
-        interactive_p99_wait_model_s=model.wait_at_percentile_s(percentile),
-        interactive_p99_wait_simulated_s=simulated_top.p99_wait_s,
+    simulated = {
+        s.name: s
+        for s in simulate_classes(
+            trial.loads,
+            slots=trial.slots,
+            duration_s=duration_s,
+            seed=base.seed,
+            warmup_fraction=WARMUP_FRACTION,
+            percentile=trial.figures[0].percentile,
+        )
+    }
+    checks = []
+    for k, f in zip(ctx.classes, trial.figures, strict=True):
+        wait = simulated[k.name].wait_at_percentile_s
+        shift = wait - trial.waits_s[k.name]
+        ttft, e2e = f.ttft_s + shift, f.e2e_s + shift
+        checks.append(
+            ClassVerified(
+                name=k.name,
+                wait_model_s=trial.waits_s[k.name],
+                wait_simulated_s=wait,
+                ttft_simulated_s=ttft,
+                e2e_simulated_s=e2e,
+                shed_fraction_simulated=simulated[k.name].shed_fraction,
+                meets_target=_meets(k.own_slo, ttft, f.tpot_s, e2e),
+            )
+        )
+    return tuple(checks)
+
+
+def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> _Candidate:
+    """One pool for every class under non-preemptive priority, its configuration searched
+    (`_cheapest_pool`). With `verify` (and the request verifying), the cheapest pool's classes are
+    simulated (`_simulated`); a pool where any class misses its target is refused at that replica
+    count and the search runs again, for at most MAX_VERIFY_ROUNDS rounds. Without, the cost is the
+    queueing model's, a lower bound on the simulated search's."""
+    classes = ctx.classes
+    interactive = [k for k in classes if k.slo is not None]
+    if not interactive or len(interactive) == len(classes):
+        raise InfeasiblePlanError("a priority pool needs at least one latency class and one deadline class", constraint="classes")
+    if ctx.priority_options is None:
+        ctx.priority_options = _priority_options(ctx)
+    simulate = verify and ctx.base.verify
+    fewest: dict[str, int] = {}
+    refuted: list[str] = []
+    for _ in range(MAX_VERIFY_ROUNDS if simulate else 1):
+        trial = _cheapest_pool(ctx, ctx.priority_options, shedding=shedding, fewest=fewest)
+        if trial is None:
+            break
+        verification = None
+        if simulate:
+            checks = _simulated(ctx, trial)
+            misses = [c.name for c in checks if not c.meets_target]
+            if misses:
+                fewest[trial.option.id] = trial.replicas + 1
+                refuted.append(f"{trial.option.id} × {trial.replicas}: simulated p99 missed for {', '.join(misses)}")
+                continue
+            top = min(trial.loads, key=lambda k: k.priority)
+            interactive_check = next(c for c in checks if c.name == top.name)
+            verification = Verified(
+                method="slot-level class simulator (planner/simulator_classes.py), one replica",
+                interactive_p99_wait_model_s=interactive_check.wait_model_s,
+                interactive_p99_wait_simulated_s=interactive_check.wait_simulated_s,
+                classes=checks,
+                refuted=tuple(refuted),
+            )
+        group = trial.option.group
+        pool = PoolPlan(
+            name="shared",
+            classes=tuple(k.name for k in classes),
+            gpu=group.gpu.slug,
+            tp=group.tp,
+            replicas=trial.replicas,
+            batch_limit=trial.option.batch_limit,
+            chunk_tokens=trial.option.chunk_tokens,
+            cost_usd_per_hour=trial.cost_usd_per_hour,
+            utilisation=trial.utilisation,
+        )
+        return _Candidate(
+            name="shared_priority_shedding" if shedding else "shared_priority",
+            cost_usd_per_hour=pool.cost_usd_per_hour,
+            pools=(pool,),
+            classes=trial.figures,
+            final=simulate or not ctx.base.verify,
+            verification=verification,
+        )
+    if refuted:
+        raise InfeasiblePlanError(
+            f"the class simulator refused every priority pool the search proposed ({len(refuted)} tried)",
+            constraint="verification",
+        )
+    raise InfeasiblePlanError(
+        f"no priority pool within ρ ≤ {RELIABLE_MAX_UTILISATION} meets every class's target", constraint="classes"
     )
 
 
@@ -435,9 +638,7 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
     order = {name: i for i, (name, _, _) in enumerate(_ARRANGEMENTS)}
     priced: dict[str, _Candidate] = {}
     refused: dict[str, str] = {}
-    # the priority pools first: their seed is the interactive plan simulated, which the segregated
-    # arrangement then reuses instead of planning it again unsimulated
-    for name in sorted(order, key=lambda n: (not n.startswith("shared_priority"), order[n])):
+    for name in order:
         try:
             priced[name] = builds[name](ctx, verify=False)
         except InfeasiblePlanError as error:
@@ -470,11 +671,10 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
             reason="not comparable: the classes carry no day profile, so there are no off-peak hours to defer to",
         )
     )
-    check = best.check if base.verify else None
     return ClassesPlan(
         chosen=best.name,
         compared=tuple(compared),
         pools=best.pools,
         classes=best.classes,
-        verification=None if check is None else _verify(check.loads, check.slots, check.percentile, base),
+        verification=best.verification,
     )

@@ -71,7 +71,8 @@ class ClassesPlanRequest(_Input):
     constraints: PlanConstraintsSpec = Field(default_factory=PlanConstraintsSpec)
     efficiency_profile: Slug = Field(default="calibrated")
     verify: bool = Field(
-        default=True, description="Check each pool with the simulator (the class simulator for a priority pool)."
+        default=True,
+        description="Check the chosen arrangement's pools with the simulator (the class simulator for a priority pool).",
     )
     provider: Slug | None = Field(default=None)
     prices: dict[Slug, PriceOverride] = Field(default_factory=dict)
@@ -128,10 +129,26 @@ class ClassRead(BaseModel):
     shed_fraction: float
 
 
+class ClassVerificationRead(BaseModel):
+    """One class of a priority pool: the queueing model's wait for a slot against the class simulator's."""
+
+    name: str
+    wait_model_ms: float
+    wait_simulated_ms: float
+    ttft_simulated_ms: float = Field(description="The class's TTFT with the simulated wait in place of the model's.")
+    e2e_simulated_s: float
+    shed_fraction_simulated: float
+    meets_target: bool
+
+
 class ClassesVerification(BaseModel):
     method: str
     interactive_wait_model_ms: float
     interactive_wait_simulated_ms: float
+    classes: list[ClassVerificationRead] = Field(default_factory=list)
+    refuted: list[str] = Field(
+        default_factory=list, description="Pools the simulator refused on the way (configuration × replicas: why)."
+    )
 
 
 class ClassesPlanResponse(BaseModel):
