@@ -20,8 +20,9 @@ Arrangements compared (each priced in USD per hour; the cheapest feasible one is
     admitted only into a free slot (never queued): its refusal fraction from the birth–death chain
     (planner/queueing_priority.py) must stay within `max_shed_fraction`, and the pool is sized for
     the admitted load.
-(d) ``deferred`` — background work moved to the off-peak hours of a day profile; classes carry no
-    day profile here, so it is listed as not comparable with that reason.
+(d) ``deferred`` — with a day profile (`TrafficClass.demand_rps`): the interactive pool sized for
+    its peak, the background work deferred within its deadline into its idle hours and, where
+    needed, extra off-peak replicas (planner/plan_deferral.py); not comparable without a profile.
 
 Why (b) or (c) beat (a): a queue's wait grows as 1/(1 − ρ). In (a) the background load raises the
 ρ the interactive requests see, so the pool must be run cool enough for the interactive tail
@@ -41,15 +42,16 @@ from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputEr
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.pins import apply_pins
+from planner.plan_deferral import deferral_schedule
 from planner.plan_predict import _cached_prediction, _saturation
-from planner.plan_rows import FleetRow
+from planner.plan_rows import FleetRow, candidate_id_of
 from planner.plan_verify import MAX_VERIFY_ROUNDS
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.queueing import RELIABLE_MAX_UTILISATION, Latency, Prediction, predict
 from planner.queueing_priority import ClassLoad, priority_waits, shed_probabilities
 from planner.simulator_classes import simulate_classes
 from planner.step_model import StepModel
-from planner.traffic_classes import TrafficClass, merged_workload, tightest_slo
+from planner.traffic_classes import S_PER_H, TrafficClass, merged_workload, tightest_slo
 from planner.workload import Serving, Slo, Workload
 
 __all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "plan_classes"]
@@ -365,19 +367,22 @@ def _replica_prediction(option: Option, workload: Workload, replicas: int, perce
     return predict(group.step_model, workload, serving, kv_capacity_tokens=group.kv_capacity_tokens, percentile=percentile)
 
 
-def _trial(ctx: _Context, option: Option, replicas: int, *, shedding: bool) -> _Trial | None:
+def _trial(
+    ctx: _Context, option: Option, replicas: int, *, shedding: bool, classes: Sequence[TrafficClass] | None = None
+) -> _Trial | None:
     """`replicas` of `option` as one priority pool, if the queueing model finds every class on target
     within the validated region (ρ ≤ RELIABLE_MAX_UTILISATION); None otherwise. Each class's TTFT and
     E2E are the merged stream's with the FCFS slot wait replaced by the class's Cobham wait at the
-    same percentile; TPOT is the merged stream's (everyone shares the batch)."""
-    classes = ctx.classes
+    same percentile; TPOT is the merged stream's (everyone shares the batch). `classes`: the
+    request's classes, or others at other rates (a period of the day profile)."""
+    classes = ctx.classes if classes is None else classes
     interactive = [k for k in classes if k.slo is not None]
     workload = merged_workload(classes)
     percentile = max(k.own_slo.percentile for k in classes)
     try:
         prediction = _replica_prediction(option, workload, replicas, percentile)
         q = prediction.queueing
-        if shedding and q is None:
+        if shedding and q is None and interactive:
             # the full load does not fit: the slot holding time of the interactive load alone
             # (shorter than with the background in the batch, so the refusal estimate is optimistic;
             # the admitted load's prediction below still decides)
@@ -600,6 +605,139 @@ def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> 
     )
 
 
+def _day_periods(classes: Sequence[TrafficClass]) -> int | None:
+    """The number of periods the classes' day profiles share (None: no class has one)."""
+    lengths = {len(k.demand_rps) for k in classes if k.demand_rps is not None}
+    if len(lengths) > 1:
+        raise PlannerInputError(
+            f"every class's demand_rps must give the same number of periods, got {sorted(lengths)}", field="classes"
+        )
+    return lengths.pop() if lengths else None
+
+
+#: Fractions of a period's idle capacity tried for deferred work, largest first, until the
+#: interactive classes stay on target with it in the pool (`_spare_rps`).
+SPARE_STEPS = (1.0, 0.75, 0.5, 0.25)
+
+
+def _spare_rps(
+    ctx: _Context, interactive_plan: PlanResult, interactive_rps: Sequence[float], background: Sequence[TrafficClass]
+) -> list[float]:
+    """Per period, the background rate the interactive pool can take besides its interactive load.
+
+    The pool (the interactive classes' plan at their peak) carries background work up to the
+    utilisation it runs at in its peak period, never hotter: ρ_I(p) + ρ_B(p) ≤ ρ_peak, each ρ the
+    rate over the pool's saturation rate for that mix (planner/queueing.py), so
+    b(p) = (ρ_peak − λ_I(p)/(r·sat_I)) · r·sat_B. Each period's pool is then checked as a priority
+    pool (`_trial`: the interactive classes at that period's rates, the background at b(p) below
+    them, ρ ≤ RELIABLE_MAX_UTILISATION); where an interactive class would miss its target, a
+    smaller share of the idle capacity is tried (SPARE_STEPS), then none."""
+    periods = len(interactive_rps)
+    if len(interactive_plan.rows) != 1:
+        return [0.0] * periods  # a mixed fleet: which row would take the work is not modelled
+    row = interactive_plan.row
+    if ctx.priority_options is None:
+        ctx.priority_options = _priority_options(ctx)
+    option = next((o for o in ctx.priority_options if o.id == candidate_id_of(row)), None)
+    if option is None:
+        return [0.0] * periods  # the configuration cannot hold the merged p99 request
+    interactive = [k for k in ctx.classes if k.slo is not None]
+    serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
+    group = option.group
+    sat_i = _saturation(group.step_model, merged_workload(interactive).at_rate(1.0), serving, group.kv_capacity_tokens)
+    sat_b = _saturation(group.step_model, merged_workload(background).at_rate(1.0), serving, group.kv_capacity_tokens)
+    replicas = row.replicas
+    peak_rho = interactive_plan.target_rho
+    background_total = sum(k.arrival_rate_rps for k in background)
+    checked: dict[tuple[float, ...], float] = {}
+    spare = []
+    for p in range(periods):
+        rates = tuple(k.day_rps(periods)[p] for k in interactive)
+        if rates in checked:
+            spare.append(checked[rates])
+            continue
+        idle = max(0.0, peak_rho - sum(rates) / (replicas * sat_i)) * replicas * sat_b
+        found = 0.0
+        for step in SPARE_STEPS:
+            b = idle * step
+            if b <= 0.0:
+                break
+            period_classes = [
+                replace(k, arrival_rate_rps=rate, demand_rps=None) for k, rate in zip(interactive, rates, strict=True) if rate > 0
+            ]
+            period_classes += [
+                replace(k, arrival_rate_rps=b * k.arrival_rate_rps / background_total, demand_rps=None) for k in background
+            ]
+            if _trial(ctx, option, replicas, shedding=False, classes=period_classes) is not None:
+                found = b
+                break
+        checked[rates] = found
+        spare.append(found)
+    return spare
+
+
+def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
+    """The interactive classes' pool sized for their peak all day; the background classes' work
+    deferred within its deadline into that pool's idle capacity and, where that is not enough,
+    into extra background replicas rented per period (planner/plan_deferral.py)."""
+    classes = ctx.classes
+    periods = _day_periods(classes)
+    if periods is None:
+        raise _NotComparable("the classes carry no day profile (demand_rps), so there are no off-peak hours to defer to")
+    interactive = [k for k in classes if k.slo is not None]
+    background = [k for k in classes if k.slo is None]
+    if not interactive or not background:
+        raise _NotComparable("deferral needs at least one latency class and one deadline class")
+    plan_i, prediction_i, final_i = _plan_one(ctx, interactive, tightest_slo(interactive), verify=verify)
+    plan_b, prediction_b, final_b = _plan_one(ctx, background, tightest_slo(background), verify=verify)
+    interactive_rps = [sum(k.day_rps(periods)[p] for k in interactive) for p in range(periods)]
+    background_rps = [sum(k.day_rps(periods)[p] for k in background) for p in range(periods)]
+    deadline_h = min(k.deadline_h for k in background if k.deadline_h is not None)
+    schedule = deferral_schedule(
+        arrivals_rps=background_rps,
+        spare_rps=_spare_rps(ctx, plan_i, interactive_rps, background),
+        deadline_h=deadline_h,
+        # an extra replica carries what the background pool's plan verified per replica at its peak
+        extra_replica_rps=sum(k.arrival_rate_rps for k in background) / plan_b.replicas,
+        extra_replica_usd_per_hour=plan_b.cost_usd_per_hour / plan_b.replicas,
+    )
+    pools = [replace(_pool("interactive", interactive, plan_i), classes=tuple(k.name for k in classes))]
+    if any(schedule.extra_replicas):
+        row_b = plan_b.row
+        pools.append(
+            PoolPlan(
+                name="deferred",
+                classes=tuple(k.name for k in background),
+                gpu=row_b.gpu,
+                tp=row_b.tp,
+                replicas=max(schedule.extra_replicas),  # the most rented in any period
+                batch_limit=row_b.batch_limit,
+                chunk_tokens=row_b.chunk_tokens,
+                cost_usd_per_hour=schedule.extra_cost_usd_per_hour,  # averaged over the day
+                utilisation=plan_b.target_rho,
+            )
+        )
+    completion_s = schedule.completion_h * S_PER_H
+    figures = [_figures(k, "interactive", plan_i, prediction_i) for k in interactive]
+    figures += [
+        replace(
+            _figures(k, "deferred", plan_b, prediction_b),
+            ttft_s=completion_s,  # a deferred request's first token may come as late as its last
+            e2e_s=completion_s,
+            meets_target=k.deadline_h is not None and completion_s <= k.deadline_h * S_PER_H,
+        )
+        for k in background
+    ]
+    by_name = {f.name: f for f in figures}
+    return _Candidate(
+        name="deferred",
+        cost_usd_per_hour=plan_i.cost_usd_per_hour + schedule.extra_cost_usd_per_hour,
+        pools=tuple(pools),
+        classes=tuple(by_name[k.name] for k in classes),
+        final=final_i and final_b,
+    )
+
+
 _ARRANGEMENTS: tuple[tuple[str, Callable[..., _Candidate], str], ...] = (
     ("shared_fcfs", _shared_fcfs, "one FCFS pool planned at the tightest target of any class"),
     ("shared_priority", _shared_priority, "one pool, interactive first, background fills idle slots"),
@@ -609,6 +747,14 @@ _ARRANGEMENTS: tuple[tuple[str, Callable[..., _Candidate], str], ...] = (
         "the priority pool refusing the lowest class when no slot is free, within its max_shed_fraction",
     ),
     ("segregated", _segregated, "one pool per class, each at its own target"),
+    (
+        "deferred",
+        _deferred,
+        (
+            "the interactive pool sized for its peak; background work deferred within its deadline into its idle "
+            "hours, and extra background replicas only in the periods that need them"
+        ),
+    ),
 )
 #: Appended to the reason of an arrangement whose single-class plans were never simulated.
 NOT_SIMULATED = (
@@ -633,6 +779,7 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
         raise PlannerInputError("at least one class is needed", field="classes")
     if len({k.name for k in classes}) != len(classes):
         raise PlannerInputError("class names must be unique", field="classes")
+    _day_periods(classes)  # profiles of different lengths are the request's error, not an arrangement's
     ctx = _Context(classes=classes, inputs=inputs, base=base)
     builds = {name: build for name, build, _ in _ARRANGEMENTS}
     order = {name: i for i, (name, _, _) in enumerate(_ARRANGEMENTS)}
@@ -664,13 +811,6 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
         candidate = priced[name]
         note = "" if candidate.final else NOT_SIMULATED
         compared.append(ArrangementCost(name=name, cost_usd_per_hour=candidate.cost_usd_per_hour, reason=reason + note))
-    compared.append(
-        ArrangementCost(
-            name="deferred",
-            cost_usd_per_hour=None,
-            reason="not comparable: the classes carry no day profile, so there are no off-peak hours to defer to",
-        )
-    )
     return ClassesPlan(
         chosen=best.name,
         compared=tuple(compared),

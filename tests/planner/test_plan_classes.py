@@ -223,3 +223,76 @@ def test_pool_figures_without_the_justification_are_the_explained_plans_predicte
         assert prediction.ttft.at_percentile_s == explained.predicted.ttft_s.at_percentile
         assert prediction.tpot.at_percentile_s == explained.predicted.tpot_s.at_percentile
         assert prediction.e2e.at_percentile_s == explained.predicted.e2e_s.at_percentile
+
+
+#: Chat at its 60 req/s peak for eight office hours (09:00–17:00) and at 15 req/s the rest of the day.
+OFFICE_DAY = tuple(60.0 if 9 <= hour < 17 else 15.0 for hour in range(24))
+
+
+def test_deferral_wins_when_the_deadline_reaches_the_off_peak_hours() -> None:
+    """Summarisation due within 12 h, arriving at 20 req/s all day: the chat pool sized for its
+    peak has sixteen quiet hours, and the work arriving in office hours waits for them. The
+    deferred arrangement costs the chat pool plus the extra off-peak replicas it still needs —
+    less than any arrangement that serves summarisation as it arrives — and every request is done
+    within its deadline."""
+    from dataclasses import replace
+
+    from planner.planning import plan_capacity
+
+    chat = replace(CHAT_CLASS, demand_rps=OFFICE_DAY)
+    summarise = replace(SUMMARISE, deadline_h=12.0)
+    plan = plan_classes([chat, summarise], INPUTS, BASE)
+    costs = {c.name: c.cost_usd_per_hour for c in plan.compared}
+    assert plan.chosen == "deferred"
+    deferred = costs["deferred"]
+    assert deferred is not None
+    assert all(deferred < cost for name, cost in costs.items() if name != "deferred" and cost is not None)
+    chat_pool = plan_capacity(replace(BASE, workload=CHAT_CLASS.workload, slo=CHAT_CLASS.own_slo), INPUTS)
+    assert deferred >= chat_pool.cost_usd_per_hour  # the peak pool is paid all day
+    assert plan.pools[0].replicas == chat_pool.replicas
+    by_name = {k.name: k for k in plan.classes}
+    assert by_name["summarise"].e2e_s <= 12 * 3600
+    assert all(k.meets_target for k in plan.classes)
+
+
+def test_deferral_cannot_meet_a_deadline_that_does_not_reach_the_off_peak_hours() -> None:
+    """Due within 2 h, summarisation arriving at 09:00 cannot wait for 17:00, and at the chat peak
+    the pool has no idle capacity and nothing is rented: the deferred arrangement is infeasible,
+    saying why, and another one is chosen."""
+    from dataclasses import replace
+
+    chat = replace(CHAT_CLASS, demand_rps=OFFICE_DAY)
+    plan = plan_classes([chat, replace(SUMMARISE, deadline_h=2.0)], INPUTS, BASE)
+    deferred = next(c for c in plan.compared if c.name == "deferred")
+    assert deferred.cost_usd_per_hour is None
+    assert "cannot be finished within its deadline of 2 h" in deferred.reason
+    assert plan.chosen != "deferred"
+
+
+def test_the_deferral_schedule_serves_every_request_within_its_deadline_renting_only_off_peak() -> None:
+    """The fluid schedule directly: 20 req/s all day, 12 req/s of idle capacity for sixteen hours,
+    none in office hours, extra replicas of 6 req/s at $4/h. What is served over the day is what
+    arrived; the backlog is never negative; nothing is rented in office hours; completion within
+    12 h. A deadline shorter than one period is refused."""
+    from planner.errors import InfeasiblePlanError
+    from planner.plan_deferral import deferral_schedule
+
+    office = [9 <= hour < 17 for hour in range(24)]
+    schedule = deferral_schedule(
+        arrivals_rps=[20.0] * 24,
+        spare_rps=[0.0 if busy else 12.0 for busy in office],
+        deadline_h=12.0,
+        extra_replica_rps=6.0,
+        extra_replica_usd_per_hour=4.0,
+    )
+    assert sum(schedule.served_rps) == pytest.approx(20.0 * 24)
+    assert min(schedule.backlog_requests) >= 0.0
+    assert all(n == 0 for n, busy in zip(schedule.extra_replicas, office, strict=True) if busy)
+    assert schedule.completion_h <= 12.0
+    # 480 req·h/h a day: 192 from idle capacity, the other 288 from 48 replica-hours of 6 req/s
+    assert sum(schedule.extra_replicas) == 48
+    assert schedule.extra_cost_usd_per_hour == pytest.approx(48 * 4.0 / 24)
+    with pytest.raises(InfeasiblePlanError):
+        deferral_schedule(
+            arrivals_rps=[1.0] * 24, spare_rps=[1.0] * 24, deadline_h=0.5, extra_replica_rps=1.0, extra_replica_usd_per_hour=1.0
+        )
