@@ -679,7 +679,12 @@ def _spare_rps(
 def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
     """The interactive classes' pool sized for their peak all day; the background classes' work
     deferred within its deadline into that pool's idle capacity and, where that is not enough,
-    into extra background replicas rented per period (planner/plan_deferral.py)."""
+    into extra background replicas rented per period (planner/plan_deferral.py).
+
+    Its pools are simulated whenever the request verifies, whatever `verify` says: a simulated
+    interactive pool may have more idle capacity than the unsimulated one, so the unsimulated
+    cost is no lower bound here."""
+    del verify
     classes = ctx.classes
     periods = _day_periods(classes)
     if periods is None:
@@ -688,8 +693,8 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
     background = [k for k in classes if k.slo is None]
     if not interactive or not background:
         raise _NotComparable("deferral needs at least one latency class and one deadline class")
-    plan_i, prediction_i, final_i = _plan_one(ctx, interactive, tightest_slo(interactive), verify=verify)
-    plan_b, prediction_b, final_b = _plan_one(ctx, background, tightest_slo(background), verify=verify)
+    plan_i, prediction_i, final_i = _plan_one(ctx, interactive, tightest_slo(interactive), verify=True)
+    plan_b, prediction_b, final_b = _plan_one(ctx, background, tightest_slo(background), verify=True)
     interactive_rps = [sum(k.day_rps(periods)[p] for k in interactive) for p in range(periods)]
     background_rps = [sum(k.day_rps(periods)[p] for k in background) for p in range(periods)]
     deadline_h = min(k.deadline_h for k in background if k.deadline_h is not None)

@@ -253,6 +253,11 @@ def test_deferral_wins_when_the_deadline_reaches_the_off_peak_hours() -> None:
     by_name = {k.name: k for k in plan.classes}
     assert by_name["summarise"].e2e_s <= 12 * 3600
     assert all(k.meets_target for k in plan.classes)
+    # with verification its pools are simulated up front, never reported as a lower bound
+    verified = plan_classes([chat, summarise], INPUTS, replace(BASE, verify=True))
+    assert verified.chosen == "deferred"
+    reason = next(c.reason for c in verified.compared if c.name == "deferred")
+    assert "not simulated" not in reason
 
 
 def test_deferral_cannot_meet_a_deadline_that_does_not_reach_the_off_peak_hours() -> None:
