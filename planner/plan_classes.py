@@ -204,9 +204,9 @@ def _figures(k: TrafficClass, pool: str, result: PlanResult, prediction: Predict
 class _Context:
     """One `plan_classes` call: its inputs and the single-class plans made so far.
 
-    `plans` holds them by (class names, SLO, verified): the interactive plan seeds the priority
-    pool and is also one of the segregated pools, and a verified plan stands in for an unverified
-    one of the same pool (it is the final answer the unverified one is a lower bound of)."""
+    `plans` holds them by (class names, SLO, verified): the deferred arrangement's pools are also
+    the segregated ones, and a verified plan stands in for an unverified one of the same pool (it
+    is the final answer the unverified one is a lower bound of)."""
 
     classes: Sequence[TrafficClass]
     inputs: PlanningInputs
@@ -790,7 +790,9 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
     order = {name: i for i, (name, _, _) in enumerate(_ARRANGEMENTS)}
     priced: dict[str, _Candidate] = {}
     refused: dict[str, str] = {}
-    for name in order:
+    # the deferred arrangement first: its pools are simulated up front (with verify), and the
+    # segregated arrangement then takes those plans instead of planning them again unsimulated
+    for name in sorted(order, key=lambda n: (n != "deferred", order[n])):
         try:
             priced[name] = builds[name](ctx, verify=False)
         except InfeasiblePlanError as error:
