@@ -18,6 +18,7 @@ from tests.api.test_fleet_plans import (  # noqa: F401  (api and seeded_sqlite_t
     seeded_sqlite_template,
     workload,
 )
+from tests.api.test_operations import ASYNC, wait_for, without_fleet_timings, working  # noqa: F401  (working is a fixture)
 
 #: Long prompts, short answers, a relaxed TTFT and a strict TPOT: the regime where separate pools pay
 #: (docs/disaggregation.md "Regime map").
@@ -109,3 +110,18 @@ def test_pools_refuse_what_they_do_not_model(api: ApiClient) -> None:  # noqa: F
     pools = workload("rag", [4], topology="any", **LONG_PROMPTS)
     assert_problem(post(api, body(pools, constraints={"gpus": GPUS, "precisions": PRECISIONS, "n_plus_one": True})), 422)
     assert api.post("/v1/fleet-plans", json=body(pools), headers=ADMIN_HEADERS).status_code == 201
+
+
+def test_a_fleet_with_pools_asked_async_equals_the_synchronous_plan(working: ApiClient) -> None:  # noqa: F811
+    """Fleet plans run as operations (api/fleet_operation.py): the pools come back the same way."""
+    request = body(workload("chat", [6, 3]), workload("rag", [4, 8], topology="any", **LONG_PROMPTS))
+    accepted = working.post("/v1/fleet-plans", json=request, headers=ASYNC)
+    assert accepted.status_code == 202, accepted.text
+    done = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert done["state"] == "succeeded", done
+    synchronous = working.post("/v1/fleet-plans", json=request, headers=ADMIN_HEADERS)
+    assert synchronous.status_code == 201, synchronous.text
+    assert without_fleet_timings(done["result"]) == without_fleet_timings(synchronous.json())
+    assert done["result"]["topologies"]["rag"]["requested"] == "any"
+    chosen = done["result"]["topologies"]["rag"]["chosen"]
+    assert (chosen == "disaggregated") == all(period["pools"] for period in done["result"]["periods"])
