@@ -19,17 +19,19 @@ found by doubling from 1 req/s to bracket it, then bisecting the bracket geometr
 `RATE_TOLERANCE` (1 %, the aggregated capacity's own tolerance, planner/rate_search.py). n(λ) is
 non-decreasing in λ (tests/planner/test_plan_disagg.py `test_more_load_never_costs_less`). The pools
 answered are the cheapest pair at Λ; the G − n(Λ) GPUs left over cannot raise it past the bracket's
-upper end (the pair there needs more than G). An E2E target, which the pools' planner does not
-size for, is checked on that pair's prediction (a pair of more GPUs meeting it is not sought, so
-Λ is then a lower bound).
+upper end (the pair there needs more than G). An E2E target is refused: the pools' planner does not
+size for one, and checking it on the cheapest pair alone (E2E grows with the decode batch, which
+the cheapest pair runs largest) understated Λ nearly forty-fold on the 16-H100 test case.
 
 What binds: each pool of the answer is held against its share of the SLOs at the bracket's upper
-end, the first rate it no longer sustains (prefill: its p99 wait plus a p99 prompt's prefill within
-f·TTFT; decode: TPOT and its admission wait plus the transfer within (1 − f)·TTFT), both stable.
+end, the first rate no pair within G sustains (prefill: its p99 wait plus a p99 prompt's prefill
+within f·TTFT; decode: TPOT and its admission wait plus the transfer within (1 − f)·TTFT), both
+stable (`pool_loads`): the pool past its share binds, or both.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -69,8 +71,7 @@ class DisaggCapacity:
     prefill: PoolCandidate
     decode: PoolCandidate
     ttft_prefill_fraction: float
-    #: "prefill", "decode" or "both": the pools that miss their share at `unsustained_rate_rps`;
-    #: "e2e" when both hold their shares there and the E2E target is what the pair misses.
+    #: "prefill", "decode" or "both": the pool(s) past their share at `unsustained_rate_rps` (`pool_loads`).
     binding: str
     prediction: DisaggPrediction
     link: KvLink
@@ -96,29 +97,27 @@ def _priced(gpu: GpuSpec) -> GpuSpec:
     return replace(gpu, price_usd_per_hour_on_demand=1.0)
 
 
-def _holds(plan: DisaggPlan | None, gpus: int, slo: Slo) -> bool:
-    if plan is None or plan.gpus > gpus:
-        return False
-    return slo.e2e_s is None or plan.prediction.e2e_s <= slo.e2e_s
+def _holds(plan: DisaggPlan | None, gpus: int) -> bool:
+    return plan is not None and plan.gpus <= gpus
 
 
-def pool_misses(
+def pool_loads(
     plan: DisaggPlan | DisaggCapacity, workload: Workload, slo: Slo, *, link: KvLink, kv_bytes_per_token: float
-) -> tuple[str, ...]:
-    """The pools of `plan` that do not sustain `workload` within their share of `slo` (the TTFT split
-    `plan.ttft_prefill_fraction`), by the model plan_disagg sizes them with (planner/disagg.py)."""
+) -> tuple[float, float]:
+    """How full each pool of `plan` is against its share of `slo` at `workload` (the TTFT split
+    `plan.ttft_prefill_fraction`), by the model plan_disagg sizes them with (planner/disagg.py):
+    prefill (W_q + S(p_q)) / (f·TTFT); decode the larger of TPOT_q / TPOT and
+    (W_admit,q + t_transfer(p_q)) / ((1 − f)·TTFT); infinite where the pool is unstable. Above 1: missed."""
     q = slo.percentile / 100.0
     p, d = plan.prefill, plan.decode
-    ttft = slo.ttft_s if slo.ttft_s is not None else float("inf")
+    ttft = slo.ttft_s if slo.ttft_s is not None else math.inf
     f = plan.ttft_prefill_fraction
-    misses: list[str] = []
     prompt_q = workload.prompt_tokens.quantile(q)
     try:
         pq = prefill_queue(PrefillPool(step_model=p.step_model, replicas=p.replicas, tp=p.tp), workload, q)
-        if pq.wait_q_s + prefill_s(p.step_model, prompt_q) > f * ttft:  # W_q + S(p_q) ≤ f · TTFT
-            misses.append("prefill")
+        prefill = (pq.wait_q_s + prefill_s(p.step_model, prompt_q)) / (f * ttft)  # (W_q + S(p_q)) / (f · TTFT)
     except UnstableLoadError:
-        misses.append("prefill")
+        prefill = math.inf
     links = min(p.tp, d.tp)
     transfer_mean = kv_transfer_s(
         prompt_tokens=workload.prompt_tokens.mean, kv_bytes_per_token=kv_bytes_per_token, link=link, gpus=links
@@ -133,12 +132,20 @@ def pool_misses(
     )
     try:
         occ = decode_occupancy(pool, workload, transfer_mean, q)
-        tpot_missed = slo.tpot_s is not None and occ.step_q_s > slo.tpot_s
-        if tpot_missed or occ.admission_wait_q_s + transfer_q > (1.0 - f) * ttft:  # W_admit,q + t_transfer(p_q) ≤ (1 − f) · TTFT
-            misses.append("decode")
+        tpot = occ.step_q_s / slo.tpot_s if slo.tpot_s is not None else 0.0  # TPOT_q / TPOT
+        admit = (occ.admission_wait_q_s + transfer_q) / ((1.0 - f) * ttft)  # (W_admit,q + t_transfer(p_q)) / ((1 − f) · TTFT)
+        decode = max(tpot, admit)
     except UnstableLoadError:
-        misses.append("decode")
-    return tuple(misses)
+        decode = math.inf
+    return prefill, decode
+
+
+def pool_misses(
+    plan: DisaggPlan | DisaggCapacity, workload: Workload, slo: Slo, *, link: KvLink, kv_bytes_per_token: float
+) -> tuple[str, ...]:
+    """The pools of `plan` that do not sustain `workload` within their share of `slo` (`pool_loads` above 1)."""
+    loads = pool_loads(plan, workload, slo, link=link, kv_bytes_per_token=kv_bytes_per_token)
+    return tuple(role for role, load in zip(("prefill", "decode"), loads, strict=True) if load > 1.0)
 
 
 def max_capacity_disaggregated(
@@ -154,7 +161,11 @@ def max_capacity_disaggregated(
 ) -> DisaggCapacity:
     """Λ of the module docstring. Raises InfeasiblePlanError when no pair of pools within `gpus`
     meets the SLOs even at one request an hour, PlannerInputError without a TTFT target or with
-    fewer than two GPUs (two pools need one GPU each at least)."""
+    fewer than two GPUs (two pools need one GPU each at least) or with an E2E target."""
+    if slo.e2e_s is not None:
+        raise PlannerInputError(
+            "separate pools are not sized for an E2E target yet: give TTFT and TPOT targets", constraint="slo.e2e"
+        )
     if gpus < 2:
         raise PlannerInputError(f"separate prefill and decode pools need at least 2 GPUs, got {gpus}", constraint="gpus")
     priced = _priced(gpu)
@@ -182,17 +193,17 @@ def max_capacity_disaggregated(
 
     low, high = START_RATE_RPS, START_RATE_RPS
     low_plan = cheapest(low)
-    if _holds(low_plan, gpus, slo):
+    if _holds(low_plan, gpus):
         for _ in range(MAX_DOUBLINGS):
             high = 2.0 * low
             high_plan = cheapest(high)
-            if not _holds(high_plan, gpus, slo):
+            if not _holds(high_plan, gpus):
                 break
             low, low_plan = high, high_plan
         else:
             raise InfeasiblePlanError(f"the pools' capacity search did not bracket the rate below {high:.3g} req/s (planner bug)")
     else:
-        while not _holds(low_plan, gpus, slo):
+        while not _holds(low_plan, gpus):
             high = low
             low = low / 2.0
             if low < MIN_RATE_RPS:
@@ -204,14 +215,15 @@ def max_capacity_disaggregated(
     while high / low > 1.0 + RATE_TOLERANCE:
         middle = (low * high) ** 0.5  # geometric: the bracket's ratio halves in log
         middle_plan = cheapest(middle)
-        if _holds(middle_plan, gpus, slo):
+        if _holds(middle_plan, gpus):
             low, low_plan = middle, middle_plan
         else:
             high = middle
     assert low_plan is not None, "the bracket's lower end always holds a plan (_holds)"
-    misses = pool_misses(low_plan, workload.at_rate(high), slo, link=link, kv_bytes_per_token=low_plan.kv_bytes_per_token)
-    # neither pool missing its share at the upper end leaves the E2E check (the pair there would otherwise fit)
-    binding = "both" if len(misses) == 2 else misses[0] if misses else "e2e"
+    loads = pool_loads(low_plan, workload.at_rate(high), slo, link=link, kv_bytes_per_token=low_plan.kv_bytes_per_token)
+    # both past their share: both bind; else the fuller one (it is the one past its share, or, should the
+    # planner find no pair at the upper end although these pools hold, the one closer to it)
+    binding = "both" if min(loads) > 1.0 else ("prefill" if loads[0] >= loads[1] else "decode")
     return DisaggCapacity(
         max_arrival_rate_rps=low,
         unsustained_rate_rps=high,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner.disagg import KvLink
-from planner.errors import InfeasiblePlanError, UnstableLoadError
+from planner.errors import InfeasiblePlanError, PlannerInputError, UnstableLoadError
 from planner.fleet_spec import Checkpoint, PoolConfig, PoolOption, no_checkpoint
 from planner.plan_disagg import PoolCandidate, plan_disaggregated
 from planner.specs import GpuSpec, ModelSpec, Precision
@@ -59,7 +59,9 @@ def pool_options(
 ) -> tuple[PoolOption, ...]:
     """The pool options of the module docstring for one workload (its shape in `workload`, its rate
     ignored), one pair of pools per period of `demand_rps`. Raises PlannerInputError without a TTFT
-    target (a disaggregated plan splits it)."""
+    target (a disaggregated plan splits it) or with an E2E target (the pools are not sized for one)."""
+    if slo.e2e_s is not None:
+        raise PlannerInputError("separate pools are not sized for an E2E target yet", constraint="slo.e2e")
     groups: list[tuple[str, tuple[GpuSpec, ...]]] = [(f"pools-{g.slug}", (g,)) for g in gpus]
     if len(gpus) > 1:
         groups.append(("pools-any-gpus", tuple(gpus)))

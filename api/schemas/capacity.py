@@ -59,7 +59,8 @@ class CapacityConstraints(_Input):
         "prefill pool of P GPUs and a decode pool of the other gpus − P sustain, P searched (docs/disaggregation.md); the "
         "answer's `disaggregation` section gives the pools, the P:D split and which pool binds. `any`: both, the larger "
         "capacity answered and `disaggregation.gain_fraction` says by how much. Separate pools take constraints.pin.precision "
-        "(and pin.gpu, the request's) only; instances, other pins, speculative `on` and verify are refused with a 422.",
+        "(and pin.gpu, the request's) only; instances, other pins, speculative `on`, verify and an E2E target are refused "
+        "with a 422 (with `any` the pools are then the alternative, with the reason).",
     )
 
 
@@ -241,9 +242,8 @@ class CapacityDisaggregation(BaseModel):
     decode_gpus: int | None = Field(description="The decode pool's GPUs.")
     gpus_idle: int | None = Field(description="gpus − P − decode GPUs: what neither pool needs at the capacity's rate.")
     ratio: str | None = Field(description="xPyD: prefill replicas P, decode replicas D.", examples=["1P1D"])
-    binding: Literal["prefill", "decode", "both", "e2e"] | None = Field(
-        description="The pool(s) that miss their share of the SLOs at the next rate (unsustained_arrival_rate_rps); "
-        "`e2e` when both hold their shares and the E2E target is what is missed."
+    binding: Literal["prefill", "decode", "both"] | None = Field(
+        description="The pool(s) that miss their share of the SLOs at the next rate (unsustained_arrival_rate_rps)."
     )
     ttft_prefill_fraction: float | None = Field(description="The TTFT target's share given to the prefill pool.")
     predicted_ttft_ms: float | None = Field(description="At the pools' capacity, at slo.percentile.")

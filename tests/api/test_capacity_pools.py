@@ -109,3 +109,8 @@ def test_separate_pools_refuse_what_they_do_not_honour(seeded: ApiClient) -> Non
     assert section["chosen"] == "aggregated" and section["alternative"]["max_arrival_rate_rps"] is None
     assert "TTFT" in section["alternative"]["reason"]
     assert_problem(seeded.post("/v1/capacity/charts/wall.svg", json=body()), 422)
+    with_e2e = body(slo={**SLO, "e2e_s": 60})
+    assert_problem(seeded.post("/v1/capacity", json=with_e2e), 422)
+    either = seeded.post("/v1/capacity", json={**with_e2e, "constraints": {"topology": "any"}})
+    assert either.status_code == 200, either.text
+    assert "E2E" in either.json()["disaggregation"]["alternative"]["reason"]

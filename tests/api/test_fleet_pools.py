@@ -107,6 +107,8 @@ def test_pools_share_the_inventory(api: ApiClient) -> None:  # noqa: F811
 def test_pools_refuse_what_they_do_not_model(api: ApiClient) -> None:  # noqa: F811
     no_ttft = workload("rag", [4], topology="disaggregated", slo={"tpot_ms": 20})
     assert_problem(post(api, body(no_ttft)), 422)
+    with_e2e = workload("rag", [4], topology="disaggregated", slo={"ttft_ms": 3000, "tpot_ms": 20, "e2e_s": 60})
+    assert_problem(post(api, body(with_e2e)), 422)
     pools = workload("rag", [4], topology="any", **LONG_PROMPTS)
     assert_problem(post(api, body(pools, constraints={"gpus": GPUS, "precisions": PRECISIONS, "n_plus_one": True})), 422)
     assert api.post("/v1/fleet-plans", json=body(pools), headers=ADMIN_HEADERS).status_code == 201

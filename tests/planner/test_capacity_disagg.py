@@ -81,3 +81,5 @@ def test_refusals() -> None:
         capacity(8, slo=Slo(ttft_s=0.1, tpot_s=0.05))
     with pytest.raises(PlannerInputError):  # a disaggregated deployment splits a TTFT target
         capacity(8, slo=Slo(tpot_s=0.05))
+    with pytest.raises(PlannerInputError):  # the pools are not sized for an E2E target
+        capacity(8, slo=Slo(ttft_s=2.0, tpot_s=0.05, e2e_s=60.0))
