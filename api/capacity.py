@@ -4,6 +4,8 @@ nothing is stored."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from api.deploy import published_draft_methods
 from api.disagg_plans import LINK
 from api.inputs import instance_types, priced
@@ -12,6 +14,7 @@ from api.schemas.capacity import (
     CapacityCost,
     CapacityDisaggregation,
     CapacityPoolRead,
+    CapacityPoolsVerifyStep,
     CapacityPrecision,
     CapacityRequest,
     CapacityResponse,
@@ -22,7 +25,7 @@ from catalog.errors import NotFoundError
 from catalog.repository import Catalog
 from planner import capacity
 from planner.candidates import TP_DEGREES
-from planner.capacity_disagg import DisaggCapacity, max_capacity_disaggregated
+from planner.capacity_disagg import DisaggCapacity, max_capacity_disaggregated, verify_capacity
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.plan_disagg import PoolCandidate
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec
@@ -105,7 +108,6 @@ def _refuse_for_pools(body: CapacityRequest) -> None:
     unused = sorted(m for m in pinned.model_fields_set if getattr(pinned, m) is not None and m not in _POOL_PINS)
     for name, given in (
         ("instances", body.instances is not None),
-        ("verify", body.verify),
         ("constraints.speculative on", body.constraints.speculative == "on"),
     ):
         if given:
@@ -164,6 +166,8 @@ def _section(
             link=None,
             plans_evaluated=0,
             alternative=alternative,
+            analytic_arrival_rate_rps=None,
+            verification=None,
         )
     pred = found.prediction
     return CapacityDisaggregation(
@@ -171,7 +175,22 @@ def _section(
         chosen=chosen,  # type: ignore[arg-type]
         why=why,
         gain_fraction=gain,
-        max_arrival_rate_rps=found.max_arrival_rate_rps,
+        max_arrival_rate_rps=found.agreed_rate_rps,
+        analytic_arrival_rate_rps=found.max_arrival_rate_rps,
+        verification=None
+        if found.verification is None
+        else [
+            CapacityPoolsVerifyStep(
+                arrival_rate_rps=step.arrival_rate_rps,
+                ttft_ms=step.ttft_s * MS_PER_S,
+                tpot_ms=step.tpot_s * MS_PER_S,
+                e2e_s=step.e2e_s,
+                misses=list(step.misses),
+                meets_slo=step.meets_slo,
+                requests_simulated=step.requests_simulated,
+            )
+            for step in found.verification
+        ],
         unsustained_arrival_rate_rps=found.unsustained_rate_rps,
         pools=[_pool_read(found.prefill), _pool_read(found.decode)],
         prefill_gpus=found.prefill_gpus,
@@ -192,13 +211,13 @@ def _section(
 def _pools_response(
     found: DisaggCapacity, body: CapacityRequest, cost: CapacityCost, section: CapacityDisaggregation
 ) -> CapacityResponse:
-    rate = found.max_arrival_rate_rps
+    rate = found.agreed_rate_rps
     price = cost.price_usd_per_gpu_hour
     used = found.prefill_gpus + found.decode_gpus
     cost.usd_per_hour = None if price is None else used * price  # both pools' GPUs × $/GPU-h
     return CapacityResponse(
         max_arrival_rate_rps=rate,
-        analytic_arrival_rate_rps=rate,
+        analytic_arrival_rate_rps=found.max_arrival_rate_rps,
         output_tokens_per_s=rate * body.workload.to_workload(1.0).output_tokens.mean,  # req/s × mean output tokens
         configuration=None,
         max_rps_per_replica=None,
@@ -218,7 +237,7 @@ def _pools_response(
 
 def _pools_capacity(body: CapacityRequest, inputs: capacity.CapacityInputs) -> DisaggCapacity:
     assert body.gpus is not None, "instances are refused for separate pools (_refuse_for_pools)"
-    return max_capacity_disaggregated(
+    found = max_capacity_disaggregated(
         gpu=inputs.gpu,
         gpus=body.gpus,
         model=inputs.model,
@@ -228,6 +247,10 @@ def _pools_capacity(body: CapacityRequest, inputs: capacity.CapacityInputs) -> D
         slo=body.slo.to_slo(),
         link=LINK,
     )
+    if not body.verify:
+        return found
+    steps = verify_capacity(found, body.workload.to_workload(1.0), body.slo.to_slo())
+    return replace(found, verification=steps)
 
 
 def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider: str) -> CapacityResponse:
@@ -259,12 +282,12 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
     if aggregated is None and pools is None:
         raise aggregated_error or InfeasiblePlanError("no capacity of either topology")
     one = None if aggregated is None else aggregated.max_arrival_rate_rps
-    if pools is not None and (one is None or pools.max_arrival_rate_rps > one):
-        gain = None if one is None else pools.max_arrival_rate_rps / one - 1.0
+    if pools is not None and (one is None or pools.agreed_rate_rps > one):
+        gain = None if one is None else pools.agreed_rate_rps / one - 1.0
         why = (
             "no aggregated configuration meets the SLOs on these GPUs"
             if one is None
-            else f"separate pools sustain {pools.max_arrival_rate_rps:.4g} req/s against {one:.4g} req/s aggregated"
+            else f"separate pools sustain {pools.agreed_rate_rps:.4g} req/s against {one:.4g} req/s aggregated"
         )
         alternative = CapacityAlternative(
             topology="aggregated",
@@ -274,7 +297,7 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
         section = _section(pools, requested="any", chosen="disaggregated", why=why, gain=gain, alternative=alternative)
         return _pools_response(pools, body, cost, section)
     assert aggregated is not None and one is not None, "without an aggregated answer the pools were answered"
-    two = None if pools is None else pools.max_arrival_rate_rps
+    two = None if pools is None else pools.agreed_rate_rps
     why = (
         "no prefill and decode pools meet the SLOs on these GPUs"
         if two is None

@@ -46,7 +46,9 @@ from planner.disagg import (
     prefill_s,
 )
 from planner.errors import InfeasiblePlanError, PlannerInputError, UnstableLoadError
-from planner.plan_disagg import DisaggPlan, PoolCandidate, plan_disaggregated
+from planner.plan_disagg import PREFILL_TOKEN_BUDGET, DisaggPlan, PoolCandidate, plan_disaggregated
+from planner.planning import MAX_VERIFY_ADJUSTMENTS, VERIFY_CAPACITY_STEP, VERIFY_REQUESTS
+from planner.simulator_disagg import simulate_disagg
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.workload import Slo, Workload
 
@@ -77,6 +79,13 @@ class DisaggCapacity:
     link: KvLink
     kv_bytes_per_token: float
     plans_evaluated: int
+    #: The simulator's steps down from Λ (`verify_capacity`), the last the agreed rate; None unverified.
+    verification: tuple[PoolsVerifyStep, ...] | None = None
+
+    @property
+    def agreed_rate_rps(self) -> float:
+        """The simulator's agreed rate when verified, else Λ."""
+        return self.verification[-1].arrival_rate_rps if self.verification else self.max_arrival_rate_rps
 
     @property
     def prefill_gpus(self) -> int:
@@ -89,6 +98,19 @@ class DisaggCapacity:
     @property
     def gpus_idle(self) -> int:
         return self.gpus - self.prefill.gpus - self.decode.gpus  # G − P − D
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolsVerifyStep:
+    """One simulation of the pools (planner/simulator_disagg.py) at a whole-deployment rate."""
+
+    arrival_rate_rps: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    misses: tuple[str, ...]
+    meets_slo: bool
+    requests_simulated: int
 
 
 def _priced(gpu: GpuSpec) -> GpuSpec:
@@ -236,4 +258,58 @@ def max_capacity_disaggregated(
         link=link,
         kv_bytes_per_token=low_plan.kv_bytes_per_token,
         plans_evaluated=evaluated,
+    )
+
+
+def verify_capacity(
+    found: DisaggCapacity, workload: Workload, slo: Slo, *, requests: int = VERIFY_REQUESTS, seed: int = 0
+) -> tuple[PoolsVerifyStep, ...]:
+    """Simulate the pools at Λ; on a miss lower the rate by the aggregated capacity's step (÷ 1.10), at
+    most MAX_VERIFY_ADJUSTMENTS times (planner/capacity.py `_verified`, the same policy). The last
+    step is the agreed rate; InfeasiblePlanError when the simulator never agrees."""
+    p, d = found.prefill, found.decode
+    prefill_pool = PrefillPool(step_model=p.step_model, replicas=p.replicas, tp=p.tp)
+    decode_pool = DecodePool(
+        step_model=d.step_model,
+        replicas=d.replicas,
+        batch_limit=d.batch_limit or 1,
+        kv_capacity_tokens=d.kv_capacity_tokens,
+        tp=d.tp,
+    )
+    targets = {"ttft": slo.ttft_s, "tpot": slo.tpot_s, "e2e": slo.e2e_s}
+    steps: list[PoolsVerifyStep] = []
+    for adjustment in range(MAX_VERIFY_ADJUSTMENTS + 1):
+        rate = found.max_arrival_rate_rps / VERIFY_CAPACITY_STEP**adjustment
+        simulated = simulate_disagg(
+            prefill_pool,
+            decode_pool,
+            workload.at_rate(rate),
+            link=found.link,
+            kv_bytes_per_token=found.kv_bytes_per_token,
+            prefill_token_budget=PREFILL_TOKEN_BUDGET,
+            requests=requests,
+            seed=seed,
+        ).percentile(slo.percentile)
+        at = dict(zip(("ttft", "tpot", "e2e"), simulated, strict=True))
+        misses = tuple(m for m, target in targets.items() if target is not None and at[m] > target)
+        steps.append(
+            PoolsVerifyStep(
+                arrival_rate_rps=rate,
+                ttft_s=at["ttft"],
+                tpot_s=at["tpot"],
+                e2e_s=at["e2e"],
+                misses=misses,
+                meets_slo=not misses,
+                requests_simulated=requests,
+            )
+        )
+        if not misses:
+            return tuple(steps)
+    last = steps[-1]
+    raise InfeasiblePlanError(
+        f"the simulator finds the SLOs missed ({', '.join(last.misses)}) by the pools {p.replicas}P{d.replicas}D even at "
+        f"{last.arrival_rate_rps:.4g} req/s, {len(steps) - 1} steps of 10 % below the queueing model's "
+        f"{found.max_arrival_rate_rps:.4g} req/s",
+        constraint="verification",
+        tried_rates_rps=[s.arrival_rate_rps for s in steps],
     )

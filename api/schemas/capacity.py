@@ -59,8 +59,8 @@ class CapacityConstraints(_Input):
         "prefill pool of P GPUs and a decode pool of the other gpus − P sustain, P searched (docs/disaggregation.md); the "
         "answer's `disaggregation` section gives the pools, the P:D split and which pool binds. `any`: both, the larger "
         "capacity answered and `disaggregation.gain_fraction` says by how much. Separate pools take constraints.pin.precision "
-        "(and pin.gpu, the request's) only; instances, other pins, speculative `on`, verify and an E2E target are refused "
-        "with a 422 (with `any` the pools are then the alternative, with the reason).",
+        "(and pin.gpu, the request's) only, and `verify` simulates the pools; instances, other pins, speculative `on` "
+        "and an E2E target are refused with a 422 (with `any` the pools are then the alternative, with the reason).",
     )
 
 
@@ -218,6 +218,18 @@ class CapacityPoolRead(BaseModel):
     binding: str = Field(description="What set this pool's replicas at the capacity's rate (docs/disaggregation.md).")
 
 
+class CapacityPoolsVerifyStep(BaseModel):
+    """One simulation of the pools (planner/simulator_disagg.py) at a whole-deployment rate."""
+
+    arrival_rate_rps: float
+    ttft_ms: float = Field(description="Simulated at slo.percentile.")
+    tpot_ms: float = Field(description="Simulated at slo.percentile.")
+    e2e_s: float = Field(description="Simulated at slo.percentile.")
+    misses: list[str]
+    meets_slo: bool
+    requests_simulated: int
+
+
 class CapacityAlternative(BaseModel):
     topology: Literal["aggregated", "disaggregated"]
     max_arrival_rate_rps: float | None = Field(description="The other topology's capacity; null when it has none.")
@@ -233,7 +245,13 @@ class CapacityDisaggregation(BaseModel):
     gain_fraction: float | None = Field(
         description="The chosen topology's capacity over the other's, minus 1; null when the other has none."
     )
-    max_arrival_rate_rps: float | None = Field(description="The pools' capacity (queueing model); null when none serve.")
+    max_arrival_rate_rps: float | None = Field(
+        description="The pools' capacity: the simulator's agreed rate with verify, else the queueing model's; null when none serve."
+    )
+    analytic_arrival_rate_rps: float | None = Field(description="The pools' capacity by the queueing model (Λ).")
+    verification: list[CapacityPoolsVerifyStep] | None = Field(
+        description="With verify: the pools simulated at Λ, then 10 % lower until the simulator agrees (the last step)."
+    )
     unsustained_arrival_rate_rps: float | None = Field(
         description="The first rate found beyond it (within 1 %): no prefill and decode pools within the GPUs sustain it."
     )

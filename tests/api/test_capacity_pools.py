@@ -98,7 +98,6 @@ def test_any_answers_the_larger_capacity_and_says_by_how_much(seeded: ApiClient)
 
 def test_separate_pools_refuse_what_they_do_not_honour(seeded: ApiClient) -> None:
     assert_problem(seeded.post("/v1/capacity", json=body(tp=4)), 422)
-    assert_problem(seeded.post("/v1/capacity", json=body(verify=True)), 422)
     assert_problem(seeded.post("/v1/capacity", json=body(gpus=1)), 422)
     no_ttft = body(slo={"tpot_ms": 40})
     assert_problem(seeded.post("/v1/capacity", json=no_ttft), 422)
@@ -114,3 +113,20 @@ def test_separate_pools_refuse_what_they_do_not_honour(seeded: ApiClient) -> Non
     either = seeded.post("/v1/capacity", json={**with_e2e, "constraints": {"topology": "any"}})
     assert either.status_code == 200, either.text
     assert "E2E" in either.json()["disaggregation"]["alternative"]["reason"]
+
+
+def test_verify_simulates_the_pools_down_to_a_rate_the_simulator_agrees_with(seeded: ApiClient) -> None:
+    answer = seeded.post("/v1/capacity", json=body(gpus=8, verify=True))
+    assert answer.status_code == 200, answer.text
+    found = answer.json()
+    section = found["disaggregation"]
+    steps = section["verification"]
+    assert steps and steps[-1]["meets_slo"] and not any(s["meets_slo"] for s in steps[:-1])
+    analytic = section["analytic_arrival_rate_rps"]
+    assert found["analytic_arrival_rate_rps"] == analytic
+    for i, step in enumerate(steps):
+        assert step["arrival_rate_rps"] == pytest.approx(analytic / 1.1**i, rel=1e-3)
+        assert step["requests_simulated"] >= 100
+    assert found["max_arrival_rate_rps"] == section["max_arrival_rate_rps"] == steps[-1]["arrival_rate_rps"]
+    last = steps[-1]
+    assert last["ttft_ms"] <= SLO["ttft_ms"] and last["tpot_ms"] <= SLO["tpot_ms"] and last["misses"] == []
