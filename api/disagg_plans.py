@@ -37,7 +37,7 @@ SOLVER = "planner/plan_disagg.py: per-pool candidates at each TTFT split, MILP o
 NOT_PLANNED = "separate pools not planned: "
 SPARE = (
     "each pool carries one spare replica for constraints.n_plus_one (pools[].spare_replicas), priced in its cost; "
-    "the predicted and simulated figures are with the spare lost"
+    "the predicted and simulated figures are with both pools' spares lost at once"
 )
 
 

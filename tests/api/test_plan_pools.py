@@ -218,3 +218,27 @@ def test_any_without_a_ttft_target_answers_aggregated_with_the_reason(seeded: Ap
     assert_problem(
         seeded.post("/v1/plans", json={**body, "constraints": {"topology": "disaggregated"}}, headers=ADMIN_HEADERS), 422
     )
+
+
+def test_any_plans_the_pools_within_the_limits_the_aggregated_arm_takes(seeded: ApiClient) -> None:
+    """Limits both arms honour no longer keep `any` from planning the pools: either they win (with their spares) or
+    they are the costed alternative."""
+    body = {**rag("any", n_plus_one=True, min_replicas=2, mixed_fleet=True), "verify": False}
+    answer = seeded.post("/v1/plans", json=body, headers=ADMIN_HEADERS)
+    assert answer.status_code == 201, answer.text
+    plan = answer.json()
+    section = plan["disaggregation"]
+    if section["chosen"] == "disaggregated":
+        assert [p["spare_replicas"] for p in section["pools"]] == [1, 1]
+        assert all(pool["replicas"] >= 2 for pool in plan["plan"]["pools"])
+    else:
+        assert section["alternative"]["cost_usd_per_hour"] is not None
+        assert not section["alternative"]["reason"].startswith("separate pools not planned")
+
+
+def test_mixed_fleet_is_accepted_by_explicit_pools_as_a_no_op(seeded: ApiClient, free_pools: dict[str, Any]) -> None:
+    """mixed_fleet permits several configurations; each pool is one already, so the pools are the free ones."""
+    body = {**rag("disaggregated", mixed_fleet=True), "verify": False}
+    answer = seeded.post("/v1/plans", json=body, headers=ADMIN_HEADERS)
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["plan"]["pools"] == free_pools["plan"]["pools"]
