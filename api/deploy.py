@@ -436,6 +436,7 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
     groups = replica_groups(inputs.response)
     if is_disaggregated(inputs.response):
         parts.append(f"# prefill/decode flags as documented at {cli['disaggregation']['source'].split(' ')[0]}")
+        parts.append(f"# requires {cli['disaggregation']['requires']}")
         if engine == "vllm":
             parts.append(
                 "# pools on different nodes: set VLLM_NIXL_SIDE_CHANNEL_HOST to each replica's own address (NIXL handshake)"
@@ -647,7 +648,8 @@ def render_k8s(inputs: DeployInputs) -> str:
         header = (
             f"# Headroom plan {inputs.plan_id}: disaggregated vLLM on Kubernetes ({engine_cli()['vllm']['release']}), "
             f"a Deployment and a headless Service per pool.\n"
-            f"# P/D flags as documented at {pd['source'].split(' ')[0]}\n"
+            f"# P/D flags as documented at {pd['source'].split(' ')[0]}; the image must carry "
+            f"{pd['requires']}\n"
             f"# Clients call a prefill/decode router in front of the two Services ({pd['router_note']}); "
             f"no HPA: pool replicas are fixed as planned.\n"
         )

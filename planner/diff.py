@@ -33,6 +33,9 @@ from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
 from planner.units import HOURS_PER_MONTH, MS_PER_S
 from planner.workload import Serving, Slo, Workload
 
+#: A pool's role: `mixed` (prefill and decode on the same replicas, every aggregated row), `prefill` or `decode`.
+PoolRole = Literal["mixed", "prefill", "decode"]
+
 #: Relative difference below which two prices or rates count as equal (float noise from JSON round trips).
 _SAME = 1e-9
 
@@ -104,6 +107,7 @@ class RowCheck:
     predicted_s: dict[str, float]
     misses: tuple[str, ...]
     problem: str | None = None
+    role: PoolRole = "mixed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,6 +253,7 @@ def check_pools(
                 predicted_s={},
                 misses=tuple(_targets(slo)),
                 problem=None,
+                role=p.role,
             )
             for p in pools
         )
@@ -265,6 +270,7 @@ def check_pools(
                 predicted_s={},
                 misses=("configuration",),
                 problem=exc.detail,
+                role=p.role,
             )
             for p in pools
         )
@@ -282,6 +288,7 @@ def check_pools(
             utilisation=rho,
             predicted_s=dict(predicted),
             misses=misses,
+            role=p.role,
         )
         for p, rho in ((prefill, prediction.prefill.rho), (decode, prediction.decode.rho))
     )
@@ -330,9 +337,6 @@ def _summary(checks: Sequence[RowCheck], slo: Slo, meets: bool) -> str:
 
 
 # --- the diff -------------------------------------------------------------------------------------------
-
-
-PoolRole = Literal["mixed", "prefill", "decode"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -227,6 +227,9 @@ class PredictedRead(BaseModel):
 
 
 class RowCheckRead(BaseModel):
+    role: Literal["mixed", "prefill", "decode"] = Field(
+        default="mixed", description="The row's pool: `mixed` for an aggregated plan's rows, else prefill or decode."
+    )
     gpu: str
     per_replica_rate_rps: float
     meets_slo: bool
@@ -304,6 +307,7 @@ def check_read(check: Check) -> dict[str, Any]:
             predicted["e2e_s" if metric == "e2e" else f"{metric}_ms"] = seconds if metric == "e2e" else seconds * MS_PER_S
         rows.append(
             {
+                "role": row.role,
                 "gpu": row.gpu,
                 "per_replica_rate_rps": row.per_replica_rate_rps,
                 "meets_slo": row.meets_slo,

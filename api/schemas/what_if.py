@@ -302,8 +302,8 @@ class WhatIfPoint(BaseModel):
     pool_changes: str | None = Field(
         default=None,
         description="What changed in the pools from the point before (topology, and per pool its GPU, tp, replicas, "
-        "precision and limits), e.g. `prefill: replicas 2 → 3`; `same pools` when nothing did; null for the first "
-        "point or beside a point without a plan.",
+        "precision and limits; a mixed fleet by its largest configuration), e.g. `prefill: replicas 2 → 3`; `same pools` "
+        "when nothing did; null for the first point or beside a point without a plan.",
     )
 
 
