@@ -320,7 +320,7 @@ def test_an_aggregated_plans_pools_chart_is_its_one_mixed_pool(seeded: ApiClient
 def test_the_explorer_page_has_a_place_for_the_pools(seeded: ApiClient) -> None:
     page = seeded.get("/")
     assert page.status_code == 200
-    assert 'id="chart-pools-figure"' in page.text and 'id="chart-pools"' in page.text
+    assert 'id="pools-chart"' in page.text and 'id="chart-pools"' in page.text
     script = seeded.get("/static/explorer/explorer.js")
     assert script.status_code == 200
     assert "answer-pools" in script.text and "/charts/pools.svg" in script.text
