@@ -12,9 +12,11 @@ prefixes (prefix-aware when R > 1, else random), the plan is made again with:
 * each replica's KV capacity less the cache's tokens (the cache holds the shared blocks, the
   sequences keep only their own).
 
-The queueing model then sees shorter prompts: it counts neither the cached prefix's KV read by the
-prefill's attention nor by each decode step. The simulator does (planner/simulator_prefix.py: the
-full prompt is every decode's context and the cached tokens are attended by the prefill), and it
+The mixture's values carry the tokens they found cached (`HistogramLength.cached`): the queueing
+model prefills only the new tokens but counts the cached ones in every decode step's context and in
+the prefill's attention and KV reads (planner/queueing_replica.py), as the simulator does
+(planner/simulator_prefix.py); a sequence's own KV reservation is its new tokens and its output,
+the cached blocks being the cache's. The simulator
 verifies the cheapest trial on the busiest replica with its own LRU; a trial it finds missing an SLO
 is planned again with ⌈R/8⌉ more replicas (at most `MAX_REPLICA_STEPS` times) and passed over for the next cheapest once it costs no less than the plan
 without a cache. The cheapest verified trial is deployed if it costs less than
@@ -69,24 +71,32 @@ Plan = Callable[["PlanningRequest", "PlanningInputs"], "PlanResult"]
 
 
 def reduced_prompts(prompt: LengthDistribution, classes: tuple[tuple[float, int], ...]) -> HistogramLength:
-    """The prompt tokens prefilled: with probability f (each class) p − min(c, ⌊(p − 1)/16⌋·16), else p."""
+    """The prompt tokens prefilled: with probability f (each class) p − min(c, ⌊(p − 1)/16⌋·16), else p;
+    each value carrying the tokens it found cached (the rest of p: still read by every decode step)."""
     base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
     room = np.floor(np.maximum(base - 1.0, 0.0) / BLOCK_TOKENS) * BLOCK_TOKENS
     tokens = [base]
+    found = [np.zeros(base.size)]
     weights = [np.full(base.size, 1.0 - sum(f for f, _ in classes))]
     for fraction, cached in classes:
-        tokens.append(base - np.minimum(float(cached), room))
+        hit = np.minimum(float(cached), room)
+        tokens.append(base - hit)
+        found.append(hit)
         weights.append(np.full(base.size, fraction))
     return HistogramLength(
-        tokens=tuple(int(t) for t in np.concatenate(tokens)), weights=tuple(float(w) for w in np.concatenate(weights))
+        tokens=tuple(int(t) for t in np.concatenate(tokens)),
+        weights=tuple(float(w) for w in np.concatenate(weights)),
+        cached=tuple(int(c) for c in np.concatenate(found)),
     )
 
 
 def measured_prompts(prompt: LengthDistribution, hit_rate: float) -> HistogramLength:
-    """Every prompt prefilling max(1, (1 − h)·p) tokens (a measured token hit rate h)."""
+    """Every prompt prefilling max(1, (1 − h)·p) tokens (a measured token hit rate h), the rest of p cached."""
     base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
     kept = np.maximum(1.0, np.rint(base * (1.0 - hit_rate)))
-    return HistogramLength(tokens=tuple(int(t) for t in kept), weights=(1.0,) * kept.size)
+    return HistogramLength(
+        tokens=tuple(int(t) for t in kept), weights=(1.0,) * kept.size, cached=tuple(int(c) for c in base - kept)
+    )
 
 
 def _saved_fraction(prompt: LengthDistribution, reduced: HistogramLength) -> float:

@@ -98,16 +98,26 @@ class LognormalLength:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HistogramLength:
-    """Lengths drawn from observed values with weights (normalised here)."""
+    """Lengths drawn from observed values with weights (normalised here).
+
+    As a prompt distribution it may carry `cached`: per value, the tokens of that prompt already in
+    a prefix cache (planner/plan_prefix.py's mixtures). `tokens` are then the tokens prefilled and
+    tokens + cached the context the prompt leaves in the KV cache, which every decode step reads
+    and its prefill attends to; the queueing model counts both (planner/queueing_replica.py). The
+    cached tokens are held by the cache, not by the sequence, so a sequence's own KV stays
+    tokens + output. Empty: nothing cached (every other use)."""
 
     tokens: tuple[int, ...]
     weights: tuple[float, ...]
+    cached: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.tokens or len(self.tokens) != len(self.weights):
             raise PlannerInputError("histogram needs as many weights as token values, at least one")
         if min(self.tokens) < 1 or not all(w >= 0 and math.isfinite(w) for w in self.weights) or max(self.weights) <= 0:
             raise PlannerInputError("histogram token values must be >= 1 and weights finite and >= 0 with a positive sum")
+        if self.cached and (len(self.cached) != len(self.tokens) or min(self.cached) < 0):
+            raise PlannerInputError("histogram cached tokens need one value >= 0 per token value")
 
     @property
     def _p(self) -> np.ndarray:
@@ -132,8 +142,25 @@ class HistogramLength:
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.choice(np.asarray(self.tokens, dtype=np.int64), size=size, p=self._p)
 
+    @property
+    def cached_mean(self) -> float:
+        """E[c]: the mean cached tokens per prompt (0 without `cached`)."""
+        return float(np.dot(self._p, self.cached)) if self.cached else 0.0
+
+    @property
+    def cross_moment(self) -> float:
+        """E[n·c]: the mean product of the tokens prefilled and the tokens cached (0 without `cached`)."""
+        return float(np.dot(self._p, np.multiply(self.tokens, self.cached, dtype=float))) if self.cached else 0.0
+
 
 LengthDistribution = FixedLength | LognormalLength | HistogramLength
+
+
+def cached_moments(prompt: LengthDistribution) -> tuple[float, float]:
+    """(E[c], E[n·c]) of a prompt distribution whose prompts find c tokens cached and prefill n (zeros without)."""
+    if isinstance(prompt, HistogramLength):
+        return prompt.cached_mean, prompt.cross_moment
+    return 0.0, 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
