@@ -6,6 +6,7 @@ seeded sampler; a workload couples two of them with an arrival process.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -121,17 +122,15 @@ class HistogramLength:
 
     @property
     def _p(self) -> np.ndarray:
-        w = np.asarray(self.weights, dtype=float)
-        w = w / w.max()  # scaled to at most 1 first, so the sum of weights near 1e308 stays finite
-        return np.asarray(w / w.sum())
+        return _histogram_moments(self).p
 
     @property
     def mean(self) -> float:
-        return float(np.dot(self._p, self.tokens))
+        return _histogram_moments(self).mean
 
     @property
     def second_moment(self) -> float:
-        return float(np.dot(self._p, np.square(np.asarray(self.tokens, dtype=float))))
+        return _histogram_moments(self).second_moment
 
     def quantile(self, q: float) -> float:
         order = np.argsort(self.tokens)
@@ -145,12 +144,41 @@ class HistogramLength:
     @property
     def cached_mean(self) -> float:
         """E[c]: the mean cached tokens per prompt (0 without `cached`)."""
-        return float(np.dot(self._p, self.cached)) if self.cached else 0.0
+        return _histogram_moments(self).cached_mean
 
     @property
     def cross_moment(self) -> float:
         """E[n·c]: the mean product of the tokens prefilled and the tokens cached (0 without `cached`)."""
-        return float(np.dot(self._p, np.multiply(self.tokens, self.cached, dtype=float))) if self.cached else 0.0
+        return _histogram_moments(self).cross_moment
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _HistogramMoments:
+    p: np.ndarray  # the normalised weights (read-only)
+    mean: float
+    second_moment: float
+    cached_mean: float
+    cross_moment: float
+
+
+#: Histograms whose moments are kept: the queueing model asks a distribution for them once per
+#: configuration of a plan (hundreds of times), and plan_prefix's mixtures have 384 values.
+_HISTOGRAM_CACHE_SIZE = 64
+
+
+@functools.lru_cache(maxsize=_HISTOGRAM_CACHE_SIZE)
+def _histogram_moments(dist: HistogramLength) -> _HistogramMoments:
+    w = np.asarray(dist.weights, dtype=float)
+    w = w / w.max()  # scaled to at most 1 first, so the sum of weights near 1e308 stays finite
+    p = np.asarray(w / w.sum())
+    p.setflags(write=False)
+    return _HistogramMoments(
+        p=p,
+        mean=float(np.dot(p, dist.tokens)),
+        second_moment=float(np.dot(p, np.square(np.asarray(dist.tokens, dtype=float)))),
+        cached_mean=float(np.dot(p, dist.cached)) if dist.cached else 0.0,
+        cross_moment=float(np.dot(p, np.multiply(dist.tokens, dist.cached, dtype=float))) if dist.cached else 0.0,
+    )
 
 
 LengthDistribution = FixedLength | LognormalLength | HistogramLength
