@@ -64,7 +64,7 @@ from planner.queueing import _PROMPT_GRID_U, length_quantiles
 from planner.queueing_replica import prompt_context_moments
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.speculative import (
-    METHOD_DEFAULTS,
+    default_acceptance,
     head_speculation,
     search_method,
     speculative_kv_capacity_tokens,
@@ -357,7 +357,9 @@ def speculative_groups(
     method = search_method(model, published)
     if method is None:
         return []
-    alpha = METHOD_DEFAULTS[method].acceptance_rate if acceptance_rate is None else acceptance_rate  # given: measured
+    alpha = (
+        default_acceptance(method, workload.task).acceptance_rate if acceptance_rate is None else acceptance_rate
+    )  # given: measured
     request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
     variants: list[Group] = []
     for group in groups:

@@ -18,6 +18,12 @@ from planner.errors import PlannerInputError
 from planner.prefix_cache import PrefixReuse
 
 Router = Literal["random", "round_robin", "jsq"]
+#: The kinds of traffic the EAGLE papers report acceptance for, each by its benchmark: MT-bench
+#: (multi-turn chat), HumanEval (code), GSM8K (math word problems), Alpaca (single instructions),
+#: CNN/DailyMail (summarisation). `Workload.task` names one to pick a speculative method's default
+#: acceptance rate (planner/speculative.py `default_acceptance`); absent, the method's chat default holds.
+Task = Literal["chat", "code", "math", "instruction", "summarization"]
+TASKS: tuple[Task, ...] = ("chat", "code", "math", "instruction", "summarization")
 
 #: Coefficient of variation of inter-arrival times the queueing model and the simulator take.
 #: 0.05: c² = 0.0025, already indistinguishable from clockwork arrivals in the Allen–Cunneen
@@ -208,6 +214,8 @@ class Workload:
     arrival_cv: float = 1.0
     #: How requests share prompt prefixes (planner/prefix_cache.py); None: no reuse is planned for.
     prefix_reuse: PrefixReuse | None = None
+    #: What the traffic is (chat, code, …): picks a draft method's default acceptance rate; None: chat's.
+    task: Task | None = None
 
     def __post_init__(self) -> None:
         if not (self.arrival_rate_rps >= 0 and math.isfinite(self.arrival_rate_rps)):
@@ -225,6 +233,7 @@ class Workload:
             output_tokens=self.output_tokens,
             arrival_cv=self.arrival_cv,
             prefix_reuse=self.prefix_reuse,
+            task=self.task,
         )
 
 
