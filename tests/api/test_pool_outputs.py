@@ -261,6 +261,8 @@ def test_replanning_a_disaggregated_deployment_diffs_and_checks_each_pool(seeded
     after = answer["plan"]["plan"]["pools"][0]["replicas"]
     assert prefill["replicas"] == {"before": before, "after": after, "changed": True} and after > before
     assert prefill["status"] == "changed" and f"replicas {before} → {after}" in prefill["summary"]
+    [listed] = [d for d in seeded.get("/v1/deployments").json()["items"] if d["name"] == "rag-pd"]
+    assert listed["topology"] == "disaggregated" and listed["gpus_total"] == answer["plan"]["plan"]["gpus_total"]
     history = seeded.get("/v1/deployments/rag-pd/plans").json()["items"]
     assert [h["topology"] for h in history] == ["disaggregated", "disaggregated"]
     assert history[0]["pools"] == answer["plan"]["plan"]["pools"] and history[1]["pools"] == first["plan"]["pools"]
