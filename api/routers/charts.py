@@ -24,6 +24,7 @@ from api.schemas.what_if import WhatIfRequest
 from catalog.errors import NotFoundError
 from catalog.fleet_plans import FleetPlans
 from catalog.plans import Plans
+from planner.errors import PlannerInputError
 
 router = APIRouter(tags=["charts"])
 
@@ -158,6 +159,13 @@ def _capacity_chart(fmt: charts.Format) -> None:
         most each replica serves within every SLO), with the SLO lines and, with `verify`, the
         simulator's accepted step. Same errors as POST /v1/capacity."""
         answer = estimate_capacity(body, catalog, settings.default_price_provider)
+        if answer.configuration is None:
+            raise PlannerInputError(
+                "the latency wall is one aggregated replica's curve; separate prefill and decode pools have none "
+                "(POST /v1/capacity answers their capacity)",
+                constraint="topology",
+                field="constraints.topology",
+            )
         wall = charts.capacity_wall(body.model_dump(mode="json"), answer.model_dump(mode="json"))
         return _image(charts.wall_chart(wall), fmt, "capacity-wall", request)
 

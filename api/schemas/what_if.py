@@ -208,13 +208,14 @@ class WhatIfRequest(_Input):
 
     @model_validator(mode="after")
     def _pools_plan_traffic(self) -> Self:
-        """Separate pools are planned for traffic without prefix reuse (as POST /v1/plans refuses it)."""
-        if self.constraints.topology == "aggregated":
+        """Separate pools are planned for traffic without prefix reuse (as POST /v1/plans refuses it);
+        `any` (the default) plans such a sweep's points aggregated, as the plans route does."""
+        if self.constraints.topology != "disaggregated":
             return self
         reuse = getattr(self.workload, "prefix_reuse", None)  # a batch job's workload has none
         if isinstance(self.workload, BatchWorkloadSpec) or reuse is not None:
             what = "a batch job's sweep" if reuse is None else "workload.prefix_reuse"
-            raise ValueError(f"topology {self.constraints.topology} does not take {what} yet: plan it aggregated")
+            raise ValueError(f"topology disaggregated does not take {what} yet: plan it aggregated or any")
         return self
 
     @model_validator(mode="after")

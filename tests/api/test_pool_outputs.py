@@ -214,7 +214,14 @@ def test_a_what_if_with_pools_refuses_what_pools_do_not_plan(seeded: ApiClient) 
     body["workload"]["prefix_reuse"] = {"hit_rate": 0.5}
     problem = assert_problem(seeded.post("/v1/what-if", json=body, headers=ADMIN_HEADERS), 422)
     assert "prefix_reuse" in json.dumps(problem)
-    assert seeded.post("/v1/what-if", json={**body, "constraints": {}}, headers=ADMIN_HEADERS).status_code == 200
+    assert (
+        seeded.post("/v1/what-if", json={**body, "constraints": {"topology": "aggregated"}}, headers=ADMIN_HEADERS).status_code
+        == 200
+    )
+    # `any` (the default) plans the points aggregated, as POST /v1/plans does with prefix_reuse
+    anyway = seeded.post("/v1/what-if", json={**body, "constraints": {}}, headers=ADMIN_HEADERS)
+    assert anyway.status_code == 200, anyway.text
+    assert [p["topology"] for p in anyway.json()["points"]] == ["aggregated"]
 
 
 # --- re-planning diffs --------------------------------------------------------------------------------------
