@@ -222,6 +222,14 @@ def test_a_what_if_with_pools_refuses_what_pools_do_not_plan(seeded: ApiClient) 
     anyway = seeded.post("/v1/what-if", json={**body, "constraints": {}}, headers=ADMIN_HEADERS)
     assert anyway.status_code == 200, anyway.text
     assert [p["topology"] for p in anyway.json()["points"]] == ["aggregated"]
+    reused = seeded.post(
+        "/v1/plans",
+        json={**rag("any"), "verify": False, "workload": {**rag()["workload"], "prefix_reuse": {"hit_rate": 0.5}}},
+        headers=ADMIN_HEADERS,
+    ).json()
+    assert "prefix_reuse" in reused["disaggregation"]["alternative"]["reason"]
+    (point,) = anyway.json()["points"]
+    assert point["cost_usd_per_hour"] == reused["cost"]["usd_per_hour"]  # the plans route's answer: the cache kept
 
 
 # --- re-planning diffs --------------------------------------------------------------------------------------
