@@ -62,6 +62,8 @@ def test_a_disaggregated_plan_shows_its_pools_table_and_chart(page: tuple[Page, 
     assert [p["role"] for p in _chart_series(svg.text)["pools"]] == ["prefill", "decode"]
     # the deployment's history names the pools
     browser_page.wait_for_selector("#deployments-table")
+    deployment_row = browser_page.locator("#deployments-table tbody tr", has_text="rag-pools")
+    assert "GPUs in prefill and decode pools" in deployment_row.inner_text()
     browser_page.locator("#deployments-table tbody tr", has_text="rag-pools").get_by_role("button", name="History").click()
     browser_page.wait_for_selector("#history-table")
     assert "GPUs in pools: prefill" in browser_page.inner_text("#history-table tbody tr")

@@ -673,7 +673,7 @@
         "tr",
         {},
         el("th", { scope: "row" }, d.name),
-        el("td", {}, d.gpu ? `${num(d.gpus_total, 0)} × ${d.gpu}` : "—"),
+        el("td", {}, d.gpu ? (d.topology === "disaggregated" ? `${num(d.gpus_total, 0)} GPUs in prefill and decode pools` : `${num(d.gpus_total, 0)} × ${d.gpu}`) : "—"),
         el("td", { class: "num" }, d.replicas === null ? "—" : String(d.replicas)),
         el("td", { class: "num" }, usd(d.cost_usd_per_hour)),
         el("td", {}, d.current_plan_id ? el("button", { type: "button", onclick: () => openPlan(d.current_plan_id) }, "Open current plan") : "—"),
