@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from api.rounding import rounded
@@ -17,7 +18,13 @@ from api.schemas.plans import PlanRequest, PlanResponse
 from catalog.prices import Pricing
 from planner.disagg import SCALE_OUT_LINKS, kv_transfer_bytes
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
-from planner.plan_disagg import DisaggPlan, PoolCandidate, plan_disaggregated, verify_disaggregated
+from planner.plan_disagg import (
+    DisaggPlan,
+    PoolCandidate,
+    disaggregated_cost_lower_bound,
+    plan_disaggregated,
+    verify_disaggregated,
+)
 from planner.plan_result import Provenance
 from planner.planning import HOURS_PER_MONTH, PlanningInputs, PlanningRequest
 from planner.units import MS_PER_S, SECONDS_PER_HOUR
@@ -29,6 +36,9 @@ INTERFERENCE = (
     "decode steps never carry a prefill: TPOT is the decode batch's own step, not stretched by prompts sharing "
     "the step (chunked prefill) or stalled behind them; prefill runs unbatched with decodes at the compute roofline"
 )
+#: `any` skips the pools' search when their cost lower bound reaches the aggregated cost (the same winner, no
+#: saving figure); bench/topology_regimes.py turns it off, since its map prints every cell's saving.
+SKIP_BOUNDED_SEARCH = True
 SOLVER = "planner/plan_disagg.py: per-pool candidates at each TTFT split, MILP over one prefill and one decode candidate"
 
 
@@ -168,6 +178,61 @@ def _disaggregated_body(
     return read
 
 
+@dataclass(frozen=True, slots=True)
+class _Skipped:
+    """`any` left the disaggregated search out: a lower bound on its cost already reaches the aggregated plan's."""
+
+    why: str
+    reason: str
+
+
+def _aggregated_first(
+    requested: str,
+    request: PlanningRequest,
+    inputs: PlanningInputs,
+    *,
+    run: Callable[..., Any],
+    aggregated: Callable[[], dict[str, Any]],
+) -> tuple[Callable[[], dict[str, Any]], _Skipped | None]:
+    """For `any` with a TTFT target: the aggregated plan first (kept, so `aggregated()` answers it again, or its
+    InfeasiblePlanError), then the pools' cost lower bound (planner/plan_disagg.py: each pool at ρ = 1, no
+    queueing); when that bound is not below the aggregated cost, separate pools cannot win (`any` answers them
+    only when strictly cheaper, and verification only adds replicas), so their search is skipped."""
+    if requested != "any" or request.slo.ttft_s is None or not SKIP_BOUNDED_SEARCH:  # no TTFT target: the search refuses at once
+        return aggregated, None
+    try:
+        agg = aggregated()
+    except InfeasiblePlanError as error:
+        failed = error
+
+        def again() -> dict[str, Any]:
+            raise failed
+
+        return again, None
+    agg_cost = float(agg["cost"]["usd_per_hour"])
+    bound = run(
+        lambda: disaggregated_cost_lower_bound(
+            gpus=inputs.gpus,
+            model=inputs.model,
+            precisions=inputs.precisions,
+            tps=request.tp_degrees,
+            workload=request.workload,
+            slo=request.slo,
+            link=LINK,
+        )
+    ).usd_per_hour
+    if bound < agg_cost:
+        return lambda: agg, None
+    at_least = "no setting can be one of the pools" if bound == float("inf") else f"they cost at least {bound:.2f} $/h"
+    return lambda: agg, _Skipped(
+        why=(
+            f"one pool costs {agg_cost:.2f} $/h and separate prefill and decode pools cannot cost less ({at_least}: "
+            "each pool at its fewest replicas, at utilisation 1 with no queueing), so they were not searched"
+        ),
+        reason=f"not searched: {at_least}, not less than the aggregated {agg_cost:.2f} $/h",
+    )
+
+
 def topology_plan(
     body: PlanRequest,
     request: PlanningRequest,
@@ -182,10 +247,12 @@ def topology_plan(
     """The response for topology `disaggregated` or `any` (`aggregated()` builds the ordinary plan response)."""
     requested = body.constraints.topology
     started = time.perf_counter()
+    aggregated, skipped = _aggregated_first(requested, request, inputs, run=run, aggregated=aggregated)
     disagg: DisaggPlan | None = None
     disagg_error: HeadroomError | None = None
+    search = run if skipped is None else (lambda _: None)  # a skipped search answers no plan and no error
     try:
-        disagg = run(
+        disagg = search(
             lambda: plan_disaggregated(
                 gpus=inputs.gpus,
                 model=inputs.model,
@@ -255,6 +322,8 @@ def topology_plan(
         "cost_usd_per_hour": None if disagg is None else disagg.cost_usd_per_hour,
         "reason": str(disagg_error.detail if disagg_error is not None else "costs more than the aggregated plan"),
     }
+    if skipped is not None:
+        why, alternative["reason"] = skipped.why, skipped.reason
     agg["disaggregation"] = rounded(
         _section(disagg, request, requested="any", chosen="aggregated", why=why, saving=saving, alternative=alternative)
     )

@@ -30,8 +30,10 @@ from planner.disagg import (
     KvLink,
     PrefillPool,
     decode_occupancy,
+    decode_saturated,
     decode_slots,
     decode_step_s,
+    decode_tpot_lower_bound_s,
     kv_transfer_s,
     predict_disagg,
     prefill_queue,
@@ -64,6 +66,9 @@ MAX_POOL_REPLICAS = 64
 MAX_VERIFY_ROUNDS = 3
 VERIFY_REQUESTS = 4000
 SOLVER_TIME_LIMIT_S = 10.0
+#: Skip, by closed-form bounds, the replica counts and candidates that cannot be chosen (the answers are the
+#: same either way; tests/planner/test_plan_disagg_bounds.py turns it off to show that).
+PRUNE = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -248,6 +253,14 @@ def decode_candidate(
     first = max(1, math.ceil(workload.arrival_rate_rps * hold_min / slots))  # a replica holds at most s / H_min req/s
     binding = "utilisation" if first > 1 else "tpot"
     for r in range(first, MAX_POOL_REPLICAS + 1):
+        if PRUNE and r not in known:
+            # closed forms before the root-find: a saturated pool is unstable (decode_occupancy's own test), and
+            # the mean batch is at least λ·H_min/r, so TPOT_q is at least the step at that batch's quantile
+            if decode_saturated(pool_of, workload, transfer_mean, replicas=r):
+                known[r] = None
+            elif slo.tpot_s is not None and decode_tpot_lower_bound_s(pool_of, workload, hold_min, q, replicas=r) > slo.tpot_s:
+                binding = "tpot"
+                continue
         if r not in known:
             pool = DecodePool(
                 step_model=setting.step_model,
@@ -272,6 +285,112 @@ def decode_candidate(
             continue
         return _candidate(setting, "decode", r, occ.rho, binding if r > 1 else occ.binding, batch_limit)
     return None
+
+
+def prefill_replicas_lower_bound(
+    setting: _Setting, workload: Workload, slo: Slo, q: float, moments: tuple[float, float] | None = None
+) -> int | None:
+    """The fewest prefill replicas `prefill_candidate` could answer at any TTFT split: c > λ·E[S] (the pool at ρ = 1,
+    no queueing); None when no split's budget admits the setting (the p99 prompt's KV or prefill does not fit)."""
+    if slo.ttft_s is None or setting.kv_capacity_tokens < workload.prompt_tokens.quantile(q):
+        return None
+    if prefill_s(setting.step_model, workload.prompt_tokens.quantile(q)) > max(TTFT_SPLITS) * slo.ttft_s:
+        return None  # the largest prefill budget is shorter than one p99 prefill
+    mean_s, _ = moments if moments is not None else prefill_service_moments(setting.step_model, workload.prompt_tokens)
+    first = max(1, math.floor(workload.arrival_rate_rps * mean_s) + 1)  # prefill_candidate's first count
+    return first if first <= MAX_POOL_REPLICAS else None
+
+
+def decode_replicas_lower_bound(setting: _Setting, workload: Workload, slo: Slo, link: KvLink, q: float) -> int | None:
+    """The fewest decode replicas `decode_candidate` could answer at any split and prefill tp, over the batch limits
+    `_best_decode` tries: per limit, the fewest r with the pool at ρ < 1 and no queueing (r ≥ λ·H_min/s,
+    H_min = t_x + (ō − 1)·t_step(1), the transfer over the most links, tp), not saturated and whose TPOT lower
+    bound (planner/disagg.py) meets TPOT. None when no split admits the setting (one mean context does not fit,
+    TPOT at a batch of one, the p99 transfer over the largest decode budget) or every limit needs more than 64."""
+    by_memory = math.floor(setting.kv_capacity_tokens / (workload.prompt_tokens.mean + workload.output_tokens.mean))
+    if by_memory < 1 or slo.ttft_s is None:
+        return None
+    context = workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0
+    step_one = decode_step_s(setting.step_model, 1.0, context)
+    if slo.tpot_s is not None and step_one > slo.tpot_s:
+        return None
+    kv = setting.kv_bytes_per_token
+    transfer_q = kv_transfer_s(
+        prompt_tokens=workload.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=link, gpus=setting.tp
+    )
+    if transfer_q > (1.0 - min(TTFT_SPLITS)) * slo.ttft_s:
+        return None
+    transfer_mean = kv_transfer_s(prompt_tokens=workload.prompt_tokens.mean, kv_bytes_per_token=kv, link=link, gpus=setting.tp)
+    hold_min = transfer_mean + max(workload.output_tokens.mean - 1.0, 0.0) * step_one  # t_x + (ō − 1)·t_step(1)
+    best: int | None = None
+    for limit in _decode_limits(by_memory):
+        pool = DecodePool(
+            step_model=setting.step_model,
+            replicas=1,
+            batch_limit=limit,
+            kv_capacity_tokens=setting.kv_capacity_tokens,
+            tp=setting.tp,
+        )
+        slots = min(limit, by_memory)
+        r = max(1, math.ceil(workload.arrival_rate_rps * hold_min / slots))  # λ·H_min / s
+        while r <= min(MAX_POOL_REPLICAS, best or MAX_POOL_REPLICAS) and (
+            decode_saturated(pool, workload, transfer_mean, replicas=r)
+            or (slo.tpot_s is not None and decode_tpot_lower_bound_s(pool, workload, hold_min, q, replicas=r) > slo.tpot_s)
+        ):
+            r += 1
+        if r <= MAX_POOL_REPLICAS and (best is None or r < best):
+            best = r
+    return best
+
+
+def _decode_limits(by_memory: int) -> list[int]:
+    """The batch limits worth trying: those the KV memory holds, and the first past it (all larger give the same slots)."""
+    return [b for b in DECODE_BATCH_LIMITS if b <= by_memory] + [b for b in DECODE_BATCH_LIMITS if b > by_memory][:1]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostLowerBound:
+    """A lower bound on the cheapest disaggregated plan's cost: the prefill and the decode pool of one KV format,
+    each the cheapest at its replica lower bound, chosen alone (inf when no setting can be that pool)."""
+
+    prefill_usd_per_hour: float
+    decode_usd_per_hour: float
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.prefill_usd_per_hour + self.decode_usd_per_hour
+
+
+def disaggregated_cost_lower_bound(
+    *,
+    gpus: Sequence[GpuSpec],
+    model: ModelSpec,
+    precisions: Sequence[Precision],
+    tps: Sequence[int],
+    workload: Workload,
+    slo: Slo,
+    link: KvLink,
+) -> CostLowerBound:
+    """`plan_disaggregated`'s cost is at least this (before verification, which only adds replicas): every pool it
+    can answer has at least its setting's replica lower bound. Settings are taken cheapest GPU-hour first, so the
+    prefill moments are computed only for settings that could still lower the bound."""
+    q = slo.percentile / 100.0
+    settings = sorted(_settings(gpus, model, precisions, tps), key=lambda s: s.gpu.price_usd_per_hour_on_demand * s.tp)
+    # per KV format: both pools must hold the cache in one format (the MILP's transfer constraint)
+    bounds: dict[str, tuple[float, float]] = {}
+    for kv_format in dict.fromkeys(s.precision.kv_cache.slug for s in settings):
+        prefill = decode = math.inf
+        for s in (s for s in settings if s.precision.kv_cache.slug == kv_format):
+            per_replica = s.gpu.price_usd_per_hour_on_demand * s.tp  # price × tp
+            if per_replica >= prefill and per_replica >= decode:
+                break  # a replica of this or any later setting costs at least both bounds so far
+            if per_replica < prefill and (c := prefill_replicas_lower_bound(s, workload, slo, q)) is not None:
+                prefill = min(prefill, per_replica * c)
+            if per_replica < decode and (r := decode_replicas_lower_bound(s, workload, slo, link, q)) is not None:
+                decode = min(decode, per_replica * r)
+        bounds[kv_format] = (prefill, decode)
+    prefill, decode = min(bounds.values(), key=sum, default=(math.inf, math.inf))
+    return CostLowerBound(prefill_usd_per_hour=prefill, decode_usd_per_hour=decode)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -404,8 +523,7 @@ def _best_decode(
         kv_transfer_s(prompt_tokens=workload.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=link, gpus=links),
     )
     by_memory = math.floor(setting.kv_capacity_tokens / (workload.prompt_tokens.mean + workload.output_tokens.mean))
-    limits = [b for b in DECODE_BATCH_LIMITS if b <= by_memory]
-    limits += [b for b in DECODE_BATCH_LIMITS if b > by_memory][:1]
+    limits = _decode_limits(by_memory)
     options = [
         c
         for b in limits
