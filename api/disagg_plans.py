@@ -29,8 +29,8 @@ from planner.plan_result import Provenance
 from planner.planning import HOURS_PER_MONTH, PlanningInputs, PlanningRequest
 from planner.units import MS_PER_S, SECONDS_PER_HOUR
 
-#: Pools in different nodes: the KV crosses the scale-out NIC (the conservative case; inside one
-#: NVLink domain the transfer is ~9x faster).
+#: The scale-out network between nodes. Pools of one GPU type that fit one node may sit there and use its
+#: scale-up link (NVLink, Infinity Fabric: ~9x faster) instead: planner/plan_disagg.py decides, per plan.
 LINK = SCALE_OUT_LINKS["connectx7_400g"]
 INTERFERENCE = (
     "decode steps never carry a prefill: TPOT is the decode batch's own step, not stretched by prompts sharing "
@@ -95,7 +95,7 @@ def _section(
             for c in (plan.prefill, plan.decode)
         ],
         transfer={
-            "link": plan.link.name,
+            "link": f"{plan.link.name}: {plan.link_why}" if plan.link_why else plan.link.name,  # the link and why
             "link_source": plan.link.source,
             "bytes_per_s_per_gpu": plan.link.bytes_per_s_per_gpu,
             "links": min(plan.prefill.tp, plan.decode.tp),

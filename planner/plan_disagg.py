@@ -17,6 +17,7 @@ gains a replica, up to `MAX_VERIFY_ROUNDS` times.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from planner.disagg import (
     decode_slots,
     decode_step_s,
     decode_tpot_lower_bound_s,
+    intra_node_link,
     kv_transfer_s,
     predict_disagg,
     prefill_queue,
@@ -90,6 +92,8 @@ class PoolCandidate:
     kv_capacity_tokens: float
     kv_bytes_per_token: float
     price_usd_per_gpu_hour: float
+    #: The GPU's gpus_per_node: how many share its scale-up link (one node).
+    gpus_per_node: int = 8
 
     @property
     def gpus(self) -> int:
@@ -112,6 +116,7 @@ class PoolCandidate:
             kv_capacity_tokens=self.kv_capacity_tokens,
             kv_bytes_per_token=self.kv_bytes_per_token,
             price_usd_per_gpu_hour=self.price_usd_per_gpu_hour,
+            gpus_per_node=self.gpus_per_node,
         )
 
 
@@ -126,6 +131,14 @@ class DisaggPlan:
     verify_added_replicas: int
     link: KvLink
     kv_bytes_per_token: float
+    #: Why the KV crosses `link`: one node's scale-up link or the scale-out network (`_link_why`).
+    link_why: str = ""
+    #: The node's GPU count when both pools sit in one node (`link` is then its scale-up link).
+    node_gpus: int | None = None
+    #: The scale-out network the plan was made with (its link when the pools outgrow one node) and whether one
+    #: node was offered, so a later verification (verify_disaggregated) decides the link the same way.
+    scale_out_link: KvLink | None = None
+    same_node: bool = True
 
     @property
     def cost_usd_per_hour(self) -> float:
@@ -188,13 +201,20 @@ def _candidate(setting: _Setting, role: str, replicas: int, rho: float, binding:
         kv_capacity_tokens=setting.kv_capacity_tokens,
         kv_bytes_per_token=setting.kv_bytes_per_token,
         price_usd_per_gpu_hour=price,
+        gpus_per_node=setting.gpu.gpus_per_node,
     )
 
 
 def prefill_candidate(
-    setting: _Setting, workload: Workload, budget_s: float, q: float, moments: tuple[float, float] | None = None
+    setting: _Setting,
+    workload: Workload,
+    budget_s: float,
+    q: float,
+    moments: tuple[float, float] | None = None,
+    *,
+    max_replicas: int = MAX_POOL_REPLICAS,
 ) -> PoolCandidate | None:
-    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ MAX_POOL_REPLICAS does.
+    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ max_replicas does.
     `moments`: the setting's prefill (E[S], c_s²), when the caller keeps them across budgets."""
     prompt_q = workload.prompt_tokens.quantile(q)
     if setting.kv_capacity_tokens < prompt_q:
@@ -206,7 +226,7 @@ def prefill_candidate(
         moments = prefill_service_moments(setting.step_model, workload.prompt_tokens)
     first = max(1, math.floor(workload.arrival_rate_rps * moments[0]) + 1)  # ρ < 1 needs c > λ·E[S]
     binding = "utilisation" if first > 1 else "ttft"
-    for c in range(first, MAX_POOL_REPLICAS + 1):
+    for c in range(first, max_replicas + 1):
         pool = PrefillPool(step_model=setting.step_model, replicas=c, tp=setting.tp)
         try:
             pq = prefill_queue(pool, workload, q, moments=moments)
@@ -228,6 +248,8 @@ def decode_candidate(
     transfer: tuple[float, float],
     q: float,
     known: dict[int, DecodeOccupancy | None] | None = None,
+    *,
+    max_replicas: int = MAX_POOL_REPLICAS,
 ) -> PoolCandidate | None:
     """The fewest replicas r meeting TPOT and admission wait + transfer ≤ budget; `transfer` = (mean, q-quantile) s.
     `known` keeps each r's occupancy (None: unstable) across calls that differ only in the budget."""
@@ -252,7 +274,7 @@ def decode_candidate(
     hold_min = transfer_mean + max(workload.output_tokens.mean - 1.0, 0.0) * decode_step_s(setting.step_model, 1.0, context)
     first = max(1, math.ceil(workload.arrival_rate_rps * hold_min / slots))  # a replica holds at most s / H_min req/s
     binding = "utilisation" if first > 1 else "tpot"
-    for r in range(first, MAX_POOL_REPLICAS + 1):
+    for r in range(first, max_replicas + 1):
         if PRUNE and r not in known:
             # closed forms before the root-find: a saturated pool is unstable (decode_occupancy's own test), and
             # the mean batch is at least λ·H_min/r, so TPOT_q is at least the step at that batch's quantile
@@ -301,7 +323,9 @@ def prefill_replicas_lower_bound(
     return first if first <= MAX_POOL_REPLICAS else None
 
 
-def decode_replicas_lower_bound(setting: _Setting, workload: Workload, slo: Slo, link: KvLink, q: float) -> int | None:
+def decode_replicas_lower_bound(
+    setting: _Setting, workload: Workload, slo: Slo, link: KvLink, q: float, *, node_link: KvLink | None = None
+) -> int | None:
     """The fewest decode replicas `decode_candidate` could answer at any split and prefill tp, over the batch limits
     `_best_decode` tries: per limit, the fewest r with the pool at ρ < 1 and no queueing (r ≥ λ·H_min/s,
     H_min = t_x + (ō − 1)·t_step(1), the transfer over the most links, tp), not saturated and whose TPOT lower
@@ -315,12 +339,12 @@ def decode_replicas_lower_bound(setting: _Setting, workload: Workload, slo: Slo,
     if slo.tpot_s is not None and step_one > slo.tpot_s:
         return None
     kv = setting.kv_bytes_per_token
-    transfer_q = kv_transfer_s(
-        prompt_tokens=workload.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=link, gpus=setting.tp
-    )
+    links = [link] if node_link is None else [link, node_link]  # the faster of the two bounds either
+    p_q, p_mean = workload.prompt_tokens.quantile(q), workload.prompt_tokens.mean
+    transfer_q = min(kv_transfer_s(prompt_tokens=p_q, kv_bytes_per_token=kv, link=x, gpus=setting.tp) for x in links)
     if transfer_q > (1.0 - min(TTFT_SPLITS)) * slo.ttft_s:
         return None
-    transfer_mean = kv_transfer_s(prompt_tokens=workload.prompt_tokens.mean, kv_bytes_per_token=kv, link=link, gpus=setting.tp)
+    transfer_mean = min(kv_transfer_s(prompt_tokens=p_mean, kv_bytes_per_token=kv, link=x, gpus=setting.tp) for x in links)
     hold_min = transfer_mean + max(workload.output_tokens.mean - 1.0, 0.0) * step_one  # t_x + (ō − 1)·t_step(1)
     best: int | None = None
     for limit in _decode_limits(by_memory):
@@ -370,6 +394,7 @@ def disaggregated_cost_lower_bound(
     workload: Workload,
     slo: Slo,
     link: KvLink,
+    same_node: bool = True,
 ) -> CostLowerBound:
     """`plan_disaggregated`'s cost is at least this (before verification, which only adds replicas): every pool it
     can answer has at least its setting's replica lower bound. Settings are taken cheapest GPU-hour first, so the
@@ -386,7 +411,12 @@ def disaggregated_cost_lower_bound(
                 break  # a replica of this or any later setting costs at least both bounds so far
             if per_replica < prefill and (c := prefill_replicas_lower_bound(s, workload, slo, q)) is not None:
                 prefill = min(prefill, per_replica * c)
-            if per_replica < decode and (r := decode_replicas_lower_bound(s, workload, slo, link, q)) is not None:
+            # pools in one node may move the KV over its scale-up link (plan_disaggregated's `same_node`)
+            node_link = intra_node_link(s.gpu) if same_node and s.tp < s.gpu.gpus_per_node else None
+            if (
+                per_replica < decode
+                and (r := decode_replicas_lower_bound(s, workload, slo, link, q, node_link=node_link)) is not None
+            ):
                 decode = min(decode, per_replica * r)
         bounds[kv_format] = (prefill, decode)
     prefill, decode = min(bounds.values(), key=sum, default=(math.inf, math.inf))
@@ -398,6 +428,13 @@ class _Choice:
     prefill: PoolCandidate
     decode: PoolCandidate
     fraction: float
+    #: Set when both pools sit in one node of `node_gpus` GPUs and the KV moves over its scale-up link.
+    node_link: KvLink | None = None
+    node_gpus: int | None = None
+
+    @property
+    def cost_usd_per_hour(self) -> float:
+        return self.prefill.cost_usd_per_hour + self.decode.cost_usd_per_hour
 
 
 def _choose(splits: dict[float, tuple[list[PoolCandidate], dict[tuple[int, int], PoolCandidate]]]) -> _Choice | None:
@@ -466,8 +503,12 @@ def plan_disaggregated(
     link: KvLink,
     verify: bool = True,
     seed: int = 0,
+    same_node: bool = True,
 ) -> DisaggPlan:
-    """The cheapest (prefill pool, decode pool) meeting `slo` by the analytic model, verified by simulation."""
+    """The cheapest (prefill pool, decode pool) meeting `slo` by the analytic model, verified by simulation.
+    `link` is the scale-out network between nodes; with `same_node`, pools of one GPU type whose GPUs fit one node
+    may sit there and move the KV over the node's scale-up link instead (`_in_node_choice`), when that is cheaper
+    or as cheap."""
     if slo.ttft_s is None:
         raise PlannerInputError("a disaggregated plan needs a TTFT target to split between the pools", field="slo.ttft_s")
     q = slo.percentile / 100.0
@@ -493,16 +534,106 @@ def plan_disaggregated(
                     decode[(i, g)] = chosen
         splits[fraction] = (prefill, decode)
     best = _choose(splits)
+    ceiling = best.cost_usd_per_hour if best is not None and PRUNE else math.inf
+    node = _in_node_choice(settings, moments, workload, slo, link, q, ceiling) if same_node else None
+    if node is not None and (best is None or node.cost_usd_per_hour <= best.cost_usd_per_hour):
+        best = node  # as cheap or cheaper, and the transfer is faster
     if best is None:
         raise InfeasiblePlanError("no disaggregated deployment meets the SLO with up to 64 replicas per pool")
-    return _verified(best, workload, slo, link, verify=verify, seed=seed)
+    return _verified(best, workload, slo, link, verify=verify, seed=seed, same_node=same_node)
 
 
 def verify_disaggregated(plan: DisaggPlan, workload: Workload, slo: Slo, *, seed: int = 0) -> DisaggPlan:
     """Simulate a plan made with verify=False (adding replicas where it misses), e.g. once it has won against the
     aggregated plan: a losing topology's plan is not simulated, as an aggregated alternative is not."""
-    choice = _Choice(prefill=plan.prefill, decode=plan.decode, fraction=plan.ttft_prefill_fraction)
-    return _verified(choice, workload, slo, plan.link, verify=True, seed=seed)
+    in_node = plan.node_gpus is not None
+    choice = _Choice(
+        prefill=plan.prefill,
+        decode=plan.decode,
+        fraction=plan.ttft_prefill_fraction,
+        node_link=plan.link if in_node else None,
+        node_gpus=plan.node_gpus,
+    )
+    scale_out = plan.scale_out_link or plan.link
+    return _verified(choice, workload, slo, scale_out, verify=True, seed=seed, same_node=plan.same_node)
+
+
+def _in_node_choice(
+    settings: Sequence[_Setting],
+    moments: Sequence[tuple[float, float]],
+    workload: Workload,
+    slo: Slo,
+    scale_out: KvLink,
+    q: float,
+    ceiling_usd_per_hour: float = math.inf,
+) -> _Choice | None:
+    """The cheapest pair of pools on one GPU type whose GPUs all fit one node (GpuSpec.gpus_per_node, the GPUs
+    sharing the scale-up link), the KV moving over that link (planner/disagg.py's intra_node_link). A GPU whose
+    scale-up link is no faster than `scale_out` (PCIe cards) is left out: placing its pools together buys nothing.
+    Small by construction: each pool has at most gpus_per_node − 1 GPUs, so a candidate's replica search stops there;
+    a pair whose prefill pool and one decode replica already cost more than `ceiling_usd_per_hour` (the cheapest
+    plan across nodes) or than the best pair so far is not searched."""
+    assert slo.ttft_s is not None  # plan_disaggregated refuses a plan without one
+    best: tuple[float, _Choice] | None = None
+    by_gpu: dict[str, list[int]] = {}
+    for i, s in enumerate(settings):
+        by_gpu.setdefault(s.gpu.slug, []).append(i)
+    for members in by_gpu.values():
+        gpu = settings[members[0]].gpu
+        node, link = gpu.gpus_per_node, intra_node_link(gpu)
+        if link.bytes_per_s_per_gpu <= scale_out.bytes_per_s_per_gpu:
+            continue
+        occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
+        decode_of: dict[tuple[int, int, int, float], PoolCandidate | None] = {}
+        for fraction in TTFT_SPLITS:
+            for i in members:
+                ps = settings[i]
+                if ps.tp >= node:
+                    continue
+                budget = fraction * slo.ttft_s
+                p = prefill_candidate(ps, workload, budget, q, moments[i], max_replicas=(node - 1) // ps.tp)
+                if p is None:
+                    continue
+                for j in members:
+                    ds = settings[j]
+                    room = (node - p.gpus) // ds.tp  # decode replicas the node still holds
+                    if ds.precision.kv_cache.slug != ps.precision.kv_cache.slug or room < 1:
+                        continue
+                    one_replica = p.cost_usd_per_hour + gpu.price_usd_per_hour_on_demand * ds.tp  # the least this pair costs
+                    if PRUNE and (one_replica > ceiling_usd_per_hour or (best is not None and one_replica > best[0])):
+                        continue
+                    links = min(ps.tp, ds.tp)
+                    key = (j, links, room, fraction)
+                    if key not in decode_of:
+                        decode_of[key] = _best_decode(
+                            ds, workload, slo, slo.ttft_s - budget, link, links, q, occupancies, max_replicas=room
+                        )
+                    d = decode_of[key]
+                    if d is None:
+                        continue
+                    cost = p.cost_usd_per_hour + d.cost_usd_per_hour
+                    if best is None or cost < best[0]:
+                        best = (cost, _Choice(prefill=p, decode=d, fraction=fraction, node_link=link, node_gpus=node))
+    return None if best is None else best[1]
+
+
+def _link_why(choice: _Choice, same_node: bool, left_node: bool) -> str:
+    """Why the KV crosses the link it does (the section's `transfer.link`)."""
+    p, d = choice.prefill, choice.decode
+    if choice.node_gpus is not None:
+        return (
+            f"both pools on {p.gpu}, {p.gpus} + {d.gpus} GPUs in one {choice.node_gpus}-GPU node (gpus_per_node): "
+            "the KV cache moves over the node's scale-up link"
+        )
+    if p.gpu != d.gpu:
+        return f"the pools are on different GPUs ({p.gpu}, {d.gpu}), so in different nodes: the scale-out network"
+    node = p.gpus_per_node
+    if p.gpus + d.gpus > node:
+        after = " once verification added a replica" if left_node else ""
+        return f"{p.gpus} + {d.gpus} {p.gpu} GPUs do not fit one {node}-GPU node{after}: the scale-out network"
+    if not same_node:
+        return "placement in one node was not offered: the scale-out network"
+    return f"{p.gpu}'s scale-up link is no faster than the scale-out network, which the pools use"
 
 
 def _best_decode(
@@ -514,6 +645,7 @@ def _best_decode(
     links: int,
     q: float,
     occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]],
+    max_replicas: int = MAX_POOL_REPLICAS,
 ) -> PoolCandidate | None:
     """The cheapest decode candidate of one setting over the batch limits (the largest limit among equals).
     Limits past the KV memory's slot count give the same slots, so only the first of them is tried."""
@@ -529,7 +661,15 @@ def _best_decode(
         for b in limits
         if (
             c := decode_candidate(
-                setting, b, workload, slo, budget_s, transfer, q, occupancies.setdefault((id(setting), links, b), {})
+                setting,
+                b,
+                workload,
+                slo,
+                budget_s,
+                transfer,
+                q,
+                occupancies.setdefault((id(setting), links, b), {}),
+                max_replicas=max_replicas,
             )
         )
         is not None
@@ -551,15 +691,30 @@ def _pools(choice: _Choice) -> tuple[PrefillPool, DecodePool]:
     )
 
 
-def _verified(choice: _Choice, workload: Workload, slo: Slo, link: KvLink, *, verify: bool, seed: int) -> DisaggPlan:
+def _verified(
+    choice: _Choice,
+    workload: Workload,
+    slo: Slo,
+    scale_out: KvLink,
+    *,
+    verify: bool,
+    seed: int,
+    same_node: bool,
+) -> DisaggPlan:
     """Simulate the plan; a miss adds a replica to the pool it points at (TPOT → decode; TTFT → the pool whose
-    simulated share of it is larger than its budget), at most MAX_VERIFY_ROUNDS times."""
+    simulated share of it is larger than its budget), at most MAX_VERIFY_ROUNDS times. Pools in one node that
+    outgrow it move to the scale-out network (and are simulated over it)."""
     kv_per_token = choice.decode.kv_bytes_per_token
+    left_node = False
     added = 0
     simulated: tuple[float, float, float] | None = None
     ttft_target = slo.ttft_s or math.inf
     tpot_target = slo.tpot_s or math.inf
     for _ in range(MAX_VERIFY_ROUNDS + 1):
+        if choice.node_gpus is not None and choice.prefill.gpus + choice.decode.gpus > choice.node_gpus:
+            choice = _Choice(prefill=choice.prefill, decode=choice.decode, fraction=choice.fraction)  # out of the node
+            left_node = True
+        link = choice.node_link or scale_out
         prefill_pool, decode_pool = _pools(choice)
         if not verify:
             break
@@ -581,15 +736,11 @@ def _verified(choice: _Choice, workload: Workload, slo: Slo, link: KvLink, *, ve
                 f"the simulated plan still misses its SLO after {added} added replicas (TTFT {ttft:.3f} s, TPOT {tpot:.4f} s)"
             )
         if tpot > tpot_target or choice.prefill.rho < 0.5:
-            choice = _Choice(
-                prefill=choice.prefill, decode=choice.decode.with_replicas(choice.decode.replicas + 1), fraction=choice.fraction
-            )
+            choice = dataclasses.replace(choice, decode=choice.decode.with_replicas(choice.decode.replicas + 1))
         else:
-            choice = _Choice(
-                prefill=choice.prefill.with_replicas(choice.prefill.replicas + 1), decode=choice.decode, fraction=choice.fraction
-            )
+            choice = dataclasses.replace(choice, prefill=choice.prefill.with_replicas(choice.prefill.replicas + 1))
         added += 1
-    prefill_pool, decode_pool = _pools(choice)
+    prefill_pool, decode_pool = _pools(choice)  # the loop ended at its top: `link` is the final pools' link
     prediction = predict_disagg(
         prefill_pool, decode_pool, workload, link=link, kv_bytes_per_token=kv_per_token, percentile=slo.percentile
     )
@@ -602,4 +753,8 @@ def _verified(choice: _Choice, workload: Workload, slo: Slo, link: KvLink, *, ve
         verify_added_replicas=added,
         link=link,
         kv_bytes_per_token=kv_per_token,
+        link_why=_link_why(choice, same_node, left_node),
+        node_gpus=choice.node_gpus,
+        scale_out_link=scale_out,
+        same_node=same_node,
     )
