@@ -46,13 +46,16 @@ def workload(rate: float, prompt: float = 2048, output: float = 256) -> Workload
     )
 
 
-#: (model, workload, SLO): TTFT-bound, TPOT-bound, long prompts, a MoE, a high rate, a p95 target.
+#: (model, workload, SLO): TTFT-bound, TPOT-bound, long prompts, a MoE, a high rate, a p95 target (all small enough
+#: for one node), and two large ones whose pools cross the scale-out network (test_some_cases_share_a_node).
 CASES = [
     (LLAMA_2_70B, workload(10.0), Slo(ttft_s=2.0, tpot_s=0.05)),
     (LLAMA_2_70B, workload(4.0), Slo(ttft_s=10.0, tpot_s=0.025)),
     (LLAMA_2_70B, workload(2.0, prompt=6000, output=300), Slo(ttft_s=3.0, tpot_s=0.08)),
     (MIXTRAL_8X7B, workload(20.0, prompt=1000), Slo(ttft_s=1.0, tpot_s=0.04)),
     (MIXTRAL_8X7B, workload(60.0, prompt=1000), Slo(ttft_s=1.5, tpot_s=0.06, percentile=95.0)),
+    (LLAMA_2_70B, workload(40.0), Slo(ttft_s=2.0, tpot_s=0.05)),
+    (MIXTRAL_8X7B, workload(150.0, prompt=1000), Slo(ttft_s=1.0, tpot_s=0.04)),
 ]
 
 
@@ -90,6 +93,7 @@ def test_pruning_returns_the_same_pools_and_cost(model, work, slo, monkeypatch: 
             full.ttft_prefill_fraction,
         )
         assert pruned.cost_usd_per_hour == full.cost_usd_per_hour
+        assert (pruned.link, pruned.node_gpus) == (full.link, full.node_gpus)
 
 
 def test_pruning_keeps_the_verified_plan(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -190,3 +194,10 @@ def test_the_prefill_bound_by_hand() -> None:
     service = prefill_s(setting.step_model, 2048.0)
     assert prefill_replicas_lower_bound(setting, work, Slo(ttft_s=2.0), 0.99) == math.floor(10.0 * service) + 1
     assert prefill_replicas_lower_bound(setting, work, Slo(ttft_s=service / 0.95 * 0.999), 0.99) is None
+
+
+def test_some_cases_share_a_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The equality test above covers the in-node search (and its pruning) as well as the MILP across nodes."""
+    plans = [_plan(_kwargs(*case), prune=True, verify=False, monkeypatch=monkeypatch) for case in CASES]
+    assert any(p is not None and p.node_gpus is not None for p in plans)
+    assert any(p is not None and p.node_gpus is None for p in plans)
