@@ -93,7 +93,7 @@ class PoolCandidate:
     kv_bytes_per_token: float
     price_usd_per_gpu_hour: float
     #: The GPU's gpus_per_node: how many share its scale-up link (one node).
-    gpus_per_node: int = 8
+    gpus_per_node: int
 
     @property
     def gpus(self) -> int:
@@ -132,13 +132,13 @@ class DisaggPlan:
     link: KvLink
     kv_bytes_per_token: float
     #: Why the KV crosses `link`: one node's scale-up link or the scale-out network (`_link_why`).
-    link_why: str = ""
+    link_why: str
     #: The node's GPU count when both pools sit in one node (`link` is then its scale-up link).
-    node_gpus: int | None = None
+    node_gpus: int | None
     #: The scale-out network the plan was made with (its link when the pools outgrow one node) and whether one
     #: node was offered, so a later verification (verify_disaggregated) decides the link the same way.
-    scale_out_link: KvLink | None = None
-    same_node: bool = True
+    scale_out_link: KvLink
+    same_node: bool
 
     @property
     def cost_usd_per_hour(self) -> float:
@@ -535,7 +535,7 @@ def plan_disaggregated(
         splits[fraction] = (prefill, decode)
     best = _choose(splits)
     ceiling = best.cost_usd_per_hour if best is not None and PRUNE else math.inf
-    node = _in_node_choice(settings, moments, workload, slo, link, q, ceiling) if same_node else None
+    node = _in_node_choice(settings, moments, workload, slo, link, q, slo.ttft_s, ceiling) if same_node else None
     if node is not None and (best is None or node.cost_usd_per_hour <= best.cost_usd_per_hour):
         best = node  # as cheap or cheaper, and the transfer is faster
     if best is None:
@@ -554,8 +554,7 @@ def verify_disaggregated(plan: DisaggPlan, workload: Workload, slo: Slo, *, seed
         node_link=plan.link if in_node else None,
         node_gpus=plan.node_gpus,
     )
-    scale_out = plan.scale_out_link or plan.link
-    return _verified(choice, workload, slo, scale_out, verify=True, seed=seed, same_node=plan.same_node)
+    return _verified(choice, workload, slo, plan.scale_out_link, verify=True, seed=seed, same_node=plan.same_node)
 
 
 def _in_node_choice(
@@ -565,6 +564,7 @@ def _in_node_choice(
     slo: Slo,
     scale_out: KvLink,
     q: float,
+    ttft_s: float,
     ceiling_usd_per_hour: float = math.inf,
 ) -> _Choice | None:
     """The cheapest pair of pools on one GPU type whose GPUs all fit one node (GpuSpec.gpus_per_node, the GPUs
@@ -573,7 +573,6 @@ def _in_node_choice(
     Small by construction: each pool has at most gpus_per_node − 1 GPUs, so a candidate's replica search stops there;
     a pair whose prefill pool and one decode replica already cost more than `ceiling_usd_per_hour` (the cheapest
     plan across nodes) or than the best pair so far is not searched."""
-    assert slo.ttft_s is not None  # plan_disaggregated refuses a plan without one
     best: tuple[float, _Choice] | None = None
     by_gpu: dict[str, list[int]] = {}
     for i, s in enumerate(settings):
@@ -590,7 +589,7 @@ def _in_node_choice(
                 ps = settings[i]
                 if ps.tp >= node:
                     continue
-                budget = fraction * slo.ttft_s
+                budget = fraction * ttft_s
                 p = prefill_candidate(ps, workload, budget, q, moments[i], max_replicas=(node - 1) // ps.tp)
                 if p is None:
                     continue
@@ -606,7 +605,7 @@ def _in_node_choice(
                     key = (j, links, room, fraction)
                     if key not in decode_of:
                         decode_of[key] = _best_decode(
-                            ds, workload, slo, slo.ttft_s - budget, link, links, q, occupancies, max_replicas=room
+                            ds, workload, slo, ttft_s - budget, link, links, q, occupancies, max_replicas=room
                         )
                     d = decode_of[key]
                     if d is None:
