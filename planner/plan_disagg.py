@@ -367,6 +367,13 @@ def decode_replicas_lower_bound(
     return best
 
 
+def _decode_cost_floor(setting: _Setting, workload: Workload, slo: Slo, link: KvLink, q: float) -> float:
+    """The least a decode candidate of this setting can cost over `link` (inf: it has none): price × tp × its
+    replica lower bound."""
+    replicas = decode_replicas_lower_bound(setting, workload, slo, link, q)
+    return math.inf if replicas is None else setting.gpu.price_usd_per_hour_on_demand * setting.tp * replicas  # $/GPU-h × tp × r
+
+
 def _decode_limits(by_memory: int) -> list[int]:
     """The batch limits worth trying: those the KV memory holds, and the first past it (all larger give the same slots)."""
     return [b for b in DECODE_BATCH_LIMITS if b <= by_memory] + [b for b in DECODE_BATCH_LIMITS if b > by_memory][:1]
@@ -517,6 +524,10 @@ def plan_disaggregated(
     occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
     best_decode: dict[tuple[int, int, float], PoolCandidate | None] = {}
     moments = [prefill_service_moments(s.step_model, workload.prompt_tokens) for s in settings]
+    # a decode setting whose cheapest possible candidate (`_decode_cost_floor`) costs no less than a candidate already
+    # found for the same (prefill tp, KV format) in this split cannot be kept by `_undominated` (which keeps the first
+    # of the cheapest), so it is not searched: the MILP sees exactly the candidates it would without this (PRUNE)
+    decode_floor = [_decode_cost_floor(s, workload, slo, link, q) if PRUNE else 0.0 for s in settings]
     for fraction in TTFT_SPLITS:
         prefill = [
             c
@@ -524,14 +535,19 @@ def plan_disaggregated(
             if (c := prefill_candidate(s, workload, fraction * slo.ttft_s, q, m)) is not None
         ]
         decode: dict[tuple[int, int], PoolCandidate] = {}
+        cheapest: dict[tuple[int, str], float] = {}  # per (prefill tp, KV format): the cheapest decode candidate so far
         for g in sorted({c.tp for c in prefill}):
             for i, s in enumerate(settings):
+                group = (g, s.precision.kv_cache.slug)
+                if PRUNE and decode_floor[i] >= cheapest.get(group, math.inf):
+                    continue
                 links = min(g, s.tp)  # prefill tps at or above the decode tp cost the same transfer
                 key = (i, links, fraction)
                 if key not in best_decode:
                     best_decode[key] = _best_decode(s, workload, slo, (1.0 - fraction) * slo.ttft_s, link, links, q, occupancies)
                 if (chosen := best_decode[key]) is not None:
                     decode[(i, g)] = chosen
+                    cheapest[group] = min(cheapest.get(group, math.inf), chosen.cost_usd_per_hour)
         splits[fraction] = (prefill, decode)
     best = _choose(splits)
     ceiling = best.cost_usd_per_hour if best is not None and PRUNE else math.inf

@@ -201,3 +201,28 @@ def test_some_cases_share_a_node(monkeypatch: pytest.MonkeyPatch) -> None:
     plans = [_plan(_kwargs(*case), prune=True, verify=False, monkeypatch=monkeypatch) for case in CASES]
     assert any(p is not None and p.node_gpus is not None for p in plans)
     assert any(p is not None and p.node_gpus is None for p in plans)
+
+
+def test_pruning_skips_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The equality tests above compare something: with PRUNE the search sizes fewer decode candidates and solves
+    fewer occupancy fixed points than without it, on the first case."""
+    calls = {"best_decode": 0, "occupancy": 0}
+    best_decode, occupancy = plan_disagg._best_decode, plan_disagg.decode_occupancy
+
+    def counted_best_decode(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["best_decode"] += 1
+        return best_decode(*args, **kwargs)
+
+    def counted_occupancy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls["occupancy"] += 1
+        return occupancy(*args, **kwargs)
+
+    monkeypatch.setattr(plan_disagg, "_best_decode", counted_best_decode)
+    monkeypatch.setattr(plan_disagg, "decode_occupancy", counted_occupancy)
+    counts = {}
+    for prune in (True, False):
+        calls.update(best_decode=0, occupancy=0)
+        _plan(_kwargs(*CASES[0]), prune=prune, verify=False, monkeypatch=monkeypatch)
+        counts[prune] = dict(calls)
+    assert counts[True]["best_decode"] < counts[False]["best_decode"]
+    assert counts[True]["occupancy"] < counts[False]["occupancy"]
