@@ -4,15 +4,35 @@ nothing is stored."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from api.deploy import published_draft_methods
+from api.disagg_plans import LINK
 from api.inputs import instance_types, priced
-from api.schemas.capacity import CapacityCost, CapacityRequest, CapacityResponse, capacity_response
+from api.schemas.capacity import (
+    CapacityAlternative,
+    CapacityCost,
+    CapacityDisaggregation,
+    CapacityPoolRead,
+    CapacityPoolsVerifyStep,
+    CapacityPrecision,
+    CapacityRequest,
+    CapacityResponse,
+    capacity_response,
+)
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanPin
 from catalog.errors import NotFoundError
 from catalog.repository import Catalog
 from planner import capacity
-from planner.errors import PlannerInputError
+from planner.candidates import TP_DEGREES
+from planner.capacity_disagg import DisaggCapacity, max_capacity_disaggregated, verify_capacity
+from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.plan_disagg import PoolCandidate
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec
+from planner.units import MS_PER_S
+
+#: What separate pools take of a capacity request; the rest is refused rather than ignored.
+_POOL_PINS = frozenset({"gpu", "precision"})
 
 
 def _instance_type(body: CapacityRequest, catalog: Catalog, provider: str) -> InstanceTypeSpec | None:
@@ -81,9 +101,219 @@ def _capacity_inputs(
     return capacity.CapacityInputs(model=model, gpu=gpu, precisions=precisions, draft_methods=published_draft_methods(model.slug))
 
 
+def _refuse_for_pools(body: CapacityRequest) -> None:
+    """Separate pools take the hardware as GPUs, the SLOs and a precision pin; the rest is a 422."""
+    topology = body.constraints.topology
+    pinned = body.pinned()
+    unused = sorted(m for m in pinned.model_fields_set if getattr(pinned, m) is not None and m not in _POOL_PINS)
+    for name, given in (
+        ("instances", body.instances is not None),
+        ("constraints.speculative on", body.constraints.speculative == "on"),
+    ):
+        if given:
+            unused.append(name)
+    if unused:
+        raise PlannerInputError(
+            f"topology {topology} does not take {', '.join(unused)} yet: separate pools are sized by planner/plan_disagg.py "
+            "from the GPUs, the SLOs and the precisions alone",
+            constraint="topology",
+            field="constraints.topology",
+        )
+
+
+def _pool_read(c: PoolCandidate) -> CapacityPoolRead:
+    return CapacityPoolRead(
+        role="prefill" if c.role == "prefill" else "decode",
+        gpu=c.gpu,
+        tp=c.tp,
+        replicas=c.replicas,
+        gpus=c.gpus,
+        batch_limit=c.batch_limit,
+        chunk_tokens=c.chunk_tokens,
+        precision=CapacityPrecision(weights=c.weights, kv_cache=c.kv_cache),
+        rho=c.rho,
+        binding=c.binding,
+    )
+
+
+def _section(
+    found: DisaggCapacity | None,
+    *,
+    requested: str,
+    chosen: str,
+    why: str,
+    gain: float | None,
+    alternative: CapacityAlternative | None,
+) -> CapacityDisaggregation:
+    if found is None:
+        return CapacityDisaggregation(
+            requested=requested,  # type: ignore[arg-type]
+            chosen=chosen,  # type: ignore[arg-type]
+            why=why,
+            gain_fraction=gain,
+            max_arrival_rate_rps=None,
+            unsustained_arrival_rate_rps=None,
+            pools=[],
+            prefill_gpus=None,
+            decode_gpus=None,
+            gpus_idle=None,
+            ratio=None,
+            binding=None,
+            ttft_prefill_fraction=None,
+            predicted_ttft_ms=None,
+            predicted_tpot_ms=None,
+            predicted_e2e_s=None,
+            link=None,
+            plans_evaluated=0,
+            alternative=alternative,
+            analytic_arrival_rate_rps=None,
+            verification=None,
+        )
+    pred = found.prediction
+    return CapacityDisaggregation(
+        requested=requested,  # type: ignore[arg-type]
+        chosen=chosen,  # type: ignore[arg-type]
+        why=why,
+        gain_fraction=gain,
+        max_arrival_rate_rps=found.agreed_rate_rps,
+        analytic_arrival_rate_rps=found.max_arrival_rate_rps,
+        verification=None
+        if found.verification is None
+        else [
+            CapacityPoolsVerifyStep(
+                arrival_rate_rps=step.arrival_rate_rps,
+                ttft_ms=step.ttft_s * MS_PER_S,
+                tpot_ms=step.tpot_s * MS_PER_S,
+                e2e_s=step.e2e_s,
+                misses=list(step.misses),
+                meets_slo=step.meets_slo,
+                requests_simulated=step.requests_simulated,
+            )
+            for step in found.verification
+        ],
+        unsustained_arrival_rate_rps=found.unsustained_rate_rps,
+        pools=[_pool_read(found.prefill), _pool_read(found.decode)],
+        prefill_gpus=found.prefill_gpus,
+        decode_gpus=found.decode_gpus,
+        gpus_idle=found.gpus_idle,
+        ratio=f"{found.prefill.replicas}P{found.decode.replicas}D",
+        binding=found.binding,  # type: ignore[arg-type]
+        ttft_prefill_fraction=found.ttft_prefill_fraction,
+        predicted_ttft_ms=pred.ttft_s * MS_PER_S,
+        predicted_tpot_ms=pred.tpot_s * MS_PER_S,
+        predicted_e2e_s=pred.e2e_s,
+        link=found.link.name,
+        plans_evaluated=found.plans_evaluated,
+        alternative=alternative,
+    )
+
+
+def _pools_response(
+    found: DisaggCapacity, body: CapacityRequest, cost: CapacityCost, section: CapacityDisaggregation
+) -> CapacityResponse:
+    rate = found.agreed_rate_rps
+    price = cost.price_usd_per_gpu_hour
+    used = found.prefill_gpus + found.decode_gpus
+    cost.usd_per_hour = None if price is None else used * price  # both pools' GPUs × $/GPU-h
+    return CapacityResponse(
+        max_arrival_rate_rps=rate,
+        analytic_arrival_rate_rps=found.max_arrival_rate_rps,
+        output_tokens_per_s=rate * body.workload.to_workload(1.0).output_tokens.mean,  # req/s × mean output tokens
+        configuration=None,
+        max_rps_per_replica=None,
+        saturation_rps_per_replica=None,
+        utilisation=None,
+        binding=None,
+        per_replica_arrival_cv=None,
+        curve=[],
+        cost=cost,
+        verification=None,
+        configurations_evaluated=found.plans_evaluated,
+        configurations_considered=found.plans_evaluated,
+        topology="disaggregated",
+        disaggregation=section,
+    )
+
+
+def _pools_capacity(body: CapacityRequest, inputs: capacity.CapacityInputs) -> DisaggCapacity:
+    assert body.gpus is not None, "instances are refused for separate pools (_refuse_for_pools)"
+    found = max_capacity_disaggregated(
+        gpu=inputs.gpu,
+        gpus=body.gpus,
+        model=inputs.model,
+        precisions=inputs.precisions,
+        tps=TP_DEGREES,
+        workload=body.workload.to_workload(1.0),
+        slo=body.slo.to_slo(),
+        link=LINK,
+    )
+    if not body.verify:
+        return found
+    steps = verify_capacity(found, body.workload.to_workload(1.0), body.slo.to_slo())
+    return replace(found, verification=steps)
+
+
 def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider: str) -> CapacityResponse:
     """The largest sustainable rate of the request's hardware within its SLOs, with its configuration,
-    what binds, the ρ–latency curve and the cost (the route's docstring says what each part means)."""
+    what binds, the ρ–latency curve and the cost (the route's docstring says what each part means).
+    With constraints.topology `disaggregated` the separate pools' capacity; with `any` the larger of both."""
+    topology = body.constraints.topology
+    if topology == "aggregated":
+        return _aggregated(body, catalog, default_provider)
+    _refuse_for_pools(body)
+    inputs, cost = _inputs(body, catalog, default_provider)
+    if topology == "disaggregated":
+        found = _pools_capacity(body, inputs)
+        why = "constraints.topology is disaggregated: the largest rate a prefill and a decode pool on these GPUs sustain"
+        section = _section(found, requested=topology, chosen="disaggregated", why=why, gain=None, alternative=None)
+        return _pools_response(found, body, cost, section)
+    pools: DisaggCapacity | None = None
+    pools_error: HeadroomError | None = None
+    try:
+        pools = _pools_capacity(body, inputs)
+    except (InfeasiblePlanError, PlannerInputError) as error:  # e.g. no TTFT target to split, or one GPU
+        pools_error = error
+    aggregated: CapacityResponse | None = None
+    aggregated_error: InfeasiblePlanError | None = None
+    try:
+        aggregated = _aggregated(body, catalog, default_provider)
+    except InfeasiblePlanError as error:
+        aggregated_error = error
+    if aggregated is None and pools is None:
+        raise aggregated_error or InfeasiblePlanError("no capacity of either topology")
+    one = None if aggregated is None else aggregated.max_arrival_rate_rps
+    if pools is not None and (one is None or pools.agreed_rate_rps > one):
+        gain = None if one is None else pools.agreed_rate_rps / one - 1.0
+        why = (
+            "no aggregated configuration meets the SLOs on these GPUs"
+            if one is None
+            else f"separate pools sustain {pools.agreed_rate_rps:.4g} req/s against {one:.4g} req/s aggregated"
+        )
+        alternative = CapacityAlternative(
+            topology="aggregated",
+            max_arrival_rate_rps=one,
+            reason=str(aggregated_error.detail) if aggregated_error is not None else f"sustains {one:.4g} req/s, less",
+        )
+        section = _section(pools, requested="any", chosen="disaggregated", why=why, gain=gain, alternative=alternative)
+        return _pools_response(pools, body, cost, section)
+    assert aggregated is not None and one is not None, "without an aggregated answer the pools were answered"
+    two = None if pools is None else pools.agreed_rate_rps
+    why = (
+        "no prefill and decode pools meet the SLOs on these GPUs"
+        if two is None
+        else f"one pool of replicas sustains {one:.4g} req/s against {two:.4g} req/s for separate prefill and decode pools"
+    )
+    alternative = CapacityAlternative(
+        topology="disaggregated",
+        max_arrival_rate_rps=two,
+        reason=str(pools_error.detail) if pools_error is not None else f"sustains {two:.4g} req/s, no more",
+    )
+    gain = None if two is None else one / two - 1.0
+    aggregated.disaggregation = _section(pools, requested="any", chosen="aggregated", why=why, gain=gain, alternative=alternative)
+    return aggregated
+
+
+def _aggregated(body: CapacityRequest, catalog: Catalog, default_provider: str) -> CapacityResponse:
     inputs, cost = _inputs(body, catalog, default_provider)
     provider = body.provider or default_provider
     instance = _instance_type(body, catalog, provider)

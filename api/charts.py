@@ -45,7 +45,9 @@ P = ParamSpec("P")
 FORMATS: tuple[Format, ...] = ("svg", "png")
 MEDIA_TYPES: dict[str, str] = {"svg": "image/svg+xml", "png": "image/png"}
 #: Charts of a stored plan, by the name in GET /v1/plans/{plan_id}/charts/{name}.{format}.
-PLAN_CHARTS: tuple[str, ...] = ("wall", "knee", "cost", "alternatives")
+PLAN_CHARTS: tuple[str, ...] = ("wall", "knee", "cost", "alternatives", "pools")
+#: Colours of the pools chart, by pool role.
+POOL_COLOURS: dict[str, str] = {"prefill": "tab:orange", "decode": "tab:blue", "mixed": "tab:green"}
 #: PNG resolution: 100 dots per inch, so a 10 × 6 in figure is 1000 × 600 pixels.
 DPI = 100
 #: `svg.hashsalt` seeds the ids matplotlib gives clip paths and glyphs; fixed, the same plan draws the same bytes.
@@ -118,6 +120,13 @@ def _missing(chart: str, section: str, why: str) -> ChartDataMissingError:
 
 def _justification(response: dict[str, Any], chart: str) -> dict[str, Any]:
     justification = response.get("justification")
+    if justification is None and (response.get("plan") or {}).get("topology") == "disaggregated":
+        raise _missing(
+            chart,
+            "justification",
+            "a disaggregated plan's pools have no one queue to draw it from (its `disaggregation` section justifies each "
+            "pool; the pools chart draws them)",
+        )
     if justification is None:
         kind = "a batch job's plan" if response.get("batch_job") is not None else "this plan"
         raise _missing(chart, "justification", f"{kind} carries none (batch jobs are sized by throughput, not a queue)")
@@ -481,6 +490,80 @@ def alternatives_chart(request: dict[str, Any], response: dict[str, Any]) -> Cha
         reasons.text(0, y, textwrap.fill(row["reason"], 70), va="center", fontsize=7.5, transform=reasons.get_yaxis_transform())
     series = {"rows": [{k: r[k] for k in ("label", "kind", "cost_usd_per_hour", "exact", "reason")} for r in rows]}
     return Chart(figure, series)
+
+
+# --- pools ------------------------------------------------------------------------------------------------
+
+
+def pool_rows(response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plan's pools with their GPUs, cost per hour, ρ and binding constraint: a disaggregated plan's
+    prefill and decode pools (ρ, binding and cost from its `disaggregation` section), an aggregated
+    plan's mixed pool per configuration (ρ its target ρ, cost its row's; no binding recorded per row)."""
+    plan = response["plan"]
+    pools = plan.get("pools") or []
+    if plan.get("topology") == "disaggregated":
+        why = {p["role"]: p for p in (response.get("disaggregation") or {}).get("pools") or []}
+        return [
+            {**_pool_fields(p), "cost_usd_per_hour": why.get(p["role"], {}).get("cost_usd_per_hour"),
+             "rho": why.get(p["role"], {}).get("rho"), "binding": why.get(p["role"], {}).get("binding")}
+            for p in pools
+        ]  # fmt: skip
+    rows = plan.get("fleet") or [{**plan, "cost_usd_per_hour": response["cost"]["usd_per_hour"]}]
+    if not pools:  # a plan stored before pools were reported: its configurations are its mixed pools
+        pools = [{"role": "mixed", **{k: r[k] for k in ("gpu", "tp", "replicas", "batch_limit", "chunk_tokens", "precision")}}
+                 for r in rows]  # fmt: skip
+    return [
+        {**_pool_fields(p), "cost_usd_per_hour": r["cost_usd_per_hour"], "rho": r["target_rho"], "binding": None}
+        for p, r in zip(pools, rows, strict=True)
+    ]
+
+
+def _pool_fields(pool: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": pool["role"], "gpu": pool["gpu"], "tp": pool["tp"], "replicas": pool["replicas"],
+        "gpus": pool["tp"] * pool.get("pp", 1) * pool["replicas"], "batch_limit": pool["batch_limit"],
+        "chunk_tokens": pool["chunk_tokens"], "precision": f"{pool['precision']['weights']}/{pool['precision']['kv_cache']}",
+    }  # fmt: skip
+
+
+@_with_style
+def pools_chart(request: dict[str, Any], response: dict[str, Any]) -> Chart:
+    """Each pool of the plan as a bar of its GPUs (left) and of its cost per hour (right), coloured by
+    role, labelled with its configuration, ρ and what set its size."""
+    rows = pool_rows(response)
+    plan = response["plan"]
+    figure = Figure(figsize=(12, 1.8 + 0.7 * len(rows)), layout="constrained")
+    gpus_ax, cost_ax = figure.subplots(1, 2, sharey=True)
+    topology = plan.get("topology", "aggregated")
+    figure.suptitle(
+        f"Pools of the {topology} plan for {request.get('model', 'the model')}: GPUs and cost per pool "
+        f"(${response['cost']['usd_per_hour']:.2f}/h in all)",
+        fontsize=12,
+    )
+    ys = list(range(len(rows)))[::-1]
+    labels = []
+    for index, (y, row) in enumerate(zip(ys, rows, strict=True)):
+        colour = POOL_COLOURS.get(row["role"], "tab:gray")
+        gpus_ax.barh(y, row["gpus"], color=colour).patches[0].set_gid(f"gpus-{index}")
+        rho = "" if row["rho"] is None else f", ρ {row['rho']:.2f}"
+        binding = "" if row["binding"] is None else f" ({row['binding']})"
+        gpus_ax.text(row["gpus"], y, f" {row['replicas']} × tp {row['tp']}{rho}{binding}", va="center", fontsize=8)
+        if row["cost_usd_per_hour"] is not None:
+            cost_ax.barh(y, row["cost_usd_per_hour"], color=colour).patches[0].set_gid(f"cost-{index}")
+            cost_ax.text(row["cost_usd_per_hour"], y, f" ${row['cost_usd_per_hour']:.2f}/h", va="center", fontsize=8)
+        limit = f"batch {row['batch_limit']}" if row["batch_limit"] is not None else f"{row['chunk_tokens']} tokens/step"
+        labels.append(f"{row['role']}: {row['gpu']}, {row['precision']}, {limit}")
+    gpus_ax.set_yticks(ys, labels, fontsize=8)
+    gpus_ax.set_xlabel("GPUs (replicas × tp)")
+    gpus_ax.set_xlim(0, 1.6 * max([r["gpus"] for r in rows] + [1]))
+    cost_ax.set_xlabel("Cost, USD per hour (on demand)")
+    cost_ax.set_xlim(0, 1.35 * max([r["cost_usd_per_hour"] or 0 for r in rows] + [1e-9]))
+    for ax in (gpus_ax, cost_ax):
+        ax.grid(alpha=0.3, axis="x")
+    roles = list(dict.fromkeys(r["role"] for r in rows))
+    gpus_ax.legend(handles=[Patch(color=POOL_COLOURS.get(r, "tab:gray"), label=r) for r in roles], fontsize=8,
+                   loc="lower right").set_gid("legend")  # fmt: skip
+    return Chart(figure, {"topology": topology, "pools": rows})
 
 
 # --- fleet plan: the day ------------------------------------------------------------------------------------

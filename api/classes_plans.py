@@ -15,6 +15,7 @@ from api.schemas.classes import (
     ClassesVerification,
     ClassPoolRead,
     ClassRead,
+    ClassVerificationRead,
 )
 from api.schemas.plans import PlanRequest
 from api.settings import DEFAULT_PRICE_PROVIDER
@@ -85,6 +86,19 @@ def _response(model: str, plan: ClassesPlan) -> dict[str, Any]:
             method=v.method,
             interactive_wait_model_ms=v.interactive_p99_wait_model_s * MS_PER_S,
             interactive_wait_simulated_ms=v.interactive_p99_wait_simulated_s * MS_PER_S,
+            classes=[
+                ClassVerificationRead(
+                    name=c.name,
+                    wait_model_ms=c.wait_model_s * MS_PER_S,
+                    wait_simulated_ms=c.wait_simulated_s * MS_PER_S,
+                    ttft_simulated_ms=c.ttft_simulated_s * MS_PER_S,
+                    e2e_simulated_s=c.e2e_simulated_s,
+                    shed_fraction_simulated=c.shed_fraction_simulated,
+                    meets_target=c.meets_target,
+                )
+                for c in v.classes
+            ],
+            refuted=list(v.refuted),
         ),
     ).model_dump(mode="json")
 

@@ -37,14 +37,13 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Annotated, Any
 
 from fastapi import Depends, Query, Request, Response
 
 from api.rounding import rounded
-from planner.errors import UnsupportedConfigurationError
 from planner.units import HOURS_PER_MONTH
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -245,6 +244,9 @@ PLAN_CSV_COLUMNS: tuple[str, ...] = (
     "prefix_cache_tokens",
     "prefix_cache_routing",
     "prefix_prefill_tokens_saved_fraction",
+    "pool_role",
+    "pool_rho",
+    "pool_binding",
 )
 
 PLAN_CSV_DESCRIPTION = (
@@ -259,7 +261,12 @@ PLAN_CSV_DESCRIPTION = (
     "`speculative_draft_tokens` and `speculative_tokens_per_step` give the plan's speculative decoding (draft method, k, "
     "E tokens per verify step); empty without. `prefix_cache_hit_rate`, `prefix_cache_tokens`, `prefix_cache_routing` and "
     "`prefix_prefill_tokens_saved_fraction` give the plan's prefix cache (workload.prefix_reuse): the hit rate assumed, the KV "
-    "tokens per replica it holds, the routing it needs and the prompt tokens it saves from prefill; empty without."
+    "tokens per replica it holds, the routing it needs and the prompt tokens it saves from prefill; empty without. "
+    "A disaggregated plan (plan.topology disaggregated) has one row per pool: `pool_role` prefill or decode, the pool's GPU, "
+    "tp, replicas, GPUs, precision, batch limit, chunk tokens and cost (its $/Mtok is the plan's × the pool's share of the "
+    "cost, so a plan's rows sum to its totals), `pool_rho` and `target_rho` the pool's utilisation and `pool_binding` what "
+    "set its size; the p99 columns are the plan's predicted figures from its disaggregation section. An aggregated plan's "
+    "rows have `pool_role` mixed and empty `pool_rho` and `pool_binding`."
 )
 
 
@@ -269,10 +276,6 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
     A configuration's cost per million output tokens is its cost per hour over the output tokens it
     serves per hour: the plan's figure × (its share of cost) / (its share of traffic)."""
     plan, cost, predicted = response["plan"], response["cost"], response["predicted"] or {}
-    if plan.get("topology") == "disaggregated":  # one row of plan.gpu with both pools' replicas would mislead
-        raise UnsupportedConfigurationError(
-            "CSV rows per pool of a disaggregated plan are not written yet: read plan.pools and the disaggregation section of the JSON"
-        )
     slo = request.get("slo") or {}
     rate = float(request["workload"].get("arrival_rate_rps") or 0.0)  # a batch job has none
     shared = {
@@ -294,6 +297,9 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
         **_batch_job_columns(response),
         **_speculative_columns(plan.get("speculative")),
         **_prefix_columns(plan.get("prefix_caching")),
+        "pool_role": "mixed",
+        "pool_rho": None,
+        "pool_binding": None,
     }
     grades = response.get("calibration_grades") or {}
     warnings = {w["gpu"]: w["message"] for w in response.get("warnings") or [] if w.get("code") == "low_confidence_plan"}
@@ -311,6 +317,8 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             "price_source": price.get("source"),
         }
 
+    if plan.get("topology") == "disaggregated":
+        return _pool_rows(shared, plan, cost, response.get("disaggregation") or {}, confidence)
     fleet = plan.get("fleet")
     if response.get("batch_job"):  # no rate: the job's own columns say what it serves
         shared.update(arrival_rate_rps=None, slo_percentile=None, verified=response["batch_job"]["verification"] is not None)
@@ -347,6 +355,49 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
                 cost["usd_per_million_output_tokens"] * cost_share / traffic_share if traffic_share > 0 else None
             ),  # plan $/Mtok × (cost share ÷ traffic share)
             **confidence(row["gpu"]),
+        })  # fmt: skip
+    return rows
+
+
+def _pool_rows(
+    shared: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    cost: Mapping[str, Any],
+    section: Mapping[str, Any],
+    confidence: Callable[[str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """One row per pool of a disaggregated plan: the pool's decisions, its cost, ρ and binding constraint
+    (from the `disaggregation` section), and the plan's predicted p99s (its `predicted` is null)."""
+    justified = {p["role"]: p for p in section.get("pools") or []}
+    total_usd_per_hour = cost["usd_per_hour"]
+    plan_columns = {
+        **shared,
+        "ttft_p99_ms": section.get("predicted_ttft_ms"),
+        "tpot_p99_ms": section.get("predicted_tpot_ms"),
+        "e2e_p99_s": section.get("predicted_e2e_s"),
+        "verified": section.get("simulated_ttft_ms") is not None,
+    }
+    pools = plan.get("pools") or []
+    rows = []
+    for index, pool in enumerate(pools, start=1):
+        why = justified.get(pool["role"]) or {}
+        per_hour = why.get("cost_usd_per_hour")
+        cost_share = per_hour / total_usd_per_hour if per_hour is not None and total_usd_per_hour > 0 else None
+        rows.append({
+            **plan_columns,
+            "fleet_row": index, "fleet_rows": len(pools),
+            "gpu": pool["gpu"], "tp": pool["tp"], "replicas": pool["replicas"],
+            "gpus_total": pool["tp"] * pool.get("pp", 1) * pool["replicas"],
+            "weights_precision": pool["precision"]["weights"], "kv_cache_precision": pool["precision"]["kv_cache"],
+            "batch_limit": pool["batch_limit"], "chunk_tokens": pool["chunk_tokens"], "target_rho": why.get("rho"),
+            "offered_rps": shared["arrival_rate_rps"],  # every request passes through both pools
+            "cost_usd_per_hour": per_hour,
+            "cost_usd_per_month": None if per_hour is None else per_hour * HOURS_PER_MONTH,
+            "cost_usd_per_million_output_tokens": (
+                None if cost_share is None else cost["usd_per_million_output_tokens"] * cost_share
+            ),  # plan $/Mtok × the pool's share of the cost: both pools serve every output token
+            "pool_role": pool["role"], "pool_rho": why.get("rho"), "pool_binding": why.get("binding"),
+            **confidence(pool["gpu"]),
         })  # fmt: skip
     return rows
 

@@ -24,6 +24,21 @@ Knob → flag, per engine (docs/design.md "Deployable output"):
     prefix cache          --enable-prefix-caching      (radix cache on by       (block reuse on by default
                           (plan.prefix_caching)         default: no flag)        in the PyTorch backend)
 
+A disaggregated plan (plan.topology disaggregated) renders one command (vllm, sglang) or one Deployment
+(k8s) per pool, with the engine's prefill/decode flags from engine_cli.json's `disaggregation` entries:
+
+    pool role             vLLM                                          SGLang
+    prefill               --kv-transfer-config {NixlConnector,          --disaggregation-mode prefill
+                            kv_role kv_producer}                        + --disaggregation-transfer-backend nixl
+    decode                --kv-transfer-config {NixlConnector,          --disaggregation-mode decode
+                            kv_role kv_consumer}                        + --disaggregation-transfer-backend nixl
+    router                vLLM's toy_proxy_server.py (a comment:        sglang_router --pd-disaggregation (a comment:
+                            the hosts are the deployment's)               the hosts are the deployment's)
+
+A prefill pool has no batch limit (its token budget is chunk_tokens), so no --max-num-seqs /
+--max-running-requests is rendered for it. TensorRT-LLM's disaggregated serving needs a cluster
+YAML of its own and is not rendered: 422 naming the targets that are.
+
 A plan's `prefix_caching.routing` "prefix_aware" asks for a router in front of the replicas that
 sends each prefix to one replica (llm-d's prefix-cache scorer, the SGLang router's cache_aware
 policy, NVIDIA Dynamo's KV router); no engine flag sets it.
@@ -49,6 +64,8 @@ from planner.errors import UnsupportedConfigurationError
 ENGINE_CLI_PATH = Path(__file__).resolve().parent / "data" / "engine_cli.json"
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trt-llm")
 TARGETS: tuple[str, ...] = (*ENGINES, "k8s")
+#: The targets that render a disaggregated plan's pools (engine_cli.json has their P/D flags).
+DISAGGREGATED_TARGETS: tuple[str, ...] = ("vllm", "sglang", "k8s")
 #: The port every rendered server listens on and the Service targets: vLLM's and trtllm-serve's default.
 PORT = 8000
 #: Kubernetes extended-resource names of the GPU device plugins: NVIDIA k8s-device-plugin
@@ -67,15 +84,17 @@ class NotDeployableError(UnsupportedConfigurationError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaGroup:
-    """One configuration of the plan (a mixed fleet has one per fleet row): what each replica runs."""
+    """One configuration of the plan (a mixed fleet has one per fleet row, a disaggregated plan one per
+    pool): what each replica runs. `role` is the pool's: mixed (prefill and decode), prefill or decode."""
 
     gpu: str
     tp: int
     replicas: int
     weights: str
     kv_cache: str
-    batch_limit: int
+    batch_limit: int | None
     chunk_tokens: int | None
+    role: str = "mixed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,12 +116,21 @@ def engine_cli() -> dict[str, Any]:
 
 
 def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
-    """The plan's configurations: every fleet row of a mixed fleet, else the one `plan` block."""
+    """The plan's configurations: a disaggregated plan's pools, every fleet row of a mixed fleet, else the one `plan` block."""
     plan = response["plan"]
-    if plan.get("topology") == "disaggregated":
-        raise NotDeployableError(
-            "a disaggregated plan's pools need a prefill/decode launcher (NVIDIA Dynamo, llm-d, vLLM or SGLang P/D) "
-            "and launch commands per pool are not written yet: plan.pools gives each pool's gpu, tp, replicas, limits and precision"
+    if is_disaggregated(response):
+        return tuple(
+            ReplicaGroup(
+                gpu=pool["gpu"],
+                tp=pool["tp"],
+                replicas=pool["replicas"],
+                weights=pool["precision"]["weights"],
+                kv_cache=pool["precision"]["kv_cache"],
+                batch_limit=pool["batch_limit"],
+                chunk_tokens=pool["chunk_tokens"],
+                role=pool["role"],
+            )
+            for pool in plan["pools"]
         )
     rows = plan.get("fleet") or [plan]
     return tuple(
@@ -117,6 +145,11 @@ def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
         )
         for row in rows
     )
+
+
+def is_disaggregated(response: Mapping[str, Any]) -> bool:
+    """Whether the plan runs prefill and decode in separate pools."""
+    return bool(response["plan"].get("topology") == "disaggregated")
 
 
 def slugs_needed(response: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -302,7 +335,8 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     argv = [*engine_cli()["vllm"]["command"], checkpoint(inputs.model)]
     argv += ["--served-model-name", inputs.model["slug"], "--host", "0.0.0.0", "--port", str(PORT)]
     argv += ["--tensor-parallel-size", str(group.tp), "--pipeline-parallel-size", "1"]
-    argv += ["--max-num-seqs", str(group.batch_limit)]
+    if group.batch_limit is not None:  # a prefill pool has none: its token budget bounds a step
+        argv += ["--max-num-seqs", str(group.batch_limit)]
     if group.chunk_tokens is None:
         argv += ["--no-enable-chunked-prefill"]
     else:
@@ -310,7 +344,25 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     argv += [f"--{kind}", name, "--kv-cache-dtype", kv_cache_dtype("vllm", group) or "auto"]
     if inputs.response["plan"].get("prefix_caching"):
         argv += ["--enable-prefix-caching"]  # on by default in vLLM's V1 engine; said explicitly when the plan counts on it
-    return [*argv, "--gpu-memory-utilization", f"{memory_utilization(inputs, group.gpu):g}", *vllm_speculative_argv(inputs)]
+    argv += ["--gpu-memory-utilization", f"{memory_utilization(inputs, group.gpu):g}", *vllm_speculative_argv(inputs)]
+    return [*argv, *vllm_pool_argv(group)]
+
+
+def vllm_pool_argv(group: ReplicaGroup) -> list[str]:
+    """A pool's `--kv-transfer-config` JSON (NixlConnector, kv_producer on prefill, kv_consumer on decode); none for mixed."""
+    if group.role == "mixed":
+        return []
+    pd = engine_cli()["vllm"]["disaggregation"]
+    config = {"kv_connector": pd["kv_connector"], "kv_role": pd["kv_role"][group.role]}
+    return ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
+
+
+def sglang_pool_argv(group: ReplicaGroup) -> list[str]:
+    """A pool's `--disaggregation-mode prefill|decode --disaggregation-transfer-backend nixl`; none for mixed."""
+    if group.role == "mixed":
+        return []
+    pd = engine_cli()["sglang"]["disaggregation"]
+    return ["--disaggregation-mode", pd["mode"][group.role], "--disaggregation-transfer-backend", pd["transfer_backend"]]
 
 
 def sglang_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
@@ -318,12 +370,14 @@ def sglang_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     kind, name = weights_flag(inputs, "sglang", group)
     argv = [*engine_cli()["sglang"]["command"], "--model-path", checkpoint(inputs.model)]
     argv += ["--served-model-name", inputs.model["slug"], "--host", "0.0.0.0", "--port", str(PORT)]
-    argv += ["--tp-size", str(group.tp), "--pp-size", "1", "--max-running-requests", str(group.batch_limit)]
+    argv += ["--tp-size", str(group.tp), "--pp-size", "1"]
+    if group.batch_limit is not None:  # a prefill pool has none: its token budget bounds a step
+        argv += ["--max-running-requests", str(group.batch_limit)]
     chunk = engine_cli()["sglang"]["chunked_prefill_disabled"] if group.chunk_tokens is None else str(group.chunk_tokens)
     argv += ["--chunked-prefill-size", chunk]
     argv += [f"--{kind}", name, "--kv-cache-dtype", kv_cache_dtype("sglang", group) or "auto"]
     argv += ["--mem-fraction-static", f"{memory_utilization(inputs, group.gpu):g}", "--enable-metrics"]
-    return [*argv, *sglang_speculative_argv(inputs)]
+    return [*argv, *sglang_speculative_argv(inputs), *sglang_pool_argv(group)]
 
 
 def trtllm_options(inputs: DeployInputs, group: ReplicaGroup) -> dict[str, Any]:
@@ -352,6 +406,11 @@ def trtllm_argv(inputs: DeployInputs, group: ReplicaGroup, options_file: str) ->
 def group_comment(inputs: DeployInputs, index: int, group: ReplicaGroup) -> str:
     """The header line of one configuration: what it is and how many replicas the plan runs."""
     count = len(replica_groups(inputs.response))
+    if group.role != "mixed":
+        return (
+            f"# plan {inputs.plan_id} {group.role} pool: {group.replicas} replica(s) of {group.tp}x {group.gpu}, "
+            f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
+        )
     return (
         f"# plan {inputs.plan_id} configuration {index + 1} of {count}: {group.replicas} replica(s) of {group.tp}x {group.gpu}, "
         f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
@@ -374,7 +433,15 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
     """The launch command(s) for `engine` as a shell script: one command per configuration."""
     cli = engine_cli()[engine]
     parts = [f"# {cli['release']}: flags as documented at {cli['sources'][0]}"]
-    for index, group in enumerate(replica_groups(inputs.response)):
+    groups = replica_groups(inputs.response)
+    if is_disaggregated(inputs.response):
+        parts.append(f"# prefill/decode flags as documented at {cli['disaggregation']['source'].split(' ')[0]}")
+        parts.append(f"# requires {cli['disaggregation']['requires']}")
+        if engine == "vllm":
+            parts.append(
+                "# pools on different nodes: set VLLM_NIXL_SIDE_CHANNEL_HOST to each replica's own address (NIXL handshake)"
+            )
+    for index, group in enumerate(groups):
         parts.append(group_comment(inputs, index, group))
         if engine == "vllm":
             parts.append(shell_command(vllm_argv(inputs, group)))
@@ -385,7 +452,32 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
             options = yaml.safe_dump(trtllm_options(inputs, group), sort_keys=False)
             parts.append(f"cat > {options_file} <<'EOF'\n{options}EOF")
             parts.append(shell_command(trtllm_argv(inputs, group, options_file)))
+    if is_disaggregated(inputs.response):
+        parts += router_note(engine, groups)
     return "\n".join(parts) + "\n"
+
+
+def router_note(engine: str, groups: Sequence[ReplicaGroup]) -> list[str]:
+    """Comment lines: the P/D router that sends each request to a prefill replica, then a decode replica,
+    with one placeholder host per planned replica (the addresses are the deployment's, not the plan's)."""
+    pd = engine_cli()[engine]["disaggregation"]
+    hosts = {g.role: [f"<{g.role}-host-{i + 1}>" for i in range(g.replicas)] for g in groups if g.role in ("prefill", "decode")}
+    if engine == "vllm":
+        command = pd["router"].format(
+            prefill_hosts=" ".join(hosts["prefill"]),
+            prefill_ports=" ".join([str(PORT)] * len(hosts["prefill"])),
+            decode_hosts=" ".join(hosts["decode"]),
+            decode_ports=" ".join([str(PORT)] * len(hosts["decode"])),
+        )
+    else:
+        command = pd["router"].format(
+            prefill_urls=" ".join(f"--prefill http://{h}:{PORT}" for h in hosts["prefill"]),
+            decode_urls=" ".join(f"--decode http://{h}:{PORT}" for h in hosts["decode"]),
+        )
+    return [
+        f"# router: clients call a prefill/decode router, never a pool directly ({pd['router_note']}):",
+        f"# {command}",
+    ]
 
 
 # --- Kubernetes --------------------------------------------------------------------------------------------
@@ -429,8 +521,8 @@ def running_target(inputs: DeployInputs, group: ReplicaGroup) -> float | None:
     average at L keeps each replica at the planned ρ: when traffic grows by k the average grows by
     about k and the HPA scales the replicas by about k. Only the configuration the justification
     describes has its W recorded; another row of a mixed fleet gets None (fixed replicas)."""
-    if not is_headline(inputs, group):
-        return None
+    if group.role != "mixed" or group.batch_limit is None or not is_headline(inputs, group):
+        return None  # a pool's requests are not the plan's Little's-law occupancy: fixed replicas
     queueing = (inputs.response.get("justification") or {}).get("queueing") or {}
     occupancy = (queueing.get("littles_law") or {}).get("occupancy")
     return None if occupancy is None or occupancy <= 0 else min(float(occupancy), float(group.batch_limit))
@@ -446,7 +538,9 @@ def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) 
     name = k8s_name(inputs, index)
     argv = vllm_argv(inputs, group)
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": app}
-    container = {
+    if group.role != "mixed":
+        labels["app.kubernetes.io/component"] = group.role
+    container: dict[str, Any] = {
         "name": "vllm",
         "image": VLLM_IMAGE[vendor],
         "command": argv[:2],
@@ -456,6 +550,8 @@ def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) 
         "readinessProbe": {"httpGet": {"path": "/health", "port": PORT}, "periodSeconds": 10},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],  # NCCL between the tp workers
     }
+    if group.role != "mixed":  # NIXL's handshake: the decoder reaches the prefiller at its pod address
+        container["env"] = [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -467,6 +563,22 @@ def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) 
                 "metadata": {"labels": dict(labels)},  # a copy: YAML would write an anchor for a shared dict
                 "spec": {"containers": [container], "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]},
             },
+        },
+    }
+
+
+def pool_service(inputs: DeployInputs, group: ReplicaGroup, index: int) -> dict[str, Any]:
+    """A headless Service per pool of a disaggregated plan: the P/D router finds each pool's pods by its DNS
+    name; clients call the router, so no Service spans both pools."""
+    name = k8s_name(inputs, index)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "annotations": {"headroom/plan": inputs.plan_id, "headroom/role": group.role}},
+        "spec": {
+            "clusterIP": "None",
+            "selector": {"app.kubernetes.io/name": name},
+            "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
         },
     }
 
@@ -513,6 +625,10 @@ def manifests(inputs: DeployInputs) -> list[dict[str, Any]]:
     """Deployment (+ HPA where the plan records W) per configuration, then the Service."""
     app = k8s_name(inputs)
     documents: list[dict[str, Any]] = []
+    if is_disaggregated(inputs.response):
+        for index, group in enumerate(replica_groups(inputs.response)):
+            documents += [deployment(inputs, group, index, app), pool_service(inputs, group, index)]
+        return documents
     for index, group in enumerate(replica_groups(inputs.response)):
         documents.append(deployment(inputs, group, index, app))
         target = running_target(inputs, group)
@@ -527,11 +643,26 @@ def render_k8s(inputs: DeployInputs) -> str:
         f"# Headroom plan {inputs.plan_id}: vLLM on Kubernetes ({engine_cli()['vllm']['release']}).\n"
         f"# HPA target: mean requests running per replica at the planned rate (Little's law, L = lambda*W).\n"
     )
+    if is_disaggregated(inputs.response):
+        pd = engine_cli()["vllm"]["disaggregation"]
+        header = (
+            f"# Headroom plan {inputs.plan_id}: disaggregated vLLM on Kubernetes ({engine_cli()['vllm']['release']}), "
+            f"a Deployment and a headless Service per pool.\n"
+            f"# P/D flags as documented at {pd['source'].split(' ')[0]}; the image must carry "
+            f"{pd['requires']}\n"
+            f"# Clients call a prefill/decode router in front of the two Services ({pd['router_note']}); "
+            f"no HPA: pool replicas are fixed as planned.\n"
+        )
     return header + yaml.safe_dump_all(manifests(inputs), sort_keys=False)
 
 
 def render(inputs: DeployInputs, target: str) -> tuple[str, str]:
     """(body, media type) of the deployable output for `target` (one of TARGETS)."""
+    if is_disaggregated(inputs.response) and target not in DISAGGREGATED_TARGETS:
+        raise NotDeployableError(
+            f"target {target!r} cannot express a disaggregated plan's prefill and decode pools here; "
+            f"targets that can: {', '.join(DISAGGREGATED_TARGETS)}"
+        )
     if target == "k8s":
         return render_k8s(inputs), "application/yaml"
     if target in ENGINES:

@@ -10,6 +10,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
+from api.disagg_plans import stored_link
 from api.inputs import priced
 from api.plan_service import DEFAULT_SOLVER_TIME_LIMIT_S, Runner, create_plan, run_directly, template_of
 from api.schemas.deployments import (
@@ -30,12 +31,14 @@ from catalog.plans import Plans, StoredPlan
 from catalog.repository import Catalog
 from planner.diff import (
     Check,
+    DeployedPool,
     DeployedRow,
     PlanningContext,
     PlanShape,
     ShapeRow,
     change_reasons,
     check_plan,
+    check_pools,
     decide,
     plan_diff,
     unavailable,
@@ -115,6 +118,8 @@ def history_item(plan: StoredPlan, current_id: str | None) -> dict[str, Any]:
         "gpus_total": decision["gpus_total"],
         "precision": f"{precision['weights']}/{precision['kv_cache']}",
         "batch_limit": decision["batch_limit"],
+        "topology": decision.get("topology", "aggregated"),
+        "pools": decision.get("pools") or [],
         "cost_usd_per_hour": plan.response["cost"]["usd_per_hour"],
         "cost_usd_per_month": plan.response["cost"]["usd_per_month"],
         "cost_usd_per_million_output_tokens": plan.response["cost"]["usd_per_million_output_tokens"],
@@ -134,7 +139,27 @@ def _rows_json(response: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def _disaggregated(response: dict[str, Any]) -> bool:
+    return bool(response["plan"].get("topology") == "disaggregated")
+
+
 def plan_shape(response: dict[str, Any]) -> PlanShape:
+    """What the plan deploys: its rows (mixed pools), or a disaggregated plan's prefill and decode pools."""
+    if _disaggregated(response):
+        pools = tuple(
+            ShapeRow(
+                role=p["role"],
+                gpu=p["gpu"],
+                tp=p["tp"],
+                replicas=p["replicas"],
+                weights_precision=p["precision"]["weights"],
+                kv_precision=p["precision"]["kv_cache"],
+                batch_limit=p["batch_limit"],
+                chunk_tokens=p["chunk_tokens"],
+            )
+            for p in response["plan"]["pools"]
+        )
+        return PlanShape(rows=pools, cost_usd_per_hour=response["cost"]["usd_per_hour"], topology="disaggregated")
     rows = tuple(
         ShapeRow(
             gpu=r["gpu"],
@@ -154,7 +179,7 @@ def prices_then(response: dict[str, Any]) -> dict[str, float]:
     """On-demand $/GPU-h the plan was made with: the prices its cost reports, else (plans stored
     before prices were reported) from its rows and its per-GPU alternatives (cost ÷ GPUs)."""
     prices: dict[str, float] = {}
-    if response.get("cost", {}).get("prices"):
+    if response.get("cost", {}).get("prices") or _disaggregated(response):
         return {price["gpu"]: price["price_usd_per_hour"] for price in response["cost"]["prices"]}
     for alternative in response.get("justification", {}).get("alternatives", []):
         if alternative.get("kind") == "gpu" and alternative.get("cost_usd_per_hour") and alternative.get("gpus"):
@@ -205,11 +230,33 @@ def _check(
     workload = request.traffic()
     workload = workload.at_rate(workload.arrival_rate_rps * rate_factor)
     try:
-        rows = deployed_rows(response, catalog, request, default_provider)
         model = catalog.model_spec(request.model)
+        if _disaggregated(response):  # the pools under planner/disagg.py's model, the KV over the plans' link
+            prefill, decode = deployed_pools(response, catalog, request, default_provider)
+            return check_pools(prefill, decode, model, workload, request.targets(), link=stored_link(response, prefill.gpu))
+        rows = deployed_rows(response, catalog, request, default_provider)
     except (NotFoundError, PlannerInputError) as exc:
         return unavailable(workload.arrival_rate_rps, f"the plan cannot be evaluated on today's catalog: {exc.detail}")
     return check_plan(rows, model, workload, request.targets())
+
+
+def deployed_pools(
+    response: dict[str, Any], catalog: Catalog, request: PlanRequest, default_provider: str = DEFAULT_PRICE_PROVIDER
+) -> tuple[DeployedPool, DeployedPool]:
+    """A disaggregated plan's prefill and decode pools with today's GPU specs; NotFoundError as deployed_rows."""
+    by_role = {p["role"]: p for p in response["plan"]["pools"]}
+    prefill, decode = (
+        DeployedPool(
+            role=role,
+            gpu=_priced_spec(catalog, by_role[role]["gpu"], request, default_provider),
+            precision=catalog.precision(by_role[role]["precision"]["weights"], by_role[role]["precision"]["kv_cache"]),
+            tp=by_role[role]["tp"],
+            replicas=by_role[role]["replicas"],
+            batch_limit=by_role[role]["batch_limit"],
+        )
+        for role in ("prefill", "decode")
+    )
+    return prefill, decode
 
 
 def _efficiencies_then(response: dict[str, Any]) -> dict[str, Efficiency]:

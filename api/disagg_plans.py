@@ -1,8 +1,10 @@
 """POST /v1/plans with constraints.topology `disaggregated` or `any`: the pools, their justification, the other topology.
 
-`disaggregated` answers planner/plan_disagg.py's cheapest pair of pools; `any` also plans the
-aggregated deployment (the ordinary plan response) and answers the cheaper of the two, the other
-kept as the `disaggregation.alternative` with its cost or why it has none.
+`disaggregated` answers planner/plan_disagg.py's cheapest pair of pools within the request's limits;
+`any` also plans the aggregated deployment (the ordinary plan response) and answers the cheaper of
+the two, the other kept as the `disaggregation.alternative` with its cost or why it has none. What
+the pools cannot honour (`pools_not_planned`) is a 422 for `disaggregated` (api/schemas/plans.py);
+for `any` the aggregated arm is planned alone and the alternative says "separate pools not planned".
 """
 
 from __future__ import annotations
@@ -16,17 +18,19 @@ from api.rounding import rounded
 from api.schemas.plan_result import provenance_read
 from api.schemas.plans import PlanRequest, PlanResponse
 from catalog.prices import Pricing
-from planner.disagg import SCALE_OUT_LINKS, kv_transfer_bytes
+from planner.disagg import SCALE_OUT_LINKS, KvLink, intra_node_link, kv_transfer_bytes
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.plan_disagg import (
     DisaggPlan,
     PoolCandidate,
     disaggregated_cost_lower_bound,
     plan_disaggregated,
+    pool_refusals,
     verify_disaggregated,
 )
 from planner.plan_result import Provenance
 from planner.planning import HOURS_PER_MONTH, PlanningInputs, PlanningRequest
+from planner.specs import GpuSpec
 from planner.units import MS_PER_S, SECONDS_PER_HOUR
 
 #: The scale-out network between nodes. Pools of one GPU type that fit one node may sit there and use its
@@ -40,6 +44,30 @@ INTERFERENCE = (
 #: saving figure); bench/topology_regimes.py turns it off, since its map prints every cell's saving.
 SKIP_BOUNDED_SEARCH = True
 SOLVER = "planner/plan_disagg.py: per-pool candidates at each TTFT split, MILP over one prefill and one decode candidate"
+
+
+NOT_PLANNED = "separate pools not planned: "
+SPARE = (
+    "each pool carries one spare replica for constraints.n_plus_one (pools[].spare_replicas), priced in its cost; "
+    "the predicted and simulated figures are with both pools' spares lost at once"
+)
+
+
+def stored_link(response: dict[str, Any], gpu: GpuSpec) -> KvLink:
+    """The link a stored disaggregated plan's KV crosses, with today's catalog figures for `gpu` (its prefill pool's):
+    the node's scale-up link when the plan put both pools in one node (its transfer.link names that link), else the
+    scale-out network; a re-check then predicts the pools as they were planned."""
+    transfer = (response.get("disaggregation") or {}).get("transfer") or {}
+    node = intra_node_link(gpu)
+    return node if str(transfer.get("link", "")).startswith(node.name) else LINK
+
+
+def pools_not_planned(body: PlanRequest) -> list[str]:
+    """What in `body` separate pools cannot honour, one `<field>: why` each (empty: the pools can be planned)."""
+    reasons = pool_refusals(body.constraints.to_constraints())
+    if getattr(body.workload, "prefix_reuse", None) is not None:
+        reasons.append("workload.prefix_reuse: the pools' planner has no prefix cache")
+    return reasons
 
 
 def _pool(c: PoolCandidate) -> dict[str, Any]:
@@ -88,10 +116,18 @@ def _section(
         return section
     pred = plan.prediction
     p_q = request.workload.prompt_tokens.quantile(q)
+    if plan.prefill.spare_replicas or plan.decode.spare_replicas:
+        section["why"] = f"{why}; {SPARE}"
     section.update(
         ttft_prefill_fraction=plan.ttft_prefill_fraction,
         pools=[
-            {"role": c.role, "rho": c.rho, "binding": c.binding, "cost_usd_per_hour": c.cost_usd_per_hour}
+            {
+                "role": c.role,
+                "rho": c.rho,
+                "binding": c.binding,
+                "cost_usd_per_hour": c.cost_usd_per_hour,
+                "spare_replicas": c.spare_replicas,
+            }
             for c in (plan.prefill, plan.decode)
         ],
         transfer={
@@ -155,6 +191,7 @@ def _disaggregated_body(
             "chunk_tokens": None,
             "target_rho": max(p.rho, d.rho),
             "fleet": None,
+            "engine": None if body.constraints.pin is None else body.constraints.pin.engine,
             "topology": "disaggregated",
             "pools": [_pool(p), _pool(d)],
         },
@@ -247,28 +284,35 @@ def topology_plan(
     """The response for topology `disaggregated` or `any` (`aggregated()` builds the ordinary plan response)."""
     requested = body.constraints.topology
     started = time.perf_counter()
-    aggregated, skipped = _aggregated_first(requested, request, inputs, run=run, aggregated=aggregated)
+    not_planned = pools_not_planned(body)
+    skipped: _Skipped | None = None
+    if not not_planned:
+        aggregated, skipped = _aggregated_first(requested, request, inputs, run=run, aggregated=aggregated)
     disagg: DisaggPlan | None = None
     disagg_error: HeadroomError | None = None
     search = run if skipped is None else (lambda _: None)  # a skipped search answers no plan and no error
-    try:
-        disagg = search(
-            lambda: plan_disaggregated(
-                gpus=inputs.gpus,
-                model=inputs.model,
-                precisions=inputs.precisions,
-                tps=request.tp_degrees,
-                workload=request.workload,
-                slo=request.slo,
-                link=LINK,
-                verify=request.verify and requested == "disaggregated",
-                seed=request.seed,
+    if not_planned:  # `disaggregated` was refused by the request's validation; `any` plans the aggregated arm alone
+        disagg_error = PlannerInputError(NOT_PLANNED + "; ".join(not_planned))
+    else:
+        try:
+            disagg = search(
+                lambda: plan_disaggregated(
+                    gpus=inputs.gpus,
+                    model=inputs.model,
+                    precisions=inputs.precisions,
+                    tps=request.tp_degrees,
+                    workload=request.workload,
+                    slo=request.slo,
+                    link=LINK,
+                    verify=request.verify and requested == "disaggregated",
+                    seed=request.seed,
+                    constraints=request.constraints,
+                )
             )
-        )
-    except (InfeasiblePlanError, PlannerInputError) as error:  # PlannerInputError: no TTFT target to split
-        if requested == "disaggregated":
-            raise
-        disagg_error = error
+        except HeadroomError as error:  # e.g. no TTFT target to split, a bad pin, no pair within the limits
+            if requested == "disaggregated":
+                raise
+            disagg_error = error  # `any` (the default): the pools' failure never blocks the aggregated answer
     plan_ms = (time.perf_counter() - started) * MS_PER_S
     if requested == "disaggregated":
         if disagg is None:
@@ -289,7 +333,12 @@ def topology_plan(
     agg_cost = None if agg is None else float(agg["cost"]["usd_per_hour"])
     if disagg is not None and request.verify and (agg_cost is None or disagg.cost_usd_per_hour < agg_cost):
         # only the winner is simulated; the replicas verification adds may hand the win back to aggregation
-        disagg = run(lambda: verify_disaggregated(disagg, request.workload, request.slo, seed=request.seed))
+        try:
+            disagg = run(lambda: verify_disaggregated(disagg, request.workload, request.slo, seed=request.seed))
+        except InfeasiblePlanError as error:  # the replicas it needed break a limit, or it still misses
+            if agg is None:
+                raise
+            disagg, disagg_error = None, error
         plan_ms = (time.perf_counter() - started) * MS_PER_S
     if disagg is not None and (agg_cost is None or disagg.cost_usd_per_hour < agg_cost):
         saving = None if agg_cost is None else 1.0 - disagg.cost_usd_per_hour / agg_cost

@@ -27,10 +27,11 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from api.disagg_plans import LINK
 from api.errors import RequestTimeoutError
 from api.inputs import BUILT_IN_EFFICIENCIES, priced
 from api.observability import Deadline
@@ -43,10 +44,13 @@ from api.schemas.fleet_plans import (
     DemandShadowPriceRead,
     FleetPlanRequest,
     FleetPlanResponse,
+    FleetPoolRead,
+    FleetTopologyRead,
     GpuPriceRead,
     InventoryShadowPriceRead,
     ModelSizeRead,
     PeriodRead,
+    PoolAssignmentRead,
     ShadowPricesRead,
     SolverRead,
 )
@@ -58,13 +62,14 @@ from catalog.fleet_plans import FleetPlans, new_fleet_plan_id
 from catalog.prices import ChosenPrice
 from catalog.repository import Catalog, Page
 from planner.confidence import meets
-from planner.errors import PlannerInputError
+from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.fleet_candidates import (
     CandidateGrid,
     CandidateTable,
     candidate_table,
     no_candidates_error,
 )
+from planner.fleet_pools import pool_options
 from planner.fleet_solve import solve_fleet
 from planner.fleet_spec import (
     Checkpoint,
@@ -73,6 +78,8 @@ from planner.fleet_spec import (
     FleetSpec,
     FleetWorkload,
     GpuPrice,
+    PoolConfig,
+    PoolOption,
     SpotOffer,
     no_checkpoint,
 )
@@ -196,6 +203,7 @@ class FleetOutcome:
     distinct_tables: int
     candidates_ms: float
     plan_ms: float
+    pool_options_offered: dict[str, int] = field(default_factory=dict)  # workload name → pool options offered
 
 
 #: Candidate tables kept per process, keyed by everything they depend on (a re-plan after a
@@ -491,16 +499,28 @@ def plan_with_tables(
         tables = candidate_tables(jobs, deadline)
     by_workload: dict[str, CandidateTable] = {}
     workloads = []
+    checkpoint = no_checkpoint if deadline is None else _deadline_checkpoint(deadline)
     for w, table in zip(body.workloads, tables, strict=True):
-        if not table.candidates:
-            raise no_candidates_error(w.name, table)
+        options = _pool_options(body, w, inputs, models, checkpoint)
+        candidates = () if w.topology == "disaggregated" else table.candidates
+        if not candidates and not options:
+            if w.topology == "aggregated":
+                raise no_candidates_error(w.name, table)
+            raise InfeasiblePlanError(
+                f"workload {w.name!r} (topology {w.topology}) has no prefill and decode pools meeting its SLOs at every "
+                "period's demand"
+                + ("" if w.topology == "disaggregated" else " and no aggregated candidate")
+                + ": allow more GPU types or precisions, or relax its SLOs",
+                constraint="candidates",
+                workload=w.name,
+            )
         by_workload[w.name] = table
-        workloads.append(FleetWorkload(name=w.name, candidates=table.candidates, demand_rps=tuple(w.demand_rps)))
+        workloads.append(FleetWorkload(name=w.name, candidates=candidates, demand_rps=tuple(w.demand_rps), pool_options=options))
     if (too_large := milp_size_error(workloads, body.periods)) is not None:
         raise too_large
     if candidates_ms is None:
         candidates_ms = (time.perf_counter() - started) * MS_PER_S
-    used = {c.gpu for w in workloads for c in w.candidates}
+    used = {c.gpu for w in workloads for c in w.candidates} | {g for w in workloads for o in w.pool_options for g in o.gpu_types}
     spec = FleetSpec(
         workloads=tuple(workloads),
         prices={gpu: price for gpu, price in inputs.prices.items() if gpu in used},
@@ -516,7 +536,6 @@ def plan_with_tables(
     if deadline is None:
         plan = solve_fleet(spec, time_limit_s=min(solver_time_limit_s, body.solver_time_limit_s))
     else:
-        checkpoint = _deadline_checkpoint(deadline)
         checkpoint()
         # the one policy (api.settings.solver_time_limit_s), taken when the MILP starts: the tables took their share
         limit_s = deadline.solver_time_limit_s(solver_time_limit_s, body.solver_time_limit_s)
@@ -528,7 +547,56 @@ def plan_with_tables(
         distinct_tables=len({(job[0], job[3].at_rate(1.0), job[4]) for job in jobs}),
         candidates_ms=candidates_ms,
         plan_ms=(time.perf_counter() - started) * MS_PER_S,
+        pool_options_offered={w.name: len(w.pool_options) for w in workloads},
     )
+
+
+def _pool_options(
+    body: FleetPlanRequest, w: Any, inputs: FleetInputs, models: dict[str, ModelSpec], checkpoint: Checkpoint
+) -> tuple[PoolOption, ...]:
+    """The workload's separate-pool options (planner/fleet_pools.py): none for topology aggregated."""
+    if w.topology == "aggregated":
+        return ()
+    return pool_options(
+        gpus=inputs.gpus,
+        model=models[w.model],
+        precisions=inputs.precisions,
+        tps=body.search.to_grid().tp_degrees,
+        workload=w.to_workload(),
+        slo=w.slo.to_slo(),
+        link=LINK,
+        demand_rps=w.demand_rps,
+        checkpoint=checkpoint,
+    )
+
+
+def _pool_read(pool: PoolConfig) -> FleetPoolRead:
+    return FleetPoolRead(
+        role="prefill" if pool.role == "prefill" else "decode",
+        gpu=pool.gpu,
+        tp=pool.tp,
+        replicas=pool.replicas,
+        gpus=pool.gpus,
+        precision=PrecisionRead(weights=pool.weights_precision, kv_cache=pool.kv_precision),
+        batch_limit=pool.batch_limit,
+        chunk_tokens=pool.chunk_tokens,
+        rho=pool.rho,
+        binding=pool.binding,
+    )
+
+
+def _topologies(body: FleetPlanRequest, plan: FleetPlan, offered: dict[str, int]) -> dict[str, FleetTopologyRead]:
+    """Each workload's requested and chosen topology and the pool option it runs (one for every period)."""
+    chosen = {pair.workload: pair.option for period in plan.periods for pair in period.pools}
+    return {
+        w.name: FleetTopologyRead(
+            requested=w.topology,
+            chosen="disaggregated" if w.name in chosen else "aggregated",
+            pool_option=chosen.get(w.name),
+            pool_options_offered=offered.get(w.name, 0),
+        )
+        for w in body.workloads
+    }
 
 
 def _precision(candidate: Candidate) -> PrecisionRead:
@@ -596,6 +664,18 @@ def _periods_read(plan: FleetPlan, grades: dict[str, str]) -> list[PeriodRead]:
                     )
                     for a in period.assignments
                 ],
+                pools=[
+                    PoolAssignmentRead(
+                        name=pair.workload,
+                        option=pair.option,
+                        ratio=f"{pair.prefill.replicas}P{pair.decode.replicas}D",
+                        prefill=_pool_read(pair.prefill),
+                        decode=_pool_read(pair.decode),
+                        gpus=dict(pair.gpus),
+                        demand_rps=period.demand_rps[pair.workload],
+                    )
+                    for pair in period.pools
+                ],
                 cost_usd=period.cost_usd,
                 utilisation=period.gpu_utilisation,
             )
@@ -619,7 +699,10 @@ def _notes(inputs: FleetInputs, plan: FleetPlan, tables: list[CandidateTable]) -
 
 def _low_confidence_warnings(plan: FleetPlan, grades: dict[str, str]) -> list[PlanWarning]:
     """A warning for each scheduled GPU type whose calibration is graded low."""
-    scheduled = sorted({a.candidate.gpu for period in plan.periods for a in period.assignments})
+    scheduled = sorted(
+        {a.candidate.gpu for period in plan.periods for a in period.assignments}
+        | {gpu for period in plan.periods for pair in period.pools for gpu in pair.gpus}
+    )
     return [
         PlanWarning(
             code="low_confidence_plan",
@@ -666,7 +749,9 @@ def fleet_plan_response(
     shadow = plan.shadow_prices
     tables = list({id(t): t for t in outcome.tables.values()}.values())
     notes = _notes(inputs, plan, tables)
-    gpus_priced = {c.gpu for t in tables for c in t.candidates}
+    gpus_priced = {c.gpu for t in tables for c in t.candidates} | {
+        gpu for period in plan.periods for pair in period.pools for gpu in pair.gpus
+    }
     warnings = _low_confidence_warnings(plan, grades)
     response = FleetPlanResponse(
         id=plan_id,
@@ -721,6 +806,7 @@ def fleet_plan_response(
         candidates={name: [_candidate_read(c) for c in table.candidates] for name, table in outcome.tables.items()}
         if body.include_candidates
         else None,
+        topologies=_topologies(body, plan, outcome.pool_options_offered),
     )
     # what is served (and stored) is rounded (api/rounding.py); `outcome` keeps the unrounded figures
     return FleetPlanResponse.model_validate(rounded(response.model_dump(mode="json")))

@@ -15,13 +15,14 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 
 from api.batch_jobs import batch_plan_request, batch_sweep_points
+from api.disagg_plans import topology_plan
 from api.errors import RequestTimeoutError
 from api.inputs import planning_inputs
 from api.observability import Deadline, MetricsRegistry
 from api.operations import OperationQueue
 from api.problems import problem_type_for
 from api.rounding import rounded
-from api.schemas.plans import PlanRequest
+from api.schemas.plans import PlanRequest, plan_response
 from api.schemas.what_if import (
     MAX_WHAT_IF_POINTS,
     WHAT_IF_CSV_COLUMNS,
@@ -35,6 +36,7 @@ from api.settings import Settings
 from catalog.operations import StoredOperation
 from catalog.prices import Pricing
 from catalog.repository import Catalog
+from planner.diff import PlanShape, ShapeRow, pool_changes_summary
 from planner.errors import HeadroomError
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.units import HOURS_PER_MONTH
@@ -82,6 +84,7 @@ def _point(
                 "infeasible_constraint": None if constraint is None else str(constraint),
                 "infeasible_reason": error.detail if isinstance(error, HeadroomError) else None}  # fmt: skip
     main = result.row
+    row["topology"] = "aggregated"
     predicted = result.predicted
     if predicted is None:
         raise ValueError("a what-if point needs the planner's predictions (PlanningRequest.explain)")
@@ -97,6 +100,58 @@ def _point(
         "ttft_p99_ms": _ms(predicted.ttft_s.p99), "tpot_p99_ms": _ms(predicted.tpot_s.p99),
         "e2e_p99_s": predicted.e2e_s.p99,
         "infeasible_problem": None, "infeasible_constraint": None, "infeasible_reason": None,
+    }  # fmt: skip
+
+
+def _pool_columns(response: dict[str, Any]) -> dict[str, Any]:
+    """The point's topology and, for a disaggregated plan, each pool's columns (GPU, tp, replicas,
+    precision, limit, ρ, binding, cost) from the plan response and its disaggregation section."""
+    plan = response["plan"]
+    columns: dict[str, Any] = {"topology": plan.get("topology", "aggregated")}
+    if columns["topology"] != "disaggregated":
+        return columns
+    why = {p["role"]: p for p in (response.get("disaggregation") or {}).get("pools") or []}
+    for pool in plan["pools"]:
+        role = pool["role"]
+        columns.update({
+            f"{role}_gpu": pool["gpu"], f"{role}_tp": pool["tp"], f"{role}_replicas": pool["replicas"],
+            f"{role}_precision": f"{pool['precision']['weights']}/{pool['precision']['kv_cache']}",
+            f"{role}_rho": why.get(role, {}).get("rho"), f"{role}_binding": why.get(role, {}).get("binding"),
+            f"{role}_cost_usd_per_hour": why.get(role, {}).get("cost_usd_per_hour"),
+        })  # fmt: skip
+        if role == "prefill":
+            columns["prefill_chunk_tokens"] = pool["chunk_tokens"]
+        else:
+            columns["decode_batch_limit"] = pool["batch_limit"]
+    return columns
+
+
+def _response_point(row: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    """A feasible point from a plan response (constraints.topology `disaggregated` or `any`): the
+    `plan` block's figures (a disaggregated plan's are its decode pool's, replicas and GPUs over both
+    pools), its cost, its predicted p99s (a disaggregated plan's from its disaggregation section),
+    and the pool columns."""
+    plan, cost = response["plan"], response["cost"]
+    section = response.get("disaggregation") or {}
+    predicted = response.get("predicted")
+    if predicted is not None:
+        p99 = (predicted["ttft_ms"]["p99"], predicted["tpot_ms"]["p99"], predicted["e2e_s"]["p99"])
+    else:
+        p99 = (section.get("predicted_ttft_ms"), section.get("predicted_tpot_ms"), section.get("predicted_e2e_s"))
+    disaggregated = plan.get("topology") == "disaggregated"
+    verified = section.get("simulated_ttft_ms") is not None if disaggregated else response.get("verification") is not None
+    return {
+        **row,
+        "gpu": plan["gpu"], "tp": plan["tp"], "replicas": plan["replicas"], "gpus_total": plan["gpus_total"],
+        "weights_precision": plan["precision"]["weights"], "kv_cache_precision": plan["precision"]["kv_cache"],
+        "batch_limit": plan["batch_limit"], "chunk_tokens": plan["chunk_tokens"], "target_rho": plan["target_rho"],
+        "fleet_rows": len(plan["pools"]) if disaggregated else len(plan.get("fleet") or [plan]),
+        "cost_usd_per_hour": cost["usd_per_hour"], "cost_usd_per_month": cost["usd_per_month"],
+        "cost_usd_per_million_output_tokens": cost["usd_per_million_output_tokens"],
+        "ttft_p99_ms": p99[0], "tpot_p99_ms": p99[1], "e2e_p99_s": p99[2],
+        "verified": row["verified"] and verified,
+        "infeasible_problem": None, "infeasible_constraint": None, "infeasible_reason": None,
+        **_pool_columns(response),
     }  # fmt: skip
 
 
@@ -254,8 +309,12 @@ def sweep_point(
     )
     result: PlanResult | None = None
     error: HeadroomError | None = None
+    answer: dict[str, Any] | None = None
     try:
-        result = plan_capacity(request, point_inputs)
+        if body.constraints.topology == "aggregated":
+            result = plan_capacity(request, point_inputs)
+        else:  # separate pools (or the cheaper of the two): the plans route's own dispatch (api/disagg_plans.py)
+            answer = _topology_answer(body, request, point_inputs, pricing, rate)
     except HeadroomError as exc:
         if problem_type_for(exc).status != 422:
             raise  # a solver that gave up is the service's failure, not an answer about this point
@@ -263,6 +322,8 @@ def sweep_point(
     plan_ms = (time.perf_counter() - point_started) * MS_PER_S
     point = _point(index + 1, rate, slo, gpu, result, error, plan_ms, body.verify)
     point["solve_ms"] = None
+    if answer is not None:
+        point = {**_response_point({**point, "feasible": True}, answer), "solve_ms": None}
     if result is not None:
         # provenance is None only on plans asked for without explanation; this request explains (the default)
         assert result.provenance is not None, "an explained plan carries its provenance"
@@ -271,6 +332,84 @@ def sweep_point(
     chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
     point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour
     return point
+
+
+def _topology_answer(
+    body: WhatIfRequest, request: PlanningRequest, inputs: PlanningInputs, pricing: Pricing, rate: float
+) -> dict[str, Any]:
+    """The plan response POST /v1/plans gives at this point for constraints.topology `disaggregated` or `any`."""
+    shape = body.workload
+    if isinstance(shape, BatchWorkloadSpec):  # refused by WhatIfRequest: a job's sweep is aggregated
+        raise TypeError("a batch job's sweep plans aggregated replicas")
+    as_plan = PlanRequest(
+        model=body.model,
+        workload=WorkloadSpec(arrival_rate_rps=rate, prompt_tokens=shape.prompt_tokens,
+                              output_tokens=shape.output_tokens, arrival_cv=shape.arrival_cv),
+        slo=body.slo, constraints=body.constraints, efficiency_profile=body.efficiency_profile, verify=body.verify,
+        provider=body.provider, prices=body.prices, store=False,
+    )  # fmt: skip
+
+    def aggregated() -> dict[str, Any]:
+        return plan_response(
+            "what-if",
+            None,
+            plan_capacity(request, inputs),
+            "",
+            prices=[price.read() for price in pricing.prices.values()],
+            price_notes=pricing.notes,
+            calibration_grades={g.slug: g.calibration_grade for g in inputs.gpus},
+        )
+
+    return topology_plan(
+        as_plan,
+        request,
+        inputs,
+        pricing,
+        plan_id="what-if",
+        created_at="",
+        run=lambda fn, *args: fn(*args),
+        aggregated=aggregated,
+    )
+
+
+def _shape(point: dict[str, Any]) -> PlanShape:
+    """A feasible point's pools, for the change from the point before."""
+    if point["topology"] == "disaggregated":
+        rows = tuple(
+            ShapeRow(
+                role=role,
+                gpu=point[f"{role}_gpu"],
+                tp=point[f"{role}_tp"],
+                replicas=point[f"{role}_replicas"],
+                weights_precision=point[f"{role}_precision"].split("/")[0],
+                kv_precision=point[f"{role}_precision"].split("/")[1],
+                batch_limit=point["decode_batch_limit"] if role == "decode" else None,
+                chunk_tokens=point["prefill_chunk_tokens"] if role == "prefill" else None,
+            )
+            for role in ("prefill", "decode")
+        )
+        return PlanShape(rows=rows, cost_usd_per_hour=point["cost_usd_per_hour"], topology="disaggregated")
+    row = ShapeRow(
+        gpu=point["gpu"],
+        tp=point["tp"],
+        replicas=point["replicas"],
+        weights_precision=point["weights_precision"],
+        kv_precision=point["kv_cache_precision"],
+        batch_limit=point["batch_limit"],
+        chunk_tokens=point["chunk_tokens"],
+    )
+    return PlanShape(rows=(row,), cost_usd_per_hour=point["cost_usd_per_hour"])
+
+
+def _with_pool_changes(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each point with what changed in its pools from the point before (both feasible traffic points)."""
+    out = []
+    for before, point in zip([None, *points[:-1]], points, strict=True):
+        changes = None
+        if before is not None and before["feasible"] and point["feasible"] and point.get("topology") and before.get("topology"):
+            changes = pool_changes_summary(_shape(before), _shape(point))
+        out.append({**point, "pool_changes": changes})
+    return out
 
 
 def what_if_sweep(
@@ -302,7 +441,8 @@ def sweep_response(
     sweep_ms: float,
 ) -> WhatIfResponse:
     """The response to the sweep from its points (computed here or stored by task workers), served
-    rounded (api/rounding.py)."""
+    rounded (api/rounding.py); each point says what changed in its pools from the one before."""
+    points = _with_pool_changes(points)
     answer = WhatIfResponse(
         model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=catalog_version,
         provider=provider, notes=notes, hours_per_month=HOURS_PER_MONTH, verify=body.verify,

@@ -22,8 +22,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.errors import HeadroomError, PlannerInputError
-from planner.memory import kv_capacity_tokens, memory_fit
+from planner.disagg import DecodePool, KvLink, PrefillPool, predict_disagg
+from planner.errors import HeadroomError, PlannerInputError, UnstableLoadError
+from planner.memory import kv_bytes_per_token, kv_capacity_tokens, memory_fit
 from planner.parallel import is_valid_tensor_parallel
 from planner.performance import build_step_model
 from planner.precision import check_precision
@@ -31,6 +32,9 @@ from planner.queueing import Prediction, predict
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
 from planner.units import HOURS_PER_MONTH, MS_PER_S
 from planner.workload import Serving, Slo, Workload
+
+#: A pool's role: `mixed` (prefill and decode on the same replicas, every aggregated row), `prefill` or `decode`.
+PoolRole = Literal["mixed", "prefill", "decode"]
 
 #: Relative difference below which two prices or rates count as equal (float noise from JSON round trips).
 _SAME = 1e-9
@@ -103,6 +107,7 @@ class RowCheck:
     predicted_s: dict[str, float]
     misses: tuple[str, ...]
     problem: str | None = None
+    role: PoolRole = "mixed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,6 +188,123 @@ def check_plan(rows: Sequence[DeployedRow], model: ModelSpec, workload: Workload
     )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeployedPool:
+    """One pool of a disaggregated plan as deployed, with today's specs (a prefill pool has no batch limit)."""
+
+    role: Literal["prefill", "decode"]
+    gpu: GpuSpec
+    precision: Precision
+    tp: int
+    replicas: int
+    batch_limit: int | None
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1 or self.tp < 1:
+            raise PlannerInputError(f"a deployed pool needs replicas >= 1 and tp >= 1, got {self.replicas}, {self.tp}")
+        if self.role == "decode" and (self.batch_limit is None or self.batch_limit < 1):
+            raise PlannerInputError(f"a decode pool needs a batch limit >= 1, got {self.batch_limit}")
+
+    @property
+    def cost_usd_per_hour(self) -> float:
+        return self.replicas * self.tp * self.gpu.price_usd_per_hour_on_demand  # replicas × tp GPUs × $/GPU-h
+
+
+def check_pools(
+    prefill: DeployedPool, decode: DeployedPool, model: ModelSpec, workload: Workload, slo: Slo, *, link: KvLink
+) -> Check:
+    """A disaggregated plan under planner/disagg.py's model at `workload`'s rate: the planner's own
+    prediction of its pools (predict_disagg, the KV crossing `link`), one row per pool with its ρ;
+    TTFT, TPOT and E2E are the deployment's, so both rows carry them."""
+    rate = workload.arrival_rate_rps
+    pools = (prefill, decode)
+    try:
+        steps = []
+        for pool in pools:
+            check_precision(pool.gpu, pool.precision)
+            if pool.tp > pool.gpu.gpus_per_node or not is_valid_tensor_parallel(pool.gpu, model, pool.tp):
+                raise PlannerInputError(f"tp {pool.tp} is not valid for {model.slug} on {pool.gpu.slug}")
+            if not memory_fit(pool.gpu, model, pool.precision, pool.tp, pool.gpu.efficiency).fits:
+                raise PlannerInputError(f"{model.slug} no longer fits on {pool.tp} × {pool.gpu.slug}")
+            steps.append(build_step_model(pool.gpu, model, pool.precision, pool.tp, pool.gpu.efficiency))
+        capacity = kv_capacity_tokens(decode.gpu, model, decode.precision, decode.tp, decode.gpu.efficiency)
+        prediction = predict_disagg(
+            PrefillPool(step_model=steps[0], replicas=prefill.replicas, tp=prefill.tp),
+            DecodePool(
+                step_model=steps[1],
+                replicas=decode.replicas,
+                batch_limit=decode.batch_limit or 1,
+                kv_capacity_tokens=float(capacity),
+                tp=decode.tp,
+            ),
+            workload,
+            link=link,
+            kv_bytes_per_token=kv_bytes_per_token(model, decode.precision.kv_cache),
+            percentile=slo.percentile,
+        )
+    except UnstableLoadError as exc:
+        rows = tuple(
+            RowCheck(
+                gpu=p.gpu.slug,
+                per_replica_rate_rps=rate / p.replicas,
+                meets_slo=False,
+                unstable=True,
+                utilisation=None,
+                predicted_s={},
+                misses=tuple(_targets(slo)),
+                problem=None,
+                role=p.role,
+            )
+            for p in pools
+        )
+        summary = f"a pool would be overloaded ({exc.detail})"
+        return Check(arrival_rate_rps=rate, meets_slo=False, rows=rows, cost_usd_per_hour=_pools_cost(pools), summary=summary)
+    except HeadroomError as exc:
+        rows = tuple(
+            RowCheck(
+                gpu=p.gpu.slug,
+                per_replica_rate_rps=rate / p.replicas,
+                meets_slo=False,
+                unstable=False,
+                utilisation=None,
+                predicted_s={},
+                misses=("configuration",),
+                problem=exc.detail,
+                role=p.role,
+            )
+            for p in pools
+        )
+        return Check(arrival_rate_rps=rate, meets_slo=False, rows=rows, cost_usd_per_hour=_pools_cost(pools), summary=exc.detail)
+    targets = _targets(slo)
+    latencies = {"ttft": prediction.ttft_s, "tpot": prediction.tpot_s, "e2e": prediction.e2e_s}
+    predicted = {metric: latencies[metric] for metric in targets}
+    misses = tuple(m for m, target in targets.items() if predicted[m] > target)
+    rows = tuple(
+        RowCheck(
+            gpu=p.gpu.slug,
+            per_replica_rate_rps=rate / p.replicas,  # every request passes through both pools
+            meets_slo=not misses,
+            unstable=False,
+            utilisation=rho,
+            predicted_s=dict(predicted),
+            misses=misses,
+            role=p.role,
+        )
+        for p, rho in ((prefill, prediction.prefill.rho), (decode, prediction.decode.rho))
+    )
+    return Check(
+        arrival_rate_rps=rate,
+        meets_slo=not misses,
+        rows=rows,
+        cost_usd_per_hour=_pools_cost(pools),
+        summary=_summary(rows, slo, not misses),
+    )
+
+
+def _pools_cost(pools: Sequence[DeployedPool]) -> float:
+    return sum(p.cost_usd_per_hour for p in pools)
+
+
 def unavailable(arrival_rate_rps: float, problem: str) -> Check:
     """A plan that cannot be evaluated any more (its GPU, model or profile left the catalog)."""
     row = RowCheck(
@@ -219,13 +341,17 @@ def _summary(checks: Sequence[RowCheck], slo: Slo, meets: bool) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShapeRow:
+    """One configuration a plan deploys: a row of an aggregated plan (role `mixed`) or a pool of a
+    disaggregated one (a prefill pool has no batch limit: its token budget is chunk_tokens)."""
+
     gpu: str
     tp: int
     replicas: int
     weights_precision: str
     kv_precision: str
-    batch_limit: int
+    batch_limit: int | None
     chunk_tokens: int | None
+    role: PoolRole = "mixed"
 
     @property
     def gpus(self) -> int:
@@ -238,6 +364,7 @@ class PlanShape:
 
     rows: tuple[ShapeRow, ...]
     cost_usd_per_hour: float
+    topology: Literal["aggregated", "disaggregated"] = "aggregated"
 
     def __post_init__(self) -> None:
         if not self.rows:
@@ -245,6 +372,9 @@ class PlanShape:
 
     @property
     def main(self) -> ShapeRow:
+        """The configuration the plan's `plan` block names: the first row, or a disaggregated plan's decode pool."""
+        if self.topology == "disaggregated":
+            return next((r for r in self.rows if r.role == "decode"), self.rows[0])
         return self.rows[0]
 
     def gpus_by_type(self) -> dict[str, int]:
@@ -275,7 +405,95 @@ class CostChange:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PoolChange:
+    """One pool from one plan to the next, by role (and position among pools of that role: a mixed fleet
+    has one mixed pool per configuration). `status`: added, removed, changed or same."""
+
+    pool: str
+    role: PoolRole
+    status: Literal["added", "removed", "changed", "same"]
+    gpu: Change
+    tp: Change
+    replicas: Change
+    gpus: Change
+    precision: Change
+    batch_limit: Change
+    chunk_tokens: Change
+
+    def summary(self) -> str:
+        """`prefill: replicas 2 → 3, gpu h100-sxm → a100-80gb-sxm` (or `decode: added`, `mixed: removed`)."""
+        if self.status in ("added", "removed"):
+            return f"{self.pool}: {self.status}"
+        fields = (
+            ("gpu", self.gpu),
+            ("tp", self.tp),
+            ("replicas", self.replicas),
+            ("precision", self.precision),
+            ("batch limit", self.batch_limit),
+            ("chunk tokens", self.chunk_tokens),
+        )
+        changed = [f"{name} {c.before} → {c.after}" for name, c in fields if c.changed]
+        return f"{self.pool}: " + (", ".join(changed) if changed else "same")
+
+
+def _pool_names(rows: Sequence[ShapeRow]) -> list[str]:
+    """Each row's pool name: its role, numbered when a role has several rows (`mixed 1`, `mixed 2`)."""
+    counts = {role: sum(1 for r in rows if r.role == role) for role in {r.role for r in rows}}
+    seen: dict[str, int] = {}
+    names = []
+    for row in rows:
+        seen[row.role] = seen.get(row.role, 0) + 1
+        names.append(row.role if counts[row.role] == 1 else f"{row.role} {seen[row.role]}")
+    return names
+
+
+def pool_diff(before: Sequence[ShapeRow], after: Sequence[ShapeRow]) -> tuple[PoolChange, ...]:
+    """Pool by pool from `before` to `after`: matched by name (role, numbered within a role), in
+    before's order then after's new pools; aggregated → disaggregated is the mixed pool removed and
+    a prefill and a decode pool added."""
+    old = dict(zip(_pool_names(before), before, strict=True))
+    new = dict(zip(_pool_names(after), after, strict=True))
+    changes = []
+    for name in [*old, *(n for n in new if n not in old)]:
+        b, a = old.get(name), new.get(name)
+        status: Literal["added", "removed", "changed", "same"] = (
+            "added" if b is None else "removed" if a is None else "same" if a == b else "changed"
+        )
+        either = a if a is not None else b
+        if either is None:  # unreachable: the name came from one of the two plans
+            raise PlannerInputError(f"pool {name} is in neither plan")
+
+        def field(get: Any, b: ShapeRow | None = b, a: ShapeRow | None = a) -> Change:
+            return Change(before=None if b is None else get(b), after=None if a is None else get(a))
+
+        changes.append(
+            PoolChange(
+                pool=name,
+                role=either.role,
+                status=status,
+                gpu=field(lambda r: r.gpu),
+                tp=field(lambda r: r.tp),
+                replicas=field(lambda r: r.replicas),
+                gpus=field(lambda r: r.gpus),
+                precision=field(lambda r: f"{r.weights_precision}/{r.kv_precision}"),
+                batch_limit=field(lambda r: r.batch_limit),
+                chunk_tokens=field(lambda r: r.chunk_tokens),
+            )
+        )
+    return tuple(changes)
+
+
+def pool_changes_summary(before: PlanShape, after: PlanShape) -> str:
+    """The pools' changes in one line: the topology's change first, then each pool that changed; `same pools` if none."""
+    parts = [] if before.topology == after.topology else [f"topology {before.topology} → {after.topology}"]
+    parts += [c.summary() for c in pool_diff(before.rows, after.rows) if c.status != "same"]
+    return "; ".join(parts) if parts else "same pools"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlanDiff:
+    topology: Change
+    pools: tuple[PoolChange, ...]
     gpu: Change
     tp: Change
     replicas: Change
@@ -298,6 +516,8 @@ def plan_diff(before: PlanShape, after: PlanShape, *, before_now_usd_per_hour: f
     removed = {gpu: n - counts_after.get(gpu, 0) for gpu, n in counts_before.items() if n > counts_after.get(gpu, 0)}
     change = after.cost_usd_per_hour - before_now_usd_per_hour  # what switching adds to today's bill
     return PlanDiff(
+        topology=Change(before=before.topology, after=after.topology),
+        pools=pool_diff(before.rows, after.rows),
         gpu=Change(before=b.gpu, after=a.gpu),
         tp=Change(before=b.tp, after=a.tp),
         replicas=Change(before=sum(r.replicas for r in before.rows), after=sum(r.replicas for r in after.rows)),

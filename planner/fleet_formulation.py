@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import pulp
@@ -61,7 +61,7 @@ def presolve(spec: FleetSpec) -> tuple[FleetSpec, int]:
     workloads = []
     dropped = 0
     for w in spec.workloads:
-        if not w.candidates:
+        if not w.candidates and not w.pool_options:
             raise InfeasiblePlanError(
                 f"workload {w.name!r} has no candidate configuration that holds its model and meets its SLOs: "
                 "allow more GPU types, precisions or tensor-parallel degrees, or relax its SLOs",
@@ -70,7 +70,7 @@ def presolve(spec: FleetSpec) -> tuple[FleetSpec, int]:
             )
         kept = undominated(w.candidates)
         dropped += len(w.candidates) - len(kept)
-        workloads.append(FleetWorkload(name=w.name, candidates=kept, demand_rps=w.demand_rps))
+        workloads.append(FleetWorkload(name=w.name, candidates=kept, demand_rps=w.demand_rps, pool_options=w.pool_options))
     presolved = FleetSpec(
         workloads=tuple(workloads),
         prices=spec.prices,
@@ -97,6 +97,8 @@ class FleetDecisions:
     use: Mapping[ReplicaKey, pulp.LpVariable]
     largest_replica_rps: Mapping[WorkloadPeriod, pulp.LpVariable]
     inventory_shortfall: Mapping[GpuPeriod, pulp.LpVariable]
+    #: z_wo: 1 when workload w runs pool option o in every period (`add_pool_option_constraints`).
+    pool_choice: Mapping[tuple[str, str], pulp.LpVariable] = field(default_factory=dict)
 
 
 def replica_bound(candidate: Candidate, demand_rps: float, constraints: FleetConstraints) -> int:
@@ -172,7 +174,12 @@ def add_fleet_variables(problem: pulp.LpProblem, spec: FleetSpec, *, elastic_inv
             for p in periods
             if limit(gpu, p) is not None
         }
-    return FleetDecisions(reserved, on_demand, spot, replicas, use, largest, shortfall)
+    pool_choice = {
+        (w.name, o.id): problem.add_variable(constraint_name("pools", w.name, o.id), cat=pulp.LpBinary)
+        for w in spec.workloads
+        for o in w.pool_options
+    }
+    return FleetDecisions(reserved, on_demand, spot, replicas, use, largest, shortfall, pool_choice)
 
 
 def linear_sum(terms: Iterable[tuple[pulp.LpVariable, float]]) -> pulp.LpAffineExpression:
@@ -194,14 +201,28 @@ def capacity_rps(spec: FleetSpec, decisions: FleetDecisions, workload: FleetWork
     return linear_sum((decisions.replicas[workload.name, c.id, period], c.max_rps_at_slo) for c in workload.candidates)
 
 
+def pool_terms(decisions: FleetDecisions, workload: FleetWorkload, coefficient: float) -> list[tuple[pulp.LpVariable, float]]:
+    """coefficient·z_wo for each pool option o of the workload (none without options, or at a zero coefficient)."""
+    if coefficient == 0:
+        return []
+    return [(decisions.pool_choice[workload.name, o.id], coefficient) for o in workload.pool_options]
+
+
 def gpus_used(spec: FleetSpec, decisions: FleetDecisions, gpu: str, period: int) -> pulp.LpAffineExpression:
-    """Σ_{w, c on k} r_wcp·g_c"""
-    return linear_sum(
-        (decisions.replicas[w.name, c.id, period], c.gpus_per_replica)
+    """Σ_{w, c on k} r_wcp·g_c + Σ_{w, o} z_wo·G_okp (G_okp: the GPUs of type k option o's pools hold in period p)"""
+    replicas = [
+        (decisions.replicas[w.name, c.id, period], float(c.gpus_per_replica))
         for w in spec.workloads
         for c in w.candidates
         if c.gpu == gpu
-    )
+    ]
+    pools = [
+        (decisions.pool_choice[w.name, o.id], float(o.gpus_in(gpu, period)))
+        for w in spec.workloads
+        for o in w.pool_options
+        if o.gpus_in(gpu, period)
+    ]
+    return linear_sum(replicas + pools)
 
 
 def gpus_held(decisions: FleetDecisions, gpu: str, period: int) -> pulp.LpAffineExpression:
@@ -225,11 +246,12 @@ def fleet_cost_usd(spec: FleetSpec, decisions: FleetDecisions) -> pulp.LpAffineE
 
 
 def add_meet_demand_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
-    """Σ_c r_wcp·μ_c ≥ d_wp for every workload w and period p."""
+    """Σ_c r_wcp·μ_c + d_wp·Σ_o z_wo ≥ d_wp for every workload w and period p (pools chosen carry the whole demand)."""
     for w in spec.workloads:
         for p in range(spec.periods):
+            terms = [(decisions.replicas[w.name, c.id, p], c.max_rps_at_slo) for c in w.candidates]
             problem += (
-                capacity_rps(spec, decisions, w, p) >= w.demand_rps[p],
+                linear_sum(terms + pool_terms(decisions, w, w.demand_rps[p])) >= w.demand_rps[p],
                 constraint_name("meet_demand", w.name, period_label(p)),
             )
 
@@ -339,6 +361,8 @@ def add_cover_cost_cuts(problem: pulp.LpProblem, spec: FleetSpec, decisions: Fle
     fleets of few replicas per workload. Rows named cover_cost__w__hp; how many were added."""
     added = 0
     for w in spec.workloads:
+        if not w.candidates:
+            continue  # served by pools alone
         weights = {c.id: c.gpus_per_replica * cheapest_gpu_hour_usd(spec, c.gpu) for c in w.candidates}
         items = [(weights[c.id], c.max_rps_at_slo) for c in w.candidates]
         best_ratio = min(a / mu for a, mu in items)
@@ -350,8 +374,9 @@ def add_cover_cost_cuts(problem: pulp.LpProblem, spec: FleetSpec, decisions: Fle
             bound = bounds[key]
             if bound is None or bound <= w.demand_rps[p] * best_ratio * (1 + 1e-9):
                 continue  # no stronger than the LP relaxation already is
+            replicas = [(decisions.replicas[w.name, c.id, p], weights[c.id]) for c in w.candidates]
             problem += (
-                linear_sum((decisions.replicas[w.name, c.id, p], weights[c.id]) for c in w.candidates) >= bound,
+                linear_sum(replicas + pool_terms(decisions, w, bound)) >= bound,  # + V·Σ_o z_wo: pools chosen, no replicas
                 constraint_name("cover_cost", w.name, period_label(p)),
             )
             added += 1
@@ -359,13 +384,41 @@ def add_cover_cost_cuts(problem: pulp.LpProblem, spec: FleetSpec, decisions: Fle
 
 
 def add_min_replicas_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
-    """Σ_c r_wcp ≥ min_replicas for every workload w and period p."""
+    """Σ_c r_wcp + m·Σ_o z_wo ≥ m (m = min_replicas) for every workload w and period p: pools chosen
+    count as meeting it (each holds at least one replica; FleetSpec refuses pools with m > 1)."""
+    m = spec.constraints.min_replicas
     for w in spec.workloads:
         for p in range(spec.periods):
+            terms = [(decisions.replicas[w.name, c.id, p], 1.0) for c in w.candidates]
             problem += (
-                linear_sum((decisions.replicas[w.name, c.id, p], 1) for c in w.candidates) >= spec.constraints.min_replicas,
+                linear_sum(terms + pool_terms(decisions, w, float(m))) >= m,
                 constraint_name("min_replicas", w.name, period_label(p)),
             )
+
+
+def add_pool_option_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
+    """A workload runs at most one pool option, and none of its aggregated replicas while it does:
+
+        Σ_o z_wo ≤ 1                              (one_pool_option__w)
+        r_wcp + U_wcp·Σ_o z_wo ≤ U_wcp            (pools_exclusive__w__c__hp; U_wcp the replica bound, big-M)
+
+    An option is fixed pools per period (sized at that period's demand by planner/plan_disagg.py),
+    so z_wo adds its GPUs of each type to every period's gpus_held row and covers the whole demand
+    in `add_meet_demand_constraints`."""
+    for w in spec.workloads:
+        if not w.pool_options:
+            continue
+        problem += linear_sum(pool_terms(decisions, w, 1.0)) <= 1, constraint_name("one_pool_option", w.name)
+        for c in w.candidates:
+            for p in range(spec.periods):
+                replicas = decisions.replicas[w.name, c.id, p]
+                bound = float(replicas.upBound or 0)
+                if bound <= 0:
+                    continue
+                problem += (
+                    linear_sum([(replicas, 1.0), *pool_terms(decisions, w, bound)]) <= bound,
+                    constraint_name("pools_exclusive", w.name, c.id, period_label(p)),
+                )
 
 
 def add_gpus_held_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
@@ -409,6 +462,7 @@ def build_fleet_problem(
         add_n_plus_one_constraints(problem, spec, decisions)
     if spec.constraints.min_replicas > 0:
         add_min_replicas_constraints(problem, spec, decisions)
+    add_pool_option_constraints(problem, spec, decisions)
     add_gpus_held_constraints(problem, spec, decisions)
     add_gpu_inventory_constraints(problem, spec, decisions)
     if cover_cuts:

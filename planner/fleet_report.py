@@ -23,6 +23,7 @@ from planner.fleet_spec import (
     FleetAssignment,
     FleetCost,
     FleetPeriod,
+    FleetPoolAssignment,
     FleetSpec,
     GpuPeriod,
     InventoryShadowPrice,
@@ -57,9 +58,24 @@ def period_schedule(
     on_demand: Mapping[GpuPeriod, int],
     spot: Mapping[GpuPeriod, int],
     replicas: Mapping[ReplicaKey, int],
+    chosen_pools: frozenset[tuple[str, str]] = frozenset(),
 ) -> FleetPeriod:
     """One period of the fleet: each workload's replicas with the demand they carry (split in
-    proportion to capacity), the GPUs used and held per type, and the period's cost."""
+    proportion to capacity), or its pools (`chosen_pools`: (workload, option id)) carrying all of
+    it, the GPUs used and held per type, and the period's cost."""
+    pools = tuple(
+        FleetPoolAssignment(
+            workload=w.name,
+            period=period,
+            option=o.id,
+            prefill=o.periods[period][0],
+            decode=o.periods[period][1],
+            offered_rps=w.demand_rps[period],
+        )
+        for w in spec.workloads
+        for o in w.pool_options
+        if (w.name, o.id) in chosen_pools
+    )
     assignments = []
     for w in spec.workloads:
         rows = [(c, replicas[w.name, c.id, period]) for c in w.candidates if replicas[w.name, c.id, period] > 0]
@@ -78,7 +94,10 @@ def period_schedule(
                     target_rho=offered / n / c.saturation_rps,
                 )
             )
-    used = {gpu: sum(a.gpus for a in assignments if a.candidate.gpu == gpu) for gpu in spec.gpus}
+    used = {
+        gpu: sum(a.gpus for a in assignments if a.candidate.gpu == gpu) + sum(pair.gpus.get(gpu, 0) for pair in pools)
+        for gpu in spec.gpus
+    }
     held = {gpu: reserved[gpu] + on_demand[gpu, period] + spot.get((gpu, period), 0) for gpu in spec.gpus}
     total_held = sum(held.values())
     return FleetPeriod(
@@ -91,6 +110,7 @@ def period_schedule(
         assignments=tuple(assignments),
         cost_usd=sum(_period_cost_usd(spec, gpu, period, reserved, on_demand, spot) for gpu in spec.gpus),
         gpu_utilisation=sum(used.values()) / total_held if total_held else 0.0,
+        pools=pools,
     )
 
 
@@ -120,6 +140,9 @@ def cost_breakdown(
                 if a.candidate.gpu == gpu:
                     per_workload[a.workload] += a.gpus * usd_per_gpu
                     used += a.gpus
+            for pair in period.pools:
+                per_workload[pair.workload] += pair.gpus.get(gpu, 0) * usd_per_gpu
+                used += pair.gpus.get(gpu, 0)
             idle += (held - used) * usd_per_gpu
     total = reserved_usd + on_demand_usd + spot_usd
     return FleetCost(
@@ -230,6 +253,10 @@ def diagnose_infeasible_fleet(
             for c in w.candidates:
                 if c.gpu == gpu:
                     users[w.name] = users.get(w.name, 0) + integer_value(decisions.replicas[w.name, c.id, p]) * c.gpus_per_replica
+            for o in w.pool_options:
+                if o.gpus_in(gpu, p):
+                    chosen = integer_value(decisions.pool_choice[w.name, o.id])
+                    users[w.name] = users.get(w.name, 0) + chosen * o.gpus_in(gpu, p)
         workload = max(sorted(users), key=lambda name: users[name])
         limit = spec.inventory_limit(gpu, p)
         if limit is None:  # add_fleet_variables makes shortfall variables only where inventory is given

@@ -167,12 +167,17 @@ def solve_fleet(
     search = _Search(cost=fleet_cost_usd(presolved, decisions), bound=relaxed.bound, solve_s=relaxed.solve_s)
     budget = presolved.constraints.budget_usd_per_day
     budget_usd = math.inf if budget is None else budget * presolved.horizon_hours / HOURS_PER_DAY
-    search.best = _best_fallback(presolved, decisions, relaxed, search, budget_usd=budget_usd)
+    # The fallbacks and the period stages build fleets from replica counts alone, which know nothing
+    # of the pool options' binaries (and a pool option links every period): with options, the whole MILP.
+    pools = presolved.has_pool_options
+    if not pools:
+        search.best = _best_fallback(presolved, decisions, relaxed, search, budget_usd=budget_usd)
     clock = _Clock(deadline=started + time_limit_s, setup_s=time.perf_counter() - started)
-    _period_stages(
-        presolved, decisions, relaxed, search, clock, budget_usd=budget_usd, relative_gap=relative_gap, checkpoint=checkpoint
-    )
-    for restricted in (True, False):
+    if not pools:
+        _period_stages(
+            presolved, decisions, relaxed, search, clock, budget_usd=budget_usd, relative_gap=relative_gap, checkpoint=checkpoint
+        )
+    for restricted in (False,) if pools else (True, False):
         checkpoint()
         stage_s = clock.stage_s(RESTRICTED_SHARE if restricted else 1.0, first=False, have_fleet=search.best is not None)
         if search.gap() > relative_gap and stage_s is not None:
@@ -386,7 +391,8 @@ def _fleet_plan(
     on_demand = {key: whole_count(values, v) for key, v in decisions.on_demand_gpus.items()}
     spot = {key: whole_count(values, v) for key, v in decisions.spot_gpus.items()}
     replicas = trim_idle_replicas(spec, {key: whole_count(values, v) for key, v in decisions.replicas.items()})
-    periods = tuple(period_schedule(spec, p, reserved, on_demand, spot, replicas) for p in range(spec.periods))
+    chosen = frozenset(key for key, v in decisions.pool_choice.items() if whole_count(values, v) == 1)
+    periods = tuple(period_schedule(spec, p, reserved, on_demand, spot, replicas, chosen) for p in range(spec.periods))
     return FleetPlan(
         reserved_gpus=MappingProxyType(reserved),
         periods=periods,

@@ -49,16 +49,66 @@ def _finite_non_negative(value: float) -> bool:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PoolConfig:
+    """One pool of a disaggregated option in one period (planner/plan_disagg.py's PoolCandidate, flattened)."""
+
+    role: str  # "prefill" or "decode"
+    gpu: str
+    tp: int
+    replicas: int
+    weights_precision: str
+    kv_precision: str
+    batch_limit: int | None
+    chunk_tokens: int | None
+    rho: float
+    binding: str
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.replicas
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PoolOption:
+    """Separate prefill and decode pools that serve one workload alone, sized at each period's demand
+    (planner/fleet_pools.py): one (prefill, decode) pair per period. The fleet MILP takes all of an
+    option or none of it (planner/fleet_formulation.py `add_pool_option_constraints`)."""
+
+    id: str
+    periods: tuple[tuple[PoolConfig, PoolConfig], ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "periods", tuple(self.periods))
+        if not self.id:
+            raise PlannerInputError("a pool option needs a non-empty id")
+
+    def gpus_in(self, gpu: str, period: int) -> int:
+        """GPUs of type `gpu` both pools hold in `period`."""
+        return sum(pool.gpus for pool in self.periods[period] if pool.gpu == gpu)
+
+    @property
+    def gpu_types(self) -> frozenset[str]:
+        return frozenset(pool.gpu for pair in self.periods for pool in pair)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetWorkload:
-    """One workload: its candidate configurations and its demand, one rate per period."""
+    """One workload: its candidate configurations, its separate-pool options (none unless its
+    topology allows them) and its demand, one rate per period."""
 
     name: str
     candidates: tuple[Candidate, ...]
     demand_rps: tuple[float, ...]
+    pool_options: tuple[PoolOption, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "candidates", tuple(self.candidates))
+        object.__setattr__(self, "pool_options", tuple(self.pool_options))
         object.__setattr__(self, "demand_rps", tuple(float(d) for d in self.demand_rps))
+        if any(len(o.periods) != len(self.demand_rps) for o in self.pool_options):
+            raise PlannerInputError(f"workload {self.name!r}: every pool option needs one pair of pools per period")
+        if len({o.id for o in self.pool_options}) != len(self.pool_options):
+            raise PlannerInputError(f"workload {self.name!r}: pool option ids must be unique")
         if not self.name:
             raise PlannerInputError("a workload needs a name")
         if not self.demand_rps:
@@ -142,7 +192,12 @@ class FleetSpec:
             raise PlannerInputError(f"period_hours must be finite and > 0, got {self.period_hours}")
         object.__setattr__(self, "prices", MappingProxyType(dict(self.prices)))
         object.__setattr__(self, "spot", MappingProxyType(dict(self.spot)))
-        unpriced = sorted({c.gpu for w in self.workloads for c in w.candidates} - set(self.prices))
+        if any(w.pool_options for w in self.workloads) and (self.constraints.n_plus_one or self.constraints.min_replicas > 1):
+            raise PlannerInputError(
+                "separate prefill and decode pools do not take n_plus_one or min_replicas above 1 yet",
+                constraint="topology",
+            )
+        unpriced = sorted(set(self.gpus) - set(self.prices))
         if unpriced:
             raise PlannerInputError(f"no price for GPU types {', '.join(unpriced)}", gpus=unpriced)
         unpriced_spot = sorted(set(self.spot) - set(self.prices))
@@ -171,8 +226,13 @@ class FleetSpec:
 
     @property
     def gpus(self) -> tuple[str, ...]:
-        """GPU types some candidate runs on, sorted."""
-        return tuple(sorted({c.gpu for w in self.workloads for c in w.candidates}))
+        """GPU types some candidate or pool option runs on, sorted."""
+        pools = {gpu for w in self.workloads for o in w.pool_options for gpu in o.gpu_types}
+        return tuple(sorted({c.gpu for w in self.workloads for c in w.candidates} | pools))
+
+    @property
+    def has_pool_options(self) -> bool:
+        return any(w.pool_options for w in self.workloads)
 
     def inventory_limit(self, gpu: str, period: int) -> int | None:
         counts = self.inventory.get(gpu)
@@ -210,6 +270,26 @@ class FleetAssignment:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FleetPoolAssignment:
+    """A workload served by separate prefill and decode pools in one period."""
+
+    workload: str
+    period: int
+    option: str
+    prefill: PoolConfig
+    decode: PoolConfig
+    offered_rps: float  # the workload's whole demand in the period
+
+    @property
+    def gpus(self) -> Mapping[str, int]:
+        """GPUs per type of both pools."""
+        used: dict[str, int] = {}
+        for pool in (self.prefill, self.decode):
+            used[pool.gpu] = used.get(pool.gpu, 0) + pool.gpus
+        return MappingProxyType(used)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetPeriod:
     """One period of the schedule: GPUs rented, used and held, who runs where, and its cost."""
 
@@ -222,6 +302,7 @@ class FleetPeriod:
     assignments: tuple[FleetAssignment, ...]
     cost_usd: float
     gpu_utilisation: float  # Σ used / Σ held (0 when nothing is held)
+    pools: tuple[FleetPoolAssignment, ...] = ()  # workloads served by separate prefill and decode pools
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

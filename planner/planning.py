@@ -525,16 +525,16 @@ def _result(
     rows = fleet.rows
     main = max(rows, key=lambda r: r.offered_rps)
     main_option = space.by_id[candidate_id_of(main)]
-    prediction = _main_prediction(planner, main_option, main, request, single=len(rows) == 1)
     mu_met, mu_missed = planner.max_rate(main_option, slo, curve=True)
     if len(rows) == 1:
         rows = [replace(main, max_rps_at_slo=max(main.max_rps_at_slo, mu_met))]
         main = rows[0]
-    curve = _rho_curve(planner, main_option, slo, main.offered_rps / main.replicas, mu_met)
     record = None if fleet.verification is None else _verification_record(fleet.verification, fleet.adjustments, request.seed)
     priced = _priced(rows, workload, record)
     if not request.explain:
-        return priced
+        return priced  # the prediction and ρ curve below are the justification's alone
+    prediction = _main_prediction(planner, main_option, main, request, single=len(rows) == 1)
+    curve = _rho_curve(planner, main_option, slo, main.offered_rps / main.replicas, mu_met)
     context = _Context(
         planner=planner, request=request, inputs=inputs, by_id=space.by_id, drops=space.drops, cost=priced.cost_usd_per_hour
     )

@@ -6,7 +6,7 @@ model's assumption) or fixed at its mean (`service="fixed"`, closer to a continu
 request whose life is set by its output length). A freed slot goes to the waiting request of the
 highest priority (0 first), FCFS within a class; nothing running is preempted. An arrival of a
 class with an admission limit K that finds K or more requests in the replica (running + queued)
-is shed (deferral to off-peak hours is not simulated: the classes carry no day profile yet). The simulator works at the level of slots: the step-time coupling of a continuous batch
+is shed (deferral to off-peak hours is not simulated: planner/plan_deferral.py schedules it as a fluid). The simulator works at the level of slots: the step-time coupling of a continuous batch
 (planner/simulator.py) enters through the classes' holding times, which the caller takes from the
 single-class model at the pool's operating point.
 """
@@ -36,6 +36,7 @@ class ClassSimulated:
     wait_probability: float
     mean_wait_s: float
     p99_wait_s: float
+    wait_at_percentile_s: float  # at the `percentile` asked for (99 by default)
 
 
 def simulate_classes(
@@ -46,6 +47,7 @@ def simulate_classes(
     seed: int = 0,
     warmup_fraction: float = 0.1,
     service: Literal["exponential", "fixed"] = "exponential",
+    percentile: float = 99.0,
 ) -> tuple[ClassSimulated, ...]:
     """Per-class waits and shed fractions of `duration_s` of traffic; the first `warmup_fraction` is not measured."""
     if slots < 1 or duration_s <= 0 or not classes:
@@ -109,6 +111,7 @@ def simulate_classes(
                 wait_probability=float(np.mean(w > 0.0)),
                 mean_wait_s=float(np.mean(w)),
                 p99_wait_s=float(np.percentile(w, 99.0)),
+                wait_at_percentile_s=float(np.percentile(w, percentile)),
             )
         )
     return tuple(results)

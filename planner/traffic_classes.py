@@ -36,6 +36,10 @@ class TrafficClass:
     priority: int = 0
     max_shed_fraction: float = 0.0
     arrival_cv: float = 1.0
+    #: The class's arrival rate in each of P equal periods of a day (24/P hours each), as a fleet
+    #: plan's `demand_rps`; None: `arrival_rate_rps` all day. `arrival_rate_rps` is the peak the
+    #: pools are sized for, so no period may exceed it.
+    demand_rps: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if (self.slo is None) == (self.deadline_h is None):
@@ -48,6 +52,26 @@ class TrafficClass:
             raise PlannerInputError(f"class {self.name}: max_shed_fraction must be in [0, 1)", field="classes")
         if self.priority < 0:
             raise PlannerInputError(f"class {self.name}: priority must be >= 0", field="classes")
+        if self.demand_rps is not None:
+            object.__setattr__(self, "demand_rps", tuple(float(d) for d in self.demand_rps))
+            if not self.demand_rps or not all(math.isfinite(d) and d >= 0 for d in self.demand_rps):
+                raise PlannerInputError(f"class {self.name}: demand_rps needs one rate >= 0 per period", field="classes")
+            if max(self.demand_rps) > self.arrival_rate_rps * (1.0 + 1e-9):
+                raise PlannerInputError(
+                    f"class {self.name}: demand_rps peaks at {max(self.demand_rps):g} req/s, above arrival_rate_rps "
+                    f"{self.arrival_rate_rps:g} (the peak the pools are sized for)",
+                    field="classes",
+                )
+
+    def day_rps(self, periods: int) -> tuple[float, ...]:
+        """The class's rate in each of `periods` periods of the day (`arrival_rate_rps` throughout without a profile)."""
+        if self.demand_rps is None:
+            return (self.arrival_rate_rps,) * periods
+        if len(self.demand_rps) != periods:
+            raise PlannerInputError(
+                f"class {self.name}: demand_rps gives {len(self.demand_rps)} periods, another class {periods}", field="classes"
+            )
+        return self.demand_rps
 
     @property
     def workload(self) -> Workload:

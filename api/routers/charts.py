@@ -24,6 +24,7 @@ from api.schemas.what_if import WhatIfRequest
 from catalog.errors import NotFoundError
 from catalog.fleet_plans import FleetPlans
 from catalog.plans import Plans
+from planner.errors import PlannerInputError
 
 router = APIRouter(tags=["charts"])
 
@@ -33,6 +34,7 @@ PLAN_CHARTS: dict[str, Callable[[dict[str, Any], dict[str, Any]], charts.Chart]]
     "knee": charts.knee_chart,
     "cost": charts.cost_chart,
     "alternatives": charts.alternatives_chart,
+    "pools": charts.pools_chart,
 }
 assert tuple(PLAN_CHARTS) == charts.PLAN_CHARTS
 
@@ -81,7 +83,7 @@ def _plan_chart(fmt: charts.Format) -> None:
         f"/plans/{{plan_id}}/charts/{{name}}.{fmt}",
         response_class=Response,
         name=f"get_plan_chart_{fmt}",
-        summary=f"A stored plan's chart as {fmt.upper()}: wall, knee, cost or alternatives",
+        summary=f"A stored plan's chart as {fmt.upper()}: wall, knee, cost, alternatives or pools",
         responses=_responses(fmt, 401, 404, 422),
     )
     def plan_chart(plan_id: str, plans: PlansDep, _reader: ReaderDep, request: Request, name: str = CHART_NAME) -> Response:
@@ -90,9 +92,12 @@ def _plan_chart(fmt: charts.Format) -> None:
         points with their confidence intervals. `knee`: decode tokens/s per replica and per user
         against batch size, memory- and compute-bound ranges, the break-even intensity, the
         KV-cache and batch limits. `cost`: cost and replicas against demand with the +10/25/50 %
-        re-plans. `alternatives`: each other GPU type or precision's cost and why it lost.
+        re-plans. `alternatives`: each other GPU type or precision's cost and why it lost. `pools`:
+        each pool's GPUs and cost per hour, with its ρ and binding constraint (a disaggregated plan's
+        prefill and decode pools; an aggregated plan's one mixed pool per configuration).
         404 for an unknown plan or chart; 422 when the plan lacks the section the chart is drawn
-        from (a batch job's plan has no queue, so none of these)."""
+        from (a batch job's plan has no queue, so none but pools; a disaggregated plan has no one
+        queue, so only pools)."""
         draw = PLAN_CHARTS.get(name)
         if draw is None:
             raise NotFoundError(f"no chart {name!r}; a plan has {', '.join(charts.PLAN_CHARTS)}", kind="chart", name=name)
@@ -154,6 +159,13 @@ def _capacity_chart(fmt: charts.Format) -> None:
         most each replica serves within every SLO), with the SLO lines and, with `verify`, the
         simulator's accepted step. Same errors as POST /v1/capacity."""
         answer = estimate_capacity(body, catalog, settings.default_price_provider)
+        if answer.configuration is None:
+            raise PlannerInputError(
+                "the latency wall is one aggregated replica's curve; separate prefill and decode pools have none "
+                "(POST /v1/capacity answers their capacity)",
+                constraint="topology",
+                field="constraints.topology",
+            )
         wall = charts.capacity_wall(body.model_dump(mode="json"), answer.model_dump(mode="json"))
         return _image(charts.wall_chart(wall), fmt, "capacity-wall", request)
 

@@ -60,7 +60,11 @@ def deploy_plan(
     configuration of a mixed fleet. `k8s`: a Deployment per configuration (vLLM, GPUs as
     nvidia.com/gpu or amd.com/gpu), a Service, and an autoscaling/v2 HPA on vllm:num_requests_running
     whose target is the mean number of requests in service per replica at the planned rate (Little's
-    law). 404 for an unknown plan; 422 for an unknown target, a model without `checkpoint`, or a
-    quantization the engine has no name for."""
+    law). A disaggregated plan renders each pool (prefill, decode) with the engine's P/D flags: vLLM's
+    `--kv-transfer-config` (NixlConnector, kv_producer / kv_consumer), SGLang's `--disaggregation-mode`
+    and `--disaggregation-transfer-backend`, the router in front of them as a comment; k8s a Deployment
+    and a headless Service per pool. 404 for an unknown plan; 422 for an unknown target, a model without
+    `checkpoint`, a quantization the engine has no name for, or a disaggregated plan for trt-llm (the 422
+    names the targets that render pools)."""
     body, media_type = render(deploy_inputs(plan_id, plans, catalog), target)
     return Response(content=body, media_type=media_type)

@@ -66,6 +66,13 @@ def available_charts(routes: Iterable[BaseRoute]) -> tuple[tuple[str, str], ...]
     return tuple((name, caption) for name, caption in CHARTS if name in paths)
 
 
+def serves_pools_chart(routes: Iterable[BaseRoute]) -> bool:
+    """Whether the app serves GET /v1/plans/{plan_id}/charts/pools.svg: the chart a disaggregated plan shows
+    in place of the four above (they are drawn from one queue's justification, which separate pools lack)."""
+    paths = [match.group(1) for path in _route_paths(routes) if (match := _CHART_PATH.match(path))]
+    return any(path.startswith("{") or path == "pools" for path in paths)
+
+
 @router.get("/", response_class=HTMLResponse, name="explorer")
 def explorer(request: Request) -> HTMLResponse:
     """The explorer page; its data comes from the API, fetched by the page's script."""
@@ -78,6 +85,7 @@ def explorer(request: Request) -> HTMLResponse:
             "static": f"{prefix}{STATIC_PATH}",
             "version": api.__version__,
             "charts": available_charts(request.app.routes),
+            "pools_chart": serves_pools_chart(request.app.routes),
             "deploy_targets": DEPLOY_TARGETS,
             "capacity_chart": _CAPACITY_CHART in set(_route_paths(request.app.routes)),
             "require_auth": bool(request.app.state.settings.require_auth),

@@ -91,9 +91,9 @@ def create_plan(
     (a dry run, allowed for reader keys) the answer is 200 and nothing is written.
 
     With `classes` instead of `workload` (exactly one of them), several traffic classes of the model:
-    the answer (200, not stored) compares one FCFS pool at the tightest target, one priority pool and
-    segregated pools, chooses the cheapest, and gives each class's predicted latencies
-    (docs/traffic-classes.md)."""
+    the answer (200, not stored) compares one FCFS pool at the tightest target, one priority pool,
+    segregated pools and, with day profiles (`demand_rps`), background work deferred to off-peak
+    hours, chooses the cheapest, and gives each class's predicted latencies (docs/traffic-classes.md)."""
     if isinstance(body, ClassesPlanRequest):
         authorize_plan(settings, caller, store=False)
         classes_content = create_classes_plan(

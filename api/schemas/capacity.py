@@ -53,6 +53,15 @@ class CapacityConstraints(_Input):
         "largest capacity wins; `on` only with it (a 422 where no head can be costed); `off` (the default) never. "
         "`speculative` in the answer says which draft the configuration runs.",
     )
+    topology: Literal["aggregated", "disaggregated", "any"] = Field(
+        default="aggregated",
+        description="`aggregated` (the default): every replica prefills and decodes. `disaggregated`: the largest rate a "
+        "prefill pool of P GPUs and a decode pool of the other gpus − P sustain, P searched (docs/disaggregation.md); the "
+        "answer's `disaggregation` section gives the pools, the P:D split and which pool binds. `any`: both, the larger "
+        "capacity answered and `disaggregation.gain_fraction` says by how much. Separate pools take constraints.pin.precision "
+        "(and pin.gpu, the request's) only, and `verify` simulates the pools; instances, other pins, speculative `on` "
+        "and an E2E target are refused with a 422 (with `any` the pools are then the alternative, with the reason).",
+    )
 
 
 class CapacityRequest(_Input):
@@ -193,6 +202,76 @@ class CapacityVerifyStep(BaseModel):
     requests_simulated: int
 
 
+class CapacityPoolRead(BaseModel):
+    """One pool of a disaggregated answer, sized by planner/plan_disagg.py at the capacity's rate."""
+
+    role: Literal["prefill", "decode"]
+    gpu: str
+    tp: int
+    pp: int = Field(default=1, description="Always 1 (pipeline parallelism is not modelled yet).")
+    replicas: int
+    gpus: int = Field(description="replicas × tp.")
+    batch_limit: int | None = Field(description="The decode pool's vLLM max_num_seqs; null for prefill.")
+    chunk_tokens: int | None = Field(description="The prefill pool's token budget per step; null for decode.")
+    precision: CapacityPrecision
+    rho: float = Field(description="Prefill: λE[S]/c; decode: mean batch over slots, at the capacity's rate.")
+    binding: str = Field(description="What set this pool's replicas at the capacity's rate (docs/disaggregation.md).")
+
+
+class CapacityPoolsVerifyStep(BaseModel):
+    """One simulation of the pools (planner/simulator_disagg.py) at a whole-deployment rate."""
+
+    arrival_rate_rps: float
+    ttft_ms: float = Field(description="Simulated at slo.percentile.")
+    tpot_ms: float = Field(description="Simulated at slo.percentile.")
+    e2e_s: float = Field(description="Simulated at slo.percentile.")
+    misses: list[str]
+    meets_slo: bool
+    requests_simulated: int
+
+
+class CapacityAlternative(BaseModel):
+    topology: Literal["aggregated", "disaggregated"]
+    max_arrival_rate_rps: float | None = Field(description="The other topology's capacity; null when it has none.")
+    reason: str
+
+
+class CapacityDisaggregation(BaseModel):
+    """Separate prefill and decode pools on the request's GPUs (planner/capacity_disagg.py)."""
+
+    requested: Literal["disaggregated", "any"]
+    chosen: Literal["aggregated", "disaggregated"]
+    why: str
+    gain_fraction: float | None = Field(
+        description="The chosen topology's capacity over the other's, minus 1; null when the other has none."
+    )
+    max_arrival_rate_rps: float | None = Field(
+        description="The pools' capacity: the simulator's agreed rate with verify, else the queueing model's; null when none serve."
+    )
+    analytic_arrival_rate_rps: float | None = Field(description="The pools' capacity by the queueing model (Λ).")
+    verification: list[CapacityPoolsVerifyStep] | None = Field(
+        description="With verify: the pools simulated at Λ, then 10 % lower until the simulator agrees (the last step)."
+    )
+    unsustained_arrival_rate_rps: float | None = Field(
+        description="The first rate found beyond it (within 1 %): no prefill and decode pools within the GPUs sustain it."
+    )
+    pools: list[CapacityPoolRead] = Field(description="Prefill then decode; empty when no pools serve.")
+    prefill_gpus: int | None = Field(description="P, the prefill pool's GPUs.")
+    decode_gpus: int | None = Field(description="The decode pool's GPUs.")
+    gpus_idle: int | None = Field(description="gpus − P − decode GPUs: what neither pool needs at the capacity's rate.")
+    ratio: str | None = Field(description="xPyD: prefill replicas P, decode replicas D.", examples=["1P1D"])
+    binding: Literal["prefill", "decode", "both"] | None = Field(
+        description="The pool(s) that miss their share of the SLOs at the next rate (unsustained_arrival_rate_rps)."
+    )
+    ttft_prefill_fraction: float | None = Field(description="The TTFT target's share given to the prefill pool.")
+    predicted_ttft_ms: float | None = Field(description="At the pools' capacity, at slo.percentile.")
+    predicted_tpot_ms: float | None
+    predicted_e2e_s: float | None
+    link: str | None = Field(description="The link the KV cache crosses (pools in different nodes).")
+    plans_evaluated: int = Field(description="Rates at which the pools' planner was run (bracket and bisection).")
+    alternative: CapacityAlternative | None = Field(description="The other topology, with `any`; null otherwise.")
+
+
 class CapacityCost(BaseModel):
     usd_per_hour: float | None = Field(
         description="gpus_used × on-demand USD per GPU-hour, or instances × the instance's price; null when unpriced."
@@ -208,17 +287,22 @@ class CapacityResponse(BaseModel):
     )
     analytic_arrival_rate_rps: float = Field(description="replicas × max_rps_per_replica from the queueing model.")
     output_tokens_per_s: float = Field(description="max_arrival_rate_rps × mean output tokens.")
-    configuration: CapacityConfigurationRead
-    max_rps_per_replica: float = Field(description="μ: the largest per-replica rate meeting every SLO (queueing model).")
-    saturation_rps_per_replica: float
-    utilisation: float = Field(description="μ / saturation.")
-    binding: Literal["ttft", "tpot", "e2e", "saturation"] = Field(
-        description="The SLO metric at its target at μ, or `saturation` when every SLO holds up to 99 % of saturation."
+    configuration: CapacityConfigurationRead | None = Field(
+        description="The aggregated configuration; null when separate pools are answered (see `disaggregation`)."
     )
-    per_replica_arrival_cv: float = Field(
+    max_rps_per_replica: float | None = Field(
+        description="μ: the largest per-replica rate meeting every SLO (queueing model); null for separate pools."
+    )
+    saturation_rps_per_replica: float | None
+    utilisation: float | None = Field(description="μ / saturation; null for separate pools.")
+    binding: Literal["ttft", "tpot", "e2e", "saturation"] | None = Field(
+        description="The SLO metric at its target at μ, or `saturation` when every SLO holds up to 99 % of saturation; "
+        "null for separate pools (disaggregation.binding says which pool binds)."
+    )
+    per_replica_arrival_cv: float | None = Field(
         description="Inter-arrival CV one replica sees: √(c²/r + (r − 1)/r) under a random split."
     )
-    curve: list[CapacityCurvePoint] = Field(description="Per-replica ρ–latency curve up to μ.")
+    curve: list[CapacityCurvePoint] = Field(description="Per-replica ρ–latency curve up to μ; empty for separate pools.")
     cost: CapacityCost
     verification: list[CapacityVerifyStep] | None = Field(
         description="Each simulated rate, last the one agreed; null without verify."
@@ -227,6 +311,12 @@ class CapacityResponse(BaseModel):
     configurations_considered: int
     speculative: SpeculativeRead | None = Field(
         default=None, description="The speculative decoding the configuration runs (constraints.speculative); null without."
+    )
+    topology: Literal["aggregated", "disaggregated"] = Field(
+        default="aggregated", description="The topology answered (constraints.topology `any` answers the larger capacity)."
+    )
+    disaggregation: CapacityDisaggregation | None = Field(
+        default=None, description="The separate pools' capacity; null unless constraints.topology is disaggregated or any."
     )
 
 

@@ -5,7 +5,7 @@ Times at the edge are milliseconds for TTFT/TPOT and seconds for end-to-end, as 
 
 from __future__ import annotations
 
-from typing import Self
+from typing import Annotated, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,6 +18,9 @@ from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV
 
 #: Most classes one request may carry: each adds single-class plans to the comparison.
 MAX_CLASSES = 8
+#: Most periods in a class's day profile: quarter-hours. The deferral schedule's MILP
+#: (planner/plan_deferral.py) has four variables per period.
+MAX_DAY_PERIODS = 96
 
 
 class _Input(BaseModel):
@@ -42,11 +45,23 @@ class TrafficClassSpec(_Input):
     )
     priority: int = Field(default=0, ge=0, le=9, description="0 is served first on a shared pool.")
     max_shed_fraction: float = Field(default=0.0, ge=0, lt=1, description="How much of the class may be refused at peak.")
+    demand_rps: list[Annotated[float, Field(ge=0, le=1e7, allow_inf_nan=False)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_DAY_PERIODS,
+        description=(
+            "The class's day profile: its rate in each of P equal periods of a day (24/P hours each; every class "
+            "with one gives the same P), none above arrival_rate_rps, the peak the pools are sized for. With "
+            "profiles the deferred arrangement is priced."
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:
         if (self.slo is None) == (self.deadline_h is None):
             raise ValueError("give exactly one of slo and deadline_h")
+        if self.demand_rps is not None and max(self.demand_rps) > self.arrival_rate_rps:
+            raise ValueError("demand_rps may not exceed arrival_rate_rps (the peak the pools are sized for)")
         return self
 
     def to_class(self) -> TrafficClass:
@@ -60,6 +75,7 @@ class TrafficClassSpec(_Input):
             deadline_h=self.deadline_h,
             priority=self.priority,
             max_shed_fraction=self.max_shed_fraction,
+            demand_rps=None if self.demand_rps is None else tuple(self.demand_rps),
         )
 
 
@@ -71,7 +87,8 @@ class ClassesPlanRequest(_Input):
     constraints: PlanConstraintsSpec = Field(default_factory=PlanConstraintsSpec)
     efficiency_profile: Slug = Field(default="calibrated")
     verify: bool = Field(
-        default=True, description="Check each pool with the simulator (the class simulator for a priority pool)."
+        default=True,
+        description="Check the chosen arrangement's pools with the simulator (the class simulator for a priority pool).",
     )
     provider: Slug | None = Field(default=None)
     prices: dict[Slug, PriceOverride] = Field(default_factory=dict)
@@ -83,8 +100,12 @@ class ClassesPlanRequest(_Input):
             raise ValueError("class plans are not stored yet: leave out store or send false (the plan is answered with 200)")
         if len({k.name for k in self.classes}) != len(self.classes):
             raise ValueError("class names must be unique")
-        if self.constraints.topology != "aggregated":
-            raise ValueError("class plans arrange aggregated pools only: leave out constraints.topology or set it to aggregated")
+        if len({len(k.demand_rps) for k in self.classes if k.demand_rps is not None}) > 1:
+            raise ValueError("every class's demand_rps must give the same number of periods")
+        if self.constraints.topology == "disaggregated":  # `any` arranges the aggregated pools, as `aggregated` does
+            raise ValueError(
+                "class plans arrange aggregated pools only: leave out constraints.topology or set it to aggregated or any"
+            )
         if self.constraints.speculative == "on":
             raise ValueError(
                 "class plans do not speculate yet (the priority pool's class simulator has no verify step): leave out "
@@ -128,10 +149,26 @@ class ClassRead(BaseModel):
     shed_fraction: float
 
 
+class ClassVerificationRead(BaseModel):
+    """One class of a priority pool: the queueing model's wait for a slot against the class simulator's."""
+
+    name: str
+    wait_model_ms: float
+    wait_simulated_ms: float
+    ttft_simulated_ms: float = Field(description="The class's TTFT with the simulated wait in place of the model's.")
+    e2e_simulated_s: float
+    shed_fraction_simulated: float
+    meets_target: bool
+
+
 class ClassesVerification(BaseModel):
     method: str
     interactive_wait_model_ms: float
     interactive_wait_simulated_ms: float
+    classes: list[ClassVerificationRead] = Field(default_factory=list)
+    refuted: list[str] = Field(
+        default_factory=list, description="Pools the simulator refused on the way (configuration × replicas: why)."
+    )
 
 
 class ClassesPlanResponse(BaseModel):

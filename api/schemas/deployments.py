@@ -14,7 +14,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Page, Slug
-from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanResponse, PlanSlo
+from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanResponse, PlanSlo, PoolRead
 from api.schemas.workload import WorkloadSpec
 from planner.diff import (
     DEFAULT_HEADROOM_MARGIN,
@@ -128,6 +128,12 @@ class PlanHistoryItem(BaseModel):
     gpus_total: int
     precision: str = Field(description="weights/kv_cache.")
     batch_limit: int
+    topology: Literal["aggregated", "disaggregated"] = Field(
+        default="aggregated",
+        description="Separate prefill and decode pools or not; a disaggregated plan's gpu, tp and batch_limit are its decode "
+        "pool's, replicas and gpus_total count both pools.",
+    )
+    pools: list[PoolRead] = Field(default_factory=list, description="The plan's pools (plan.pools).")
     cost_usd_per_hour: float
     cost_usd_per_month: float = Field(description="730 hours.")
     cost_usd_per_million_output_tokens: float | None = Field(default=None, description="As the plan answered it.")
@@ -175,7 +181,27 @@ class ReasonRead(BaseModel):
     detail: str
 
 
+class PoolChangeRead(BaseModel):
+    """One pool from the current plan to the new one, matched by role (numbered when a mixed fleet has several)."""
+
+    pool: str = Field(description="`prefill`, `decode`, `mixed`, or `mixed 2`… for a mixed fleet's configurations.")
+    role: Literal["prefill", "decode", "mixed"]
+    status: Literal["added", "removed", "changed", "same"]
+    summary: str = Field(description="The pool's change in words, e.g. `prefill: replicas 2 → 3`.")
+    gpu: ChangeRead
+    tp: ChangeRead
+    replicas: ChangeRead
+    gpus: ChangeRead
+    precision: ChangeRead = Field(description="weights/kv_cache.")
+    batch_limit: ChangeRead
+    chunk_tokens: ChangeRead
+
+
 class PlanDiffRead(BaseModel):
+    topology: ChangeRead = Field(description="`aggregated` or `disaggregated`, before and after.")
+    pools: list[PoolChangeRead] = Field(
+        description="Pool by pool: aggregated → disaggregated is the mixed pool removed and a prefill and a decode pool added."
+    )
     gpu: ChangeRead
     tp: ChangeRead
     replicas: ChangeRead
@@ -201,6 +227,9 @@ class PredictedRead(BaseModel):
 
 
 class RowCheckRead(BaseModel):
+    role: Literal["mixed", "prefill", "decode"] = Field(
+        default="mixed", description="The row's pool: `mixed` for an aggregated plan's rows, else prefill or decode."
+    )
     gpu: str
     per_replica_rate_rps: float
     meets_slo: bool
@@ -278,6 +307,7 @@ def check_read(check: Check) -> dict[str, Any]:
             predicted["e2e_s" if metric == "e2e" else f"{metric}_ms"] = seconds if metric == "e2e" else seconds * MS_PER_S
         rows.append(
             {
+                "role": row.role,
                 "gpu": row.gpu,
                 "per_replica_rate_rps": row.per_replica_rate_rps,
                 "meets_slo": row.meets_slo,
@@ -309,6 +339,20 @@ def diff_read(diff: PlanDiff, reasons: tuple[Reason, ...]) -> dict[str, Any]:
         return {"before": c.before, "before_now": _none_if_nan(c.before_now), "after": c.after, "change": _none_if_nan(c.change)}
 
     return {
+        "topology": change(diff.topology),
+        "pools": [
+            {
+                "pool": p.pool,
+                "role": p.role,
+                "status": p.status,
+                "summary": p.summary(),
+                **{
+                    name: change(getattr(p, name))
+                    for name in ("gpu", "tp", "replicas", "gpus", "precision", "batch_limit", "chunk_tokens")
+                },
+            }
+            for p in diff.pools
+        ],
         "gpu": change(diff.gpu),
         "tp": change(diff.tp),
         "replicas": change(diff.replicas),

@@ -11,10 +11,17 @@ class PoolJustificationRead(BaseModel):
     role: Literal["prefill", "decode"]
     rho: float = Field(description="Prefill: λ·E[prefill s] / replicas. Decode: mean batch / slots per replica.")
     binding: str = Field(
-        description="What set the pool's size: `ttft` (its share of the TTFT budget), `tpot`, `utilisation` (fewer "
-        "replicas would be unstable), or for one decode replica what limits its slots (`batch_limit`, `kv_memory`)."
+        description="What set the pool's size: `ttft` (its share of the TTFT budget), `tpot`, `e2e` (the decode time of "
+        "an output at the SLO percentile within the E2E target left after the TTFT target), `utilisation` (fewer "
+        "replicas would be unstable), `min_replicas` (constraints.min_replicas raised it), or for one decode replica "
+        "what limits its slots (`batch_limit`, `kv_memory`)."
     )
     cost_usd_per_hour: float
+    spare_replicas: int = Field(
+        default=0,
+        description="Replicas beyond what the SLOs need, for constraints.n_plus_one (1, else 0): counted in the pool's "
+        "replicas and cost; rho and the predicted and simulated figures are with the spare lost.",
+    )
 
 
 class KvTransferRead(BaseModel):

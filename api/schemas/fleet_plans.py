@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.csv_export import CURRENCY
 from api.rounding import rounded
@@ -89,6 +89,24 @@ class FleetWorkloadSpec(_Input):
         description="Mean arrival rate in requests/s in each period; every workload gives the same number of periods.",
         examples=[[4, 2, 8, 12]],
     )
+    topology: Literal["aggregated", "disaggregated", "any"] = Field(
+        default="aggregated",
+        description="`aggregated` (the default): replicas that prefill and decode. `disaggregated`: a prefill pool and a "
+        "decode pool (docs/disaggregation.md), sized at each period's demand, on one GPU type or the cheapest pair of "
+        "types; `any`: the fleet MILP chooses pools or replicas, whichever makes the fleet cheaper. Pools share the "
+        "fleet's GPUs, inventory and budget; `topologies` and each period's `pools` say what was chosen. Needs a TTFT "
+        "target and no E2E target; not with constraints.n_plus_one or min_replicas above 1.",
+    )
+
+    @model_validator(mode="after")
+    def _pools_split_a_ttft_target(self) -> Self:
+        if self.topology != "aggregated" and self.slo.ttft_ms is None:
+            raise ValueError(f"workload {self.name}: topology {self.topology} needs slo.ttft_ms (the pools split it)")
+        if self.topology != "aggregated" and self.slo.e2e_s is not None:
+            raise ValueError(
+                f"workload {self.name}: topology {self.topology} does not take slo.e2e_s yet (pools are not sized for it)"
+            )
+        return self
 
     def to_workload(self) -> Workload:
         """The request mix at a unit rate (per-replica rates do not depend on demand)."""
@@ -320,6 +338,38 @@ class AssignmentRead(BaseModel):
     calibration_grade: str | None = Field(default=None, description="The GPU's calibration grade (low, medium, high).")
 
 
+class FleetPoolRead(BaseModel):
+    role: Literal["prefill", "decode"]
+    gpu: str
+    tp: int
+    replicas: int
+    gpus: int = Field(description="replicas × tp.")
+    precision: PrecisionRead
+    batch_limit: int | None = Field(description="The decode pool's vLLM max_num_seqs; null for prefill.")
+    chunk_tokens: int | None = Field(description="The prefill pool's token budget per step; null for decode.")
+    rho: float = Field(description="Prefill: λE[S]/c; decode: mean batch over slots, at the period's demand.")
+    binding: str = Field(description="What set this pool's replicas (docs/disaggregation.md).")
+
+
+class PoolAssignmentRead(BaseModel):
+    """A workload served by separate prefill and decode pools in one period (all its demand)."""
+
+    name: str = Field(description="Workload name.")
+    option: str = Field(description="The pool option: pools-<gpu> (one GPU type) or pools-any-gpus (the cheapest pair).")
+    ratio: str = Field(description="xPyD: prefill replicas, decode replicas.", examples=["2P1D"])
+    prefill: FleetPoolRead
+    decode: FleetPoolRead
+    gpus: dict[str, int] = Field(description="Both pools' GPUs per type.")
+    demand_rps: float = Field(description="The workload's demand in this period, all of it served by these pools.")
+
+
+class FleetTopologyRead(BaseModel):
+    requested: Literal["aggregated", "disaggregated", "any"]
+    chosen: Literal["aggregated", "disaggregated"]
+    pool_option: str | None = Field(description="The pool option run in every period; null for replicas.")
+    pool_options_offered: int = Field(description="Pool options the MILP was offered for this workload.")
+
+
 class PeriodRead(BaseModel):
     period: int = Field(description="Period index from 0.")
     start_hour: float = Field(description="period × period_hours.")
@@ -329,6 +379,9 @@ class PeriodRead(BaseModel):
     gpus_held: dict[str, int] = Field(description="Reserved + on-demand + spot, per GPU type.")
     gpus_used: dict[str, int] = Field(description="GPUs the replicas run on, per GPU type.")
     workloads: list[AssignmentRead]
+    pools: list[PoolAssignmentRead] = Field(
+        default_factory=list, description="Workloads served by separate prefill and decode pools in this period."
+    )
     cost_usd: float = Field(description="Cost of this period: every GPU held, reserved ones included.")
     utilisation: float = Field(description="GPUs used / GPUs held in this period (0 when none is held).")
 
@@ -458,6 +511,9 @@ class FleetPlanResponse(BaseModel):
     )
     candidates: dict[str, list[CandidateRead]] | None = Field(
         default=None, description="Each workload's candidate table (with `include_candidates`)."
+    )
+    topologies: dict[str, FleetTopologyRead] = Field(
+        default_factory=dict, description="Each workload's topology: requested, chosen, and the pool option it runs."
     )
 
 

@@ -46,6 +46,7 @@ from planner.confidence import GRADES
 from planner.optimizer import PlanConstraints
 from planner.packing import InstanceUse
 from planner.pins import ENGINES, Pin
+from planner.plan_disagg import pool_refusals
 from planner.planning import HOURS_PER_MONTH, PlanResult
 from planner.units import MS_PER_S
 from planner.workload import Slo, Workload
@@ -237,35 +238,28 @@ class PlanConstraintsSpec(_Input):
         "is `auto`. A batch job does not speculate (auto plans it as before; on is a 422).",
     )
     topology: Literal["aggregated", "disaggregated", "any"] = Field(
-        default="aggregated",
+        default="any",
         description="`aggregated`: every replica prefills and decodes (today's plans). `disaggregated`: a prefill pool and a "
         "decode pool joined by a KV-cache transfer, each with its own GPU, precision, tp, replicas and limits "
-        "(docs/disaggregation.md). `any`: both are planned and the cheaper wins; the plan's `disaggregation` section says by "
-        "how much and keeps the other as the alternative. Default `aggregated` so existing plans stay as they were.",
+        "(docs/disaggregation.md); the pools honour max_gpus, budget_usd_per_hour, min_replicas (each pool), n_plus_one (a "
+        "priced spare in each pool), inventory (both pools draw on it), mixed_fleet (allowed, nothing to mix: each pool is "
+        "one configuration) and the gpu, precision, tp (both pools) and batch_limit (the decode pool) pins; unit instance, "
+        "speculative on, pinned replicas, chunk_tokens or draft and workload.prefix_reuse are a 422. `any`: both are planned "
+        "and the cheaper wins; the plan's `disaggregation` section says by how much and keeps the other as the alternative; "
+        "where the pools cannot honour the request the aggregated plan is answered and the alternative says why. A batch job "
+        "or a classes request with `any` is planned as with `aggregated`. Default `any` (the optimizer decides the topology); "
+        "send `aggregated` for one pool of replicas that prefill and decode.",
     )
 
     @model_validator(mode="after")
     def _pools_take_the_basic_constraints(self) -> Self:
-        """Separate pools honour gpus, precisions and min_confidence; the rest are refused, not ignored."""
-        if self.topology == "aggregated":
+        """Explicit separate pools refuse what they cannot honour (planner/plan_disagg.py's pool_refusals: instances,
+        speculation on, a pinned replica count, chunk budget or draft); `any` plans the aggregated arm alone then
+        (api/disagg_plans.py) and says why in its `disaggregation` section."""
+        if self.topology != "disaggregated":
             return self
-        unused = [
-            name
-            for name, given in (
-                ("max_gpus", self.max_gpus is not None),
-                ("budget_usd_per_hour", self.budget_usd_per_hour is not None),
-                ("min_replicas", self.min_replicas > 1),
-                ("n_plus_one", self.n_plus_one),
-                ("mixed_fleet", self.mixed_fleet),
-                ("inventory", bool(self.inventory)),
-                ("pin", self.pin is not None),
-                ("unit", self.unit != "gpu"),
-                ("speculative", self.speculative == "on"),
-            )
-            if given
-        ]
-        if unused:  # speculative auto (the default) plans the pools without speculation
-            raise ValueError(f"topology {self.topology} does not take constraints.{', constraints.'.join(unused)} yet")
+        if refusals := pool_refusals(self.to_constraints()):
+            raise ValueError(f"topology disaggregated does not take {'; '.join(refusals)}")
         return self
 
     def to_constraints(self) -> PlanConstraints:
@@ -352,7 +346,7 @@ class PlanRequest(_Input):
                     ("n_plus_one", limits.n_plus_one),
                     ("mixed_fleet", limits.mixed_fleet),
                     ("inventory", bool(limits.inventory)),
-                    ("topology", limits.topology != "aggregated"),
+                    ("topology", limits.topology == "disaggregated"),
                 )
                 if given
             ]
@@ -362,14 +356,15 @@ class PlanRequest(_Input):
                     "planner/batch_jobs.py) has no speculative step model; leave out constraints.speculative or set it to off"
                 )
             if unused:  # refused rather than ignored: a job plan honours gpus, precisions, max_gpus and min_confidence
+                # (topology `any` plans the job as before: separate pools are not a batch job's shape)
                 raise ValueError(f"a batch job does not take constraints.{', constraints.'.join(unused)}")
             return self
         if not self.workload.arrival_rate_rps > 0:
             raise ValueError("workload.arrival_rate_rps must be > 0 to plan capacity for it")
-        if self.workload.prefix_reuse is not None and self.constraints.topology != "aggregated":
+        if self.workload.prefix_reuse is not None and self.constraints.topology == "disaggregated":
             raise ValueError(
-                f"topology {self.constraints.topology} does not take workload.prefix_reuse yet: the pools' planner has no "
-                "prefix cache (plan with topology aggregated, or leave prefix_reuse out)"
+                "topology disaggregated does not take workload.prefix_reuse yet: the pools' planner has no prefix cache "
+                "(plan with topology aggregated or any, or leave prefix_reuse out)"
             )
         return self
 

@@ -207,6 +207,18 @@ class WhatIfRequest(_Input):
         return slo
 
     @model_validator(mode="after")
+    def _pools_plan_traffic(self) -> Self:
+        """Separate pools are planned for traffic without prefix reuse (as POST /v1/plans refuses it);
+        `any` (the default) plans such a sweep's points aggregated, as the plans route does."""
+        if self.constraints.topology != "disaggregated":
+            return self
+        reuse = getattr(self.workload, "prefix_reuse", None)  # a batch job's workload has none
+        if isinstance(self.workload, BatchWorkloadSpec) or reuse is not None:
+            what = "a batch job's sweep" if reuse is None else "workload.prefix_reuse"
+            raise ValueError(f"topology disaggregated does not take {what} yet: plan it aggregated or any")
+        return self
+
+    @model_validator(mode="after")
     def _job_axes_for_jobs(self) -> Self:
         job_sweep = self.sweep.deadlines_h is not None or self.sweep.job_requests is not None
         if isinstance(self.workload, BatchWorkloadSpec) != job_sweep:
@@ -239,7 +251,9 @@ class WhatIfPoint(BaseModel):
     batch_limit: int | None
     chunk_tokens: int | None
     target_rho: float | None = Field(description="Arrival rate / saturation capacity of the whole plan.")
-    fleet_rows: int | None = Field(description="Configurations in the plan (more than 1 only with constraints.mixed_fleet).")
+    fleet_rows: int | None = Field(
+        description="Configurations in the plan: more than 1 with constraints.mixed_fleet, 2 for a disaggregated plan's pools."
+    )
     cost_usd_per_hour: float | None
     cost_usd_per_month: float | None = Field(description="cost_usd_per_hour × 730 h.")
     cost_usd_per_million_output_tokens: float | None
@@ -264,6 +278,33 @@ class WhatIfPoint(BaseModel):
     job_gpu_hours: float | None = None
     job_cost_usd: float | None = Field(default=None, description="The whole job: GPU-hours × price per GPU-hour.")
     job_throughput_rps_per_replica: float | None = None
+    topology: Literal["aggregated", "disaggregated"] | None = Field(
+        default=None,
+        description="Whether the point's plan shares replicas (`aggregated`) or runs separate prefill and decode pools; "
+        "null without a plan. With constraints.topology `any` each point answers the cheaper topology.",
+    )
+    prefill_gpu: str | None = Field(default=None, description="A disaggregated plan's prefill pool: GPU type.")
+    prefill_tp: int | None = None
+    prefill_replicas: int | None = None
+    prefill_precision: str | None = Field(default=None, description="weights/KV cache.")
+    prefill_chunk_tokens: int | None = Field(default=None, description="The prefill pool's token budget per step.")
+    prefill_rho: float | None = None
+    prefill_binding: str | None = Field(default=None, description="What set the prefill pool's size.")
+    prefill_cost_usd_per_hour: float | None = None
+    decode_gpu: str | None = Field(default=None, description="A disaggregated plan's decode pool: GPU type.")
+    decode_tp: int | None = None
+    decode_replicas: int | None = None
+    decode_precision: str | None = Field(default=None, description="weights/KV cache.")
+    decode_batch_limit: int | None = None
+    decode_rho: float | None = None
+    decode_binding: str | None = Field(default=None, description="What set the decode pool's size.")
+    decode_cost_usd_per_hour: float | None = None
+    pool_changes: str | None = Field(
+        default=None,
+        description="What changed in the pools from the point before (topology, and per pool its GPU, tp, replicas, "
+        "precision and limits; a mixed fleet by its largest configuration), e.g. `prefill: replicas 2 → 3`; `same pools` "
+        "when nothing did; null for the first point or beside a point without a plan.",
+    )
 
 
 #: The CSV's columns: the point's fields, in order.

@@ -30,7 +30,7 @@ def test_the_worked_example_compares_arrangements_and_answers_per_class(seeded: 
     plan = response.json()
     compared = {c["name"]: c["cost_usd_per_hour"] for c in plan["arrangement"]["compared"]}
     assert set(compared) == {"shared_fcfs", "shared_priority", "shared_priority_shedding", "segregated", "deferred"}
-    assert compared["deferred"] is None
+    assert compared["deferred"] is None  # no day profile
     assert compared["shared_priority_shedding"] is None  # no class may be shed
     chosen = plan["arrangement"]["chosen"]
     assert compared[chosen] == min(v for v in compared.values() if v is not None)
@@ -73,3 +73,32 @@ def test_class_plans_refuse_pools_of_another_topology_and_speculation_on(seeded:
         assert f"constraints.{constraint}" in problem["detail"] + str(problem.get("errors"))
     plan = seeded.post("/v1/plans", json=WORKED, headers=admin).json()
     assert all(pool.get("speculative") is None for pool in plan["pools"])
+
+
+def test_a_day_profile_prices_the_deferred_arrangement(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Chat at its peak for eight office hours and at a quarter of it otherwise, summarisation due
+    within 12 h, any GPU of the reference catalog: deferral (the chat pool at its peak plus
+    off-peak capacity) is chosen, cheaper than segregation, with summarisation done within its
+    deadline. Due within 2 h it is infeasible. Profiles of different lengths, or above the
+    class's peak rate, are 422."""
+    office = [60 if 9 <= hour < 17 else 15 for hour in range(24)]
+    chat, summarise = WORKED["classes"]
+    body = {**WORKED, "constraints": {}, "classes": [{**chat, "demand_rps": office}, {**summarise, "deadline_h": 12}]}
+    response = seeded.post("/v1/plans", json=body, headers=admin)
+    assert response.status_code == 200, response.text
+    plan = response.json()
+    compared = {c["name"]: c["cost_usd_per_hour"] for c in plan["arrangement"]["compared"]}
+    assert plan["arrangement"]["chosen"] == "deferred"
+    assert compared["deferred"] < compared["segregated"]
+    assert plan["cost_usd_per_hour"] == compared["deferred"]
+    by_name = {k["name"]: k for k in plan["classes"]}
+    assert by_name["summarise"]["e2e_s"] <= 12 * 3600
+    assert plan["pools"][0]["name"] == "interactive"
+    short = {**body, "classes": [{**chat, "demand_rps": office}, {**summarise, "deadline_h": 2}]}
+    refused = {c["name"]: c for c in seeded.post("/v1/plans", json=short, headers=admin).json()["arrangement"]["compared"]}
+    assert refused["deferred"]["cost_usd_per_hour"] is None
+    assert "deadline" in refused["deferred"]["reason"]
+    uneven = {**body, "classes": [{**chat, "demand_rps": office}, {**summarise, "demand_rps": [20] * 12}]}
+    assert_problem(seeded.post("/v1/plans", json=uneven, headers=admin), 422)
+    above = {**body, "classes": [{**chat, "demand_rps": [61] * 24}, summarise]}
+    assert_problem(seeded.post("/v1/plans", json=above, headers=admin), 422)

@@ -29,6 +29,12 @@ CHAT: dict[str, Any] = {
 }  # fmt: skip
 
 
+def aggregated(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` pinned to topology aggregated: the invariant is over aggregated rows (a disaggregated plan's pools have no
+    CSV rows yet), and under the default `any` separate pools may win."""
+    return {**body, "constraints": {**body["constraints"], "topology": "aggregated"}}
+
+
 def rows_of(plan: dict[str, Any]) -> list[dict[str, Any]]:
     """(gpu, GPUs, the row's own stated cost per hour or None) for every configuration of the plan."""
     decision = plan["plan"]
@@ -105,7 +111,7 @@ ONE_ROW_PLANS = [
 def test_a_plans_json_cost_is_price_times_gpus_to_the_cent(
     seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]
 ) -> None:
-    created = seeded.post("/v1/plans", json={**CHAT, **changes}, headers=admin)
+    created = seeded.post("/v1/plans", json=aggregated({**CHAT, **changes}), headers=admin)
     assert created.status_code == 201, created.text
     assert_json_costs_are_price_times_gpus(created.json())
     stored = seeded.get(created.headers["location"])
@@ -121,7 +127,7 @@ def test_a_plans_json_cost_is_price_times_gpus_to_the_cent(
 def test_a_plans_csv_cost_is_price_times_gpus_to_the_cent(
     seeded: ApiClient, admin: dict[str, str], changes: dict[str, Any]
 ) -> None:
-    created = seeded.post("/v1/plans", json={**CHAT, **changes}, headers=admin)
+    created = seeded.post("/v1/plans", json=aggregated({**CHAT, **changes}), headers=admin)
     assert created.status_code == 201, created.text
     if changes in TWO_ROW_FLEETS:
         assert len(rows_of(created.json())) == 2, "the inventory no longer forces two rows: pick another"

@@ -27,6 +27,8 @@ from planner.diff import (
     check_plan,
     decide,
     plan_diff,
+    pool_changes_summary,
+    pool_diff,
     unavailable,
 )
 from planner.errors import PlannerInputError
@@ -107,6 +109,36 @@ def shape(gpu: str, replicas: int, *, tp: int = 1, batch: int = 64, price: float
             ),
         ),
         cost_usd_per_hour=replicas * tp * price,
+    )
+
+
+def pools(prefill_gpu: str, prefill_replicas: int, decode_replicas: int) -> PlanShape:
+    """A disaggregated shape: tp-2 prefill pool (8,192-token budget), tp-2 decode pool (batch 128), fp8, $4 per GPU-hour."""
+    rows = (
+        ShapeRow(role="prefill", gpu=prefill_gpu, tp=2, replicas=prefill_replicas, weights_precision="fp8",
+                 kv_precision="fp8", batch_limit=None, chunk_tokens=8192),
+        ShapeRow(role="decode", gpu="h100-sxm", tp=2, replicas=decode_replicas, weights_precision="fp8",
+                 kv_precision="fp8", batch_limit=128, chunk_tokens=None),
+    )  # fmt: skip
+    return PlanShape(rows=rows, cost_usd_per_hour=2 * (prefill_replicas + decode_replicas) * 4.0, topology="disaggregated")
+
+
+def test_pools_are_diffed_by_role() -> None:
+    """Aggregated → disaggregated: the mixed pool removed, the prefill and decode pools added; then a prefill pool
+    growing from 3 to 5 replicas and changing GPU, the decode pool the same."""
+    switch = plan_diff(shape("h100-sxm", 4, tp=2), pools("h100-sxm", 3, 1), before_now_usd_per_hour=32.0)
+    assert (switch.topology.before, switch.topology.after) == ("aggregated", "disaggregated")
+    assert [(c.pool, c.status) for c in switch.pools] == [("mixed", "removed"), ("prefill", "added"), ("decode", "added")]
+    assert switch.pools[0].replicas.before == 4 and switch.pools[0].replicas.after is None
+    assert switch.gpu.after == "h100-sxm" and switch.batch_limit.after == 128  # the plan block names the decode pool
+    assert not switch.same_configuration
+    grown = pool_diff(pools("h100-sxm", 3, 1).rows, pools("h200", 5, 1).rows)
+    assert [(c.pool, c.status) for c in grown] == [("prefill", "changed"), ("decode", "same")]
+    assert grown[0].summary() == "prefill: gpu h100-sxm → h200, replicas 3 → 5"
+    assert (grown[0].gpus.before, grown[0].gpus.after) == (6, 10)
+    assert pool_changes_summary(pools("h100-sxm", 3, 1), pools("h100-sxm", 3, 1)) == "same pools"
+    assert pool_changes_summary(pools("h100-sxm", 3, 1), shape("h100-sxm", 4, tp=2)) == (
+        "topology disaggregated → aggregated; prefill: removed; decode: removed; mixed: added"
     )
 
 

@@ -351,11 +351,60 @@
     ];
   }
 
+  /** One pool in words: "3 × tp 2 h100-sxm (fp8 weights and KV cache), 8,192 tokens per step". */
+  function poolText(pool) {
+    const limit = pool.batch_limit === null || pool.batch_limit === undefined ? `${num(pool.chunk_tokens, 0)} tokens per step` : `batch limit ${num(pool.batch_limit, 0)}`;
+    return `${replicas(pool.replicas)} of tp ${pool.tp} ${pool.gpu} (${precision(pool.precision.weights, pool.precision.kv_cache)}), ${limit}`;
+  }
+
+  /** A disaggregated plan's pools as a table: configuration, GPUs, utilisation, what set the size, cost. */
+  function poolsView(plan) {
+    const section = plan.disaggregation || {};
+    const why = new Map((section.pools || []).map((p) => [p.role, p]));
+    const rows = plan.plan.pools.map((pool) => {
+      const j = why.get(pool.role) || {};
+      return el(
+        "tr",
+        { dataset: { role: pool.role } },
+        el("th", { scope: "row" }, pool.role),
+        el("td", {}, pool.gpu),
+        el("td", { class: "num" }, num(pool.tp, 0)),
+        el("td", { class: "num" }, num(pool.replicas, 0)),
+        el("td", { class: "num" }, num(pool.tp * (pool.pp || 1) * pool.replicas, 0)),
+        el("td", {}, `${pool.precision.weights}/${pool.precision.kv_cache}`),
+        el("td", { class: "num" }, pool.batch_limit === null ? "—" : num(pool.batch_limit, 0)),
+        el("td", { class: "num" }, pool.chunk_tokens === null ? "—" : num(pool.chunk_tokens, 0)),
+        el("td", { class: "num" }, j.rho === undefined ? "—" : num(j.rho, 2)),
+        el("td", {}, j.binding || "—"),
+        el("td", { class: "num" }, usd(j.cost_usd_per_hour)),
+      );
+    });
+    const transfer = section.transfer
+      ? el("p", { id: "answer-transfer" }, `The KV cache crosses ${section.transfer.link}: ${num(section.transfer.p99_ms, 1)} ms for a p${num(section.percentile, 0)} prompt, ${num(section.transfer.mean_ms, 1)} ms on average.`)
+      : [];
+    return [
+      el("h3", {}, "Pools"),
+      el(
+        "table",
+        { id: "answer-pools" },
+        el("caption", {}, section.why || "Separate prefill and decode pools"),
+        el("thead", {}, el("tr", {}, ["Pool", "GPU", "tp", "Replicas", "GPUs", "Precision", "Batch limit", "Tokens per step", "ρ", "Binding", "Per hour"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows),
+      ),
+      transfer,
+      section.interference_removed ? el("p", { class: "muted" }, `Interference removed: ${section.interference_removed}.`) : [],
+    ];
+  }
+
   function showPlan(plan, stored) {
     const decision = plan.plan;
     const cost = plan.cost;
+    const pooled = decision.topology === "disaggregated";
+    const section = plan.disaggregation || {};
     const rows = decision.fleet && decision.fleet.length ? decision.fleet : null;
-    const what = rows
+    const what = pooled
+      ? `Run separate pools on ${num(decision.gpus_total, 0)} GPUs: prefill ${decision.pools.filter((p) => p.role === "prefill").map(poolText).join("; ")}; decode ${decision.pools.filter((p) => p.role === "decode").map(poolText).join("; ")}.`
+      : rows
       ? `Buy a mixed fleet of ${num(decision.gpus_total, 0)} GPUs: ` + rows.map((r) => `${num(r.gpus, 0)} × ${r.gpu} (tp ${r.tp}, ${replicas(r.replicas)}, batch ${r.batch_limit})`).join("; ") + "."
       : `Buy ${num(decision.gpus_total, 0)} × ${decision.gpu}: ${replicas(decision.replicas)} of tp ${decision.tp}, ${precision(decision.precision.weights, decision.precision.kv_cache)}, batch limit ${num(decision.batch_limit, 0)}, ${chunk(decision.chunk_tokens)}, at ${num(decision.target_rho * 100, 0)} % utilisation.`;
     const nodes = [
@@ -371,8 +420,11 @@
         fact("answer-cost-month", "Per month", cost.usd_per_month, usd(cost.usd_per_month)),
         plan.predicted ? fact("answer-ttft", "TTFT p99", plan.predicted.ttft_ms.p99, `${num(plan.predicted.ttft_ms.p99, 1)} ms`) : [],
         plan.predicted ? fact("answer-tpot", "TPOT p99", plan.predicted.tpot_ms.p99, `${num(plan.predicted.tpot_ms.p99, 1)} ms`) : [],
+        pooled ? fact("answer-ttft", `TTFT p${num(section.percentile, 0)}`, section.predicted_ttft_ms, `${num(section.predicted_ttft_ms, 1)} ms`) : [],
+        pooled ? fact("answer-tpot", `TPOT p${num(section.percentile, 0)}`, section.predicted_tpot_ms, `${num(section.predicted_tpot_ms, 1)} ms`) : [],
       ),
     ];
+    if (pooled) nodes.push(...poolsView(plan));
     if (Array.isArray(plan.warnings) && plan.warnings.length) nodes.push(el("ul", { class: "warnings" }, plan.warnings.map((w) => el("li", {}, w.message))));
     if (plan.justification) {
       nodes.push(...bindingView(plan.justification.binding));
@@ -390,7 +442,7 @@
       ),
     );
     showAnswer(nodes, `Plan: ${num(decision.gpus_total, 0)} × ${decision.gpu}, ${usd(cost.usd_per_hour)} per hour.`);
-    if (stored) showStoredExtras(plan.id);
+    if (stored) showStoredExtras(plan.id, pooled);
   }
 
   /** With HEADROOM_REQUIRE_AUTH a stored plan's charts and files need the key too, and neither an
@@ -441,12 +493,20 @@
       : null;
   }
 
-  function showStoredExtras(planId) {
+  /** A stored plan's charts and downloads. A disaggregated plan (`pooled`) has no one queue for the
+   * wall, knee, cost and alternatives charts: its pools chart is shown in their place. */
+  function showStoredExtras(planId, pooled) {
     const id = encodeURIComponent(planId);
-    if (CHARTS.length) {
-      for (const name of CHARTS) showChart(name, `${PREFIX}/v1/plans/${id}/charts/${name}.svg`);
-      $("charts").hidden = false;
+    const poolsFigure = $("chart-pools-figure");
+    if (poolsFigure) poolsFigure.hidden = !pooled;
+    for (const name of CHARTS) {
+      const image = $(`chart-${name}`);
+      image.closest("figure").hidden = pooled;
+      if (pooled) image.removeAttribute("src");
+      else showChart(name, `${PREFIX}/v1/plans/${id}/charts/${name}.svg`);
     }
+    if (pooled && poolsFigure) showChart("pools", `${PREFIX}/v1/plans/${id}/charts/pools.svg`);
+    if (CHARTS.length || (pooled && poolsFigure)) $("charts").hidden = false;
     setDownload($("download-csv"), `${PREFIX}/v1/plans/${id}/csv`, `plan-${planId}.csv`);
     const target = $("deploy-target");
     const setDeploy = () => {
@@ -622,6 +682,17 @@
   function changeFrom(older, newer) {
     if (!older) return "first plan";
     const changes = [];
+    const topology = (p) => p.topology || "aggregated";
+    if (topology(older) !== topology(newer)) changes.push(`${topology(older)} → ${topology(newer)}`);
+    else if (topology(newer) === "disaggregated") {
+      for (const pool of newer.pools || []) {
+        const before = (older.pools || []).find((p) => p.role === pool.role);
+        if (!before) continue;
+        for (const [key, label] of [["gpu", "GPU"], ["tp", "tp"], ["replicas", "replicas"]]) {
+          if (before[key] !== pool[key]) changes.push(`${pool.role} ${label} ${before[key]} → ${pool[key]}`);
+        }
+      }
+    }
     for (const [key, label] of [["gpu", "GPU"], ["tp", "tp"], ["replicas", "replicas"], ["gpus_total", "GPUs"], ["precision", "precision"], ["batch_limit", "batch limit"]]) {
       if (older[key] !== newer[key]) changes.push(`${label} ${older[key]} → ${newer[key]}`);
     }
@@ -645,7 +716,13 @@
         { class: p.current ? "current" : "" },
         el("td", {}, new Date(p.created_at).toLocaleString("en-GB")),
         el("td", {}, p.current ? "in force" : ""),
-        el("td", {}, `${num(p.gpus_total, 0)} × ${p.gpu} (tp ${p.tp}, ${replicas(p.replicas)}, ${p.precision}, batch ${p.batch_limit})`),
+        el(
+          "td",
+          {},
+          p.topology === "disaggregated"
+            ? `${num(p.gpus_total, 0)} GPUs in pools: ` + p.pools.map((pool) => `${pool.role} ${pool.replicas} × tp ${pool.tp} ${pool.gpu}`).join(", ")
+            : `${num(p.gpus_total, 0)} × ${p.gpu} (tp ${p.tp}, ${replicas(p.replicas)}, ${p.precision}, batch ${p.batch_limit})`,
+        ),
         el("td", { class: "num" }, usd(p.cost_usd_per_hour)),
         el("td", {}, changeFrom(items[i + 1], p)),
         el("td", {}, el("button", { type: "button", onclick: () => openPlan(p.id) }, "Open")),

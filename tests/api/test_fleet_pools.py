@@ -1,0 +1,129 @@
+"""POST /v1/fleet-plans with a workload's `topology`: separate prefill and decode pools sharing the
+fleet's GPUs, inventory and budget, named in `topologies` and each period's `pools`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.api.client import ApiClient
+from tests.api.conftest import ADMIN_HEADERS, assert_problem
+from tests.api.test_fleet_plans import (  # noqa: F401  (api and seeded_sqlite_template are fixtures)
+    GPUS,
+    PRECISIONS,
+    api,
+    body,
+    post,
+    seeded_sqlite_template,
+    workload,
+)
+from tests.api.test_operations import ASYNC, wait_for, without_fleet_timings, working  # noqa: F401  (working is a fixture)
+
+#: Long prompts, short answers, a relaxed TTFT and a strict TPOT: the regime where separate pools pay
+#: (docs/disaggregation.md "Regime map").
+LONG_PROMPTS: dict[str, Any] = {
+    "prompt_tokens": {"mean": 3000, "p99": 8000},
+    "output_tokens": {"mean": 250, "p99": 1000},
+    "slo": {"ttft_ms": 3000, "tpot_ms": 20, "percentile": 99},
+}
+
+
+def _used_by_type(period: dict[str, Any]) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for row in period["workloads"]:
+        used[row["gpu"]] = used.get(row["gpu"], 0) + row["gpus"]
+    for pair in period["pools"]:
+        for gpu, n in pair["gpus"].items():
+            used[gpu] = used.get(gpu, 0) + n
+    return used
+
+
+def test_a_disaggregated_workload_runs_pools_beside_an_aggregated_one(api: ApiClient) -> None:  # noqa: F811
+    pools = workload("rag", [4, 8], topology="disaggregated", **LONG_PROMPTS)
+    chat = workload("chat", [6, 3])
+    response = post(api, body(chat, pools))
+    assert response.status_code == 201, response.text
+    plan = response.json()
+    assert plan["topologies"]["chat"] == {
+        "requested": "aggregated",
+        "chosen": "aggregated",
+        "pool_option": None,
+        "pool_options_offered": 0,
+    }
+    rag = plan["topologies"]["rag"]
+    assert rag["requested"] == "disaggregated" and rag["chosen"] == "disaggregated" and rag["pool_options_offered"] >= 1
+    gpus_per_period = []
+    for period in plan["periods"]:
+        assert {row["name"] for row in period["workloads"]} == {"chat"}
+        (pair,) = period["pools"]
+        assert pair["name"] == "rag" and pair["option"] == rag["pool_option"]
+        assert pair["demand_rps"] == period["demand_rps"]["rag"]
+        prefill, decode = pair["prefill"], pair["decode"]
+        assert (prefill["role"], decode["role"]) == ("prefill", "decode")
+        assert pair["ratio"] == f"{prefill['replicas']}P{decode['replicas']}D"
+        assert sum(pair["gpus"].values()) == prefill["gpus"] + decode["gpus"]
+        assert _used_by_type(period) == period["gpus_used"]
+        assert all(period["gpus_used"][g] <= period["gpus_held"][g] for g in period["gpus_used"])
+        gpus_per_period.append(prefill["gpus"] + decode["gpus"])
+    assert gpus_per_period[0] <= gpus_per_period[1]  # twice the demand never needs fewer GPUs
+    cost = plan["cost"]
+    assert sum(cost["per_workload_usd"].values()) + cost["idle_usd"] == pytest.approx(cost["usd_total"], rel=1e-3)
+    assert cost["per_workload_usd"]["rag"] > 0
+
+
+def test_any_takes_pools_only_where_the_fleet_is_cheaper(api: ApiClient) -> None:  # noqa: F811
+    """The same workload planned three ways: `any` costs no more than the cheaper of all-aggregated
+    and all-pools, and says which it chose."""
+    costs = {}
+    for topology in ("aggregated", "disaggregated", "any"):
+        response = post(api, body(workload("rag", [4, 8], topology=topology, **LONG_PROMPTS)))
+        assert response.status_code == 201, response.text
+        plan = response.json()
+        costs[topology] = plan["cost"]["usd_total"]
+        chosen = plan["topologies"]["rag"]["chosen"]
+        assert (chosen == "disaggregated") == all(period["pools"] for period in plan["periods"])
+        if topology != "any":
+            assert chosen == topology
+    assert costs["any"] <= min(costs["aggregated"], costs["disaggregated"]) * (1 + 0.011)  # within the 1 % MILP gap
+
+
+def test_pools_share_the_inventory(api: ApiClient) -> None:  # noqa: F811
+    """With the GPU type the unconstrained pools use most limited to one GPU fewer, the pools move
+    (wholly or in part) to the other type or the fleet is refused naming the shortfall: never more
+    GPUs of that type than given."""
+    rag = workload("rag", [8], topology="disaggregated", **LONG_PROMPTS)
+    free = post(api, body(rag)).json()
+    used = free["periods"][0]["gpus_used"]
+    gpu = max(sorted(used), key=lambda g: used[g])
+    limited = post(api, body(rag, inventory={gpu: used[gpu] - 1}))
+    if limited.status_code == 201:
+        assert limited.json()["periods"][0]["gpus_held"].get(gpu, 0) <= used[gpu] - 1
+        assert limited.json()["cost"]["usd_total"] >= free["cost"]["usd_total"] * (1 - 0.011)
+    else:
+        assert_problem(limited, 422)
+
+
+def test_pools_refuse_what_they_do_not_model(api: ApiClient) -> None:  # noqa: F811
+    no_ttft = workload("rag", [4], topology="disaggregated", slo={"tpot_ms": 20})
+    assert_problem(post(api, body(no_ttft)), 422)
+    with_e2e = workload("rag", [4], topology="disaggregated", slo={"ttft_ms": 3000, "tpot_ms": 20, "e2e_s": 60})
+    assert_problem(post(api, body(with_e2e)), 422)
+    pools = workload("rag", [4], topology="any", **LONG_PROMPTS)
+    assert_problem(post(api, body(pools, constraints={"gpus": GPUS, "precisions": PRECISIONS, "n_plus_one": True})), 422)
+    assert api.post("/v1/fleet-plans", json=body(pools), headers=ADMIN_HEADERS).status_code == 201
+
+
+def test_a_fleet_with_pools_asked_async_equals_the_synchronous_plan(working: ApiClient) -> None:  # noqa: F811
+    """Fleet plans run as operations (api/fleet_operation.py): the pools come back the same way."""
+    request = body(workload("chat", [6, 3]), workload("rag", [4, 8], topology="any", **LONG_PROMPTS))
+    accepted = working.post("/v1/fleet-plans", json=request, headers=ASYNC)
+    assert accepted.status_code == 202, accepted.text
+    done = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert done["state"] == "succeeded", done
+    synchronous = working.post("/v1/fleet-plans", json=request, headers=ADMIN_HEADERS)
+    assert synchronous.status_code == 201, synchronous.text
+    assert without_fleet_timings(done["result"]) == without_fleet_timings(synchronous.json())
+    assert done["result"]["topologies"]["rag"]["requested"] == "any"
+    chosen = done["result"]["topologies"]["rag"]["chosen"]
+    assert (chosen == "disaggregated") == all(period["pools"] for period in done["result"]["periods"])
