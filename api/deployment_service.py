@@ -10,7 +10,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from api.disagg_plans import LINK
+from api.disagg_plans import stored_link
 from api.inputs import priced
 from api.plan_service import DEFAULT_SOLVER_TIME_LIMIT_S, Runner, create_plan, run_directly, template_of
 from api.schemas.deployments import (
@@ -234,7 +234,7 @@ def _check(
         model = catalog.model_spec(request.model)
         if _disaggregated(response):  # the pools under planner/disagg.py's model, the KV over the plans' link
             prefill, decode = deployed_pools(response, catalog, request, default_provider)
-            return check_pools(prefill, decode, model, workload, request.targets(), link=LINK)
+            return check_pools(prefill, decode, model, workload, request.targets(), link=stored_link(response, prefill.gpu))
         rows = deployed_rows(response, catalog, request, default_provider)
     except (NotFoundError, PlannerInputError) as exc:
         return unavailable(workload.arrival_rate_rps, f"the plan cannot be evaluated on today's catalog: {exc.detail}")

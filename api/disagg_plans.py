@@ -11,26 +11,38 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from api.rounding import rounded
 from api.schemas.plan_result import provenance_read
 from api.schemas.plans import PlanRequest, PlanResponse
 from catalog.prices import Pricing
-from planner.disagg import SCALE_OUT_LINKS, kv_transfer_bytes
+from planner.disagg import SCALE_OUT_LINKS, KvLink, intra_node_link, kv_transfer_bytes
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
-from planner.plan_disagg import DisaggPlan, PoolCandidate, plan_disaggregated, pool_refusals, verify_disaggregated
+from planner.plan_disagg import (
+    DisaggPlan,
+    PoolCandidate,
+    disaggregated_cost_lower_bound,
+    plan_disaggregated,
+    pool_refusals,
+    verify_disaggregated,
+)
 from planner.plan_result import Provenance
 from planner.planning import HOURS_PER_MONTH, PlanningInputs, PlanningRequest
+from planner.specs import GpuSpec
 from planner.units import MS_PER_S, SECONDS_PER_HOUR
 
-#: Pools in different nodes: the KV crosses the scale-out NIC (the conservative case; inside one
-#: NVLink domain the transfer is ~9x faster).
+#: The scale-out network between nodes. Pools of one GPU type that fit one node may sit there and use its
+#: scale-up link (NVLink, Infinity Fabric: ~9x faster) instead: planner/plan_disagg.py decides, per plan.
 LINK = SCALE_OUT_LINKS["connectx7_400g"]
 INTERFERENCE = (
     "decode steps never carry a prefill: TPOT is the decode batch's own step, not stretched by prompts sharing "
     "the step (chunked prefill) or stalled behind them; prefill runs unbatched with decodes at the compute roofline"
 )
+#: `any` skips the pools' search when their cost lower bound reaches the aggregated cost (the same winner, no
+#: saving figure); bench/topology_regimes.py turns it off, since its map prints every cell's saving.
+SKIP_BOUNDED_SEARCH = True
 SOLVER = "planner/plan_disagg.py: per-pool candidates at each TTFT split, MILP over one prefill and one decode candidate"
 
 
@@ -39,6 +51,15 @@ SPARE = (
     "each pool carries one spare replica for constraints.n_plus_one (pools[].spare_replicas), priced in its cost; "
     "the predicted and simulated figures are with both pools' spares lost at once"
 )
+
+
+def stored_link(response: dict[str, Any], gpu: GpuSpec) -> KvLink:
+    """The link a stored disaggregated plan's KV crosses, with today's catalog figures for `gpu` (its prefill pool's):
+    the node's scale-up link when the plan put both pools in one node (its transfer.link names that link), else the
+    scale-out network; a re-check then predicts the pools as they were planned."""
+    transfer = (response.get("disaggregation") or {}).get("transfer") or {}
+    node = intra_node_link(gpu)
+    return node if str(transfer.get("link", "")).startswith(node.name) else LINK
 
 
 def pools_not_planned(body: PlanRequest) -> list[str]:
@@ -110,7 +131,7 @@ def _section(
             for c in (plan.prefill, plan.decode)
         ],
         transfer={
-            "link": plan.link.name,
+            "link": f"{plan.link.name}: {plan.link_why}" if plan.link_why else plan.link.name,  # the link and why
             "link_source": plan.link.source,
             "bytes_per_s_per_gpu": plan.link.bytes_per_s_per_gpu,
             "links": min(plan.prefill.tp, plan.decode.tp),
@@ -194,6 +215,61 @@ def _disaggregated_body(
     return read
 
 
+@dataclass(frozen=True, slots=True)
+class _Skipped:
+    """`any` left the disaggregated search out: a lower bound on its cost already reaches the aggregated plan's."""
+
+    why: str
+    reason: str
+
+
+def _aggregated_first(
+    requested: str,
+    request: PlanningRequest,
+    inputs: PlanningInputs,
+    *,
+    run: Callable[..., Any],
+    aggregated: Callable[[], dict[str, Any]],
+) -> tuple[Callable[[], dict[str, Any]], _Skipped | None]:
+    """For `any` with a TTFT target: the aggregated plan first (kept, so `aggregated()` answers it again, or its
+    InfeasiblePlanError), then the pools' cost lower bound (planner/plan_disagg.py: each pool at ρ = 1, no
+    queueing); when that bound is not below the aggregated cost, separate pools cannot win (`any` answers them
+    only when strictly cheaper, and verification only adds replicas), so their search is skipped."""
+    if requested != "any" or request.slo.ttft_s is None or not SKIP_BOUNDED_SEARCH:  # no TTFT target: the search refuses at once
+        return aggregated, None
+    try:
+        agg = aggregated()
+    except InfeasiblePlanError as error:
+        failed = error
+
+        def again() -> dict[str, Any]:
+            raise failed
+
+        return again, None
+    agg_cost = float(agg["cost"]["usd_per_hour"])
+    bound = run(
+        lambda: disaggregated_cost_lower_bound(
+            gpus=inputs.gpus,
+            model=inputs.model,
+            precisions=inputs.precisions,
+            tps=request.tp_degrees,
+            workload=request.workload,
+            slo=request.slo,
+            link=LINK,
+        )
+    ).usd_per_hour
+    if bound < agg_cost:
+        return lambda: agg, None
+    at_least = "no setting can be one of the pools" if bound == float("inf") else f"they cost at least {bound:.2f} $/h"
+    return lambda: agg, _Skipped(
+        why=(
+            f"one pool costs {agg_cost:.2f} $/h and separate prefill and decode pools cannot cost less ({at_least}: "
+            "each pool at its fewest replicas, at utilisation 1 with no queueing), so they were not searched"
+        ),
+        reason=f"not searched: {at_least}, not less than the aggregated {agg_cost:.2f} $/h",
+    )
+
+
 def topology_plan(
     body: PlanRequest,
     request: PlanningRequest,
@@ -208,14 +284,18 @@ def topology_plan(
     """The response for topology `disaggregated` or `any` (`aggregated()` builds the ordinary plan response)."""
     requested = body.constraints.topology
     started = time.perf_counter()
+    not_planned = pools_not_planned(body)
+    skipped: _Skipped | None = None
+    if not not_planned:
+        aggregated, skipped = _aggregated_first(requested, request, inputs, run=run, aggregated=aggregated)
     disagg: DisaggPlan | None = None
     disagg_error: HeadroomError | None = None
-    not_planned = pools_not_planned(body)
+    search = run if skipped is None else (lambda _: None)  # a skipped search answers no plan and no error
     if not_planned:  # `disaggregated` was refused by the request's validation; `any` plans the aggregated arm alone
         disagg_error = PlannerInputError(NOT_PLANNED + "; ".join(not_planned))
     else:
         try:
-            disagg = run(
+            disagg = search(
                 lambda: plan_disaggregated(
                     gpus=inputs.gpus,
                     model=inputs.model,
@@ -291,6 +371,8 @@ def topology_plan(
         "cost_usd_per_hour": None if disagg is None else disagg.cost_usd_per_hour,
         "reason": str(disagg_error.detail if disagg_error is not None else "costs more than the aggregated plan"),
     }
+    if skipped is not None:
+        why, alternative["reason"] = skipped.why, skipped.reason
     agg["disaggregation"] = rounded(
         _section(disagg, request, requested="any", chosen="aggregated", why=why, saving=saving, alternative=alternative)
     )

@@ -17,6 +17,7 @@ itself (imports, the solver library), as a running service is.
 is then made without a cache and with each cache size (planner/plan_prefix.py), so it measures what
 offering the lever costs.
     .venv/bin/python -m bench.plan_latency --topology aggregated|disaggregated|any
+    .venv/bin/python -m bench.plan_latency --topology-ab [--verify]   # aggregated against any, interleaved
 
 `--topology` sets constraints.topology on every request and keeps only the requests whose
 constraints separate pools accept (no N+1, budget, inventory, replica floor, GPU cap or mixed
@@ -300,6 +301,42 @@ def grid_ab(*, verify: bool) -> dict[str, Any]:
     }
 
 
+def topology_ab(*, verify: bool, rounds: int = 2) -> dict[str, Any]:
+    """Each pool-accepting request's minimum CPU ms over `rounds` cold plans with constraints.topology aggregated
+    and `rounds` with any, interleaved (aggregated, any, aggregated, any) in one process, through the whole
+    POST /v1/plans work (api.plan_service.create_plan, a dry run): the same code path and the same machine load
+    for both, which back-to-back runs of the bench on a shared machine cannot give."""
+    from api.plan_service import create_plan
+    from api.schemas.plans import PlanRequest
+
+    logging.disable(logging.CRITICAL)
+    names = ("aggregated", "any")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'headroom.db'}"
+        upgrade(url)
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            catalog = Catalog(session)
+            catalog.load_reference_catalog()
+            session.commit()
+            bodies = {name: with_topology(REQUESTS, name) for name in names}
+            create_plan(PlanRequest.model_validate({**bodies["any"][0], "verify": False, "store": False}), catalog)  # warm-up
+            for index in range(len(bodies["any"])):
+                runs: dict[str, list[float]] = {name: [] for name in names}
+                for name in names * rounds:
+                    request = PlanRequest.model_validate({**bodies[name][index], "verify": verify, "store": False})
+                    _clear_caches()
+                    started = time.process_time()
+                    with contextlib.suppress(HeadroomError):  # an impossible request is timed like any other
+                        create_plan(request, catalog)
+                    runs[name].append((time.process_time() - started) * 1e3)
+                for name in names:
+                    times[name].append(min(runs[name]))
+        engine.dispose()
+    return {name: {"p50": statistics.median(v), "mean": statistics.fmean(v), "cpu_ms": v} for name, v in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
@@ -312,12 +349,24 @@ def main() -> None:
         help="plan each request this many times (cold each time) and keep its median: a shared machine's noise",
     )
     parser.add_argument("--grid-ab", action="store_true", help="in process: today's grid against the grid before 2026-12-02")
-    parser.add_argument("--verify", action="store_true", help="with --grid-ab: plan with the simulator's verification")
+    parser.add_argument(
+        "--verify", action="store_true", help="with --grid-ab or --topology-ab: plan with the simulator's verification"
+    )
     parser.add_argument("--prefix-reuse", action="store_true", help="offer prefix caching: PREFIX_REUSE in every workload")
     parser.add_argument(
         "--topology", choices=("aggregated", "disaggregated", "any"), help="constraints.topology on the requests pools accept"
     )
+    parser.add_argument(
+        "--topology-ab", action="store_true", help="in process: topology aggregated against any, interleaved (with --verify)"
+    )
     args = parser.parse_args()
+    if args.topology_ab:
+        ab = topology_ab(verify=args.verify)
+        for name in ("aggregated", "any"):
+            print(f"topology {name}, verify {args.verify}: p50 {ab[name]['p50']:.1f} ms cpu, mean {ab[name]['mean']:.1f} ms cpu")
+        print(f"p50 ratio any / aggregated: {ab['any']['p50'] / ab['aggregated']['p50']:.2f}")
+        print(f"load average {os.getloadavg()}")
+        return
     if args.grid_ab:
         ab = grid_ab(verify=args.verify)
         for name in ("old", "new"):

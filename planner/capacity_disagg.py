@@ -242,7 +242,8 @@ def max_capacity_disaggregated(
         else:
             high = middle
     assert low_plan is not None, "the bracket's lower end always holds a plan (_holds)"
-    loads = pool_loads(low_plan, workload.at_rate(high), slo, link=link, kv_bytes_per_token=low_plan.kv_bytes_per_token)
+    # the link the pools' planner chose for them (one node's scale-up link or `link`), as their prediction used
+    loads = pool_loads(low_plan, workload.at_rate(high), slo, link=low_plan.link, kv_bytes_per_token=low_plan.kv_bytes_per_token)
     # both past their share: both bind; else the fuller one (it is the one past its share, or, should the
     # planner find no pair at the upper end although these pools hold, the one closer to it)
     binding = "both" if min(loads) > 1.0 else ("prefill" if loads[0] >= loads[1] else "decode")
@@ -255,7 +256,7 @@ def max_capacity_disaggregated(
         ttft_prefill_fraction=low_plan.ttft_prefill_fraction,
         binding=binding,
         prediction=low_plan.prediction,
-        link=link,
+        link=low_plan.link,
         kv_bytes_per_token=low_plan.kv_bytes_per_token,
         plans_evaluated=evaluated,
     )

@@ -32,6 +32,7 @@ per-request mean (conservative).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ from planner.workload import LengthDistribution, Workload
 
 #: Midpoint quantiles over which the prompt distribution's service moments are taken.
 _QUADRATURE_POINTS = 64
+#: Absolute tolerance of the decode occupancy's root (brentq returns a root within about twice it).
+_OCCUPANCY_XTOL = 1e-9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,9 +123,11 @@ def decode_step_s(step_model: StepModel, batch: float, context_tokens: float) ->
     return step_model.step_s(batch, batch * context_tokens, batch * context_tokens)
 
 
-def _quadrature(dist: LengthDistribution) -> np.ndarray:
+@functools.lru_cache(maxsize=64)
+def _quadrature(dist: LengthDistribution) -> tuple[float, ...]:
+    """The distribution's midpoint quantiles; kept, since every setting of a search takes the same prompts' points."""
     u = (np.arange(_QUADRATURE_POINTS) + 0.5) / _QUADRATURE_POINTS
-    return np.array([dist.quantile(float(q)) for q in u])
+    return tuple(float(dist.quantile(float(q))) for q in u)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,7 +168,7 @@ class PrefillQueue:
 
 def prefill_service_moments(step_model: StepModel, prompt_tokens: LengthDistribution) -> tuple[float, float]:
     """E[S] and c_s² = Var[S]/E[S]² of one prompt's prefill over the prompt-length distribution."""
-    services = np.array([prefill_s(step_model, float(p)) for p in _quadrature(prompt_tokens)])
+    services = np.array([prefill_s(step_model, p) for p in _quadrature(prompt_tokens)])
     mean = float(services.mean())
     return mean, float(services.var() / mean**2)
 
@@ -220,6 +225,32 @@ def decode_slots(pool: DecodePool, workload: Workload) -> tuple[int, str]:
     return (pool.batch_limit, "batch_limit") if pool.batch_limit <= by_memory else (by_memory, "kv_memory")
 
 
+def _occupancy_excess(pool: DecodePool, workload: Workload, transfer_mean_s: float, replicas: int, n: float) -> float:
+    """n − (λ/R)·(t_x + (ō − 1)·t_step(max(n, 1))): zero at the decode pool's mean occupancy."""
+    context = workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0  # a decoding sequence's mean context
+    steps = max(workload.output_tokens.mean - 1.0, 0.0)
+    return n - workload.arrival_rate_rps / replicas * (
+        transfer_mean_s + steps * decode_step_s(pool.step_model, max(n, 1.0), context)
+    )  # n − (λ/R)·H(n)
+
+
+def decode_saturated(pool: DecodePool, workload: Workload, transfer_mean_s: float, *, replicas: int | None = None) -> bool:
+    """True when the occupancy fixed point needs more than the replica's slots (decode_occupancy raises then);
+    `replicas` overrides the pool's, so a search can test a count without building its pool."""
+    slots, _ = decode_slots(pool, workload)
+    return _occupancy_excess(pool, workload, transfer_mean_s, replicas or pool.replicas, float(slots)) <= 0.0
+
+
+def decode_tpot_lower_bound_s(pool: DecodePool, workload: Workload, hold_min_s: float, q: float, *, replicas: int) -> float:
+    """A closed-form lower bound on decode_occupancy's TPOT_q at `replicas`: the step is nondecreasing in the
+    batch, so H ≥ H_min = t_x + (ō − 1)·t_step(1) gives n̄ ≥ λ·H_min/R and batch_q ≥ min(s, max(1, Poisson_q(λ·H_min/R)))."""
+    slots, _ = decode_slots(pool, workload)
+    context = workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0
+    # λ·H_min / R, less the root's tolerance: at n̄ ≤ 1 the fixed point is exactly λ·H_min/R and the root may sit just below it
+    mean_batch_min = max(0.0, workload.arrival_rate_rps * hold_min_s / replicas - 2.0 * _OCCUPANCY_XTOL)
+    return decode_step_s(pool.step_model, min(slots, max(1, poisson_quantile(q, mean_batch_min))), context)
+
+
 def decode_occupancy(pool: DecodePool, workload: Workload, transfer_mean_s: float, q: float) -> DecodeOccupancy:
     """Solve n̄ = (λ/R)·(t_x + (ō − 1)·t_step(n̄)) on [0, s], then Erlang C for admission."""
     slots, binding = decode_slots(pool, workload)
@@ -229,15 +260,15 @@ def decode_occupancy(pool: DecodePool, workload: Workload, transfer_mean_s: floa
     steps = max(o_mean - 1.0, 0.0)
 
     def excess(n: float) -> float:
-        return n - lam_per_replica * (transfer_mean_s + steps * decode_step_s(pool.step_model, max(n, 1.0), context))
+        return _occupancy_excess(pool, workload, transfer_mean_s, pool.replicas, n)
 
-    if excess(float(slots)) <= 0.0:
+    if decode_saturated(pool, workload, transfer_mean_s):
         raise UnstableLoadError(f"decode pool: the fixed point needs more than {slots} slots per replica", rho=1.0)
     if lam_per_replica == 0.0:
         n = 0.0
     else:
         try:
-            n = float(optimize.brentq(excess, 0.0, float(slots), xtol=1e-9))
+            n = float(optimize.brentq(excess, 0.0, float(slots), xtol=_OCCUPANCY_XTOL))
         except (ValueError, RuntimeError) as exc:  # pragma: no cover - bracketed above
             raise ConvergenceError(f"decode occupancy: {exc}") from exc
     step = decode_step_s(pool.step_model, max(n, 1.0), context)

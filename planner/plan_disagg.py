@@ -44,8 +44,11 @@ from planner.disagg import (
     KvLink,
     PrefillPool,
     decode_occupancy,
+    decode_saturated,
     decode_slots,
     decode_step_s,
+    decode_tpot_lower_bound_s,
+    intra_node_link,
     kv_transfer_s,
     predict_disagg,
     prefill_queue,
@@ -80,6 +83,9 @@ MAX_POOL_REPLICAS = 64
 MAX_VERIFY_ROUNDS = 3
 VERIFY_REQUESTS = 4000
 SOLVER_TIME_LIMIT_S = 10.0
+#: Skip, by closed-form bounds, the replica counts and candidates that cannot be chosen (the answers are the
+#: same either way; tests/planner/test_plan_disagg_bounds.py turns it off to show that).
+PRUNE = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +107,8 @@ class PoolCandidate:
     kv_capacity_tokens: float
     kv_bytes_per_token: float
     price_usd_per_gpu_hour: float
+    #: The GPU's gpus_per_node: how many share its scale-up link (one node).
+    gpus_per_node: int
     #: Replicas beyond what the SLOs need, kept for constraints.n_plus_one (priced, in `replicas`).
     spare_replicas: int = 0
 
@@ -132,6 +140,14 @@ class DisaggPlan:
     verify_added_replicas: int
     link: KvLink
     kv_bytes_per_token: float
+    #: Why the KV crosses `link`: one node's scale-up link or the scale-out network (`_link_why`).
+    link_why: str
+    #: The node's GPU count when both pools sit in one node (`link` is then its scale-up link).
+    node_gpus: int | None
+    #: The scale-out network the plan was made with (its link when the pools outgrow one node) and whether one
+    #: node was offered, so a later verification (verify_disaggregated) decides the link the same way.
+    scale_out_link: KvLink
+    same_node: bool
     #: The limits the pools were planned within (verify_disaggregated checks the replicas it adds against them).
     constraints: PlanConstraints = field(default_factory=PlanConstraints)
 
@@ -196,13 +212,20 @@ def _candidate(setting: _Setting, role: str, replicas: int, rho: float, binding:
         kv_capacity_tokens=setting.kv_capacity_tokens,
         kv_bytes_per_token=setting.kv_bytes_per_token,
         price_usd_per_gpu_hour=price,
+        gpus_per_node=setting.gpu.gpus_per_node,
     )
 
 
 def prefill_candidate(
-    setting: _Setting, workload: Workload, budget_s: float, q: float, moments: tuple[float, float] | None = None
+    setting: _Setting,
+    workload: Workload,
+    budget_s: float,
+    q: float,
+    moments: tuple[float, float] | None = None,
+    *,
+    max_replicas: int = MAX_POOL_REPLICAS,
 ) -> PoolCandidate | None:
-    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ MAX_POOL_REPLICAS does.
+    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ max_replicas does.
     `moments`: the setting's prefill (E[S], c_s²), when the caller keeps them across budgets."""
     prompt_q = workload.prompt_tokens.quantile(q)
     if setting.kv_capacity_tokens < prompt_q:
@@ -214,7 +237,7 @@ def prefill_candidate(
         moments = prefill_service_moments(setting.step_model, workload.prompt_tokens)
     first = max(1, math.floor(workload.arrival_rate_rps * moments[0]) + 1)  # ρ < 1 needs c > λ·E[S]
     binding = "utilisation" if first > 1 else "ttft"
-    for c in range(first, MAX_POOL_REPLICAS + 1):
+    for c in range(first, max_replicas + 1):
         pool = PrefillPool(step_model=setting.step_model, replicas=c, tp=setting.tp)
         try:
             pq = prefill_queue(pool, workload, q, moments=moments)
@@ -236,6 +259,8 @@ def decode_candidate(
     transfer: tuple[float, float],
     q: float,
     known: dict[int, DecodeOccupancy | None] | None = None,
+    *,
+    max_replicas: int = MAX_POOL_REPLICAS,
 ) -> PoolCandidate | None:
     """The fewest replicas r meeting TPOT, admission wait + transfer ≤ budget and, with an E2E target,
     (o_q − 1)·t_step(n̄) ≤ e2e − ttft (the module docstring's E2E bound); `transfer` = (mean, q-quantile) s.
@@ -265,7 +290,15 @@ def decode_candidate(
     hold_min = transfer_mean + max(workload.output_tokens.mean - 1.0, 0.0) * decode_step_s(setting.step_model, 1.0, context)
     first = max(1, math.ceil(workload.arrival_rate_rps * hold_min / slots))  # a replica holds at most s / H_min req/s
     binding = "utilisation" if first > 1 else "tpot"
-    for r in range(first, MAX_POOL_REPLICAS + 1):
+    for r in range(first, max_replicas + 1):
+        if PRUNE and r not in known:
+            # closed forms before the root-find: a saturated pool is unstable (decode_occupancy's own test), and
+            # the mean batch is at least λ·H_min/r, so TPOT_q is at least the step at that batch's quantile
+            if decode_saturated(pool_of, workload, transfer_mean, replicas=r):
+                known[r] = None
+            elif slo.tpot_s is not None and decode_tpot_lower_bound_s(pool_of, workload, hold_min, q, replicas=r) > slo.tpot_s:
+                binding = "tpot"
+                continue
         if r not in known:
             pool = DecodePool(
                 step_model=setting.step_model,
@@ -295,11 +328,139 @@ def decode_candidate(
     return None
 
 
+def prefill_replicas_lower_bound(
+    setting: _Setting, workload: Workload, slo: Slo, q: float, moments: tuple[float, float] | None = None
+) -> int | None:
+    """The fewest prefill replicas `prefill_candidate` could answer at any TTFT split: c > λ·E[S] (the pool at ρ = 1,
+    no queueing); None when no split's budget admits the setting (the p99 prompt's KV or prefill does not fit)."""
+    if slo.ttft_s is None or setting.kv_capacity_tokens < workload.prompt_tokens.quantile(q):
+        return None
+    if prefill_s(setting.step_model, workload.prompt_tokens.quantile(q)) > max(TTFT_SPLITS) * slo.ttft_s:
+        return None  # the largest prefill budget is shorter than one p99 prefill
+    mean_s, _ = moments if moments is not None else prefill_service_moments(setting.step_model, workload.prompt_tokens)
+    first = max(1, math.floor(workload.arrival_rate_rps * mean_s) + 1)  # prefill_candidate's first count
+    return first if first <= MAX_POOL_REPLICAS else None
+
+
+def decode_replicas_lower_bound(
+    setting: _Setting, workload: Workload, slo: Slo, link: KvLink, q: float, *, node_link: KvLink | None = None
+) -> int | None:
+    """The fewest decode replicas `decode_candidate` could answer at any split and prefill tp, over the batch limits
+    `_best_decode` tries: per limit, the fewest r with the pool at ρ < 1 and no queueing (r ≥ λ·H_min/s,
+    H_min = t_x + (ō − 1)·t_step(1), the transfer over the most links, tp), not saturated and whose TPOT lower
+    bound (planner/disagg.py) meets TPOT. None when no split admits the setting (one mean context does not fit,
+    TPOT at a batch of one, the p99 transfer over the largest decode budget) or every limit needs more than 64."""
+    by_memory = math.floor(setting.kv_capacity_tokens / (workload.prompt_tokens.mean + workload.output_tokens.mean))
+    if by_memory < 1 or slo.ttft_s is None:
+        return None
+    context = workload.prompt_tokens.mean + workload.output_tokens.mean / 2.0
+    step_one = decode_step_s(setting.step_model, 1.0, context)
+    if slo.tpot_s is not None and step_one > slo.tpot_s:
+        return None
+    kv = setting.kv_bytes_per_token
+    links = [link] if node_link is None else [link, node_link]  # the faster of the two bounds either
+    p_q, p_mean = workload.prompt_tokens.quantile(q), workload.prompt_tokens.mean
+    transfer_q = min(kv_transfer_s(prompt_tokens=p_q, kv_bytes_per_token=kv, link=x, gpus=setting.tp) for x in links)
+    if transfer_q > (1.0 - min(TTFT_SPLITS)) * slo.ttft_s:
+        return None
+    transfer_mean = min(kv_transfer_s(prompt_tokens=p_mean, kv_bytes_per_token=kv, link=x, gpus=setting.tp) for x in links)
+    hold_min = transfer_mean + max(workload.output_tokens.mean - 1.0, 0.0) * step_one  # t_x + (ō − 1)·t_step(1)
+    best: int | None = None
+    for limit in _decode_limits(by_memory):
+        pool = DecodePool(
+            step_model=setting.step_model,
+            replicas=1,
+            batch_limit=limit,
+            kv_capacity_tokens=setting.kv_capacity_tokens,
+            tp=setting.tp,
+        )
+        slots = min(limit, by_memory)
+        r = max(1, math.ceil(workload.arrival_rate_rps * hold_min / slots))  # λ·H_min / s
+        while r <= min(MAX_POOL_REPLICAS, best or MAX_POOL_REPLICAS) and (
+            decode_saturated(pool, workload, transfer_mean, replicas=r)
+            or (slo.tpot_s is not None and decode_tpot_lower_bound_s(pool, workload, hold_min, q, replicas=r) > slo.tpot_s)
+        ):
+            r += 1
+        if r <= MAX_POOL_REPLICAS and (best is None or r < best):
+            best = r
+    return best
+
+
+def _decode_cost_floor(setting: _Setting, workload: Workload, slo: Slo, link: KvLink, q: float) -> float:
+    """The least a decode candidate of this setting can cost over `link` (inf: it has none): price × tp × its
+    replica lower bound."""
+    replicas = decode_replicas_lower_bound(setting, workload, slo, link, q)
+    return math.inf if replicas is None else setting.gpu.price_usd_per_hour_on_demand * setting.tp * replicas  # $/GPU-h × tp × r
+
+
+def _decode_limits(by_memory: int) -> list[int]:
+    """The batch limits worth trying: those the KV memory holds, and the first past it (all larger give the same slots)."""
+    return [b for b in DECODE_BATCH_LIMITS if b <= by_memory] + [b for b in DECODE_BATCH_LIMITS if b > by_memory][:1]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostLowerBound:
+    """A lower bound on the cheapest disaggregated plan's cost: the prefill and the decode pool of one KV format,
+    each the cheapest at its replica lower bound, chosen alone (inf when no setting can be that pool)."""
+
+    prefill_usd_per_hour: float
+    decode_usd_per_hour: float
+
+    @property
+    def usd_per_hour(self) -> float:
+        return self.prefill_usd_per_hour + self.decode_usd_per_hour
+
+
+def disaggregated_cost_lower_bound(
+    *,
+    gpus: Sequence[GpuSpec],
+    model: ModelSpec,
+    precisions: Sequence[Precision],
+    tps: Sequence[int],
+    workload: Workload,
+    slo: Slo,
+    link: KvLink,
+    same_node: bool = True,
+) -> CostLowerBound:
+    """`plan_disaggregated`'s cost is at least this (before verification, which only adds replicas): every pool it
+    can answer has at least its setting's replica lower bound. Settings are taken cheapest GPU-hour first, so the
+    prefill moments are computed only for settings that could still lower the bound."""
+    q = slo.percentile / 100.0
+    settings = sorted(_settings(gpus, model, precisions, tps), key=lambda s: s.gpu.price_usd_per_hour_on_demand * s.tp)
+    # per KV format: both pools must hold the cache in one format (the MILP's transfer constraint)
+    bounds: dict[str, tuple[float, float]] = {}
+    for kv_format in dict.fromkeys(s.precision.kv_cache.slug for s in settings):
+        prefill = decode = math.inf
+        for s in (s for s in settings if s.precision.kv_cache.slug == kv_format):
+            per_replica = s.gpu.price_usd_per_hour_on_demand * s.tp  # price × tp
+            if per_replica >= prefill and per_replica >= decode:
+                break  # a replica of this or any later setting costs at least both bounds so far
+            if per_replica < prefill and (c := prefill_replicas_lower_bound(s, workload, slo, q)) is not None:
+                prefill = min(prefill, per_replica * c)
+            # pools in one node may move the KV over its scale-up link (plan_disaggregated's `same_node`)
+            node_link = intra_node_link(s.gpu) if same_node and s.tp < s.gpu.gpus_per_node else None
+            if (
+                per_replica < decode
+                and (r := decode_replicas_lower_bound(s, workload, slo, link, q, node_link=node_link)) is not None
+            ):
+                decode = min(decode, per_replica * r)
+        bounds[kv_format] = (prefill, decode)
+    prefill, decode = min(bounds.values(), key=sum, default=(math.inf, math.inf))
+    return CostLowerBound(prefill_usd_per_hour=prefill, decode_usd_per_hour=decode)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Choice:
     prefill: PoolCandidate
     decode: PoolCandidate
     fraction: float
+    #: Set when both pools sit in one node of `node_gpus` GPUs and the KV moves over its scale-up link.
+    node_link: KvLink | None = None
+    node_gpus: int | None = None
+
+    @property
+    def cost_usd_per_hour(self) -> float:
+        return self.prefill.cost_usd_per_hour + self.decode.cost_usd_per_hour
 
 
 def pool_refusals(constraints: PlanConstraints) -> list[str]:
@@ -548,9 +709,12 @@ def plan_disaggregated(
     verify: bool = True,
     seed: int = 0,
     constraints: PlanConstraints | None = None,
+    same_node: bool = True,
 ) -> DisaggPlan:
     """The cheapest (prefill pool, decode pool) meeting `slo` within `constraints` by the analytic model, verified
-    by simulation. A constraint the pools cannot honour (`pool_refusals`) is refused, never ignored."""
+    by simulation. A constraint the pools cannot honour (`pool_refusals`) is refused, never ignored. `link` is the
+    scale-out network between nodes; with `same_node`, pools of one GPU type whose GPUs fit one node may sit there
+    and move the KV over the node's scale-up link instead (`_in_node_choice`), when that is cheaper or as cheap."""
     constraints = PlanConstraints() if constraints is None else constraints
     if slo.ttft_s is None:
         raise PlannerInputError("a disaggregated plan needs a TTFT target to split between the pools", field="slo.ttft_s")
@@ -563,6 +727,11 @@ def plan_disaggregated(
     occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
     best_decode: dict[tuple[int, int, float], PoolCandidate | None] = {}
     moments = [prefill_service_moments(s.step_model, workload.prompt_tokens) for s in settings]
+    # a decode setting whose cheapest possible candidate (`_decode_cost_floor`) costs no less than a candidate already
+    # found for the same (prefill tp, KV format[, GPU]) in this split cannot be kept by `_undominated` (which keeps the first
+    # of the cheapest), so it is not searched: the MILP sees exactly the candidates it would without this (PRUNE)
+    decode_floor = [_decode_cost_floor(s, workload, slo, link, q) if PRUNE else 0.0 for s in settings]
+    by_gpu = constraints.max_gpus is not None or bool(constraints.inventory)  # `_choose`'s grouping
     for fraction in TTFT_SPLITS:
         prefill = [
             c
@@ -571,8 +740,12 @@ def plan_disaggregated(
         ]
         prefill = [add_replica_floors(c, constraints) for c in prefill]
         decode: dict[tuple[int, int], PoolCandidate] = {}
+        cheapest: dict[tuple[int, str, str], float] = {}  # per `_undominated` group: the cheapest decode so far
         for g in sorted({c.tp for c in prefill}):
             for i, s in enumerate(settings):
+                group = (g, s.precision.kv_cache.slug, s.gpu.slug if by_gpu else "")
+                if PRUNE and decode_floor[i] >= cheapest.get(group, math.inf):
+                    continue
                 links = min(g, s.tp)  # prefill tps at or above the decode tp cost the same transfer
                 key = (i, links, fraction)
                 if key not in best_decode:
@@ -580,12 +753,27 @@ def plan_disaggregated(
                         s, workload, slo, (1.0 - fraction) * slo.ttft_s, link, links, q, occupancies, batch_limits
                     )
                 if (chosen := best_decode[key]) is not None:
-                    decode[(i, g)] = add_replica_floors(chosen, constraints)
+                    decode[(i, g)] = floored = add_replica_floors(chosen, constraints)
+                    cheapest[group] = min(cheapest.get(group, math.inf), floored.cost_usd_per_hour)
         splits[fraction] = (prefill, decode)
-    best = _choose(splits, constraints)
+    try:
+        best = _choose(splits, constraints)
+        limits_error = None
+    except InfeasiblePlanError as error:  # pairs across nodes exist but break a limit: one node's pairs may not
+        best, limits_error = None, error
+    ceiling = best.cost_usd_per_hour if best is not None and PRUNE else math.inf
+    node = (
+        _in_node_choice(settings, moments, workload, slo, link, q, slo.ttft_s, constraints, batch_limits, ceiling)
+        if same_node
+        else None
+    )
+    if node is not None and (best is None or node.cost_usd_per_hour <= best.cost_usd_per_hour):
+        best = node  # as cheap or cheaper, and the transfer is faster
+    if best is None and limits_error is not None:
+        raise limits_error
     if best is None:
         raise InfeasiblePlanError("no disaggregated deployment meets the SLO with up to 64 replicas per pool")
-    return _verified(best, workload, slo, link, constraints, verify=verify, seed=seed)
+    return _verified(best, workload, slo, link, constraints, verify=verify, seed=seed, same_node=same_node)
 
 
 def _pinned(
@@ -639,8 +827,113 @@ def _pinned(
 def verify_disaggregated(plan: DisaggPlan, workload: Workload, slo: Slo, *, seed: int = 0) -> DisaggPlan:
     """Simulate a plan made with verify=False (adding replicas where it misses), e.g. once it has won against the
     aggregated plan: a losing topology's plan is not simulated, as an aggregated alternative is not."""
-    choice = _Choice(prefill=plan.prefill, decode=plan.decode, fraction=plan.ttft_prefill_fraction)
-    return _verified(choice, workload, slo, plan.link, plan.constraints, verify=True, seed=seed)
+    in_node = plan.node_gpus is not None
+    choice = _Choice(
+        prefill=plan.prefill,
+        decode=plan.decode,
+        fraction=plan.ttft_prefill_fraction,
+        node_link=plan.link if in_node else None,
+        node_gpus=plan.node_gpus,
+    )
+    return _verified(
+        choice, workload, slo, plan.scale_out_link, plan.constraints, verify=True, seed=seed, same_node=plan.same_node
+    )
+
+
+def _in_node_choice(
+    settings: Sequence[_Setting],
+    moments: Sequence[tuple[float, float]],
+    workload: Workload,
+    slo: Slo,
+    scale_out: KvLink,
+    q: float,
+    ttft_s: float,
+    constraints: PlanConstraints,
+    batch_limits: Sequence[int] = DECODE_BATCH_LIMITS,
+    ceiling_usd_per_hour: float = math.inf,
+) -> _Choice | None:
+    """The cheapest pair of pools on one GPU type whose GPUs all fit one node (GpuSpec.gpus_per_node, the GPUs
+    sharing the scale-up link), the KV moving over that link (planner/disagg.py's intra_node_link). A GPU whose
+    scale-up link is no faster than `scale_out` (PCIe cards) is left out: placing its pools together buys nothing.
+    Small by construction: each pool has at most gpus_per_node − 1 GPUs, so a candidate's replica search stops there;
+    a pair whose prefill pool and one decode replica already cost more than `ceiling_usd_per_hour` (the cheapest
+    plan across nodes) or than the best pair so far is not searched. The request's limits hold as in the MILP: each
+    pool's replica floors (min_replicas, N+1) are added before the pair must fit the node, and the pair must keep
+    within max_gpus, the budget and the inventory."""
+    best: tuple[float, _Choice] | None = None
+    by_gpu: dict[str, list[int]] = {}
+    for i, s in enumerate(settings):
+        by_gpu.setdefault(s.gpu.slug, []).append(i)
+    for members in by_gpu.values():
+        gpu = settings[members[0]].gpu
+        node, link = gpu.gpus_per_node, intra_node_link(gpu)
+        if link.bytes_per_s_per_gpu <= scale_out.bytes_per_s_per_gpu:
+            continue
+        occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
+        decode_of: dict[tuple[int, int, int, float], PoolCandidate | None] = {}
+        for fraction in TTFT_SPLITS:
+            for i in members:
+                ps = settings[i]
+                if ps.tp >= node:
+                    continue
+                budget = fraction * ttft_s
+                p = prefill_candidate(ps, workload, budget, q, moments[i], max_replicas=(node - 1) // ps.tp)
+                if p is None:
+                    continue
+                p = add_replica_floors(p, constraints)
+                for j in members:
+                    ds = settings[j]
+                    room = (node - p.gpus) // ds.tp  # decode replicas the node still holds
+                    if ds.precision.kv_cache.slug != ps.precision.kv_cache.slug or room < 1:
+                        continue
+                    one_replica = p.cost_usd_per_hour + gpu.price_usd_per_hour_on_demand * ds.tp  # the least this pair costs
+                    if PRUNE and (one_replica > ceiling_usd_per_hour or (best is not None and one_replica > best[0])):
+                        continue
+                    links = min(ps.tp, ds.tp)
+                    key = (j, links, room, fraction)
+                    if key not in decode_of:
+                        decode_of[key] = _best_decode(
+                            ds, workload, slo, ttft_s - budget, link, links, q, occupancies, batch_limits, max_replicas=room
+                        )
+                    d = decode_of[key]
+                    if d is None:
+                        continue
+                    d = add_replica_floors(d, constraints)
+                    if p.gpus + d.gpus > node or not _within_limits(p, d, constraints):
+                        continue
+                    cost = p.cost_usd_per_hour + d.cost_usd_per_hour
+                    if best is None or cost < best[0]:
+                        best = (cost, _Choice(prefill=p, decode=d, fraction=fraction, node_link=link, node_gpus=node))
+    return None if best is None else best[1]
+
+
+def _within_limits(prefill: PoolCandidate, decode: PoolCandidate, constraints: PlanConstraints) -> bool:
+    """The pair keeps within max_gpus, the budget and every listed inventory (the MILP's limit rows, for one pair)."""
+    pair = (prefill, decode)
+    if constraints.max_gpus is not None and prefill.gpus + decode.gpus > constraints.max_gpus:
+        return False
+    if constraints.budget_usd_per_hour is not None and sum(c.cost_usd_per_hour for c in pair) > constraints.budget_usd_per_hour:
+        return False
+    return all(sum(c.gpus for c in pair if c.gpu == gpu) <= limit for gpu, limit in constraints.inventory.items())
+
+
+def _link_why(choice: _Choice, same_node: bool, left_node: bool) -> str:
+    """Why the KV crosses the link it does (the section's `transfer.link`)."""
+    p, d = choice.prefill, choice.decode
+    if choice.node_gpus is not None:
+        return (
+            f"both pools on {p.gpu}, {p.gpus} + {d.gpus} GPUs in one {choice.node_gpus}-GPU node (gpus_per_node): "
+            "the KV cache moves over the node's scale-up link"
+        )
+    if p.gpu != d.gpu:
+        return f"the pools are on different GPUs ({p.gpu}, {d.gpu}), so in different nodes: the scale-out network"
+    node = p.gpus_per_node
+    if p.gpus + d.gpus > node:
+        after = " once verification added a replica" if left_node else ""
+        return f"{p.gpus} + {d.gpus} {p.gpu} GPUs do not fit one {node}-GPU node{after}: the scale-out network"
+    if not same_node:
+        return "placement in one node was not offered: the scale-out network"
+    return f"{p.gpu}'s scale-up link is no faster than the scale-out network, which the pools use"
 
 
 def _best_decode(
@@ -653,6 +946,7 @@ def _best_decode(
     q: float,
     occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]],
     batch_limits: Sequence[int] = DECODE_BATCH_LIMITS,
+    max_replicas: int = MAX_POOL_REPLICAS,
 ) -> PoolCandidate | None:
     """The cheapest decode candidate of one setting over the batch limits (the largest limit among equals).
     Limits past the KV memory's slot count give the same slots, so only the first of them is tried."""
@@ -669,7 +963,15 @@ def _best_decode(
         for b in limits
         if (
             c := decode_candidate(
-                setting, b, workload, slo, budget_s, transfer, q, occupancies.setdefault((id(setting), links, b), {})
+                setting,
+                b,
+                workload,
+                slo,
+                budget_s,
+                transfer,
+                q,
+                occupancies.setdefault((id(setting), links, b), {}),
+                max_replicas=max_replicas,
             )
         )
         is not None
@@ -692,18 +994,32 @@ def _pools(choice: _Choice) -> tuple[PrefillPool, DecodePool]:
 
 
 def _verified(
-    choice: _Choice, workload: Workload, slo: Slo, link: KvLink, constraints: PlanConstraints, *, verify: bool, seed: int
+    choice: _Choice,
+    workload: Workload,
+    slo: Slo,
+    scale_out: KvLink,
+    constraints: PlanConstraints,
+    *,
+    verify: bool,
+    seed: int,
+    same_node: bool,
 ) -> DisaggPlan:
     """Simulate the plan; a miss adds a replica to the pool it points at (TPOT or E2E alone → decode; TTFT → the
     prefill pool unless its ρ < 0.5), at most MAX_VERIFY_ROUNDS times. With N+1 the pools are predicted and
-    simulated with their spare lost (`serving_replicas`). Replicas added past a limit are an InfeasiblePlanError."""
+    simulated with their spare lost (`serving_replicas`). Replicas added past a limit are an InfeasiblePlanError.
+    Pools in one node that outgrow it move to the scale-out network (and are simulated over it)."""
     kv_per_token = choice.decode.kv_bytes_per_token
+    left_node = False
     added = 0
     simulated: tuple[float, float, float] | None = None
     ttft_target = slo.ttft_s or math.inf
     tpot_target = slo.tpot_s or math.inf
     e2e_target = slo.e2e_s or math.inf
     for _ in range(MAX_VERIFY_ROUNDS + 1):
+        if choice.node_gpus is not None and choice.prefill.gpus + choice.decode.gpus > choice.node_gpus:
+            choice = _Choice(prefill=choice.prefill, decode=choice.decode, fraction=choice.fraction)  # out of the node
+            left_node = True
+        link = choice.node_link or scale_out
         prefill_pool, decode_pool = _pools(choice)
         if not verify:
             break
@@ -727,17 +1043,13 @@ def _verified(
                 constraint="verification",
             )
         if tpot > tpot_target or ttft <= ttft_target or choice.prefill.rho < 0.5:  # TPOT or E2E alone: decode
-            choice = _Choice(
-                prefill=choice.prefill, decode=choice.decode.with_replicas(choice.decode.replicas + 1), fraction=choice.fraction
-            )
+            choice = replace(choice, decode=choice.decode.with_replicas(choice.decode.replicas + 1))
         else:
-            choice = _Choice(
-                prefill=choice.prefill.with_replicas(choice.prefill.replicas + 1), decode=choice.decode, fraction=choice.fraction
-            )
+            choice = replace(choice, prefill=choice.prefill.with_replicas(choice.prefill.replicas + 1))
         added += 1
     if added:
         _check_added(choice, constraints, added)
-    prefill_pool, decode_pool = _pools(choice)
+    prefill_pool, decode_pool = _pools(choice)  # the loop ended at its top: `link` is the final pools' link
     prediction = predict_disagg(
         prefill_pool, decode_pool, workload, link=link, kv_bytes_per_token=kv_per_token, percentile=slo.percentile
     )
@@ -750,6 +1062,10 @@ def _verified(
         verify_added_replicas=added,
         link=link,
         kv_bytes_per_token=kv_per_token,
+        link_why=_link_why(choice, same_node, left_node),
+        node_gpus=choice.node_gpus,
+        scale_out_link=scale_out,
+        same_node=same_node,
         constraints=constraints,
     )
 
