@@ -58,9 +58,10 @@ class CapacityConstraints(_Input):
         description="`aggregated` (the default): every replica prefills and decodes. `disaggregated`: the largest rate a "
         "prefill pool of P GPUs and a decode pool of the other gpus − P sustain, P searched (docs/disaggregation.md); the "
         "answer's `disaggregation` section gives the pools, the P:D split and which pool binds. `any`: both, the larger "
-        "capacity answered and `disaggregation.gain_fraction` says by how much. Separate pools take constraints.pin.precision "
-        "(and pin.gpu, the request's) only, and `verify` simulates the pools; instances, other pins, speculative `on` "
-        "and an E2E target are refused with a 422 (with `any` the pools are then the alternative, with the reason).",
+        "capacity answered and `disaggregation.gain_fraction` says by how much. Separate pools take the gpu (the request's), "
+        "precision, tp, batch_limit (the decode pool's), pp 1 and engine pins and an E2E target, as POST /v1/plans' "
+        "pools do, and `verify` simulates the pools; instances, a pinned replicas or chunk_tokens and speculative `on` "
+        "are refused with a 422 (with `any` the pools are then the alternative, with the reason).",
     )
 
 
