@@ -566,6 +566,7 @@ def _pool_options(
         slo=w.slo.to_slo(),
         link=LINK,
         demand_rps=w.demand_rps,
+        constraints=FleetConstraints(min_replicas=body.constraints.min_replicas, n_plus_one=body.constraints.n_plus_one),
         checkpoint=checkpoint,
     )
 
@@ -582,6 +583,7 @@ def _pool_read(pool: PoolConfig) -> FleetPoolRead:
         chunk_tokens=pool.chunk_tokens,
         rho=pool.rho,
         binding=pool.binding,
+        spare_replicas=pool.spare_replicas,
     )
 
 

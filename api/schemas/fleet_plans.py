@@ -95,17 +95,14 @@ class FleetWorkloadSpec(_Input):
         "decode pool (docs/disaggregation.md), sized at each period's demand, on one GPU type or the cheapest pair of "
         "types; `any`: the fleet MILP chooses pools or replicas, whichever makes the fleet cheaper. Pools share the "
         "fleet's GPUs, inventory and budget; `topologies` and each period's `pools` say what was chosen. Needs a TTFT "
-        "target and no E2E target; not with constraints.n_plus_one or min_replicas above 1.",
+        "target; an E2E target sizes the decode pool, constraints.min_replicas floors each pool and constraints.n_plus_one "
+        "gives each pool a spare replica in every period with demand (`spare_replicas`).",
     )
 
     @model_validator(mode="after")
     def _pools_split_a_ttft_target(self) -> Self:
         if self.topology != "aggregated" and self.slo.ttft_ms is None:
             raise ValueError(f"workload {self.name}: topology {self.topology} needs slo.ttft_ms (the pools split it)")
-        if self.topology != "aggregated" and self.slo.e2e_s is not None:
-            raise ValueError(
-                f"workload {self.name}: topology {self.topology} does not take slo.e2e_s yet (pools are not sized for it)"
-            )
         return self
 
     def to_workload(self) -> Workload:
@@ -349,6 +346,9 @@ class FleetPoolRead(BaseModel):
     chunk_tokens: int | None = Field(description="The prefill pool's token budget per step; null for decode.")
     rho: float = Field(description="Prefill: λE[S]/c; decode: mean batch over slots, at the period's demand.")
     binding: str = Field(description="What set this pool's replicas (docs/disaggregation.md).")
+    spare_replicas: int = Field(
+        default=0, description="Replicas beyond what the demand needs, kept for constraints.n_plus_one (in `replicas`, priced)."
+    )
 
 
 class PoolAssignmentRead(BaseModel):

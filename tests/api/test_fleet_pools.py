@@ -107,11 +107,48 @@ def test_pools_share_the_inventory(api: ApiClient) -> None:  # noqa: F811
 def test_pools_refuse_what_they_do_not_model(api: ApiClient) -> None:  # noqa: F811
     no_ttft = workload("rag", [4], topology="disaggregated", slo={"tpot_ms": 20})
     assert_problem(post(api, body(no_ttft)), 422)
-    with_e2e = workload("rag", [4], topology="disaggregated", slo={"ttft_ms": 3000, "tpot_ms": 20, "e2e_s": 60})
-    assert_problem(post(api, body(with_e2e)), 422)
-    pools = workload("rag", [4], topology="any", **LONG_PROMPTS)
-    assert_problem(post(api, body(pools, constraints={"gpus": GPUS, "precisions": PRECISIONS, "n_plus_one": True})), 422)
-    assert api.post("/v1/fleet-plans", json=body(pools), headers=ADMIN_HEADERS).status_code == 201
+
+
+def test_n_plus_one_pools_carry_a_spare_each_and_cost_more(api: ApiClient) -> None:  # noqa: F811
+    """Under N+1 each pool of the disaggregated workload carries its spare replica (priced) in every period with
+    demand, and the fleet costs more than without; min_replicas 2 floors each pool."""
+    rag = workload("rag", [4, 8], topology="disaggregated", **LONG_PROMPTS)
+    plain = post(api, body(rag))
+    assert plain.status_code == 201, plain.text
+    constraints = {"gpus": GPUS, "precisions": PRECISIONS}
+    spared = post(api, body(rag, constraints={**constraints, "n_plus_one": True}))
+    assert spared.status_code == 201, spared.text
+    for period in spared.json()["periods"]:
+        (pair,) = period["pools"]
+        assert pair["prefill"]["spare_replicas"] == pair["decode"]["spare_replicas"] == 1
+        assert pair["prefill"]["replicas"] >= 2 and pair["decode"]["replicas"] >= 2
+    for period in plain.json()["periods"]:
+        (pair,) = period["pools"]
+        assert pair["prefill"]["spare_replicas"] == pair["decode"]["spare_replicas"] == 0
+    assert spared.json()["cost"]["usd_total"] > plain.json()["cost"]["usd_total"]
+    floored = post(api, body(rag, constraints={**constraints, "min_replicas": 2}))
+    assert floored.status_code == 201, floored.text
+    for period in floored.json()["periods"]:
+        (pair,) = period["pools"]
+        assert pair["prefill"]["replicas"] >= 2 and pair["decode"]["replicas"] >= 2
+
+
+def test_an_e2e_target_the_pools_can_meet_is_planned(api: ApiClient) -> None:  # noqa: F811
+    """An E2E target is the decode pool's to meet (planner/plan_disagg.py): a generous one leaves the pools as they
+    are; a tighter one (3 s TTFT + 12 s for a p99 output of 1,000 tokens) binds: the L40S-only pools chosen without it
+    decode past it, and the fleet pays for faster decode GPUs."""
+    plain = post(api, body(workload("rag", [4, 8], topology="disaggregated", **LONG_PROMPTS)))
+    assert plain.status_code == 201, plain.text
+    loose_slo = {**LONG_PROMPTS["slo"], "e2e_s": 600}
+    loose = post(api, body(workload("rag", [4, 8], topology="disaggregated", **{**LONG_PROMPTS, "slo": loose_slo})))
+    assert loose.status_code == 201, loose.text
+    assert loose.json()["periods"][0]["pools"] == plain.json()["periods"][0]["pools"]
+    tight_slo = {**LONG_PROMPTS["slo"], "e2e_s": 15}
+    tight = post(api, body(workload("rag", [4, 8], topology="disaggregated", **{**LONG_PROMPTS, "slo": tight_slo})))
+    assert tight.status_code == 201, tight.text
+    assert tight.json()["topologies"]["rag"]["chosen"] == "disaggregated"
+    assert tight.json()["cost"]["usd_total"] > plain.json()["cost"]["usd_total"] * (1 + 0.011)  # beyond the 1 % MILP gap
+    assert tight.json()["periods"][0]["pools"] != plain.json()["periods"][0]["pools"]
 
 
 def test_a_fleet_with_pools_asked_async_equals_the_synchronous_plan(working: ApiClient) -> None:  # noqa: F811
