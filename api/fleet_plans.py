@@ -571,7 +571,7 @@ def _pool_options(
     )
 
 
-def _pool_read(pool: PoolConfig) -> FleetPoolRead:
+def _pool_read(pool: PoolConfig, grades: dict[str, str]) -> FleetPoolRead:
     return FleetPoolRead(
         role="prefill" if pool.role == "prefill" else "decode",
         gpu=pool.gpu,
@@ -584,6 +584,7 @@ def _pool_read(pool: PoolConfig) -> FleetPoolRead:
         rho=pool.rho,
         binding=pool.binding,
         spare_replicas=pool.spare_replicas,
+        calibration_grade=grades.get(pool.gpu),
     )
 
 
@@ -671,8 +672,8 @@ def _periods_read(plan: FleetPlan, grades: dict[str, str]) -> list[PeriodRead]:
                         name=pair.workload,
                         option=pair.option,
                         ratio=f"{pair.prefill.replicas}P{pair.decode.replicas}D",
-                        prefill=_pool_read(pair.prefill),
-                        decode=_pool_read(pair.decode),
+                        prefill=_pool_read(pair.prefill, grades),
+                        decode=_pool_read(pair.decode, grades),
                         gpus=dict(pair.gpus),
                         demand_rps=period.demand_rps[pair.workload],
                     )
