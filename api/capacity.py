@@ -107,6 +107,7 @@ def _pool_constraints(body: CapacityRequest) -> PlanConstraints:
         pin=body.pinned().to_pin(),  # PlannerInputError (422) for pp other than 1
         unit="gpu" if body.instances is None else "instance",
         speculative=body.constraints.speculative,
+        n_plus_one=body.constraints.n_plus_one,
     )
 
 
@@ -122,6 +123,7 @@ def _pool_read(c: PoolCandidate) -> CapacityPoolRead:
         precision=CapacityPrecision(weights=c.weights, kv_cache=c.kv_cache),
         rho=c.rho,
         binding=c.binding,
+        spare_replicas=c.spare_replicas,
     )
 
 
@@ -266,10 +268,10 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
     except (InfeasiblePlanError, PlannerInputError, UnsupportedConfigurationError) as error:
         pools_error = error  # e.g. no TTFT target to split, one GPU, or a pin the pools refuse (pool_refusals)
     aggregated: CapacityResponse | None = None
-    aggregated_error: InfeasiblePlanError | None = None
+    aggregated_error: HeadroomError | None = None
     try:
         aggregated = _aggregated(body, catalog, default_provider)
-    except InfeasiblePlanError as error:
+    except (InfeasiblePlanError, UnsupportedConfigurationError) as error:  # e.g. N+1, which only the pools take
         aggregated_error = error
     if aggregated is None and pools is None:
         raise aggregated_error or InfeasiblePlanError("no capacity of either topology")
@@ -306,6 +308,11 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
 
 
 def _aggregated(body: CapacityRequest, catalog: Catalog, default_provider: str) -> CapacityResponse:
+    if body.constraints.n_plus_one:
+        raise UnsupportedConfigurationError(
+            "constraints.n_plus_one: the aggregated capacity does not keep a spare replica yet; separate pools take it "
+            "(constraints.topology disaggregated or any)"
+        )
     inputs, cost = _inputs(body, catalog, default_provider)
     provider = body.provider or default_provider
     instance = _instance_type(body, catalog, provider)

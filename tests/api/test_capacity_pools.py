@@ -132,6 +132,28 @@ def test_an_e2e_target_the_pools_can_meet_is_answered_and_a_tighter_one_binds(se
     assert tight.json()["max_arrival_rate_rps"] < plain["max_arrival_rate_rps"]
 
 
+def test_n_plus_one_pools_keep_a_spare_each_and_hold_less(seeded: ApiClient) -> None:
+    """constraints.n_plus_one: each pool's spare is counted in the 16 GPUs and the capacity is the pools' without
+    them, so it is lower; the aggregated capacity refuses it, and `any` answers the pools with that reason."""
+    plain = seeded.post("/v1/capacity", json=body()).json()
+    spared = seeded.post("/v1/capacity", json=body(constraints={"topology": "disaggregated", "n_plus_one": True}))
+    assert spared.status_code == 200, spared.text
+    section = spared.json()["disaggregation"]
+    assert [pool["spare_replicas"] for pool in section["pools"]] == [1, 1]
+    assert [pool["spare_replicas"] for pool in plain["disaggregation"]["pools"]] == [0, 0]
+    assert section["prefill_gpus"] + section["decode_gpus"] + section["gpus_idle"] == 16
+    assert spared.json()["max_arrival_rate_rps"] < plain["max_arrival_rate_rps"]
+    assert_problem(seeded.post("/v1/capacity", json=body(None, constraints={"n_plus_one": True})), 422)
+    either = seeded.post("/v1/capacity", json=body(constraints={"topology": "any", "n_plus_one": True}))
+    assert either.status_code == 200, either.text
+    found = either.json()
+    assert found["topology"] == "disaggregated"
+    assert found["max_arrival_rate_rps"] == pytest.approx(spared.json()["max_arrival_rate_rps"], rel=1e-6)
+    alternative = found["disaggregation"]["alternative"]
+    assert alternative["topology"] == "aggregated" and alternative["max_arrival_rate_rps"] is None
+    assert "n_plus_one" in alternative["reason"]
+
+
 def test_tp_and_batch_limit_pins_are_honoured_by_the_pools(seeded: ApiClient) -> None:
     by_tp = seeded.post("/v1/capacity", json=body(tp=4))
     assert by_tp.status_code == 200, by_tp.text
