@@ -217,7 +217,9 @@ def max_capacity_disaggregated(
     pinned_tp = None if constraints.pin is None else constraints.pin.tp
     if pinned_tp is not None and pinned_tp not in usable:
         raise PlannerInputError(
-            f"pinned tp {pinned_tp} leaves no room for two pools of that degree on {gpus} GPUs", constraint="pin.tp"
+            f"pinned tp {pinned_tp} is not a degree that leaves room for two pools on {gpus} GPUs "
+            f"({', '.join(str(t) for t in usable)} do)",
+            constraint="pin.tp",
         )
     evaluated = 0
 
