@@ -26,13 +26,11 @@ from catalog.repository import Catalog
 from planner import capacity
 from planner.candidates import TP_DEGREES
 from planner.capacity_disagg import DisaggCapacity, max_capacity_disaggregated, verify_capacity
-from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
-from planner.plan_disagg import PoolCandidate
+from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError, UnsupportedConfigurationError
+from planner.plan_disagg import PoolCandidate, pool_refusals
+from planner.plan_records import PlanConstraints
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec
 from planner.units import MS_PER_S
-
-#: What separate pools take of a capacity request; the rest is refused rather than ignored.
-_POOL_PINS = frozenset({"gpu", "precision"})
 
 
 def _instance_type(body: CapacityRequest, catalog: Catalog, provider: str) -> InstanceTypeSpec | None:
@@ -101,24 +99,16 @@ def _capacity_inputs(
     return capacity.CapacityInputs(model=model, gpu=gpu, precisions=precisions, draft_methods=published_draft_methods(model.slug))
 
 
-def _refuse_for_pools(body: CapacityRequest) -> None:
-    """Separate pools take the hardware as GPUs, the SLOs and a precision pin; the rest is a 422."""
-    topology = body.constraints.topology
-    pinned = body.pinned()
-    unused = sorted(m for m in pinned.model_fields_set if getattr(pinned, m) is not None and m not in _POOL_PINS)
-    for name, given in (
-        ("instances", body.instances is not None),
-        ("constraints.speculative on", body.constraints.speculative == "on"),
-    ):
-        if given:
-            unused.append(name)
-    if unused:
-        raise PlannerInputError(
-            f"topology {topology} does not take {', '.join(unused)} yet: separate pools are sized by planner/plan_disagg.py "
-            "from the GPUs, the SLOs and the precisions alone",
-            constraint="topology",
-            field="constraints.topology",
-        )
+def _pool_constraints(body: CapacityRequest) -> PlanConstraints:
+    """The request's pins and speculation as plan_disaggregated takes them (planner/plan_disagg.py honours the gpu,
+    precision, tp, batch_limit, pp and engine pins and refuses the rest, `pool_refusals`); whole instances are the
+    `instance` unit, which the pools refuse (they are bought by the GPU)."""
+    return PlanConstraints(
+        pin=body.pinned().to_pin(),  # PlannerInputError (422) for pp other than 1
+        unit="gpu" if body.instances is None else "instance",
+        speculative=body.constraints.speculative,
+        n_plus_one=body.constraints.n_plus_one,
+    )
 
 
 def _pool_read(c: PoolCandidate) -> CapacityPoolRead:
@@ -133,6 +123,7 @@ def _pool_read(c: PoolCandidate) -> CapacityPoolRead:
         precision=CapacityPrecision(weights=c.weights, kv_cache=c.kv_cache),
         rho=c.rho,
         binding=c.binding,
+        spare_replicas=c.spare_replicas,
     )
 
 
@@ -236,7 +227,10 @@ def _pools_response(
 
 
 def _pools_capacity(body: CapacityRequest, inputs: capacity.CapacityInputs) -> DisaggCapacity:
-    assert body.gpus is not None, "instances are refused for separate pools (_refuse_for_pools)"
+    constraints = _pool_constraints(body)
+    if refusals := pool_refusals(constraints):
+        raise UnsupportedConfigurationError("separate prefill and decode pools do not take " + "; ".join(refusals))
+    assert body.gpus is not None, "instances are the unit `instance`, refused by pool_refusals"
     found = max_capacity_disaggregated(
         gpu=inputs.gpu,
         gpus=body.gpus,
@@ -246,6 +240,7 @@ def _pools_capacity(body: CapacityRequest, inputs: capacity.CapacityInputs) -> D
         workload=body.workload.to_workload(1.0),
         slo=body.slo.to_slo(),
         link=LINK,
+        constraints=constraints,
     )
     if not body.verify:
         return found
@@ -260,7 +255,6 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
     topology = body.constraints.topology
     if topology == "aggregated":
         return _aggregated(body, catalog, default_provider)
-    _refuse_for_pools(body)
     inputs, cost = _inputs(body, catalog, default_provider)
     if topology == "disaggregated":
         found = _pools_capacity(body, inputs)
@@ -271,13 +265,13 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
     pools_error: HeadroomError | None = None
     try:
         pools = _pools_capacity(body, inputs)
-    except (InfeasiblePlanError, PlannerInputError) as error:  # e.g. no TTFT target to split, or one GPU
-        pools_error = error
+    except (InfeasiblePlanError, PlannerInputError, UnsupportedConfigurationError) as error:
+        pools_error = error  # e.g. no TTFT target to split, one GPU, or a pin the pools refuse (pool_refusals)
     aggregated: CapacityResponse | None = None
-    aggregated_error: InfeasiblePlanError | None = None
+    aggregated_error: HeadroomError | None = None
     try:
         aggregated = _aggregated(body, catalog, default_provider)
-    except InfeasiblePlanError as error:
+    except (InfeasiblePlanError, UnsupportedConfigurationError) as error:  # e.g. N+1, which only the pools take
         aggregated_error = error
     if aggregated is None and pools is None:
         raise aggregated_error or InfeasiblePlanError("no capacity of either topology")
@@ -314,6 +308,11 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
 
 
 def _aggregated(body: CapacityRequest, catalog: Catalog, default_provider: str) -> CapacityResponse:
+    if body.constraints.n_plus_one:
+        raise UnsupportedConfigurationError(
+            "constraints.n_plus_one: the aggregated capacity does not keep a spare replica yet; separate pools take it "
+            "(constraints.topology disaggregated or any)"
+        )
     inputs, cost = _inputs(body, catalog, default_provider)
     provider = body.provider or default_provider
     instance = _instance_type(body, catalog, provider)

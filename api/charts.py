@@ -572,7 +572,9 @@ def pools_chart(request: dict[str, Any], response: dict[str, Any]) -> Chart:
 @_with_style
 def fleet_day_chart(response: dict[str, Any]) -> Chart:
     """GPUs held in each period, stacked by GPU type and how they are bought (reserved every
-    period, on demand, spot), against each workload's demand (right axis)."""
+    period, on demand, spot), against each workload's demand (right axis). A workload served by
+    separate prefill and decode pools is named above each period's bar with its xPyD ratio and
+    both pools' GPUs (their GPUs are in the stack, as `gpus_held` counts them)."""
     periods, hours = response["periods"], float(response["period_hours"])
     reserved = response.get("reserved_gpus") or {}
     gpus = sorted({*reserved, *(g for p in periods for g in (*p["on_demand_gpus"], *p["spot_gpus"]))})
@@ -598,10 +600,19 @@ def fleet_day_chart(response: dict[str, Any]) -> Chart:
         ax.bar(starts, counts, width=hours, bottom=base, align="edge", color=colors[gpu], alpha=0.75, hatch=hatches[kind],
                edgecolor="white", label=f"{gpu}, {kind}", gid=f"gpus-{gpu}-{kind.replace(' ', '-')}")  # fmt: skip
         base = [b + c for b, c in zip(base, counts, strict=True)]
+    pools = _fleet_pools(periods)
+    for i, start in enumerate(starts):
+        lines = [f"{w} {drawn['ratio'][i]} ({drawn['prefill_gpus'][i]}+{drawn['decode_gpus'][i]} GPUs)"
+                 for w, drawn in pools.items() if drawn["ratio"][i] is not None]  # fmt: skip
+        if lines:
+            ax.annotate("\n".join(lines), (start + hours / 2, base[i]), textcoords="offset points", xytext=(0, 3), ha="center",
+                        va="bottom", fontsize=7, gid=f"pools-{i}")  # fmt: skip
     ax.set_xlabel("Hour of the day")
     ax.set_ylabel("GPUs held")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(starts[0], starts[-1] + hours)
+    if pools:  # room above the tallest bar for its pools' labels
+        ax.set_ylim(0, 1.25 * max(base + [1]))
     right = ax.twinx()
     demand = {w: [float(p["demand_rps"].get(w, 0.0)) for p in periods] for w in workloads}
     for i, (w, values) in enumerate(demand.items()):
@@ -613,8 +624,23 @@ def fleet_day_chart(response: dict[str, Any]) -> Chart:
     ax.legend(handles[0][0] + handles[1][0], handles[0][1] + handles[1][1], fontsize=8, loc="upper left",
               bbox_to_anchor=(1.08, 1)).set_gid("legend")  # fmt: skip
     ax.grid(alpha=0.3, axis="y")
-    series = {"start_hour": starts, "period_hours": hours, "gpus": stacks, "demand_rps": demand, "held": base}
+    series = {"start_hour": starts, "period_hours": hours, "gpus": stacks, "demand_rps": demand, "held": base, "pools": pools}
     return Chart(figure, series)
+
+
+def _fleet_pools(periods: list[dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:
+    """Per workload served by pools in some period: its xPyD ratio and each pool's GPUs per period (None where it
+    has no pools)."""
+    names = list(dict.fromkeys(pair["name"] for p in periods for pair in p.get("pools", [])))
+    out: dict[str, dict[str, list[Any]]] = {}
+    for name in names:
+        pairs = [next((pair for pair in p.get("pools", []) if pair["name"] == name), None) for p in periods]
+        out[name] = {
+            "ratio": [None if pair is None else pair["ratio"] for pair in pairs],
+            "prefill_gpus": [None if pair is None else pair["prefill"]["gpus"] for pair in pairs],
+            "decode_gpus": [None if pair is None else pair["decode"]["gpus"] for pair in pairs],
+        }
+    return out
 
 
 # --- what-if sweep ----------------------------------------------------------------------------------------

@@ -54,6 +54,16 @@ OPERATION_TIMEOUT_S = 540.0
 #: periods × MILP_COST_S; past HEADROOM_ASYNC_THRESHOLD_S it runs as an operation.
 TABLE_COST_S = 0.065
 MILP_COST_S = 0.0074
+#: What one planner/plan_disagg.py run (verify false) costs per GPU type it plans across, for a workload whose
+#: topology allows pools (planner/fleet_pools.py: one run per GPU group and distinct demand, the groups each GPU
+#: type alone and, with several, all of them together). `python -m bench.operations --per-pool-plan`: FLEET_50X24's
+#: 9 shapes with a TTFT target at their lowest, middle and highest demand, caches cleared first, on this 2-core
+#: machine: on one of the 7 reference GPU types 189 runs, CPU time 0.019 s each (wall 0.050 s, slowest 0.45 s);
+#: on all 7 at once 27 runs, CPU 0.111 s (wall 0.29 s), under 7 × 0.019 = 0.133 s, so "0.019 s per GPU type
+#: planned across" errs long, as the tables' estimate does. The wall times were taken at load average ~10 (other
+#: processes on both cores, 2026-12-04), so the CPU time stands for an uncontended run, as TABLE_COST_S's load
+#: 0.9–1.7 did.
+POOL_PLAN_COST_S = 0.019
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +104,22 @@ def distinct_shapes(body: FleetPlanRequest) -> int:
     return len({(w.model, w.to_workload().at_rate(1.0), w.slo.to_slo()) for w in body.workloads})
 
 
+def pool_plan_gpu_types(body: FleetPlanRequest, gpu_types: int) -> int:
+    """The GPU types planned across by the plan_disagg runs of the pool options (planner/fleet_pools.py), summed:
+    per workload whose topology allows pools, one run per distinct demand (an idle period is one more) on each GPU
+    type alone and, with several, one on all of them (gpu_types more)."""
+    per_demand = gpu_types + (gpu_types if gpu_types > 1 else 0)  # each type alone, then all together
+    return sum(len(set(w.demand_rps)) * per_demand for w in body.workloads if w.topology != "aggregated")
+
+
 def estimated_plan_s(body: FleetPlanRequest, gpu_types: int) -> float:
     """How long the plan is expected to take in one process, caches cold: shapes × GPU types ×
-    TABLE_COST_S for its tables, workloads × periods × MILP_COST_S for its MILP. Tables already
-    cached in the API process and the table processes' parallelism are left out, so it errs towards 202."""
-    return distinct_shapes(body) * gpu_types * TABLE_COST_S + len(body.workloads) * body.periods * MILP_COST_S
+    TABLE_COST_S for its tables, the pool options' GPU types planned across × POOL_PLAN_COST_S,
+    workloads × periods × MILP_COST_S for its MILP. Tables already cached in the API process and the
+    table processes' parallelism are left out, so it errs towards 202."""
+    tables_s = distinct_shapes(body) * gpu_types * TABLE_COST_S
+    pools_s = pool_plan_gpu_types(body, gpu_types) * POOL_PLAN_COST_S
+    return tables_s + pools_s + len(body.workloads) * body.periods * MILP_COST_S
 
 
 def gpu_types_allowed(body: FleetPlanRequest, catalog: Catalog) -> int:

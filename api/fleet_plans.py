@@ -566,11 +566,12 @@ def _pool_options(
         slo=w.slo.to_slo(),
         link=LINK,
         demand_rps=w.demand_rps,
+        constraints=FleetConstraints(min_replicas=body.constraints.min_replicas, n_plus_one=body.constraints.n_plus_one),
         checkpoint=checkpoint,
     )
 
 
-def _pool_read(pool: PoolConfig) -> FleetPoolRead:
+def _pool_read(pool: PoolConfig, grades: dict[str, str]) -> FleetPoolRead:
     return FleetPoolRead(
         role="prefill" if pool.role == "prefill" else "decode",
         gpu=pool.gpu,
@@ -582,6 +583,8 @@ def _pool_read(pool: PoolConfig) -> FleetPoolRead:
         chunk_tokens=pool.chunk_tokens,
         rho=pool.rho,
         binding=pool.binding,
+        spare_replicas=pool.spare_replicas,
+        calibration_grade=grades.get(pool.gpu),
     )
 
 
@@ -669,8 +672,8 @@ def _periods_read(plan: FleetPlan, grades: dict[str, str]) -> list[PeriodRead]:
                         name=pair.workload,
                         option=pair.option,
                         ratio=f"{pair.prefill.replicas}P{pair.decode.replicas}D",
-                        prefill=_pool_read(pair.prefill),
-                        decode=_pool_read(pair.decode),
+                        prefill=_pool_read(pair.prefill, grades),
+                        decode=_pool_read(pair.decode, grades),
                         gpus=dict(pair.gpus),
                         demand_rps=period.demand_rps[pair.workload],
                     )

@@ -25,6 +25,11 @@ the mean and slowest table's time: the cost per table the fleet plan's estimate 
 
     .venv/bin/python -m bench.operations --per-table
 
+`--per-pool-plan` times one planner/plan_disagg.py run (verify false) as a fleet pool option makes
+them (planner/fleet_pools.py), for FLEET_50X24's shapes with a TTFT target at their lowest, middle
+and highest demand, on each GPU type alone and on all of them together, caches cleared first: the
+cost per run the fleet plan's estimate multiplies (api/fleet_operation.py POOL_PLAN_COST_S).
+    .venv/bin/python -m bench.operations --per-pool-plan
 `--fleet REDIS_URL` plans FLEET_50X24 (50 workloads × 24 hourly periods) in process (the
 synchronous route's `plan_fleet`, its tables in the table worker processes, caches cold), then as
 an operation on that Redis with 1 and then 2 `headroom worker` processes of one thread each, and
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from api import fleet_operation, fleet_plans, what_if
+from api.disagg_plans import LINK
 from api.observability import Deadline
 from api.schemas.fleet_plans import FleetPlanRequest
 from api.schemas.what_if import WhatIfRequest
@@ -60,7 +66,9 @@ from catalog.db import make_engine, make_session_factory
 from catalog.migrate import upgrade
 from catalog.operations import Operations
 from catalog.repository import Catalog
+from planner.errors import InfeasiblePlanError, UnstableLoadError
 from planner.fleet_candidates import CandidateTable, clear_caches, gpu_candidate_table, merged_tables
+from planner.plan_disagg import plan_disaggregated
 
 #: A sweep finance would ask for: a 70B chat model, every GPU type, rates from 1 to 400 req/s.
 PER_POINT_SWEEP: dict[str, Any] = {
@@ -280,17 +288,59 @@ def per_table_cost(database_url: str) -> dict[str, float]:
     }  # fmt: skip
 
 
+def per_pool_plan_cost(database_url: str) -> dict[str, float]:
+    """Mean and slowest time (s) of one planner/plan_disagg.py run (verify false) as planner/fleet_pools.py makes them
+    for FLEET_50X24's shapes that have a TTFT target (3 models × chat, code, rag), at each shape's lowest, middle and
+    highest demand: on each GPU type alone and on all of them together, the queueing caches cleared first."""
+    body = FleetPlanRequest.model_validate(fleet_50x24())
+    engine = make_engine(database_url)
+    try:
+        with make_session_factory(engine)() as session:
+            inputs, models = fleet_plans.fleet_inputs(body, Catalog(session))
+    finally:
+        engine.dispose()
+    clear_caches()
+    tps = body.search.to_grid().tp_degrees
+    alone: list[float] = []
+    together: list[float] = []
+    cpu: dict[int, list[float]] = {id(alone): [], id(together): []}  # process CPU time, which other processes' load leaves
+    shapes = {(w.model, w.to_workload().at_rate(1.0), w.slo.to_slo()): w.demand_rps for w in body.workloads}
+    for (model, workload, slo), demand in shapes.items():
+        if slo.ttft_s is None:
+            continue
+        ordered = sorted(set(demand))
+        for rate in (ordered[0], ordered[len(ordered) // 2], ordered[-1]):
+            for group, times in [*(((gpu,), alone) for gpu in inputs.gpus), (tuple(inputs.gpus), together)]:
+                started, started_cpu = time.perf_counter(), time.process_time()
+                with contextlib.suppress(InfeasiblePlanError, UnstableLoadError):
+                    plan_disaggregated(
+                        gpus=group, model=models[model], precisions=inputs.precisions, tps=tps,
+                        workload=workload.at_rate(rate), slo=slo, link=LINK, verify=False,
+                    )  # fmt: skip
+                times.append(time.perf_counter() - started)
+                cpu[id(times)].append(time.process_time() - started_cpu)
+    return {
+        "gpu_types": len(inputs.gpus), "alone_runs": len(alone), "alone_mean_s": statistics.fmean(alone),
+        "alone_max_s": max(alone), "together_runs": len(together), "together_mean_s": statistics.fmean(together),
+        "together_max_s": max(together), "alone_cpu_mean_s": statistics.fmean(cpu[id(alone)]),
+        "together_cpu_mean_s": statistics.fmean(cpu[id(together)]),
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-point", action="store_true", help="a what-if point's plan time, verify false and true")
     parser.add_argument("--workers", metavar="REDIS_URL", help="a 1,000-point sweep in process and on 1 and 2 workers")
     parser.add_argument("--per-table", action="store_true", help="a fleet candidate table's time (one shape, one GPU type)")
     parser.add_argument(
+        "--per-pool-plan", action="store_true", help="a fleet pool option's plan_disagg run (one GPU group, one demand)"
+    )
+    parser.add_argument(
         "--fleet", metavar="REDIS_URL", help="a 50-workload × 24-period fleet plan in process and on 1 and 2 workers"
     )
     args = parser.parse_args()
-    if not (args.per_point or args.workers or args.per_table or args.fleet):
-        parser.error("choose a measurement: --per-point, --workers REDIS_URL, --per-table or --fleet REDIS_URL")
+    if not (args.per_point or args.workers or args.per_table or args.per_pool_plan or args.fleet):
+        parser.error("choose a measurement: --per-point, --workers REDIS_URL, --per-table, --per-pool-plan or --fleet REDIS_URL")
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{Path(folder) / 'bench.db'}"
         upgrade(url)
@@ -300,6 +350,18 @@ def main() -> None:
             session.commit()
         engine.dispose()
         print(f"load average before: {os.getloadavg()[0]:.2f}")
+        if args.per_pool_plan:
+            cost = per_pool_plan_cost(url)
+            print(
+                f"plan_disagg on one GPU type: {cost['alone_runs']:.0f} runs, mean={cost['alone_mean_s']:.4f} s, "
+                f"slowest={cost['alone_max_s']:.3f} s; on all {cost['gpu_types']:.0f} types: {cost['together_runs']:.0f} runs, "
+                f"mean={cost['together_mean_s']:.4f} s, slowest={cost['together_max_s']:.3f} s"
+            )
+            print(
+                f"CPU time per run: one type {cost['alone_cpu_mean_s']:.4f} s, all types {cost['together_cpu_mean_s']:.4f} s; "
+                f"load average after: {os.getloadavg()[0]:.2f}"
+            )
+            return
         if args.per_table:
             cost = per_table_cost(url)
             print(

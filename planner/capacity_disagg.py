@@ -19,14 +19,20 @@ found by doubling from 1 req/s to bracket it, then bisecting the bracket geometr
 `RATE_TOLERANCE` (1 %, the aggregated capacity's own tolerance, planner/rate_search.py). n(λ) is
 non-decreasing in λ (tests/planner/test_plan_disagg.py `test_more_load_never_costs_less`). The pools
 answered are the cheapest pair at Λ; the G − n(Λ) GPUs left over cannot raise it past the bracket's
-upper end (the pair there needs more than G). An E2E target is refused: the pools' planner does not
-size for one, and checking it on the cheapest pair alone (E2E grows with the decode batch, which
-the cheapest pair runs largest) understated Λ nearly forty-fold on the 16-H100 test case.
+upper end (the pair there needs more than G).
+
+The request's constraints go to plan_disaggregated as they are (`constraints`): an E2E target bounds
+the decode candidates there, N+1 adds a priced spare replica to each pool and min_replicas floors
+each pool's replicas, the gpu, precision, tp and batch_limit pins narrow the candidates. Each only
+removes candidates or adds replicas, so n(λ) stays non-decreasing in λ and the search above holds;
+the GPUs counted against G are the pools' with their spares. What plan_disagg refuses
+(`pool_refusals`: a pinned replica count or chunk budget, instances, speculation) is refused here too.
 
 What binds: each pool of the answer is held against its share of the SLOs at the bracket's upper
 end, the first rate no pair within G sustains (prefill: its p99 wait plus a p99 prompt's prefill
-within f·TTFT; decode: TPOT and its admission wait plus the transfer within (1 − f)·TTFT), both
-stable (`pool_loads`): the pool past its share binds, or both.
+within f·TTFT; decode: TPOT, its admission wait plus the transfer within (1 − f)·TTFT and, with an
+E2E target, a p99 output's decode within E2E − TTFT), both stable (`pool_loads`), each with its
+N+1 spare lost: the pool past its share binds, or both.
 """
 
 from __future__ import annotations
@@ -45,8 +51,9 @@ from planner.disagg import (
     prefill_queue,
     prefill_s,
 )
-from planner.errors import InfeasiblePlanError, PlannerInputError, UnstableLoadError
-from planner.plan_disagg import PREFILL_TOKEN_BUDGET, DisaggPlan, PoolCandidate, plan_disaggregated
+from planner.errors import InfeasiblePlanError, PlannerInputError, UnstableLoadError, UnsupportedConfigurationError
+from planner.plan_disagg import PREFILL_TOKEN_BUDGET, DisaggPlan, PoolCandidate, plan_disaggregated, pool_refusals
+from planner.plan_records import PlanConstraints
 from planner.planning import MAX_VERIFY_ADJUSTMENTS, VERIFY_CAPACITY_STEP, VERIFY_REQUESTS
 from planner.simulator_disagg import simulate_disagg
 from planner.specs import GpuSpec, ModelSpec, Precision
@@ -127,16 +134,18 @@ def pool_loads(
     plan: DisaggPlan | DisaggCapacity, workload: Workload, slo: Slo, *, link: KvLink, kv_bytes_per_token: float
 ) -> tuple[float, float]:
     """How full each pool of `plan` is against its share of `slo` at `workload` (the TTFT split
-    `plan.ttft_prefill_fraction`), by the model plan_disagg sizes them with (planner/disagg.py):
-    prefill (W_q + S(p_q)) / (f·TTFT); decode the larger of TPOT_q / TPOT and
-    (W_admit,q + t_transfer(p_q)) / ((1 − f)·TTFT); infinite where the pool is unstable. Above 1: missed."""
+    `plan.ttft_prefill_fraction`), by the model plan_disagg sizes them with (planner/disagg.py), each pool
+    with its N+1 spare lost (`serving_replicas`): prefill (W_q + S(p_q)) / (f·TTFT); decode the largest of
+    TPOT_q / TPOT, (W_admit,q + t_transfer(p_q)) / ((1 − f)·TTFT) and, with an E2E target,
+    (o_q − 1)·t_step(n̄) / (E2E − TTFT) (planner/plan_disagg.py's E2E bound); infinite where the pool is
+    unstable. Above 1: missed."""
     q = slo.percentile / 100.0
     p, d = plan.prefill, plan.decode
     ttft = slo.ttft_s if slo.ttft_s is not None else math.inf
     f = plan.ttft_prefill_fraction
     prompt_q = workload.prompt_tokens.quantile(q)
     try:
-        pq = prefill_queue(PrefillPool(step_model=p.step_model, replicas=p.replicas, tp=p.tp), workload, q)
+        pq = prefill_queue(PrefillPool(step_model=p.step_model, replicas=p.serving_replicas, tp=p.tp), workload, q)
         prefill = (pq.wait_q_s + prefill_s(p.step_model, prompt_q)) / (f * ttft)  # (W_q + S(p_q)) / (f · TTFT)
     except UnstableLoadError:
         prefill = math.inf
@@ -147,7 +156,7 @@ def pool_loads(
     transfer_q = kv_transfer_s(prompt_tokens=prompt_q, kv_bytes_per_token=kv_bytes_per_token, link=link, gpus=links)
     pool = DecodePool(
         step_model=d.step_model,
-        replicas=d.replicas,
+        replicas=d.serving_replicas,
         batch_limit=d.batch_limit or 1,
         kv_capacity_tokens=d.kv_capacity_tokens,
         tp=d.tp,
@@ -156,10 +165,20 @@ def pool_loads(
         occ = decode_occupancy(pool, workload, transfer_mean, q)
         tpot = occ.step_q_s / slo.tpot_s if slo.tpot_s is not None else 0.0  # TPOT_q / TPOT
         admit = (occ.admission_wait_q_s + transfer_q) / ((1.0 - f) * ttft)  # (W_admit,q + t_transfer(p_q)) / ((1 − f) · TTFT)
-        decode = max(tpot, admit)
+        decode = max(tpot, admit, _e2e_load(occ.step_s, workload, slo, q))
     except UnstableLoadError:
         decode = math.inf
     return prefill, decode
+
+
+def _e2e_load(step_s: float, workload: Workload, slo: Slo, q: float) -> float:
+    """(o_q − 1)·t_step(n̄) / (E2E − TTFT): planner/plan_disagg.py's E2E bound on a decode pool as a load (0 without
+    an E2E target; infinite when the TTFT target leaves the E2E target nothing)."""
+    if slo.e2e_s is None:
+        return 0.0
+    steps_q = max(workload.output_tokens.quantile(q) - 1.0, 0.0)  # decode steps after a q-quantile output's first token
+    left_s = slo.e2e_s - (slo.ttft_s or 0.0)  # E2E left after the TTFT target
+    return steps_q * step_s / left_s if left_s > 0 else math.inf  # (o_q − 1)·t_step(n̄) / (E2E − TTFT)
 
 
 def pool_misses(
@@ -180,20 +199,28 @@ def max_capacity_disaggregated(
     workload: Workload,
     slo: Slo,
     link: KvLink,
+    constraints: PlanConstraints | None = None,
 ) -> DisaggCapacity:
-    """Λ of the module docstring. Raises InfeasiblePlanError when no pair of pools within `gpus`
-    meets the SLOs even at one request an hour, PlannerInputError without a TTFT target or with
-    fewer than two GPUs (two pools need one GPU each at least) or with an E2E target."""
-    if slo.e2e_s is not None:
-        raise PlannerInputError(
-            "separate pools are not sized for an E2E target yet: give TTFT and TPOT targets", constraint="slo.e2e"
-        )
+    """Λ of the module docstring within `constraints` (N+1, min_replicas and pins, as plan_disaggregated takes
+    them). Raises InfeasiblePlanError when no pair of pools within `gpus` meets the SLOs even at one request an
+    hour, PlannerInputError without a TTFT target or with fewer than two GPUs (two pools need one GPU each at
+    least), UnsupportedConfigurationError for what plan_disaggregated refuses (`pool_refusals`)."""
+    constraints = PlanConstraints() if constraints is None else constraints
+    if refusals := pool_refusals(constraints):
+        raise UnsupportedConfigurationError("separate prefill and decode pools do not take " + "; ".join(refusals))
     if gpus < 2:
         raise PlannerInputError(f"separate prefill and decode pools need at least 2 GPUs, got {gpus}", constraint="gpus")
     priced = _priced(gpu)
     usable = tuple(t for t in tps if t < gpus)  # each pool leaves at least one GPU to the other
     if not usable:
         raise PlannerInputError(f"no tensor-parallel degree leaves room for two pools on {gpus} GPUs", constraint="tp")
+    pinned_tp = None if constraints.pin is None else constraints.pin.tp
+    if pinned_tp is not None and pinned_tp not in usable:
+        raise PlannerInputError(
+            f"pinned tp {pinned_tp} is not a degree that leaves room for two pools on {gpus} GPUs "
+            f"({', '.join(str(t) for t in usable)} do)",
+            constraint="pin.tp",
+        )
     evaluated = 0
 
     def cheapest(rate: float) -> DisaggPlan | None:
@@ -209,6 +236,7 @@ def max_capacity_disaggregated(
                 slo=slo,
                 link=link,
                 verify=False,
+                constraints=constraints,
             )
         except (InfeasiblePlanError, UnstableLoadError):
             return None
@@ -269,10 +297,11 @@ def verify_capacity(
     most MAX_VERIFY_ADJUSTMENTS times (planner/capacity.py `_verified`, the same policy). The last
     step is the agreed rate; InfeasiblePlanError when the simulator never agrees."""
     p, d = found.prefill, found.decode
-    prefill_pool = PrefillPool(step_model=p.step_model, replicas=p.replicas, tp=p.tp)
+    # with N+1 each pool is simulated with its spare lost, as plan_disagg verifies its plans
+    prefill_pool = PrefillPool(step_model=p.step_model, replicas=p.serving_replicas, tp=p.tp)
     decode_pool = DecodePool(
         step_model=d.step_model,
-        replicas=d.replicas,
+        replicas=d.serving_replicas,
         batch_limit=d.batch_limit or 1,
         kv_capacity_tokens=d.kv_capacity_tokens,
         tp=d.tp,

@@ -158,7 +158,7 @@ def add_fleet_variables(problem: pulp.LpProblem, spec: FleetSpec, *, elastic_inv
                 largest[w.name, p] = problem.add_variable(
                     constraint_name("largest_replica_rps", w.name, period_label(p)),
                     lowBound=0,
-                    upBound=max(c.max_rps_at_slo for c in w.candidates),
+                    upBound=max((c.max_rps_at_slo for c in w.candidates), default=0.0),  # 0: a pools-only workload
                 )
                 for c in w.candidates:
                     use[w.name, c.id, p] = problem.add_variable(
@@ -257,7 +257,9 @@ def add_meet_demand_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisi
 
 
 def add_n_plus_one_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
-    """Σ_c r_wcp·μ_c − m_wp ≥ d_wp, m_wp ≥ μ_c·u_wcp, r_wcp ≤ R_wcp·u_wcp: one replica may be lost."""
+    """Σ_c r_wcp·μ_c + d_wp·Σ_o z_wo − m_wp ≥ d_wp, m_wp ≥ μ_c·u_wcp, r_wcp ≤ R_wcp·u_wcp: one replica may be lost.
+    Pools chosen carry the whole demand with a replica lost: planner/fleet_pools.py sizes each pool with an N+1
+    spare (FleetSpec refuses options without), and no aggregated replica runs beside them (u_wcp = 0, m_wp = 0)."""
     for w in spec.workloads:
         for p in range(spec.periods):
             label = period_label(p)
@@ -273,8 +275,9 @@ def add_n_plus_one_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisio
                     linear_sum([(largest, 1), (use, -c.max_rps_at_slo)]) >= 0,  # m ≥ μ·u
                     constraint_name("largest_replica", w.name, c.id, label),
                 )
+            pools = linear_sum(pool_terms(decisions, w, w.demand_rps[p]))
             problem += (
-                capacity_rps(spec, decisions, w, p) - largest >= w.demand_rps[p],
+                capacity_rps(spec, decisions, w, p) + pools - largest >= w.demand_rps[p],
                 constraint_name("n_plus_one", w.name, label),
             )
 
@@ -385,7 +388,7 @@ def add_cover_cost_cuts(problem: pulp.LpProblem, spec: FleetSpec, decisions: Fle
 
 def add_min_replicas_constraints(problem: pulp.LpProblem, spec: FleetSpec, decisions: FleetDecisions) -> None:
     """Σ_c r_wcp + m·Σ_o z_wo ≥ m (m = min_replicas) for every workload w and period p: pools chosen
-    count as meeting it (each holds at least one replica; FleetSpec refuses pools with m > 1)."""
+    count as meeting it (planner/fleet_pools.py floors each pool at m replicas; FleetSpec refuses options below)."""
     m = spec.constraints.min_replicas
     for w in spec.workloads:
         for p in range(spec.periods):

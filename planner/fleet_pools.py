@@ -13,6 +13,13 @@ pools are the same in every period are offered once. An option holds pools in ev
 period without demand keeps each pool at the size that serves one request an hour (one replica
 each, as min_replicas keeps an aggregated replica). An option that some period's demand cannot
 be served by (no pair within plan_disagg's 64 replicas per pool) is not offered.
+
+The fleet's constraints are plan_disagg's (`constraints`): each pool is floored at min_replicas, and
+under N+1 each pool of a period with demand carries a priced spare replica (`spare_replicas`), so
+the pools meet the demand with a replica lost from either, more than the fleet's N+1 asks (one
+replica of the workload lost); a period without demand takes no spare, as an aggregated workload's
+N+1 asks none there (planner/fleet_formulation.py `replica_bound`). An E2E target is the workload's
+SLO, which plan_disagg sizes the decode pool for.
 """
 
 from __future__ import annotations
@@ -20,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from planner.disagg import KvLink
-from planner.errors import InfeasiblePlanError, PlannerInputError, UnstableLoadError
-from planner.fleet_spec import Checkpoint, PoolConfig, PoolOption, no_checkpoint
+from planner.errors import InfeasiblePlanError, UnstableLoadError
+from planner.fleet_spec import Checkpoint, FleetConstraints, PoolConfig, PoolOption, no_checkpoint
 from planner.plan_disagg import PoolCandidate, plan_disaggregated
+from planner.plan_records import PlanConstraints
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.workload import Slo, Workload
 
@@ -42,6 +50,7 @@ def _config(c: PoolCandidate) -> PoolConfig:
         chunk_tokens=c.chunk_tokens,
         rho=c.rho,
         binding=c.binding,
+        spare_replicas=c.spare_replicas,
     )
 
 
@@ -55,23 +64,28 @@ def pool_options(
     slo: Slo,
     link: KvLink,
     demand_rps: Sequence[float],
+    constraints: FleetConstraints | None = None,
     checkpoint: Checkpoint = no_checkpoint,
 ) -> tuple[PoolOption, ...]:
     """The pool options of the module docstring for one workload (its shape in `workload`, its rate
-    ignored), one pair of pools per period of `demand_rps`. Raises PlannerInputError without a TTFT
-    target (a disaggregated plan splits it) or with an E2E target (the pools are not sized for one)."""
-    if slo.e2e_s is not None:
-        raise PlannerInputError("separate pools are not sized for an E2E target yet", constraint="slo.e2e")
+    ignored), one pair of pools per period of `demand_rps`, each pool within the fleet's N+1 and
+    min_replicas (None: the defaults). Raises PlannerInputError without a TTFT target (a disaggregated plan splits it)."""
+    constraints = FleetConstraints() if constraints is None else constraints
     groups: list[tuple[str, tuple[GpuSpec, ...]]] = [(f"pools-{g.slug}", (g,)) for g in gpus]
     if len(gpus) > 1:
         groups.append(("pools-any-gpus", tuple(gpus)))
     options: list[PoolOption] = []
     seen: set[tuple[tuple[PoolConfig, PoolConfig], ...]] = set()
+
+    def sizing(demand: float) -> tuple[float, bool]:
+        """The rate a period's pools are sized at and whether they carry the N+1 spare."""
+        return (demand, constraints.n_plus_one) if demand > 0 else (IDLE_RATE_RPS, False)
+
     for option_id, group in groups:
-        sized: dict[float, tuple[PoolConfig, PoolConfig] | None] = {}
+        sized: dict[tuple[float, bool], tuple[PoolConfig, PoolConfig] | None] = {}
         for demand in demand_rps:
-            rate = demand if demand > 0 else IDLE_RATE_RPS
-            if rate not in sized:
+            rate, spare = sizing(demand)
+            if (rate, spare) not in sized:
                 checkpoint()
                 try:
                     plan = plan_disaggregated(
@@ -83,12 +97,13 @@ def pool_options(
                         slo=slo,
                         link=link,
                         verify=False,
+                        constraints=PlanConstraints(min_replicas=constraints.min_replicas, n_plus_one=spare),
                     )
                 except (InfeasiblePlanError, UnstableLoadError):
-                    sized[rate] = None
+                    sized[rate, spare] = None
                 else:
-                    sized[rate] = (_config(plan.prefill), _config(plan.decode))
-        pairs = [sized[d if d > 0 else IDLE_RATE_RPS] for d in demand_rps]
+                    sized[rate, spare] = (_config(plan.prefill), _config(plan.decode))
+        pairs = [sized[sizing(d)] for d in demand_rps]
         if any(pair is None for pair in pairs):
             continue
         periods = tuple(pair for pair in pairs if pair is not None)

@@ -62,6 +62,8 @@ class PoolConfig:
     chunk_tokens: int | None
     rho: float
     binding: str
+    #: Replicas beyond what the demand needs, kept for constraints.n_plus_one (in `replicas`, priced).
+    spare_replicas: int = 0
 
     @property
     def gpus(self) -> int:
@@ -192,9 +194,10 @@ class FleetSpec:
             raise PlannerInputError(f"period_hours must be finite and > 0, got {self.period_hours}")
         object.__setattr__(self, "prices", MappingProxyType(dict(self.prices)))
         object.__setattr__(self, "spot", MappingProxyType(dict(self.spot)))
-        if any(w.pool_options for w in self.workloads) and (self.constraints.n_plus_one or self.constraints.min_replicas > 1):
+        if unsized := self._pools_not_sized_for_the_constraints():
             raise PlannerInputError(
-                "separate prefill and decode pools do not take n_plus_one or min_replicas above 1 yet",
+                "pool options must be sized for n_plus_one and min_replicas (planner/fleet_pools.py passes them to "
+                f"plan_disaggregated): {'; '.join(unsized)}",
                 constraint="topology",
             )
         unpriced = sorted(set(self.gpus) - set(self.prices))
@@ -233,6 +236,22 @@ class FleetSpec:
     @property
     def has_pool_options(self) -> bool:
         return any(w.pool_options for w in self.workloads)
+
+    def _pools_not_sized_for_the_constraints(self) -> list[str]:
+        """Each pool option's pools that break the fleet's N+1 or min_replicas: every pool holds at least
+        min_replicas (and one) replicas, and under N+1 a spare in every period with demand, as
+        planner/fleet_pools.py sizes them (an aggregated workload's N+1 holds only where it has demand too)."""
+        floor = max(self.constraints.min_replicas, 1)
+        out = []
+        for w in self.workloads:
+            for o in w.pool_options:
+                for p, (pair, demand) in enumerate(zip(o.periods, w.demand_rps, strict=True)):
+                    for pool in pair:
+                        if pool.replicas < floor:
+                            out.append(f"{w.name}/{o.id} {pool.role} pool in period {p} has {pool.replicas} < {floor} replicas")
+                        if self.constraints.n_plus_one and demand > 0 and pool.spare_replicas < 1:
+                            out.append(f"{w.name}/{o.id} {pool.role} pool in period {p} has no N+1 spare")
+        return out
 
     def inventory_limit(self, gpu: str, period: int) -> int | None:
         counts = self.inventory.get(gpu)

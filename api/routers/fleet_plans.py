@@ -95,7 +95,8 @@ that timeout → 503 `request-timeout`, and the work stops (nothing is stored).
 
 With `Prefer: respond-async`, or without it when the plan is estimated to take longer than
 HEADROOM_ASYNC_THRESHOLD_S (distinct workload shapes × GPU types × {fleet_operation.TABLE_COST_S} s a
-candidate table), the plan runs as an operation instead: 202 with the queued operation and
+candidate table, and for a workload that may run separate pools its distinct demands × the GPU types its
+pool options plan across × {fleet_operation.POOL_PLAN_COST_S} s), the plan runs as an operation instead: 202 with the queued operation and
 `Location: /v1/operations/{{id}}`. Its candidate tables, one per (shape, GPU type), are computed by
 the task workers and the MILP solved in a last unit; each unit is bounded by the operation's time
 (9 minutes), not the request's, and once `succeeded` the operation's `result` is this route's

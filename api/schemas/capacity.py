@@ -53,14 +53,22 @@ class CapacityConstraints(_Input):
         "largest capacity wins; `on` only with it (a 422 where no head can be costed); `off` (the default) never. "
         "`speculative` in the answer says which draft the configuration runs.",
     )
+    n_plus_one: bool = Field(
+        default=False,
+        description="Separate pools only: each pool keeps a spare replica (its GPUs counted in `gpus`) and the capacity is "
+        "what the pools sustain with the spares lost, as POST /v1/plans' pools count N+1 (`spare_replicas`). The "
+        "aggregated capacity does not take it yet: 422 with topology `aggregated`; with `any` the aggregated answer is "
+        "then the alternative, with that reason.",
+    )
     topology: Literal["aggregated", "disaggregated", "any"] = Field(
         default="aggregated",
         description="`aggregated` (the default): every replica prefills and decodes. `disaggregated`: the largest rate a "
         "prefill pool of P GPUs and a decode pool of the other gpus − P sustain, P searched (docs/disaggregation.md); the "
         "answer's `disaggregation` section gives the pools, the P:D split and which pool binds. `any`: both, the larger "
-        "capacity answered and `disaggregation.gain_fraction` says by how much. Separate pools take constraints.pin.precision "
-        "(and pin.gpu, the request's) only, and `verify` simulates the pools; instances, other pins, speculative `on` "
-        "and an E2E target are refused with a 422 (with `any` the pools are then the alternative, with the reason).",
+        "capacity answered and `disaggregation.gain_fraction` says by how much. Separate pools take the gpu (the request's), "
+        "precision, tp, batch_limit (the decode pool's), pp 1 and engine pins, an E2E target and `n_plus_one`, as POST "
+        "/v1/plans' pools do, and `verify` simulates the pools; instances, a pinned replicas or chunk_tokens and speculative `on` "
+        "are refused with a 422 (with `any` the pools are then the alternative, with the reason).",
     )
 
 
@@ -216,6 +224,9 @@ class CapacityPoolRead(BaseModel):
     precision: CapacityPrecision
     rho: float = Field(description="Prefill: λE[S]/c; decode: mean batch over slots, at the capacity's rate.")
     binding: str = Field(description="What set this pool's replicas at the capacity's rate (docs/disaggregation.md).")
+    spare_replicas: int = Field(
+        default=0, description="Replicas kept for constraints.n_plus_one (in `replicas`; the capacity is without them)."
+    )
 
 
 class CapacityPoolsVerifyStep(BaseModel):

@@ -95,17 +95,14 @@ class FleetWorkloadSpec(_Input):
         "decode pool (docs/disaggregation.md), sized at each period's demand, on one GPU type or the cheapest pair of "
         "types; `any`: the fleet MILP chooses pools or replicas, whichever makes the fleet cheaper. Pools share the "
         "fleet's GPUs, inventory and budget; `topologies` and each period's `pools` say what was chosen. Needs a TTFT "
-        "target and no E2E target; not with constraints.n_plus_one or min_replicas above 1.",
+        "target; an E2E target sizes the decode pool, constraints.min_replicas floors each pool and constraints.n_plus_one "
+        "gives each pool a spare replica in every period with demand (`spare_replicas`).",
     )
 
     @model_validator(mode="after")
     def _pools_split_a_ttft_target(self) -> Self:
         if self.topology != "aggregated" and self.slo.ttft_ms is None:
             raise ValueError(f"workload {self.name}: topology {self.topology} needs slo.ttft_ms (the pools split it)")
-        if self.topology != "aggregated" and self.slo.e2e_s is not None:
-            raise ValueError(
-                f"workload {self.name}: topology {self.topology} does not take slo.e2e_s yet (pools are not sized for it)"
-            )
         return self
 
     def to_workload(self) -> Workload:
@@ -349,6 +346,10 @@ class FleetPoolRead(BaseModel):
     chunk_tokens: int | None = Field(description="The prefill pool's token budget per step; null for decode.")
     rho: float = Field(description="Prefill: λE[S]/c; decode: mean batch over slots, at the period's demand.")
     binding: str = Field(description="What set this pool's replicas (docs/disaggregation.md).")
+    spare_replicas: int = Field(
+        default=0, description="Replicas beyond what the demand needs, kept for constraints.n_plus_one (in `replicas`, priced)."
+    )
+    calibration_grade: str | None = Field(default=None, description="The GPU's calibration grade (low, medium, high).")
 
 
 class PoolAssignmentRead(BaseModel):
@@ -545,6 +546,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "currency",
     "calibration_grade",
     "warning",
+    "pool_role",
 )
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -556,7 +558,10 @@ CSV_DESCRIPTION = (
     "GPUs at that period's mean price per GPU held (as `cost.per_workload_usd`), so idle reserved GPUs are in "
     "no row; `cost_usd_per_hour` is that cost over the period's hours and `cost_usd_per_month` the same rate over "
     "730 h; `currency` is USD; `calibration_grade` is the row's GPU's calibration grade and `warning` the plan's "
-    "warning about it, if any. Numbers are rounded as the JSON is (cents, 6 significant figures)."
+    "warning about it, if any; `pool_role` is `mixed` for replicas that prefill and decode, `prefill` or `decode` for a "
+    "workload served by separate pools (one row per pool and period, after the period's replica rows: `demand_rps` "
+    "and `offered_rps` are the workload's whole demand, which both pools carry, `capacity_rps` is empty and "
+    "`target_rho` is the pool's ρ; as the plan CSV's `pool_role`). Numbers are rounded as the JSON is (cents, 6 significant figures)."
 )
 
 
@@ -572,44 +577,108 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
             for gpu in period.gpus_held
         }
         for row in period.workloads:
-            pools = left.setdefault(row.gpu, [0, 0, 0])
-            taken = []
-            need = row.gpus
-            for index in range(3):
-                take = min(need, pools[index])
-                pools[index] -= take
-                need -= take
-                taken.append(take)
-            held = period.gpus_held.get(row.gpu, 0)
-            period_gpu_usd = _period_gpu_cost(plan, period, row.gpu)
-            cells = (
-                period.period,
-                _number(period.start_hour),
-                row.name,
-                row.gpu,
-                row.tp,
-                row.precision.weights,
-                row.precision.kv_cache,
-                row.batch_limit,
-                "" if row.chunk_tokens is None else row.chunk_tokens,
-                row.replicas,
-                row.gpus,
-                *taken,
-                _number(row.demand_rps),
-                _number(row.offered_rps),
-                _number(row.capacity_rps),
-                _number(row.target_rho),
-                _number(row_usd := row.gpus * period_gpu_usd / held if held else 0.0),
-                _number(row_usd / plan.period_hours),
-                _number(row_usd / plan.period_hours * HOURS_PER_MONTH),
-                CURRENCY,
-                row.calibration_grade,
-                warnings.get(row.gpu),
+            cells = _csv_cells(
+                plan,
+                period,
+                left,
+                name=row.name,
+                gpu=row.gpu,
+                tp=row.tp,
+                precision=row.precision,
+                batch_limit=row.batch_limit,
+                chunk_tokens=row.chunk_tokens,
+                replicas=row.replicas,
+                gpus=row.gpus,
+                rates=(row.demand_rps, row.offered_rps, row.capacity_rps, row.target_rho),
+                grade=row.calibration_grade,
+                warning=warnings.get(row.gpu),
+                role="mixed",
             )
             writer.writerow(
                 ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
             )
+        for pair in period.pools:
+            for pool in (pair.prefill, pair.decode):
+                cells = _csv_cells(
+                    plan,
+                    period,
+                    left,
+                    name=pair.name,
+                    gpu=pool.gpu,
+                    tp=pool.tp,
+                    precision=pool.precision,
+                    batch_limit=pool.batch_limit,
+                    chunk_tokens=pool.chunk_tokens,
+                    replicas=pool.replicas,
+                    gpus=pool.gpus,
+                    rates=(pair.demand_rps, pair.demand_rps, None, pool.rho),  # both pools carry the whole demand
+                    grade=pool.calibration_grade,
+                    warning=warnings.get(pool.gpu),
+                    role=pool.role,
+                )
+                writer.writerow(
+                    ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
+                )
     return out.getvalue()
+
+
+def _csv_cells(
+    plan: FleetPlanResponse,
+    period: PeriodRead,
+    left: dict[str, list[int]],
+    *,
+    name: str,
+    gpu: str,
+    tp: int,
+    precision: PrecisionRead,
+    batch_limit: int | None,
+    chunk_tokens: int | None,
+    replicas: int,
+    gpus: int,
+    rates: tuple[float, float, float | None, float],
+    grade: str | None,
+    warning: str | None,
+    role: str,
+) -> tuple[Any, ...]:
+    """One CSV row in `CSV_COLUMNS` order: its GPUs taken from what is `left` of the period's reserved, on-demand and
+    spot GPUs of its type, in that order (`left` is updated); `rates` = (demand, offered, capacity, target ρ)."""
+    bought = left.setdefault(gpu, [0, 0, 0])
+    taken = []
+    need = gpus
+    for index in range(3):
+        take = min(need, bought[index])
+        bought[index] -= take
+        need -= take
+        taken.append(take)
+    held = period.gpus_held.get(gpu, 0)
+    period_gpu_usd = _period_gpu_cost(plan, period, gpu)
+    demand, offered, capacity, rho = rates
+    row_usd = gpus * period_gpu_usd / held if held else 0.0  # the row's share of the period's GPUs of its type
+    return (
+        period.period,
+        _number(period.start_hour),
+        name,
+        gpu,
+        tp,
+        precision.weights,
+        precision.kv_cache,
+        batch_limit,
+        "" if chunk_tokens is None else chunk_tokens,
+        replicas,
+        gpus,
+        *taken,
+        _number(demand),
+        _number(offered),
+        None if capacity is None else _number(capacity),
+        _number(rho),
+        _number(row_usd),
+        _number(row_usd / plan.period_hours),
+        _number(row_usd / plan.period_hours * HOURS_PER_MONTH),
+        CURRENCY,
+        grade,
+        warning,
+        role,
+    )
 
 
 def _period_gpu_cost(plan: FleetPlanResponse, period: PeriodRead, gpu: str) -> float:

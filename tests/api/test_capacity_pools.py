@@ -97,7 +97,10 @@ def test_any_answers_the_larger_capacity_and_says_by_how_much(seeded: ApiClient)
 
 
 def test_separate_pools_refuse_what_they_do_not_honour(seeded: ApiClient) -> None:
-    assert_problem(seeded.post("/v1/capacity", json=body(tp=4)), 422)
+    """Only what planner/plan_disagg.py's pool_refusals names (a pinned replica count or chunk budget, instances,
+    speculation on) and what two pools cannot be (one GPU, no TTFT target to split) is a 422."""
+    assert_problem(seeded.post("/v1/capacity", json=body(constraints={"topology": "disaggregated", "pin": {"replicas": 2}})), 422)
+    assert_problem(seeded.post("/v1/capacity", json=body(chunk_tokens=4096)), 422)
     assert_problem(seeded.post("/v1/capacity", json=body(gpus=1)), 422)
     no_ttft = body(slo={"tpot_ms": 40})
     assert_problem(seeded.post("/v1/capacity", json=no_ttft), 422)
@@ -108,11 +111,58 @@ def test_separate_pools_refuse_what_they_do_not_honour(seeded: ApiClient) -> Non
     assert section["chosen"] == "aggregated" and section["alternative"]["max_arrival_rate_rps"] is None
     assert "TTFT" in section["alternative"]["reason"]
     assert_problem(seeded.post("/v1/capacity/charts/wall.svg", json=body()), 422)
-    with_e2e = body(slo={**SLO, "e2e_s": 60})
-    assert_problem(seeded.post("/v1/capacity", json=with_e2e), 422)
-    either = seeded.post("/v1/capacity", json={**with_e2e, "constraints": {"topology": "any"}})
+    # `any` with a pin the pools refuse answers the aggregated capacity, the pools' refusal the alternative's reason
+    either = seeded.post("/v1/capacity", json=body(constraints={"topology": "any", "pin": {"replicas": 2}}))
     assert either.status_code == 200, either.text
-    assert "E2E" in either.json()["disaggregation"]["alternative"]["reason"]
+    assert either.json()["topology"] == "aggregated"
+    assert "pin.replicas" in either.json()["disaggregation"]["alternative"]["reason"]
+
+
+def test_an_e2e_target_the_pools_can_meet_is_answered_and_a_tighter_one_binds(seeded: ApiClient) -> None:
+    plain = seeded.post("/v1/capacity", json=body()).json()
+    predicted_s = plain["disaggregation"]["predicted_e2e_s"]
+    loose = seeded.post("/v1/capacity", json=body(slo={**SLO, "e2e_s": 2 * predicted_s}))
+    assert loose.status_code == 200, loose.text
+    assert loose.json()["max_arrival_rate_rps"] == pytest.approx(plain["max_arrival_rate_rps"], rel=1e-6)
+    target_s = 0.5 * predicted_s  # the pools answered without the target miss it at their capacity
+    tight = seeded.post("/v1/capacity", json=body(slo={**SLO, "e2e_s": target_s}))
+    assert tight.status_code == 200, tight.text
+    section = tight.json()["disaggregation"]
+    assert section["predicted_e2e_s"] <= target_s
+    assert tight.json()["max_arrival_rate_rps"] < plain["max_arrival_rate_rps"]
+
+
+def test_n_plus_one_pools_keep_a_spare_each_and_hold_less(seeded: ApiClient) -> None:
+    """constraints.n_plus_one: each pool's spare is counted in the 16 GPUs and the capacity is the pools' without
+    them, so it is lower; the aggregated capacity refuses it, and `any` answers the pools with that reason."""
+    plain = seeded.post("/v1/capacity", json=body()).json()
+    spared = seeded.post("/v1/capacity", json=body(constraints={"topology": "disaggregated", "n_plus_one": True}))
+    assert spared.status_code == 200, spared.text
+    section = spared.json()["disaggregation"]
+    assert [pool["spare_replicas"] for pool in section["pools"]] == [1, 1]
+    assert [pool["spare_replicas"] for pool in plain["disaggregation"]["pools"]] == [0, 0]
+    assert section["prefill_gpus"] + section["decode_gpus"] + section["gpus_idle"] == 16
+    assert spared.json()["max_arrival_rate_rps"] < plain["max_arrival_rate_rps"]
+    assert_problem(seeded.post("/v1/capacity", json=body(None, constraints={"n_plus_one": True})), 422)
+    either = seeded.post("/v1/capacity", json=body(constraints={"topology": "any", "n_plus_one": True}))
+    assert either.status_code == 200, either.text
+    found = either.json()
+    assert found["topology"] == "disaggregated"
+    assert found["max_arrival_rate_rps"] == pytest.approx(spared.json()["max_arrival_rate_rps"], rel=1e-6)
+    alternative = found["disaggregation"]["alternative"]
+    assert alternative["topology"] == "aggregated" and alternative["max_arrival_rate_rps"] is None
+    assert "n_plus_one" in alternative["reason"]
+
+
+def test_tp_and_batch_limit_pins_are_honoured_by_the_pools(seeded: ApiClient) -> None:
+    by_tp = seeded.post("/v1/capacity", json=body(tp=4))
+    assert by_tp.status_code == 200, by_tp.text
+    assert [pool["tp"] for pool in by_tp.json()["disaggregation"]["pools"]] == [4, 4]
+    pinned = {"topology": "disaggregated", "pin": {"batch_limit": 16}}
+    by_batch = seeded.post("/v1/capacity", json=body(constraints=pinned))
+    assert by_batch.status_code == 200, by_batch.text
+    prefill, decode = by_batch.json()["disaggregation"]["pools"]
+    assert decode["batch_limit"] == 16 and prefill["batch_limit"] is None
 
 
 def test_verify_simulates_the_pools_down_to_a_rate_the_simulator_agrees_with(seeded: ApiClient) -> None:

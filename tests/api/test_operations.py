@@ -356,6 +356,20 @@ def test_a_fleet_plan_estimated_past_the_threshold_runs_as_an_operation_unasked(
     assert seeded.post("/v1/fleet-plans", json=FLEET_SHAPES, headers=ADMIN_HEADERS).status_code == 201
 
 
+def test_the_estimate_counts_the_pool_options_plan_disagg_runs() -> None:
+    """chat-eu with topology any: 3 distinct demands (3, 9, 4, 3) × (2 GPU types alone + one run on both, 2 types)
+    = 12 GPU types planned across × POOL_PLAN_COST_S on top of the aggregated estimate; an idle period is one more
+    distinct demand; aggregated workloads add nothing."""
+    pools = {**FLEET_SHAPES, "workloads": [*FLEET_SHAPES["workloads"][:2], {**FLEET_SHAPES["workloads"][2], "topology": "any"}]}
+    body = FleetPlanRequest.model_validate(pools)
+    assert fleet_operation.pool_plan_gpu_types(body, 2) == 12
+    assert fleet_operation.estimated_plan_s(body, 2) == pytest.approx(0.3488 + 12 * fleet_operation.POOL_PLAN_COST_S)
+    assert fleet_operation.pool_plan_gpu_types(body, 1) == 3  # one type: no run on all of them
+    idle = {**pools, "workloads": [*pools["workloads"][:2], {**pools["workloads"][2], "demand_rps": [0, 9, 4, 3]}]}
+    assert fleet_operation.pool_plan_gpu_types(FleetPlanRequest.model_validate(idle), 2) == 16
+    assert fleet_operation.pool_plan_gpu_types(FleetPlanRequest.model_validate(FLEET_SHAPES), 7) == 0
+
+
 def test_an_infeasible_fleet_plan_fails_its_operation_at_once_with_the_problem(working: ApiClient) -> None:
     broke = {**FLEET, "constraints": {**FLEET["constraints"], "budget_usd_per_day": 0.01}}
     location = working.post("/v1/fleet-plans", json=broke, headers=ASYNC).headers["Location"]

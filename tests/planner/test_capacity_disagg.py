@@ -10,13 +10,21 @@ from scipy import optimize
 
 from planner.capacity_disagg import RATE_TOLERANCE, max_capacity_disaggregated, pool_misses, verify_capacity
 from planner.disagg import prefill_s
-from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.errors import InfeasiblePlanError, PlannerInputError, UnsupportedConfigurationError
+from planner.pins import Pin
 from planner.plan_disagg import TTFT_SPLITS, plan_disaggregated
+from planner.plan_records import PlanConstraints
 from planner.workload import FixedLength, Slo, Workload
 from tests.planner.test_plan_disagg import FP16_ALL, H100, LINK, LLAMA_2_70B, SLO, workload
 
 
-def capacity(gpus: int, load: Workload | None = None, slo: Slo = SLO, tps: tuple[int, ...] = (1, 2, 4, 8)):  # type: ignore[no-untyped-def]
+def capacity(  # type: ignore[no-untyped-def]
+    gpus: int,
+    load: Workload | None = None,
+    slo: Slo = SLO,
+    tps: tuple[int, ...] = (1, 2, 4, 8),
+    constraints: PlanConstraints | None = None,
+):
     return max_capacity_disaggregated(
         gpu=H100,
         gpus=gpus,
@@ -26,6 +34,7 @@ def capacity(gpus: int, load: Workload | None = None, slo: Slo = SLO, tps: tuple
         workload=load if load is not None else workload(1.0),
         slo=slo,
         link=LINK,
+        constraints=constraints,
     )
 
 
@@ -81,8 +90,56 @@ def test_refusals() -> None:
         capacity(8, slo=Slo(ttft_s=0.1, tpot_s=0.05))
     with pytest.raises(PlannerInputError):  # a disaggregated deployment splits a TTFT target
         capacity(8, slo=Slo(tpot_s=0.05))
-    with pytest.raises(PlannerInputError):  # the pools are not sized for an E2E target
-        capacity(8, slo=Slo(ttft_s=2.0, tpot_s=0.05, e2e_s=60.0))
+    with pytest.raises(UnsupportedConfigurationError, match="pin.replicas"):  # plan_disagg's pool_refusals
+        capacity(8, constraints=PlanConstraints(pin=Pin(replicas=2)))
+    with pytest.raises(PlannerInputError, match="pinned tp 8 is not"):  # a tp-8 pool leaves the other none of 8 GPUs
+        capacity(8, constraints=PlanConstraints(pin=Pin(tp=8)))
+
+
+def test_n_plus_one_pools_hold_less_and_meet_their_shares_with_the_spares_lost() -> None:
+    """With N+1 each pool carries a spare replica within the same 8 GPUs, so the capacity is lower; at it,
+    the pools without their spares still meet their shares of the SLOs, and 10 % more misses."""
+    plain = capacity(8)
+    spared = capacity(8, constraints=PlanConstraints(n_plus_one=True))
+    assert spared.max_arrival_rate_rps < plain.max_arrival_rate_rps
+    assert spared.prefill.spare_replicas == spared.decode.spare_replicas == 1
+    assert spared.prefill.gpus + spared.decode.gpus <= 8
+    kv = spared.kv_bytes_per_token
+    assert pool_misses(spared, workload(spared.max_arrival_rate_rps), SLO, link=LINK, kv_bytes_per_token=kv) == ()
+    assert pool_misses(spared, workload(1.1 * spared.max_arrival_rate_rps), SLO, link=LINK, kv_bytes_per_token=kv) != ()
+
+
+def test_min_replicas_floors_each_pool() -> None:
+    plain = capacity(8)
+    assert min(plain.prefill.replicas, plain.decode.replicas) < 2  # else the floor would not bind
+    floored = capacity(8, constraints=PlanConstraints(min_replicas=2))
+    assert floored.prefill.replicas >= 2 and floored.decode.replicas >= 2
+    assert floored.prefill.gpus + floored.decode.gpus <= 8
+    assert floored.max_arrival_rate_rps <= plain.max_arrival_rate_rps * (1.0 + RATE_TOLERANCE)
+
+
+def test_an_e2e_target_is_sized_for_and_binds_the_decode_pool_when_tight() -> None:
+    """An E2E target the pools meet without trying leaves Λ as it is; a tight one (13 s for a p99 output of 1,024
+    tokens after a 2 s TTFT) lowers it, the decode pool binding, and the pools at Λ meet it."""
+    plain = capacity(8)
+    loose = capacity(8, slo=dataclasses.replace(SLO, e2e_s=2.0 * plain.prediction.e2e_s))
+    assert loose.max_arrival_rate_rps == pytest.approx(plain.max_arrival_rate_rps)
+    tight_slo = dataclasses.replace(SLO, e2e_s=13.0)
+    assert plain.prediction.e2e_s > 13.0  # the pools sized without the target miss it
+    tight = capacity(8, slo=tight_slo)
+    assert tight.max_arrival_rate_rps < plain.max_arrival_rate_rps
+    assert tight.prediction.e2e_s <= 13.0
+    assert tight.binding == "decode"
+    kv = tight.kv_bytes_per_token
+    assert pool_misses(tight, workload(1.1 * tight.max_arrival_rate_rps), tight_slo, link=LINK, kv_bytes_per_token=kv) != ()
+
+
+def test_pins_narrow_both_pools() -> None:
+    by_tp = capacity(8, constraints=PlanConstraints(pin=Pin(tp=2)))
+    assert by_tp.prefill.tp == by_tp.decode.tp == 2
+    by_batch = capacity(8, constraints=PlanConstraints(pin=Pin(batch_limit=16)))
+    assert by_batch.decode.batch_limit == 16
+    assert by_batch.max_arrival_rate_rps <= capacity(8).max_arrival_rate_rps * (1.0 + RATE_TOLERANCE)
 
 
 def test_verification_steps_down_by_ten_percent_until_the_simulator_agrees() -> None:

@@ -3,6 +3,8 @@ with the workload's aggregated replicas, and counted in every period's GPU rows 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from planner.errors import InfeasiblePlanError, PlannerInputError
@@ -18,7 +20,7 @@ PRICES = {"h100-sxm": GpuPrice(on_demand_usd_per_hour=1.0, reserved_usd_per_hour
 PRICES_AB = {**PRICES, "a100-80gb": GpuPrice(on_demand_usd_per_hour=1.0, reserved_usd_per_hour=1.0)}
 
 
-def pool(role: str, gpu: str, replicas: int, tp: int = 1) -> PoolConfig:
+def pool(role: str, gpu: str, replicas: int, tp: int = 1, spare: int = 0) -> PoolConfig:
     return PoolConfig(
         role=role,
         gpu=gpu,
@@ -30,11 +32,12 @@ def pool(role: str, gpu: str, replicas: int, tp: int = 1) -> PoolConfig:
         chunk_tokens=8192 if role == "prefill" else None,
         rho=0.5,
         binding="ttft",
+        spare_replicas=spare,
     )
 
 
-def option(gpu: str, prefill: int, decode: int, periods: int = 2, name: str | None = None) -> PoolOption:
-    pair = (pool("prefill", gpu, prefill), pool("decode", gpu, decode))
+def option(gpu: str, prefill: int, decode: int, periods: int = 2, name: str | None = None, spare: int = 0) -> PoolOption:
+    pair = (pool("prefill", gpu, prefill, spare=spare), pool("decode", gpu, decode, spare=spare))
     return PoolOption(id=name or f"pools-{gpu}", periods=(pair,) * periods)
 
 
@@ -89,13 +92,74 @@ def test_a_pools_only_workload_and_its_shortfall() -> None:
         solve_fleet(spec(option("h100-sxm", 2, 4), candidates=(), inventory={"h100-sxm": 5}))
 
 
-def test_pools_refuse_n_plus_one_and_replica_floors() -> None:
-    with pytest.raises(PlannerInputError):
+def test_pools_not_sized_for_n_plus_one_or_the_replica_floor_are_refused() -> None:
+    with pytest.raises(PlannerInputError, match="no N\\+1 spare"):
         spec(option("h100-sxm", 2, 4), constraints=FleetConstraints(n_plus_one=True))
-    with pytest.raises(PlannerInputError):
-        spec(option("h100-sxm", 2, 4), constraints=FleetConstraints(min_replicas=2))
+    with pytest.raises(PlannerInputError, match="1 < 2 replicas"):
+        spec(option("h100-sxm", 1, 4), constraints=FleetConstraints(min_replicas=2))
+    spec(option("h100-sxm", 3, 5, spare=1), constraints=FleetConstraints(n_plus_one=True, min_replicas=2))  # sized for both
     with pytest.raises(PlannerInputError):  # one pair of pools per period
         FleetWorkload(name="w", candidates=(ONE_RPS,), demand_rps=(1.0,), pool_options=(option("h100-sxm", 1, 1),))
+
+
+def test_n_plus_one_pools_with_their_spares_replace_the_spared_replicas() -> None:
+    """Under N+1 the replicas need 10 + 1 one-GPU replicas per period; pools of 3 + 5 H100s with a spare each (8)
+    are cheaper and run alone; pools of 6 + 6 (12) are left for the replicas; a pools-only workload runs its pools."""
+    n_plus_one = FleetConstraints(n_plus_one=True)
+    cheap = solve_fleet(spec(option("h100-sxm", 3, 5, spare=1), constraints=n_plus_one))
+    for period in cheap.periods:
+        assert period.assignments == ()
+        (served,) = period.pools
+        assert (served.prefill.spare_replicas, served.decode.spare_replicas) == (1, 1)
+    assert cheap.cost.total_usd == pytest.approx(16.0)  # 8 GPUs × $1 × 2 h
+    dear = solve_fleet(spec(option("h100-sxm", 6, 6, spare=1), constraints=n_plus_one))
+    assert all(period.pools == () for period in dear.periods)
+    assert dear.cost.total_usd == pytest.approx(22.0)  # 11 replicas × $1 × 2 h
+    alone = solve_fleet(spec(option("h100-sxm", 6, 6, spare=1), candidates=(), constraints=n_plus_one))
+    assert alone.cost.total_usd == pytest.approx(24.0)
+
+
+def test_pool_options_carry_n_plus_one_spares_and_the_replica_floor() -> None:
+    """plan_disagg sizes each period's pools within the fleet's constraints: under N+1 every pool of a period with
+    demand has its spare and no fewer GPUs than without; the idle period takes none; min_replicas floors every pool."""
+    common = {
+        "gpus": [H100],
+        "model": LLAMA_2_70B,
+        "precisions": [FP16_ALL],
+        "tps": [2, 4, 8],
+        "workload": workload(1.0),
+        "slo": SLO,
+        "link": LINK,
+        "demand_rps": [0.0, 5.0, 20.0],
+    }
+    (plain,) = pool_options(**common)  # type: ignore[arg-type]
+    (spared,) = pool_options(**common, constraints=FleetConstraints(n_plus_one=True))  # type: ignore[arg-type]
+    assert all(p.spare_replicas == 0 for p in spared.periods[0])
+    for before, after in zip(plain.periods[1:], spared.periods[1:], strict=True):
+        assert all(p.spare_replicas == 1 for p in after)
+        assert sum(p.gpus for p in after) >= sum(p.gpus for p in before)
+    assert sum(p.gpus for pair in spared.periods for p in pair) > sum(p.gpus for pair in plain.periods for p in pair)
+    (floored,) = pool_options(**common, constraints=FleetConstraints(min_replicas=2))  # type: ignore[arg-type]
+    assert all(p.replicas >= 2 for pair in floored.periods for p in pair)
+    assert any(p.replicas < 2 for pair in plain.periods for p in pair)  # else the floor would not bind
+
+
+def test_pool_options_are_sized_for_an_e2e_target() -> None:
+    """An E2E target tighter than the pools' predicted E2E without it (planner/plan_disagg.py bounds the decode pool):
+    the options are offered and hold no fewer GPUs."""
+    common = {
+        "gpus": [H100],
+        "model": LLAMA_2_70B,
+        "precisions": [FP16_ALL],
+        "tps": [2, 4, 8],
+        "workload": workload(1.0),
+        "link": LINK,
+        "demand_rps": [5.0],
+    }
+    (plain,) = pool_options(**common, slo=SLO)  # type: ignore[arg-type]
+    (bounded,) = pool_options(**common, slo=dataclasses.replace(SLO, e2e_s=13.0))  # type: ignore[arg-type]
+    assert sum(p.gpus for p in bounded.periods[0]) >= sum(p.gpus for p in plain.periods[0])
+    assert bounded.periods != plain.periods  # the target binds: the 70B pools without it decode a p99 output past 13 s
 
 
 def test_pool_options_are_plan_disagg_pools_per_period() -> None:
