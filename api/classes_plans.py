@@ -5,7 +5,7 @@ GET /v1/plans/{id}, the list and the deploy targets read it back."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -45,11 +45,6 @@ CLASSES_CSV_COLUMNS = (
     "shed_fraction",
     "arrangement_cost_usd_per_hour",
 )
-
-
-def is_classes_plan(response: Mapping[str, Any]) -> bool:
-    """Whether a stored plan's response is a class plan's (it compares arrangements; a one-workload plan has `plan`)."""
-    return "arrangement" in response
 
 
 def _response(

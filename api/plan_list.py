@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from api.classes_plans import is_classes_plan
+from api.schemas.classes import is_classes_plan
 from catalog.plans import StoredPlan
 from planner.planning import HOURS_PER_MONTH
 

@@ -16,11 +16,11 @@ from fastapi import APIRouter, Path, Request, Response
 from api import charts
 from api import what_if as what_if_service
 from api.capacity import estimate_capacity
-from api.classes_plans import is_classes_plan
 from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, PlansDep, ReaderDep, SettingsDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
 from api.schemas.capacity import CapacityRequest
+from api.schemas.classes import is_classes_plan
 from api.schemas.what_if import WhatIfRequest
 from catalog.errors import NotFoundError
 from catalog.fleet_plans import FleetPlans

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Discriminator, Tag
 
 from api import plan_service as service
-from api.classes_plans import CLASSES_CSV_COLUMNS, classes_csv_rows, create_classes_plan, is_classes_plan
+from api.classes_plans import CLASSES_CSV_COLUMNS, classes_csv_rows, create_classes_plan
 from api.csv_export import (
     PLAN_CSV_COLUMNS,
     PLAN_CSV_DESCRIPTION,
@@ -31,7 +31,7 @@ from api.observability import DeadlineDep, MetricsDep
 from api.plan_list import plan_summary
 from api.problems import problem_responses
 from api.routers.catalog import Limit, Offset
-from api.schemas.classes import ClassesPlanRequest, ClassesPlanResponse
+from api.schemas.classes import ClassesPlanRequest, ClassesPlanResponse, is_classes_plan
 from api.schemas.plans import PlanPage, PlanRequest, PlanResponse
 from planner.units import MS_PER_S
 

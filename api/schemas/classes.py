@@ -6,7 +6,8 @@ Times at the edge are milliseconds for TTFT/TPOT and seconds for end-to-end, as 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -186,6 +187,11 @@ class ClassesProvenance(BaseModel):
     efficiency_profile: str
     efficiencies: dict[str, EfficiencyRead] = Field(description="By GPU slug, for the GPUs the pools use.")
     created_at: str = Field(description="ISO 8601, UTC.")
+
+
+def is_classes_plan(response: Mapping[str, Any]) -> bool:
+    """Whether a stored plan's response is a class plan's (it compares arrangements; a one-workload plan has `plan`)."""
+    return "arrangement" in response
 
 
 class ClassesPlanResponse(BaseModel):
