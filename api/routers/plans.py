@@ -57,7 +57,7 @@ PlanBody = Annotated[
 @router.post(
     "/plans",
     status_code=status.HTTP_201_CREATED,
-    response_model=PlanResponse,
+    response_model=PlanResponse | ClassesPlanResponse,  # ClassesPlanResponse for a body with `classes`
     name="create_plan",
     summary="Plan the cheapest deployment that meets the SLOs",
     responses={
