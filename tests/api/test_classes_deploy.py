@@ -121,3 +121,18 @@ def test_a_priority_pool_gets_vllms_priority_scheduling(seeded: ApiClient, prior
 def test_engines_without_cited_priority_scheduling_are_422(seeded: ApiClient, priority_plan: dict[str, Any], target: str) -> None:
     problem = assert_problem(seeded.get(f"/v1/plans/{priority_plan['id']}/deploy", params={"target": target}), 422)
     assert "priority pool shared" in problem["detail"] and "vllm, k8s" in problem["detail"]
+
+
+def test_a_deferred_plan_renders_its_off_peak_pool(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """The day-profile example of tests/api/test_classes_plans.py chooses deferral: the interactive pool
+    at its peak and a deferred pool whose replicas are the most it rents in any period, said in its header."""
+    office = [60 if 9 <= hour < 17 else 15 for hour in range(24)]
+    chat, summarise = WORKED["classes"]
+    body = {**WORKED, "constraints": {}, "classes": [{**chat, "demand_rps": office}, {**summarise, "deadline_h": 12}]}
+    plan = seeded.post("/v1/plans", json=body, headers=admin).json()
+    assert plan["arrangement"]["chosen"] == "deferred"
+    assert [p["name"] for p in plan["pools"]] == ["interactive", "deferred"]
+    script = deploy(seeded, plan["id"], "vllm")
+    assert [flags(a)["--max-num-seqs"] for a in commands(script)] == [str(p["batch_limit"]) for p in plan["pools"]]
+    deferred = plan["pools"][1]
+    assert f"pool deferred (classes summarise): {deferred['replicas']} replica(s) (the most rented in any period" in script
