@@ -1,9 +1,12 @@
-"""Class-aware plans for POST /v1/plans: translate the request, run planner/plan_classes.py, translate back."""
+"""Class-aware plans for POST /v1/plans: translate the request, run planner/plan_classes.py, translate
+back, and store the answer with its request as a one-workload plan is (catalog/plans.py), so that
+GET /v1/plans/{id}, the list and the deploy targets read it back."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from api.inputs import planning_inputs
@@ -12,16 +15,19 @@ from api.schemas.classes import (
     ArrangementRead,
     ClassesPlanRequest,
     ClassesPlanResponse,
+    ClassesProvenance,
     ClassesVerification,
     ClassPoolRead,
     ClassRead,
     ClassVerificationRead,
 )
-from api.schemas.plans import PlanRequest
+from api.schemas.plan_result import EfficiencyRead
+from api.schemas.plans import PlanRequest, PrecisionRead
 from api.settings import DEFAULT_PRICE_PROVIDER
+from catalog.plans import Plans, new_plan_id
 from catalog.repository import Catalog
 from planner.plan_classes import ClassesPlan, plan_classes
-from planner.planning import PlanningRequest
+from planner.planning import PlanningInputs, PlanningRequest
 from planner.units import MS_PER_S
 from planner.workload import FixedLength, Slo, Workload
 
@@ -41,10 +47,15 @@ CLASSES_CSV_COLUMNS = (
 )
 
 
-def _response(model: str, plan: ClassesPlan) -> dict[str, Any]:
+def _response(
+    body: ClassesPlanRequest, plan: ClassesPlan, inputs: PlanningInputs, *, plan_id: str, created_at: str
+) -> dict[str, Any]:
     v = plan.verification
+    priority = {k.name: k.priority for k in body.classes}
+    used = {p.gpu for p in plan.pools}
     return ClassesPlanResponse(
-        model=model,
+        id=plan_id,
+        model=body.model,
         arrangement=Arrangement(
             chosen=plan.chosen,
             compared=[
@@ -63,6 +74,8 @@ def _response(model: str, plan: ClassesPlan) -> dict[str, Any]:
                 chunk_tokens=p.chunk_tokens,
                 cost_usd_per_hour=p.cost_usd_per_hour,
                 utilisation=p.utilisation,
+                precision=PrecisionRead(weights=p.weights_precision, kv_cache=p.kv_precision),
+                scheduling="priority" if p.scheduling == "priority" else "fcfs",
             )
             for p in plan.pools
         ],
@@ -70,6 +83,7 @@ def _response(model: str, plan: ClassesPlan) -> dict[str, Any]:
             ClassRead(
                 name=k.name,
                 pool=k.arrangement_pool,
+                priority=priority[k.name],
                 percentile=k.percentile,
                 ttft_ms=k.ttft_s * MS_PER_S,
                 tpot_ms=k.tpot_s * MS_PER_S,
@@ -100,6 +114,14 @@ def _response(model: str, plan: ClassesPlan) -> dict[str, Any]:
             ],
             refuted=list(v.refuted),
         ),
+        provenance=ClassesProvenance(
+            catalog_version=inputs.catalog_version,
+            efficiency_profile=inputs.efficiency_profile,
+            efficiencies={
+                g.slug: EfficiencyRead.model_validate(g.efficiency, from_attributes=True) for g in inputs.gpus if g.slug in used
+            },
+            created_at=created_at,
+        ),
     ).model_dump(mode="json")
 
 
@@ -112,7 +134,7 @@ def create_classes_plan(
     default_provider: str = DEFAULT_PRICE_PROVIDER,
     checkpoint: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """The arrangement and per-class figures for `body` on today's catalog (not stored)."""
+    """The arrangement and per-class figures for `body` on today's catalog, stored unless `body.store` is false."""
     # planning_inputs reads model, constraints, efficiency_profile, provider and prices, which both requests carry
     inputs, _pricing = planning_inputs(cast(PlanRequest, body), catalog, default_provider=default_provider)
     classes = [k.to_class() for k in body.classes]
@@ -128,7 +150,19 @@ def create_classes_plan(
         checkpoint=checkpoint,
     )
     plan = run(plan_classes, classes, inputs, base)
-    return _response(body.model, plan)
+    plan_id = new_plan_id()
+    created_at = datetime.now(UTC)
+    content = _response(body, plan, inputs, plan_id=plan_id, created_at=created_at.isoformat())
+    if body.store:  # a dry run (store false) writes nothing
+        Plans(catalog.session).save(
+            plan_id=plan_id,
+            name=None,  # class plans have no deployment name yet
+            request=body.model_dump(mode="json"),
+            response=content,
+            catalog_version=inputs.catalog_version,
+            created_at=created_at,
+        )
+    return content
 
 
 def classes_csv_rows(content: dict[str, Any]) -> list[dict[str, Any]]:

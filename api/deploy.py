@@ -43,6 +43,14 @@ A plan's `prefix_caching.routing` "prefix_aware" asks for a router in front of t
 sends each prefix to one replica (llm-d's prefix-cache scorer, the SGLang router's cache_aware
 policy, NVIDIA Dynamo's KV router); no engine flag sets it.
 
+A class plan (POST /v1/plans with `classes`) renders one command (or Deployment and Service) per pool
+of its chosen arrangement; clients send each class to its pool. A pool whose classes share it by
+priority (`scheduling: priority`) gets vLLM's `--scheduling-policy priority` (engine_cli.json
+`priority_scheduling`: vLLM's SchedulerPolicy serves the lower `priority` value first), and the script
+says which `priority` each class's requests must carry in their body: the class's own value, since a
+plan's priority 0 is served first as vLLM's is. SGLang and TensorRT-LLM flags for priority scheduling
+are not cited here, so a plan with a priority pool is 422 for them, naming the targets that render it.
+
 The plan carries no context limit (it sizes the KV cache for the workload's mean request), so no
 --max-model-len is rendered and each engine takes the model's own from its config.json.
 """
@@ -59,6 +67,7 @@ from typing import Any
 
 import yaml
 
+from api.schemas.classes import is_classes_plan
 from planner.errors import UnsupportedConfigurationError
 
 ENGINE_CLI_PATH = Path(__file__).resolve().parent / "data" / "engine_cli.json"
@@ -66,6 +75,8 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang", "trt-llm")
 TARGETS: tuple[str, ...] = (*ENGINES, "k8s")
 #: The targets that render a disaggregated plan's pools (engine_cli.json has their P/D flags).
 DISAGGREGATED_TARGETS: tuple[str, ...] = ("vllm", "sglang", "k8s")
+#: The targets that render a class plan's priority pool (engine_cli.json has vLLM's priority scheduling).
+PRIORITY_TARGETS: tuple[str, ...] = ("vllm", "k8s")
 #: The port every rendered server listens on and the Service targets: vLLM's and trtllm-serve's default.
 PORT = 8000
 #: Kubernetes extended-resource names of the GPU device plugins: NVIDIA k8s-device-plugin
@@ -84,8 +95,10 @@ class NotDeployableError(UnsupportedConfigurationError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaGroup:
-    """One configuration of the plan (a mixed fleet has one per fleet row, a disaggregated plan one per
-    pool): what each replica runs. `role` is the pool's: mixed (prefill and decode), prefill or decode."""
+    """One configuration of the plan (a mixed fleet has one per fleet row, a disaggregated plan or a
+    class plan one per pool): what each replica runs. `role` is the pool's: mixed (prefill and decode),
+    prefill or decode. A class plan's pool has its `pool` name, its `classes` with their priorities and
+    its `scheduling` (fcfs, or priority: the lower priority value served first)."""
 
     gpu: str
     tp: int
@@ -95,6 +108,9 @@ class ReplicaGroup:
     batch_limit: int | None
     chunk_tokens: int | None
     role: str = "mixed"
+    pool: str | None = None
+    classes: tuple[tuple[str, int], ...] = ()
+    scheduling: str = "fcfs"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +132,25 @@ def engine_cli() -> dict[str, Any]:
 
 
 def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
-    """The plan's configurations: a disaggregated plan's pools, every fleet row of a mixed fleet, else the one `plan` block."""
+    """The plan's configurations: a class plan's or a disaggregated plan's pools, every fleet row of a
+    mixed fleet, else the one `plan` block."""
+    if is_classes_plan(response):
+        priority = {k["name"]: k["priority"] for k in response["classes"]}
+        return tuple(
+            ReplicaGroup(
+                gpu=pool["gpu"],
+                tp=pool["tp"],
+                replicas=pool["replicas"],
+                weights=pool["precision"]["weights"],
+                kv_cache=pool["precision"]["kv_cache"],
+                batch_limit=pool["batch_limit"],
+                chunk_tokens=pool["chunk_tokens"],
+                pool=pool["name"],
+                classes=tuple((name, priority[name]) for name in pool["classes"]),
+                scheduling=pool["scheduling"],
+            )
+            for pool in response["pools"]
+        )
     plan = response["plan"]
     if is_disaggregated(response):
         return tuple(
@@ -149,7 +183,7 @@ def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
 
 def is_disaggregated(response: Mapping[str, Any]) -> bool:
     """Whether the plan runs prefill and decode in separate pools."""
-    return bool(response["plan"].get("topology") == "disaggregated")
+    return bool((response.get("plan") or {}).get("topology") == "disaggregated")  # a class plan has no `plan` block
 
 
 def slugs_needed(response: Mapping[str, Any]) -> tuple[set[str], set[str]]:
@@ -243,7 +277,7 @@ def kv_cache_dtype(engine: str, group: ReplicaGroup) -> str | None:
 
 def speculative(inputs: DeployInputs) -> Mapping[str, Any] | None:
     """The plan's speculative decoding (`plan.speculative`: method, draft_tokens, …); None without."""
-    chosen: Mapping[str, Any] | None = inputs.response["plan"].get("speculative")
+    chosen: Mapping[str, Any] | None = (inputs.response.get("plan") or {}).get("speculative")  # a class plan's pools: none
     return chosen
 
 
@@ -342,10 +376,31 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     else:
         argv += ["--enable-chunked-prefill", "--max-num-batched-tokens", str(group.chunk_tokens)]
     argv += [f"--{kind}", name, "--kv-cache-dtype", kv_cache_dtype("vllm", group) or "auto"]
-    if inputs.response["plan"].get("prefix_caching"):
+    if (inputs.response.get("plan") or {}).get("prefix_caching"):
         argv += ["--enable-prefix-caching"]  # on by default in vLLM's V1 engine; said explicitly when the plan counts on it
     argv += ["--gpu-memory-utilization", f"{memory_utilization(inputs, group.gpu):g}", *vllm_speculative_argv(inputs)]
-    return [*argv, *vllm_pool_argv(group)]
+    return [*argv, *vllm_pool_argv(group), *vllm_priority_argv(group)]
+
+
+def vllm_priority_argv(group: ReplicaGroup) -> list[str]:
+    """`--scheduling-policy priority` for a class plan's priority pool; none for any other."""
+    if group.scheduling != "priority":
+        return []
+    policy = engine_cli()["vllm"]["priority_scheduling"]
+    return [policy["flag"], policy["value"]]
+
+
+def priority_note(group: ReplicaGroup) -> str | None:
+    """A comment saying the `priority` each class's requests to a priority pool must carry; None for another pool.
+    The class's own value: the plan serves priority 0 first, as vLLM serves the lower value first."""
+    if group.scheduling != "priority":
+        return None
+    policy = engine_cli()["vllm"]["priority_scheduling"]
+    values = ", ".join(f"{name} {value}" for name, value in group.classes)
+    return (
+        f'# pool {group.pool}: each request carries "{policy["request_field"]}" in its JSON body: {values} '
+        f"(vLLM serves the lower value first, ties by arrival; a request without it gets {policy['request_default']})"
+    )
 
 
 def vllm_pool_argv(group: ReplicaGroup) -> list[str]:
@@ -406,6 +461,14 @@ def trtllm_argv(inputs: DeployInputs, group: ReplicaGroup, options_file: str) ->
 def group_comment(inputs: DeployInputs, index: int, group: ReplicaGroup) -> str:
     """The header line of one configuration: what it is and how many replicas the plan runs."""
     count = len(replica_groups(inputs.response))
+    if group.pool is not None:
+        scheduling = ", priority scheduling" if group.scheduling == "priority" else ""
+        classes = ", ".join(name for name, _ in group.classes)
+        rented = " (the most rented in any period: run them off-peak as the plan rents them)" if group.pool == "deferred" else ""
+        return (
+            f"# plan {inputs.plan_id} pool {group.pool} (classes {classes}{scheduling}): {group.replicas} replica(s){rented} "
+            f"of {group.tp}x {group.gpu}, weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
+        )
     if group.role != "mixed":
         return (
             f"# plan {inputs.plan_id} {group.role} pool: {group.replicas} replica(s) of {group.tp}x {group.gpu}, "
@@ -441,8 +504,15 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
             parts.append(
                 "# pools on different nodes: set VLLM_NIXL_SIDE_CHANNEL_HOST to each replica's own address (NIXL handshake)"
             )
+    if is_classes_plan(inputs.response):
+        parts.append(classes_note(inputs))
+        if any(g.scheduling == "priority" for g in groups):
+            parts.append(f"# priority scheduling as documented at {cli['priority_scheduling']['source'].split(' ')[0]}")
     for index, group in enumerate(groups):
         parts.append(group_comment(inputs, index, group))
+        note = priority_note(group)
+        if note is not None:
+            parts.append(note)
         if engine == "vllm":
             parts.append(shell_command(vllm_argv(inputs, group)))
         elif engine == "sglang":
@@ -455,6 +525,12 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
     if is_disaggregated(inputs.response):
         parts += router_note(engine, groups)
     return "\n".join(parts) + "\n"
+
+
+def classes_note(inputs: DeployInputs) -> str:
+    """The header line of a class plan: its arrangement, and that each class is sent to its own pool."""
+    chosen = inputs.response["arrangement"]["chosen"]
+    return f"# class plan, arrangement {chosen}: clients send each class's requests to the replicas of the pool that serves it"
 
 
 def router_note(engine: str, groups: Sequence[ReplicaGroup]) -> list[str]:
@@ -540,6 +616,9 @@ def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) 
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": app}
     if group.role != "mixed":
         labels["app.kubernetes.io/component"] = group.role
+    annotations = {"headroom/plan": inputs.plan_id}
+    if group.pool is not None:  # annotations, not labels: a class name may not be a valid label value
+        annotations |= {"headroom/pool": group.pool, "headroom/classes": class_priorities(group)}
     container: dict[str, Any] = {
         "name": "vllm",
         "image": VLLM_IMAGE[vendor],
@@ -555,7 +634,7 @@ def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) 
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": name, "labels": labels, "annotations": {"headroom/plan": inputs.plan_id}},
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
         "spec": {
             "replicas": group.replicas,
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
@@ -577,6 +656,32 @@ def pool_service(inputs: DeployInputs, group: ReplicaGroup, index: int) -> dict[
         "metadata": {"name": name, "annotations": {"headroom/plan": inputs.plan_id, "headroom/role": group.role}},
         "spec": {
             "clusterIP": "None",
+            "selector": {"app.kubernetes.io/name": name},
+            "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def class_priorities(group: ReplicaGroup) -> str:
+    """A class pool's classes and their priorities, `chat=0,summarise=1`."""
+    return ",".join(f"{name}={value}" for name, value in group.classes)
+
+
+def class_pool_service(inputs: DeployInputs, group: ReplicaGroup, index: int) -> dict[str, Any]:
+    """A Service per pool of a class plan: clients send each class's requests to its pool's Service."""
+    name = k8s_name(inputs, index)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": name,
+            "annotations": {
+                "headroom/plan": inputs.plan_id,
+                "headroom/pool": group.pool or "",
+                "headroom/classes": class_priorities(group),
+            },
+        },
+        "spec": {
             "selector": {"app.kubernetes.io/name": name},
             "ports": [{"name": "http", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
         },
@@ -625,6 +730,10 @@ def manifests(inputs: DeployInputs) -> list[dict[str, Any]]:
     """Deployment (+ HPA where the plan records W) per configuration, then the Service."""
     app = k8s_name(inputs)
     documents: list[dict[str, Any]] = []
+    if is_classes_plan(inputs.response):  # no HPA: a pool's requests are not one Little's-law occupancy
+        for index, group in enumerate(replica_groups(inputs.response)):
+            documents += [deployment(inputs, group, index, app), class_pool_service(inputs, group, index)]
+        return documents
     if is_disaggregated(inputs.response):
         for index, group in enumerate(replica_groups(inputs.response)):
             documents += [deployment(inputs, group, index, app), pool_service(inputs, group, index)]
@@ -653,6 +762,16 @@ def render_k8s(inputs: DeployInputs) -> str:
             f"# Clients call a prefill/decode router in front of the two Services ({pd['router_note']}); "
             f"no HPA: pool replicas are fixed as planned.\n"
         )
+    if is_classes_plan(inputs.response):
+        groups = replica_groups(inputs.response)
+        header = (
+            f"# Headroom plan {inputs.plan_id}: vLLM on Kubernetes ({engine_cli()['vllm']['release']}), "
+            f"a Deployment and a Service per pool.\n{classes_note(inputs)}; no HPA: pool replicas are fixed as planned.\n"
+        )
+        notes = [note for note in (priority_note(g) for g in groups) if note is not None]
+        if notes:
+            source = engine_cli()["vllm"]["priority_scheduling"]["source"].split(" ")[0]
+            header += f"# priority scheduling as documented at {source}\n" + "".join(f"{note}\n" for note in notes)
     return header + yaml.safe_dump_all(manifests(inputs), sort_keys=False)
 
 
@@ -662,6 +781,12 @@ def render(inputs: DeployInputs, target: str) -> tuple[str, str]:
         raise NotDeployableError(
             f"target {target!r} cannot express a disaggregated plan's prefill and decode pools here; "
             f"targets that can: {', '.join(DISAGGREGATED_TARGETS)}"
+        )
+    priority = [g.pool for g in replica_groups(inputs.response) if g.scheduling == "priority"]
+    if priority and target not in PRIORITY_TARGETS:
+        raise NotDeployableError(
+            f"target {target!r} has no cited priority scheduling for the class plan's priority pool "
+            f"{', '.join(p or '' for p in priority)}; targets that render it: {', '.join(PRIORITY_TARGETS)}"
         )
     if target == "k8s":
         return render_k8s(inputs), "application/yaml"

@@ -383,6 +383,8 @@ def recheck(plan_id: str, catalog: Catalog, *, default_provider: str = DEFAULT_P
     """Whether a stored plan still holds at its own workload and SLOs on today's catalog (at its
     request's provider's prices, else `default_provider`'s); the RecheckResponse JSON."""
     stored = Plans(catalog.session).get(plan_id)
+    if "classes" in stored.request:
+        raise PlannerInputError("a class plan cannot be rechecked yet: plan its classes again", constraint="classes")
     request = PlanRequest.model_validate(stored.request)
     if isinstance(request.workload, BatchWorkloadSpec):
         raise PlannerInputError("a batch job's plan has no SLO to recheck: plan the job again", constraint="workload.kind")

@@ -5,13 +5,44 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.schemas.classes import is_classes_plan
 from catalog.plans import StoredPlan
+from planner.planning import HOURS_PER_MONTH
+
+
+def classes_summary(plan: StoredPlan) -> dict[str, Any]:
+    """A class plan's PlanSummaryRead: its first pool's GPU, tp and precision (the interactive or shared
+    pool), replicas and GPUs over all its pools, and the arrangement's cost."""
+    pools = plan.response["pools"]
+    first = pools[0]
+    per_hour = plan.response["cost_usd_per_hour"]
+    return {
+        "id": plan.id,
+        "name": plan.name,
+        "created_at": plan.created_at,
+        "catalog_version": plan.catalog_version,
+        "model": plan.request["model"],
+        "workload": "classes",
+        "arrival_rate_rps": sum(k["arrival_rate_rps"] for k in plan.request["classes"]),
+        "requests": None,
+        "deadline_h": None,
+        "gpu": first["gpu"],
+        "tp": first["tp"],
+        "replicas": sum(p["replicas"] for p in pools),
+        "gpus_total": sum(p["tp"] * p["replicas"] for p in pools),
+        "precision": f"{first['precision']['weights']}/{first['precision']['kv_cache']}",
+        "cost_usd_per_hour": per_hour,
+        "cost_usd_per_month": per_hour * HOURS_PER_MONTH,
+        "job_cost_usd": None,
+    }
 
 
 def plan_summary(plan: StoredPlan) -> dict[str, Any]:
     """The PlanSummaryRead of one stored plan. A request stored without `workload.kind` is
     interactive (the kind is not written back); a batch job's size is the response's `batch_job.requests`,
     which is also right for a job given as `total_tokens`."""
+    if is_classes_plan(plan.response):
+        return classes_summary(plan)
     decision = plan.response["plan"]
     cost = plan.response["cost"]
     batch = plan.response.get("batch_job")

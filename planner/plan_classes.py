@@ -94,6 +94,9 @@ class PoolPlan:
     chunk_tokens: int | None
     cost_usd_per_hour: float
     utilisation: float
+    weights_precision: str
+    kv_precision: str
+    scheduling: str = "fcfs"  # "priority": the classes share the pool, the lower priority value served first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +156,8 @@ def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> Poo
         chunk_tokens=row.chunk_tokens,
         cost_usd_per_hour=result.cost_usd_per_hour,
         utilisation=result.target_rho,
+        weights_precision=row.weights_precision,
+        kv_precision=row.kv_precision,
     )
 
 
@@ -639,6 +644,9 @@ def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> 
             chunk_tokens=trial.option.chunk_tokens,
             cost_usd_per_hour=trial.cost_usd_per_hour,
             utilisation=trial.utilisation,
+            weights_precision=group.precision.weights.slug,
+            kv_precision=group.precision.kv_cache.slug,
+            scheduling="priority",
         )
         return _Candidate(
             name="shared_priority_shedding" if shedding else "shared_priority",
@@ -773,6 +781,8 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
                 chunk_tokens=row_b.chunk_tokens,
                 cost_usd_per_hour=schedule.extra_cost_usd_per_hour,  # averaged over the day
                 utilisation=plan_b.target_rho,
+                weights_precision=row_b.weights_precision,
+                kv_precision=row_b.kv_precision,
             )
         )
     completion_s = schedule.completion_h * S_PER_H

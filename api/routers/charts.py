@@ -20,6 +20,7 @@ from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, PlansDep, ReaderD
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
 from api.schemas.capacity import CapacityRequest
+from api.schemas.classes import is_classes_plan
 from api.schemas.what_if import WhatIfRequest
 from catalog.errors import NotFoundError
 from catalog.fleet_plans import FleetPlans
@@ -102,6 +103,8 @@ def _plan_chart(fmt: charts.Format) -> None:
         if draw is None:
             raise NotFoundError(f"no chart {name!r}; a plan has {', '.join(charts.PLAN_CHARTS)}", kind="chart", name=name)
         asked, answered = _stored(plans, plan_id)
+        if is_classes_plan(answered):  # its pools and classes have no chart yet
+            raise NotFoundError(f"a class plan has no chart {name!r} yet", kind="chart", name=name)
         return _image(draw(asked, answered), fmt, f"plan-{plan_id}-{name}", request)
 
 

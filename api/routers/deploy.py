@@ -63,8 +63,11 @@ def deploy_plan(
     law). A disaggregated plan renders each pool (prefill, decode) with the engine's P/D flags: vLLM's
     `--kv-transfer-config` (NixlConnector, kv_producer / kv_consumer), SGLang's `--disaggregation-mode`
     and `--disaggregation-transfer-backend`, the router in front of them as a comment; k8s a Deployment
-    and a headless Service per pool. 404 for an unknown plan; 422 for an unknown target, a model without
-    `checkpoint`, a quantization the engine has no name for, or a disaggregated plan for trt-llm (the 422
-    names the targets that render pools)."""
+    and a headless Service per pool. A class plan (`classes`) renders each pool of its chosen
+    arrangement (k8s: a Deployment and a Service per pool, no HPA); a shared priority pool gets vLLM's
+    `--scheduling-policy priority`, and the script says the `priority` each class's requests carry
+    (the class's own: 0 is served first). 404 for an unknown plan; 422 for an unknown target, a model
+    without `checkpoint`, a quantization the engine has no name for, a disaggregated plan for trt-llm,
+    or a class plan's priority pool for sglang or trt-llm (the 422 names the targets that render it)."""
     body, media_type = render(deploy_inputs(plan_id, plans, catalog), target)
     return Response(content=body, media_type=media_type)

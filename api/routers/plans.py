@@ -2,7 +2,7 @@
 meets the SLOs, stored immutable with its request and the catalog version;
 `GET /v1/plans/{plan_id}/csv` (get_plan_csv): its CSV rows from a route that answers only CSV;
 `GET /v1/plans` (list_plans): the stored plans newest first, a page at a time, so a plan made for
-no deployment can be found without its id."""
+no deployment can be found without its id. A class plan (`classes`) is stored and read back the same way."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
@@ -31,7 +31,7 @@ from api.observability import DeadlineDep, MetricsDep
 from api.plan_list import plan_summary
 from api.problems import problem_responses
 from api.routers.catalog import Limit, Offset
-from api.schemas.classes import ClassesPlanRequest, ClassesPlanResponse
+from api.schemas.classes import ClassesPlanRequest, ClassesPlanResponse, is_classes_plan
 from api.schemas.plans import PlanPage, PlanRequest, PlanResponse
 from planner.units import MS_PER_S
 
@@ -57,14 +57,14 @@ PlanBody = Annotated[
 @router.post(
     "/plans",
     status_code=status.HTTP_201_CREATED,
-    response_model=PlanResponse,
+    response_model=PlanResponse | ClassesPlanResponse,  # ClassesPlanResponse for a body with `classes`
     name="create_plan",
     summary="Plan the cheapest deployment that meets the SLOs",
     responses={
         **csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS, status_code=201),
         200: {
             "model": PlanResponse | ClassesPlanResponse,
-            "description": "A dry run (`store: false`): the plan, not stored; or a class plan (`classes`), never stored.",
+            "description": "A dry run (`store: false`): the plan (or class plan, with `classes`), not stored.",
         },
         **problem_responses(401, 403, 404, 422, 503),
     },
@@ -91,11 +91,15 @@ def create_plan(
     (a dry run, allowed for reader keys) the answer is 200 and nothing is written.
 
     With `classes` instead of `workload` (exactly one of them), several traffic classes of the model:
-    the answer (200, not stored) compares one FCFS pool at the tightest target, one priority pool,
+    the answer compares one FCFS pool at the tightest target, one priority pool,
     segregated pools and, with day profiles (`demand_rps`), background work deferred to off-peak
-    hours, chooses the cheapest, and gives each class's predicted latencies (docs/traffic-classes.md)."""
+    hours, chooses the cheapest, and gives each class's predicted latencies (docs/traffic-classes.md).
+    It is stored (201, `Location`) or dry-run (`store: false`, 200) as a one-workload plan is; the
+    response model of the 201 is then ClassesPlanResponse."""
+    authorize_plan(settings, caller, store=body.store)
+    if body.store and (replayed := idempotency.replay(body)) is not None:
+        return replayed
     if isinstance(body, ClassesPlanRequest):
-        authorize_plan(settings, caller, store=False)
         classes_content = create_classes_plan(
             body,
             catalog,
@@ -105,12 +109,14 @@ def create_plan(
             checkpoint=deadline.checkpoint,
         )
         metrics.record_plan_computed()
-        if as_csv:
-            return csv_response(rows_to_csv(classes_csv_rows(classes_content), CLASSES_CSV_COLUMNS), filename="plan-classes.csv")
-        return JSONResponse(classes_content)
-    authorize_plan(settings, caller, store=body.store)
-    if body.store and (replayed := idempotency.replay(body)) is not None:
-        return replayed
+        return _answer(
+            body.store,
+            classes_content["id"],
+            idempotency,
+            body,
+            classes_content,
+            rows_to_csv(classes_csv_rows(classes_content), CLASSES_CSV_COLUMNS) if as_csv else None,
+        )
     content = service.create_named_plan(
         body,
         catalog,
@@ -121,23 +127,34 @@ def create_plan(
     )
     metrics.record_plan_computed()
     metrics.record_solver_time(content["provenance"]["solve_ms"] / MS_PER_S)
-    plan_id = content["id"]
-    if not body.store:
-        if as_csv:
-            return csv_response(
-                rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS),
-                filename=f"plan-{plan_id}.csv",
-            )
+    text = rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS) if as_csv else None
+    return _answer(body.store, content["id"], idempotency, body, content, text)
+
+
+def _answer(
+    store: bool, plan_id: str, idempotency: IdempotencyDep, body: Any, content: dict[str, Any], text: str | None
+) -> Response:
+    """A dry run's 200, or a stored plan's 201 with its Location (kept as the Idempotency-Key's answer);
+    `text` is the CSV when the caller asked for it."""
+    if not store:
+        if text is not None:
+            return csv_response(text, filename=f"plan-{plan_id}.csv")
         return JSONResponse(content)
     location = f"/v1/plans/{plan_id}"
-    if as_csv:
-        text = rows_to_csv(plan_csv_rows(body.model_dump(mode="json"), content), PLAN_CSV_COLUMNS)
+    if text is not None:
         answer = csv_response(
             text, filename=f"plan-{plan_id}.csv", status_code=status.HTTP_201_CREATED, headers={"Location": location}
         )
     else:
         answer = JSONResponse(content, status_code=status.HTTP_201_CREATED, headers={"Location": location})
     return idempotency.respond(body, answer)
+
+
+def _csv_rows(request: dict[str, Any], response: dict[str, Any]) -> str:
+    """A stored plan's CSV: a row per class of a class plan, else the plan's rows."""
+    if is_classes_plan(response):
+        return rows_to_csv(classes_csv_rows(response), CLASSES_CSV_COLUMNS)
+    return rows_to_csv(plan_csv_rows(request, response), PLAN_CSV_COLUMNS)
 
 
 @router.get(
@@ -163,19 +180,19 @@ def list_plans(
 
 @router.get(
     "/plans/{plan_id}",
-    response_model=PlanResponse,
+    response_model=PlanResponse | ClassesPlanResponse,
     name="get_plan",
     summary="A stored plan (JSON or CSV)",
     responses={**csv_responses(PLAN_CSV_DESCRIPTION, PLAN_CSV_COLUMNS), **problem_responses(401, 404)},
 )
-def get_plan(plan_id: str, plans: PlansDep, _reader: ReaderDep, as_csv: CsvDep) -> PlanResponse | Response:
-    """The plan exactly as `create_plan` answered it, or as CSV rows (`?format=csv` or `Accept: text/csv`);
-    404 for an id nobody issued."""
+def get_plan(plan_id: str, plans: PlansDep, _reader: ReaderDep, as_csv: CsvDep) -> PlanResponse | ClassesPlanResponse | Response:
+    """The plan exactly as `create_plan` answered it (a class plan as ClassesPlanResponse), or as CSV
+    rows (`?format=csv` or `Accept: text/csv`; a row per class for a class plan); 404 for an id nobody issued."""
     stored = plans.get(plan_id)
     if as_csv:
-        return csv_response(
-            rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv"
-        )
+        return csv_response(_csv_rows(stored.request, stored.response), filename=f"plan-{plan_id}.csv")
+    if is_classes_plan(stored.response):
+        return ClassesPlanResponse.model_validate(stored.response)
     return PlanResponse.model_validate(stored.response)
 
 
@@ -190,6 +207,4 @@ def get_plan_csv(plan_id: str, plans: PlansDep, _reader: ReaderDep) -> Response:
     """The same rows as `GET /v1/plans/{plan_id}?format=csv`, from a route that answers only CSV, so
     a client generated from the OpenAPI document returns them as text; 404 for an id nobody issued."""
     stored = plans.get(plan_id)
-    return csv_response(
-        rows_to_csv(plan_csv_rows(stored.request, stored.response), PLAN_CSV_COLUMNS), filename=f"plan-{plan_id}.csv"
-    )
+    return csv_response(_csv_rows(stored.request, stored.response), filename=f"plan-{plan_id}.csv")

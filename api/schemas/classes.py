@@ -1,16 +1,19 @@
-"""Schemas of class-aware plans: `POST /v1/plans` with `classes` instead of `workload`.
+"""Schemas of class-aware plans: `POST /v1/plans` with `classes` instead of `workload`, stored
+like a one-workload plan and read back by `GET /v1/plans/{id}`.
 
 Times at the edge are milliseconds for TTFT/TPOT and seconds for end-to-end, as in api/schemas/plans.py.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
-from api.schemas.plans import PlanConstraintsSpec, PlanSlo
+from api.schemas.plan_result import EfficiencyRead
+from api.schemas.plans import PlanConstraintsSpec, PlanSlo, PrecisionRead
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import TokenLengths, length_distribution
 from planner.traffic_classes import TrafficClass
@@ -80,7 +83,7 @@ class TrafficClassSpec(_Input):
 
 
 class ClassesPlanRequest(_Input):
-    """Plan several traffic classes of one model: the cheapest arrangement of pools (answered, not stored)."""
+    """Plan several traffic classes of one model: the cheapest arrangement of pools, stored like a one-workload plan."""
 
     model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
     classes: list[TrafficClassSpec] = Field(min_length=1, max_length=MAX_CLASSES)
@@ -92,12 +95,15 @@ class ClassesPlanRequest(_Input):
     )
     provider: Slug | None = Field(default=None)
     prices: dict[Slug, PriceOverride] = Field(default_factory=dict)
-    store: bool = Field(default=False, description="Class plans are not stored yet: false (the default) only.")
+    store: bool = Field(
+        default=True,
+        exclude=True,  # a request's switch, not part of the request stored with a plan
+        description="As a one-workload plan's: true (the default) stores the plan (201 and Location; role planner), "
+        "false is a dry run answered with 200 that writes nothing.",
+    )
 
     @model_validator(mode="after")
-    def _not_stored(self) -> Self:
-        if self.store:
-            raise ValueError("class plans are not stored yet: leave out store or send false (the plan is answered with 200)")
+    def _consistent(self) -> Self:
         if len({k.name for k in self.classes}) != len(self.classes):
             raise ValueError("class names must be unique")
         if len({len(k.demand_rps) for k in self.classes if k.demand_rps is not None}) > 1:
@@ -130,16 +136,21 @@ class ClassPoolRead(BaseModel):
     classes: list[str]
     gpu: str
     tp: int
-    replicas: int
+    replicas: int = Field(description="Replicas of the pool; the deferred pool's is the most it rents in any period.")
     batch_limit: int
     chunk_tokens: int | None
     cost_usd_per_hour: float
     utilisation: float
+    precision: PrecisionRead
+    scheduling: Literal["fcfs", "priority"] = Field(
+        description="`priority`: the pool's classes share it, the lower `priority` value served first; `fcfs` otherwise."
+    )
 
 
 class ClassRead(BaseModel):
     name: str
     pool: str
+    priority: int = Field(description="The class's priority as requested: on a priority pool 0 is served first.")
     percentile: float
     ttft_ms: float
     tpot_ms: float
@@ -171,10 +182,24 @@ class ClassesVerification(BaseModel):
     )
 
 
+class ClassesProvenance(BaseModel):
+    catalog_version: int
+    efficiency_profile: str
+    efficiencies: dict[str, EfficiencyRead] = Field(description="By GPU slug, for the GPUs the pools use.")
+    created_at: str = Field(description="ISO 8601, UTC.")
+
+
+def is_classes_plan(response: Mapping[str, Any]) -> bool:
+    """Whether a stored plan's response is a class plan's (it compares arrangements; a one-workload plan has `plan`)."""
+    return "arrangement" in response
+
+
 class ClassesPlanResponse(BaseModel):
+    id: str = Field(description="The stored plan's id (GET /v1/plans/{id}); a dry run's is fresh and never stored.")
     model: str
     arrangement: Arrangement
     cost_usd_per_hour: float
     pools: list[ClassPoolRead]
     classes: list[ClassRead]
     verification: ClassesVerification | None
+    provenance: ClassesProvenance

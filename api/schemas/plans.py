@@ -628,15 +628,19 @@ class PlanSummaryRead(BaseModel):
     created_at: datetime
     catalog_version: int = Field(description="The catalog version the plan was made against.")
     model: str = Field(description="The model's catalog slug.")
-    workload: Literal["interactive", "batch"] = Field(description="Traffic at a rate within SLOs, or a job of fixed size.")
-    arrival_rate_rps: float | None = Field(description="Arrivals per second (interactive); null for a batch job.")
+    workload: Literal["interactive", "batch", "classes"] = Field(
+        description="Traffic at a rate within SLOs, a job of fixed size, or several traffic classes (a class plan)."
+    )
+    arrival_rate_rps: float | None = Field(
+        description="Arrivals per second (interactive; a class plan's summed over its classes); null for a batch job."
+    )
     requests: int | None = Field(description="Requests in the job (batch); null for interactive traffic.")
     deadline_h: float | None = Field(description="The batch job's deadline; null without one and for interactive traffic.")
-    gpu: str
-    tp: int
-    replicas: int
+    gpu: str = Field(description="The GPU type; a class plan's first pool's.")
+    tp: int = Field(description="Tensor parallelism; a class plan's first pool's.")
+    replicas: int = Field(description="Replicas; a class plan's summed over its pools.")
     gpus_total: int
-    precision: str = Field(description="weights/kv_cache.")
+    precision: str = Field(description="weights/kv_cache; a class plan's first pool's.")
     cost_usd_per_hour: float = Field(description="On-demand cost of the whole plan, as planned.")
     cost_usd_per_month: float = Field(description="730 hours.")
     job_cost_usd: float | None = Field(description="The whole batch job's cost; null for interactive traffic.")
