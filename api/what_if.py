@@ -344,7 +344,8 @@ def _topology_answer(
     as_plan = PlanRequest(
         model=body.model,
         workload=WorkloadSpec(arrival_rate_rps=rate, prompt_tokens=shape.prompt_tokens,
-                              output_tokens=shape.output_tokens, arrival_cv=shape.arrival_cv),
+                              output_tokens=shape.output_tokens, arrival_cv=shape.arrival_cv,
+                              prefix_reuse=shape.prefix_reuse),  # `any` plans the pools only without it
         slo=body.slo, constraints=body.constraints, efficiency_profile=body.efficiency_profile, verify=body.verify,
         provider=body.provider, prices=body.prices, store=False,
     )  # fmt: skip

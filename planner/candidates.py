@@ -61,9 +61,10 @@ from planner.parallel import is_valid_tensor_parallel
 from planner.performance import build_step_model, prefill
 from planner.precision import check_precision
 from planner.queueing import _PROMPT_GRID_U, length_quantiles
+from planner.queueing_replica import prompt_context_moments
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.speculative import (
-    METHOD_DEFAULTS,
+    default_acceptance,
     head_speculation,
     search_method,
     speculative_kv_capacity_tokens,
@@ -356,7 +357,9 @@ def speculative_groups(
     method = search_method(model, published)
     if method is None:
         return []
-    alpha = METHOD_DEFAULTS[method].acceptance_rate if acceptance_rate is None else acceptance_rate  # given: measured
+    alpha = (
+        default_acceptance(method, workload.task).acceptance_rate if acceptance_rate is None else acceptance_rate
+    )  # given: measured
     request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
     variants: list[Group] = []
     for group in groups:
@@ -417,14 +420,12 @@ _ROUNDING = 1.0 + 1e-9
 
 
 def _moments(workload: Workload) -> tuple[float, float, float, float]:
-    """E[p], E[o], the mean decode context d and the mean prefill position π (queueing.py's formulas)."""
+    """E[p], E[o], the mean decode context d and the mean prefill position π (queueing.py's formulas,
+    a cached prefix's tokens counted in both; its KV read by the prefill is left out, which keeps the
+    bound above the queueing model's saturation)."""
     p, o = workload.prompt_tokens, workload.output_tokens
-    o_mean = o.mean
-    decode_context = (
-        p.mean + (o.second_moment - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0
-    )  # E[p] + E[o(o−1)/2]/E[o−1]
-    position = (p.second_moment / p.mean + 1.0) / 2.0  # E[p(p+1)/2] / E[p]
-    return p.mean, o_mean, decode_context, position
+    decode_context, position, _ = prompt_context_moments(p, o)
+    return p.mean, o.mean, decode_context, position
 
 
 @lru_cache(maxsize=256)

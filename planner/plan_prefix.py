@@ -12,13 +12,23 @@ prefixes (prefix-aware when R > 1, else random), the plan is made again with:
 * each replica's KV capacity less the cache's tokens (the cache holds the shared blocks, the
   sequences keep only their own).
 
-The queueing model then sees shorter prompts: it counts neither the cached prefix's KV read by the
-prefill's attention nor by each decode step. The simulator does (planner/simulator_prefix.py: the
-full prompt is every decode's context and the cached tokens are attended by the prefill), and it
-verifies the cheapest trial on the busiest replica with its own LRU; a trial it finds missing an SLO
-is planned again with ⌈R/8⌉ more replicas (at most `MAX_REPLICA_STEPS` times) and passed over for the next cheapest once it costs no less than the plan
-without a cache. The cheapest verified trial is deployed if it costs less than
-the plan without a cache, else that plan stands (`prefix_caching` null, the section says why).
+The mixture's values carry the tokens they found cached (`HistogramLength.cached`): the queueing
+model prefills only the new tokens but counts the cached ones in every decode step's context and in
+the prefill's attention and KV reads (planner/queueing_replica.py), as the simulator does
+(planner/simulator_prefix.py); a sequence's own KV reservation is its new tokens and its output,
+the cached blocks being the cache's.
+
+Each trial counts only plans strictly cheaper than the cheapest so far — the plan without a cache,
+then any earlier trial's (`PlanningRequest.below_usd_per_hour`: the search stops once no option's
+lower bound undercuts it) — so a cache size that cannot win is not searched to the end, and its
+record has no cost. The simulator verifies the cheapest trial on the busiest replica with its own
+LRU; a trial it finds missing an SLO is planned again with ⌈R/8⌉ more replicas (at most
+`MAX_REPLICA_STEPS` times) and passed over for the next cheapest once it costs no less than the
+plan without a cache; before that next one, the trials an earlier trial cut short are planned in
+full, so the candidates come in the order planning every trial in full gives. The attempts are
+planned unexplained (the first is the trial's own plan) and the one deployed is planned once more
+with its justification. The cheapest verified trial is deployed if it costs less than the plan
+without a cache, else that plan stands (`prefix_caching` null, the section says why).
 
 A measured hit rate (`prefix_reuse.hit_rate`) is planned as given: every prompt prefills (1 − h) of
 its tokens, no cache memory is set aside (the rate was measured with the engine's own cache, which
@@ -32,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -69,29 +79,51 @@ Plan = Callable[["PlanningRequest", "PlanningInputs"], "PlanResult"]
 
 
 def reduced_prompts(prompt: LengthDistribution, classes: tuple[tuple[float, int], ...]) -> HistogramLength:
-    """The prompt tokens prefilled: with probability f (each class) p − min(c, ⌊(p − 1)/16⌋·16), else p."""
+    """The prompt tokens prefilled: with probability f (each class) p − min(c, ⌊(p − 1)/16⌋·16), else p;
+    each value carrying the tokens it found cached (the rest of p: still read by every decode step)."""
     base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
     room = np.floor(np.maximum(base - 1.0, 0.0) / BLOCK_TOKENS) * BLOCK_TOKENS
     tokens = [base]
+    found = [np.zeros(base.size)]
     weights = [np.full(base.size, 1.0 - sum(f for f, _ in classes))]
     for fraction, cached in classes:
-        tokens.append(base - np.minimum(float(cached), room))
+        hit = np.minimum(float(cached), room)
+        tokens.append(base - hit)
+        found.append(hit)
         weights.append(np.full(base.size, fraction))
     return HistogramLength(
-        tokens=tuple(int(t) for t in np.concatenate(tokens)), weights=tuple(float(w) for w in np.concatenate(weights))
+        tokens=tuple(int(t) for t in np.concatenate(tokens)),
+        weights=tuple(float(w) for w in np.concatenate(weights)),
+        cached=tuple(int(c) for c in np.concatenate(found)),
     )
 
 
 def measured_prompts(prompt: LengthDistribution, hit_rate: float) -> HistogramLength:
-    """Every prompt prefilling max(1, (1 − h)·p) tokens (a measured token hit rate h)."""
+    """Every prompt prefilling max(1, (1 − h)·p) tokens (a measured token hit rate h), the rest of p cached."""
     base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
     kept = np.maximum(1.0, np.rint(base * (1.0 - hit_rate)))
-    return HistogramLength(tokens=tuple(int(t) for t in kept), weights=(1.0,) * kept.size)
+    return HistogramLength(
+        tokens=tuple(int(t) for t in kept), weights=(1.0,) * kept.size, cached=tuple(int(c) for c in base - kept)
+    )
 
 
 def _saved_fraction(prompt: LengthDistribution, reduced: HistogramLength) -> float:
     base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
     return 1.0 - reduced.mean / float(np.mean(base))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Trial:
+    """One cache size planned: its record, the request it was planned with and the plan found (None: no
+    plan cheaper than the bound it was planned under)."""
+
+    record: PrefixCachingTrial
+    request: PlanningRequest
+    found: PlanResult | None
+
+    @property
+    def cost(self) -> float:
+        return math.inf if self.found is None else self.found.cost_usd_per_hour
 
 
 def _ttft_at(result: PlanResult) -> float | None:
@@ -124,12 +156,16 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
             cache = int(fraction * working_set) // BLOCK_TOKENS * BLOCK_TOKENS
             hits = prefix_hits(reuse, cache, routing, replicas)
             candidates.append((fraction, routing, hits, reduced_prompts(request.workload.prompt_tokens, hits.classes)))
-    trials: list[tuple[PrefixCachingTrial, PlanningRequest | None, PlanResult | None]] = []
-    for fraction, routing_name, hits, mix in candidates:
+    prompt = request.workload.prompt_tokens
+
+    def trial(index: int, below_usd_per_hour: float) -> _Trial:
+        """Candidate `index` planned, counting only plans strictly cheaper than `below_usd_per_hour`."""
+        fraction, routing_name, hits, mix = candidates[index]
         trial_request = replace(
             request,
             workload=replace(request.workload, prompt_tokens=mix, prefix_reuse=None),
             prefix_cache_tokens=hits.cache_tokens,
+            below_usd_per_hour=below_usd_per_hour,
             constraints=replace(request.constraints, speculative="off"),
             verify=False,
             explain=False,
@@ -139,31 +175,53 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
             found: PlanResult | None = plan(trial_request, inputs)
         except InfeasiblePlanError:
             found = None
+        if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
+            found = None  # a mixed fleet's MILP is not bounded: a fleet no cheaper counts as none
         record = PrefixCachingTrial(
             routing=routing_name,
             cache_fraction=fraction,
             cache_tokens=hits.cache_tokens,
             hit_rate=hits.hit_rate,
-            prefill_tokens_saved_fraction=_saved_fraction(request.workload.prompt_tokens, mix),
+            prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
             replicas=None if found is None else found.row.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
-        trials.append((record, trial_request, found))
-    records = tuple(t[0] for t in trials)
-    cheaper = sorted(
-        ((r, q, f) for r, q, f in trials if f is not None and q is not None and f.cost_usd_per_hour < without.cost_usd_per_hour),
-        key=lambda t: (t[2].cost_usd_per_hour if t[2] is not None else 0.0, t[0].cache_tokens),
-    )
+        return _Trial(record=record, request=trial_request, found=found)
+
+    # Each trial counts only plans cheaper than the cheapest so far (the plan without a cache, then any
+    # trial's): a later, larger cache is chosen only when strictly cheaper, so the first candidate
+    # tried below is the one planning every trial in full would give. A trial cut by an earlier
+    # trial's cost is planned in full only if the simulator refutes the candidates before it.
+    trials: list[_Trial] = []
+    deferred: list[int] = []
+    bound = without.cost_usd_per_hour
+    for index in range(len(candidates)):
+        planned = trial(index, bound)
+        if planned.found is not None:
+            bound = planned.found.cost_usd_per_hour
+        elif bound < without.cost_usd_per_hour:
+            deferred.append(index)
+        trials.append(planned)
+
+    def cheaper(indices: list[int]) -> list[int]:
+        """The trials among `indices` with a plan cheaper than the plan without a cache, cheapest (then smallest cache) first."""
+        return sorted(
+            (i for i in indices if trials[i].found is not None), key=lambda i: (trials[i].cost, trials[i].record.cache_tokens)
+        )
+
+    queue = cheaper(list(range(len(trials))))
     reason = "no cache size lowers the cost of the plan without a cache"
-    for record, trial_request, _ in cheaper:
-        assert trial_request is not None
-        attempt = replace(trial_request, explain=request.explain)
+    while queue:
+        current = trials[queue.pop(0)]
+        record, trial_request = current.record, current.request
+        attempt, planned_plan = trial_request, current.found  # the trial's own plan is the first attempt
         for _ in range(MAX_REPLICA_STEPS):
             try:
-                chosen_plan = plan(attempt, inputs)
+                chosen_plan = plan(attempt, inputs) if planned_plan is None else planned_plan
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break
+            planned_plan = None
             if chosen_plan.cost_usd_per_hour >= without.cost_usd_per_hour:
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
@@ -173,12 +231,21 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
                 reason = f"the simulator cannot run the {record.cache_fraction:g} cache: {error}"
                 break
             if verification is None or verification.meets_slo:
+                if request.explain:  # the attempts are planned unexplained; the one deployed is explained once
+                    chosen_plan = plan(replace(attempt, explain=True), inputs)
+                records = tuple(t.record for t in trials)
                 return _chosen(chosen_plan, record, reuse, request, working_set, records, without, verification, simulated_hit)
             reason = f"the simulator finds the {record.cache_fraction:g} cache missing {', '.join(verification.misses)}"
             # the simulator found a miss: planned again with more replicas (an eighth more, at least one)
             more = chosen_plan.replicas + max(1, math.ceil(chosen_plan.replicas / REPLICA_STEP_DIVISOR))
             constraints = replace(attempt.constraints, min_replicas=max(attempt.constraints.min_replicas, more))
-            attempt = replace(attempt, constraints=constraints)
+            attempt = replace(attempt, constraints=constraints, below_usd_per_hour=math.inf)  # its cost is compared above
+        if deferred:  # the next candidate may be a trial an earlier one cut short: those are planned in full first
+            for index in deferred:
+                trials[index] = trial(index, without.cost_usd_per_hour)
+            queue = cheaper([*queue, *deferred])
+            deferred = []
+    records = tuple(t.record for t in trials)
     section = PrefixCachingSection(
         model=_MODEL_NOTE,
         working_set_tokens=working_set,

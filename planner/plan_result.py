@@ -530,7 +530,7 @@ class PrefixCachingTrial:
     hit_rate: float
     prefill_tokens_saved_fraction: float
     replicas: int | None
-    cost_usd_per_hour: float | None  # None: no plan with this cache
+    cost_usd_per_hour: float | None  # None: no plan with this cache cheaper than the plan without one and every earlier trial
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,7 +36,7 @@ from planner.plan_rows import FleetRow, _row, candidate_id_of
 from planner.plan_search import _Planner
 from planner.plan_verify import _Fleet
 from planner.queueing import Prediction
-from planner.speculative import METHOD_DEFAULTS, SEARCH_DRAFT_TOKENS, crossover_batch
+from planner.speculative import SEARCH_DRAFT_TOKENS, crossover_batch, default_acceptance
 from planner.workload import Workload
 
 if TYPE_CHECKING:
@@ -195,7 +195,7 @@ def speculative_choice(option: Option, workload: Workload) -> SpeculativeChoice 
     spec = option.group.step_model.speculation
     if spec is None:
         return None
-    default = METHOD_DEFAULTS[spec.method]
+    default = default_acceptance(spec.method, workload.task)
     given = spec.acceptance_rate != default.acceptance_rate
     return SpeculativeChoice(
         method=spec.method,

@@ -153,6 +153,9 @@ class PlanningRequest:
     #: KV tokens each replica sets aside for a prefix cache (planner/plan_prefix.py's trials); its
     #: sequences have that much less. 0: no cache (today's plans).
     prefix_cache_tokens: int = 0
+    #: Only plans strictly cheaper than this count (planner/plan_prefix.py's trials: a cache size that
+    #: cannot undercut the plan without a cache is not searched to the end); none is an InfeasiblePlanError.
+    below_usd_per_hour: float = math.inf
     #: On an infeasible request, re-plan to find the relaxations that work (planner/advice.py).
     advise: bool = True
     #: Build the justification's re-planned sections (binding's relaxations, alternatives,
@@ -427,10 +430,10 @@ def _search(planner: _Planner, space: _Space, request: PlanningRequest) -> _Sear
 
 def _search_mixed(planner: _Planner, request: PlanningRequest) -> _Searched:
     slo, lam = request.slo, request.workload.arrival_rate_rps
-    outcome = planner.search(slo, lam, request.constraints)
+    outcome = planner.search(slo, lam, request.constraints, below_usd_per_hour=request.below_usd_per_hour)
     # A mixed fleet costs at most the best single configuration, so a group whose single
     # replica already costs more can hold no row of it: only the others are searched.
-    ceiling = outcome.best.cost_usd_per_hour if outcome.best is not None else math.inf
+    ceiling = outcome.best.cost_usd_per_hour if outcome.best is not None else request.below_usd_per_hour
     best_groups, mixed_drops = planner.best_per_group(slo, ceiling_usd_per_hour=ceiling, arrival_rate_rps=lam)
     pool = [(opt, mu) for opt, mu in best_groups.values()]
     return _Searched(outcome=outcome, pool=pool, slo_failures=mixed_drops, verified=None)
@@ -441,7 +444,9 @@ def _search_single(planner: _Planner, request: PlanningRequest) -> _Searched:
     replicas or another configuration) and the search runs again, so the plan, its MILP and every
     section of the justification describe the configuration the simulator agreed with."""
     workload, slo, constraints = request.workload, request.slo, request.constraints
-    verified = _verified_search(planner, workload, slo, workload.arrival_rate_rps, constraints, request)
+    verified = _verified_search(
+        planner, workload, slo, workload.arrival_rate_rps, constraints, request, below_usd_per_hour=request.below_usd_per_hour
+    )
     outcome = verified.outcome
     if verified.exhausted:
         raise InfeasiblePlanError(

@@ -68,8 +68,9 @@ from planner.step_model import COEFFICIENTS, StepModel
     PREFILL_POSITION,
     LAMBDA,
     LIFE_SHRINK,
-) = range(17)
-OPERATING_POINT_SIZE = 17
+    PREFILL_CACHED_READ,
+) = range(18)
+OPERATING_POINT_SIZE = 18
 
 #: Above this mean the Poisson quantile uses the Cornish–Fisher expansion; below it the exact CDF
 #: walk, at most this many terms (queueing.py's `_POISSON_NORMAL_MEAN` and walk length).
@@ -217,14 +218,15 @@ def _step_in_progress(
 ) -> float:
     """The step in progress at arrival for one grid row, its type the one whose length-biased CDF
     the point's uniform falls in (`below` entries of the CDF under it); a step carrying prompts
-    (unchunked) is as long as its size-biased prompt makes it."""
+    (unchunked) is as long as its size-biased prompt makes it (reading its cached prefix, if any)."""
     kind = min(below, durations.size - 1)
     if op[CHUNK_TOKENS] <= 0.0 and 1 <= kind < durations.size - 1:
         tokens = (kind - 1.0) * op[PROMPT_MEAN] + size_biased
         context = n_row * op[DECODE_CONTEXT]
+        cached_kv = tokens * op[PREFILL_CACHED_READ]
         if sm[DRAFT_TOKENS] > 0.0:
-            return _verify_s(sm, n_row, context, tokens, 0.0, tokens * op[PREFILL_POSITION])
-        return _step_s(sm, n_row + tokens, context, context + tokens * op[PREFILL_POSITION])
+            return _verify_s(sm, n_row, context, tokens, cached_kv, tokens * op[PREFILL_POSITION])
+        return _step_s(sm, n_row + tokens, context + cached_kv, context + tokens * op[PREFILL_POSITION])
     duration: float = durations[kind]  # durations is float64 (an element reads as Any to mypy)
     return duration
 
@@ -257,6 +259,7 @@ def sample_latencies(
     step_in_progress_sorted: np.ndarray,
     step_in_progress_order: np.ndarray,
     prompts: np.ndarray,
+    cached: np.ndarray,
     decodes: np.ndarray,
     own_attended: np.ndarray,
     size_biased: np.ndarray,
@@ -280,6 +283,7 @@ def sample_latencies(
     chunked = op[CHUNK_TOKENS] > 0.0
     speculating = sm[DRAFT_TOKENS] > 0.0
     lam, p_mean, dcm, ppm = op[LAMBDA], op[PROMPT_MEAN], op[DECODE_CONTEXT], op[PREFILL_POSITION]
+    pcr = op[PREFILL_CACHED_READ]
     weight = op[ABOVE_WEIGHT]
     for i in range(size):
         # the slot: wait when the batch is full (probability P(wait)), else the occupancy seen
@@ -311,15 +315,20 @@ def sample_latencies(
         decode_others = admitted - 1.0
         decode_kv = decode_others * dcm
         p = prompts[i]
+        cp = cached[i]  # the prompt's tokens in a prefix cache: read and attended to, not prefilled
         if not chunked:
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * in_progress)  # the others arriving during the step
+            mates_kv = cp + mates * p_mean * pcr  # the cached KV the step's prefills read
             if speculating:
                 prefill_s = _verify_s(
-                    sm, decode_others, decode_kv, p + mates * p_mean, 0.0, own_attended[i] + mates * p_mean * ppm
+                    sm, decode_others, decode_kv, p + mates * p_mean, mates_kv, own_attended[i] + mates * p_mean * ppm
                 )
             else:
                 prefill_s = _step_s(
-                    sm, decode_others + p + mates * p_mean, decode_kv, decode_kv + own_attended[i] + mates * p_mean * ppm
+                    sm,
+                    decode_others + p + mates * p_mean,
+                    decode_kv + mates_kv,
+                    decode_kv + own_attended[i] + mates * p_mean * ppm,
                 )
             delay = residual
         else:
@@ -327,11 +336,12 @@ def sample_latencies(
             cap = max(1.0, op[CHUNK_TOKENS] - admitted * sm[VERIFY_TOKENS])  # C − n·(k+1)
             chunks = math.ceil(p / cap)
             last = p - (chunks - 1.0) * cap
-            full_attended = (own_attended[i] - last * (p - last) - last * (last + 1.0) / 2.0) / max(chunks - 1.0, 1.0)
+            last_attended = last * (p - last + cp) + last * (last + 1.0) / 2.0  # at position c + p − last
+            full_attended = (own_attended[i] - last_attended) / max(chunks - 1.0, 1.0)
             if speculating:
-                full_s = _verify_s(sm, decode_others, decode_kv, cap, 0.0, full_attended)
+                full_s = _verify_s(sm, decode_others, decode_kv, cap, cp, full_attended)
             else:
-                full_s = _step_s(sm, decode_others + cap, decode_kv, decode_kv + full_attended)
+                full_s = _step_s(sm, decode_others + cap, decode_kv + cp, decode_kv + full_attended)
             behind_s = (bw if queued[i] else in_progress - residual) + (chunks - 1.0) * full_s
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * behind_s)
             filled = min(cap - last, mates * p_mean)
@@ -341,15 +351,15 @@ def sample_latencies(
                     decode_others,
                     decode_kv,
                     last + filled,
-                    p - last,
-                    last * (p - last) + last * (last + 1.0) / 2.0 + filled * ppm,
+                    p - last + cp + filled * pcr,
+                    last_attended + filled * ppm,
                 )
             else:
                 last_s = _step_s(
                     sm,
                     decode_others + last + filled,
-                    decode_kv + p - last,
-                    decode_kv + last * (p - last) + last * (last + 1.0) / 2.0 + filled * ppm,
+                    decode_kv + p - last + cp + filled * pcr,
+                    decode_kv + last_attended + filled * ppm,
                 )
             prefill_s = (chunks - 1.0) * full_s + last_s
             delay = max(bw, residual)  # a queued prompt waits out the later of the budget wait and the step in progress

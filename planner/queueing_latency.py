@@ -213,6 +213,7 @@ def _sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     scalars[queueing_kernels.PREFILL_POSITION] = rep.prefill_position_mean
     scalars[queueing_kernels.LAMBDA] = op.lam
     scalars[queueing_kernels.LIFE_SHRINK] = _LIFE_AVERAGE_SHRINK
+    scalars[queueing_kernels.PREFILL_CACHED_READ] = rep.prefill_cached_read
     u_sip = pts.u_step_in_progress
     if rep.chunk_tokens is None:
         budget_wait, queued = _NO_BUDGET_WAIT[: pts.size], _NOT_QUEUED[: pts.size]
@@ -254,6 +255,7 @@ def _sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
         pts.step_in_progress_sorted,
         pts.step_in_progress_order,
         rep.prompts[part],
+        rep.cached[part],
         rep.decodes[part],
         rep.own_attended[part],
         rep.size_biased_prompts[part],

@@ -21,7 +21,7 @@ from planner.errors import PlannerInputError
 from planner.plan_result import SlotsLimitedBy
 from planner.queueing_sample import _output_sample, _prompt_sample, _read_only
 from planner.step_model import StepModel
-from planner.workload import LengthDistribution, Serving, Workload
+from planner.workload import LengthDistribution, Serving, Workload, cached_moments
 
 #: Points of the occupancy grid on which step times are evaluated (then interpolated): they are
 #: smooth in n, and a fixed grid keeps a prediction's cost independent of the batch limit.
@@ -48,21 +48,46 @@ def step_seconds(sm: StepModel, new_tokens: np.ndarray, kv_tokens_read: np.ndarr
 
 
 def verify_seconds(
-    sm: StepModel, decoders: np.ndarray, decode_kv: np.ndarray, prefill: np.ndarray, prefill_attended: np.ndarray
+    sm: StepModel,
+    decoders: np.ndarray,
+    decode_kv: np.ndarray,
+    prefill: np.ndarray,
+    prefill_attended: np.ndarray,
+    prefill_kv: np.ndarray | float = 0.0,
 ) -> np.ndarray:
-    """`StepModel.verify_step_s` element-wise: decoders verify k + 1 tokens each, plus the draft's passes."""
+    """`StepModel.verify_step_s` element-wise: decoders verify k + 1 tokens each, plus the draft's
+    passes (`prefill_kv`: cached KV tokens the prefill reads)."""
     spec = sm.speculation
     if spec is None:
-        return step_seconds(sm, decoders + prefill, decode_kv, decode_kv + prefill_attended)
+        return step_seconds(sm, decoders + prefill, decode_kv + prefill_kv, decode_kv + prefill_attended)
     v = sm.verify_tokens
     attended = v * decode_kv + decoders * (v - 1) * v / 2.0 + prefill_attended  # (k+1)·c + k(k+1)/2 per sequence
-    target = step_seconds(sm, decoders * v + prefill, decode_kv, attended)
+    target = step_seconds(sm, decoders * v + prefill, decode_kv + prefill_kv, attended)
     mem = (spec.draft_weight_bytes + decode_kv * spec.draft_kv_bytes_per_token) / sm.memory_bandwidth_bytes_per_s
     comp = (
         decoders * spec.draft_flops_per_token + decode_kv * spec.draft_attention_flops_per_context_token
     ) / sm.compute_flops_per_s
     draft = spec.draft_tokens * (np.maximum(mem, comp) + (1.0 - sm.memory_compute_overlap) * np.minimum(mem, comp))
     return np.asarray(target + np.where(decoders > 0, draft, 0.0))  # k × combine(draft memory, draft compute)
+
+
+def prompt_context_moments(prompt: LengthDistribution, output: LengthDistribution) -> tuple[float, float, float]:
+    """The decode context d, the prefill position π and the cached read per prefilled token r of a
+    length mix whose prompts prefill p tokens after finding c in a prefix cache (c = 0 without one):
+
+        d = E[p] + E[c] + E[o(o−1)/2]/E[o−1]   (a decode step reads the whole prompt, cached or not)
+        π = E[p·c + p(p+1)/2] / E[p]            (a prefilled token attends to the cached tokens and those before it)
+        r = E[c] / E[p]                          (the cached KV a prefill reads, per token prefilled)
+    """
+    cached_mean, cross = cached_moments(prompt)
+    o_mean, o2 = output.mean, output.second_moment
+    decode_context = (
+        prompt.mean + cached_mean + (o2 - o_mean) / (2.0 * (o_mean - 1.0))
+        if o_mean > 1.0 + 1e-9
+        else prompt.mean + cached_mean + 1.0
+    )  # E[p] + E[c] + E[o(o−1)/2]/E[o−1]
+    position = (cross / prompt.mean) + (prompt.second_moment / prompt.mean + 1.0) / 2.0  # E[p·c]/E[p] + E[p(p+1)/2]/E[p]
+    return decode_context, position, cached_mean / prompt.mean  # E[c]/E[p]
 
 
 # --- the replica --------------------------------------------------------------------------------
@@ -80,13 +105,15 @@ class _Replica:
     prompt_second_moment: float
     output_mean: float
     output_cv2: float
-    decode_context_mean: float  # KV tokens read per decoding sequence, length-biased
-    prefill_position_mean: float  # mean attended context per prefill token: E[p(p+1)/2]/E[p]
+    decode_context_mean: float  # KV tokens read per decoding sequence, length-biased (cached prefix included)
+    prefill_position_mean: float  # mean attended context per prefill token: E[p·c + p(p+1)/2]/E[p]
+    prefill_cached_read: float  # cached KV tokens a prefill reads per token prefilled: E[c]/E[p] (0 without a cache)
     prompt_grid: np.ndarray  # mid-quantiles of p for ⌈p/budget⌉
-    prompts: np.ndarray  # the Sobol sample of prompt lengths
+    prompts: np.ndarray  # the Sobol sample of prompt lengths (tokens prefilled)
+    cached: np.ndarray  # … and of the tokens each finds in a prefix cache (zeros without one)
     outputs: np.ndarray  # … and of output lengths
     size_biased_prompts: np.ndarray  # prompts drawn ∝ p·f(p) at `_U_BUDGET` (the prompt of a long step in progress)
-    own_attended: np.ndarray  # p(p+1)/2: context a prompt's own prefill attends to
+    own_attended: np.ndarray  # p·c + p(p+1)/2: context a prompt's own prefill attends to
     decodes: np.ndarray  # o − 1 per sampled request
     has_tpot: np.ndarray  # o > 1 per sampled request
     tpot_requests: int  # how many sampled requests have a TPOT
@@ -174,10 +201,7 @@ def _replica_cached(
     kv_slots = int(kv_capacity_tokens // request_tokens)
     slots = min(serving.batch_limit, kv_slots)
     o_mean, o2 = o.mean, o.second_moment
-    decode_context = (
-        p.mean + (o2 - o_mean) / (2.0 * (o_mean - 1.0)) if o_mean > 1.0 + 1e-9 else p.mean + 1.0
-    )  # E[p] + E[o(o−1)/2]/E[o−1]
-    position = (p.second_moment / p.mean + 1.0) / 2.0  # E[p(p+1)/2] / E[p]
+    decode_context, position, cached_read = prompt_context_moments(p, o)
     prompt_grid = prompt_sample.grid
     c = max(slots, 1)
     grid = np.linspace(0.0, float(c), min(c + 1, _OCCUPANCY_GRID_POINTS))
@@ -195,7 +219,9 @@ def _replica_cached(
     admissions_cap = c / float(steps_grid[-1])
     n_all = np.arange(c + 1, dtype=float)
     k = np.arange(int(admissions_cap + 8.0 * math.sqrt(admissions_cap) + 9.0), dtype=float)[None, :]
-    tables = _step_tables(sm, serving, grid, cap, k, prompt_mean=p.mean, decode_context=decode_context, position=position)
+    tables = _step_tables(
+        sm, serving, grid, cap, k, prompt_mean=p.mean, decode_context=decode_context, position=position, cached_read=cached_read
+    )
     replica = _Replica(
         sm=sm,
         slots=slots,
@@ -207,8 +233,10 @@ def _replica_cached(
         output_cv2=max(0.0, o2 / o_mean**2 - 1.0),
         decode_context_mean=decode_context,  # contexts length-biased by decode steps
         prefill_position_mean=position,
+        prefill_cached_read=cached_read,
         prompt_grid=prompt_grid,
         prompts=prompts,
+        cached=prompt_sample.cached,
         outputs=output_sample.outputs,
         size_biased_prompts=prompt_sample.size_biased,
         own_attended=prompt_sample.own_attended,
@@ -256,26 +284,29 @@ def _step_tables(
     prompt_mean: float,
     decode_context: float,
     position: float,
+    cached_read: float = 0.0,
 ) -> _StepTables:
     """Step 2 of planner/queueing.py's docstring on the grid: k arrivals add k·E[p] prefill tokens to
-    the next step, at most the budget `cap` = C − n; the excess spills into full-budget steps."""
+    the next step, at most the budget `cap` = C − n; the excess spills into full-budget steps. With a
+    prefix cache each prefilled token also reads `cached_read` cached KV tokens (E[c]/E[p]) and
+    attends to them (in `position`)."""
     n = grid[:, None]
     decode_kv = n * decode_context
     arriving = k * prompt_mean
     carried = np.minimum(arriving, cap[:, None])
     spill = np.where(np.isfinite(cap[:, None]), np.maximum(arriving - cap[:, None], 0.0) / cap[:, None], 0.0)
     if sm.speculation is None:
-        t_carry = step_seconds(sm, n + carried, decode_kv, decode_kv + carried * position)
+        t_carry = step_seconds(sm, n + carried, decode_kv + carried * cached_read, decode_kv + carried * position)
         t_decode = step_seconds(sm, grid, grid * decode_context, grid * decode_context)
     else:
-        t_carry = verify_seconds(sm, n, decode_kv, carried, carried * position)
+        t_carry = verify_seconds(sm, n, decode_kv, carried, carried * position, carried * cached_read)
         t_decode = verify_seconds(sm, grid, grid * decode_context, np.zeros(grid.shape), np.zeros(grid.shape))
     if serving.chunk_tokens is None:
         t_full = t_decode
     elif sm.speculation is None:
-        t_full = step_seconds(sm, grid + cap, grid * decode_context, grid * decode_context + cap * position)
+        t_full = step_seconds(sm, grid + cap, grid * decode_context + cap * cached_read, grid * decode_context + cap * position)
     else:
-        t_full = verify_seconds(sm, grid, grid * decode_context, cap, cap * position)
+        t_full = verify_seconds(sm, grid, grid * decode_context, cap, cap * position, cap * cached_read)
     return _StepTables(
         carry_single_s=t_carry,
         carry_s=t_carry + spill * t_full[:, None],

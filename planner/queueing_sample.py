@@ -108,21 +108,36 @@ def length_quantiles(dist: LengthDistribution, u: np.ndarray) -> np.ndarray:
         rounded: np.ndarray = np.maximum(1.0, np.rint(np.exp(dist.mu + dist.sigma * ndtri(u))))  # simulator rounds, min 1
         return rounded
     if isinstance(dist, HistogramLength):
-        order = np.argsort(dist.tokens)
-        values = np.asarray(dist.tokens, dtype=float)[order]
-        cdf = np.cumsum(dist._p[order])
-        return values[np.minimum(np.searchsorted(cdf, u), len(values) - 1)]
+        drawn: np.ndarray = np.asarray(dist.tokens, dtype=float)[_histogram_entries(dist, u)]
+        return drawn
     raise PlannerInputError(f"unknown length distribution {type(dist).__name__}")
+
+
+def _histogram_entries(dist: HistogramLength, u: np.ndarray) -> np.ndarray:
+    """The index of the histogram entry its inverse CDF (entries ascending by tokens) takes at each uniform."""
+    order = np.argsort(dist.tokens)
+    cdf = np.cumsum(dist._p[order])
+    entries: np.ndarray = order[np.minimum(np.searchsorted(cdf, u), len(order) - 1)]
+    return entries
+
+
+def cached_at(dist: LengthDistribution, u: np.ndarray) -> np.ndarray:
+    """The cached tokens of the prompt `length_quantiles` draws at each uniform (zeros unless a histogram carries them)."""
+    if isinstance(dist, HistogramLength) and dist.cached:
+        found: np.ndarray = np.asarray(dist.cached, dtype=float)[_histogram_entries(dist, u)]
+        return found
+    return np.zeros(u.shape)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class _PromptSample:
     """The Sobol-sample arrays of a replica that depend only on the prompt-length distribution (read-only, shared)."""
 
-    prompts: np.ndarray  # p at `_U_PROMPT`
+    prompts: np.ndarray  # p at `_U_PROMPT` (the tokens prefilled)
+    cached: np.ndarray  # c: the tokens each sampled prompt finds in a prefix cache (zeros without one)
     grid: np.ndarray  # p at the mid-quantiles `_PROMPT_GRID_U` (for E[⌈p/budget⌉])
     size_biased: np.ndarray  # p drawn ∝ p·f(p) at `_U_BUDGET`
-    own_attended: np.ndarray  # p(p+1)/2 per sampled prompt
+    own_attended: np.ndarray  # p·c + p(p+1)/2 per sampled prompt (StepModel.cached_prefill_s's attention)
     moments: tuple[float, float, float]  # mean of p, p², p³ over the sample (the chunk budget's service moments)
 
 
@@ -149,13 +164,15 @@ _LENGTH_SAMPLE_CACHE_SIZE = 64
 @functools.lru_cache(maxsize=_LENGTH_SAMPLE_CACHE_SIZE)
 def _prompt_sample(p: LengthDistribution) -> _PromptSample:
     prompts = length_quantiles(p, _U_PROMPT)
+    cached = cached_at(p, _U_PROMPT)
     ordered = np.sort(prompts)
     size_biased = ordered[np.minimum(np.searchsorted(np.cumsum(ordered) / ordered.sum(), _U_BUDGET), len(ordered) - 1)]
     return _PromptSample(
         prompts=_read_only(prompts),
+        cached=_read_only(cached),
         grid=_read_only(length_quantiles(p, _PROMPT_GRID_U)),
         size_biased=_read_only(size_biased),
-        own_attended=_read_only(prompts * (prompts + 1.0) / 2.0),
+        own_attended=_read_only(prompts * cached + prompts * (prompts + 1.0) / 2.0),  # n·c + n(n+1)/2
         moments=(float(np.mean(prompts)), float(np.mean(prompts * prompts)), float(np.mean(prompts * prompts * prompts))),
     )
 

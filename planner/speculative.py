@@ -22,6 +22,7 @@ from planner.memory import replica_kv_bytes_per_token, usable_memory_bytes, weig
 from planner.performance import attention_flops_per_context_token
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
 from planner.step_model import Speculation, StepModel
+from planner.workload import TASKS, Task
 
 MethodName = Literal["eagle", "mtp", "medusa", "draft_model"]
 
@@ -74,6 +75,94 @@ METHOD_DEFAULTS: dict[str, MethodDefault] = {
         source="DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437), §5.4.3: second-token acceptance 85–90 %",
     ),
 }
+
+
+def acceptance_rate_from_length(acceptance_length: float, draft_tokens: int) -> float:
+    """The per-token α of a chain of k drafted tokens whose mean tokens per step is τ: the root in
+    [0, 1) of (1 − α^(k+1)) / (1 − α) = τ (`tokens_per_step` inverted; it rises from 1 at α = 0
+    towards k + 1, so the root is unique for 1 ≤ τ < k + 1; bisection to 1e-12)."""
+    if draft_tokens < 1 or not 1.0 <= acceptance_length < draft_tokens + 1:
+        raise PlannerInputError(f"need k >= 1 and 1 <= τ < k + 1, got k {draft_tokens}, τ {acceptance_length}")
+    low, high = 0.0, 1.0
+    while high - low > 1e-12:
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if tokens_per_step(middle, draft_tokens) < acceptance_length else (low, middle)
+    return (low + high) / 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublishedAcceptance:
+    """A method's mean accepted length τ on one task's benchmark as a paper reports it, at draft length k."""
+
+    method: MethodName
+    task: Task
+    benchmark: str
+    acceptance_length: float  # τ: tokens per target step, the target's own token included
+    draft_tokens: int  # k: the longest draft the reported configuration runs
+    source: str
+
+    @property
+    def acceptance_rate(self) -> float:
+        """α with (1 − α^(k+1)) / (1 − α) = τ: the chain's per-token rate giving the paper's τ."""
+        return acceptance_rate_from_length(self.acceptance_length, self.draft_tokens)
+
+
+#: EAGLE-3 (Li et al., arXiv 2503.01840) Table 1, temperature 0, the LLaMA-Instruct 3.1 8B row —
+#: the target with the most widely deployed published EAGLE-3 head — as transcribed (with the
+#: table's other rows) in a public research note read through this project's code search ("RS-4
+#: 投机解码的负收益、失效条件与真实基准数据", 2026-08-22, §4.1, citing arxiv.org/html/2503.01840;
+#: its repository is not named by the search): not checked against the paper itself. The paper drafts a tree; k = 8 is the EAGLE repository's
+#: default depth (SafeAILab/EAGLE, eagle/model/ea_model.py `from_pretrained(depth=7)`, "the maximum
+#: draft length − 1", commit cb7e084), the shortest draft consistent with the table (its Vicuna 13B
+#: HumanEval τ 7.54 exceeds the k + 1 = 7 of the evaluation script's depth 5). A tree's τ over a
+#: chain's formula gives an α above what a chain of the same method reaches (the tree tries several
+#: candidates per position), so these defaults are optimistic for the chains Headroom plans.
+_EAGLE3_TABLE1 = "Li et al., EAGLE-3 (arXiv 2503.01840), Table 1, T = 0, LLaMA-Instruct 3.1 8B"
+#: DeepSeek-V3 Technical Report (arXiv 2412.19437) §5.4.3: the second token's acceptance "ranges
+#: between 85% and 90% across various generation topics" with one MTP module (k = 1, τ = 1 + α):
+#: the same 0.85 (the range's low end) for every task.
+_DEEPSEEK_V3 = (
+    "DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437), §5.4.3: second-token acceptance 85–90 % across topics"
+)
+PUBLISHED_ACCEPTANCE: tuple[PublishedAcceptance, ...] = (
+    PublishedAcceptance(
+        method="eagle", task="chat", benchmark="MT-bench", acceptance_length=6.13, draft_tokens=8, source=_EAGLE3_TABLE1
+    ),
+    PublishedAcceptance(
+        method="eagle", task="code", benchmark="HumanEval", acceptance_length=6.74, draft_tokens=8, source=_EAGLE3_TABLE1
+    ),
+    PublishedAcceptance(
+        method="eagle", task="math", benchmark="GSM8K", acceptance_length=6.23, draft_tokens=8, source=_EAGLE3_TABLE1
+    ),
+    PublishedAcceptance(
+        method="eagle", task="instruction", benchmark="Alpaca", acceptance_length=6.70, draft_tokens=8, source=_EAGLE3_TABLE1
+    ),
+    PublishedAcceptance(
+        method="eagle", task="summarization", benchmark="CNN/DM", acceptance_length=5.34, draft_tokens=8, source=_EAGLE3_TABLE1
+    ),
+    *(
+        PublishedAcceptance(
+            method="mtp", task=task, benchmark="generation topics", acceptance_length=1.85, draft_tokens=1, source=_DEEPSEEK_V3
+        )
+        for task in TASKS
+    ),
+)
+
+
+def default_acceptance(method: str, task: Task | None) -> MethodDefault:
+    """The default α of `method` for traffic of `task`: the published per-task figure converted to a
+    chain's α where PUBLISHED_ACCEPTANCE has one, else the method's chat default (METHOD_DEFAULTS;
+    Medusa and separate draft models have no per-task figure with a source here)."""
+    found = next((p for p in PUBLISHED_ACCEPTANCE if p.method == method and p.task == task), None)
+    if task is None or found is None:
+        return METHOD_DEFAULTS[method]
+    return MethodDefault(
+        method=found.method,
+        acceptance_rate=found.acceptance_rate,
+        source=f"{found.source}: {found.benchmark} τ {found.acceptance_length:g} at k {found.draft_tokens} "
+        f"→ α {found.acceptance_rate:.3f} by τ = (1 − α^(k+1))/(1 − α)",
+    )
+
 
 #: Models published with multi-token-prediction modules (DeepSeek-V3 §2.2 ships one MTP module).
 MTP_MODELS: frozenset[str] = frozenset({"deepseek-v3"})

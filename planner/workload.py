@@ -6,8 +6,9 @@ seeded sampler; a workload couples two of them with an arrival process.
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -17,6 +18,12 @@ from planner.errors import PlannerInputError
 from planner.prefix_cache import PrefixReuse
 
 Router = Literal["random", "round_robin", "jsq"]
+#: The kinds of traffic the EAGLE papers report acceptance for, each by its benchmark: MT-bench
+#: (multi-turn chat), HumanEval (code), GSM8K (math word problems), Alpaca (single instructions),
+#: CNN/DailyMail (summarisation). `Workload.task` names one to pick a speculative method's default
+#: acceptance rate (planner/speculative.py `default_acceptance`); absent, the method's chat default holds.
+Task = Literal["chat", "code", "math", "instruction", "summarization"]
+TASKS: tuple[Task, ...] = ("chat", "code", "math", "instruction", "summarization")
 
 #: Coefficient of variation of inter-arrival times the queueing model and the simulator take.
 #: 0.05: c² = 0.0025, already indistinguishable from clockwork arrivals in the Allen–Cunneen
@@ -98,30 +105,45 @@ class LognormalLength:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HistogramLength:
-    """Lengths drawn from observed values with weights (normalised here)."""
+    """Lengths drawn from observed values with weights (normalised here).
+
+    As a prompt distribution it may carry `cached`: per value, the tokens of that prompt already in
+    a prefix cache (planner/plan_prefix.py's mixtures). `tokens` are then the tokens prefilled and
+    tokens + cached the context the prompt leaves in the KV cache, which every decode step reads
+    and its prefill attends to; the queueing model counts both (planner/queueing_replica.py). The
+    cached tokens are held by the cache, not by the sequence, so a sequence's own KV stays
+    tokens + output. Empty: nothing cached (every other use)."""
 
     tokens: tuple[int, ...]
     weights: tuple[float, ...]
+    cached: tuple[int, ...] = ()
+    #: The hash, computed once: a histogram keys the queueing model's caches, which look it up
+    #: thousands of times a plan, and hashing plan_prefix's 384-value mixtures each time was ~8 % of a trial.
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
 
     def __post_init__(self) -> None:
         if not self.tokens or len(self.tokens) != len(self.weights):
             raise PlannerInputError("histogram needs as many weights as token values, at least one")
         if min(self.tokens) < 1 or not all(w >= 0 and math.isfinite(w) for w in self.weights) or max(self.weights) <= 0:
             raise PlannerInputError("histogram token values must be >= 1 and weights finite and >= 0 with a positive sum")
+        if self.cached and (len(self.cached) != len(self.tokens) or min(self.cached) < 0):
+            raise PlannerInputError("histogram cached tokens need one value >= 0 per token value")
+        object.__setattr__(self, "_hash", hash((self.tokens, self.weights, self.cached)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def _p(self) -> np.ndarray:
-        w = np.asarray(self.weights, dtype=float)
-        w = w / w.max()  # scaled to at most 1 first, so the sum of weights near 1e308 stays finite
-        return np.asarray(w / w.sum())
+        return _histogram_moments(self).p
 
     @property
     def mean(self) -> float:
-        return float(np.dot(self._p, self.tokens))
+        return _histogram_moments(self).mean
 
     @property
     def second_moment(self) -> float:
-        return float(np.dot(self._p, np.square(np.asarray(self.tokens, dtype=float))))
+        return _histogram_moments(self).second_moment
 
     def quantile(self, q: float) -> float:
         order = np.argsort(self.tokens)
@@ -132,8 +154,54 @@ class HistogramLength:
     def sample(self, rng: np.random.Generator, size: int) -> np.ndarray:
         return rng.choice(np.asarray(self.tokens, dtype=np.int64), size=size, p=self._p)
 
+    @property
+    def cached_mean(self) -> float:
+        """E[c]: the mean cached tokens per prompt (0 without `cached`)."""
+        return _histogram_moments(self).cached_mean
+
+    @property
+    def cross_moment(self) -> float:
+        """E[n·c]: the mean product of the tokens prefilled and the tokens cached (0 without `cached`)."""
+        return _histogram_moments(self).cross_moment
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class _HistogramMoments:
+    p: np.ndarray  # the normalised weights (read-only)
+    mean: float
+    second_moment: float
+    cached_mean: float
+    cross_moment: float
+
+
+#: Histograms whose moments are kept: the queueing model asks a distribution for them once per
+#: configuration of a plan (hundreds of times), and plan_prefix's mixtures have 384 values.
+_HISTOGRAM_CACHE_SIZE = 64
+
+
+@functools.lru_cache(maxsize=_HISTOGRAM_CACHE_SIZE)
+def _histogram_moments(dist: HistogramLength) -> _HistogramMoments:
+    w = np.asarray(dist.weights, dtype=float)
+    w = w / w.max()  # scaled to at most 1 first, so the sum of weights near 1e308 stays finite
+    p = np.asarray(w / w.sum())
+    p.setflags(write=False)
+    return _HistogramMoments(
+        p=p,
+        mean=float(np.dot(p, dist.tokens)),
+        second_moment=float(np.dot(p, np.square(np.asarray(dist.tokens, dtype=float)))),
+        cached_mean=float(np.dot(p, dist.cached)) if dist.cached else 0.0,
+        cross_moment=float(np.dot(p, np.multiply(dist.tokens, dist.cached, dtype=float))) if dist.cached else 0.0,
+    )
+
 
 LengthDistribution = FixedLength | LognormalLength | HistogramLength
+
+
+def cached_moments(prompt: LengthDistribution) -> tuple[float, float]:
+    """(E[c], E[n·c]) of a prompt distribution whose prompts find c tokens cached and prefill n (zeros without)."""
+    if isinstance(prompt, HistogramLength):
+        return prompt.cached_mean, prompt.cross_moment
+    return 0.0, 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +214,8 @@ class Workload:
     arrival_cv: float = 1.0
     #: How requests share prompt prefixes (planner/prefix_cache.py); None: no reuse is planned for.
     prefix_reuse: PrefixReuse | None = None
+    #: What the traffic is (chat, code, …): picks a draft method's default acceptance rate; None: chat's.
+    task: Task | None = None
 
     def __post_init__(self) -> None:
         if not (self.arrival_rate_rps >= 0 and math.isfinite(self.arrival_rate_rps)):
@@ -163,6 +233,7 @@ class Workload:
             output_tokens=self.output_tokens,
             arrival_cv=self.arrival_cv,
             prefix_reuse=self.prefix_reuse,
+            task=self.task,
         )
 
 

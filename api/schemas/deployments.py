@@ -87,9 +87,12 @@ class DeploymentPut(_Input):
 class DeploymentSummary(BaseModel):
     name: str
     current_plan_id: str | None
-    gpu: str | None = Field(description="GPU type of the current plan's largest row.")
+    gpu: str | None = Field(description="GPU type of the current plan's largest row (a disaggregated plan's decode pool).")
     replicas: int | None
     gpus_total: int | None
+    topology: Literal["aggregated", "disaggregated"] | None = Field(
+        default=None, description="The current plan's topology (separate prefill and decode pools or not); null without a plan."
+    )
     cost_usd_per_hour: float | None = Field(description="Current plan's on-demand cost as planned.")
     cost_usd_per_month: float | None = Field(description="730 hours.")
     cost_usd_per_million_output_tokens: float | None = Field(

@@ -520,7 +520,10 @@ class PrefixCachingTrialRead(_Read):
     hit_rate: float
     prefill_tokens_saved_fraction: float
     replicas: int | None
-    cost_usd_per_hour: float | None = Field(description="The trial's plan cost; null when no plan was found with this cache.")
+    cost_usd_per_hour: float | None = Field(
+        description="The trial's plan cost; null when no plan with this cache costs less than the plan without a cache "
+        "and every smaller cache tried before it (such a trial is not searched to the end)."
+    )
 
 
 class PrefixCachingSectionRead(_Read):

@@ -34,6 +34,7 @@ from planner.workload import (
     LengthDistribution,
     LognormalLength,
     Serving,
+    Task,
     Workload,
 )
 
@@ -200,6 +201,12 @@ class PrefixReuseSpec(_Input):
         )
 
 
+TASK_DESCRIPTION = (
+    "What the traffic is — chat (MT-bench), code (HumanEval), math (GSM8K), instruction (Alpaca) or summarization "
+    "(CNN/DM): picks the draft head's default acceptance rate from the published per-task figures "
+    "(docs/speculative-decoding.md). Absent: the method's chat default."
+)
+
 PREFIX_REUSE_DESCRIPTION = (
     "How requests share prompt prefixes; with it a plan decides the prefix cache's size and the routing "
     "(`plan.prefix_caching`). Absent: no reuse is planned for."
@@ -236,6 +243,9 @@ class WorkloadSpec(_Input):
     prefix_reuse: PrefixReuseSpec | None = Field(
         default=None, exclude_if=lambda v: v is None, description=PREFIX_REUSE_DESCRIPTION
     )  # not written back when absent: stored requests stay as they were
+    task: Task | None = Field(
+        default=None, exclude_if=lambda v: v is None, description=TASK_DESCRIPTION, examples=["code"]
+    )  # not written back when absent: stored requests stay as they were
 
     # not written back (stored requests and templates stay as they were): a workload without `kind` is interactive
     kind: Literal["interactive"] = Field(
@@ -249,6 +259,7 @@ class WorkloadSpec(_Input):
             output_tokens=length_distribution(self.output_tokens),
             arrival_cv=self.arrival_cv,
             prefix_reuse=_prefix_reuse(self.prefix_reuse),
+            task=self.task,
         )
 
 
@@ -274,6 +285,9 @@ class WorkloadShape(_Input):
     prefix_reuse: PrefixReuseSpec | None = Field(
         default=None, exclude_if=lambda v: v is None, description=PREFIX_REUSE_DESCRIPTION
     )  # not written back when absent: stored requests stay as they were
+    task: Task | None = Field(
+        default=None, exclude_if=lambda v: v is None, description=TASK_DESCRIPTION, examples=["code"]
+    )  # not written back when absent: stored requests stay as they were
 
     def to_workload(self, arrival_rate_rps: float) -> Workload:
         return Workload(
@@ -282,6 +296,7 @@ class WorkloadShape(_Input):
             output_tokens=length_distribution(self.output_tokens),
             arrival_cv=self.arrival_cv,
             prefix_reuse=_prefix_reuse(self.prefix_reuse),
+            task=self.task,
         )
 
 

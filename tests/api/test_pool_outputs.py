@@ -222,6 +222,14 @@ def test_a_what_if_with_pools_refuses_what_pools_do_not_plan(seeded: ApiClient) 
     anyway = seeded.post("/v1/what-if", json={**body, "constraints": {}}, headers=ADMIN_HEADERS)
     assert anyway.status_code == 200, anyway.text
     assert [p["topology"] for p in anyway.json()["points"]] == ["aggregated"]
+    reused = seeded.post(
+        "/v1/plans",
+        json={**rag("any"), "verify": False, "workload": {**rag()["workload"], "prefix_reuse": {"hit_rate": 0.5}}},
+        headers=ADMIN_HEADERS,
+    ).json()
+    assert "prefix_reuse" in reused["disaggregation"]["alternative"]["reason"]
+    (point,) = anyway.json()["points"]
+    assert point["cost_usd_per_hour"] == reused["cost"]["usd_per_hour"]  # the plans route's answer: the cache kept
 
 
 # --- re-planning diffs --------------------------------------------------------------------------------------
@@ -268,6 +276,8 @@ def test_replanning_a_disaggregated_deployment_diffs_and_checks_each_pool(seeded
     after = answer["plan"]["plan"]["pools"][0]["replicas"]
     assert prefill["replicas"] == {"before": before, "after": after, "changed": True} and after > before
     assert prefill["status"] == "changed" and f"replicas {before} → {after}" in prefill["summary"]
+    [listed] = [d for d in seeded.get("/v1/deployments").json()["items"] if d["name"] == "rag-pd"]
+    assert listed["topology"] == "disaggregated" and listed["gpus_total"] == answer["plan"]["plan"]["gpus_total"]
     history = seeded.get("/v1/deployments/rag-pd/plans").json()["items"]
     assert [h["topology"] for h in history] == ["disaggregated", "disaggregated"]
     assert history[0]["pools"] == answer["plan"]["plan"]["pools"] and history[1]["pools"] == first["plan"]["pools"]
@@ -320,7 +330,7 @@ def test_an_aggregated_plans_pools_chart_is_its_one_mixed_pool(seeded: ApiClient
 def test_the_explorer_page_has_a_place_for_the_pools(seeded: ApiClient) -> None:
     page = seeded.get("/")
     assert page.status_code == 200
-    assert 'id="chart-pools-figure"' in page.text and 'id="chart-pools"' in page.text
+    assert 'id="pools-chart"' in page.text and 'id="chart-pools"' in page.text
     script = seeded.get("/static/explorer/explorer.js")
     assert script.status_code == 200
     assert "answer-pools" in script.text and "/charts/pools.svg" in script.text

@@ -46,17 +46,24 @@ def test_a_disaggregated_plan_shows_its_pools_table_and_chart(page: tuple[Page, 
         assert cells.nth(0).inner_text() == pool["gpu"] and cells.nth(2).inner_text() == str(pool["replicas"])
     assert "prefill" in browser_page.inner_text("#answer-summary") and "decode" in browser_page.inner_text("#answer-summary")
     assert float(_value(browser_page, "#answer-ttft")) == plan["disaggregation"]["predicted_ttft_ms"]
+    prefill, decode = plan["plan"]["pools"]
+    assert browser_page.inner_text("#answer-replicas") == (
+        f"prefill {prefill['replicas']} × {prefill['tp']}, decode {decode['replicas']} × {decode['tp']}"
+    )
+    assert "separate prefill and decode pools" in browser_page.inner_text("#status")
     # the pools chart loads in place of the one-queue charts (which a disaggregated plan does not have)
     browser_page.wait_for_function(
         "() => { const i = document.getElementById('chart-pools'); return i.complete && i.naturalWidth > 0; }"
     )
-    assert browser_page.is_visible("#chart-pools-figure")
+    assert browser_page.is_visible("#pools-chart") and browser_page.is_hidden("#charts")
     for name in CHARTS:
-        assert browser_page.is_hidden(f"#chart-{name}") and browser_page.get_attribute(f"#chart-{name}", "src") is None
+        assert browser_page.get_attribute(f"#chart-{name}", "src") is None
     svg = httpx.get(f"{served.base_url}/v1/plans/{plan['id']}/charts/pools.svg")
     assert [p["role"] for p in _chart_series(svg.text)["pools"]] == ["prefill", "decode"]
     # the deployment's history names the pools
     browser_page.wait_for_selector("#deployments-table")
+    deployment_row = browser_page.locator("#deployments-table tbody tr", has_text="rag-pools")
+    assert "GPUs in prefill and decode pools" in deployment_row.inner_text()
     browser_page.locator("#deployments-table tbody tr", has_text="rag-pools").get_by_role("button", name="History").click()
     browser_page.wait_for_selector("#history-table")
     assert "GPUs in pools: prefill" in browser_page.inner_text("#history-table tbody tr")

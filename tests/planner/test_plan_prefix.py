@@ -160,3 +160,74 @@ def test_several_replicas_route_by_prefix():
     assert choice.hit_rate == pytest.approx(prefix_hits(REUSE, choice.cache_tokens, "prefix_aware", cached.row.replicas).hit_rate)
     # a per-replica working set smaller than random routing's whole one
     assert section.working_set_tokens < REUSE.working_set_tokens("random", 1)
+
+
+def _planned_in_full(request: PlanningRequest, inputs) -> object:
+    """planning._plan with every trial's cost bound lifted: each cache size planned to its own optimum."""
+    from planner.planning import _plan
+
+    return _plan(replace(request, below_usd_per_hour=float("inf")), inputs)
+
+
+def _prefix_plan(workload: Workload, *, verify: bool, full: bool):
+    from planner import planning
+    from planner.plan_prefix import prefix_plan
+
+    request = PlanningRequest(workload=workload, slo=SLO, constraints=PlanConstraints(speculative="off"), verify=verify, **GRID)
+    return prefix_plan(request, INPUTS, _planned_in_full if full else planning._plan)
+
+
+def _same_answer(bounded, full) -> None:
+    assert bounded.rows == full.rows
+    assert bounded.cost_usd_per_hour == full.cost_usd_per_hour
+    assert bounded.prefix_caching == full.prefix_caching
+    assert bounded.predicted == full.predicted
+    assert bounded.justification.prefix_caching.reason == full.justification.prefix_caching.reason
+
+
+@pytest.mark.parametrize(("rate", "verify"), [(12.0, False), (12.0, True), (80.0, False)])
+def test_bounded_trials_give_the_plan_of_trials_planned_in_full(rate: float, verify: bool):
+    """Each trial counts only plans cheaper than the cheapest so far (the plan without a cache, then
+    an earlier trial's): the deployed plan, its cost, cache and prediction are those of planning
+    every cache size in full. A trial's record has a cost only when it undercut every one before it
+    (a later, larger cache is chosen only when strictly cheaper); None says no plan was cheaper."""
+    workload = replace(CHAT.at_rate(rate), prefix_reuse=REUSE)
+    bounded = _prefix_plan(workload, verify=verify, full=False)
+    _same_answer(bounded, _prefix_plan(workload, verify=verify, full=True))
+    section = bounded.justification.prefix_caching
+    cheapest = section.cost_usd_per_hour_without
+    for record in section.trials:
+        if record.cost_usd_per_hour is not None and not verify:
+            assert record.cost_usd_per_hour < cheapest
+            cheapest = record.cost_usd_per_hour
+    assert bounded.prefix_caching is not None and bounded.cost_usd_per_hour < section.cost_usd_per_hour_without
+
+
+def test_a_refuted_candidate_brings_the_cut_trials_back(monkeypatch: pytest.MonkeyPatch):
+    """The simulator refutes the cheapest candidate (here forced, on its first simulation): the next
+    candidate may be a trial an earlier one cut short, so those are planned in full first, and the
+    answer is the one planning every trial in full gives under the same refutation."""
+    from planner import plan_prefix
+    from planner.plan_prefix import _verified
+
+    def refuting_first(*args, **kwargs):
+        verification, hit = _verified(*args, **kwargs)
+        calls.append(args[5].cache_fraction)  # the candidate's record
+        if len(calls) == 1:
+            verification = replace(verification, meets_slo=False, misses=("ttft",))
+        return verification, hit
+
+    workload = replace(CHAT, prefix_reuse=REUSE)
+    answers = []
+    for full in (False, True):
+        calls: list[float] = []
+        monkeypatch.setattr(plan_prefix, "_verified", refuting_first)
+        answers.append((_prefix_plan(workload, verify=True, full=full), tuple(calls)))
+    (bounded, bounded_calls), (in_full, full_calls) = answers
+    _same_answer(bounded, in_full)
+    assert bounded_calls == full_calls and len(bounded_calls) >= 2  # the same candidates simulated, in the same order
+    # unrefuted, the two larger caches are cut by the first (they cost no less); after the refutation
+    # they were planned in full and carry their cost
+    unrefuted = _prefix_plan(workload, verify=False, full=False).justification.prefix_caching.trials
+    assert [t.cost_usd_per_hour is None for t in unrefuted] == [False, True, True]
+    assert all(t.cost_usd_per_hour is not None for t in bounded.justification.prefix_caching.trials)

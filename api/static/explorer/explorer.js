@@ -242,8 +242,9 @@
     $("answer-body").replaceChildren();
     $("answer-body").hidden = true;
     $("charts").hidden = true;
+    if ($("pools-chart")) $("pools-chart").hidden = true;
     $("downloads").hidden = true;
-    for (const img of document.querySelectorAll("#charts img")) img.removeAttribute("src");
+    for (const img of document.querySelectorAll("#charts img, #pools-chart img")) img.removeAttribute("src");
   }
 
   function showAnswer(nodes, statusText) {
@@ -413,9 +414,11 @@
       el(
         "dl",
         { class: "facts" },
-        fact("answer-gpu", "GPU", decision.gpu, decision.gpu),
+        fact("answer-gpu", "GPU", decision.gpu, pooled ? [...new Set(decision.pools.map((p) => p.gpu))].join(" / ") : decision.gpu),
         fact("answer-gpus", "GPUs", decision.gpus_total, num(decision.gpus_total, 0)),
-        fact("answer-replicas", "Replicas × tp", decision.replicas, `${decision.replicas} × ${decision.tp}`),
+        pooled
+          ? fact("answer-replicas", "Replicas × tp", decision.replicas, decision.pools.map((p) => `${p.role} ${p.replicas} × ${p.tp}`).join(", "))
+          : fact("answer-replicas", "Replicas × tp", decision.replicas, `${decision.replicas} × ${decision.tp}`),
         fact("answer-cost-hour", "Per hour", cost.usd_per_hour, usd(cost.usd_per_hour)),
         fact("answer-cost-month", "Per month", cost.usd_per_month, usd(cost.usd_per_month)),
         plan.predicted ? fact("answer-ttft", "TTFT p99", plan.predicted.ttft_ms.p99, `${num(plan.predicted.ttft_ms.p99, 1)} ms`) : [],
@@ -441,7 +444,12 @@
           : "A dry run: answered, not stored. Give a planner key to store it and get its charts, CSV and deploy files.",
       ),
     );
-    showAnswer(nodes, `Plan: ${num(decision.gpus_total, 0)} × ${decision.gpu}, ${usd(cost.usd_per_hour)} per hour.`);
+    showAnswer(
+      nodes,
+      pooled
+        ? `Plan: separate prefill and decode pools, ${num(decision.gpus_total, 0)} GPUs, ${usd(cost.usd_per_hour)} per hour.`
+        : `Plan: ${num(decision.gpus_total, 0)} × ${decision.gpu}, ${usd(cost.usd_per_hour)} per hour.`,
+    );
     if (stored) showStoredExtras(plan.id, pooled);
   }
 
@@ -497,16 +505,21 @@
    * wall, knee, cost and alternatives charts: its pools chart is shown in their place. */
   function showStoredExtras(planId, pooled) {
     const id = encodeURIComponent(planId);
-    const poolsFigure = $("chart-pools-figure");
-    if (poolsFigure) poolsFigure.hidden = !pooled;
-    for (const name of CHARTS) {
-      const image = $(`chart-${name}`);
-      image.closest("figure").hidden = pooled;
-      if (pooled) image.removeAttribute("src");
-      else showChart(name, `${PREFIX}/v1/plans/${id}/charts/${name}.svg`);
+    const poolsChart = $("pools-chart");
+    if (pooled) {
+      $("charts").hidden = true;
+      for (const name of CHARTS) $(`chart-${name}`).removeAttribute("src");
+      if (poolsChart) {
+        showChart("pools", `${PREFIX}/v1/plans/${id}/charts/pools.svg`);
+        poolsChart.hidden = false;
+      }
+    } else {
+      if (poolsChart) poolsChart.hidden = true;
+      if (CHARTS.length) {
+        for (const name of CHARTS) showChart(name, `${PREFIX}/v1/plans/${id}/charts/${name}.svg`);
+        $("charts").hidden = false;
+      }
     }
-    if (pooled && poolsFigure) showChart("pools", `${PREFIX}/v1/plans/${id}/charts/pools.svg`);
-    if (CHARTS.length || (pooled && poolsFigure)) $("charts").hidden = false;
     setDownload($("download-csv"), `${PREFIX}/v1/plans/${id}/csv`, `plan-${planId}.csv`);
     const target = $("deploy-target");
     const setDeploy = () => {
@@ -660,7 +673,7 @@
         "tr",
         {},
         el("th", { scope: "row" }, d.name),
-        el("td", {}, d.gpu ? `${num(d.gpus_total, 0)} × ${d.gpu}` : "—"),
+        el("td", {}, d.gpu ? (d.topology === "disaggregated" ? `${num(d.gpus_total, 0)} GPUs in prefill and decode pools` : `${num(d.gpus_total, 0)} × ${d.gpu}`) : "—"),
         el("td", { class: "num" }, d.replicas === null ? "—" : String(d.replicas)),
         el("td", { class: "num" }, usd(d.cost_usd_per_hour)),
         el("td", {}, d.current_plan_id ? el("button", { type: "button", onclick: () => openPlan(d.current_plan_id) }, "Open current plan") : "—"),
