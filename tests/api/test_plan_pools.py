@@ -188,7 +188,7 @@ def test_a_batch_job_and_a_classes_request_take_any_and_plan_as_aggregated(seede
     from tests.api.test_batch_jobs import SUMMARIES
     from tests.api.test_classes_plans import WORKED
 
-    for body, created in ((SUMMARIES, 201), (WORKED, 200)):
+    for body, created in ((SUMMARIES, 201), (WORKED, 201)):
         aggregated = {**body, "constraints": {**body["constraints"], "topology": "aggregated"}}
         anyway = {**body, "constraints": {**body["constraints"], "topology": "any"}}
         expected = seeded.post("/v1/plans", json=aggregated, headers=ADMIN_HEADERS)
