@@ -100,6 +100,7 @@ def test_a_fleet_plan_and_its_csv_follow_the_policy(seeded: ApiClient, admin: di
                 "currency",
                 "calibration_grade",
                 "warning",
+                "pool_role",
             ):
                 assert allowed_digits(float(cell), unit_of(column)), (column, cell)
     # cost = Σ price × GPUs held to the cent, per period: the served prices reproduce the served costs
