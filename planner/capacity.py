@@ -18,6 +18,20 @@ tp). μ_c ≤ exact saturation ≤ the closed-form saturation bound of planner/c
 r × either bound is an upper bound on Λ_c: configurations are taken in order of their bound and
 the search stops when the next bound cannot beat the best capacity found — the root-find, the
 expensive step, runs only for configurations that could win.
+
+With `workload.prefix_reuse` the capacity is sought with planner/plan_prefix.py's machinery
+(`prefix_capacity`). A measured hit rate h is taken as given: every prompt prefills (1 − h) of its
+tokens, the rest counted as cached context (`HistogramLength.cached`); no cache memory is set aside
+and the routing is "as_measured". Shared prefixes are tried, for each tp the hardware runs (r
+replicas), at ¼, ½ and all of the per-replica working set (`CACHE_FRACTIONS`), under random routing
+(every replica sees every prefix) and, when r > 1, prefix-aware routing (each replica a shard of the
+prefixes; the deployment's capacity is then the busiest replica's μ over its share of the traffic,
+`CapacityRequest.busiest_share`, which Zipf popularity makes more than 1/r). Each trial's Che hit
+probabilities give the cached-prefill mixture (`reduced_prompts`) and each replica's KV capacity
+loses the cache's tokens (planner/planning.py `_with_prefix_cache`). The capacity is the largest of
+the trials and of the capacity without a cache; the answer states the hit rate, cache tokens and
+routing assumed (`CapacityResult.prefix_caching`). Verification simulates the busiest replica with
+its own LRU (planner/simulator_prefix.py), as a plan's is.
 """
 
 from __future__ import annotations
@@ -58,7 +72,7 @@ from planner.planning import (
     _with_prefix_cache,
 )
 from planner.prefix_cache import BLOCK_TOKENS, PrefixReuse, Routing, prefix_hits
-from planner.simulator_prefix import simulate_prefix_replica
+from planner.simulator_prefix import replica_stream, simulate_prefix_replica
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.speculative import SEARCH_DRAFT_TOKENS
 from planner.workload import Slo, Workload
@@ -113,6 +127,9 @@ class CapacityRequest:
     acceptance_rate: float | None = None
     #: KV tokens each replica gives its prefix cache (set by `prefix_capacity` for one trial)
     prefix_cache_tokens: int = 0
+    #: The busiest replica's share of the traffic when it exceeds 1/r (prefix-aware routing of Zipf-popular
+    #: prefixes, planner/simulator_prefix.py `replica_stream`): the deployment's capacity is then μ / share
+    busiest_share: float | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -135,6 +152,10 @@ class CapacityRequest:
             )
         if self.verify_requests < 100:
             raise PlannerInputError(f"verify_requests must be >= 100, got {self.verify_requests}")
+
+    def rate_multiplier(self, tp: int) -> float:
+        """The deployment's rate per unit of one replica's: r under an even split, 1 / the busiest share otherwise."""
+        return float(self.replicas_for(tp)) if self.busiest_share is None else 1.0 / self.busiest_share
 
     def replicas_for(self, tp: int) -> int:
         """Replicas of tp GPUs the hardware runs: ⌊gpus / tp⌋, or n · ⌊g / tp⌋ on n whole instances
@@ -288,23 +309,31 @@ def prefix_capacity(request: CapacityRequest, inputs: CapacityInputs) -> Capacit
         candidates = (request.tp,) if request.tp is not None else request.tp_degrees
         for tp in (t for t in candidates if t <= request.gpus and request.replicas_for(t) >= 1):
             replicas = request.replicas_for(tp)
-            routing: Routing = "prefix_aware" if replicas > 1 and reuse.distinct_prefixes > 1 else "random"
-            working_set = reuse.working_set_tokens(routing, replicas)
-            for fraction in CACHE_FRACTIONS:
-                cache = int(fraction * working_set) // BLOCK_TOKENS * BLOCK_TOKENS  # whole 16-token blocks
-                hits = prefix_hits(reuse, cache, routing, replicas)
-                mix = reduced_prompts(prompt, hits.classes)
-                chosen = PrefixCaching(
-                    hit_rate=hits.hit_rate,
-                    cache_tokens=hits.cache_tokens,
-                    routing=routing,
-                    prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
-                )
-                trial = _PrefixTrial(reuse=reuse, cache_tokens=hits.cache_tokens, routing=routing, workload=plain.workload)
-                trial_request = replace(
-                    unverified, tp=tp, workload=replace(plain.workload, prompt_tokens=mix), prefix_cache_tokens=hits.cache_tokens
-                )
-                trials.append((trial_request, trial, chosen))
+            routings: tuple[Routing, ...] = (
+                ("random", "prefix_aware") if replicas > 1 and reuse.distinct_prefixes > 1 else ("random",)
+            )
+            for routing in routings:
+                working_set = reuse.working_set_tokens(routing, replicas)
+                share = replica_stream(reuse, routing, replicas).share  # the busiest replica's (replica 0's) share
+                for fraction in CACHE_FRACTIONS:
+                    cache = int(fraction * working_set) // BLOCK_TOKENS * BLOCK_TOKENS  # whole 16-token blocks
+                    hits = prefix_hits(reuse, cache, routing, replicas)
+                    mix = reduced_prompts(prompt, hits.classes)
+                    chosen = PrefixCaching(
+                        hit_rate=hits.hit_rate,
+                        cache_tokens=hits.cache_tokens,
+                        routing=routing,
+                        prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+                    )
+                    trial = _PrefixTrial(reuse=reuse, cache_tokens=hits.cache_tokens, routing=routing, workload=plain.workload)
+                    trial_request = replace(
+                        unverified,
+                        tp=tp,
+                        workload=replace(plain.workload, prompt_tokens=mix),
+                        prefix_cache_tokens=hits.cache_tokens,
+                        busiest_share=share if routing == "prefix_aware" else None,
+                    )
+                    trials.append((trial_request, trial, chosen))
     best: tuple[CapacityResult, CapacityRequest, _PrefixTrial, PrefixCaching] | None = None
     for trial_request, trial, chosen in trials:
         try:
@@ -340,7 +369,9 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
         planners[tp] = _Planner([o for o in options if o.group.tp == tp], per_replica)
 
     # stage 0: r × closed-form bound; stage 1: r × exact saturation; stage 2: r × μ (final)
-    heap: list[tuple[float, int, str]] = [(-request.replicas_for(o.group.tp) * o.saturation_bound_rps, 0, o.id) for o in options]
+    heap: list[tuple[float, int, str]] = [
+        (-request.rate_multiplier(o.group.tp) * o.saturation_bound_rps, 0, o.id) for o in options
+    ]
     heapq.heapify(heap)
     by_id = {o.id: o for o in options}
     best = _Best()
@@ -353,9 +384,10 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
             break  # nothing left can beat (or tie) the best
         option = by_id[option_id]
         tp, replicas = option.group.tp, request.replicas_for(option.group.tp)
+        multiplier = request.rate_multiplier(tp)
         planner = planners[tp]
         if stage == 0:
-            heapq.heappush(heap, (-replicas * planner.saturation(option), 1, option_id))
+            heapq.heappush(heap, (-multiplier * planner.saturation(option), 1, option_id))
             continue
         if stage == 1:
             evaluated += 1
@@ -365,11 +397,11 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
                 if metric in ("ttft", "tpot", "e2e") and predicted is not None:
                     never.append((metric, predicted, _where(option)))
                 continue
-            heapq.heappush(heap, (-replicas * mu, 2, option_id))
+            heapq.heappush(heap, (-multiplier * mu, 2, option_id))
             continue
         total = bound
         if _beats(total, replicas * tp, tp, option_id, best):
-            best = _Best(option=option, replicas=replicas, mu_rps=total / replicas, total_rps=total)
+            best = _Best(option=option, replicas=replicas, mu_rps=total / multiplier, total_rps=total)
     if best.option is None:
         raise _infeasible_from_drops(drops, slo, never)
     return _result(request, inputs, best.option, best, planners[best.option.group.tp], evaluated, len(options), prefix)
