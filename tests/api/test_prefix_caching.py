@@ -137,6 +137,17 @@ def test_capacity_with_shared_prefixes_states_the_cache_and_routing_and_verifies
     assert answer["max_arrival_rate_rps"] == pytest.approx(answer["verification"][-1]["arrival_rate_rps"])
 
 
+def test_capacity_with_shared_prefixes_and_a_draft_head_runs_and_verifies_both(seeded: ApiClient) -> None:
+    reused = copy.deepcopy(PREFILL_BOUND)
+    reused["workload"]["prompt_tokens"] = {"mean": 3000, "p99": 6000}
+    reused["workload"]["prefix_reuse"] = REUSE
+    response = seeded.post("/v1/capacity", json={**reused, "verify": True, "constraints": {"speculative": "on"}})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["prefix_caching"]["cache_tokens"] > 0 and answer["speculative"]["method"]
+    assert answer["verification"][-1]["meets_slo"] is True
+
+
 def test_separate_pools_refuse_prefix_reuse_in_capacity(seeded: ApiClient) -> None:
     reused = copy.deepcopy(PREFILL_BOUND)
     reused["workload"]["prefix_reuse"] = {"hit_rate": 0.5}
