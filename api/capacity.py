@@ -228,6 +228,8 @@ def _pools_response(
 
 def _pools_capacity(body: CapacityRequest, inputs: capacity.CapacityInputs) -> DisaggCapacity:
     constraints = _pool_constraints(body)
+    if body.workload.prefix_reuse is not None:  # refused rather than ignored
+        raise UnsupportedConfigurationError("separate prefill and decode pools do not take workload.prefix_reuse yet")
     if refusals := pool_refusals(constraints):
         raise UnsupportedConfigurationError("separate prefill and decode pools do not take " + "; ".join(refusals))
     assert body.gpus is not None, "instances are the unit `instance`, refused by pool_refusals"

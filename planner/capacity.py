@@ -18,6 +18,20 @@ tp). μ_c ≤ exact saturation ≤ the closed-form saturation bound of planner/c
 r × either bound is an upper bound on Λ_c: configurations are taken in order of their bound and
 the search stops when the next bound cannot beat the best capacity found — the root-find, the
 expensive step, runs only for configurations that could win.
+
+With `workload.prefix_reuse` the capacity is sought with planner/plan_prefix.py's machinery
+(`prefix_capacity`). A measured hit rate h is taken as given: every prompt prefills (1 − h) of its
+tokens, the rest counted as cached context (`HistogramLength.cached`); no cache memory is set aside
+and the routing is "as_measured". Shared prefixes are tried, for each tp the hardware runs (r
+replicas), at ¼, ½ and all of the per-replica working set (`CACHE_FRACTIONS`), under random routing
+(every replica sees every prefix) and, when r > 1, prefix-aware routing (each replica a shard of the
+prefixes; the deployment's capacity is then the busiest replica's μ over its share of the traffic,
+`CapacityRequest.busiest_share`, which Zipf popularity makes more than 1/r). Each trial's Che hit
+probabilities give the cached-prefill mixture (`reduced_prompts`) and each replica's KV capacity
+loses the cache's tokens (planner/planning.py `_with_prefix_cache`). The capacity is the largest of
+the trials and of the capacity without a cache; the answer states the hit rate, cache tokens and
+routing assumed (`CapacityResult.prefix_caching`). Verification simulates the busiest replica with
+its own LRU (planner/simulator_prefix.py), as a plan's is.
 """
 
 from __future__ import annotations
@@ -38,7 +52,14 @@ from planner.candidates import (
 )
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.plan_predict import _cached_prediction, _meets, _per_replica_cv, _predicted_at, _serving, _slo_targets, _verify
-from planner.plan_result import SpeculativeChoice
+from planner.plan_prefix import (
+    CACHE_FRACTIONS,
+    _report,
+    _saved_fraction,
+    measured_prompts,
+    reduced_prompts,
+)
+from planner.plan_result import PrefixCaching, SpeculativeChoice
 from planner.plan_search import _Planner
 from planner.plan_speculative import speculative_choice
 from planner.planning import (
@@ -48,7 +69,10 @@ from planner.planning import (
     VERIFY_CAPACITY_STEP,
     VERIFY_REQUESTS,
     _infeasible_from_drops,
+    _with_prefix_cache,
 )
+from planner.prefix_cache import BLOCK_TOKENS, PrefixReuse, Routing, prefix_hits
+from planner.simulator_prefix import replica_stream, simulate_prefix_replica
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.speculative import SEARCH_DRAFT_TOKENS
 from planner.workload import Slo, Workload
@@ -101,6 +125,11 @@ class CapacityRequest:
     draft_tokens: int | None = None
     #: a given per-token acceptance rate (replaces the method's default α)
     acceptance_rate: float | None = None
+    #: KV tokens each replica gives its prefix cache (set by `prefix_capacity` for one trial)
+    prefix_cache_tokens: int = 0
+    #: The busiest replica's share of the traffic when it exceeds 1/r (prefix-aware routing of Zipf-popular
+    #: prefixes, planner/simulator_prefix.py `replica_stream`): the deployment's capacity is then μ / share
+    busiest_share: float | None = None
 
     def __post_init__(self) -> None:
         if self.gpus < 1:
@@ -123,6 +152,10 @@ class CapacityRequest:
             )
         if self.verify_requests < 100:
             raise PlannerInputError(f"verify_requests must be >= 100, got {self.verify_requests}")
+
+    def rate_multiplier(self, tp: int) -> float:
+        """The deployment's rate per unit of one replica's: r under an even split, 1 / the busiest share otherwise."""
+        return float(self.replicas_for(tp)) if self.busiest_share is None else 1.0 / self.busiest_share
 
     def replicas_for(self, tp: int) -> int:
         """Replicas of tp GPUs the hardware runs: ⌊gpus / tp⌋, or n · ⌊g / tp⌋ on n whole instances
@@ -198,6 +231,21 @@ class CapacityResult:
     configurations_considered: int
     #: The speculative decoding the configuration runs (`CapacityRequest.speculative`); None without.
     speculative: SpeculativeChoice | None = None
+    #: With `workload.prefix_reuse`: the hit rate, cache tokens per replica and routing the capacity assumes.
+    prefix_caching: PrefixCaching | None = None
+    #: With `workload.prefix_reuse`: the capacity of the same hardware without a cache (None: none meets the SLOs).
+    max_arrival_rate_rps_without_cache: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PrefixTrial:
+    """One prefix-cache assumption a capacity search runs under: the reuse, the cache and routing, and the
+    workload with its whole prompts (the simulator draws the hits itself)."""
+
+    reuse: PrefixReuse
+    cache_tokens: int
+    routing: Routing
+    workload: Workload
 
 
 @dataclass(slots=True)
@@ -229,6 +277,85 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
 
     Raises InfeasiblePlanError, naming the culprit, when no configuration meets the SLOs even
     unloaded (or holds the model); PlannerInputError on malformed input."""
+    if request.workload.prefix_reuse is not None:
+        return prefix_capacity(request, inputs)
+    return _max_capacity(request, inputs, None)
+
+
+def prefix_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityResult:
+    """The capacity with `workload.prefix_reuse` (module docstring): the largest over the cache trials and no cache."""
+    reuse = request.workload.prefix_reuse
+    assert reuse is not None
+    prompt = request.workload.prompt_tokens
+    plain = replace(request, workload=replace(request.workload, prefix_reuse=None))
+    unverified = replace(plain, verify=False)
+    try:
+        without: CapacityResult | None = _max_capacity(unverified, inputs, None)
+    except InfeasiblePlanError as error:
+        without, refusal = None, error
+    trials: list[tuple[CapacityRequest, _PrefixTrial, PrefixCaching]] = []
+    if reuse.measured:
+        assert reuse.hit_rate is not None
+        mix = measured_prompts(prompt, reuse.hit_rate)
+        chosen = PrefixCaching(
+            hit_rate=reuse.hit_rate,
+            cache_tokens=0,
+            routing="as_measured",
+            prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+        )
+        trial = _PrefixTrial(reuse=reuse, cache_tokens=0, routing="random", workload=plain.workload)
+        trials.append((replace(unverified, workload=replace(plain.workload, prompt_tokens=mix)), trial, chosen))
+    else:
+        candidates = (request.tp,) if request.tp is not None else request.tp_degrees
+        for tp in (t for t in candidates if t <= request.gpus and request.replicas_for(t) >= 1):
+            replicas = request.replicas_for(tp)
+            routings: tuple[Routing, ...] = (
+                ("random", "prefix_aware") if replicas > 1 and reuse.distinct_prefixes > 1 else ("random",)
+            )
+            for routing in routings:
+                working_set = reuse.working_set_tokens(routing, replicas)
+                share = replica_stream(reuse, routing, replicas).share  # the busiest replica's (replica 0's) share
+                for fraction in CACHE_FRACTIONS:
+                    cache = int(fraction * working_set) // BLOCK_TOKENS * BLOCK_TOKENS  # whole 16-token blocks
+                    hits = prefix_hits(reuse, cache, routing, replicas)
+                    mix = reduced_prompts(prompt, hits.classes)
+                    chosen = PrefixCaching(
+                        hit_rate=hits.hit_rate,
+                        cache_tokens=hits.cache_tokens,
+                        routing=routing,
+                        prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+                    )
+                    trial = _PrefixTrial(reuse=reuse, cache_tokens=hits.cache_tokens, routing=routing, workload=plain.workload)
+                    trial_request = replace(
+                        unverified,
+                        tp=tp,
+                        workload=replace(plain.workload, prompt_tokens=mix),
+                        prefix_cache_tokens=hits.cache_tokens,
+                        busiest_share=share if routing == "prefix_aware" else None,
+                    )
+                    trials.append((trial_request, trial, chosen))
+    best: tuple[CapacityResult, CapacityRequest, _PrefixTrial, PrefixCaching] | None = None
+    for trial_request, trial, chosen in trials:
+        try:
+            found = _max_capacity(trial_request, inputs, trial)
+        except InfeasiblePlanError:
+            continue  # e.g. the cache leaves too little KV for the p99 request at this tp
+        if best is None or found.analytic_arrival_rate_rps > best[0].analytic_arrival_rate_rps * (1 + _TIE):
+            best = (found, trial_request, trial, chosen)
+    rate_without = None if without is None else without.analytic_arrival_rate_rps
+    if best is None or (rate_without is not None and best[0].analytic_arrival_rate_rps <= rate_without * (1 + _TIE)):
+        if without is None:
+            raise refusal
+        none = PrefixCaching(hit_rate=0.0, cache_tokens=0, routing="random", prefill_tokens_saved_fraction=0.0)
+        result = _max_capacity(plain, inputs, None) if request.verify else without
+        return replace(result, prefix_caching=none, max_arrival_rate_rps_without_cache=rate_without)
+    _found, trial_request, trial, chosen = best
+    result = _max_capacity(replace(trial_request, verify=request.verify), inputs, trial) if request.verify else _found
+    return replace(result, prefix_caching=chosen, max_arrival_rate_rps_without_cache=rate_without)
+
+
+def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _PrefixTrial | None) -> CapacityResult:
+    """The search of `max_capacity`; `prefix`: the cache trial it runs under (its simulator with an LRU)."""
     workload, slo = request.workload.at_rate(1.0), request.slo
     options, drops = _options(request, inputs)
     if not options:
@@ -242,7 +369,9 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
         planners[tp] = _Planner([o for o in options if o.group.tp == tp], per_replica)
 
     # stage 0: r × closed-form bound; stage 1: r × exact saturation; stage 2: r × μ (final)
-    heap: list[tuple[float, int, str]] = [(-request.replicas_for(o.group.tp) * o.saturation_bound_rps, 0, o.id) for o in options]
+    heap: list[tuple[float, int, str]] = [
+        (-request.rate_multiplier(o.group.tp) * o.saturation_bound_rps, 0, o.id) for o in options
+    ]
     heapq.heapify(heap)
     by_id = {o.id: o for o in options}
     best = _Best()
@@ -255,9 +384,10 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
             break  # nothing left can beat (or tie) the best
         option = by_id[option_id]
         tp, replicas = option.group.tp, request.replicas_for(option.group.tp)
+        multiplier = request.rate_multiplier(tp)
         planner = planners[tp]
         if stage == 0:
-            heapq.heappush(heap, (-replicas * planner.saturation(option), 1, option_id))
+            heapq.heappush(heap, (-multiplier * planner.saturation(option), 1, option_id))
             continue
         if stage == 1:
             evaluated += 1
@@ -267,14 +397,14 @@ def max_capacity(request: CapacityRequest, inputs: CapacityInputs) -> CapacityRe
                 if metric in ("ttft", "tpot", "e2e") and predicted is not None:
                     never.append((metric, predicted, _where(option)))
                 continue
-            heapq.heappush(heap, (-replicas * mu, 2, option_id))
+            heapq.heappush(heap, (-multiplier * mu, 2, option_id))
             continue
         total = bound
         if _beats(total, replicas * tp, tp, option_id, best):
-            best = _Best(option=option, replicas=replicas, mu_rps=total / replicas, total_rps=total)
+            best = _Best(option=option, replicas=replicas, mu_rps=total / multiplier, total_rps=total)
     if best.option is None:
         raise _infeasible_from_drops(drops, slo, never)
-    return _result(request, inputs, best.option, best, planners[best.option.group.tp], evaluated, len(options))
+    return _result(request, inputs, best.option, best, planners[best.option.group.tp], evaluated, len(options), prefix)
 
 
 def _mu(planner: _Planner, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
@@ -354,13 +484,44 @@ def _step(report: dict[str, Any], rate_rps: float) -> VerifyStep:
     )
 
 
-def _verified(request: CapacityRequest, option: Option, replicas: int, rate_rps: float) -> tuple[VerifyStep, ...]:
+def _prefix_verify(
+    option: Option, trial: _PrefixTrial, rate_rps: float, replicas: int, slo: Slo, requests: int, seed: int
+) -> dict[str, Any]:
+    """The busiest replica simulated with its own LRU prefix cache (planner/simulator_prefix.py), reported as `_verify`'s."""
+    workload = replace(
+        trial.workload,
+        arrival_rate_rps=rate_rps,
+        arrival_cv=_per_replica_cv(trial.workload.arrival_cv, replicas),
+        prefix_reuse=None,
+    )
+    simulation = simulate_prefix_replica(
+        option.group.step_model,
+        workload,
+        _serving(option),
+        kv_capacity_tokens=option.group.kv_capacity_tokens,
+        reuse=trial.reuse,
+        cache_tokens=trial.cache_tokens,
+        routing=trial.routing,
+        replicas=replicas,
+        requests=requests,
+        seed=seed,
+    )
+    return _report(simulation, slo, option.group.gpu.slug, replicas)
+
+
+def _verified(
+    request: CapacityRequest, option: Option, replicas: int, rate_rps: float, prefix: _PrefixTrial | None = None
+) -> tuple[VerifyStep, ...]:
     """Simulate at the analytic rate; on a miss lower it by the step the plan's verification adds
     capacity with (÷ 1.10), at most MAX_VERIFY_ADJUSTMENTS times. Raises when the simulator never agrees."""
     steps: list[VerifyStep] = []
     for adjustment in range(MAX_VERIFY_ADJUSTMENTS + 1):
         rate = rate_rps / VERIFY_CAPACITY_STEP**adjustment
-        report = _verify(option, request.workload, rate, replicas, request.slo, request.verify_requests, request.seed)
+        report = (
+            _verify(option, request.workload, rate, replicas, request.slo, request.verify_requests, request.seed)
+            if prefix is None
+            else _prefix_verify(option, prefix, rate, replicas, request.slo, request.verify_requests, request.seed)
+        )
         steps.append(_step(report, rate))
         if report["meets_slo"]:
             return tuple(steps)
@@ -382,10 +543,11 @@ def _result(
     planner: _Planner,
     evaluated: int,
     considered: int,
+    prefix: _PrefixTrial | None = None,
 ) -> CapacityResult:
     g, replicas, mu = option.group, best.replicas, best.mu_rps
     saturation = planner.saturation(option)
-    steps = _verified(request, option, replicas, best.total_rps) if request.verify else None
+    steps = _verified(request, option, replicas, best.total_rps, prefix) if request.verify else None
     rate = steps[-1].arrival_rate_rps if steps else best.total_rps
     gpus_used = replicas * g.tp
     price = inputs.gpu.price_usd_per_hour_on_demand
@@ -450,6 +612,9 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
         slo=request.slo,
         tp_degrees=tp_degrees,
     )
+    if request.prefix_cache_tokens:
+        groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)
+        drops = [*drops, *short]
     if request.speculative != "off":
         lengths = SEARCH_DRAFT_TOKENS if request.draft_tokens is None else (request.draft_tokens,)
         variants = speculative_groups(

@@ -34,8 +34,10 @@ A measured hit rate (`prefix_reuse.hit_rate`) is planned as given: every prompt 
 its tokens, no cache memory is set aside (the rate was measured with the engine's own cache, which
 lives in its free KV blocks) and the routing is the one it was measured under ("as_measured").
 
-Speculative decoding is not combined with a prefix cache yet: trials plan with it off, and
-`constraints.speculative` "on" with prefix reuse is refused.
+Speculative decoding combines with the cache: every trial is offered the speculative candidates
+`constraints.speculative` offers the plan without a cache (auto: with and without a draft head; on:
+only with one), on the KV left beside the cache, and the simulator runs a speculating replica with
+its prefix cache (planner/simulator_speculative.py honours the cached tokens).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.errors import HeadroomError, InfeasiblePlanError
 from planner.plan_predict import simulation_report
 from planner.plan_result import (
     PrefixCaching,
@@ -134,11 +136,6 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
     """The plan for a workload with prefix reuse (see the module docstring)."""
     reuse = request.workload.prefix_reuse
     assert reuse is not None
-    if request.constraints.speculative == "on":
-        raise PlannerInputError(
-            "constraints.speculative 'on' is not combined with workload.prefix_reuse yet; set it to 'auto' or 'off'",
-            constraint="speculative",
-        )
     plain = replace(request, workload=replace(request.workload, prefix_reuse=None))
     without = plan(plain, inputs)
     replicas = without.row.replicas
@@ -166,7 +163,6 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
             workload=replace(request.workload, prompt_tokens=mix, prefix_reuse=None),
             prefix_cache_tokens=hits.cache_tokens,
             below_usd_per_hour=below_usd_per_hour,
-            constraints=replace(request.constraints, speculative="off"),
             verify=False,
             explain=False,
             advise=False,

@@ -4,7 +4,8 @@ Every step verifies k drafted tokens per decoding sequence and each sequence emi
 drawn from the truncated geometric of the acceptance rate (planner/speculative.py) by the replica's
 own seeded generator; the step lasts `StepModel.verify_step_s`, and with chunked prefill each
 decoder's k + 1 tokens count against the budget. Admission, KV reservation and the times recorded
-are the plain replica's.
+are the plain replica's, a prefix found in the replica's cache (`cached`, planner/simulator_prefix.py) included:
+its tokens are not prefilled nor reserved again, but every step reads them.
 
 It keeps the plain replica's speed (aggregates, a heap of finishing steps, decode-only stretches
 evaluated at once) by drawing each sequence's whole path ahead: its emitted tokens per step, e_1,
@@ -145,7 +146,7 @@ class SpeculativeReplica(_Replica):
         replica's loop with the verify step, the budget counting k + 1 tokens per decoder and each
         sequence's drawn path)."""
         sm, v = self.step_model, self.step_model.verify_tokens
-        arrival, prompt, output = self.arrival, self.prompt, self.output
+        arrival, prompt, output, cached = self.arrival, self.prompt, self.output, self.cached
         ids, n_ids = self.ids, len(self.ids)
         prefilling, finishing = self.prefilling, self.finishing
         heappush, heappop = heapq.heappush, heapq.heappop
@@ -185,7 +186,7 @@ class SpeculativeReplica(_Replica):
                         self.finish[rid] = self.t
                         step_finished += 1
                         self.running -= 1
-                        self.kv_free += prompt[rid] + 1
+                        self.kv_free += prompt[rid] + 1 - cached[rid]
                     else:
                         heappush(finishing, (self.steps + self._path(rid, self.steps), rid))
                         self.decoders += 1
@@ -199,7 +200,7 @@ class SpeculativeReplica(_Replica):
                 self.decoders -= 1
                 need = prompt[rid] + output[rid]
                 self.decoder_context -= need
-                self.kv_free += need
+                self.kv_free += need - cached[rid]
             self.finished += step_finished
             self.last_step_end, self.last_step_finished = self.t, step_finished
             if self.checkpoint is not None and self.steps & _CHECKPOINT_STEPS_MASK == 0:
@@ -211,11 +212,11 @@ class SpeculativeReplica(_Replica):
         """FCFS admission at the start of a step: a free slot and KV room for the head request."""
         while self.head < len(self.ids) and self.running < self.batch_limit:
             rid = self.ids[self.head]
-            need = self.prompt[rid] + self.output[rid]
+            need = self.prompt[rid] + self.output[rid] - self.cached[rid]
             if self.arrival[rid] > self.t or need > self.kv_free:
                 break
             self.head += 1
             self.running += 1
             self.kv_free -= need
             self.admission[rid] = self.t
-            self.prefilling.append([rid, 0])
+            self.prefilling.append([rid, self.cached[rid]])  # a cached prefix is not prefilled again

@@ -13,7 +13,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
-from api.schemas.plan_result import SpeculativeRead
+from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import PlanPin, PlanPrecision, PlanSlo
 from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
@@ -25,16 +25,8 @@ class _Input(BaseModel):
 
 
 class CapacityWorkloadShape(WorkloadShape):
-    """The traffic's shape without its rate (the rate is what is asked for)."""
-
-    @model_validator(mode="after")
-    def _no_prefix_reuse(self) -> Self:
-        if self.prefix_reuse is not None:  # refused rather than ignored
-            raise ValueError(
-                "workload.prefix_reuse is not supported by POST /v1/capacity yet: the capacity search takes no prefix cache. "
-                "POST /v1/plans and /v1/what-if plan with it"
-            )
-        return self
+    """The traffic's shape without its rate (the rate is what is asked for). With `prefix_reuse` the aggregated
+    capacity plans a prefix cache (docs/prefix-caching.md); separate pools do not take it (a 422)."""
 
 
 class CapacityConstraints(_Input):
@@ -323,6 +315,17 @@ class CapacityResponse(BaseModel):
     speculative: SpeculativeRead | None = Field(
         default=None, description="The speculative decoding the configuration runs (constraints.speculative); null without."
     )
+    prefix_caching: PrefixCachingRead | None = Field(
+        default=None,
+        description="With workload.prefix_reuse: the hit rate, the KV tokens each replica gives the cache and the routing "
+        "the capacity assumes (`as_measured` for a measured hit rate; cache_tokens 0 and hit_rate 0 when no cache raises "
+        "the capacity); null without prefix_reuse.",
+    )
+    max_arrival_rate_rps_without_cache: float | None = Field(
+        default=None,
+        description="With workload.prefix_reuse: the queueing model's capacity of the same hardware without a cache "
+        "(null without prefix_reuse, or when no configuration meets the SLOs without one).",
+    )
     topology: Literal["aggregated", "disaggregated"] = Field(
         default="aggregated", description="The topology answered (constraints.topology `any` answers the larger capacity)."
     )
@@ -393,4 +396,6 @@ def capacity_response(result: CapacityResult, cost: CapacityCost, engine: str | 
         configurations_evaluated=result.configurations_evaluated,
         configurations_considered=result.configurations_considered,
         speculative=None if result.speculative is None else SpeculativeRead.model_validate(result.speculative),
+        prefix_caching=None if result.prefix_caching is None else PrefixCachingRead.model_validate(result.prefix_caching),
+        max_arrival_rate_rps_without_cache=result.max_arrival_rate_rps_without_cache,
     )

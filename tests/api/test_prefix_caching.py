@@ -81,6 +81,81 @@ def test_bad_reuse_is_a_422_naming_it(seeded: ApiClient, admin: dict[str, str], 
     assert field in bad_fields(problem), bad_fields(problem)
 
 
+#: A prefill-bound question: long prompts, short answers and a tight TTFT on two H100s.
+PREFILL_BOUND: dict[str, Any] = {
+    "model": "llama-3.1-8b",
+    "gpu": "h100-sxm",
+    "gpus": 2,
+    "workload": {"prompt_tokens": {"mean": 6000, "p99": 12000}, "output_tokens": {"mean": 60, "p99": 200}},
+    "slo": {"ttft_ms": 800, "tpot_ms": 60},
+}
+
+
+def test_capacity_with_a_measured_hit_rate_is_higher_and_a_plan_at_it_fits_the_hardware(
+    seeded: ApiClient, admin: dict[str, str]
+) -> None:
+    plain = seeded.post("/v1/capacity", json=PREFILL_BOUND)
+    assert plain.status_code == 200, plain.text
+    without = plain.json()
+    assert without["prefix_caching"] is None and without["max_arrival_rate_rps_without_cache"] is None
+    reused = copy.deepcopy(PREFILL_BOUND)
+    reused["workload"]["prefix_reuse"] = {"hit_rate": 0.5}
+    response = seeded.post("/v1/capacity", json=reused)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["prefix_caching"]["routing"] == "as_measured"
+    assert answer["prefix_caching"]["hit_rate"] == pytest.approx(0.5)
+    assert answer["prefix_caching"]["cache_tokens"] == 0
+    assert answer["prefix_caching"]["prefill_tokens_saved_fraction"] == pytest.approx(0.5, abs=0.01)
+    assert answer["max_arrival_rate_rps_without_cache"] == pytest.approx(without["max_arrival_rate_rps"], rel=1e-6)
+    assert answer["max_arrival_rate_rps"] > 1.2 * without["max_arrival_rate_rps"]
+    # a plan at that rate with that reuse is feasible on that hardware (no more GPUs than given)
+    plan_body = {
+        "model": PREFILL_BOUND["model"],
+        "workload": {**reused["workload"], "arrival_rate_rps": answer["max_arrival_rate_rps"]},
+        "slo": PREFILL_BOUND["slo"],
+        "constraints": {"gpus": ["h100-sxm"]},
+        "verify": False,
+    }
+    planned = seeded.post("/v1/plans", json=plan_body, headers=admin)
+    assert planned.status_code == 201, planned.text
+    assert planned.json()["plan"]["gpus_total"] <= PREFILL_BOUND["gpus"]
+
+
+def test_capacity_with_shared_prefixes_states_the_cache_and_routing_and_verifies_them(seeded: ApiClient) -> None:
+    reused = copy.deepcopy(PREFILL_BOUND)
+    reused["workload"]["prompt_tokens"] = {"mean": 3000, "p99": 6000}
+    reused["workload"]["prefix_reuse"] = REUSE
+    response = seeded.post("/v1/capacity", json={**reused, "verify": True})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    chosen = answer["prefix_caching"]
+    assert chosen["routing"] in {"random", "prefix_aware"}
+    assert chosen["cache_tokens"] > 0 and 0.5 < chosen["hit_rate"] <= 1.0
+    assert answer["max_arrival_rate_rps"] > answer["max_arrival_rate_rps_without_cache"]
+    assert answer["verification"][-1]["meets_slo"] is True
+    assert answer["max_arrival_rate_rps"] == pytest.approx(answer["verification"][-1]["arrival_rate_rps"])
+
+
+def test_capacity_with_shared_prefixes_and_a_draft_head_runs_and_verifies_both(seeded: ApiClient) -> None:
+    reused = copy.deepcopy(PREFILL_BOUND)
+    reused["workload"]["prompt_tokens"] = {"mean": 3000, "p99": 6000}
+    reused["workload"]["prefix_reuse"] = REUSE
+    response = seeded.post("/v1/capacity", json={**reused, "verify": True, "constraints": {"speculative": "on"}})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["prefix_caching"]["cache_tokens"] > 0 and answer["speculative"]["method"]
+    assert answer["verification"][-1]["meets_slo"] is True
+
+
+def test_separate_pools_refuse_prefix_reuse_in_capacity(seeded: ApiClient) -> None:
+    reused = copy.deepcopy(PREFILL_BOUND)
+    reused["workload"]["prefix_reuse"] = {"hit_rate": 0.5}
+    reused["constraints"] = {"topology": "disaggregated"}
+    problem = assert_problem(seeded.post("/v1/capacity", json=reused), 422)
+    assert "prefix_reuse" in problem["detail"]
+
+
 def test_simulate_and_evaluate_refuse_prefix_reuse_saying_so(seeded: ApiClient) -> None:
     workload = {**CHAT["workload"], "prefix_reuse": {"hit_rate": 0.5}}
     simulate = {

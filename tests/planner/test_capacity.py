@@ -55,6 +55,14 @@ def test_n_replicas_hold_n_times_one() -> None:
     assert capacity(8, tp=1) == pytest.approx(8 * capacity(1, tp=1))
 
 
+def test_a_busiest_replica_share_bounds_the_deployment() -> None:
+    """Prefix-aware routing of popular prefixes gives the busiest replica more than 1/r of the traffic: the
+    deployment then holds μ / share, not r · μ. Four 1-GPU replicas whose busiest takes half the traffic
+    hold 2μ = Λ(2), not Λ(4) (Poisson: the same μ)."""
+    assert capacity(4, tp=1, busiest_share=0.5) == pytest.approx(2 * capacity(1, tp=1))
+    assert capacity(4, tp=1, busiest_share=0.5) < capacity(4, tp=1)
+
+
 def test_more_gpus_never_lower_capacity() -> None:
     rates = [capacity(g) for g in (1, 2, 3, 4, 5, 8)]
     assert rates == sorted(rates)

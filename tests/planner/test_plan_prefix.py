@@ -13,7 +13,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from planner.errors import PlannerInputError
 from planner.optimizer import PlanConstraints
 from planner.performance import build_step_model
 from planner.plan_prefix import measured_prompts, reduced_prompts
@@ -80,12 +79,23 @@ def test_without_reuse_the_plan_is_unchanged(plans):
     assert again.predicted == plans["without"].predicted
 
 
-def test_speculative_on_with_reuse_is_refused():
+@pytest.mark.parametrize("mode", ["auto", "on"])
+def test_a_cached_plan_also_speculates_when_the_constraint_offers_it(plans, mode):
+    """The cache trials are offered the speculative candidates too: at 12 req/s the cached plan on one
+    replica runs a small batch, so a draft head lowers its TPOT at the same cost (auto keeps it, on requires
+    it); the simulator verifies the cache and the head together, its LRU's hit rate within 0.03 of Che's."""
     request = PlanningRequest(
-        workload=replace(CHAT, prefix_reuse=REUSE), slo=SLO, constraints=PlanConstraints(speculative="on"), **GRID
+        workload=replace(CHAT, prefix_reuse=REUSE), slo=SLO, constraints=PlanConstraints(speculative=mode), verify=True, **GRID
     )
-    with pytest.raises(PlannerInputError, match="prefix_reuse"):
-        plan_capacity(request, INPUTS)
+    both = plan_capacity(request, INPUTS)
+    cached = plans["with"]
+    assert both.prefix_caching is not None and both.prefix_caching.cache_tokens > 0
+    assert both.speculative is not None and both.row.draft.startswith("/")
+    assert both.cost_usd_per_hour <= cached.cost_usd_per_hour
+    assert both.predicted.tpot_s.at_percentile < cached.predicted.tpot_s.at_percentile
+    assert both.verification is not None and both.verification.meets_slo
+    section = both.justification.prefix_caching
+    assert section.simulated_hit_rate == pytest.approx(both.prefix_caching.hit_rate, abs=0.03)
 
 
 def test_reduced_prompts_mixture_by_hand():

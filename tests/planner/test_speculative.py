@@ -219,6 +219,31 @@ def test_speculative_simulation_is_seeded_and_conserves_requests(target):
     assert np.all(first.finish_s > first.first_token_s)
 
 
+def test_a_speculating_replica_prefills_only_what_its_prefix_cache_lacks(target):
+    """A prompt of 2,000 tokens that finds 1,984 cached (planner/simulator_prefix.py's `cached`) prefills 16
+    on the speculating replica exactly as on the plain one: the same first-token times, far below the
+    uncached prompt's; and the cached tokens are not reserved again (every request still finishes)."""
+    trace = _trace(50, spacing_s=100.0, prompt=2000, output=200)
+    cached = [1984] * 50
+    spec = speculative_step_model(target, _verify_only(3, 0.8))
+    plain = simulate_requests(target, trace, Serving(batch_limit=1), kv_capacity_tokens=500_000, cached=cached)
+    fast = simulate_requests(spec, trace, Serving(batch_limit=1), kv_capacity_tokens=500_000, seed=5, cached=cached)
+    uncached = simulate_requests(spec, trace, Serving(batch_limit=1), kv_capacity_tokens=500_000, seed=5)
+    np.testing.assert_array_equal(fast.first_token_s - fast.arrival_s, plain.first_token_s - plain.arrival_s)
+    assert np.all(fast.first_token_s - fast.arrival_s < 0.5 * (uncached.first_token_s - uncached.arrival_s))
+    # a KV capacity of one uncached request (2,200 tokens) admits a cached one beside it only when cached tokens are not reserved
+    tight = simulate_requests(
+        spec,
+        _trace(2, spacing_s=0.0, prompt=2000, output=200),
+        Serving(batch_limit=2),
+        kv_capacity_tokens=2_300,
+        seed=5,
+        cached=[1984, 1984],
+    )
+    assert tight.admission_s[1] == tight.admission_s[0]
+    assert np.all(np.isfinite(tight.finish_s))
+
+
 # --- the queueing model -----------------------------------------------------------------------------------
 
 
