@@ -17,6 +17,7 @@ from api.deps import CatalogDep, DeploymentsDep, IfMatchDep, PlannerKeyDep, Plan
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep, MetricsRegistry
 from api.problems import problem_responses
+from api.schemas.classes import is_classes_plan
 from api.schemas.deployments import (
     DeploymentPage,
     DeploymentPut,
@@ -137,11 +138,15 @@ def list_deployment_plans(
 ) -> Any:
     """Every plan made for the deployment (POST /v1/plans with its name, PUT, re-plans — adopted or
     not), newest first; `current` marks the plan in force. As CSV (`?format=csv` or
-    `Accept: text/csv`) the page's plans as plan rows, newest first. 404 for an unknown deployment."""
+    `Accept: text/csv`) the page's plans as plan rows, newest first (a class plan's rows, a row per
+    class, are its own CSV: GET /v1/plans/{id}?format=csv). 404 for an unknown deployment."""
     deployment = deployments.get(name)
     page = deployments.history(name, limit=limit, offset=offset)
     if as_csv:
-        rows = [row for plan in page.items for row in plan_csv_rows(plan.request, plan.response)]
+        # a class plan's rows have other columns: its own CSV is GET /v1/plans/{id}?format=csv
+        rows = [
+            row for plan in page.items if not is_classes_plan(plan.response) for row in plan_csv_rows(plan.request, plan.response)
+        ]
         return csv_response(rows_to_csv(rows, PLAN_CSV_COLUMNS), filename=f"deployment-{name}-plans.csv")
     items = [service.history_item(plan, deployment.current_plan_id) for plan in page.items]
     return {"items": items, "total": page.total, "limit": limit, "offset": offset}

@@ -14,6 +14,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Page, Slug
+from api.schemas.classes import ClassesPlanResponse
 from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanResponse, PlanSlo, PoolRead
 from api.schemas.workload import WorkloadSpec
 from planner.diff import (
@@ -93,6 +94,9 @@ class DeploymentSummary(BaseModel):
     topology: Literal["aggregated", "disaggregated"] | None = Field(
         default=None, description="The current plan's topology (separate prefill and decode pools or not); null without a plan."
     )
+    arrangement: str | None = Field(
+        default=None, description="A class plan's chosen arrangement (docs/traffic-classes.md); null for a one-workload plan."
+    )
     cost_usd_per_hour: float | None = Field(description="Current plan's on-demand cost as planned.")
     cost_usd_per_month: float | None = Field(description="730 hours.")
     cost_usd_per_million_output_tokens: float | None = Field(
@@ -112,7 +116,9 @@ class DeploymentRead(BaseModel):
     settings: dict[str, Any] = Field(description="The plan request (model, workload, slo, constraints, …) re-plans start from.")
     hysteresis: HysteresisSpec
     current_plan_id: str | None
-    current_plan: PlanResponse | None = Field(description="The plan in force; null until the first plan.")
+    current_plan: PlanResponse | ClassesPlanResponse | None = Field(
+        description="The plan in force (a class plan's as ClassesPlanResponse); null until the first plan."
+    )
     plans_total: int = Field(description="Plans in the deployment's history.")
     version: int = Field(description="Row version (ETag) for If-Match on PUT.")
     created_at: datetime
@@ -136,7 +142,10 @@ class PlanHistoryItem(BaseModel):
         description="Separate prefill and decode pools or not; a disaggregated plan's gpu, tp and batch_limit are its decode "
         "pool's, replicas and gpus_total count both pools.",
     )
-    pools: list[PoolRead] = Field(default_factory=list, description="The plan's pools (plan.pools).")
+    pools: list[PoolRead] = Field(default_factory=list, description="The plan's pools (plan.pools; a class plan's pools).")
+    arrangement: str | None = Field(
+        default=None, description="A class plan's chosen arrangement; its gpu, tp and batch_limit are its largest pool's."
+    )
     cost_usd_per_hour: float
     cost_usd_per_month: float = Field(description="730 hours.")
     cost_usd_per_million_output_tokens: float | None = Field(default=None, description="As the plan answered it.")
