@@ -135,9 +135,11 @@ def create_classes_plan(
     solver_time_limit_s: float,
     default_provider: str = DEFAULT_PRICE_PROVIDER,
     checkpoint: Callable[[], None] | None = None,
+    adopt: bool = True,
 ) -> dict[str, Any]:
     """The arrangement and per-class figures for `body` on today's catalog, stored unless `body.store` is false;
-    with a `name`, the stored plan becomes that deployment's current plan."""
+    with a `name`, the stored plan becomes that deployment's current plan (unless `adopt` is false: a
+    re-plan stores it in the deployment's history and lets its adoption rule decide)."""
     # planning_inputs reads model, constraints, efficiency_profile, provider and prices, which both requests carry
     inputs, _pricing = planning_inputs(cast(PlanRequest, body), catalog, default_provider=default_provider)
     classes = [k.to_class() for k in body.classes]
@@ -166,7 +168,8 @@ def create_classes_plan(
             created_at=created_at,
         )
         # a named class plan becomes that deployment's current plan (the first creates it), as a one-workload plan does
-        Deployments(catalog.session).record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
+        if adopt:
+            Deployments(catalog.session).record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
     return content
 
 

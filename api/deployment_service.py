@@ -383,10 +383,29 @@ def replan(
     default_provider: str = DEFAULT_PRICE_PROVIDER,
 ) -> dict[str, Any]:
     """Plan the deployment again with what changed, diff it against the current plan and decide
-    with the deployment's hysteresis; the ReplanResponse JSON."""
+    with the deployment's hysteresis; the ReplanResponse JSON (a class deployment's: the
+    ClassesReplanResponse JSON of api/classes_replan.py)."""
     session = catalog.session
     deployments = Deployments(session)
     deployment = deployments.get(name)
+    if "classes" in deployment.request:  # a class deployment: its classes planned again (api/classes_replan.py)
+        from api.classes_replan import replan_classes  # it reads this module's catalog helpers: imported here, not above
+
+        return replan_classes(
+            deployment, body, catalog, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
+        )
+    if body.for_classes():
+        raise PlannerInputError(
+            f"deployment {name} plans one workload: give workload, arrival_rate_rps or slo, not classes or class_rates_rps "
+            "(POST /v1/plans with its name and classes makes it a class deployment)",
+            field="classes",
+        )
+    if deployment.current_plan_id is not None and is_classes_plan(Plans(session).get(deployment.current_plan_id).response):
+        raise PlannerInputError(
+            f"deployment {name}'s plan in force is a class plan but its settings are one workload's (a PUT replaced them): "
+            "POST /v1/plans with its name makes a one-workload plan its current plan",
+            field="workload",
+        )
     request = _replan_request(deployment.request, name, body)
     hysteresis_spec = HysteresisSpec.model_validate(deployment.hysteresis)
     hysteresis = hysteresis_spec.to_hysteresis()

@@ -5,7 +5,8 @@ classes again and answers a per-class and per-pool diff with the adoption rule o
 docs/traffic-classes.md ("Re-planning a class deployment").
 
 The worked example of tests/api/test_classes_plans.py (verify false) on the shipped reference
-catalog: two segregated pools, a chat pool and a summarise pool."""
+catalog; the arrangement it chooses is read from its answer, not pinned, except where a test needs
+another to win."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import copy
 import csv
 import io
 from typing import Any
+
+import pytest
 
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
@@ -82,3 +85,118 @@ def test_a_one_workload_plan_and_a_class_plan_take_turns_as_current(seeded: ApiC
     ]
     text = seeded.get("/v1/deployments/assistant/plans", params={"format": "csv"}).text
     assert [r["plan_id"] for r in csv.DictReader(io.StringIO(text))] == [first["id"]]
+
+
+def replan(client: ApiClient, admin: dict[str, str], name: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = client.post(f"/v1/deployments/{name}/replan", json=body, headers=admin)
+    assert response.status_code == 200, response.text
+    assert response.headers["location"] == f"/v1/plans/{response.json()['plan']['id']}"
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def test_replanning_the_same_request_keeps_the_plan_in_force(seeded: ApiClient, admin: dict[str, str]) -> None:
+    current = post_plan(seeded, admin, named("assistant"))
+    result = replan(seeded, admin, "assistant", {})
+    assert result["changed"] is False and result["adopted"] == result["current"] == current["id"]
+    diff = result["diff"]
+    assert diff["same_configuration"] is True and diff["summary"] == "same arrangement and pools"
+    chosen = current["arrangement"]["chosen"]
+    assert diff["arrangement"] == {"before": chosen, "after": chosen, "changed": False}
+    assert [(p["pool"], p["status"]) for p in diff["pools"]] == [(p["name"], "same") for p in current["pools"]]
+    assert [(k["name"], k["status"]) for k in diff["classes"]] == [("chat", "same"), ("summarise", "same")]
+    assert diff["why"] == []
+    assert "the current plan is kept" in result["reason"]
+    assert result["saving_usd_per_hour"] == pytest.approx(0, abs=1e-9)
+    assert result["threshold_usd_per_hour"] == pytest.approx(0.05 * current["cost_usd_per_hour"])  # the default hysteresis
+    assert seeded.get("/v1/deployments/assistant").json()["current_plan_id"] == current["id"]
+    history = seeded.get("/v1/deployments/assistant/plans").json()["items"]
+    assert [(i["id"], i["current"]) for i in history] == [(result["plan"]["id"], False), (current["id"], True)]
+
+
+def test_more_chat_traffic_grows_the_chat_pool_and_is_adopted(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Chat from 60 to 180 req/s: the pool serving chat needs more GPUs."""
+    current = post_plan(seeded, admin, named("assistant"))
+    result = replan(seeded, admin, "assistant", {"class_rates_rps": {"chat": 180}})
+    assert result["changed"] is True and result["adopted"] == result["plan"]["id"] != current["id"]
+    diff = result["diff"]
+    by_pool = {p["pool"]: p for p in diff["pools"]}
+    chat_pool = next(p["name"] for p in current["pools"] if "chat" in p["classes"])
+    grown = by_pool[chat_pool]
+    assert grown["status"] == "changed" and grown["gpus"]["after"] > grown["gpus"]["before"]
+    assert grown["summary"].startswith(f"{chat_pool}: ")
+    assert diff["gpus_total"]["after"] > diff["gpus_total"]["before"]
+    by_class = {k["name"]: k for k in diff["classes"]}
+    assert by_class["chat"]["arrival_rate_rps"] == {"before": 60.0, "after": 180.0, "changed": True}
+    assert by_class["summarise"]["arrival_rate_rps"]["changed"] is False
+    for figure in ("ttft_ms", "tpot_ms", "e2e_s", "percentile"):
+        assert by_class["chat"][figure]["after"] == next(k[figure] for k in result["plan"]["classes"] if k["name"] == "chat")
+        assert by_class["chat"][figure]["before"] == pytest.approx(
+            next(k[figure] for k in current["classes"] if k["name"] == "chat")
+        )
+    assert diff["cost_usd_per_hour"]["after"] == result["plan"]["cost_usd_per_hour"] > current["cost_usd_per_hour"]
+    assert diff["cost_usd_per_hour"]["before_now"] == pytest.approx(current["cost_usd_per_hour"])  # prices unchanged
+    assert [r["kind"] for r in diff["why"]] == ["traffic"]
+    assert "chat arrival rate 60 → 180 rps (+200%)" in diff["why"][0]["detail"]
+    assert "other pools" in result["reason"] and "it is adopted" in result["reason"]
+
+    deployment = seeded.get("/v1/deployments/assistant").json()
+    assert deployment["current_plan_id"] == result["plan"]["id"]
+    assert {k["name"]: k["arrival_rate_rps"] for k in deployment["settings"]["classes"]} == {"chat": 180, "summarise": 20}
+
+
+def test_a_day_profile_changes_the_arrangement(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """The day-profile example of docs/traffic-classes.md on any GPU: the worked example is
+    segregated, with the profile another arrangement wins (deferral there), so pools are removed and
+    added by name."""
+    post_plan(seeded, admin, named("assistant", constraints={}))
+    office = [60 if 9 <= hour < 17 else 15 for hour in range(24)]
+    chat, summarise = WORKED["classes"]
+    classes = [{**chat, "demand_rps": office}, {**summarise, "deadline_h": 12}]
+    result = replan(seeded, admin, "assistant", {"classes": classes})
+    diff = result["diff"]
+    assert diff["arrangement"]["before"] == "segregated"
+    assert diff["arrangement"]["after"] == result["plan"]["arrangement"]["chosen"] != "segregated"
+    assert result["changed"] is True and f"arrangement segregated → {diff['arrangement']['after']}" in result["reason"]
+    statuses = {p["pool"]: p["status"] for p in diff["pools"]}
+    assert {p["name"] for p in result["plan"]["pools"]} <= {n for n, s in statuses.items() if s in ("added", "changed", "same")}
+    assert "removed" in statuses.values()
+    why = " ".join(r["detail"] for r in diff["why"])
+    assert "chat's day profile changed" in why and "summarise's lengths, target, priority or shedding changed" in why
+
+
+def test_a_price_move_adopts_the_same_pools_only_beyond_the_threshold(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """On H100 alone every arrangement's cost scales with its price, so the pools stay as they are:
+    +1 % is under the default 5 % threshold (kept), +50 % beyond it (adopted, saying so)."""
+    current = post_plan(seeded, admin, named("assistant", constraints={"gpus": ["h100-sxm"]}))
+    dry = seeded.post("/v1/plans", json={**CHAT, "store": False}, headers=admin).json()
+    [price] = dry["cost"]["prices"]
+    url = f"/v1/prices/{price['provider']}/h100-sxm"
+    old = seeded.get(url).json()["on_demand"]
+
+    assert seeded.patch(url, json={"on_demand": old * 1.01}, headers=admin).status_code == 200
+    kept = replan(seeded, admin, "assistant", {})
+    assert kept["changed"] is False and kept["diff"]["same_configuration"] is True
+    assert kept["diff"]["cost_usd_per_hour"]["after"] == pytest.approx(current["cost_usd_per_hour"] * 1.01)
+    assert kept["diff"]["cost_usd_per_hour"]["before_now"] == pytest.approx(current["cost_usd_per_hour"] * 1.01)
+    assert [r["kind"] for r in kept["diff"]["why"]] == ["prices"]
+
+    assert seeded.patch(url, json={"on_demand": old * 1.5}, headers=admin).status_code == 200
+    adopted = replan(seeded, admin, "assistant", {})
+    assert adopted["changed"] is True and adopted["diff"]["same_configuration"] is True
+    assert "the same arrangement and pools cost" in adopted["reason"]
+    assert adopted["diff"]["cost_usd_per_hour"]["after"] == pytest.approx(current["cost_usd_per_hour"] * 1.5)
+    assert seeded.get("/v1/deployments/assistant").json()["current_plan_id"] == adopted["plan"]["id"]
+
+
+def test_replan_refuses_the_other_kinds_members(seeded: ApiClient, admin: dict[str, str]) -> None:
+    post_plan(seeded, admin, named("assistant"))
+    post_plan(seeded, admin, {**CHAT, "name": "chat"})
+    url = "/v1/deployments/{}/replan"
+    assert_problem(seeded.post(url.format("assistant"), json={"arrival_rate_rps": 3}, headers=admin), 422)
+    assert_problem(seeded.post(url.format("assistant"), json={"class_rates_rps": {"search": 3}}, headers=admin), 422)
+    assert_problem(seeded.post(url.format("chat"), json={"class_rates_rps": {"chat": 3}}, headers=admin), 422)
+    both = {"class_rates_rps": {"chat": 3}, "classes": WORKED["classes"]}
+    assert_problem(seeded.post(url.format("assistant"), json=both, headers=admin), 422, "invalid-request")
+    assert seeded.get("/v1/deployments/assistant/plans").json()["total"] == 1  # nothing stored for the refusals
+    assert seeded.get("/v1/deployments/chat/plans").json()["total"] == 1
