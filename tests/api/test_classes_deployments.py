@@ -13,14 +13,23 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from api.classes_plans import create_classes_plan
+from api.plan_service import DEFAULT_SOLVER_TIME_LIMIT_S, run_directly
+from api.schemas.classes import ClassesPlanRequest
+from catalog.db import make_engine, make_session_factory
+from catalog.repository import Catalog
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
 from tests.api.test_classes_plans import WORKED
+from tests.api.test_cli_plan import local_url, run, write  # noqa: F401 (local_url is a fixture)
 from tests.api.test_deployments import CHAT
+from tests.api.test_operations import ADMIN_HEADERS, wait_for, working  # noqa: F401 (working: the fixture)
 
 
 def named(name: str, **members: Any) -> dict[str, Any]:
@@ -200,3 +209,47 @@ def test_replan_refuses_the_other_kinds_members(seeded: ApiClient, admin: dict[s
     assert_problem(seeded.post(url.format("assistant"), json=both, headers=admin), 422, "invalid-request")
     assert seeded.get("/v1/deployments/assistant/plans").json()["total"] == 1  # nothing stored for the refusals
     assert seeded.get("/v1/deployments/chat/plans").json()["total"] == 1
+
+
+def test_a_bulk_replan_replans_a_class_deployment_too(working: ApiClient) -> None:  # noqa: F811
+    """POST /v1/deployments:replan re-plans every deployment as its own POST .../replan would: the class
+    deployment's item is a class re-plan (the same request: kept)."""
+    current = post_plan(working, ADMIN_HEADERS, named("assistant"))
+    accepted = working.post("/v1/deployments:replan", json={}, headers=ADMIN_HEADERS)
+    assert accepted.status_code == 202, accepted.text
+    done = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert done["state"] == "succeeded", done
+    [item] = done["result"]["items"]
+    assert item["deployment"] == "assistant" and item["problem"] is None and item["changed"] is False
+    assert item["replan"]["current"] == item["replan"]["adopted"] == current["id"]
+    assert item["replan"]["diff"]["same_configuration"] is True
+    assert item["replan"]["plan"]["arrangement"]["chosen"] == current["arrangement"]["chosen"]
+
+
+def test_headroom_replan_re_plans_a_class_deployment_in_process(
+    local_url: str,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`headroom replan NAME --demand FILE` with a class re-plan body: JSON as the route answers, and the
+    table. (`headroom plan` takes no classes yet: the class plan is made by the service in process.)"""
+    engine = make_engine(local_url)
+    try:
+        with make_session_factory(engine)() as session, session.begin():
+            request = ClassesPlanRequest.model_validate(named("assistant"))
+            planned = create_classes_plan(
+                request, Catalog(session), run=run_directly, solver_time_limit_s=DEFAULT_SOLVER_TIME_LIMIT_S
+            )
+    finally:
+        engine.dispose()
+    body = write(tmp_path / "rates.json", {"class_rates_rps": {"chat": 180}})
+    code, out, err = run(capsys, "--database-url", local_url, "replan", "assistant", "--demand", body)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["changed"] is True and result["current"] == planned["id"]
+    assert result["diff"]["classes"][0]["arrival_rate_rps"] == {"before": 60.0, "after": 180.0, "changed": True}
+    code, out, err = run(capsys, "--database-url", local_url, "replan", "assistant", "--demand", body, "--format", "table")
+    assert code == 0, err
+    table = {line[:14].strip(): line[14:].strip() for line in out.splitlines()}
+    assert table["changed"] == "no" and table["pools"] == "same arrangement and pools"
+    assert table["arrangement"] == result["plan"]["arrangement"]["chosen"]
