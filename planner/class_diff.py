@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -176,8 +176,7 @@ def _pool_changes(before: Sequence[ClassPoolShape], after: Sequence[ClassPoolSha
     for name in _names(list(old), list(new)):
         b, a = old.get(name), new.get(name)
 
-        def field(get: object, b: ClassPoolShape | None = b, a: ClassPoolShape | None = a) -> Change:
-            assert callable(get)
+        def field(get: Callable[[ClassPoolShape], object], b: ClassPoolShape | None = b, a: ClassPoolShape | None = a) -> Change:
             return Change(before=None if b is None else get(b), after=None if a is None else get(a))
 
         changes.append(
@@ -204,8 +203,7 @@ def _class_changes(before: Sequence[ClassFigures], after: Sequence[ClassFigures]
     for name in _names(list(old), list(new)):
         b, a = old.get(name), new.get(name)
 
-        def field(get: object, b: ClassFigures | None = b, a: ClassFigures | None = a) -> Change:
-            assert callable(get)
+        def field(get: Callable[[ClassFigures], object], b: ClassFigures | None = b, a: ClassFigures | None = a) -> Change:
             return Change(before=None if b is None else get(b), after=None if a is None else get(a))
 
         changes.append(

@@ -160,6 +160,7 @@ class PlanHistoryPage(Page[PlanHistoryItem]):
 
 class ReplanRequest(_Input):
     """What changed: a whole new workload, or only its arrival rate; optionally new SLOs, constraints.
+    A class deployment takes new classes or new rates by class instead (docs/traffic-classes.md).
     Members omitted keep the deployment's settings."""
 
     workload: WorkloadSpec | None = Field(default=None, description="The new forecast (replaces the deployment's workload).")
