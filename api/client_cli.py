@@ -138,6 +138,8 @@ DECISION_FIELDS = ("gpu", "tp", "replicas", "gpus_total", "precision", "batch_li
 
 
 def _decision(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    if plan is not None and "arrangement" in plan:  # a class plan in force: its arrangement and pools
+        return {"arrangement": plan["arrangement"]["chosen"], "pools": plan["pools"]}
     return None if plan is None else {field: plan["plan"].get(field) for field in DECISION_FIELDS}
 
 

@@ -253,3 +253,9 @@ def test_headroom_replan_re_plans_a_class_deployment_in_process(
     table = {line[:14].strip(): line[14:].strip() for line in out.splitlines()}
     assert table["changed"] == "no" and table["pools"] == "same arrangement and pools"
     assert table["arrangement"] == result["plan"]["arrangement"]["chosen"]
+
+    # a one-workload plan for the deployment replaces the class plan in force: planned and changed (exit 5)
+    one = write(tmp_path / "chat.json", CHAT)
+    code, out, err = run(capsys, "--database-url", local_url, "plan", one, "--deployment", "assistant", "--detailed-exitcode")
+    assert code == 5, err
+    assert json.loads(out)["name"] == "assistant"
