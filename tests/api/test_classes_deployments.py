@@ -209,6 +209,10 @@ def test_replan_refuses_the_other_kinds_members(seeded: ApiClient, admin: dict[s
     assert_problem(seeded.post(url.format("assistant"), json=both, headers=admin), 422, "invalid-request")
     assert seeded.get("/v1/deployments/assistant/plans").json()["total"] == 1  # nothing stored for the refusals
     assert seeded.get("/v1/deployments/chat/plans").json()["total"] == 1
+    # a PUT replaced the class deployment's settings with one workload's: its class plan in force cannot be diffed
+    assert seeded.put("/v1/deployments/assistant", json=CHAT, headers=admin).status_code == 200
+    refused = assert_problem(seeded.post(url.format("assistant"), json={}, headers=admin), 422)
+    assert "plan in force is a class plan" in refused["detail"]
 
 
 def test_a_bulk_replan_replans_a_class_deployment_too(working: ApiClient) -> None:  # noqa: F811
