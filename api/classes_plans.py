@@ -24,6 +24,7 @@ from api.schemas.classes import (
 from api.schemas.plan_result import EfficiencyRead
 from api.schemas.plans import PlanRequest, PrecisionRead
 from api.settings import DEFAULT_PRICE_PROVIDER
+from catalog.deployments import Deployments
 from catalog.plans import Plans, new_plan_id
 from catalog.repository import Catalog
 from planner.plan_classes import ClassesPlan, plan_classes
@@ -55,6 +56,7 @@ def _response(
     used = {p.gpu for p in plan.pools}
     return ClassesPlanResponse(
         id=plan_id,
+        name=body.name,
         model=body.model,
         arrangement=Arrangement(
             chosen=plan.chosen,
@@ -133,8 +135,11 @@ def create_classes_plan(
     solver_time_limit_s: float,
     default_provider: str = DEFAULT_PRICE_PROVIDER,
     checkpoint: Callable[[], None] | None = None,
+    adopt: bool = True,
 ) -> dict[str, Any]:
-    """The arrangement and per-class figures for `body` on today's catalog, stored unless `body.store` is false."""
+    """The arrangement and per-class figures for `body` on today's catalog, stored unless `body.store` is false;
+    with a `name`, the stored plan becomes that deployment's current plan (unless `adopt` is false: a
+    re-plan stores it in the deployment's history and lets its adoption rule decide)."""
     # planning_inputs reads model, constraints, efficiency_profile, provider and prices, which both requests carry
     inputs, _pricing = planning_inputs(cast(PlanRequest, body), catalog, default_provider=default_provider)
     classes = [k.to_class() for k in body.classes]
@@ -156,12 +161,15 @@ def create_classes_plan(
     if body.store:  # a dry run (store false) writes nothing
         Plans(catalog.session).save(
             plan_id=plan_id,
-            name=None,  # class plans have no deployment name yet
+            name=body.name,
             request=body.model_dump(mode="json"),
             response=content,
             catalog_version=inputs.catalog_version,
             created_at=created_at,
         )
+        # a named class plan becomes that deployment's current plan (the first creates it), as a one-workload plan does
+        if adopt:
+            Deployments(catalog.session).record_named_plan(body.name, plan_id, body.model_dump(mode="json"))
     return content
 
 

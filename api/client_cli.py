@@ -138,6 +138,8 @@ DECISION_FIELDS = ("gpu", "tp", "replicas", "gpus_total", "precision", "batch_li
 
 
 def _decision(plan: dict[str, Any] | None) -> dict[str, Any] | None:
+    if plan is not None and "arrangement" in plan:  # a class plan in force: its arrangement and pools
+        return {"arrangement": plan["arrangement"]["chosen"], "pools": plan["pools"]}
     return None if plan is None else {field: plan["plan"].get(field) for field in DECISION_FIELDS}
 
 
@@ -334,10 +336,12 @@ def _replan_locally(name: str, body: dict[str, Any], catalog: Any, session: Any,
     from fastapi.encoders import jsonable_encoder
 
     from api.deployment_service import replan
-    from api.schemas.deployments import ReplanRequest, ReplanResponse
+    from api.schemas.classes import is_classes_plan
+    from api.schemas.deployments import ClassesReplanResponse, ReplanRequest, ReplanResponse
 
     content = replan(name, ReplanRequest.model_validate(body), catalog, default_provider=default_provider)
-    encoded: dict[str, Any] = jsonable_encoder(ReplanResponse.model_validate(content))  # a model encodes to a JSON object
+    read = ClassesReplanResponse if is_classes_plan(content["plan"]) else ReplanResponse  # a class deployment's answer
+    encoded: dict[str, Any] = jsonable_encoder(read.model_validate(content))  # a model encodes to a JSON object
     return encoded
 
 
@@ -436,11 +440,19 @@ def _replan_table(result: dict[str, Any]) -> str:
         ("plan in force", result["adopted"]),
         ("new plan", result["plan"]["id"]),
     ]
-    for field in ("gpu", "tp", "replicas", "gpus_total", "batch_limit", "precision"):
+    classes = "arrangement" in diff  # a class deployment's diff: its arrangement and pools, not one configuration
+    shown = (
+        ("arrangement", "replicas", "gpus_total")
+        if classes
+        else ("gpu", "tp", "replicas", "gpus_total", "batch_limit", "precision")
+    )
+    for field in shown:
         change = diff[field]
         rows.append(
             (field.replace("_", " "), f"{change['before']} → {change['after']}" if change["changed"] else f"{change['before']}")
         )
+    if classes:
+        rows.append(("pools", diff["summary"]))
     hourly, monthly = diff["cost_usd_per_hour"], diff["cost_usd_per_month"]
     rows.append(("cost per hour", f"{_money(hourly['before_now'])} → {_money(hourly['after'])}"))
     rows.append(("cost per month", f"{_money(monthly['before_now'])} → {_money(monthly['after'])}"))

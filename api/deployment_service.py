@@ -13,6 +13,7 @@ from typing import Any
 from api.disagg_plans import stored_link
 from api.inputs import priced
 from api.plan_service import DEFAULT_SOLVER_TIME_LIMIT_S, Runner, create_plan, run_directly, template_of
+from api.schemas.classes import is_classes_plan
 from api.schemas.deployments import (
     DeploymentPut,
     HysteresisSpec,
@@ -87,43 +88,98 @@ def deployment_read(deployments: Deployments, plans: Plans, deployment: StoredDe
     }
 
 
+def _main_pool(response: dict[str, Any]) -> dict[str, Any]:
+    """A class plan's pool the summaries name: the one with the most GPUs (the first of equals)."""
+    return max(response["pools"], key=lambda p: p["replicas"] * p["tp"])
+
+
+def _headline(response: dict[str, Any]) -> dict[str, Any]:
+    """What a summary or a history row shows of a plan: a one-workload plan's `plan` block, or for a
+    class plan its largest pool's configuration with replicas and GPUs summed over its pools."""
+    if not is_classes_plan(response):
+        decision = response["plan"]
+        return {
+            "gpu": decision["gpu"],
+            "tp": decision["tp"],
+            "replicas": decision["replicas"],
+            "gpus_total": decision["gpus_total"],
+            "precision": decision["precision"],
+            "batch_limit": decision["batch_limit"],
+            "topology": decision.get("topology", "aggregated"),
+            "pools": decision.get("pools") or [],
+            "arrangement": None,
+            "cost_usd_per_hour": response["cost"]["usd_per_hour"],
+            "cost_usd_per_month": response["cost"]["usd_per_month"],
+            "cost_usd_per_million_output_tokens": response["cost"]["usd_per_million_output_tokens"],
+        }
+    main = _main_pool(response)
+    return {
+        "gpu": main["gpu"],
+        "tp": main["tp"],
+        "replicas": sum(p["replicas"] for p in response["pools"]),
+        "gpus_total": sum(p["replicas"] * p["tp"] for p in response["pools"]),  # replicas × tp per pool
+        "precision": main["precision"],
+        "batch_limit": main["batch_limit"],
+        "topology": "aggregated",  # class plans arrange aggregated pools only
+        "pools": [
+            {
+                "role": "mixed",
+                "gpu": p["gpu"],
+                "tp": p["tp"],
+                "replicas": p["replicas"],
+                "batch_limit": p["batch_limit"],
+                "chunk_tokens": p["chunk_tokens"],
+                "precision": p["precision"],
+            }
+            for p in response["pools"]
+        ],
+        "arrangement": response["arrangement"]["chosen"],
+        "cost_usd_per_hour": response["cost_usd_per_hour"],
+        "cost_usd_per_month": response["cost_usd_per_hour"] * HOURS_PER_MONTH,  # $/h × 730 h
+        "cost_usd_per_million_output_tokens": None,  # a class plan reports no per-token cost
+    }
+
+
 def deployment_summary(plans: Plans, deployment: StoredDeployment) -> dict[str, Any]:
     plan = plans.get(deployment.current_plan_id).response if deployment.current_plan_id else None
+    shown = (
+        "gpu",
+        "replicas",
+        "gpus_total",
+        "topology",
+        "arrangement",
+        "cost_usd_per_hour",
+        "cost_usd_per_month",
+        "cost_usd_per_million_output_tokens",
+    )
+    headline = _headline(plan) if plan else {}
     return {
         "name": deployment.name,
         "current_plan_id": deployment.current_plan_id,
-        "gpu": plan["plan"]["gpu"] if plan else None,
-        "replicas": plan["plan"]["replicas"] if plan else None,
-        "gpus_total": plan["plan"]["gpus_total"] if plan else None,
-        "topology": plan["plan"].get("topology", "aggregated") if plan else None,
-        "cost_usd_per_hour": plan["cost"]["usd_per_hour"] if plan else None,
-        "cost_usd_per_month": plan["cost"]["usd_per_month"] if plan else None,
-        "cost_usd_per_million_output_tokens": plan["cost"]["usd_per_million_output_tokens"] if plan else None,
+        **{key: headline.get(key) for key in shown},
         "version": deployment.version,
         "updated_at": deployment.updated_at,
     }
 
 
+def _arrival_rate_rps(request: dict[str, Any]) -> float:
+    """The plan's arrival rate: a class plan's summed over its classes."""
+    if "classes" in request:
+        return float(sum(k["arrival_rate_rps"] for k in request["classes"]))
+    return float(request["workload"]["arrival_rate_rps"])
+
+
 def history_item(plan: StoredPlan, current_id: str | None) -> dict[str, Any]:
-    decision = plan.response["plan"]
-    precision = decision["precision"]
+    headline = _headline(plan.response)
+    precision = headline.pop("precision")
     return {
         "id": plan.id,
         "created_at": plan.created_at,
         "current": plan.id == current_id,
         "catalog_version": plan.catalog_version,
-        "arrival_rate_rps": plan.request["workload"]["arrival_rate_rps"],
-        "gpu": decision["gpu"],
-        "tp": decision["tp"],
-        "replicas": decision["replicas"],
-        "gpus_total": decision["gpus_total"],
+        "arrival_rate_rps": _arrival_rate_rps(plan.request),
+        **headline,
         "precision": f"{precision['weights']}/{precision['kv_cache']}",
-        "batch_limit": decision["batch_limit"],
-        "topology": decision.get("topology", "aggregated"),
-        "pools": decision.get("pools") or [],
-        "cost_usd_per_hour": plan.response["cost"]["usd_per_hour"],
-        "cost_usd_per_month": plan.response["cost"]["usd_per_month"],
-        "cost_usd_per_million_output_tokens": plan.response["cost"]["usd_per_million_output_tokens"],
     }
 
 
@@ -327,10 +383,29 @@ def replan(
     default_provider: str = DEFAULT_PRICE_PROVIDER,
 ) -> dict[str, Any]:
     """Plan the deployment again with what changed, diff it against the current plan and decide
-    with the deployment's hysteresis; the ReplanResponse JSON."""
+    with the deployment's hysteresis; the ReplanResponse JSON (a class deployment's: the
+    ClassesReplanResponse JSON of api/classes_replan.py)."""
     session = catalog.session
     deployments = Deployments(session)
     deployment = deployments.get(name)
+    if "classes" in deployment.request:  # a class deployment: its classes planned again (api/classes_replan.py)
+        from api.classes_replan import replan_classes  # it reads this module's catalog helpers: imported here, not above
+
+        return replan_classes(
+            deployment, body, catalog, run=run, solver_time_limit_s=solver_time_limit_s, default_provider=default_provider
+        )
+    if body.for_classes():
+        raise PlannerInputError(
+            f"deployment {name} plans one workload: give workload, arrival_rate_rps or slo, not classes or class_rates_rps "
+            "(POST /v1/plans with its name and classes makes it a class deployment)",
+            field="classes",
+        )
+    if deployment.current_plan_id is not None and is_classes_plan(Plans(session).get(deployment.current_plan_id).response):
+        raise PlannerInputError(
+            f"deployment {name}'s plan in force is a class plan but its settings are one workload's (a PUT replaced them): "
+            "POST /v1/plans with its name makes a one-workload plan its current plan",
+            field="workload",
+        )
     request = _replan_request(deployment.request, name, body)
     hysteresis_spec = HysteresisSpec.model_validate(deployment.hysteresis)
     hysteresis = hysteresis_spec.to_hysteresis()

@@ -563,6 +563,14 @@ class PlanningContext:
     efficiencies: Mapping[str, Efficiency] = field(default_factory=dict)
     model_slug: str = ""
 
+    @property
+    def catalog(self) -> CatalogState:
+        return CatalogState(
+            catalog_version=self.catalog_version,
+            prices_usd_per_gpu_hour=self.prices_usd_per_gpu_hour,
+            efficiencies=self.efficiencies,
+        )
+
 
 def _differs(a: float, b: float) -> bool:
     return abs(a - b) > _SAME * max(abs(a), abs(b), 1.0)
@@ -611,6 +619,22 @@ def change_reasons(then: PlanningContext, now: PlanningContext, *, gpus_involved
         reasons.append(Reason(kind="slo", detail="; ".join(slo)))
     if dict(then.constraints) != dict(now.constraints) or then.model_slug != now.model_slug:
         reasons.append(Reason(kind="constraints", detail="the model or the plan's constraints changed"))
+    return (*reasons, *catalog_reasons(then.catalog, now.catalog, gpus_involved=gpus_involved))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CatalogState:
+    """The catalog as far as a plan's GPUs go: its version, their on-demand prices and efficiencies."""
+
+    catalog_version: int = 0
+    prices_usd_per_gpu_hour: Mapping[str, float] = field(default_factory=dict)
+    efficiencies: Mapping[str, Efficiency] = field(default_factory=dict)
+
+
+def catalog_reasons(then: CatalogState, now: CatalogState, *, gpus_involved: Sequence[str]) -> tuple[Reason, ...]:
+    """The catalog's part of `change_reasons` (a class plan's re-plan uses it alone): prices of the
+    GPUs involved, their efficiencies, or any other write that moved the catalog version."""
+    reasons: list[Reason] = []
     prices = [
         f"{gpu} ${then.prices_usd_per_gpu_hour[gpu]:.4g} → ${now.prices_usd_per_gpu_hour[gpu]:.4g}/GPU-h"
         for gpu in dict.fromkeys(gpus_involved)

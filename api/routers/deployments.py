@@ -17,7 +17,9 @@ from api.deps import CatalogDep, DeploymentsDep, IfMatchDep, PlannerKeyDep, Plan
 from api.idempotency import IdempotencyDep
 from api.observability import DeadlineDep, MetricsDep, MetricsRegistry
 from api.problems import problem_responses
+from api.schemas.classes import is_classes_plan
 from api.schemas.deployments import (
+    ClassesReplanResponse,
     DeploymentPage,
     DeploymentPut,
     DeploymentRead,
@@ -137,11 +139,15 @@ def list_deployment_plans(
 ) -> Any:
     """Every plan made for the deployment (POST /v1/plans with its name, PUT, re-plans — adopted or
     not), newest first; `current` marks the plan in force. As CSV (`?format=csv` or
-    `Accept: text/csv`) the page's plans as plan rows, newest first. 404 for an unknown deployment."""
+    `Accept: text/csv`) the page's plans as plan rows, newest first (a class plan's rows, a row per
+    class, are its own CSV: GET /v1/plans/{id}?format=csv). 404 for an unknown deployment."""
     deployment = deployments.get(name)
     page = deployments.history(name, limit=limit, offset=offset)
     if as_csv:
-        rows = [row for plan in page.items for row in plan_csv_rows(plan.request, plan.response)]
+        # a class plan's rows have other columns: its own CSV is GET /v1/plans/{id}?format=csv
+        rows = [
+            row for plan in page.items if not is_classes_plan(plan.response) for row in plan_csv_rows(plan.request, plan.response)
+        ]
         return csv_response(rows_to_csv(rows, PLAN_CSV_COLUMNS), filename=f"deployment-{name}-plans.csv")
     items = [service.history_item(plan, deployment.current_plan_id) for plan in page.items]
     return {"items": items, "total": page.total, "limit": limit, "offset": offset}
@@ -149,7 +155,7 @@ def list_deployment_plans(
 
 @router.post(
     "/deployments/{name}/replan",
-    response_model=ReplanResponse,
+    response_model=ReplanResponse | ClassesReplanResponse,  # ClassesReplanResponse for a class deployment
     name="replan_deployment",
     summary="Plan a deployment again for a new forecast, diff it and decide with hysteresis",
     responses=problem_responses(400, 401, 403, 404, 409, 422, 503),
@@ -174,7 +180,14 @@ def replan_deployment(
     (`changed: false`, `reason` says why) while it meets every SLO with that margin and switching
     would save less than the hysteresis thresholds; a plan that misses the SLOs is always replaced.
     The new plan is stored in the history either way; `adopted` names the plan now in force.
-    404 for an unknown deployment; 422 `infeasible-plan` when nothing meets the new SLOs."""
+    404 for an unknown deployment; 422 `infeasible-plan` when nothing meets the new SLOs.
+
+    A class deployment (made by POST /v1/plans with `classes` and `name`) is re-planned from its
+    classes: `class_rates_rps` gives new rates by class name, `classes` new classes, an empty body
+    the same request; the answer (ClassesReplanResponse) diffs the arrangement, each pool (GPU, tp,
+    replicas, classes, scheduling) and each class (rate, pool, latencies at its percentile), and
+    adopts the new plan when the arrangement or any pool changes, or when the same pools' cost moved
+    beyond the hysteresis thresholds (docs/traffic-classes.md)."""
     if (replayed := idempotency.replay(body)) is not None:
         return replayed
     content = service.replan(
@@ -185,9 +198,14 @@ def replan_deployment(
         solver_time_limit_s=deadline.solver_time_limit_s(settings.solver_time_limit_s),
         default_provider=settings.default_price_provider,
     )
-    _record_plan(metrics, content["plan"])
+    if is_classes_plan(content["plan"]):
+        metrics.record_plan_computed()  # a class plan reports no solver time
+        read: ReplanResponse | ClassesReplanResponse = ClassesReplanResponse.model_validate(content)
+    else:
+        _record_plan(metrics, content["plan"])
+        read = ReplanResponse.model_validate(content)
     answer = JSONResponse(
-        jsonable_encoder(ReplanResponse.model_validate(content)),
+        jsonable_encoder(read),
         status_code=status.HTTP_200_OK,
         headers={"Location": f"/v1/plans/{content['plan']['id']}"},
     )

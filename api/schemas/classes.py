@@ -95,6 +95,14 @@ class ClassesPlanRequest(_Input):
     )
     provider: Slug | None = Field(default=None)
     prices: dict[Slug, PriceOverride] = Field(default_factory=dict)
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        pattern=r"^[^/\x00-\x1f]+$",
+        description="Deployment this class plan is for, as a one-workload plan's `name`: the plan becomes its current plan "
+        "(GET /v1/deployments/{name}), and POST /v1/deployments/{name}/replan plans its classes again.",
+    )
     store: bool = Field(
         default=True,
         exclude=True,  # a request's switch, not part of the request stored with a plan
@@ -196,6 +204,7 @@ def is_classes_plan(response: Mapping[str, Any]) -> bool:
 
 class ClassesPlanResponse(BaseModel):
     id: str = Field(description="The stored plan's id (GET /v1/plans/{id}); a dry run's is fresh and never stored.")
+    name: str | None = Field(default=None, description="The deployment the plan was made for; null for none.")
     model: str
     arrangement: Arrangement
     cost_usd_per_hour: float

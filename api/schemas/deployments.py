@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Page, Slug
+from api.schemas.classes import MAX_CLASSES, ClassesPlanResponse, TrafficClassSpec
 from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanResponse, PlanSlo, PoolRead
 from api.schemas.workload import WorkloadSpec
+from planner.class_diff import ClassPlanDiff
 from planner.diff import (
     DEFAULT_HEADROOM_MARGIN,
     DEFAULT_MIN_SAVING_FRACTION,
     DEFAULT_MIN_SAVING_USD_PER_HOUR,
+    Change,
     Check,
     Hysteresis,
     PlanDiff,
@@ -93,6 +96,9 @@ class DeploymentSummary(BaseModel):
     topology: Literal["aggregated", "disaggregated"] | None = Field(
         default=None, description="The current plan's topology (separate prefill and decode pools or not); null without a plan."
     )
+    arrangement: str | None = Field(
+        default=None, description="A class plan's chosen arrangement (docs/traffic-classes.md); null for a one-workload plan."
+    )
     cost_usd_per_hour: float | None = Field(description="Current plan's on-demand cost as planned.")
     cost_usd_per_month: float | None = Field(description="730 hours.")
     cost_usd_per_million_output_tokens: float | None = Field(
@@ -112,7 +118,9 @@ class DeploymentRead(BaseModel):
     settings: dict[str, Any] = Field(description="The plan request (model, workload, slo, constraints, …) re-plans start from.")
     hysteresis: HysteresisSpec
     current_plan_id: str | None
-    current_plan: PlanResponse | None = Field(description="The plan in force; null until the first plan.")
+    current_plan: PlanResponse | ClassesPlanResponse | None = Field(
+        description="The plan in force (a class plan's as ClassesPlanResponse); null until the first plan."
+    )
     plans_total: int = Field(description="Plans in the deployment's history.")
     version: int = Field(description="Row version (ETag) for If-Match on PUT.")
     created_at: datetime
@@ -136,7 +144,10 @@ class PlanHistoryItem(BaseModel):
         description="Separate prefill and decode pools or not; a disaggregated plan's gpu, tp and batch_limit are its decode "
         "pool's, replicas and gpus_total count both pools.",
     )
-    pools: list[PoolRead] = Field(default_factory=list, description="The plan's pools (plan.pools).")
+    pools: list[PoolRead] = Field(default_factory=list, description="The plan's pools (plan.pools; a class plan's pools).")
+    arrangement: str | None = Field(
+        default=None, description="A class plan's chosen arrangement; its gpu, tp and batch_limit are its largest pool's."
+    )
     cost_usd_per_hour: float
     cost_usd_per_month: float = Field(description="730 hours.")
     cost_usd_per_million_output_tokens: float | None = Field(default=None, description="As the plan answered it.")
@@ -149,6 +160,7 @@ class PlanHistoryPage(Page[PlanHistoryItem]):
 
 class ReplanRequest(_Input):
     """What changed: a whole new workload, or only its arrival rate; optionally new SLOs, constraints.
+    A class deployment takes new classes or new rates by class instead (docs/traffic-classes.md).
     Members omitted keep the deployment's settings."""
 
     workload: WorkloadSpec | None = Field(default=None, description="The new forecast (replaces the deployment's workload).")
@@ -158,12 +170,37 @@ class ReplanRequest(_Input):
     slo: PlanSlo | None = None
     constraints: PlanConstraintsSpec | None = None
     verify: bool | None = Field(default=None, description="Override the deployment's `verify` for this re-plan.")
+    classes: list[TrafficClassSpec] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CLASSES,
+        description="A class deployment's new classes (replace its classes; as POST /v1/plans takes them).",
+    )
+    class_rates_rps: dict[str, Annotated[float, Field(gt=0, le=1e7, allow_inf_nan=False)]] | None = Field(
+        default=None,
+        description="A class deployment's new arrival rates by class name; the classes not named keep theirs.",
+        examples=[{"chat": 80}],
+    )
 
     @model_validator(mode="after")
     def _one_traffic(self) -> Self:
         if self.workload is not None and self.arrival_rate_rps is not None:
             raise ValueError("give either workload or arrival_rate_rps, not both")
+        if self.classes is not None and self.class_rates_rps is not None:
+            raise ValueError("give either classes or class_rates_rps, not both")
+        one_workload = self.workload is not None or self.arrival_rate_rps is not None or self.slo is not None
+        if one_workload and (self.classes is not None or self.class_rates_rps is not None):
+            raise ValueError("workload, arrival_rate_rps and slo re-plan a one-workload deployment; classes and "
+                             "class_rates_rps a class deployment: give one kind")  # fmt: skip
         return self
+
+    def for_classes(self) -> bool:
+        """Whether the request names classes (a class deployment's re-plan)."""
+        return self.classes is not None or self.class_rates_rps is not None
+
+    def for_one_workload(self) -> bool:
+        """Whether the request names a workload, a rate or SLOs (a one-workload deployment's re-plan)."""
+        return self.workload is not None or self.arrival_rate_rps is not None or self.slo is not None
 
 
 class ChangeRead(BaseModel):
@@ -272,6 +309,70 @@ class ReplanResponse(BaseModel):
     threshold_usd_per_hour: float = Field(description="Smallest saving the hysteresis accepts for this change.")
 
 
+class ClassPoolChangeRead(BaseModel):
+    """One pool of a class plan from the current plan to the new one, matched by name."""
+
+    pool: str = Field(description="The pool's name as the arrangement names it (`chat`, `shared`, `deferred`, …).")
+    status: Literal["added", "removed", "changed", "same"]
+    summary: str = Field(description="The pool's change in words, e.g. `chat: replicas 3 → 4`.")
+    classes: ChangeRead = Field(description="The classes the pool serves.")
+    scheduling: ChangeRead = Field(description="`fcfs` or `priority`.")
+    gpu: ChangeRead
+    tp: ChangeRead
+    replicas: ChangeRead
+    gpus: ChangeRead
+    precision: ChangeRead = Field(description="weights/kv_cache.")
+    batch_limit: ChangeRead
+    chunk_tokens: ChangeRead
+
+
+class ClassChangeRead(BaseModel):
+    """One class from the current plan to the new one: its rate, its pool and its latencies at its percentile."""
+
+    name: str
+    status: Literal["added", "removed", "changed", "same"]
+    arrival_rate_rps: ChangeRead
+    pool: ChangeRead
+    percentile: ChangeRead
+    ttft_ms: ChangeRead
+    tpot_ms: ChangeRead
+    e2e_s: ChangeRead
+    meets_target: ChangeRead
+    shed_fraction: ChangeRead
+
+
+class ClassPlanDiffRead(BaseModel):
+    arrangement: ChangeRead = Field(description="The chosen arrangement (`segregated`, `shared_priority`, …), before and after.")
+    pools: list[ClassPoolChangeRead] = Field(description="Pool by pool, matched by name.")
+    classes: list[ClassChangeRead] = Field(description="Class by class, matched by name.")
+    summary: str = Field(description="The arrangement's and pools' changes in one line.")
+    replicas: ChangeRead = Field(description="Summed over the pools.")
+    gpus_total: ChangeRead
+    gpus_added: dict[str, int] = Field(description="GPUs per type the new plan has beyond the current one.")
+    gpus_removed: dict[str, int] = Field(description="GPUs per type the new plan releases.")
+    cost_usd_per_hour: CostChangeRead
+    cost_usd_per_month: CostChangeRead = Field(description="730 hours.")
+    currency: str = CURRENCY
+    same_configuration: bool = Field(description="The same arrangement and every pool the same.")
+    why: list[ReasonRead] = Field(description="What differs from when the current plan was made: traffic, constraints, prices.")
+
+
+class ClassesReplanResponse(BaseModel):
+    """A class deployment's re-plan: the new class plan, its diff and the adoption decision
+    (docs/traffic-classes.md, "Re-planning a class deployment")."""
+
+    deployment: str
+    changed: bool = Field(description="Whether the deployment now runs the new plan.")
+    reason: str = Field(description="Why it changed or kept the current plan.")
+    current: str = Field(description="Id of the plan in force before this re-plan (the diff's `before`).")
+    adopted: str = Field(description="Id of the plan in force after it: `plan.id` when changed, else `current`.")
+    plan: ClassesPlanResponse = Field(description="The new class plan (stored in the deployment's history either way).")
+    diff: ClassPlanDiffRead
+    hysteresis: HysteresisSpec
+    saving_usd_per_hour: float = Field(description="Current plan at today's prices (as planned if unpriceable) − new plan.")
+    threshold_usd_per_hour: float = Field(description="The hysteresis threshold on the current plan's cost as planned.")
+
+
 class RecheckCost(BaseModel):
     then_usd_per_hour: float
     now_usd_per_hour: float | None
@@ -332,6 +433,54 @@ def check_read(check: Check) -> dict[str, Any]:
 
 def reasons_read(reasons: tuple[Reason, ...]) -> list[dict[str, str]]:
     return [{"kind": r.kind, "detail": r.detail} for r in reasons]
+
+
+def _change(c: Any) -> dict[str, Any]:
+    before, after = (list(v) if isinstance(v, tuple) else v for v in (c.before, c.after))  # a pool's classes
+    return {"before": before, "after": after, "changed": c.changed}
+
+
+def _ms(c: Change) -> dict[str, Any]:
+    """A latency change in seconds as milliseconds."""
+    return {
+        "before": None if c.before is None else c.before * MS_PER_S,
+        "after": None if c.after is None else c.after * MS_PER_S,
+        "changed": c.changed,
+    }
+
+
+def class_diff_read(diff: ClassPlanDiff, reasons: tuple[Reason, ...]) -> dict[str, Any]:
+    def cost(c: Any) -> dict[str, Any]:
+        return {"before": c.before, "before_now": _none_if_nan(c.before_now), "after": c.after, "change": _none_if_nan(c.change)}
+
+    pool_fields = ("classes", "scheduling", "gpu", "tp", "replicas", "gpus", "precision", "batch_limit", "chunk_tokens")
+    class_fields = ("arrival_rate_rps", "pool", "percentile", "e2e_s", "meets_target", "shed_fraction")
+    return {
+        "arrangement": _change(diff.arrangement),
+        "pools": [
+            {"pool": p.pool, "status": p.status, "summary": p.summary(), **{n: _change(getattr(p, n)) for n in pool_fields}}
+            for p in diff.pools
+        ],
+        "classes": [
+            {
+                "name": k.name,
+                "status": k.status,
+                **{n: _change(getattr(k, n)) for n in class_fields},
+                "ttft_ms": _ms(k.ttft_s),
+                "tpot_ms": _ms(k.tpot_s),
+            }
+            for k in diff.classes
+        ],
+        "summary": diff.pools_summary(),
+        "replicas": _change(diff.replicas),
+        "gpus_total": _change(diff.gpus_total),
+        "gpus_added": diff.gpus_added,
+        "gpus_removed": diff.gpus_removed,
+        "cost_usd_per_hour": cost(diff.cost_usd_per_hour),
+        "cost_usd_per_month": cost(diff.cost_usd_per_month),
+        "same_configuration": diff.same_configuration,
+        "why": reasons_read(reasons),
+    }
 
 
 def diff_read(diff: PlanDiff, reasons: tuple[Reason, ...]) -> dict[str, Any]:

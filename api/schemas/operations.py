@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from api.problems import Problem
 from api.schemas.catalog import Page
-from api.schemas.deployments import ReplanResponse
+from api.schemas.deployments import ClassesReplanResponse, ReplanResponse
 from api.schemas.fleet_plans import FleetPlanResponse
 from api.schemas.what_if import WhatIfResponse
 
@@ -32,7 +32,10 @@ class BulkReplanRequest(BaseModel):
 class BulkReplanItem(BaseModel):
     deployment: str
     changed: bool = Field(description="Whether the deployment now runs the new plan.")
-    replan: ReplanResponse | None = Field(description="What POST /v1/deployments/{name}/replan answers; null with a problem.")
+    replan: ReplanResponse | ClassesReplanResponse | None = Field(
+        description="What POST /v1/deployments/{name}/replan answers (a class deployment's: ClassesReplanResponse); "
+        "null with a problem."
+    )
     problem: Problem | None = Field(description="Why this deployment could not be re-planned (e.g. infeasible-plan).")
 
 

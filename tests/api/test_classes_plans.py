@@ -63,7 +63,7 @@ def test_workload_and_classes_together_or_neither_are_422(seeded: ApiClient, adm
     assert_problem(seeded.post("/v1/plans", json=both, headers=admin), 422)
     neither = {k: v for k, v in WORKED.items() if k != "classes"}
     assert_problem(seeded.post("/v1/plans", json=neither, headers=admin), 422)
-    assert_problem(seeded.post("/v1/plans", json={**WORKED, "name": "chat"}, headers=admin), 422)  # no deployment yet
+    assert_problem(seeded.post("/v1/plans", json={**WORKED, "name": "a/b"}, headers=admin), 422)  # an unaddressable name
     no_target = {**WORKED, "classes": [{"name": "x", "arrival_rate_rps": 1, **CHAT}]}
     assert_problem(seeded.post("/v1/plans", json=no_target, headers=admin), 422)
 

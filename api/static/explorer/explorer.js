@@ -397,7 +397,86 @@
     ];
   }
 
+  /** A class plan (POST /v1/plans with `classes`): its chosen arrangement against the others, each
+   * pool with the classes it serves, and each class's figures at its percentile; its charts are not
+   * drawn (the service answers 404 for them), its CSV (a row per class) and deploy files are. */
+  function showClassPlan(plan, stored) {
+    const gpus = plan.pools.reduce((n, p) => n + p.replicas * p.tp, 0);
+    const chosen = plan.arrangement.chosen;
+    const poolText = (p) => `${p.name} for ${p.classes.join(", ")}: ${num(p.replicas * p.tp, 0)} × ${p.gpu}, ${replicas(p.replicas)} of tp ${p.tp}${p.scheduling === "priority" ? ", priority scheduling" : ""}`;
+    const poolRows = plan.pools.map((p) =>
+      el(
+        "tr",
+        { dataset: { pool: p.name } },
+        el("th", { scope: "row" }, p.name),
+        el("td", {}, p.classes.join(", ")),
+        el("td", {}, p.scheduling),
+        el("td", {}, p.gpu),
+        el("td", { class: "num" }, num(p.tp, 0)),
+        el("td", { class: "num" }, num(p.replicas, 0)),
+        el("td", { class: "num" }, num(p.replicas * p.tp, 0)),
+        el("td", {}, `${p.precision.weights}/${p.precision.kv_cache}`),
+        el("td", { class: "num" }, num(p.batch_limit, 0)),
+        el("td", { class: "num" }, p.chunk_tokens === null ? "—" : num(p.chunk_tokens, 0)),
+        el("td", { class: "num" }, `${num(p.utilisation * 100, 0)} %`),
+        el("td", { class: "num" }, usd(p.cost_usd_per_hour)),
+      ),
+    );
+    const classRows = plan.classes.map((k) =>
+      el(
+        "tr",
+        { dataset: { class: k.name } },
+        el("th", { scope: "row" }, k.name),
+        el("td", {}, k.pool),
+        el("td", { class: "num" }, num(k.priority, 0)),
+        el("td", { class: "num" }, `p${num(k.percentile, 1)}`),
+        el("td", { class: "num" }, `${num(k.ttft_ms, 1)} ms`),
+        el("td", { class: "num" }, `${num(k.tpot_ms, 1)} ms`),
+        el("td", { class: "num" }, `${num(k.e2e_s, 2)} s`),
+        el("td", { class: "num" }, k.deadline_h === null ? "—" : `${num(k.deadline_h)} h`),
+        el("td", {}, k.meets_target ? "yes" : "no"),
+        el("td", { class: "num" }, `${num(k.shed_fraction * 100, 1)} %`),
+      ),
+    );
+    const arrangementRows = plan.arrangement.compared.map((a) =>
+      el(
+        "tr",
+        { class: a.name === chosen ? "current" : "", dataset: { arrangement: a.name } },
+        el("th", { scope: "row" }, a.name === chosen ? `${a.name} (chosen)` : a.name),
+        el("td", { class: "num" }, usd(a.cost_usd_per_hour)),
+        el("td", {}, a.reason),
+      ),
+    );
+    const table = (id, caption, headings, rows) =>
+      el("table", { id }, el("caption", {}, caption), el("thead", {}, el("tr", {}, headings.map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, rows));
+    const nodes = [
+      el("p", { id: "answer-summary", class: "lead" }, `Serve ${plan.classes.length} traffic classes as ${chosen}: ${plan.pools.map(poolText).join("; ")}.`),
+      el("p", { id: "answer-cost" }, `It costs ${usd(plan.cost_usd_per_hour)} per hour, ${usd(plan.cost_usd_per_hour * 730)} per month (730 h).`),
+      el(
+        "dl",
+        { class: "facts" },
+        fact("answer-arrangement", "Arrangement", chosen, chosen),
+        fact("answer-gpus", "GPUs", gpus, num(gpus, 0)),
+        fact("answer-cost-hour", "Per hour", plan.cost_usd_per_hour, usd(plan.cost_usd_per_hour)),
+      ),
+      el("h3", {}, "Pools"),
+      table("answer-class-pools", "The chosen arrangement's pools", ["Pool", "Classes", "Scheduling", "GPU", "tp", "Replicas", "GPUs", "Precision", "Batch limit", "Tokens per step", "Utilisation", "Per hour"], poolRows),
+      el("h3", {}, "Classes"),
+      table("answer-classes", "Each class at its percentile", ["Class", "Pool", "Priority", "Percentile", "TTFT", "TPOT", "End to end", "Deadline", "Meets target", "Shed"], classRows),
+      el("h3", {}, "Arrangements compared"),
+      table("answer-arrangements", "The arrangements priced, the cheapest chosen", ["Arrangement", "Per hour", "Why"], arrangementRows),
+      el(
+        "p",
+        { id: "answer-stored", class: "muted" },
+        stored ? `Class plan ${plan.id}, stored${plan.name ? ` as deployment ${plan.name}'s plan` : ""}.` : "A dry run: answered, not stored.",
+      ),
+    ];
+    showAnswer(nodes, `Class plan: ${chosen}, ${num(gpus, 0)} GPUs, ${usd(plan.cost_usd_per_hour)} per hour.`);
+    if (stored) showStoredExtras(plan.id, false, true);
+  }
+
   function showPlan(plan, stored) {
+    if (plan.arrangement) return showClassPlan(plan, stored);
     const decision = plan.plan;
     const cost = plan.cost;
     const pooled = decision.topology === "disaggregated";
@@ -503,10 +582,15 @@
 
   /** A stored plan's charts and downloads. A disaggregated plan (`pooled`) has no one queue for the
    * wall, knee, cost and alternatives charts: its pools chart is shown in their place. */
-  function showStoredExtras(planId, pooled) {
+  function showStoredExtras(planId, pooled, classes = false) {
     const id = encodeURIComponent(planId);
     const poolsChart = $("pools-chart");
-    if (pooled) {
+    if (classes) {
+      // a class plan has no charts yet: neither the one-queue charts nor the pools chart
+      $("charts").hidden = true;
+      for (const name of CHARTS) $(`chart-${name}`).removeAttribute("src");
+      if (poolsChart) poolsChart.hidden = true;
+    } else if (pooled) {
       $("charts").hidden = true;
       for (const name of CHARTS) $(`chart-${name}`).removeAttribute("src");
       if (poolsChart) {
@@ -602,6 +686,7 @@
   /** A stored plan's workload in words: its rate, or its job size and deadline. */
   function workloadText(p) {
     if (p.workload === "batch") return `job of ${num(p.requests, 0)} requests` + (p.deadline_h === null ? "" : ` in ${num(p.deadline_h)} h`);
+    if (p.workload === "classes") return `${num(p.arrival_rate_rps)} req/s in classes`;
     return `${num(p.arrival_rate_rps)} req/s`;
   }
 
@@ -673,7 +758,7 @@
         "tr",
         {},
         el("th", { scope: "row" }, d.name),
-        el("td", {}, d.gpu ? (d.topology === "disaggregated" ? `${num(d.gpus_total, 0)} GPUs in prefill and decode pools` : `${num(d.gpus_total, 0)} × ${d.gpu}`) : "—"),
+        el("td", {}, d.gpu ? (d.arrangement ? `${num(d.gpus_total, 0)} GPUs in ${d.arrangement} class pools` : d.topology === "disaggregated" ? `${num(d.gpus_total, 0)} GPUs in prefill and decode pools` : `${num(d.gpus_total, 0)} × ${d.gpu}`) : "—"),
         el("td", { class: "num" }, d.replicas === null ? "—" : String(d.replicas)),
         el("td", { class: "num" }, usd(d.cost_usd_per_hour)),
         el("td", {}, d.current_plan_id ? el("button", { type: "button", onclick: () => openPlan(d.current_plan_id) }, "Open current plan") : "—"),
@@ -696,7 +781,8 @@
     if (!older) return "first plan";
     const changes = [];
     const topology = (p) => p.topology || "aggregated";
-    if (topology(older) !== topology(newer)) changes.push(`${topology(older)} → ${topology(newer)}`);
+    if ((older.arrangement || null) !== (newer.arrangement || null)) changes.push(`${older.arrangement || "one workload"} → ${newer.arrangement || "one workload"}`);
+    else if (topology(older) !== topology(newer)) changes.push(`${topology(older)} → ${topology(newer)}`);
     else if (topology(newer) === "disaggregated") {
       for (const pool of newer.pools || []) {
         const before = (older.pools || []).find((p) => p.role === pool.role);
@@ -732,7 +818,9 @@
         el(
           "td",
           {},
-          p.topology === "disaggregated"
+          p.arrangement
+            ? `${num(p.gpus_total, 0)} GPUs, ${p.arrangement}: ` + p.pools.map((pool) => `${pool.replicas} × tp ${pool.tp} ${pool.gpu}`).join(", ")
+            : p.topology === "disaggregated"
             ? `${num(p.gpus_total, 0)} GPUs in pools: ` + p.pools.map((pool) => `${pool.role} ${pool.replicas} × tp ${pool.tp} ${pool.gpu}`).join(", ")
             : `${num(p.gpus_total, 0)} × ${p.gpu} (tp ${p.tp}, ${replicas(p.replicas)}, ${p.precision}, batch ${p.batch_limit})`,
         ),

@@ -1,0 +1,223 @@
+"""Re-planning a class deployment (POST /v1/deployments/{name}/replan when its settings are a
+classes request): plan its classes again with the new rates (or the same request), diff the new
+class plan against the one in force pool by pool and class by class (planner/class_diff.py), and
+adopt it by the rule of docs/traffic-classes.md ("Re-planning a class deployment")."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, cast
+
+from api.classes_plans import create_classes_plan
+from api.deployment_service import _catalog_now, _efficiencies_then
+from api.plan_service import Runner
+from api.schemas.classes import ClassesPlanRequest, is_classes_plan
+from api.schemas.deployments import HysteresisSpec, ReplanRequest, class_diff_read
+from api.schemas.plans import PlanRequest
+from catalog.deployments import Deployments, StoredDeployment
+from catalog.plans import Plans
+from catalog.repository import Catalog
+from planner.class_diff import (
+    ClassesContext,
+    ClassFigures,
+    ClassPlanShape,
+    ClassPoolShape,
+    class_change_reasons,
+    class_plan_diff,
+    decide_classes,
+)
+from planner.diff import CatalogState, ShapeRow
+from planner.errors import PlannerInputError
+from planner.units import MS_PER_S
+
+#: The arrangement whose `deferred` pool rents its replicas only part of the day (planner/plan_classes.py):
+#: its cost is not replicas × tp × price, so it gives no price per GPU-hour.
+_DEFERRED = "deferred"
+
+
+def is_class_deployment(deployment: StoredDeployment) -> bool:
+    """Whether the deployment is planned from a classes request (its settings carry `classes`)."""
+    return "classes" in deployment.request
+
+
+def classes_replan_request(template: dict[str, Any], name: str, body: ReplanRequest) -> ClassesPlanRequest:
+    """The deployment's classes request with what changed: new classes, new rates by class, constraints, verify."""
+    merged = dict(template)
+    if body.classes is not None:
+        merged["classes"] = [k.model_dump(mode="json") for k in body.classes]
+    if body.class_rates_rps is not None:
+        known = [k["name"] for k in merged["classes"]]
+        unknown = sorted(set(body.class_rates_rps) - set(known))
+        if unknown:
+            raise PlannerInputError(
+                f"class_rates_rps names classes the deployment does not have: {', '.join(unknown)} "
+                f"(it has {', '.join(known)}); give `classes` to add one",
+                field="class_rates_rps",
+            )
+        merged["classes"] = [
+            {**k, "arrival_rate_rps": body.class_rates_rps.get(k["name"], k["arrival_rate_rps"])} for k in merged["classes"]
+        ]
+    if body.constraints is not None:
+        merged["constraints"] = body.constraints.model_dump(mode="json")
+    if body.verify is not None:
+        merged["verify"] = body.verify
+    return ClassesPlanRequest.model_validate({**merged, "name": name})
+
+
+def class_plan_shape(response: dict[str, Any], request: dict[str, Any]) -> ClassPlanShape:
+    """What a stored class plan deploys and predicts, each class with the rate its request gave."""
+    rates = {k["name"]: float(k["arrival_rate_rps"]) for k in request["classes"]}
+    return ClassPlanShape(
+        arrangement=response["arrangement"]["chosen"],
+        pools=tuple(
+            ClassPoolShape(
+                name=p["name"],
+                classes=tuple(p["classes"]),
+                scheduling=p["scheduling"],
+                row=ShapeRow(
+                    gpu=p["gpu"],
+                    tp=p["tp"],
+                    replicas=p["replicas"],
+                    weights_precision=p["precision"]["weights"],
+                    kv_precision=p["precision"]["kv_cache"],
+                    batch_limit=p["batch_limit"],
+                    chunk_tokens=p["chunk_tokens"],
+                ),
+            )
+            for p in response["pools"]
+        ),
+        classes=tuple(
+            ClassFigures(
+                name=k["name"],
+                pool=k["pool"],
+                arrival_rate_rps=rates.get(k["name"], math.nan),
+                percentile=k["percentile"],
+                ttft_s=k["ttft_ms"] / MS_PER_S,
+                tpot_s=k["tpot_ms"] / MS_PER_S,
+                e2e_s=k["e2e_s"],
+                meets_target=k["meets_target"],
+                shed_fraction=k["shed_fraction"],
+            )
+            for k in response["classes"]
+        ),
+        cost_usd_per_hour=response["cost_usd_per_hour"],
+    )
+
+
+def prices_then(response: dict[str, Any]) -> dict[str, float]:
+    """$/GPU-h the class plan was made with, from its pools' costs (cost ÷ GPUs), the deferred pool's aside."""
+    return {
+        p["gpu"]: p["cost_usd_per_hour"] / (p["replicas"] * p["tp"])  # $/h ÷ GPUs
+        for p in response["pools"]
+        if not (response["arrangement"]["chosen"] == _DEFERRED and p["name"] == _DEFERRED) and p["replicas"] * p["tp"]
+    }
+
+
+def cost_now_usd_per_hour(response: dict[str, Any], then: dict[str, float], now: dict[str, float]) -> float:
+    """The class plan's pools at today's prices: each pool's cost × (price now ÷ price then); NaN when a
+    pool's GPU has no price then (a deferred pool's alone) or none now (it left the catalog)."""
+    total = 0.0
+    for pool in response["pools"]:
+        gpu = pool["gpu"]
+        if gpu not in then or gpu not in now:
+            return math.nan
+        total += pool["cost_usd_per_hour"] * now[gpu] / then[gpu]  # cost scaled by the price's change
+    return total
+
+
+def replan_classes(
+    deployment: StoredDeployment,
+    body: ReplanRequest,
+    catalog: Catalog,
+    *,
+    run: Runner,
+    solver_time_limit_s: float,
+    default_provider: str,
+) -> dict[str, Any]:
+    """Plan the class deployment again, diff it against the plan in force and adopt it by the rule of
+    planner/class_diff.py; the ClassesReplanResponse JSON."""
+    name = deployment.name
+    if body.for_one_workload():
+        raise PlannerInputError(
+            f"deployment {name} plans traffic classes: give class_rates_rps or classes, not workload, arrival_rate_rps "
+            "or slo (each class carries its own target)",
+            field="workload",
+        )
+    session = catalog.session
+    deployments, plans = Deployments(session), Plans(session)
+    current = plans.get(deployment.current_plan_id) if deployment.current_plan_id else None
+    if current is not None and not is_classes_plan(current.response):
+        raise PlannerInputError(
+            f"deployment {name}'s settings are a classes request but its plan in force is a one-workload plan: "
+            "POST /v1/plans with its name and the classes makes a class plan its current plan",
+            field="classes",
+        )
+    request = classes_replan_request(deployment.request, name, body)
+    template = request.model_dump(mode="json", exclude={"name"})
+    hysteresis_spec = HysteresisSpec.model_validate(deployment.hysteresis)
+    checkpoint = getattr(getattr(run, "__self__", None), "checkpoint", None)  # a route's deadline, as create_plan reads it
+    new = create_classes_plan(
+        request,
+        catalog,
+        run=run,
+        solver_time_limit_s=solver_time_limit_s,
+        default_provider=default_provider,
+        checkpoint=checkpoint,
+        adopt=False,
+    )
+    if current is None:  # no plan in force: nothing to keep
+        deployments.adopt(name, new["id"], request=template)
+        current = plans.get(new["id"])
+    before, after = class_plan_shape(current.response, current.request), class_plan_shape(new, request.model_dump(mode="json"))
+    involved = [p.row.gpu for p in before.pools] + [p.row.gpu for p in after.pools]
+    as_planned = cast(PlanRequest, request)  # _catalog_now reads provider, prices and efficiency_profile, which it carries
+    prices_now, efficiencies_now = _catalog_now(catalog, involved, as_planned, default_provider)
+    then_prices = prices_then(current.response)
+    diff = class_plan_diff(
+        before, after, before_now_usd_per_hour=cost_now_usd_per_hour(current.response, then_prices, prices_now)
+    )
+    current_request = ClassesPlanRequest.model_validate(current.request)
+    reasons = class_change_reasons(
+        ClassesContext(
+            classes=tuple(k.to_class() for k in current_request.classes),
+            constraints=current_request.constraints.model_dump(mode="json"),
+            model_slug=current_request.model,
+            catalog=CatalogState(
+                catalog_version=current.catalog_version,
+                prices_usd_per_gpu_hour=then_prices,
+                efficiencies=_efficiencies_then(current.response),
+            ),
+        ),
+        ClassesContext(
+            classes=tuple(k.to_class() for k in request.classes),
+            constraints=request.constraints.model_dump(mode="json"),
+            model_slug=request.model,
+            catalog=CatalogState(
+                catalog_version=new["provenance"]["catalog_version"],
+                prices_usd_per_gpu_hour=prices_now,
+                efficiencies=efficiencies_now,
+            ),
+        ),
+        gpus_involved=involved,
+    )
+    decision = decide_classes(diff, hysteresis_spec.to_hysteresis())
+    if current.id == new["id"]:
+        changed, reason = True, "the deployment had no plan in force; the new plan is adopted"
+    else:
+        changed, reason = decision.changed, decision.reason
+    if changed:
+        deployments.adopt(name, new["id"], request=template)
+    else:
+        deployments.update_request(name, template)
+    return {
+        "deployment": name,
+        "changed": changed,
+        "reason": reason,
+        "current": current.id,
+        "adopted": new["id"] if changed else current.id,
+        "plan": new,
+        "diff": class_diff_read(diff, reasons),
+        "hysteresis": hysteresis_spec.model_dump(mode="json"),
+        "saving_usd_per_hour": decision.saving_usd_per_hour,
+        "threshold_usd_per_hour": decision.threshold_usd_per_hour,
+    }

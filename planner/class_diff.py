@@ -1,0 +1,324 @@
+"""Re-planning a class deployment: what changes between two class plans (planner/plan_classes.py),
+pool by pool and class by class, and whether to adopt the new one.
+
+The diff is planner/diff.py's, for a class plan's shape: its chosen arrangement, its pools matched
+by name (`chat`, `shared`, `deferred`, … as the arrangement names them), each with its classes,
+scheduling and configuration, and each class's arrival rate, pool and predicted latencies at its
+percentile.
+
+Adoption. A class plan has no forward model of a stored plan under a new forecast yet (a pool's
+figures come from planning it: planner/plan_classes.py), so the current plan cannot be re-checked
+at the new rates as a one-workload plan is. The rule is therefore the simplest sound one:
+
+    adopt  ⇔  the arrangement changes
+              or  any pool changes (added, removed, or a different configuration, classes or scheduling)
+              or  |C_new − C_then| > 0  and  |C_new − C_then| ≥ max(s_usd, s_frac · C_then)
+
+where C_then is the current plan's cost as planned, C_new the new plan's (today's prices) and
+(s_usd, s_frac) the deployment's hysteresis thresholds (planner.diff.Hysteresis; its headroom
+margin has no use here). A change of pools is always adopted: without the forward model nothing
+says the current pools still meet every class's target at the new rates, and the new plan's do.
+The same pools at another price are the same deployment; their new plan is adopted only when its
+cost moved beyond the thresholds, so the plan in force states today's cost without a price moving
+by noise churning it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from planner.diff import CatalogState, Change, CostChange, Decision, Hysteresis, Reason, ShapeRow, catalog_reasons
+from planner.errors import PlannerInputError
+from planner.traffic_classes import TrafficClass
+from planner.units import HOURS_PER_MONTH
+
+#: Relative difference below which two rates count as equal (float noise from JSON round trips), as planner/diff.py's.
+_SAME = 1e-9
+
+Status = Literal["added", "removed", "changed", "same"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassPoolShape:
+    """One pool of a class plan: its name, the classes it serves, its scheduling and its configuration."""
+
+    name: str
+    classes: tuple[str, ...]
+    scheduling: Literal["fcfs", "priority"]
+    row: ShapeRow
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassFigures:
+    """One class of a class plan: its rate, its pool and its predicted latencies at its percentile (seconds)."""
+
+    name: str
+    pool: str
+    arrival_rate_rps: float
+    percentile: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    meets_target: bool
+    shed_fraction: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassPlanShape:
+    """What a class plan deploys and predicts: its arrangement, pools, classes and cost when planned."""
+
+    arrangement: str
+    pools: tuple[ClassPoolShape, ...]
+    classes: tuple[ClassFigures, ...]
+    cost_usd_per_hour: float
+
+    def __post_init__(self) -> None:
+        if not self.pools:
+            raise PlannerInputError("a class plan shape needs at least one pool")
+
+    def gpus_by_type(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for pool in self.pools:
+            counts[pool.row.gpu] = counts.get(pool.row.gpu, 0) + pool.row.gpus
+        return counts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassPoolChange:
+    """One pool from the current class plan to the new one, matched by name."""
+
+    pool: str
+    status: Status
+    classes: Change
+    scheduling: Change
+    gpu: Change
+    tp: Change
+    replicas: Change
+    gpus: Change
+    precision: Change
+    batch_limit: Change
+    chunk_tokens: Change
+
+    def summary(self) -> str:
+        """`chat: replicas 3 → 4` (or `shared: added`, `summarise: removed`, `chat: same`)."""
+        if self.status in ("added", "removed"):
+            return f"{self.pool}: {self.status}"
+        fields = (
+            ("classes", self.classes),
+            ("scheduling", self.scheduling),
+            ("gpu", self.gpu),
+            ("tp", self.tp),
+            ("replicas", self.replicas),
+            ("precision", self.precision),
+            ("batch limit", self.batch_limit),
+            ("chunk tokens", self.chunk_tokens),
+        )
+        changed = [f"{name} {_shown(c.before)} → {_shown(c.after)}" for name, c in fields if c.changed]
+        return f"{self.pool}: " + (", ".join(changed) if changed else "same")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassChange:
+    """One class from the current class plan to the new one, matched by name: its rate, pool and latencies."""
+
+    name: str
+    status: Status
+    arrival_rate_rps: Change
+    pool: Change
+    percentile: Change
+    ttft_s: Change
+    tpot_s: Change
+    e2e_s: Change
+    meets_target: Change
+    shed_fraction: Change
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassPlanDiff:
+    arrangement: Change
+    pools: tuple[ClassPoolChange, ...]
+    classes: tuple[ClassChange, ...]
+    replicas: Change
+    gpus_total: Change
+    gpus_added: dict[str, int]
+    gpus_removed: dict[str, int]
+    cost_usd_per_hour: CostChange
+    cost_usd_per_month: CostChange
+    same_configuration: bool
+
+    def pools_summary(self) -> str:
+        """The arrangement's and the pools' changes in one line; `same arrangement and pools` if none."""
+        parts = [] if not self.arrangement.changed else [f"arrangement {self.arrangement.before} → {self.arrangement.after}"]
+        parts += [p.summary() for p in self.pools if p.status != "same"]
+        return "; ".join(parts) if parts else "same arrangement and pools"
+
+
+def _shown(value: object) -> str:
+    return ", ".join(value) if isinstance(value, tuple) else str(value)
+
+
+def _status(before: object | None, after: object | None) -> Status:
+    return "added" if before is None else "removed" if after is None else "same" if before == after else "changed"
+
+
+def _names(before: Sequence[str], after: Sequence[str]) -> list[str]:
+    """Before's names in order, then after's new ones."""
+    return [*before, *(n for n in after if n not in before)]
+
+
+def _pool_changes(before: Sequence[ClassPoolShape], after: Sequence[ClassPoolShape]) -> tuple[ClassPoolChange, ...]:
+    old, new = {p.name: p for p in before}, {p.name: p for p in after}
+    changes = []
+    for name in _names(list(old), list(new)):
+        b, a = old.get(name), new.get(name)
+
+        def field(get: Callable[[ClassPoolShape], object], b: ClassPoolShape | None = b, a: ClassPoolShape | None = a) -> Change:
+            return Change(before=None if b is None else get(b), after=None if a is None else get(a))
+
+        changes.append(
+            ClassPoolChange(
+                pool=name,
+                status=_status(b, a),
+                classes=field(lambda p: p.classes),
+                scheduling=field(lambda p: p.scheduling),
+                gpu=field(lambda p: p.row.gpu),
+                tp=field(lambda p: p.row.tp),
+                replicas=field(lambda p: p.row.replicas),
+                gpus=field(lambda p: p.row.gpus),
+                precision=field(lambda p: f"{p.row.weights_precision}/{p.row.kv_precision}"),
+                batch_limit=field(lambda p: p.row.batch_limit),
+                chunk_tokens=field(lambda p: p.row.chunk_tokens),
+            )
+        )
+    return tuple(changes)
+
+
+def _class_changes(before: Sequence[ClassFigures], after: Sequence[ClassFigures]) -> tuple[ClassChange, ...]:
+    old, new = {k.name: k for k in before}, {k.name: k for k in after}
+    changes = []
+    for name in _names(list(old), list(new)):
+        b, a = old.get(name), new.get(name)
+
+        def field(get: Callable[[ClassFigures], object], b: ClassFigures | None = b, a: ClassFigures | None = a) -> Change:
+            return Change(before=None if b is None else get(b), after=None if a is None else get(a))
+
+        changes.append(
+            ClassChange(
+                name=name,
+                status=_status(b, a),
+                arrival_rate_rps=field(lambda k: k.arrival_rate_rps),
+                pool=field(lambda k: k.pool),
+                percentile=field(lambda k: k.percentile),
+                ttft_s=field(lambda k: k.ttft_s),
+                tpot_s=field(lambda k: k.tpot_s),
+                e2e_s=field(lambda k: k.e2e_s),
+                meets_target=field(lambda k: k.meets_target),
+                shed_fraction=field(lambda k: k.shed_fraction),
+            )
+        )
+    return tuple(changes)
+
+
+def class_plan_diff(before: ClassPlanShape, after: ClassPlanShape, *, before_now_usd_per_hour: float) -> ClassPlanDiff:
+    """Pool by pool and class by class from the current class plan to the new one; GPUs added and removed per type."""
+    counts_before, counts_after = before.gpus_by_type(), after.gpus_by_type()
+    added = {gpu: n - counts_before.get(gpu, 0) for gpu, n in counts_after.items() if n > counts_before.get(gpu, 0)}
+    removed = {gpu: n - counts_after.get(gpu, 0) for gpu, n in counts_before.items() if n > counts_after.get(gpu, 0)}
+    change = after.cost_usd_per_hour - before_now_usd_per_hour  # what switching adds to today's bill
+    pools = _pool_changes(before.pools, after.pools)
+    return ClassPlanDiff(
+        arrangement=Change(before=before.arrangement, after=after.arrangement),
+        pools=pools,
+        classes=_class_changes(before.classes, after.classes),
+        replicas=Change(before=sum(p.row.replicas for p in before.pools), after=sum(p.row.replicas for p in after.pools)),
+        gpus_total=Change(before=sum(counts_before.values()), after=sum(counts_after.values())),
+        gpus_added=added,
+        gpus_removed=removed,
+        cost_usd_per_hour=CostChange(
+            before=before.cost_usd_per_hour, before_now=before_now_usd_per_hour, after=after.cost_usd_per_hour, change=change
+        ),
+        cost_usd_per_month=CostChange(
+            before=before.cost_usd_per_hour * HOURS_PER_MONTH,
+            before_now=before_now_usd_per_hour * HOURS_PER_MONTH,
+            after=after.cost_usd_per_hour * HOURS_PER_MONTH,
+            change=change * HOURS_PER_MONTH,
+        ),  # $/h × 730 h
+        same_configuration=before.arrangement == after.arrangement and all(p.status == "same" for p in pools),
+    )
+
+
+def decide_classes(diff: ClassPlanDiff, hysteresis: Hysteresis) -> Decision:
+    """Adopt the new class plan or keep the current one (module docstring). `saving_usd_per_hour` is
+    C_now − C_new (C_now as planned when the current plan cannot be priced today); the threshold is
+    the hysteresis's on the current plan's cost as planned, which the same pools' cost is compared with."""
+    cost = diff.cost_usd_per_hour
+    saving = (cost.before_now if math.isfinite(cost.before_now) else cost.before) - cost.after  # C_now − C_new
+    drift = cost.after - cost.before  # the same pools' cost today against the plan in force's as planned
+    threshold = max(hysteresis.min_saving_usd_per_hour, hysteresis.min_saving_fraction * cost.before)
+
+    def result(changed: bool, reason: str) -> Decision:
+        return Decision(changed=changed, reason=reason, saving_usd_per_hour=saving, threshold_usd_per_hour=threshold)
+
+    if not diff.same_configuration:
+        return result(True, f"the new plan deploys other pools ({diff.pools_summary()}); it is adopted")
+    if drift != 0 and abs(drift) >= threshold:
+        return result(
+            True,
+            f"the same arrangement and pools cost ${cost.after:.2f}/h now against ${cost.before:.2f}/h as planned "
+            f"(a change of ${abs(drift):.2f}/h ≥ ${threshold:.2f}/h); the new plan is adopted",
+        )
+    return result(
+        False,
+        f"the new plan deploys the same arrangement and pools at ${cost.after:.2f}/h against ${cost.before:.2f}/h as "
+        f"planned (a change of ${abs(drift):.2f}/h, under ${threshold:.2f}/h or none); the current plan is kept",
+    )
+
+
+# --- why ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassesContext:
+    """What a class plan was (or is now) made from, as far as the reasons for a change go."""
+
+    classes: tuple[TrafficClass, ...]
+    constraints: Mapping[str, Any] = field(default_factory=dict)
+    model_slug: str = ""
+    catalog: CatalogState = field(default_factory=CatalogState)
+
+
+def _traffic_changes(before: Sequence[TrafficClass], after: Sequence[TrafficClass]) -> list[str]:
+    """Class by class: a new rate (with its change), other traffic or targets, classes added or removed."""
+    old, new = {k.name: k for k in before}, {k.name: k for k in after}
+    changes = []
+    for name in _names(list(old), list(new)):
+        b, a = old.get(name), new.get(name)
+        if b is None or a is None:
+            changes.append(f"class {name} {'added' if b is None else 'removed'}")
+            continue
+        if abs(a.arrival_rate_rps - b.arrival_rate_rps) > _SAME * max(a.arrival_rate_rps, b.arrival_rate_rps):
+            ratio = a.arrival_rate_rps / b.arrival_rate_rps - 1.0
+            changes.append(f"{name} arrival rate {b.arrival_rate_rps:g} → {a.arrival_rate_rps:g} rps ({ratio:+.0%})")
+        if dataclasses.replace(b, arrival_rate_rps=a.arrival_rate_rps, demand_rps=None) != dataclasses.replace(
+            a, demand_rps=None
+        ):
+            changes.append(f"{name}'s lengths, target, priority or shedding changed")
+        if b.demand_rps != a.demand_rps:
+            changes.append(f"{name}'s day profile changed")
+    return changes
+
+
+def class_change_reasons(then: ClassesContext, now: ClassesContext, *, gpus_involved: Sequence[str]) -> tuple[Reason, ...]:
+    """Why a class re-plan can differ from the plan made `then`: its classes' traffic, the constraints,
+    and the catalog (planner.diff.catalog_reasons)."""
+    reasons: list[Reason] = []
+    traffic = _traffic_changes(then.classes, now.classes)
+    if traffic:
+        reasons.append(Reason(kind="traffic", detail="; ".join(traffic)))
+    if dict(then.constraints) != dict(now.constraints) or then.model_slug != now.model_slug:
+        reasons.append(Reason(kind="constraints", detail="the model or the plan's constraints changed"))
+    return (*reasons, *catalog_reasons(then.catalog, now.catalog, gpus_involved=gpus_involved))
