@@ -290,7 +290,9 @@ def _check(
         model = catalog.model_spec(request.model)
         if _disaggregated(response):  # the pools under planner/disagg.py's model, the KV over the plans' link
             prefill, decode = deployed_pools(response, catalog, request, default_provider)
-            return check_pools(prefill, decode, model, workload, request.targets(), link=stored_link(response, prefill.gpu))
+            return check_pools(
+                prefill, decode, model, workload, request.targets(), link=stored_link(response, prefill.gpu, decode.gpu)
+            )
         rows = deployed_rows(response, catalog, request, default_provider)
     except (NotFoundError, PlannerInputError) as exc:
         return unavailable(workload.arrival_rate_rps, f"the plan cannot be evaluated on today's catalog: {exc.detail}")

@@ -18,7 +18,7 @@ from api.rounding import rounded
 from api.schemas.plan_result import provenance_read
 from api.schemas.plans import PlanRequest, PlanResponse
 from catalog.prices import Pricing
-from planner.disagg import SCALE_OUT_LINKS, KvLink, intra_node_link, kv_transfer_bytes
+from planner.disagg import DEFAULT_SCALE_OUT, KvLink, intra_node_link, kv_transfer_bytes, scale_out_link
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.plan_disagg import (
     DisaggPlan,
@@ -33,9 +33,10 @@ from planner.planning import HOURS_PER_MONTH, PlanningInputs, PlanningRequest
 from planner.specs import GpuSpec
 from planner.units import MS_PER_S, SECONDS_PER_HOUR
 
-#: The scale-out network between nodes. Pools of one GPU type that fit one node may sit there and use its
-#: scale-up link (NVLink, Infinity Fabric: ~9x faster) instead: planner/plan_disagg.py decides, per plan.
-LINK = SCALE_OUT_LINKS["connectx7_400g"]
+#: The default scale-out network between nodes, for GPUs whose catalog row has none (migration 0013); a pair of
+#: pools crosses the slower of its two GPUs' NICs (planner/disagg.py scale_out_link). Pools of one GPU type that fit
+#: one node may sit there and use its scale-up link (NVLink, Infinity Fabric) instead: planner/plan_disagg.py decides.
+LINK = DEFAULT_SCALE_OUT
 INTERFERENCE = (
     "decode steps never carry a prefill: TPOT is the decode batch's own step, not stretched by prompts sharing "
     "the step (chunked prefill) or stalled behind them; prefill runs unbatched with decodes at the compute roofline"
@@ -53,13 +54,16 @@ SPARE = (
 )
 
 
-def stored_link(response: dict[str, Any], gpu: GpuSpec) -> KvLink:
-    """The link a stored disaggregated plan's KV crosses, with today's catalog figures for `gpu` (its prefill pool's):
-    the node's scale-up link when the plan put both pools in one node (its transfer.link names that link), else the
-    scale-out network; a re-check then predicts the pools as they were planned."""
+def stored_link(response: dict[str, Any], gpu: GpuSpec, decode_gpu: GpuSpec | None = None) -> KvLink:
+    """The link a stored disaggregated plan's KV crosses, with today's catalog figures for `gpu` (its prefill pool's)
+    and `decode_gpu` (its decode pool's; `gpu` when not given): the node's scale-up link when the plan put both pools
+    in one node (its transfer.link names that link), else the slower of the two GPUs' scale-out NICs; a re-check
+    then predicts the pools as they were planned."""
     transfer = (response.get("disaggregation") or {}).get("transfer") or {}
     node = intra_node_link(gpu)
-    return node if str(transfer.get("link", "")).startswith(node.name) else LINK
+    if str(transfer.get("link", "")).startswith(node.name):
+        return node
+    return scale_out_link(gpu, gpu if decode_gpu is None else decode_gpu, LINK)
 
 
 def pools_not_planned(body: PlanRequest) -> list[str]:
@@ -132,7 +136,12 @@ def _section(
         ],
         transfer={
             "link": f"{plan.link.name}: {plan.link_why}" if plan.link_why else plan.link.name,  # the link and why
-            "link_source": plan.link.source,
+            "link_source": (
+                f"the default scale-out network (the catalog has none for {plan.prefill.gpu} or {plan.decode.gpu}): "
+                f"{plan.link.source}"
+                if plan.link == LINK
+                else plan.link.source
+            ),
             "bytes_per_s_per_gpu": plan.link.bytes_per_s_per_gpu,
             "links": min(plan.prefill.tp, plan.decode.tp),
             "kv_bytes_per_token": plan.kv_bytes_per_token,

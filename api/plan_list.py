@@ -10,6 +10,27 @@ from catalog.plans import StoredPlan
 from planner.planning import HOURS_PER_MONTH
 
 
+def _pool_shape(gpus: int, gpu: str, tp: int, replicas: int, role: str = "") -> str:
+    """`8 × h100-sxm (tp 2, 4 replicas)`, with the pool's role after the GPU when it has one."""
+    label = f"{gpu} {role}" if role else gpu
+    return f"{gpus} × {label} (tp {tp}, {replicas} replica{'' if replicas == 1 else 's'})"
+
+
+def plan_shape(decision: dict[str, Any]) -> str:
+    """A plan's deployment in words: one aggregated shape, or a disaggregated plan's xPyD (x prefill and y decode
+    replicas) and each pool (`1P2D: 2 × h100-sxm prefill (tp 2, 1 replica), 4 × a100-80gb-sxm decode (tp 2, 2
+    replicas)`)."""
+    pools = decision.get("pools") or []
+    if decision.get("topology") != "disaggregated" or not pools:
+        return _pool_shape(decision["gpus_total"], decision["gpu"], decision["tp"], decision["replicas"])
+    by_role = {p["role"]: p for p in pools}
+    prefill, decode = by_role["prefill"], by_role["decode"]
+    xpyd = f"{prefill['replicas']}P{decode['replicas']}D"
+    return f"{xpyd}: " + ", ".join(
+        _pool_shape(p["tp"] * p["replicas"], p["gpu"], p["tp"], p["replicas"], p["role"]) for p in (prefill, decode)
+    )
+
+
 def classes_summary(plan: StoredPlan) -> dict[str, Any]:
     """A class plan's PlanSummaryRead: its first pool's GPU, tp and precision (the interactive or shared
     pool), replicas and GPUs over all its pools, and the arrangement's cost."""
@@ -30,6 +51,8 @@ def classes_summary(plan: StoredPlan) -> dict[str, Any]:
         "tp": first["tp"],
         "replicas": sum(p["replicas"] for p in pools),
         "gpus_total": sum(p["tp"] * p["replicas"] for p in pools),
+        "topology": "aggregated",
+        "shape": "; ".join(_pool_shape(p["tp"] * p["replicas"], p["gpu"], p["tp"], p["replicas"]) for p in pools),
         "precision": f"{first['precision']['weights']}/{first['precision']['kv_cache']}",
         "cost_usd_per_hour": per_hour,
         "cost_usd_per_month": per_hour * HOURS_PER_MONTH,
@@ -62,6 +85,8 @@ def plan_summary(plan: StoredPlan) -> dict[str, Any]:
         "tp": decision["tp"],
         "replicas": decision["replicas"],
         "gpus_total": decision["gpus_total"],
+        "topology": decision.get("topology", "aggregated"),  # plans stored before topologies are aggregated
+        "shape": plan_shape(decision),
         "precision": f"{precision['weights']}/{precision['kv_cache']}",
         "cost_usd_per_hour": cost["usd_per_hour"],
         "cost_usd_per_month": cost["usd_per_month"],

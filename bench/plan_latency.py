@@ -19,10 +19,10 @@ offering the lever costs.
     .venv/bin/python -m bench.plan_latency --topology aggregated|disaggregated|any
     .venv/bin/python -m bench.plan_latency --topology-ab [--verify]   # aggregated against any, interleaved
 
-`--topology` sets constraints.topology on every request and keeps only the requests whose
-constraints separate pools accept (no N+1, budget, inventory, replica floor, GPU cap or mixed
-fleet: those are refused for them), so `--topology aggregated` and `--topology any` time the
-same requests.
+`--topology` sets constraints.topology on every request: separate pools honour N+1, budgets,
+inventories, replica floors, GPU caps and mixed fleets, so every request is timed under each
+topology (a request the pools still refuse, e.g. a pinned replica count, answers its aggregated
+plan under `any` and a 422 under `disaggregated`, timed like any other answer).
 
 `--grid-ab` isolates what the search grid costs: every request planned in process (`plan_capacity`
 on the app's own planning inputs) with the grid before 2026-12-02 (batch limits to 256, chunk
@@ -138,14 +138,9 @@ def _with_reuse(body: dict[str, Any]) -> dict[str, Any]:
     return {**body, "workload": {**body["workload"], "prefix_reuse": PREFIX_REUSE}}
 
 
-#: Constraints a plan with separate pools refuses (api/schemas/plans.py): requests using them are left out under --topology.
-POOL_REFUSED = ("n_plus_one", "budget_usd_per_hour", "inventory", "min_replicas", "max_gpus", "mixed_fleet")
-
-
 def with_topology(requests: tuple[dict[str, Any], ...], topology: str) -> tuple[dict[str, Any], ...]:
-    """The requests separate pools accept, each with constraints.topology set."""
-    kept = [body for body in requests if not any(name in body.get("constraints", {}) for name in POOL_REFUSED)]
-    return tuple({**body, "constraints": {**body.get("constraints", {}), "topology": topology}} for body in kept)
+    """Every request with constraints.topology set (the pools honour the constraints they once refused)."""
+    return tuple({**body, "constraints": {**body.get("constraints", {}), "topology": topology}} for body in requests)
 
 
 def _clear_caches() -> None:
@@ -302,7 +297,7 @@ def grid_ab(*, verify: bool) -> dict[str, Any]:
 
 
 def topology_ab(*, verify: bool, rounds: int = 2) -> dict[str, Any]:
-    """Each pool-accepting request's minimum CPU ms over `rounds` cold plans with constraints.topology aggregated
+    """Each request's minimum CPU ms over `rounds` cold plans with constraints.topology aggregated
     and `rounds` with any, interleaved (aggregated, any, aggregated, any) in one process, through the whole
     POST /v1/plans work (api.plan_service.create_plan, a dry run): the same code path and the same machine load
     for both, which back-to-back runs of the bench on a shared machine cannot give."""

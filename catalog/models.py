@@ -80,6 +80,10 @@ class GpuRow(_Versioned, Base):
     interconnect_gb_per_s: Mapped[float] = mapped_column(Float, nullable=False)
     interconnect_latency_us: Mapped[float | None] = mapped_column(Float)
     gpus_per_node: Mapped[int] = mapped_column(Integer, nullable=False)
+    #: The scale-out network per GPU (since 0013): Gb/s one direction, latency, source; NULL = the planner's default.
+    scale_out_gbit_per_s: Mapped[float | None] = mapped_column(Float)
+    scale_out_latency_us: Mapped[float | None] = mapped_column(Float)
+    scale_out_source: Mapped[str | None] = mapped_column(Text)
     price_on_demand_usd_per_hour: Mapped[float | None] = mapped_column(Float)
     price_reserved_1y_usd_per_hour: Mapped[float | None] = mapped_column(Float)
     price_as_of: Mapped[date | None] = mapped_column(Date)

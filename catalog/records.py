@@ -357,6 +357,18 @@ def canonical_gpu(record: object, *, path: str = "", errors: list[dict[str, str]
                 "interconnect_latency_us", nullable=True, ge=0, le=specs.MAX_INTERCONNECT_LATENCY_S * 1e6
             ),
             "gpus_per_node": check.integer("gpus_per_node", ge=1, le=specs.MAX_GPUS_PER_NODE),
+            # since 0013; a record from before it has none (the planner's default network)
+            "scale_out_gbit_per_s": check.number(
+                "scale_out_gbit_per_s",
+                nullable=True,
+                default=None,
+                ge=specs.MIN_INTERCONNECT_BYTES_PER_S * 8 / _GB,
+                le=specs.MAX_INTERCONNECT_BYTES_PER_S * 8 / _GB,
+            ),
+            "scale_out_latency_us": check.number(
+                "scale_out_latency_us", nullable=True, default=None, ge=0, le=specs.MAX_INTERCONNECT_LATENCY_S * 1e6
+            ),
+            "scale_out_source": check.text("scale_out_source", nullable=True, max_length=MAX_TEXT_LENGTH),
             "price_usd_per_hour": price,
             "efficiency": efficiency,
             "source": check.text("source", max_length=MAX_TEXT_LENGTH),

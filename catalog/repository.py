@@ -139,6 +139,9 @@ def _gpu_record(row: GpuRow) -> dict[str, Any]:
         "interconnect_gb_per_s": row.interconnect_gb_per_s,
         "interconnect_latency_us": row.interconnect_latency_us,
         "gpus_per_node": row.gpus_per_node,
+        "scale_out_gbit_per_s": row.scale_out_gbit_per_s,
+        "scale_out_latency_us": row.scale_out_latency_us,
+        "scale_out_source": row.scale_out_source,
         "price_usd_per_hour": None
         if row.price_on_demand_usd_per_hour is None
         else {
@@ -187,6 +190,8 @@ def _apply_gpu(row: GpuRow, record: Mapping[str, Any]) -> None:
         "source",
     ):
         setattr(row, key, record[key])
+    for key in ("scale_out_gbit_per_s", "scale_out_latency_us", "scale_out_source"):  # since 0013: may be absent
+        setattr(row, key, record.get(key))
     for datatype in DATATYPES:
         setattr(row, f"peak_tflops_{datatype}", record["peak_tflops"][datatype])
     price = record["price_usd_per_hour"] or {}
@@ -492,6 +497,9 @@ class Catalog:
             interconnect_bytes_per_s=row.interconnect_gb_per_s * GB_BYTES,
             interconnect_latency_s=0.0 if row.interconnect_latency_us is None else row.interconnect_latency_us / US_PER_S,
             gpus_per_node=row.gpus_per_node,
+            scale_out_bytes_per_s=None if row.scale_out_gbit_per_s is None else row.scale_out_gbit_per_s * GB_BYTES / 8,
+            scale_out_latency_s=None if row.scale_out_latency_us is None else row.scale_out_latency_us / US_PER_S,
+            scale_out_source=row.scale_out_source,
             price_usd_per_hour_on_demand=row.price_on_demand_usd_per_hour or 0.0,
             price_usd_per_hour_reserved_1y=row.price_reserved_1y_usd_per_hour,
             efficiency=efficiency,

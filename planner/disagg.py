@@ -89,6 +89,36 @@ SCALE_OUT_LINKS: dict[str, KvLink] = {
 }
 
 
+#: The scale-out network a GPU without catalog figures (GpuSpec.scale_out_bytes_per_s None) is planned over.
+DEFAULT_SCALE_OUT = SCALE_OUT_LINKS["connectx7_400g"]
+
+
+def gpu_scale_out_link(gpu: GpuSpec, default: KvLink = DEFAULT_SCALE_OUT) -> KvLink:
+    """The GPU's own share of the scale-out network from the catalog (migration 0013); `default` itself where the
+    catalog has neither figure, and its bandwidth or latency where it has one but not the other (the source says so)."""
+    if gpu.scale_out_bytes_per_s is None and gpu.scale_out_latency_s is None:
+        return default  # the catalog has no figures: the plan's transfer section says it used the default
+    bandwidth = default.bytes_per_s_per_gpu if gpu.scale_out_bytes_per_s is None else gpu.scale_out_bytes_per_s
+    latency = default.latency_s if gpu.scale_out_latency_s is None else gpu.scale_out_latency_s
+    return KvLink(
+        name=f"{gpu.slug} scale-out network {bandwidth * 8 / 1e9:g} Gb/s per GPU",  # bytes/s × 8 = bits/s
+        bytes_per_s_per_gpu=bandwidth,
+        latency_s=latency,
+        source=(
+            f"catalog ({gpu.slug}): {gpu.scale_out_source or 'no source given'}"
+            + ("" if gpu.scale_out_latency_s is not None else f"; latency: the default's ({default.name})")
+            + ("" if gpu.scale_out_bytes_per_s is not None else f"; bandwidth: the default's ({default.name})")
+        ),
+    )
+
+
+def scale_out_link(prefill: GpuSpec, decode: GpuSpec, default: KvLink = DEFAULT_SCALE_OUT) -> KvLink:
+    """The network between a prefill and a decode pool in different nodes: the slower of the two GPUs' NICs
+    (`gpu_scale_out_link`), with its latency; the prefill GPU's on a tie."""
+    p, d = gpu_scale_out_link(prefill, default), gpu_scale_out_link(decode, default)
+    return d if d.bytes_per_s_per_gpu < p.bytes_per_s_per_gpu else p
+
+
 def intra_node_link(gpu: GpuSpec) -> KvLink:
     """The GPU's own scale-up link (NVLink, Infinity Fabric) from the catalog, for pools in one node."""
     return KvLink(

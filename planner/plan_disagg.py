@@ -48,12 +48,14 @@ from planner.disagg import (
     decode_slots,
     decode_step_s,
     decode_tpot_lower_bound_s,
+    gpu_scale_out_link,
     intra_node_link,
     kv_transfer_s,
     predict_disagg,
     prefill_queue,
     prefill_s,
     prefill_service_moments,
+    scale_out_link,
 )
 from planner.errors import (
     InfeasiblePlanError,
@@ -144,8 +146,9 @@ class DisaggPlan:
     link_why: str
     #: The node's GPU count when both pools sit in one node (`link` is then its scale-up link).
     node_gpus: int | None
-    #: The scale-out network the plan was made with (its link when the pools outgrow one node) and whether one
-    #: node was offered, so a later verification (verify_disaggregated) decides the link the same way.
+    #: The scale-out network between the two pools' GPUs (planner/disagg.py scale_out_link: the slower NIC of the
+    #: pair, from the catalog; its link when the pools outgrow one node) and whether one node was offered, so a later
+    #: verification (verify_disaggregated) decides the link the same way.
     scale_out_link: KvLink
     same_node: bool
     #: The limits the pools were planned within (verify_disaggregated checks the replicas it adds against them).
@@ -714,7 +717,11 @@ def plan_disaggregated(
     """The cheapest (prefill pool, decode pool) meeting `slo` within `constraints` by the analytic model, verified
     by simulation. A constraint the pools cannot honour (`pool_refusals`) is refused, never ignored. `link` is the
     scale-out network between nodes; with `same_node`, pools of one GPU type whose GPUs fit one node may sit there
-    and move the KV over the node's scale-up link instead (`_in_node_choice`), when that is cheaper or as cheap."""
+    and move the KV over the node's scale-up link instead (`_in_node_choice`), when that is cheaper or as cheap.
+    `link` is the default scale-out network: a GPU with catalog figures (GpuSpec.scale_out_bytes_per_s) uses its own,
+    and a pair of pools crosses the slower NIC of the two (planner/disagg.py scale_out_link). A decode candidate is
+    sized over the slowest NIC among the prefill candidates of its tp (exact for one GPU type, conservative for a
+    mixed pair: never sized over a faster link than it gets); the chosen pair's prediction and simulation use its own."""
     constraints = PlanConstraints() if constraints is None else constraints
     if slo.ttft_s is None:
         raise PlannerInputError("a disaggregated plan needs a TTFT target to split between the pools", field="slo.ttft_s")
@@ -724,13 +731,15 @@ def plan_disaggregated(
     q = slo.percentile / 100.0
     settings = _settings(gpus, model, precisions, tps)
     splits: dict[float, tuple[list[PoolCandidate], dict[tuple[int, int], PoolCandidate]]] = {}
-    occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
-    best_decode: dict[tuple[int, int, float], PoolCandidate | None] = {}
+    occupancies: dict[tuple[int, int, int, KvLink], dict[int, DecodeOccupancy | None]] = {}
+    best_decode: dict[tuple[int, int, float, KvLink], PoolCandidate | None] = {}
+    nic = {s.gpu.slug: gpu_scale_out_link(s.gpu, link) for s in settings}  # each GPU's own share of the network
     moments = [prefill_service_moments(s.step_model, workload.prompt_tokens) for s in settings]
     # a decode setting whose cheapest possible candidate (`_decode_cost_floor`) costs no less than a candidate already
     # found for the same (prefill tp, KV format[, GPU]) in this split cannot be kept by `_undominated` (which keeps the first
     # of the cheapest), so it is not searched: the MILP sees exactly the candidates it would without this (PRUNE)
-    decode_floor = [_decode_cost_floor(s, workload, slo, link, q) if PRUNE else 0.0 for s in settings]
+    # (floored over the decode GPU's own NIC: no pair's link is faster, so no floor is too high)
+    decode_floor = [_decode_cost_floor(s, workload, slo, nic[s.gpu.slug], q) if PRUNE else 0.0 for s in settings]
     by_gpu = constraints.max_gpus is not None or bool(constraints.inventory)  # `_choose`'s grouping
     for fraction in TTFT_SPLITS:
         prefill = [
@@ -742,15 +751,18 @@ def plan_disaggregated(
         decode: dict[tuple[int, int], PoolCandidate] = {}
         cheapest: dict[tuple[int, str, str], float] = {}  # per `_undominated` group: the cheapest decode so far
         for g in sorted({c.tp for c in prefill}):
+            slowest = min((nic[c.gpu] for c in prefill if c.tp == g), key=lambda x: x.bytes_per_s_per_gpu)
             for i, s in enumerate(settings):
                 group = (g, s.precision.kv_cache.slug, s.gpu.slug if by_gpu else "")
                 if PRUNE and decode_floor[i] >= cheapest.get(group, math.inf):
                     continue
                 links = min(g, s.tp)  # prefill tps at or above the decode tp cost the same transfer
-                key = (i, links, fraction)
+                own = nic[s.gpu.slug]
+                pair = own if own.bytes_per_s_per_gpu <= slowest.bytes_per_s_per_gpu else slowest  # the slower NIC
+                key = (i, links, fraction, pair)
                 if key not in best_decode:
                     best_decode[key] = _best_decode(
-                        s, workload, slo, (1.0 - fraction) * slo.ttft_s, link, links, q, occupancies, batch_limits
+                        s, workload, slo, (1.0 - fraction) * slo.ttft_s, pair, links, q, occupancies, batch_limits
                     )
                 if (chosen := best_decode[key]) is not None:
                     decode[(i, g)] = floored = add_replica_floors(chosen, constraints)
@@ -773,7 +785,9 @@ def plan_disaggregated(
         raise limits_error
     if best is None:
         raise InfeasiblePlanError("no disaggregated deployment meets the SLO with up to 64 replicas per pool")
-    return _verified(best, workload, slo, link, constraints, verify=verify, seed=seed, same_node=same_node)
+    by_slug = {g.slug: g for g in gpus}
+    pair_link = scale_out_link(by_slug[best.prefill.gpu], by_slug[best.decode.gpu], link)
+    return _verified(best, workload, slo, pair_link, constraints, verify=verify, seed=seed, same_node=same_node)
 
 
 def _pinned(
@@ -867,9 +881,9 @@ def _in_node_choice(
     for members in by_gpu.values():
         gpu = settings[members[0]].gpu
         node, link = gpu.gpus_per_node, intra_node_link(gpu)
-        if link.bytes_per_s_per_gpu <= scale_out.bytes_per_s_per_gpu:
+        if link.bytes_per_s_per_gpu <= gpu_scale_out_link(gpu, scale_out).bytes_per_s_per_gpu:
             continue
-        occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]] = {}
+        occupancies: dict[tuple[int, int, int, KvLink], dict[int, DecodeOccupancy | None]] = {}
         decode_of: dict[tuple[int, int, int, float], PoolCandidate | None] = {}
         for fraction in TTFT_SPLITS:
             for i in members:
@@ -944,7 +958,7 @@ def _best_decode(
     link: KvLink,
     links: int,
     q: float,
-    occupancies: dict[tuple[int, int, int], dict[int, DecodeOccupancy | None]],
+    occupancies: dict[tuple[int, int, int, KvLink], dict[int, DecodeOccupancy | None]],
     batch_limits: Sequence[int] = DECODE_BATCH_LIMITS,
     max_replicas: int = MAX_POOL_REPLICAS,
 ) -> PoolCandidate | None:
@@ -970,7 +984,7 @@ def _best_decode(
                 budget_s,
                 transfer,
                 q,
-                occupancies.setdefault((id(setting), links, b), {}),
+                occupancies.setdefault((id(setting), links, b, link), {}),  # the occupancy depends on the link
                 max_replicas=max_replicas,
             )
         )

@@ -137,6 +137,11 @@ class GpuSpec:
     #: End-to-end latency of one small-message all-reduce across the replica (docs/design.md's ring latency).
     interconnect_latency_s: float = 0.0
     gpus_per_node: int = 8
+    #: The scale-out network between nodes per GPU, one direction (its NIC's share), its latency and the
+    #: catalog's source for both; None where the catalog has no figure (planner/disagg.py DEFAULT_SCALE_OUT applies).
+    scale_out_bytes_per_s: float | None = None
+    scale_out_latency_s: float | None = None
+    scale_out_source: str | None = None
     price_usd_per_hour_on_demand: float = 0.0
     price_usd_per_hour_reserved_1y: float | None = None
     efficiency: Efficiency = field(default_factory=Efficiency)
@@ -167,6 +172,16 @@ class GpuSpec:
         )
         _within(self.slug, "interconnect_latency_s", self.interconnect_latency_s, 0.0, MAX_INTERCONNECT_LATENCY_S)
         _within(self.slug, "gpus_per_node", self.gpus_per_node, 1, MAX_GPUS_PER_NODE)
+        if self.scale_out_bytes_per_s is not None:
+            _within(
+                self.slug,
+                "scale_out_bytes_per_s",
+                self.scale_out_bytes_per_s,
+                MIN_INTERCONNECT_BYTES_PER_S,
+                MAX_INTERCONNECT_BYTES_PER_S,
+            )
+        if self.scale_out_latency_s is not None:
+            _within(self.slug, "scale_out_latency_s", self.scale_out_latency_s, 0.0, MAX_INTERCONNECT_LATENCY_S)
         _within(self.slug, "price_usd_per_hour_on_demand", self.price_usd_per_hour_on_demand, 0.0, MAX_PRICE_USD_PER_HOUR)
         if self.price_usd_per_hour_reserved_1y is not None:
             _within(self.slug, "price_usd_per_hour_reserved_1y", self.price_usd_per_hour_reserved_1y, 0.0, MAX_PRICE_USD_PER_HOUR)

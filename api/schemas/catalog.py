@@ -59,6 +59,8 @@ BANDWIDTH_GB_PER_S = (specs.MIN_BANDWIDTH_BYTES_PER_S / GB, specs.MAX_BANDWIDTH_
 INTERCONNECT_GB_PER_S = (specs.MIN_INTERCONNECT_BYTES_PER_S / GB, specs.MAX_INTERCONNECT_BYTES_PER_S / GB)  # 0.1 – 1e5 GB/s
 TFLOPS = (specs.MIN_PEAK_FLOPS_PER_S / 1e12, specs.MAX_PEAK_FLOPS_PER_S / 1e12)  # 0.001 – 1e6 TFLOP/s
 MAX_INTERCONNECT_LATENCY_US = specs.MAX_INTERCONNECT_LATENCY_S * 1e6  # 10,000 µs
+#: The scale-out NIC share per GPU in Gb/s: the interconnect's range in bits (0.8 – 800,000 Gb/s).
+SCALE_OUT_GBIT_PER_S = (specs.MIN_INTERCONNECT_BYTES_PER_S * 8 / GB, specs.MAX_INTERCONNECT_BYTES_PER_S * 8 / GB)
 MAX_STEP_OVERHEAD_MS = specs.MAX_STEP_OVERHEAD_S * 1e3  # 10,000 ms
 MAX_PRICE = specs.MAX_PRICE_USD_PER_HOUR  # $1,000 per GPU-hour
 Engine = Literal[ENGINES]  # type: ignore[valid-type]
@@ -218,6 +220,25 @@ class GpuFields(_Input):
         le=specs.MAX_GPUS_PER_NODE,
         description="GPUs per node sharing the fast interconnect (the largest tensor-parallel group), 1 to 1,024.",
         examples=[8],
+    )
+    scale_out_gbit_per_s: float | None = Field(
+        default=None,
+        ge=SCALE_OUT_GBIT_PER_S[0],
+        le=SCALE_OUT_GBIT_PER_S[1],
+        description="Scale-out network between nodes per GPU in Gb/s (1e9 bits/s), one direction: the GPU's NIC, or the "
+        "instance's network divided by its GPUs; the link a disaggregated plan's KV cache crosses between nodes. "
+        "0.8 to 800,000; null for the planner's default (one ConnectX-7 NDR 400 Gb/s per GPU).",
+        examples=[400],
+    )
+    scale_out_latency_us: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_INTERCONNECT_LATENCY_US,
+        description="Latency of one transfer over the scale-out network in microseconds, at most 10,000; null for the "
+        "planner's default (10 µs, RDMA).",
+    )
+    scale_out_source: str | None = Field(
+        default=None, max_length=MAX_TEXT_LENGTH, description="Where the scale-out figures come from."
     )
     price_usd_per_hour: GpuPrice | None = Field(
         default=None, description="Deprecated: plans read the per-provider prices of /v1/prices; this block is kept as written."

@@ -636,11 +636,19 @@ class PlanSummaryRead(BaseModel):
     )
     requests: int | None = Field(description="Requests in the job (batch); null for interactive traffic.")
     deadline_h: float | None = Field(description="The batch job's deadline; null without one and for interactive traffic.")
-    gpu: str = Field(description="The GPU type; a class plan's first pool's.")
-    tp: int = Field(description="Tensor parallelism; a class plan's first pool's.")
-    replicas: int = Field(description="Replicas; a class plan's summed over its pools.")
+    gpu: str = Field(description="The GPU type; a class plan's first pool's, a disaggregated plan's decode pool's.")
+    tp: int = Field(description="Tensor parallelism; a class plan's first pool's, a disaggregated plan's decode pool's.")
+    replicas: int = Field(description="Replicas; a class or disaggregated plan's summed over its pools.")
     gpus_total: int
-    precision: str = Field(description="weights/kv_cache; a class plan's first pool's.")
+    topology: Literal["aggregated", "disaggregated"] = Field(
+        description="One pool serving prefill and decode, or separate prefill and decode pools (plan.topology)."
+    )
+    shape: str = Field(
+        description="The deployment in words: `8 × h100-sxm (tp 2, 4 replicas)`; a disaggregated plan's xPyD and "
+        "pools, `1P2D: 2 × h100-sxm prefill (tp 2, 1 replica), 4 × a100-80gb-sxm decode (tp 2, 2 replicas)`; a class "
+        "plan's pools joined by `; `."
+    )
+    precision: str = Field(description="weights/kv_cache; a class plan's first pool's, a disaggregated plan's decode pool's.")
     cost_usd_per_hour: float = Field(description="On-demand cost of the whole plan, as planned.")
     cost_usd_per_month: float = Field(description="730 hours.")
     job_cost_usd: float | None = Field(description="The whole batch job's cost; null for interactive traffic.")

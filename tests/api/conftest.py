@@ -55,6 +55,9 @@ GPU_RECORD: dict[str, Any] = {
     "interconnect_gb_per_s": 450,
     "interconnect_latency_us": 5,
     "gpus_per_node": 8,
+    "scale_out_gbit_per_s": 400,
+    "scale_out_latency_us": 10,
+    "scale_out_source": "test NIC: one ConnectX-7 NDR 400 Gb/s per GPU",
     "price_usd_per_hour": {"on_demand": 3.0, "reserved_1y": 2.0, "as_of": "2026-10-01", "source": "test price"},
     "efficiency": {
         "memory": 1.0,

@@ -42,9 +42,12 @@ def test_pools_in_one_node_use_its_nvlink(seeded: ApiClient) -> None:
 
 
 def test_pools_beyond_one_node_use_the_scale_out_network(seeded: ApiClient) -> None:
-    """Llama-3.1-8B at 200 req/s: 19 GPUs, more than a node holds: ConnectX-7, and the section says why."""
+    """Llama-3.1-8B at 200 req/s: 19 L40S, more than a node holds: the scale-out network, and the section says why.
+    The link is the catalog's for L40S (migration 0013: g6e.48xlarge's 400 Gbps over 8 GPUs = 50 Gb/s = 6.25e9 B/s
+    per GPU), not a ConnectX-7 per GPU."""
     plan = seeded.post("/v1/plans", json=body("llama-3.1-8b", 200.0, 500, 50), headers=ADMIN_HEADERS).json()
     transfer = plan["disaggregation"]["transfer"]
     assert plan["plan"]["gpus_total"] > 8
-    assert transfer["link"].startswith("ConnectX-7") and "scale-out network" in transfer["link"]
-    assert transfer["bytes_per_s_per_gpu"] == pytest.approx(50e9)
+    assert transfer["link"].startswith("l40s scale-out network 50 Gb/s") and "scale-out network" in transfer["link"]
+    assert transfer["bytes_per_s_per_gpu"] == pytest.approx(6.25e9)
+    assert "g6e.48xlarge" in transfer["link_source"]

@@ -45,6 +45,11 @@ def test_stored_plans_are_listed_newest_first_with_their_summary(seeded: ApiClie
     for key in ("gpu", "tp", "replicas", "gpus_total"):
         assert chat_item[key] == named["plan"][key]
     assert chat_item["gpu"] == "h100-sxm" and chat_item["precision"] == "bf16/bf16"
+    assert chat_item["topology"] == "aggregated"
+    replicas = named["plan"]["replicas"]
+    assert chat_item["shape"] == (
+        f"{named['plan']['gpus_total']} × h100-sxm (tp {named['plan']['tp']}, {replicas} replica{'' if replicas == 1 else 's'})"
+    )
     assert chat_item["cost_usd_per_hour"] == named["cost"]["usd_per_hour"]
     assert chat_item["cost_usd_per_month"] == named["cost"]["usd_per_month"]
     assert datetime.fromisoformat(chat_item["created_at"]) == datetime.fromisoformat(named["provenance"]["created_at"])
@@ -102,3 +107,19 @@ def test_reads_need_a_key_when_the_service_requires_one(make_client: Any, migrat
     assert_problem(strict.get("/v1/plans", headers={"Authorization": "Bearer not-a-key"}), 401)
     listed = strict.get("/v1/plans", headers=reader)
     assert listed.status_code == 200 and listed.json()["total"] == 0
+
+
+def test_a_disaggregated_plan_is_listed_with_its_pools(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """The list says the pools (xPyD and each pool's GPUs, role, tp, replicas), not one aggregated shape."""
+    from tests.api.test_plan_pools import rag
+
+    stored = plan(seeded, admin, {**rag("disaggregated"), "verify": False})
+    prefill, decode = stored["plan"]["pools"]
+    item = seeded.get("/v1/plans").json()["items"][0]
+    assert item["id"] == stored["id"] and item["topology"] == "disaggregated"
+    assert item["shape"].startswith(f"{prefill['replicas']}P{decode['replicas']}D: ")
+    for pool in (prefill, decode):
+        count = pool["tp"] * pool["replicas"]
+        assert f"{count} × {pool['gpu']} {pool['role']} (tp {pool['tp']}, {pool['replicas']} replica" in item["shape"]
+    assert item["shape"].index(" prefill ") < item["shape"].index(" decode ")
+    assert item["gpus_total"] == stored["plan"]["gpus_total"] == sum(p["tp"] * p["replicas"] for p in (prefill, decode))

@@ -229,6 +229,67 @@ def test_0012_reprices_pcie_collectives_only_where_the_old_reference_values_stil
     assert gpus["h100-sxm"]["interconnect_gb_per_s"] == 450  # NVLink GPUs are not 0012's
 
     migrate.downgrade(database_url, "0011_operations")
+    engine = make_engine(database_url)
+    try:  # by SQL: the ORM knows later revisions' columns (0013), which this schema lacks
+        with engine.connect() as connection:
+            rows = {
+                slug: (bandwidth, latency)
+                for slug, bandwidth, latency in connection.execute(
+                    text("SELECT slug, interconnect_gb_per_s, interconnect_latency_us FROM gpus")
+                )
+            }
+    finally:
+        engine.dispose()
+    assert rows["l40s"] == (32, 10)
+    assert rows["l4"] == (32, 15)
+
+
+SCALE_OUT_COLUMNS = {"scale_out_gbit_per_s", "scale_out_latency_us", "scale_out_source"}
+
+
+def _gpu_columns(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        return {column["name"] for column in inspect(engine).get_columns("gpus")}
+    finally:
+        engine.dispose()
+
+
+def test_0013_adds_each_gpus_scale_out_network_seeds_the_reference_and_downgrades(database_url: str) -> None:
+    """0013 adds scale_out_gbit_per_s / _latency_us / _source; the reference rows get their cited NIC share (l40s:
+    g6e.48xlarge's 400 Gbps over 8 GPUs = 50 Gb/s; h100-sxm: one ConnectX-7 NDR 400 Gb/s), a GPU nobody could source
+    (h100-pcie, mi325x) stays NULL; the downgrade drops the columns, and an upgrade seeds the reference rows again."""
+    import importlib
+
+    from catalog.db import make_session_factory
+    from catalog.repository import Catalog
+
+    reference = {
+        slug: (gbit, latency, source)
+        for slug, gbit, latency, source in importlib.import_module("migrations.versions.0013_scale_out_network").REFERENCE
+    }
+    migrate.upgrade(database_url)
+    engine = make_engine(database_url)
+    try:
+        with make_session_factory(engine)() as session, session.begin():
+            assert Catalog(session).load_reference_catalog()
+    finally:
+        engine.dispose()
+    migrate.downgrade(database_url, "0012_pcie_collectives")  # the figures go with the columns
+    assert not SCALE_OUT_COLUMNS & _gpu_columns(database_url)
+
+    migrate.upgrade(database_url, "head")  # the seed, not the reference catalog, puts them back
+    assert SCALE_OUT_COLUMNS <= _gpu_columns(database_url)
     gpus = {gpu["slug"]: gpu for gpu in _export(database_url)["gpus"]}
-    assert (gpus["l40s"]["interconnect_gb_per_s"], gpus["l40s"]["interconnect_latency_us"]) == (32, 10)
-    assert (gpus["l4"]["interconnect_gb_per_s"], gpus["l4"]["interconnect_latency_us"]) == (32, 15)
+    assert (gpus["l40s"]["scale_out_gbit_per_s"], gpus["l40s"]["scale_out_latency_us"]) == (50, None)
+    assert gpus["l40s"]["scale_out_source"] == reference["l40s"][2]
+    assert (gpus["h100-sxm"]["scale_out_gbit_per_s"], gpus["h100-sxm"]["scale_out_latency_us"]) == (400, 10)
+    assert (gpus["l4"]["scale_out_gbit_per_s"], gpus["a10g"]["scale_out_gbit_per_s"]) == (12.5, 12.5)
+    assert gpus["h100-pcie"]["scale_out_gbit_per_s"] is None and gpus["mi325x"]["scale_out_source"] is None
+    assert model_diff(database_url) == []
+
+    migrate.downgrade(database_url, "0012_pcie_collectives")
+    assert not SCALE_OUT_COLUMNS & _gpu_columns(database_url)
+    migrate.upgrade(database_url, "head")
+    gpus = {gpu["slug"]: gpu for gpu in _export(database_url)["gpus"]}
+    assert gpus["l40s"]["scale_out_gbit_per_s"] == 50 and gpus["mi300x"]["scale_out_gbit_per_s"] == 400

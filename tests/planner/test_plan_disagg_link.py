@@ -88,3 +88,28 @@ def test_verification_keeps_the_node_link_it_was_planned_with() -> None:
         assert checked.link == made.link and checked.node_gpus == 8
     else:
         assert checked.link == LINK and "once verification added a replica" in checked.link_why
+
+
+def test_a_gpus_own_nic_replaces_the_default_where_the_catalog_has_it() -> None:
+    """No figures: the default link itself. Bandwidth alone: the default's latency, and the source says so. The pair
+    crosses the slower NIC: H100 at 400 Gb/s with an A100 at 200 Gb/s moves the KV at 25e9 B/s per GPU."""
+    from planner.disagg import gpu_scale_out_link, scale_out_link
+
+    assert gpu_scale_out_link(H100, LINK) is LINK
+    half = dataclasses.replace(A100, scale_out_bytes_per_s=25e9, scale_out_source="DGX A100: ConnectX-6 HDR 200 Gb/s")
+    own = gpu_scale_out_link(half, LINK)
+    assert own.bytes_per_s_per_gpu == 25e9 and own.latency_s == LINK.latency_s
+    assert "ConnectX-6" in own.source and "latency: the default's" in own.source
+    assert scale_out_link(H100, half, LINK) == own == scale_out_link(half, H100, LINK)
+    fast = dataclasses.replace(H100, scale_out_bytes_per_s=50e9, scale_out_latency_s=2e-6, scale_out_source="test")
+    assert scale_out_link(fast, half, LINK) == own  # the slower NIC's bandwidth and its latency
+
+
+def test_pools_across_nodes_cross_their_gpus_nic_not_the_default() -> None:
+    """H100 pools apart with a 100 Gb/s NIC per GPU (12.5e9 B/s): the p99 prompt's 2.68 GB over min(tp) links takes
+    2.68e9 / (links × 12.5e9) + 10 µs, 4× the ConnectX-7 figure; the plan's link is that NIC."""
+    slow = dataclasses.replace(H100, scale_out_bytes_per_s=12.5e9, scale_out_source="test: 100 Gb/s per GPU")
+    apart = plan(1.0, [slow], same_node=False)
+    links = min(apart.prefill.tp, apart.decode.tp)
+    assert apart.link.bytes_per_s_per_gpu == 12.5e9 and apart.scale_out_link == apart.link
+    assert apart.prediction.transfer_q_s == pytest.approx(8192 * KV_BYTES_PER_TOKEN / (links * 12.5e9) + 10e-6, rel=1e-3)
