@@ -131,20 +131,29 @@ def engine_cli() -> dict[str, Any]:
     return table
 
 
+def _pool_group(row: Mapping[str, Any], **labels: Any) -> ReplicaGroup:
+    """A pool of a class plan or a disaggregated plan as a replica group, with its labels (role, or
+    pool name, classes and scheduling)."""
+    return ReplicaGroup(
+        gpu=row["gpu"],
+        tp=row["tp"],
+        replicas=row["replicas"],
+        weights=row["precision"]["weights"],
+        kv_cache=row["precision"]["kv_cache"],
+        batch_limit=row["batch_limit"],
+        chunk_tokens=row["chunk_tokens"],
+        **labels,
+    )
+
+
 def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
     """The plan's configurations: a class plan's or a disaggregated plan's pools, every fleet row of a
     mixed fleet, else the one `plan` block."""
     if is_classes_plan(response):
         priority = {k["name"]: k["priority"] for k in response["classes"]}
         return tuple(
-            ReplicaGroup(
-                gpu=pool["gpu"],
-                tp=pool["tp"],
-                replicas=pool["replicas"],
-                weights=pool["precision"]["weights"],
-                kv_cache=pool["precision"]["kv_cache"],
-                batch_limit=pool["batch_limit"],
-                chunk_tokens=pool["chunk_tokens"],
+            _pool_group(
+                pool,
                 pool=pool["name"],
                 classes=tuple((name, priority[name]) for name in pool["classes"]),
                 scheduling=pool["scheduling"],
@@ -153,19 +162,7 @@ def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
         )
     plan = response["plan"]
     if is_disaggregated(response):
-        return tuple(
-            ReplicaGroup(
-                gpu=pool["gpu"],
-                tp=pool["tp"],
-                replicas=pool["replicas"],
-                weights=pool["precision"]["weights"],
-                kv_cache=pool["precision"]["kv_cache"],
-                batch_limit=pool["batch_limit"],
-                chunk_tokens=pool["chunk_tokens"],
-                role=pool["role"],
-            )
-            for pool in plan["pools"]
-        )
+        return tuple(_pool_group(pool, role=pool["role"]) for pool in plan["pools"])
     rows = plan.get("fleet") or [plan]
     return tuple(
         ReplicaGroup(

@@ -31,7 +31,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from planner.diff import CatalogState, Change, CostChange, Decision, Hysteresis, Reason, ShapeRow, catalog_reasons
+from planner.diff import (
+    CatalogState,
+    Change,
+    CostChange,
+    Decision,
+    Hysteresis,
+    Reason,
+    ShapeRow,
+    catalog_reasons,
+    pool_change_summary,
+)
 from planner.errors import PlannerInputError
 from planner.traffic_classes import TrafficClass
 from planner.units import HOURS_PER_MONTH
@@ -105,8 +115,6 @@ class ClassPoolChange:
 
     def summary(self) -> str:
         """`chat: replicas 3 → 4` (or `shared: added`, `summarise: removed`, `chat: same`)."""
-        if self.status in ("added", "removed"):
-            return f"{self.pool}: {self.status}"
         fields = (
             ("classes", self.classes),
             ("scheduling", self.scheduling),
@@ -117,8 +125,7 @@ class ClassPoolChange:
             ("batch limit", self.batch_limit),
             ("chunk tokens", self.chunk_tokens),
         )
-        changed = [f"{name} {_shown(c.before)} → {_shown(c.after)}" for name, c in fields if c.changed]
-        return f"{self.pool}: " + (", ".join(changed) if changed else "same")
+        return pool_change_summary(self.pool, self.status, fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,10 +162,6 @@ class ClassPlanDiff:
         parts = [] if not self.arrangement.changed else [f"arrangement {self.arrangement.before} → {self.arrangement.after}"]
         parts += [p.summary() for p in self.pools if p.status != "same"]
         return "; ".join(parts) if parts else "same arrangement and pools"
-
-
-def _shown(value: object) -> str:
-    return ", ".join(value) if isinstance(value, tuple) else str(value)
 
 
 def _status(before: object | None, after: object | None) -> Status:

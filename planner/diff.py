@@ -422,8 +422,6 @@ class PoolChange:
 
     def summary(self) -> str:
         """`prefill: replicas 2 → 3, gpu h100-sxm → a100-80gb-sxm` (or `decode: added`, `mixed: removed`)."""
-        if self.status in ("added", "removed"):
-            return f"{self.pool}: {self.status}"
         fields = (
             ("gpu", self.gpu),
             ("tp", self.tp),
@@ -432,8 +430,20 @@ class PoolChange:
             ("batch limit", self.batch_limit),
             ("chunk tokens", self.chunk_tokens),
         )
-        changed = [f"{name} {c.before} → {c.after}" for name, c in fields if c.changed]
-        return f"{self.pool}: " + (", ".join(changed) if changed else "same")
+        return pool_change_summary(self.pool, self.status, fields)
+
+
+def pool_change_summary(pool: str, status: str, fields: Sequence[tuple[str, Change]]) -> str:
+    """`pool: name before → after, …` over the fields that changed (`pool: same` when none did), or
+    `pool: added` / `pool: removed`; a tuple value (a pool's classes) is shown comma-separated."""
+    if status in ("added", "removed"):
+        return f"{pool}: {status}"
+
+    def shown(value: object) -> str:
+        return ", ".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+
+    changed = [f"{name} {shown(c.before)} → {shown(c.after)}" for name, c in fields if c.changed]
+    return f"{pool}: " + (", ".join(changed) if changed else "same")
 
 
 def _pool_names(rows: Sequence[ShapeRow]) -> list[str]:
