@@ -247,3 +247,22 @@ def test_vultr_points_record_the_output_column_or_leave_the_reading_open():
             assert record["output_tokens_per_s"] == _number(record["published"], r"Output tok/s ([\d,]+)")
             assert record["output_tokens_per_s"] < total
             assert inexpressible_reason(record) is not None  # lengths not printed: kept, not predicted
+
+
+def test_dstack_offline_rows_agree_with_their_own_printed_columns():
+    """Each offline_results.csv row prints elapsed_time, total_output_tokens and tokens_per_second (all tokens / s):
+    the recorded output rate is output tokens / elapsed, and n x (ISL + OSL) / elapsed gives back the printed rate,
+    which catches a mistyped elapsed time or row."""
+    rows = [r for r in DOCUMENT["points"] if r["source"] == "dstack-deepseek-r1-offline"]
+    assert len(rows) == 51 and {r["engine"] for r in rows} == {"vllm", "sglang"}
+    for record in rows:
+        elapsed = _number(record["published"], r"elapsed_time ([\d.]+) s")
+        output = _number(record["published"], r"total_output_tokens (\d+)")
+        n = _number(record["published"], r"num_requests (\d+)")
+        assert output == n * record["output_tokens"]
+        assert record["output_tokens_per_s"] == pytest.approx(output / elapsed, abs=0.01)
+        total_rate = n * (record["prompt_tokens"] + record["output_tokens"]) / elapsed
+        assert total_rate == pytest.approx(_number(record["published"], r"tokens_per_second ([\d.]+)"), rel=1e-6)
+        assert not record.get("attention_dp") and record["ep"] == 1 and record["tp"] == 8
+        if record["engine"] == "sglang":  # no admission limit printed: only runs whose KV surely fits are predicted
+            assert (inexpressible_reason(record) is None) == (n <= 64)
