@@ -145,6 +145,21 @@ def problems(document: Mapping[str, Any], catalog_slugs: Mapping[str, set[str]] 
     return found
 
 
+def chip_coverage(document: Mapping[str, Any], gpu: str, subset: str = "all") -> tuple[int, int, int]:
+    """(points, sources, publishers) on one GPU: every point, the fit-role ones (role 'evidence'), or those a
+    refit can use and today's model can predict (`fit_data` and expressible). MLPerf checks count only in 'all'."""
+    if subset == "all":
+        chosen = [r for r in document["points"] if r["gpu"] == gpu]
+    elif subset == "evidence":
+        chosen = [r for r in document["points"] if r["gpu"] == gpu and r["role"] == "evidence"]
+    elif subset == "predictable":
+        chosen = [r for r in fit_data(document) if r["gpu"] == gpu and inexpressible_reason(r) is None]
+    else:
+        raise ValueError(f"subset {subset!r} is not one of all, evidence, predictable")
+    keys = {r["source"] for r in chosen}
+    return len(chosen), len(keys), len({document["sources"][key]["publisher"] for key in keys})
+
+
 def fit_data(document: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The points a refit may use: role 'evidence' (MLPerf and other checks never) whose quantity is not ambiguous."""
     return [record for record in document["points"] if record["role"] == "evidence" and not record.get("ambiguous")]
@@ -440,11 +455,11 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         f"| high-concurrency serving throughput | ≥ 40 % | {high} ({high / n:.0%}; throughput at concurrency ≥ {HIGH_CONCURRENCY} or at an engine's maximum-load admission) |",
     ]
     for gpu in ("mi300x", "mi325x"):
-        gp = [r for r in points if r["gpu"] == gpu]
-        srcs = {r["source"] for r in gp}
-        pubs = {sources[key]["publisher"] for key in srcs}
+        every, evidence, predictable = (chip_coverage(document, gpu, subset) for subset in ("all", "evidence", "predictable"))
         lines.append(
-            f"| {gpu} | ≥ 20 points from ≥ 3 sources | {len(gp)} points from {len(srcs)} sources ({len(pubs)} publishers) |"
+            f"| {gpu} | ≥ 20 points from ≥ 3 sources | {every[0]} points from {every[1]} sources ({every[2]} publishers); "
+            f"fit role (evidence): {evidence[0]} from {evidence[1]} sources ({evidence[2]} publishers), "
+            f"{predictable[0]} of them predictable and unambiguous ({predictable[2]} publishers) |"
         )
     for gpu in ("l40s", "l4"):
         gp = [r for r in points if r["gpu"] == gpu and r["weights"] == "fp8"]
