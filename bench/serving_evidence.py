@@ -303,6 +303,11 @@ def _moe(r: Mapping[str, Any]) -> bool:
     return str(r["model"]).startswith(("mixtral", "qwen3-30b", "deepseek"))
 
 
+def _offline_prompts(r: Mapping[str, Any]) -> int:
+    """Prompts handed to an offline run: num_prompts where the admission rule carries it, else the printed concurrency."""
+    return int(r.get("num_prompts", r["concurrency"]))
+
+
 #: Slices of the expressible points set side by side: what differs between them is what the refit
 #: must explain (issue 14 §1/§3: FP8 compute on Ada, tensor-parallel cost, per-sequence cost, MoE, engine release).
 CONTRASTS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], bool], str, Callable[[Mapping[str, Any]], bool]], ...] = (
@@ -375,6 +380,22 @@ CONTRASTS: tuple[tuple[str, str, Callable[[Mapping[str, Any]], bool], str, Calla
         _is(gpu="mi300x", model="deepseek-v3", engine="vllm"),
         "sglang",
         _is(gpu="mi300x", model="deepseek-v3", engine="sglang"),
+    ),
+    (
+        "DeepSeek-V3 (R1) offline, tp 8 (dstack): 32-64 prompts (1-2 tokens per routed expert) vs ≥ 256 prompts",
+        "≤ 64 prompts",
+        lambda r: _is(source="dstack-deepseek-r1-offline")(r) and _offline_prompts(r) <= 64,
+        "≥ 256 prompts",
+        lambda r: _is(source="dstack-deepseek-r1-offline")(r) and _offline_prompts(r) >= 256,
+    ),
+    (
+        "H100, NIM 1.8.0 Llama 3.3 70B 5000/500 TPOT: concurrency ≤ 50 vs ≥ 100 (beyond the engine's admission, requests queue)",
+        "≤ 50",
+        lambda r: _is(source="nvidia-nim-1.8.0-llama3.3-70b-h100", kind="tpot", prompt_tokens=5000)(r) and r["concurrency"] <= 50,
+        "≥ 100",
+        lambda r: (
+            _is(source="nvidia-nim-1.8.0-llama3.3-70b-h100", kind="tpot", prompt_tokens=5000)(r) and r["concurrency"] >= 100
+        ),
     ),
     (
         "DeepSeek-V3 (R1), vLLM tp 8: H200 vs MI300X",
