@@ -287,3 +287,14 @@ def test_dstack_offline_rows_agree_with_their_own_printed_columns():
         assert not record.get("attention_dp") and record["ep"] == 1 and record["tp"] == 8
         if record["engine"] == "sglang":  # no admission limit printed: only runs whose KV surely fits are predicted
             assert (inexpressible_reason(record) is None) == (n <= 64)
+
+
+def test_mi325x_mlperf_checks_are_one_gpu_replicas_of_the_printed_system_rate():
+    """AMD's harness runs one tp-1 engine per GPU, so a point is the 8-GPU system's printed tokens/s / 8, and all are checks."""
+    rows = [r for r in DOCUMENT["points"] if r["gpu"] == "mi325x" and DOCUMENT["sources"][r["source"]].get("mlperf")]
+    assert {r["source"] for r in rows} == {"mlperf-v5.0-amd-mi325x", "mlperf-v5.1-amd-mi325x", "mlperf-v5.1-asustek-mi325x"}
+    assert all(r["role"] == "check" and r["tp"] == 1 for r in rows)
+    for record in (r for r in rows if r["kind"] == "throughput"):
+        printed = _number(record["published"], r"^(?:Completed tokens per second: |Tokens per second: )?([\d.]+)")
+        assert record["output_tokens_per_s"] == pytest.approx(printed / 8, abs=0.01), record["id"]
+    assert not {r["id"] for r in rows} & {r["id"] for r in fit_data(DOCUMENT)}
