@@ -298,3 +298,26 @@ def test_mi325x_mlperf_checks_are_one_gpu_replicas_of_the_printed_system_rate():
         printed = _number(record["published"], r"^(?:Completed tokens per second: |Tokens per second: )?([\d.]+)")
         assert record["output_tokens_per_s"] == pytest.approx(printed / 8, abs=0.01), record["id"]
     assert not {r["id"] for r in rows} & {r["id"] for r in fit_data(DOCUMENT)}
+
+
+def test_gpustack_points_carry_the_printed_totals_and_the_right_admission():
+    """Lengths are the printed totals / requests; vLLM 0.11 bursts are admitted by its H200 default --max-num-seqs 1024,
+    the ShareGPT run at --max-concurrency 4 by that limit; expert- or DP-attention-parallel runs are kept, not predicted."""
+    rows = [r for r in DOCUMENT["points"] if r["source"] == "gpustack-deepseek-r1-h200"]
+    assert rows and {r["engine"] for r in rows} == {"vllm", "sglang", "trt-llm"}
+    for record in rows:
+        n = _number(record["published"], r"Successful requests (\d+)")
+        assert record["prompt_tokens"] == round(_number(record["published"], r"Total input tokens (\d+)") / n)
+        assert record["output_tokens"] == round(_number(record["published"], r"Total generated tokens (\d+)") / n)
+        value = record.get("output_tokens_per_s", record.get("value_ms"))
+        key = "Output token throughput" if record["kind"] == "throughput" else "Mean TPOT"
+        assert value == _number(record["published"], key + r" ([\d.]+)")
+        if record["engine"] == "vllm":
+            assert record["concurrency"] == 4 or (record["concurrency"], record["max_num_seqs"], record["num_prompts"]) == (
+                "vllm-max-num-seqs-kv-limited",
+                1024,
+                n,
+            )
+            assert inexpressible_reason(record) is None
+        else:
+            assert inexpressible_reason(record) is not None
