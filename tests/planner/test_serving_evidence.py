@@ -321,3 +321,16 @@ def test_gpustack_points_carry_the_printed_totals_and_the_right_admission():
             assert inexpressible_reason(record) is None
         else:
             assert inexpressible_reason(record) is not None
+
+
+def test_nim_points_beyond_admission_take_the_decoding_concurrency_littles_law_gives():
+    """Offered 100-250 while ~86 decode (TTFT 8-89 s): those points use throughput x ITL; the others the offered concurrency."""
+    rows = [r for r in DOCUMENT["points"] if r["source"] == "nvidia-nim-1.8.0-llama3.3-70b-h100"]
+    for record in rows:
+        offered = _number(record["published"], r"Concurrency (\d+)")
+        tput = _number(record["published"], r"Throughput ([\d.]+) Tokens/s")
+        itl = _number(record["published"], r"ITL ([\d.]+) ms") / 1e3
+        if offered >= 100:
+            assert record["concurrency"] == round(tput * itl) < offered
+        else:
+            assert record["concurrency"] == offered and abs(tput * itl - offered) <= 0.05 * offered
