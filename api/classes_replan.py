@@ -21,7 +21,7 @@ from catalog.deployments import Deployments, StoredDeployment
 from catalog.documents import StoredDocument
 from catalog.plans import Plans
 from catalog.repository import Catalog
-from planner.class_check import ClassPlanCheck, DeployedClassPool, check_class_plan
+from planner.class_check import ClassCheck, ClassPlanCheck, DeployedClassPool, check_class_plan
 from planner.class_diff import (
     ClassesContext,
     ClassFigures,
@@ -356,4 +356,51 @@ def recheck_classes(stored: StoredDocument, catalog: Catalog, *, default_provide
         "catalog_version_now": version_now,
         "changes": reasons_read(changes),
         "checked_at": datetime.now(UTC),
+    }
+
+
+#: Load factors of a class plan's latency wall: 0.5× to 1.5× its classes' rates in steps of 0.05, wide enough
+#: for the hysteresis margins (default 1.1×) and for a pool planned at ρ 0.75 (chat in the worked example of
+#: docs/traffic-classes.md) to reach saturation (1/0.75 ≈ 1.33×).
+WALL_LOAD_FACTORS: tuple[float, ...] = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))
+
+
+def class_wall_series(
+    request_json: dict[str, Any], response: dict[str, Any], catalog: Catalog, *, default_provider: str
+) -> dict[str, Any]:
+    """Each class's figures at its percentile on a stored class plan's pools (the queueing model,
+    planner/class_check.py) with every class's rate × each of WALL_LOAD_FACTORS, against the classes'
+    summed rate: the series api/charts.py `class_wall_chart` draws. A class the model does not check
+    (a deferred one) has no curve; a point where a pool has no steady state is null."""
+    request = ClassesPlanRequest.model_validate(request_json)
+    inputs, _pricing = planning_inputs(cast(PlanRequest, request), catalog, default_provider=default_provider)
+    classes = [k.to_class() for k in request.classes]
+    arrangement, pools = response["arrangement"]["chosen"], deployed_pools(response)
+    checks = [check_class_plan(arrangement, pools, classes, inputs, load_factor=f) for f in WALL_LOAD_FACTORS]
+    total = sum(k.arrival_rate_rps for k in classes)
+    curves = []
+    for index, k in enumerate(classes):
+        points = [c.classes[index] for c in checks]
+        if not any(p.checked for p in points):
+            continue
+        slo = k.own_slo
+
+        def value(p: ClassCheck, seconds: float, factor: float) -> float | None:
+            modelled = p.checked and p.problem is None and math.isfinite(seconds)
+            return seconds * factor if modelled else None
+
+        curves.append({
+            "name": k.name, "pool": points[0].pool, "percentile": points[0].percentile,
+            "ttft_ms": [value(p, p.ttft_s, MS_PER_S) for p in points],
+            "tpot_ms": [value(p, p.tpot_s, MS_PER_S) for p in points],
+            "e2e_s": [value(p, p.e2e_s, 1.0) for p in points],
+            "slo": {key: target * factor for key, target, factor in
+                    (("ttft_ms", slo.ttft_s, MS_PER_S), ("tpot_ms", slo.tpot_s, MS_PER_S), ("e2e_s", slo.e2e_s, 1.0))
+                    if target is not None},
+        })  # fmt: skip
+    return {
+        "load_factor": list(WALL_LOAD_FACTORS),
+        "rate_rps": [total * f for f in WALL_LOAD_FACTORS],
+        "plan_rate_rps": total,
+        "classes": curves,
     }
