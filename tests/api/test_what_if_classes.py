@@ -16,6 +16,7 @@ from api.schemas.what_if import WHAT_IF_CSV_COLUMNS
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
 from tests.api.test_classes_plans import WORKED
+from tests.api.test_operations import ADMIN_HEADERS, ASYNC, wait_for, working  # noqa: F401 (working: the fixture)
 
 #: The worked example's chat at 60 req/s and its summarisation stream swept from a trickle to twice chat.
 SUMMARISE_RPS = [2.0, 20.0, 60.0, 120.0]
@@ -96,3 +97,16 @@ def test_a_bad_mix_is_a_422_naming_why(seeded: ApiClient, admin: dict[str, str])
     profiled[1]["demand_rps"] = [20, 10]
     assert "demand_rps peak" in refused(mix(classes=profiled, sweep={"class_rates_rps": {"summarise": [10, 30]}}))
     assert "aggregated pools only" in refused(mix(constraints={"topology": "disaggregated"}))
+
+
+def test_a_mix_sweep_asked_async_is_an_operation_with_the_synchronous_answer(working: ApiClient) -> None:  # noqa: F811
+    body = mix(sweep={"class_rates_rps": {"summarise": [2, 20]}})
+    accepted = working.post("/v1/what-if", json=body, headers=ASYNC)
+    assert accepted.status_code == 202, accepted.text
+    assert (accepted.json()["kind"], accepted.json()["progress"]["total"]) == ("what-if", 2)
+    done = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert done["state"] == "succeeded", done
+    now = working.post("/v1/what-if", json=body, headers=ADMIN_HEADERS).json()
+    timing = ("plan_ms",)
+    for async_point, point in zip(done["result"]["points"], now["points"], strict=True):
+        assert {k: v for k, v in async_point.items() if k not in timing} == {k: v for k, v in point.items() if k not in timing}
