@@ -38,6 +38,7 @@ from api.settings import Settings
 from catalog.operations import StoredOperation
 from catalog.prices import Pricing
 from catalog.repository import Catalog
+from planner.class_diff import ClassPlanShape, ClassPoolShape, class_plan_diff
 from planner.diff import PlanShape, ShapeRow, pool_changes_summary
 from planner.errors import HeadroomError
 from planner.plan_classes import ClassesPlan, plan_classes
@@ -442,7 +443,34 @@ def _mix_point(
             for k in classes
         ),
         "classes": classes,
+        # not a column: each pool as deployed, for the change from the point before (`_with_pool_changes`)
+        MIX_POOLS: {"arrangement": plan.chosen, "pools": [
+            {"name": p.name, "classes": list(p.classes), "scheduling": p.scheduling, "gpu": p.gpu, "tp": p.tp,
+             "replicas": p.replicas, "weights_precision": p.weights_precision, "kv_precision": p.kv_precision,
+             "batch_limit": p.batch_limit, "chunk_tokens": p.chunk_tokens}
+            for p in plan.pools
+        ]},
     }  # fmt: skip
+
+
+#: A class mix point's key for its arrangement and pools as deployed (not a WhatIfPoint field: dropped from the answer).
+MIX_POOLS = "mix_pools"
+
+
+def _mix_shape(point: dict[str, Any]) -> ClassPlanShape:
+    """A feasible class mix point's arrangement and pools, for planner/class_diff.py's pool diff."""
+    mix = point[MIX_POOLS]
+    pools = tuple(
+        ClassPoolShape(
+            name=p["name"],
+            classes=tuple(p["classes"]),
+            scheduling="priority" if p["scheduling"] == "priority" else "fcfs",
+            row=ShapeRow(gpu=p["gpu"], tp=p["tp"], replicas=p["replicas"], weights_precision=p["weights_precision"],
+                         kv_precision=p["kv_precision"], batch_limit=p["batch_limit"], chunk_tokens=p["chunk_tokens"]),
+        )
+        for p in mix["pools"]
+    )  # fmt: skip
+    return ClassPlanShape(arrangement=mix["arrangement"], pools=pools, classes=(), cost_usd_per_hour=point["cost_usd_per_hour"])
 
 
 def _topology_answer(
@@ -520,6 +548,9 @@ def _with_pool_changes(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
         changes = None
         if before is not None and before["feasible"] and point["feasible"] and point.get("topology") and before.get("topology"):
             changes = pool_changes_summary(_shape(before), _shape(point))
+        elif before is not None and before.get(MIX_POOLS) and point.get(MIX_POOLS):  # two class mix points with plans
+            diff = class_plan_diff(_mix_shape(before), _mix_shape(point), before_now_usd_per_hour=before["cost_usd_per_hour"])
+            changes = "same pools" if diff.same_configuration else diff.pools_summary()
         out.append({**point, "pool_changes": changes})
     return out
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import itertools
 from typing import Any
 
 import pytest
@@ -66,6 +67,15 @@ def test_each_mix_point_is_the_class_plan_post_plans_makes(seeded: ApiClient, ad
         costs.append(point["cost_usd_per_hour"])
     # more background work at the same chat load never costs less, and the largest mix costs more than the smallest
     assert costs == sorted(costs) and costs[-1] > costs[0]
+    # each point says what changed in its arrangement and pools from the point before
+    points = table["points"]
+    assert points[0]["pool_changes"] is None and "mix_pools" not in points[0]
+    for before, point in itertools.pairwise(points):
+        changes = point["pool_changes"]
+        if before["arrangement"] != point["arrangement"]:
+            assert f"arrangement {before['arrangement']} → {point['arrangement']}" in changes
+        elif before["gpus_total"] != point["gpus_total"]:
+            assert changes != "same pools" and "replicas" in changes
 
 
 def test_a_mix_sweep_as_csv_has_the_arrangement_and_classes_in_cells(seeded: ApiClient, admin: dict[str, str]) -> None:
