@@ -9,7 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from planner.class_check import DeployedClassPool, check_class_plan
+from planner.class_check import ClassCheck, ClassPlanCheck, DeployedClassPool, check_class_plan
+from planner.class_diff import ClassPlanShape, ClassPoolShape, class_plan_diff, decide_classes
+from planner.diff import Hysteresis, ShapeRow
 from planner.plan_classes import ClassesPlan, PoolPlan, _Context, _shared_priority, plan_classes
 from tests.planner.test_plan_classes import BASE, CHAT_CLASS, INPUTS, OFFICE_DAY, SUMMARISE
 
@@ -85,3 +87,36 @@ def test_a_deferred_plans_background_classes_are_not_re_run() -> None:
     assert by_name["chat"].checked and by_name["chat"].meets_target and by_name["chat"].pool == "interactive"
     assert not by_name["summarise"].checked and "day schedule" in (by_name["summarise"].problem or "")
     assert check.meets_targets and "not checked: summarise" in check.summary
+
+
+def _shape(replicas: int, cost: float) -> ClassPlanShape:
+    row = ShapeRow(gpu="h100-sxm", tp=1, replicas=replicas, weights_precision="bf16", kv_precision="bf16", batch_limit=64,
+                   chunk_tokens=2048)  # fmt: skip
+    pool = ClassPoolShape(name="chat", classes=("chat",), scheduling="fcfs", row=row)
+    return ClassPlanShape(arrangement="segregated", pools=(pool,), classes=(), cost_usd_per_hour=cost)
+
+
+def _check(load_factor: float, *, meets: bool, checked: bool = True) -> ClassPlanCheck:
+    k = ClassCheck(name="chat", pool="chat", arrival_rate_rps=60 * load_factor, percentile=99.0, ttft_s=0.4, tpot_s=0.02,
+                   e2e_s=5.0, shed_fraction=0.0, utilisation=0.7, meets_target=meets, checked=checked)  # fmt: skip
+    return ClassPlanCheck(load_factor=load_factor, simulated=False, classes=(k,))
+
+
+def test_the_class_adoption_rule_keeps_pools_that_hold_at_the_margin_and_adopts_the_rest() -> None:
+    """Other pools ($16/h → $12/h, a saving of 25 %): kept under a 50 % threshold while the current
+    pools hold at the margin; adopted when they miss at it, when the saving reaches the threshold, and
+    when a class of the current plan could not be checked."""
+    diff = class_plan_diff(_shape(4, 16.0), _shape(3, 12.0), before_now_usd_per_hour=16.0)
+    strict = Hysteresis(headroom_margin=0.1, min_saving_fraction=0.5)
+    holds = (_check(1.0, meets=True), _check(1.1, meets=True))
+    kept = decide_classes(diff, strict, at_rate=holds[0], with_margin=holds[1])
+    assert not kept.changed and "still meet every class's target at 1.1×" in kept.reason
+    assert kept.saving_usd_per_hour == pytest.approx(4.0) and kept.threshold_usd_per_hour == pytest.approx(8.0)
+    missed = decide_classes(diff, strict, at_rate=holds[0], with_margin=_check(1.1, meets=False))
+    assert missed.changed and "but not at 1.1× them" in missed.reason
+    assert decide_classes(diff, strict, at_rate=_check(1.0, meets=False), with_margin=holds[1]).changed
+    cheap = decide_classes(diff, Hysteresis(min_saving_fraction=0.05), at_rate=holds[0], with_margin=holds[1])
+    assert cheap.changed and "switching saves $4.00/h" in cheap.reason
+    unchecked = (_check(1.0, meets=False, checked=False), _check(1.1, meets=False, checked=False))
+    assert decide_classes(diff, strict, at_rate=unchecked[0], with_margin=unchecked[1]).changed
+    assert decide_classes(diff, strict).changed  # no check at all: the change is adopted, as before the margin
