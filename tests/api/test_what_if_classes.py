@@ -120,3 +120,17 @@ def test_a_mix_sweep_asked_async_is_an_operation_with_the_synchronous_answer(wor
     timing = ("plan_ms",)
     for async_point, point in zip(done["result"]["points"], now["points"], strict=True):
         assert {k: v for k, v in async_point.items() if k not in timing} == {k: v for k, v in point.items() if k not in timing}
+
+
+def test_a_mix_sweep_over_gpu_types_plans_each_alone(seeded: ApiClient, admin: dict[str, str]) -> None:
+    gpus = ["h100-sxm", "a100-80gb-sxm"]
+    body = mix(sweep={"class_rates_rps": {"summarise": [20]}, "gpus": gpus})
+    table = seeded.post("/v1/what-if", json=body, headers=admin).json()
+    assert [p["gpu_allowed"] for p in table["points"]] == gpus
+    for point, gpu in zip(table["points"], gpus, strict=True):
+        plan = seeded.post("/v1/plans", json={**WORKED, "constraints": {"gpus": [gpu]}, "store": False}, headers=admin).json()
+        assert {p["gpu"] for p in plan["pools"]} == {gpu} and point["gpu"] == gpu
+        assert (point["arrangement"], point["cost_usd_per_hour"]) == (
+            plan["arrangement"]["chosen"],
+            pytest.approx(plan["cost_usd_per_hour"], abs=0.005),
+        )
