@@ -464,9 +464,14 @@ def alternatives_chart(request: dict[str, Any], response: dict[str, Any]) -> Cha
         cost = alt["cost_usd_per_hour"] if alt["cost_usd_per_hour"] is not None else alt.get("cost_at_least_usd_per_hour")
         rows.append({"label": f"{alt['kind']} {alt['name']}", "kind": alt["kind"], "cost_usd_per_hour": cost,
                      "exact": alt["cost_usd_per_hour"] is not None, "reason": alt["reason"]})  # fmt: skip
+    return _alternatives_figure(f"Alternatives to the plan for {request.get('model', 'the model')}: cost and why each lost", rows)
+
+
+def _alternatives_figure(title: str, rows: list[dict[str, Any]]) -> Chart:
+    """Bars of each row's cost (the plan's first, green), with the reason each lost beside it."""
     figure = Figure(figsize=(12, 1.6 + 0.55 * len(rows)), layout="constrained")
     bars, reasons = figure.subplots(1, 2, width_ratios=[3, 2], sharey=True)
-    figure.suptitle(f"Alternatives to the plan for {request.get('model', 'the model')}: cost and why each lost", fontsize=12)
+    figure.suptitle(title, fontsize=12)
     ys = list(range(len(rows)))[::-1]
     for y, row in zip(ys, rows, strict=True):
         cost = row["cost_usd_per_hour"]
@@ -564,6 +569,108 @@ def pools_chart(request: dict[str, Any], response: dict[str, Any]) -> Chart:
     gpus_ax.legend(handles=[Patch(color=POOL_COLOURS.get(r, "tab:gray"), label=r) for r in roles], fontsize=8,
                    loc="lower right").set_gid("legend")  # fmt: skip
     return Chart(figure, {"topology": topology, "pools": rows})
+
+
+# --- class plans -------------------------------------------------------------------------------------------
+
+
+@_with_style
+def class_alternatives_chart(request: dict[str, Any], response: dict[str, Any]) -> Chart:
+    """A class plan's arrangements compared: the chosen one's cost (green) and every other's, with the
+    reason it lost or could not be priced (not comparable, infeasible)."""
+    arrangement = response["arrangement"]
+    chosen = next(c for c in arrangement["compared"] if c["name"] == arrangement["chosen"])
+    rows = [{"label": f"chosen: {chosen['name']}", "kind": "plan", "cost_usd_per_hour": chosen["cost_usd_per_hour"],
+             "exact": True, "reason": chosen["reason"]}]  # fmt: skip
+    rows += [{"label": c["name"], "kind": "arrangement", "cost_usd_per_hour": c["cost_usd_per_hour"], "exact": True,
+              "reason": c["reason"]} for c in arrangement["compared"] if c["name"] != chosen["name"]]  # fmt: skip
+    title = f"Arrangements compared for the classes of {request.get('model', 'the model')}: cost and why each lost"
+    return _alternatives_figure(title, rows)
+
+
+#: Colours of a class plan's classes, in the order the plan lists them (matplotlib's tab10).
+CLASS_COLOURS: tuple[str, ...] = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+                                  "tab:pink", "tab:gray")  # fmt: skip
+
+
+@_with_style
+def class_pools_chart(request: dict[str, Any], response: dict[str, Any]) -> Chart:
+    """A class plan's pools as bars of their GPUs (left) and cost per hour (right), each labelled with its
+    configuration, scheduling, utilisation and the classes it serves."""
+    rows = [
+        {"pool": p["name"], "classes": list(p["classes"]), "scheduling": p["scheduling"], "gpu": p["gpu"], "tp": p["tp"],
+         "replicas": p["replicas"], "gpus": p["replicas"] * p["tp"], "cost_usd_per_hour": p["cost_usd_per_hour"],
+         "utilisation": p["utilisation"], "precision": f"{p['precision']['weights']}/{p['precision']['kv_cache']}",
+         "batch_limit": p["batch_limit"]}
+        for p in response["pools"]
+    ]  # fmt: skip
+    figure = Figure(figsize=(12, 1.8 + 0.7 * len(rows)), layout="constrained")
+    gpus_ax, cost_ax = figure.subplots(1, 2, sharey=True)
+    figure.suptitle(
+        f"Pools of the {response['arrangement']['chosen']} class plan for {request.get('model', 'the model')}: GPUs and cost "
+        f"per pool (${response['cost_usd_per_hour']:.2f}/h in all)",
+        fontsize=12,
+    )
+    ys = list(range(len(rows)))[::-1]
+    for index, (y, row) in enumerate(zip(ys, rows, strict=True)):
+        colour = "tab:purple" if row["scheduling"] == "priority" else "tab:green"
+        gpus_ax.barh(y, row["gpus"], color=colour).patches[0].set_gid(f"gpus-{index}")
+        gpus_ax.text(row["gpus"], y, f" {row['replicas']} × tp {row['tp']}, ρ {row['utilisation']:.2f}: "
+                     f"{', '.join(row['classes'])}", va="center", fontsize=8)  # fmt: skip
+        cost_ax.barh(y, row["cost_usd_per_hour"], color=colour).patches[0].set_gid(f"cost-{index}")
+        cost_ax.text(row["cost_usd_per_hour"], y, f" ${row['cost_usd_per_hour']:.2f}/h", va="center", fontsize=8)
+    labels = [f"{r['pool']}: {r['gpu']}, {r['precision']}, batch {r['batch_limit']}" for r in rows]
+    gpus_ax.set_yticks(ys, labels, fontsize=8)
+    gpus_ax.set_xlabel("GPUs (replicas × tp)")
+    gpus_ax.set_xlim(0, 2.2 * max([r["gpus"] for r in rows] + [1]))
+    cost_ax.set_xlabel("Cost, USD per hour (on demand)")
+    cost_ax.set_xlim(0, 1.35 * max([r["cost_usd_per_hour"] for r in rows] + [1e-9]))
+    for ax in (gpus_ax, cost_ax):
+        ax.grid(alpha=0.3, axis="x")
+    kinds = list(dict.fromkeys(r["scheduling"] for r in rows))
+    gpus_ax.legend(handles=[Patch(color="tab:purple" if k == "priority" else "tab:green", label=k) for k in kinds],
+                   fontsize=8, loc="lower right").set_gid("legend")  # fmt: skip
+    return Chart(figure, {"arrangement": response["arrangement"]["chosen"], "pools": rows})
+
+
+@_with_style
+def class_wall_chart(request: dict[str, Any], response: dict[str, Any], wall: dict[str, Any]) -> Chart:
+    """A class plan's latency wall: each class's TTFT, TPOT and end-to-end latency at its percentile
+    on the plan's pools against the classes' summed arrival rate (every class scaled alike; `wall`
+    from api/classes_replan.py `class_wall_series`), each class's targets as dashed lines of its
+    colour, the plan's rate marked. A class not modelled (deferred) has no curve."""
+    figure = Figure(figsize=(10, 9), layout="constrained")
+    axes = figure.subplots(3, 1, sharex=True)
+    figure.suptitle(
+        f"Latency wall of the {response['arrangement']['chosen']} class plan for {request.get('model', 'the model')}: "
+        "each class against the classes' load (all scaled alike)",
+        fontsize=12,
+    )
+    rates = wall["rate_rps"]
+    for ax, (key, label, unit) in zip(axes, WALL_METRICS, strict=True):
+        values: list[float] = []
+        for index, k in enumerate(wall["classes"]):
+            colour = CLASS_COLOURS[index % len(CLASS_COLOURS)]
+            points = k[key]
+            values += [v for v in points if v is not None]
+            ax.plot(rates, _nan(points), "o-", ms=3, color=colour, label=f"{k['name']} (p{k['percentile']:g}, {k['pool']})")[
+                0
+            ].set_gid(f"curve-{key}-{k['name']}")
+            target = k["slo"].get(key)
+            if target is not None:
+                ax.axhline(target, color=colour, ls="--", label=f"{k['name']} target").set_gid(f"slo-{key}-{k['name']}")
+                values.append(target)
+        ax.axvline(wall["plan_rate_rps"], color="black", ls=":", label=f"plan: {wall['plan_rate_rps']:.3g} req/s").set_gid(
+            f"plan-{key}"
+        )
+        ax.set_ylim(0, 1.12 * max(values, default=1.0))
+        ax.set_ylabel(f"{label}, {unit}")
+        ax.grid(alpha=0.3)
+    _legend(axes[0], loc="upper left")
+    axes[-1].set_xlabel("Arrival rate of every class together, requests/s")
+    series = {"rate_rps": rates, "load_factor": wall["load_factor"], "plan_rate_rps": wall["plan_rate_rps"],
+              "classes": [{**k, **{m: _finite(k[m]) for m, _, _ in WALL_METRICS}} for k in wall["classes"]]}  # fmt: skip
+    return Chart(figure, series)
 
 
 # --- fleet plan: the day ------------------------------------------------------------------------------------

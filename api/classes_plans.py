@@ -127,6 +127,25 @@ def _response(
     ).model_dump(mode="json")
 
 
+def classes_base_request(
+    body: ClassesPlanRequest, *, solver_time_limit_s: float, checkpoint: Callable[[], None] | None = None
+) -> PlanningRequest:
+    """The single-class request `plan_classes` plans each pool from (workload and SLO replaced per pool):
+    the body's constraints, pools planned without speculation, and its `verify`. Also the what-if class
+    mix sweep's (api/what_if.py), so a point is the plan POST /v1/plans makes."""
+    return PlanningRequest(
+        workload=Workload(
+            arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1), output_tokens=FixedLength(tokens=1)
+        ),  # replaced per pool
+        slo=Slo(e2e_s=1.0),  # replaced per pool
+        # the pools are planned without speculation (auto, the default, means off here; on is refused)
+        constraints=dataclasses.replace(body.constraints.to_constraints(), speculative="off"),
+        verify=body.verify,
+        solver_time_limit_s=solver_time_limit_s,
+        checkpoint=checkpoint,
+    )
+
+
 def create_classes_plan(
     body: ClassesPlanRequest,
     catalog: Catalog,
@@ -143,17 +162,7 @@ def create_classes_plan(
     # planning_inputs reads model, constraints, efficiency_profile, provider and prices, which both requests carry
     inputs, _pricing = planning_inputs(cast(PlanRequest, body), catalog, default_provider=default_provider)
     classes = [k.to_class() for k in body.classes]
-    base = PlanningRequest(
-        workload=Workload(
-            arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1), output_tokens=FixedLength(tokens=1)
-        ),  # replaced per pool
-        slo=Slo(e2e_s=1.0),  # replaced per pool
-        # the pools are planned without speculation (auto, the default, means off here; on is refused)
-        constraints=dataclasses.replace(body.constraints.to_constraints(), speculative="off"),
-        verify=body.verify,
-        solver_time_limit_s=solver_time_limit_s,
-        checkpoint=checkpoint,
-    )
+    base = classes_base_request(body, solver_time_limit_s=solver_time_limit_s, checkpoint=checkpoint)
     plan = run(plan_classes, classes, inputs, base)
     plan_id = new_plan_id()
     created_at = datetime.now(UTC)

@@ -6,17 +6,22 @@ adopt it by the rule of docs/traffic-classes.md ("Re-planning a class deployment
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
+from functools import partial
 from typing import Any, cast
 
 from api.classes_plans import create_classes_plan
-from api.deployment_service import _catalog_now, _efficiencies_then
+from api.deployment_service import catalog_now, efficiencies_then
+from api.inputs import planning_inputs
 from api.plan_service import Runner
 from api.schemas.classes import ClassesPlanRequest, is_classes_plan
-from api.schemas.deployments import HysteresisSpec, ReplanRequest, class_diff_read
+from api.schemas.deployments import HysteresisSpec, ReplanRequest, class_diff_read, reasons_read
 from api.schemas.plans import PlanRequest
 from catalog.deployments import Deployments, StoredDeployment
+from catalog.documents import StoredDocument
 from catalog.plans import Plans
 from catalog.repository import Catalog
+from planner.class_check import ClassCheck, ClassPlanCheck, DeployedClassPool, check_class_plan
 from planner.class_diff import (
     ClassesContext,
     ClassFigures,
@@ -28,7 +33,7 @@ from planner.class_diff import (
 )
 from planner.diff import CatalogState, ShapeRow
 from planner.errors import PlannerInputError
-from planner.units import MS_PER_S
+from planner.units import HOURS_PER_MONTH, MS_PER_S
 
 #: The arrangement whose `deferred` pool rents its replicas only part of the day (planner/plan_classes.py):
 #: its cost is not replicas × tp × price, so it gives no price per GPU-hour.
@@ -170,8 +175,8 @@ def replan_classes(
         current = plans.get(new["id"])
     before, after = class_plan_shape(current.response, current.request), class_plan_shape(new, request.model_dump(mode="json"))
     involved = [p.row.gpu for p in before.pools] + [p.row.gpu for p in after.pools]
-    as_planned = cast(PlanRequest, request)  # _catalog_now reads provider, prices and efficiency_profile, which it carries
-    prices_now, efficiencies_now = _catalog_now(catalog, involved, as_planned, default_provider)
+    as_planned = cast(PlanRequest, request)  # catalog_now reads provider, prices and efficiency_profile, which it carries
+    prices_now, efficiencies_now = catalog_now(catalog, involved, as_planned, default_provider)
     then_prices = prices_then(current.response)
     diff = class_plan_diff(
         before, after, before_now_usd_per_hour=cost_now_usd_per_hour(current.response, then_prices, prices_now)
@@ -185,7 +190,7 @@ def replan_classes(
             catalog=CatalogState(
                 catalog_version=current.catalog_version,
                 prices_usd_per_gpu_hour=then_prices,
-                efficiencies=_efficiencies_then(current.response),
+                efficiencies=efficiencies_then(current.response),
             ),
         ),
         ClassesContext(
@@ -200,7 +205,19 @@ def replan_classes(
         ),
         gpus_involved=involved,
     )
-    decision = decide_classes(diff, hysteresis_spec.to_hysteresis())
+    hysteresis = hysteresis_spec.to_hysteresis()
+    checks: tuple[ClassPlanCheck, ClassPlanCheck] | None = None
+    if current.id != new["id"]:  # the plan in force at the new classes' rates, and at (1 + headroom_margin) × them
+        inputs, _pricing = planning_inputs(as_planned, catalog, default_provider=default_provider)
+        classes = [k.to_class() for k in request.classes]
+        pools, arrangement = deployed_pools(current.response), current.response["arrangement"]["chosen"]
+        checks = (
+            run(check_class_plan, arrangement, pools, classes, inputs),
+            run(partial(check_class_plan, load_factor=1.0 + hysteresis.headroom_margin), arrangement, pools, classes, inputs),
+        )
+    decision = decide_classes(
+        diff, hysteresis, at_rate=None if checks is None else checks[0], with_margin=None if checks is None else checks[1]
+    )
     if current.id == new["id"]:
         changed, reason = True, "the deployment had no plan in force; the new plan is adopted"
     else:
@@ -220,4 +237,170 @@ def replan_classes(
         "hysteresis": hysteresis_spec.model_dump(mode="json"),
         "saving_usd_per_hour": decision.saving_usd_per_hour,
         "threshold_usd_per_hour": decision.threshold_usd_per_hour,
+        "current_check": None
+        if checks is None
+        else {"at_new_rate": class_check_read(checks[0]), "with_margin": class_check_read(checks[1])},
+    }
+
+
+def deployed_pools(response: dict[str, Any]) -> list[DeployedClassPool]:
+    """A stored class plan's pools as deployed, for the forward model (planner/class_check.py)."""
+    return [
+        DeployedClassPool(
+            name=p["name"],
+            classes=tuple(p["classes"]),
+            scheduling=p["scheduling"],
+            gpu=p["gpu"],
+            tp=p["tp"],
+            replicas=p["replicas"],
+            batch_limit=p["batch_limit"],
+            chunk_tokens=p["chunk_tokens"],
+            weights_precision=p["precision"]["weights"],
+            kv_precision=p["precision"]["kv_cache"],
+        )
+        for p in response["pools"]
+    ]
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None or math.isnan(seconds) else seconds * MS_PER_S
+
+
+def _s(seconds: float) -> float | None:
+    return None if math.isnan(seconds) else seconds
+
+
+def class_check_read(check: ClassPlanCheck) -> dict[str, Any]:
+    """A ClassPlanCheckRead's JSON (api/schemas/deployments.py)."""
+    return {
+        "load_factor": check.load_factor,
+        "meets_targets": check.meets_targets,
+        "summary": check.summary,
+        "simulated": check.simulated,
+        "classes": [
+            {
+                "name": k.name,
+                "pool": k.pool,
+                "arrival_rate_rps": k.arrival_rate_rps,
+                "percentile": k.percentile,
+                "ttft_ms": _ms(k.ttft_s),
+                "tpot_ms": _ms(k.tpot_s),
+                "e2e_s": _s(k.e2e_s),
+                "shed_fraction": k.shed_fraction,
+                "utilisation": _s(k.utilisation),
+                "simulated_ttft_p99_ms": _ms(k.simulated_ttft_p99_s),
+                "simulated_tpot_p99_ms": _ms(k.simulated_tpot_p99_s),
+                "simulated_e2e_p99_s": k.simulated_e2e_p99_s,
+                "meets_target": k.meets_target,
+                "checked": k.checked,
+                "problem": k.problem,
+            }
+            for k in check.classes
+        ],
+    }
+
+
+def recheck_classes(stored: StoredDocument, catalog: Catalog, *, default_provider: str) -> dict[str, Any]:
+    """Whether a stored class plan still holds at its own classes on today's catalog: its pools by the
+    queueing model and simulated again (planner/class_check.py), its cost now against when planned (each
+    pool's cost scaled by its GPU's price change), and what changed in the catalog for its GPUs; the
+    ClassesRecheckResponse JSON."""
+    request = ClassesPlanRequest.model_validate(stored.request)
+    as_planned = cast(PlanRequest, request)  # planning_inputs and catalog_now read fields it carries
+    inputs, _pricing = planning_inputs(as_planned, catalog, default_provider=default_provider)
+    response = dict(stored.response)
+    arrangement = response["arrangement"]["chosen"]
+    check = check_class_plan(
+        arrangement, deployed_pools(response), [k.to_class() for k in request.classes], inputs, simulated=True, seed=0
+    )
+    gpus = [p["gpu"] for p in response["pools"]]
+    then_prices = prices_then(response)
+    prices_now, efficiencies_now = catalog_now(catalog, gpus, as_planned, default_provider)
+    now = cost_now_usd_per_hour(response, then_prices, prices_now)
+    version_now = catalog.catalog_version()
+
+    def context(state: CatalogState) -> ClassesContext:
+        return ClassesContext(
+            classes=tuple(k.to_class() for k in request.classes),
+            constraints=request.constraints.model_dump(mode="json"),
+            model_slug=request.model,
+            catalog=state,
+        )
+
+    changes = class_change_reasons(
+        context(CatalogState(catalog_version=stored.catalog_version, prices_usd_per_gpu_hour=then_prices,
+                             efficiencies=efficiencies_then(response))),
+        context(CatalogState(catalog_version=version_now, prices_usd_per_gpu_hour=prices_now, efficiencies=efficiencies_now)),
+        gpus_involved=gpus,
+    )  # fmt: skip
+    then = float(response["cost_usd_per_hour"])
+    holds = check.meets_targets and all(k.checked for k in check.classes if k.pool != "deferred")
+    summary = f"still holds: {check.summary}" if holds else f"no longer holds: {check.summary}"
+    known = not math.isnan(now)
+    if known and abs(now - then) > 1e-9 * max(then, 1.0):
+        summary += f"; it costs ${now:.2f}/h now against ${then:.2f}/h when planned"
+    return {
+        "plan_id": stored.id,
+        "arrangement": arrangement,
+        "holds": holds,
+        "summary": summary,
+        "check": class_check_read(check),
+        "cost": {
+            "then_usd_per_hour": then,
+            "now_usd_per_hour": now if known else None,
+            "change_usd_per_hour": now - then if known else None,
+            "then_usd_per_month": then * HOURS_PER_MONTH,
+            "now_usd_per_month": now * HOURS_PER_MONTH if known else None,
+        },
+        "catalog_version_then": stored.catalog_version,
+        "catalog_version_now": version_now,
+        "changes": reasons_read(changes),
+        "checked_at": datetime.now(UTC),
+    }
+
+
+#: Load factors of a class plan's latency wall: 0.5× to 1.5× its classes' rates in steps of 0.05, wide enough
+#: for the hysteresis margins (default 1.1×) and for a pool planned at ρ 0.75 (chat in the worked example of
+#: docs/traffic-classes.md) to reach saturation (1/0.75 ≈ 1.33×).
+WALL_LOAD_FACTORS: tuple[float, ...] = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))
+
+
+def class_wall_series(
+    request_json: dict[str, Any], response: dict[str, Any], catalog: Catalog, *, default_provider: str
+) -> dict[str, Any]:
+    """Each class's figures at its percentile on a stored class plan's pools (the queueing model,
+    planner/class_check.py) with every class's rate × each of WALL_LOAD_FACTORS, against the classes'
+    summed rate: the series api/charts.py `class_wall_chart` draws. A class the model does not check
+    (a deferred one) has no curve; a point where a pool has no steady state is null."""
+    request = ClassesPlanRequest.model_validate(request_json)
+    inputs, _pricing = planning_inputs(cast(PlanRequest, request), catalog, default_provider=default_provider)
+    classes = [k.to_class() for k in request.classes]
+    arrangement, pools = response["arrangement"]["chosen"], deployed_pools(response)
+    checks = [check_class_plan(arrangement, pools, classes, inputs, load_factor=f) for f in WALL_LOAD_FACTORS]
+    total = sum(k.arrival_rate_rps for k in classes)
+    curves = []
+    for index, k in enumerate(classes):
+        points = [c.classes[index] for c in checks]
+        if not any(p.checked for p in points):
+            continue
+        slo = k.own_slo
+
+        def value(p: ClassCheck, seconds: float, factor: float) -> float | None:
+            modelled = p.checked and p.problem is None and math.isfinite(seconds)
+            return seconds * factor if modelled else None
+
+        curves.append({
+            "name": k.name, "pool": points[0].pool, "percentile": points[0].percentile,
+            "ttft_ms": [value(p, p.ttft_s, MS_PER_S) for p in points],
+            "tpot_ms": [value(p, p.tpot_s, MS_PER_S) for p in points],
+            "e2e_s": [value(p, p.e2e_s, 1.0) for p in points],
+            "slo": {key: target * factor for key, target, factor in
+                    (("ttft_ms", slo.ttft_s, MS_PER_S), ("tpot_ms", slo.tpot_s, MS_PER_S), ("e2e_s", slo.e2e_s, 1.0))
+                    if target is not None},
+        })  # fmt: skip
+    return {
+        "load_factor": list(WALL_LOAD_FACTORS),
+        "rate_rps": [total * f for f in WALL_LOAD_FACTORS],
+        "plan_rate_rps": total,
+        "classes": curves,
     }

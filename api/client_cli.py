@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from planner.units import HOURS_PER_MONTH
+
 if TYPE_CHECKING:  # the in-process path imports the database layer only when it runs
     from sqlalchemy.orm import Session
 
@@ -75,11 +77,11 @@ def add_commands(commands: Any) -> None:
     """Add `plan` and `replan` to the `headroom` argument parser's sub-commands."""
     plan = commands.add_parser(
         "plan",
-        help="plan the request in FILE (JSON, as POST /v1/plans takes it)",
+        help="plan the request in FILE (JSON, as POST /v1/plans takes it: a workload, or traffic classes)",
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    plan.add_argument("file", metavar="FILE", help="plan request JSON (- for stdin)")
+    plan.add_argument("file", metavar="FILE", help="plan request JSON (- for stdin): `workload` and `slo`, or `classes`")
     plan.add_argument("--deployment", metavar="NAME", help="record the plan as deployment NAME's current plan")
     _common(plan)
     plan.set_defaults(run=run_plan)
@@ -318,17 +320,31 @@ def _validation_summary(exc: ValidationError) -> str:
 def _plan_locally(
     body: dict[str, Any], catalog: Any, session: Any, default_provider: str
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-    """(the deployment's decision in force before, or None; the new plan)."""
-    from api.plan_service import create_named_plan
+    """(the deployment's decision in force before, or None; the new plan). A body with `classes`
+    is a class request (as POST /v1/plans takes it) and is planned by api/classes_plans.py."""
+    from api.classes_plans import create_classes_plan
+    from api.plan_service import DEFAULT_SOLVER_TIME_LIMIT_S, create_named_plan, run_directly
+    from api.schemas.classes import ClassesPlanRequest
     from api.schemas.plans import PlanRequest
     from catalog.deployments import Deployments
     from catalog.plans import Plans
 
-    request = PlanRequest.model_validate(body)
+    request: PlanRequest | ClassesPlanRequest = (
+        ClassesPlanRequest.model_validate(body) if "classes" in body else PlanRequest.model_validate(body)
+    )
     deployment = Deployments(session).find(request.name) if request.name is not None else None
     current_id = deployment.current_plan_id if deployment is not None else None
     before = _decision(Plans(session).get(current_id).response) if current_id else None
-    content = create_named_plan(request, catalog, default_provider=default_provider)
+    if isinstance(request, ClassesPlanRequest):  # stored, and a named one adopted, as the route does
+        content = create_classes_plan(
+            request,
+            catalog,
+            run=run_directly,
+            solver_time_limit_s=DEFAULT_SOLVER_TIME_LIMIT_S,
+            default_provider=default_provider,
+        )
+    else:
+        content = create_named_plan(request, catalog, default_provider=default_provider)
     return before, content
 
 
@@ -412,7 +428,31 @@ def _money(value: float | None) -> str:
     return "n/a" if value is None else f"${value:,.2f}"
 
 
+def _classes_table(plan: dict[str, Any]) -> str:
+    """A class plan: its arrangement and cost, a line per pool and a line per class at its percentile."""
+    rows: list[tuple[str, Any]] = [
+        ("plan", plan["id"]),
+        ("deployment", plan.get("name") or "-"),
+        ("arrangement", plan["arrangement"]["chosen"]),
+        ("cost", f"{_money(plan['cost_usd_per_hour'])}/h, {_money(plan['cost_usd_per_hour'] * HOURS_PER_MONTH)}/month (730 h)"),
+    ]
+    for pool in plan["pools"]:
+        gpus = pool["replicas"] * pool["tp"]
+        shape = f"tp {pool['tp']}, {pool['replicas']} replicas, {pool['scheduling']}"
+        rows.append((f"pool {pool['name']}", f"{pool['gpu']} × {gpus} ({shape}): {', '.join(pool['classes'])}"))
+    for k in plan["classes"]:
+        meets = "meets its target" if k["meets_target"] else "MISSES its target"
+        rows.append((
+            f"class {k['name']}",
+            f"p{k['percentile']:g} TTFT {k['ttft_ms']:.4g} ms, TPOT {k['tpot_ms']:.4g} ms, E2E {k['e2e_s']:.4g} s; {meets}",
+        ))  # fmt: skip
+    rows.append(("catalog version", plan["provenance"]["catalog_version"]))
+    return _table(rows)
+
+
 def _plan_table(plan: dict[str, Any]) -> str:
+    if "arrangement" in plan:  # a class plan (POST /v1/plans with `classes`)
+        return _classes_table(plan)
     decision, cost, predicted = plan["plan"], plan["cost"], plan["predicted"]
     percentile = f"p{predicted['percentile']:g}"
     return _table(

@@ -318,7 +318,7 @@ def deployed_pools(
     return prefill, decode
 
 
-def _efficiencies_then(response: dict[str, Any]) -> dict[str, Efficiency]:
+def efficiencies_then(response: dict[str, Any]) -> dict[str, Efficiency]:
     found = {}
     for gpu, values in response.get("provenance", {}).get("efficiencies", {}).items():
         try:
@@ -342,7 +342,7 @@ def _context(
     )
 
 
-def _catalog_now(
+def catalog_now(
     catalog: Catalog, gpus: list[str], request: PlanRequest, default_provider: str
 ) -> tuple[dict[str, float], dict[str, Efficiency]]:
     prices: dict[str, float] = {}
@@ -426,9 +426,9 @@ def replan(
     before_now = at_rate.cost_usd_per_hour
     diff = plan_diff(before, after, before_now_usd_per_hour=before_now)
     involved = [r.gpu for r in before.rows] + [r.gpu for r in after.rows]
-    prices_now, efficiencies_now = _catalog_now(catalog, involved, request, default_provider)
+    prices_now, efficiencies_now = catalog_now(catalog, involved, request, default_provider)
     reasons = change_reasons(
-        _context(current_request, current.catalog_version, prices_then(current.response), _efficiencies_then(current.response)),
+        _context(current_request, current.catalog_version, prices_then(current.response), efficiencies_then(current.response)),
         _context(request, new["provenance"]["catalog_version"], prices_now, efficiencies_now),
         gpus_involved=involved,
     )
@@ -460,18 +460,20 @@ def recheck(plan_id: str, catalog: Catalog, *, default_provider: str = DEFAULT_P
     """Whether a stored plan still holds at its own workload and SLOs on today's catalog (at its
     request's provider's prices, else `default_provider`'s); the RecheckResponse JSON."""
     stored = Plans(catalog.session).get(plan_id)
-    if "classes" in stored.request:
-        raise PlannerInputError("a class plan cannot be rechecked yet: plan its classes again", constraint="classes")
+    if "classes" in stored.request:  # its pools at its classes, simulated again (api/classes_replan.py)
+        from api.classes_replan import recheck_classes  # it reads this module's catalog helpers: imported here, not above
+
+        return recheck_classes(stored, catalog, default_provider=default_provider)
     request = PlanRequest.model_validate(stored.request)
     if isinstance(request.workload, BatchWorkloadSpec):
         raise PlannerInputError("a batch job's plan has no SLO to recheck: plan the job again", constraint="workload.kind")
     check = _check(stored.response, request, catalog, default_provider=default_provider)
     shape = plan_shape(stored.response)
     gpus = [r.gpu for r in shape.rows]
-    prices_now, efficiencies_now = _catalog_now(catalog, gpus, request, default_provider)
+    prices_now, efficiencies_now = catalog_now(catalog, gpus, request, default_provider)
     version_now = catalog.catalog_version()
     changes = change_reasons(
-        _context(request, stored.catalog_version, prices_then(stored.response), _efficiencies_then(stored.response)),
+        _context(request, stored.catalog_version, prices_then(stored.response), efficiencies_then(stored.response)),
         _context(request, version_now, prices_now, efficiencies_now),
         gpus_involved=gpus,
     )

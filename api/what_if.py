@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from fastapi.exceptions import RequestValidationError
 
 from api.batch_jobs import batch_plan_request, batch_sweep_points
+from api.classes_plans import classes_base_request
 from api.disagg_plans import topology_plan
 from api.errors import RequestTimeoutError
 from api.inputs import planning_inputs
@@ -22,7 +23,8 @@ from api.observability import Deadline, MetricsRegistry
 from api.operations import OperationQueue
 from api.problems import problem_type_for
 from api.rounding import rounded
-from api.schemas.plans import PlanRequest, plan_response
+from api.schemas.classes import ClassesPlanRequest
+from api.schemas.plans import PlanConstraintsSpec, PlanRequest, plan_response
 from api.schemas.what_if import (
     MAX_WHAT_IF_POINTS,
     WHAT_IF_CSV_COLUMNS,
@@ -36,8 +38,10 @@ from api.settings import Settings
 from catalog.operations import StoredOperation
 from catalog.prices import Pricing
 from catalog.repository import Catalog
+from planner.class_diff import ClassPlanShape, ClassPoolShape, class_plan_diff
 from planner.diff import PlanShape, ShapeRow, pool_changes_summary
 from planner.errors import HeadroomError
+from planner.plan_classes import ClassesPlan, plan_classes
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.units import HOURS_PER_MONTH
 from planner.workload import Slo
@@ -56,6 +60,11 @@ METHOD = (
     "Each point is a full POST /v1/plans search (plan_capacity: candidates, branch and bound, MILP) at that point's "
     "rate, SLOs and GPU types; queueing-model predictions, {verified}. The planner's per-configuration caches (saturation "
     "rates, per-replica predictions) carry over between points, so later points are faster."
+)
+
+CLASSES_METHOD = (
+    "Each point is a POST /v1/plans class plan (planner/plan_classes.py: shared FCFS, shared priority, segregated and, "
+    "with day profiles, deferred arrangements compared) of the classes at that mix; queueing-model predictions, {verified}."
 )
 
 
@@ -165,7 +174,12 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: Catalog, default_provider: st
     constraints = body.constraints
     if body.sweep.gpus is not None:
         constraints = constraints.model_copy(update={"gpus": list(body.sweep.gpus)})
+    if body.classes is not None:  # a class mix: the classes request's gathering (it carries the same fields)
+        return planning_inputs(
+            cast(PlanRequest, _classes_request(body, 0, constraints)), catalog, default_provider=default_provider
+        )
     shape = body.workload
+    assert shape is not None, "WhatIfRequest gives a workload or classes (_workload_or_classes)"
     if isinstance(shape, BatchWorkloadSpec):  # a job's deadlines or sizes are swept (api/batch_jobs.py)
         return planning_inputs(batch_plan_request(body, constraints), catalog, default_provider=default_provider)
     as_plan = PlanRequest(
@@ -178,13 +192,30 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: Catalog, default_provider: st
     return planning_inputs(as_plan, catalog, default_provider=default_provider)
 
 
+def _classes_request(body: WhatIfRequest, index: int, constraints: PlanConstraintsSpec | None = None) -> ClassesPlanRequest:
+    """The POST /v1/plans class request of mix `index` (0-based): a dry run, so nothing is stored."""
+    return ClassesPlanRequest(
+        model=body.model, classes=body.classes_at(index), constraints=constraints or body.constraints,
+        efficiency_profile=body.efficiency_profile, verify=body.verify, provider=body.provider, prices=body.prices,
+        store=False,
+    )  # fmt: skip
+
+
 #: An operation's `kind` for a sweep (api/tasks.py runs it).
 OPERATION_KIND = "what-if"
 
 
+#: What one class mix point costs to plan: the two-class plan's p50 wall time in docs/traffic-classes.md
+#: ("Plan latency", `python -m bench.classes_latency --runs 9`, 2026-12-04, the worked example on the
+#: loaded 2-core machine): 402 ms unverified, 1,233 ms verified.
+CLASS_POINT_COST_S = {False: 0.40, True: 1.23}
+
+
 def estimated_sweep_s(body: WhatIfRequest) -> float:
-    """How long the sweep is expected to take in process: its points × POINT_COST_S."""
-    return body.sweep.point_count() * POINT_COST_S[body.verify]
+    """How long the sweep is expected to take in process: its points × POINT_COST_S (a class mix's
+    × CLASS_POINT_COST_S)."""
+    per_point = CLASS_POINT_COST_S if body.classes is not None else POINT_COST_S
+    return body.sweep.point_count() * per_point[body.verify]
 
 
 def runs_as_operation(body: WhatIfRequest, settings: Settings, *, asked: bool) -> bool:
@@ -242,7 +273,8 @@ def sweep_unit_count(body: WhatIfRequest) -> int:
 
 
 def _axes(body: WhatIfRequest) -> list[tuple[str | None, Slo, float]]:
-    """Every traffic point's (GPU type, SLO, rate): GPU types × SLO values × rates, rates fastest."""
+    """Every traffic point's (GPU type, SLO, rate): GPU types × SLO values × rates, rates fastest. (A
+    class mix's points are GPU types × mixes, `_mix_axes`.)"""
     assert body.slo is not None, "WhatIfRequest requires an SLO for a traffic workload (_slo_for_traffic)"
     slos = [body.slo.to_slo()] if body.sweep.slo is None else [
         body.slo.model_copy(update={body.sweep.slo.metric: value}).to_slo() for value in body.sweep.slo.values
@@ -289,7 +321,9 @@ def sweep_point(
 ) -> dict[str, Any]:
     """The cheapest plan (or why none) at traffic point `index` (0-based, in `_axes` order)."""
     workload = body.workload
-    if isinstance(workload, BatchWorkloadSpec):
+    if body.classes is not None:
+        return _mix_point(body, inputs, pricing, index, solver_time_limit_s=solver_time_limit_s, deadline=deadline)
+    if workload is None or isinstance(workload, BatchWorkloadSpec):
         raise TypeError("a batch job's sweep has no traffic points: sweep_unit plans it whole")
     gpu, slo, rate = _axes(body)[index]
     if deadline.remaining_s() <= 0:
@@ -334,12 +368,117 @@ def sweep_point(
     return point
 
 
+def _mix_axes(body: WhatIfRequest) -> list[tuple[str | None, int]]:
+    """Every class mix point's (GPU type, mix index): GPU types × mixes, mixes fastest."""
+    gpu_axis: list[str | None] = list(body.sweep.gpus) if body.sweep.gpus is not None else [None]
+    return [(gpu, mix) for gpu in gpu_axis for mix in range(body.sweep.mix_points())]
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.2f}/h"
+
+
+def _mix_point(
+    body: WhatIfRequest,
+    inputs: PlanningInputs,
+    pricing: Pricing,
+    index: int,
+    *,
+    solver_time_limit_s: float,
+    deadline: Deadline,
+) -> dict[str, Any]:
+    """The cheapest arrangement (or why none) at class mix point `index` (0-based, in `_mix_axes` order):
+    plan_classes on the classes at that mix, as POST /v1/plans with those classes plans them."""
+    gpu, mix = _mix_axes(body)[index]
+    if deadline.remaining_s() <= 0:
+        raise RequestTimeoutError(timeout_s=deadline.timeout_s)  # stops an abandoned sweep between points
+    point_inputs = inputs if gpu is None else replace(inputs, gpus=tuple(g for g in inputs.gpus if g.slug == gpu))
+    request = _classes_request(body, mix)
+    base = classes_base_request(
+        request, solver_time_limit_s=deadline.solver_time_limit_s(solver_time_limit_s), checkpoint=deadline.checkpoint
+    )
+    rates = {k.name: k.arrival_rate_rps for k in request.classes}
+    started = time.perf_counter()
+    plan: ClassesPlan | None = None
+    error: HeadroomError | None = None
+    try:
+        plan = plan_classes([k.to_class() for k in request.classes], point_inputs, base)
+    except HeadroomError as exc:
+        if problem_type_for(exc).status != 422:
+            raise  # a solver that gave up is the service's failure, not an answer about this point
+        error = exc
+    plan_ms = (time.perf_counter() - started) * MS_PER_S
+    row: dict[str, Any] = {
+        **dict.fromkeys(WHAT_IF_CSV_COLUMNS), "currency": "USD", "point": index + 1,
+        "arrival_rate_rps": sum(rates.values()), "gpu_allowed": gpu, "feasible": plan is not None, "plan_ms": plan_ms,
+        "verified": body.verify and plan is not None, "provider": pricing.provider, "solve_ms": None,
+    }  # fmt: skip
+    if plan is None:
+        kind = problem_type_for(error) if error is not None else None
+        constraint = error.extensions.get("constraint") if error is not None else None
+        return {**row, "infeasible_problem": kind.uri if kind else None,
+                "infeasible_constraint": None if constraint is None else str(constraint),
+                "infeasible_reason": error.detail if error is not None else None}  # fmt: skip
+    largest = max(plan.pools, key=lambda p: (p.replicas * p.tp, p.cost_usd_per_hour))  # as the plan list shows a class plan
+    cost = sum(p.cost_usd_per_hour for p in plan.pools)
+    chosen = pricing.prices.get(largest.gpu)
+    classes = [
+        {"name": k.name, "arrival_rate_rps": rates[k.name], "pool": k.arrangement_pool, "percentile": k.percentile,
+         "ttft_ms": k.ttft_s * MS_PER_S, "tpot_ms": k.tpot_s * MS_PER_S, "e2e_s": k.e2e_s,
+         "meets_target": k.meets_target, "shed_fraction": k.shed_fraction}
+        for k in plan.classes
+    ]  # fmt: skip
+    return {
+        **row,
+        "gpu": largest.gpu, "tp": largest.tp, "replicas": sum(p.replicas for p in plan.pools),
+        "gpus_total": sum(p.replicas * p.tp for p in plan.pools), "fleet_rows": len(plan.pools),
+        "weights_precision": largest.weights_precision, "kv_cache_precision": largest.kv_precision,
+        "cost_usd_per_hour": cost, "cost_usd_per_month": cost * HOURS_PER_MONTH,  # $/h × 730 h
+        "price_usd_per_gpu_hour": None if chosen is None else chosen.on_demand_usd_per_hour,
+        "arrangement": plan.chosen,
+        "arrangements_compared": "; ".join(f"{c.name} {_money(c.cost_usd_per_hour)}" for c in plan.compared),
+        "class_figures": "; ".join(
+            f"{k['name']} {k['arrival_rate_rps']:g} req/s on {k['pool']}: p{k['percentile']:g} TTFT {k['ttft_ms']:.4g} ms, "
+            f"TPOT {k['tpot_ms']:.4g} ms, E2E {k['e2e_s']:.4g} s" + ("" if k["meets_target"] else " (misses its target)")
+            for k in classes
+        ),
+        "classes": classes,
+        # not a column: each pool as deployed, for the change from the point before (`_with_pool_changes`)
+        MIX_POOLS: {"arrangement": plan.chosen, "pools": [
+            {"name": p.name, "classes": list(p.classes), "scheduling": p.scheduling, "gpu": p.gpu, "tp": p.tp,
+             "replicas": p.replicas, "weights_precision": p.weights_precision, "kv_precision": p.kv_precision,
+             "batch_limit": p.batch_limit, "chunk_tokens": p.chunk_tokens}
+            for p in plan.pools
+        ]},
+    }  # fmt: skip
+
+
+#: A class mix point's key for its arrangement and pools as deployed (not a WhatIfPoint field: dropped from the answer).
+MIX_POOLS = "mix_pools"
+
+
+def _mix_shape(point: dict[str, Any]) -> ClassPlanShape:
+    """A feasible class mix point's arrangement and pools, for planner/class_diff.py's pool diff."""
+    mix = point[MIX_POOLS]
+    pools = tuple(
+        ClassPoolShape(
+            name=p["name"],
+            classes=tuple(p["classes"]),
+            scheduling="priority" if p["scheduling"] == "priority" else "fcfs",
+            row=ShapeRow(gpu=p["gpu"], tp=p["tp"], replicas=p["replicas"], weights_precision=p["weights_precision"],
+                         kv_precision=p["kv_precision"], batch_limit=p["batch_limit"], chunk_tokens=p["chunk_tokens"]),
+        )
+        for p in mix["pools"]
+    )  # fmt: skip
+    return ClassPlanShape(arrangement=mix["arrangement"], pools=pools, classes=(), cost_usd_per_hour=point["cost_usd_per_hour"])
+
+
 def _topology_answer(
     body: WhatIfRequest, request: PlanningRequest, inputs: PlanningInputs, pricing: Pricing, rate: float
 ) -> dict[str, Any]:
     """The plan response POST /v1/plans gives at this point for constraints.topology `disaggregated` or `any`."""
     shape = body.workload
-    if isinstance(shape, BatchWorkloadSpec):  # refused by WhatIfRequest: a job's sweep is aggregated
+    if shape is None or isinstance(shape, BatchWorkloadSpec):  # refused by WhatIfRequest: a job's sweep is aggregated
         raise TypeError("a batch job's sweep plans aggregated replicas")
     as_plan = PlanRequest(
         model=body.model,
@@ -409,6 +548,9 @@ def _with_pool_changes(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
         changes = None
         if before is not None and before["feasible"] and point["feasible"] and point.get("topology") and before.get("topology"):
             changes = pool_changes_summary(_shape(before), _shape(point))
+        elif before is not None and before.get(MIX_POOLS) and point.get(MIX_POOLS):  # two class mix points with plans
+            diff = class_plan_diff(_mix_shape(before), _mix_shape(point), before_now_usd_per_hour=before["cost_usd_per_hour"])
+            changes = "same pools" if diff.same_configuration else diff.pools_summary()
         out.append({**point, "pool_changes": changes})
     return out
 
@@ -447,7 +589,9 @@ def sweep_response(
     answer = WhatIfResponse(
         model=body.model, efficiency_profile=body.efficiency_profile, catalog_version=catalog_version,
         provider=provider, notes=notes, hours_per_month=HOURS_PER_MONTH, verify=body.verify,
-        method=METHOD.format(verified="each plan verified in the simulator" if body.verify else "not verified in the simulator"),
+        method=(CLASSES_METHOD if body.classes is not None else METHOD).format(
+            verified="each plan verified in the simulator" if body.verify else "not verified in the simulator"
+        ),
         points_total=len(points), points_feasible=sum(1 for p in points if p["feasible"]),
         sweep_ms=sweep_ms,
         points=[WhatIfPoint.model_validate({k: v for k, v in p.items() if k != "solve_ms"}) for p in points],

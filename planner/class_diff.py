@@ -6,21 +6,24 @@ by name (`chat`, `shared`, `deferred`, … as the arrangement names them), each 
 scheduling and configuration, and each class's arrival rate, pool and predicted latencies at its
 percentile.
 
-Adoption. A class plan has no forward model of a stored plan under a new forecast yet (a pool's
-figures come from planning it: planner/plan_classes.py), so the current plan cannot be re-checked
-at the new rates as a one-workload plan is. The rule is therefore the simplest sound one:
+Adoption. The current plan's pools are judged at the new classes' rates and at (1 + m) × them by
+the forward model of a class plan (planner/class_check.py), as a one-workload plan is (planner/diff.py
+`decide`), m the deployment's headroom margin:
 
-    adopt  ⇔  the arrangement changes
-              or  any pool changes (added, removed, or a different configuration, classes or scheduling)
-              or  |C_new − C_then| > 0  and  |C_new − C_then| ≥ max(s_usd, s_frac · C_then)
+    same arrangement and pools:  adopt  ⇔  |C_new − C_then| > 0  and  |C_new − C_then| ≥ T
+    other arrangement or pools:  adopt  ⇔  the current pools miss a class's target at the new rates
+                                           or  at (1 + m) × them
+                                           or  C_now − C_new ≥ T  (and > 0)
+                                           or  some class of the current plan cannot be checked
 
-where C_then is the current plan's cost as planned, C_new the new plan's (today's prices) and
-(s_usd, s_frac) the deployment's hysteresis thresholds (planner.diff.Hysteresis; its headroom
-margin has no use here). A change of pools is always adopted: without the forward model nothing
-says the current pools still meet every class's target at the new rates, and the new plan's do.
-The same pools at another price are the same deployment; their new plan is adopted only when its
-cost moved beyond the thresholds, so the plan in force states today's cost without a price moving
-by noise churning it.
+where C_then is the current plan's cost as planned, C_now at today's prices (as planned when it
+cannot be priced), C_new the new plan's, and T = max(s_usd, s_frac · C_then) with (s_usd, s_frac)
+the deployment's hysteresis thresholds (planner.diff.Hysteresis). A current plan that cannot be
+checked (a deferred arrangement's background classes run on a day schedule this model does not
+re-run; a GPU gone from the catalog) gives no grounds to keep it: its change is adopted. The same
+pools at another price are the same deployment; their new plan is adopted only when its cost moved
+beyond the threshold, so the plan in force states today's cost without a price moving by noise
+churning it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from planner.diff import (
     CatalogState,
@@ -45,6 +48,9 @@ from planner.diff import (
 from planner.errors import PlannerInputError
 from planner.traffic_classes import TrafficClass
 from planner.units import HOURS_PER_MONTH
+
+if TYPE_CHECKING:  # the forward model of a class plan (planner/class_check.py) plans; this module only compares
+    from planner.class_check import ClassPlanCheck
 
 #: Relative difference below which two rates count as equal (float noise from JSON round trips), as planner/diff.py's.
 _SAME = 1e-9
@@ -254,10 +260,23 @@ def class_plan_diff(before: ClassPlanShape, after: ClassPlanShape, *, before_now
     )
 
 
-def decide_classes(diff: ClassPlanDiff, hysteresis: Hysteresis) -> Decision:
+def decide_classes(
+    diff: ClassPlanDiff,
+    hysteresis: Hysteresis,
+    *,
+    at_rate: ClassPlanCheck | None = None,
+    with_margin: ClassPlanCheck | None = None,
+) -> Decision:
     """Adopt the new class plan or keep the current one (module docstring). `saving_usd_per_hour` is
     C_now − C_new (C_now as planned when the current plan cannot be priced today); the threshold is
-    the hysteresis's on the current plan's cost as planned, which the same pools' cost is compared with."""
+    the hysteresis's on the current plan's cost as planned, which the same pools' cost is compared with.
+
+    `at_rate` and `with_margin`: the current plan's pools at the new classes' rates and at
+    (1 + headroom_margin) × them (planner/class_check.py). With them, other pools are adopted as a
+    one-workload plan's other configuration is (planner/diff.py `decide`): when the current pools miss
+    a class's target at the new rates or at the margin, or switching saves at least the threshold;
+    else the current plan is kept. A current plan whose classes could not all be checked (a deferred
+    arrangement's background classes, a GPU gone from the catalog) gives no grounds to keep it."""
     cost = diff.cost_usd_per_hour
     saving = (cost.before_now if math.isfinite(cost.before_now) else cost.before) - cost.after  # C_now − C_new
     drift = cost.after - cost.before  # the same pools' cost today against the plan in force's as planned
@@ -267,7 +286,30 @@ def decide_classes(diff: ClassPlanDiff, hysteresis: Hysteresis) -> Decision:
         return Decision(changed=changed, reason=reason, saving_usd_per_hour=saving, threshold_usd_per_hour=threshold)
 
     if not diff.same_configuration:
-        return result(True, f"the new plan deploys other pools ({diff.pools_summary()}); it is adopted")
+        pools = f"the new plan deploys other pools ({diff.pools_summary()})"
+        checked = (
+            at_rate is not None and with_margin is not None and all(k.checked for k in (*at_rate.classes, *with_margin.classes))
+        )
+        if not checked or at_rate is None or with_margin is None:
+            return result(True, f"{pools}; it is adopted")
+        margin = f"{1.0 + hysteresis.headroom_margin:g}×"
+        if not at_rate.meets_targets:
+            return result(True, f"{pools} and the current pools miss at the new rates ({at_rate.summary}); it is adopted")
+        if not with_margin.meets_targets:
+            return result(
+                True, f"{pools} and the current pools meet every target at the new rates but not at {margin} them "
+                f"({with_margin.summary}); it is adopted"
+            )  # fmt: skip
+        if saving > 0 and saving >= threshold:
+            return result(
+                True, f"the current pools still meet every class's target at {margin} the new rates, but switching saves "
+                f"${saving:.2f}/h (≥ ${threshold:.2f}/h); {pools} is adopted"
+            )  # fmt: skip
+        worth = f"would cost ${-saving:.2f}/h more" if saving <= 0 else f"would save only ${saving:.2f}/h (< ${threshold:.2f}/h)"
+        return result(
+            False, f"the current pools still meet every class's target at {margin} the new rates ({with_margin.summary}); "
+            f"the new plan's other pools ({diff.pools_summary()}) {worth}; the current plan is kept"
+        )  # fmt: skip
     if drift != 0 and abs(drift) >= threshold:
         return result(
             True,

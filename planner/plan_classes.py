@@ -54,7 +54,7 @@ from planner.step_model import StepModel
 from planner.traffic_classes import S_PER_H, TrafficClass, merged_workload, tightest_slo
 from planner.workload import Serving, Slo, Workload
 
-__all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "plan_classes"]
+__all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "meets_slo", "plan_classes", "shed_fractions", "with_wait"]
 
 #: Largest number of replicas the priority pool search adds, on one configuration, above the
 #: fewest its utilisation cap allows, while no cheaper pool has been found.
@@ -272,13 +272,13 @@ def _shared_fcfs(ctx: _Context, *, verify: bool) -> _Candidate:
     )
 
 
-def _meets(slo: Slo, ttft_s: float, tpot_s: float, e2e_s: float) -> bool:
+def meets_slo(slo: Slo, ttft_s: float, tpot_s: float, e2e_s: float) -> bool:
     return all(
         target is None or value <= target for target, value in ((slo.ttft_s, ttft_s), (slo.tpot_s, tpot_s), (slo.e2e_s, e2e_s))
     )
 
 
-def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int) -> dict[str, float]:
+def shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int) -> dict[str, float]:
     """Refusal fraction per class when the lowest-priority classes that may be shed are admitted only
     while a replica has fewer than `slots` requests in it (into a free slot, never to queue): the
     birth–death chain of planner/queueing_priority.py."""
@@ -375,7 +375,7 @@ def _replica_prediction(option: Option, workload: Workload, replicas: int, perce
     return predict(group.step_model, workload, serving, kv_capacity_tokens=group.kv_capacity_tokens, percentile=percentile)
 
 
-def _with_wait(fcfs_s: float, fcfs_wait_s: float, class_wait_s: float) -> float:
+def with_wait(fcfs_s: float, fcfs_wait_s: float, class_wait_s: float) -> float:
     """A class's latency at the percentile under priority: the merged stream's FCFS latency plus the
     extra wait the class's priority wait has over the FCFS slot wait, both at the percentile.
 
@@ -394,7 +394,7 @@ def _trial(
     """`replicas` of `option` as one priority pool, if the queueing model finds every class on target
     with ρ ≤ RELIABLE_MAX_UTILISATION; None otherwise. Each class's TTFT and
     E2E are the merged stream's, plus what the class's Cobham wait at the percentile adds to the
-    merged stream's FCFS slot wait there, never less (`_with_wait`); TPOT is the merged stream's
+    merged stream's FCFS slot wait there, never less (`with_wait`); TPOT is the merged stream's
     (everyone shares the batch). `classes`: the
     request's classes, or others at other rates (a period of the day profile)."""
     classes = ctx.classes if classes is None else classes
@@ -413,7 +413,7 @@ def _trial(
             return None
         shed = dict.fromkeys((k.name for k in classes), 0.0)
         if shedding:
-            shed = _shed_fractions(classes, replicas, q.service_s, q.slots)
+            shed = shed_fractions(classes, replicas, q.service_s, q.slots)
             if any(shed[k.name] > k.max_shed_fraction for k in classes):
                 return None
             admitted = [replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes]
@@ -439,8 +439,8 @@ def _trial(
     tpot = prediction.tpot.at_percentile_s
     figures = []
     for k in classes:
-        ttft = _with_wait(prediction.ttft.at_percentile_s, fcfs_wait, waits[k.name])
-        e2e = _with_wait(prediction.e2e.at_percentile_s, fcfs_wait, waits[k.name])
+        ttft = with_wait(prediction.ttft.at_percentile_s, fcfs_wait, waits[k.name])
+        e2e = with_wait(prediction.e2e.at_percentile_s, fcfs_wait, waits[k.name])
         figures.append(
             ClassFigures(
                 name=k.name,
@@ -450,7 +450,7 @@ def _trial(
                 tpot_s=tpot,
                 e2e_s=e2e,
                 deadline_h=k.deadline_h,
-                meets_target=_meets(k.own_slo, ttft, tpot, e2e),
+                meets_target=meets_slo(k.own_slo, ttft, tpot, e2e),
                 shed_fraction=shed[k.name],
             )
         )
@@ -581,8 +581,8 @@ def _simulated(ctx: _Context, trial: _Trial) -> tuple[ClassVerified, ...]:
     checks = []
     for k, f in zip(ctx.classes, trial.figures, strict=True):
         wait = simulated[k.name].wait_at_percentile_s
-        ttft = _with_wait(trial.ttft_fcfs_s, trial.fcfs_wait_s, wait)
-        e2e = _with_wait(trial.e2e_fcfs_s, trial.fcfs_wait_s, wait)
+        ttft = with_wait(trial.ttft_fcfs_s, trial.fcfs_wait_s, wait)
+        e2e = with_wait(trial.e2e_fcfs_s, trial.fcfs_wait_s, wait)
         checks.append(
             ClassVerified(
                 name=k.name,
@@ -591,7 +591,7 @@ def _simulated(ctx: _Context, trial: _Trial) -> tuple[ClassVerified, ...]:
                 ttft_simulated_s=ttft,
                 e2e_simulated_s=e2e,
                 shed_fraction_simulated=simulated[k.name].shed_fraction,
-                meets_target=_meets(k.own_slo, ttft, f.tpot_s, e2e),
+                meets_target=meets_slo(k.own_slo, ttft, f.tpot_s, e2e),
             )
         )
     return tuple(checks)

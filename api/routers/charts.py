@@ -16,15 +16,18 @@ from fastapi import APIRouter, Path, Request, Response
 from api import charts
 from api import what_if as what_if_service
 from api.capacity import estimate_capacity
+from api.classes_replan import class_wall_series
 from api.deps import CatalogDep, FleetPlansDep, PlannerKeyDep, PlansDep, ReaderDep, SettingsDep
 from api.observability import DeadlineDep, MetricsDep
 from api.problems import problem_responses
 from api.schemas.capacity import CapacityRequest
 from api.schemas.classes import is_classes_plan
 from api.schemas.what_if import WhatIfRequest
+from api.settings import Settings
 from catalog.errors import NotFoundError
 from catalog.fleet_plans import FleetPlans
 from catalog.plans import Plans
+from catalog.repository import Catalog
 from planner.errors import PlannerInputError
 
 router = APIRouter(tags=["charts"])
@@ -87,7 +90,15 @@ def _plan_chart(fmt: charts.Format) -> None:
         summary=f"A stored plan's chart as {fmt.upper()}: wall, knee, cost, alternatives or pools",
         responses=_responses(fmt, 401, 404, 422),
     )
-    def plan_chart(plan_id: str, plans: PlansDep, _reader: ReaderDep, request: Request, name: str = CHART_NAME) -> Response:
+    def plan_chart(
+        plan_id: str,
+        plans: PlansDep,
+        catalog: CatalogDep,
+        settings: SettingsDep,
+        _reader: ReaderDep,
+        request: Request,
+        name: str = CHART_NAME,
+    ) -> Response:
         """`wall`: p99 TTFT, TPOT and E2E against arrival rate per replica (the queueing section's
         ρ curve), the SLO lines, the plan's operating point and its headroom, the simulator's
         points with their confidence intervals. `knee`: decode tokens/s per replica and per user
@@ -96,6 +107,11 @@ def _plan_chart(fmt: charts.Format) -> None:
         re-plans. `alternatives`: each other GPU type or precision's cost and why it lost. `pools`:
         each pool's GPUs and cost per hour, with its ρ and binding constraint (a disaggregated plan's
         prefill and decode pools; an aggregated plan's one mixed pool per configuration).
+        A class plan (docs/traffic-classes.md): `wall` draws each class's TTFT, TPOT and end-to-end
+        latency on its pools against the classes' load (0.5× to 1.5× the planned rates, on today's
+        catalog), `alternatives` the arrangements compared, `pools` its pools with their classes;
+        its `knee` and `cost` are 422 (several pools; cost against demand is POST /v1/what-if with
+        its classes).
         404 for an unknown plan or chart; 422 when the plan lacks the section the chart is drawn
         from (a batch job's plan has no queue, so none but pools; a disaggregated plan has no one
         queue, so only pools)."""
@@ -103,9 +119,29 @@ def _plan_chart(fmt: charts.Format) -> None:
         if draw is None:
             raise NotFoundError(f"no chart {name!r}; a plan has {', '.join(charts.PLAN_CHARTS)}", kind="chart", name=name)
         asked, answered = _stored(plans, plan_id)
-        if is_classes_plan(answered):  # its pools and classes have no chart yet
-            raise NotFoundError(f"a class plan has no chart {name!r} yet", kind="chart", name=name)
+        if is_classes_plan(answered):  # its classes and pools (api/charts.py, "class plans")
+            return _image(_class_chart(name, asked, answered, catalog, settings), fmt, f"plan-{plan_id}-{name}", request)
         return _image(draw(asked, answered), fmt, f"plan-{plan_id}-{name}", request)
+
+
+def _class_chart(
+    name: str, asked: dict[str, Any], answered: dict[str, Any], catalog: Catalog, settings: Settings
+) -> charts.Chart:
+    """A class plan's chart `name`: its wall (each class against the classes' load, by the forward model on
+    today's catalog), its arrangements compared, its pools; its knee and cost are 422, saying why."""
+    if name == "wall":
+        wall = class_wall_series(asked, answered, catalog, default_provider=settings.default_price_provider)
+        return charts.class_wall_chart(asked, answered, wall)
+    if name == "alternatives":
+        return charts.class_alternatives_chart(asked, answered)
+    if name == "pools":
+        return charts.class_pools_chart(asked, answered)
+    why = {
+        "knee": "a class plan has a pool per arrangement, each its own configuration: the pools chart draws them",
+        "cost": "a class plan's cost against demand needs a class plan at each demand: POST /v1/what-if with its classes "
+        "and sweep.class_rates_rps sweeps it",
+    }[name]
+    raise charts.ChartDataMissingError(f"The {name} chart of a class plan is not drawn: {why}.", chart=name, missing="classes")
 
 
 def _fleet_chart(fmt: charts.Format) -> None:

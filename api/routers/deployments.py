@@ -19,6 +19,7 @@ from api.observability import DeadlineDep, MetricsDep, MetricsRegistry
 from api.problems import problem_responses
 from api.schemas.classes import is_classes_plan
 from api.schemas.deployments import (
+    ClassesRecheckResponse,
     ClassesReplanResponse,
     DeploymentPage,
     DeploymentPut,
@@ -214,7 +215,7 @@ def replan_deployment(
 
 @router.get(
     "/plans/{plan_id}/recheck",
-    response_model=RecheckResponse,
+    response_model=RecheckResponse | ClassesRecheckResponse,
     name="recheck_plan",
     summary="Whether a stored plan still holds on today's catalog",
     tags=["plans"],
@@ -228,5 +229,8 @@ def recheck_plan(
 ) -> Any:
     """Re-evaluates the plan's configuration at its own workload and SLOs with today's catalog
     (prices, efficiencies) by the forward model: whether it still meets every SLO, its cost now
-    against when planned, the catalog versions then and now, and what changed for its GPUs."""
+    against when planned, the catalog versions then and now, and what changed for its GPUs. A class
+    plan (ClassesRecheckResponse) is judged pool by pool at its own classes, by the queueing model and
+    simulated again (the step simulator for an FCFS pool, the class simulator for a priority pool),
+    with each class's figures and simulated p99s."""
     return service.recheck(plan_id, catalog, default_provider=settings.default_price_provider)

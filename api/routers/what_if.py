@@ -99,5 +99,5 @@ def what_if_sweep_csv(
 
 
 def _sweep_csv(answer: WhatIfResponse) -> Response:
-    rows = [point.model_dump(mode="json") for point in answer.points]
+    rows = [point.model_dump(mode="json", exclude={"classes"}) for point in answer.points]  # a mix's `class_figures` cell
     return csv_response(rows_to_csv(rows, WHAT_IF_CSV_COLUMNS), filename="what-if.csv")

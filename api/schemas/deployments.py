@@ -371,6 +371,63 @@ class ClassesReplanResponse(BaseModel):
     hysteresis: HysteresisSpec
     saving_usd_per_hour: float = Field(description="Current plan at today's prices (as planned if unpriceable) − new plan.")
     threshold_usd_per_hour: float = Field(description="The hysteresis threshold on the current plan's cost as planned.")
+    current_check: ClassesCurrentCheck | None = Field(
+        default=None,
+        description="The plan in force's pools at the new classes' rates and at (1 + headroom_margin) × them, by the "
+        "queueing model (planner/class_check.py); null when the deployment had no plan in force.",
+    )
+
+
+class ClassCheckRead(BaseModel):
+    """One class on a stored class plan's pools (planner/class_check.py)."""
+
+    name: str
+    pool: str
+    arrival_rate_rps: float
+    percentile: float
+    ttft_ms: float | None = Field(description="The queueing model's, at `percentile`; null when not checked.")
+    tpot_ms: float | None
+    e2e_s: float | None
+    shed_fraction: float
+    utilisation: float | None = Field(description="The pool's ρ per replica.")
+    simulated_ttft_p99_ms: float | None = Field(default=None, description="The simulator's p99 (null when not simulated).")
+    simulated_tpot_p99_ms: float | None = None
+    simulated_e2e_p99_s: float | None = None
+    meets_target: bool
+    checked: bool = Field(description="False for a deferred class (a day schedule, not re-run) or a pool not evaluable.")
+    problem: str | None = None
+
+
+class ClassPlanCheckRead(BaseModel):
+    load_factor: float = Field(description="The classes' rates were multiplied by this.")
+    meets_targets: bool = Field(description="Every class that could be checked meets its target.")
+    summary: str
+    simulated: bool
+    classes: list[ClassCheckRead]
+
+
+class ClassesCurrentCheck(BaseModel):
+    at_new_rate: ClassPlanCheckRead
+    with_margin: ClassPlanCheckRead = Field(description="At (1 + headroom_margin) × the new classes' rates.")
+
+
+class ClassesRecheckResponse(BaseModel):
+    """A stored class plan on today's catalog: its pools judged at its own classes (queueing model and
+    simulators, planner/class_check.py), its cost now against when planned, and what changed."""
+
+    plan_id: str
+    arrangement: str
+    holds: bool = Field(description="Whether every class that could be checked still meets its target.")
+    summary: str
+    check: ClassPlanCheckRead
+    cost: RecheckCost
+    catalog_version_then: int
+    catalog_version_now: int
+    changes: list[ReasonRead]
+    checked_at: datetime
+
+
+ClassesReplanResponse.model_rebuild()  # its current_check is defined after it
 
 
 class RecheckCost(BaseModel):

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from pydantic_core import PydanticCustomError
 
 from api.schemas.catalog import Slug
+from api.schemas.classes import MAX_CLASSES, TrafficClassSpec
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import MAX_DEADLINE_H, MAX_JOB_REQUESTS, BatchWorkloadSpec, WorkloadShape
@@ -136,9 +137,30 @@ class WhatIfAxes(_Input):
         default=None, min_length=1, max_length=MAX_WHAT_IF_POINTS,
         description="A batch job's sizes in requests to plan for, in place of a rate axis.", examples=[[500_000, 2_000_000]],
     )  # fmt: skip
+    class_rates_rps: dict[str, list[float]] | None = Field(
+        default=None, min_length=1, max_length=MAX_CLASSES,
+        description="With `classes`: the mix to sweep, by class name the class's arrival rate (req/s) at each point, every "
+        "list as long as the others (point i takes the i-th rate of each; a class not named keeps its own rate). A "
+        "share of a fixed total is its rates and the others' summing to that total.",
+        examples=[{"chat": [60, 50, 40], "summarise": [20, 30, 40]}],
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _one_rate_axis(self) -> Self:
+        if self.class_rates_rps is not None:  # a class mix (WhatIfRequest checks the names against its classes)
+            others = (self.arrival_rates_rps, self.arrival_rate_range, self.slo, self.deadlines_h, self.job_requests)
+            if any(axis is not None for axis in others):
+                raise ValueError("a class mix sweeps class_rates_rps (and optionally gpus) only: no other rate, SLO or job axis")
+            lengths = {len(rates) for rates in self.class_rates_rps.values()}
+            if len(lengths) != 1 or not 1 <= lengths.pop() <= MAX_WHAT_IF_POINTS:
+                raise ValueError(f"every class_rates_rps list must have the same length, 1 to {MAX_WHAT_IF_POINTS}")
+            for name, rates in self.class_rates_rps.items():
+                for rate in rates:
+                    if not (math.isfinite(rate) and 0 < rate <= MAX_RATE_RPS):
+                        raise ValueError(f"every rate of class {name} must be > 0 and <= {MAX_RATE_RPS:g} req/s, got {rate}")
+            if self.gpus is not None and len(set(self.gpus)) != len(self.gpus):
+                raise ValueError("gpus lists a GPU type twice")
+            return self
         job_axes = (self.deadlines_h is not None) + (self.job_requests is not None)
         if job_axes:  # a batch job's sweep: one job axis, no rates (WhatIfRequest checks the workload is a job)
             if job_axes > 1 or self.arrival_rates_rps is not None or self.arrival_rate_range is not None:
@@ -160,7 +182,13 @@ class WhatIfAxes(_Input):
     def rates_rps(self) -> list[float]:
         return list(self.arrival_rates_rps) if self.arrival_rates_rps is not None else self.arrival_rate_range.rates_rps()  # type: ignore[union-attr]
 
+    def mix_points(self) -> int:
+        """How many mixes `class_rates_rps` gives (0: none)."""
+        return len(next(iter(self.class_rates_rps.values()))) if self.class_rates_rps else 0
+
     def point_count(self) -> int:
+        if self.class_rates_rps is not None:
+            return self.mix_points() * (len(self.gpus) if self.gpus else 1)
         job_axis = self.deadlines_h if self.deadlines_h is not None else self.job_requests
         if job_axis is not None:
             return len(job_axis) * (len(self.gpus) if self.gpus else 1)
@@ -170,11 +198,21 @@ class WhatIfAxes(_Input):
 
 class WhatIfRequest(_Input):
     """Sweep the cheapest plan of `model` for a workload shape and SLOs over arrival rates (and
-    optionally SLO values or GPU types)."""
+    optionally SLO values or GPU types), or the cheapest arrangement for traffic classes over their mix
+    (`classes` and `sweep.class_rates_rps`)."""
 
     model: Slug = Field(description="Model to serve (a catalog slug).", examples=["llama-3.1-8b"])
-    workload: WhatIfWorkloadSpec = Field(
-        description="The traffic's shape (rates swept), or a batch job (`kind: batch`; `sweep.deadlines_h` or `sweep.job_requests`)."
+    workload: WhatIfWorkloadSpec | None = Field(
+        default=None,
+        description="The traffic's shape (rates swept), or a batch job (`kind: batch`; `sweep.deadlines_h` or "
+        "`sweep.job_requests`). Give this or `classes`.",
+    )
+    classes: list[TrafficClassSpec] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CLASSES,
+        description="Traffic classes, as POST /v1/plans takes them, instead of `workload` (no `slo`: each class carries "
+        "its target); `sweep.class_rates_rps` varies their mix and each point answers the cheapest arrangement.",
     )
     slo: PlanSlo | None = Field(
         default=None, validate_default=True, description="Latency targets; required unless the workload is a batch job."
@@ -207,6 +245,52 @@ class WhatIfRequest(_Input):
         return slo
 
     @model_validator(mode="after")
+    def _workload_or_classes(self) -> Self:
+        """Exactly one of `workload` and `classes`; a class mix is swept by `sweep.class_rates_rps` over the
+        request's classes, each swept rate at least the class's day profile (its peak)."""
+        if (self.workload is None) == (self.classes is None):
+            raise ValueError("give exactly one of workload and classes")
+        if self.classes is None:
+            if self.sweep.class_rates_rps is not None:
+                raise ValueError("sweep.class_rates_rps sweeps the mix of `classes`; a workload sweeps arrival rates")
+            return self
+        if self.slo is not None:
+            raise ValueError("with classes, each class carries its own target: leave out slo")
+        if self.sweep.class_rates_rps is None:
+            raise ValueError("classes are swept by sweep.class_rates_rps: each class's rate at each point")
+        by_name = {k.name: k for k in self.classes}
+        if len(by_name) != len(self.classes):
+            raise ValueError("class names must be unique")
+        unknown = sorted(set(self.sweep.class_rates_rps) - set(by_name))
+        if unknown:
+            raise ValueError(
+                f"sweep.class_rates_rps names classes the request does not have: {', '.join(unknown)} "
+                f"(it has {', '.join(by_name)})"
+            )
+        for name, rates in self.sweep.class_rates_rps.items():
+            profile = by_name[name].demand_rps
+            if profile is not None and min(rates) < max(profile):
+                raise ValueError(
+                    f"class {name}'s swept rates must be at least its demand_rps peak ({max(profile):g} req/s): "
+                    "a rate is the peak its pools are sized for"
+                )
+        if len({len(k.demand_rps) for k in self.classes if k.demand_rps is not None}) > 1:
+            raise ValueError("every class's demand_rps must give the same number of periods")
+        if self.constraints.topology == "disaggregated":
+            raise ValueError(
+                "class plans arrange aggregated pools only: leave out constraints.topology or set it to aggregated or any"
+            )
+        if self.constraints.speculative == "on":
+            raise ValueError("class plans do not speculate yet: leave out constraints.speculative")
+        return self
+
+    def classes_at(self, index: int) -> list[TrafficClassSpec]:
+        """The request's classes at mix `index` (0-based): each swept class at its rate there."""
+        assert self.classes is not None and self.sweep.class_rates_rps is not None, "a class mix sweep"
+        rates = self.sweep.class_rates_rps
+        return [k.model_copy(update={"arrival_rate_rps": rates[k.name][index]}) if k.name in rates else k for k in self.classes]
+
+    @model_validator(mode="after")
     def _pools_plan_traffic(self) -> Self:
         """Separate pools are planned for traffic without prefix reuse (as POST /v1/plans refuses it);
         `any` (the default) plans such a sweep's points aggregated, as the plans route does."""
@@ -231,11 +315,27 @@ class WhatIfRequest(_Input):
 # --- response ------------------------------------------------------------------------------------
 
 
+class WhatIfClassPoint(BaseModel):
+    """One class at one point of a class mix sweep: its rate there and its figures in the chosen arrangement."""
+
+    name: str
+    arrival_rate_rps: float
+    pool: str
+    percentile: float
+    ttft_ms: float
+    tpot_ms: float
+    e2e_s: float
+    meets_target: bool
+    shed_fraction: float
+
+
 class WhatIfPoint(BaseModel):
     """One point of the sweep: the cheapest plan there, or why there is none. Flat, so it is a CSV row."""
 
     point: int = Field(description="1-based position in the sweep.")
-    arrival_rate_rps: float | None = Field(description="The point's arrival rate; null for a batch job.")
+    arrival_rate_rps: float | None = Field(
+        description="The point's arrival rate (a class mix: every class's summed); null for a batch job."
+    )
     slo_percentile: float | None
     slo_ttft_ms: float | None
     slo_tpot_ms: float | None
@@ -299,6 +399,24 @@ class WhatIfPoint(BaseModel):
     decode_rho: float | None = None
     decode_binding: str | None = Field(default=None, description="What set the decode pool's size.")
     decode_cost_usd_per_hour: float | None = None
+    arrangement: str | None = Field(
+        default=None,
+        description="A class mix's point: the arrangement chosen there (shared_fcfs, shared_priority, segregated, …); "
+        "null for a workload's point or without a plan.",
+    )
+    arrangements_compared: str | None = Field(
+        default=None,
+        description="A class mix's point: each arrangement's cost there, e.g. `shared_fcfs $14.28/h; segregated $19.04/h; "
+        "deferred n/a`.",
+    )
+    class_figures: str | None = Field(
+        default=None,
+        description="A class mix's point: each class's rate and predicted latencies at its percentile, in one cell "
+        "(the CSV's form of `classes`).",
+    )
+    classes: list[WhatIfClassPoint] | None = Field(
+        default=None, description="A class mix's point: each class's rate, pool and predicted latencies (not a CSV column)."
+    )
     pool_changes: str | None = Field(
         default=None,
         description="What changed in the pools from the point before (topology, and per pool its GPU, tp, replicas, "
@@ -308,7 +426,7 @@ class WhatIfPoint(BaseModel):
 
 
 #: The CSV's columns: the point's fields, in order.
-WHAT_IF_CSV_COLUMNS: tuple[str, ...] = tuple(WhatIfPoint.model_fields)
+WHAT_IF_CSV_COLUMNS: tuple[str, ...] = tuple(f for f in WhatIfPoint.model_fields if f != "classes")
 
 
 class WhatIfResponse(BaseModel):

@@ -2,7 +2,7 @@
 reference catalog (its models and prices as they are), the arrangement comparison, a CSV row per
 class, the 422s for a request with both or neither of `workload` and `classes`, and the class plan
 stored like a one-workload plan: 201 and Location, read back by GET /v1/plans/{id} (JSON and CSV),
-listed by GET /v1/plans, a dry run that stores nothing, and the routes that do not read it yet."""
+listed by GET /v1/plans, a dry run that stores nothing, its charts and recheck: tests/api/test_charts_classes.py, tests/api/test_classes_recheck.py."""
 
 from __future__ import annotations
 
@@ -159,11 +159,3 @@ def test_storing_a_class_plan_needs_the_planner_role(seeded: ApiClient, engine: 
     assert_problem(seeded.post("/v1/plans", json=WORKED, headers=reader), 403)
     assert seeded.post("/v1/plans", json={**WORKED, "store": False}, headers=reader).status_code == 200
     assert seeded.get("/v1/plans", headers=reader).json()["total"] == 0
-
-
-def test_routes_that_do_not_read_class_plans_yet_say_so(seeded: ApiClient, admin: dict[str, str]) -> None:
-    """A stored class plan's charts are 404 naming the chart, and its recheck is 422 naming `classes`."""
-    plan_id = seeded.post("/v1/plans", json=WORKED, headers=admin).json()["id"]
-    assert_problem(seeded.get(f"/v1/plans/{plan_id}/charts/wall.svg"), 404)
-    problem = assert_problem(seeded.get(f"/v1/plans/{plan_id}/recheck"), 422)
-    assert "class plan" in problem["detail"]

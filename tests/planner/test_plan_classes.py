@@ -71,7 +71,7 @@ def test_the_priority_pool_never_credits_a_class_below_the_fcfs_latency() -> Non
     wait by the other gave chat a p99 TTFT of 0.10 s, below the prefill of the merged stream's own
     p99 prompt: a percentile less a percentile. The class's TTFT is the FCFS one plus any extra
     wait, so 7 H100s miss chat's 500 ms and the priority pool is no cheaper than the FCFS one."""
-    from planner.plan_classes import _Context, _priority_options, _replica_prediction, _trial, _with_wait
+    from planner.plan_classes import _Context, _priority_options, _replica_prediction, _trial, with_wait
 
     ctx = _Context(classes=[CHAT_CLASS, SUMMARISE], inputs=INPUTS, base=BASE)
     (option,) = [o for o in _priority_options(ctx) if o.id == "h100-sxm/bf16/bf16/tp1/b64/c2048"]
@@ -79,7 +79,7 @@ def test_the_priority_pool_never_credits_a_class_below_the_fcfs_latency() -> Non
     assert fcfs.ttft is not None and fcfs.queueing is not None
     assert fcfs.queueing.wait_at_percentile_s > 0.5 * fcfs.ttft.at_percentile_s > 0.25
     assert _trial(ctx, option, 7, shedding=False) is None
-    assert _with_wait(0.92, 0.82, 0.0) == 0.92 and _with_wait(0.92, 0.0, 0.3) == pytest.approx(1.22)
+    assert with_wait(0.92, 0.82, 0.0) == 0.92 and with_wait(0.92, 0.0, 0.3) == pytest.approx(1.22)
 
 
 def test_the_priority_pool_is_checked_by_the_class_simulator() -> None:

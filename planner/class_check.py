@@ -1,0 +1,299 @@
+"""A stored class plan's pools judged at given traffic classes: the forward model of a class plan.
+
+`plan_classes` (planner/plan_classes.py) searches pools; this module takes pools as they are deployed
+(GPU, tp, replicas, precision, batch limit, chunk budget, scheduling) and predicts each class's
+latencies on them at the classes' rates, scaled by `load_factor`:
+
+- an FCFS pool (`segregated`, `shared_fcfs`, a deferred plan's interactive pool) is the single-class
+  queueing model (planner/queueing.py `predict`) of the merged stream of its classes on its replicas,
+  each class taking the merged stream's figures at the pool's percentile (the highest of its classes'),
+  as `plan_classes` reports them;
+- a priority pool (`shared_priority`, `shared_priority_shedding`) is the merged stream's FCFS figures
+  plus what each class's Cobham wait adds over the FCFS slot wait (`with_wait`), with the shedding
+  arrangement's refusal fractions from the birth–death chain (`shed_fractions`), exactly as
+  `plan_classes` accepts a priority pool, except that the ρ ≤ RELIABLE_MAX_UTILISATION cap of its
+  search is not a target: a deployed pool above it is reported, flagged by `utilisation`;
+- a deferred plan's background classes are served by a day schedule (planner/plan_deferral.py),
+  which this model does not re-run: they are reported `checked: false`.
+
+With `simulate`, each FCFS pool is also run in the step-level simulator (planner/simulator.py, the
+single-class planner's VERIFY_REQUESTS requests, its seed) and each priority pool in the slot-level
+class simulator (planner/simulator_classes.py, one replica, as `plan_classes` verifies it); a class
+whose simulated p99 misses its target (at a p99 target) does not meet it.
+
+Used by the recheck of a stored class plan and by a class deployment's re-plan, which keeps the plan
+in force while it still meets every class's target at (1 + headroom_margin) × the new rates
+(planner/class_diff.py `decide_classes`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from planner.errors import ConvergenceError, HeadroomError, UnstableLoadError
+from planner.memory import kv_capacity_tokens
+from planner.performance import build_step_model
+from planner.plan_classes import WARMUP_FRACTION, meets_slo, shed_fractions, with_wait
+from planner.planning import VERIFY_REQUESTS, PlanningInputs
+from planner.queueing import Prediction, predict
+from planner.queueing_priority import ClassLoad, priority_waits
+from planner.simulator import simulate
+from planner.simulator_classes import simulate_classes
+from planner.step_model import StepModel
+from planner.traffic_classes import TrafficClass, merged_workload
+from planner.workload import Serving
+
+__all__ = ["ClassCheck", "ClassPlanCheck", "DeployedClassPool", "check_class_plan"]
+
+#: The percentile a simulated figure is reported at: the simulators report p50/p90/p99.
+SIMULATED_PERCENTILE = 99.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeployedClassPool:
+    """One pool of a stored class plan, as deployed."""
+
+    name: str
+    classes: tuple[str, ...]
+    scheduling: str  # "fcfs" or "priority"
+    gpu: str
+    tp: int
+    replicas: int
+    batch_limit: int
+    chunk_tokens: int | None
+    weights_precision: str
+    kv_precision: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassCheck:
+    """One class on the deployed pools: the queueing model's figures at its percentile and, when
+    simulated, the simulator's p99s. `checked` is false for a deferred class (no day schedule here)
+    and for a class whose pool cannot be evaluated (`problem` says why)."""
+
+    name: str
+    pool: str
+    arrival_rate_rps: float  # × load_factor
+    percentile: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    shed_fraction: float
+    utilisation: float  # the pool's ρ per replica (NaN when not evaluated)
+    simulated_ttft_p99_s: float | None = None
+    simulated_tpot_p99_s: float | None = None
+    simulated_e2e_p99_s: float | None = None
+    meets_target: bool
+    checked: bool = True
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassPlanCheck:
+    load_factor: float
+    simulated: bool
+    classes: tuple[ClassCheck, ...]
+
+    @property
+    def meets_targets(self) -> bool:
+        """Every class that could be checked meets its target, and at least one could."""
+        checked = [k for k in self.classes if k.checked]
+        return bool(checked) and all(k.meets_target for k in checked)
+
+    @property
+    def summary(self) -> str:
+        misses = [k for k in self.classes if k.checked and not k.meets_target]
+        unchecked = [k.name for k in self.classes if not k.checked]
+        at = "" if self.load_factor == 1.0 else f" at {self.load_factor:g}× the rates"
+        if not any(k.checked for k in self.classes):
+            text = "no class could be checked"
+        elif misses:
+            text = "misses " + ", ".join(f"{k.name} ({k.problem or _figures(k)})" for k in misses) + at
+        else:
+            text = "every class meets its target" + at
+        if unchecked:
+            text += f"; not checked: {', '.join(unchecked)} (deferred to a day schedule, or its pool cannot be evaluated)"
+        return text
+
+
+def _figures(k: ClassCheck) -> str:
+    return f"p{k.percentile:g} TTFT {k.ttft_s * 1e3:.4g} ms, TPOT {k.tpot_s * 1e3:.4g} ms, E2E {k.e2e_s:.4g} s"
+
+
+def _model(pool: DeployedClassPool, inputs: PlanningInputs) -> tuple[StepModel, int]:
+    """The pool's step model and KV capacity, as enumeration builds them (planner/candidates.py)."""
+    gpu = next((g for g in inputs.gpus if g.slug == pool.gpu), None)
+    if gpu is None:
+        raise LookupError(f"GPU {pool.gpu} is not in today's catalog (or not priced by the provider)")
+    precision = next(
+        (p for p in inputs.precisions if p.weights.slug == pool.weights_precision and p.kv_cache.slug == pool.kv_precision),
+        None,
+    )
+    if precision is None:
+        raise LookupError(f"precision {pool.weights_precision}/{pool.kv_precision} is not in today's catalog")
+    return (
+        build_step_model(gpu, inputs.model, precision, pool.tp, gpu.efficiency),
+        kv_capacity_tokens(gpu, inputs.model, precision, pool.tp, gpu.efficiency),
+    )
+
+
+def _unchecked(k: TrafficClass, pool: str, problem: str) -> ClassCheck:
+    nan = math.nan
+    return ClassCheck(
+        name=k.name, pool=pool, arrival_rate_rps=k.arrival_rate_rps, percentile=k.own_slo.percentile, ttft_s=nan,
+        tpot_s=nan, e2e_s=nan, shed_fraction=0.0, utilisation=nan, meets_target=False, checked=False, problem=problem,
+    )  # fmt: skip
+
+
+def _missed(k: TrafficClass, pool: str, problem: str) -> ClassCheck:
+    return replace(_unchecked(k, pool, problem), checked=True)
+
+
+def _fcfs(
+    pool: DeployedClassPool, classes: Sequence[TrafficClass], inputs: PlanningInputs, *, simulated: bool, seed: int
+) -> list[ClassCheck]:
+    step_model, capacity = _model(pool, inputs)
+    workload = merged_workload(classes)
+    percentile = max(k.own_slo.percentile for k in classes)
+    serving = Serving(replicas=pool.replicas, batch_limit=pool.batch_limit, chunk_tokens=pool.chunk_tokens)
+    try:
+        prediction = predict(step_model, workload, serving, kv_capacity_tokens=capacity, percentile=percentile)
+    except (UnstableLoadError, ConvergenceError) as exc:
+        return [_missed(k, pool.name, f"the queueing model has no steady state: {exc}") for k in classes]
+    if prediction.unstable or prediction.ttft is None or prediction.tpot is None or prediction.e2e is None:
+        return [_missed(k, pool.name, f"unstable: ρ {prediction.utilisation:.2f} per replica") for k in classes]
+    sim: tuple[float, float, float] | None = None
+    if simulated:
+        result = simulate(step_model, workload, serving, kv_capacity_tokens=capacity, requests=VERIFY_REQUESTS, seed=seed)
+        sim = (result.ttft_s.p99, result.tpot_s.p99, result.e2e_s.p99)
+    out = []
+    for k in classes:
+        ttft, tpot, e2e = (prediction.ttft.at_percentile_s, prediction.tpot.at_percentile_s, prediction.e2e.at_percentile_s)
+        meets = meets_slo(k.own_slo, ttft, tpot, e2e)
+        if sim is not None and k.own_slo.percentile == SIMULATED_PERCENTILE:
+            meets = meets and meets_slo(k.own_slo, *sim)
+        out.append(
+            ClassCheck(
+                name=k.name, pool=pool.name, arrival_rate_rps=k.arrival_rate_rps, percentile=percentile, ttft_s=ttft,
+                tpot_s=tpot, e2e_s=e2e, shed_fraction=0.0, utilisation=prediction.utilisation,
+                simulated_ttft_p99_s=None if sim is None else sim[0], simulated_tpot_p99_s=None if sim is None else sim[1],
+                simulated_e2e_p99_s=None if sim is None else sim[2], meets_target=meets,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _priority(
+    pool: DeployedClassPool,
+    classes: Sequence[TrafficClass],
+    inputs: PlanningInputs,
+    *,
+    shedding: bool,
+    simulated: bool,
+    seed: int,
+) -> list[ClassCheck]:
+    step_model, capacity = _model(pool, inputs)
+    replicas = pool.replicas
+    percentile = max(k.own_slo.percentile for k in classes)
+    one = Serving(replicas=1, batch_limit=pool.batch_limit, chunk_tokens=pool.chunk_tokens)
+
+    def per_replica(ks: Sequence[TrafficClass]) -> Prediction:
+        workload = merged_workload(ks)
+        return predict(step_model, workload.at_rate(workload.arrival_rate_rps / replicas), one,
+                       kv_capacity_tokens=capacity, percentile=percentile)  # fmt: skip
+
+    try:
+        prediction = per_replica(classes)
+        q = prediction.queueing
+        shed = dict.fromkeys((k.name for k in classes), 0.0)
+        if shedding and q is not None:
+            shed = shed_fractions(classes, replicas, q.service_s, q.slots)
+            prediction = per_replica([replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes])
+            q = prediction.queueing
+        if prediction.unstable or q is None or prediction.ttft is None or prediction.tpot is None or prediction.e2e is None:
+            return [_missed(k, pool.name, f"unstable: ρ {prediction.utilisation:.2f} per replica") for k in classes]
+        loads = tuple(
+            ClassLoad(name=k.name, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name]) / replicas,
+                      service_s=q.service_s, priority=k.priority)
+            for k in classes
+        )  # fmt: skip
+        waits = {w.name: w.wait_at_percentile_s(percentile) for w in priority_waits(loads, slots=q.slots)}
+    except (UnstableLoadError, ConvergenceError) as exc:
+        return [_missed(k, pool.name, f"the queueing model has no steady state: {exc}") for k in classes]
+    simulated_waits: dict[str, float] = {}
+    if simulated:
+        rate = sum(load.arrival_rate_rps for load in loads)
+        duration_s = VERIFY_REQUESTS / rate / (1.0 - WARMUP_FRACTION)  # as plan_classes verifies a priority pool
+        simulated_waits = {
+            s.name: s.p99_wait_s
+            for s in simulate_classes(loads, slots=q.slots, duration_s=duration_s, seed=seed, warmup_fraction=WARMUP_FRACTION)
+        }
+    ttft_fcfs, e2e_fcfs, tpot = prediction.ttft.at_percentile_s, prediction.e2e.at_percentile_s, prediction.tpot.at_percentile_s
+    fcfs_wait = q.wait_at_percentile_s
+    out = []
+    for k in classes:
+        ttft, e2e = with_wait(ttft_fcfs, fcfs_wait, waits[k.name]), with_wait(e2e_fcfs, fcfs_wait, waits[k.name])
+        meets = meets_slo(k.own_slo, ttft, tpot, e2e) and shed[k.name] <= k.max_shed_fraction
+        sim: tuple[float, float] | None = None
+        if k.name in simulated_waits:
+            sim = (
+                with_wait(ttft_fcfs, fcfs_wait, simulated_waits[k.name]),
+                with_wait(e2e_fcfs, fcfs_wait, simulated_waits[k.name]),
+            )
+            if k.own_slo.percentile == SIMULATED_PERCENTILE:
+                meets = meets and meets_slo(k.own_slo, sim[0], tpot, sim[1])
+        out.append(
+            ClassCheck(
+                name=k.name, pool=pool.name, arrival_rate_rps=k.arrival_rate_rps, percentile=percentile, ttft_s=ttft,
+                tpot_s=tpot, e2e_s=e2e, shed_fraction=shed[k.name], utilisation=q.utilisation,
+                simulated_ttft_p99_s=None if sim is None else sim[0], simulated_tpot_p99_s=None if sim is None else tpot,
+                simulated_e2e_p99_s=None if sim is None else sim[1], meets_target=meets,
+            )
+        )  # fmt: skip
+    return out
+
+
+def check_class_plan(
+    arrangement: str,
+    pools: Sequence[DeployedClassPool],
+    classes: Sequence[TrafficClass],
+    inputs: PlanningInputs,
+    *,
+    load_factor: float = 1.0,
+    simulated: bool = False,
+    seed: int = 0,
+) -> ClassPlanCheck:
+    """Each class of `classes` (rates × `load_factor`) on the deployed `pools` of a class plan whose
+    chosen arrangement is `arrangement` (module docstring). A class no pool lists is a miss."""
+    scaled = [replace(k, arrival_rate_rps=k.arrival_rate_rps * load_factor) for k in classes]
+    by_name = {k.name: k for k in scaled}
+    deferred = arrangement == "deferred"
+    interactive_names = {k.name for k in scaled if k.slo is not None}
+    found: dict[str, ClassCheck] = {}
+    for pool in pools:
+        if deferred and pool.name == "deferred":
+            continue
+        served = [by_name[n] for n in pool.classes if n in by_name and (not deferred or n in interactive_names)]
+        if not served:
+            continue
+        try:
+            if pool.scheduling == "priority":
+                shedding = arrangement == "shared_priority_shedding"
+                checks = _priority(pool, served, inputs, shedding=shedding, simulated=simulated, seed=seed)
+            else:
+                checks = _fcfs(pool, served, inputs, simulated=simulated, seed=seed)
+        except (LookupError, HeadroomError) as exc:
+            detail = exc.detail if isinstance(exc, HeadroomError) else str(exc.args[0])
+            checks = [_unchecked(k, pool.name, detail) for k in served]
+        found.update((c.name, c) for c in checks)
+    out = []
+    for k in scaled:
+        if k.name in found:
+            out.append(found[k.name])
+        elif deferred and k.slo is None:
+            out.append(_unchecked(k, "deferred", "deferred to a day schedule (planner/plan_deferral.py), not re-run"))
+        else:
+            out.append(_missed(k, "-", "no pool of the plan serves this class"))
+    return ClassPlanCheck(load_factor=load_factor, simulated=simulated, classes=tuple(out))
