@@ -141,6 +141,11 @@ class CapacityRequest(_Input):
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
         pin = self.constraints.pin
+        if pin is not None and pin.draft_model is not None:
+            raise ValueError(
+                "constraints.pin.draft_model is not supported by POST /v1/capacity yet (its candidates draft with a head): "
+                "plan with POST /v1/plans"
+            )
         if pin is not None and self.constraints.speculative == "off":
             for member in ("draft_tokens", "acceptance_rate"):
                 if getattr(pin, member) is not None:
