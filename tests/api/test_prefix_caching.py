@@ -246,3 +246,28 @@ def test_capacity_refuses_sessions_saying_why(seeded: ApiClient) -> None:
     reused["workload"]["prefix_reuse"] = SESSIONS
     problem = assert_problem(seeded.post("/v1/capacity", json=reused), 422)
     assert "sessions needs the request rate" in str(bad_fields(problem)) + problem["detail"]
+
+
+def test_what_if_plans_sessions_at_each_points_rate(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """A what-if sweep has a rate per point, so it takes sessions (capacity, which asks for the rate, does not):
+    each point costs at most the point without them, and the busier one caches (more sessions share each replica's
+    cache, and a long-session workload at 40 req/s is prefill-bound)."""
+    shape = {key: value for key, value in SESSION_WORKLOAD.items() if key != "arrival_rate_rps"}
+    sweep: dict[str, Any] = {
+        "model": "llama-3.1-8b",
+        "workload": shape,
+        "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+        "constraints": {"gpus": ["h100-sxm"], "speculative": "off"},
+        "sweep": {"arrival_rates_rps": [10, 40]},
+    }
+    plain = seeded.post("/v1/what-if", json=sweep, headers=admin)
+    assert plain.status_code == 200, plain.text
+    sweep["workload"] = {**shape, "prefix_reuse": SESSIONS}
+    reused = seeded.post("/v1/what-if", json=sweep, headers=admin)
+    assert reused.status_code == 200, reused.text
+    costs = [
+        (a["cost_usd_per_hour"], b["cost_usd_per_hour"])
+        for a, b in zip(plain.json()["points"], reused.json()["points"], strict=True)
+    ]
+    assert all(with_reuse <= without for without, with_reuse in costs)
+    assert costs[1][1] < costs[1][0]
