@@ -18,8 +18,10 @@ step: no GEMMs over them, their KV read) and not counted in the sequence's own K
 With multi-turn sessions (`PrefixReuse.sessions`) the replica's stream is built from sessions
 instead (`session_turns`): sessions start as a Poisson stream at λ/T, each turn follows the one
 before after an exponential think time of mean τ, and each turn reaches replica 0 if its session
-is pinned there (session-sticky routing: a session lands on replica 0 with probability 1/R) or,
-under random routing, independently with probability 1/R. Replica 0's LRU is referenced turn by
+is pinned there (session-sticky routing: a session lands on replica 0 with probability 1/R, so
+replica 0's sessions are drawn directly as the thinned Poisson stream at λ/(T·R)) or, under random
+routing, independently with probability 1/R (every session drawn: R times the sessions for the
+turns kept). Replica 0's LRU is referenced turn by
 turn: a turn finds whatever history of its session the replica still holds (under random routing
 possibly an older, shorter one: the planner's model counts only the previous turn's), then the
 session's history after the turn, j·u tokens, replaces it. The turns' arrival times are the
@@ -112,9 +114,11 @@ def session_turns(
         raise PlannerInputError("a session simulation needs a positive arrival rate")
     if turns < 1:
         raise PlannerInputError(f"a simulation needs at least one request, got {turns}")
-    rate = sessions.session_rate_rps(arrival_rate_rps)
     sticky = routing == "prefix_aware"
-    per_session = sessions.turns / replicas  # turns of a session that reach replica 0, on average
+    # session-sticky: the sessions pinned to replica 0, a 1/R thinning of the Poisson stream, itself Poisson
+    # at λ/(T·R), every turn kept; random: every session, each turn kept with probability 1/R
+    rate = sessions.session_rate_rps(arrival_rate_rps) / (replicas if sticky else 1)
+    per_session = sessions.turns if sticky else sessions.turns / replicas  # turns reaching replica 0 per session drawn
     count = math.ceil(1.25 * turns / per_session) + 16
     while True:
         starts = np.cumsum(rng.exponential(1.0 / rate, count))
@@ -122,7 +126,7 @@ def session_turns(
         gaps[:, 0] = 0.0
         times = starts[:, None] + np.cumsum(gaps, axis=1)
         if sticky:
-            mine = np.broadcast_to((rng.random(count) < 1.0 / replicas)[:, None], times.shape)
+            mine = np.ones(times.shape, dtype=bool)
         else:
             mine = rng.random(times.shape) < 1.0 / replicas
         kept = times[mine]
