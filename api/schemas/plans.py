@@ -371,6 +371,7 @@ class PlanRequest(_Input):
                     ("mixed_fleet", limits.mixed_fleet),
                     ("inventory", bool(limits.inventory)),
                     ("topology", limits.topology == "disaggregated"),
+                    ("pin.draft_model", limits.pin is not None and limits.pin.draft_model is not None),
                 )
                 if given
             ]

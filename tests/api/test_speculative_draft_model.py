@@ -79,3 +79,15 @@ def test_capacity_refuses_a_draft_model(seeded: ApiClient) -> None:
     }
     problem = assert_problem(seeded.post("/v1/capacity", json=body), 422)
     assert "draft_model is not supported by POST /v1/capacity" in _text(problem)
+
+
+def test_a_batch_job_refuses_a_draft_model(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """A batch job does not speculate: the pin is refused, not ignored."""
+    body = {
+        **BODY,
+        "workload": {"kind": "batch", "requests": 1000, "prompt_tokens": 800, "output_tokens": 200, "deadline_h": 2},
+        "constraints": {"gpus": ["h100-sxm"], "pin": {"draft_model": "llama-3.1-8b", "acceptance_rate": 0.7}},
+    }
+    del body["slo"]
+    problem = assert_problem(seeded.post("/v1/plans", json=body, headers=admin), 422)
+    assert "pin.draft_model" in _text(problem)
