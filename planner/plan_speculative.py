@@ -55,6 +55,12 @@ def search_groups(groups: Sequence[Group], request: PlanningRequest, inputs: Pla
             )
         return list(groups)
     if constraints.mixed_fleet:
+        if constraints.pin is not None and constraints.pin.draft_model is not None:
+            raise PlannerInputError(
+                "constraints.pin.draft_model with constraints.mixed_fleet: a mixed fleet does not speculate yet; "
+                "leave out one of them",
+                constraint="pin.draft_model",
+            )
         if mode == "on":
             raise InfeasiblePlanError(
                 "constraints.speculative is 'on' but the plan is a mixed fleet, which does not speculate yet; "

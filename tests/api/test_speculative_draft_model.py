@@ -68,6 +68,11 @@ def test_speculative_off_with_a_draft_model_is_a_422(seeded: ApiClient, admin: d
     assert "speculative auto or on" in str(bad_fields(problem))
 
 
+def test_a_mixed_fleet_refuses_a_draft_model(seeded: ApiClient, admin: dict[str, str]) -> None:
+    problem = assert_problem(seeded.post("/v1/plans", json=_with(speculative="auto", mixed_fleet=True), headers=admin), 422)
+    assert "mixed fleet does not speculate" in _text(problem)
+
+
 def test_capacity_refuses_a_draft_model(seeded: ApiClient) -> None:
     body = {
         "model": "llama-3.1-70b",
