@@ -96,3 +96,12 @@ def test_a_batch_job_refuses_a_draft_model(seeded: ApiClient, admin: dict[str, s
     del body["slo"]
     problem = assert_problem(seeded.post("/v1/plans", json=body, headers=admin), 422)
     assert "pin.draft_model" in _text(problem)
+
+
+def test_a_class_plan_refuses_a_draft_model(seeded: ApiClient, admin: dict[str, str]) -> None:
+    from tests.api.test_classes_plans import WORKED
+
+    pin = {"draft_model": "llama-3.1-8b", "acceptance_rate": 0.7}
+    body = {**WORKED, "constraints": {**WORKED["constraints"], "pin": pin}}
+    problem = assert_problem(seeded.post("/v1/plans", json=body, headers=admin), 422)
+    assert "pin.draft_model" in _text(problem)
