@@ -20,7 +20,8 @@ from catalog.prices import PriceOverride, Prices, Pricing
 from catalog.repository import Catalog, GpuSpecs
 from planner.errors import PlannerInputError
 from planner.planning import PlanningInputs
-from planner.specs import GpuSpec, InstanceTypeSpec, Precision
+from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
+from planner.speculative import check_draft_model
 
 #: Efficiency names every GPU has; any other name is a stored profile that some GPUs may lack.
 BUILT_IN_EFFICIENCIES = ("calibrated", "ideal")
@@ -111,8 +112,19 @@ def planning_inputs(
         other_precisions=_other_precisions(body, catalog, precisions),
         instance_types=types,
         draft_methods=published_draft_methods(model.slug),
+        draft_model=_draft_model(body, catalog, model),
     )
     return inputs, pricing
+
+
+def _draft_model(body: PlanRequest, catalog: Catalog, model: ModelSpec) -> ModelSpec | None:
+    """The catalog model constraints.pin.draft_model names (404 when unknown), checked to draft for `model` (422)."""
+    pin = body.constraints.pin
+    if pin is None or pin.draft_model is None:
+        return None
+    draft = catalog.model_spec(pin.draft_model)
+    check_draft_model(model, draft)
+    return draft
 
 
 def _other_gpus(body: PlanRequest, catalog: Catalog, provider: str) -> tuple[GpuSpec, ...]:

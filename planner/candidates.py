@@ -52,7 +52,7 @@ from typing import NamedTuple
 import numpy as np
 
 from planner.confidence import meets
-from planner.errors import UnsupportedConfigurationError
+from planner.errors import PlannerInputError, UnsupportedConfigurationError
 from planner.memory import kv_capacity_tokens, memory_fit
 from planner.optimizer import candidate_id
 from planner.packing import InstanceOffer, offers_for, per_replica_floor
@@ -64,7 +64,10 @@ from planner.queueing import _PROMPT_GRID_U, length_quantiles
 from planner.queueing_replica import prompt_context_moments
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.speculative import (
+    MethodName,
+    check_draft_model,
     default_acceptance,
+    draft_model_speculation,
     head_speculation,
     search_method,
     speculative_kv_capacity_tokens,
@@ -347,14 +350,22 @@ def speculative_groups(
     draft_tokens: Sequence[int],
     published: frozenset[str] | None = None,
     acceptance_rate: float | None = None,
+    draft_model: ModelSpec | None = None,
 ) -> list[Group]:
     """Each group verifying the model's search draft head (planner/speculative.py `search_method`)
     at each draft length (with the method's default α, or `acceptance_rate` where the request gives
     one): its step model verifies k + 1 tokens per decoder, its KV cache loses what
     the head holds, and its one-sequence TPOT floor is the verify step over E. A variant whose cache
     cannot hold one average request is left out. Empty when the model offers no head (or, with
-    `published`, none with a published checkpoint)."""
-    method = search_method(model, published)
+    `published`, none with a published checkpoint). With `draft_model` (constraints.pin.draft_model)
+    that catalog model drafts instead of a head, at the given `acceptance_rate`."""
+    if draft_model is not None:
+        if acceptance_rate is None:
+            raise PlannerInputError("a draft model needs a given acceptance rate", constraint="pin.acceptance_rate")
+        check_draft_model(model, draft_model)
+        method: MethodName | None = "draft_model"
+    else:
+        method = search_method(model, published)
     if method is None:
         return []
     alpha = (
@@ -364,7 +375,11 @@ def speculative_groups(
     variants: list[Group] = []
     for group in groups:
         for k in draft_tokens:
-            spec = head_speculation(model, group.precision, group.tp, method=method, draft_tokens=k, acceptance_rate=alpha)
+            spec = (
+                draft_model_speculation(draft_model, group.precision, group.tp, draft_tokens=k, acceptance_rate=alpha)
+                if draft_model is not None
+                else head_speculation(model, group.precision, group.tp, method=method, draft_tokens=k, acceptance_rate=alpha)
+            )
             capacity = speculative_kv_capacity_tokens(group.gpu, model, group.precision, group.tp, group.gpu.efficiency, spec)
             if capacity // request_tokens < 1:
                 continue

@@ -490,7 +490,7 @@ def pool_refusals(constraints: PlanConstraints) -> list[str]:
                 f"constraints.pin.chunk_tokens: the prefill pool's token budget is {PREFILL_TOKEN_BUDGET} (vLLM's default) "
                 "and decode steps carry no prefill chunk"
             )
-        if pin.draft_tokens is not None or pin.acceptance_rate is not None:
+        if pin.draft_tokens is not None or pin.acceptance_rate is not None or pin.draft_model is not None:
             out.append("constraints.pin.draft_tokens and acceptance_rate: the pools do not speculate")
     return out
 

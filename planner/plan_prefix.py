@@ -146,12 +146,14 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
         candidates = [(1.0, "as_measured", hits, mix)]
         working_set = 0
     else:
-        routing: Routing = "prefix_aware" if replicas > 1 and reuse.distinct_prefixes > 1 else "random"
-        working_set = reuse.working_set_tokens(routing, replicas)
+        concentrates = reuse.distinct_prefixes > 1 or reuse.sessions is not None  # sessions: session-sticky routing
+        routing: Routing = "prefix_aware" if replicas > 1 and concentrates else "random"
+        rate = request.workload.arrival_rate_rps  # the session model's hit rate depends on it
+        working_set = reuse.working_set_tokens(routing, replicas, arrival_rate_rps=rate)
         candidates = []
         for fraction in CACHE_FRACTIONS:
             cache = int(fraction * working_set) // BLOCK_TOKENS * BLOCK_TOKENS
-            hits = prefix_hits(reuse, cache, routing, replicas)
+            hits = prefix_hits(reuse, cache, routing, replicas, arrival_rate_rps=rate)
             candidates.append((fraction, routing, hits, reduced_prompts(request.workload.prompt_tokens, hits.classes)))
     prompt = request.workload.prompt_tokens
 
@@ -273,7 +275,13 @@ def _chosen(
     finds more the more replicas share the prefixes), the section with and without."""
     hit_rate, saved = record.hit_rate, record.prefill_tokens_saved_fraction
     if not reuse.measured and record.routing == "prefix_aware":
-        hits = prefix_hits(reuse, record.cache_tokens, "prefix_aware", chosen_plan.row.replicas)
+        hits = prefix_hits(
+            reuse,
+            record.cache_tokens,
+            "prefix_aware",
+            chosen_plan.row.replicas,
+            arrival_rate_rps=request.workload.arrival_rate_rps,
+        )
         hit_rate = hits.hit_rate
         saved = _saved_fraction(request.workload.prompt_tokens, reduced_prompts(request.workload.prompt_tokens, hits.classes))
     chosen = PrefixCaching(

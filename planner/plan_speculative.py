@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from planner.candidates import Group, Option, speculative_groups
-from planner.errors import HeadroomError, InfeasiblePlanError
+from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.memory import kv_capacity_tokens
 from planner.plan_predict import _cached_prediction, _meets, _predicted_at, _serving
 from planner.plan_result import QueueingSection, SpeculativeChoice, SpeculativeSection, SpeculativeTrial
@@ -49,8 +49,18 @@ def search_groups(groups: Sequence[Group], request: PlanningRequest, inputs: Pla
     constraints = request.constraints
     mode = constraints.speculative
     if mode == "off":
+        if constraints.pin is not None and constraints.pin.draft_model is not None:
+            raise PlannerInputError(
+                "constraints.pin.draft_model needs constraints.speculative auto or on", constraint="speculative"
+            )
         return list(groups)
     if constraints.mixed_fleet:
+        if constraints.pin is not None and constraints.pin.draft_model is not None:
+            raise PlannerInputError(
+                "constraints.pin.draft_model with constraints.mixed_fleet: a mixed fleet does not speculate yet; "
+                "leave out one of them",
+                constraint="pin.draft_model",
+            )
         if mode == "on":
             raise InfeasiblePlanError(
                 "constraints.speculative is 'on' but the plan is a mixed fleet, which does not speculate yet; "
@@ -59,6 +69,15 @@ def search_groups(groups: Sequence[Group], request: PlanningRequest, inputs: Pla
             )
         return list(groups)
     pin = constraints.pin
+    if (
+        pin is not None
+        and pin.draft_model is not None
+        and (inputs.draft_model is None or inputs.draft_model.slug != pin.draft_model)
+    ):
+        raise PlannerInputError(
+            f"constraints.pin.draft_model {pin.draft_model!r} was not looked up: PlanningInputs.draft_model must be its spec",
+            constraint="pin.draft_model",
+        )
     lengths = SEARCH_DRAFT_TOKENS if pin is None or pin.draft_tokens is None else (pin.draft_tokens,)
     variants = speculative_groups(
         groups,
@@ -67,6 +86,7 @@ def search_groups(groups: Sequence[Group], request: PlanningRequest, inputs: Pla
         draft_tokens=lengths,
         published=inputs.draft_methods,
         acceptance_rate=None if pin is None else pin.acceptance_rate,
+        draft_model=inputs.draft_model,
     )
     if mode == "on":
         if not variants:
@@ -195,13 +215,16 @@ def speculative_choice(option: Option, workload: Workload) -> SpeculativeChoice 
     spec = option.group.step_model.speculation
     if spec is None:
         return None
-    default = default_acceptance(spec.method, workload.task)
-    given = spec.acceptance_rate != default.acceptance_rate
+    # a draft model has no default α: its rate is always the request's (constraints.pin.acceptance_rate)
+    default = None if spec.method == "draft_model" else default_acceptance(spec.method, workload.task)
+    given = default is None or spec.acceptance_rate != default.acceptance_rate
     return SpeculativeChoice(
         method=spec.method,
         draft_tokens=spec.draft_tokens,
         acceptance_rate=spec.acceptance_rate,
-        acceptance_source="given by the request (constraints.pin.acceptance_rate)" if given else default.source,
+        acceptance_source="given by the request (constraints.pin.acceptance_rate)"
+        if given or default is None
+        else default.source,
         tokens_per_step=spec.tokens_per_step,
         crossover_batch=crossover_batch(
             option.group.step_model,

@@ -128,6 +128,8 @@ class PlanningInputs:
     #: Draft methods with a published head for the model (the service's deploy table); speculation is
     #: offered only with those (and MTP where the model ships it). None: every head the planner can cost.
     draft_methods: frozenset[str] | None = None
+    #: The catalog model `constraints.pin.draft_model` names, drafting instead of a head; None: a head.
+    draft_model: ModelSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.gpus:

@@ -34,6 +34,27 @@ r, r + R, r + 2R, …: popularity spread evenly), so its working set is 1/R of t
 prompt is carried by every replica under either routing (one prefix that hot would overload the
 replica it was pinned to; the routers above balance load before affinity).
 
+Multi-turn sessions (`Sessions`) are the other shape of reuse: a conversation of `turns` turns,
+each re-sending the session's history as its prefix, the history growing by `turn_tokens` per turn
+(the user's new message and the model's answer; engines cache generated tokens' full blocks too).
+Assumptions: sessions start as a Poisson stream at λ/T (λ the request rate, every request a turn);
+the think time between one turn and the next is exponential with mean τ (`think_time_s`, the usual
+model of an interactive user's think time in closed queueing models; Kleinrock, Queueing Systems
+vol. 2, §4.11) and counts from turn to turn (a turn's own latency, seconds, is ignored next to τ).
+A session's history is one LRU item that grows at each turn. The cache's characteristic time T_c
+(seconds) follows from the cache being full (Che's argument, in time instead of requests): after
+turn j a replica holds the j·u-token history until the session's next turn on the same replica
+re-references it (the gap G ~ Exp(τ), the history present for min(G, T_c)), or, when the next turn
+goes elsewhere or there is none, for T_c before LRU evicts it. With q the probability that the next
+turn lands on the same replica and λ_r = λ/(T·R) sessions per second per replica,
+
+    λ_r · Σ_{j=1..T} s_j · [q·τ(1 − e^{−T_c/τ}) + (1 − q)·T_c]  (q taken as 0 for j = T)  =  C
+
+and a turn j ≥ 2 finds its (j − 1)·u history with probability h = q·(1 − e^{−T_c/τ}). Session-sticky
+routing (prefix_aware: the routers above hash the session's prefix) has q = 1; random routing
+q = 1/R (the model counts only a hit on the previous turn's replica: a real engine may also find
+an older, shorter history where the session was served before, so random routing is understated).
+
 A request whose prefix is found skips the prefill of its cached tokens (planner/step_model.py's
 `cached_prefill_s`: no GEMMs over them, their KV still read by the attention of the new tokens).
 """
@@ -63,6 +84,68 @@ def cacheable_tokens(prefix_tokens: float) -> int:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Sessions:
+    """Multi-turn sessions (see the module docstring): `turns` turns each adding `turn_tokens` to the
+    history the next one re-sends, an exponential think time of mean `think_time_s` between turns."""
+
+    turns: int
+    turn_tokens: int
+    think_time_s: float
+
+    def __post_init__(self) -> None:
+        if self.turns < 2:
+            raise PlannerInputError(f"sessions.turns must be >= 2 (one turn re-sends nothing), got {self.turns}", field="turns")
+        if self.turn_tokens < BLOCK_TOKENS:
+            raise PlannerInputError(
+                f"sessions.turn_tokens must be >= {BLOCK_TOKENS} (one KV block), got {self.turn_tokens}", field="turn_tokens"
+            )
+        if not (self.think_time_s > 0.0 and math.isfinite(self.think_time_s)):
+            raise PlannerInputError(f"sessions.think_time_s must be > 0, got {self.think_time_s}", field="think_time_s")
+
+    def history_tokens(self) -> np.ndarray:
+        """s_j for j = 1..T: the cacheable history after turn j, ⌊j·u/16⌋·16."""
+        return np.array([cacheable_tokens(j * self.turn_tokens) for j in range(1, self.turns + 1)], dtype=float)
+
+    def session_rate_rps(self, arrival_rate_rps: float) -> float:
+        """λ/T: sessions starting per second when every request is a turn."""
+        return arrival_rate_rps / self.turns
+
+    def concurrent_sessions(self, arrival_rate_rps: float) -> float:
+        """Sessions in progress (Little's law): λ/T sessions per second, each lasting (T − 1) think times."""
+        return self.session_rate_rps(arrival_rate_rps) * (self.turns - 1) * self.think_time_s
+
+
+def session_keep_probability(routing: Routing, replicas: int) -> float:
+    """q: the probability that a session's next turn reaches the replica holding its history."""
+    return 1.0 if routing == "prefix_aware" else 1.0 / max(replicas, 1)
+
+
+def session_occupancy_tokens(sessions: Sessions, session_rate_rps: float, keep: float, characteristic_s: float) -> float:
+    """Tokens one replica's LRU holds at characteristic time T_c (the left side of the module docstring's equation)."""
+    sizes = sessions.history_tokens()
+    tau = sessions.think_time_s
+    revisited = tau * -math.expm1(-characteristic_s / tau)  # E[min(G, T_c)], G ~ Exp(τ)
+    held = np.full(sizes.size, keep * revisited + (1.0 - keep) * characteristic_s)
+    held[-1] = characteristic_s  # after the last turn nothing re-references the history
+    return float(session_rate_rps * np.dot(sizes, held))
+
+
+def session_characteristic_time(sessions: Sessions, session_rate_rps: float, keep: float, cache_tokens: float) -> float:
+    """T_c (seconds) filling a cache of `cache_tokens`: 0 without a cache or sessions, by bisection on log T_c otherwise
+    (the occupancy rises from 0 without bound in T_c, so the root is unique)."""
+    if cache_tokens <= 0 or session_rate_rps <= 0:
+        return 0.0
+
+    def overfull(log_t: float) -> float:
+        return session_occupancy_tokens(sessions, session_rate_rps, keep, math.exp(log_t)) - cache_tokens
+
+    lo, hi = -60.0, 0.0
+    while overfull(hi) < 0.0:
+        lo, hi = hi, hi + 5.0
+    return math.exp(brentq(overfull, lo, hi, xtol=1e-12))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PrefixReuse:
     """How a workload reuses prompt prefixes (see the module docstring); a measured `hit_rate` or shared prefixes."""
 
@@ -73,8 +156,16 @@ class PrefixReuse:
     prefix_tokens: int = 0
     prefix_fraction: float = 0.0
     zipf_exponent: float = 1.0
+    sessions: Sessions | None = None
 
     def __post_init__(self) -> None:
+        if self.sessions is not None:
+            if self.hit_rate is not None or self.system_prompt_tokens or self.distinct_prefixes:
+                raise PlannerInputError(
+                    "prefix_reuse takes sessions alone: a session's history already carries its system prompt",
+                    field="sessions",
+                )
+            return
         if self.hit_rate is not None:
             if not 0.0 <= self.hit_rate < 1.0:
                 raise PlannerInputError(f"prefix_reuse.hit_rate must be in [0, 1), got {self.hit_rate}", field="hit_rate")
@@ -120,8 +211,15 @@ class PrefixReuse:
         weights = ranks ** (-self.zipf_exponent)
         return np.asarray(weights / weights.sum())
 
-    def working_set_tokens(self, routing: Routing = "random", replicas: int = 1) -> int:
-        """Tokens one replica must cache to hold every prefix it sees: the system prompt plus its share of the others."""
+    def working_set_tokens(self, routing: Routing = "random", replicas: int = 1, arrival_rate_rps: float | None = None) -> int:
+        """Tokens one replica must cache to hold every prefix it sees: the system prompt plus its share of the others.
+        With sessions: the histories of the sessions in progress on it, λ_r·τ·Σ_{j<T} s_j (each history kept
+        through the think time after its turn, none after the last), which needs the request rate."""
+        if self.sessions is not None:
+            sessions = self.sessions
+            rate = _session_rate_per_replica(sessions, arrival_rate_rps, replicas)
+            live = float(sessions.history_tokens()[:-1].sum())
+            return cacheable_tokens(rate * sessions.think_time_s * live)
         system = cacheable_tokens(self.system_prompt_tokens) if self.system_prompt_tokens else 0
         share = self.distinct_prefixes if routing == "random" else math.ceil(self.distinct_prefixes / replicas)
         return system + share * cacheable_tokens(self.prefix_tokens)
@@ -166,16 +264,50 @@ class PrefixHits:
     classes: tuple[tuple[float, int], ...]
 
 
-def prefix_hits(reuse: PrefixReuse, cache_tokens: int, routing: Routing, replicas: int) -> PrefixHits:
+def _session_rate_per_replica(sessions: Sessions, arrival_rate_rps: float | None, replicas: int) -> float:
+    """λ/(T·R): the sessions per second one replica serves (under either routing, by symmetry)."""
+    if arrival_rate_rps is None:
+        raise PlannerInputError("a session cache model needs the request rate (sessions start at λ / turns)", field="sessions")
+    return sessions.session_rate_rps(arrival_rate_rps) / max(replicas, 1)
+
+
+def session_hits(
+    reuse: PrefixReuse, cache_tokens: int, routing: Routing, replicas: int, arrival_rate_rps: float | None
+) -> PrefixHits:
+    """The session model's hits (module docstring): turn j ≥ 2 finds its (j − 1)·u history with h = q(1 − e^{−T_c/τ})."""
+    sessions = reuse.sessions
+    assert sessions is not None
+    rate = _session_rate_per_replica(sessions, arrival_rate_rps, replicas)
+    keep = session_keep_probability(routing, replicas)
+    characteristic = session_characteristic_time(sessions, rate, keep, cache_tokens)
+    hit = keep * -math.expm1(-characteristic / sessions.think_time_s)
+    sizes = sessions.history_tokens()
+    turns = sessions.turns
+    classes = tuple((hit / turns, int(size)) for size in sizes[:-1] if hit > 0.0)  # turn j + 1 finds s_j
+    return PrefixHits(
+        routing=routing,
+        cache_tokens=int(cache_tokens),
+        hit_rate=hit,
+        cached_tokens_per_request=sum(f * t for f, t in classes),
+        classes=classes,
+    )
+
+
+def prefix_hits(
+    reuse: PrefixReuse, cache_tokens: int, routing: Routing, replicas: int, *, arrival_rate_rps: float | None = None
+) -> PrefixHits:
     """The Che hit rates of the system prompt and the distinct prefixes in one replica's cache of `cache_tokens`.
 
     The system prompt and the distinct prefixes compete for the same LRU: one item of size S at
     probability f_s, N items of size L at f_p · q_k (q the Zipf popularity of the prefixes this replica
     sees, renormalised to its own stream). Under prefix-aware routing replica r sees the prefixes ranked
     r, r+R, …; the replicas' hit rates are averaged weighted by the requests each receives.
+    With sessions the model is `session_hits`'s, which needs the deployment's `arrival_rate_rps`.
     """
     if reuse.measured:
         raise PlannerInputError("a measured hit rate has no cache model to evaluate", field="hit_rate")
+    if reuse.sessions is not None:
+        return session_hits(reuse, cache_tokens, routing, replicas, arrival_rate_rps)
     system = cacheable_tokens(reuse.system_prompt_tokens) if reuse.system_prompt_tokens else 0
     block = cacheable_tokens(reuse.prefix_tokens)
     popularity = reuse.popularity()
@@ -237,3 +369,26 @@ class BlockLru:
         items[prefix] = tokens
         self.used_tokens += tokens
         return 0
+
+    def lookup(self, prefix: int) -> int:
+        """The tokens cached for `prefix` (0 when absent), made most recently used."""
+        found = self._items.pop(prefix, None)
+        if found is None:
+            return 0
+        self._items[prefix] = found
+        return found
+
+    def put(self, prefix: int, tokens: int) -> None:
+        """Cache `prefix` at `tokens` (a session's history grown by a turn), most recently used, evicting the
+        least recently used others; a prefix larger than the cache is dropped."""
+        items = self._items
+        old = items.pop(prefix, None)
+        if old is not None:
+            self.used_tokens -= old
+        if tokens > self.capacity_tokens or tokens <= 0:
+            return
+        while self.used_tokens + tokens > self.capacity_tokens:
+            victim = next(iter(items))
+            self.used_tokens -= items.pop(victim)
+        items[prefix] = tokens
+        self.used_tokens += tokens

@@ -14,6 +14,18 @@ order; a hit skips the prefix's whole blocks, at most ⌊(p − 1)/16⌋·16 of 
 token is always prefilled to produce the first output). The replica then runs as planner/simulator.py
 runs any replica, the cached tokens starting each prefill part-way (`StepModel.cached_prefill_s`'s
 step: no GEMMs over them, their KV read) and not counted in the sequence's own KV reservation.
+
+With multi-turn sessions (`PrefixReuse.sessions`) the replica's stream is built from sessions
+instead (`session_turns`): sessions start as a Poisson stream at λ/T, each turn follows the one
+before after an exponential think time of mean τ, and each turn reaches replica 0 if its session
+is pinned there (session-sticky routing: a session lands on replica 0 with probability 1/R, so
+replica 0's sessions are drawn directly as the thinned Poisson stream at λ/(T·R)) or, under random
+routing, independently with probability 1/R (every session drawn: R times the sessions for the
+turns kept). Replica 0's LRU is referenced turn by
+turn: a turn finds whatever history of its session the replica still holds (under random routing
+possibly an older, shorter one: the planner's model counts only the previous turn's), then the
+session's history after the turn, j·u tokens, replaces it. The turns' arrival times are the
+session process's (not the workload's arrival CV); their lengths are the workload's.
 """
 
 from __future__ import annotations
@@ -24,9 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.arrivals import sample_trace
+from planner.arrivals import Trace, sample_trace
 from planner.errors import PlannerInputError
-from planner.prefix_cache import BLOCK_TOKENS, BlockLru, PrefixReuse, Routing, cacheable_tokens
+from planner.prefix_cache import BLOCK_TOKENS, BlockLru, PrefixReuse, Routing, Sessions, cacheable_tokens
 from planner.simulator import SimulationResult, _measurement_window, _summarise, simulate_requests
 from planner.step_model import StepModel
 from planner.workload import Serving, Workload
@@ -84,6 +96,63 @@ def cached_tokens(prefixes: np.ndarray, sizes: np.ndarray, prompts: np.ndarray, 
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SessionTurns:
+    """Replica 0's turns in arrival order: when, which session, which turn (1-based)."""
+
+    arrival_s: np.ndarray
+    session: np.ndarray
+    turn: np.ndarray
+
+
+def session_turns(
+    sessions: Sessions, arrival_rate_rps: float, routing: Routing, replicas: int, turns: int, rng: np.random.Generator
+) -> SessionTurns:
+    """The first `turns` turns replica 0 receives (see the module docstring). Sessions are drawn until
+    the last one starts after replica 0's `turns`-th turn, so no session that could have sent a turn
+    before it is missing."""
+    if not arrival_rate_rps > 0:
+        raise PlannerInputError("a session simulation needs a positive arrival rate")
+    if turns < 1:
+        raise PlannerInputError(f"a simulation needs at least one request, got {turns}")
+    sticky = routing == "prefix_aware"
+    # session-sticky: the sessions pinned to replica 0, a 1/R thinning of the Poisson stream, itself Poisson
+    # at λ/(T·R), every turn kept; random: every session, each turn kept with probability 1/R
+    rate = sessions.session_rate_rps(arrival_rate_rps) / (replicas if sticky else 1)
+    per_session = sessions.turns if sticky else sessions.turns / replicas  # turns reaching replica 0 per session drawn
+    count = math.ceil(1.25 * turns / per_session) + 16
+    while True:
+        starts = np.cumsum(rng.exponential(1.0 / rate, count))
+        gaps = rng.exponential(sessions.think_time_s, (count, sessions.turns))
+        gaps[:, 0] = 0.0
+        times = starts[:, None] + np.cumsum(gaps, axis=1)
+        if sticky:
+            mine = np.ones(times.shape, dtype=bool)
+        else:
+            mine = rng.random(times.shape) < 1.0 / replicas
+        kept = times[mine]
+        if kept.size >= turns and np.sort(kept)[turns - 1] <= starts[-1]:
+            break
+        count *= 2
+    session_ids, turn_ids = np.nonzero(mine)
+    order = np.argsort(kept, kind="stable")[:turns]
+    return SessionTurns(arrival_s=kept[order], session=session_ids[order], turn=turn_ids[order] + 1)
+
+
+def session_cached_tokens(sessions: Sessions, stream: SessionTurns, prompts: np.ndarray, cache_tokens: int) -> np.ndarray:
+    """The prompt tokens each turn finds cached: its session's history on the replica (capped at the
+    prompt's whole blocks short of its last token), the history then replaced by the turn's j·u."""
+    lru = BlockLru(int(cache_tokens))
+    found = np.zeros(stream.session.size, dtype=np.int64)
+    room = (np.maximum(prompts - 1, 0) // BLOCK_TOKENS) * BLOCK_TOKENS
+    u = sessions.turn_tokens
+    for i, (session, turn) in enumerate(zip(stream.session.tolist(), stream.turn.tolist(), strict=True)):
+        if turn > 1:
+            found[i] = min(lru.lookup(session), int(room[i]))
+        lru.put(session, cacheable_tokens(turn * u))
+    return found
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PrefixSimulation:
     result: SimulationResult
     rate_rps: float  # the replica's arrival rate
@@ -118,6 +187,16 @@ def simulate_prefix_replica(
         room = (np.maximum(trace.prompt_tokens - 1, 0) // BLOCK_TOKENS) * BLOCK_TOKENS
         found = np.minimum((np.floor(reuse.hit_rate * trace.prompt_tokens) // BLOCK_TOKENS) * BLOCK_TOKENS, room).astype(np.int64)
         sizes = trace.prompt_tokens
+    elif reuse.sessions is not None:
+        turns = session_turns(reuse.sessions, workload.arrival_rate_rps, routing, replicas, requests, rng)
+        per_replica = workload.at_rate(workload.arrival_rate_rps / replicas)
+        trace = Trace(
+            arrival_s=turns.arrival_s - turns.arrival_s[0],
+            prompt_tokens=workload.prompt_tokens.sample(rng, requests),
+            output_tokens=workload.output_tokens.sample(rng, requests),
+        )
+        found = session_cached_tokens(reuse.sessions, turns, trace.prompt_tokens, cache_tokens)
+        sizes = np.where(turns.turn > 1, 1, 0)  # a turn after the first carries its session's history
     else:
         stream = replica_stream(reuse, routing, replicas)
         per_replica = workload.at_rate(workload.arrival_rate_rps * stream.share)

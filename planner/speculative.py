@@ -239,7 +239,11 @@ def head_speculation(
 def draft_model_speculation(
     draft: ModelSpec, precision: Precision, tp: int, *, draft_tokens: int, acceptance_rate: float
 ) -> Speculation:
-    """A separate draft model (same precision, same tp as the target): its own weights, cache and FLOPs per pass."""
+    """A separate draft model (same precision, same tp as the target): its own weights, cache and FLOPs per pass.
+
+    Each of the k draft passes reads the draft's weights W_d and its cache (kv_d per context token,
+    the draft keeping an entry for every token the target does) and spends 2·N_d FLOPs per sequence
+    plus its attention; all of it is resident beside the target (`speculative_kv_capacity_tokens`)."""
     return Speculation(
         method="draft_model",
         draft_tokens=draft_tokens,
@@ -250,6 +254,28 @@ def draft_model_speculation(
         draft_attention_flops_per_context_token=float(attention_flops_per_context_token(draft)),
         resident_bytes=weight_bytes(draft, precision.weights),
     )
+
+
+def check_draft_model(target: ModelSpec, draft: ModelSpec) -> None:
+    """A catalog model may draft for `target` when it shares its vocabulary (the engines verify the
+    draft's token ids against the target's: vLLM and SGLang require the same tokenizer) and is
+    smaller (a draft at least the target's size cannot save a pass). PlannerInputError naming
+    constraints.pin.draft_model otherwise."""
+    field = {"constraint": "pin.draft_model", "field": "constraints.pin.draft_model"}
+    if draft.slug == target.slug:
+        raise PlannerInputError(f"{draft.slug} cannot draft for itself", **field)
+    if draft.vocab_size <= 0 or draft.vocab_size != target.vocab_size:
+        raise PlannerInputError(
+            f"{draft.slug} (vocabulary {draft.vocab_size}) cannot draft for {target.slug} (vocabulary {target.vocab_size}): "
+            "a draft model needs the target's tokenizer",
+            **field,
+        )
+    if draft.params_active >= target.params_active:
+        raise PlannerInputError(
+            f"{draft.slug} ({draft.params_active:.3g} active parameters) is not smaller than {target.slug} "
+            f"({target.params_active:.3g}): its passes would cost as much as the target's",
+            **field,
+        )
 
 
 def speculative_step_model(step_model: StepModel, speculation: Speculation) -> StepModel:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.schemas.catalog import Slug
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import PlanPin, PlanPrecision, PlanSlo
-from api.schemas.workload import WorkloadShape
+from api.schemas.workload import WorkloadShape, refuse_sessions_without_a_rate
 from planner.capacity import CapacityResult
 from planner.units import MS_PER_S
 
@@ -26,7 +26,13 @@ class _Input(BaseModel):
 
 class CapacityWorkloadShape(WorkloadShape):
     """The traffic's shape without its rate (the rate is what is asked for). With `prefix_reuse` the aggregated
-    capacity plans a prefix cache (docs/prefix-caching.md); separate pools do not take it (a 422)."""
+    capacity plans a prefix cache (docs/prefix-caching.md); separate pools do not take it (a 422), nor
+    `prefix_reuse.sessions` (its hit rate depends on the rate)."""
+
+    @model_validator(mode="after")
+    def _no_sessions(self) -> Self:
+        refuse_sessions_without_a_rate(self.prefix_reuse, "POST /v1/capacity")
+        return self
 
 
 class CapacityConstraints(_Input):
@@ -135,6 +141,11 @@ class CapacityRequest(_Input):
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
         pin = self.constraints.pin
+        if pin is not None and pin.draft_model is not None:
+            raise ValueError(
+                "constraints.pin.draft_model is not supported by POST /v1/capacity yet (its candidates draft with a head): "
+                "plan with POST /v1/plans"
+            )
         if pin is not None and self.constraints.speculative == "off":
             for member in ("draft_tokens", "acceptance_rate"):
                 if getattr(pin, member) is not None:

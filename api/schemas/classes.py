@@ -125,6 +125,8 @@ class ClassesPlanRequest(_Input):
                 "class plans do not speculate yet (the priority pool's class simulator has no verify step): leave out "
                 "constraints.speculative; auto plans the pools without it"
             )
+        if self.constraints.pin is not None and self.constraints.pin.draft_model is not None:
+            raise ValueError("class plans do not speculate yet: leave out constraints.pin.draft_model")
         return self
 
 

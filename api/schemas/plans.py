@@ -140,6 +140,14 @@ class PlanPin(_Input):
         "spec_decode acceptance counters), used instead of the method's default; plan.speculative.acceptance_source "
         "then says it was given.",
     )
+    draft_model: Slug | None = Field(
+        default=None,
+        description="A catalog model to draft with instead of a draft head (same vocabulary as the model, fewer "
+        "parameters): each verify step adds its k forward passes on the same GPUs, and its weights and KV cache come "
+        "out of the replica's memory (docs/speculative-decoding.md). Needs acceptance_rate (no cited default exists for "
+        "a separate draft model) and constraints.speculative auto or on.",
+        examples=["llama-3.1-8b"],
+    )
 
     @field_validator("pp")
     @classmethod
@@ -149,6 +157,15 @@ class PlanPin(_Input):
                 f"pipeline parallelism is not modelled yet: only pp 1 can be pinned, got {pp} (pin tp for tensor parallelism)"
             )
         return pp
+
+    @model_validator(mode="after")
+    def _draft_model_with_its_rate(self) -> Self:
+        if self.draft_model is not None and self.acceptance_rate is None:
+            raise ValueError(
+                "draft_model needs acceptance_rate: Headroom has no cited default acceptance rate for a separate draft "
+                "model (measure it, e.g. from vLLM's spec_decode acceptance counters)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _chunk_above_batch(self) -> Self:
@@ -176,6 +193,7 @@ class PlanPin(_Input):
             engine=self.engine,
             draft_tokens=self.draft_tokens,
             acceptance_rate=self.acceptance_rate,
+            draft_model=self.draft_model,
         )
 
 
@@ -250,6 +268,12 @@ class PlanConstraintsSpec(_Input):
         "or a classes request with `any` is planned as with `aggregated`. Default `any` (the optimizer decides the topology); "
         "send `aggregated` for one pool of replicas that prefill and decode.",
     )
+
+    @model_validator(mode="after")
+    def _draft_model_speculates(self) -> Self:
+        if self.pin is not None and self.pin.draft_model is not None and self.speculative == "off":
+            raise ValueError("pin.draft_model needs constraints.speculative auto or on (off never speculates)")
+        return self
 
     @model_validator(mode="after")
     def _pools_take_the_basic_constraints(self) -> Self:
@@ -347,6 +371,7 @@ class PlanRequest(_Input):
                     ("mixed_fleet", limits.mixed_fleet),
                     ("inventory", bool(limits.inventory)),
                     ("topology", limits.topology == "disaggregated"),
+                    ("pin.draft_model", limits.pin is not None and limits.pin.draft_model is not None),
                 )
                 if given
             ]

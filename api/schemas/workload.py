@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, Validatio
 from scipy.special import ndtri
 
 from planner.errors import PlannerInputError
-from planner.prefix_cache import PrefixReuse
+from planner.prefix_cache import PrefixReuse, Sessions
 from planner.workload import (
     MAX_ARRIVAL_CV,
     MIN_ARRIVAL_CV,
@@ -151,9 +151,35 @@ def length_distribution(value: int | LognormalTokens | HistogramTokens) -> Lengt
     return FixedLength(tokens=value)
 
 
+class SessionsSpec(_Input):
+    """Multi-turn sessions (planner/prefix_cache.py `Sessions`): every request is a turn of a session of
+    `turns` turns that re-sends the session's history as its prefix; sessions start at arrival_rate_rps / turns."""
+
+    turns: int = Field(ge=2, le=10_000, description="Turns per session (the first re-sends nothing).", examples=[6])
+    turn_tokens: int = Field(
+        ge=16,
+        le=MAX_TOKENS,
+        description="Tokens each turn adds to the history the next turn re-sends: the user's new message plus the "
+        "model's answer (at least one 16-token KV block).",
+        examples=[400],
+    )
+    think_time_s: float = Field(
+        gt=0,
+        le=86_400,
+        allow_inf_nan=False,
+        description="Mean time between a session's turns, seconds (exponential); the cache keeps a history only as long "
+        "as the LRU's characteristic time.",
+        examples=[30],
+    )
+
+    def to_sessions(self) -> Sessions:
+        return Sessions(turns=self.turns, turn_tokens=self.turn_tokens, think_time_s=self.think_time_s)
+
+
 class PrefixReuseSpec(_Input):
-    """How requests share prompt prefixes (planner/prefix_cache.py): a measured `hit_rate`, or a system
-    prompt shared by a fraction of requests and/or `distinct_prefixes` prefixes of Zipf popularity."""
+    """How requests share prompt prefixes (planner/prefix_cache.py): a measured `hit_rate`, a system
+    prompt shared by a fraction of requests and/or `distinct_prefixes` prefixes of Zipf popularity, or
+    multi-turn `sessions` re-sending their history."""
 
     hit_rate: float | None = Field(
         default=None,
@@ -178,6 +204,12 @@ class PrefixReuseSpec(_Input):
     zipf_exponent: float = Field(
         default=1.0, ge=0, le=10, allow_inf_nan=False, description="Popularity of the k-th prefix ∝ k^(−zipf_exponent)."
     )
+    sessions: SessionsSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Multi-turn sessions re-sending their history (alone, without the other fields): the plan's hit rate "
+        "follows from whether a session's history outlives the think time in the replica's LRU (docs/prefix-caching.md).",
+    )  # not written back when absent: stored requests stay as they were
 
     @model_validator(mode="after")
     def _usable(self) -> Self:
@@ -198,6 +230,7 @@ class PrefixReuseSpec(_Input):
             prefix_tokens=self.prefix_tokens,
             prefix_fraction=self.prefix_fraction,
             zipf_exponent=self.zipf_exponent,
+            sessions=None if self.sessions is None else self.sessions.to_sessions(),
         )
 
 
@@ -211,6 +244,17 @@ PREFIX_REUSE_DESCRIPTION = (
     "How requests share prompt prefixes; with it a plan decides the prefix cache's size and the routing "
     "(`plan.prefix_caching`). Absent: no reuse is planned for."
 )
+
+
+def refuse_sessions_without_a_rate(reuse: PrefixReuseSpec | None, question: str) -> None:
+    """A 422 for `prefix_reuse.sessions` where the request rate is what is asked for: a session's history stays
+    cached only if its next turn comes before the LRU evicts it, and that depends on the rate."""
+    if reuse is not None and reuse.sessions is not None:
+        raise ValueError(
+            f"prefix_reuse.sessions needs the request rate, which {question} asks for (a session's history stays "
+            "cached only if its next turn comes before the LRU evicts it, and that depends on how many sessions "
+            "share the cache): plan the workload at a rate with POST /v1/plans or POST /v1/what-if"
+        )
 
 
 def _prefix_reuse(spec: PrefixReuseSpec | None) -> PrefixReuse | None:
