@@ -582,7 +582,10 @@ class _Planner:
             return option.group.step_model.speculation is None and (only is None or only(option))
 
         tie = self.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=ceiling, only=plain)
-        out.priced.extend(tie.priced)
+        # the first search may have priced some of these plain options already (same option, same μ):
+        # each option is priced once, or the MILP would see two candidates with one id
+        already = {p.option.id for p in out.priced}
+        out.priced.extend(p for p in tie.priced if p.option.id not in already)
         out.root_finds += tie.root_finds
         if tie.best is not None and tie.best.gpus <= best.gpus:
             out.best = tie.best

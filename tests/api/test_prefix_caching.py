@@ -210,8 +210,7 @@ def test_sessions_round_trip_through_a_plan(seeded: ApiClient, admin: dict[str, 
     without it, verified by the simulator within 0.05 of the model's hit rate, and read back as planned."""
     body = _body(None, verify=True)
     body["workload"] = {**SESSION_WORKLOAD, "prefix_reuse": SESSIONS}
-    # speculative off: with auto and verify this workload's plan without a cache is refused on main ("candidate ids must
-    # be unique", fp8 tp2 ids listed twice), a planning bug outside prefix caching
+    # speculative off: this test is about the cache (auto once hit a duplicate-candidate bug here, tests/api/test_speculative_tie.py)
     body["constraints"] = {"gpus": ["h100-sxm"], "speculative": "off"}
     response = seeded.post("/v1/plans", json=body, headers=admin)
     assert response.status_code == 201, response.text
