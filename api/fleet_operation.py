@@ -33,7 +33,9 @@ from catalog.repository import Catalog
 from planner.candidates import Drop
 from planner.errors import PlannerInputError
 from planner.fleet_candidates import CandidateTable, SloRefusal, gpu_candidate_table, merged_tables
+from planner.fleet_levers import CandidateLevers
 from planner.optimizer import Candidate
+from planner.plan_result import PrefixCaching, SpeculativeChoice
 from planner.specs import ModelSpec
 from planner.units import MS_PER_S
 from planner.workload import Slo, Workload
@@ -73,6 +75,7 @@ class Shape:
     model: ModelSpec
     workload: Workload
     slo: Slo
+    levers: fleet_plans.TableLevers = ("off", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +94,19 @@ def _shapes(
     body: FleetPlanRequest, inputs: fleet_plans.FleetInputs, models: dict[str, ModelSpec]
 ) -> tuple[tuple[Shape, ...], tuple[int, ...]]:
     """The request's distinct shapes (first appearance first) and each workload's one."""
-    index: dict[tuple[ModelSpec, Workload, Slo], int] = {}
+    index: dict[tuple[ModelSpec, Workload, Slo, fleet_plans.TableLevers], int] = {}
     of_workload = []
-    for model, _gpus, _precisions, workload, slo, _grid in fleet_plans.table_jobs(body, inputs, models):
-        key = (model, workload.at_rate(1.0), slo)
+    for model, _gpus, _precisions, workload, slo, _grid, levers in fleet_plans.table_jobs(body, inputs, models):
+        key = (model, workload.at_rate(1.0), slo, levers)
         of_workload.append(index.setdefault(key, len(index)))
-    return tuple(Shape(model=m, workload=w, slo=s) for m, w, s in index), tuple(of_workload)
+    return tuple(Shape(model=m, workload=w, slo=s, levers=lv) for m, w, s, lv in index), tuple(of_workload)
 
 
 def distinct_shapes(body: FleetPlanRequest) -> int:
     """How many candidate tables per GPU type the request needs (equal shapes share one), from the body alone."""
-    return len({(w.model, w.to_workload().at_rate(1.0), w.slo.to_slo()) for w in body.workloads})
+    return len(
+        {(w.model, w.to_workload().at_rate(1.0), w.slo.to_slo(), fleet_plans.table_levers(body, w)[0]) for w in body.workloads}
+    )
 
 
 def pool_plan_gpu_types(body: FleetPlanRequest, gpu_types: int) -> int:
@@ -176,6 +181,7 @@ def run_unit(prepared: Prepared, index: int, _settings: Settings, _session: Sess
     table = gpu_candidate_table(
         model=shape.model, gpu=gpus[index % len(gpus)], precisions=prepared.inputs.precisions, workload=shape.workload,
         slo=shape.slo, grid=prepared.body.search.to_grid(), checkpoint=deadline.checkpoint,
+        speculative=shape.levers[0], published=shape.levers[1],
     )  # fmt: skip
     return {"table": table_json(table), "ms": (time.perf_counter() - started) * MS_PER_S}
 
@@ -235,12 +241,13 @@ def table_json(table: CandidateTable) -> dict[str, Any]:
             for d in table.drops
         ],
         "slo_refusals": [dataclasses.asdict(r) for r in table.slo_refusals],
+        "levers": {cid: dataclasses.asdict(levers) for cid, levers in table.levers.items()},
     }
 
 
 def table_from_json(data: dict[str, Any]) -> CandidateTable:
     float_fields = ("bound_s", "target_s", "needed_bytes", "available_bytes")
-    counts = {k: v for k, v in data.items() if k not in ("candidates", "drops", "slo_refusals")}
+    counts = {k: v for k, v in data.items() if k not in ("candidates", "drops", "slo_refusals", "levers")}
     drops: list[Drop] = []
     for drop in data["drops"]:
         fields: dict[str, Any] = {k: _float_back(v) if k in float_fields else v for k, v in drop.items()}
@@ -250,4 +257,13 @@ def table_from_json(data: dict[str, Any]) -> CandidateTable:
         candidates=tuple(Candidate(**c) for c in data["candidates"]),
         drops=tuple(drops),
         slo_refusals=tuple(SloRefusal(**r) for r in data["slo_refusals"]),
+        levers={cid: _levers_back(levers) for cid, levers in data.get("levers", {}).items()},
+    )
+
+
+def _levers_back(data: dict[str, Any]) -> CandidateLevers:
+    prefix, draft = data.get("prefix_caching"), data.get("speculative")
+    return CandidateLevers(
+        prefix_caching=None if prefix is None else PrefixCaching(**prefix),
+        speculative=None if draft is None else SpeculativeChoice(**draft),
     )

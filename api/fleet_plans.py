@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from api.deploy import published_draft_methods
 from api.disagg_plans import LINK
 from api.errors import RequestTimeoutError
 from api.inputs import BUILT_IN_EFFICIENCIES, priced
@@ -42,10 +43,12 @@ from api.schemas.fleet_plans import (
     CandidateSearchRead,
     CostRead,
     DemandShadowPriceRead,
+    FleetLeversRead,
     FleetPlanRequest,
     FleetPlanResponse,
     FleetPoolRead,
     FleetTopologyRead,
+    FleetWorkloadSpec,
     GpuPriceRead,
     InventoryShadowPriceRead,
     ModelSizeRead,
@@ -54,6 +57,7 @@ from api.schemas.fleet_plans import (
     ShadowPricesRead,
     SolverRead,
 )
+from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning, PrecisionRead
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
@@ -69,6 +73,7 @@ from planner.fleet_candidates import (
     candidate_table,
     no_candidates_error,
 )
+from planner.fleet_levers import NO_LEVERS, CandidateLevers, SpeculativeMode
 from planner.fleet_pools import pool_options
 from planner.fleet_solve import solve_fleet
 from planner.fleet_spec import (
@@ -303,7 +308,9 @@ def pending_table_jobs() -> int:
     return _WORKERS.pending()
 
 
-_TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid]
+#: A table's inputs; the last member is its levers: the speculative mode and the draft heads published for the model.
+_TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid, "TableLevers"]
+TableLevers = tuple[SpeculativeMode, frozenset[str] | None]
 
 
 class TableDeadlinePassed(Exception):
@@ -326,12 +333,13 @@ class _ExpiresAt:
 def _compute_table(
     job: _TableJob, expires_at_unix_s: float | None = None, checkpoint: Checkpoint = no_checkpoint
 ) -> CandidateTable:
-    model, gpus, precisions, workload, slo, grid = job
+    model, gpus, precisions, workload, slo, grid, (speculative, published) = job
     if expires_at_unix_s is not None:
         checkpoint = _ExpiresAt(expires_at_unix_s)
     return candidate_table(
-        model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid, checkpoint=checkpoint
-    )
+        model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid, checkpoint=checkpoint,
+        speculative=speculative, published=published,
+    )  # fmt: skip
 
 
 def _in_workers(jobs: list[_TableJob], deadline: Deadline | None) -> list[CandidateTable]:
@@ -363,8 +371,8 @@ def candidate_tables(jobs: list[_TableJob], deadline: Deadline | None = None) ->
     """
     # GPU specs hold dicts (not hashable); their repr is a full, deterministic description.
     keys = [
-        (model, workload.at_rate(1.0), slo, repr(gpus), repr(precisions), grid)
-        for model, gpus, precisions, workload, slo, grid in jobs
+        (model, workload.at_rate(1.0), slo, repr(gpus), repr(precisions), grid, levers)
+        for model, gpus, precisions, workload, slo, grid, levers in jobs
     ]
     missing = {key: job for key, job in zip(keys, jobs, strict=True) if key not in _TABLE_CACHE}
     workers = min(len(missing), os.cpu_count() or 1)
@@ -450,9 +458,24 @@ def table_jobs(body: FleetPlanRequest, inputs: FleetInputs, models: dict[str, Mo
     """Each workload's candidate-table job, in the request's order (equal shapes give equal jobs)."""
     grid = body.search.to_grid()
     return [
-        (models[w.model], tuple(inputs.gpus), tuple(inputs.precisions), w.to_workload(), w.slo.to_slo(), grid)
+        (
+            models[w.model],
+            tuple(inputs.gpus),
+            tuple(inputs.precisions),
+            w.to_workload(),
+            w.slo.to_slo(),
+            grid,
+            table_levers(body, w),
+        )
         for w in body.workloads
     ]
+
+
+def table_levers(body: FleetPlanRequest, w: FleetWorkloadSpec) -> TableLevers:
+    """The workload's speculative mode (its own, else constraints.speculative) and, when it speculates, the
+    draft heads published for its model (api/deploy.py, as a single plan's PlanningInputs.draft_methods)."""
+    mode = body.constraints.speculative if w.speculative is None else w.speculative
+    return (mode, None if mode == "off" else published_draft_methods(w.model))
 
 
 def plan_fleet(
@@ -544,7 +567,7 @@ def plan_with_tables(
         plan=plan,
         inputs=inputs,
         tables=by_workload,
-        distinct_tables=len({(job[0], job[3].at_rate(1.0), job[4]) for job in jobs}),
+        distinct_tables=len({(job[0], job[3].at_rate(1.0), job[4], job[6]) for job in jobs}),
         candidates_ms=candidates_ms,
         plan_ms=(time.perf_counter() - started) * MS_PER_S,
         pool_options_offered={w.name: len(w.pool_options) for w in workloads},
@@ -635,8 +658,46 @@ def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: flo
     }
 
 
-def _periods_read(plan: FleetPlan, grades: dict[str, str]) -> list[PeriodRead]:
+def _lever_reads(levers: CandidateLevers) -> dict[str, Any]:
+    """A candidate's `prefix_caching` and `speculative` as the response reads them (null without)."""
+    prefix, draft = levers.prefix_caching, levers.speculative
+    return {
+        "prefix_caching": None if prefix is None else PrefixCachingRead.model_validate(prefix, from_attributes=True),
+        "speculative": None if draft is None else SpeculativeRead.model_validate(draft, from_attributes=True),
+    }
+
+
+def _candidate_levers(tables: dict[str, CandidateTable], workload: str, candidate: Candidate) -> CandidateLevers:
+    table = tables.get(workload)
+    return NO_LEVERS if table is None else table.levers.get(candidate.id, NO_LEVERS)
+
+
+def _levers(body: FleetPlanRequest, plan: FleetPlan, tables: dict[str, CandidateTable]) -> dict[str, FleetLeversRead]:
+    """Each workload with replicas: its speculative mode, whether it gave prefix_reuse, and the levers of the
+    configuration serving its most GPU-hours (the first such in schedule order on a tie)."""
+    gpu_periods: dict[str, dict[str, int]] = {}
+    first: dict[str, Candidate] = {}
+    for period in plan.periods:
+        for a in period.assignments:
+            used = gpu_periods.setdefault(a.workload, {})
+            used[a.candidate.id] = used.get(a.candidate.id, 0) + a.gpus
+            first.setdefault(f"{a.workload}\0{a.candidate.id}", a.candidate)
+    out: dict[str, FleetLeversRead] = {}
+    for w in body.workloads:
+        served = gpu_periods.get(w.name)
+        if not served:
+            continue
+        top = max(served, key=lambda cid: served[cid])  # dicts keep schedule order: max takes the first of equals
+        chosen = _candidate_levers(tables, w.name, first[f"{w.name}\0{top}"])
+        out[w.name] = FleetLeversRead(
+            speculative_mode=table_levers(body, w)[0], prefix_reuse=w.prefix_reuse is not None, **_lever_reads(chosen)
+        )
+    return out
+
+
+def _periods_read(plan: FleetPlan, grades: dict[str, str], tables: dict[str, CandidateTable] | None = None) -> list[PeriodRead]:
     """Each period's GPUs and workloads' assignments, as served."""
+    tables = {} if tables is None else tables
     periods = []
     for period in plan.periods:
         periods.append(
@@ -664,6 +725,7 @@ def _periods_read(plan: FleetPlan, grades: dict[str, str]) -> list[PeriodRead]:
                         offered_rps=a.offered_rps,
                         target_rho=a.target_rho,
                         calibration_grade=grades.get(a.candidate.gpu),
+                        **_lever_reads(_candidate_levers(tables, a.workload, a.candidate)),
                     )
                     for a in period.assignments
                 ],
@@ -747,7 +809,7 @@ def fleet_plan_response(
 ) -> FleetPlanResponse:
     plan, inputs = outcome.plan, outcome.inputs
     grades = {gpu.slug: gpu.calibration_grade for gpu in inputs.gpus}
-    periods = _periods_read(plan, grades)
+    periods = _periods_read(plan, grades, outcome.tables)
     cost = plan.cost
     shadow = plan.shadow_prices
     tables = list({id(t): t for t in outcome.tables.values()}.values())
@@ -810,6 +872,7 @@ def fleet_plan_response(
         if body.include_candidates
         else None,
         topologies=_topologies(body, plan, outcome.pool_options_offered),
+        levers=_levers(body, plan, outcome.tables),
     )
     # what is served (and stored) is rounded (api/rounding.py); `outcome` keeps the unrounded figures
     return FleetPlanResponse.model_validate(rounded(response.model_dump(mode="json")))

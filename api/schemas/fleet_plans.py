@@ -13,19 +13,29 @@ import csv
 import io
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.csv_export import CURRENCY
 from api.rounding import rounded
 from api.schemas.catalog import Slug
+from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import PlanPrecision, PlanSlo, PlanWarning, PrecisionRead
 from api.schemas.prices import PriceOverride
-from api.schemas.workload import ARRIVAL_CV_DESCRIPTION, TokenLengths, length_distribution
+from api.schemas.workload import (
+    ARRIVAL_CV_DESCRIPTION,
+    PREFIX_REUSE_DESCRIPTION,
+    TASK_DESCRIPTION,
+    PrefixReuseSpec,
+    TokenLengths,
+    length_distribution,
+)
 from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
 from planner.confidence import GRADES
 from planner.fleet_candidates import CandidateGrid
+from planner.plan_prefix import CACHE_FRACTIONS
+from planner.speculative import SEARCH_DRAFT_TOKENS
 from planner.units import HOURS_PER_MONTH
-from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Workload
+from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Task, Workload
 
 # Size bounds: not physics, but what one request may ask of the service so that an accepted plan
 # fits the default request timeout (30 s) on a 2-core machine. They come from the measured cost
@@ -99,6 +109,22 @@ class FleetWorkloadSpec(_Input):
         "gives each pool a spare replica in every period with demand (`spare_replicas`).",
     )
 
+    prefix_reuse: PrefixReuseSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description=PREFIX_REUSE_DESCRIPTION + " A fleet offers the cache sizes as more candidates beside those without "
+        'a cache (docs/prefix-caching.md "Fleet plans"); `levers` and each row\'s `prefix_caching` say what runs.',
+    )  # not written back when absent: stored requests stay as they were
+    task: Task | None = Field(
+        default=None, exclude_if=lambda v: v is None, description=TASK_DESCRIPTION, examples=["code"]
+    )  # not written back when absent: stored requests stay as they were
+    speculative: Literal["auto", "off", "on"] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="This workload's speculative decoding, as a plan's constraints.speculative: `auto` offers each "
+        "configuration with and without a draft head, `on` only with one, `off` none. Absent: constraints.speculative.",
+    )  # not written back when absent: stored requests stay as they were
+
     @model_validator(mode="after")
     def _pools_split_a_ttft_target(self) -> Self:
         if self.topology != "aggregated" and self.slo.ttft_ms is None:
@@ -112,6 +138,8 @@ class FleetWorkloadSpec(_Input):
             prompt_tokens=length_distribution(self.prompt_tokens),
             output_tokens=length_distribution(self.output_tokens),
             arrival_cv=self.arrival_cv,
+            prefix_reuse=None if self.prefix_reuse is None else self.prefix_reuse.to_prefix_reuse(),
+            task=self.task,
         )
 
 
@@ -146,23 +174,13 @@ class FleetConstraintsSpec(_Input):
         default=None,
         description="Leave out GPUs whose calibration is graded below this (low < medium < high); `notes` names them.",
     )
-    speculative: Literal["off"] = Field(
+    speculative: Literal["auto", "off", "on"] = Field(
         default="off",
-        description="Fleet plans do not speculate yet: only `off` is taken. Their candidate tables (one per workload shape "
-        "× GPU type) are built without draft variants, and a fleet row cannot carry a draft to deploy; plan a workload "
-        "alone with POST /v1/plans and constraints.speculative to see what speculation buys it.",
+        description="Speculative decoding for every workload that does not set its own `speculative`: `auto` offers each "
+        "configuration with and without the model's draft head (a published one, at each searched draft length), `on` "
+        "only with it, `off` (the default) none; the MILP takes whichever is cheapest (docs/speculative-decoding.md "
+        '"Fleet plans"). `levers` and each row\'s `speculative` say what runs.',
     )
-
-    @field_validator("speculative", mode="before")
-    @classmethod
-    def _no_speculation(cls, value: object) -> object:
-        if value != "off":
-            raise ValueError(
-                "fleet plans do not speculate yet (their candidate tables have no draft variants and a fleet row "
-                "cannot carry a draft to deploy): leave out constraints.speculative, or plan a workload alone with "
-                "POST /v1/plans and constraints.speculative"
-            )
-        return value
 
 
 #: A fleet plan's default batch/chunk grid: the one its size bounds (MAX_SHAPE_OPTIONS) and
@@ -268,9 +286,33 @@ class FleetPlanRequest(_Input):
         errors.extend(self.size_errors())
         return errors
 
+    def _shape_key(self, w: FleetWorkloadSpec) -> tuple[object, ...]:
+        speculative = self.constraints.speculative if w.speculative is None else w.speculative
+        return (
+            w.model,
+            repr(w.prompt_tokens),
+            repr(w.output_tokens),
+            w.arrival_cv,
+            repr(w.slo),
+            repr(w.prefix_reuse),
+            w.task,
+            speculative,
+        )
+
     def distinct_shapes(self) -> int:
-        """Workloads that need a candidate table of their own: distinct (model, mix, CV, SLO)."""
-        return len({(w.model, repr(w.prompt_tokens), repr(w.output_tokens), w.arrival_cv, repr(w.slo)) for w in self.workloads})
+        """Workloads that need a candidate table of their own: distinct (model, mix, CV, SLO, levers)."""
+        return len({self._shape_key(w) for w in self.workloads})
+
+    def lever_tables(self) -> int:
+        """Tables searched over the distinct shapes, each shape's lever variants counted (planner/fleet_levers.py):
+        (1 + its cache variants) × (1 + draft lengths under auto, the draft lengths alone under on)."""
+        factors: dict[tuple[object, ...], int] = {}
+        for w in self.workloads:
+            speculative = self.constraints.speculative if w.speculative is None else w.speculative
+            caches = 1 if w.prefix_reuse is None else 1 + (1 if w.prefix_reuse.hit_rate is not None else len(CACHE_FRACTIONS))
+            drafts = {"off": 1, "auto": 1 + len(SEARCH_DRAFT_TOKENS), "on": len(SEARCH_DRAFT_TOKENS)}[speculative]
+            factors[self._shape_key(w)] = caches * drafts
+        return sum(factors.values())
 
     def size_errors(self) -> list[dict[str, Any]]:
         """The size bounds (MAX_WORKLOAD_PERIODS, MAX_DISTINCT_SHAPES, MAX_SHAPE_OPTIONS), each
@@ -297,12 +339,14 @@ class FleetPlanRequest(_Input):
                 )
             )
         grid = len(self.search.tp_degrees) * len(self.search.batch_limits) * len(self.search.chunk_budgets)
-        if shapes <= MAX_DISTINCT_SHAPES and shapes * grid > MAX_SHAPE_OPTIONS:
+        tables = self.lever_tables()
+        if shapes <= MAX_DISTINCT_SHAPES and tables * grid > MAX_SHAPE_OPTIONS:
+            levers = "" if tables == shapes else f" ({tables} with their prefix-cache and draft variants)"
             errors.append(
                 _error(
                     ("search",),
-                    f"{shapes} distinct shapes × {grid} grid points (tp × batch × chunk) = "
-                    f"{shapes * grid} configurations to search, more than the bound of {MAX_SHAPE_OPTIONS} "
+                    f"{shapes} distinct shapes{levers} × {grid} grid points (tp × batch × chunk) = "
+                    f"{tables * grid} configurations to search, more than the bound of {MAX_SHAPE_OPTIONS} "
                     "(MAX_SHAPE_OPTIONS): narrow the search grid or plan fewer shapes",
                 )
             )
@@ -333,6 +377,20 @@ class AssignmentRead(BaseModel):
     offered_rps: float = Field(description="The share of that demand sent to these replicas (split in proportion to capacity).")
     target_rho: float = Field(description="Per-replica offered rate / per-replica saturation rate.")
     calibration_grade: str | None = Field(default=None, description="The GPU's calibration grade (low, medium, high).")
+    prefix_caching: PrefixCachingRead | None = Field(
+        default=None, description="The prefix cache these replicas run (workload.prefix_reuse); null without."
+    )
+    speculative: SpeculativeRead | None = Field(default=None, description="The draft these replicas verify; null without.")
+
+
+class FleetLeversRead(BaseModel):
+    """A workload's levers: what was offered and what its replicas run (the configuration serving the most
+    GPU-hours where it mixes several; each row's own are in `periods[].workloads[]`)."""
+
+    speculative_mode: Literal["auto", "off", "on"] = Field(description="The speculative mode its table was built under.")
+    prefix_reuse: bool = Field(description="Whether the workload gave prefix_reuse (cache variants offered).")
+    prefix_caching: PrefixCachingRead | None = Field(description="The prefix cache run; null for none.")
+    speculative: SpeculativeRead | None = Field(description="The draft verified; null for none.")
 
 
 class FleetPoolRead(BaseModel):
@@ -516,6 +574,9 @@ class FleetPlanResponse(BaseModel):
     topologies: dict[str, FleetTopologyRead] = Field(
         default_factory=dict, description="Each workload's topology: requested, chosen, and the pool option it runs."
     )
+    levers: dict[str, FleetLeversRead] = Field(
+        default_factory=dict, description="Each aggregated workload's prefix caching and speculative decoding: offered and run."
+    )
 
 
 # --- CSV ----------------------------------------------------------------------------------------
@@ -547,6 +608,11 @@ CSV_COLUMNS: tuple[str, ...] = (
     "calibration_grade",
     "warning",
     "pool_role",
+    "class_name",
+    "prefix_cache_hit_rate",
+    "prefix_cache_tokens",
+    "speculative_method",
+    "speculative_draft_tokens",
 )
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -561,7 +627,9 @@ CSV_DESCRIPTION = (
     "warning about it, if any; `pool_role` is `mixed` for replicas that prefill and decode, `prefill` or `decode` for a "
     "workload served by separate pools (one row per pool and period, after the period's replica rows: `demand_rps` "
     "and `offered_rps` are the workload's whole demand, which both pools carry, `capacity_rps` is empty and "
-    "`target_rho` is the pool's ρ; as the plan CSV's `pool_role`). Numbers are rounded as the JSON is (cents, 6 significant figures)."
+    "`target_rho` is the pool's ρ; as the plan CSV's `pool_role`); `class_name` is the traffic class a class pool's row "
+    "serves (empty for a plain workload); `prefix_cache_hit_rate`, `prefix_cache_tokens`, `speculative_method` and "
+    "`speculative_draft_tokens` are the row's levers as the plan CSV's (empty without). Numbers are rounded as the JSON is (cents, 6 significant figures)."
 )
 
 
@@ -593,6 +661,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                 grade=row.calibration_grade,
                 warning=warnings.get(row.gpu),
                 role="mixed",
+                extra=_lever_cells(row),
             )
             writer.writerow(
                 ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
@@ -639,6 +708,7 @@ def _csv_cells(
     grade: str | None,
     warning: str | None,
     role: str,
+    extra: tuple[Any, ...] = (None,) * 5,
 ) -> tuple[Any, ...]:
     """One CSV row in `CSV_COLUMNS` order: its GPUs taken from what is `left` of the period's reserved, on-demand and
     spot GPUs of its type, in that order (`left` is updated); `rates` = (demand, offered, capacity, target ρ)."""
@@ -678,6 +748,19 @@ def _csv_cells(
         grade,
         warning,
         role,
+        *extra,
+    )
+
+
+def _lever_cells(row: AssignmentRead, class_name: str | None = None) -> tuple[Any, ...]:
+    """`class_name` and the lever columns of a replica row."""
+    prefix, draft = row.prefix_caching, row.speculative
+    return (
+        class_name,
+        None if prefix is None else prefix.hit_rate,
+        None if prefix is None else prefix.cache_tokens,
+        None if draft is None else draft.method,
+        None if draft is None else draft.draft_tokens,
     )
 
 
