@@ -54,7 +54,7 @@ from planner.step_model import StepModel
 from planner.traffic_classes import S_PER_H, TrafficClass, merged_workload, tightest_slo
 from planner.workload import Serving, Slo, Workload
 
-__all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "plan_classes"]
+__all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "each_arrangement", "plan_classes"]
 
 #: Largest number of replicas the priority pool search adds, on one configuration, above the
 #: fewest its utilisation cap allows, while no cheaper pool has been found.
@@ -888,3 +888,23 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
         classes=best.classes,
         verification=best.verification,
     )
+
+
+def each_arrangement(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: PlanningRequest) -> tuple[ClassesPlan, ...]:
+    """Every arrangement but `deferred` that can serve `classes`, each as a ClassesPlan whose `chosen` names it
+    (simulated only when `base.verify`), in `_ARRANGEMENTS` order: for a caller that chooses among them
+    itself (the fleet MILP, planner/fleet_classes.py). An arrangement that is infeasible or not comparable
+    is left out."""
+    ctx = _Context(classes=classes, inputs=inputs, base=base)
+    plans = []
+    for name, build, _ in _ARRANGEMENTS:
+        if name == "deferred":  # its pools span the day: not one period's
+            continue
+        try:
+            found = build(ctx, verify=base.verify)
+        except (InfeasiblePlanError, _NotComparable):
+            continue
+        plans.append(
+            ClassesPlan(chosen=name, compared=(), pools=found.pools, classes=found.classes, verification=found.verification)
+        )
+    return tuple(plans)
