@@ -105,7 +105,10 @@ def _shapes(
 def distinct_shapes(body: FleetPlanRequest) -> int:
     """How many candidate tables per GPU type the request needs (equal shapes share one), from the body alone."""
     return len(
-        {(w.model, w.to_workload().at_rate(1.0), w.slo.to_slo(), fleet_plans.table_levers(body, w)[0]) for w in body.workloads}
+        {
+            (w.model, w.to_workload().at_rate(1.0), w.shape_slo().to_slo(), fleet_plans.table_levers(body, w)[0])
+            for w in fleet_plans.table_workloads(body)
+        }
     )
 
 
@@ -114,7 +117,7 @@ def pool_plan_gpu_types(body: FleetPlanRequest, gpu_types: int) -> int:
     per workload whose topology allows pools, one run per distinct demand (an idle period is one more) on each GPU
     type alone and, with several, one on all of them (gpu_types more)."""
     per_demand = gpu_types + (gpu_types if gpu_types > 1 else 0)  # each type alone, then all together
-    return sum(len(set(w.demand_rps)) * per_demand for w in body.workloads if w.topology != "aggregated")
+    return sum(len(set(w.day_demand(body.periods))) * per_demand for w in body.workloads if w.topology != "aggregated")
 
 
 def estimated_plan_s(body: FleetPlanRequest, gpu_types: int) -> float:

@@ -41,8 +41,12 @@ from api.schemas.fleet_plans import (
     AssignmentRead,
     CandidateRead,
     CandidateSearchRead,
+    ClassPoolsAssignmentRead,
     CostRead,
     DemandShadowPriceRead,
+    FleetClassesRead,
+    FleetClassPoolRead,
+    FleetClassRead,
     FleetLeversRead,
     FleetPlanRequest,
     FleetPlanResponse,
@@ -73,11 +77,14 @@ from planner.fleet_candidates import (
     candidate_table,
     no_candidates_error,
 )
+from planner.fleet_classes import arrangement_options
 from planner.fleet_levers import NO_LEVERS, CandidateLevers, SpeculativeMode
 from planner.fleet_pools import pool_options
 from planner.fleet_solve import solve_fleet
 from planner.fleet_spec import (
     Checkpoint,
+    ClassFigure,
+    FleetClassAssignment,
     FleetConstraints,
     FleetPlan,
     FleetSpec,
@@ -89,10 +96,11 @@ from planner.fleet_spec import (
     no_checkpoint,
 )
 from planner.optimizer import Candidate
-from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR
+from planner.plan_records import PlanConstraints
+from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR, PlanningInputs, PlanningRequest
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.units import MS_PER_S
-from planner.workload import Slo, Workload
+from planner.workload import FixedLength, Slo, Workload
 
 _PAGE = 500
 
@@ -209,6 +217,7 @@ class FleetOutcome:
     candidates_ms: float
     plan_ms: float
     pool_options_offered: dict[str, int] = field(default_factory=dict)  # workload name → pool options offered
+    arrangements_offered: dict[str, tuple[str, ...]] = field(default_factory=dict)  # workload name → class arrangements
 
 
 #: Candidate tables kept per process, keyed by everything they depend on (a re-plan after a
@@ -455,7 +464,8 @@ def fleet_inputs(
 
 
 def table_jobs(body: FleetPlanRequest, inputs: FleetInputs, models: dict[str, ModelSpec]) -> list[_TableJob]:
-    """Each workload's candidate-table job, in the request's order (equal shapes give equal jobs)."""
+    """Each workload's candidate-table job, in the request's order (equal shapes give equal jobs); a
+    workload with classes has none (its arrangements are its options: planner/fleet_classes.py)."""
     grid = body.search.to_grid()
     return [
         (
@@ -463,12 +473,17 @@ def table_jobs(body: FleetPlanRequest, inputs: FleetInputs, models: dict[str, Mo
             tuple(inputs.gpus),
             tuple(inputs.precisions),
             w.to_workload(),
-            w.slo.to_slo(),
+            w.shape_slo().to_slo(),
             grid,
             table_levers(body, w),
         )
-        for w in body.workloads
+        for w in table_workloads(body)
     ]
+
+
+def table_workloads(body: FleetPlanRequest) -> list[FleetWorkloadSpec]:
+    """The workloads with a candidate table: those without classes, in the request's order."""
+    return [w for w in body.workloads if w.classes is None]
 
 
 def table_levers(body: FleetPlanRequest, w: FleetWorkloadSpec) -> TableLevers:
@@ -515,15 +530,24 @@ def plan_with_tables(
     candidates_ms: float | None = None,
 ) -> FleetOutcome:
     """The tables and the MILP: pure work on specs already read (run under the request deadline).
-    `tables` (one per workload, in order) are used as given when an operation's tasks computed
-    them (api/fleet_operation.py), with `candidates_ms` the time they took; else they are computed here."""
+    `tables` (one per workload without classes, in order) are used as given when an operation's tasks computed
+    them (api/fleet_operation.py), with `candidates_ms` the time they took; else they are computed here. A
+    workload with classes is offered its arrangements (`_class_options`)."""
     jobs = table_jobs(body, inputs, models)
     if tables is None:
         tables = candidate_tables(jobs, deadline)
+    tabled = dict(zip((w.name for w in table_workloads(body)), tables, strict=True))
     by_workload: dict[str, CandidateTable] = {}
     workloads = []
     checkpoint = no_checkpoint if deadline is None else _deadline_checkpoint(deadline)
-    for w, table in zip(body.workloads, tables, strict=True):
+    for w in body.workloads:
+        if w.classes is not None:
+            arranged = _class_options(body, w, inputs, models, checkpoint, solver_time_limit_s)
+            workloads.append(
+                FleetWorkload(name=w.name, candidates=(), demand_rps=tuple(w.day_demand(body.periods)), pool_options=arranged)
+            )
+            continue
+        table = tabled[w.name]
         options = _pool_options(body, w, inputs, models, checkpoint)
         candidates = () if w.topology == "disaggregated" else table.candidates
         if not candidates and not options:
@@ -538,7 +562,9 @@ def plan_with_tables(
                 workload=w.name,
             )
         by_workload[w.name] = table
-        workloads.append(FleetWorkload(name=w.name, candidates=candidates, demand_rps=tuple(w.demand_rps), pool_options=options))
+        workloads.append(
+            FleetWorkload(name=w.name, candidates=candidates, demand_rps=tuple(w.day_demand(body.periods)), pool_options=options)
+        )
     if (too_large := milp_size_error(workloads, body.periods)) is not None:
         raise too_large
     if candidates_ms is None:
@@ -570,7 +596,8 @@ def plan_with_tables(
         distinct_tables=len({(job[0], job[3].at_rate(1.0), job[4], job[6]) for job in jobs}),
         candidates_ms=candidates_ms,
         plan_ms=(time.perf_counter() - started) * MS_PER_S,
-        pool_options_offered={w.name: len(w.pool_options) for w in workloads},
+        pool_options_offered={w.name: sum(o.arrangement is None for o in w.pool_options) for w in workloads},
+        arrangements_offered={w.name: tuple(o.arrangement for o in w.pool_options if o.arrangement) for w in workloads},
     )
 
 
@@ -586,11 +613,41 @@ def _pool_options(
         precisions=inputs.precisions,
         tps=body.search.to_grid().tp_degrees,
         workload=w.to_workload(),
-        slo=w.slo.to_slo(),
+        slo=w.shape_slo().to_slo(),
         link=LINK,
-        demand_rps=w.demand_rps,
+        demand_rps=w.day_demand(body.periods),
         constraints=FleetConstraints(min_replicas=body.constraints.min_replicas, n_plus_one=body.constraints.n_plus_one),
         checkpoint=checkpoint,
+    )
+
+
+def _class_options(
+    body: FleetPlanRequest,
+    w: FleetWorkloadSpec,
+    inputs: FleetInputs,
+    models: dict[str, ModelSpec],
+    checkpoint: Checkpoint,
+    solver_time_limit_s: float,
+) -> tuple[PoolOption, ...]:
+    """The arrangement options of a workload with classes (planner/fleet_classes.py), each pool planned by the
+    single-class planner on the fleet's GPUs, precisions and search grid, under its min_replicas and N+1,
+    without speculation (as api/classes_plans.py plans class pools) and unsimulated (as every fleet option)."""
+    grid = body.search.to_grid()
+    base = PlanningRequest(
+        workload=Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1), output_tokens=FixedLength(tokens=1)),
+        slo=Slo(e2e_s=1.0),  # both replaced per pool
+        constraints=PlanConstraints(min_replicas=body.constraints.min_replicas, n_plus_one=body.constraints.n_plus_one),
+        verify=False,
+        tp_degrees=grid.tp_degrees,
+        batch_limits=grid.batch_limits,
+        chunk_budgets=grid.chunk_budgets,
+        solver_time_limit_s=min(solver_time_limit_s, body.solver_time_limit_s),
+    )
+    planning = PlanningInputs(
+        model=models[w.model], gpus=inputs.gpus, precisions=inputs.precisions, catalog_version=inputs.catalog_version
+    )
+    return arrangement_options(
+        classes=[k.to_class() for k in w.classes or ()], inputs=planning, base=base, periods=body.periods, checkpoint=checkpoint
     )
 
 
@@ -648,8 +705,8 @@ def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: flo
     output_tokens = sum(
         rate * period_hours * SECONDS_PER_HOUR * w.to_workload().output_tokens.mean
         for w in body.workloads
-        for rate in w.demand_rps
-    )  # Σ λ_wp · h · 3600 s/h · mean output tokens
+        for rate in w.day_demand(body.periods)
+    )  # Σ λ_wp · h · 3600 s/h · mean output tokens (a workload with classes: their merged mix's, weighted by rate)
     usd_per_hour = total_usd / horizon_hours if horizon_hours > 0 else 0.0
     return {
         "usd_per_hour": usd_per_hour,
@@ -695,9 +752,92 @@ def _levers(body: FleetPlanRequest, plan: FleetPlan, tables: dict[str, Candidate
     return out
 
 
-def _periods_read(plan: FleetPlan, grades: dict[str, str], tables: dict[str, CandidateTable] | None = None) -> list[PeriodRead]:
+def _class_rates(body: FleetPlanRequest) -> dict[tuple[str, str], list[float]]:
+    """(workload, class) → the class's rate in each period, for the workloads with classes."""
+    return {(w.name, k.name): list(k.to_class().day_rps(body.periods)) for w in body.workloads for k in w.classes or ()}
+
+
+def _class_read(figure: ClassFigure, demand_rps: float) -> FleetClassRead:
+    return FleetClassRead(
+        name=figure.name,
+        pool=figure.pool,
+        demand_rps=demand_rps,
+        percentile=figure.percentile,
+        ttft_ms=figure.ttft_s * MS_PER_S,
+        tpot_ms=figure.tpot_s * MS_PER_S,
+        e2e_s=figure.e2e_s,
+        deadline_h=figure.deadline_h,
+        meets_target=figure.meets_target,
+        shed_fraction=figure.shed_fraction,
+    )
+
+
+def _class_pools_read(
+    arranged: FleetClassAssignment, grades: dict[str, str], rates: dict[tuple[str, str], list[float]]
+) -> ClassPoolsAssignmentRead:
+    by_pool: dict[str, list[str]] = {}
+    for figure in arranged.classes:
+        by_pool.setdefault(figure.pool, []).append(figure.name)
+    return ClassPoolsAssignmentRead(
+        name=arranged.workload,
+        arrangement=arranged.arrangement,
+        pools=[
+            FleetClassPoolRead(
+                name=pool.role,
+                classes=by_pool.get(pool.role, []),
+                gpu=pool.gpu,
+                tp=pool.tp,
+                replicas=pool.replicas,
+                gpus=pool.gpus,
+                precision=PrecisionRead(weights=pool.weights_precision, kv_cache=pool.kv_precision),
+                batch_limit=pool.batch_limit,
+                chunk_tokens=pool.chunk_tokens,
+                utilisation=pool.rho,
+                scheduling="priority" if pool.binding == "priority" else "fcfs",
+                calibration_grade=grades.get(pool.gpu),
+            )
+            for pool in arranged.pools
+        ],
+        classes=[
+            _class_read(figure, rates.get((arranged.workload, figure.name), [0.0] * (arranged.period + 1))[arranged.period])
+            for figure in arranged.classes
+        ],
+        gpus=dict(arranged.gpus),
+        demand_rps=arranged.offered_rps,
+    )
+
+
+def _classes(body: FleetPlanRequest, outcome: FleetOutcome, periods: list[PeriodRead]) -> dict[str, FleetClassesRead]:
+    """Each workload with classes: the arrangement run (one option for the whole day) and its classes' figures
+    in the period of its peak demand (the first such)."""
+    out: dict[str, FleetClassesRead] = {}
+    for w in body.workloads:
+        if w.classes is None:
+            continue
+        served = [
+            (period.demand_rps.get(w.name, 0.0), -period.period, arranged)
+            for period in periods
+            for arranged in period.class_pools
+            if arranged.name == w.name
+        ]
+        if not served:
+            continue
+        peak = max(served, key=lambda item: item[:2])[2]
+        out[w.name] = FleetClassesRead(
+            arrangement=peak.arrangement, offered=list(outcome.arrangements_offered.get(w.name, ())), classes=peak.classes
+        )
+    return out
+
+
+def _periods_read(
+    plan: FleetPlan,
+    grades: dict[str, str],
+    tables: dict[str, CandidateTable] | None = None,
+    rates: dict[tuple[str, str], list[float]] | None = None,
+) -> list[PeriodRead]:
     """Each period's GPUs and workloads' assignments, as served."""
     tables = {} if tables is None else tables
+    rates = {} if rates is None else rates
     periods = []
     for period in plan.periods:
         periods.append(
@@ -729,6 +869,7 @@ def _periods_read(plan: FleetPlan, grades: dict[str, str], tables: dict[str, Can
                     )
                     for a in period.assignments
                 ],
+                class_pools=[_class_pools_read(arranged, grades, rates) for arranged in period.class_pools],
                 pools=[
                     PoolAssignmentRead(
                         name=pair.workload,
@@ -767,6 +908,7 @@ def _low_confidence_warnings(plan: FleetPlan, grades: dict[str, str]) -> list[Pl
     scheduled = sorted(
         {a.candidate.gpu for period in plan.periods for a in period.assignments}
         | {gpu for period in plan.periods for pair in period.pools for gpu in pair.gpus}
+        | {gpu for period in plan.periods for arranged in period.class_pools for gpu in arranged.gpus}
     )
     return [
         PlanWarning(
@@ -809,14 +951,16 @@ def fleet_plan_response(
 ) -> FleetPlanResponse:
     plan, inputs = outcome.plan, outcome.inputs
     grades = {gpu.slug: gpu.calibration_grade for gpu in inputs.gpus}
-    periods = _periods_read(plan, grades, outcome.tables)
+    periods = _periods_read(plan, grades, outcome.tables, _class_rates(body))
     cost = plan.cost
     shadow = plan.shadow_prices
     tables = list({id(t): t for t in outcome.tables.values()}.values())
     notes = _notes(inputs, plan, tables)
-    gpus_priced = {c.gpu for t in tables for c in t.candidates} | {
-        gpu for period in plan.periods for pair in period.pools for gpu in pair.gpus
-    }
+    gpus_priced = (
+        {c.gpu for t in tables for c in t.candidates}
+        | {gpu for period in plan.periods for pair in period.pools for gpu in pair.gpus}
+        | {gpu for period in plan.periods for arranged in period.class_pools for gpu in arranged.gpus}
+    )
     warnings = _low_confidence_warnings(plan, grades)
     response = FleetPlanResponse(
         id=plan_id,
@@ -873,6 +1017,7 @@ def fleet_plan_response(
         else None,
         topologies=_topologies(body, plan, outcome.pool_options_offered),
         levers=_levers(body, plan, outcome.tables),
+        classes=_classes(body, outcome, periods),
     )
     # what is served (and stored) is rounded (api/rounding.py); `outcome` keeps the unrounded figures
     return FleetPlanResponse.model_validate(rounded(response.model_dump(mode="json")))
