@@ -13,6 +13,7 @@ import pytest
 from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem
+from tests.api.test_charts import _svg
 from tests.api.test_classes_plans import WORKED
 from tests.api.test_fleet_plans import (  # noqa: F401  (api and seeded_sqlite_template are fixtures)
     api,
@@ -131,3 +132,15 @@ def test_a_class_profile_of_the_wrong_length_is_422(api: ApiClient) -> None:  # 
     response = post(api, fleet(plain, classes_workload(classes=day)))
     assert_problem(response, 422)
     assert "a class profile gives one rate per period" in response.text
+
+
+def test_the_day_chart_labels_each_periods_arrangement(api: ApiClient, planned: tuple[dict[str, Any], dict[str, Any]]) -> None:  # noqa: F811
+    _, plan = planned
+    _root, drawn, texts = _svg(api.get(f"/v1/fleet-plans/{plan['id']}/charts/day.svg"))
+    for i, period in enumerate(plan["periods"]):
+        [arranged] = period["class_pools"]
+        [label] = drawn["class_pools"][i]
+        assert label.startswith(f"assist {arranged['arrangement']} (")
+        for pool in arranged["pools"]:
+            assert f"{'+'.join(pool['classes'])} {pool['gpus']}" in label
+        assert any(label in text for text in texts)
