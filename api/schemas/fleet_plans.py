@@ -79,6 +79,8 @@ WorkloadName = Annotated[
 ]
 
 
+#: Poisson arrivals: a workload's arrival_cv unless it gives one (docs/design.md).
+DEFAULT_ARRIVAL_CV = 1.0
 #: The fields of one traffic shape, which a workload with `classes` leaves to its classes.
 SHAPE_FIELDS = ("prompt_tokens", "output_tokens", "slo", "demand_rps", "arrival_cv", "prefix_reuse", "task", "speculative")
 
@@ -104,7 +106,7 @@ class FleetWorkloadSpec(_Input):
         examples=[256],
     )
     arrival_cv: float = Field(
-        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False, description=ARRIVAL_CV_DESCRIPTION
+        default=DEFAULT_ARRIVAL_CV, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False, description=ARRIVAL_CV_DESCRIPTION
     )
     slo: PlanSlo | None = Field(
         default=None,
@@ -161,7 +163,12 @@ class FleetWorkloadSpec(_Input):
     @model_validator(mode="after")
     def _one_traffic_shape(self) -> Self:
         if self.classes is not None:
-            given = [name for name in SHAPE_FIELDS if name in self.model_fields_set]
+            # arrival_cv has a default that a stored request writes back: only another value is the workload's own
+            given = [
+                name
+                for name in SHAPE_FIELDS
+                if name in self.model_fields_set and (name != "arrival_cv" or self.arrival_cv != DEFAULT_ARRIVAL_CV)
+            ]
             if given:
                 raise ValueError(
                     f"workload {self.name}: gives classes and {', '.join(given)}: a workload has either one traffic shape "

@@ -144,3 +144,7 @@ def test_the_day_chart_labels_each_periods_arrangement(api: ApiClient, planned: 
         for pool in arranged["pools"]:
             assert f"{'+'.join(pool['classes'])} {pool['gpus']}" in label
         assert any(label in text for text in texts)
+
+
+def test_a_class_workload_with_its_own_arrival_cv_is_422(api: ApiClient) -> None:  # noqa: F811
+    assert "gives classes and arrival_cv" in post(api, fleet(classes_workload(arrival_cv=2.0))).text

@@ -16,6 +16,7 @@ from tests.api.test_fleet_plans import (  # noqa: F401  (api and seeded_sqlite_t
     post,
     seeded_sqlite_template,
 )
+from tests.api.test_operations import ASYNC, wait_for, without_fleet_timings, working  # noqa: F401  (working is a fixture)
 
 #: tests/api/test_speculative.py's LOW_LOAD: Llama 3.1 8B on H100 at 0.2 req/s, where an EAGLE head cuts TPOT.
 GPUS = ["h100-sxm"]
@@ -112,3 +113,25 @@ def test_a_measured_hit_rate_is_reported_as_given(api: ApiClient) -> None:  # no
     plan = planned(api, fleet(fleet_workload("rag", [20.0], prefix_reuse={"hit_rate": 0.6})))
     caching = plan["levers"]["rag"]["prefix_caching"]
     assert caching is not None and caching["hit_rate"] == 0.6 and caching["routing"] == "as_measured"
+
+
+def test_an_operation_plans_levers_and_classes_as_the_synchronous_route(working: ApiClient) -> None:  # noqa: F811
+    """Fleet plans run as operations (api/fleet_operation.py): a table's levers travel through the unit's JSON,
+    and a workload with classes (no table unit) gets its arrangements in the last unit."""
+    classes = [
+        {"name": "chat", "arrival_rate_rps": 2, "prompt_tokens": PROMPT, "output_tokens": OUTPUT, "slo": SLO},
+        {"name": "bulk", "arrival_rate_rps": 1, "prompt_tokens": PROMPT, "output_tokens": OUTPUT, "deadline_h": 1},
+    ]
+    request = fleet(
+        fleet_workload("rag", [4.0, 8.0], prefix_reuse={"hit_rate": 0.5}, speculative="auto"),
+        {"name": "mixed", "model": "llama-3.1-8b", "classes": classes},
+    )
+    accepted = working.post("/v1/fleet-plans", json=request, headers=ASYNC)
+    assert accepted.status_code == 202, accepted.text
+    done = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert done["state"] == "succeeded", done
+    synchronous = working.post("/v1/fleet-plans", json=request, headers=ADMIN_HEADERS)
+    assert synchronous.status_code == 201, synchronous.text
+    assert without_fleet_timings(done["result"]) == without_fleet_timings(synchronous.json())
+    assert done["result"]["levers"]["rag"]["prefix_caching"] is not None
+    assert set(done["result"]["classes"]) == {"mixed"}
