@@ -66,6 +66,12 @@ MILP_COST_S = 0.0074
 #: processes on both cores, 2026-12-04), so the CPU time stands for an uncontended run, as TABLE_COST_S's load
 #: 0.9–1.7 did.
 POOL_PLAN_COST_S = 0.019
+#: What arranging one distinct vector of a class workload's per-period rates costs per GPU type (planner/fleet_classes.py:
+#: each arrangement's single-class plans). `python -m bench.fleet_api_benchmark --scenario levers`, warm run (its tables
+#: cached, so the request's CPU is the class workload's 24 distinct rate vectors of 2 classes on 3 GPU types plus a MILP
+#: of 0.07 s): 2.28 s of process CPU, 2.2 s / 24 / 3 ≈ 0.031 s per vector and GPU type (docs/fleet-benchmark.md
+#: "Levers and classes"; load average 14, which inflates wall time more than CPU time).
+CLASS_ARRANGE_COST_S = 0.031
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +127,25 @@ def pool_plan_gpu_types(body: FleetPlanRequest, gpu_types: int) -> int:
 
 
 def estimated_plan_s(body: FleetPlanRequest, gpu_types: int) -> float:
-    """How long the plan is expected to take in one process, caches cold: shapes × GPU types ×
-    TABLE_COST_S for its tables, the pool options' GPU types planned across × POOL_PLAN_COST_S,
+    """How long the plan is expected to take in one process, caches cold: tables (shapes and their lever
+    variants) × GPU types × TABLE_COST_S, the pool options' GPU types planned across × POOL_PLAN_COST_S, the
+    class workloads' distinct rate vectors × GPU types × CLASS_ARRANGE_COST_S,
     workloads × periods × MILP_COST_S for its MILP. Tables already cached in the API process and the
     table processes' parallelism are left out, so it errs towards 202."""
-    tables_s = distinct_shapes(body) * gpu_types * TABLE_COST_S
+    tables_s = body.lever_tables() * gpu_types * TABLE_COST_S  # a shape's prefix-cache and draft variants are tables too
     pools_s = pool_plan_gpu_types(body, gpu_types) * POOL_PLAN_COST_S
-    return tables_s + pools_s + len(body.workloads) * body.periods * MILP_COST_S
+    classes_s = class_rate_vectors(body) * gpu_types * CLASS_ARRANGE_COST_S
+    return tables_s + pools_s + classes_s + len(body.workloads) * body.periods * MILP_COST_S
+
+
+def class_rate_vectors(body: FleetPlanRequest) -> int:
+    """Distinct per-period rate vectors over the workloads with classes: each is arranged once (planner/fleet_classes.py)."""
+    vectors = 0
+    for w in body.workloads:
+        if w.classes is not None:
+            rates = [k.to_class().day_rps(body.periods) for k in w.classes]
+            vectors += len({tuple(r[p] for r in rates) for p in range(body.periods)})
+    return vectors
 
 
 def gpu_types_allowed(body: FleetPlanRequest, catalog: Catalog) -> int:

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from api import fleet_operation
+from api.schemas.fleet_plans import FleetPlanRequest
 from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem
@@ -148,3 +150,13 @@ def test_the_day_chart_labels_each_periods_arrangement(api: ApiClient, planned: 
 
 def test_a_class_workload_with_its_own_arrival_cv_is_422(api: ApiClient) -> None:  # noqa: F811
     assert "gives classes and arrival_cv" in post(api, fleet(classes_workload(arrival_cv=2.0))).text
+
+
+def test_the_async_estimate_counts_each_distinct_rate_vector_of_the_classes() -> None:
+    flat = FleetPlanRequest.model_validate(fleet(classes_workload()))
+    day = [{**WORKED["classes"][0], "demand_rps": [60, 30, 60]}, {**WORKED["classes"][1], "demand_rps": [20, 20, 20]}]
+    varied = FleetPlanRequest.model_validate(fleet(classes_workload(classes=day)))
+    assert (fleet_operation.class_rate_vectors(flat), fleet_operation.class_rate_vectors(varied)) == (1, 2)
+    extra = fleet_operation.estimated_plan_s(varied, 2) - fleet_operation.estimated_plan_s(flat, 2)
+    milp = 2 * fleet_operation.MILP_COST_S  # two more periods of one workload
+    assert extra == pytest.approx(1 * 2 * fleet_operation.CLASS_ARRANGE_COST_S + milp)
