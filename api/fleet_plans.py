@@ -647,7 +647,12 @@ def _class_options(
         model=models[w.model], gpus=inputs.gpus, precisions=inputs.precisions, catalog_version=inputs.catalog_version
     )
     return arrangement_options(
-        classes=[k.to_class() for k in w.classes or ()], inputs=planning, base=base, periods=body.periods, checkpoint=checkpoint
+        classes=[k.to_class() for k in w.classes or ()],
+        inputs=planning,
+        base=base,
+        periods=body.periods,
+        period_hours=body.period_hours,
+        checkpoint=checkpoint,
     )
 
 
@@ -776,8 +781,10 @@ def _class_pools_read(
     arranged: FleetClassAssignment, grades: dict[str, str], rates: dict[tuple[str, str], list[float]]
 ) -> ClassPoolsAssignmentRead:
     by_pool: dict[str, list[str]] = {}
+    here = [pool.role for pool in arranged.pools]
     for figure in arranged.classes:
-        by_pool.setdefault(figure.pool, []).append(figure.name)
+        # a deferred class in a period without extra replicas is served by the interactive pool's idle capacity
+        by_pool.setdefault(figure.pool if figure.pool in here else here[0], []).append(figure.name)
     return ClassPoolsAssignmentRead(
         name=arranged.workload,
         arrangement=arranged.arrangement,

@@ -8,8 +8,13 @@ arranged by planner/plan_classes.py `each_arrangement` — the arrangements a si
 (shared FCFS, shared priority, shared priority with shedding, segregated), each sized by the same
 single-class planner, unsimulated as the fleet's other options are — and an arrangement that serves
 every period becomes an option holding its pools (id "classes-<arrangement>"). The MILP then takes the
-cheapest in GPU cost over the day, within inventory and budget. `deferred`, which moves background work
-between periods, is not offered: its pools span the day, not one period.
+cheapest in GPU cost over the day, within inventory and budget.
+
+`deferred` moves background work between periods, so it is planned once for the day
+(plan_classes `deferred_arrangement`): the interactive pool sized for its peak in every period, and
+the extra background replicas its schedule rents in each period (a pool of that many, absent where
+none). It is offered only where the fleet's periods are the classes' day (periods × period_hours =
+24 h, the day planner/plan_deferral.py schedules) and its extra replicas respect min_replicas.
 
 A class with no demand in a period is sized at IDLE_RATE_RPS (one request an hour, as fleet_pools sizes
 an idle period), so an arrangement keeps its pools' shape all day. Distinct rate vectors are arranged
@@ -18,13 +23,15 @@ once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
 from planner.errors import InfeasiblePlanError
 from planner.fleet_pools import IDLE_RATE_RPS
 from planner.fleet_spec import Checkpoint, ClassFigure, PoolConfig, PoolOption, no_checkpoint
-from planner.plan_classes import ClassesPlan, PoolPlan, each_arrangement
+from planner.plan_classes import ClassesPlan, PoolPlan, deferred_arrangement, each_arrangement
+from planner.plan_deferral import HOURS_PER_DAY
 from planner.planning import PlanningInputs, PlanningRequest
 from planner.traffic_classes import TrafficClass
 
@@ -75,6 +82,7 @@ def arrangement_options(
     inputs: PlanningInputs,
     base: PlanningRequest,
     periods: int,
+    period_hours: float = HOURS_PER_DAY,
     checkpoint: Checkpoint = no_checkpoint,
 ) -> tuple[PoolOption, ...]:
     """The workload's arrangement options (module docstring), in plan_classes' order. `base` carries the
@@ -91,12 +99,7 @@ def arrangement_options(
             arranged[rates] = {plan.chosen: plan for plan in each_arrangement(at_rates, inputs, base)}
         per_period.append(arranged[rates])
     names = [name for name in per_period[0] if all(name in found for found in per_period)]
-    if not names:
-        raise InfeasiblePlanError(
-            "no arrangement of the classes (shared FCFS, shared priority, segregated) serves every period's rates",
-            constraint="classes",
-        )
-    return tuple(
+    options = [
         PoolOption(
             id=f"classes-{name}",
             periods=tuple(tuple(_config(pool) for pool in found[name].pools) for found in per_period),
@@ -104,4 +107,27 @@ def arrangement_options(
             class_figures=tuple(_figures(found[name]) for found in per_period),
         )
         for name in names
-    )
+    ]
+    if math.isclose(periods * period_hours, HOURS_PER_DAY) and (deferred := _deferred(classes, inputs, base, periods)):
+        options.append(deferred)
+    if not options:
+        raise InfeasiblePlanError(
+            "no arrangement of the classes (shared FCFS, shared priority, segregated, deferred) serves every period's rates",
+            constraint="classes",
+        )
+    return tuple(options)
+
+
+def _deferred(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: PlanningRequest, periods: int) -> PoolOption | None:
+    """The deferred arrangement as an option (module docstring), or None where it is not offered."""
+    found = deferred_arrangement(classes, inputs, base)
+    if found is None:
+        return None
+    plan, extra = found
+    if len(extra) != periods or any(0 < n < base.constraints.min_replicas for n in extra):
+        return None
+    interactive = [_config(pool) for pool in plan.pools if pool.name != "deferred"]
+    background = [pool for pool in plan.pools if pool.name == "deferred"]
+    pools = tuple((*interactive, *(replace(_config(pool), replicas=n) for pool in background if n > 0)) for n in extra)
+    figures = _figures(plan)
+    return PoolOption(id="classes-deferred", periods=pools, arrangement="deferred", class_figures=(figures,) * periods)

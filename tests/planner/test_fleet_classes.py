@@ -12,7 +12,7 @@ from planner.fleet_classes import arrangement_options, class_demand_rps
 from planner.fleet_solve import solve_fleet
 from planner.fleet_spec import FleetSpec, FleetWorkload, GpuPrice
 from planner.plan_classes import plan_classes
-from tests.planner.test_plan_classes import BASE, CHAT_CLASS, SUMMARISE
+from tests.planner.test_plan_classes import BASE, CHAT_CLASS, OFFICE_DAY, SUMMARISE
 from tests.planner.test_planning import INPUTS
 
 #: Reserved at the on-demand price, so the MILP ranks arrangements by the same $/h as plan_classes.
@@ -60,3 +60,29 @@ def test_a_profile_sizes_each_period_at_its_rates() -> None:
     segregated = next(o for o in options if o.arrangement == "segregated")
     busy, idle = (pools[1].replicas for pools in segregated.periods)
     assert idle < busy and idle >= 1
+
+
+def test_a_day_of_periods_offers_the_deferred_arrangement_and_takes_the_cheapest() -> None:
+    """tests/planner/test_plan_classes.py's office day (chat 60 req/s from 09:00 to 17:00, 15 otherwise;
+    summaries due within 12 h): over 24 one-hour periods the deferred arrangement is offered — the chat pool
+    at its peak all day, extra summary replicas only in the periods its schedule rents them — and the MILP
+    takes the option whose GPUs cost least over the day."""
+    chat = dataclasses.replace(CHAT_CLASS, demand_rps=OFFICE_DAY)
+    summarise = dataclasses.replace(SUMMARISE, deadline_h=12.0)
+    options = arrangement_options(classes=(chat, summarise), inputs=INPUTS, base=BASE, periods=24, period_hours=1.0)
+    deferred = next(o for o in options if o.arrangement == "deferred")
+    single = plan_classes([chat, summarise], INPUTS, BASE)
+    interactive = [pools[0] for pools in deferred.periods]
+    assert {p.replicas for p in interactive} == {single.pools[0].replicas}
+    extra = [sum(p.replicas for p in pools[1:]) for pools in deferred.periods]
+    assert all(n == 0 for hour, n in enumerate(extra) if 9 <= hour < 17)  # office hours: nothing rented
+    plan = fleet_for(options, class_demand_rps((chat, summarise), 24))
+
+    def day_usd(option):  # type: ignore[no-untyped-def]
+        return sum(PRICES[pool.gpu].on_demand_usd_per_hour * pool.gpus for pools in option.periods for pool in pools)
+
+    assert plan.cost.total_usd == pytest.approx(min(day_usd(o) for o in options), rel=1e-9)
+    assert not any(
+        o.arrangement == "deferred"
+        for o in arrangement_options(classes=(chat, summarise), inputs=INPUTS, base=BASE, periods=24, period_hours=2.0)
+    )
