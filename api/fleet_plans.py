@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -612,7 +612,7 @@ def _pool_options(
         model=models[w.model],
         precisions=inputs.precisions,
         tps=body.search.to_grid().tp_degrees,
-        workload=w.to_workload(),
+        workload=replace(w.to_workload(), prefix_reuse=None),  # pools plan no prefix cache (the replicas' candidates do)
         slo=w.shape_slo().to_slo(),
         link=LINK,
         demand_rps=w.day_demand(body.periods),

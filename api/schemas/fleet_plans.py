@@ -190,6 +190,20 @@ class FleetWorkloadSpec(_Input):
         return self
 
     @model_validator(mode="after")
+    def _pools_take_no_levers(self) -> Self:
+        if self.topology == "disaggregated" and self.prefix_reuse is not None:
+            raise ValueError(
+                f"workload {self.name}: topology disaggregated with prefix_reuse: separate pools do not plan a prefix cache "
+                "(planner/plan_disagg.py); use topology aggregated or any (the cache is offered to the aggregated replicas)"
+            )
+        if self.topology == "disaggregated" and self.speculative == "on":
+            raise ValueError(
+                f"workload {self.name}: topology disaggregated with speculative on: the decode pool's step model has no "
+                "draft head (planner/plan_disagg.py pool_refusals); use auto, off, or topology aggregated or any"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _pools_split_a_ttft_target(self) -> Self:
         if self.topology != "aggregated" and self.slo is not None and self.slo.ttft_ms is None:
             raise ValueError(f"workload {self.name}: topology {self.topology} needs slo.ttft_ms (the pools split it)")
@@ -358,6 +372,14 @@ class FleetPlanRequest(_Input):
                         ("workloads", index, "demand_rps"),
                         f"gives {len(workload.demand_rps)} periods but workload {first!r} "
                         f"gives {periods}: every workload needs the same number",
+                    )
+                )
+            if workload.topology == "disaggregated" and workload.speculative is None and self.constraints.speculative == "on":
+                errors.append(
+                    _error(
+                        ("workloads", index, "topology"),
+                        "is disaggregated but constraints.speculative is on: the decode pool's step model has no draft "
+                        "head; give this workload speculative auto or off, or another topology",
                     )
                 )
             for k_index, k in enumerate(workload.classes or ()):

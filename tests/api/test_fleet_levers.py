@@ -135,3 +135,23 @@ def test_an_operation_plans_levers_and_classes_as_the_synchronous_route(working:
     assert without_fleet_timings(done["result"]) == without_fleet_timings(synchronous.json())
     assert done["result"]["levers"]["rag"]["prefix_caching"] is not None
     assert set(done["result"]["classes"]) == {"mixed"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "constraints", "reason"),
+    [
+        ({"prefix_reuse": {"hit_rate": 0.5}}, {}, "separate pools do not plan a prefix cache"),
+        ({"speculative": "on"}, {}, "the decode pool's step model has no draft head"),
+        ({}, {"speculative": "on"}, "constraints.speculative is on"),
+    ],
+)
+def test_levers_separate_pools_cannot_take_are_422(
+    api: ApiClient,  # noqa: F811
+    changes: dict[str, Any],
+    constraints: dict[str, Any],
+    reason: str,
+) -> None:
+    workload = fleet_workload("pd", [1.0], topology="disaggregated", **changes)
+    response = post(api, fleet(workload, **constraints))
+    assert response.status_code == 422, response.text
+    assert reason in response.text
