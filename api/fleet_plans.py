@@ -646,14 +646,21 @@ def _class_options(
     planning = PlanningInputs(
         model=models[w.model], gpus=inputs.gpus, precisions=inputs.precisions, catalog_version=inputs.catalog_version
     )
-    return arrangement_options(
-        classes=[k.to_class() for k in w.classes or ()],
-        inputs=planning,
-        base=base,
-        periods=body.periods,
-        period_hours=body.period_hours,
-        checkpoint=checkpoint,
-    )
+    try:
+        return arrangement_options(
+            classes=[k.to_class() for k in w.classes or ()],
+            inputs=planning,
+            base=base,
+            periods=body.periods,
+            period_hours=body.period_hours,
+            checkpoint=checkpoint,
+        )
+    except InfeasiblePlanError as error:
+        raise InfeasiblePlanError(
+            f"workload {w.name!r}: {error.detail}: allow more GPU types or precisions, or relax its classes' targets",
+            constraint="classes",
+            workload=w.name,
+        ) from error
 
 
 def _pool_read(pool: PoolConfig, grades: dict[str, str]) -> FleetPoolRead:

@@ -160,3 +160,11 @@ def test_the_async_estimate_counts_each_distinct_rate_vector_of_the_classes() ->
     extra = fleet_operation.estimated_plan_s(varied, 2) - fleet_operation.estimated_plan_s(flat, 2)
     milp = 2 * fleet_operation.MILP_COST_S  # two more periods of one workload
     assert extra == pytest.approx(1 * 2 * fleet_operation.CLASS_ARRANGE_COST_S + milp)
+
+
+def test_classes_no_arrangement_serves_are_422_naming_the_workload(api: ApiClient) -> None:  # noqa: F811
+    impossible = [{**WORKED["classes"][0], "slo": {"ttft_ms": 1}}, WORKED["classes"][1]]
+    response = post(api, fleet(classes_workload(classes=impossible)))
+    problem = assert_problem(response, 422)
+    assert problem["workload"] == "assist" and problem["constraint"] == "classes"
+    assert "no arrangement of the classes" in problem["detail"]
