@@ -714,11 +714,15 @@ def _candidate_read(candidate: Candidate) -> CandidateRead:
 
 def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: float, period_hours: float) -> dict[str, Any]:
     """Cost per hour and per month (730 h) of the schedule, and per million output tokens demanded."""
-    output_tokens = sum(
-        rate * period_hours * SECONDS_PER_HOUR * w.to_workload().output_tokens.mean
+    streams = [(w.day_demand(body.periods), w.to_workload().output_tokens.mean) for w in body.workloads if w.classes is None]
+    streams += [
+        (list(k.to_class().day_rps(body.periods)), k.to_class().output_tokens.mean)
         for w in body.workloads
-        for rate in w.day_demand(body.periods)
-    )  # Σ λ_wp · h · 3600 s/h · mean output tokens (a workload with classes: their merged mix's, weighted by rate)
+        for k in w.classes or ()
+    ]  # a workload with classes: each class's rate and mean output per period
+    output_tokens = sum(
+        rate * period_hours * SECONDS_PER_HOUR * mean for rates, mean in streams for rate in rates
+    )  # Σ λ_wp · h · 3600 s/h · mean output tokens
     usd_per_hour = total_usd / horizon_hours if horizon_hours > 0 else 0.0
     return {
         "usd_per_hour": usd_per_hour,

@@ -168,3 +168,12 @@ def test_classes_no_arrangement_serves_are_422_naming_the_workload(api: ApiClien
     problem = assert_problem(response, 422)
     assert problem["workload"] == "assist" and problem["constraint"] == "classes"
     assert "no arrangement of the classes" in problem["detail"]
+
+
+def test_the_cost_per_million_output_tokens_counts_each_class_at_its_rate(planned: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    _, plan = planned
+    # two 12 h periods: chat 60 req/s × 200 tokens (mean) and summarise 20 req/s × 300 tokens, all day
+    tokens = (60 * 200 + 20 * 300) * 24 * 3600
+    assert plan["cost"]["usd_per_million_output_tokens"] == pytest.approx(
+        plan["cost"]["usd_total"] / tokens * 1e6, abs=0.005
+    )  # cents
