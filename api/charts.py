@@ -708,9 +708,11 @@ def fleet_day_chart(response: dict[str, Any]) -> Chart:
                edgecolor="white", label=f"{gpu}, {kind}", gid=f"gpus-{gpu}-{kind.replace(' ', '-')}")  # fmt: skip
         base = [b + c for b, c in zip(base, counts, strict=True)]
     pools = _fleet_pools(periods)
+    arranged = _fleet_class_labels(periods)
     for i, start in enumerate(starts):
         lines = [f"{w} {drawn['ratio'][i]} ({drawn['prefill_gpus'][i]}+{drawn['decode_gpus'][i]} GPUs)"
                  for w, drawn in pools.items() if drawn["ratio"][i] is not None]  # fmt: skip
+        lines += arranged[i]
         if lines:
             ax.annotate("\n".join(lines), (start + hours / 2, base[i]), textcoords="offset points", xytext=(0, 3), ha="center",
                         va="bottom", fontsize=7, gid=f"pools-{i}")  # fmt: skip
@@ -718,7 +720,7 @@ def fleet_day_chart(response: dict[str, Any]) -> Chart:
     ax.set_ylabel("GPUs held")
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(starts[0], starts[-1] + hours)
-    if pools:  # room above the tallest bar for its pools' labels
+    if pools or any(arranged):  # room above the tallest bar for its pools' labels
         ax.set_ylim(0, 1.25 * max(base + [1]))
     right = ax.twinx()
     demand = {w: [float(p["demand_rps"].get(w, 0.0)) for p in periods] for w in workloads}
@@ -731,8 +733,23 @@ def fleet_day_chart(response: dict[str, Any]) -> Chart:
     ax.legend(handles[0][0] + handles[1][0], handles[0][1] + handles[1][1], fontsize=8, loc="upper left",
               bbox_to_anchor=(1.08, 1)).set_gid("legend")  # fmt: skip
     ax.grid(alpha=0.3, axis="y")
-    series = {"start_hour": starts, "period_hours": hours, "gpus": stacks, "demand_rps": demand, "held": base, "pools": pools}
+    series = {"start_hour": starts, "period_hours": hours, "gpus": stacks, "demand_rps": demand, "held": base, "pools": pools,
+              "class_pools": arranged}  # fmt: skip
     return Chart(figure, series)
+
+
+def _fleet_class_labels(periods: list[dict[str, Any]]) -> list[list[str]]:
+    """Per period, a label per workload with traffic classes: its arrangement and each pool's classes and GPUs
+    ("assist segregated (chat 4, summarise 2 GPUs)")."""
+    return [
+        [
+            f"{a['name']} {a['arrangement']} ("
+            + ", ".join(f"{'+'.join(pool['classes']) or pool['name']} {pool['gpus']}" for pool in a["pools"])
+            + " GPUs)"
+            for a in p.get("class_pools", [])
+        ]
+        for p in periods
+    ]
 
 
 def _fleet_pools(periods: list[dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:

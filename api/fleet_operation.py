@@ -33,7 +33,9 @@ from catalog.repository import Catalog
 from planner.candidates import Drop
 from planner.errors import PlannerInputError
 from planner.fleet_candidates import CandidateTable, SloRefusal, gpu_candidate_table, merged_tables
+from planner.fleet_levers import CandidateLevers
 from planner.optimizer import Candidate
+from planner.plan_result import PrefixCaching, SpeculativeChoice
 from planner.specs import ModelSpec
 from planner.units import MS_PER_S
 from planner.workload import Slo, Workload
@@ -64,6 +66,12 @@ MILP_COST_S = 0.0074
 #: processes on both cores, 2026-12-04), so the CPU time stands for an uncontended run, as TABLE_COST_S's load
 #: 0.9–1.7 did.
 POOL_PLAN_COST_S = 0.019
+#: What arranging one distinct vector of a class workload's per-period rates costs per GPU type (planner/fleet_classes.py:
+#: each arrangement's single-class plans). `python -m bench.fleet_api_benchmark --scenario levers`, warm run (its tables
+#: cached, so the request's CPU is the class workload's 24 distinct rate vectors of 2 classes on 3 GPU types plus a MILP
+#: of 0.07 s): 2.28 s of process CPU, 2.2 s / 24 / 3 ≈ 0.031 s per vector and GPU type (docs/fleet-benchmark.md
+#: "Levers and classes"; load average 14, which inflates wall time more than CPU time).
+CLASS_ARRANGE_COST_S = 0.031
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +81,7 @@ class Shape:
     model: ModelSpec
     workload: Workload
     slo: Slo
+    levers: fleet_plans.TableLevers = ("off", None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +100,22 @@ def _shapes(
     body: FleetPlanRequest, inputs: fleet_plans.FleetInputs, models: dict[str, ModelSpec]
 ) -> tuple[tuple[Shape, ...], tuple[int, ...]]:
     """The request's distinct shapes (first appearance first) and each workload's one."""
-    index: dict[tuple[ModelSpec, Workload, Slo], int] = {}
+    index: dict[tuple[ModelSpec, Workload, Slo, fleet_plans.TableLevers], int] = {}
     of_workload = []
-    for model, _gpus, _precisions, workload, slo, _grid in fleet_plans.table_jobs(body, inputs, models):
-        key = (model, workload.at_rate(1.0), slo)
+    for model, _gpus, _precisions, workload, slo, _grid, levers in fleet_plans.table_jobs(body, inputs, models):
+        key = (model, workload.at_rate(1.0), slo, levers)
         of_workload.append(index.setdefault(key, len(index)))
-    return tuple(Shape(model=m, workload=w, slo=s) for m, w, s in index), tuple(of_workload)
+    return tuple(Shape(model=m, workload=w, slo=s, levers=lv) for m, w, s, lv in index), tuple(of_workload)
 
 
 def distinct_shapes(body: FleetPlanRequest) -> int:
     """How many candidate tables per GPU type the request needs (equal shapes share one), from the body alone."""
-    return len({(w.model, w.to_workload().at_rate(1.0), w.slo.to_slo()) for w in body.workloads})
+    return len(
+        {
+            (w.model, w.to_workload().at_rate(1.0), w.shape_slo().to_slo(), fleet_plans.table_levers(body, w)[0])
+            for w in fleet_plans.table_workloads(body)
+        }
+    )
 
 
 def pool_plan_gpu_types(body: FleetPlanRequest, gpu_types: int) -> int:
@@ -109,17 +123,29 @@ def pool_plan_gpu_types(body: FleetPlanRequest, gpu_types: int) -> int:
     per workload whose topology allows pools, one run per distinct demand (an idle period is one more) on each GPU
     type alone and, with several, one on all of them (gpu_types more)."""
     per_demand = gpu_types + (gpu_types if gpu_types > 1 else 0)  # each type alone, then all together
-    return sum(len(set(w.demand_rps)) * per_demand for w in body.workloads if w.topology != "aggregated")
+    return sum(len(set(w.day_demand(body.periods))) * per_demand for w in body.workloads if w.topology != "aggregated")
 
 
 def estimated_plan_s(body: FleetPlanRequest, gpu_types: int) -> float:
-    """How long the plan is expected to take in one process, caches cold: shapes × GPU types ×
-    TABLE_COST_S for its tables, the pool options' GPU types planned across × POOL_PLAN_COST_S,
+    """How long the plan is expected to take in one process, caches cold: tables (shapes and their lever
+    variants) × GPU types × TABLE_COST_S, the pool options' GPU types planned across × POOL_PLAN_COST_S, the
+    class workloads' distinct rate vectors × GPU types × CLASS_ARRANGE_COST_S,
     workloads × periods × MILP_COST_S for its MILP. Tables already cached in the API process and the
     table processes' parallelism are left out, so it errs towards 202."""
-    tables_s = distinct_shapes(body) * gpu_types * TABLE_COST_S
+    tables_s = body.lever_tables() * gpu_types * TABLE_COST_S  # a shape's prefix-cache and draft variants are tables too
     pools_s = pool_plan_gpu_types(body, gpu_types) * POOL_PLAN_COST_S
-    return tables_s + pools_s + len(body.workloads) * body.periods * MILP_COST_S
+    classes_s = class_rate_vectors(body) * gpu_types * CLASS_ARRANGE_COST_S
+    return tables_s + pools_s + classes_s + len(body.workloads) * body.periods * MILP_COST_S
+
+
+def class_rate_vectors(body: FleetPlanRequest) -> int:
+    """Distinct per-period rate vectors over the workloads with classes: each is arranged once (planner/fleet_classes.py)."""
+    vectors = 0
+    for w in body.workloads:
+        if w.classes is not None:
+            rates = [k.to_class().day_rps(body.periods) for k in w.classes]
+            vectors += len({tuple(r[p] for r in rates) for p in range(body.periods)})
+    return vectors
 
 
 def gpu_types_allowed(body: FleetPlanRequest, catalog: Catalog) -> int:
@@ -176,6 +202,7 @@ def run_unit(prepared: Prepared, index: int, _settings: Settings, _session: Sess
     table = gpu_candidate_table(
         model=shape.model, gpu=gpus[index % len(gpus)], precisions=prepared.inputs.precisions, workload=shape.workload,
         slo=shape.slo, grid=prepared.body.search.to_grid(), checkpoint=deadline.checkpoint,
+        speculative=shape.levers[0], published=shape.levers[1],
     )  # fmt: skip
     return {"table": table_json(table), "ms": (time.perf_counter() - started) * MS_PER_S}
 
@@ -235,12 +262,13 @@ def table_json(table: CandidateTable) -> dict[str, Any]:
             for d in table.drops
         ],
         "slo_refusals": [dataclasses.asdict(r) for r in table.slo_refusals],
+        "levers": {cid: dataclasses.asdict(levers) for cid, levers in table.levers.items()},
     }
 
 
 def table_from_json(data: dict[str, Any]) -> CandidateTable:
     float_fields = ("bound_s", "target_s", "needed_bytes", "available_bytes")
-    counts = {k: v for k, v in data.items() if k not in ("candidates", "drops", "slo_refusals")}
+    counts = {k: v for k, v in data.items() if k not in ("candidates", "drops", "slo_refusals", "levers")}
     drops: list[Drop] = []
     for drop in data["drops"]:
         fields: dict[str, Any] = {k: _float_back(v) if k in float_fields else v for k, v in drop.items()}
@@ -250,4 +278,13 @@ def table_from_json(data: dict[str, Any]) -> CandidateTable:
         candidates=tuple(Candidate(**c) for c in data["candidates"]),
         drops=tuple(drops),
         slo_refusals=tuple(SloRefusal(**r) for r in data["slo_refusals"]),
+        levers={cid: _levers_back(levers) for cid, levers in data.get("levers", {}).items()},
+    )
+
+
+def _levers_back(data: dict[str, Any]) -> CandidateLevers:
+    prefix, draft = data.get("prefix_caching"), data.get("speculative")
+    return CandidateLevers(
+        prefix_caching=None if prefix is None else PrefixCaching(**prefix),
+        speculative=None if draft is None else SpeculativeChoice(**draft),
     )

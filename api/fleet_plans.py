@@ -27,10 +27,11 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from api.deploy import published_draft_methods
 from api.disagg_plans import LINK
 from api.errors import RequestTimeoutError
 from api.inputs import BUILT_IN_EFFICIENCIES, priced
@@ -40,12 +41,18 @@ from api.schemas.fleet_plans import (
     AssignmentRead,
     CandidateRead,
     CandidateSearchRead,
+    ClassPoolsAssignmentRead,
     CostRead,
     DemandShadowPriceRead,
+    FleetClassesRead,
+    FleetClassPoolRead,
+    FleetClassRead,
+    FleetLeversRead,
     FleetPlanRequest,
     FleetPlanResponse,
     FleetPoolRead,
     FleetTopologyRead,
+    FleetWorkloadSpec,
     GpuPriceRead,
     InventoryShadowPriceRead,
     ModelSizeRead,
@@ -54,6 +61,7 @@ from api.schemas.fleet_plans import (
     ShadowPricesRead,
     SolverRead,
 )
+from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning, PrecisionRead
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
@@ -69,10 +77,14 @@ from planner.fleet_candidates import (
     candidate_table,
     no_candidates_error,
 )
+from planner.fleet_classes import arrangement_options
+from planner.fleet_levers import NO_LEVERS, CandidateLevers, SpeculativeMode
 from planner.fleet_pools import pool_options
 from planner.fleet_solve import solve_fleet
 from planner.fleet_spec import (
     Checkpoint,
+    ClassFigure,
+    FleetClassAssignment,
     FleetConstraints,
     FleetPlan,
     FleetSpec,
@@ -84,10 +96,11 @@ from planner.fleet_spec import (
     no_checkpoint,
 )
 from planner.optimizer import Candidate
-from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR
+from planner.plan_records import PlanConstraints
+from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR, PlanningInputs, PlanningRequest
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.units import MS_PER_S
-from planner.workload import Slo, Workload
+from planner.workload import FixedLength, Slo, Workload
 
 _PAGE = 500
 
@@ -204,6 +217,7 @@ class FleetOutcome:
     candidates_ms: float
     plan_ms: float
     pool_options_offered: dict[str, int] = field(default_factory=dict)  # workload name → pool options offered
+    arrangements_offered: dict[str, tuple[str, ...]] = field(default_factory=dict)  # workload name → class arrangements
 
 
 #: Candidate tables kept per process, keyed by everything they depend on (a re-plan after a
@@ -303,7 +317,9 @@ def pending_table_jobs() -> int:
     return _WORKERS.pending()
 
 
-_TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid]
+#: A table's inputs; the last member is its levers: the speculative mode and the draft heads published for the model.
+_TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid, "TableLevers"]
+TableLevers = tuple[SpeculativeMode, frozenset[str] | None]
 
 
 class TableDeadlinePassed(Exception):
@@ -326,12 +342,13 @@ class _ExpiresAt:
 def _compute_table(
     job: _TableJob, expires_at_unix_s: float | None = None, checkpoint: Checkpoint = no_checkpoint
 ) -> CandidateTable:
-    model, gpus, precisions, workload, slo, grid = job
+    model, gpus, precisions, workload, slo, grid, (speculative, published) = job
     if expires_at_unix_s is not None:
         checkpoint = _ExpiresAt(expires_at_unix_s)
     return candidate_table(
-        model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid, checkpoint=checkpoint
-    )
+        model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid, checkpoint=checkpoint,
+        speculative=speculative, published=published,
+    )  # fmt: skip
 
 
 def _in_workers(jobs: list[_TableJob], deadline: Deadline | None) -> list[CandidateTable]:
@@ -363,8 +380,8 @@ def candidate_tables(jobs: list[_TableJob], deadline: Deadline | None = None) ->
     """
     # GPU specs hold dicts (not hashable); their repr is a full, deterministic description.
     keys = [
-        (model, workload.at_rate(1.0), slo, repr(gpus), repr(precisions), grid)
-        for model, gpus, precisions, workload, slo, grid in jobs
+        (model, workload.at_rate(1.0), slo, repr(gpus), repr(precisions), grid, levers)
+        for model, gpus, precisions, workload, slo, grid, levers in jobs
     ]
     missing = {key: job for key, job in zip(keys, jobs, strict=True) if key not in _TABLE_CACHE}
     workers = min(len(missing), os.cpu_count() or 1)
@@ -447,12 +464,33 @@ def fleet_inputs(
 
 
 def table_jobs(body: FleetPlanRequest, inputs: FleetInputs, models: dict[str, ModelSpec]) -> list[_TableJob]:
-    """Each workload's candidate-table job, in the request's order (equal shapes give equal jobs)."""
+    """Each workload's candidate-table job, in the request's order (equal shapes give equal jobs); a
+    workload with classes has none (its arrangements are its options: planner/fleet_classes.py)."""
     grid = body.search.to_grid()
     return [
-        (models[w.model], tuple(inputs.gpus), tuple(inputs.precisions), w.to_workload(), w.slo.to_slo(), grid)
-        for w in body.workloads
+        (
+            models[w.model],
+            tuple(inputs.gpus),
+            tuple(inputs.precisions),
+            w.to_workload(),
+            w.shape_slo().to_slo(),
+            grid,
+            table_levers(body, w),
+        )
+        for w in table_workloads(body)
     ]
+
+
+def table_workloads(body: FleetPlanRequest) -> list[FleetWorkloadSpec]:
+    """The workloads with a candidate table: those without classes, in the request's order."""
+    return [w for w in body.workloads if w.classes is None]
+
+
+def table_levers(body: FleetPlanRequest, w: FleetWorkloadSpec) -> TableLevers:
+    """The workload's speculative mode (its own, else constraints.speculative) and, when it speculates, the
+    draft heads published for its model (api/deploy.py, as a single plan's PlanningInputs.draft_methods)."""
+    mode = body.constraints.speculative if w.speculative is None else w.speculative
+    return (mode, None if mode == "off" else published_draft_methods(w.model))
 
 
 def plan_fleet(
@@ -492,15 +530,24 @@ def plan_with_tables(
     candidates_ms: float | None = None,
 ) -> FleetOutcome:
     """The tables and the MILP: pure work on specs already read (run under the request deadline).
-    `tables` (one per workload, in order) are used as given when an operation's tasks computed
-    them (api/fleet_operation.py), with `candidates_ms` the time they took; else they are computed here."""
+    `tables` (one per workload without classes, in order) are used as given when an operation's tasks computed
+    them (api/fleet_operation.py), with `candidates_ms` the time they took; else they are computed here. A
+    workload with classes is offered its arrangements (`_class_options`)."""
     jobs = table_jobs(body, inputs, models)
     if tables is None:
         tables = candidate_tables(jobs, deadline)
+    tabled = dict(zip((w.name for w in table_workloads(body)), tables, strict=True))
     by_workload: dict[str, CandidateTable] = {}
     workloads = []
     checkpoint = no_checkpoint if deadline is None else _deadline_checkpoint(deadline)
-    for w, table in zip(body.workloads, tables, strict=True):
+    for w in body.workloads:
+        if w.classes is not None:
+            arranged = _class_options(body, w, inputs, models, checkpoint, solver_time_limit_s)
+            workloads.append(
+                FleetWorkload(name=w.name, candidates=(), demand_rps=tuple(w.day_demand(body.periods)), pool_options=arranged)
+            )
+            continue
+        table = tabled[w.name]
         options = _pool_options(body, w, inputs, models, checkpoint)
         candidates = () if w.topology == "disaggregated" else table.candidates
         if not candidates and not options:
@@ -515,7 +562,9 @@ def plan_with_tables(
                 workload=w.name,
             )
         by_workload[w.name] = table
-        workloads.append(FleetWorkload(name=w.name, candidates=candidates, demand_rps=tuple(w.demand_rps), pool_options=options))
+        workloads.append(
+            FleetWorkload(name=w.name, candidates=candidates, demand_rps=tuple(w.day_demand(body.periods)), pool_options=options)
+        )
     if (too_large := milp_size_error(workloads, body.periods)) is not None:
         raise too_large
     if candidates_ms is None:
@@ -544,10 +593,11 @@ def plan_with_tables(
         plan=plan,
         inputs=inputs,
         tables=by_workload,
-        distinct_tables=len({(job[0], job[3].at_rate(1.0), job[4]) for job in jobs}),
+        distinct_tables=len({(job[0], job[3].at_rate(1.0), job[4], job[6]) for job in jobs}),
         candidates_ms=candidates_ms,
         plan_ms=(time.perf_counter() - started) * MS_PER_S,
-        pool_options_offered={w.name: len(w.pool_options) for w in workloads},
+        pool_options_offered={w.name: sum(o.arrangement is None for o in w.pool_options) for w in workloads},
+        arrangements_offered={w.name: tuple(o.arrangement for o in w.pool_options if o.arrangement) for w in workloads},
     )
 
 
@@ -562,13 +612,55 @@ def _pool_options(
         model=models[w.model],
         precisions=inputs.precisions,
         tps=body.search.to_grid().tp_degrees,
-        workload=w.to_workload(),
-        slo=w.slo.to_slo(),
+        workload=replace(w.to_workload(), prefix_reuse=None),  # pools plan no prefix cache (the replicas' candidates do)
+        slo=w.shape_slo().to_slo(),
         link=LINK,
-        demand_rps=w.demand_rps,
+        demand_rps=w.day_demand(body.periods),
         constraints=FleetConstraints(min_replicas=body.constraints.min_replicas, n_plus_one=body.constraints.n_plus_one),
         checkpoint=checkpoint,
     )
+
+
+def _class_options(
+    body: FleetPlanRequest,
+    w: FleetWorkloadSpec,
+    inputs: FleetInputs,
+    models: dict[str, ModelSpec],
+    checkpoint: Checkpoint,
+    solver_time_limit_s: float,
+) -> tuple[PoolOption, ...]:
+    """The arrangement options of a workload with classes (planner/fleet_classes.py), each pool planned by the
+    single-class planner on the fleet's GPUs, precisions and search grid, under its min_replicas and N+1,
+    without speculation (as api/classes_plans.py plans class pools) and unsimulated (as every fleet option)."""
+    grid = body.search.to_grid()
+    base = PlanningRequest(
+        workload=Workload(arrival_rate_rps=1.0, prompt_tokens=FixedLength(tokens=1), output_tokens=FixedLength(tokens=1)),
+        slo=Slo(e2e_s=1.0),  # both replaced per pool
+        constraints=PlanConstraints(min_replicas=body.constraints.min_replicas, n_plus_one=body.constraints.n_plus_one),
+        verify=False,
+        tp_degrees=grid.tp_degrees,
+        batch_limits=grid.batch_limits,
+        chunk_budgets=grid.chunk_budgets,
+        solver_time_limit_s=min(solver_time_limit_s, body.solver_time_limit_s),
+    )
+    planning = PlanningInputs(
+        model=models[w.model], gpus=inputs.gpus, precisions=inputs.precisions, catalog_version=inputs.catalog_version
+    )
+    try:
+        return arrangement_options(
+            classes=[k.to_class() for k in w.classes or ()],
+            inputs=planning,
+            base=base,
+            periods=body.periods,
+            period_hours=body.period_hours,
+            checkpoint=checkpoint,
+        )
+    except InfeasiblePlanError as error:
+        raise InfeasiblePlanError(
+            f"workload {w.name!r}: {error.detail}: allow more GPU types or precisions, or relax its classes' targets",
+            constraint="classes",
+            workload=w.name,
+        ) from error
 
 
 def _pool_read(pool: PoolConfig, grades: dict[str, str]) -> FleetPoolRead:
@@ -622,10 +714,14 @@ def _candidate_read(candidate: Candidate) -> CandidateRead:
 
 def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: float, period_hours: float) -> dict[str, Any]:
     """Cost per hour and per month (730 h) of the schedule, and per million output tokens demanded."""
-    output_tokens = sum(
-        rate * period_hours * SECONDS_PER_HOUR * w.to_workload().output_tokens.mean
+    streams = [(w.day_demand(body.periods), w.to_workload().output_tokens.mean) for w in body.workloads if w.classes is None]
+    streams += [
+        (list(k.to_class().day_rps(body.periods)), k.to_class().output_tokens.mean)
         for w in body.workloads
-        for rate in w.demand_rps
+        for k in w.classes or ()
+    ]  # a workload with classes: each class's rate and mean output per period
+    output_tokens = sum(
+        rate * period_hours * SECONDS_PER_HOUR * mean for rates, mean in streams for rate in rates
     )  # Σ λ_wp · h · 3600 s/h · mean output tokens
     usd_per_hour = total_usd / horizon_hours if horizon_hours > 0 else 0.0
     return {
@@ -635,8 +731,131 @@ def _per_unit_costs(body: FleetPlanRequest, total_usd: float, horizon_hours: flo
     }
 
 
-def _periods_read(plan: FleetPlan, grades: dict[str, str]) -> list[PeriodRead]:
+def _lever_reads(levers: CandidateLevers) -> dict[str, Any]:
+    """A candidate's `prefix_caching` and `speculative` as the response reads them (null without)."""
+    prefix, draft = levers.prefix_caching, levers.speculative
+    return {
+        "prefix_caching": None if prefix is None else PrefixCachingRead.model_validate(prefix, from_attributes=True),
+        "speculative": None if draft is None else SpeculativeRead.model_validate(draft, from_attributes=True),
+    }
+
+
+def _candidate_levers(tables: dict[str, CandidateTable], workload: str, candidate: Candidate) -> CandidateLevers:
+    table = tables.get(workload)
+    return NO_LEVERS if table is None else table.levers.get(candidate.id, NO_LEVERS)
+
+
+def _levers(body: FleetPlanRequest, plan: FleetPlan, tables: dict[str, CandidateTable]) -> dict[str, FleetLeversRead]:
+    """Each workload with replicas: its speculative mode, whether it gave prefix_reuse, and the levers of the
+    configuration serving its most GPU-hours (the first such in schedule order on a tie)."""
+    gpu_periods: dict[str, dict[str, int]] = {}
+    first: dict[str, Candidate] = {}
+    for period in plan.periods:
+        for a in period.assignments:
+            used = gpu_periods.setdefault(a.workload, {})
+            used[a.candidate.id] = used.get(a.candidate.id, 0) + a.gpus
+            first.setdefault(f"{a.workload}\0{a.candidate.id}", a.candidate)
+    out: dict[str, FleetLeversRead] = {}
+    for w in body.workloads:
+        served = gpu_periods.get(w.name)
+        if not served:
+            continue
+        top = max(served, key=lambda cid: served[cid])  # dicts keep schedule order: max takes the first of equals
+        chosen = _candidate_levers(tables, w.name, first[f"{w.name}\0{top}"])
+        out[w.name] = FleetLeversRead(
+            speculative_mode=table_levers(body, w)[0], prefix_reuse=w.prefix_reuse is not None, **_lever_reads(chosen)
+        )
+    return out
+
+
+def _class_rates(body: FleetPlanRequest) -> dict[tuple[str, str], list[float]]:
+    """(workload, class) → the class's rate in each period, for the workloads with classes."""
+    return {(w.name, k.name): list(k.to_class().day_rps(body.periods)) for w in body.workloads for k in w.classes or ()}
+
+
+def _class_read(figure: ClassFigure, demand_rps: float) -> FleetClassRead:
+    return FleetClassRead(
+        name=figure.name,
+        pool=figure.pool,
+        demand_rps=demand_rps,
+        percentile=figure.percentile,
+        ttft_ms=figure.ttft_s * MS_PER_S,
+        tpot_ms=figure.tpot_s * MS_PER_S,
+        e2e_s=figure.e2e_s,
+        deadline_h=figure.deadline_h,
+        meets_target=figure.meets_target,
+        shed_fraction=figure.shed_fraction,
+    )
+
+
+def _class_pools_read(
+    arranged: FleetClassAssignment, grades: dict[str, str], rates: dict[tuple[str, str], list[float]]
+) -> ClassPoolsAssignmentRead:
+    by_pool: dict[str, list[str]] = {}
+    here = [pool.role for pool in arranged.pools]
+    for figure in arranged.classes:
+        # a deferred class in a period without extra replicas is served by the interactive pool's idle capacity
+        by_pool.setdefault(figure.pool if figure.pool in here else here[0], []).append(figure.name)
+    return ClassPoolsAssignmentRead(
+        name=arranged.workload,
+        arrangement=arranged.arrangement,
+        pools=[
+            FleetClassPoolRead(
+                name=pool.role,
+                classes=by_pool.get(pool.role, []),
+                gpu=pool.gpu,
+                tp=pool.tp,
+                replicas=pool.replicas,
+                gpus=pool.gpus,
+                precision=PrecisionRead(weights=pool.weights_precision, kv_cache=pool.kv_precision),
+                batch_limit=pool.batch_limit,
+                chunk_tokens=pool.chunk_tokens,
+                utilisation=pool.rho,
+                scheduling="priority" if pool.binding == "priority" else "fcfs",
+                calibration_grade=grades.get(pool.gpu),
+            )
+            for pool in arranged.pools
+        ],
+        classes=[
+            _class_read(figure, rates.get((arranged.workload, figure.name), [0.0] * (arranged.period + 1))[arranged.period])
+            for figure in arranged.classes
+        ],
+        gpus=dict(arranged.gpus),
+        demand_rps=arranged.offered_rps,
+    )
+
+
+def _classes(body: FleetPlanRequest, outcome: FleetOutcome, periods: list[PeriodRead]) -> dict[str, FleetClassesRead]:
+    """Each workload with classes: the arrangement run (one option for the whole day) and its classes' figures
+    in the period of its peak demand (the first such)."""
+    out: dict[str, FleetClassesRead] = {}
+    for w in body.workloads:
+        if w.classes is None:
+            continue
+        served = [
+            (period.demand_rps.get(w.name, 0.0), -period.period, arranged)
+            for period in periods
+            for arranged in period.class_pools
+            if arranged.name == w.name
+        ]
+        if not served:
+            continue
+        peak = max(served, key=lambda item: item[:2])[2]
+        out[w.name] = FleetClassesRead(
+            arrangement=peak.arrangement, offered=list(outcome.arrangements_offered.get(w.name, ())), classes=peak.classes
+        )
+    return out
+
+
+def _periods_read(
+    plan: FleetPlan,
+    grades: dict[str, str],
+    tables: dict[str, CandidateTable] | None = None,
+    rates: dict[tuple[str, str], list[float]] | None = None,
+) -> list[PeriodRead]:
     """Each period's GPUs and workloads' assignments, as served."""
+    tables = {} if tables is None else tables
+    rates = {} if rates is None else rates
     periods = []
     for period in plan.periods:
         periods.append(
@@ -664,9 +883,11 @@ def _periods_read(plan: FleetPlan, grades: dict[str, str]) -> list[PeriodRead]:
                         offered_rps=a.offered_rps,
                         target_rho=a.target_rho,
                         calibration_grade=grades.get(a.candidate.gpu),
+                        **_lever_reads(_candidate_levers(tables, a.workload, a.candidate)),
                     )
                     for a in period.assignments
                 ],
+                class_pools=[_class_pools_read(arranged, grades, rates) for arranged in period.class_pools],
                 pools=[
                     PoolAssignmentRead(
                         name=pair.workload,
@@ -705,6 +926,7 @@ def _low_confidence_warnings(plan: FleetPlan, grades: dict[str, str]) -> list[Pl
     scheduled = sorted(
         {a.candidate.gpu for period in plan.periods for a in period.assignments}
         | {gpu for period in plan.periods for pair in period.pools for gpu in pair.gpus}
+        | {gpu for period in plan.periods for arranged in period.class_pools for gpu in arranged.gpus}
     )
     return [
         PlanWarning(
@@ -747,14 +969,16 @@ def fleet_plan_response(
 ) -> FleetPlanResponse:
     plan, inputs = outcome.plan, outcome.inputs
     grades = {gpu.slug: gpu.calibration_grade for gpu in inputs.gpus}
-    periods = _periods_read(plan, grades)
+    periods = _periods_read(plan, grades, outcome.tables, _class_rates(body))
     cost = plan.cost
     shadow = plan.shadow_prices
     tables = list({id(t): t for t in outcome.tables.values()}.values())
     notes = _notes(inputs, plan, tables)
-    gpus_priced = {c.gpu for t in tables for c in t.candidates} | {
-        gpu for period in plan.periods for pair in period.pools for gpu in pair.gpus
-    }
+    gpus_priced = (
+        {c.gpu for t in tables for c in t.candidates}
+        | {gpu for period in plan.periods for pair in period.pools for gpu in pair.gpus}
+        | {gpu for period in plan.periods for arranged in period.class_pools for gpu in arranged.gpus}
+    )
     warnings = _low_confidence_warnings(plan, grades)
     response = FleetPlanResponse(
         id=plan_id,
@@ -810,6 +1034,8 @@ def fleet_plan_response(
         if body.include_candidates
         else None,
         topologies=_topologies(body, plan, outcome.pool_options_offered),
+        levers=_levers(body, plan, outcome.tables),
+        classes=_classes(body, outcome, periods),
     )
     # what is served (and stored) is rounded (api/rounding.py); `outcome` keeps the unrounded figures
     return FleetPlanResponse.model_validate(rounded(response.model_dump(mode="json")))

@@ -14,6 +14,8 @@ Scenarios (illustrative traffic, not data):
   × 5 regions whose diurnal peaks are 0, 3, 6, 9, 12 hours apart. Workloads of one product
   share a shape, so 4 candidate tables are computed. Every catalog GPU, precisions bf16 and
   fp8 (the /v1/plans defaults), the default grid (tp 1–8, six batch limits, four chunk budgets).
+- `levers`: 4 workloads on llama-3.1-8b (`levers_scenario`): chat plain and with speculative auto, RAG with
+  prefix_reuse, and a workload with two traffic classes whose arrangements are planned per period.
 - `distinct`: 12 workloads with 12 different shapes (four models × three request mixes/SLOs),
   on three GPU types (l40s, h100-sxm, h200) — what a fleet limited to its cloud's GPUs asks.
   Twelve is the most distinct shapes one request may plan (MAX_DISTINCT_SHAPES); the scenario
@@ -116,7 +118,36 @@ def distinct_scenario() -> dict[str, Any]:
     return {"workloads": workloads, "inventory": INVENTORY, "constraints": {"gpus": ["l40s", "h100-sxm", "h200"]}}
 
 
-SCENARIOS = {"shared": shared_scenario, "distinct": distinct_scenario}
+def levers_scenario() -> dict[str, Any]:
+    """Issue 17 §4 / 18: the same chat traffic planned plain and with speculative decoding auto, a RAG workload
+    with a shared system prompt (prefix_reuse), and an assistant workload with two traffic classes (chat at a
+    TTFT target and summaries due within 6 h), each with a diurnal profile, on llama-3.1-8b."""
+    chat = {"model": "llama-3.1-8b", **MIXES["chat"]}
+    classes = [
+        {"name": "chat", "arrival_rate_rps": 20.0, "prompt_tokens": MIXES["chat"]["prompt_tokens"],
+         "output_tokens": MIXES["chat"]["output_tokens"], "slo": {"ttft_ms": 1000}, "demand_rps": diurnal(20.0, 14)},
+        {"name": "summarise", "arrival_rate_rps": 6.0, "prompt_tokens": MIXES["summarise"]["prompt_tokens"],
+         "output_tokens": MIXES["summarise"]["output_tokens"], "deadline_h": 6, "priority": 1, "demand_rps": diurnal(6.0, 20)},
+    ]  # fmt: skip
+    return {
+        "workloads": [
+            {"name": "chat-plain", **chat, "demand_rps": diurnal(8.0, 14)},
+            {"name": "chat-speculative", **chat, "speculative": "auto", "demand_rps": diurnal(8.0, 14)},
+            {
+                "name": "rag-cached",
+                "model": "llama-3.1-8b",
+                **MIXES["rag"],
+                "demand_rps": diurnal(10.0, 16),
+                "prefix_reuse": {"system_prompt_tokens": 2000, "system_prompt_fraction": 0.8},
+            },
+            {"name": "assistant-classes", "model": "llama-3.1-8b", "classes": classes},
+        ],
+        "inventory": INVENTORY,
+        "constraints": {"gpus": ["l40s", "h100-sxm", "h200"]},
+    }
+
+
+SCENARIOS = {"shared": shared_scenario, "distinct": distinct_scenario, "levers": levers_scenario}
 
 
 def seeded_database(directory: Path) -> str:

@@ -14,8 +14,10 @@ k_c, g_c GPUs per replica, μ_c = max_rps_at_slo), p a period of h hours, d_wp t
                S_kp ≤ spot availability_k                           (a variable bound)
                total cost ≤ budget_usd_per_day · P·h / 24           budget
 
-With separate prefill and decode pools allowed (a workload's topology; planner/fleet_pools.py),
-each pool option o of w (fixed pools per period, G_okp GPUs of type k in period p) is a binary z_wo:
+With separate prefill and decode pools allowed (a workload's topology; planner/fleet_pools.py), or
+for a workload with traffic classes each arrangement of its classes (planner/fleet_classes.py; such a
+workload has no candidates, so one option must carry it), each pool option o of w (fixed pools per
+period, G_okp GPUs of type k in period p) is a binary z_wo:
 
                Σ_o z_wo ≤ 1                                        one_pool_option__w
                r_wcp + U_wcp·Σ_o z_wo ≤ U_wcp                      pools_exclusive__w__c__hp (big-M, U the replica bound)
@@ -23,7 +25,8 @@ each pool option o of w (fixed pools per period, G_okp GPUs of type k in period 
                Σ_c r_wcp + m·Σ_o z_wo ≥ m                          min_replicas__w__hp (m ≤ 1 with pools)
                ... + Σ_{w,o} z_wo·G_okp ≤ R_k + O_kp + S_kp         gpus_held__k__hp
 
-Every workload may mix candidates (the router splits its traffic in proportion to capacity).
+Every workload may mix candidates (the router splits its traffic in proportion to capacity); a
+workload's prefix-cache and draft-head variants are candidates too (planner/fleet_levers.py).
 Costs come from the GPU prices, not from `Candidate.cost_usd_per_hour`. Pools shared between
 workloads of the same model (`share_pools`) are not modelled in this version: each workload
 runs its own replicas. An infeasible fleet is re-solved with the budget left out, then with

@@ -30,7 +30,7 @@ re-implemented here.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -45,6 +45,15 @@ from planner.candidates import (
 )
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.fleet_formulation import undominated
+from planner.fleet_levers import (
+    NO_LEVERS,
+    CandidateLevers,
+    SpeculativeMode,
+    cached_groups,
+    levers_of,
+    prefix_variants,
+    speculative_search_groups,
+)
 from planner.fleet_spec import Checkpoint, no_checkpoint
 from planner.optimizer import Candidate
 from planner.queueing import SloExcess, saturation_rps, slo_excess
@@ -104,6 +113,8 @@ class CandidateTable:
     mu_searches: int  # options whose μ was narrowed (planner/rate_search.py)
     predictions: int  # queueing-model predictions asked for (cached ones included)
     exhaustive: bool  # False when MAX_MU_SEARCHES stopped the search
+    #: Candidate id → the prefix cache and draft it deploys (planner/fleet_levers.py); a candidate without either is absent.
+    levers: Mapping[str, CandidateLevers] = field(default_factory=dict)
 
 
 # --- cached queueing calls (pure functions of hashable inputs; shared across requests) -----------
@@ -245,10 +256,10 @@ class _Search:
         return best
 
 
-def _candidate(option: Option, mu_rps: float, saturation: float) -> Candidate:
+def _candidate(option: Option, mu_rps: float, saturation: float, *, suffix: str = "") -> Candidate:
     group = option.group
     return Candidate(
-        id=option.id,
+        id=option.id + suffix,
         gpu=group.gpu.slug,
         tp=group.tp,
         weights_precision=group.precision.weights.slug,
@@ -272,6 +283,8 @@ def candidate_table(
     grid: CandidateGrid = CandidateGrid(),
     max_mu_searches: int = MAX_MU_SEARCHES,
     checkpoint: Checkpoint = no_checkpoint,
+    speculative: SpeculativeMode = "off",
+    published: frozenset[str] | None = None,
 ) -> CandidateTable:
     """The undominated candidates for serving `model` to `workload`'s length mix within `slo`.
 
@@ -284,12 +297,15 @@ def candidate_table(
     It is `merged_tables` of one `gpu_candidate_table` per GPU type, in order: a candidate only
     ever dominates one of its own GPU type (`planner.fleet.dominates`), so the GPU types' searches
     are independent, and an operation computes them as separate tasks (api/fleet_operation.py).
+
+    `workload.prefix_reuse` and `speculative` (off, auto, on; heads limited to `published` where
+    given) add the lever variants of planner/fleet_levers.py as more candidates, recorded in `levers`.
     """
     return merged_tables(
         [
             gpu_candidate_table(
                 model=model, gpu=gpu, precisions=precisions, workload=workload, slo=slo, grid=grid,
-                max_mu_searches=max_mu_searches, checkpoint=checkpoint,
+                max_mu_searches=max_mu_searches, checkpoint=checkpoint, speculative=speculative, published=published,
             )
             for gpu in gpus
         ]
@@ -306,42 +322,60 @@ def gpu_candidate_table(
     grid: CandidateGrid = CandidateGrid(),
     max_mu_searches: int = MAX_MU_SEARCHES,
     checkpoint: Checkpoint = no_checkpoint,
+    speculative: SpeculativeMode = "off",
+    published: frozenset[str] | None = None,
 ) -> CandidateTable:
     """One GPU type's part of `candidate_table`: its undominated candidates, drops and refusals,
-    the search bounded by `max_mu_searches` μ searches."""
-    mix = workload.at_rate(1.0)
-    groups, drops = enumerate_groups(
-        model=model, gpus=(gpu,), precisions=precisions, workload=mix, slo=slo, tp_degrees=grid.tp_degrees
-    )
-    by_tp: dict[int, list[Option]] = {}
-    seen: set[tuple[int, StepModel, int]] = set()
-    enumerated = 0
-    for group in groups:
-        options = enumerate_options(group, mix, batch_limits=grid.batch_limits, chunk_budgets=grid.chunk_budgets)
-        enumerated += len(options)
-        key = (group.tp, group.step_model, group.kv_capacity_tokens)
-        if key not in seen:  # identical physics (e.g. fp16 and bf16): same μ for every option
-            seen.add(key)
-            by_tp.setdefault(group.tp, []).extend(options)
-    search = _Search(mix=mix, slo=slo, max_mu_searches=max_mu_searches)
+    the search bounded by `max_mu_searches` μ searches over every lever variant (planner/fleet_levers.py),
+    each variant searched with its own prompt mix and groups."""
     kept: list[Candidate] = []
-    for tp in sorted(by_tp):
-        checkpoint()
-        # A (gpu, tp) option must beat every kept divisor tp scaled up to tp GPUs, else it is dominated.
-        theta = max((tp // c.tp * c.max_rps_at_slo for c in kept if tp % c.tp == 0), default=0.0)
-        best = search.best_above(by_tp[tp], theta)
-        if best is not None:
-            kept.append(_candidate(best.option, best.mu_rps, best.saturation_rps))
+    levers: dict[str, CandidateLevers] = {}
+    drops: list[Drop] = []
+    searches: list[_Search] = []
+    group_count = searched_groups = enumerated = 0
+    for variant in prefix_variants(workload):
+        mix = variant.mix
+        groups, variant_drops = enumerate_groups(
+            model=model, gpus=(gpu,), precisions=precisions, workload=mix, slo=slo, tp_degrees=grid.tp_degrees
+        )
+        if not variant.suffix:  # the plain table's drops explain an empty table; a cache variant's add nothing new
+            drops.extend(variant_drops)
+            group_count += len(groups)
+        groups = speculative_search_groups(cached_groups(groups, variant), model, mix, speculative, published)
+        by_tp: dict[int, list[Option]] = {}
+        seen: set[tuple[int, StepModel, int]] = set()
+        for group in groups:
+            options = enumerate_options(group, mix, batch_limits=grid.batch_limits, chunk_budgets=grid.chunk_budgets)
+            enumerated += len(options)
+            key = (group.tp, group.step_model, group.kv_capacity_tokens)
+            if key not in seen:  # identical physics (e.g. fp16 and bf16): same μ for every option
+                seen.add(key)
+                by_tp.setdefault(group.tp, []).extend(options)
+        searched_groups += len(seen)
+        search = _Search(mix=mix, slo=slo, max_mu_searches=max_mu_searches - sum(s.mu_searches for s in searches))
+        searches.append(search)
+        for tp in sorted(by_tp):
+            checkpoint()
+            # A (gpu, tp) option must beat every kept divisor tp (of any variant) scaled up to tp GPUs, else it is dominated.
+            theta = max((tp // c.tp * c.max_rps_at_slo for c in kept if tp % c.tp == 0), default=0.0)
+            best = search.best_above(by_tp[tp], theta)
+            if best is not None:
+                found = _candidate(best.option, best.mu_rps, best.saturation_rps, suffix=variant.suffix)
+                kept.append(found)
+                levers[found.id] = levers_of(best.option, variant, workload)
+    candidates = undominated(kept)
+    ids = {c.id for c in candidates}
     return CandidateTable(
-        candidates=undominated(kept),
+        candidates=candidates,
         options_enumerated=enumerated,
-        groups=len(groups),
-        groups_searched=len(seen),
+        groups=group_count,
+        groups_searched=searched_groups,
         drops=tuple(drops),
-        slo_refusals=tuple(search.refusals),
-        mu_searches=search.mu_searches,
-        predictions=search.predictions,
-        exhaustive=search.exhaustive,
+        slo_refusals=tuple(r for s in searches for r in s.refusals),
+        mu_searches=sum(s.mu_searches for s in searches),
+        predictions=sum(s.predictions for s in searches),
+        exhaustive=all(s.exhaustive for s in searches),
+        levers={cid: lever for cid, lever in levers.items() if cid in ids and lever != NO_LEVERS},
     )
 
 
@@ -359,6 +393,7 @@ def merged_tables(parts: Sequence[CandidateTable]) -> CandidateTable:
         mu_searches=sum(part.mu_searches for part in parts),
         predictions=sum(part.predictions for part in parts),
         exhaustive=all(part.exhaustive for part in parts),
+        levers={cid: lever for part in parts for cid, lever in part.levers.items()},
     )
 
 

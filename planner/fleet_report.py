@@ -21,6 +21,7 @@ from planner.fleet_spec import (
     Checkpoint,
     DemandShadowPrice,
     FleetAssignment,
+    FleetClassAssignment,
     FleetCost,
     FleetPeriod,
     FleetPoolAssignment,
@@ -74,7 +75,21 @@ def period_schedule(
         )
         for w in spec.workloads
         for o in w.pool_options
-        if (w.name, o.id) in chosen_pools
+        if (w.name, o.id) in chosen_pools and o.arrangement is None
+    )
+    class_pools = tuple(
+        FleetClassAssignment(
+            workload=w.name,
+            period=period,
+            option=o.id,
+            arrangement=o.arrangement,
+            pools=o.periods[period],
+            classes=o.class_figures[period] if o.class_figures else (),
+            offered_rps=w.demand_rps[period],
+        )
+        for w in spec.workloads
+        for o in w.pool_options
+        if (w.name, o.id) in chosen_pools and o.arrangement is not None
     )
     assignments = []
     for w in spec.workloads:
@@ -95,7 +110,9 @@ def period_schedule(
                 )
             )
     used = {
-        gpu: sum(a.gpus for a in assignments if a.candidate.gpu == gpu) + sum(pair.gpus.get(gpu, 0) for pair in pools)
+        gpu: sum(a.gpus for a in assignments if a.candidate.gpu == gpu)
+        + sum(pair.gpus.get(gpu, 0) for pair in pools)
+        + sum(arranged.gpus.get(gpu, 0) for arranged in class_pools)
         for gpu in spec.gpus
     }
     held = {gpu: reserved[gpu] + on_demand[gpu, period] + spot.get((gpu, period), 0) for gpu in spec.gpus}
@@ -111,6 +128,7 @@ def period_schedule(
         cost_usd=sum(_period_cost_usd(spec, gpu, period, reserved, on_demand, spot) for gpu in spec.gpus),
         gpu_utilisation=sum(used.values()) / total_held if total_held else 0.0,
         pools=pools,
+        class_pools=class_pools,
     )
 
 
@@ -143,6 +161,9 @@ def cost_breakdown(
             for pair in period.pools:
                 per_workload[pair.workload] += pair.gpus.get(gpu, 0) * usd_per_gpu
                 used += pair.gpus.get(gpu, 0)
+            for arranged in period.class_pools:
+                per_workload[arranged.workload] += arranged.gpus.get(gpu, 0) * usd_per_gpu
+                used += arranged.gpus.get(gpu, 0)
             idle += (held - used) * usd_per_gpu
     total = reserved_usd + on_demand_usd + spot_usd
     return FleetCost(

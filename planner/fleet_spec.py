@@ -71,18 +71,44 @@ class PoolConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClassFigure:
+    """One traffic class's predicted figures on its arrangement's pool in one period (planner/plan_classes.py
+    ClassFigures, at the class's rate in that period)."""
+
+    name: str
+    pool: str
+    percentile: float
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    deadline_h: float | None
+    meets_target: bool
+    shed_fraction: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PoolOption:
-    """Separate prefill and decode pools that serve one workload alone, sized at each period's demand
-    (planner/fleet_pools.py): one (prefill, decode) pair per period. The fleet MILP takes all of an
-    option or none of it (planner/fleet_formulation.py `add_pool_option_constraints`)."""
+    """Pools that serve one workload alone, sized at each period's demand, one tuple of pools per period:
+    separate prefill and decode pools (planner/fleet_pools.py: a (prefill, decode) pair), or with
+    `arrangement` a traffic-class arrangement's pools (planner/fleet_classes.py: one per class, or one
+    shared; a pool's `role` is its name) with each class's figures per period in `class_figures`.
+    The fleet MILP takes all of an option or none of it (planner/fleet_formulation.py
+    `add_pool_option_constraints`)."""
 
     id: str
-    periods: tuple[tuple[PoolConfig, PoolConfig], ...]
+    periods: tuple[tuple[PoolConfig, ...], ...]
+    arrangement: str | None = None
+    class_figures: tuple[tuple[ClassFigure, ...], ...] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "periods", tuple(self.periods))
+        object.__setattr__(self, "periods", tuple(tuple(pools) for pools in self.periods))
+        object.__setattr__(self, "class_figures", tuple(tuple(f) for f in self.class_figures))
         if not self.id:
             raise PlannerInputError("a pool option needs a non-empty id")
+        if self.arrangement is None and any(len(pools) != 2 for pools in self.periods):
+            raise PlannerInputError(f"pool option {self.id!r}: separate pools are one prefill and one decode pool per period")
+        if self.class_figures and len(self.class_figures) != len(self.periods):
+            raise PlannerInputError(f"pool option {self.id!r}: class figures need one tuple per period")
 
     def gpus_in(self, gpu: str, period: int) -> int:
         """GPUs of type `gpu` both pools hold in `period`."""
@@ -240,7 +266,9 @@ class FleetSpec:
     def _pools_not_sized_for_the_constraints(self) -> list[str]:
         """Each pool option's pools that break the fleet's N+1 or min_replicas: every pool holds at least
         min_replicas (and one) replicas, and under N+1 a spare in every period with demand, as
-        planner/fleet_pools.py sizes them (an aggregated workload's N+1 holds only where it has demand too)."""
+        planner/fleet_pools.py sizes them (an aggregated workload's N+1 holds only where it has demand too). A class
+        arrangement's pools are sized for N+1 by the single-class planner they come from (planner/fleet_classes.py),
+        which adds the replica to the pool's count rather than naming a spare."""
         floor = max(self.constraints.min_replicas, 1)
         out = []
         for w in self.workloads:
@@ -249,7 +277,7 @@ class FleetSpec:
                     for pool in pair:
                         if pool.replicas < floor:
                             out.append(f"{w.name}/{o.id} {pool.role} pool in period {p} has {pool.replicas} < {floor} replicas")
-                        if self.constraints.n_plus_one and demand > 0 and pool.spare_replicas < 1:
+                        if o.arrangement is None and self.constraints.n_plus_one and demand > 0 and pool.spare_replicas < 1:
                             out.append(f"{w.name}/{o.id} {pool.role} pool in period {p} has no N+1 spare")
         return out
 
@@ -309,6 +337,27 @@ class FleetPoolAssignment:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FleetClassAssignment:
+    """A workload with traffic classes served by one arrangement's pools in one period, with each class's figures."""
+
+    workload: str
+    period: int
+    option: str
+    arrangement: str
+    pools: tuple[PoolConfig, ...]
+    classes: tuple[ClassFigure, ...]
+    offered_rps: float  # the workload's whole demand in the period (all classes)
+
+    @property
+    def gpus(self) -> Mapping[str, int]:
+        """GPUs per type of every pool."""
+        used: dict[str, int] = {}
+        for pool in self.pools:
+            used[pool.gpu] = used.get(pool.gpu, 0) + pool.gpus
+        return MappingProxyType(used)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetPeriod:
     """One period of the schedule: GPUs rented, used and held, who runs where, and its cost."""
 
@@ -322,6 +371,7 @@ class FleetPeriod:
     cost_usd: float
     gpu_utilisation: float  # Σ used / Σ held (0 when nothing is held)
     pools: tuple[FleetPoolAssignment, ...] = ()  # workloads served by separate prefill and decode pools
+    class_pools: tuple[FleetClassAssignment, ...] = ()  # workloads with traffic classes, on their arrangement's pools
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -42,7 +42,7 @@ from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputEr
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.pins import apply_pins
-from planner.plan_deferral import deferral_schedule
+from planner.plan_deferral import DeferralSchedule, deferral_schedule
 from planner.plan_predict import _cached_prediction, _saturation
 from planner.plan_rows import FleetRow, candidate_id_of
 from planner.plan_verify import MAX_VERIFY_ROUNDS
@@ -54,7 +54,17 @@ from planner.step_model import StepModel
 from planner.traffic_classes import S_PER_H, TrafficClass, merged_workload, tightest_slo
 from planner.workload import Serving, Slo, Workload
 
-__all__ = ["ArrangementCost", "ClassFigures", "ClassesPlan", "meets_slo", "plan_classes", "shed_fractions", "with_wait"]
+__all__ = [
+    "ArrangementCost",
+    "ClassFigures",
+    "ClassesPlan",
+    "deferred_arrangement",
+    "each_arrangement",
+    "meets_slo",
+    "plan_classes",
+    "shed_fractions",
+    "with_wait",
+]
 
 #: Largest number of replicas the priority pool search adds, on one configuration, above the
 #: fewest its utilisation cap allows, while no cheaper pool has been found.
@@ -142,6 +152,8 @@ class _Candidate:
     #: ever raises a single-class plan's cost (planner/plan_verify.py `_verified_search`).
     final: bool = True
     verification: Verified | None = None
+    #: The deferred arrangement's schedule (extra background replicas per period); None for the others.
+    schedule: DeferralSchedule | None = None
 
 
 def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> PoolPlan:
@@ -803,6 +815,7 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
         pools=tuple(pools),
         classes=tuple(by_name[k.name] for k in classes),
         final=final_i and final_b,
+        schedule=schedule,
     )
 
 
@@ -888,3 +901,39 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
         classes=best.classes,
         verification=best.verification,
     )
+
+
+def each_arrangement(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: PlanningRequest) -> tuple[ClassesPlan, ...]:
+    """Every arrangement but `deferred` that can serve `classes`, each as a ClassesPlan whose `chosen` names it
+    (simulated only when `base.verify`), in `_ARRANGEMENTS` order: for a caller that chooses among them
+    itself (the fleet MILP, planner/fleet_classes.py). An arrangement that is infeasible or not comparable
+    is left out."""
+    ctx = _Context(classes=classes, inputs=inputs, base=base)
+    plans = []
+    for name, build, _ in _ARRANGEMENTS:
+        if name == "deferred":  # its pools span the day: not one period's
+            continue
+        try:
+            found = build(ctx, verify=base.verify)
+        except (InfeasiblePlanError, _NotComparable):
+            continue
+        plans.append(
+            ClassesPlan(chosen=name, compared=(), pools=found.pools, classes=found.classes, verification=found.verification)
+        )
+    return tuple(plans)
+
+
+def deferred_arrangement(
+    classes: Sequence[TrafficClass], inputs: PlanningInputs, base: PlanningRequest
+) -> tuple[ClassesPlan, tuple[int, ...]] | None:
+    """The `deferred` arrangement of `classes` (their day profiles) with its extra background replicas per
+    period, for a caller that prices the periods itself (the fleet MILP, planner/fleet_classes.py); None
+    when it is infeasible or not comparable (no profile, no latency or no deadline class)."""
+    ctx = _Context(classes=classes, inputs=inputs, base=base)
+    try:
+        found = _deferred(ctx, verify=base.verify)
+    except (InfeasiblePlanError, _NotComparable):
+        return None
+    assert found.schedule is not None
+    plan = ClassesPlan(chosen="deferred", compared=(), pools=found.pools, classes=found.classes, verification=found.verification)
+    return plan, found.schedule.extra_replicas

@@ -13,19 +13,32 @@ import csv
 import io
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.csv_export import CURRENCY
 from api.rounding import rounded
 from api.schemas.catalog import Slug
+from api.schemas.classes import MAX_CLASSES, TrafficClassSpec
+from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import PlanPrecision, PlanSlo, PlanWarning, PrecisionRead
 from api.schemas.prices import PriceOverride
-from api.schemas.workload import ARRIVAL_CV_DESCRIPTION, TokenLengths, length_distribution
+from api.schemas.workload import (
+    ARRIVAL_CV_DESCRIPTION,
+    PREFIX_REUSE_DESCRIPTION,
+    TASK_DESCRIPTION,
+    PrefixReuseSpec,
+    TokenLengths,
+    length_distribution,
+)
 from planner.candidates import BATCH_LIMITS, CHUNK_BUDGETS, TP_DEGREES
 from planner.confidence import GRADES
 from planner.fleet_candidates import CandidateGrid
+from planner.fleet_classes import class_demand_rps
+from planner.plan_prefix import CACHE_FRACTIONS
+from planner.speculative import SEARCH_DRAFT_TOKENS
+from planner.traffic_classes import merged_workload
 from planner.units import HOURS_PER_MONTH
-from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Workload
+from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV, Task, Workload
 
 # Size bounds: not physics, but what one request may ask of the service so that an accepted plan
 # fits the default request timeout (30 s) on a 2-core machine. They come from the measured cost
@@ -66,29 +79,61 @@ WorkloadName = Annotated[
 ]
 
 
+#: Poisson arrivals: a workload's arrival_cv unless it gives one (docs/design.md).
+DEFAULT_ARRIVAL_CV = 1.0
+#: The fields of one traffic shape, which a workload with `classes` leaves to its classes.
+SHAPE_FIELDS = ("prompt_tokens", "output_tokens", "slo", "demand_rps", "arrival_cv", "prefix_reuse", "task", "speculative")
+
+
 class FleetWorkloadSpec(_Input):
-    """One workload: a model, its request mix, its SLO, and its demand in each period."""
+    """One workload: a model, its request mix, its SLO, and its demand in each period; or a model and its
+    traffic classes (`classes`), each with its own mix, target and rate."""
 
     name: WorkloadName
     model: Slug = Field(description="Model served (a catalog slug).", examples=["llama-3.1-8b"])
-    prompt_tokens: TokenLengths = Field(
-        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+    prompt_tokens: TokenLengths | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Prompt length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram). "
+        "Required unless the workload gives `classes`.",
         examples=[{"mean": 1000, "p99": 4000}],
     )
-    output_tokens: TokenLengths = Field(
-        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram).",
+    output_tokens: TokenLengths | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Output length in tokens: an integer, {mean, p99} (lognormal) or {tokens, weights} (histogram). "
+        "Required unless the workload gives `classes`.",
         examples=[256],
     )
     arrival_cv: float = Field(
-        default=1.0, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False, description=ARRIVAL_CV_DESCRIPTION
+        default=DEFAULT_ARRIVAL_CV, ge=MIN_ARRIVAL_CV, le=MAX_ARRIVAL_CV, allow_inf_nan=False, description=ARRIVAL_CV_DESCRIPTION
     )
-    slo: PlanSlo = Field(description="Latency targets, as in /v1/plans.")
-    demand_rps: list[Annotated[float, Field(ge=0, le=1e7)]] = Field(
+    slo: PlanSlo | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="Latency targets, as in /v1/plans. Required unless the workload gives `classes`.",
+    )
+    demand_rps: list[Annotated[float, Field(ge=0, le=1e7)]] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
         min_length=1,
         max_length=MAX_PERIODS,
-        description="Mean arrival rate in requests/s in each period; every workload gives the same number of periods.",
+        description="Mean arrival rate in requests/s in each period; every workload gives the same number of periods. "
+        "Required unless the workload gives `classes` (whose rates are their own).",
         examples=[[4, 2, 8, 12]],
     )
+    classes: list[TrafficClassSpec] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        min_length=1,
+        max_length=MAX_CLASSES,
+        description="Traffic classes of this workload, as POST /v1/plans' `classes` (docs/traffic-classes.md): each "
+        "class's `demand_rps` is its rate per period of this plan (one per period), else `arrival_rate_rps` in every "
+        "period. The fleet MILP chooses the arrangement (shared FCFS, shared priority, with shedding, or segregated "
+        "pools) whose pools make the fleet cheapest; `classes` in the response and each period's `class_pools` say "
+        "which, with each class's predicted p99s. A workload gives either `classes` or its own prompt_tokens, "
+        "output_tokens, slo and demand_rps; with classes it runs aggregated pools without levers.",
+    )  # not written back when absent: stored requests stay as they were
     topology: Literal["aggregated", "disaggregated", "any"] = Field(
         default="aggregated",
         description="`aggregated` (the default): replicas that prefill and decode. `disaggregated`: a prefill pool and a "
@@ -99,19 +144,101 @@ class FleetWorkloadSpec(_Input):
         "gives each pool a spare replica in every period with demand (`spare_replicas`).",
     )
 
+    prefix_reuse: PrefixReuseSpec | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description=PREFIX_REUSE_DESCRIPTION + " A fleet offers the cache sizes as more candidates beside those without "
+        'a cache (docs/prefix-caching.md "Fleet plans"); `levers` and each row\'s `prefix_caching` say what runs.',
+    )  # not written back when absent: stored requests stay as they were
+    task: Task | None = Field(
+        default=None, exclude_if=lambda v: v is None, description=TASK_DESCRIPTION, examples=["code"]
+    )  # not written back when absent: stored requests stay as they were
+    speculative: Literal["auto", "off", "on"] | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="This workload's speculative decoding, as a plan's constraints.speculative: `auto` offers each "
+        "configuration with and without a draft head, `on` only with one, `off` none. Absent: constraints.speculative.",
+    )  # not written back when absent: stored requests stay as they were
+
+    @model_validator(mode="after")
+    def _one_traffic_shape(self) -> Self:
+        if self.classes is not None:
+            # arrival_cv has a default that a stored request writes back: only another value is the workload's own
+            given = [
+                name
+                for name in SHAPE_FIELDS
+                if name in self.model_fields_set and (name != "arrival_cv" or self.arrival_cv != DEFAULT_ARRIVAL_CV)
+            ]
+            if given:
+                raise ValueError(
+                    f"workload {self.name}: gives classes and {', '.join(given)}: a workload has either one traffic shape "
+                    "(prompt_tokens, output_tokens, slo, demand_rps) or classes, each with its own; levers (prefix_reuse, "
+                    "task, speculative) are not planned for classes"
+                )
+            if self.topology != "aggregated":
+                raise ValueError(
+                    f"workload {self.name}: classes are arranged on aggregated pools only (as POST /v1/plans' classes): "
+                    "leave out topology or set it to aggregated"
+                )
+            names = [k.name for k in self.classes]
+            if len(set(names)) != len(names):
+                raise ValueError(f"workload {self.name}: class names must be unique")
+            return self
+        missing = [name for name in ("prompt_tokens", "output_tokens", "slo", "demand_rps") if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"workload {self.name}: needs {', '.join(missing)} (or classes instead)")
+        return self
+
+    @model_validator(mode="after")
+    def _pools_take_no_levers(self) -> Self:
+        if self.topology == "disaggregated" and self.prefix_reuse is not None:
+            raise ValueError(
+                f"workload {self.name}: topology disaggregated with prefix_reuse: separate pools do not plan a prefix cache "
+                "(planner/plan_disagg.py); use topology aggregated or any (the cache is offered to the aggregated replicas)"
+            )
+        if self.topology == "disaggregated" and self.speculative == "on":
+            raise ValueError(
+                f"workload {self.name}: topology disaggregated with speculative on: the decode pool's step model has no "
+                "draft head (planner/plan_disagg.py pool_refusals); use auto, off, or topology aggregated or any"
+            )
+        return self
+
     @model_validator(mode="after")
     def _pools_split_a_ttft_target(self) -> Self:
-        if self.topology != "aggregated" and self.slo.ttft_ms is None:
+        if self.topology != "aggregated" and self.slo is not None and self.slo.ttft_ms is None:
             raise ValueError(f"workload {self.name}: topology {self.topology} needs slo.ttft_ms (the pools split it)")
         return self
 
+    def given_periods(self) -> int | None:
+        """The periods this workload gives: its demand_rps's, or its first class profile's; None for flat classes."""
+        if self.demand_rps is not None:
+            return len(self.demand_rps)
+        return next((len(k.demand_rps) for k in self.classes or () if k.demand_rps is not None), None)
+
+    def day_demand(self, periods: int) -> list[float]:
+        """The workload's demand in each of `periods` periods: its demand_rps, or the sum of its classes' rates."""
+        if self.demand_rps is not None:
+            return list(self.demand_rps)
+        return list(class_demand_rps([k.to_class() for k in self.classes or ()], periods))
+
+    def shape_slo(self) -> PlanSlo:
+        """The workload's own SLO (a workload without classes has one)."""
+        if self.slo is None:
+            raise ValueError(f"workload {self.name} has classes, not one SLO")
+        return self.slo
+
     def to_workload(self) -> Workload:
-        """The request mix at a unit rate (per-replica rates do not depend on demand)."""
+        """The request mix at a unit rate (per-replica rates do not depend on demand); for a workload with
+        classes, their merged mix (planner/traffic_classes.py)."""
+        if self.prompt_tokens is None or self.output_tokens is None:
+            return merged_workload([k.to_class() for k in self.classes or ()]).at_rate(1.0)
         return Workload(
             arrival_rate_rps=1.0,
             prompt_tokens=length_distribution(self.prompt_tokens),
             output_tokens=length_distribution(self.output_tokens),
             arrival_cv=self.arrival_cv,
+            prefix_reuse=None if self.prefix_reuse is None else self.prefix_reuse.to_prefix_reuse(),
+            task=self.task,
         )
 
 
@@ -146,23 +273,13 @@ class FleetConstraintsSpec(_Input):
         default=None,
         description="Leave out GPUs whose calibration is graded below this (low < medium < high); `notes` names them.",
     )
-    speculative: Literal["off"] = Field(
+    speculative: Literal["auto", "off", "on"] = Field(
         default="off",
-        description="Fleet plans do not speculate yet: only `off` is taken. Their candidate tables (one per workload shape "
-        "× GPU type) are built without draft variants, and a fleet row cannot carry a draft to deploy; plan a workload "
-        "alone with POST /v1/plans and constraints.speculative to see what speculation buys it.",
+        description="Speculative decoding for every workload that does not set its own `speculative`: `auto` offers each "
+        "configuration with and without the model's draft head (a published one, at each searched draft length), `on` "
+        "only with it, `off` (the default) none; the MILP takes whichever is cheapest (docs/speculative-decoding.md "
+        '"Fleet plans"). `levers` and each row\'s `speculative` say what runs.',
     )
-
-    @field_validator("speculative", mode="before")
-    @classmethod
-    def _no_speculation(cls, value: object) -> object:
-        if value != "off":
-            raise ValueError(
-                "fleet plans do not speculate yet (their candidate tables have no draft variants and a fleet row "
-                "cannot carry a draft to deploy): leave out constraints.speculative, or plan a workload alone with "
-                "POST /v1/plans and constraints.speculative"
-            )
-        return value
 
 
 #: A fleet plan's default batch/chunk grid: the one its size bounds (MAX_SHAPE_OPTIONS) and
@@ -239,22 +356,41 @@ class FleetPlanRequest(_Input):
 
     @property
     def periods(self) -> int:
-        return len(self.workloads[0].demand_rps)
+        """The first period count a workload gives (1 when every workload is classes without a profile)."""
+        return next((n for w in self.workloads if (n := w.given_periods()) is not None), 1)
 
     def field_errors(self) -> list[dict[str, Any]]:
         """Cross-field problems as pydantic-style errors (loc into the body), empty when none."""
         errors: list[dict[str, Any]] = []
         periods = self.periods
         seen: set[str] = set()
+        first = next((w.name for w in self.workloads if w.given_periods() is not None), self.workloads[0].name)
         for index, workload in enumerate(self.workloads):
-            if len(workload.demand_rps) != periods:
+            if workload.demand_rps is not None and len(workload.demand_rps) != periods:
                 errors.append(
                     _error(
                         ("workloads", index, "demand_rps"),
-                        f"gives {len(workload.demand_rps)} periods but workload {self.workloads[0].name!r} "
+                        f"gives {len(workload.demand_rps)} periods but workload {first!r} "
                         f"gives {periods}: every workload needs the same number",
                     )
                 )
+            if workload.topology == "disaggregated" and workload.speculative is None and self.constraints.speculative == "on":
+                errors.append(
+                    _error(
+                        ("workloads", index, "topology"),
+                        "is disaggregated but constraints.speculative is on: the decode pool's step model has no draft "
+                        "head; give this workload speculative auto or off, or another topology",
+                    )
+                )
+            for k_index, k in enumerate(workload.classes or ()):
+                if k.demand_rps is not None and len(k.demand_rps) != periods:
+                    errors.append(
+                        _error(
+                            ("workloads", index, "classes", k_index, "demand_rps"),
+                            f"gives {len(k.demand_rps)} periods but the plan has {periods} (workload {first!r}): "
+                            "a class profile gives one rate per period of the plan",
+                        )
+                    )
             if workload.name in seen:
                 errors.append(_error(("workloads", index, "name"), f"duplicate workload name {workload.name!r}"))
             seen.add(workload.name)
@@ -268,9 +404,36 @@ class FleetPlanRequest(_Input):
         errors.extend(self.size_errors())
         return errors
 
+    def _shape_key(self, w: FleetWorkloadSpec) -> tuple[object, ...]:
+        speculative = self.constraints.speculative if w.speculative is None else w.speculative
+        return (
+            w.model,
+            repr(w.prompt_tokens),
+            repr(w.output_tokens),
+            w.arrival_cv,
+            repr(w.slo),
+            repr(w.prefix_reuse),
+            w.task,
+            speculative,
+        )
+
     def distinct_shapes(self) -> int:
-        """Workloads that need a candidate table of their own: distinct (model, mix, CV, SLO)."""
-        return len({(w.model, repr(w.prompt_tokens), repr(w.output_tokens), w.arrival_cv, repr(w.slo)) for w in self.workloads})
+        """Workloads that need a candidate table of their own: distinct (model, mix, CV, SLO, levers); a workload
+        with classes needs none (its classes' pools are planned per period: planner/fleet_classes.py)."""
+        return len({self._shape_key(w) for w in self.workloads if w.classes is None})
+
+    def lever_tables(self) -> int:
+        """Tables searched over the distinct shapes, each shape's lever variants counted (planner/fleet_levers.py):
+        (1 + its cache variants) × (1 + draft lengths under auto, the draft lengths alone under on)."""
+        factors: dict[tuple[object, ...], int] = {}
+        for w in self.workloads:
+            if w.classes is not None:
+                continue
+            speculative = self.constraints.speculative if w.speculative is None else w.speculative
+            caches = 1 if w.prefix_reuse is None else 1 + (1 if w.prefix_reuse.hit_rate is not None else len(CACHE_FRACTIONS))
+            drafts = {"off": 1, "auto": 1 + len(SEARCH_DRAFT_TOKENS), "on": len(SEARCH_DRAFT_TOKENS)}[speculative]
+            factors[self._shape_key(w)] = caches * drafts
+        return sum(factors.values())
 
     def size_errors(self) -> list[dict[str, Any]]:
         """The size bounds (MAX_WORKLOAD_PERIODS, MAX_DISTINCT_SHAPES, MAX_SHAPE_OPTIONS), each
@@ -297,12 +460,14 @@ class FleetPlanRequest(_Input):
                 )
             )
         grid = len(self.search.tp_degrees) * len(self.search.batch_limits) * len(self.search.chunk_budgets)
-        if shapes <= MAX_DISTINCT_SHAPES and shapes * grid > MAX_SHAPE_OPTIONS:
+        tables = self.lever_tables()
+        if shapes <= MAX_DISTINCT_SHAPES and tables * grid > MAX_SHAPE_OPTIONS:
+            levers = "" if tables == shapes else f" ({tables} with their prefix-cache and draft variants)"
             errors.append(
                 _error(
                     ("search",),
-                    f"{shapes} distinct shapes × {grid} grid points (tp × batch × chunk) = "
-                    f"{shapes * grid} configurations to search, more than the bound of {MAX_SHAPE_OPTIONS} "
+                    f"{shapes} distinct shapes{levers} × {grid} grid points (tp × batch × chunk) = "
+                    f"{tables * grid} configurations to search, more than the bound of {MAX_SHAPE_OPTIONS} "
                     "(MAX_SHAPE_OPTIONS): narrow the search grid or plan fewer shapes",
                 )
             )
@@ -333,6 +498,20 @@ class AssignmentRead(BaseModel):
     offered_rps: float = Field(description="The share of that demand sent to these replicas (split in proportion to capacity).")
     target_rho: float = Field(description="Per-replica offered rate / per-replica saturation rate.")
     calibration_grade: str | None = Field(default=None, description="The GPU's calibration grade (low, medium, high).")
+    prefix_caching: PrefixCachingRead | None = Field(
+        default=None, description="The prefix cache these replicas run (workload.prefix_reuse); null without."
+    )
+    speculative: SpeculativeRead | None = Field(default=None, description="The draft these replicas verify; null without.")
+
+
+class FleetLeversRead(BaseModel):
+    """A workload's levers: what was offered and what its replicas run (the configuration serving the most
+    GPU-hours where it mixes several; each row's own are in `periods[].workloads[]`)."""
+
+    speculative_mode: Literal["auto", "off", "on"] = Field(description="The speculative mode its table was built under.")
+    prefix_reuse: bool = Field(description="Whether the workload gave prefix_reuse (cache variants offered).")
+    prefix_caching: PrefixCachingRead | None = Field(description="The prefix cache run; null for none.")
+    speculative: SpeculativeRead | None = Field(description="The draft verified; null for none.")
 
 
 class FleetPoolRead(BaseModel):
@@ -364,6 +543,59 @@ class PoolAssignmentRead(BaseModel):
     demand_rps: float = Field(description="The workload's demand in this period, all of it served by these pools.")
 
 
+class FleetClassPoolRead(BaseModel):
+    """One pool of a traffic-class arrangement in one period."""
+
+    name: str = Field(description="The pool: a class's name (segregated) or `shared`.")
+    classes: list[str] = Field(description="The classes it serves.")
+    gpu: str
+    tp: int
+    replicas: int
+    gpus: int = Field(description="replicas × tp.")
+    precision: PrecisionRead
+    batch_limit: int | None
+    chunk_tokens: int | None
+    utilisation: float = Field(description="The pool's planned utilisation at the period's rates.")
+    scheduling: Literal["fcfs", "priority"] = Field(
+        description="`priority`: the pool's classes share it, the lower `priority` value served first; `fcfs` otherwise."
+    )
+    calibration_grade: str | None = Field(default=None, description="The GPU's calibration grade (low, medium, high).")
+
+
+class FleetClassRead(BaseModel):
+    """One traffic class in one period: its rate and its predicted figures on its pool (as a class plan's `classes`)."""
+
+    name: str
+    pool: str
+    demand_rps: float = Field(description="The class's rate in this period (req/s).")
+    percentile: float
+    ttft_ms: float
+    tpot_ms: float
+    e2e_s: float
+    deadline_h: float | None
+    meets_target: bool
+    shed_fraction: float
+
+
+class ClassPoolsAssignmentRead(BaseModel):
+    """A workload with traffic classes in one period: its arrangement's pools and each class's figures."""
+
+    name: str = Field(description="Workload name.")
+    arrangement: str = Field(description="shared_fcfs, shared_priority, shared_priority_shedding or segregated.")
+    pools: list[FleetClassPoolRead]
+    classes: list[FleetClassRead]
+    gpus: dict[str, int] = Field(description="Every pool's GPUs per type.")
+    demand_rps: float = Field(description="The workload's demand in this period: the sum of its classes' rates.")
+
+
+class FleetClassesRead(BaseModel):
+    """A workload with traffic classes: the arrangement the fleet chose (the same in every period) and the others offered."""
+
+    arrangement: str
+    offered: list[str] = Field(description="Arrangements that serve every period, offered to the MILP.")
+    classes: list[FleetClassRead] = Field(description="Each class's figures in the period where the workload's demand peaks.")
+
+
 class FleetTopologyRead(BaseModel):
     requested: Literal["aggregated", "disaggregated", "any"]
     chosen: Literal["aggregated", "disaggregated"]
@@ -382,6 +614,9 @@ class PeriodRead(BaseModel):
     workloads: list[AssignmentRead]
     pools: list[PoolAssignmentRead] = Field(
         default_factory=list, description="Workloads served by separate prefill and decode pools in this period."
+    )
+    class_pools: list[ClassPoolsAssignmentRead] = Field(
+        default_factory=list, description="Workloads with traffic classes: their arrangement's pools in this period."
     )
     cost_usd: float = Field(description="Cost of this period: every GPU held, reserved ones included.")
     utilisation: float = Field(description="GPUs used / GPUs held in this period (0 when none is held).")
@@ -516,6 +751,12 @@ class FleetPlanResponse(BaseModel):
     topologies: dict[str, FleetTopologyRead] = Field(
         default_factory=dict, description="Each workload's topology: requested, chosen, and the pool option it runs."
     )
+    classes: dict[str, FleetClassesRead] = Field(
+        default_factory=dict, description="Each workload with traffic classes: its arrangement and each class's p99s."
+    )
+    levers: dict[str, FleetLeversRead] = Field(
+        default_factory=dict, description="Each aggregated workload's prefix caching and speculative decoding: offered and run."
+    )
 
 
 # --- CSV ----------------------------------------------------------------------------------------
@@ -547,6 +788,11 @@ CSV_COLUMNS: tuple[str, ...] = (
     "calibration_grade",
     "warning",
     "pool_role",
+    "class_name",
+    "prefix_cache_hit_rate",
+    "prefix_cache_tokens",
+    "speculative_method",
+    "speculative_draft_tokens",
 )
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -561,7 +807,12 @@ CSV_DESCRIPTION = (
     "warning about it, if any; `pool_role` is `mixed` for replicas that prefill and decode, `prefill` or `decode` for a "
     "workload served by separate pools (one row per pool and period, after the period's replica rows: `demand_rps` "
     "and `offered_rps` are the workload's whole demand, which both pools carry, `capacity_rps` is empty and "
-    "`target_rho` is the pool's ρ; as the plan CSV's `pool_role`). Numbers are rounded as the JSON is (cents, 6 significant figures)."
+    "`target_rho` is the pool's ρ; as the plan CSV's `pool_role`); `class_name` is the traffic class a class pool's row "
+    "serves (empty for a plain workload): a workload with classes has one row per class and period after the period's "
+    "other rows, on its arrangement's pool (`demand_rps` and `offered_rps` the class's rate, `target_rho` the pool's "
+    "utilisation); a shared pool's replicas, GPUs and cost are on its first class's row, its other classes' rows "
+    "carry 0; `prefix_cache_hit_rate`, `prefix_cache_tokens`, `speculative_method` and "
+    "`speculative_draft_tokens` are the row's levers as the plan CSV's (empty without). Numbers are rounded as the JSON is (cents, 6 significant figures)."
 )
 
 
@@ -593,6 +844,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                 grade=row.calibration_grade,
                 warning=warnings.get(row.gpu),
                 role="mixed",
+                extra=_lever_cells(row),
             )
             writer.writerow(
                 ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
@@ -619,6 +871,31 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                 writer.writerow(
                     ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
                 )
+        for arranged in period.class_pools:
+            for class_pool in arranged.pools:
+                for index, k in enumerate(c for c in arranged.classes if c.name in class_pool.classes):
+                    first = index == 0  # a shared pool's GPUs, replicas and cost are on its first class's row
+                    cells = _csv_cells(
+                        plan,
+                        period,
+                        left if first else {},
+                        name=arranged.name,
+                        gpu=class_pool.gpu,
+                        tp=class_pool.tp,
+                        precision=class_pool.precision,
+                        batch_limit=class_pool.batch_limit,
+                        chunk_tokens=class_pool.chunk_tokens,
+                        replicas=class_pool.replicas if first else 0,
+                        gpus=class_pool.gpus if first else 0,
+                        rates=(k.demand_rps, k.demand_rps, None, class_pool.utilisation),
+                        grade=class_pool.calibration_grade,
+                        warning=warnings.get(class_pool.gpu),
+                        role="mixed",
+                        extra=(k.name, None, None, None, None),
+                    )
+                    writer.writerow(
+                        ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
+                    )
     return out.getvalue()
 
 
@@ -639,6 +916,7 @@ def _csv_cells(
     grade: str | None,
     warning: str | None,
     role: str,
+    extra: tuple[Any, ...] = (None,) * 5,
 ) -> tuple[Any, ...]:
     """One CSV row in `CSV_COLUMNS` order: its GPUs taken from what is `left` of the period's reserved, on-demand and
     spot GPUs of its type, in that order (`left` is updated); `rates` = (demand, offered, capacity, target ρ)."""
@@ -678,6 +956,19 @@ def _csv_cells(
         grade,
         warning,
         role,
+        *extra,
+    )
+
+
+def _lever_cells(row: AssignmentRead, class_name: str | None = None) -> tuple[Any, ...]:
+    """`class_name` and the lever columns of a replica row."""
+    prefix, draft = row.prefix_caching, row.speculative
+    return (
+        class_name,
+        None if prefix is None else prefix.hit_rate,
+        None if prefix is None else prefix.cache_tokens,
+        None if draft is None else draft.method,
+        None if draft is None else draft.draft_tokens,
     )
 
 

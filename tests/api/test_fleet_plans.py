@@ -331,11 +331,11 @@ def test_schedule_csv_states_each_row_cost_per_hour_and_month(api: ApiClient) ->
         assert row["currency"] == "USD"
 
 
-def test_a_fleet_plan_refuses_speculation_saying_why(api: ApiClient) -> None:
-    """Fleet plans have no draft variants in their candidate tables: constraints.speculative other than off
-    is a 422 that says so and where to plan speculation instead, not an unknown-field error."""
+def test_a_fleet_plan_refuses_an_unknown_speculative_mode(api: ApiClient) -> None:
+    """constraints.speculative takes auto, off or on (tests/api/test_fleet_levers.py plans with them); anything
+    else is a 422 naming the field."""
     payload = body()
-    payload["constraints"] = {**payload["constraints"], "speculative": "auto"}
+    payload["constraints"] = {**payload["constraints"], "speculative": "sometimes"}
     response = post(api, payload)
     assert response.status_code == 422, response.text
-    assert "fleet plans do not speculate yet" in response.text and "POST /v1/plans" in response.text
+    assert "speculative" in response.text and "'auto'" in response.text
