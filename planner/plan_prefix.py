@@ -125,9 +125,8 @@ class _Trial:
 
     record: PrefixCachingTrial
     request: PlanningRequest
-    found: PlanResult | None
-    #: `found` before it was priced: the deployed attempt is explained from it without searching again.
-    staged: StagedPlan | None = None
+    #: Staged, not finished (planning.finish_plan): only the attempt deployed is priced and explained.
+    found: StagedPlan | None
 
     @property
     def cost(self) -> float:
@@ -177,12 +176,11 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             explain=False,
             advise=False,
         )
-        staged: StagedPlan | None
+        found: StagedPlan | None
         try:
-            staged = stage(trial_request, inputs)
-            found: PlanResult | None = finish_plan(staged)
+            found = stage(trial_request, inputs)
         except InfeasiblePlanError:
-            staged, found = None, None
+            found = None
         if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
             found = None  # a mixed fleet's MILP is not bounded: a fleet no cheaper counts as none
         record = PrefixCachingTrial(
@@ -191,10 +189,10 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             cache_tokens=hits.cache_tokens,
             hit_rate=hits.hit_rate,
             prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
-            replicas=None if found is None else found.row.replicas,
+            replicas=None if found is None else found.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
-        return _Trial(record=record, request=trial_request, found=found, staged=staged)
+        return _Trial(record=record, request=trial_request, found=found)
 
     # Each trial counts only plans cheaper than the cheapest so far (the plan without a cache, then any
     # trial's): a later, larger cache is chosen only when strictly cheaper, so the first candidate
@@ -222,33 +220,29 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     while queue:
         current = trials[queue.pop(0)]
         record, trial_request = current.record, current.request
-        attempt, planned_plan, staged = trial_request, current.found, current.staged  # the trial's own plan is the first attempt
+        attempt, ready = trial_request, current.found  # the trial's own plan is the first attempt
         for _ in range(MAX_REPLICA_STEPS):
             try:
-                if planned_plan is None:
-                    staged = stage(attempt, inputs)
-                    chosen_plan = finish_plan(staged)
-                else:
-                    chosen_plan = planned_plan
+                staged = stage(attempt, inputs) if ready is None else ready
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break
-            planned_plan = None
-            if chosen_plan.cost_usd_per_hour >= without.cost_usd_per_hour:
+            ready = None
+            if staged.cost_usd_per_hour >= without.cost_usd_per_hour:
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
             try:
                 verification, simulated_hit = _verified(
-                    chosen_plan, trial_request, request, inputs, reuse, record, without.adjustments
+                    staged, trial_request, request, inputs, reuse, record, without.adjustments
                 )
             except HeadroomError as error:
                 reason = f"the simulator cannot run the {record.cache_fraction:g} cache: {error}"
                 break
             if verification is None or verification.meets_slo:
-                if request.explain:  # the attempts are planned unexplained; the one deployed is explained once,
-                    # from its staged search (the search does not depend on `explain`: the same plan as planned anew)
-                    assert staged is not None
-                    chosen_plan = finish_plan(replace(staged, request=replace(staged.request, explain=True)))
+                # the attempts are staged unexplained; the one deployed is priced (and explained) once, from its
+                # own search (the search does not depend on `explain`: the same plan as planned anew)
+                explained = replace(staged.request, explain=request.explain)
+                chosen_plan = finish_plan(replace(staged, request=explained))
                 records = tuple(t.record for t in trials)
                 return _chosen(
                     chosen_plan,
@@ -263,7 +257,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
                 )
             reason = f"the simulator finds the {record.cache_fraction:g} cache missing {', '.join(verification.misses)}"
             # the simulator found a miss: planned again with more replicas (an eighth more, at least one)
-            more = chosen_plan.replicas + max(1, math.ceil(chosen_plan.replicas / REPLICA_STEP_DIVISOR))
+            more = staged.total_replicas + max(1, math.ceil(staged.total_replicas / REPLICA_STEP_DIVISOR))
             constraints = replace(attempt.constraints, min_replicas=max(attempt.constraints.min_replicas, more))
             attempt = replace(attempt, constraints=constraints, below_usd_per_hour=math.inf)  # its cost is compared above
         if deferred:  # the next candidate may be a trial an earlier one cut short: those are planned in full first
@@ -334,7 +328,7 @@ _MODEL_NOTE = (
 
 
 def _verified(
-    chosen: PlanResult,
+    chosen: StagedPlan,
     trial_request: PlanningRequest,
     request: PlanningRequest,
     inputs: PlanningInputs,
@@ -351,7 +345,8 @@ def _verified(
     from planner.planning import _search_space
 
     row = chosen.row
-    option = _search_space(trial_request, inputs).by_id[candidate_id_of(row)]
+    space = chosen.space if chosen.space is not None else _search_space(trial_request, inputs)
+    option = space.by_id[candidate_id_of(row)]
     workload = Workload(
         arrival_rate_rps=row.offered_rps,
         prompt_tokens=request.workload.prompt_tokens,

@@ -330,6 +330,22 @@ class StagedPlan:
         return max(self.fleet.rows, key=lambda r: r.offered_rps).replicas
 
     @property
+    def row(self) -> FleetRow:
+        """The largest row as verification left it (the finished plan's `row` but for its `max_rps_at_slo`)."""
+        if self.done is not None:
+            return self.done.row
+        assert self.fleet is not None
+        return max(self.fleet.rows, key=lambda r: r.offered_rps)
+
+    @property
+    def total_replicas(self) -> int:
+        """Every row's replicas (`PlanResult.replicas`)."""
+        if self.done is not None:
+            return self.done.replicas
+        assert self.fleet is not None
+        return sum(r.replicas for r in self.fleet.rows)
+
+    @property
     def adjustments(self) -> tuple[Adjustment, ...]:
         """The moves verification made (`PlanResult.verification.adjustments`; none when nothing was simulated)."""
         if self.done is not None:
