@@ -16,7 +16,9 @@ The work is split by responsibility:
 - planner/plan_explain.py — the justification: model sections and the re-planned ones.
 
 This module keeps the public surface (the request, inputs and result, `plan_capacity`, the
-constants other modules import) and `_plan`, which runs those steps in order.
+constants other modules import) and `_plan`, which runs those steps in order: `stage_plan` up to the
+verified rows, `finish_plan` the pricing and the explanation (planner/plan_prefix.py stages its trials
+and finishes only the plan it deploys).
 """
 
 from __future__ import annotations
