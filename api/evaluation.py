@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from catalog.repository import Catalog
-from planner.errors import SimulationLimitError
+from planner.errors import SimulationLimitError, UnsupportedConfigurationError
+from planner.plan_predict import _per_replica_cv
+from planner.plan_prefix import _saved_fraction, measured_prompts, reduced_prompts
+from planner.prefix_cache import BLOCK_TOKENS, PrefixReuse, Routing, prefix_hits
 from planner.queueing import Prediction, RhoPoint, predict, rho_curve
 from planner.simulator import SimulationResult, simulate
+from planner.simulator_prefix import PrefixSimulation, replica_stream, simulate_prefix_replica
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
 from planner.workload import Serving, Workload
@@ -182,6 +186,8 @@ class LatencyEstimate:
     prediction: Prediction
     simulation: SimulationResult | None
     curve: tuple[RhoPoint, ...]
+    #: The simulation is one replica's (replica 0 of a deployment with a prefix cache), not the deployment's.
+    one_replica: bool = False
 
 
 def predict_latency(
@@ -193,20 +199,185 @@ def predict_latency(
     max_simulated_requests: int,
     time_budget_s: float,
     seed: int = 0,
+    prefix: PrefixSetup | None = None,
 ) -> LatencyEstimate:
     """Analytic p50/p90/p99 at the workload's rate, or simulated ones where the analytic model is
     outside its validated region (`Prediction.reliable` False): a prediction known to be off is
     never returned as if it were good. Unstable load (ρ ≥ 1) is an answer from the analytic model.
-    A fallback simulation is held to the same bounds as POST /v1/simulate (`check_simulation_size`)."""
-    prediction = predict(step_model, workload, serving, kv_capacity_tokens=kv_capacity_tokens, curve=True)
+    A fallback simulation is held to the same bounds as POST /v1/simulate (`check_simulation_size`).
+    With `prefix` the queueing model plans its prompt mixture on the KV left beside the cache (as a
+    plan's search does) and a fallback simulation is replica 0's with its LRU (`simulate_prefix_deployment`)."""
+    modelled, capacity = (workload, kv_capacity_tokens) if prefix is None else (prefix.workload, prefix.kv_capacity_tokens)
+    prediction = predict(step_model, modelled, serving, kv_capacity_tokens=capacity, curve=True)
     curve = (
         prediction.queueing.rho_curve
         if prediction.queueing is not None
-        else rho_curve(step_model, workload, serving, kv_capacity_tokens=kv_capacity_tokens)
+        else rho_curve(step_model, modelled, serving, kv_capacity_tokens=capacity)
     )
     if prediction.unstable or prediction.reliable:
         return LatencyEstimate(method="analytic", prediction=prediction, simulation=None, curve=curve)
     requests = min(FALLBACK_SIMULATED_REQUESTS, max_simulated_requests)
     check_simulation_size(workload, serving, requests=requests, max_requests=max_simulated_requests, time_budget_s=time_budget_s)
+    if prefix is not None:
+        replica = simulate_prefix_deployment(
+            step_model, workload, serving, prefix, requests=requests, seed=seed, warmup_fraction=0.1
+        )
+        return LatencyEstimate(
+            method="simulated", prediction=prediction, simulation=replica.result, curve=curve, one_replica=True
+        )
     simulation = simulate(step_model, workload, serving, kv_capacity_tokens=kv_capacity_tokens, requests=requests, seed=seed)
     return LatencyEstimate(method="simulated", prediction=prediction, simulation=simulation, curve=curve)
+
+
+# --- prefix caching (workload.prefix_reuse) --------------------------------------------------------
+
+CacheRouting = Literal["random", "prefix_aware", "as_measured"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachedPrefill:
+    """One class of requests' prefill at the evaluated prompt length: the fraction of requests that find
+    `cached_tokens` in the cache and the step that prefills the rest (`StepModel.cached_prefill_s`)."""
+
+    requests_fraction: float
+    cached_tokens: int
+    prompt_tokens: int
+    time_s: float
+    uncached_time_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrefixSetup:
+    """A deployment's prefix cache as planner/plan_prefix.py plans one: the routing, the KV tokens each
+    replica gives the cache, the Che hit rate and the prompt mixture the replicas prefill."""
+
+    reuse: PrefixReuse
+    routing: CacheRouting
+    cache_tokens: int
+    working_set_tokens: int
+    #: KV tokens left to each replica's sequences (its capacity less the cache).
+    kv_capacity_tokens: int
+    hit_rate: float
+    prefill_tokens_saved_fraction: float
+    #: Of the requests: (fraction, cached tokens) — the rest find nothing (a measured rate: every request).
+    classes: tuple[tuple[float, int], ...]
+    #: The workload with the prompt lengths prefilled (each value carrying its cached tokens), no reuse left on it.
+    workload: Workload
+
+    def cached_prefills(self, step_model: StepModel, prompt_tokens: int) -> tuple[CachedPrefill, ...]:
+        """The prefill of a `prompt_tokens` prompt for each class: its cached tokens capped at
+        ⌊(p − 1)/16⌋·16 (the last token is always prefilled), against the same prefill uncached."""
+        room = max(prompt_tokens - 1, 0) // BLOCK_TOKENS * BLOCK_TOKENS
+        uncached = step_model.cached_prefill_s(prompt_tokens, 0)
+        rows = []
+        for fraction, tokens in self.classes:
+            if self.routing == "as_measured":  # every prompt finds the measured share of its tokens
+                cached = prompt_tokens - max(1, round(prompt_tokens * (1.0 - self.hit_rate)))
+            else:
+                cached = min(tokens, room)
+            rows.append(
+                CachedPrefill(
+                    requests_fraction=fraction,
+                    cached_tokens=cached,
+                    prompt_tokens=prompt_tokens,
+                    time_s=step_model.cached_prefill_s(prompt_tokens, cached),
+                    uncached_time_s=uncached,
+                )
+            )
+        return tuple(rows)
+
+
+def prefix_setup(
+    workload: Workload,
+    *,
+    replicas: int,
+    kv_capacity_tokens: int,
+    cache_tokens: int | None,
+    routing: Routing | None,
+) -> PrefixSetup:
+    """The cache a deployment of `replicas` runs for `workload.prefix_reuse`. Routing: the request's, else
+    the plan's default (prefix-aware when more than one replica shares more than one prefix, else random);
+    cache: the request's tokens, else the whole per-replica working set (the largest size a plan tries).
+    A measured hit rate is taken as given: no cache memory set aside, routing `as_measured`.
+    Raises UnsupportedConfigurationError when the cache leaves too little KV for the p99 request."""
+    reuse = workload.prefix_reuse
+    assert reuse is not None
+    prompt = workload.prompt_tokens
+    if reuse.measured:
+        assert reuse.hit_rate is not None
+        mix = measured_prompts(prompt, reuse.hit_rate)
+        return PrefixSetup(
+            reuse=reuse,
+            routing="as_measured",
+            cache_tokens=0,
+            working_set_tokens=0,
+            kv_capacity_tokens=kv_capacity_tokens,
+            hit_rate=reuse.hit_rate,
+            prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+            classes=((1.0, 0),),
+            workload=replace(workload, prompt_tokens=mix, prefix_reuse=None),
+        )
+    chosen: Routing = routing or ("prefix_aware" if replicas > 1 and reuse.distinct_prefixes > 1 else "random")
+    working_set = reuse.working_set_tokens(chosen, replicas)
+    cache = working_set if cache_tokens is None else cache_tokens
+    left = kv_capacity_tokens - cache
+    need = prompt.quantile(0.99) + workload.output_tokens.quantile(0.99)
+    if left < need:
+        raise UnsupportedConfigurationError(
+            f"a prefix cache of {cache:,} tokens leaves {left:,} of the replica's {kv_capacity_tokens:,} KV tokens to its "
+            f"sequences, fewer than the p99 request's {need:,.0f}: give prefix_cache.cache_tokens a smaller value",
+            constraint="kv_cache",
+            cache_tokens=cache,
+            kv_capacity_tokens=kv_capacity_tokens,
+        )
+    hits = prefix_hits(reuse, cache, chosen, replicas)
+    mix = reduced_prompts(prompt, hits.classes)
+    return PrefixSetup(
+        reuse=reuse,
+        routing=chosen,
+        cache_tokens=cache,
+        working_set_tokens=working_set,
+        kv_capacity_tokens=left,
+        hit_rate=hits.hit_rate,
+        prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+        classes=hits.classes,
+        workload=replace(workload, prompt_tokens=mix, prefix_reuse=None),
+    )
+
+
+def simulate_prefix_deployment(
+    step_model: StepModel,
+    workload: Workload,
+    serving: Serving,
+    setup: PrefixSetup,
+    *,
+    requests: int,
+    seed: int,
+    warmup_fraction: float,
+    checkpoint: Callable[[], None] | None = None,
+) -> PrefixSimulation:
+    """Replica 0 of the deployment (the busiest under prefix-aware routing) with its own LRU, as a plan's
+    verification simulates it (planner/plan_prefix.py `_verified`): the deployment's workload, the
+    arrival CV a random split leaves each replica, the KV left beside the cache."""
+    per_replica_cv = _per_replica_cv(workload.arrival_cv, serving.replicas)
+    return simulate_prefix_replica(
+        step_model,
+        replace(workload, arrival_cv=per_replica_cv, prefix_reuse=None),
+        serving,
+        kv_capacity_tokens=setup.kv_capacity_tokens,
+        reuse=setup.reuse,
+        cache_tokens=setup.cache_tokens,
+        routing="prefix_aware" if setup.routing == "prefix_aware" else "random",
+        replicas=serving.replicas,
+        requests=requests,
+        seed=seed,
+        warmup_fraction=warmup_fraction,
+        checkpoint=checkpoint,
+    )
+
+
+def replica_share(setup: PrefixSetup, replicas: int) -> float:
+    """The share of the deployment's arrivals replica 0 (the one simulated) receives."""
+    if setup.routing == "as_measured":
+        return 1.0 / replicas
+    return replica_stream(setup.reuse, "prefix_aware" if setup.routing == "prefix_aware" else "random", replicas).share

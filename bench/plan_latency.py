@@ -12,6 +12,7 @@ itself (imports, the solver library), as a running service is.
     .venv/bin/python -m bench.plan_latency [--warm] [--repeat N] [--json results.json] [--responses DIR]
     .venv/bin/python -m bench.plan_latency --grid-ab [--verify]
     .venv/bin/python -m bench.plan_latency --prefix-reuse   # every request's workload with PREFIX_REUSE
+    .venv/bin/python -m bench.plan_latency --prefix-ab [--verify]   # without against with it, interleaved
 
 `--prefix-reuse` offers prefix caching on every request (`PREFIX_REUSE` in its workload): the plan
 is then made without a cache and with each cache size (planner/plan_prefix.py), so it measures what
@@ -332,6 +333,62 @@ def topology_ab(*, verify: bool, rounds: int = 2) -> dict[str, Any]:
     return {name: {"p50": statistics.median(v), "mean": statistics.fmean(v), "cpu_ms": v} for name, v in times.items()}
 
 
+def prefix_ab(*, verify: bool, rounds: int = 2) -> dict[str, Any]:
+    """Each request's minimum CPU ms over `rounds` cold plans without `prefix_reuse` and `rounds` with
+    PREFIX_REUSE, interleaved (plain, reuse, plain, reuse) in one process through `plan_capacity` on
+    the app's planning inputs: the same machine load for both, which back-to-back runs of the whole
+    bench on a shared machine cannot give. The plain plan is planned on its own (not the prefix plan's
+    inner plan, which is no longer explained when a cache wins)."""
+    from api.inputs import planning_inputs
+    from api.schemas.plans import PlanRequest
+
+    logging.disable(logging.CRITICAL)
+    names = ("plain", "prefix_reuse")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'headroom.db'}"
+        upgrade(url)
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            catalog = Catalog(session)
+            catalog.load_reference_catalog()
+            session.commit()
+
+            def planning_request(body: dict[str, Any]) -> tuple[planning.PlanningRequest, Any]:
+                request = PlanRequest.model_validate({**body, "verify": verify})
+                inputs, _ = planning_inputs(request, catalog, default_provider=Settings().default_price_provider)
+                return (
+                    planning.PlanningRequest(
+                        workload=request.traffic(),
+                        slo=request.targets(),
+                        constraints=request.constraints.to_constraints(),
+                        verify=verify,
+                    ),
+                    inputs,
+                )
+
+            with contextlib.suppress(HeadroomError):  # warm-up: imports, the solver's library
+                planning.plan_capacity(*planning_request(REQUESTS[0]))
+            for body in REQUESTS:
+                pair = {"plain": planning_request(body), "prefix_reuse": planning_request(_with_reuse(body))}
+                runs: dict[str, list[float]] = {name: [] for name in names}
+                for name in names * rounds:
+                    _clear_caches()
+                    started = time.process_time()
+                    with contextlib.suppress(HeadroomError):  # an impossible request is timed like any other
+                        planning.plan_capacity(*pair[name])
+                    runs[name].append((time.process_time() - started) * 1e3)
+                for name in names:
+                    times[name].append(min(runs[name]))
+        engine.dispose()
+    llama = [i for i, body in enumerate(REQUESTS) if body["model"] == "llama-3.1-8b"]
+    return {
+        **{name: {"p50": statistics.median(v), "p90": float(np.percentile(v, 90)), "cpu_ms": v} for name, v in times.items()},
+        "llama_3_1_8b": llama,
+        "load_average_after": os.getloadavg(),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
@@ -354,7 +411,28 @@ def main() -> None:
     parser.add_argument(
         "--topology-ab", action="store_true", help="in process: topology aggregated against any, interleaved (with --verify)"
     )
+    parser.add_argument(
+        "--prefix-ab", action="store_true", help="in process: without prefix_reuse against with it, interleaved (with --verify)"
+    )
     args = parser.parse_args()
+    if args.prefix_ab:
+        ab = prefix_ab(verify=args.verify)
+        plain, reuse = ab["plain"], ab["prefix_reuse"]
+        for i, (a, b) in enumerate(zip(plain["cpu_ms"], reuse["cpu_ms"], strict=True)):
+            print(f"    #{i:>2} {REQUESTS[i]['model']:<16} {a:8.1f} -> {b:8.1f} ms cpu ({b / a:.2f}x)")
+        print(
+            f"verify {args.verify}: p50 {plain['p50']:.1f} -> {reuse['p50']:.1f} ms cpu ({reuse['p50'] / plain['p50']:.2f}x), "
+            f"p90 {plain['p90']:.1f} -> {reuse['p90']:.1f} ms cpu"
+        )
+        llama = ab["llama_3_1_8b"]
+        ratios = [reuse["cpu_ms"][i] / plain["cpu_ms"][i] for i in llama]
+        small = statistics.median(plain["cpu_ms"][i] for i in llama), statistics.median(reuse["cpu_ms"][i] for i in llama)
+        print(
+            f"llama-3.1-8b (both levers offered): {min(ratios):.2f}-{max(ratios):.2f}x per request, "
+            f"p50 {small[0]:.1f} -> {small[1]:.1f} ms cpu ({small[1] / small[0]:.2f}x)"
+        )
+        print(f"load average {ab['load_average_after']}")
+        return
     if args.topology_ab:
         ab = topology_ab(verify=args.verify)
         for name in ("aggregated", "any"):

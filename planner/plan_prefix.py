@@ -26,8 +26,10 @@ LRU; a trial it finds missing an SLO is planned again with ⌈R/8⌉ more replic
 `MAX_REPLICA_STEPS` times) and passed over for the next cheapest once it costs no less than the
 plan without a cache; before that next one, the trials an earlier trial cut short are planned in
 full, so the candidates come in the order planning every trial in full gives. The attempts are
-planned unexplained (the first is the trial's own plan) and the one deployed is planned once more
-with its justification. The cheapest verified trial is deployed if it costs less than the plan
+planned unexplained (the first is the trial's own plan) and staged (planning.stage_plan): the one
+deployed is explained from its staged search rather than searched again. The plan without a cache is
+staged too and explained only if it stands; a cache that wins reads its cost, replicas, verification
+moves and predicted TTFT without building its justification (planning.staged_ttft_s). The cheapest verified trial is deployed if it costs less than the plan
 without a cache, else that plan stands (`prefix_caching` null, the section says why).
 
 A measured hit rate (`prefix_reuse.hit_rate`) is planned as given: every prompt prefills (1 − h) of
@@ -52,6 +54,7 @@ import numpy as np
 from planner.errors import HeadroomError, InfeasiblePlanError
 from planner.plan_predict import simulation_report
 from planner.plan_result import (
+    Adjustment,
     PrefixCaching,
     PrefixCachingSection,
     PrefixCachingTrial,
@@ -64,7 +67,7 @@ from planner.simulator_prefix import PrefixSimulation, simulate_prefix_replica
 from planner.workload import HistogramLength, LengthDistribution, Slo, Workload
 
 if TYPE_CHECKING:
-    from planner.planning import PlanningInputs, PlanningRequest, PlanResult
+    from planner.planning import PlanningInputs, PlanningRequest, PlanResult, StagedPlan
 
 #: Cache sizes tried, as fractions of the per-replica working set (none is the plan without a cache).
 CACHE_FRACTIONS = (0.25, 0.5, 1.0)
@@ -77,7 +80,8 @@ MIXTURE_QUANTILES = 128
 MAX_REPLICA_STEPS = 4
 REPLICA_STEP_DIVISOR = 8
 
-Plan = Callable[["PlanningRequest", "PlanningInputs"], "PlanResult"]
+#: planning.stage_plan (or a test's variant of it): a plan up to its verified rows, finished by planning.finish_plan.
+Stage = Callable[["PlanningRequest", "PlanningInputs"], "StagedPlan"]
 
 
 def reduced_prompts(prompt: LengthDistribution, classes: tuple[tuple[float, int], ...]) -> HistogramLength:
@@ -121,7 +125,8 @@ class _Trial:
 
     record: PrefixCachingTrial
     request: PlanningRequest
-    found: PlanResult | None
+    #: Staged, not finished (planning.finish_plan): only the attempt deployed is priced and explained.
+    found: StagedPlan | None
 
     @property
     def cost(self) -> float:
@@ -132,13 +137,17 @@ def _ttft_at(result: PlanResult) -> float | None:
     return None if result.predicted is None else result.predicted.ttft_s.at_percentile
 
 
-def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) -> PlanResult:
-    """The plan for a workload with prefix reuse (see the module docstring)."""
+def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) -> PlanResult:
+    """The plan for a workload with prefix reuse (see the module docstring); `stage` plans a trial up to its verified rows."""
+    from planner.planning import finish_plan, staged_ttft_s
+
     reuse = request.workload.prefix_reuse
     assert reuse is not None
     plain = replace(request, workload=replace(request.workload, prefix_reuse=None))
-    without = plan(plain, inputs)
-    replicas = without.row.replicas
+    # the plan without a cache is staged: its cost, replicas and verification moves are all the trials
+    # need, and it is explained only if it stands (a cache that wins needs only its predicted TTFT)
+    without = stage(plain, inputs)
+    replicas = without.replicas
     if reuse.measured:
         assert reuse.hit_rate is not None
         mix = measured_prompts(request.workload.prompt_tokens, reuse.hit_rate)
@@ -169,8 +178,9 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
             explain=False,
             advise=False,
         )
+        found: StagedPlan | None
         try:
-            found: PlanResult | None = plan(trial_request, inputs)
+            found = stage(trial_request, inputs)
         except InfeasiblePlanError:
             found = None
         if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
@@ -181,7 +191,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
             cache_tokens=hits.cache_tokens,
             hit_rate=hits.hit_rate,
             prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
-            replicas=None if found is None else found.row.replicas,
+            replicas=None if found is None else found.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
         return _Trial(record=record, request=trial_request, found=found)
@@ -212,30 +222,44 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
     while queue:
         current = trials[queue.pop(0)]
         record, trial_request = current.record, current.request
-        attempt, planned_plan = trial_request, current.found  # the trial's own plan is the first attempt
+        attempt, ready = trial_request, current.found  # the trial's own plan is the first attempt
         for _ in range(MAX_REPLICA_STEPS):
             try:
-                chosen_plan = plan(attempt, inputs) if planned_plan is None else planned_plan
+                staged = stage(attempt, inputs) if ready is None else ready
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break
-            planned_plan = None
-            if chosen_plan.cost_usd_per_hour >= without.cost_usd_per_hour:
+            ready = None
+            if staged.cost_usd_per_hour >= without.cost_usd_per_hour:
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
             try:
-                verification, simulated_hit = _verified(chosen_plan, trial_request, request, inputs, reuse, record, without)
+                verification, simulated_hit = _verified(
+                    staged, trial_request, request, inputs, reuse, record, without.adjustments
+                )
             except HeadroomError as error:
                 reason = f"the simulator cannot run the {record.cache_fraction:g} cache: {error}"
                 break
             if verification is None or verification.meets_slo:
-                if request.explain:  # the attempts are planned unexplained; the one deployed is explained once
-                    chosen_plan = plan(replace(attempt, explain=True), inputs)
+                # the attempts are staged unexplained; the one deployed is priced (and explained) once, from its
+                # own search (the search does not depend on `explain`: the same plan as planned anew)
+                explained = replace(staged.request, explain=request.explain)
+                chosen_plan = finish_plan(replace(staged, request=explained))
                 records = tuple(t.record for t in trials)
-                return _chosen(chosen_plan, record, reuse, request, working_set, records, without, verification, simulated_hit)
+                return _chosen(
+                    chosen_plan,
+                    record,
+                    reuse,
+                    request,
+                    working_set,
+                    records,
+                    (staged_ttft_s(without), without.cost_usd_per_hour),
+                    verification,
+                    simulated_hit,
+                )
             reason = f"the simulator finds the {record.cache_fraction:g} cache missing {', '.join(verification.misses)}"
             # the simulator found a miss: planned again with more replicas (an eighth more, at least one)
-            more = chosen_plan.replicas + max(1, math.ceil(chosen_plan.replicas / REPLICA_STEP_DIVISOR))
+            more = staged.total_replicas + max(1, math.ceil(staged.total_replicas / REPLICA_STEP_DIVISOR))
             constraints = replace(attempt.constraints, min_replicas=max(attempt.constraints.min_replicas, more))
             attempt = replace(attempt, constraints=constraints, below_usd_per_hour=math.inf)  # its cost is compared above
         if deferred:  # the next candidate may be a trial an earlier one cut short: those are planned in full first
@@ -244,20 +268,21 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, plan: Plan) ->
             queue = cheaper([*queue, *deferred])
             deferred = []
     records = tuple(t.record for t in trials)
+    finished = finish_plan(without)
     section = PrefixCachingSection(
         model=_MODEL_NOTE,
         working_set_tokens=working_set,
         trials=records,
         chosen=None,
         reason=reason,
-        ttft_s_without=_ttft_at(without),
+        ttft_s_without=_ttft_at(finished),
         ttft_s_with=None,
-        cost_usd_per_hour_without=without.cost_usd_per_hour,
+        cost_usd_per_hour_without=finished.cost_usd_per_hour,
         cost_usd_per_hour_with=None,
         simulated_hit_rate=None,
     )
-    justification = None if without.justification is None else replace(without.justification, prefix_caching=section)
-    return replace(without, justification=justification)
+    justification = None if finished.justification is None else replace(finished.justification, prefix_caching=section)
+    return replace(finished, justification=justification)
 
 
 def _chosen(
@@ -267,12 +292,13 @@ def _chosen(
     request: PlanningRequest,
     working_set: int,
     records: tuple[PrefixCachingTrial, ...],
-    without: PlanResult,
+    without: tuple[float | None, float],
     verification: Verification | None,
     simulated_hit: float | None,
 ) -> PlanResult:
     """The plan with its cache: the hit rate at the plan's own replica count (prefix-aware routing
-    finds more the more replicas share the prefixes), the section with and without."""
+    finds more the more replicas share the prefixes), the section with and without (`without`: the plan
+    without a cache's predicted TTFT and cost)."""
     hit_rate, saved = record.hit_rate, record.prefill_tokens_saved_fraction
     if not reuse.measured and record.routing == "prefix_aware":
         hits = prefix_hits(
@@ -293,9 +319,9 @@ def _chosen(
         trials=records,
         chosen=chosen,
         reason=f"a cache of {record.cache_fraction:g} of the working set, {record.routing} routing: the cheapest verified plan",
-        ttft_s_without=_ttft_at(without),
+        ttft_s_without=without[0],
         ttft_s_with=_ttft_at(chosen_plan),
-        cost_usd_per_hour_without=without.cost_usd_per_hour,
+        cost_usd_per_hour_without=without[1],
         cost_usd_per_hour_with=chosen_plan.cost_usd_per_hour,
         simulated_hit_rate=simulated_hit,
     )
@@ -310,13 +336,13 @@ _MODEL_NOTE = (
 
 
 def _verified(
-    chosen: PlanResult,
+    chosen: StagedPlan,
     trial_request: PlanningRequest,
     request: PlanningRequest,
     inputs: PlanningInputs,
     reuse: PrefixReuse,
     record: PrefixCachingTrial,
-    without: PlanResult,
+    adjustments: tuple[Adjustment, ...],
 ) -> tuple[Verification | None, float | None]:
     """The simulator's record on the chosen plan's busiest replica with its LRU (None unless the request verifies).
     Raises HeadroomError when the simulation cannot run (a request larger than the KV left to sequences)."""
@@ -327,7 +353,8 @@ def _verified(
     from planner.planning import _search_space
 
     row = chosen.row
-    option = _search_space(trial_request, inputs).by_id[candidate_id_of(row)]
+    space = chosen.space if chosen.space is not None else _search_space(trial_request, inputs)
+    option = space.by_id[candidate_id_of(row)]
     workload = Workload(
         arrival_rate_rps=row.offered_rps,
         prompt_tokens=request.workload.prompt_tokens,
@@ -348,7 +375,6 @@ def _verified(
         seed=request.seed,
     )
     report = _report(simulation, request.slo, row.gpu, row.replicas)
-    adjustments = () if without.verification is None else without.verification.adjustments
     return _verification_record(report, adjustments, request.seed), simulation.hit_rate
 
 

@@ -16,7 +16,9 @@ The work is split by responsibility:
 - planner/plan_explain.py — the justification: model sections and the re-planned ones.
 
 This module keeps the public surface (the request, inputs and result, `plan_capacity`, the
-constants other modules import) and `_plan`, which runs those steps in order.
+constants other modules import) and `_plan`, which runs those steps in order: `stage_plan` up to the
+verified rows, `finish_plan` the pricing and the explanation (planner/plan_prefix.py stages its trials
+and finishes only the plan it deploys).
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ from planner.plan_explain import (
     _sensitivity_section,
     _step_model_section,
 )
-from planner.plan_predict import _cached_prediction, _prediction, _serving
+from planner.plan_predict import _cached_prediction, _predicted_at, _prediction, _serving
 from planner.plan_result import (
+    Adjustment,
     CandidatesSection,
     Justification,
     Predicted,
@@ -281,7 +284,7 @@ def plan_capacity(request: PlanningRequest, inputs: PlanningInputs) -> PlanResul
         if request.workload.prefix_reuse is not None:
             from planner.plan_prefix import prefix_plan
 
-            return prefix_plan(request, inputs, _plan)
+            return prefix_plan(request, inputs, stage_plan)
         return _plan(request, inputs)
     except InfeasiblePlanError as error:
         if not request.advise:
@@ -295,6 +298,68 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
     """Enumerate, search with the simulator in the loop, let the MILP prove the optimum, verify the
     rows it chose, then price and explain the plan. Each step's order matters: the search's caches
     (what each option is known to meet or miss) carry from one step to the next."""
+    return finish_plan(stage_plan(request, inputs))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StagedPlan:
+    """A plan searched, solved and verified but not yet priced or explained: `finish_plan` completes
+    it into exactly what `_plan` returns. planner/plan_prefix.py stages the plan without a cache and
+    reads its cost, replicas and verification moves first: when a cache wins, that plan's
+    justification is never built (only its predicted TTFT, `staged_ttft_s`)."""
+
+    request: PlanningRequest
+    inputs: PlanningInputs
+    planner: _Planner | None = None
+    space: _Space | None = None
+    fleet: _Fleet | None = None
+    solve_ms: float = 0.0
+    started: float = 0.0
+    #: The finished plan when staging already made it (auto speculation refuted in every round: planned again without).
+    done: PlanResult | None = None
+
+    @property
+    def cost_usd_per_hour(self) -> float:
+        if self.done is not None:
+            return self.done.cost_usd_per_hour
+        assert self.fleet is not None
+        return sum(r.cost_usd_per_hour for r in self.fleet.rows)
+
+    @property
+    def replicas(self) -> int:
+        """The largest row's replicas (`PlanResult.row.replicas`: a same-cost speculating variant keeps them)."""
+        if self.done is not None:
+            return self.done.row.replicas
+        assert self.fleet is not None
+        return max(self.fleet.rows, key=lambda r: r.offered_rps).replicas
+
+    @property
+    def row(self) -> FleetRow:
+        """The largest row as verification left it (the finished plan's `row` but for its `max_rps_at_slo`)."""
+        if self.done is not None:
+            return self.done.row
+        assert self.fleet is not None
+        return max(self.fleet.rows, key=lambda r: r.offered_rps)
+
+    @property
+    def total_replicas(self) -> int:
+        """Every row's replicas (`PlanResult.replicas`)."""
+        if self.done is not None:
+            return self.done.replicas
+        assert self.fleet is not None
+        return sum(r.replicas for r in self.fleet.rows)
+
+    @property
+    def adjustments(self) -> tuple[Adjustment, ...]:
+        """The moves verification made (`PlanResult.verification.adjustments`; none when nothing was simulated)."""
+        if self.done is not None:
+            return () if self.done.verification is None else self.done.verification.adjustments
+        assert self.fleet is not None
+        return () if self.fleet.verification is None else tuple(self.fleet.adjustments)
+
+
+def stage_plan(request: PlanningRequest, inputs: PlanningInputs) -> StagedPlan:
+    """`_plan` up to the verified rows (see StagedPlan)."""
     started = time.perf_counter()
     request, inputs = apply_pins(request, inputs)
     space = _search_space(request, inputs)
@@ -306,9 +371,22 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
             raise
         # the simulator refuted every plan the search proposed with speculation offered (the rounds
         # are few and speculating variants crowd the cheapest plans): auto never answers worse than off
-        return _planned_without(request, inputs, len(error.extensions.get("adjustments", ())))
+        done = _planned_without(request, inputs, len(error.extensions.get("adjustments", ())))
+        return StagedPlan(request=request, inputs=inputs, done=done)
     fleet, solve_ms = _solved(planner, space, searched, request)
     fleet = _verified_plan(planner, space, searched, fleet, request)
+    return StagedPlan(
+        request=request, inputs=inputs, planner=planner, space=space, fleet=fleet, solve_ms=solve_ms, started=started
+    )
+
+
+def finish_plan(staged: StagedPlan) -> PlanResult:
+    """The staged plan priced and, with `request.explain`, explained: what `_plan` returns."""
+    if staged.done is not None:
+        return staged.done
+    request, inputs, planner, space, fleet = staged.request, staged.inputs, staged.planner, staged.space, staged.fleet
+    assert planner is not None and space is not None and fleet is not None
+    started, solve_ms = staged.started, staged.solve_ms
     if request.constraints.speculative == "off":
         return _result(planner, space, fleet, request, inputs, started=started, solve_ms=solve_ms)
     # speculation was a candidate of the search; at the same cost it may still buy latency (auto)
@@ -324,6 +402,26 @@ def _plan(request: PlanningRequest, inputs: PlanningInputs) -> PlanResult:
         result, main_option, planner, request, inputs, reason=None if chosen is None else chosen.reason, without=without
     )
     return replace(result, justification=replace(result.justification, speculative=section))
+
+
+def staged_ttft_s(staged: StagedPlan) -> float | None:
+    """The finished plan's `predicted.ttft_s.at_percentile` (None unexplained) without building its
+    justification: the same speculative variant chosen for latency and the same prediction of its
+    largest row at its load that `finish_plan` makes (`_result`'s `_main_prediction`)."""
+    if staged.done is not None:
+        return None if staged.done.predicted is None else staged.done.predicted.ttft_s.at_percentile
+    request, planner, space, fleet = staged.request, staged.planner, staged.space, staged.fleet
+    assert planner is not None and space is not None and fleet is not None
+    if not request.explain:
+        return None
+    if request.constraints.speculative != "off":
+        chosen = latency_choice(planner, fleet, request)
+        fleet = fleet if chosen is None else chosen.fleet
+    main = max(fleet.rows, key=lambda r: r.offered_rps)
+    main_option = space.by_id[candidate_id_of(main)]
+    planner.max_rate(main_option, request.slo, curve=True)  # as `_result` asks it first: the planner's state is the same
+    prediction = _main_prediction(planner, main_option, main, request, single=len(fleet.rows) == 1)
+    return _predicted_at(prediction, "ttft")
 
 
 def _planned_without(request: PlanningRequest, inputs: PlanningInputs, refuted: int) -> PlanResult:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -175,6 +176,7 @@ def simulate_prefix_replica(
     requests: int = 20_000,
     seed: int = 0,
     warmup_fraction: float = 0.1,
+    checkpoint: Callable[[], None] | None = None,
 ) -> PrefixSimulation:
     """Replica 0 of `replicas` fed its stream of `workload` (the deployment's, arrival CV already the
     replica's) with a prefix cache of `cache_tokens` beside `kv_capacity_tokens` for its sequences.
@@ -206,7 +208,13 @@ def simulate_prefix_replica(
         found = cached_tokens(prefixes, sizes, trace.prompt_tokens, cache_tokens)
     one = Serving(replicas=1, batch_limit=serving.batch_limit, chunk_tokens=serving.chunk_tokens)
     detail = simulate_requests(
-        step_model, trace, one, kv_capacity_tokens=kv_capacity_tokens, seed=int(rng.integers(0, 2**63 - 1)), cached=found.tolist()
+        step_model,
+        trace,
+        one,
+        kv_capacity_tokens=kv_capacity_tokens,
+        seed=int(rng.integers(0, 2**63 - 1)),
+        cached=found.tolist(),
+        checkpoint=checkpoint,
     )
     window = _measurement_window(detail, warmup_fraction)
     warm = math.floor(warmup_fraction * requests)

@@ -6,9 +6,9 @@ configuration and, given a serving shape and a workload, its queueing latencies.
 from fastapi import APIRouter
 
 from api.deps import CatalogDep, ReaderDep, SettingsDep
-from api.evaluation import predict_latency, resolve_configuration
+from api.evaluation import predict_latency, prefix_setup, resolve_configuration
 from api.problems import problem_responses
-from api.schemas.performance import STEP_FORMULA, EvaluateRequest, EvaluateResponse, evaluate_response
+from api.schemas.performance import STEP_FORMULA, EvaluateRequest, EvaluateResponse, evaluate_response, prefix_cache_read
 from planner.performance import evaluate
 
 router = APIRouter(tags=["performance"])
@@ -36,6 +36,13 @@ L = λ·W, waiting probability, p99 wait, the formula, the ρ-vs-p99 curve). An 
 (ρ ≥ 1) is an answer: `unstable: true`, null percentiles, and the saturation rate. Where the
 analytic model flags the operating point as outside its validated region, the discrete-event
 simulator answers instead and `predicted.method` is `simulated`.
+
+With `workload.prefix_reuse` (and `prefix_cache`: each replica's cache size and the routing, each
+defaulting to a plan's) the prediction is the one a plan makes for that deployment: the prompt
+tokens prefilled (a mixture over the Che hit probabilities, each value carrying its cached tokens)
+on the KV left beside the cache, every replica at λ / replicas; `prefix_cache` gives the hit rate,
+the KV given to the cache and, for each class of requests that finds a prefix, the cached prefill
+step of `prompt_tokens` against the uncached one. A fallback simulation is replica 0's with its LRU.
 
 Errors: unknown GPU, model, quantization or efficiency profile → 404; a model that does not fit →
 422 `model-does-not-fit` with `shortfall_gb`, `smallest_fitting_tp` and `fitting_precisions`; a
@@ -67,13 +74,29 @@ def evaluate_configuration(
         candidate_precisions=config.candidate_precisions,
     )
     estimate = None
+    cache_read = None
     if body.serving is not None and body.workload is not None:
+        workload, serving = body.workload.to_workload(), body.serving.to_serving()
+        setup = None
+        if workload.prefix_reuse is not None:
+            cache = body.prefix_cache
+            setup = prefix_setup(
+                workload,
+                replicas=serving.replicas,
+                kv_capacity_tokens=evaluation.kv_capacity_tokens,
+                cache_tokens=None if cache is None else cache.cache_tokens,
+                routing=None if cache is None else cache.routing,
+            )
+            cache_read = prefix_cache_read(setup, evaluation.step_model, evaluation.prefill.tokens)
         estimate = predict_latency(
             evaluation.step_model,
-            body.workload.to_workload(),
-            body.serving.to_serving(),
+            workload,
+            serving,
             kv_capacity_tokens=evaluation.kv_capacity_tokens,
             max_simulated_requests=settings.max_simulated_requests,
             time_budget_s=settings.request_timeout_s,
+            prefix=setup,
         )
-    return evaluate_response(config, evaluation, estimate, replicas=1 if body.serving is None else body.serving.replicas)
+    return evaluate_response(
+        config, evaluation, estimate, replicas=1 if body.serving is None else body.serving.replicas, prefix_cache=cache_read
+    )

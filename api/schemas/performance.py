@@ -14,12 +14,13 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from api.evaluation import Configuration, LatencyEstimate, Method
+from api.evaluation import Configuration, LatencyEstimate, Method, PrefixSetup
 from api.schemas.catalog import Slug
 from api.schemas.workload import ServingSpec, WorkloadSpec
 from planner.performance import DecodeStep, Evaluation, Prefill, ThroughputCurve
 from planner.queueing import FORMULA, Latency, Prediction, RhoPoint
 from planner.simulator import CI_LEVEL, Percentiles, SimulationResult
+from planner.simulator_prefix import PrefixSimulation
 from planner.step_model import StepModel
 from planner.units import MS_PER_S
 
@@ -93,6 +94,28 @@ class ConfigurationSpec(_Input):
         return {} if self.overrides is None else self.overrides.model_dump(exclude_none=True)
 
 
+class PrefixCacheSpec(_Input):
+    """The prefix cache the deployment runs for `workload.prefix_reuse` (the decision `plan.prefix_caching` reports):
+    each replica's cache size and the routing. Either member left out takes the plan's default."""
+
+    cache_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=10_000_000,
+        multiple_of=16,
+        description="KV tokens each replica gives the prefix cache, whole 16-token blocks (taken from its KV capacity); "
+        "default: the whole per-replica working set (the system prompt plus the prefixes one replica sees), the largest "
+        "cache a plan tries.",
+        examples=[8192],
+    )
+    routing: Literal["random", "prefix_aware"] | None = Field(
+        default=None,
+        description="`random`: every replica sees every prefix; `prefix_aware`: each prefix pinned to one replica "
+        "(llm-d, SGLang router, Dynamo KV router). Default: the plan's, prefix_aware with more than one replica "
+        "and more than one distinct prefix, else random.",
+    )
+
+
 class EvaluateRequest(ConfigurationSpec):
     """A configuration to evaluate at a context length, batch sizes and a prompt length; with
     `serving` and `workload` (both or neither) also its queueing latencies."""
@@ -121,13 +144,19 @@ class EvaluateRequest(ConfigurationSpec):
         default=None, description="Serving shape; with `workload`, adds `predicted` and `queueing`."
     )
     workload: WorkloadSpec | None = Field(default=None, description="Traffic; with `serving`, adds `predicted` and `queueing`.")
+    prefix_cache: PrefixCacheSpec | None = Field(
+        default=None,
+        description="With workload.prefix_reuse: the cache size and routing evaluated (each member defaults to the plan's). "
+        "The prediction then plans the prompt tokens prefilled on the KV left beside the cache, and `prefix_cache` "
+        "in the response gives the hit rate, the KV given to the cache and the cached prefill step.",
+    )
 
     @model_validator(mode="after")
     def _serving_with_workload(self) -> Self:
         if (self.serving is None) != (self.workload is None):
             given, missing = ("serving", "workload") if self.workload is None else ("workload", "serving")
             raise ValueError(f"{given} is given without {missing}: the queueing prediction needs both (or leave out both)")
-        _refuse_prefix_reuse(self.workload, "POST /v1/evaluate")
+        _check_prefix_cache(self.workload, self.serving, self.prefix_cache)
         return self
 
 
@@ -147,18 +176,37 @@ class SimulateRequest(ConfigurationSpec):
         default=0.1, ge=0, le=0.9, description="Leading fraction of requests (by arrival) left out of the statistics."
     )
 
+    prefix_cache: PrefixCacheSpec | None = Field(
+        default=None,
+        description="With workload.prefix_reuse: the cache size and routing simulated (each member defaults to the plan's). "
+        "The simulator then runs replica 0 — the busiest under prefix-aware routing — with its own LRU, as a plan's "
+        "verification does, and `prefix_cache` in the response gives its measured hit rate.",
+    )
+
     @model_validator(mode="after")
-    def _no_prefix_reuse(self) -> Self:
-        _refuse_prefix_reuse(self.workload, "POST /v1/simulate")
+    def _prefix_cache_with_reuse(self) -> Self:
+        _check_prefix_cache(self.workload, self.serving, self.prefix_cache)
         return self
 
 
-def _refuse_prefix_reuse(workload: WorkloadSpec | None, route: str) -> None:
-    """Refused rather than ignored: the prediction and the simulation here take no prefix cache (yet)."""
-    if workload is not None and workload.prefix_reuse is not None:
+def _check_prefix_cache(workload: WorkloadSpec | None, serving: ServingSpec | None, cache: PrefixCacheSpec | None) -> None:
+    """Refused rather than ignored: a cache without reuse to fill it, a cache size or routing for a measured hit
+    rate (measured with the engine's own cache and routing), or a router the prefix simulation does not model."""
+    reuse = None if workload is None else workload.prefix_reuse
+    if reuse is None:
+        if cache is not None:
+            raise ValueError("prefix_cache is given without workload.prefix_reuse: describe the reuse the cache serves")
+        return
+    if reuse.hit_rate is not None and cache is not None and (cache.cache_tokens or cache.routing is not None):
         raise ValueError(
-            f"workload.prefix_reuse is not supported by {route} yet: it evaluates a configuration without a prefix cache. "
-            "POST /v1/plans and /v1/what-if plan with it (the cache size and routing are decided there)"
+            "prefix_cache with a measured prefix_reuse.hit_rate: the rate was measured with the engine's own cache and "
+            "routing, which are taken as they were (leave out prefix_cache, or describe the prefixes instead)"
+        )
+    if serving is not None and serving.replicas > 1 and serving.router != "random":
+        raise ValueError(
+            f"serving.router {serving.router!r} with workload.prefix_reuse: a prefix cache is evaluated on replica 0 of a "
+            "random split of the arrivals (prefix-aware routing pins the prefixes, the rest split at random), as a plan "
+            "verifies it; use router random and prefix_cache.routing for the prefixes"
         )
 
 
@@ -350,6 +398,39 @@ class QueueingRead(BaseModel):
     )
 
 
+class CachedPrefillRead(BaseModel):
+    """One class of requests' prefill of a `prompt_tokens` prompt with its cached prefix (StepModel.cached_prefill_s)."""
+
+    requests_fraction: float = Field(description="Fraction of the requests that find this many tokens cached.")
+    cached_tokens: int = Field(description="Prompt tokens found in the cache (whole blocks, at most ⌊(p − 1)/16⌋·16).")
+    prompt_tokens: int = Field(description="The prompt's tokens (the evaluated prefill's `prompt_tokens`).")
+    time_ms: float = Field(
+        description="The step prefilling the prompt's other tokens: GEMMs over them only, the cached KV read and attended, ms."
+    )
+    uncached_time_ms: float = Field(description="The same prompt prefilled whole, ms.")
+
+
+class PrefixCacheRead(BaseModel):
+    """The prefix cache behind the prediction (workload.prefix_reuse with `prefix_cache`; docs/prefix-caching.md)."""
+
+    routing: Literal["random", "prefix_aware", "as_measured"] = Field(
+        description="The routing the hit rate assumes (`as_measured`: a measured hit rate, taken as given)."
+    )
+    cache_tokens: int = Field(description="KV tokens each replica gives the cache (0 for a measured rate).")
+    working_set_tokens: int = Field(
+        description="Tokens one replica must cache to hold every prefix it sees (0 for a measured rate)."
+    )
+    kv_capacity_tokens: int = Field(description="KV tokens left to each replica's sequences: its capacity less the cache.")
+    hit_rate: float = Field(
+        description="Fraction of the requests carrying a shared prefix that find it cached (Che's approximation of the LRU, "
+        "averaged over the replicas), or the measured token hit rate."
+    )
+    prefill_tokens_saved_fraction: float = Field(description="Fraction of the prompt tokens not prefilled.")
+    cached_prefill: list[CachedPrefillRead] = Field(
+        description="The prefill step of the evaluated prompt for each class of requests that finds a prefix cached."
+    )
+
+
 class EvaluateResponse(BaseModel):
     """Memory, roofline and step-time coefficients of one configuration; with a workload, predicted latencies."""
 
@@ -385,6 +466,32 @@ class EvaluateResponse(BaseModel):
     queueing: QueueingRead | None = Field(
         default=None, description="The queueing model's numbers (when serving and workload are given)."
     )
+    prefix_cache: PrefixCacheRead | None = Field(
+        default=None, description="With workload.prefix_reuse: the cache the prediction assumes; null without."
+    )
+
+
+class PrefixCacheSimulated(BaseModel):
+    """The simulated replica's prefix cache: what it was given and what its LRU found (planner/simulator_prefix.py)."""
+
+    routing: Literal["random", "prefix_aware", "as_measured"] = Field(description="The routing simulated.")
+    cache_tokens: int = Field(description="KV tokens the replica gives the cache (0 for a measured rate).")
+    working_set_tokens: int = Field(description="Tokens one replica must cache to hold every prefix it sees.")
+    kv_capacity_tokens: int = Field(description="KV tokens left to the replica's sequences: its capacity less the cache.")
+    replica: int = Field(
+        description="The replica simulated: 0, which under prefix-aware routing owns the most popular prefix (the "
+        "busiest). Every figure of the response is this replica's alone, at its share of the arrivals."
+    )
+    arrival_share: float = Field(description="Fraction of the deployment's arrivals the replica receives.")
+    arrival_rate_rps: float = Field(description="The replica's arrival rate, requests/s.")
+    hit_rate: float = Field(
+        description="Of the measured requests carrying a shared prefix, the fraction whose prefix the LRU held "
+        "(a measured hit rate: of all measured requests, those that found tokens cached)."
+    )
+    predicted_hit_rate: float = Field(
+        description="The hit rate a plan assumes for this cache (Che's approximation), or the measured one."
+    )
+    prefill_tokens_saved_fraction: float = Field(description="Of the measured prompt tokens, the fraction not prefilled.")
 
 
 class SimulatedPercentiles(BaseModel):
@@ -442,6 +549,11 @@ class SimulateResponse(BaseModel):
     wall_time_ms: float = Field(description="CPU time the simulation took, ms.")
     ci_method: str = Field(description="How the confidence intervals are computed.")
     ci_level: float = Field(description="Confidence level of the intervals.")
+    prefix_cache: PrefixCacheSimulated | None = Field(
+        default=None,
+        description="With workload.prefix_reuse: replica 0 simulated with its prefix cache (every figure above is that "
+        "replica's); null without.",
+    )
 
 
 # ---- translation --------------------------------------------------------------------------------
@@ -503,6 +615,7 @@ def _simulated(p: Percentiles, scale: float, *, stable: bool) -> SimulatedPercen
 def _predicted(estimate: LatencyEstimate, replicas: int) -> Predicted:
     p = estimate.prediction
     sim = estimate.simulation
+    simulated = 1 if estimate.one_replica else replicas  # the replicas the simulation's totals cover
     if sim is None:
         ttft, tpot, e2e = _latency_ms(p.ttft), _latency_ms(p.tpot), _latency_s(p.e2e)
         unstable = p.unstable
@@ -524,8 +637,8 @@ def _predicted(estimate: LatencyEstimate, replicas: int) -> Predicted:
         ttft_ms=ttft,
         tpot_ms=tpot,
         e2e_s=e2e,
-        throughput_rps=p.throughput_rps if sim is None else sim.throughput_rps / replicas,
-        output_tokens_per_s=p.output_tokens_per_s if sim is None else sim.output_tokens_per_s / replicas,
+        throughput_rps=p.throughput_rps if sim is None else sim.throughput_rps / simulated,
+        output_tokens_per_s=p.output_tokens_per_s if sim is None else sim.output_tokens_per_s / simulated,
         fidelity_note=p.fidelity_note,
         simulated_requests=None if sim is None else sim.requests,
     )
@@ -593,8 +706,49 @@ def _queueing_notes(estimate: LatencyEstimate | None, kv_capacity_tokens: int) -
     ]
 
 
+def prefix_cache_read(setup: PrefixSetup, step_model: StepModel, prompt_tokens: int) -> PrefixCacheRead:
+    return PrefixCacheRead(
+        routing=setup.routing,
+        cache_tokens=setup.cache_tokens,
+        working_set_tokens=setup.working_set_tokens,
+        kv_capacity_tokens=setup.kv_capacity_tokens,
+        hit_rate=setup.hit_rate,
+        prefill_tokens_saved_fraction=setup.prefill_tokens_saved_fraction,
+        cached_prefill=[
+            CachedPrefillRead(
+                requests_fraction=row.requests_fraction,
+                cached_tokens=row.cached_tokens,
+                prompt_tokens=row.prompt_tokens,
+                time_ms=_ms(row.time_s),
+                uncached_time_ms=_ms(row.uncached_time_s),
+            )
+            for row in setup.cached_prefills(step_model, prompt_tokens)
+        ],
+    )
+
+
+def prefix_cache_simulated(setup: PrefixSetup, simulation: PrefixSimulation, *, share: float) -> PrefixCacheSimulated:
+    return PrefixCacheSimulated(
+        routing=setup.routing,
+        cache_tokens=setup.cache_tokens,
+        working_set_tokens=setup.working_set_tokens,
+        kv_capacity_tokens=setup.kv_capacity_tokens,
+        replica=0,
+        arrival_share=share,
+        arrival_rate_rps=simulation.rate_rps,
+        hit_rate=simulation.hit_rate,
+        predicted_hit_rate=setup.hit_rate,
+        prefill_tokens_saved_fraction=simulation.prefill_tokens_saved_fraction,
+    )
+
+
 def evaluate_response(
-    config: Configuration, evaluation: Evaluation, estimate: LatencyEstimate | None, *, replicas: int
+    config: Configuration,
+    evaluation: Evaluation,
+    estimate: LatencyEstimate | None,
+    *,
+    replicas: int,
+    prefix_cache: PrefixCacheRead | None = None,
 ) -> EvaluateResponse:
     ev = evaluation
     return EvaluateResponse(
@@ -622,6 +776,7 @@ def evaluate_response(
         notes=list(ev.notes) + _queueing_notes(estimate, ev.kv_capacity_tokens),
         predicted=None if estimate is None else _predicted(estimate, replicas),
         queueing=None if estimate is None else _queueing(estimate.prediction, estimate.curve),
+        prefix_cache=prefix_cache,
     )
 
 
@@ -712,6 +867,7 @@ def simulate_response(
     seed: int,
     saturation_rps: float,
     arrival_rate_rps_per_replica: float,
+    prefix_cache: PrefixCacheSimulated | None = None,
 ) -> SimulateResponse:
     stable = sim.stable
     return SimulateResponse(
@@ -748,4 +904,5 @@ def simulate_response(
         wall_time_ms=_ms(sim.wall_time_s),
         ci_method=sim.ci_method,
         ci_level=CI_LEVEL,
+        prefix_cache=prefix_cache,
     )

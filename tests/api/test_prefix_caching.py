@@ -156,23 +156,6 @@ def test_separate_pools_refuse_prefix_reuse_in_capacity(seeded: ApiClient) -> No
     assert "prefix_reuse" in problem["detail"]
 
 
-def test_simulate_and_evaluate_refuse_prefix_reuse_saying_so(seeded: ApiClient) -> None:
-    workload = {**CHAT["workload"], "prefix_reuse": {"hit_rate": 0.5}}
-    simulate = {
-        "model": "llama-3.1-8b",
-        "gpu": "h100-sxm",
-        "tp": 1,
-        "precision": {"weights": "fp16", "kv_cache": "fp16"},
-        "serving": {"replicas": 1, "batch_limit": 64},
-        "workload": workload,
-    }
-    problem = assert_problem(seeded.post("/v1/simulate", json=simulate), 422, "invalid-request")
-    assert "prefix_reuse is not supported by POST /v1/simulate" in str(bad_fields(problem))
-    evaluate = {**simulate, "context_tokens": 1000}
-    problem = assert_problem(seeded.post("/v1/evaluate", json=evaluate), 422, "invalid-request")
-    assert "prefix_reuse is not supported by POST /v1/evaluate" in str(bad_fields(problem))
-
-
 def test_what_if_plans_each_point_with_the_reuse(seeded: ApiClient, admin: dict[str, str]) -> None:
     """The sweep's points are plans: with prefix reuse each costs at most the point without it."""
     shape = {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}}

@@ -173,10 +173,10 @@ def test_several_replicas_route_by_prefix():
 
 
 def _planned_in_full(request: PlanningRequest, inputs) -> object:
-    """planning._plan with every trial's cost bound lifted: each cache size planned to its own optimum."""
-    from planner.planning import _plan
+    """planning.stage_plan with every trial's cost bound lifted: each cache size planned to its own optimum."""
+    from planner.planning import stage_plan
 
-    return _plan(replace(request, below_usd_per_hour=float("inf")), inputs)
+    return stage_plan(replace(request, below_usd_per_hour=float("inf")), inputs)
 
 
 def _prefix_plan(workload: Workload, *, verify: bool, full: bool):
@@ -184,7 +184,7 @@ def _prefix_plan(workload: Workload, *, verify: bool, full: bool):
     from planner.plan_prefix import prefix_plan
 
     request = PlanningRequest(workload=workload, slo=SLO, constraints=PlanConstraints(speculative="off"), verify=verify, **GRID)
-    return prefix_plan(request, INPUTS, _planned_in_full if full else planning._plan)
+    return prefix_plan(request, INPUTS, _planned_in_full if full else planning.stage_plan)
 
 
 def _same_answer(bounded, full) -> None:
@@ -241,3 +241,41 @@ def test_a_refuted_candidate_brings_the_cut_trials_back(monkeypatch: pytest.Monk
     unrefuted = _prefix_plan(workload, verify=False, full=False).justification.prefix_caching.trials
     assert [t.cost_usd_per_hour is None for t in unrefuted] == [False, True, True]
     assert all(t.cost_usd_per_hour is not None for t in bounded.justification.prefix_caching.trials)
+
+
+def _untimed(result) -> dict:
+    """A plan as a dict without its timings (plan and solve milliseconds, creation time, simulation wall time)."""
+    from planner.plan_result import as_dict
+
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in {"plan_ms", "solve_ms", "created_at", "wall_time_s"}}
+        if isinstance(value, list | tuple):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(as_dict(result))
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_a_staged_plan_finishes_into_the_plan_planned_anew(verify: bool):
+    """prefix_plan stages the plan without a cache (and every attempt): read before it is finished,
+    its cost, replicas, verification moves and predicted TTFT are the finished plan's, and a staged
+    unexplained attempt explained later is the plan its explained request gives planned anew —
+    with speculation offered (auto), where the explained plan may swap in a same-cost draft head."""
+    from planner.planning import _plan, finish_plan, stage_plan, staged_ttft_s
+
+    request = PlanningRequest(workload=CHAT, slo=SLO, verify=verify, **GRID)
+    staged = stage_plan(request, INPUTS)
+    cost, replicas, adjustments, ttft = staged.cost_usd_per_hour, staged.replicas, staged.adjustments, staged_ttft_s(staged)
+    finished = finish_plan(staged)
+    anew = _plan(request, INPUTS)
+    assert _untimed(finished) == _untimed(anew)
+    assert cost == anew.cost_usd_per_hour and replicas == anew.row.replicas
+    assert adjustments == (() if anew.verification is None else anew.verification.adjustments)
+    assert ttft is not None and ttft == anew.predicted.ttft_s.at_percentile
+    unexplained = replace(request, explain=False)
+    staged = stage_plan(unexplained, INPUTS)
+    assert finish_plan(staged).justification is None
+    explained_later = finish_plan(replace(staged, request=replace(staged.request, explain=True)))
+    assert _untimed(explained_later) == _untimed(anew)
