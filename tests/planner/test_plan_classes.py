@@ -71,7 +71,8 @@ def test_the_priority_pool_never_credits_a_class_below_the_fcfs_latency() -> Non
     wait by the other gave chat a p99 TTFT of 0.10 s, below the prefill of the merged stream's own
     p99 prompt: a percentile less a percentile. The class's TTFT is the FCFS one plus any extra
     wait, so 7 H100s miss chat's 500 ms and the priority pool is no cheaper than the FCFS one."""
-    from planner.plan_classes import _Context, _priority_options, _replica_prediction, _trial, _with_wait
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _priority_options, _replica_prediction, _trial, _with_wait
 
     ctx = _Context(classes=[CHAT_CLASS, SUMMARISE], inputs=INPUTS, base=BASE)
     (option,) = [o for o in _priority_options(ctx) if o.id == "h100-sxm/bf16/bf16/tp1/b64/c2048"]
@@ -87,7 +88,8 @@ def test_the_priority_pool_is_checked_by_the_class_simulator() -> None:
     slot in place of the model's meet its target."""
     from dataclasses import replace
 
-    from planner.plan_classes import _Context, _shared_priority
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _shared_priority
 
     base = replace(BASE, verify=True)
     candidate = _shared_priority(_Context(classes=[CHAT_CLASS, SUMMARISE], inputs=INPUTS, base=base), verify=True)
@@ -108,7 +110,8 @@ def test_the_priority_pool_search_is_no_dearer_than_the_interactive_plans_config
     seeded the pool before, is one of them, so the search costs no more than the pool grown from it."""
     from dataclasses import replace
 
-    from planner.plan_classes import _cheapest_pool, _Context, _priority_options
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _cheapest_pool, _priority_options
     from planner.plan_rows import candidate_id_of
     from planner.planning import plan_capacity
 
@@ -132,7 +135,8 @@ def test_a_loaded_priority_pool_is_simulated_class_by_class() -> None:
     waits leave every class on target, or the search would have moved to a larger pool."""
     from dataclasses import replace
 
-    from planner.plan_classes import _Context, _shared_priority
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _shared_priority
 
     base = replace(BASE, verify=True, batch_limits=(16,))
     candidate = _shared_priority(_Context(classes=[CHAT_CLASS, SUMMARISE], inputs=INPUTS, base=base), verify=True)
@@ -231,7 +235,7 @@ def test_pool_figures_without_the_justification_are_the_explained_plans_predicte
     the merged stream."""
     from dataclasses import replace
 
-    from planner.plan_classes import _pool_prediction
+    from planner.plan_classes_base import _pool_prediction
     from planner.planning import plan_capacity
 
     for members, slo in (([CHAT_CLASS], CHAT_CLASS.own_slo), ([CHAT_CLASS, SUMMARISE], tightest_slo([CHAT_CLASS, SUMMARISE]))):
