@@ -61,7 +61,13 @@ def _response(
         arrangement=Arrangement(
             chosen=plan.chosen,
             compared=[
-                ArrangementRead(name=c.name, cost_usd_per_hour=c.cost_usd_per_hour, reason=c.reason) for c in plan.compared
+                ArrangementRead(
+                    name=c.name,
+                    cost_usd_per_hour=c.cost_usd_per_hour,
+                    reason=c.reason,
+                    saving_vs_no_shedding_usd_per_hour=c.saving_vs_no_shedding_usd_per_hour,
+                )
+                for c in plan.compared
             ],
         ),
         cost_usd_per_hour=sum(p.cost_usd_per_hour for p in plan.pools),
@@ -93,6 +99,7 @@ def _response(
                 deadline_h=k.deadline_h,
                 meets_target=k.meets_target,
                 shed_fraction=k.shed_fraction,
+                admission_limit=k.admission_limit,
             )
             for k in plan.classes
         ],
@@ -111,6 +118,7 @@ def _response(
                     e2e_simulated_s=c.e2e_simulated_s,
                     shed_fraction_simulated=c.shed_fraction_simulated,
                     meets_target=c.meets_target,
+                    tpot_simulated_ms=c.tpot_simulated_s * MS_PER_S,
                 )
                 for c in v.classes
             ],

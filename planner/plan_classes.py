@@ -89,7 +89,7 @@ _ARRANGEMENTS: tuple[tuple[str, Callable[..., _Candidate], str], ...] = (
     (
         "shared_priority_shedding",
         _shared_priority_shedding,
-        "the priority pool refusing the lowest class when no slot is free, within its max_shed_fraction",
+        "the priority pool with an admission limit on the lowest class, refusing within its max_shed_fraction",
     ),
     ("segregated", _segregated, "one pool per class, each at its own target"),
     (
@@ -157,7 +157,17 @@ def plan_classes(classes: Sequence[TrafficClass], inputs: PlanningInputs, base: 
             continue
         candidate = priced[name]
         note = "" if candidate.final else NOT_SIMULATED
-        compared.append(ArrangementCost(name=name, cost_usd_per_hour=candidate.cost_usd_per_hour, reason=reason + note))
+        saving = None
+        if name == "shared_priority_shedding" and "shared_priority" in priced:
+            saving = priced["shared_priority"].cost_usd_per_hour - candidate.cost_usd_per_hour
+        compared.append(
+            ArrangementCost(
+                name=name,
+                cost_usd_per_hour=candidate.cost_usd_per_hour,
+                reason=reason + note,
+                saving_vs_no_shedding_usd_per_hour=saving,
+            )
+        )
     return ClassesPlan(
         chosen=best.name,
         compared=tuple(compared),

@@ -24,6 +24,9 @@ class ArrangementCost:
     name: str
     cost_usd_per_hour: float | None  # None: not comparable / infeasible
     reason: str
+    #: shared_priority_shedding only: shared_priority's cost less this one's (what the admission
+    #: limit saves); None when either is not priced.
+    saving_vs_no_shedding_usd_per_hour: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +40,9 @@ class ClassFigures:
     deadline_h: float | None
     meets_target: bool
     shed_fraction: float
+    #: Admit a request of the class only while a replica holds fewer than this many (running +
+    #: waiting, every class); None: always admitted. Set by the shedding arrangement.
+    admission_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,15 +63,17 @@ class PoolPlan:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClassVerified:
-    """One class on the priority pool, the queueing model's wait for a slot against the class simulator's."""
+    """One class on the priority pool: the queueing model's wait for a slot against the step-level
+    class simulator's, and the class's simulated latencies and refusals (planner/simulator_classes_step.py)."""
 
     name: str
     wait_model_s: float  # at the plan's percentile
     wait_simulated_s: float
-    ttft_simulated_s: float  # the class's TTFT with the simulated wait in place of the model's
+    ttft_simulated_s: float  # the class's simulated TTFT at the plan's percentile
     e2e_simulated_s: float
     shed_fraction_simulated: float
     meets_target: bool
+    tpot_simulated_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,7 +27,7 @@ from planner.plan_predict import _cached_prediction, _saturation
 from planner.plan_verify import MAX_VERIFY_ROUNDS
 from planner.queueing import RELIABLE_MAX_UTILISATION, Prediction, predict
 from planner.queueing_priority import ClassLoad, priority_waits, shed_probabilities
-from planner.simulator_classes import simulate_classes
+from planner.simulator_classes_step import StepClass, simulate_classes_step
 from planner.traffic_classes import TrafficClass, merged_workload, tightest_slo
 from planner.workload import Serving, Slo, Workload
 
@@ -38,10 +38,11 @@ MAX_EXTRA_REPLICAS = 64
 WARMUP_FRACTION = 0.1
 
 
-def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int) -> dict[str, float]:
+def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int, limit: int) -> dict[str, float]:
     """Refusal fraction per class when the lowest-priority classes that may be shed are admitted only
-    while a replica has fewer than `slots` requests in it (into a free slot, never to queue): the
-    birth–death chain of planner/queueing_priority.py."""
+    while a replica has fewer than `limit` requests in it (running + waiting; `limit` = `slots`: into
+    a free slot, never to queue; below: some slots kept for the classes above): the birth–death
+    chain of planner/queueing_priority.py."""
     lowest = max(k.priority for k in classes)
     loads = [
         ClassLoad(
@@ -49,11 +50,44 @@ def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: f
             arrival_rate_rps=k.arrival_rate_rps / replicas,
             service_s=service_s,
             priority=k.priority,
-            admission_limit=slots if k.priority == lowest and k.max_shed_fraction > 0 else None,
+            admission_limit=limit if _sheddable(k, lowest) else None,
         )
         for k in classes
     ]
     return {r.name: r.shed_probability for r in shed_probabilities(loads, slots=slots)}
+
+
+def _sheddable(k: TrafficClass, lowest: int) -> bool:
+    """Whether the shedding arrangement gives `k` an admission limit: the lowest priority, allowed to be shed."""
+    return k.priority == lowest and k.max_shed_fraction > 0
+
+
+def _admission_limit(
+    classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int, limit: int | None
+) -> tuple[int, dict[str, float]] | None:
+    """The admission limit K of the shed classes and every class's refusal fraction: `limit` if given,
+    else the smallest K in [1, slots] whose refusals stay within every class's `max_shed_fraction`
+    (the least load a replica must then carry; refusals only fall as K grows, so it is bisected).
+    None when even K = slots (admitted only into a free slot) refuses more than allowed."""
+
+    def within(shed: dict[str, float]) -> bool:
+        return all(shed[k.name] <= k.max_shed_fraction for k in classes)
+
+    if limit is not None:
+        shed = _shed_fractions(classes, replicas, service_s, slots, limit)
+        return (limit, shed) if within(shed) else None
+    shed = _shed_fractions(classes, replicas, service_s, slots, slots)
+    if not within(shed):
+        return None
+    low, high = 0, slots  # low refuses too much (K = 0 refuses all), high is within
+    while high - low > 1:
+        middle = (low + high) // 2
+        trial = _shed_fractions(classes, replicas, service_s, slots, middle)
+        if within(trial):
+            high, shed = middle, trial
+        else:
+            low = middle
+    return high, shed
 
 
 def _shared_priority_shedding(ctx: _Context, *, verify: bool) -> _Candidate:
@@ -78,6 +112,8 @@ class _Trial:
     ttft_fcfs_s: float  # the merged stream's, FCFS, at the percentile
     e2e_fcfs_s: float
     fcfs_wait_s: float  # its slot wait at the percentile
+    #: The shed classes' admission limit per replica (running + waiting); None without shedding.
+    admission_limit: int | None = None
 
 
 def _priority_options(ctx: _Context) -> list[Option]:
@@ -145,14 +181,24 @@ def _with_wait(fcfs_s: float, fcfs_wait_s: float, class_wait_s: float) -> float:
 
 
 def _trial(
-    ctx: _Context, option: Option, replicas: int, *, shedding: bool, classes: Sequence[TrafficClass] | None = None
+    ctx: _Context,
+    option: Option,
+    replicas: int,
+    *,
+    shedding: bool,
+    classes: Sequence[TrafficClass] | None = None,
+    limit: int | None = None,
 ) -> _Trial | None:
     """`replicas` of `option` as one priority pool, if the queueing model finds every class on target
     with ρ ≤ RELIABLE_MAX_UTILISATION; None otherwise. Each class's TTFT and
     E2E are the merged stream's, plus what the class's Cobham wait at the percentile adds to the
     merged stream's FCFS slot wait there, never less (`_with_wait`); TPOT is the merged stream's
     (everyone shares the batch). `classes`: the
-    request's classes, or others at other rates (a period of the day profile)."""
+    request's classes, or others at other rates (a period of the day profile).
+
+    With `shedding`, the lowest class where its `max_shed_fraction` allows gets an admission limit K
+    (`_admission_limit`: `limit`, or the smallest whose refusals stay within what each class
+    allows) and the pool is predicted for the admitted load."""
     classes = ctx.classes if classes is None else classes
     interactive = [k for k in classes if k.slo is not None]
     workload = merged_workload(classes)
@@ -169,9 +215,10 @@ def _trial(
             return None
         shed = dict.fromkeys((k.name for k in classes), 0.0)
         if shedding:
-            shed = _shed_fractions(classes, replicas, q.service_s, q.slots)
-            if any(shed[k.name] > k.max_shed_fraction for k in classes):
+            found = _admission_limit(classes, replicas, q.service_s, q.slots, limit)
+            if found is None:
                 return None
+            limit, shed = found
             admitted = [replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes]
             prediction = _replica_prediction(option, merged_workload(admitted), replicas, percentile)
             q = prediction.queueing
@@ -193,6 +240,7 @@ def _trial(
         return None
     fcfs_wait = q.wait_at_percentile_s
     tpot = prediction.tpot.at_percentile_s
+    lowest = max(k.priority for k in classes)
     figures = []
     for k in classes:
         ttft = _with_wait(prediction.ttft.at_percentile_s, fcfs_wait, waits[k.name])
@@ -208,6 +256,7 @@ def _trial(
                 deadline_h=k.deadline_h,
                 meets_target=_meets(k.own_slo, ttft, tpot, e2e),
                 shed_fraction=shed[k.name],
+                admission_limit=limit if shedding and _sheddable(k, lowest) else None,
             )
         )
     if not all(f.meets_target for f in figures):
@@ -224,6 +273,7 @@ def _trial(
         ttft_fcfs_s=prediction.ttft.at_percentile_s,
         e2e_fcfs_s=prediction.e2e.at_percentile_s,
         fcfs_wait_s=fcfs_wait,
+        admission_limit=limit if shedding else None,
     )
 
 
@@ -316,38 +366,80 @@ def _fewest_replicas(ctx: _Context, option: Option, least: int, most: int, *, sh
     return found
 
 
+def _largest_limit(ctx: _Context, trial: _Trial) -> _Trial:
+    """The shedding pool `trial` with the largest admission limit the model still accepts on it: the
+    search sized the pool at the smallest limit allowed (the least load to carry); on that pool the
+    classes are then refused no more than it needs. Acceptance only falls as the limit grows (more
+    admitted load), so the limit is bisected between the search's and the slots."""
+    if trial.admission_limit is None:
+        return trial
+
+    def accepted(limit: int) -> _Trial | None:
+        found = _trial(ctx, trial.option, trial.replicas, shedding=True, limit=limit)
+        if found is None or not ctx.base.constraints.n_plus_one:
+            return found
+        return found if _trial(ctx, trial.option, trial.replicas - 1, shedding=True, limit=limit) is not None else None
+
+    best, low, high = trial, trial.admission_limit, trial.slots + 1  # low accepted, high not tried (beyond the slots)
+    while high - low > 1:
+        middle = (low + high) // 2
+        found = accepted(middle)
+        if found is None:
+            high = middle
+        else:
+            low, best = middle, found
+    return best
+
+
 def _simulated(ctx: _Context, trial: _Trial) -> tuple[ClassVerified, ...]:
-    """Every class's wait on one replica of `trial` by the class simulator (planner/simulator_classes.py),
-    as many measured requests as the single-class planner verifies with (`verify_requests`), and the
-    class's TTFT and E2E with the simulated wait in place of the model's."""
+    """Every class on one replica of `trial` by the step-level class simulator
+    (planner/simulator_classes_step.py): each class's own arrivals at its per-replica rate and
+    lengths, priority admission, the shed classes' admission limit; as many measured requests as
+    the single-class planner verifies with (`verify_requests`). A class meets its target when its
+    simulated TTFT, TPOT and E2E at the plan's percentile do and it is refused no more than its
+    `max_shed_fraction`."""
     base = ctx.base
-    rate = sum(k.arrival_rate_rps for k in trial.loads)
+    group, option = trial.option.group, trial.option
+    rate = sum(k.arrival_rate_rps for k in ctx.classes) / trial.replicas
     duration_s = base.verify_requests / rate / (1.0 - WARMUP_FRACTION)  # the first tenth is warm-up
+    limits = {f.name: f.admission_limit for f in trial.figures}
+    percentile = trial.figures[0].percentile
     simulated = {
         s.name: s
-        for s in simulate_classes(
-            trial.loads,
-            slots=trial.slots,
+        for s in simulate_classes_step(
+            group.step_model,
+            [
+                StepClass(
+                    name=k.name,
+                    workload=k.workload.at_rate(k.arrival_rate_rps / trial.replicas),
+                    priority=k.priority,
+                    admission_limit=limits[k.name],
+                )
+                for k in ctx.classes
+            ],
+            batch_limit=option.batch_limit,
+            chunk_tokens=option.chunk_tokens,
+            kv_capacity_tokens=group.kv_capacity_tokens,
             duration_s=duration_s,
             seed=base.seed,
             warmup_fraction=WARMUP_FRACTION,
-            percentile=trial.figures[0].percentile,
+            percentile=percentile,
+            checkpoint=ctx.checkpoint,
         )
     }
     checks = []
-    for k, f in zip(ctx.classes, trial.figures, strict=True):
-        wait = simulated[k.name].wait_at_percentile_s
-        ttft = _with_wait(trial.ttft_fcfs_s, trial.fcfs_wait_s, wait)
-        e2e = _with_wait(trial.e2e_fcfs_s, trial.fcfs_wait_s, wait)
+    for k in ctx.classes:
+        sim = simulated[k.name]
         checks.append(
             ClassVerified(
                 name=k.name,
                 wait_model_s=trial.waits_s[k.name],
-                wait_simulated_s=wait,
-                ttft_simulated_s=ttft,
-                e2e_simulated_s=e2e,
-                shed_fraction_simulated=simulated[k.name].shed_fraction,
-                meets_target=_meets(k.own_slo, ttft, f.tpot_s, e2e),
+                wait_simulated_s=sim.wait_s,
+                ttft_simulated_s=sim.ttft_s,
+                e2e_simulated_s=sim.e2e_s,
+                shed_fraction_simulated=sim.shed_fraction,
+                meets_target=_meets(k.own_slo, sim.ttft_s, sim.tpot_s, sim.e2e_s) and sim.shed_fraction <= k.max_shed_fraction,
+                tpot_simulated_s=sim.tpot_s,
             )
         )
     return tuple(checks)
@@ -372,6 +464,7 @@ def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> 
         trial = _cheapest_pool(ctx, ctx.priority_options, shedding=shedding, fewest=fewest)
         if trial is None:
             break
+        trial = _largest_limit(ctx, trial)
         verification = None
         if simulate:
             checks = _simulated(ctx, trial)
@@ -383,7 +476,7 @@ def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> 
             top = min(trial.loads, key=lambda k: k.priority)
             interactive_check = next(c for c in checks if c.name == top.name)
             verification = Verified(
-                method="slot-level class simulator (planner/simulator_classes.py), one replica",
+                method="step-level class simulator (planner/simulator_classes_step.py), one replica",
                 interactive_p99_wait_model_s=interactive_check.wait_model_s,
                 interactive_p99_wait_simulated_s=interactive_check.wait_simulated_s,
                 classes=checks,

@@ -132,6 +132,11 @@ class ArrangementRead(BaseModel):
     name: str
     cost_usd_per_hour: float | None
     reason: str
+    saving_vs_no_shedding_usd_per_hour: float | None = Field(
+        default=None,
+        description="shared_priority_shedding only: shared_priority's cost less this one's (what the admission limit saves); "
+        "null when either is not priced.",
+    )
 
 
 class Arrangement(BaseModel):
@@ -166,18 +171,24 @@ class ClassRead(BaseModel):
     deadline_h: float | None
     meets_target: bool
     shed_fraction: float
+    admission_limit: int | None = Field(
+        default=None,
+        description="The class is admitted only while a replica holds fewer than this many requests (running + waiting); "
+        "null: always admitted.",
+    )
 
 
 class ClassVerificationRead(BaseModel):
-    """One class of a priority pool: the queueing model's wait for a slot against the class simulator's."""
+    """One class of a priority pool: the queueing model's wait for a slot against the step-level class simulator's."""
 
     name: str
     wait_model_ms: float
     wait_simulated_ms: float
-    ttft_simulated_ms: float = Field(description="The class's TTFT with the simulated wait in place of the model's.")
+    ttft_simulated_ms: float = Field(description="The class's simulated TTFT at the plan's percentile.")
     e2e_simulated_s: float
     shed_fraction_simulated: float
     meets_target: bool
+    tpot_simulated_ms: float = Field(default=0.0, description="The class's simulated TPOT at the plan's percentile.")
 
 
 class ClassesVerification(BaseModel):
