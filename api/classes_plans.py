@@ -20,6 +20,8 @@ from api.schemas.classes import (
     ClassPoolRead,
     ClassRead,
     ClassVerificationRead,
+    InteractivePeriodRead,
+    PeriodVerificationRead,
 )
 from api.schemas.plan_result import EfficiencyRead
 from api.schemas.plans import PlanRequest, PrecisionRead
@@ -123,6 +125,21 @@ def _response(
                 for c in v.classes
             ],
             refuted=list(v.refuted),
+            periods=[
+                PeriodVerificationRead(
+                    period=p.period,
+                    interactive_rps=p.interactive_rps,
+                    background_in_pool_rps=p.background_in_pool_rps,
+                    extra_replicas=p.extra_replicas,
+                    interactive=[
+                        InteractivePeriodRead(name=name, ttft_ms=ttft * MS_PER_S, tpot_ms=tpot * MS_PER_S, e2e_s=e2e)
+                        for name, ttft, tpot, e2e in p.interactive
+                    ],
+                    background_completion_h=p.background_completion_h,
+                    meets_target=p.meets_target,
+                )
+                for p in v.periods
+            ],
         ),
         provenance=ClassesProvenance(
             catalog_version=inputs.catalog_version,

@@ -77,6 +77,22 @@ class ClassVerified:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PeriodVerified:
+    """One period of a deferred plan's day run: the interactive pool at that period's rates with the
+    background work it takes then, simulated at step level, and the background work arriving then."""
+
+    period: int
+    interactive_rps: float
+    background_in_pool_rps: float  # served on the interactive pool's idle capacity (the day run's average)
+    extra_replicas: int
+    #: Each interactive class's simulated (TTFT, TPOT, E2E) at its percentile, by name; empty when the
+    #: pool was not simulated with the background in it (a mixed fleet or a configuration that cannot hold it).
+    interactive: tuple[tuple[str, float, float, float], ...]
+    background_completion_h: float  # the longest arrival-to-done of the work arriving in the period
+    meets_target: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Verified:
     method: str
     interactive_p99_wait_model_s: float
@@ -84,6 +100,8 @@ class Verified:
     classes: tuple[ClassVerified, ...] = ()
     #: Pools the simulator refused on the way (configuration and replicas, why), cheapest first.
     refuted: tuple[str, ...] = ()
+    #: The deferred arrangement's day run, period by period (planner/simulator_classes_day.py).
+    periods: tuple[PeriodVerified, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

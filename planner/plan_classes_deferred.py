@@ -8,13 +8,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from planner.errors import PlannerInputError
-from planner.plan_classes_base import PoolPlan, _Candidate, _Context, _figures, _NotComparable, _plan_one, _pool
-from planner.plan_classes_priority import _priority_options, _trial
+from planner.errors import InfeasiblePlanError, PlannerInputError
+from planner.plan_classes_base import (
+    PeriodVerified,
+    PoolPlan,
+    Verified,
+    _Candidate,
+    _Context,
+    _figures,
+    _meets,
+    _NotComparable,
+    _plan_one,
+    _pool,
+)
+from planner.plan_classes_priority import WARMUP_FRACTION, _priority_options, _trial
 from planner.plan_deferral import deferral_schedule
 from planner.plan_predict import _saturation
 from planner.plan_rows import candidate_id_of
 from planner.planning import PlanResult
+from planner.simulator_classes_day import simulate_background_day
+from planner.simulator_classes_step import StepClass, StepClassSimulated, simulate_classes_step
 from planner.traffic_classes import S_PER_H, TrafficClass, merged_workload, tightest_slo
 from planner.workload import Serving
 
@@ -112,14 +125,27 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
     interactive_rps = [sum(k.day_rps(periods)[p] for k in interactive) for p in range(periods)]
     background_rps = [sum(k.day_rps(periods)[p] for k in background) for p in range(periods)]
     deadline_h = min(k.deadline_h for k in background if k.deadline_h is not None)
+    spare = _spare_rps(ctx, plan_i, interactive_rps, background)
+    # an extra replica carries what the background pool's plan verified per replica at its peak
+    extra_replica_rps = sum(k.arrival_rate_rps for k in background) / plan_b.replicas
     schedule = deferral_schedule(
         arrivals_rps=background_rps,
-        spare_rps=_spare_rps(ctx, plan_i, interactive_rps, background),
+        spare_rps=spare,
         deadline_h=deadline_h,
-        # an extra replica carries what the background pool's plan verified per replica at its peak
-        extra_replica_rps=sum(k.arrival_rate_rps for k in background) / plan_b.replicas,
+        extra_replica_rps=extra_replica_rps,
         extra_replica_usd_per_hour=plan_b.cost_usd_per_hour / plan_b.replicas,
     )
+    verification = None
+    if ctx.base.verify:
+        verification = _day_run(ctx, plan_i, spare, schedule.extra_replicas, extra_replica_rps, deadline_h)
+        missed = [p for p in verification.periods if not p.meets_target]
+        if missed:
+            raise InfeasiblePlanError(
+                f"the day run misses in {len(missed)} of {periods} periods (first: period {missed[0].period}, "
+                f"background done within {missed[0].background_completion_h:.2f} h of a {deadline_h:g} h deadline, "
+                f"interactive {missed[0].interactive})",
+                constraint="verification",
+            )
     pools = [replace(_pool("interactive", interactive, plan_i), classes=tuple(k.name for k in classes))]
     if any(schedule.extra_replicas):
         row_b = plan_b.row
@@ -156,4 +182,111 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
         pools=tuple(pools),
         classes=tuple(by_name[k.name] for k in classes),
         final=final_i and final_b,
+        verification=verification,
+    )
+
+
+def _day_run(
+    ctx: _Context,
+    plan_i: PlanResult,
+    spare_rps: Sequence[float],
+    extra_replicas: Sequence[int],
+    extra_replica_rps: float,
+    deadline_h: float,
+) -> Verified:
+    """The deferred plan's day, simulated. The background work runs through the cyclic day on the
+    interactive pool's idle capacity plus the extra replicas rented in each period, oldest first and
+    work-conserving (planner/simulator_classes_day.py): each period's worst arrival-to-done time.
+    Each period's interactive pool (one replica, the interactive classes at that period's rates and
+    the background work the day run served on it then, at the lowest priority) runs at step level
+    (planner/simulator_classes_step.py): every interactive class's TTFT, TPOT and E2E at its
+    percentile. A period meets its target when every interactive class does and the background
+    work arriving in it is done within the deadline (its completion plus its own simulated E2E on
+    the pool). The extra replicas run the background classes' own single-class plan, which that
+    plan's simulator verified."""
+    classes = ctx.classes
+    interactive = [k for k in classes if k.slo is not None]
+    background = [k for k in classes if k.slo is None]
+    periods = len(spare_rps)
+    background_rps = [sum(k.day_rps(periods)[p] for k in background) for p in range(periods)]
+    background_total = sum(k.arrival_rate_rps for k in background)
+    capacity = [spare_rps[p] + extra_replicas[p] * extra_replica_rps for p in range(periods)]
+    day = simulate_background_day(background_rps, capacity)
+    option = None
+    if len(plan_i.rows) == 1:
+        if ctx.priority_options is None:
+            ctx.priority_options = _priority_options(ctx)
+        option = next((o for o in ctx.priority_options if o.id == candidate_id_of(plan_i.row)), None)
+    replicas = plan_i.row.replicas
+    percentile = max(k.own_slo.percentile for k in classes)
+    simulated: dict[tuple[tuple[float, ...], float], dict[str, StepClassSimulated]] = {}
+    results = []
+    for p in range(periods):
+        rates = tuple(k.day_rps(periods)[p] for k in interactive)
+        in_pool = min(spare_rps[p], day.served_rps[p])
+        key = (rates, round(in_pool, 9))
+        if option is not None and key not in simulated and sum(rates) + in_pool > 0:
+            step = [
+                StepClass(name=k.name, workload=k.workload.at_rate(rate / replicas), priority=k.priority)
+                for k, rate in zip(interactive, rates, strict=True)
+            ]
+            step += [
+                StepClass(
+                    name=k.name,
+                    workload=k.workload.at_rate(in_pool * k.arrival_rate_rps / background_total / replicas),
+                    priority=k.priority,
+                )
+                for k in background
+            ]
+            duration_s = ctx.base.verify_requests / ((sum(rates) + in_pool) / replicas) / (1.0 - WARMUP_FRACTION)
+            simulated[key] = {
+                r.name: r
+                for r in simulate_classes_step(
+                    option.group.step_model,
+                    step,
+                    batch_limit=option.batch_limit,
+                    chunk_tokens=option.chunk_tokens,
+                    kv_capacity_tokens=option.group.kv_capacity_tokens,
+                    duration_s=duration_s,
+                    seed=ctx.base.seed,
+                    warmup_fraction=WARMUP_FRACTION,
+                    percentile=percentile,
+                    checkpoint=ctx.checkpoint,
+                )
+            }
+        sims = simulated.get(key, {})
+        figures = tuple(
+            (k.name, sims[k.name].ttft_s, sims[k.name].tpot_s, sims[k.name].e2e_s)
+            for k in interactive
+            if k.name in sims and sims[k.name].arrivals > 0
+        )
+        own_h = max((sims[k.name].e2e_s for k in background if k.name in sims), default=0.0) / S_PER_H
+        completion_h = day.completion_h[p] + own_h
+        slo = {k.name: k.own_slo for k in interactive}
+        on_target = all(_meets(slo[name], ttft, tpot, e2e) for name, ttft, tpot, e2e in figures)
+        results.append(
+            PeriodVerified(
+                period=p,
+                interactive_rps=sum(rates),
+                background_in_pool_rps=in_pool,
+                extra_replicas=extra_replicas[p],
+                interactive=figures,
+                background_completion_h=completion_h,
+                meets_target=on_target and completion_h <= deadline_h,
+            )
+        )
+    peak = max(results, key=lambda r: r.interactive_rps)
+    top = min(interactive, key=lambda k: k.priority)
+    peak_sims = simulated.get(
+        (tuple(k.day_rps(periods)[peak.period] for k in interactive), round(peak.background_in_pool_rps, 9)), {}
+    )
+    return Verified(
+        method=(
+            "day run: background work first in, first out on the idle and rented capacity of each period "
+            "(planner/simulator_classes_day.py); each period's interactive pool at step level with that "
+            "period's background in it (planner/simulator_classes_step.py), one replica"
+        ),
+        interactive_p99_wait_model_s=0.0,
+        interactive_p99_wait_simulated_s=peak_sims[top.name].wait_s if top.name in peak_sims else 0.0,
+        periods=tuple(results),
     )

@@ -84,25 +84,31 @@ class StepClassSimulated:
 
 def _trace(classes: Sequence[StepClass], duration_s: float, rng: np.random.Generator) -> tuple[Trace, np.ndarray]:
     """Every class's arrivals over [0, duration_s), merged in time order, and each request's class index."""
-    parts: list[Trace] = []
+    arrivals: list[np.ndarray] = []
+    prompts: list[np.ndarray] = []
+    outputs: list[np.ndarray] = []
     for k in classes:
         rate = k.workload.arrival_rate_rps
         if rate <= 0:
-            parts.append(Trace(arrival_s=np.empty(0), prompt_tokens=np.empty(0, np.int64), output_tokens=np.empty(0, np.int64)))
+            arrivals.append(np.empty(0))
+            prompts.append(np.empty(0, np.int64))
+            outputs.append(np.empty(0, np.int64))
             continue
         # enough draws to pass duration_s with overwhelming probability (mean + 10 sd + 10), then cut
         expected = rate * duration_s
         n = int(expected + 10.0 * math.sqrt(expected) * max(1.0, k.workload.arrival_cv) + 10)
         t = sample_trace(k.workload, n, rng)
         keep = t.arrival_s < duration_s
-        parts.append(Trace(arrival_s=t.arrival_s[keep], prompt_tokens=t.prompt_tokens[keep], output_tokens=t.output_tokens[keep]))
-    arrival = np.concatenate([p.arrival_s for p in parts])
-    which = np.concatenate([np.full(len(p.arrival_s), i, dtype=np.int64) for i, p in enumerate(parts)])
+        arrivals.append(t.arrival_s[keep])
+        prompts.append(t.prompt_tokens[keep].astype(np.int64))
+        outputs.append(t.output_tokens[keep].astype(np.int64))
+    arrival = np.concatenate(arrivals)
+    if arrival.size == 0:
+        raise PlannerInputError("no request arrived in the simulated duration")
+    which = np.concatenate([np.full(len(a), i, dtype=np.int64) for i, a in enumerate(arrivals)])
     order = np.argsort(arrival, kind="stable")
     trace = Trace(
-        arrival_s=arrival[order],
-        prompt_tokens=np.concatenate([p.prompt_tokens for p in parts]).astype(np.int64)[order],
-        output_tokens=np.concatenate([p.output_tokens for p in parts]).astype(np.int64)[order],
+        arrival_s=arrival[order], prompt_tokens=np.concatenate(prompts)[order], output_tokens=np.concatenate(outputs)[order]
     )
     return trace, which[order]
 
@@ -215,8 +221,6 @@ def simulate_classes_step(
         raise PlannerInputError("the step-level class simulation does not model speculative decoding")
     rng = np.random.default_rng(seed)
     trace, which_arr = _trace(classes, duration_s, rng)
-    if len(trace.arrival_s) == 0:
-        raise PlannerInputError("no request arrived in the simulated duration")
     _check_runnable(trace, kv_capacity_tokens, max_steps)
     n = len(trace.arrival_s)
     levels = sorted({k.priority for k in classes})

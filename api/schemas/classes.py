@@ -191,6 +191,27 @@ class ClassVerificationRead(BaseModel):
     tpot_simulated_ms: float = Field(default=0.0, description="The class's simulated TPOT at the plan's percentile.")
 
 
+class InteractivePeriodRead(BaseModel):
+    name: str
+    ttft_ms: float
+    tpot_ms: float
+    e2e_s: float
+
+
+class PeriodVerificationRead(BaseModel):
+    """One period of a deferred plan's day run (planner/simulator_classes_day.py)."""
+
+    period: int
+    interactive_rps: float
+    background_in_pool_rps: float = Field(description="Background work served on the interactive pool's idle capacity.")
+    extra_replicas: int
+    interactive: list[InteractivePeriodRead] = Field(
+        description="Each interactive class on its pool in this period, simulated at step level with the background in it."
+    )
+    background_completion_h: float = Field(description="The longest arrival-to-done time of the work arriving in the period.")
+    meets_target: bool
+
+
 class ClassesVerification(BaseModel):
     method: str
     interactive_wait_model_ms: float
@@ -198,6 +219,9 @@ class ClassesVerification(BaseModel):
     classes: list[ClassVerificationRead] = Field(default_factory=list)
     refuted: list[str] = Field(
         default_factory=list, description="Pools the simulator refused on the way (configuration × replicas: why)."
+    )
+    periods: list[PeriodVerificationRead] = Field(
+        default_factory=list, description="A deferred plan's day run, period by period; empty for other arrangements."
     )
 
 
