@@ -12,17 +12,20 @@ Arrangements compared (each priced in USD per hour; the cheapest feasible one is
     target. The figures: the queueing model's prediction for the merged stream on that pool
     (planner/queueing.py: step times with everyone in the batch, hence TPOT for all classes) with
     its FCFS slot wait replaced by each class's priority wait (Cobham, planner/queueing_priority.py)
-    at the same percentile: TTFT_k ≈ TTFT_fcfs − wait_fcfs + wait_k. With verification the winner's
-    classes are simulated at slot level (planner/simulator_classes.py); a miss refuses that pool.
+    at the same percentile, never below the FCFS figure (`_with_wait`). With verification the
+    winner's classes are simulated at step level (planner/simulator_classes_step.py); a miss refuses
+    that pool.
 (c) ``segregated`` — one pool per class, each planned by the single-class planner at its own SLO
     (a deadline as a p99 end-to-end target of H hours, which lets the background pool run hot).
 (b') ``shared_priority_shedding`` — (b) with the lowest class, where its `max_shed_fraction` allows,
-    admitted only into a free slot (never queued): its refusal fraction from the birth–death chain
-    (planner/queueing_priority.py) must stay within `max_shed_fraction`, and the pool is sized for
-    the admitted load.
+    given an admission limit K ≤ c (admitted only while a replica holds fewer than K requests): the
+    pool is sized at the smallest K whose refusals from the birth–death chain
+    (planner/queueing_priority.py) stay within `max_shed_fraction` (the least admitted load), then K
+    is raised as far as the model accepts on that pool; the saving against (b) is reported.
 (d) ``deferred`` — with a day profile (`TrafficClass.demand_rps`): the interactive pool sized for
     its peak, the background work deferred within its deadline into its idle hours and, where
     needed, extra off-peak replicas (planner/plan_deferral.py); not comparable without a profile.
+    With verification, a day run checks it (planner/simulator_classes_day.py).
 
 Why (b) or (c) beat (a): a queue's wait grows as 1/(1 − ρ). In (a) the background load raises the
 ρ the interactive requests see, so the pool must be run cool enough for the interactive tail
