@@ -378,7 +378,8 @@ def _largest_limit(ctx: _Context, trial: _Trial) -> _Trial:
         found = _trial(ctx, trial.option, trial.replicas, shedding=True, limit=limit)
         if found is None or not ctx.base.constraints.n_plus_one:
             return found
-        return found if _trial(ctx, trial.option, trial.replicas - 1, shedding=True, limit=limit) is not None else None
+        lost_one = trial.replicas > 1 and _trial(ctx, trial.option, trial.replicas - 1, shedding=True, limit=limit) is not None
+        return found if lost_one else None
 
     best, low, high = trial, trial.admission_limit, trial.slots + 1  # low accepted, high not tried (beyond the slots)
     while high - low > 1:
