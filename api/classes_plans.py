@@ -102,6 +102,7 @@ def _response(
                 meets_target=k.meets_target,
                 shed_fraction=k.shed_fraction,
                 admission_limit=k.admission_limit,
+                deferred_fraction=k.deferred_fraction,
             )
             for k in plan.classes
         ],

@@ -43,6 +43,9 @@ class ClassFigures:
     #: Admit a request of the class only while a replica holds fewer than this many (running +
     #: waiting, every class); None: always admitted. Set by the shedding arrangement.
     admission_limit: int | None = None
+    #: The share of the class's requests served in a later period of the day than they arrived in
+    #: (the deferred arrangement's schedule, planner/plan_deferral.py `deferred_fraction`); 0 elsewhere.
+    deferred_fraction: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,7 +22,7 @@ from planner.plan_classes_base import (
     _pool,
 )
 from planner.plan_classes_priority import WARMUP_FRACTION, _priority_options, _trial
-from planner.plan_deferral import deferral_schedule
+from planner.plan_deferral import deferral_schedule, deferred_fraction
 from planner.plan_predict import _saturation
 from planner.plan_rows import candidate_id_of
 from planner.planning import PlanResult
@@ -165,6 +165,7 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
             )
         )
     completion_s = schedule.completion_h * S_PER_H
+    deferred = deferred_fraction(background_rps, schedule)  # the background classes share one queue, oldest first
     figures = [_figures(k, "interactive", plan_i, prediction_i) for k in interactive]
     figures += [
         replace(
@@ -172,6 +173,7 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
             ttft_s=completion_s,  # a deferred request's first token may come as late as its last
             e2e_s=completion_s,
             meets_target=k.deadline_h is not None and completion_s <= k.deadline_h * S_PER_H,
+            deferred_fraction=deferred,
         )
         for k in background
     ]

@@ -176,6 +176,11 @@ class ClassRead(BaseModel):
         description="The class is admitted only while a replica holds fewer than this many requests (running + waiting); "
         "null: always admitted.",
     )
+    deferred_fraction: float = Field(
+        default=0.0,
+        description="The share of the class's requests served in a later period of the day than they arrived in "
+        "(the deferred pool's schedule); 0 in other arrangements.",
+    )
 
 
 class ClassVerificationRead(BaseModel):

@@ -112,3 +112,30 @@ def test_the_day_run_fails_a_deadline_shorter_than_its_waits() -> None:
     assert {9, 10} <= missed
     assert all(short.periods[p].background_completion_h > 6.0 for p in missed)
     assert len(missed) < 24
+
+
+def test_the_deferred_fraction_by_hand() -> None:
+    """Two 12 h periods, 1 req/s each: nothing served in the first (all of it deferred), 2 req/s in
+    the second, which first clears the first period's 43,200 requests then serves its own: half the
+    day's work is deferred."""
+    from planner.plan_deferral import DeferralSchedule, deferred_fraction
+
+    schedule = DeferralSchedule(
+        period_hours=12.0,
+        served_rps=(0.0, 2.0),
+        extra_replicas=(0, 1),
+        backlog_requests=(12 * 3600.0, 0.0),
+        completion_h=24.0,
+        extra_cost_usd_per_hour=0.0,
+    )
+    assert deferred_fraction((1.0, 1.0), schedule) == pytest.approx(0.5)
+
+
+def test_the_deferred_plan_reports_the_deferred_fraction() -> None:
+    """On the office day (due within 12 h), at least the eight office hours' summarisation (a third of
+    its day) waits for a later period; chat, served as it arrives, defers nothing."""
+    plan = plan_classes([replace(CHAT_CLASS, demand_rps=OFFICE_DAY), replace(SUMMARISE, deadline_h=12.0)], INPUTS, BASE)
+    assert plan.chosen == "deferred"
+    by_name = {k.name: k for k in plan.classes}
+    assert by_name["chat"].deferred_fraction == 0.0
+    assert 1 / 3 - 1e-9 <= by_name["summarise"].deferred_fraction < 1.0
