@@ -160,8 +160,10 @@ def worked_example_shedding() -> None:
 
     replicas = 7
     print()
-    print("| scale | ρ (model) | K | batch refused: model / step-level | chat p99 TTFT step-level (ms) |")
-    print("|---|---|---|---|---|")
+    print(
+        "| scale | ρ (model) | dispersion | K | summarisation refused: M/M/c chain / overdispersed chain / step-level | chat p99 TTFT step-level (ms) |"
+    )
+    print("|---|---|---|---|---|---|")
     for scale in (0.9, 1.0, 1.02):
         classes = [
             replace(k, arrival_rate_rps=k.arrival_rate_rps * scale, max_shed_fraction=0.5) for k in (CHAT_CLASS, SUMMARISE)
@@ -171,7 +173,8 @@ def worked_example_shedding() -> None:
         q = _replica_prediction(option, merged_workload(classes), replicas, 99.0).queueing
         assert q is not None
         for limit in (56, 60, 64):
-            model = _shed_fractions(classes, replicas, q.service_s, q.slots, limit)
+            mm = _shed_fractions(classes, replicas, q.service_s, q.slots, limit)
+            model = _shed_fractions(classes, replicas, q.service_s, q.slots, limit, q.occupancy_dispersion)
             sim = {
                 r.name: r
                 for r in simulate_classes_step(
@@ -193,7 +196,8 @@ def worked_example_shedding() -> None:
                 )
             }
             print(
-                f"| {scale} | {q.utilisation:.3f} | {limit} | {model['summarise']:.4f} / {sim['summarise'].shed_fraction:.4f} "
+                f"| {scale} | {q.utilisation:.3f} | {q.occupancy_dispersion:.2f} | {limit} | {mm['summarise']:.4f} / "
+                f"{model['summarise']:.4f} / {sim['summarise'].shed_fraction:.4f} "
                 f"| {sim['chat'].ttft_s * 1e3:.0f} |"
             )
 

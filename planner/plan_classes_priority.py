@@ -38,7 +38,9 @@ MAX_EXTRA_REPLICAS = 64
 WARMUP_FRACTION = 0.1
 
 
-def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int, limit: int) -> dict[str, float]:
+def _shed_fractions(
+    classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int, limit: int, dispersion: float = 1.0
+) -> dict[str, float]:
     """Refusal fraction per class when the lowest-priority classes that may be shed are admitted only
     while a replica has fewer than `limit` requests in it (running + waiting; `limit` = `slots`: into
     a free slot, never to queue; below: some slots kept for the classes above): the birth–death
@@ -54,7 +56,7 @@ def _shed_fractions(classes: Sequence[TrafficClass], replicas: int, service_s: f
         )
         for k in classes
     ]
-    return {r.name: r.shed_probability for r in shed_probabilities(loads, slots=slots)}
+    return {r.name: r.shed_probability for r in shed_probabilities(loads, slots=slots, dispersion=dispersion)}
 
 
 def _sheddable(k: TrafficClass, lowest: int) -> bool:
@@ -63,7 +65,7 @@ def _sheddable(k: TrafficClass, lowest: int) -> bool:
 
 
 def _admission_limit(
-    classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int, limit: int | None
+    classes: Sequence[TrafficClass], replicas: int, service_s: float, slots: int, limit: int | None, dispersion: float = 1.0
 ) -> tuple[int, dict[str, float]] | None:
     """The admission limit K of the shed classes and every class's refusal fraction: `limit` if given,
     else the smallest K in [1, slots] whose refusals stay within every class's `max_shed_fraction`
@@ -74,15 +76,15 @@ def _admission_limit(
         return all(shed[k.name] <= k.max_shed_fraction for k in classes)
 
     if limit is not None:
-        shed = _shed_fractions(classes, replicas, service_s, slots, limit)
+        shed = _shed_fractions(classes, replicas, service_s, slots, limit, dispersion)
         return (limit, shed) if within(shed) else None
-    shed = _shed_fractions(classes, replicas, service_s, slots, slots)
+    shed = _shed_fractions(classes, replicas, service_s, slots, slots, dispersion)
     if not within(shed):
         return None
     low, high = 0, slots  # low refuses too much (K = 0 refuses all), high is within
     while high - low > 1:
         middle = (low + high) // 2
-        trial = _shed_fractions(classes, replicas, service_s, slots, middle)
+        trial = _shed_fractions(classes, replicas, service_s, slots, middle, dispersion)
         if within(trial):
             high, shed = middle, trial
         else:
@@ -215,7 +217,9 @@ def _trial(
             return None
         shed = dict.fromkeys((k.name for k in classes), 0.0)
         if shedding:
-            found = _admission_limit(classes, replicas, q.service_s, q.slots, limit)
+            # the occupancy's spread as the single-class model finds it at the full load (a
+            # continuous batch's occupancy is overdispersed: its steps slow as it fills)
+            found = _admission_limit(classes, replicas, q.service_s, q.slots, limit, q.occupancy_dispersion)
             if found is None:
                 return None
             limit, shed = found

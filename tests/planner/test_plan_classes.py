@@ -333,24 +333,21 @@ def test_the_deferral_schedule_serves_every_request_within_its_deadline_renting_
         )
 
 
-def test_an_admission_limit_below_the_slots_saves_a_replica_where_the_utilisation_cap_binds() -> None:
-    """A request built from the pool's physics where shedding must save: chat's TTFT target relaxed to
-    2 s so that the priority pool is sized by its utilisation cap (ρ ≤ 0.85), not by a latency, and
-    both classes scaled (same mix, so the same saturation rate per replica) to 1.25 % above what the
-    unshed pool's replicas may carry. Without shedding one more replica is needed; with up to 5 % of
-    summarisation refused — about half the pool's work, so up to 2.6 % of it — an admission limit
-    below the slots (some kept free for chat) brings the admitted load back under the cap on the
-    replicas before. The plan reports the limit, the refused fraction and the saving."""
+def _over_the_cap(over: float, max_shed: float):  # type: ignore[no-untyped-def]
+    """Chat (TTFT relaxed to 2 s, so that the priority pool is sized by its utilisation cap ρ ≤ 0.85,
+    not by a latency) and summarisation (up to `max_shed` refused) of the worked example, both rates
+    scaled (the same mix, so the same saturation rate per replica) to `over` times what the unshed
+    priority pool's replicas may carry. Returns the classes, that pool's configuration and replicas."""
     from dataclasses import replace
 
     from planner.plan_classes_base import _Context
-    from planner.plan_classes_priority import _cheapest_pool, _priority_options, _shared_priority
+    from planner.plan_classes_priority import _cheapest_pool, _priority_options
     from planner.plan_predict import _saturation
     from planner.queueing import RELIABLE_MAX_UTILISATION
     from planner.workload import Serving
 
     chat = replace(CHAT_CLASS, slo=Slo(ttft_s=2.0))
-    summarise = replace(SUMMARISE, max_shed_fraction=0.05)
+    summarise = replace(SUMMARISE, max_shed_fraction=max_shed)
     ctx = _Context(classes=[chat, summarise], inputs=INPUTS, base=BASE)
     unshed = _cheapest_pool(ctx, _priority_options(ctx), shedding=False, fewest={})
     assert unshed is not None
@@ -358,8 +355,23 @@ def test_an_admission_limit_below_the_slots_saves_a_replica_where_the_utilisatio
     serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
     mix = merged_workload([chat, summarise]).at_rate(1.0)
     saturation = _saturation(option.group.step_model, mix, serving, option.group.kv_capacity_tokens)
-    scale = RELIABLE_MAX_UTILISATION * replicas * saturation * 1.0125 / (chat.arrival_rate_rps + summarise.arrival_rate_rps)
-    classes = [replace(k, arrival_rate_rps=k.arrival_rate_rps * scale) for k in (chat, summarise)]
+    scale = RELIABLE_MAX_UTILISATION * replicas * saturation * over / (chat.arrival_rate_rps + summarise.arrival_rate_rps)
+    return [replace(k, arrival_rate_rps=k.arrival_rate_rps * scale) for k in (chat, summarise)], option, replicas
+
+
+def test_an_admission_limit_below_the_slots_saves_a_replica_where_the_utilisation_cap_binds() -> None:
+    """A request built from the pool's physics where shedding must save: 3 % more load than the
+    unshed pool's replicas may carry at ρ 0.85, summarisation (about half the pool's work) allowed
+    20 % refused. Without shedding one more replica is needed; with it, an admission limit below
+    the batch (some slots kept for chat) refuses a few per cent of summarisation and the replicas
+    before carry the rest. The plan reports the limit, the refused fraction and the saving, and the
+    step-level class simulator confirms the pool (its refusals within the 20 %)."""
+    from dataclasses import replace
+
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _shared_priority
+
+    classes, option, replicas = _over_the_cap(1.03, 0.2)
     plan = plan_classes(classes, INPUTS, BASE)
     costs = {c.name: c for c in plan.compared}
     price = option.group.cost_usd_per_hour(1)
@@ -369,17 +381,39 @@ def test_an_admission_limit_below_the_slots_saves_a_replica_where_the_utilisatio
     assert costs["shared_priority"].saving_vs_no_shedding_usd_per_hour is None
     # (the FCFS pool, which the single-class planner may run hotter than 0.85, is cheaper still here:
     # the saving is the shedding pool's against the priority pool's, which is what is shown)
-    shedding = _shared_priority(_Context(classes=classes, inputs=INPUTS, base=BASE), verify=False, shedding=True)
-    figures = {f.name: f for f in shedding.classes}
-    (pool,) = shedding.pools
-    assert pool.replicas == replicas
-    limit = figures["summarise"].admission_limit
-    assert limit is not None and limit < pool.batch_limit  # below "only into a free slot"
-    assert 0.0 < figures["summarise"].shed_fraction <= 0.05
-    assert figures["chat"].shed_fraction == 0.0 and figures["chat"].admission_limit is None
-    # The step-level class simulator refuses that pool: on a continuous batch the limit refuses
-    # more than the birth–death chain says (docs/traffic-classes.md, Admission), beyond the 5 %
-    # allowed, so the verified shedding pool is the unshed pool's size and saves nothing.
+    for verify in (False, True):
+        shedding = _shared_priority(
+            _Context(classes=classes, inputs=INPUTS, base=replace(BASE, verify=verify)), verify=verify, shedding=True
+        )
+        figures = {f.name: f for f in shedding.classes}
+        (pool,) = shedding.pools
+        assert pool.replicas == replicas
+        limit = figures["summarise"].admission_limit
+        assert limit is not None and limit < pool.batch_limit  # below "only into a free slot"
+        assert 0.0 < figures["summarise"].shed_fraction <= 0.2
+        assert figures["chat"].shed_fraction == 0.0 and figures["chat"].admission_limit is None
+        if verify:
+            assert shedding.verification is not None and not shedding.verification.refuted
+            checks = {c.name: c for c in shedding.verification.classes}
+            assert all(c.meets_target for c in checks.values())
+            assert 0.0 < checks["summarise"].shed_fraction_simulated <= 0.2
+            assert checks["chat"].shed_fraction_simulated == 0.0
+
+
+def test_the_step_level_simulator_refuses_a_limit_that_refuses_more_than_allowed() -> None:
+    """1.25 % over the cap with 5 % of summarisation allowed: the model accepts the replicas before
+    with summarisation admitted only into a free slot (3.5 % refused by the overdispersed chain),
+    but on the continuous batch the simulator refuses more than the 5 % allowed there, so that pool
+    is refused and the verified shedding pool has one more replica (docs/traffic-classes.md, Admission)."""
+    from dataclasses import replace
+
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _shared_priority
+
+    classes, _, replicas = _over_the_cap(1.0125, 0.05)
+    model = _shared_priority(_Context(classes=classes, inputs=INPUTS, base=BASE), verify=False, shedding=True)
+    assert model.pools[0].replicas == replicas
+    assert 0.0 < next(f for f in model.classes if f.name == "summarise").shed_fraction <= 0.05
     verified = _shared_priority(
         _Context(classes=classes, inputs=INPUTS, base=replace(BASE, verify=True)), verify=True, shedding=True
     )
