@@ -301,10 +301,14 @@ def _cheapest_pool(ctx: _Context, options: Sequence[Option], *, shedding: bool, 
     less than the best found (`_fewest_replicas`), and the search stops at the first option whose
     bound reaches it."""
     classes, constraints = ctx.classes, ctx.base.constraints
-    workload = merged_workload(classes)
-    # the load a pool must carry at the least: a shed class at most its max_shed_fraction less
-    carried_rps = sum(k.arrival_rate_rps * (1.0 - (k.max_shed_fraction if shedding else 0.0)) for k in classes)
-    mix = workload.at_rate(1.0)
+    # the load a pool must carry at the least: a shed class at most its max_shed_fraction less, and
+    # the saturation rate of that admitted mix (shedding a class of longer requests than the others
+    # lightens the mix as well as thinning it, so the full mix's saturation would overstate the bound)
+    carried = [
+        replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - (k.max_shed_fraction if shedding else 0.0))) for k in classes
+    ]
+    carried_rps = sum(k.arrival_rate_rps for k in carried)
+    mix = merged_workload(carried).at_rate(1.0)
     starts: list[tuple[float, int, Option]] = []
     for option in options:
         serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)

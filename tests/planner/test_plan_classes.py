@@ -401,19 +401,20 @@ def test_an_admission_limit_below_the_slots_saves_a_replica_where_the_utilisatio
 
 
 def test_the_step_level_simulator_refuses_a_limit_that_refuses_more_than_allowed() -> None:
-    """1.25 % over the cap with 5 % of summarisation allowed: the model accepts the replicas before
-    with summarisation admitted only into a free slot (3.5 % refused by the overdispersed chain),
-    but on the continuous batch the simulator refuses more than the 5 % allowed there, so that pool
-    is refused and the verified shedding pool has one more replica (docs/traffic-classes.md, Admission)."""
+    """1.25 % over the cap with 3.5 % of summarisation allowed: the model accepts the replicas before
+    with summarisation admitted only into a free slot (3.49 % refused by the overdispersed chain),
+    but on the continuous batch the simulator refuses more (5–8 % over seeds 0–2 at the 4,000
+    verifying requests: the chain is still low there), so that pool is refused and the verified
+    shedding pool has one more replica (docs/traffic-classes.md, Admission)."""
     from dataclasses import replace
 
     from planner.plan_classes_base import _Context
     from planner.plan_classes_priority import _shared_priority
 
-    classes, _, replicas = _over_the_cap(1.0125, 0.05)
+    classes, _, replicas = _over_the_cap(1.0125, 0.035)
     model = _shared_priority(_Context(classes=classes, inputs=INPUTS, base=BASE), verify=False, shedding=True)
     assert model.pools[0].replicas == replicas
-    assert 0.0 < next(f for f in model.classes if f.name == "summarise").shed_fraction <= 0.05
+    assert 0.0 < next(f for f in model.classes if f.name == "summarise").shed_fraction <= 0.035
     verified = _shared_priority(
         _Context(classes=classes, inputs=INPUTS, base=replace(BASE, verify=True)), verify=True, shedding=True
     )
@@ -422,4 +423,4 @@ def test_the_step_level_simulator_refuses_a_limit_that_refuses_more_than_allowed
     assert verified.pools[0].replicas == replicas + 1
     checks = {c.name: c for c in verified.verification.classes}
     assert all(c.meets_target for c in checks.values())
-    assert checks["summarise"].shed_fraction_simulated <= 0.05
+    assert checks["summarise"].shed_fraction_simulated <= 0.035
