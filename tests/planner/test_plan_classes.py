@@ -84,8 +84,8 @@ def test_the_priority_pool_never_credits_a_class_below_the_fcfs_latency() -> Non
 
 
 def test_the_priority_pool_is_checked_by_the_class_simulator() -> None:
-    """Every class of the priority pool simulated: its TTFT and E2E with the simulated wait for a
-    slot in place of the model's meet its target."""
+    """Every class of the priority pool simulated at step level (planner/simulator_classes_step.py):
+    its simulated TTFT, TPOT and E2E at the percentile meet its target."""
     from dataclasses import replace
 
     from planner.plan_classes_base import _Context
@@ -132,7 +132,8 @@ def test_the_priority_pool_search_is_no_dearer_than_the_interactive_plans_config
 def test_a_loaded_priority_pool_is_simulated_class_by_class() -> None:
     """Batch limit 16 only: 16 slots per replica, so requests do wait for a slot. The model puts
     chat's p99 wait below summarisation's (chat waits behind chat alone), and the class simulator's
-    waits leave every class on target, or the search would have moved to a larger pool."""
+    waits leave every class on target, or the search would have moved to a larger pool. Priority
+    shows in the simulation too: chat waits less for a slot than summarisation."""
     from dataclasses import replace
 
     from planner.plan_classes_base import _Context
@@ -145,6 +146,8 @@ def test_a_loaded_priority_pool_is_simulated_class_by_class() -> None:
     assert 0.0 < checks["chat"].wait_model_s < checks["summarise"].wait_model_s
     assert all(c.meets_target for c in checks.values())
     assert checks["chat"].ttft_simulated_s <= 0.5
+    assert checks["chat"].wait_simulated_s < checks["summarise"].wait_simulated_s
+    assert checks["chat"].tpot_simulated_s > 0.0
     assert candidate.pools[0].batch_limit == 16
 
 
