@@ -121,3 +121,47 @@ def test_refuses_bad_input() -> None:
         simulate_classes_step(TEN_MS_PER_STEP, [], batch_limit=8, chunk_tokens=None, kv_capacity_tokens=10, duration_s=1.0)
     with pytest.raises(PlannerInputError):
         StepClass(name="x", workload=_classes(None)[0].workload, priority=0, admission_limit=0)
+
+
+@pytest.mark.parametrize("chunk_tokens", [None, 2048])
+def test_one_class_runs_exactly_as_the_fcfs_simulator(chunk_tokens: int | None) -> None:
+    """With one class and no limit the step-level class simulator is planner/simulator.py's replica:
+    the same trace (a 70B chat workload at 4 req/s on a 16-slot replica, hundreds of
+    requests waiting over half a second for a slot, KV room for only some of them) gives the same admission, first
+    token and finish time for every request."""
+    import math
+
+    import numpy as np
+
+    from planner.arrivals import sample_trace
+    from planner.simulator import simulate_requests
+    from planner.simulator_classes_step import _ClassReplica
+    from planner.workload import Serving
+    from tests.planner.test_simulator import CHAT, LLAMA2_70B_4XH100
+
+    trace = sample_trace(CHAT.at_rate(4.0), 3000, np.random.default_rng(1))
+    kv = 60_000
+    fcfs = simulate_requests(
+        LLAMA2_70B_4XH100, trace, Serving(replicas=1, batch_limit=16, chunk_tokens=chunk_tokens), kv_capacity_tokens=kv
+    )
+    n = len(trace.arrival_s)
+    admission, first, finish = [math.nan] * n, [math.nan] * n, [math.nan] * n
+    replica = _ClassReplica(
+        LLAMA2_70B_4XH100,
+        batch_limit=16,
+        chunk_tokens=chunk_tokens,
+        kv_capacity_tokens=kv,
+        arrival=trace.arrival_s.tolist(),
+        prompt=trace.prompt_tokens.tolist(),
+        output=trace.output_tokens.tolist(),
+        admission=admission,
+        first_token=first,
+        finish=finish,
+        max_steps=None,
+    )
+    refused = replica.run([0] * n, [0] * n, [None])
+    assert not any(refused)
+    assert np.count_nonzero(fcfs.admission_s > fcfs.arrival_s + 0.5) > 10  # some did wait
+    np.testing.assert_allclose(admission, fcfs.admission_s, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(first, fcfs.first_token_s, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(finish, fcfs.finish_s, rtol=0, atol=1e-9)
