@@ -126,9 +126,9 @@ def test_refuses_bad_input() -> None:
 @pytest.mark.parametrize("chunk_tokens", [None, 2048])
 def test_one_class_runs_exactly_as_the_fcfs_simulator(chunk_tokens: int | None) -> None:
     """With one class and no limit the step-level class simulator is planner/simulator.py's replica:
-    the same trace (a 70B chat workload at 4 req/s on a 16-slot replica, hundreds of
-    requests waiting over half a second for a slot, KV room for only some of them) gives the same admission, first
-    token and finish time for every request."""
+    the same trace (a 70B chat workload at 4 req/s on a 16-slot replica, hundreds of requests
+    waiting over half a second for a slot) gives the same admission, first token and finish time
+    for every request."""
     import math
 
     import numpy as np
