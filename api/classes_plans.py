@@ -20,6 +20,8 @@ from api.schemas.classes import (
     ClassPoolRead,
     ClassRead,
     ClassVerificationRead,
+    InteractivePeriodRead,
+    PeriodVerificationRead,
 )
 from api.schemas.plan_result import EfficiencyRead
 from api.schemas.plans import PlanRequest, PrecisionRead
@@ -61,7 +63,13 @@ def _response(
         arrangement=Arrangement(
             chosen=plan.chosen,
             compared=[
-                ArrangementRead(name=c.name, cost_usd_per_hour=c.cost_usd_per_hour, reason=c.reason) for c in plan.compared
+                ArrangementRead(
+                    name=c.name,
+                    cost_usd_per_hour=c.cost_usd_per_hour,
+                    reason=c.reason,
+                    saving_vs_no_shedding_usd_per_hour=c.saving_vs_no_shedding_usd_per_hour,
+                )
+                for c in plan.compared
             ],
         ),
         cost_usd_per_hour=sum(p.cost_usd_per_hour for p in plan.pools),
@@ -93,6 +101,8 @@ def _response(
                 deadline_h=k.deadline_h,
                 meets_target=k.meets_target,
                 shed_fraction=k.shed_fraction,
+                admission_limit=k.admission_limit,
+                deferred_fraction=k.deferred_fraction,
             )
             for k in plan.classes
         ],
@@ -111,10 +121,26 @@ def _response(
                     e2e_simulated_s=c.e2e_simulated_s,
                     shed_fraction_simulated=c.shed_fraction_simulated,
                     meets_target=c.meets_target,
+                    tpot_simulated_ms=c.tpot_simulated_s * MS_PER_S,
                 )
                 for c in v.classes
             ],
             refuted=list(v.refuted),
+            periods=[
+                PeriodVerificationRead(
+                    period=p.period,
+                    interactive_rps=p.interactive_rps,
+                    background_in_pool_rps=p.background_in_pool_rps,
+                    extra_replicas=p.extra_replicas,
+                    interactive=[
+                        InteractivePeriodRead(name=name, ttft_ms=ttft * MS_PER_S, tpot_ms=tpot * MS_PER_S, e2e_s=e2e)
+                        for name, ttft, tpot, e2e in p.interactive
+                    ],
+                    background_completion_h=p.background_completion_h,
+                    meets_target=p.meets_target,
+                )
+                for p in v.periods
+            ],
         ),
         provenance=ClassesProvenance(
             catalog_version=inputs.catalog_version,

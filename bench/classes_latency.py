@@ -3,9 +3,9 @@
 The one-class request: chat alone (60 req/s, p99 TTFT 500 ms) through `plan_capacity`. The
 two-class request: the same chat plus a 20 req/s summarisation stream due within 6 h through
 `plan_classes` (three arrangements: four single-class plans, the priority pool's search and its
-class simulation). Both on the test catalog of tests/planner/test_planning.py, without and with
+step-level class simulation). Both on the test catalog of tests/planner/test_planning.py, without and with
 the simulator's verification (`verify`: the single-class planner's simulator for each pool, and
-the class simulator for a priority pool). Prints the p50 of `--runs` cold plans of each and their
+the step-level class simulator for a priority pool, the day run for a deferred one). Prints the p50 of `--runs` cold plans of each and their
 ratio (target: within 3×), in wall-clock time and in the process's CPU time (on a shared machine
 the CPU time is the steadier figure: other processes' load stretches the wall clock alone). The
 one-class and two-class plans alternate, so both see the same load.

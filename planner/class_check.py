@@ -35,7 +35,8 @@ from dataclasses import dataclass, replace
 from planner.errors import ConvergenceError, HeadroomError, UnstableLoadError
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
-from planner.plan_classes import WARMUP_FRACTION, meets_slo, shed_fractions, with_wait
+from planner.plan_classes_base import meets_slo
+from planner.plan_classes_priority import WARMUP_FRACTION, shed_fractions, with_wait
 from planner.planning import VERIFY_REQUESTS, PlanningInputs
 from planner.queueing import Prediction, predict
 from planner.queueing_priority import ClassLoad, priority_waits
@@ -209,7 +210,9 @@ def _priority(
         q = prediction.queueing
         shed = dict.fromkeys((k.name for k in classes), 0.0)
         if shedding and q is not None:
-            shed = shed_fractions(classes, replicas, q.service_s, q.slots)
+            # admitted only into a free slot, the occupancy's spread as the planner takes it; a plan whose
+            # shedding search chose a tighter admission limit is checked at this looser one (not stored per pool)
+            shed = shed_fractions(classes, replicas, q.service_s, q.slots, q.slots, q.occupancy_dispersion)
             prediction = per_replica([replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes])
             q = prediction.queueing
         if prediction.unstable or q is None or prediction.ttft is None or prediction.tpot is None or prediction.e2e is None:

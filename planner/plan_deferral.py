@@ -36,7 +36,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.units import SECONDS_PER_HOUR
 
-__all__ = ["HOURS_PER_DAY", "DeferralSchedule", "deferral_schedule"]
+__all__ = ["HOURS_PER_DAY", "DeferralSchedule", "deferral_schedule", "deferred_fraction"]
 
 HOURS_PER_DAY = 24.0
 
@@ -154,6 +154,24 @@ def deferral_schedule(
         completion_h=_completion_h(served, backlog, h),
         extra_cost_usd_per_hour=sum(extra) * extra_replica_usd_per_hour * h / HOURS_PER_DAY,
     )
+
+
+def deferred_fraction(arrivals_rps: Sequence[float], schedule: DeferralSchedule) -> float:
+    """The share of a day's background work served in a later period than the one it arrived in.
+
+    Oldest first, period p's service first clears the backlog left at the end of p − 1 (cyclic), so
+    of its own arrivals A_p it serves min(A_p, max(0, s_p − B_{p−1})) and defers the rest."""
+    periods = len(arrivals_rps)
+    arrived = [a * schedule.period_hours for a in arrivals_rps]  # per-hour units cancel in the ratio
+    total = sum(arrived)
+    if total <= 0:
+        return 0.0
+    deferred = 0.0
+    for p in range(periods):
+        served = schedule.served_rps[p] * schedule.period_hours
+        before = schedule.backlog_requests[(p - 1) % periods] / SECONDS_PER_HOUR
+        deferred += arrived[p] - min(arrived[p], max(0.0, served - before))
+    return deferred / total
 
 
 def _completion_h(served: np.ndarray, backlog: np.ndarray, h: float) -> float:

@@ -27,7 +27,11 @@ queued); K_k = None admits always. With n in the system the birth rate is Σ_{k:
 the death rate min(n, c)/s̄, so π_n ∝ Π_{j<n} birth(j)/death(j+1), and class k is refused with
 probability Σ_{n ≥ K_k} π_n (Poisson arrivals see time averages). Beyond the largest finite K
 only unlimited classes arrive: a geometric tail with ratio λ_u·s̄/c, summed in closed form (it
-needs the unlimited classes alone below saturation).
+needs the unlimited classes alone below saturation). A continuous batch's occupancy is
+overdispersed (its steps slow as it fills): given the single-class model's dispersion D, the
+death rates are instead those under which the chain with every class admitted has that model's
+negative binomial occupancy (`shed_probabilities`), which brings the refusals within 1.2–2.3× of
+the step-level simulator's on the worked example's pool, from 1.6–70× low (docs/traffic-classes.md).
 """
 
 from __future__ import annotations
@@ -133,15 +137,37 @@ def priority_waits(classes: Sequence[ClassLoad], *, slots: int) -> tuple[ClassWa
     return tuple(waits)
 
 
-def shed_probabilities(classes: Sequence[ClassLoad], *, slots: int) -> tuple[ShedResult, ...]:
-    """Refusal probability per class of the birth–death chain with per-class admission limits."""
+def shed_probabilities(classes: Sequence[ClassLoad], *, slots: int, dispersion: float = 1.0) -> tuple[ShedResult, ...]:
+    """Refusal probability per class of the birth–death chain with per-class admission limits.
+
+    `dispersion`: the variance-to-mean ratio of the replica's occupancy without limits, as the
+    single-class model finds it (planner/queueing.py `occupancy_dispersion`; 1 for the M/M/c
+    chain). Above 1 the death rates are the ones under which the chain, with every class
+    admitted, has that model's negative binomial occupancy NB(r, q) of mean a = Σλ·s̄ below the
+    slots (q = 1 − 1/D, r = a/(D − 1)): π_{n+1}/π_n = q(n + r)/(n + 1) = Λ/μ(n + 1), so
+    μ(n) = Λ·n / (q·(n − 1 + r)) for n ≤ c and μ(c) beyond — a continuous batch whose steps slow
+    as it fills serves fewer requests per second per running request. The limits then change
+    only the births."""
     if not classes:
         raise PlannerInputError("at least one class is needed")
+    if not (dispersion >= 1.0 and math.isfinite(dispersion)):
+        raise PlannerInputError(f"occupancy dispersion must be finite and >= 1, got {dispersion}")
     mean_s = _mean_service_s(classes)
+    total_rate = sum(k.arrival_rate_rps for k in classes)
+    overdispersed = dispersion > 1.0 + 1e-9 and total_rate > 0
+    q_nb = 1.0 - 1.0 / dispersion
+    r_nb = total_rate * mean_s / (dispersion - 1.0) if overdispersed else math.inf
+
+    def death(n: int) -> float:
+        m = min(n, slots)
+        if not overdispersed:
+            return m / mean_s
+        return total_rate * m / (q_nb * (m - 1 + r_nb))
+
     limits = [k.admission_limit for k in classes if k.admission_limit is not None]
     top = max(limits, default=0)
     unlimited_rate = sum(k.arrival_rate_rps for k in classes if k.admission_limit is None)
-    tail_ratio = unlimited_rate * mean_s / slots
+    tail_ratio = unlimited_rate / death(slots)
     if unlimited_rate > 0 and tail_ratio >= 1.0:
         raise UnstableLoadError(
             f"the classes without an admission limit alone fill {slots} slots (ρ = {tail_ratio:.3f} ≥ 1)",
@@ -150,15 +176,14 @@ def shed_probabilities(classes: Sequence[ClassLoad], *, slots: int) -> tuple[She
     weights = [1.0]
     for n in range(top):
         birth = sum(k.arrival_rate_rps for k in classes if k.admission_limit is None or n < k.admission_limit)
-        death = min(n + 1, slots) / mean_s
-        weights.append(weights[-1] * birth / death)  # π_{n+1} = π_n · birth(n) / death(n + 1)
-    # States above `top`: birth λ_u, death from min(n, c)/s̄; below c the death rate still grows.
+        weights.append(weights[-1] * birth / death(n + 1))  # π_{n+1} = π_n · birth(n) / death(n + 1)
+    # States above `top`: birth λ_u, death μ(n); below c the death rate still grows.
     tail = 0.0
     if unlimited_rate > 0:
         w = weights[-1]
         n = top
         while n < slots:
-            w *= unlimited_rate * mean_s / (n + 1)
+            w *= unlimited_rate / death(n + 1)
             tail += w
             n += 1
         tail += w * tail_ratio / (1.0 - tail_ratio)  # geometric tail once every slot is busy

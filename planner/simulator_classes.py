@@ -6,7 +6,8 @@ model's assumption) or fixed at its mean (`service="fixed"`, closer to a continu
 request whose life is set by its output length). A freed slot goes to the waiting request of the
 highest priority (0 first), FCFS within a class; nothing running is preempted. An arrival of a
 class with an admission limit K that finds K or more requests in the replica (running + queued)
-is shed (deferral to off-peak hours is not simulated: planner/plan_deferral.py schedules it as a fluid). The simulator works at the level of slots: the step-time coupling of a continuous batch
+is shed (deferral to off-peak hours is simulated by planner/simulator_classes_day.py). The
+simulator works at the level of slots (planner/simulator_classes_step.py works at step level): the step-time coupling of a continuous batch
 (planner/simulator.py) enters through the classes' holding times, which the caller takes from the
 single-class model at the pool's operating point.
 """

@@ -134,6 +134,11 @@ class ArrangementRead(BaseModel):
     name: str
     cost_usd_per_hour: float | None
     reason: str
+    saving_vs_no_shedding_usd_per_hour: float | None = Field(
+        default=None,
+        description="shared_priority_shedding only: shared_priority's cost less this one's (what the admission limit saves); "
+        "null when either is not priced.",
+    )
 
 
 class Arrangement(BaseModel):
@@ -168,17 +173,49 @@ class ClassRead(BaseModel):
     deadline_h: float | None
     meets_target: bool
     shed_fraction: float
+    admission_limit: int | None = Field(
+        default=None,
+        description="The class is admitted only while a replica holds fewer than this many requests (running + waiting); "
+        "null: always admitted.",
+    )
+    deferred_fraction: float = Field(
+        default=0.0,
+        description="The share of the class's requests served in a later period of the day than they arrived in "
+        "(the deferred pool's schedule); 0 in other arrangements.",
+    )
 
 
 class ClassVerificationRead(BaseModel):
-    """One class of a priority pool: the queueing model's wait for a slot against the class simulator's."""
+    """One class of a priority pool: the queueing model's wait for a slot against the step-level class simulator's."""
 
     name: str
     wait_model_ms: float
     wait_simulated_ms: float
-    ttft_simulated_ms: float = Field(description="The class's TTFT with the simulated wait in place of the model's.")
+    ttft_simulated_ms: float = Field(description="The class's simulated TTFT at the plan's percentile.")
     e2e_simulated_s: float
     shed_fraction_simulated: float
+    meets_target: bool
+    tpot_simulated_ms: float = Field(default=0.0, description="The class's simulated TPOT at the plan's percentile.")
+
+
+class InteractivePeriodRead(BaseModel):
+    name: str
+    ttft_ms: float
+    tpot_ms: float
+    e2e_s: float
+
+
+class PeriodVerificationRead(BaseModel):
+    """One period of a deferred plan's day run (planner/simulator_classes_day.py)."""
+
+    period: int
+    interactive_rps: float
+    background_in_pool_rps: float = Field(description="Background work served on the interactive pool's idle capacity.")
+    extra_replicas: int
+    interactive: list[InteractivePeriodRead] = Field(
+        description="Each interactive class on its pool in this period, simulated at step level with the background in it."
+    )
+    background_completion_h: float = Field(description="The longest arrival-to-done time of the work arriving in the period.")
     meets_target: bool
 
 
@@ -189,6 +226,9 @@ class ClassesVerification(BaseModel):
     classes: list[ClassVerificationRead] = Field(default_factory=list)
     refuted: list[str] = Field(
         default_factory=list, description="Pools the simulator refused on the way (configuration × replicas: why)."
+    )
+    periods: list[PeriodVerificationRead] = Field(
+        default_factory=list, description="A deferred plan's day run, period by period; empty for other arrangements."
     )
 
 

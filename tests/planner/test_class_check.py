@@ -12,7 +12,9 @@ import pytest
 from planner.class_check import ClassCheck, ClassPlanCheck, DeployedClassPool, check_class_plan
 from planner.class_diff import ClassPlanShape, ClassPoolShape, class_plan_diff, decide_classes
 from planner.diff import Hysteresis, ShapeRow
-from planner.plan_classes import ClassesPlan, PoolPlan, _Context, _shared_priority, plan_classes
+from planner.plan_classes import ClassesPlan, PoolPlan, plan_classes
+from planner.plan_classes_base import _Context
+from planner.plan_classes_priority import _shared_priority
 from tests.planner.test_plan_classes import BASE, CHAT_CLASS, INPUTS, OFFICE_DAY, SUMMARISE
 
 CLASSES = [CHAT_CLASS, SUMMARISE]

@@ -44,7 +44,7 @@ def test_two_pools_at_their_own_utilisations_beat_one_pool_at_the_compromise(pla
     """One FCFS pool must give the 3,000-token summarisation prompts chat's 500 ms TTFT too, so it
     runs cooler and costs more: 8 H100s ($32/h). Two segregated pools, chat at its own target and
     summarisation run hot under its 6 h deadline, cost 4 + 3 H100s ($28/h) and win. The priority
-    pool is credited with no TTFT below the merged stream's FCFS one (`_with_wait`), so it needs
+    pool is credited with no TTFT below the merged stream's FCFS one (`with_wait`), so it needs
     the FCFS pool's 8 H100s."""
     costs = {c.name: c.cost_usd_per_hour for c in plan.compared}
     assert costs["shared_fcfs"] == pytest.approx(32.0)
@@ -71,7 +71,8 @@ def test_the_priority_pool_never_credits_a_class_below_the_fcfs_latency() -> Non
     wait by the other gave chat a p99 TTFT of 0.10 s, below the prefill of the merged stream's own
     p99 prompt: a percentile less a percentile. The class's TTFT is the FCFS one plus any extra
     wait, so 7 H100s miss chat's 500 ms and the priority pool is no cheaper than the FCFS one."""
-    from planner.plan_classes import _Context, _priority_options, _replica_prediction, _trial, with_wait
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _priority_options, _replica_prediction, _trial, with_wait
 
     ctx = _Context(classes=[CHAT_CLASS, SUMMARISE], inputs=INPUTS, base=BASE)
     (option,) = [o for o in _priority_options(ctx) if o.id == "h100-sxm/bf16/bf16/tp1/b64/c2048"]
@@ -83,11 +84,12 @@ def test_the_priority_pool_never_credits_a_class_below_the_fcfs_latency() -> Non
 
 
 def test_the_priority_pool_is_checked_by_the_class_simulator() -> None:
-    """Every class of the priority pool simulated: its TTFT and E2E with the simulated wait for a
-    slot in place of the model's meet its target."""
+    """Every class of the priority pool simulated at step level (planner/simulator_classes_step.py):
+    its simulated TTFT, TPOT and E2E at the percentile meet its target."""
     from dataclasses import replace
 
-    from planner.plan_classes import _Context, _shared_priority
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _shared_priority
 
     base = replace(BASE, verify=True)
     candidate = _shared_priority(_Context(classes=[CHAT_CLASS, SUMMARISE], inputs=INPUTS, base=base), verify=True)
@@ -108,7 +110,8 @@ def test_the_priority_pool_search_is_no_dearer_than_the_interactive_plans_config
     seeded the pool before, is one of them, so the search costs no more than the pool grown from it."""
     from dataclasses import replace
 
-    from planner.plan_classes import _cheapest_pool, _Context, _priority_options
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _cheapest_pool, _priority_options
     from planner.plan_rows import candidate_id_of
     from planner.planning import plan_capacity
 
@@ -129,10 +132,12 @@ def test_the_priority_pool_search_is_no_dearer_than_the_interactive_plans_config
 def test_a_loaded_priority_pool_is_simulated_class_by_class() -> None:
     """Batch limit 16 only: 16 slots per replica, so requests do wait for a slot. The model puts
     chat's p99 wait below summarisation's (chat waits behind chat alone), and the class simulator's
-    waits leave every class on target, or the search would have moved to a larger pool."""
+    waits leave every class on target, or the search would have moved to a larger pool. Priority
+    shows in the simulation too: chat waits less for a slot than summarisation."""
     from dataclasses import replace
 
-    from planner.plan_classes import _Context, _shared_priority
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _shared_priority
 
     base = replace(BASE, verify=True, batch_limits=(16,))
     candidate = _shared_priority(_Context(classes=[CHAT_CLASS, SUMMARISE], inputs=INPUTS, base=base), verify=True)
@@ -141,6 +146,8 @@ def test_a_loaded_priority_pool_is_simulated_class_by_class() -> None:
     assert 0.0 < checks["chat"].wait_model_s < checks["summarise"].wait_model_s
     assert all(c.meets_target for c in checks.values())
     assert checks["chat"].ttft_simulated_s <= 0.5
+    assert checks["chat"].wait_simulated_s < checks["summarise"].wait_simulated_s
+    assert checks["chat"].tpot_simulated_s > 0.0
     assert candidate.pools[0].batch_limit == 16
 
 
@@ -176,9 +183,11 @@ def test_a_class_needs_exactly_one_target() -> None:
 
 
 def test_shedding_is_priced_only_where_a_class_may_be_shed_and_stays_within_its_fraction(plan) -> None:  # type: ignore[no-untyped-def]
-    """Without max_shed_fraction the shedding pool is not comparable. With 5 % allowed it is priced;
-    refusing summarisation only when every slot is busy leaves the admitted load near saturation,
-    above the pool's ρ ≤ 0.85, so it saves nothing here: the priority pool's cost, nothing refused."""
+    """Without max_shed_fraction the shedding pool is not comparable. With 5 % allowed it is priced and
+    saves nothing on the worked example: 7 H100s (ρ 0.84) miss chat's 500 ms because the merged
+    stream's p99 TTFT there is 0.92 s, and refusing up to 5 % of summarisation removes at most 2.6 %
+    of the pool's work, not enough to bring it under; 8 H100s are needed either way, and on them the
+    admission limit is the whole batch (refuse only when no slot is free), which refuses almost nothing."""
     from dataclasses import replace
 
     costs = {c.name: c for c in plan.compared}
@@ -188,6 +197,8 @@ def test_shedding_is_priced_only_where_a_class_may_be_shed_and_stays_within_its_
     priced = {c.name: c.cost_usd_per_hour for c in shedding.compared}
     assert priced["shared_priority_shedding"] == pytest.approx(priced["shared_priority"])
     assert all(k.shed_fraction <= 0.05 for k in shedding.classes)
+    saving = {c.name: c.saving_vs_no_shedding_usd_per_hour for c in shedding.compared}["shared_priority_shedding"]
+    assert saving == pytest.approx(0.0)
 
 
 def test_simulating_only_what_the_choice_needs_gives_the_answer_of_simulating_every_pool() -> None:
@@ -231,7 +242,7 @@ def test_pool_figures_without_the_justification_are_the_explained_plans_predicte
     the merged stream."""
     from dataclasses import replace
 
-    from planner.plan_classes import _pool_prediction
+    from planner.plan_classes_base import _pool_prediction
     from planner.planning import plan_capacity
 
     for members, slo in (([CHAT_CLASS], CHAT_CLASS.own_slo), ([CHAT_CLASS, SUMMARISE], tightest_slo([CHAT_CLASS, SUMMARISE]))):
@@ -323,3 +334,96 @@ def test_the_deferral_schedule_serves_every_request_within_its_deadline_renting_
         deferral_schedule(
             arrivals_rps=[1.0] * 24, spare_rps=[1.0] * 24, deadline_h=0.5, extra_replica_rps=1.0, extra_replica_usd_per_hour=1.0
         )
+
+
+def _over_the_cap(over: float, max_shed: float):  # type: ignore[no-untyped-def]
+    """Chat (TTFT relaxed to 2 s, so that the priority pool is sized by its utilisation cap ρ ≤ 0.85,
+    not by a latency) and summarisation (up to `max_shed` refused) of the worked example, both rates
+    scaled (the same mix, so the same saturation rate per replica) to `over` times what the unshed
+    priority pool's replicas may carry. Returns the classes, that pool's configuration and replicas."""
+    from dataclasses import replace
+
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _cheapest_pool, _priority_options
+    from planner.plan_predict import _saturation
+    from planner.queueing import RELIABLE_MAX_UTILISATION
+    from planner.workload import Serving
+
+    chat = replace(CHAT_CLASS, slo=Slo(ttft_s=2.0))
+    summarise = replace(SUMMARISE, max_shed_fraction=max_shed)
+    ctx = _Context(classes=[chat, summarise], inputs=INPUTS, base=BASE)
+    unshed = _cheapest_pool(ctx, _priority_options(ctx), shedding=False, fewest={})
+    assert unshed is not None
+    option, replicas = unshed.option, unshed.replicas
+    serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
+    mix = merged_workload([chat, summarise]).at_rate(1.0)
+    saturation = _saturation(option.group.step_model, mix, serving, option.group.kv_capacity_tokens)
+    scale = RELIABLE_MAX_UTILISATION * replicas * saturation * over / (chat.arrival_rate_rps + summarise.arrival_rate_rps)
+    return [replace(k, arrival_rate_rps=k.arrival_rate_rps * scale) for k in (chat, summarise)], option, replicas
+
+
+def test_an_admission_limit_below_the_slots_saves_a_replica_where_the_utilisation_cap_binds() -> None:
+    """A request built from the pool's physics where shedding must save: 3 % more load than the
+    unshed pool's replicas may carry at ρ 0.85, summarisation (about half the pool's work) allowed
+    20 % refused. Without shedding one more replica is needed; with it, an admission limit below
+    the batch (some slots kept for chat) refuses a few per cent of summarisation and the replicas
+    before carry the rest. The plan reports the limit, the refused fraction and the saving, and the
+    step-level class simulator confirms the pool (its refusals within the 20 %)."""
+    from dataclasses import replace
+
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _shared_priority
+
+    classes, option, replicas = _over_the_cap(1.03, 0.2)
+    plan = plan_classes(classes, INPUTS, BASE)
+    costs = {c.name: c for c in plan.compared}
+    price = option.group.cost_usd_per_hour(1)
+    assert costs["shared_priority"].cost_usd_per_hour == pytest.approx(price * (replicas + 1))
+    assert costs["shared_priority_shedding"].cost_usd_per_hour == pytest.approx(price * replicas)
+    assert costs["shared_priority_shedding"].saving_vs_no_shedding_usd_per_hour == pytest.approx(price)
+    assert costs["shared_priority"].saving_vs_no_shedding_usd_per_hour is None
+    # (the FCFS pool, which the single-class planner may run hotter than 0.85, is cheaper still here:
+    # the saving is the shedding pool's against the priority pool's, which is what is shown)
+    for verify in (False, True):
+        shedding = _shared_priority(
+            _Context(classes=classes, inputs=INPUTS, base=replace(BASE, verify=verify)), verify=verify, shedding=True
+        )
+        figures = {f.name: f for f in shedding.classes}
+        (pool,) = shedding.pools
+        assert pool.replicas == replicas
+        limit = figures["summarise"].admission_limit
+        assert limit is not None and limit < pool.batch_limit  # below "only into a free slot"
+        assert 0.0 < figures["summarise"].shed_fraction <= 0.2
+        assert figures["chat"].shed_fraction == 0.0 and figures["chat"].admission_limit is None
+        if verify:
+            assert shedding.verification is not None and not shedding.verification.refuted
+            checks = {c.name: c for c in shedding.verification.classes}
+            assert all(c.meets_target for c in checks.values())
+            assert 0.0 < checks["summarise"].shed_fraction_simulated <= 0.2
+            assert checks["chat"].shed_fraction_simulated == 0.0
+
+
+def test_the_step_level_simulator_refuses_a_limit_that_refuses_more_than_allowed() -> None:
+    """1.25 % over the cap with 3.5 % of summarisation allowed: the model accepts the replicas before
+    with summarisation admitted only into a free slot (3.49 % refused by the overdispersed chain),
+    but on the continuous batch the simulator refuses more (5–8 % over seeds 0–2 at the 4,000
+    verifying requests: the chain is still low there), so that pool is refused and the verified
+    shedding pool has one more replica (docs/traffic-classes.md, Admission)."""
+    from dataclasses import replace
+
+    from planner.plan_classes_base import _Context
+    from planner.plan_classes_priority import _shared_priority
+
+    classes, _, replicas = _over_the_cap(1.0125, 0.035)
+    model = _shared_priority(_Context(classes=classes, inputs=INPUTS, base=BASE), verify=False, shedding=True)
+    assert model.pools[0].replicas == replicas
+    assert 0.0 < next(f for f in model.classes if f.name == "summarise").shed_fraction <= 0.035
+    verified = _shared_priority(
+        _Context(classes=classes, inputs=INPUTS, base=replace(BASE, verify=True)), verify=True, shedding=True
+    )
+    assert verified.verification is not None
+    assert any(r.endswith("missed for summarise") and f"× {replicas}:" in r for r in verified.verification.refuted)
+    assert verified.pools[0].replicas == replicas + 1
+    checks = {c.name: c for c in verified.verification.classes}
+    assert all(c.meets_target for c in checks.values())
+    assert checks["summarise"].shed_fraction_simulated <= 0.035

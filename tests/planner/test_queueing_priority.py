@@ -88,3 +88,25 @@ def test_bad_inputs_are_typed_errors() -> None:
         priority_waits([], slots=1)
     with pytest.raises(UnstableLoadError):
         shed_probabilities([ClassLoad(name="x", arrival_rate_rps=2.0, service_s=1.0, priority=0)], slots=1)
+
+
+def test_overdispersed_shedding_keeps_the_negative_binomial_below_the_limit() -> None:
+    """One class, λ = 6, s = 1 (a = 6 Erlangs), c = 16, K = 10, occupancy dispersion D = 2.5: below K
+    every arrival is admitted, so the chain's occupancy is the negative binomial NB(r, q) with
+    q = 1 − 1/D and r = a/(D − 1), cut at K; the refusal is its mass at K over its mass on 0…K
+    (by hand from the pmf). D = 1 is the M/M/c chain, and more spread refuses more."""
+    from math import exp, lgamma, log
+
+    a, d, limit = 6.0, 2.5, 10
+    q, r = 1.0 - 1.0 / d, a / (d - 1.0)
+    pmf = [exp(lgamma(n + r) - lgamma(n + 1) - lgamma(r) + r * log(1 - q) + n * log(q)) for n in range(limit + 1)]
+    load = ClassLoad(name="x", arrival_rate_rps=6.0, service_s=1.0, priority=0, admission_limit=limit)
+    (spread,) = shed_probabilities([load], slots=16, dispersion=d)
+    assert spread.shed_probability == pytest.approx(pmf[limit] / sum(pmf), rel=1e-9)
+    (poisson,) = shed_probabilities([load], slots=16)
+    assert shed_probabilities([load], slots=16, dispersion=1.0 + 1e-9)[0].shed_probability == pytest.approx(
+        poisson.shed_probability, rel=1e-6
+    )
+    assert spread.shed_probability > poisson.shed_probability
+    with pytest.raises(PlannerInputError):
+        shed_probabilities([load], slots=16, dispersion=0.5)
