@@ -52,6 +52,8 @@ class Configuration:
     kv_precision: str
     batch_limit: int  # vLLM max_num_seqs
     chunk_tokens: int | None  # vLLM max_num_batched_tokens with chunked prefill; None = no chunking
+    pp: int = 1  # pipeline stages (vLLM pipeline_parallel_size); a replica is tp × pp GPUs
+    ep: int = 1  # expert-parallel degree of an MoE model (1: experts tensor-split)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -46,6 +46,7 @@ from planner.errors import (
 from planner.optimizer import PlanConstraints, PlanSolution, solve_plan
 from planner.packing import InstanceUse
 from planner.pins import apply_pins
+from planner.pipeline import PP_DEGREES
 from planner.plan_explain import (
     SATURATION_BINDS,
     SLO_RELAXATION,
@@ -147,6 +148,8 @@ class PlanningRequest:
     verify_requests: int = VERIFY_REQUESTS
     seed: int = 0
     tp_degrees: tuple[int, ...] = TP_DEGREES
+    #: Pipeline stages searched where no in-node replica holds the model (planner/candidates.py enumerate_groups).
+    pp_degrees: tuple[int, ...] = PP_DEGREES
     batch_limits: tuple[int, ...] = BATCH_LIMITS
     chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
     solver_time_limit_s: float = 10.0
@@ -377,6 +380,7 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
         slo=slo,
         tp_degrees=request.tp_degrees,
         min_confidence=constraints.min_confidence,
+        pp_degrees=request.pp_degrees,
     )
     if request.prefix_cache_tokens:
         groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)

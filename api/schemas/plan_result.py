@@ -50,6 +50,8 @@ class ConfigurationRead(_Read):
     kv_precision: str = Field(description="Quantization scheme of the KV cache (catalog slug).")
     batch_limit: int = Field(description="vLLM max_num_seqs.")
     chunk_tokens: int | None = Field(description="vLLM max_num_batched_tokens with chunked prefill; null = no chunking.")
+    pp: int = Field(default=1, description="Pipeline stages (vLLM pipeline_parallel_size): a replica is tp × pp GPUs.")
+    ep: int = Field(default=1, description="Expert-parallel degree of an MoE model; 1 = experts tensor-split.")
 
 
 class PercentilesRead(_Read):

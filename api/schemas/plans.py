@@ -439,6 +439,8 @@ class FleetRowRead(BaseModel):
         default=None, description="This row's cost per hour over the output tokens its share of the traffic makes per hour."
     )
     instances: list[InstanceRead] | None = Field(default=None, description="This row's instances (constraints.unit instance).")
+    pp: int = Field(default=1, description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs.")
+    ep: int = Field(default=1, description="Expert-parallel degree (MoE); 1 = experts tensor-split.")
 
 
 class PoolRead(BaseModel):
@@ -447,7 +449,7 @@ class PoolRead(BaseModel):
     role: Literal["prefill", "decode", "mixed"]
     gpu: str
     tp: int
-    pp: int = Field(default=1, description="Pipeline-parallel stages; always 1.")
+    pp: int = Field(default=1, description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs.")
     replicas: int
     batch_limit: int | None = Field(description="Most sequences a replica runs at once (null for a prefill pool).")
     chunk_tokens: int | None = Field(description="Prompt tokens per step (a prefill pool's token budget; null = no chunking).")
@@ -461,7 +463,9 @@ class PlanDecision(BaseModel):
     gpu: str
     tp: int
     pp: int = Field(
-        default=1, description="Pipeline-parallel stages per replica; always 1 (pipeline parallelism is not modelled yet)."
+        default=1,
+        description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs, over several nodes when tp × pp "
+        "exceeds a node (docs/design.md, Pipeline and expert parallelism).",
     )
     replicas: int
     gpus_total: int
@@ -681,6 +685,8 @@ def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
             result.cost_usd_per_million_output_tokens * cost_share / traffic_share if traffic_share > 0 else None
         ),  # the plan's $/Mtok × (share of cost ÷ share of traffic)
         "instances": instances_read(row.instances),
+        "pp": row.pp,
+        "ep": row.ep,
     }
 
 
@@ -689,6 +695,7 @@ def _mixed_pool(row: Any) -> dict[str, Any]:
         "role": "mixed",
         "gpu": row.gpu,
         "tp": row.tp,
+        "pp": row.pp,
         "replicas": row.replicas,
         "batch_limit": row.batch_limit,
         "chunk_tokens": row.chunk_tokens,
@@ -721,6 +728,7 @@ def plan_response(
         "plan": {
             "gpu": main.gpu,
             "tp": main.tp,
+            "pp": main.pp,
             "replicas": result.replicas,
             "gpus_total": result.gpus_total,
             "precision": {"weights": main.weights_precision, "kv_cache": main.kv_precision},
