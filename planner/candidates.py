@@ -248,19 +248,22 @@ def enumerate_groups(
             if refused is not None:
                 drops.append(refused)
                 continue
-            found_in_node = [_group_or_drop(gpu, model, precision, tp, slo, shape) for tp in tp_degrees]
+            found_in_node = (
+                [_group_or_drop(gpu, model, precision, tp, slo, shape) for tp in tp_degrees] if 1 in pp_degrees else []
+            )
             groups.extend(g for g in found_in_node if isinstance(g, Group))
             drops.extend(d for d in found_in_node if isinstance(d, Drop))
             constraints = {"group" if isinstance(f, Group) else f.constraint for f in found_in_node}
-            if "memory" in constraints and constraints <= {"memory", "tensor_parallel"}:
-                # no in-node replica holds the model: pipeline stages across nodes (planner/pipeline.py)
+            needed = "memory" in constraints and constraints <= {"memory", "tensor_parallel"}
+            if needed or 1 not in pp_degrees:
+                # no in-node replica holds the model (or pp is pinned above 1): pipeline stages (planner/pipeline.py)
                 for tp in tp_degrees:
-                    for pp in pp_degrees[1:] if pp_degrees[:1] == (1,) else pp_degrees:
+                    for pp in (p for p in pp_degrees if p > 1):
                         staged = _group_or_drop(gpu, model, precision, tp, slo, shape, pp=pp)
                         if isinstance(staged, Group):
                             groups.append(staged)
-                        elif staged.constraint != "memory":
-                            drops.append(staged)  # a stage layout the model refuses, or an SLO floor
+                        elif staged.constraint != "memory" or 1 not in pp_degrees:
+                            drops.append(staged)  # a stage layout the model refuses, an SLO floor, or a pinned pp's fit
     return groups, drops
 
 

@@ -46,6 +46,7 @@ from planner.confidence import GRADES
 from planner.optimizer import PlanConstraints
 from planner.packing import InstanceUse
 from planner.pins import ENGINES, Pin
+from planner.pipeline import PP_DEGREES
 from planner.plan_disagg import pool_refusals
 from planner.planning import HOURS_PER_MONTH, PlanResult
 from planner.units import MS_PER_S
@@ -104,7 +105,8 @@ class PlanPin(_Input):
         default=None,
         ge=1,
         le=1024,
-        description="Pipeline-parallel degree. Pipeline parallelism is not modelled yet: only 1 is accepted, any other value is a 422.",
+        description="Pipeline-parallel degree, one of 1, 2, 4, 8 (any other value is a 422): 1 rules pipeline stages out; "
+        "a larger pp is searched even where one node holds the model.",
     )
     replicas: int | None = Field(
         default=None,
@@ -143,10 +145,10 @@ class PlanPin(_Input):
 
     @field_validator("pp")
     @classmethod
-    def _pp_one(cls, pp: int | None) -> int | None:
-        if pp is not None and pp != 1:
+    def _pp_modelled(cls, pp: int | None) -> int | None:
+        if pp is not None and pp not in PP_DEGREES:
             raise ValueError(
-                f"pipeline parallelism is not modelled yet: only pp 1 can be pinned, got {pp} (pin tp for tensor parallelism)"
+                f"a pinned pp must be one of the pipeline degrees the planner models ({', '.join(map(str, PP_DEGREES))}), got {pp}"
             )
         return pp
 
