@@ -257,3 +257,80 @@ def bubble_fraction(pp: int, micro_batches: int) -> float:
     if pp < 1 or micro_batches < 1:
         raise PlannerInputError("pp and micro_batches must be >= 1")
     return (pp - 1) / (micro_batches + pp - 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParallelSection:
+    """A pipeline (or expert-parallel) plan's justification: the layout, each communication term, one stage's
+    time within a decode step at the plan's occupancy, and a lone prompt's TTFT through all stages with
+    its bubble. Seconds and bytes/s; the step model section carries the same terms folded."""
+
+    tp: int
+    pp: int
+    ep: int
+    gpus_per_replica: int
+    nodes_per_replica: int
+    stage_layers: int
+    stage_imbalance: float
+    tp_link: str
+    hop_links: tuple[str, ...]
+    tp_comm_s_per_token: float
+    tp_comm_latency_s: float
+    hop_s_per_token: float
+    hop_latency_s: float
+    ep_comm_s_per_token: float
+    ep_comm_latency_s: float
+    decode_batch: int
+    context_tokens: int
+    decode_step_s: float
+    stage_s: float
+    hops_s: float
+    prompt_tokens: int
+    lone_prefill_s: float
+    lone_bubble_fraction: float
+    formula: str
+
+
+PARALLEL_FORMULA = (
+    "t_step = pp * t_stage(n/pp) + sum over hops of (n/pp * hidden * bytes / link + latency); "
+    "lone prefill = combine(t_mem(p), pp * t_compute(p)) + pp * p * comm_s_per_token + comm_latency_s + overhead; "
+    "bubble of a lone request = (pp - 1) / pp (GPipe, m = 1)"
+)
+
+
+def parallel_section(
+    terms: ParallelTerms, sm: StepModel, *, batch: int, context_tokens: int, prompt_tokens: int
+) -> ParallelSection:
+    """The section for a replica with `terms` and step model `sm`, its decode step at `batch` sequences of
+    `context_tokens` and a lone `prompt_tokens` prompt."""
+    pp = terms.pp
+    kv = batch * context_tokens
+    step = sm.step_s(batch, kv, kv)
+    with_comm = sm.comm_s_per_token > 0 or sm.comm_latency_s > 0  # the profile counts communication
+    hops = batch * terms.hop_s_per_token + terms.hop_latency_s if with_comm and pp > 1 else 0.0
+    return ParallelSection(
+        tp=terms.tp,
+        pp=pp,
+        ep=terms.ep,
+        gpus_per_replica=terms.gpus,
+        nodes_per_replica=terms.nodes,
+        stage_layers=terms.stage_layers,
+        stage_imbalance=terms.stage_imbalance,
+        tp_link=terms.tp_link.name,
+        hop_links=tuple(h.name for h in terms.hop_links),
+        tp_comm_s_per_token=terms.tp_comm_s_per_token,
+        tp_comm_latency_s=terms.tp_comm_latency_s,
+        hop_s_per_token=terms.hop_s_per_token,
+        hop_latency_s=terms.hop_latency_s,
+        ep_comm_s_per_token=terms.ep_comm_s_per_token,
+        ep_comm_latency_s=terms.ep_comm_latency_s,
+        decode_batch=batch,
+        context_tokens=context_tokens,
+        decode_step_s=step,
+        stage_s=(step - hops) / pp,  # eq. (1): one stage on one micro-batch
+        hops_s=hops,
+        prompt_tokens=prompt_tokens,
+        lone_prefill_s=lone_prefill_s(sm, pp, prompt_tokens),
+        lone_bubble_fraction=bubble_fraction(pp, 1),
+        formula=PARALLEL_FORMULA,
+    )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from planner.errors import PlannerInputError
+from planner.pipeline import ParallelSection
 from planner.specs import Efficiency
 from planner.step_model import Speculation, StepModel
 
@@ -565,6 +566,9 @@ class Justification:
     speculative: SpeculativeSection | None = None
     #: With `workload.prefix_reuse`: the cache sizes and routings planned and what was chosen.
     prefix_caching: PrefixCachingSection | None = None
+    #: A plan in pipeline stages or with expert parallelism: per-stage time, bubble and communication terms
+    #: (planner/pipeline.py); None for a replica of tp GPUs alone.
+    parallel: ParallelSection | None = None
 
 
 # --- provenance and infeasibility ----------------------------------------------------------------------------

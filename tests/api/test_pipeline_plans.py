@@ -6,6 +6,8 @@ import csv as csv_module
 import io
 from typing import Any
 
+import pytest
+
 from tests.api.client import ApiClient
 
 REQUEST_405B: dict[str, Any] = {
@@ -50,3 +52,21 @@ def test_405b_pipeline_plan_deploys_with_pp_flags_and_csv_columns(seeded: ApiCli
     csv = seeded.get(f"/v1/plans/{plan['id']}", params={"format": "csv"})
     [columns] = list(csv_module.DictReader(io.StringIO(csv.text)))
     assert (columns["tp"], columns["pp"], columns["gpus_total"]) == (str(tp), str(pp), str(plan["plan"]["gpus_total"]))
+
+
+def test_405b_pipeline_plan_justifies_its_stages(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """The justification's parallel section: 16 GPUs over 2 nodes, 126 layers in stages of 63, one NIC hop; the
+    decode step at the plan's occupancy is pp stage times plus the hops, and a lone prompt leaves half the
+    stages idle; the memory section counts all 16 GPUs."""
+    plan = seeded.post("/v1/plans", json=REQUEST_405B, headers=admin).json()
+    section = plan["justification"]["parallel"]
+    assert (section["tp"], section["pp"], section["gpus_per_replica"], section["nodes_per_replica"]) == (8, 2, 16, 2)
+    assert section["stage_layers"] == 63 and section["stage_imbalance"] == 1.0
+    assert len(section["hop_links"]) == 1 and "scale-out" in section["hop_links"][0]
+    assert section["decode_step_s"] == pytest.approx(
+        2 * section["stage_s"] + section["hops_s"], rel=1e-3
+    )  # the response rounds to 4 significant digits
+    assert section["lone_bubble_fraction"] == 0.5
+    assert section["lone_prefill_s"] > 0 and section["tp_comm_s_per_token"] > 0
+    usable = plan["justification"]["memory"]["usable_bytes"]
+    assert usable == pytest.approx(16 * 80e9 * 0.9, rel=0.01)
