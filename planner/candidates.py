@@ -59,7 +59,7 @@ from planner.packing import InstanceOffer, offers_for, per_replica_floor
 from planner.packing import cost_usd_per_hour as packed_cost_usd_per_hour
 from planner.parallel import is_valid_tensor_parallel
 from planner.performance import build_step_model, prefill
-from planner.pipeline import PP_DEGREES, lone_prefill_s
+from planner.pipeline import lone_prefill_s
 from planner.precision import check_precision
 from planner.queueing import _PROMPT_GRID_U, length_quantiles
 from planner.queueing_replica import prompt_context_moments
@@ -221,11 +221,13 @@ def enumerate_groups(
     slo: Slo,
     tp_degrees: Sequence[int] = TP_DEGREES,
     min_confidence: str | None = None,
-    pp_degrees: Sequence[int] = PP_DEGREES,
+    pp_degrees: Sequence[int] = (1,),
 ) -> tuple[list[Group], list[Drop]]:
     """Every (GPU, precision, tp) that can serve the model within the SLO floors, and every drop.
 
-    Pipeline stages (pp in `pp_degrees` beyond 1, planner/pipeline.py) are searched for a (GPU,
+    Pipeline stages (pp in `pp_degrees` beyond 1, planner/pipeline.py; the default (1,) searches none:
+    the single-pool planner passes planner/pipeline.py PP_DEGREES, while the fleet, class, batch-job and
+    capacity searches, which count a replica's GPUs as tp, do not search stages yet) are searched for a (GPU,
     precision) only where no in-node tp holds the model: where one does, a pipeline of the same GPUs
     reads every stage's weights once per micro-batch (pp × the weight bytes over pp × the bandwidth,
     the same time as one tp-group alone) while tp divides the read, so pp cannot beat tp ≤ a node on
