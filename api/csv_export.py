@@ -247,6 +247,8 @@ PLAN_CSV_COLUMNS: tuple[str, ...] = (
     "pool_role",
     "pool_rho",
     "pool_binding",
+    "pp",
+    "ep",
 )
 
 PLAN_CSV_DESCRIPTION = (
@@ -327,6 +329,7 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             **shared,
             "fleet_row": 1, "fleet_rows": 1,
             "gpu": plan["gpu"], "tp": plan["tp"], "replicas": plan["replicas"], "gpus_total": plan["gpus_total"],
+            "pp": plan.get("pp", 1), "ep": plan.get("ep", 1),
             "weights_precision": plan["precision"]["weights"], "kv_cache_precision": plan["precision"]["kv_cache"],
             "batch_limit": plan["batch_limit"], "chunk_tokens": plan["chunk_tokens"], "target_rho": plan["target_rho"],
             "offered_rps": shared["arrival_rate_rps"],
@@ -344,6 +347,7 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
             **shared,
             "fleet_row": index, "fleet_rows": len(fleet),
             "gpu": row["gpu"], "tp": row["tp"], "replicas": row["replicas"], "gpus_total": row["gpus"],
+            "pp": row.get("pp", 1), "ep": row.get("ep", 1),
             "weights_precision": row["precision"]["weights"], "kv_cache_precision": row["precision"]["kv_cache"],
             "batch_limit": row["batch_limit"], "chunk_tokens": row["chunk_tokens"], "target_rho": row["target_rho"],
             "offered_rps": row["offered_rps"],
@@ -386,7 +390,7 @@ def _pool_rows(
         rows.append({
             **plan_columns,
             "fleet_row": index, "fleet_rows": len(pools),
-            "gpu": pool["gpu"], "tp": pool["tp"], "replicas": pool["replicas"],
+            "gpu": pool["gpu"], "tp": pool["tp"], "replicas": pool["replicas"], "pp": pool.get("pp", 1),
             "gpus_total": pool["tp"] * pool.get("pp", 1) * pool["replicas"],
             "weights_precision": pool["precision"]["weights"], "kv_cache_precision": pool["precision"]["kv_cache"],
             "batch_limit": pool["batch_limit"], "chunk_tokens": pool["chunk_tokens"], "target_rho": why.get("rho"),

@@ -10,7 +10,10 @@ Knob → flag, per engine (docs/design.md "Deployable output"):
 
     knob                  vLLM                         SGLang                   TensorRT-LLM trtllm-serve
     tp                    --tensor-parallel-size       --tp-size                --tp_size
-    (pipeline: 1)         --pipeline-parallel-size 1   --pp-size 1              --pp_size 1
+    pp (pipeline stages)  --pipeline-parallel-size     --pp-size                --pp_size
+    ep (MoE experts)      --enable-expert-parallel     (not rendered)           --ep_size
+    replica over nodes    --distributed-executor-      (a comment: start one    --gpus_per_node
+                          backend ray                   process per node)
     batch_limit           --max-num-seqs               --max-running-requests   --max_batch_size
     chunk_tokens          --max-num-batched-tokens     --chunked-prefill-size   --max_num_tokens
                           + --enable-chunked-prefill                            + --enable_chunked_prefill
@@ -51,6 +54,13 @@ says which `priority` each class's requests must carry in their body: the class'
 plan's priority 0 is served first as vLLM's is. SGLang and TensorRT-LLM flags for priority scheduling
 are not cited here, so a plan with a priority pool is 422 for them, naming the targets that render it.
 
+A replica of tp × pp GPUs that exceeds one node (planner/pipeline.py nodes_per_replica) runs over
+several nodes: vLLM through a Ray cluster (`--distributed-executor-backend ray`, docs.vllm.ai
+"Distributed inference and serving"), SGLang with one launch per node (its --nnodes/--node-rank flags
+are not in engine_cli.json, so the script says so in a comment), TensorRT-LLM under MPI with
+--gpus_per_node. The k8s target renders one pod per replica, so it refuses such a plan with 422 (a
+multi-node replica wants a LeaderWorkerSet, not rendered here).
+
 The plan carries no context limit (it sizes the KV cache for the workload's mean request), so no
 --max-model-len is rendered and each engine takes the model's own from its config.json.
 """
@@ -58,6 +68,7 @@ The plan carries no context limit (it sizes the KV cache for the workload's mean
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -111,6 +122,12 @@ class ReplicaGroup:
     pool: str | None = None
     classes: tuple[tuple[str, int], ...] = ()
     scheduling: str = "fcfs"
+    pp: int = 1
+    ep: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +159,8 @@ def _pool_group(row: Mapping[str, Any], **labels: Any) -> ReplicaGroup:
         kv_cache=row["precision"]["kv_cache"],
         batch_limit=row["batch_limit"],
         chunk_tokens=row["chunk_tokens"],
+        pp=row.get("pp", 1),
+        ep=row.get("ep", 1),
         **labels,
     )
 
@@ -173,9 +192,24 @@ def replica_groups(response: Mapping[str, Any]) -> tuple[ReplicaGroup, ...]:
             kv_cache=row["precision"]["kv_cache"],
             batch_limit=row["batch_limit"],
             chunk_tokens=row["chunk_tokens"],
+            pp=row.get("pp", 1),
+            ep=row.get("ep", 1),
         )
         for row in rows
     )
+
+
+def nodes_per_replica(inputs: DeployInputs, group: ReplicaGroup) -> int:
+    """Nodes one replica spans: tp × pp GPUs over the GPU's `gpus_per_node` (planner/pipeline.py's packing).
+    A record without the figure is taken as one node for a pp = 1 replica (the search keeps tp within a node)."""
+    per_node = inputs.gpus[group.gpu].get("gpus_per_node")
+    if per_node is None:
+        if group.pp == 1:
+            return 1
+        raise NotDeployableError(
+            f"the catalog record of {group.gpu} lacks gpus_per_node, so its pipeline stages cannot be placed"
+        )
+    return math.ceil(group.gpus_per_replica / int(per_node))
 
 
 def is_disaggregated(response: Mapping[str, Any]) -> bool:
@@ -365,7 +399,11 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     kind, name = weights_flag(inputs, "vllm", group)
     argv = [*engine_cli()["vllm"]["command"], checkpoint(inputs.model)]
     argv += ["--served-model-name", inputs.model["slug"], "--host", "0.0.0.0", "--port", str(PORT)]
-    argv += ["--tensor-parallel-size", str(group.tp), "--pipeline-parallel-size", "1"]
+    argv += ["--tensor-parallel-size", str(group.tp), "--pipeline-parallel-size", str(group.pp)]
+    if group.ep > 1:
+        argv += ["--enable-expert-parallel"]
+    if nodes_per_replica(inputs, group) > 1:
+        argv += ["--distributed-executor-backend", "ray"]  # a replica over several nodes runs on a Ray cluster
     if group.batch_limit is not None:  # a prefill pool has none: its token budget bounds a step
         argv += ["--max-num-seqs", str(group.batch_limit)]
     if group.chunk_tokens is None:
@@ -422,7 +460,7 @@ def sglang_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     kind, name = weights_flag(inputs, "sglang", group)
     argv = [*engine_cli()["sglang"]["command"], "--model-path", checkpoint(inputs.model)]
     argv += ["--served-model-name", inputs.model["slug"], "--host", "0.0.0.0", "--port", str(PORT)]
-    argv += ["--tp-size", str(group.tp), "--pp-size", "1"]
+    argv += ["--tp-size", str(group.tp), "--pp-size", str(group.pp)]
     if group.batch_limit is not None:  # a prefill pool has none: its token budget bounds a step
         argv += ["--max-running-requests", str(group.batch_limit)]
     chunk = engine_cli()["sglang"]["chunked_prefill_disabled"] if group.chunk_tokens is None else str(group.chunk_tokens)
@@ -447,7 +485,11 @@ def trtllm_argv(inputs: DeployInputs, group: ReplicaGroup, options_file: str) ->
     """`trtllm-serve serve CHECKPOINT ...` for one replica of `group` (PyTorch backend); the served
     model name is the MODEL argument itself, trtllm-serve has no flag to rename it."""
     argv = [*engine_cli()["trt-llm"]["command"], checkpoint(inputs.model), "--backend", "pytorch"]
-    argv += ["--host", "0.0.0.0", "--port", str(PORT), "--tp_size", str(group.tp), "--pp_size", "1"]
+    argv += ["--host", "0.0.0.0", "--port", str(PORT), "--tp_size", str(group.tp), "--pp_size", str(group.pp)]
+    if group.ep > 1:
+        argv += ["--ep_size", str(group.ep)]
+    if nodes_per_replica(inputs, group) > 1:
+        argv += ["--gpus_per_node", str(inputs.gpus[group.gpu]["gpus_per_node"])]
     argv += ["--max_batch_size", str(group.batch_limit)]
     if group.chunk_tokens is not None:
         argv += ["--enable_chunked_prefill", "--max_num_tokens", str(group.chunk_tokens)]
@@ -471,8 +513,11 @@ def group_comment(inputs: DeployInputs, index: int, group: ReplicaGroup) -> str:
             f"# plan {inputs.plan_id} {group.role} pool: {group.replicas} replica(s) of {group.tp}x {group.gpu}, "
             f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
         )
+    shape = (
+        f"{group.tp}x {group.gpu}" if group.pp == 1 else f"{group.gpus_per_replica}x {group.gpu} (tp {group.tp} x pp {group.pp})"
+    )
     return (
-        f"# plan {inputs.plan_id} configuration {index + 1} of {count}: {group.replicas} replica(s) of {group.tp}x {group.gpu}, "
+        f"# plan {inputs.plan_id} configuration {index + 1} of {count}: {group.replicas} replica(s) of {shape}, "
         f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
     )
 
@@ -507,6 +552,9 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
             parts.append(f"# priority scheduling as documented at {cli['priority_scheduling']['source'].split(' ')[0]}")
     for index, group in enumerate(groups):
         parts.append(group_comment(inputs, index, group))
+        nodes = nodes_per_replica(inputs, group)
+        if nodes > 1:
+            parts.append(multi_node_note(engine, group, nodes))
         note = priority_note(group)
         if note is not None:
             parts.append(note)
@@ -522,6 +570,20 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
     if is_disaggregated(inputs.response):
         parts += router_note(engine, groups)
     return "\n".join(parts) + "\n"
+
+
+def multi_node_note(engine: str, group: ReplicaGroup, nodes: int) -> str:
+    """The comment over a replica that spans nodes: how the engine is started across them."""
+    where = {
+        "vllm": "start a Ray cluster over the nodes (ray start --head, then ray start --address on the others) and run "
+        "this on the head node",
+        "sglang": "run this on each node with its --nnodes, --node-rank and --dist-init-addr (not rendered)",
+        "trt-llm": "launch it under MPI across the nodes (mpirun or srun)",
+    }[engine]
+    return (
+        f"# each replica is tp {group.tp} x pp {group.pp} = {group.gpus_per_replica} GPUs over {nodes} nodes "
+        f"(pipeline stages across nodes): {where}"
+    )
 
 
 def classes_note(inputs: DeployInputs) -> str:
@@ -602,9 +664,9 @@ def running_target(inputs: DeployInputs, group: ReplicaGroup) -> float | None:
 
 
 def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) -> dict[str, Any]:
-    """A Deployment of `group.replicas` vLLM servers, each holding `tp` GPUs of the GPU's vendor.
-    Each replica is one pod on one node: with no pipeline parallelism a replica never spans nodes,
-    so no LeaderWorkerSet is needed (multi-node replicas would want one)."""
+    """A Deployment of `group.replicas` vLLM servers, each holding `tp × pp` GPUs of the GPU's vendor.
+    Each replica is one pod on one node (`render` refuses a replica that spans nodes: it would want a
+    LeaderWorkerSet)."""
     vendor = inputs.gpus[group.gpu]["vendor"]
     if vendor not in GPU_RESOURCE:
         raise NotDeployableError(f"no Kubernetes GPU resource known for vendor {vendor!r} (GPU {group.gpu!r})")
@@ -622,7 +684,7 @@ def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) 
         "command": argv[:2],
         "args": argv[2:],
         "ports": [{"name": "http", "containerPort": PORT}],
-        "resources": {"limits": {GPU_RESOURCE[vendor]: group.tp}},
+        "resources": {"limits": {GPU_RESOURCE[vendor]: group.gpus_per_replica}},
         "readinessProbe": {"httpGet": {"path": "/health", "port": PORT}, "periodSeconds": 10},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],  # NCCL between the tp workers
     }
@@ -786,6 +848,14 @@ def render(inputs: DeployInputs, target: str) -> tuple[str, str]:
             f"{', '.join(p or '' for p in priority)}; targets that render it: {', '.join(PRIORITY_TARGETS)}"
         )
     if target == "k8s":
+        spanning = [g for g in replica_groups(inputs.response) if nodes_per_replica(inputs, g) > 1]
+        if spanning:
+            g = spanning[0]
+            raise NotDeployableError(
+                f"a replica of tp {g.tp} x pp {g.pp} = {g.gpus_per_replica} {g.gpu} GPUs spans "
+                f"{nodes_per_replica(inputs, g)} nodes; the k8s target renders one pod per replica (a multi-node "
+                "replica needs a LeaderWorkerSet, not rendered); targets that render it: vllm, sglang, trt-llm"
+            )
         return render_k8s(inputs), "application/yaml"
     if target in ENGINES:
         return render_engine(inputs, target), "text/plain"

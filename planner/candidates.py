@@ -59,6 +59,7 @@ from planner.packing import InstanceOffer, offers_for, per_replica_floor
 from planner.packing import cost_usd_per_hour as packed_cost_usd_per_hour
 from planner.parallel import is_valid_tensor_parallel
 from planner.performance import build_step_model, prefill
+from planner.pipeline import lone_prefill_s
 from planner.precision import check_precision
 from planner.queueing import _PROMPT_GRID_U, length_quantiles
 from planner.queueing_replica import prompt_context_moments
@@ -131,10 +132,27 @@ class Group:
     #: Instance mode (planner/packing.py): the instance types a replica of this group fits in; empty
     #: when GPUs are bought one by one.
     offers: tuple[InstanceOffer, ...] = ()
+    #: Pipeline stages and expert-parallel degree of a replica (planner/pipeline.py): tp × pp GPUs.
+    pp: int = 1
+    ep: int = 1
 
     @property
     def key(self) -> tuple[str, str, str, int]:
+        """(GPU, weights, KV, tp); groups differing only in pp or ep share it (`layout_key` tells them apart)."""
         return (self.gpu.slug, self.precision.weights.slug, self.precision.kv_cache.slug, self.tp)
+
+    @property
+    def layout_key(self) -> tuple[str, str, str, int, int, int]:
+        return (*self.key, self.pp, self.ep)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def layout(self) -> str:
+        """The candidate id's part after `tp{tp}/`: `pp2/` with pipeline stages, `ep8/` with expert parallelism."""
+        return ("" if self.pp == 1 else f"pp{self.pp}/") + ("" if self.ep == 1 else f"ep{self.ep}/")
 
     @property
     def draft(self) -> str:
@@ -206,8 +224,19 @@ def enumerate_groups(
     slo: Slo,
     tp_degrees: Sequence[int] = TP_DEGREES,
     min_confidence: str | None = None,
+    pp_degrees: Sequence[int] = (1,),
 ) -> tuple[list[Group], list[Drop]]:
     """Every (GPU, precision, tp) that can serve the model within the SLO floors, and every drop.
+
+    Pipeline stages (pp in `pp_degrees` beyond 1, planner/pipeline.py; the default (1,) searches none:
+    the single-pool planner passes planner/pipeline.py PP_DEGREES, while the fleet, class, batch-job and
+    capacity searches, which count a replica's GPUs as tp, do not search stages yet) are searched for a (GPU,
+    precision) only where no in-node tp holds the model: where one does, a pipeline of the same GPUs
+    reads every stage's weights once per micro-batch (pp × the weight bytes over pp × the bandwidth,
+    the same time as one tp-group alone) while tp divides the read, so pp cannot beat tp ≤ a node on
+    the step time (tests/planner/test_pipeline.py shows it), and the search would only spend time on it.
+    A pipeline group whose stages do not hold the model is left out silently (the in-node memory drops
+    already say the model does not fit one node).
 
     A GPU whose calibration is graded below `min_confidence` (planner/confidence.py) is dropped
     whole, once per precision, before anything is computed from its efficiencies."""
@@ -224,12 +253,22 @@ def enumerate_groups(
             if refused is not None:
                 drops.append(refused)
                 continue
-            for tp in tp_degrees:
-                found = _group_or_drop(gpu, model, precision, tp, slo, shape)
-                if isinstance(found, Group):
-                    groups.append(found)
-                else:
-                    drops.append(found)
+            found_in_node = (
+                [_group_or_drop(gpu, model, precision, tp, slo, shape) for tp in tp_degrees] if 1 in pp_degrees else []
+            )
+            groups.extend(g for g in found_in_node if isinstance(g, Group))
+            drops.extend(d for d in found_in_node if isinstance(d, Drop))
+            constraints = {"group" if isinstance(f, Group) else f.constraint for f in found_in_node}
+            needed = "memory" in constraints and constraints <= {"memory", "tensor_parallel"}
+            if needed or 1 not in pp_degrees:
+                # no in-node replica holds the model (or pp is pinned above 1): pipeline stages (planner/pipeline.py)
+                for tp in tp_degrees:
+                    for pp in (p for p in pp_degrees if p > 1):
+                        staged = _group_or_drop(gpu, model, precision, tp, slo, shape, pp=pp)
+                        if isinstance(staged, Group):
+                            groups.append(staged)
+                        elif staged.constraint != "memory" or 1 not in pp_degrees:
+                            drops.append(staged)  # a stage layout the model refuses, an SLO floor, or a pinned pp's fit
     return groups, drops
 
 
@@ -288,8 +327,12 @@ def _precision_drop(gpu: GpuSpec, precision: Precision) -> Drop | None:
     return None
 
 
-def _group_or_drop(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, slo: Slo, shape: _RequestShape) -> Group | Drop:
-    """The (gpu, precision, tp) group, or why it cannot serve: tp, memory, KV cache, then the SLO floors."""
+def _group_or_drop(
+    gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, slo: Slo, shape: _RequestShape, *, pp: int = 1
+) -> Group | Drop:
+    """The (gpu, precision, tp, pp) group, or why it cannot serve: tp, memory, KV cache, then the SLO floors."""
+    if pp > model.layers:
+        return _drop(gpu, precision, tp, "tensor_parallel", f"pp {pp} exceeds {model.slug}'s {model.layers} layers")
     if tp > gpu.gpus_per_node or not is_valid_tensor_parallel(gpu, model, tp):
         return _drop(
             gpu,
@@ -299,7 +342,7 @@ def _group_or_drop(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int
             f"tp {tp} does not divide {model.slug}'s heads or exceeds the {gpu.gpus_per_node} GPUs of a {gpu.slug} node",
         )
     largest_request = shape.largest_request
-    fit = memory_fit(gpu, model, precision, tp, gpu.efficiency, context_tokens=largest_request)
+    fit = memory_fit(gpu, model, precision, tp, gpu.efficiency, context_tokens=largest_request, pp=pp)
     if not fit.fits:
         return _drop(
             gpu,
@@ -308,11 +351,11 @@ def _group_or_drop(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int
             "memory",
             f"cannot hold the model: weights {fit.weights_bytes / GB:.1f} GB + one "
             f"{largest_request:,}-token request need {fit.required_bytes / GB:.1f} GB, "
-            f"{tp} × {gpu.slug} offer {fit.available_bytes / GB:.1f} GB",
+            f"{tp * pp} × {gpu.slug}{'' if pp == 1 else f' (tp {tp} × pp {pp})'} offer {fit.available_bytes / GB:.1f} GB",
             needed_bytes=fit.required_bytes,
             available_bytes=fit.available_bytes,
         )
-    group = _group(gpu, model, precision, tp, shape)
+    group = _group(gpu, model, precision, tp, shape, pp=pp)
     if group.kv_slots < 1:
         return _drop(
             gpu,
@@ -326,19 +369,22 @@ def _group_or_drop(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int
     return group if floor is None else floor
 
 
-def _group(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, shape: _RequestShape) -> Group:
-    sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
-    capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency)
+def _group(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, shape: _RequestShape, *, pp: int = 1) -> Group:
+    sm = build_step_model(gpu, model, precision, tp, gpu.efficiency, pp=pp)
+    capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency, pp=pp)
+    prompt_q = max(1, math.floor(shape.prompt_q))
     return Group(
         gpu=gpu,
         precision=precision,
         tp=tp,
+        pp=pp,
         step_model=sm,
         kv_capacity_tokens=capacity,
         kv_slots=int(capacity // shape.request_tokens),
-        price_usd_per_hour=tp * gpu.price_usd_per_hour_on_demand,  # tp GPUs × on-demand $/GPU-h
+        price_usd_per_hour=tp * pp * gpu.price_usd_per_hour_on_demand,  # tp·pp GPUs × on-demand $/GPU-h
         batch1_decode_s=sm.step_s(1, 1, 1),
-        prefill_quantile_s=prefill(sm, max(1, math.floor(shape.prompt_q))).time_s,
+        # the TTFT floor: a prompt alone goes through every stage in turn (planner/pipeline.py lone_prefill_s)
+        prefill_quantile_s=prefill(sm, prompt_q).time_s if pp == 1 else lone_prefill_s(sm, pp, prompt_q),
     )
 
 
@@ -374,6 +420,8 @@ def speculative_groups(
     request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
     variants: list[Group] = []
     for group in groups:
+        if group.pp > 1:
+            continue  # a draft over pipeline stages is not modelled: the pipeline group plans without one
         for k in draft_tokens:
             spec = (
                 draft_model_speculation(draft_model, group.precision, group.tp, draft_tokens=k, acceptance_rate=alpha)
@@ -403,7 +451,7 @@ def packed_groups(groups: Sequence[Group], instance_types: Sequence[InstanceType
     kept: list[Group] = []
     drops: list[Drop] = []
     for group in groups:
-        offers = offers_for(group.gpu.slug, group.tp, instance_types)
+        offers = offers_for(group.gpu.slug, group.tp, instance_types) if group.pp == 1 else ()
         if offers:
             kept.append(replace(group, offers=offers, price_usd_per_hour=per_replica_floor(offers)))
             continue
@@ -411,6 +459,8 @@ def packed_groups(groups: Sequence[Group], instance_types: Sequence[InstanceType
         reason = (
             f"no instance type of the provider carries {group.gpu.slug}"
             if not carrying
+            else f"a tp {group.tp} × pp {group.pp} replica spans instances, which instance packing does not price"
+            if group.pp > 1
             else f"no {group.gpu.slug} instance type holds a tp {group.tp} replica in one NVLink domain "
             f"(largest domain {max(t.nvlink_domain for t in carrying)} GPUs)"
         )
@@ -653,6 +703,7 @@ def enumerate_all_options(
         candidate_id(
             gpu=g.key[0], weights_precision=g.key[1], kv_precision=g.key[2], tp=g.key[3], batch_limit=0, chunk_tokens=None
         ).removesuffix("b0/nochunk")
+        + g.layout  # "pp2/" for a pipeline group
         for g in groups
     ]
     drafts = [g.draft for g in groups]  # the speculating variants' id suffix, once per group

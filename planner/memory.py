@@ -1,7 +1,7 @@
 """Where a replica's memory goes: weights, the KV cache per token and per request, and what is left.
 
-Per replica of `tp` GPUs (docs/design.md, "Reference physics"):
-    M = tp · memory_bytes · (1 − memory_reserve_fraction)
+Per replica of `tp × pp` GPUs (docs/design.md, "Reference physics"; pp pipeline stages, planner/pipeline.py):
+    M = tp · pp · memory_bytes · (1 − memory_reserve_fraction)
     W = params_total · weight_bytes_per_param
     kv_bytes_per_token = 2 · layers · kv_heads · head_dim · kv_element_bytes      (MHA/GQA)
                        = layers · (kv_lora_rank + rope_head_dim) · kv_element_bytes (MLA latent)
@@ -9,6 +9,9 @@ Per replica of `tp` GPUs (docs/design.md, "Reference physics"):
     max batch at context c = floor(capacity_tokens / c)
 KV copies: when tp exceeds the KV heads (or always, for MLA) each KV head is replicated over
 tp / kv_heads GPUs, and every copy costs memory and is read each step (planner/parallel.py).
+Pipeline stages split the layers, so the weights and each token's KV divide over the stages: the
+replica's totals (W, KV per token) do not change with pp, only the memory that holds them. The
+stage holding the embeddings or the LM head holds a little more than 1/pp; that imbalance is not modelled.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 from planner.errors import ModelDoesNotFitError
 from planner.parallel import check_tensor_parallel, kv_head_replicas, valid_tensor_parallel_degrees
+from planner.pipeline import PP_DEGREES
 from planner.precision import supports_precision
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision, QuantSpec
 from planner.units import GB
@@ -68,14 +72,16 @@ def kv_bytes_per_request(model: ModelSpec, kv_cache: QuantSpec, tp: int, context
     return context_tokens * replica_kv_bytes_per_token(model, kv_cache, tp)  # tokens × bytes/token
 
 
-def usable_memory_bytes(gpu: GpuSpec, tp: int, efficiency: Efficiency) -> float:
-    """Memory a tp-way replica offers to weights and KV cache after the reserve."""
-    return tp * gpu.memory_bytes * (1.0 - efficiency.memory_reserve_fraction)  # tp × HBM × (1 − reserve)
+def usable_memory_bytes(gpu: GpuSpec, tp: int, efficiency: Efficiency, *, pp: int = 1) -> float:
+    """Memory a tp × pp replica offers to weights and KV cache after the reserve."""
+    return tp * pp * gpu.memory_bytes * (1.0 - efficiency.memory_reserve_fraction)  # tp·pp × HBM × (1 − reserve)
 
 
-def kv_capacity_tokens(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, efficiency: Efficiency) -> int:
+def kv_capacity_tokens(
+    gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, efficiency: Efficiency, *, pp: int = 1
+) -> int:
     """KV-cache tokens a replica holds after its weights (0 when the weights alone do not fit)."""
-    free_bytes = usable_memory_bytes(gpu, tp, efficiency) - weight_bytes(model, precision.weights)  # M − W
+    free_bytes = usable_memory_bytes(gpu, tp, efficiency, pp=pp) - weight_bytes(model, precision.weights)  # M − W
     return max(0, math.floor(free_bytes / replica_kv_bytes_per_token(model, precision.kv_cache, tp)))
 
 
@@ -100,10 +106,17 @@ class MemoryFit:
 
 
 def memory_fit(
-    gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, efficiency: Efficiency, *, context_tokens: int = 1
+    gpu: GpuSpec,
+    model: ModelSpec,
+    precision: Precision,
+    tp: int,
+    efficiency: Efficiency,
+    *,
+    context_tokens: int = 1,
+    pp: int = 1,
 ) -> MemoryFit:
     """Weights plus the KV cache of one `context_tokens` request against the replica's usable memory."""
-    available = usable_memory_bytes(gpu, tp, efficiency)
+    available = usable_memory_bytes(gpu, tp, efficiency, pp=pp)
     weights = weight_bytes(model, precision.weights)
     kv = kv_bytes_per_request(model, precision.kv_cache, tp, context_tokens)
     required = weights + kv  # W + one request's KV
@@ -125,23 +138,35 @@ def check_fit(
     *,
     context_tokens: int = 1,
     candidate_precisions: Sequence[Precision] = (),
+    pp: int = 1,
 ) -> MemoryFit:
     """Return the fit, or raise `ModelDoesNotFitError` when weights plus one request exceed memory.
 
     The error's extensions carry the shortfall (bytes and GB), the smallest valid tp (up to
     `gpus_per_node`) at which the same precision fits, and every precision among
     `candidate_precisions` the GPU runs that fits at this tp, fewest-bytes-saved first
-    (the least aggressive quantisation that would do).
+    (the least aggressive quantisation that would do), and the smallest pipeline degree of
+    planner/pipeline.py PP_DEGREES that fits at this tp (`smallest_fitting_pp`).
     """
     check_tensor_parallel(gpu, model, tp)
-    fit = memory_fit(gpu, model, precision, tp, efficiency, context_tokens=context_tokens)
+    fit = memory_fit(gpu, model, precision, tp, efficiency, context_tokens=context_tokens, pp=pp)
     if fit.fits:
         return fit
+    smallest_pp = next(
+        (
+            more
+            for more in PP_DEGREES
+            if more > pp
+            and more <= model.layers
+            and memory_fit(gpu, model, precision, tp, efficiency, context_tokens=context_tokens, pp=more).fits
+        ),
+        None,
+    )
     smallest_tp = next(
         (
             larger
             for larger in valid_tensor_parallel_degrees(gpu, model)
-            if larger > tp and memory_fit(gpu, model, precision, larger, efficiency, context_tokens=context_tokens).fits
+            if larger > tp and memory_fit(gpu, model, precision, larger, efficiency, context_tokens=context_tokens, pp=pp).fits
         ),
         None,
     )
@@ -150,24 +175,31 @@ def check_fit(
             candidate
             for candidate in candidate_precisions
             if supports_precision(gpu, candidate)
-            and memory_fit(gpu, model, candidate, tp, efficiency, context_tokens=context_tokens).fits
+            and memory_fit(gpu, model, candidate, tp, efficiency, context_tokens=context_tokens, pp=pp).fits
         ),
         key=lambda candidate: -weight_bytes(model, candidate.weights),
     )
     suggestions = []
     if smallest_tp is not None:
         suggestions.append(f"tp={smallest_tp} would fit")
+    if smallest_pp is not None:
+        suggestions.append(f"tp={tp} × pp={smallest_pp} ({tp * smallest_pp} GPUs in pipeline stages) would fit")
     if fitting:
         suggestions.append(f"{fitting[0].weights.slug} weights with a {fitting[0].kv_cache.slug} KV cache would fit at tp={tp}")
-    advice = "; ".join(suggestions) if suggestions else f"no tp up to {gpu.gpus_per_node} and no candidate precision fits"
+    advice = (
+        "; ".join(suggestions)
+        if suggestions
+        else f"no tp up to {gpu.gpus_per_node}, no pp up to {PP_DEGREES[-1]} and no candidate precision fits"
+    )
     raise ModelDoesNotFitError(
-        f"{model.slug} in {precision.weights.slug} on {tp} × {gpu.slug} needs {fit.required_bytes / GB:.1f} GB "
+        f"{model.slug} in {precision.weights.slug} on {tp * pp} × {gpu.slug}{f' (tp={tp}, pp={pp})' if pp > 1 else ''} needs {fit.required_bytes / GB:.1f} GB "
         f"(weights {fit.weights_bytes / GB:.1f} GB + KV {fit.kv_bytes_for_requirement / GB:.2f} GB for one "
         f"{context_tokens:,}-token request) but has {fit.available_bytes / GB:.1f} GB after the "
         f"{efficiency.memory_reserve_fraction:.0%} reserve: {fit.shortfall_bytes / GB:.1f} GB short. {advice}.",
         gpu=gpu.slug,
         model=model.slug,
         tp=tp,
+        pp=pp,
         context_tokens=context_tokens,
         available_bytes=fit.available_bytes,
         weights_bytes=fit.weights_bytes,
@@ -175,5 +207,6 @@ def check_fit(
         shortfall_bytes=fit.shortfall_bytes,
         shortfall_gb=fit.shortfall_bytes / GB,
         smallest_fitting_tp=smallest_tp,
+        smallest_fitting_pp=smallest_pp,
         fitting_precisions=[{"weights": p.weights.slug, "kv_cache": p.kv_cache.slug} for p in fitting],
     )

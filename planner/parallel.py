@@ -16,14 +16,62 @@ Operations in MPICH"), so it costs 2·(p−1)/p·S/B + α, the form docs/design.
 all-reduce (`GpuSpec.interconnect_latency_s`), not a per-hop figure: on NVSwitch and Infinity
 Fabric machines serving engines use one-shot or two-shot all-reduce kernels for the small decode
 messages (vLLM `custom_all_reduce`), whose latency does not grow as 2·(p−1) ring hops.
+
+Across nodes: tp may exceed `gpus_per_node` when it takes whole nodes (vLLM runs TP over several
+nodes with Ray, docs.vllm.ai "Distributed inference and serving", though it recommends TP inside a
+node and PP across). Such an all-reduce crosses the per-GPU scale-out NIC (`GpuSpec.scale_out_*`,
+planner/disagg.py `gpu_scale_out_link`), so the ring's bandwidth is the NIC's, and its latency α is
+one in-node all-reduce plus one NIC latency (a hierarchical all-reduce: reduce inside the node, then
+across nodes). That is what makes cross-node TP lose to in-node TP with pipeline stages across nodes.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from planner.disagg import gpu_scale_out_link
 from planner.errors import PlannerInputError, UnsupportedConfigurationError
 from planner.specs import GpuSpec, ModelSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """A per-GPU link a collective or a pipeline hop crosses: bandwidth one way, latency, where from."""
+
+    name: str
+    bytes_per_s: float
+    latency_s: float
+    source: str
+
+
+def nvlink_link(gpu: GpuSpec) -> Link:
+    """The in-node link (NVLink, Infinity Fabric, PCIe) from the catalog's interconnect figures."""
+    return Link(
+        name=f"{gpu.slug} in-node interconnect",
+        bytes_per_s=gpu.interconnect_bytes_per_s,
+        latency_s=gpu.interconnect_latency_s,
+        source=f"catalog ({gpu.slug}): interconnect_gb_per_s / interconnect_latency",
+    )
+
+
+def scale_out_link_of(gpu: GpuSpec) -> Link:
+    """The GPU's share of the scale-out network (its NIC), catalog figures or planner/disagg.py's default."""
+    nic = gpu_scale_out_link(gpu)
+    return Link(name=nic.name, bytes_per_s=nic.bytes_per_s_per_gpu, latency_s=nic.latency_s, source=nic.source)
+
+
+def tp_link(gpu: GpuSpec, tp: int) -> Link:
+    """The link a tp-way all-reduce is priced on: in-node up to `gpus_per_node`, else the NIC (hierarchical)."""
+    if tp <= gpu.gpus_per_node:
+        return nvlink_link(gpu)
+    nic = scale_out_link_of(gpu)
+    return Link(
+        name=f"{nic.name} (tp across nodes)",
+        bytes_per_s=min(nic.bytes_per_s, gpu.interconnect_bytes_per_s),
+        latency_s=gpu.interconnect_latency_s + nic.latency_s,  # in-node all-reduce, then across the NIC
+        source=nic.source,
+    )
 
 
 def kv_head_replicas(model: ModelSpec, tp: int) -> int:
@@ -40,9 +88,10 @@ def check_tensor_parallel(gpu: GpuSpec, model: ModelSpec, tp: int) -> None:
     """Raise unless `tp` GPUs of `gpu` can hold one tensor-parallel replica of `model`."""
     if tp < 1:
         raise PlannerInputError(f"tp must be >= 1, got {tp}", tp=tp)
-    if tp > gpu.gpus_per_node:
+    if tp > gpu.gpus_per_node and tp % gpu.gpus_per_node != 0:
         raise UnsupportedConfigurationError(
-            f"tp={tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.slug} node; tensor parallelism stays inside a node",
+            f"tp={tp} exceeds the {gpu.gpus_per_node} GPUs of one {gpu.slug} node and is not a whole number of "
+            "nodes; tensor parallelism across nodes takes whole nodes",
             tp=tp,
             gpus_per_node=gpu.gpus_per_node,
             valid_tp=list(valid_tensor_parallel_degrees(gpu, model)),
@@ -66,14 +115,16 @@ def check_tensor_parallel(gpu: GpuSpec, model: ModelSpec, tp: int) -> None:
 
 def is_valid_tensor_parallel(gpu: GpuSpec, model: ModelSpec, tp: int) -> bool:
     return (
-        1 <= tp <= gpu.gpus_per_node
+        1 <= tp
+        and (tp <= gpu.gpus_per_node or tp % gpu.gpus_per_node == 0)
         and model.attention_heads % tp == 0
         and (model.mla is not None or model.kv_heads % tp == 0 or tp % model.kv_heads == 0)
     )
 
 
 def valid_tensor_parallel_degrees(gpu: GpuSpec, model: ModelSpec) -> tuple[int, ...]:
-    """Every tp from 1 to `gpus_per_node` that `check_tensor_parallel` accepts, ascending."""
+    """Every tp from 1 to `gpus_per_node` that `check_tensor_parallel` accepts, ascending (in-node only;
+    whole multiples of a node are accepted too, priced on the NIC)."""
     return tuple(tp for tp in range(1, gpu.gpus_per_node + 1) if is_valid_tensor_parallel(gpu, model, tp))
 
 
@@ -85,11 +136,12 @@ def ring_all_reduce_s(message_bytes: float, ranks: int, link_bytes_per_s: float,
 
 
 def comm_s_per_token(gpu: GpuSpec, model: ModelSpec, tp: int, activation_bytes: float) -> float:
-    """All-reduce bandwidth time per new token per step: two all-reduces per layer of hidden·activation bytes."""
+    """All-reduce bandwidth time per new token per step: two all-reduces per layer of hidden·activation bytes
+    (over `tp_link`: NVLink in a node, the NIC across nodes)."""
     if tp <= 1:
         return 0.0
     return (
-        2 * model.layers * 2.0 * (tp - 1) / tp * model.hidden_size * activation_bytes / gpu.interconnect_bytes_per_s
+        2 * model.layers * 2.0 * (tp - 1) / tp * model.hidden_size * activation_bytes / tp_link(gpu, tp).bytes_per_s
     )  # 2 per layer × L × ring bytes / link
 
 
@@ -97,7 +149,7 @@ def comm_latency_s(gpu: GpuSpec, model: ModelSpec, tp: int) -> float:
     """All-reduce latency per step: two all-reduces per layer, each costing one all-reduce latency α."""
     if tp <= 1:
         return 0.0
-    return 2 * model.layers * gpu.interconnect_latency_s  # 2 per layer × L × α
+    return 2 * model.layers * tp_link(gpu, tp).latency_s  # 2 per layer × L × α
 
 
 def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:

@@ -37,7 +37,8 @@ from planner.memory import (
     weight_bytes,
     weight_bytes_per_gpu,
 )
-from planner.parallel import check_tensor_parallel, comm_latency_s, comm_s_per_token, kv_head_replicas
+from planner.parallel import kv_head_replicas
+from planner.pipeline import check_pipeline_parallel, parallel_terms
 from planner.precision import activation_bytes, check_precision, compute_peak_flops_per_s
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
@@ -61,29 +62,44 @@ def attention_flops_per_context_token(model: ModelSpec) -> float:
     return 4 * model.layers * model.attention_heads * model.head_dim  # L × H × d × (QKᵀ + PV) × 2
 
 
-def build_step_model(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, efficiency: Efficiency) -> StepModel:
-    """The step-time coefficients of one tp-way replica; raises on an unsupported precision or tp.
+def build_step_model(
+    gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, efficiency: Efficiency, *, pp: int = 1, ep: int = 1
+) -> StepModel:
+    """The step-time coefficients of one tp × pp replica (expert-parallel `ep`); raises on an unsupported
+    precision or layout.
 
-    Communication is two ring all-reduces per layer (planner/parallel.py), counted only when
-    `efficiency.include_comm` and tp > 1.
+    Communication is two ring all-reduces per layer (planner/parallel.py), the pipeline's stage hops
+    and the expert-parallel all-to-all (planner/pipeline.py), counted only when `efficiency.include_comm`
+    and the replica has more than one GPU. With pp > 1 the coefficients are the pipeline's fold
+    (planner/pipeline.py, eq. (1)): one step is the pp micro-batches each going through its stage.
     """
-    check_tensor_parallel(gpu, model, tp)
+    check_pipeline_parallel(gpu, model, tp, pp, ep)
     check_precision(gpu, precision)
-    with_comm = efficiency.include_comm and tp > 1
+    terms = parallel_terms(gpu, model, tp, pp, ep, activation_bytes(precision.weights))
+    with_comm = efficiency.include_comm and tp * pp > 1
+    imbalance = terms.stage_imbalance  # s = pp·⌈L/pp⌉/L: the slowest stage paces the pipeline
     moe = model.moe
     return StepModel(
-        dense_weight_bytes=dense_weight_bytes(model, precision.weights),
-        expert_weight_bytes=expert_weight_bytes(model, precision.weights),
+        dense_weight_bytes=pp * dense_weight_bytes(model, precision.weights),  # each stage once per micro-batch
+        expert_weight_bytes=pp * expert_weight_bytes(model, precision.weights),
         experts=moe.experts if moe is not None else 0,
         experts_per_token=moe.experts_per_token if moe is not None else 0,
         moe_layers=moe.moe_layers if moe is not None else 0,
         kv_bytes_per_token=float(replica_kv_bytes_per_token(model, precision.kv_cache, tp)),
         flops_per_token=2.0 * model.params_active,  # multiply + add per active weight
         attention_flops_per_context_token=float(attention_flops_per_context_token(model)),
-        memory_bandwidth_bytes_per_s=tp * gpu.hbm_bandwidth_bytes_per_s * efficiency.memory,  # tp × HBM BW × η_mem
-        compute_flops_per_s=tp * compute_peak_flops_per_s(gpu, precision.weights) * efficiency.compute,  # tp × peak × η_compute
-        comm_s_per_token=comm_s_per_token(gpu, model, tp, activation_bytes(precision.weights)) if with_comm else 0.0,
-        comm_latency_s=comm_latency_s(gpu, model, tp) if with_comm else 0.0,
+        memory_bandwidth_bytes_per_s=pp
+        * tp
+        * gpu.hbm_bandwidth_bytes_per_s
+        * efficiency.memory
+        / imbalance,  # pp·tp × HBM BW × η_mem / s
+        compute_flops_per_s=pp
+        * tp
+        * compute_peak_flops_per_s(gpu, precision.weights)
+        * efficiency.compute
+        / imbalance,  # pp·tp × peak × η_compute / s
+        comm_s_per_token=terms.comm_s_per_token if with_comm else 0.0,
+        comm_latency_s=terms.comm_latency_s if with_comm else 0.0,
         step_overhead_s=efficiency.step_overhead_s,
         memory_compute_overlap=efficiency.memory_compute_overlap,
     )

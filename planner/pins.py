@@ -7,9 +7,10 @@ replica count (the plan is infeasible when that many cannot meet the SLOs within
 The pinned plan is then the cheapest plan among those with the pinned values, found by the same
 search, MILP and simulator as a free plan — so pinning a free plan's own choices returns that plan.
 
-Two members are accepted without a search dimension behind them, and say so: `pp` (pipeline
-parallelism is not modelled yet: only 1 is accepted) and `engine` (the step model has no engine
-dimension yet: profiles are engine-agnostic, so the pin is recorded and echoed, never used).
+`pp` fixes the pipeline stages (planner/pipeline.py PP_DEGREES; pp 1 rules pipelines out, a larger pp
+is searched even where one node holds the model). One member is accepted without a search dimension
+behind it, and says so: `engine` (the step model has no engine dimension yet: profiles are
+engine-agnostic, so the pin is recorded and echoed, never used).
 Pins that contradict each other or the request's other constraints are refused with the field named.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from planner.errors import PlannerInputError
+from planner.pipeline import PP_DEGREES
 
 if TYPE_CHECKING:
     from planner.planning import PlanningInputs, PlanningRequest
@@ -58,11 +60,10 @@ class Pin:
     draft_model: str | None = None
 
     def __post_init__(self) -> None:
-        if self.pp is not None and self.pp != 1:
+        if self.pp is not None and self.pp not in PP_DEGREES:
             raise _refuse(
                 "pp",
-                f"pipeline parallelism is not modelled yet: only pp 1 can be pinned, got {self.pp} "
-                "(tensor parallelism within a node is searched: pin tp instead)",
+                f"a pinned pp must be one of the pipeline degrees the planner models ({', '.join(map(str, PP_DEGREES))}), got {self.pp}",
             )
         if self.engine is not None and self.engine not in ENGINES:
             raise _refuse("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
@@ -98,7 +99,7 @@ def _check_limits(pin: Pin, request: PlanningRequest) -> None:
         raise _refuse("replicas", f"pinned replicas {replicas} is below constraints.min_replicas {constraints.min_replicas}")
     if constraints.n_plus_one and replicas < 2:
         raise _refuse("replicas", "constraints.n_plus_one needs at least 2 replicas (one may be lost); pinned replicas is 1")
-    tp = pin.tp or 1
+    tp = (pin.tp or 1) * (pin.pp or 1)  # GPUs per replica, at least
     if constraints.max_gpus is not None and replicas * tp > constraints.max_gpus:
         raise _refuse(
             "replicas",
@@ -142,6 +143,7 @@ def apply_pins(request: PlanningRequest, inputs: PlanningInputs) -> tuple[Planni
     narrowed = replace(
         request,
         tp_degrees=request.tp_degrees if pin.tp is None else (pin.tp,),
+        pp_degrees=request.pp_degrees if pin.pp is None else (pin.pp,),
         batch_limits=request.batch_limits if pin.batch_limit is None else (pin.batch_limit,),
         chunk_budgets=(pin.chunk_tokens,) if pin.chunk_pinned else request.chunk_budgets,
     )

@@ -128,6 +128,12 @@ def _priority_options(ctx: _Context) -> list[Option]:
     background = [k for k in classes if k.slo is None]
     merged = merged_workload(classes)
     request, inputs = apply_pins(replace(base, workload=merged, slo=tightest_slo(background)), ctx.inputs)
+    if 1 not in request.pp_degrees:
+        raise PlannerInputError(
+            "a class plan's pools are not searched in pipeline stages: only pp 1 can be pinned",
+            constraint="pin.pp",
+            field="constraints.pin.pp",
+        )
 
     def groups(workload: Workload, slo: Slo) -> list[Group]:
         return enumerate_groups(

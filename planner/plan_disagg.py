@@ -469,7 +469,7 @@ class _Choice:
 def pool_refusals(constraints: PlanConstraints) -> list[str]:
     """What separate pools cannot honour in `constraints`, one `constraints.<field>: why` each (empty: all honoured).
     gpus, precisions, min_confidence, max_gpus, budget, min_replicas, N+1, inventory and the gpu, tp, precision,
-    batch_limit, pp and engine pins are honoured; mixed_fleet allows what the pools already are (a pool per role,
+    batch_limit, pp 1 and engine pins are honoured; mixed_fleet allows what the pools already are (a pool per role,
     each of its own GPU), so it takes nothing away from them."""
     out = []
     if constraints.unit != "gpu":
@@ -492,6 +492,8 @@ def pool_refusals(constraints: PlanConstraints) -> list[str]:
             )
         if pin.draft_tokens is not None or pin.acceptance_rate is not None or pin.draft_model is not None:
             out.append("constraints.pin.draft_tokens and acceptance_rate: the pools do not speculate")
+        if pin.pp is not None and pin.pp > 1:
+            out.append("constraints.pin.pp: the prefill and decode pools are not searched in pipeline stages")
     return out
 
 

@@ -157,7 +157,7 @@ def _memory_section(option: Option, model: ModelSpec, workload: Workload, predic
     request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
     detail = prediction.queueing
     return MemorySection(
-        usable_bytes=g.tp * g.gpu.memory_bytes * (1 - g.gpu.efficiency.memory_reserve_fraction),
+        usable_bytes=g.gpus_per_replica * g.gpu.memory_bytes * (1 - g.gpu.efficiency.memory_reserve_fraction),
         weights_bytes=weight_bytes(model, g.precision.weights),
         kv_bytes_per_token=g.step_model.kv_bytes_per_token,
         kv_bytes_per_request=kv_bytes_per_request(model, g.precision.kv_cache, g.tp, math.ceil(request_tokens)),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from planner.errors import PlannerInputError
+from planner.pipeline import ParallelSection
 from planner.specs import Efficiency
 from planner.step_model import Speculation, StepModel
 
@@ -52,6 +53,8 @@ class Configuration:
     kv_precision: str
     batch_limit: int  # vLLM max_num_seqs
     chunk_tokens: int | None  # vLLM max_num_batched_tokens with chunked prefill; None = no chunking
+    pp: int = 1  # pipeline stages (vLLM pipeline_parallel_size); a replica is tp × pp GPUs
+    ep: int = 1  # expert-parallel degree of an MoE model (1: experts tensor-split)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -563,6 +566,9 @@ class Justification:
     speculative: SpeculativeSection | None = None
     #: With `workload.prefix_reuse`: the cache sizes and routings planned and what was chosen.
     prefix_caching: PrefixCachingSection | None = None
+    #: A plan in pipeline stages or with expert parallelism: per-stage time, bubble and communication terms
+    #: (planner/pipeline.py); None for a replica of tp GPUs alone.
+    parallel: ParallelSection | None = None
 
 
 # --- provenance and infeasibility ----------------------------------------------------------------------------

@@ -36,6 +36,9 @@ class FleetRow:
     instances: tuple[InstanceUse, ...] = ()
     #: The speculative draft its replicas verify, as its candidate id's suffix ("/eagle-k3"); "" without.
     draft: str = ""
+    #: Pipeline stages and expert-parallel degree (planner/pipeline.py): a replica is tp × pp GPUs.
+    pp: int = 1
+    ep: int = 1
 
 
 def _row(option: Option, replicas: int, mu: float, saturation: float, offered: float) -> FleetRow:
@@ -44,7 +47,7 @@ def _row(option: Option, replicas: int, mu: float, saturation: float, offered: f
         gpu=option.group.gpu.slug,
         tp=option.group.tp,
         replicas=replicas,
-        gpus=replicas * option.group.tp,
+        gpus=replicas * option.group.gpus_per_replica,
         weights_precision=option.group.precision.weights.slug,
         kv_precision=option.group.precision.kv_cache.slug,
         batch_limit=option.batch_limit,
@@ -56,11 +59,13 @@ def _row(option: Option, replicas: int, mu: float, saturation: float, offered: f
         cost_usd_per_hour=group.cost_usd_per_hour(replicas),
         instances=instance_uses(replicas, group.offers) if group.offers else (),
         draft=group.draft,
+        pp=group.pp,
+        ep=group.ep,
     )
 
 
 def _configuration(option: Option) -> Configuration:
-    return Configuration(**_config(option))
+    return Configuration(**_config(option), pp=option.group.pp, ep=option.group.ep)
 
 
 def _config(option: Option) -> dict[str, Any]:
@@ -78,17 +83,18 @@ def _config(option: Option) -> dict[str, Any]:
 def candidate_id_of(row: FleetRow) -> str:
     from planner.optimizer import candidate_id
 
-    return (
-        candidate_id(
-            gpu=row.gpu,
-            weights_precision=row.weights_precision,
-            kv_precision=row.kv_precision,
-            tp=row.tp,
-            batch_limit=row.batch_limit,
-            chunk_tokens=row.chunk_tokens,
-        )
-        + row.draft
+    layout = ("" if row.pp == 1 else f"pp{row.pp}/") + ("" if row.ep == 1 else f"ep{row.ep}/")  # candidates.Group.layout
+    plain = candidate_id(
+        gpu=row.gpu,
+        weights_precision=row.weights_precision,
+        kv_precision=row.kv_precision,
+        tp=row.tp,
+        batch_limit=row.batch_limit,
+        chunk_tokens=row.chunk_tokens,
     )
+    if layout:
+        plain = plain.replace(f"/tp{row.tp}/", f"/tp{row.tp}/{layout}", 1)
+    return plain + row.draft
 
 
 def _candidate(option: Option, mu: float, planner: _Planner) -> Candidate:
@@ -101,7 +107,7 @@ def _candidate(option: Option, mu: float, planner: _Planner) -> Candidate:
         kv_precision=g.precision.kv_cache.slug,
         batch_limit=option.batch_limit,
         chunk_tokens=option.chunk_tokens,
-        gpus_per_replica=g.tp,
+        gpus_per_replica=g.gpus_per_replica,
         cost_usd_per_hour=g.price_usd_per_hour,
         max_rps_at_slo=mu,
         saturation_rps=max(planner.saturation(option), mu),

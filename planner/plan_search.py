@@ -134,7 +134,7 @@ def single_plan(
     option: Option, mu_rps: float, saturation: float, arrival_rate_rps: float, constraints: PlanConstraints
 ) -> SinglePlan:
     replicas = _replicas(mu_rps, arrival_rate_rps, constraints)
-    gpus = replicas * option.group.tp
+    gpus = replicas * option.group.gpus_per_replica
     cost = option.group.cost_usd_per_hour(replicas)
     return SinglePlan(
         option=option,
@@ -173,7 +173,7 @@ def _largest_beating(option: Option, constraints: PlanConstraints, best: tuple[f
     beat `best`; 0 when none would. One prediction at λ/n then settles whether the option can win."""
     best_cost, best_gpus, best_id = best
     group = option.group
-    price, tp = group.price_usd_per_hour, group.tp  # price: a per-replica floor of the cost (exact by the GPU)
+    price, tp = group.price_usd_per_hour, group.gpus_per_replica  # price: a per-replica floor of the cost (exact by the GPU)
     extra = 1 if constraints.n_plus_one else 0
     total = int(best_cost / price) + 2
     while total >= 1 and not _beats(group.cost_usd_per_hour(total), total * tp, best_cost, best_gpus, option.id, best_id):
@@ -602,7 +602,7 @@ class _Planner:
             options = self.options
             bound = np.fromiter((o.saturation_bound_rps for o in options), dtype=float, count=len(options))
             price = np.fromiter((o.group.price_usd_per_hour for o in options), dtype=float, count=len(options))
-            tp = np.fromiter((o.group.tp for o in options), dtype=np.int64, count=len(options))
+            tp = np.fromiter((o.group.gpus_per_replica for o in options), dtype=np.int64, count=len(options))
             self._arrays = (bound, price, tp, (bound > 0) & np.isfinite(bound))
         return self._arrays
 
@@ -667,7 +667,7 @@ class _Planner:
             replicas = max(replicas, constraints.pinned_replicas or 1)
         else:
             natural = _replicas(rate_bound, arrival_rate_rps, replace(constraints, pin=None))
-        gpus = replicas * option.group.tp
+        gpus = replicas * option.group.gpus_per_replica
         cost = option.group.cost_usd_per_hour(replicas)
         refused = _refused_by(option.group.gpu.slug, gpus, cost, constraints, natural)
         if refused is not None:
@@ -677,7 +677,7 @@ class _Planner:
 
     def best_per_group(
         self, slo: Slo, *, ceiling_usd_per_hour: float = math.inf, arrival_rate_rps: float = 0.0
-    ) -> tuple[dict[tuple[str, str, str, int], tuple[Option, float]], dict[str, tuple[str, str, float | None]]]:
+    ) -> tuple[dict[tuple[str, str, str, int, int, int], tuple[Option, float]], dict[str, tuple[str, str, float | None]]]:
         """For a mixed fleet: each group's option with the largest μ (equal price and GPUs, so the
         others are dominated), searched in order of the saturation bound; an option that misses at
         the largest μ found so far in its group is dominated and costs no root-find.
@@ -689,16 +689,16 @@ class _Planner:
         at r = 1) and the rest of the rate costs at least e per unit; N+1, min_replicas and the
         limits only add to it."""
         efficiency = min((o.group.price_usd_per_hour / o.saturation_bound_rps for o in self.options), default=0.0)
-        largest: dict[tuple[str, str, str, int], float] = {}
+        largest: dict[tuple[str, str, str, int, int, int], float] = {}
         for option in self.options:
-            largest[option.group.key] = max(largest.get(option.group.key, 0.0), option.saturation_bound_rps)
-        groups: dict[tuple[str, str, str, int], list[Option]] = {}
+            largest[option.group.layout_key] = max(largest.get(option.group.layout_key, 0.0), option.saturation_bound_rps)
+        groups: dict[tuple[str, str, str, int, int, int], list[Option]] = {}
         for option in self.options:
             price = option.group.price_usd_per_hour
-            floor = price + max(0.0, arrival_rate_rps - largest[option.group.key]) * efficiency  # p_g + (λ − S_g)⁺·e
+            floor = price + max(0.0, arrival_rate_rps - largest[option.group.layout_key]) * efficiency  # p_g + (λ − S_g)⁺·e
             if floor <= ceiling_usd_per_hour * (1 + _COST_TOLERANCE):
-                groups.setdefault(option.group.key, []).append(option)
-        best: dict[tuple[str, str, str, int], tuple[Option, float]] = {}
+                groups.setdefault(option.group.layout_key, []).append(option)
+        best: dict[tuple[str, str, str, int, int, int], tuple[Option, float]] = {}
         drops: dict[str, tuple[str, str, float | None]] = {}
         for key, options in groups.items():
             for option in sorted(options, key=lambda o: -o.saturation_bound_rps):

@@ -48,6 +48,7 @@ from planner.errors import (
 from planner.optimizer import PlanConstraints, PlanSolution, solve_plan
 from planner.packing import InstanceUse
 from planner.pins import apply_pins
+from planner.pipeline import PP_DEGREES, ParallelSection, parallel_section, parallel_terms
 from planner.plan_explain import (
     SATURATION_BINDS,
     SLO_RELAXATION,
@@ -95,6 +96,7 @@ from planner.plan_verify import (
     _verified_mixed,
     _verified_search,
 )
+from planner.precision import activation_bytes
 from planner.queueing import Prediction
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.units import GB, HOURS_PER_MONTH, MS_PER_S, SECONDS_PER_HOUR
@@ -152,6 +154,8 @@ class PlanningRequest:
     verify_requests: int = VERIFY_REQUESTS
     seed: int = 0
     tp_degrees: tuple[int, ...] = TP_DEGREES
+    #: Pipeline stages searched where no in-node replica holds the model (planner/candidates.py enumerate_groups).
+    pp_degrees: tuple[int, ...] = PP_DEGREES
     batch_limits: tuple[int, ...] = BATCH_LIMITS
     chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
     solver_time_limit_s: float = 10.0
@@ -477,6 +481,7 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
         slo=slo,
         tp_degrees=request.tp_degrees,
         min_confidence=constraints.min_confidence,
+        pp_degrees=request.pp_degrees,
     )
     if request.prefix_cache_tokens:
         groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)
@@ -652,6 +657,7 @@ def _result(
         alternatives=_alternatives_section(context, fleet.outcome, main),
         sensitivity=_sensitivity_section(context, rows, (mu_met, mu_missed)),
         candidates=_candidates_section(planner, space, fleet),
+        parallel=_parallel_section(main_option, inputs.model, workload, prediction),
     )
     output_tokens_per_s = workload.arrival_rate_rps * workload.output_tokens.mean
     return replace(
@@ -659,6 +665,22 @@ def _result(
         predicted=_predicted_section(prediction, slo, main, output_tokens_per_s, record),
         justification=justification,
         provenance=_provenance(inputs, fleet.solution, rows, solve_ms=solve_ms, started=started),
+    )
+
+
+def _parallel_section(option: Option, model: ModelSpec, workload: Workload, prediction: Prediction) -> ParallelSection | None:
+    """A pipeline or expert-parallel group's terms at the plan's occupancy and mean prompt (as the roofline section's)."""
+    g = option.group
+    if g.pp == 1 and g.ep == 1:
+        return None
+    terms = parallel_terms(g.gpu, model, g.tp, g.pp, g.ep, activation_bytes(g.precision.weights))
+    occupancy = prediction.queueing.mean_occupancy if prediction.queueing else 1.0
+    return parallel_section(
+        terms,
+        g.step_model,
+        batch=max(1, round(occupancy)),
+        context_tokens=max(1, round(workload.prompt_tokens.mean + workload.output_tokens.mean / 2)),
+        prompt_tokens=max(1, round(workload.prompt_tokens.mean)),
     )
 
 

@@ -84,7 +84,8 @@ Tokens = TypeVar("Tokens", float, np.ndarray)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepModel:
     #: Bytes of weights read by every step whatever its tokens (all weights for a dense model;
-    #: attention, embeddings and shared experts for an MoE model).
+    #: attention, embeddings and shared experts for an MoE model); pp × that for a pipeline of pp
+    #: stages, read over pp × the bandwidth (planner/pipeline.py's fold).
     dense_weight_bytes: float
     #: Bytes of one routed expert in one MoE layer (0 for a dense model).
     expert_weight_bytes: float = 0.0
@@ -116,7 +117,8 @@ class StepModel:
 
     @property
     def weight_bytes(self) -> float:
-        """All weights of the replica (what a step reads when every expert is touched)."""
+        """What a step reads of the weights when every expert is touched: all weights of the replica, or pp × them
+        for a pipeline of pp stages (each stage reads its own once per micro-batch; planner/pipeline.py)."""
         return self.dense_weight_bytes + self.moe_layers * self.experts * self.expert_weight_bytes  # dense + L·E·expert
 
     def weight_bytes_read(self, new_tokens: float) -> float:

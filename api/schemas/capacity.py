@@ -174,7 +174,8 @@ class CapacityConfigurationRead(BaseModel):
     gpu: str
     tp: int
     pp: int = Field(
-        default=1, description="Pipeline-parallel stages per replica; always 1 (pipeline parallelism is not modelled yet)."
+        default=1,
+        description="Pipeline-parallel stages per replica; always 1 (capacity of given hardware does not search pipeline stages).",
     )
     replicas: int = Field(description="gpus // tp, or instances × ⌊GPUs per instance / tp⌋; a pinned count when given.")
     gpus_used: int = Field(description="replicas × tp.")
@@ -219,7 +220,7 @@ class CapacityPoolRead(BaseModel):
     role: Literal["prefill", "decode"]
     gpu: str
     tp: int
-    pp: int = Field(default=1, description="Always 1 (pipeline parallelism is not modelled yet).")
+    pp: int = Field(default=1, description="Always 1 (capacity of given hardware does not search pipeline stages).")
     replicas: int
     gpus: int = Field(description="replicas × tp.")
     batch_limit: int | None = Field(description="The decode pool's vLLM max_num_seqs; null for prefill.")

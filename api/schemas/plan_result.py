@@ -50,6 +50,8 @@ class ConfigurationRead(_Read):
     kv_precision: str = Field(description="Quantization scheme of the KV cache (catalog slug).")
     batch_limit: int = Field(description="vLLM max_num_seqs.")
     chunk_tokens: int | None = Field(description="vLLM max_num_batched_tokens with chunked prefill; null = no chunking.")
+    pp: int = Field(default=1, description="Pipeline stages (vLLM pipeline_parallel_size): a replica is tp × pp GPUs.")
+    ep: int = Field(default=1, description="Expert-parallel degree of an MoE model; 1 = experts tensor-split.")
 
 
 class PercentilesRead(_Read):
@@ -541,6 +543,36 @@ class PrefixCachingSectionRead(_Read):
     simulated_hit_rate: float | None = Field(description="The simulator's LRU hit rate on the plan's busiest replica.")
 
 
+class ParallelSectionRead(_Read):
+    """A plan in pipeline stages or with expert parallelism (planner/pipeline.py): the layout, every communication
+    term, one stage's time within a decode step at the plan's occupancy, and a lone prompt through all stages."""
+
+    tp: int
+    pp: int
+    ep: int
+    gpus_per_replica: int = Field(description="tp × pp.")
+    nodes_per_replica: int = Field(description="Nodes one replica spans (stages packed whole into nodes).")
+    stage_layers: int = Field(description="Layers of the largest stage: ⌈layers / pp⌉.")
+    stage_imbalance: float = Field(description="pp · ⌈L/pp⌉ / L: how much the largest stage slows the pipeline.")
+    tp_link: str = Field(description="The link the tensor-parallel all-reduce is priced on.")
+    hop_links: list[str] = Field(description="The link of each of the pp − 1 stage-to-stage hops.")
+    tp_comm_s_per_token: float = Field(description="All-reduce time per new token of a step, s.")
+    tp_comm_latency_s: float = Field(description="All-reduce latency per step, s.")
+    hop_s_per_token: float = Field(description="Stage-hop transfer time per new token of a step, s.")
+    hop_latency_s: float = Field(description="Stage-hop latency per step, s.")
+    ep_comm_s_per_token: float = Field(description="Expert-parallel all-to-all (dispatch + combine) per new token, s.")
+    ep_comm_latency_s: float = Field(description="Expert-parallel all-to-all latency per step, s.")
+    decode_batch: int = Field(description="Sequences of the decode step shown (the plan's mean occupancy).")
+    context_tokens: int = Field(description="Context of each sequence in that step.")
+    decode_step_s: float = Field(description="That decode step: pp stage times plus the hops, s.")
+    stage_s: float = Field(description="One stage on one micro-batch of that step, s.")
+    hops_s: float = Field(description="The hops of one micro-batch in that step, s.")
+    prompt_tokens: int = Field(description="The mean prompt.")
+    lone_prefill_s: float = Field(description="That prompt alone through all stages in turn (TTFT with no load), s.")
+    lone_bubble_fraction: float = Field(description="(pp − 1)/pp: the stages a lone request leaves idle (GPipe, m = 1).")
+    formula: str
+
+
 class JustificationRead(_Read):
     """Why this plan: the step model, memory, roofline, queueing, binding constraints, alternatives,
     sensitivity to traffic and the size of the search; SI units in every name."""
@@ -558,6 +590,10 @@ class JustificationRead(_Read):
     )
     prefix_caching: PrefixCachingSectionRead | None = Field(
         default=None, description="With workload.prefix_reuse: the cache sizes planned, the hit rates assumed, and why."
+    )
+    parallel: ParallelSectionRead | None = Field(
+        default=None,
+        description="A plan in pipeline stages or with expert parallelism: per-stage time, bubble and communication terms.",
     )
 
 

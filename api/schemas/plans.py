@@ -46,6 +46,7 @@ from planner.confidence import GRADES
 from planner.optimizer import PlanConstraints
 from planner.packing import InstanceUse
 from planner.pins import ENGINES, Pin
+from planner.pipeline import PP_DEGREES
 from planner.plan_disagg import pool_refusals
 from planner.planning import HOURS_PER_MONTH, PlanResult
 from planner.units import MS_PER_S
@@ -104,7 +105,8 @@ class PlanPin(_Input):
         default=None,
         ge=1,
         le=1024,
-        description="Pipeline-parallel degree. Pipeline parallelism is not modelled yet: only 1 is accepted, any other value is a 422.",
+        description="Pipeline-parallel degree, one of 1, 2, 4, 8 (any other value is a 422): 1 rules pipeline stages out; "
+        "a larger pp is searched even where one node holds the model.",
     )
     replicas: int | None = Field(
         default=None,
@@ -151,10 +153,10 @@ class PlanPin(_Input):
 
     @field_validator("pp")
     @classmethod
-    def _pp_one(cls, pp: int | None) -> int | None:
-        if pp is not None and pp != 1:
+    def _pp_modelled(cls, pp: int | None) -> int | None:
+        if pp is not None and pp not in PP_DEGREES:
             raise ValueError(
-                f"pipeline parallelism is not modelled yet: only pp 1 can be pinned, got {pp} (pin tp for tensor parallelism)"
+                f"a pinned pp must be one of the pipeline degrees the planner models ({', '.join(map(str, PP_DEGREES))}), got {pp}"
             )
         return pp
 
@@ -464,6 +466,8 @@ class FleetRowRead(BaseModel):
         default=None, description="This row's cost per hour over the output tokens its share of the traffic makes per hour."
     )
     instances: list[InstanceRead] | None = Field(default=None, description="This row's instances (constraints.unit instance).")
+    pp: int = Field(default=1, description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs.")
+    ep: int = Field(default=1, description="Expert-parallel degree (MoE); 1 = experts tensor-split.")
 
 
 class PoolRead(BaseModel):
@@ -472,7 +476,7 @@ class PoolRead(BaseModel):
     role: Literal["prefill", "decode", "mixed"]
     gpu: str
     tp: int
-    pp: int = Field(default=1, description="Pipeline-parallel stages; always 1.")
+    pp: int = Field(default=1, description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs.")
     replicas: int
     batch_limit: int | None = Field(description="Most sequences a replica runs at once (null for a prefill pool).")
     chunk_tokens: int | None = Field(description="Prompt tokens per step (a prefill pool's token budget; null = no chunking).")
@@ -486,7 +490,9 @@ class PlanDecision(BaseModel):
     gpu: str
     tp: int
     pp: int = Field(
-        default=1, description="Pipeline-parallel stages per replica; always 1 (pipeline parallelism is not modelled yet)."
+        default=1,
+        description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs, over several nodes when tp × pp "
+        "exceeds a node (docs/design.md, Pipeline and expert parallelism).",
     )
     replicas: int
     gpus_total: int
@@ -706,6 +712,8 @@ def _row_read(row: Any, result: PlanResult) -> dict[str, Any]:
             result.cost_usd_per_million_output_tokens * cost_share / traffic_share if traffic_share > 0 else None
         ),  # the plan's $/Mtok × (share of cost ÷ share of traffic)
         "instances": instances_read(row.instances),
+        "pp": row.pp,
+        "ep": row.ep,
     }
 
 
@@ -714,6 +722,7 @@ def _mixed_pool(row: Any) -> dict[str, Any]:
         "role": "mixed",
         "gpu": row.gpu,
         "tp": row.tp,
+        "pp": row.pp,
         "replicas": row.replicas,
         "batch_limit": row.batch_limit,
         "chunk_tokens": row.chunk_tokens,
@@ -746,6 +755,7 @@ def plan_response(
         "plan": {
             "gpu": main.gpu,
             "tp": main.tp,
+            "pp": main.pp,
             "replicas": result.replicas,
             "gpus_total": result.gpus_total,
             "precision": {"weights": main.weights_precision, "kv_cache": main.kv_precision},

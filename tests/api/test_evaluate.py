@@ -225,7 +225,7 @@ def test_405b_on_one_l4_does_not_fit_at_any_tp_or_precision(seeded: ApiClient) -
     assert problem["shortfall_gb"] == pytest.approx(812.11 - 21.6, abs=0.01)
     assert problem["smallest_fitting_tp"] is None
     assert problem["fitting_precisions"] == []
-    assert "no tp up to 8 and no candidate precision fits" in problem["detail"]
+    assert "no tp up to 8, no pp up to 8 and no candidate precision fits" in problem["detail"]
 
 
 UNSUPPORTED: list[tuple[dict[str, Any], str]] = [

@@ -42,8 +42,10 @@ def test_pinning_the_free_plans_choices_gives_the_same_plan(seeded: ApiClient, a
 
 
 def test_unmodelled_or_contradictory_pins_are_422_naming_the_member(seeded: ApiClient, admin: dict[str, str]) -> None:
-    pp = assert_problem(_plan(seeded, admin, {"pp": 2}), 422, "invalid-request")
-    assert "pipeline parallelism is not modelled yet" in bad_fields(pp)["constraints.pin.pp"]
+    pp = assert_problem(_plan(seeded, admin, {"pp": 3}), 422, "invalid-request")
+    assert (
+        "a pinned pp must be one of the pipeline degrees the planner models (1, 2, 4, 8)" in bad_fields(pp)["constraints.pin.pp"]
+    )
     assert "constraints.pin.engine" in bad_fields(assert_problem(_plan(seeded, admin, {"engine": "tgi"}), 422))
     chunk = assert_problem(_plan(seeded, admin, {"batch_limit": 256, "chunk_tokens": 128}), 422)
     assert "chunk_tokens (128) must exceed batch_limit (256)" in bad_fields(chunk)["constraints.pin"]

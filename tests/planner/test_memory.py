@@ -148,13 +148,27 @@ def test_does_not_fit_skips_precisions_the_gpu_cannot_run():
     assert [p["weights"] for p in caught.value.extensions["fitting_precisions"]] == ["int8"]
 
 
-def test_does_not_fit_anywhere_says_so():
-    """DeepSeek-V3 in fp16 (1.342e12 B) exceeds even 8 × 80e9 = 640e9: no tp helps, no candidate given."""
+def test_does_not_fit_in_a_node_suggests_pipeline_stages():
+    """DeepSeek-V3 in fp16 (1.342e12 B + 2.30e9 B of KV = 1.3443e12) exceeds even 8 × 80e9 = 640e9: no tp in a
+    node helps and no candidate precision is given; pp=2 offers 1.28e12 (still short), pp=4 2.56e12 (fits)."""
     with pytest.raises(ModelDoesNotFitError) as caught:
         check_fit(H100_SXM, DEEPSEEK_V3, FP16_PRECISION, 8, IDEAL, context_tokens=4096)
     assert caught.value.extensions["smallest_fitting_tp"] is None
     assert caught.value.extensions["fitting_precisions"] == []
-    assert "no tp up to 8" in caught.value.detail
+    assert caught.value.extensions["smallest_fitting_pp"] == 4
+    assert "tp=8 × pp=4 (32 GPUs in pipeline stages) would fit" in caught.value.detail
+    check_fit(H100_SXM, DEEPSEEK_V3, FP16_PRECISION, 8, IDEAL, context_tokens=4096, pp=4)  # and it does
+
+
+def test_does_not_fit_anywhere_says_so():
+    """DeepSeek-V3 in fp16 at tp=1: even pp=8 offers 8 × 80e9 = 640e9 < 1.3443e12 and tp ≤ 8 in a node at
+    pp=1 the same, so nothing is suggested."""
+    with pytest.raises(ModelDoesNotFitError) as caught:
+        check_fit(H100_SXM, DEEPSEEK_V3, FP16_PRECISION, 1, IDEAL, context_tokens=4096)
+    assert caught.value.extensions["smallest_fitting_pp"] is None
+    assert caught.value.extensions["fitting_precisions"] == []
+    assert caught.value.extensions["smallest_fitting_tp"] is None
+    assert "no tp up to 8, no pp up to 8 and no candidate precision fits" in caught.value.detail
 
 
 def test_fit_check_refuses_an_invalid_tp_before_measuring():

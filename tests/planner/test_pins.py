@@ -100,7 +100,7 @@ def test_pins_outside_the_request_are_refused_naming_the_member(pin: Pin, limits
 @pytest.mark.parametrize(
     ("members", "member"),
     [
-        ({"pp": 2}, "pin.pp"),
+        ({"pp": 3}, "pin.pp"),
         ({"engine": "tgi"}, "pin.engine"),
         ({"batch_limit": 64, "chunk_tokens": 64}, "pin.chunk_tokens"),
         ({"replicas": 0}, "pin.replicas"),
@@ -110,6 +110,15 @@ def test_contradictory_or_unmodelled_pins_are_refused(members: dict[str, object]
     with pytest.raises(PlannerInputError) as caught:
         Pin(**members)  # type: ignore[arg-type]
     assert caught.value.extensions["constraint"] == member
+
+
+def test_a_pinned_pp_plans_in_pipeline_stages_even_where_a_node_holds_the_model() -> None:
+    """Pinning pp 2 forces two stages per replica: every row is tp × 2 GPUs, and (the fold reads each stage's
+    weights once per micro-batch) the plan costs at least the free one."""
+    free = _plan()
+    pinned = _plan(Pin(pp=2))
+    assert all(row.pp == 2 and row.gpus == row.replicas * row.tp * 2 for row in pinned.rows)
+    assert pinned.cost_usd_per_hour >= free.cost_usd_per_hour
 
 
 def test_pp_one_and_an_engine_are_accepted_and_change_nothing() -> None:

@@ -47,6 +47,12 @@ from planner.plan_result import (
 from planner.specs import Efficiency
 from planner.step_model import StepModel
 
+
+def _plan_fields(configuration: Configuration) -> dict[str, object]:
+    """A configuration's fields a sensitivity entry repeats (it has no pipeline layout of its own)."""
+    return {k: v for k, v in dataclasses.asdict(configuration).items() if k not in ("pp", "ep")}
+
+
 H100_FP8 = Configuration(gpu="h100-sxm", tp=1, weights_precision="fp8", kv_precision="fp8", batch_limit=128, chunk_tokens=2048)
 A100_BF16 = Configuration(
     gpu="a100-80gb-sxm", tp=2, weights_precision="bf16", kv_precision="bf16", batch_limit=64, chunk_tokens=None
@@ -217,7 +223,7 @@ def sample_justification() -> Justification:
                 SensitivityEntry(
                     traffic_factor=1.1,
                     arrival_rate_rps=22.0,
-                    **dataclasses.asdict(H100_FP8),
+                    **_plan_fields(H100_FP8),
                     replicas=2,
                     gpus=2,
                     cost_usd_per_hour=6.0,
@@ -229,7 +235,7 @@ def sample_justification() -> Justification:
                 SensitivityEntry(
                     traffic_factor=1.5,
                     arrival_rate_rps=30.0,
-                    **dataclasses.asdict(A100_BF16),
+                    **_plan_fields(A100_BF16),
                     replicas=5,
                     gpus=10,
                     cost_usd_per_hour=15.0,

@@ -140,11 +140,19 @@ def test_a_tpot_below_every_decode_step_is_refused_with_the_smallest_relaxation(
 def test_a_model_no_gpu_can_hold_is_refused_as_memory() -> None:
     inputs = replace(INPUTS, model=replace(LLAMA_2_70B, max_context_tokens=4096))
     grid = request()
-    narrow = replace(grid, tp_degrees=(1,))
+    narrow = replace(grid, tp_degrees=(1,), pp_degrees=(1,))
     with pytest.raises(InfeasiblePlanError) as caught:
         plan_capacity(narrow, inputs)
     assert caught.value.extensions["constraint"] == "memory"
     assert caught.value.extensions["needed_gb"] > caught.value.extensions["available_gb"]
+
+
+def test_a_model_one_gpu_cannot_hold_plans_in_pipeline_stages() -> None:
+    """The same 140 GB of weights with tp 1 only: a pipeline of 2 (or more) single-GPU stages holds them."""
+    inputs = replace(INPUTS, model=replace(LLAMA_2_70B, max_context_tokens=4096))
+    result = plan_capacity(replace(request(), tp_degrees=(1,)), inputs)
+    assert all(row.tp == 1 and row.pp >= 2 for row in result.rows)
+    assert result.gpus_total == sum(row.replicas * row.tp * row.pp for row in result.rows)
 
 
 def test_a_gpu_limit_below_what_demand_needs_names_max_gpus_and_the_needed_count() -> None:
