@@ -773,6 +773,10 @@ class Catalog:
                 raise CatalogError(f"cannot read reference data {path}: {error}", path=str(path)) from error
             data[plural] = content[plural] if isinstance(content, Mapping) and plural in content else content
         self.import_catalog(data)
+        # catalog.engine_profiles builds on the GPU rows, so it is imported when first needed
+        from catalog.engine_profiles import EngineProfiles
+
+        EngineProfiles(self.session).load_reference(directory / "engine_profiles.json")
         return True
 
     def _prices(self) -> Any:

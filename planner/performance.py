@@ -81,7 +81,10 @@ def build_step_model(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: i
         flops_per_token=2.0 * model.params_active,  # multiply + add per active weight
         attention_flops_per_context_token=float(attention_flops_per_context_token(model)),
         memory_bandwidth_bytes_per_s=tp * gpu.hbm_bandwidth_bytes_per_s * efficiency.memory,  # tp × HBM BW × η_mem
-        compute_flops_per_s=tp * compute_peak_flops_per_s(gpu, precision.weights) * efficiency.compute,  # tp × peak × η_compute
+        compute_flops_per_s=tp
+        * compute_peak_flops_per_s(gpu, precision.weights)
+        * efficiency.peak_factor(precision.weights.compute_dtype)
+        * efficiency.compute,  # tp × peak × low-precision factor × η_compute
         comm_s_per_token=comm_s_per_token(gpu, model, tp, activation_bytes(precision.weights)) if with_comm else 0.0,
         comm_latency_s=comm_latency_s(gpu, model, tp) if with_comm else 0.0,
         step_overhead_s=efficiency.step_overhead_s,

@@ -7,9 +7,9 @@ replica count (the plan is infeasible when that many cannot meet the SLOs within
 The pinned plan is then the cheapest plan among those with the pinned values, found by the same
 search, MILP and simulator as a free plan — so pinning a free plan's own choices returns that plan.
 
-Two members are accepted without a search dimension behind them, and say so: `pp` (pipeline
-parallelism is not modelled yet: only 1 is accepted) and `engine` (the step model has no engine
-dimension yet: profiles are engine-agnostic, so the pin is recorded and echoed, never used).
+`pp` is accepted without a search dimension behind it (pipeline parallelism is not modelled yet:
+only 1 is accepted). `engine` prices the plan on that engine's profiles (planner/engines.py): it is
+the request's `engine` narrowed to one, applied where the specs are resolved (api/plan_service.py).
 Pins that contradict each other or the request's other constraints are refused with the field named.
 """
 
@@ -18,14 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from planner.engines import ENGINES
 from planner.errors import PlannerInputError
 
 if TYPE_CHECKING:
     from planner.planning import PlanningInputs, PlanningRequest
-
-#: Serving engines a plan can be pinned to (recorded; the step model is engine-agnostic until the
-#: engine dimension lands): vLLM, SGLang and TensorRT-LLM.
-ENGINES: tuple[str, ...] = ("vllm", "sglang", "trt-llm")
 
 
 def _refuse(member: str, message: str) -> PlannerInputError:

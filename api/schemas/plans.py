@@ -43,9 +43,10 @@ from api.schemas.plan_result import (
 from api.schemas.prices import PlanPriceRead, PriceOverride
 from api.schemas.workload import BatchWorkloadSpec, PlanWorkload
 from planner.confidence import GRADES
+from planner.engines import ENGINES
 from planner.optimizer import PlanConstraints
 from planner.packing import InstanceUse
-from planner.pins import ENGINES, Pin
+from planner.pins import Pin
 from planner.plan_disagg import pool_refusals
 from planner.planning import HOURS_PER_MONTH, PlanResult
 from planner.units import MS_PER_S
