@@ -6,7 +6,6 @@ Deployments (adopting, re-planning with hysteresis, re-checking) are api/deploym
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -14,15 +13,14 @@ from typing import Any, cast
 
 from api.batch_jobs import create_batch_plan
 from api.disagg_plans import topology_plan
-from api.inputs import planning_inputs
+from api.inputs import engine_inputs, planning_inputs
 from api.schemas.plans import PlanRequest, PlanResponse, plan_response
 from api.schemas.workload import BatchWorkloadSpec
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments
-from catalog.engine_profiles import EngineProfiles
 from catalog.plans import Plans, new_plan_id
 from catalog.repository import Catalog
-from planner.engines import EngineChoice, allowed_engines, priced_on, runs_on
+from planner.engines import EngineChoice, allowed_engines
 from planner.errors import (
     HeadroomError,
     InfeasiblePlanError,
@@ -108,7 +106,7 @@ def create_plan(
                 "a batch job is planned on one engine: name one in `engine` (choosing among engines is for interactive traffic)",
                 field="engine",
             )
-        return planned(engine_inputs(catalog, body, inputs, engines[0])[0], engines[0])
+        return planned(engine_inputs(catalog, body.efficiency_profile, inputs, engines[0])[0], engines[0])
     else:
         content = _cheapest_engine(catalog, body, inputs, engines, planned)
     if body.store:  # a dry run (store false) writes nothing
@@ -139,40 +137,6 @@ def requested_engines(body: PlanRequest) -> tuple[str, ...] | None:
     return (pinned,)
 
 
-def engine_inputs(
-    catalog: Catalog, body: PlanRequest, inputs: PlanningInputs, engine: str
-) -> tuple[PlanningInputs, dict[str, EngineChoice]]:
-    """`inputs` on `engine`: the GPUs it runs on, each at its engine profile (calibrated plans only:
-    an `ideal` or stored profile is the request's own choice and is kept, which the choice's reason says)."""
-    store = EngineProfiles(catalog.session)
-    profiles, factors = store.profiles(), store.factors()
-    if body.efficiency_profile == "calibrated":
-        gpus, choices = priced_on(inputs.gpus, engine, profiles, factors)
-        others, _ = priced_on(inputs.other_gpus, engine, profiles, factors)
-    else:
-        gpus = tuple(g for g in inputs.gpus if runs_on(engine, g))
-        others = tuple(g for g in inputs.other_gpus if runs_on(engine, g))
-        choices = {
-            g.slug: EngineChoice(
-                gpu=g.slug,
-                engine=engine,
-                generation=None,
-                source=g.efficiency.source,
-                fallback=True,
-                reason=f"efficiency_profile {body.efficiency_profile!r} requested: engine profiles are calibrations and do not apply",
-                efficiency=g.efficiency,
-            )
-            for g in gpus
-        }
-    if not gpus:
-        raise PlannerInputError(
-            f"{engine} runs on none of the GPUs this plan may use ({', '.join(g.slug for g in inputs.gpus)})",
-            field="engine",
-            engine=engine,
-        )
-    return dataclasses.replace(inputs, gpus=gpus, other_gpus=others), choices
-
-
 #: What makes one engine's plan impossible without making the request wrong: the next engine is tried.
 _ENGINE_REFUSALS = (
     InfeasiblePlanError,
@@ -195,7 +159,7 @@ def _cheapest_engine(
     refused: dict[str, HeadroomError] = {}
     for engine in engines:
         try:
-            engine_specs, choices = engine_inputs(catalog, body, inputs, engine)
+            engine_specs, choices = engine_inputs(catalog, body.efficiency_profile, inputs, engine)
             answers[engine] = (planned(engine_specs, engine), choices)
         except _ENGINE_REFUSALS as error:
             refused[engine] = error

@@ -4,8 +4,12 @@ and an engine nobody knows, or one the pin contradicts, is a 422."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
+
+from catalog.engine_profiles import REFERENCE_PATH
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
 from tests.api.test_plans import body
@@ -53,3 +57,73 @@ def test_bad_engines_are_422(seeded: ApiClient, admin: dict[str, str]) -> None:
     assert assert_problem(pinned, 422)["field"] == "constraints.pin.engine"
     amd = assert_problem(_plan(seeded, admin, engine="trt-llm", constraints__gpus=["mi300x"], provider="tensorwave"), 422)
     assert "trt-llm runs on none of the GPUs" in amd["detail"]
+
+
+def test_evaluate_on_an_engine_uses_its_profile_and_low_precision_factor(seeded: ApiClient) -> None:
+    """F = tp · peak_fp8 · factor(ada, trt-llm, fp8) · η_compute(l40s, trt-llm), from the shipped JSON and gpus.json."""
+    shipped = json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))
+    (profile,) = [p for p in shipped["profiles"] if (p["gpu"], p["engine"]) == ("l40s", "trt-llm")]
+    (factor,) = [
+        f for f in shipped["low_precision"] if (f["architecture"], f["engine"], f["datatype"]) == ("ada", "trt-llm", "fp8")
+    ]
+    (l40s,) = [g for g in json.loads((REFERENCE_PATH.parent / "gpus.json").read_text(encoding="utf-8")) if g["slug"] == "l40s"]
+    request = {
+        "model": "llama-3.1-8b",
+        "gpu": "l40s",
+        "precision": {"weights": "fp8", "kv_cache": "fp8"},
+        "context_tokens": 2048,
+        "batch_sizes": [1, 64],
+    }
+    on_trt = seeded.post("/v1/evaluate", json={**request, "engine": "trt-llm"})
+    assert on_trt.status_code == 200, on_trt.text
+    step = on_trt.json()["step_model"]
+    expected = l40s["peak_tflops"]["fp8"] * 1e12 * factor["factor"] * profile["compute"]
+    assert step["compute_flops_per_s"] == pytest.approx(expected, rel=1e-3)
+    assert on_trt.json()["efficiency"]["memory"] == pytest.approx(profile["memory"])
+    agnostic = seeded.post("/v1/evaluate", json=request).json()["step_model"]
+    assert agnostic["compute_flops_per_s"] == pytest.approx(
+        l40s["peak_tflops"]["fp8"] * 1e12 * l40s["efficiency"]["compute"], rel=1e-3
+    )
+    assert "engine" in bad_fields(assert_problem(seeded.post("/v1/evaluate", json={**request, "engine": "tgi"}), 422))
+
+
+def test_what_if_points_are_plans_on_the_engine(seeded: ApiClient, admin: dict[str, str]) -> None:
+    request = body()
+    sweep = {
+        "model": request["model"],
+        "workload": {k: v for k, v in request["workload"].items() if k != "arrival_rate_rps"},
+        "slo": request["slo"],
+        "constraints": request["constraints"],
+        "sweep": {"arrival_rates_rps": [15]},
+        "engine": "trt-llm",
+    }
+    response = seeded.post("/v1/what-if", json=sweep, headers=admin)
+    assert response.status_code == 200, response.text
+    (point,) = response.json()["points"]
+    plan = _plan(seeded, admin, engine="trt-llm").json()
+    assert (point["gpu"], point["replicas"]) == (plan["plan"]["gpu"], plan["plan"]["replicas"])
+    assert point["cost_usd_per_hour"] == pytest.approx(plan["cost"]["usd_per_hour"], rel=1e-6)
+    assert "engine" in bad_fields(assert_problem(seeded.post("/v1/what-if", json={**sweep, "engine": "tgi"}, headers=admin), 422))
+
+
+def test_a_fleet_plan_takes_an_engine(seeded: ApiClient, admin: dict[str, str]) -> None:
+    fleet = {
+        "workloads": [
+            {
+                "name": "chat",
+                "model": "llama-3.1-8b",
+                "demand_rps": [6, 6],
+                "prompt_tokens": {"mean": 800, "p99": 3000},
+                "output_tokens": {"mean": 200, "p99": 700},
+                "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+            }
+        ],
+        "constraints": {"gpus": ["l40s", "h100-sxm"], "precisions": [{"weights": "fp8", "kv_cache": "fp8"}]},
+        "search": {"tp_degrees": [1], "batch_limits": [32, 128], "chunk_budgets": [None]},
+        "engine": "vllm",
+    }
+    response = seeded.post("/v1/fleet-plans", json=fleet, headers=admin)
+    assert response.status_code == 201, response.text
+    assert "engine" in bad_fields(
+        assert_problem(seeded.post("/v1/fleet-plans", json={**fleet, "engine": "tgi"}, headers=admin), 422)
+    )
