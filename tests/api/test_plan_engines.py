@@ -127,3 +127,19 @@ def test_a_fleet_plan_takes_an_engine(seeded: ApiClient, admin: dict[str, str]) 
     assert "engine" in bad_fields(
         assert_problem(seeded.post("/v1/fleet-plans", json={**fleet, "engine": "tgi"}, headers=admin), 422)
     )
+
+
+def test_capacity_prices_the_pinned_engine(seeded: ApiClient) -> None:
+    request = {
+        "model": "llama-3.1-8b",
+        "gpu": "h100-sxm",
+        "gpus": 8,
+        "workload": {"prompt_tokens": {"mean": 800, "p99": 3000}, "output_tokens": {"mean": 200, "p99": 700}},
+        "slo": {"ttft_ms": 1000, "tpot_ms": 60},
+    }
+    pinned = {"constraints": {"pin": {"engine": "trt-llm"}}}
+    on_trt = seeded.post("/v1/capacity", json={**request, **pinned})
+    assert on_trt.status_code == 200, on_trt.text
+    assert on_trt.json()["configuration"]["engine"] == "trt-llm"
+    amd = assert_problem(seeded.post("/v1/capacity", json={**request, **pinned, "gpu": "mi300x"}), 422)
+    assert "trt-llm does not run on amd GPUs" in amd["detail"]
