@@ -143,3 +143,15 @@ def test_capacity_prices_the_pinned_engine(seeded: ApiClient) -> None:
     assert on_trt.json()["configuration"]["engine"] == "trt-llm"
     amd = assert_problem(seeded.post("/v1/capacity", json={**request, **pinned, "gpu": "mi300x"}), 422)
     assert "trt-llm does not run on amd GPUs" in amd["detail"]
+
+
+def test_a_plan_priced_on_an_engine_deploys_as_that_engine_by_default(seeded: ApiClient, admin: dict[str, str]) -> None:
+    on_vllm = seeded.post("/v1/plans", json=body(engine="vllm"), headers=admin)
+    assert on_vllm.status_code == 201, on_vllm.text
+    default = seeded.get(f"/v1/plans/{on_vllm.json()['id']}/deploy", headers=admin)
+    assert default.status_code == 200, default.text
+    named = seeded.get(f"/v1/plans/{on_vllm.json()['id']}/deploy", params={"target": "vllm"}, headers=admin)
+    assert default.text == named.text and "vllm serve" in default.text
+    agnostic = seeded.post("/v1/plans", json=body(name="chat-8b-agnostic"), headers=admin).json()
+    problem = assert_problem(seeded.get(f"/v1/plans/{agnostic['id']}/deploy", headers=admin), 422)
+    assert "priced on no engine" in problem["detail"]
