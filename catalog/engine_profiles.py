@@ -82,6 +82,94 @@ class EngineProfiles:
             )
         self.session.flush()
 
+    def export(self) -> dict[str, list[dict[str, Any]]]:
+        """Every profile and factor as records (catalog/data/engine_profiles.json's shape), in a stable order."""
+        query = select(EngineProfileRow, GpuRow.slug).join(GpuRow, GpuRow.id == EngineProfileRow.gpu_id)
+        rows = self.session.execute(
+            query.order_by(GpuRow.slug, EngineProfileRow.engine, EngineProfileRow.engine_generation)
+        ).all()
+        factors = self.session.scalars(
+            select(LowPrecisionFactorRow).order_by(
+                LowPrecisionFactorRow.architecture, LowPrecisionFactorRow.engine, LowPrecisionFactorRow.datatype
+            )
+        ).all()
+        return {
+            "profiles": [_record(row, slug) for row, slug in rows],
+            "low_precision": [
+                {
+                    "architecture": r.architecture,
+                    "engine": r.engine,
+                    "datatype": r.datatype,
+                    "factor": r.factor,
+                    "source": r.source,
+                }
+                for r in factors
+            ],
+        }
+
+    @staticmethod
+    def problems(document: Any, gpus: set[str]) -> list[dict[str, str]]:
+        """What is wrong with an `engine_profiles` import block (empty when it can be upserted)."""
+        if not isinstance(document, Mapping):
+            return [{"field": "engine_profiles", "message": "must be an object with profiles and low_precision"}]
+        found: list[dict[str, str]] = []
+        for plural, check in (("profiles", _profile), ("low_precision", _factor)):
+            records = document.get(plural, [])
+            if not isinstance(records, list):
+                found.append({"field": f"engine_profiles.{plural}", "message": "must be a list"})
+                continue
+            for index, record in enumerate(records):
+                try:
+                    check(record if isinstance(record, Mapping) else {})
+                except InvalidRecordError as error:
+                    found.append({"field": f"engine_profiles.{plural}[{index}]", "message": str(error.detail)})
+                    continue
+                if plural == "profiles" and record["gpu"] not in gpus:
+                    found.append({"field": f"engine_profiles.{plural}[{index}].gpu", "message": f"no GPU {record['gpu']!r}"})
+        return found
+
+    def upsert(self, document: Mapping[str, Any]) -> dict[str, int]:
+        """Create or update each profile (by GPU, engine, generation) and factor (by architecture, engine, datatype)."""
+        counts = {"created": 0, "updated": 0, "unchanged": 0}
+        gpu_ids = dict(self.session.execute(select(GpuRow.slug, GpuRow.id)).tuples().all())
+        for record in document.get("profiles", []):
+            row = self.session.scalar(
+                select(EngineProfileRow).where(
+                    EngineProfileRow.gpu_id == gpu_ids[record["gpu"]],
+                    EngineProfileRow.engine == record["engine"],
+                    EngineProfileRow.engine_generation == record["engine_generation"],
+                )
+            )
+            if row is None:
+                self.save([record], [])
+                counts["created"] += 1
+                continue
+            values = {key: record[key] for key in _PROFILE_VALUES}
+            if all(getattr(row, key) == value for key, value in values.items()):
+                counts["unchanged"] += 1
+                continue
+            for key, value in values.items():
+                setattr(row, key, value)
+            counts["updated"] += 1
+        for record in document.get("low_precision", []):
+            factor = self.session.scalar(
+                select(LowPrecisionFactorRow).where(
+                    LowPrecisionFactorRow.architecture == record["architecture"],
+                    LowPrecisionFactorRow.engine == record["engine"],
+                    LowPrecisionFactorRow.datatype == record["datatype"],
+                )
+            )
+            if factor is None:
+                self.save([], [record])
+                counts["created"] += 1
+            elif (factor.factor, factor.source) == (record["factor"], record["source"]):
+                counts["unchanged"] += 1
+            else:
+                factor.factor, factor.source = record["factor"], record["source"]
+                counts["updated"] += 1
+        self.session.flush()
+        return counts
+
     def profiles(self, gpus: Sequence[str] | None = None) -> tuple[EngineProfile, ...]:
         """The stored profiles (of `gpus` only, when given), as planner records."""
         query = select(EngineProfileRow, GpuRow.slug).join(GpuRow, GpuRow.id == EngineProfileRow.gpu_id)
@@ -110,6 +198,19 @@ class EngineProfiles:
             )
             for r in rows
         )
+
+
+#: The values of a profile row an import may change (its key is GPU, engine and generation).
+_PROFILE_VALUES = (
+    "memory",
+    "compute",
+    "step_overhead_ms",
+    "memory_reserve_fraction",
+    "memory_compute_overlap",
+    "points",
+    "sources",
+    "source",
+)
 
 
 def _record(row: EngineProfileRow, slug: str) -> dict[str, Any]:

@@ -59,3 +59,16 @@ def test_a_bad_record_is_refused_and_profiles_go_with_their_gpu(reference: Catal
     reference.session.flush()
     reference.session.expire_all()
     assert store.profiles(["l40s"]) == ()
+
+
+def test_export_carries_the_engine_profiles_and_import_upserts_them(reference: Catalog) -> None:
+    exported = reference.export_catalog()["engine_profiles"]
+    assert len(exported["profiles"]) == len(REFERENCE["profiles"])
+    changed = {**exported["profiles"][0], "memory": 0.5}
+    counts = reference.import_catalog({"engine_profiles": {"profiles": [changed], "low_precision": exported["low_precision"]}})
+    assert (counts["updated"], counts["unchanged"]) == (1, len(exported["low_precision"]))
+    (again,) = [p for p in EngineProfiles(reference.session).profiles([changed["gpu"]]) if p.engine == changed["engine"]]
+    assert again.efficiency.memory == 0.5
+    with pytest.raises(InvalidRecordError) as refused:
+        reference.import_catalog({"engine_profiles": {"profiles": [{**changed, "gpu": "nope"}], "low_precision": []}})
+    assert any(e["field"] == "engine_profiles.profiles[0].gpu" for e in refused.value.extensions["errors"])
