@@ -360,6 +360,8 @@ def render(
         "unchanged). Each allowed engine is planned in full; the cheapest answers with `engine: {chosen, allowed, reason,",
         "profile: {gpu, engine, generation, source, fallback, reason}, profiles}` and the others appear in",
         "`justification.alternatives` with kind `engine`. `constraints.pin.engine` narrows the list to one (outside it: 422).",
+        "A list of n engines runs n full plans (search, MILP and, with `verify`, the simulator), so it takes about n times",
+        "as long as one; an omitted engine plans once, as before.",
         "`/v1/evaluate`, `/v1/simulate`, `/v1/what-if` and `/v1/fleet-plans` take one `engine`; `/v1/capacity` its",
         "`pin.engine`. An unknown engine is a 422; `trt-llm` on AMD GPUs only is a 422 naming the engine.",
         "",

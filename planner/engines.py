@@ -5,7 +5,8 @@ An engine profile is the calibration of one GPU under one engine (the `Efficienc
 planner/specs.py, fitted by bench/engine_profiles.py from the engine's published points). A GPU ×
 engine pair without one falls back, and the plan says so (`EngineChoice.fallback`, `.reason`):
 
-1. the pair's own profile (the newest generation fitted);
+1. the pair's own profile (of several engine generations stored, the one fitted on the most points:
+   generation labels are release lists, not an order);
 2. else the same GPU's profile under the engine with the most fitted points (its realised bandwidth
    and compute rates are the GPU's; the engine's own per-step costs are not known);
 3. else the GPU's engine-agnostic catalog calibration (catalog `gpus.efficiency`, fitted by
@@ -108,8 +109,8 @@ class EngineChoice:
     efficiency: Efficiency
 
 
-def _newest(profiles: Iterable[EngineProfile]) -> EngineProfile | None:
-    found = sorted(profiles, key=lambda p: (p.generation, p.points))
+def _best_measured(profiles: Iterable[EngineProfile]) -> EngineProfile | None:
+    found = sorted(profiles, key=lambda p: (p.points, p.generation))
     return found[-1] if found else None
 
 
@@ -149,7 +150,7 @@ def choose_profile(
         raise PlannerInputError(
             f"{engine} does not run on {gpu.vendor} GPUs ({gpu.slug})", field="engine", engine=engine, gpu=gpu.slug
         )
-    own = _newest(p for p in profiles if p.gpu == gpu.slug and p.engine == engine)
+    own = _best_measured(p for p in profiles if p.gpu == gpu.slug and p.engine == engine)
     if own is not None:
         return EngineChoice(
             gpu=gpu.slug,

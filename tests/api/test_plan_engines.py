@@ -155,3 +155,26 @@ def test_a_plan_priced_on_an_engine_deploys_as_that_engine_by_default(seeded: Ap
     agnostic = seeded.post("/v1/plans", json=body(name="chat-8b-agnostic"), headers=admin).json()
     problem = assert_problem(seeded.get(f"/v1/plans/{agnostic['id']}/deploy", headers=admin), 422)
     assert "priced on no engine" in problem["detail"]
+
+
+def test_simulate_runs_the_gpu_at_its_engine_profile(seeded: ApiClient) -> None:
+    request = {
+        "model": "llama-3.1-8b",
+        "gpu": "h100-sxm",
+        "precision": {"weights": "fp8", "kv_cache": "fp8"},
+        "serving": {"replicas": 1, "batch_limit": 32},
+        "workload": {"arrival_rate_rps": 2.0, "prompt_tokens": {"mean": 500, "p99": 2000}, "output_tokens": 100},
+        "requests": 400,
+        "seed": 7,
+    }
+    (profile,) = [
+        p
+        for p in json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))["profiles"]
+        if (p["gpu"], p["engine"]) == ("h100-sxm", "trt-llm")
+    ]
+    on_trt = seeded.post("/v1/simulate", json={**request, "engine": "trt-llm"})
+    assert on_trt.status_code == 200, on_trt.text
+    efficiency = on_trt.json()["efficiency"]
+    assert efficiency["memory"] == pytest.approx(profile["memory"]) and efficiency["source"].startswith("engine trt-llm: ")
+    amd = assert_problem(seeded.post("/v1/simulate", json={**request, "gpu": "mi300x", "engine": "trt-llm"}), 422)
+    assert "does not run on amd GPUs" in amd["detail"]
