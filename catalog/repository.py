@@ -796,6 +796,16 @@ class Catalog:
 
         return Prices(self.session)
 
+    def load_reference_engine_profiles(self, data_dir: Path | None = None) -> bool:
+        """Load catalog/data/engine_profiles.json into empty engine tables of a catalog that already has
+        its GPUs (a database upgraded to migration 0014); the catalog version moves once. False when
+        the tables are not empty or the file is absent."""
+        directory = REFERENCE_DATA_DIR if data_dir is None else data_dir
+        if not self._engine_profiles().load_reference(directory / "engine_profiles.json"):
+            return False
+        self._bump_catalog_version()
+        return True
+
     def _engine_profiles(self) -> Any:
         # catalog.engine_profiles builds on the GPU rows, so it is imported when first needed
         from catalog.engine_profiles import EngineProfiles

@@ -4,7 +4,8 @@ per engine and engine generation) and `low_precision_factors` (per architecture,
 Both tables start empty: the reference data (catalog/data/engine_profiles.json, fitted by
 bench/engine_profiles.py) is loaded with the reference catalog, and a database upgraded from 0013
 keeps planning every GPU × engine pair on its engine-agnostic calibration (planner/engines.py's last
-fallback, which the plan states) until the profiles are loaded. The downgrade drops both tables.
+fallback, which the plan states) until `headroom db seed` loads the reference profiles into the empty
+tables. The downgrade drops both tables.
 
 Revision ID: 0014_engine_profiles
 Revises: 0013_scale_out_network

@@ -9,6 +9,7 @@ import pytest
 
 from catalog.engine_profiles import REFERENCE_PATH, EngineProfiles
 from catalog.errors import InvalidRecordError
+from catalog.models import EngineProfileRow, LowPrecisionFactorRow
 from catalog.repository import Catalog
 from planner.engines import choose_profile
 
@@ -72,3 +73,18 @@ def test_export_carries_the_engine_profiles_and_import_upserts_them(reference: C
     with pytest.raises(InvalidRecordError) as refused:
         reference.import_catalog({"engine_profiles": {"profiles": [{**changed, "gpu": "nope"}], "low_precision": []}})
     assert any(e["field"] == "engine_profiles.profiles[0].gpu" for e in refused.value.extensions["errors"])
+
+
+def test_a_catalog_from_before_0014_gets_the_reference_engine_profiles_once(catalog: Catalog) -> None:
+    """`headroom db seed` on a non-empty catalog whose engine tables are empty (upgraded to 0014) loads them."""
+    assert catalog.load_reference_catalog()
+    store = EngineProfiles(catalog.session)
+    for row in store.profiles():
+        assert row.points >= 8
+    catalog.session.execute(EngineProfileRow.__table__.delete())
+    catalog.session.execute(LowPrecisionFactorRow.__table__.delete())
+    version = catalog.catalog_version()
+    assert store.profiles() == ()
+    assert catalog.load_reference_engine_profiles()
+    assert len(store.profiles()) == len(REFERENCE["profiles"]) and catalog.catalog_version() == version + 1
+    assert not catalog.load_reference_engine_profiles()
