@@ -119,6 +119,8 @@ class Efficiency:
             0.0 <= self.memory_compute_overlap <= 1.0,
             f"memory/compute overlap must be in [0, 1], got {self.memory_compute_overlap}",
         )
+        # stored plans give the pairs back as JSON lists: normalised, so an efficiency read back equals the one planned with
+        object.__setattr__(self, "low_precision_factors", tuple((str(d), float(f)) for d, f in self.low_precision_factors))
         for datatype, factor in self.low_precision_factors:
             _require(datatype in DATATYPES, f"low-precision factor for unknown datatype {datatype!r}")
             _require(0.0 < factor <= 1.0, f"low-precision factor of {datatype} must be in (0, 1], got {factor}")

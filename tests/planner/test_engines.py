@@ -100,3 +100,14 @@ def test_allowed_engines() -> None:
         allowed_engines(["tgi"])
     with pytest.raises(PlannerInputError):
         allowed_engines([])
+
+
+def test_factors_read_back_from_json_equal_the_planned_ones() -> None:
+    """A stored plan's provenance gives the pairs back as lists; the efficiency rebuilt from it is the same."""
+    planned = replace(CATALOG, low_precision_factors=(("fp8", 0.8),))
+    assert Efficiency(**{**_fields(planned), "low_precision_factors": [["fp8", 0.8]]}) == planned
+    assert Efficiency(**{**_fields(CATALOG), "low_precision_factors": []}) == CATALOG
+
+
+def _fields(efficiency: Efficiency) -> dict[str, object]:
+    return {name: getattr(efficiency, name) for name in Efficiency.__dataclass_fields__}
