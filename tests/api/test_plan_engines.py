@@ -178,3 +178,20 @@ def test_simulate_runs_the_gpu_at_its_engine_profile(seeded: ApiClient) -> None:
     assert efficiency["memory"] == pytest.approx(profile["memory"]) and efficiency["source"].startswith("engine trt-llm: ")
     amd = assert_problem(seeded.post("/v1/simulate", json={**request, "gpu": "mi300x", "engine": "trt-llm"}), 422)
     assert "does not run on amd GPUs" in amd["detail"]
+
+
+def test_a_plan_priced_on_an_engine_rechecks_on_that_engine(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Re-checking re-reads the plan's GPUs at their engine profile: nothing changed when nothing did, and an edit
+    elsewhere in the catalog is not taken for a change of the plan's GPU efficiencies."""
+    stored = seeded.post("/v1/plans", json=body(engine="trt-llm", constraints__gpus=["l40s"]), headers=admin)
+    assert stored.status_code == 201, stored.text
+    fresh = seeded.get(f"/v1/plans/{stored.json()['id']}/recheck").json()
+    assert fresh["holds"] is True and fresh["changes"] == []
+    assert fresh["cost"]["now_usd_per_hour"] == pytest.approx(stored.json()["cost"]["usd_per_hour"])
+    # another GPU's record moves the catalog version: the l40s efficiencies, re-read on trt-llm, are unchanged
+    efficiency = seeded.get("/v1/gpus/h100-sxm").json()["efficiency"]
+    changed = {"efficiency": efficiency | {"compute": efficiency["compute"] * 0.99}}
+    assert seeded.patch("/v1/gpus/h100-sxm", json=changed, headers=admin).status_code == 200
+    later = seeded.get(f"/v1/plans/{stored.json()['id']}/recheck").json()
+    assert [c["kind"] for c in later["changes"]] == ["catalog"]
+    assert "other records changed" in later["changes"][0]["detail"] and "l40s" not in later["changes"][0]["detail"]
