@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from api.deploy import published_draft_methods
 from api.disagg_plans import LINK
+from api.evaluation import on_engine
 from api.inputs import instance_types, priced
 from api.schemas.capacity import (
     CapacityAlternative,
@@ -72,6 +73,8 @@ def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> t
             field="constraints.pin.gpu",
         )
     (gpu,) = catalog.gpu_specs(body.efficiency_profile, slugs=[slug])
+    if pin.engine is not None:  # the GPU at its engine profile (docs/engines.md)
+        gpu = on_engine(catalog, gpu, pin.engine, body.efficiency_profile)
     if instance is not None:  # costed per instance-hour: the per-GPU list is not consulted
         cost = CapacityCost(usd_per_hour=None, price_usd_per_gpu_hour=instance.usd_per_hour / instance.gpus, provider=provider)
         return _capacity_inputs(body, catalog, model, gpu, pin), cost

@@ -87,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     downgrade.set_defaults(run=_db_downgrade)
     current = db.add_parser("current", help="print the revision the database is at")
     current.set_defaults(run=_db_current)
-    seed = db.add_parser("seed", help="load the reference catalog into an empty catalog")
+    seed = db.add_parser(
+        "seed", help="load the reference catalog into an empty catalog (else only engine profiles into empty engine tables)"
+    )
     seed.set_defaults(run=_db_seed)
 
     catalog = commands.add_parser("catalog", help="the whole catalog as JSON or YAML").add_subparsers(
@@ -185,7 +187,12 @@ def _db_current(_args: argparse.Namespace, settings: Settings) -> int:
 
 def _db_seed(_args: argparse.Namespace, settings: Settings) -> int:
     loaded = _in_transaction(settings, lambda catalog: catalog.load_reference_catalog())
-    print("loaded the reference catalog" if loaded else "the catalog is not empty: nothing loaded")
+    if loaded:
+        print("loaded the reference catalog")
+        return 0
+    # a catalog from before migration 0014 gets the reference engine profiles (docs/engines.md) and nothing else
+    engines = _in_transaction(settings, lambda catalog: catalog.load_reference_engine_profiles())
+    print("the catalog is not empty: " + ("loaded the reference engine profiles only" if engines else "nothing loaded"))
     return 0
 
 

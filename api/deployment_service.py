@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from api.disagg_plans import stored_link
-from api.inputs import priced
+from api.inputs import engine_gpus, priced
 from api.plan_service import DEFAULT_SOLVER_TIME_LIMIT_S, Runner, create_plan, run_directly, template_of
 from api.schemas.classes import is_classes_plan
 from api.schemas.deployments import (
@@ -247,13 +247,25 @@ def prices_then(response: dict[str, Any]) -> dict[str, float]:
     return prices
 
 
-def _priced_spec(catalog: Catalog, slug: str, request: PlanRequest, default_provider: str) -> GpuSpec:
-    """Today's spec of `slug` at the request's provider's price (its override on top);
-    NotFoundError when the GPU, the profile or its price at that provider is gone."""
+def _priced_spec(catalog: Catalog, slug: str, request: PlanRequest, default_provider: str, engine: str | None = None) -> GpuSpec:
+    """Today's spec of `slug` at the request's provider's price (its override on top), at its profile under
+    `engine` when the plan was priced on one (api/inputs.py engine_gpus); NotFoundError when the GPU, the
+    profile or its price at that provider is gone, PlannerInputError when the engine no longer runs on it."""
     provider = request.provider or default_provider
     spec = catalog.gpu_spec(slug, request.efficiency_profile)
     pricing = priced(catalog, [spec], provider, price_overrides(request.prices))
-    return pricing.specs[0]
+    if engine is None:
+        return pricing.specs[0]
+    on_engine = engine_gpus(catalog, pricing.specs, engine, request.efficiency_profile)[0]
+    if not on_engine:
+        raise PlannerInputError(f"{engine} does not run on {slug}", field="engine", engine=engine)
+    return on_engine[0]
+
+
+def _engine(response: dict[str, Any]) -> str | None:
+    """The engine a stored plan was priced on (plan.engine; null: the engine-agnostic calibration)."""
+    engine = (response.get("plan") or {}).get("engine")
+    return engine if isinstance(engine, str) else None
 
 
 def deployed_rows(
@@ -265,7 +277,7 @@ def deployed_rows(
     total = sum(r["offered_rps"] for r in rows) if rows[0]["offered_rps"] is not None else None
     return tuple(
         DeployedRow(
-            gpu=_priced_spec(catalog, r["gpu"], request, default_provider),
+            gpu=_priced_spec(catalog, r["gpu"], request, default_provider, _engine(response)),
             precision=catalog.precision(r["precision"]["weights"], r["precision"]["kv_cache"]),
             tp=r["tp"],
             replicas=r["replicas"],
@@ -307,7 +319,7 @@ def deployed_pools(
     prefill, decode = (
         DeployedPool(
             role=role,
-            gpu=_priced_spec(catalog, by_role[role]["gpu"], request, default_provider),
+            gpu=_priced_spec(catalog, by_role[role]["gpu"], request, default_provider, _engine(response)),
             precision=catalog.precision(by_role[role]["precision"]["weights"], by_role[role]["precision"]["kv_cache"]),
             tp=by_role[role]["tp"],
             replicas=by_role[role]["replicas"],
@@ -343,13 +355,13 @@ def _context(
 
 
 def catalog_now(
-    catalog: Catalog, gpus: list[str], request: PlanRequest, default_provider: str
+    catalog: Catalog, gpus: list[str], request: PlanRequest, default_provider: str, engine: str | None = None
 ) -> tuple[dict[str, float], dict[str, Efficiency]]:
     prices: dict[str, float] = {}
     efficiencies: dict[str, Efficiency] = {}
     for slug in dict.fromkeys(gpus):
         try:
-            spec = _priced_spec(catalog, slug, request, default_provider)
+            spec = _priced_spec(catalog, slug, request, default_provider, engine)
         except (NotFoundError, PlannerInputError):
             continue
         prices[slug] = spec.price_usd_per_hour_on_demand
@@ -426,7 +438,7 @@ def replan(
     before_now = at_rate.cost_usd_per_hour
     diff = plan_diff(before, after, before_now_usd_per_hour=before_now)
     involved = [r.gpu for r in before.rows] + [r.gpu for r in after.rows]
-    prices_now, efficiencies_now = catalog_now(catalog, involved, request, default_provider)
+    prices_now, efficiencies_now = catalog_now(catalog, involved, request, default_provider, _engine(new))
     reasons = change_reasons(
         _context(current_request, current.catalog_version, prices_then(current.response), efficiencies_then(current.response)),
         _context(request, new["provenance"]["catalog_version"], prices_now, efficiencies_now),
@@ -470,7 +482,7 @@ def recheck(plan_id: str, catalog: Catalog, *, default_provider: str = DEFAULT_P
     check = _check(stored.response, request, catalog, default_provider=default_provider)
     shape = plan_shape(stored.response)
     gpus = [r.gpu for r in shape.rows]
-    prices_now, efficiencies_now = catalog_now(catalog, gpus, request, default_provider)
+    prices_now, efficiencies_now = catalog_now(catalog, gpus, request, default_provider, _engine(stored.response))
     version_now = catalog.catalog_version()
     changes = change_reasons(
         _context(request, stored.catalog_version, prices_then(stored.response), efficiencies_then(stored.response)),

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
+from catalog.engine_profiles import EngineProfiles
 from catalog.repository import Catalog
+from planner.engines import choose_profile
 from planner.errors import SimulationLimitError, UnsupportedConfigurationError
 from planner.plan_predict import _per_replica_cv
 from planner.plan_prefix import _saved_fraction, measured_prompts, reduced_prompts
@@ -120,10 +122,15 @@ def resolve_configuration(
     tp: int,
     efficiency_profile: str,
     overrides: dict[str, float | bool],
+    engine: str | None = None,
 ) -> Configuration:
     """The specs a request names; raises the catalog's NotFoundError for an unknown slug or profile
-    and UnsupportedConfigurationError for a KV format the weights scheme does not allow."""
+    and UnsupportedConfigurationError for a KV format the weights scheme does not allow. With an
+    `engine` and the calibrated profile, the GPU's efficiency is its profile under that engine
+    (planner/engines.py; PlannerInputError for an engine that does not run on the GPU)."""
     gpu_spec = catalog.gpu_spec(gpu, efficiency_profile)
+    if engine is not None:
+        gpu_spec = on_engine(catalog, gpu_spec, engine, efficiency_profile)
     return Configuration(
         gpu=gpu_spec,
         model=catalog.model_spec(model),
@@ -133,6 +140,18 @@ def resolve_configuration(
         candidate_precisions=candidate_precisions(catalog, kv_cache),
         catalog_version=catalog.catalog_version(),
     )
+
+
+def on_engine(catalog: Catalog, gpu: GpuSpec, engine: str, efficiency_profile: str) -> GpuSpec:
+    """`gpu` with its efficiency under `engine` (calibrated only; another profile is the request's own and is kept),
+    the choice and its reason at the head of the efficiency's source."""
+    store = EngineProfiles(catalog.session)
+    if efficiency_profile != "calibrated":
+        choose_profile(gpu, engine, (), ())  # the engine must still run on the GPU
+        return gpu
+    choice = choose_profile(gpu, engine, store.profiles([gpu.slug]), store.factors())
+    note = f"engine {engine}{' (fallback)' if choice.fallback else ''}: {choice.reason}. "
+    return dataclasses.replace(gpu, efficiency=dataclasses.replace(choice.efficiency, source=note + choice.efficiency.source))
 
 
 def check_simulation_size(

@@ -34,7 +34,7 @@ from typing import Any
 from api.deploy import published_draft_methods
 from api.disagg_plans import LINK
 from api.errors import RequestTimeoutError
-from api.inputs import BUILT_IN_EFFICIENCIES, priced
+from api.inputs import BUILT_IN_EFFICIENCIES, engine_gpus, priced
 from api.observability import Deadline
 from api.rounding import rounded
 from api.schemas.fleet_plans import (
@@ -158,6 +158,8 @@ def resolve_inputs(body: FleetPlanRequest, catalog: Catalog, default_provider: s
         except NotFoundError:
             if named_gpus or body.efficiency_profile in BUILT_IN_EFFICIENCIES:
                 raise
+    if body.engine is not None:  # each GPU at its engine profile; GPUs the engine does not run on are left out
+        specs = list(engine_gpus(catalog, specs, body.engine, body.efficiency_profile)[0])
     pricing = priced(catalog, specs, body.provider or default_provider, price_overrides(body.prices))
     notes.extend(pricing.notes)
     for slug, price in body.prices.items():

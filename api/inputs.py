@@ -14,10 +14,12 @@ from api.instance_plans import instance_pricing
 from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
+from catalog.engine_profiles import EngineProfiles
 from catalog.errors import NotFoundError
 from catalog.instances import InstanceTypes
 from catalog.prices import PriceOverride, Prices, Pricing
 from catalog.repository import Catalog, GpuSpecs
+from planner.engines import EngineChoice, priced_on, runs_on
 from planner.errors import PlannerInputError
 from planner.planning import PlanningInputs
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
@@ -125,6 +127,45 @@ def _draft_model(body: PlanRequest, catalog: Catalog, model: ModelSpec) -> Model
     draft = catalog.model_spec(pin.draft_model)
     check_draft_model(model, draft)
     return draft
+
+
+def engine_gpus(
+    catalog: Catalog, gpus: Sequence[GpuSpec], engine: str, efficiency_profile: str
+) -> tuple[tuple[GpuSpec, ...], dict[str, EngineChoice]]:
+    """The GPUs `engine` runs on, each at its engine profile (calibrated plans only: an `ideal` or
+    stored profile is the request's own choice and is kept, which the choice's reason says)."""
+    if efficiency_profile == "calibrated":
+        store = EngineProfiles(catalog.session)
+        return priced_on(gpus, engine, store.profiles(), store.factors())
+    kept = tuple(g for g in gpus if runs_on(engine, g))
+    choices = {
+        g.slug: EngineChoice(
+            gpu=g.slug,
+            engine=engine,
+            generation=None,
+            source=g.efficiency.source,
+            fallback=True,
+            reason=f"efficiency_profile {efficiency_profile!r} requested: engine profiles are calibrations and do not apply",
+            efficiency=g.efficiency,
+        )
+        for g in kept
+    }
+    return kept, choices
+
+
+def engine_inputs(
+    catalog: Catalog, efficiency_profile: str, inputs: PlanningInputs, engine: str
+) -> tuple[PlanningInputs, dict[str, EngineChoice]]:
+    """`inputs` on `engine` (engine_gpus); PlannerInputError naming `engine` when it runs on none of them."""
+    gpus, choices = engine_gpus(catalog, inputs.gpus, engine, efficiency_profile)
+    others, _ = engine_gpus(catalog, inputs.other_gpus, engine, efficiency_profile)
+    if not gpus:
+        raise PlannerInputError(
+            f"{engine} runs on none of the GPUs this plan may use ({', '.join(g.slug for g in inputs.gpus)})",
+            field="engine",
+            engine=engine,
+        )
+    return dataclasses.replace(inputs, gpus=gpus, other_gpus=others), choices
 
 
 def _other_gpus(body: PlanRequest, catalog: Catalog, provider: str) -> tuple[GpuSpec, ...]:

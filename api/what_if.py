@@ -18,7 +18,7 @@ from api.batch_jobs import batch_plan_request, batch_sweep_points
 from api.classes_plans import classes_base_request
 from api.disagg_plans import topology_plan
 from api.errors import RequestTimeoutError
-from api.inputs import planning_inputs
+from api.inputs import engine_inputs, planning_inputs
 from api.observability import Deadline, MetricsRegistry
 from api.operations import OperationQueue
 from api.problems import problem_type_for
@@ -181,7 +181,8 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: Catalog, default_provider: st
     shape = body.workload
     assert shape is not None, "WhatIfRequest gives a workload or classes (_workload_or_classes)"
     if isinstance(shape, BatchWorkloadSpec):  # a job's deadlines or sizes are swept (api/batch_jobs.py)
-        return planning_inputs(batch_plan_request(body, constraints), catalog, default_provider=default_provider)
+        inputs, pricing = planning_inputs(batch_plan_request(body, constraints), catalog, default_provider=default_provider)
+        return _on_engine(body, catalog, inputs), pricing
     as_plan = PlanRequest(
         model=body.model,
         workload=WorkloadSpec(arrival_rate_rps=body.sweep.rates_rps()[0], prompt_tokens=shape.prompt_tokens,
@@ -189,7 +190,14 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: Catalog, default_provider: st
         slo=body.slo, constraints=constraints, efficiency_profile=body.efficiency_profile, verify=body.verify,
         provider=body.provider, prices=body.prices,
     )  # fmt: skip
-    return planning_inputs(as_plan, catalog, default_provider=default_provider)
+    inputs, pricing = planning_inputs(as_plan, catalog, default_provider=default_provider)
+    return _on_engine(body, catalog, inputs), pricing
+
+
+def _on_engine(body: WhatIfRequest, catalog: Catalog, inputs: PlanningInputs) -> PlanningInputs:
+    """Every point planned on the request's engine (or pin.engine): its GPUs at their engine profiles (api/inputs.py)."""
+    engine = body.engine or (None if body.constraints.pin is None else body.constraints.pin.engine)
+    return inputs if engine is None else engine_inputs(catalog, body.efficiency_profile, inputs, engine)[0]
 
 
 def _classes_request(body: WhatIfRequest, index: int, constraints: PlanConstraintsSpec | None = None) -> ClassesPlanRequest:

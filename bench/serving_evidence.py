@@ -9,7 +9,8 @@ with the `calibrated` efficiency each GPU ships in catalog/data/gpus.json (the r
 loaded into a throw-away SQLite database, as bench/fidelity.py does), and the error is reported per
 GPU × engine. Points it cannot express (pipeline or expert parallelism, several nodes, attention
 data-parallelism, lengths not published) are counted separately with the reason. Points with role
-"check" (MLPerf) are reported but are never fit data.
+"check" (MLPerf) are reported but are never fit data. Each point is also predicted with its (GPU,
+engine) profile (planner/engines.py, fitted by bench/engine_profiles.py): the per-cell table shows both.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.fidelity import Measurement, open_reference_catalog, trtllm_bench_concurrency
+from catalog.engine_profiles import EngineProfiles
 from catalog.repository import Catalog
 from planner.calibration import points_from_records
+from planner.engines import ENGINES as PLANNED_ENGINES
+from planner.engines import EngineChoice, choose_profile, runs_on
 from planner.memory import replica_kv_bytes_per_token, weight_bytes
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
 
@@ -63,6 +67,18 @@ class Evaluated:
     reason: str | None  # why the step model cannot express it; None when it can
     measurement: Measurement | None = None
     predicted: float | None = None
+    #: The prediction with the point's (GPU, engine) profile (planner/engines.py, docs/engines.md); None
+    #: where the engine does not run on the GPU or is not one of planner.engines.ENGINES.
+    engine_predicted: float | None = None
+    engine_fallback: bool = False
+
+    @property
+    def engine_optimism(self) -> float | None:
+        """`optimism` of the engine-profile prediction."""
+        if self.engine_predicted is None or self.measurement is None:
+            return None
+        error = self.engine_predicted / self.measurement.point.value - 1.0
+        return error if self.record["kind"] == "throughput" else 1.0 / (1.0 + error) - 1.0
 
     @property
     def error(self) -> float:
@@ -224,6 +240,9 @@ def measurement_of(catalog: Catalog, record: Mapping[str, Any]) -> Measurement:
 def evaluate(catalog: Catalog, document: Mapping[str, Any]) -> list[Evaluated]:
     """Every point with its prediction under each GPU's shipped `calibrated` efficiency."""
     shipped: dict[str, Efficiency] = {}
+    on_engine: dict[tuple[str, str], EngineChoice | None] = {}
+    store = EngineProfiles(catalog.session)
+    profiles, factors = store.profiles(), store.factors()
     out: list[Evaluated] = []
     for record in document["points"]:
         reason = inexpressible_reason(record)
@@ -231,9 +250,24 @@ def evaluate(catalog: Catalog, document: Mapping[str, Any]) -> list[Evaluated]:
             out.append(Evaluated(record=record, reason=reason))
             continue
         m = measurement_of(catalog, record)
-        if record["gpu"] not in shipped:
-            shipped[record["gpu"]] = catalog.gpu_spec(record["gpu"], "calibrated").efficiency
-        out.append(Evaluated(record=record, reason=None, measurement=m, predicted=m.predict_with(shipped[record["gpu"]])))
+        gpu, engine = record["gpu"], record["engine"]
+        if gpu not in shipped:
+            shipped[gpu] = catalog.gpu_spec(gpu, "calibrated").efficiency
+        if (gpu, engine) not in on_engine:
+            spec = catalog.gpu_spec(gpu, "calibrated")
+            known = engine in PLANNED_ENGINES and runs_on(engine, spec)
+            on_engine[(gpu, engine)] = choose_profile(spec, engine, profiles, factors) if known else None
+        choice = on_engine[(gpu, engine)]
+        out.append(
+            Evaluated(
+                record=record,
+                reason=None,
+                measurement=m,
+                predicted=m.predict_with(shipped[gpu]),
+                engine_predicted=None if choice is None else m.predict_with(choice.efficiency),
+                engine_fallback=choice is not None and choice.fallback,
+            )
+        )
     return out
 
 
@@ -513,12 +547,22 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         f"Over the {len(expressible)} expressible points (roles `evidence` and `check` alike; the check points in",
         "this set are not expressible, below). Worst = the signed error of largest magnitude.",
         "",
-        "| GPU | engine | points | median abs(error) | worst error | median optimism |",
-        "|---|---|---|---|---|---|",
+        "The last two columns predict the same points with the point's (GPU, engine) profile and low-precision",
+        "factors (`catalog/data/engine_profiles.json`, fitted on these evidence points by `bench/engine_profiles.py`:",
+        "in-sample where the profile is the pair's own; docs/engines.md has the leave-one-source-out errors).",
+        "",
+        "| GPU | engine | points | median abs(error) | worst error | median optimism | engine profile: median abs(error) | median optimism |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     cells = cell_errors(evaluated)
     for (gpu, engine), (count, median, worst, optimism) in sorted(cells.items(), key=lambda kv: -kv[1][1]):
-        lines.append(f"| {gpu} | {engine} | {count} | {median:.1%} | {worst:+.1%} | {optimism:+.1%} |")
+        items = [e for e in evaluated if e.reason is None and _cell_key(e) == (gpu, engine)]
+        after = [o for o in (e.engine_optimism for e in items) if o is not None]
+        fallback = " (fallback)" if any(e.engine_fallback for e in items) else ""
+        after_text = (
+            f"{statistics.median(abs(o) for o in after):.1%}{fallback} | {statistics.median(after):+.1%}" if after else "- | -"
+        )
+        lines.append(f"| {gpu} | {engine} | {count} | {median:.1%} | {worst:+.1%} | {optimism:+.1%} | {after_text} |")
     lines += [
         "",
         "### By engine release and precision",

@@ -338,3 +338,39 @@ class OperationUnitRow(Base):
     result: Mapped[Any] = mapped_column(JSON, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, nullable=False)
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class EngineProfileRow(Base):
+    """One GPU's efficiency under one serving engine generation (bench/engine_profiles.py fits them);
+    deleting the GPU deletes its engine profiles. A (GPU, engine) pair without a row falls back
+    (planner/engines.py says how, and the plan says so)."""
+
+    __tablename__ = "engine_profiles"
+    __table_args__ = (UniqueConstraint("gpu_id", "engine", "engine_generation"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    gpu_id: Mapped[int] = mapped_column(Integer, ForeignKey("gpus.id", ondelete="CASCADE"), index=True, nullable=False)
+    engine: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
+    engine_generation: Mapped[str] = mapped_column(String(200), nullable=False)
+    memory: Mapped[float] = mapped_column(Float, nullable=False)
+    compute: Mapped[float] = mapped_column(Float, nullable=False)
+    step_overhead_ms: Mapped[float] = mapped_column(Float, nullable=False)
+    memory_reserve_fraction: Mapped[float] = mapped_column(Float, nullable=False)
+    memory_compute_overlap: Mapped[float] = mapped_column(Float, nullable=False)
+    points: Mapped[int] = mapped_column(Integer, nullable=False)
+    sources: Mapped[int] = mapped_column(Integer, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)
+
+
+class LowPrecisionFactorRow(Base):
+    """Realised / datasheet rate of one datatype's matrix multiplies on one architecture under one engine."""
+
+    __tablename__ = "low_precision_factors"
+    __table_args__ = (UniqueConstraint("architecture", "engine", "datatype"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    architecture: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
+    engine: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
+    datatype: Mapped[str] = mapped_column(String(SLUG_LENGTH), nullable=False)
+    factor: Mapped[float] = mapped_column(Float, nullable=False)
+    source: Mapped[str] = mapped_column(Text, nullable=False)

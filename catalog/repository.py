@@ -674,11 +674,13 @@ class Catalog:
         ]
         exported["prices"] = self._prices().export_prices()
         exported["instance_types"] = self._instance_types().export_instance_types()
+        exported["engine_profiles"] = self._engine_profiles().export()
         return exported
 
     def import_catalog(self, data: Mapping[str, Any]) -> dict[str, int]:
         """Upsert every record of an export-shaped dict (`gpus`, `models`, `quantizations`,
-        `efficiency_profiles`, `prices`, `instance_types`, optional `catalog_version`; missing lists
+        `efficiency_profiles`, `prices`, `instance_types`, `engine_profiles` (an object of `profiles` and
+        `low_precision`, catalog/engine_profiles.py), optional `catalog_version`; missing lists
         count as empty).
         Rows not in `data` stay. All records are validated first and every problem is reported
         at once (fields like "gpus[3].memory_gb"). The catalog version becomes
@@ -690,7 +692,14 @@ class Catalog:
             raise InvalidRecordError(
                 "a catalog import must be an object", errors=[{"field": "(root)", "message": "must be an object"}]
             )
-        known = {"catalog_version", "efficiency_profiles", "prices", "instance_types", *(kind.plural for kind in _KINDS)}
+        known = {
+            "catalog_version",
+            "efficiency_profiles",
+            "prices",
+            "instance_types",
+            "engine_profiles",
+            *(kind.plural for kind in _KINDS),
+        }
         errors += [{"field": str(key), "message": "unknown field"} for key in data if key not in known]
         imported_version = data.get("catalog_version", 0)
         if isinstance(imported_version, bool) or not isinstance(imported_version, int) or imported_version < 0:
@@ -733,6 +742,8 @@ class Catalog:
         for index, instance in enumerate(instance_types):
             if instance["gpu"] not in incoming_gpus | existing_gpus:
                 errors.append({"field": f"instance_types[{index}].gpu", "message": f"no GPU {instance['gpu']!r}"})
+        engine_profiles = data.get("engine_profiles", {"profiles": [], "low_precision": []})
+        errors += self._engine_profiles().problems(engine_profiles, incoming_gpus | existing_gpus)
         raise_collected("catalog import", errors)
 
         counts = {"created": 0, "updated": 0, "unchanged": 0}
@@ -745,6 +756,9 @@ class Catalog:
             counts[self._prices().upsert_price(price)] += 1
         for instance in instance_types:
             counts[self._instance_types().upsert_instance_type(instance)] += 1
+        self._flush(what="catalog import")  # the GPU rows exist before their engine profiles name them
+        for outcome, count in self._engine_profiles().upsert(engine_profiles).items():
+            counts[outcome] += count
         self._flush(what="catalog import")
         return {**counts, "catalog_version": self._bump_catalog_version(at_least=imported_version)}
 
@@ -773,6 +787,7 @@ class Catalog:
                 raise CatalogError(f"cannot read reference data {path}: {error}", path=str(path)) from error
             data[plural] = content[plural] if isinstance(content, Mapping) and plural in content else content
         self.import_catalog(data)
+        self._engine_profiles().load_reference(directory / "engine_profiles.json")
         return True
 
     def _prices(self) -> Any:
@@ -780,6 +795,22 @@ class Catalog:
         from catalog.prices import Prices
 
         return Prices(self.session)
+
+    def load_reference_engine_profiles(self, data_dir: Path | None = None) -> bool:
+        """Load catalog/data/engine_profiles.json into empty engine tables of a catalog that already has
+        its GPUs (a database upgraded to migration 0014); the catalog version moves once. False when
+        the tables are not empty or the file is absent."""
+        directory = REFERENCE_DATA_DIR if data_dir is None else data_dir
+        if not self._engine_profiles().load_reference(directory / "engine_profiles.json"):
+            return False
+        self._bump_catalog_version()
+        return True
+
+    def _engine_profiles(self) -> Any:
+        # catalog.engine_profiles builds on the GPU rows, so it is imported when first needed
+        from catalog.engine_profiles import EngineProfiles
+
+        return EngineProfiles(self.session)
 
     def _instance_types(self) -> Any:
         # catalog.instances builds on this module, so it is imported when first needed

@@ -96,8 +96,9 @@ def build_step_model(
         compute_flops_per_s=pp
         * tp
         * compute_peak_flops_per_s(gpu, precision.weights)
+        * efficiency.peak_factor(precision.weights.compute_dtype)
         * efficiency.compute
-        / imbalance,  # pp·tp × peak × η_compute / s
+        / imbalance,  # pp·tp × peak × low-precision factor × η_compute / s
         comm_s_per_token=terms.comm_s_per_token if with_comm else 0.0,
         comm_latency_s=terms.comm_latency_s if with_comm else 0.0,
         step_overhead_s=efficiency.step_overhead_s,

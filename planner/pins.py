@@ -8,9 +8,9 @@ The pinned plan is then the cheapest plan among those with the pinned values, fo
 search, MILP and simulator as a free plan — so pinning a free plan's own choices returns that plan.
 
 `pp` fixes the pipeline stages (planner/pipeline.py PP_DEGREES; pp 1 rules pipelines out, a larger pp
-is searched even where one node holds the model). One member is accepted without a search dimension
-behind it, and says so: `engine` (the step model has no engine dimension yet: profiles are
-engine-agnostic, so the pin is recorded and echoed, never used).
+is searched even where one node holds the model). `engine` prices the plan on that engine's profiles
+(planner/engines.py): it is the request's `engine` narrowed to one, applied where the specs are resolved
+(api/plan_service.py).
 Pins that contradict each other or the request's other constraints are refused with the field named.
 """
 
@@ -19,15 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from planner.engines import ENGINES
 from planner.errors import PlannerInputError
 from planner.pipeline import PP_DEGREES
 
 if TYPE_CHECKING:
     from planner.planning import PlanningInputs, PlanningRequest
-
-#: Serving engines a plan can be pinned to (recorded; the step model is engine-agnostic until the
-#: engine dimension lands): vLLM, SGLang and TensorRT-LLM.
-ENGINES: tuple[str, ...] = ("vllm", "sglang", "trt-llm")
 
 
 def _refuse(member: str, message: str) -> PlannerInputError:

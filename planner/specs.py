@@ -99,6 +99,9 @@ class Efficiency:
     memory_reserve_fraction: float = 0.0
     include_comm: bool = False
     memory_compute_overlap: float = 1.0
+    #: (datatype, factor): the realised rate of that datatype's matrix multiplies relative to its
+    #: datasheet peak ratio (planner/engines.py LowPrecisionFactor); a datatype not listed runs at its datasheet peak.
+    low_precision_factors: tuple[tuple[str, float], ...] = ()
     source: str = "ideal roofline: η = 1, no reserve, no communication, no overhead (docs/design.md test vectors)"
 
     def __post_init__(self) -> None:
@@ -116,6 +119,15 @@ class Efficiency:
             0.0 <= self.memory_compute_overlap <= 1.0,
             f"memory/compute overlap must be in [0, 1], got {self.memory_compute_overlap}",
         )
+        # stored plans give the pairs back as JSON lists: normalised, so an efficiency read back equals the one planned with
+        object.__setattr__(self, "low_precision_factors", tuple((str(d), float(f)) for d, f in self.low_precision_factors))
+        for datatype, factor in self.low_precision_factors:
+            _require(datatype in DATATYPES, f"low-precision factor for unknown datatype {datatype!r}")
+            _require(0.0 < factor <= 1.0, f"low-precision factor of {datatype} must be in (0, 1], got {factor}")
+
+    def peak_factor(self, datatype: str) -> float:
+        """The multiplier on `datatype`'s datasheet peak (1 unless a low-precision factor is measured)."""
+        return next((factor for name, factor in self.low_precision_factors if name == datatype), 1.0)
 
 
 IDEAL = Efficiency()

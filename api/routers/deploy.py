@@ -13,6 +13,7 @@ from api.deps import CatalogDep, PlansDep, ReaderDep
 from api.problems import problem_responses
 from catalog.plans import Plans
 from catalog.repository import Catalog
+from planner.errors import PlannerInputError
 
 router = APIRouter(tags=["plans"])
 
@@ -51,8 +52,12 @@ def deploy_plan(
     catalog: CatalogDep,
     _reader: ReaderDep,
     target: Annotated[
-        Target, Query(description="vllm, sglang or trt-llm: the launch command per configuration; k8s: manifests.")
-    ],
+        Target | None,
+        Query(
+            description="vllm, sglang or trt-llm: the launch command per configuration; k8s: manifests. Omitted: the "
+            "engine the plan was priced on (plan.engine); a 422 when the plan names none."
+        ),
+    ] = None,
 ) -> Response:
     """Renders the stored plan with every planned knob on the engine's documented flag (tp, pipeline
     parallel 1, batch limit, chunked-prefill budget or its off switch, weights and KV-cache precision,
@@ -69,5 +74,12 @@ def deploy_plan(
     (the class's own: 0 is served first). 404 for an unknown plan; 422 for an unknown target, a model
     without `checkpoint`, a quantization the engine has no name for, a disaggregated plan for trt-llm,
     or a class plan's priority pool for sglang or trt-llm (the 422 names the targets that render it)."""
-    body, media_type = render(deploy_inputs(plan_id, plans, catalog), target)
+    inputs = deploy_inputs(plan_id, plans, catalog)
+    chosen = target or inputs.response.get("plan", {}).get("engine")
+    if chosen is None:  # a plan priced on no engine has no default target
+        raise PlannerInputError(
+            "target: this plan was priced on no engine (plan.engine is null): name one (vllm, sglang, trt-llm or k8s)",
+            field="target",
+        )
+    body, media_type = render(inputs, chosen)
     return Response(content=body, media_type=media_type)

@@ -61,6 +61,7 @@ def evaluate_configuration(
         tp=body.tp,
         efficiency_profile=body.efficiency_profile,
         overrides=body.override_values(),
+        engine=body.engine,
     )
     evaluation = evaluate(
         config.gpu,

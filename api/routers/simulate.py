@@ -76,6 +76,7 @@ def simulate_configuration(
         tp=body.tp,
         efficiency_profile=body.efficiency_profile,
         overrides=body.override_values(),
+        engine=body.engine,
     )
     efficiency = config.efficiency.efficiency
     step_model = build_step_model(config.gpu, config.model, config.precision, config.tp, efficiency)

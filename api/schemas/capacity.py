@@ -41,8 +41,8 @@ class CapacityConstraints(_Input):
     pin: PlanPin | None = Field(
         default=None,
         description="Fix gpu (must be the request's), tp, pp (only 1), replicas (at most what the hardware holds), batch_limit, "
-        "chunk_tokens (null: no chunking), precision, draft_tokens (with speculative auto or on) or engine (echoed; "
-        "profiles are engine-agnostic).",
+        "chunk_tokens (null: no chunking), precision, draft_tokens (with speculative auto or on) or engine (the GPU "
+        "at its engine profile, docs/engines.md).",
     )
     speculative: Literal["auto", "off", "on"] = Field(
         default="off",
@@ -186,7 +186,9 @@ class CapacityConfigurationRead(BaseModel):
     instances: int | None = None
     gpus_per_instance: int | None = None
     stranded_gpus: int | None = Field(default=None, description="instances × GPUs per instance − gpus_used.")
-    engine: str | None = Field(default=None, description="constraints.pin.engine, echoed; profiles are engine-agnostic.")
+    engine: str | None = Field(
+        default=None, description="constraints.pin.engine: the engine whose profile the GPU was evaluated at (docs/engines.md)."
+    )
 
 
 class CapacityCurvePoint(BaseModel):

@@ -345,6 +345,13 @@ class FleetPlanRequest(_Input):
         max_length=64,
         description="GPU efficiencies: `calibrated`, `ideal`, or a stored profile name (per GPU).",
     )
+    engine: Literal["vllm", "sglang", "trt-llm"] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Serving engine to plan on: each GPU at its per (GPU, engine) efficiency profile and low-precision "
+        "factors, or the documented fallback (docs/engines.md); GPUs the engine does not run on are left out. One engine "
+        "(a list to choose from is POST /v1/plans'); omitted: the engine-agnostic calibration.",
+    )
     search: SearchGrid = Field(default_factory=SearchGrid)
     solver_time_limit_s: float = Field(
         default=10.0,

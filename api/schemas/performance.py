@@ -89,6 +89,13 @@ class ConfigurationSpec(_Input):
         examples=["calibrated"],
     )
     overrides: EfficiencyOverrides | None = Field(default=None, description="Replace some of the profile's values.")
+    engine: Literal["vllm", "sglang", "trt-llm"] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Serving engine: with the `calibrated` profile, the GPU's efficiency under this engine (its per (GPU, "
+        "engine) profile and low-precision factors, or the documented fallback; `efficiency.source` says which, "
+        "docs/engines.md). One engine: a configuration runs on one. Omitted: the engine-agnostic calibration.",
+    )
 
     def override_values(self) -> dict[str, float | bool]:
         return {} if self.overrides is None else self.overrides.model_dump(exclude_none=True)
@@ -247,7 +254,8 @@ class StepModelRead(BaseModel):
     )
     memory_bandwidth_bytes_per_s: float = Field(description="Effective bandwidth: tp × HBM bandwidth × η_mem, bytes/s.")
     compute_flops_per_s: float = Field(
-        description="Effective compute: tp × peak FLOP/s of the compute datatype × η_compute, FLOP/s."
+        description="Effective compute: tp × peak FLOP/s of the compute datatype × its low-precision factor (1 unless an "
+        "engine's is measured, docs/engines.md) × η_compute, FLOP/s."
     )
     comm_s_per_token: float = Field(description="All-reduce transfer time per new token, s.")
     comm_latency_s: float = Field(description="All-reduce latency per step, s.")

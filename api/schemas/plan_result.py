@@ -378,8 +378,8 @@ BindingEntryRead = Annotated[SloBindingRead | CapacityBindingRead | ConstraintBi
 class AlternativeRead(_Read):
     """The best plan on another GPU type or precision and why it lost."""
 
-    kind: Literal["gpu", "precision"]
-    name: str = Field(description="The GPU slug, or `weights/kv` precisions.")
+    kind: Literal["gpu", "precision", "engine"]
+    name: str = Field(description="The GPU slug, `weights/kv` precisions, or the engine (its best plan on that engine).")
     gpu: str | None = Field(default=None, description="GPU type of its best plan; null when it was not priced.")
     tp: int | None = None
     weights_precision: str | None = None
@@ -610,6 +610,11 @@ class EfficiencyRead(_Read):
     memory_reserve_fraction: float = Field(description="Fraction of HBM unavailable to weights and KV cache.")
     include_comm: bool = Field(description="Whether tensor-parallel all-reduce time is modelled.")
     memory_compute_overlap: float
+    low_precision_factors: list[tuple[str, float]] = Field(
+        default_factory=list,
+        description="(datatype, factor): realised / datasheet rate of that datatype's matrix multiplies under the plan's "
+        "engine (docs/engines.md); a datatype not listed runs at its datasheet peak.",
+    )
     source: str
 
 

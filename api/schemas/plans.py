@@ -43,9 +43,10 @@ from api.schemas.plan_result import (
 from api.schemas.prices import PlanPriceRead, PriceOverride
 from api.schemas.workload import BatchWorkloadSpec, PlanWorkload
 from planner.confidence import GRADES
+from planner.engines import ENGINES
 from planner.optimizer import PlanConstraints
 from planner.packing import InstanceUse
-from planner.pins import ENGINES, Pin
+from planner.pins import Pin
 from planner.pipeline import PP_DEGREES
 from planner.plan_disagg import pool_refusals
 from planner.planning import HOURS_PER_MONTH, PlanResult
@@ -124,8 +125,8 @@ class PlanPin(_Input):
     precision: PlanPrecision | None = Field(default=None, description="Weights and KV-cache precision; must be an allowed pair.")
     engine: Literal[ENGINES] | None = Field(  # type: ignore[valid-type]
         default=None,
-        description="Serving engine, recorded and echoed in plan.engine. Profiles are engine-agnostic until the step model "
-        "gains an engine dimension: the pin does not change the plan.",
+        description="Serving engine the plan is priced on (its per (GPU, engine) efficiency profile, docs/engines.md); the "
+        "same as `engine` naming one engine. A request `engine` that does not allow it is a 422.",
     )
     draft_tokens: int | None = Field(
         default=None,
@@ -303,6 +304,13 @@ class PlanConstraintsSpec(_Input):
         )
 
 
+#: A request's engine: one, a list to choose from (1 to 3, no repeats needed), or "any".
+EngineName = Literal["vllm", "sglang", "trt-llm"]
+EngineChoiceSpec = (
+    Literal["any", "vllm", "sglang", "trt-llm"] | Annotated[list[EngineName], Field(min_length=1, max_length=3)] | None
+)
+
+
 class PlanRequest(_Input):
     """Plan the cheapest deployment of `model` that serves `workload` within `slo`."""
 
@@ -338,6 +346,15 @@ class PlanRequest(_Input):
         max_length=200,
         pattern=r"^[^/\x00-\x1f]+$",
         description="Deployment this plan is for: the plan becomes its current plan (GET /v1/deployments/{name}). No `/` or control characters.",
+    )
+    engine: EngineChoiceSpec = Field(
+        default=None,
+        exclude_if=lambda value: value is None,  # stored requests from before the field read the same
+        description="Serving engine(s) to price the plan on: one engine, a list to choose from, or `any` (vllm, sglang, "
+        "trt-llm). Each allowed engine is planned with its per (GPU, engine) efficiency profile and low-precision factors "
+        "(docs/engines.md; a pair without data falls back, and `engine.profile` says so; trt-llm only on NVIDIA GPUs); the "
+        "cheapest wins, and `justification.alternatives` gets the best plan on each other engine (kind `engine`). Omitted: "
+        "the engine-agnostic per-GPU calibration, as before (or constraints.pin.engine when pinned).",
     )
     store: bool = Field(
         default=True,
@@ -503,7 +520,8 @@ class PlanDecision(BaseModel):
     fleet: list[FleetRowRead] | None = Field(default=None, description="Every configuration of a mixed fleet.")
     engine: str | None = Field(
         default=None,
-        description="The engine pinned by constraints.pin.engine, echoed (null when not pinned); profiles are engine-agnostic.",
+        description="The engine the plan is priced on (request `engine` or constraints.pin.engine; `engine` at the top "
+        "says why); null when none was asked for (the engine-agnostic calibration).",
     )
     instances: list[InstanceRead] | None = Field(
         default=None,
@@ -617,6 +635,27 @@ class BatchJobRead(BaseModel):
     method: str = Field(description="How the plan was found, in a sentence.")
 
 
+class EngineProfileRead(BaseModel):
+    """The efficiency profile a GPU was priced with under the chosen engine (planner/engines.py)."""
+
+    gpu: str
+    engine: str
+    generation: str | None = Field(description="Engine releases the profile was fitted on; null for the per-GPU calibration.")
+    source: str
+    fallback: bool = Field(description="True when the pair had no profile of its own and a documented fallback stood in.")
+    reason: str
+
+
+class EngineRead(BaseModel):
+    """Which engine the plan is priced on and why."""
+
+    chosen: str
+    allowed: list[str] = Field(description="The engines the request allowed.")
+    reason: str = Field(description="Why this engine: the cheapest of those allowed, or the only one allowed.")
+    profile: EngineProfileRead = Field(description="The plan's GPU under the chosen engine.")
+    profiles: list[EngineProfileRead] = Field(default_factory=list, description="Every GPU of the plan (a mixed fleet's rows).")
+
+
 class PlanResponse(BaseModel):
     id: str
     name: str | None
@@ -637,6 +676,9 @@ class PlanResponse(BaseModel):
     warnings: list[PlanWarning] = Field(
         default_factory=list,
         description="What the plan or an alternative rests on that deserves a second look: a GPU whose calibration is graded low.",
+    )
+    engine: EngineRead | None = Field(
+        default=None, description="The engine the plan is priced on, its profile and why; null when the request named none."
     )
     batch_job: BatchJobRead | None = Field(
         default=None,

@@ -221,6 +221,13 @@ class WhatIfRequest(_Input):
     efficiency_profile: Slug = Field(
         default="calibrated", description="Efficiencies to plan with: `calibrated`, `ideal` or a stored profile name."
     )
+    engine: Literal["vllm", "sglang", "trt-llm"] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Serving engine to plan on: each GPU at its per (GPU, engine) efficiency profile and low-precision "
+        "factors, or the documented fallback (docs/engines.md); GPUs the engine does not run on are left out. One engine "
+        "(a list to choose from is POST /v1/plans'); omitted: the engine-agnostic calibration.",
+    )
     sweep: WhatIfAxes
     provider: Slug | None = Field(
         default=None,

@@ -64,7 +64,7 @@ def test_seed_export_import_round_trip(database_url: str, tmp_path: Path, capsys
         assert code == 0, err
         records = sum(
             len(original[key]) for key in ("gpus", "models", "quantizations", "efficiency_profiles", "prices", "instance_types")
-        )
+        ) + sum(len(original["engine_profiles"][key]) for key in ("profiles", "low_precision"))
         assert out.startswith(f"created {records}, updated 0, unchanged 0")
         assert _export(capsys, fresh, tmp_path / f"again-{source}.json") == original
 
