@@ -37,7 +37,7 @@ from bench.fidelity import FIT_BASE, Measurement, fit_gpu, load_measurements, op
 from bench.serving_evidence import evaluate, fit_data, inexpressible_reason, load, measurement_of
 from catalog.repository import Catalog
 from planner.calibration import CalibrationFit
-from planner.engines import LowPrecisionFactor
+from planner.engines import ENGINES, LowPrecisionFactor
 from planner.errors import CalibrationError
 from planner.specs import Efficiency
 
@@ -83,6 +83,8 @@ def fit_points(catalog: Catalog) -> dict[tuple[str, str], list[Measurement]]:
     groups: dict[tuple[str, str], list[Measurement]] = {}
     seen: set[tuple[Any, ...]] = set()
     for record in evidence:
+        if record["engine"] not in ENGINES:  # e.g. NIM points whose backend is not printed: no engine to fit
+            continue
         m = measurement_of(catalog, record)
         seen.add(_key(record, record["engine"]))
         groups.setdefault((record["gpu"], record["engine"]), []).append(m)
