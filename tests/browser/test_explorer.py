@@ -104,6 +104,12 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def _num(value: float, digits: int) -> str:
+    """A number as the page writes it (explorer.js `num`: en-US grouping, at most `digits` decimals)."""
+    text = f"{round(value, digits):,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def test_page_loads_offline_labelled_and_keyboard_reachable(page: tuple[Page, Watched], served: ServedHeadroom) -> None:
     browser_page, watched = page
     _open(browser_page, served)
