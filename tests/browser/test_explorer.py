@@ -128,9 +128,11 @@ def test_page_loads_offline_labelled_and_keyboard_reachable(page: tuple[Page, Wa
     for _ in range(40):
         browser_page.keyboard.press("Tab")
         reached.append(browser_page.evaluate("() => document.activeElement.id"))
-    for control in ("model", "arrival-rate", "prompt-mean", "ttft", "tpot", "max-gpus", "budget", "api-key", "submit"):
+    controls = ("model", "arrival-rate", "prompt-mean", "ttft", "tpot", "max-gpus", "budget", "prefix-reuse", "task")
+    for control in (*controls, "speculative", "api-key", "submit"):
         assert control in reached, (control, reached)
     assert reached.index("model") < reached.index("arrival-rate") < reached.index("ttft") < reached.index("submit")
+    assert reached.index("budget") < reached.index("prefix-reuse") < reached.index("speculative") < reached.index("submit")
     # What was fetched: the page, its script and stylesheet from /static, and the catalog from the API.
     paths = {urlsplit(url).path for url in watched.requested}
     assert {"/", "/static/explorer/explorer.js", "/static/explorer/explorer.css", "/v1/models", "/v1/gpus"} <= paths
