@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,7 +18,17 @@ from playwright.sync_api import Page
 
 from tests.api.conftest import ADMIN_KEY, ServedHeadroom, serve_headroom
 from tests.browser.harness import Watched
-from tests.browser.test_explorer import PLAN_TIMEOUT_MS, _fill_plan, _num, _open, _submit, _usd, _value, _wait_for_charts
+from tests.browser.test_explorer import (
+    PLAN_TIMEOUT_MS,
+    _fill_plan,
+    _num,
+    _open,
+    _submit,
+    _usd,
+    _value,
+    _wait_for_charts,
+    screenshots,  # noqa: F401  (the fixture: HEADROOM_SCREENSHOTS_DIR or a temporary folder)
+)
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +57,11 @@ def _row(page: Page, row: str) -> tuple[float | None, float | None]:
     return (float(without) if without else None, float(with_it) if with_it else None)
 
 
-def test_a_plan_with_a_shared_system_prompt_shows_the_work_saved(page: tuple[Page, Watched], served: ServedHeadroom) -> None:
+def test_a_plan_with_a_shared_system_prompt_shows_the_work_saved(
+    page: tuple[Page, Watched],
+    served: ServedHeadroom,
+    screenshots: Path,  # noqa: F811
+) -> None:
     browser_page, _ = page
     _open(browser_page, served)
     _fill_plan(browser_page, verify=False)
@@ -73,8 +88,11 @@ def test_a_plan_with_a_shared_system_prompt_shows_the_work_saved(page: tuple[Pag
     section = plan["justification"]["prefix_caching"]
     assert _row(browser_page, "prefix-ttft") == (section["ttft_s_without"], section["ttft_s_with"])
     assert _row(browser_page, "prefix-cost") == (section["cost_usd_per_hour_without"], section["cost_usd_per_hour_with"])
-    cost_row = browser_page.inner_text("#answer-work-saved tr[data-row='prefix-cost']")
-    assert _usd(section["cost_usd_per_hour_without"]) in cost_row
+    cost_cells = browser_page.locator("#answer-work-saved tr[data-row='prefix-cost'] td")
+    change = section["cost_usd_per_hour_with"] - section["cost_usd_per_hour_without"]
+    sign = "−" if change < 0 else "+" if change > 0 else ""
+    assert cost_cells.nth(0).inner_text() == _usd(section["cost_usd_per_hour_without"])
+    assert cost_cells.nth(2).inner_text() == sign + _usd(abs(change))
     # speculative decoding: method, k, α (code's, not chat's), E and the crossover batch, as plan.speculative says
     assert _value(browser_page, "#answer-spec-method") == draft["method"]
     assert int(_value(browser_page, "#answer-spec-k")) == draft["draft_tokens"]
@@ -87,7 +105,12 @@ def test_a_plan_with_a_shared_system_prompt_shows_the_work_saved(page: tuple[Pag
     spec = plan["justification"]["speculative"]
     chosen_trial = next(t for t in spec["trials"] if (t["method"], t["draft_tokens"]) == (draft["method"], k))
     assert _row(browser_page, "spec-tpot") == (spec["tpot_s_without"], chosen_trial["tpot_s"])
+    without_cell = browser_page.locator("#answer-work-saved tr[data-row='spec-tpot'] td").nth(0).inner_text()
+    # null without speculation: the plan's per-replica load is unstable without it (SpeculativeSectionRead)
+    assert without_cell == ("overloaded" if spec["tpot_s_without"] is None else f"{_num(spec['tpot_s_without'] * 1000, 1)} ms")
     assert _row(browser_page, "spec-cost") == (spec["cost_usd_per_hour_without"], plan["cost"]["usd_per_hour"])
+    browser_page.locator("#work-saved").scroll_into_view_if_needed()
+    browser_page.screenshot(path=screenshots / "explorer-work-saved.png", full_page=True)
     # the task changed the draft's acceptance: the same request without it assumes the chat default
     chat = _api_plan(served, {**sent, "workload": {k: v for k, v in sent["workload"].items() if k != "task"}})
     assert chat["plan"]["speculative"] is not None

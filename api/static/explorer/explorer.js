@@ -443,16 +443,19 @@
     as_measured: "as the hit rate was measured",
   };
 
-  /** One row of the with/without table: raw values for machines (data-without, data-with), words for people. */
-  function leverRow(id, label, without, withIt, show) {
-    const saved = without !== null && without !== undefined && withIt !== null && withIt !== undefined ? without - withIt : null;
+  /** One row of the with/without table: raw values for machines (data-without, data-with), words for people,
+   * and the change from without to with, signed (a lever can buy a lower cost with a higher latency: fewer
+   * replicas). `missing` says what a null "without" means (the API's reason), "—" when not given. */
+  function leverRow(id, label, without, withIt, show, missing = "—") {
+    const known = (v) => v !== null && v !== undefined;
+    const change = known(without) && known(withIt) ? withIt - without : null;
     return el(
       "tr",
       { dataset: { row: id, without: without ?? "", with: withIt ?? "" } },
       el("th", { scope: "row" }, label),
-      el("td", { class: "num" }, show(without)),
+      el("td", { class: "num" }, known(without) ? show(without) : missing),
       el("td", { class: "num" }, show(withIt)),
-      el("td", { class: "num" }, saved === null ? "—" : show(saved)),
+      el("td", { class: "num" }, change === null ? "—" : (change > 0 ? "+" : change < 0 ? "−" : "") + show(Math.abs(change))),
     );
   }
 
@@ -519,7 +522,8 @@
         section.reason ? el("p", { class: "muted" }, `Why: ${section.reason}.`) : [],
       );
       rows.push(
-        leverRow("spec-tpot", `TPOT ${at}, without and with speculation`, section.tpot_s_without, trial.tpot_s, ms),
+        // tpot_s_without is null where the plan's per-replica load is unstable without speculation
+        leverRow("spec-tpot", `TPOT ${at}, without and with speculation`, section.tpot_s_without, trial.tpot_s, ms, "overloaded"),
         leverRow("spec-cost", "Per hour, without and with speculation", section.cost_usd_per_hour_without, plan.cost.usd_per_hour, usd),
       );
     }
@@ -528,8 +532,8 @@
       el(
         "table",
         { id: "answer-work-saved" },
-        el("caption", {}, "Each lever's figures without and with it, as the planner predicted them (— where the planner gives none)"),
-        el("thead", {}, el("tr", {}, ["Figure", "Without", "With", "Saved"].map((h) => el("th", { scope: "col" }, h)))),
+        el("caption", {}, "Each lever's figures without and with it, as the planner predicted them (— where it gives none)"),
+        el("thead", {}, el("tr", {}, ["Figure", "Without", "With", "Change"].map((h) => el("th", { scope: "col" }, h)))),
         el("tbody", {}, rows),
       ),
     );
