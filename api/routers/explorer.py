@@ -17,6 +17,7 @@ Not part of the OpenAPI document (`include_in_schema=False`): it is a page, not 
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import get_args
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
@@ -25,6 +26,8 @@ from starlette.routing import BaseRoute
 
 import api
 from api.docs_assets import STATIC_PATH
+from api.schemas.plans import PlanConstraintsSpec
+from planner.workload import Task
 
 TEMPLATES = Jinja2Templates(directory=Path(__file__).resolve().parent.parent / "templates")
 
@@ -36,6 +39,28 @@ CHARTS: tuple[tuple[str, str], ...] = (
     ("cost", "Cost and replicas against demand, with the +10/25/50 % traffic re-plans"),
     ("alternatives", "What each other GPU type and precision would cost, and why it lost"),
 )
+
+#: A class plan's charts (api/charts.py "class plans"), with the caption each gets there: the wall and
+#: alternatives draw other things for a class plan than for one workload, the pools chart its class pools;
+#: its knee and cost are 422 (several configurations; cost against demand is a what-if over the mix).
+CLASS_CHARTS: dict[str, str] = {
+    "wall": "Each class's latency at its percentile on the plan's pools against the classes' total rate (0.5× to 1.5× "
+    "the planned rates), with each class's targets",
+    "alternatives": "What each other arrangement of the classes would cost, and why it lost",
+    "pools": "Each pool's GPUs and cost per hour, with its scheduling, utilisation and classes",
+}
+
+#: The form's choices for workload.task and constraints.speculative, read from the request schema so the page
+#: cannot offer a value the API refuses (or miss one it takes).
+TASKS: tuple[str, ...] = get_args(Task)
+SPECULATIVE_MODES: tuple[str, ...] = get_args(PlanConstraintsSpec.model_fields["speculative"].annotation)
+SPECULATIVE_DEFAULT: str = PlanConstraintsSpec.model_fields["speculative"].default
+#: Each mode in words, as PlanConstraintsSpec.speculative describes it.
+SPECULATIVE_WORDS: dict[str, str] = {
+    "auto": "auto: with and without, the cheaper plan wins",
+    "off": "off: never",
+    "on": "on: only speculating configurations",
+}
 
 #: Where vLLM, SGLang and TensorRT-LLM commands and Kubernetes manifests come from (api/routers/deploy.py).
 DEPLOY_TARGETS: tuple[str, ...] = ("vllm", "sglang", "trt-llm", "k8s")
@@ -86,6 +111,10 @@ def explorer(request: Request) -> HTMLResponse:
             "version": api.__version__,
             "charts": available_charts(request.app.routes),
             "pools_chart": serves_pools_chart(request.app.routes),
+            "class_charts": CLASS_CHARTS,
+            "tasks": TASKS,
+            "speculative_modes": [(mode, SPECULATIVE_WORDS.get(mode, mode)) for mode in SPECULATIVE_MODES],
+            "speculative_default": SPECULATIVE_DEFAULT,
             "deploy_targets": DEPLOY_TARGETS,
             "capacity_chart": _CAPACITY_CHART in set(_route_paths(request.app.routes)),
             "require_auth": bool(request.app.state.settings.require_auth),

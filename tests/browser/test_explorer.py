@@ -104,6 +104,12 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def _num(value: float, digits: int) -> str:
+    """A number as the page writes it (explorer.js `num`: en-US grouping, at most `digits` decimals)."""
+    text = f"{round(value, digits):,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def test_page_loads_offline_labelled_and_keyboard_reachable(page: tuple[Page, Watched], served: ServedHeadroom) -> None:
     browser_page, watched = page
     _open(browser_page, served)
@@ -122,9 +128,11 @@ def test_page_loads_offline_labelled_and_keyboard_reachable(page: tuple[Page, Wa
     for _ in range(40):
         browser_page.keyboard.press("Tab")
         reached.append(browser_page.evaluate("() => document.activeElement.id"))
-    for control in ("model", "arrival-rate", "prompt-mean", "ttft", "tpot", "max-gpus", "budget", "api-key", "submit"):
+    controls = ("model", "arrival-rate", "prompt-mean", "ttft", "tpot", "max-gpus", "budget", "prefix-reuse", "task")
+    for control in (*controls, "speculative", "api-key", "submit"):
         assert control in reached, (control, reached)
     assert reached.index("model") < reached.index("arrival-rate") < reached.index("ttft") < reached.index("submit")
+    assert reached.index("budget") < reached.index("prefix-reuse") < reached.index("speculative") < reached.index("submit")
     # What was fetched: the page, its script and stylesheet from /static, and the catalog from the API.
     paths = {urlsplit(url).path for url in watched.requested}
     assert {"/", "/static/explorer/explorer.js", "/static/explorer/explorer.css", "/v1/models", "/v1/gpus"} <= paths

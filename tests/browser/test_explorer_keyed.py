@@ -1,6 +1,6 @@
 """The plan explorer on a service that requires a key for every request (`HEADROOM_REQUIRE_AUTH=1`):
-a stored plan's charts and downloads are fetched with the key, since an `<img src>` or a link
-cannot send an Authorization header. Same browser, page watch and helpers as tests/browser/test_explorer.py."""
+a stored plan's charts and downloads (a class plan's charts and recheck too) are fetched with the key,
+since an `<img src>` or a link cannot send an Authorization header. Same browser, page watch and helpers as tests/browser/test_explorer.py."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 from playwright.sync_api import Page
 
 from tests.api.conftest import ADMIN_KEY, ServedHeadroom, serve_headroom
+from tests.api.test_classes_plans import WORKED
 from tests.browser.harness import Watched
-from tests.browser.test_explorer import MODEL, _fill_plan, _submit, _wait_for_charts
+from tests.browser.test_explorer import MODEL, PLAN_TIMEOUT_MS, _fill_plan, _submit, _wait_for_charts
 
 pytestmark = pytest.mark.slow
 
@@ -61,3 +62,33 @@ def test_with_a_required_key_a_stored_plans_charts_and_files_load(page: tuple[Pa
     csv_bytes = Path(csv_download.value.path()).read_bytes()
     assert csv_bytes == httpx.get(f"{served.base_url}/v1/plans/{plan_id}/csv", headers=HEADERS).content
     assert plan_id.encode() in csv_bytes
+
+
+def test_with_a_required_key_a_class_plans_charts_and_recheck_load(page: tuple[Page, Watched], served: ServedHeadroom) -> None:
+    browser_page, watched = page
+    stored = httpx.post(f"{served.base_url}/v1/plans", json=WORKED, headers=HEADERS, timeout=PLAN_TIMEOUT_MS / 1000)
+    assert stored.status_code == 201, stored.text
+    plan_id = stored.json()["id"]
+    browser_page.goto(served.base_url + "/")
+    browser_page.fill("#api-key", ADMIN_KEY)
+    browser_page.dispatch_event("#api-key", "change")
+    browser_page.wait_for_selector("#plans-table")
+    browser_page.fill("#plan-id", plan_id)
+    browser_page.press("#plan-id", "Enter")
+    browser_page.wait_for_selector("#answer-class-pools")
+    # its three charts come as blob: URLs fetched with the key, and load; knee and cost are not asked for
+    shown = ("chart-wall", "chart-alternatives", "chart-pools")
+    browser_page.wait_for_function(
+        "(ids) => ids.every((id) => { const i = document.getElementById(id); "
+        "return (i.getAttribute('src') || '').startsWith('blob:') && i.complete && i.naturalWidth > 0; })",
+        arg=list(shown),
+        timeout=PLAN_TIMEOUT_MS,
+    )
+    chart_paths = sorted(urlsplit(url).path for url in watched.requested if "/charts/" in url and not url.startswith("blob:"))
+    assert chart_paths == sorted(f"/v1/plans/{plan_id}/charts/{name}.svg" for name in ("wall", "alternatives", "pools"))
+    # the recheck is asked with the key too
+    with browser_page.expect_response(lambda r: urlsplit(r.url).path == f"/v1/plans/{plan_id}/recheck") as rechecked:
+        browser_page.click("#recheck-button")
+    assert rechecked.value.status == 200
+    browser_page.wait_for_selector("#recheck-classes")
+    assert browser_page.locator("#recheck-classes tbody tr").count() == len(WORKED["classes"])

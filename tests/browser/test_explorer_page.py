@@ -37,3 +37,27 @@ def test_only_the_charts_the_app_serves_are_embedded() -> None:
     by_name = APIRouter()
     by_name.add_api_route("/v1/plans/{plan_id}/charts/{name}.svg", lambda plan_id, name: None)
     assert available_charts(by_name.routes) == CHARTS
+
+
+def _options(page: str, select_id: str) -> tuple[list[str], str | None]:
+    """A <select>'s option values in order, and the one marked selected."""
+    found = re.search(rf'<select id="{select_id}"[^>]*>(.*?)</select>', page, re.DOTALL)
+    assert found is not None, select_id
+    options = re.findall(r'<option value="([^"]*)"( selected)?>', found.group(1))
+    selected = [value for value, mark in options if mark]
+    return [value for value, _ in options], selected[0] if selected else None
+
+
+def test_the_lever_choices_are_the_ones_the_api_documents(tmp_path: Path) -> None:
+    """The form's task and speculative choices and its speculative default are the OpenAPI document's, so the
+    page can neither offer a value the API refuses nor send a mode the user did not choose."""
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'headroom.db'}"))
+    schemas = app.openapi()["components"]["schemas"]
+    speculative = schemas["PlanConstraintsSpec"]["properties"]["speculative"]
+    task = next(each for each in schemas["WorkloadSpec"]["properties"]["task"]["anyOf"] if "enum" in each)
+    with ApiClient(app) as client:
+        page = client.get("/").text
+    assert _options(page, "speculative") == (speculative["enum"], speculative["default"])
+    assert f'data-default="{speculative["default"]}"' in page
+    assert _options(page, "task") == (["", *task["enum"]], "")  # "" leaves workload.task out: the chat default
+    assert _options(page, "prefix-reuse") == (["", "system_prompt", "hit_rate"], "")

@@ -1,5 +1,6 @@
 // Headroom plan explorer: asks POST /v1/plans or POST /v1/capacity from the form, shows the answer
-// in words (the plan's decision, cost, binding and sensitivity sections), its charts and downloads,
+// in words (the plan's decision, cost, the work its prefix cache and speculative decoding save, binding and
+// sensitivity sections), its charts, downloads and a recheck on today's catalog,
 // the stored plans (newest first, a page at a time) and the deployments with their plan history. Hand-written, no dependencies, no build step;
 // every request goes to this service (the page's own origin and path prefix).
 "use strict";
@@ -8,7 +9,13 @@
   const body = document.body;
   const PREFIX = body.dataset.prefix || "";
   const CHARTS = (body.dataset.charts || "").split(",").filter(Boolean);
+  //: The charts a stored class plan has (api/charts.py "class plans"); its knee and cost answer 422.
+  const CLASS_CHARTS = ["wall", "alternatives", "pools"];
   const $ = (id) => document.getElementById(id);
+
+  //: The stored plan the recheck button asks about (null while none is shown): an answer that arrives
+  //: after another plan was opened is dropped, not shown under the wrong plan.
+  let recheckPlanId = null;
 
   // --- small helpers ---------------------------------------------------------------------------
 
@@ -46,6 +53,12 @@
   }
   function precision(weights, kv) {
     return weights === kv ? `${weights} weights and KV cache` : `${weights} weights, ${kv} KV cache`;
+  }
+  function percent(fraction, digits = 1) {
+    return fraction === null || fraction === undefined ? "—" : `${num(fraction * 100, digits)} %`;
+  }
+  function ms(seconds) {
+    return seconds === null || seconds === undefined ? "—" : `${num(seconds * 1000, 1)} ms`;
   }
   function chunk(tokens) {
     return tokens === null || tokens === undefined ? "no chunked prefill" : `chunked prefill ${num(tokens, 0)} tokens`;
@@ -178,6 +191,23 @@
     return targets;
   }
 
+  /** workload.prefix_reuse as the form says it: a shared system prompt, a measured hit rate, or none
+   * (undefined). A field left empty is left out, and the API answers 422 naming what is missing. */
+  function prefixReuse() {
+    const kind = $("prefix-reuse").value;
+    if (kind === "system_prompt") {
+      return { system_prompt_tokens: numberOf("system-prompt-tokens"), system_prompt_fraction: numberOf("system-prompt-fraction") };
+    }
+    if (kind === "hit_rate") return { hit_rate: numberOf("hit-rate") };
+    return undefined;
+  }
+
+  function showPrefixReuse() {
+    const kind = $("prefix-reuse").value;
+    $("prefix-system-prompt").hidden = kind !== "system_prompt";
+    $("prefix-hit-rate").hidden = kind !== "hit_rate";
+  }
+
   /** The POST /v1/plans body the form says: a dry run unless a key is given. */
   function planRequest() {
     const constraints = {};
@@ -185,9 +215,15 @@
     if (gpus.length) constraints.gpus = gpus;
     if (integerOf("max-gpus") !== undefined) constraints.max_gpus = integerOf("max-gpus");
     if (numberOf("budget") !== undefined) constraints.budget_usd_per_hour = numberOf("budget");
+    const speculative = $("speculative");
+    if (speculative.value !== speculative.dataset.default) constraints.speculative = speculative.value; // the default is the API's
+    const workload = { arrival_rate_rps: numberOf("arrival-rate"), ...workloadShape() };
+    const reuse = prefixReuse();
+    if (reuse) workload.prefix_reuse = reuse;
+    if ($("task").value) workload.task = $("task").value;
     const request = {
       model: $("model").value,
-      workload: { arrival_rate_rps: numberOf("arrival-rate"), ...workloadShape() },
+      workload,
       slo: slo(),
       constraints,
       verify: $("verify").checked,
@@ -245,6 +281,9 @@
     if ($("pools-chart")) $("pools-chart").hidden = true;
     $("downloads").hidden = true;
     for (const img of document.querySelectorAll("#charts img, #pools-chart img")) img.removeAttribute("src");
+    recheckPlanId = null;
+    $("recheck").hidden = true;
+    $("recheck-answer").replaceChildren();
   }
 
   function showAnswer(nodes, statusText) {
@@ -397,9 +436,113 @@
     ];
   }
 
+  //: plan.prefix_caching.routing in words (api/schemas/plan_result.py PrefixCachingRead).
+  const ROUTING = {
+    prefix_aware: "prefix-aware: each prefix to one replica",
+    random: "random: any load balancer",
+    as_measured: "as the hit rate was measured",
+  };
+
+  /** One row of the with/without table: raw values for machines (data-without, data-with), words for people,
+   * and the change from without to with, signed (a lever can buy a lower cost with a higher latency: fewer
+   * replicas). `missing` says what a null "without" means (the API's reason), "—" when not given. */
+  function leverRow(id, label, without, withIt, show, missing = "—") {
+    const known = (v) => v !== null && v !== undefined;
+    const change = known(without) && known(withIt) ? withIt - without : null;
+    return el(
+      "tr",
+      { dataset: { row: id, without: without ?? "", with: withIt ?? "" } },
+      el("th", { scope: "row" }, label),
+      el("td", { class: "num" }, known(without) ? show(without) : missing),
+      el("td", { class: "num" }, show(withIt)),
+      el("td", { class: "num" }, change === null ? "—" : (change > 0 ? "+" : change < 0 ? "−" : "") + show(Math.abs(change))),
+    );
+  }
+
+  /** What the plan's prefix cache (plan.prefix_caching, justification.prefix_caching) and speculative
+   * decoding (plan.speculative, justification.speculative) save: each lever's parameters, and the
+   * planner's figures without and with it; a lever asked for but not deployed, with the planner's reason.
+   * Nothing when the plan deploys neither and no prefix reuse was asked for. */
+  function workSavedView(plan) {
+    const cache = plan.plan.prefix_caching;
+    const draft = plan.plan.speculative;
+    const justification = plan.justification || {};
+    if (!cache && !draft && !justification.prefix_caching) return [];
+    const at = plan.predicted ? `p${num(plan.predicted.percentile, 1)}` : "at the SLO's percentile";
+    const nodes = [el("h3", { id: "work-saved" }, "Work saved")];
+    const rows = [];
+    if (!cache && justification.prefix_caching) {
+      nodes.push(el("h4", {}, "Prefix cache"), el("p", { id: "answer-prefix-none" }, `None deployed: ${justification.prefix_caching.reason}.`));
+    }
+    if (cache) {
+      const section = justification.prefix_caching || {};
+      nodes.push(
+        el("h4", {}, "Prefix cache"),
+        el(
+          "dl",
+          { class: "facts", id: "answer-prefix-caching" },
+          fact("answer-prefix-hit-rate", "Hit rate", cache.hit_rate, percent(cache.hit_rate)),
+          fact("answer-prefix-cache-tokens", "Cache per replica", cache.cache_tokens, `${num(cache.cache_tokens, 0)} tokens`),
+          fact("answer-prefix-routing", "Routing", cache.routing, ROUTING[cache.routing] || cache.routing),
+          fact("answer-prefix-saved", "Prefill tokens saved", cache.prefill_tokens_saved_fraction, percent(cache.prefill_tokens_saved_fraction)),
+        ),
+        section.reason ? el("p", { class: "muted" }, `Why: ${section.reason}.`) : [],
+      );
+      rows.push(
+        leverRow("prefix-ttft", `TTFT ${at}, without and with the prefix cache`, section.ttft_s_without, section.ttft_s_with, ms),
+        leverRow("prefix-cost", "Per hour, without and with the prefix cache", section.cost_usd_per_hour_without, section.cost_usd_per_hour_with, usd),
+      );
+    }
+    if (!draft && justification.speculative) {
+      nodes.push(el("h4", {}, "Speculative decoding"), el("p", { id: "answer-spec-none" }, `None deployed: ${justification.speculative.reason}.`));
+    }
+    if (draft) {
+      const section = justification.speculative || {};
+      const trial = (section.trials || []).find((t) => t.method === draft.method && t.draft_tokens === draft.draft_tokens) || {};
+      const crossover = draft.crossover_batch === null ? "none: it pays at any batch" : `${num(draft.crossover_batch, 0)} sequences`;
+      nodes.push(
+        el("h4", {}, "Speculative decoding"),
+        el(
+          "dl",
+          { class: "facts", id: "answer-speculative" },
+          fact("answer-spec-method", "Draft method", draft.method, draft.method),
+          fact("answer-spec-k", "Draft tokens k", draft.draft_tokens, num(draft.draft_tokens, 0)),
+          fact("answer-spec-alpha", "Acceptance α", draft.acceptance_rate, num(draft.acceptance_rate, 3)),
+          fact("answer-spec-e", "Tokens per step E", draft.tokens_per_step, num(draft.tokens_per_step, 2)),
+          fact("answer-spec-crossover", "Crossover batch", draft.crossover_batch, crossover),
+          section.mean_running_sequences === undefined
+            ? []
+            : fact("answer-spec-running", "Running per replica", section.mean_running_sequences, `${num(section.mean_running_sequences, 1)} sequences`),
+        ),
+        el(
+          "p",
+          { class: "muted" },
+          `E = (1 − α^(k+1))/(1 − α) tokens per sequence and verify step; past the crossover batch the verify step is compute-bound enough that speculation stops paying. α: ${draft.acceptance_source}.`,
+        ),
+        section.reason ? el("p", { class: "muted" }, `Why: ${section.reason}.`) : [],
+      );
+      rows.push(
+        // tpot_s_without is null where the plan's per-replica load is unstable without speculation
+        leverRow("spec-tpot", `TPOT ${at}, without and with speculation`, section.tpot_s_without, trial.tpot_s, ms, "overloaded"),
+        leverRow("spec-cost", "Per hour, without and with speculation", section.cost_usd_per_hour_without, plan.cost.usd_per_hour, usd),
+      );
+    }
+    if (!rows.length) return nodes;
+    nodes.push(
+      el(
+        "table",
+        { id: "answer-work-saved" },
+        el("caption", {}, "Each lever's figures without and with it, as the planner predicted them (— where it gives none)"),
+        el("thead", {}, el("tr", {}, ["Figure", "Without", "With", "Change"].map((h) => el("th", { scope: "col" }, h)))),
+        el("tbody", {}, rows),
+      ),
+    );
+    return nodes;
+  }
+
   /** A class plan (POST /v1/plans with `classes`): its chosen arrangement against the others, each
-   * pool with the classes it serves, and each class's figures at its percentile; its charts are not
-   * drawn (the service answers 404 for them), its CSV (a row per class) and deploy files are. */
+   * pool with the classes it serves, and each class's figures at its percentile; stored, its charts
+   * (wall, alternatives, pools: CLASS_CHARTS), its CSV (a row per class), deploy files and recheck. */
   function showClassPlan(plan, stored) {
     const gpus = plan.pools.reduce((n, p) => n + p.replicas * p.tp, 0);
     const chosen = plan.arrangement.chosen;
@@ -508,6 +651,7 @@
     ];
     if (pooled) nodes.push(...poolsView(plan));
     if (Array.isArray(plan.warnings) && plan.warnings.length) nodes.push(el("ul", { class: "warnings" }, plan.warnings.map((w) => el("li", {}, w.message))));
+    nodes.push(...workSavedView(plan));
     if (plan.justification) {
       nodes.push(...bindingView(plan.justification.binding));
       nodes.push(...sensitivityView(plan.justification.sensitivity, cost.usd_per_hour));
@@ -580,29 +724,38 @@
       : null;
   }
 
-  /** A stored plan's charts and downloads. A disaggregated plan (`pooled`) has no one queue for the
-   * wall, knee, cost and alternatives charts: its pools chart is shown in their place. */
+  /** An image's alt text and its figure's caption for a class plan (data-class-caption) or any other (data-caption). */
+  function caption(img, classes) {
+    const text = (classes && img.dataset.classCaption) || img.dataset.caption;
+    if (!text) return;
+    img.alt = text;
+    const figcaption = img.closest("figure")?.querySelector("figcaption");
+    if (figcaption) figcaption.textContent = text;
+  }
+
+  /** A stored plan's charts, downloads and recheck. A disaggregated plan (`pooled`) has no one queue for
+   * the wall, knee, cost and alternatives charts: its pools chart is shown in their place. A class plan
+   * (`classes`) has a wall (each class's latency against the classes' rate), alternatives (its
+   * arrangements) and pools chart, no knee or cost (the service answers 422 for those: not asked). */
   function showStoredExtras(planId, pooled, classes = false) {
     const id = encodeURIComponent(planId);
+    const oneQueue = classes ? CHARTS.filter((name) => CLASS_CHARTS.includes(name)) : pooled ? [] : CHARTS;
+    for (const name of CHARTS) {
+      const img = $(`chart-${name}`);
+      const shown = oneQueue.includes(name);
+      img.closest("figure").hidden = !shown;
+      caption(img, classes);
+      if (shown) showChart(name, `${PREFIX}/v1/plans/${id}/charts/${name}.svg`);
+      else img.removeAttribute("src");
+    }
+    $("charts").hidden = !oneQueue.length;
     const poolsChart = $("pools-chart");
-    if (classes) {
-      // a class plan has no charts yet: neither the one-queue charts nor the pools chart
-      $("charts").hidden = true;
-      for (const name of CHARTS) $(`chart-${name}`).removeAttribute("src");
-      if (poolsChart) poolsChart.hidden = true;
-    } else if (pooled) {
-      $("charts").hidden = true;
-      for (const name of CHARTS) $(`chart-${name}`).removeAttribute("src");
-      if (poolsChart) {
-        showChart("pools", `${PREFIX}/v1/plans/${id}/charts/pools.svg`);
-        poolsChart.hidden = false;
-      }
-    } else {
-      if (poolsChart) poolsChart.hidden = true;
-      if (CHARTS.length) {
-        for (const name of CHARTS) showChart(name, `${PREFIX}/v1/plans/${id}/charts/${name}.svg`);
-        $("charts").hidden = false;
-      }
+    if (poolsChart) {
+      const img = $("chart-pools");
+      caption(img, classes);
+      if (pooled || classes) showChart("pools", `${PREFIX}/v1/plans/${id}/charts/pools.svg`);
+      else img.removeAttribute("src");
+      poolsChart.hidden = !(pooled || classes);
     }
     setDownload($("download-csv"), `${PREFIX}/v1/plans/${id}/csv`, `plan-${planId}.csv`);
     const target = $("deploy-target");
@@ -617,6 +770,100 @@
     target.onchange = setDeploy;
     setDeploy();
     $("downloads").hidden = false;
+    recheckPlanId = planId;
+    $("recheck-answer").replaceChildren();
+    $("recheck-button").disabled = false;
+    $("recheck").hidden = false;
+  }
+
+  // --- the recheck of a stored plan ------------------------------------------------------------------
+
+  /** GET /v1/plans/{id}/recheck on the plan shown, and its answer in words and a table. */
+  async function recheck() {
+    const planId = recheckPlanId;
+    if (!planId) return;
+    const button = $("recheck-button");
+    const box = $("recheck-answer");
+    button.disabled = true;
+    box.replaceChildren(el("p", { class: "muted" }, `Rechecking plan ${planId} on today's catalog…`));
+    try {
+      const answer = await api(`/v1/plans/${encodeURIComponent(planId)}/recheck`);
+      if (planId !== recheckPlanId) return;
+      box.replaceChildren(...(answer.ok ? recheckView(answer.data) : [problemView(answer.data)]));
+    } finally {
+      if (planId === recheckPlanId) button.disabled = false;
+    }
+  }
+
+  /** A RecheckResponse or ClassesRecheckResponse (api/schemas/deployments.py) in words. */
+  function recheckView(r) {
+    const cost = r.cost;
+    const costText =
+      cost.now_usd_per_hour === null
+        ? `It cost ${usd(cost.then_usd_per_hour)} per hour when planned; it cannot be priced today.`
+        : `It cost ${usd(cost.then_usd_per_hour)} per hour when planned and costs ${usd(cost.now_usd_per_hour)} now (${signedUsd(cost.change_usd_per_hour)}).`;
+    const nodes = [
+      el("p", { id: "recheck-summary", class: "lead", dataset: { holds: String(r.holds) } }, `Plan ${r.plan_id} ${r.summary}.`),
+      el("p", { id: "recheck-cost" }, `${costText} Catalog version ${r.catalog_version_then} then, ${r.catalog_version_now} now.`),
+      r.changes.length
+        ? el("ul", { id: "recheck-changes" }, r.changes.map((c) => el("li", {}, el("strong", {}, `${c.kind}: `), c.detail)))
+        : el("p", { id: "recheck-changes", class: "muted" }, "Nothing in the catalog changed for its GPUs."),
+    ];
+    const table = (id, captionText, headings, rows) =>
+      el("table", { id }, el("caption", {}, captionText), el("thead", {}, el("tr", {}, headings.map((h) => el("th", { scope: "col" }, h)))), el("tbody", {}, rows));
+    if (r.arrangement !== undefined) {
+      const rows = r.check.classes.map((k) =>
+        el(
+          "tr",
+          { dataset: { class: k.name, meets: String(k.meets_target), checked: String(k.checked) } },
+          el("th", { scope: "row" }, k.name),
+          el("td", {}, k.pool),
+          el("td", { class: "num" }, num(k.arrival_rate_rps)),
+          el("td", { class: "num" }, k.utilisation === null ? "—" : percent(k.utilisation, 0)),
+          el("td", { class: "num" }, `${num(k.ttft_ms, 1)} ms / ${num(k.simulated_ttft_p99_ms, 1)} ms`),
+          el("td", { class: "num" }, `${num(k.tpot_ms, 1)} ms / ${num(k.simulated_tpot_p99_ms, 1)} ms`),
+          el("td", { class: "num" }, `${num(k.e2e_s, 2)} s / ${num(k.simulated_e2e_p99_s, 2)} s`),
+          el("td", { class: "num" }, percent(k.shed_fraction)),
+          el("td", {}, !k.checked ? `not checked${k.problem ? ": " + k.problem : ""}` : k.meets_target ? "yes" : `no${k.problem ? ": " + k.problem : ""}`),
+        ),
+      );
+      nodes.push(
+        table(
+          "recheck-classes",
+          `Each class on the ${r.arrangement} pools at ${num(r.check.load_factor)}× its rate: at its percentile by the queueing model / simulated p99${r.check.simulated ? "" : " (not simulated)"}`,
+          ["Class", "Pool", "Req/s", "Utilisation", "TTFT", "TPOT", "End to end", "Shed", "Meets target"],
+          rows,
+        ),
+      );
+    } else {
+      const rows = r.check.rows.map((row) =>
+        el(
+          "tr",
+          { dataset: { role: row.role, meets: String(row.meets_slo) } },
+          el("th", { scope: "row" }, row.role),
+          el("td", {}, row.gpu),
+          el("td", { class: "num" }, num(row.per_replica_rate_rps)),
+          el("td", { class: "num" }, row.utilisation === null ? "—" : percent(row.utilisation, 0)),
+          el("td", { class: "num" }, row.predicted.ttft_ms === null ? "—" : `${num(row.predicted.ttft_ms, 1)} ms`),
+          el("td", { class: "num" }, row.predicted.tpot_ms === null ? "—" : `${num(row.predicted.tpot_ms, 1)} ms`),
+          el("td", { class: "num" }, row.predicted.e2e_s === null ? "—" : `${num(row.predicted.e2e_s, 2)} s`),
+          el(
+            "td",
+            {},
+            row.meets_slo ? "yes" : row.unstable ? "no: overloaded" : `no${row.misses.length ? ": misses " + row.misses.join(", ") : ""}${row.problem ? ": " + row.problem : ""}`,
+          ),
+        ),
+      );
+      nodes.push(
+        table(
+          "recheck-rows",
+          `Each configuration at ${num(r.check.arrival_rate_rps)} req/s, by the queueing model at the SLO's percentile`,
+          ["Pool", "GPU", "Req/s per replica", "Utilisation", "TTFT", "TPOT", "End to end", "Meets the SLOs"],
+          rows,
+        ),
+      );
+    }
+    return nodes;
   }
 
   function showCapacity(answer) {
@@ -853,6 +1100,8 @@
     $("refresh-deployments").addEventListener("click", loadDeployments);
     $("refresh-plans").addEventListener("click", () => loadPlans());
     $("more-plans").addEventListener("click", () => loadPlans(true));
+    $("recheck-button").addEventListener("click", recheck);
+    $("prefix-reuse").addEventListener("change", showPrefixReuse);
     // With HEADROOM_REQUIRE_AUTH every read needs a key: read once one is given, not before.
     const load = () => {
       if (body.dataset.requireAuth === "true" && !apiKey()) return;
@@ -862,6 +1111,7 @@
     };
     $("api-key").addEventListener("change", load);
     showMode();
+    showPrefixReuse();
     load();
   });
 })();
