@@ -342,7 +342,11 @@ def sample_latencies(
                 full_s = _verify_s(sm, decode_others, decode_kv, cap, cp, full_attended)
             else:
                 full_s = _step_s(sm, decode_others + cap, decode_kv + cp, decode_kv + full_attended)
-            behind_s = (bw if queued[i] else in_progress - residual) + (chunks - 1.0) * full_s
+            # the prompts that share its steps: with the budget busy, those arriving while it waits and
+            # while its earlier chunks run; with the budget free, every prompt that arrived during the step
+            # in progress — before it (admitted at the same step start) as well as after it
+            window = bw if queued[i] else (in_progress if seen > 0.0 else 0.0)
+            behind_s = window + (chunks - 1.0) * full_s
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * behind_s)
             filled = min(cap - last, mates * p_mean)
             if speculating:

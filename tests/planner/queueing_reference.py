@@ -99,7 +99,8 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
         last = prompts - (chunks - 1.0) * cap
         full_attended = (own - last * (prompts - last) - last * (last + 1.0) / 2.0) / np.maximum(chunks - 1.0, 1.0)
         full_s = step_seconds(rep.sm, others + cap, kv, kv + full_attended)
-        behind = np.where(queued, budget_wait, in_progress - residual) + (chunks - 1.0) * full_s
+        window = np.where(queued, budget_wait, np.where(seen > 0, in_progress, 0.0))  # every prompt of the step in progress
+        behind = window + (chunks - 1.0) * full_s
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind)
         filled = np.minimum(cap - last, mates * rep.prompt_mean)
         prefill_s = (chunks - 1.0) * full_s + step_seconds(
