@@ -389,6 +389,19 @@ def _poisson_step_mean(
     return carried / steps
 
 
+@njit(cache=True, nogil=True)
+def prefill_cluster_dispersion(theta: float, size_cv2: float) -> float:
+    """Var/mean of the arrivals a prefill stall keeps in the batch: the index of dispersion of a
+    Poisson cluster process whose clusters are Galton–Watson trees (Daley & Vere-Jones, An
+    Introduction to the Theory of Point Processes I, 2003, §6.3: Var/mean = E[Z²]/E[Z] for cluster
+    size Z). An arrival's stall S holds every running request back by S, so it keeps Poisson(λS)
+    more arrivals in the batch: offspring mean θ = λE[S], variance θ + θ²·cv²(S). With
+    E[Z] = 1/(1−θ) and Var(Z) = Var(offspring)/(1−θ)³ this is (1 + θ²·cv²(S))/(1−θ)²: the
+    linearised 1/(1−θ)² when every stall is the same length, more when prompt lengths (and so the
+    stalls, prefill time ∝ prompt tokens) vary."""
+    return (1.0 + theta * theta * size_cv2) / ((1.0 - theta) * (1.0 - theta))
+
+
 # Over 80 lines (the house limit) by its 18-argument signature, and it answers a plain 8-tuple:
 # Numba takes arrays one by one and returns tuples, not dataclasses; `queueing_occupancy._occupancy_at`
 # names the eight numbers in an `_Occupancy` at once.
@@ -398,6 +411,7 @@ def occupancy_at(
     rho: float,
     shape_mean: float,
     max_feedback: float,
+    prompt_cv2: float,
     admissions_cap: float,
     grid: np.ndarray,
     steps_grid: np.ndarray,
@@ -434,7 +448,7 @@ def occupancy_at(
     slope = (t_high - t_low) / max(high - low, 1e-9)
     theta_pf = min(lam * per_arrival_s, max_feedback)
     theta_b = min(lam * steps * slope, max_feedback)
-    dispersion = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)  # linearised N = Poisson(λ·W(N)): Var/mean
+    dispersion = prefill_cluster_dispersion(theta_pf, prompt_cv2) / (1.0 - theta_b)  # Var/mean of the occupancy
     # A fuller batch means a recent burst of arrivals (capped by the admissions a step can see).
     for row in range(rows):
         arrivals_per_step[row] = min(m0 * max(0.0, 1.0 + (1.0 - theta_pf) * (grid[row] / mu - 1.0)), admissions_cap)
