@@ -120,6 +120,9 @@ class _Replica:
     step_coefficients: np.ndarray  # the step model's coefficients in planner/queueing_kernels.py's order
     prompt_sample_moments: tuple[float, float, float]  # mean of p, p², p³ over the sampled prompts
     prompt_cv2: float
+    #: E[min(L₁, L₂)]/E[L] over two requests' lives in steps: how much of a life two requests admitted
+    #: together share (1 with fixed lengths), `life_overlap`'s answer
+    life_overlap: float
     arrival_cv2: float
     #: Occupancy grid and the step-time tables on it (rows: n on the grid; columns: k prompts arriving).
     grid: np.ndarray
@@ -165,6 +168,21 @@ class _Replica:
         """Interpolate a quantity tabulated on `grid` at occupancy n."""
         interpolated: np.ndarray = np.interp(n, self.grid, values)
         return interpolated
+
+
+def life_overlap(lives: np.ndarray) -> float:
+    """E[min(L₁, L₂)] / E[L] for two independent lives drawn from the equally weighted sample `lives`:
+    ∫Ḡ(t)²dt / ∫Ḡ(t)dt, the share of a life two requests admitted together spend in the batch side by
+    side (the batch-arrival term of M^X/G/∞'s occupancy variance, Shanbhag, "On infinite server queues
+    with batch arrivals", J. Appl. Prob. 3, 1966: Var N = λE[X]E[S] + λE[X(X−1)]∫Ḡ²). Sorted ascending,
+    the i-th smallest of n is the minimum of a pair with probability (2(n − i) − 1)/n² (i from 0)."""
+    ordered = np.sort(np.asarray(lives, dtype=float))
+    n = ordered.size
+    mean = float(ordered.mean()) if n else 0.0
+    if mean <= 0.0:
+        return 1.0
+    weights = (2.0 * (n - np.arange(n)) - 1.0) / float(n * n)
+    return float(np.dot(weights, ordered)) / mean
 
 
 def _router_arrival_cv2(workload: Workload, serving: Serving) -> float:
@@ -255,6 +273,7 @@ def _replica_cached(
         step_coefficients=_read_only(queueing_kernels.step_model_coefficients(sm)),
         prompt_sample_moments=prompt_sample.moments,
         prompt_cv2=max(0.0, p.second_moment / p.mean**2 - 1.0),
+        life_overlap=life_overlap(np.asarray(decodes) + float(steps_grid[0]) - float(np.mean(decodes))),
         arrival_cv2=_router_arrival_cv2(workload, serving),
         grid=grid,
         steps_grid=steps_grid,

@@ -127,7 +127,8 @@ def occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> di
     per_arrival_s = (t_here - float(np.interp(running, grid, rep.t_decode))) / m0 if m0 > 0 else 0.0
     theta_pf = min(lam * per_arrival_s, queueing_occupancy._MAX_FEEDBACK)
     theta_b = min(lam * steps * float(t_high - t_low) / max(high - low, 1e-9), queueing_occupancy._MAX_FEEDBACK)
-    dispersion = (1.0 + theta_pf**2 * rep.prompt_cv2) / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)
+    cluster = (1.0 + theta_pf**2 * rep.prompt_cv2) / (1.0 - theta_pf) ** 2
+    dispersion = 1.0 + (cluster / (1.0 - theta_b) ** 2 - 1.0) * rep.life_overlap
     m_grid = np.minimum(m0 * np.maximum(0.0, 1.0 + (1.0 - theta_pf) * (grid / mu - 1.0)), rep.admissions_cap)
     t_mean = rep.step_mean(m_grid)
     n = np.arange(c + 1, dtype=float)

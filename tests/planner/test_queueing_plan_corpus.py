@@ -4,10 +4,12 @@ against hand-computed values."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from bench import plan_corpus
-from planner.queueing_kernels import prefill_cluster_dispersion
+from planner.queueing_kernels import occupancy_dispersion, prefill_cluster_dispersion
+from planner.queueing_replica import life_overlap
 
 #: Corpus questions whose plans the committed run (docs/queueing-fidelity.md) found flagged reliable
 #: (#4, #32, #50) and three it did not (#13, #24, #53: ρ 0.36–0.79, chunked and not): a bounded sample
@@ -42,3 +44,20 @@ def test_prefill_cluster_dispersion_hand_vectors() -> None:
     assert prefill_cluster_dispersion(0.5, 0.0) == pytest.approx(4.0)  # equal stalls: the linearised 1/(1−θ)²
     assert prefill_cluster_dispersion(0.5, 1.0) == pytest.approx(1.25 / 0.25)  # = 5
     assert prefill_cluster_dispersion(0.2, 2.0) == pytest.approx(1.08 / 0.64)  # = 1.6875
+
+
+def test_occupancy_dispersion_hand_vectors() -> None:
+    # 1 + ((1 + θ_pf²·cv²)/(1 − θ_pf)² / (1 − θ_b)² − 1)·overlap
+    assert occupancy_dispersion(0.0, 0.0, 1.0, 0.6) == pytest.approx(1.0)
+    assert occupancy_dispersion(0.5, 0.0, 0.0, 1.0) == pytest.approx(4.0)
+    assert occupancy_dispersion(0.5, 0.5, 0.0, 1.0) == pytest.approx(16.0)
+    assert occupancy_dispersion(0.5, 0.5, 0.0, 0.5) == pytest.approx(8.5)  # 1 + 15·0.5
+
+
+def test_life_overlap_hand_vectors() -> None:
+    assert life_overlap(np.array([5.0, 5.0, 5.0])) == pytest.approx(1.0)  # fixed lives overlap wholly
+    # lives 1 and 3: E[min] over the four ordered pairs = (1 + 1 + 1 + 3)/4 = 1.5, E[L] = 2
+    assert life_overlap(np.array([3.0, 1.0])) == pytest.approx(0.75)
+    # exponential lives: E[min] = E[L]/2 (a large sample of its quantiles)
+    u = (np.arange(20_000) + 0.5) / 20_000
+    assert life_overlap(-np.log1p(-u)) == pytest.approx(0.5, rel=2e-3)
