@@ -14,7 +14,8 @@ on each p99; a plan is *within 10 %* when every p99 it has (TTFT, TPOT of decodi
     .venv/bin/python -m bench.plan_corpus --quick          # every 4th question
     .venv/bin/python -m bench.plan_corpus --save pts.pkl   # keep the points (re-render with --render)
 
-bench/queueing_fidelity.py includes this table in docs/queueing-fidelity.md (`--corpus`).
+`bench/queueing_fidelity.py --corpus points.pkl` puts this table (saved by `--save points.pkl`) into
+docs/queueing-fidelity.md.
 """
 
 from __future__ import annotations
@@ -315,4 +316,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # run as bench.plan_corpus, so --save pickles bench.plan_corpus.CorpusPoint (not __main__'s), which
+    # bench/queueing_fidelity.py --corpus can load
+    from bench.plan_corpus import main as _main
+
+    _main()

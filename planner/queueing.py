@@ -27,9 +27,14 @@ How the model is built
    requests in the batch, which admits the next burst into a slower batch. Erlang C (independent
    servers at a fixed rate) gives the Poisson occupancy of M/G/∞ below c and badly underestimates
    how often the batch fills (measured: 0.2 % against the simulator's 8.7 % at ρ = 0.85 on
-   Llama-3.1-8B/A100, batch 64). Linearising N = Poisson(λ·W(N)) with W growing by e per arrival
-   during the life (θ_pf = λ·e, the prefill feedback) and by dT̄/dn per running sequence
-   (θ_b = λ·steps·dT̄/dn) gives Var(N)/E[N] = D = 1 / ((1 − θ_b)(1 − θ_pf)²); the occupancy is a
+   Llama-3.1-8B/A100, batch 64). Each arrival's prefill stall S holds every running request back,
+   keeping Poisson(λS) more arrivals in the batch (θ_pf = λ·E[S], the prefill feedback): the arrivals
+   form Galton–Watson clusters whose counts have Var/mean D_cluster = (1 + θ_pf²·cv²(S))/(1 − θ_pf)²
+   (cv²(S) = the prompts' cv², prefill time ∝ tokens); one more running sequence lengthens every step
+   by dT̄/dn (θ_b = λ·steps·dT̄/dn), which amplifies a fluctuation by 1/(1 − θ_b); and the excess over
+   Poisson counts as far as the lives of requests held together overlap, κ = E[min(L₁, L₂)]/E[L]
+   (M^X/G/∞). So D = Var(N)/E[N] = 1 + (D_cluster/(1 − θ_b)² − 1)·κ (planner/queueing_kernels.py
+   `occupancy_dispersion`, chosen against the simulator over bench/plan_corpus.py's plans); the occupancy is a
    negative binomial with that dispersion below c (Poisson when D = 1), and beyond c the queue of
    a full batch drains at the saturation rate (geometric tail with ratio ρ, as in Erlang C). The
    step time at occupancy n uses the arrival intensity of the burst that goes with it.
@@ -48,9 +53,11 @@ How the model is built
 7. *Latency percentiles.* TTFT = slot wait + the residual of the step in progress (length-biased
    over step types at the mean occupancy, interpolated between the two occupancy-grid rows around it
    at a common uniform; a prompt-carrying step's prompt size-biased) + the prefill (one step carrying
-   the prompt and the prompts that arrived during the same step; with chunking ⌈p/(C−n)⌉ budget
-   steps after a wait for the budget, whose last step also carries the prompts that arrived
-   behind this one, up to the budget). The budget wait is M/G/1's: busy with probability ρ_budget —
+   the prompt and the prompts that arrived during the same step, their tokens a sum of prompts; with
+   chunking ⌈p/(C−n)⌉ budget steps after a wait for the budget, whose last step also carries the
+   prompts that arrived from the start of the step in progress until it starts, up to the budget).
+   The mean step carrying k prompts is averaged over the sum of k prompt lengths (the step time is
+   convex in the tokens; at k·E[p] it undercounts the stall of mixed lengths). The budget wait is M/G/1's: busy with probability ρ_budget —
    exactly when the step in progress carries prefill, so the two share one uniform (drawn apart
    they counted one stall twice: +6–20 % on TTFT p99 with fixed prompts) — and, given busy, a gamma
    matched to the conditional wait's first two moments (Pollaczek–Khinchine and Takács), so
@@ -141,7 +148,8 @@ __all__ = [
 _RTOL = 1e-4
 
 FORMULA = (
-    "negative-binomial occupancy (dispersion 1/((1-theta_b)(1-theta_pf)^2)) with Erlang-C-style queue beyond c slots; "
+    "negative-binomial occupancy (dispersion 1+((1+theta_pf^2*cv^2)/(1-theta_pf)^2/(1-theta_b)^2-1)*overlap) "
+    "with Erlang-C-style queue beyond c slots; "
     "wait exponential with mean (ca^2+cd^2)/2/(saturation-lambda) (Allen-Cunneen); "
     "fixed point E[min(N,c)/(steps*T(N))] = lambda, L = lambda*W (Little's law)"
 )

@@ -427,7 +427,7 @@ def occupancy_dispersion(theta_pf: float, theta_b: float, size_cv2: float, overl
     the square. What is beyond Poisson (D − 1) comes from requests held in the batch together, and
     counts as far as their lives overlap (`overlap` = E[min(L₁, L₂)]/E[L], M^X/G/∞'s batch term).
     Chosen against the simulator over the 49 corpus plans of bench/plan_corpus.py at ρ ≤ 0.85 among
-    derived forms (none with a fitted constant): median |log error| of the dispersion 0.09 against
+    derived forms (none with a fitted constant): mean |log error| of the dispersion 0.09 against
     0.14 for the earlier 1/((1 − θ_b)(1 − θ_pf)²) (docs/queueing-fidelity.md)."""
     excess = prefill_cluster_dispersion(theta_pf, size_cv2) / ((1.0 - theta_b) * (1.0 - theta_b)) - 1.0
     return 1.0 + excess * overlap
