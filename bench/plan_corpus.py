@@ -295,13 +295,66 @@ def report(points: list[CorpusPoint], command: str) -> list[str]:
     return lines
 
 
+def plan_cpu() -> dict[str, Any]:
+    """CPU ms of cold in-process plans (verify false) of bench/plan_latency.py's 24 requests, the
+    smaller of two per request, and their p50 and mean: what the queueing model costs the search.
+    Run it from two checkouts alternately to compare models on one machine load."""
+    import statistics
+
+    from api.inputs import planning_inputs
+    from api.schemas.plans import PlanRequest
+    from api.settings import Settings
+    from bench.plan_latency import REQUESTS, _clear_caches
+    from catalog.db import make_engine, make_session_factory
+    from catalog.migrate import upgrade
+    from catalog.repository import Catalog
+    from planner import planning
+    from planner.errors import HeadroomError
+
+    logging.disable(logging.CRITICAL)
+    times = []
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'headroom.db'}"
+        upgrade(url)
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            catalog = Catalog(session)
+            catalog.load_reference_catalog()
+            session.commit()
+            for body in REQUESTS:
+                request = PlanRequest.model_validate({**body, "verify": False})
+                inputs, _ = planning_inputs(request, catalog, default_provider=Settings().default_price_provider)
+                planning_request = planning.PlanningRequest(
+                    workload=request.traffic(),
+                    slo=request.targets(),
+                    constraints=request.constraints.to_constraints(),
+                    verify=False,
+                )
+                best = math.inf
+                for _ in range(2):
+                    _clear_caches()
+                    started = time.process_time()
+                    try:
+                        planning.plan_capacity(planning_request, inputs)
+                    except HeadroomError:
+                        pass  # an impossible request is timed like any other
+                    best = min(best, (time.process_time() - started) * 1e3)
+                times.append(best)
+        engine.dispose()
+    return {"p50_ms": statistics.median(times), "mean_ms": statistics.fmean(times)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every 4th question")
     parser.add_argument("--requests", type=int, default=REQUESTS)
     parser.add_argument("--save", type=Path)
     parser.add_argument("--render", type=Path, help="print the table from points saved by --save")
+    parser.add_argument("--plan-cpu", action="store_true", help="only time cold plans of bench/plan_latency.py's requests")
     args = parser.parse_args(argv)
+    if args.plan_cpu:
+        print(plan_cpu())
+        return
     if args.render is not None:
         points, command = pickle.loads(args.render.read_bytes())
     else:

@@ -553,16 +553,28 @@ CORPUS_NOTES = (
     ),
     "",
     (
-        "What is left: TPOT p99 of plans with long-tailed prompt or output lengths is still 10–33 % low where the "
-        "occupancy's dispersion exceeds ~2.4 (the per-life mean step varies more in the simulator than the life-average "
-        "occupancy and the gamma-mixed interference give; a per-request life-length window for the occupancy average "
-        "(M/G/∞ autocorrelation) moved it by < 1 point and was not kept), and TTFT p99 of unchunked plans with long "
-        "prompts and strong prefill feedback (θ_pf ≥ 0.4) is 14–32 % low (the stall in progress is itself lengthened "
-        "by the prompts of the stall before it, an autoregressive cascade the one-step model leaves out). The reliable "
-        "region was kept (D ≤ 1.6, P(wait) ≤ 0.1 %, ρ ≤ 0.85, Poisson arrivals) — now on the new D, which is larger "
-        "than the old for fixed lengths and long-tailed prompts and smaller for long-tailed outputs; on this corpus "
-        "every plan it flags is within 10 % (the table above), on the grid see the summary. The issue's target — 80 % "
-        "of the corpus within 10 % and flagged reliable — is not met."
+        "What is left (this corpus, current model): TPOT p99 is 11–33 % low on 29 of the 54 plans, nearly all with "
+        "long-tailed prompt or output lengths (the per-life mean step varies more in the simulator than the life-average "
+        "occupancy and the gamma-mixed interference give; a per-request life-length window for the occupancy average, "
+        "from M/G/∞'s autocorrelation, moved it by < 1 point and was not kept). TTFT p99 misses 10 % on 22: the four "
+        "plans the search placed at ρ 0.86–1.00 (E2E-only or loose-TTFT SLOs; −37 to −90 %), eight unchunked plans with "
+        "long prompts and strong prefill feedback (θ_pf ≳ 0.35; −13 to −32 %: the stall in progress is itself lengthened "
+        "by the prompts of the stall before it, an autoregressive cascade the one-step model leaves out), five with a "
+        "2,048-token budget (−12 to −15 %) and five with 16,384 (−13 to +15 %). The reliable region was kept (D ≤ 1.6, "
+        "P(wait) ≤ 0.1 %, ρ ≤ 0.85, Poisson arrivals) — now on the new D, which is larger than the old for fixed lengths "
+        "and long-tailed prompts and smaller for long-tailed outputs; on this corpus every plan it flags is within 10 % "
+        "(the table above), on the grid see the summary. The issue's target — 80 % of the corpus within 10 % and flagged "
+        "reliable — is not met: 18 of 54 are within 10 % and 3 flagged."
+    ),
+    "",
+    (
+        "Cost in the search: `.venv/bin/python -m bench.plan_corpus --plan-cpu` (cold plans of bench/plan_latency.py's 24 "
+        "requests, verify false, the smaller CPU time of two per request), run from the main checkout (commit 047a15b) "
+        "and this one alternately, twice each, load average 11–12 on the 2 shared cores: p50 98.4 and 94.2 ms before, "
+        "106.6 and 118.8 ms after (mean 131.5 / 128.4 → 145.4 / 157.1 ms), i.e. +8 to +26 %; the step tables now "
+        "average 32 prompt-length points per (occupancy, arrivals) cell once per configuration. "
+        "`.venv/bin/python -m bench.plan_latency` (whole POST /v1/plans, one cold run each, not interleaved: load 11 "
+        "before, 14 after) gave CPU p50 117.3 → 149.5 ms without verification and 226.8 → 278.0 ms with it."
     ),
 )
 
