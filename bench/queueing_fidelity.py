@@ -396,7 +396,7 @@ def write_report(points: list[Point], command: str, wall_s: float, corpus: list[
             f"Poisson (an arrival CV other than 1, or round-robin / join-shortest-queue over several replicas: this grid only "
             f"has Poisson arrivals); ρ > {RELIABLE_MAX_UTILISATION}; "
             f"the model's probability that an arrival finds the batch full exceeds {RELIABLE_MAX_WAIT_PROBABILITY:.1%}; "
-            f"the occupancy's dispersion Var/mean exceeds {RELIABLE_MAX_DISPERSION}. "
+            f"the occupancy's burstiness D_cluster/(1 − θ_b)² (its Var/mean before the lives' overlap discounts it) exceeds {RELIABLE_MAX_DISPERSION}. "
             "The service then runs the simulator instead of returning the analytic p99s as if they were good. "
             f"On this grid that is {len(unreliable)} of {len(in_scope)} points at ρ ≤ {TARGET_MAX_RHO} (and every point above it)."
         ),
@@ -579,6 +579,24 @@ CORPUS_NOTES = (
 )
 
 
+def _reflagged(p: Point) -> Point:
+    """A saved point with `reliable` as `predict` now flags it (the analytic p99s, deterministic, are
+    compared with the saved ones: a render must not mix models)."""
+    s = p.scenario
+    sm, kv = build(s)
+    serving = Serving(batch_limit=s.batch_limit, chunk_tokens=s.chunk_tokens)
+    workload = Workload(arrival_rate_rps=p.rate_rps, prompt_tokens=s.prompt, output_tokens=s.output)
+    prediction = predict(sm, workload, serving, kv_capacity_tokens=kv)
+    for metric in METRICS:
+        latency = getattr(prediction, metric)
+        saved = p.analytic[metric]
+        if (latency is None) != (saved is None) or (
+            latency is not None and saved is not None and abs(latency.p99_s / saved - 1.0) > 1e-9
+        ):
+            raise SystemExit(f"{s.label} ρ {p.rho}: the saved analytic {metric} p99 is not this model's; rerun the grid")
+    return dataclasses.replace(p, reliable=prediction.reliable)
+
+
 def _corpus_section(path: Path | None) -> list[str]:
     """The plan-corpus table (bench/plan_corpus.py) from its saved points; none without a path."""
     if path is None:
@@ -601,6 +619,7 @@ def main(argv: list[str] | None = None) -> None:
     corpus = _corpus_section(args.corpus)
     if args.render is not None:
         points, command, wall = pickle.loads(args.render.read_bytes())
+        points = [_reflagged(p) for p in points]
         args.out.write_text(write_report(points, command, wall, corpus))
         print(f"wrote {args.out} from {args.render}")
         return

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from bench import plan_corpus
+from planner.queueing import _burstiness
 from planner.queueing_kernels import occupancy_dispersion, prefill_cluster_dispersion
 from planner.queueing_replica import life_overlap
 
@@ -61,3 +62,16 @@ def test_life_overlap_hand_vectors() -> None:
     # exponential lives: E[min] = E[L]/2 (a large sample of its quantiles)
     u = (np.arange(20_000) + 0.5) / 20_000
     assert life_overlap(-np.log1p(-u)) == pytest.approx(0.5, rel=2e-3)
+
+
+@pytest.mark.parametrize("theta_pf", [0.0, 0.1, 0.3, 0.6])
+@pytest.mark.parametrize("theta_b", [0.0, 0.2, 0.5])
+@pytest.mark.parametrize("cv2", [0.0, 0.64, 2.7])
+def test_the_reliable_bound_is_at_least_the_dispersion_the_region_was_validated_with(
+    theta_pf: float, theta_b: float, cv2: float
+) -> None:
+    # the region was read off the grid with D = 1/((1 − θ_b)(1 − θ_pf)²); the quantity it now bounds
+    # must not be smaller anywhere, or the region would grow beyond what was validated
+    validated = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)
+    assert _burstiness(theta_pf, theta_b, cv2) >= validated - 1e-12
+    assert _burstiness(0.5, 0.5, 1.0) == pytest.approx(1.25 / 0.25 / 0.25)  # (1 + θ²cv²)/(1 − θ_pf)²/(1 − θ_b)² = 20
