@@ -320,7 +320,7 @@ def _timings(repeats: int = 20) -> dict[int, dict[str, float]]:
     return out
 
 
-def write_report(points: list[Point], command: str, wall_s: float) -> str:
+def write_report(points: list[Point], command: str, wall_s: float, corpus: list[str] | None = None) -> str:
     lines = [
         "# Queueing model fidelity: analytic p99 vs the discrete-event simulator",
         "",
@@ -396,7 +396,7 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
             f"Poisson (an arrival CV other than 1, or round-robin / join-shortest-queue over several replicas: this grid only "
             f"has Poisson arrivals); ρ > {RELIABLE_MAX_UTILISATION}; "
             f"the model's probability that an arrival finds the batch full exceeds {RELIABLE_MAX_WAIT_PROBABILITY:.1%}; "
-            f"the occupancy's dispersion Var/mean exceeds {RELIABLE_MAX_DISPERSION}. "
+            f"the occupancy's burstiness D_cluster/(1 − θ_b)² (its Var/mean before the lives' overlap discounts it) exceeds {RELIABLE_MAX_DISPERSION}. "
             "The service then runs the simulator instead of returning the analytic p99s as if they were good. "
             f"On this grid that is {len(unreliable)} of {len(in_scope)} points at ρ ≤ {TARGET_MAX_RHO} (and every point above it)."
         ),
@@ -447,6 +447,8 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
             f"On this run every one of the {3 * len(flagged)} analytic p99s inside that region is within 10 % of the simulator's.",
             "",
         ]
+    if corpus:
+        lines += [*corpus, *CORPUS_NOTES, ""]
     lines += [
         "## Every point",
         "",
@@ -516,6 +518,97 @@ def write_report(points: list[Point], command: str, wall_s: float) -> str:
     return "\n".join(lines)
 
 
+#: What the plan corpus showed and what changed for it (issue 14 §4); the numbers of the table above
+#: are this run's, the "before" ones the same corpus run on the model of commit 047a15b.
+CORPUS_NOTES = (
+    (
+        "Before (the model of commit 047a15b, same corpus and command): 7 of 54 plans within 10 % on every p99, 3 flagged "
+        "reliable, 2 of those outside 10 % (TTFT p99 −12 %, ρ 0.06 and 0.33: the flag was not honest). Almost every "
+        "error was an underestimate: TTFT p99 −5 to −45 %, TPOT p99 −3 to −45 %, the simulated occupancy's Var/mean up "
+        "to 2.6 × the model's. What changed in `planner/queueing*.py`, each checked against the simulator on this corpus:"
+    ),
+    "",
+    (
+        "1. *Prompts that share a step.* With a chunk budget, a prompt's last step carries every prompt that arrived from "
+        "the start of the step in progress until that step starts (those ahead of it are admitted at the same step "
+        "start), not only those behind it; their tokens are a sum of prompts (a lognormal factor of variance cv²/count, "
+        "Fenton–Wilkinson), as are the step-mates of an unchunked prompt. TTFT p99 of plans with a 16,384-token budget "
+        "went from −10..−25 % to −7..+9 %; the two dishonest reliable flags are within 1 %."
+    ),
+    (
+        "2. *Mean step over prompt lengths.* The step time is a maximum of memory and compute time (convex in the "
+        "tokens), so the step carrying k prompts is averaged over the sum of k prompt lengths (k·E[p] + √k·(p_j − p̄) at "
+        "the prompt grid's mid-quantiles) instead of taken at k·E[p] (Jensen): with mixed lengths the short prompts ride "
+        "a memory-bound step and the long ones stall it."
+    ),
+    (
+        "3. *Occupancy dispersion.* D = 1 + (D_cluster/(1 − θ_b)² − 1)·κ. The prefill stalls group arrivals into "
+        "Galton–Watson clusters (offspring Poisson(λS), mean θ_pf, variance θ_pf + θ_pf²·cv²(S)), whose counts have "
+        "Var/mean D_cluster = (1 + θ_pf²·cv²)/(1 − θ_pf)² (Daley & Vere-Jones §6.3); the batch feedback amplifies a "
+        "fluctuation by 1/(1 − θ_b), its variance by the square; and the excess over Poisson counts as far as the lives "
+        "of requests held together overlap, κ = E[min(L₁, L₂)]/E[L] (M^X/G/∞, Shanbhag 1966). Chosen among derived "
+        "forms, none with a fitted constant, against the simulated occupancy of the 49 corpus plans at ρ ≤ 0.85: mean "
+        "|log error| 0.09 (the earlier 1/((1 − θ_b)(1 − θ_pf)²): 0.14). Fixed-length plans' TPOT p99 went from −9..−11 % "
+        "to −1..−3 %."
+    ),
+    "",
+    (
+        "What is left (this corpus, current model): TPOT p99 is 11–33 % low on 29 of the 54 plans, nearly all with "
+        "long-tailed prompt or output lengths (the per-life mean step varies more in the simulator than the life-average "
+        "occupancy and the gamma-mixed interference give; a per-request life-length window for the occupancy average, "
+        "from M/G/∞'s autocorrelation, moved it by < 1 point and was not kept). TTFT p99 misses 10 % on 22: the four "
+        "plans the search placed at ρ 0.86–1.00 (E2E-only or loose-TTFT SLOs; −37 to −90 %), eight unchunked plans with "
+        "long prompts and strong prefill feedback (θ_pf ≳ 0.35; −13 to −32 %: the stall in progress is itself lengthened "
+        "by the prompts of the stall before it, an autoregressive cascade the one-step model leaves out), five with a "
+        "2,048-token budget (−12 to −15 %) and five with 16,384 (−13 to +15 %). The reliable region was kept, bounding "
+        "D_cluster/(1 − θ_b)² ≤ 1.6 (with P(wait) ≤ 0.1 %, ρ ≤ 0.85, Poisson arrivals): that is at least the dispersion "
+        "the region was read off with at every point, so it stays inside the validated region (bounding the new, "
+        "overlap-discounted D instead flagged a grid point whose TPOT p99 was 10.6 % low). On this corpus every plan it "
+        "flags is within 10 % (the table above), on the grid see the summary. The issue's target — 80 % of the corpus "
+        "within 10 % and flagged "
+        "reliable — is not met: 18 of 54 are within 10 % and 3 flagged."
+    ),
+    "",
+    (
+        "Cost in the search: `.venv/bin/python -m bench.plan_corpus --plan-cpu` (cold plans of bench/plan_latency.py's 24 "
+        "requests, verify false, the smaller CPU time of two per request), run from the main checkout (commit 047a15b) "
+        "and this one alternately, twice each, load average 11–12 on the 2 shared cores: p50 98.4 and 94.2 ms before, "
+        "106.6 and 118.8 ms after (mean 131.5 / 128.4 → 145.4 / 157.1 ms), i.e. +8 to +26 %; the step tables now "
+        "average 32 prompt-length points per (occupancy, arrivals) cell once per configuration. "
+        "`.venv/bin/python -m bench.plan_latency` (whole POST /v1/plans, one cold run each, not interleaved: load 11 "
+        "before, 14 after) gave CPU p50 117.3 → 149.5 ms without verification and 226.8 → 278.0 ms with it."
+    ),
+)
+
+
+def _reflagged(p: Point) -> Point:
+    """A saved point with `reliable` as `predict` now flags it (the analytic p99s, deterministic, are
+    compared with the saved ones: a render must not mix models)."""
+    s = p.scenario
+    sm, kv = build(s)
+    serving = Serving(batch_limit=s.batch_limit, chunk_tokens=s.chunk_tokens)
+    workload = Workload(arrival_rate_rps=p.rate_rps, prompt_tokens=s.prompt, output_tokens=s.output)
+    prediction = predict(sm, workload, serving, kv_capacity_tokens=kv)
+    for metric in METRICS:
+        latency = getattr(prediction, metric)
+        saved = p.analytic[metric]
+        if (latency is None) != (saved is None) or (
+            latency is not None and saved is not None and abs(latency.p99_s / saved - 1.0) > 1e-9
+        ):
+            raise SystemExit(f"{s.label} ρ {p.rho}: the saved analytic {metric} p99 is not this model's; rerun the grid")
+    return dataclasses.replace(p, reliable=prediction.reliable)
+
+
+def _corpus_section(path: Path | None) -> list[str]:
+    """The plan-corpus table (bench/plan_corpus.py) from its saved points; none without a path."""
+    if path is None:
+        return []
+    from bench import plan_corpus
+
+    corpus_points, command = pickle.loads(path.read_bytes())
+    return plan_corpus.report(corpus_points, command)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a third of the grid at three utilisations")
@@ -523,10 +616,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--save", type=Path, help="also pickle the measured points here")
     parser.add_argument("--render", type=Path, help="rewrite the report from points saved by --save, simulating nothing")
+    parser.add_argument("--corpus", type=Path, help="add the plan-corpus table from points bench.plan_corpus --save wrote")
     args = parser.parse_args(argv)
+    corpus = _corpus_section(args.corpus)
     if args.render is not None:
         points, command, wall = pickle.loads(args.render.read_bytes())
-        args.out.write_text(write_report(points, command, wall))
+        points = [_reflagged(p) for p in points]
+        args.out.write_text(write_report(points, command, wall, corpus))
         print(f"wrote {args.out} from {args.render}")
         return
     rows = GRID[::3] if args.quick else GRID
@@ -550,7 +646,7 @@ def main(argv: list[str] | None = None) -> None:
         command += f" --requests {args.requests}"
     if args.save is not None:
         args.save.write_bytes(pickle.dumps((points, command, wall)))
-    args.out.write_text(write_report(points, command, wall))
+    args.out.write_text(write_report(points, command, wall, corpus))
     print(f"wrote {args.out} in {wall:.0f} s")
 
 

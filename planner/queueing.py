@@ -27,9 +27,14 @@ How the model is built
    requests in the batch, which admits the next burst into a slower batch. Erlang C (independent
    servers at a fixed rate) gives the Poisson occupancy of M/G/∞ below c and badly underestimates
    how often the batch fills (measured: 0.2 % against the simulator's 8.7 % at ρ = 0.85 on
-   Llama-3.1-8B/A100, batch 64). Linearising N = Poisson(λ·W(N)) with W growing by e per arrival
-   during the life (θ_pf = λ·e, the prefill feedback) and by dT̄/dn per running sequence
-   (θ_b = λ·steps·dT̄/dn) gives Var(N)/E[N] = D = 1 / ((1 − θ_b)(1 − θ_pf)²); the occupancy is a
+   Llama-3.1-8B/A100, batch 64). Each arrival's prefill stall S holds every running request back,
+   keeping Poisson(λS) more arrivals in the batch (θ_pf = λ·E[S], the prefill feedback): the arrivals
+   form Galton–Watson clusters whose counts have Var/mean D_cluster = (1 + θ_pf²·cv²(S))/(1 − θ_pf)²
+   (cv²(S) = the prompts' cv², prefill time ∝ tokens); one more running sequence lengthens every step
+   by dT̄/dn (θ_b = λ·steps·dT̄/dn), which amplifies a fluctuation by 1/(1 − θ_b); and the excess over
+   Poisson counts as far as the lives of requests held together overlap, κ = E[min(L₁, L₂)]/E[L]
+   (M^X/G/∞). So D = Var(N)/E[N] = 1 + (D_cluster/(1 − θ_b)² − 1)·κ (planner/queueing_kernels.py
+   `occupancy_dispersion`, chosen against the simulator over bench/plan_corpus.py's plans); the occupancy is a
    negative binomial with that dispersion below c (Poisson when D = 1), and beyond c the queue of
    a full batch drains at the saturation rate (geometric tail with ratio ρ, as in Erlang C). The
    step time at occupancy n uses the arrival intensity of the burst that goes with it.
@@ -48,9 +53,11 @@ How the model is built
 7. *Latency percentiles.* TTFT = slot wait + the residual of the step in progress (length-biased
    over step types at the mean occupancy, interpolated between the two occupancy-grid rows around it
    at a common uniform; a prompt-carrying step's prompt size-biased) + the prefill (one step carrying
-   the prompt and the prompts that arrived during the same step; with chunking ⌈p/(C−n)⌉ budget
-   steps after a wait for the budget, whose last step also carries the prompts that arrived
-   behind this one, up to the budget). The budget wait is M/G/1's: busy with probability ρ_budget —
+   the prompt and the prompts that arrived during the same step, their tokens a sum of prompts; with
+   chunking ⌈p/(C−n)⌉ budget steps after a wait for the budget, whose last step also carries the
+   prompts that arrived from the start of the step in progress until it starts, up to the budget).
+   The mean step carrying k prompts is averaged over the sum of k prompt lengths (the step time is
+   convex in the tokens; at k·E[p] it undercounts the stall of mixed lengths). The budget wait is M/G/1's: busy with probability ρ_budget —
    exactly when the step in progress carries prefill, so the two share one uniform (drawn apart
    they counted one stall twice: +6–20 % on TTFT p99 with fixed prompts) — and, given busy, a gamma
    matched to the conditional wait's first two moments (Pollaczek–Khinchine and Takács), so
@@ -66,7 +73,7 @@ How the model is built
    dimension per random ingredient, the same points on every call): deterministic, common random
    numbers across rates (so p99 does not fall as the rate rises).
 8. *Where it holds.* `Prediction.reliable` is False outside the region the fidelity study
-   validated (Poisson arrivals per replica, ρ ≤ 0.85, P(wait) ≤ 0.1 %, D ≤ 1.6); `fidelity_note` says why, and the service runs
+   validated (Poisson arrivals per replica, ρ ≤ 0.85, P(wait) ≤ 0.1 %, D_cluster/(1 − θ_b)² ≤ 1.6); `fidelity_note` says why, and the service runs
    the simulator there. docs/queueing-fidelity.md has the numbers.
 
 Routers: random split thins the arrival stream (per-replica c_a² = c_a²/r + (r−1)/r, Poisson
@@ -94,6 +101,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import brentq
 
+from planner import queueing_kernels
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.plan_result import SlotsLimitedBy
 from planner.queueing_latency import (
@@ -141,7 +149,8 @@ __all__ = [
 _RTOL = 1e-4
 
 FORMULA = (
-    "negative-binomial occupancy (dispersion 1/((1-theta_b)(1-theta_pf)^2)) with Erlang-C-style queue beyond c slots; "
+    "negative-binomial occupancy (dispersion 1+((1+theta_pf^2*cv^2)/(1-theta_pf)^2/(1-theta_b)^2-1)*overlap) "
+    "with Erlang-C-style queue beyond c slots; "
     "wait exponential with mean (ca^2+cd^2)/2/(saturation-lambda) (Allen-Cunneen); "
     "fixed point E[min(N,c)/(steps*T(N))] = lambda, L = lambda*W (Little's law)"
 )
@@ -265,6 +274,15 @@ RELIABLE_MAX_DISPERSION = 1.6
 RELIABLE_MAX_UTILISATION = 0.85
 
 
+def _burstiness(theta_pf: float, theta_b: float, prompt_cv2: float) -> float:
+    """The occupancy's Var/mean before the lives' overlap discounts it, D_cluster/(1 − θ_b)²: the
+    quantity the reliable region bounds. At every point it is at least the dispersion the region was
+    read off with (1/((1 − θ_b)(1 − θ_pf)²), docs/queueing-fidelity.md), so the region stays inside the
+    validated one; the overlap-discounted dispersion is not, and flagged a grid point whose TPOT p99
+    was 10.6 % low (Llama-2-70B A100 tp4 batch 32, lognormal lengths, ρ 0.5: D 1.53)."""
+    return float(queueing_kernels.prefill_cluster_dispersion(theta_pf, prompt_cv2)) / (1.0 - theta_b) ** 2
+
+
 def _fidelity(rho: float, p_wait: float, dispersion: float, arrival_cv2: float) -> tuple[bool, str | None]:
     """Whether the prediction lies where the fidelity study found it within 10 %, and why not."""
     reasons = []
@@ -275,7 +293,9 @@ def _fidelity(rho: float, p_wait: float, dispersion: float, arrival_cv2: float) 
     if p_wait > RELIABLE_MAX_WAIT_PROBABILITY:
         reasons.append(f"the batch is full for {p_wait:.2%} of arrivals (> {RELIABLE_MAX_WAIT_PROBABILITY:.1%})")
     if dispersion > RELIABLE_MAX_DISPERSION:
-        reasons.append(f"occupancy Var/mean {dispersion:.2f} > {RELIABLE_MAX_DISPERSION} (prefill stalls make the batch bursty)")
+        reasons.append(
+            f"occupancy burstiness {dispersion:.2f} > {RELIABLE_MAX_DISPERSION} (prefill stalls make the batch bursty)"
+        )
     if not reasons:
         return True, None
     return False, "outside the analytic model's validated region: " + "; ".join(reasons) + " — use the simulator"
@@ -284,7 +304,9 @@ def _fidelity(rho: float, p_wait: float, dispersion: float, arrival_cv2: float) 
 def _prediction(rep: _Replica, op: _OperatingPoint, sample: _Latencies, percentile: float) -> Prediction:
     """The prediction from the whole sample's latencies at operating point `op`."""
     lam, rho, occ = op.lam, op.rho, op.occ
-    reliable, note = _fidelity(rho, float(occ.p_wait), occ.dispersion, rep.arrival_cv2)
+    reliable, note = _fidelity(
+        rho, float(occ.p_wait), _burstiness(occ.feedback_prefill, occ.feedback_batch, rep.prompt_cv2), rep.arrival_cv2
+    )
     has_tpot = rep.has_tpot
     detail = QueueingDetail(
         arrival_rate_rps=lam,

@@ -142,7 +142,7 @@ def _operating_point(rep: _Replica, lam: float) -> _OperatingPoint | None:
         service_s=service_s,
         conditional_wait_s=variability / (saturation - lam),  # exponential with rate (saturation − λ), scaled
         per_arrival_s=(occ.flat_t_mean - rep.t_decode) / m0 if m0 > 0 else np.zeros(grid.shape),
-        burst_dispersion=1.0 / (1.0 - occ.feedback_prefill) ** 2,
+        burst_dispersion=float(queueing_kernels.prefill_cluster_dispersion(occ.feedback_prefill, rep.prompt_cv2)),
         below=_step_kinds(rep, occ, below),
         above=_step_kinds(rep, occ, below + 1),
         above_weight=above_weight,

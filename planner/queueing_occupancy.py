@@ -55,6 +55,8 @@ def _occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> _
         rho,
         shape_mean,
         _MAX_FEEDBACK,
+        rep.prompt_cv2,
+        rep.life_overlap,
         rep.admissions_cap,
         rep.grid,
         rep.steps_grid,

@@ -120,6 +120,9 @@ class _Replica:
     step_coefficients: np.ndarray  # the step model's coefficients in planner/queueing_kernels.py's order
     prompt_sample_moments: tuple[float, float, float]  # mean of p, p², p³ over the sampled prompts
     prompt_cv2: float
+    #: E[min(L₁, L₂)]/E[L] over two requests' lives in steps: how much of a life two requests admitted
+    #: together share (1 with fixed lengths), `life_overlap`'s answer
+    life_overlap: float
     arrival_cv2: float
     #: Occupancy grid and the step-time tables on it (rows: n on the grid; columns: k prompts arriving).
     grid: np.ndarray
@@ -165,6 +168,21 @@ class _Replica:
         """Interpolate a quantity tabulated on `grid` at occupancy n."""
         interpolated: np.ndarray = np.interp(n, self.grid, values)
         return interpolated
+
+
+def life_overlap(lives: np.ndarray) -> float:
+    """E[min(L₁, L₂)] / E[L] for two independent lives drawn from the equally weighted sample `lives`:
+    ∫Ḡ(t)²dt / ∫Ḡ(t)dt, the share of a life two requests admitted together spend in the batch side by
+    side (the batch-arrival term of M^X/G/∞'s occupancy variance, Shanbhag, "On infinite server queues
+    with batch arrivals", J. Appl. Prob. 3, 1966: Var N = λE[X]E[S] + λE[X(X−1)]∫Ḡ²). Sorted ascending,
+    the i-th smallest of n is the minimum of a pair with probability (2(n − i) − 1)/n² (i from 0)."""
+    ordered = np.sort(np.asarray(lives, dtype=float))
+    n = ordered.size
+    mean = float(ordered.mean()) if n else 0.0
+    if mean <= 0.0:
+        return 1.0
+    weights = (2.0 * (n - np.arange(n)) - 1.0) / float(n * n)
+    return float(np.dot(weights, ordered)) / mean
 
 
 def _router_arrival_cv2(workload: Workload, serving: Serving) -> float:
@@ -220,7 +238,16 @@ def _replica_cached(
     n_all = np.arange(c + 1, dtype=float)
     k = np.arange(int(admissions_cap + 8.0 * math.sqrt(admissions_cap) + 9.0), dtype=float)[None, :]
     tables = _step_tables(
-        sm, serving, grid, cap, k, prompt_mean=p.mean, decode_context=decode_context, position=position, cached_read=cached_read
+        sm,
+        serving,
+        grid,
+        cap,
+        k,
+        prompt_grid=prompt_grid,
+        prompt_mean=p.mean,
+        decode_context=decode_context,
+        position=position,
+        cached_read=cached_read,
     )
     replica = _Replica(
         sm=sm,
@@ -246,6 +273,7 @@ def _replica_cached(
         step_coefficients=_read_only(queueing_kernels.step_model_coefficients(sm)),
         prompt_sample_moments=prompt_sample.moments,
         prompt_cv2=max(0.0, p.second_moment / p.mean**2 - 1.0),
+        life_overlap=life_overlap(np.asarray(decodes) + float(steps_grid[0]) - float(np.mean(decodes))),
         arrival_cv2=_router_arrival_cv2(workload, serving),
         grid=grid,
         steps_grid=steps_grid,
@@ -281,25 +309,35 @@ def _step_tables(
     cap: np.ndarray,
     k: np.ndarray,
     *,
+    prompt_grid: np.ndarray,
     prompt_mean: float,
     decode_context: float,
     position: float,
     cached_read: float = 0.0,
 ) -> _StepTables:
-    """Step 2 of planner/queueing.py's docstring on the grid: k arrivals add k·E[p] prefill tokens to
-    the next step, at most the budget `cap` = C − n; the excess spills into full-budget steps. With a
-    prefix cache each prefilled token also reads `cached_read` cached KV tokens (E[c]/E[p]) and
-    attends to them (in `position`)."""
-    n = grid[:, None]
+    """Step 2 of planner/queueing.py's docstring on the grid: k arrivals add the sum of k prompts'
+    tokens to the next step, at most the budget `cap` = C − n; the excess spills into full-budget
+    steps. With a prefix cache each prefilled token also reads `cached_read` cached KV tokens
+    (E[c]/E[p]) and attends to them (in `position`).
+
+    The step time is a maximum of the memory and compute times (convex in the tokens), so the mean
+    step carrying k prompts is the mean over their sum, not the step at k·E[p] (Jensen: with mixed
+    prompt lengths the short ones ride a memory-bound step almost free and the long ones make it
+    compute-bound; the step at the mean undercounts the stall). The sum of k prompts is taken at the
+    prompt grid's mid-quantiles p_j as k·E[p] + √k·(p_j − p̄) (its mean and variance exact, clipped
+    at 0), and each table entry is the mean over those points."""
+    n = grid[:, None, None]
     decode_kv = n * decode_context
-    arriving = k * prompt_mean
-    carried = np.minimum(arriving, cap[:, None])
-    spill = np.where(np.isfinite(cap[:, None]), np.maximum(arriving - cap[:, None], 0.0) / cap[:, None], 0.0)
+    spread = prompt_grid - float(np.mean(prompt_grid))
+    arriving = np.maximum(k[..., None] * prompt_mean + np.sqrt(k[..., None]) * spread, 0.0)  # (1, k, points)
+    cap3 = cap[:, None, None]
+    carried = np.minimum(arriving, cap3)
+    spill = np.where(np.isfinite(cap3), np.maximum(arriving - cap3, 0.0) / cap3, 0.0).mean(axis=2)
     if sm.speculation is None:
-        t_carry = step_seconds(sm, n + carried, decode_kv + carried * cached_read, decode_kv + carried * position)
+        t_carry = step_seconds(sm, n + carried, decode_kv + carried * cached_read, decode_kv + carried * position).mean(axis=2)
         t_decode = step_seconds(sm, grid, grid * decode_context, grid * decode_context)
     else:
-        t_carry = verify_seconds(sm, n, decode_kv, carried, carried * position, carried * cached_read)
+        t_carry = verify_seconds(sm, n, decode_kv, carried, carried * position, carried * cached_read).mean(axis=2)
         t_decode = verify_seconds(sm, grid, grid * decode_context, np.zeros(grid.shape), np.zeros(grid.shape))
     if serving.chunk_tokens is None:
         t_full = t_decode

@@ -57,6 +57,13 @@ def step_in_progress(rep: _Replica, op: _OperatingPoint, kinds: _StepKinds, pts:
     return in_progress
 
 
+def sum_spread(count: np.ndarray, cv2: float, z: np.ndarray) -> np.ndarray:
+    """queueing_kernels._sum_spread, array by array."""
+    spread2 = np.log1p(cv2 / np.maximum(count, 1e-300)) if cv2 > 0 else np.zeros(count.shape)
+    factor: np.ndarray = np.where(count > 0, np.exp(np.sqrt(spread2) * z - spread2 / 2.0), 1.0)
+    return factor
+
+
 def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     """queueing_latency._sample's latencies, array by array."""
     lam, occ, occupancy, c = op.lam, op.occ, op.occupancy, rep.slots
@@ -83,9 +90,8 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     kv = others * rep.decode_context_mean
     if rep.chunk_tokens is None:
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * in_progress)
-        prefill_s = step_seconds(
-            rep.sm, others + prompts + mates * rep.prompt_mean, kv, kv + own + mates * rep.prompt_mean * rep.prefill_position_mean
-        )
+        mates_tokens = mates * rep.prompt_mean * sum_spread(mates, rep.prompt_cv2, pts.z_interference)
+        prefill_s = step_seconds(rep.sm, others + prompts + mates_tokens, kv, kv + own + mates_tokens * rep.prefill_position_mean)
         budget_wait = 0.0
     else:
         u = pts.u_step_in_progress
@@ -99,9 +105,11 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
         last = prompts - (chunks - 1.0) * cap
         full_attended = (own - last * (prompts - last) - last * (last + 1.0) / 2.0) / np.maximum(chunks - 1.0, 1.0)
         full_s = step_seconds(rep.sm, others + cap, kv, kv + full_attended)
-        behind = np.where(queued, budget_wait, in_progress - residual) + (chunks - 1.0) * full_s
+        # from the start of the step in progress to the start of its last step
+        window = np.where(seen > 0, in_progress - residual + np.maximum(budget_wait, residual), budget_wait)
+        behind = window + (chunks - 1.0) * full_s
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind)
-        filled = np.minimum(cap - last, mates * rep.prompt_mean)
+        filled = np.minimum(cap - last, mates * rep.prompt_mean * sum_spread(mates, rep.prompt_cv2, pts.z_interference))
         prefill_s = (chunks - 1.0) * full_s + step_seconds(
             rep.sm,
             others + last + filled,
@@ -126,7 +134,8 @@ def occupancy_at(rep: _Replica, lam: float, rho: float, shape_mean: float) -> di
     per_arrival_s = (t_here - float(np.interp(running, grid, rep.t_decode))) / m0 if m0 > 0 else 0.0
     theta_pf = min(lam * per_arrival_s, queueing_occupancy._MAX_FEEDBACK)
     theta_b = min(lam * steps * float(t_high - t_low) / max(high - low, 1e-9), queueing_occupancy._MAX_FEEDBACK)
-    dispersion = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)
+    cluster = (1.0 + theta_pf**2 * rep.prompt_cv2) / (1.0 - theta_pf) ** 2
+    dispersion = 1.0 + (cluster / (1.0 - theta_b) ** 2 - 1.0) * rep.life_overlap
     m_grid = np.minimum(m0 * np.maximum(0.0, 1.0 + (1.0 - theta_pf) * (grid / mu - 1.0)), rep.admissions_cap)
     t_mean = rep.step_mean(m_grid)
     n = np.arange(c + 1, dtype=float)
