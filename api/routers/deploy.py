@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
-from api.deploy import DeployInputs, render, slugs_needed
+from api.deploy import DeployInputs, draft_model_request, render, slugs_needed
 from api.deps import CatalogDep, PlansDep, ReaderDep
 from api.problems import problem_responses
 from catalog.plans import Plans
@@ -20,15 +20,18 @@ Target = Literal["vllm", "sglang", "trt-llm", "k8s"]
 
 
 def deploy_inputs(plan_id: str, plans: Plans, catalog: Catalog) -> DeployInputs:
-    """The stored plan and the current catalog records of its model, GPUs and quantization schemes."""
+    """The stored plan and the current catalog records of its model, its draft model (if it drafts with one),
+    GPUs and quantization schemes."""
     stored = plans.get(plan_id)
     gpus, schemes = slugs_needed(stored.response)
+    draft = draft_model_request(stored.request, stored.response)
     return DeployInputs(
         plan_id=stored.id,
         response=stored.response,
         model=catalog.get_model(stored.request["model"]),
         quantizations={slug: catalog.get_quantization(slug) for slug in sorted(schemes)},
         gpus={slug: catalog.get_gpu(slug) for slug in sorted(gpus)},
+        draft_model=None if draft is None else catalog.get_model(draft),
     )
 
 
