@@ -32,6 +32,10 @@ loses the cache's tokens (planner/planning.py `_with_prefix_cache`). The capacit
 the trials and of the capacity without a cache; the answer states the hit rate, cache tokens and
 routing assumed (`CapacityResult.prefix_caching`). Verification simulates the busiest replica with
 its own LRU (planner/simulator_prefix.py), as a plan's is.
+
+Speculative decoding (`CapacityRequest.speculative` auto or on) adds each group's speculating variants
+as a plan's search does (planner/candidates.py `speculative_groups`): the model's search draft head, or
+a catalog model drafting for it (`CapacityInputs.draft_model`, at the request's given α).
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ class CapacityInputs:
     precisions: tuple[Precision, ...]
     #: Draft methods with a published head for the model (planner/planning.py `PlanningInputs.draft_methods`).
     draft_methods: frozenset[str] | None = None
+    #: A catalog model drafting instead of a head (constraints.pin.draft_model; needs `CapacityRequest.acceptance_rate`).
+    draft_model: ModelSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.precisions:
@@ -624,11 +630,16 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
             draft_tokens=lengths,
             published=inputs.draft_methods,
             acceptance_rate=request.acceptance_rate,
+            draft_model=inputs.draft_model,
         )
         if request.speculative == "on" and groups and not variants:
+            draft = (
+                f"draft model {inputs.draft_model.slug} leaves no KV cache for one average request beside it"
+                if inputs.draft_model is not None
+                else "no published head for the model, no vocabulary to cost its LM head, or no KV cache left beside it"
+            )
             raise InfeasiblePlanError(
-                f"speculative is 'on' but no draft head can be offered for {inputs.model.slug} on this hardware "
-                "(no published head for the model, no vocabulary to cost its LM head, or no KV cache left beside it); "
+                f"speculative is 'on' but no draft can be offered for {inputs.model.slug} on this hardware ({draft}); "
                 "set it to 'auto' or 'off'",
                 constraint="speculative",
             )

@@ -41,14 +41,14 @@ class CapacityConstraints(_Input):
     pin: PlanPin | None = Field(
         default=None,
         description="Fix gpu (must be the request's), tp, pp (only 1), replicas (at most what the hardware holds), batch_limit, "
-        "chunk_tokens (null: no chunking), precision, draft_tokens (with speculative auto or on) or engine (echoed; "
-        "profiles are engine-agnostic).",
+        "chunk_tokens (null: no chunking), precision, draft_tokens, acceptance_rate or draft_model (a catalog model drafting instead of a head, with its "
+        "acceptance_rate; these three with speculative auto or on) or engine (echoed; profiles are engine-agnostic).",
     )
     speculative: Literal["auto", "off", "on"] = Field(
         default="off",
         description="Speculative decoding as POST /v1/plans takes it: `auto` sizes every configuration with and without the "
-        "model's draft head (EAGLE, or MTP where the model ships it, at draft lengths 2 and 5 or pin.draft_tokens) and the "
-        "largest capacity wins; `on` only with it (a 422 where no head can be costed); `off` (the default) never. "
+        "model's draft head (EAGLE, or MTP where the model ships it; pin.draft_model's catalog model instead of a head; at "
+        "draft lengths 2 and 5 or pin.draft_tokens) and the largest capacity wins; `on` only with it (a 422 where no head can be costed); `off` (the default) never. "
         "`speculative` in the answer says which draft the configuration runs.",
     )
     n_plus_one: bool = Field(
@@ -141,13 +141,8 @@ class CapacityRequest(_Input):
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
         pin = self.constraints.pin
-        if pin is not None and pin.draft_model is not None:
-            raise ValueError(
-                "constraints.pin.draft_model is not supported by POST /v1/capacity yet (its candidates draft with a head): "
-                "plan with POST /v1/plans"
-            )
         if pin is not None and self.constraints.speculative == "off":
-            for member in ("draft_tokens", "acceptance_rate"):
+            for member in ("draft_tokens", "acceptance_rate", "draft_model"):
                 if getattr(pin, member) is not None:
                     raise ValueError(f"constraints.pin.{member} needs constraints.speculative auto or on")
         if pin is not None:
