@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.schemas.catalog import Slug
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import PlanPin, PlanPrecision, PlanSlo
-from api.schemas.workload import WorkloadShape, refuse_sessions_without_a_rate
+from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
 from planner.units import MS_PER_S
 
@@ -26,13 +26,9 @@ class _Input(BaseModel):
 
 class CapacityWorkloadShape(WorkloadShape):
     """The traffic's shape without its rate (the rate is what is asked for). With `prefix_reuse` the aggregated
-    capacity plans a prefix cache (docs/prefix-caching.md); separate pools do not take it (a 422), nor
-    `prefix_reuse.sessions` (its hit rate depends on the rate)."""
-
-    @model_validator(mode="after")
-    def _no_sessions(self) -> Self:
-        refuse_sessions_without_a_rate(self.prefix_reuse, "POST /v1/capacity")
-        return self
+    capacity plans a prefix cache (docs/prefix-caching.md); separate pools do not take it (a 422). With
+    `prefix_reuse.sessions`, whose hit rate depends on the rate, the answer is the largest rate at which the
+    hardware holds that rate with the hits the session model gives at it (docs/capacity-benchmark.md)."""
 
 
 class CapacityConstraints(_Input):
