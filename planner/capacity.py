@@ -400,12 +400,15 @@ def _session_capacity(
     candidates = (request.tp,) if request.tp is not None else request.tp_degrees
     for tp in (t for t in candidates if t <= request.gpus and request.replicas_for(t) >= 1):
         replicas = request.replicas_for(tp)
-        routings: tuple[Routing, ...] = ("random", "prefix_aware") if replicas > 1 else ("random",)
-        for routing in routings:
-            for fraction in CACHE_FRACTIONS:
-                found = _session_fixed_point(unverified, inputs, reuse, tp, replicas, routing, fraction, floor)
-                if found is not None and (best is None or found[0] > best[0] * (1 + _TIE)):
-                    best = found
+        # session-sticky routing only: random routing gives every replica the same sessions per second and the same
+        # working set (`working_set_tokens` does not depend on it) but a hit only with probability 1/r, so at every
+        # rate and cache it holds no more (planner/prefix_cache.py `session_keep_probability`)
+        routing: Routing = "prefix_aware" if replicas > 1 else "random"
+        for fraction in CACHE_FRACTIONS:
+            beat = floor if best is None else best[0]
+            found = _session_fixed_point(unverified, inputs, reuse, tp, replicas, routing, fraction, floor, beat)
+            if found is not None and found[0] > beat * (1 + _TIE):
+                best = found
     if best is None or best[0] <= floor * (1 + _TIE):
         none = PrefixCaching(hit_rate=0.0, cache_tokens=0, routing="random", prefill_tokens_saved_fraction=0.0)
         result = _max_capacity(plain, inputs, None) if request.verify else without
@@ -433,9 +436,11 @@ def _session_fixed_point(
     routing: Routing,
     fraction: float,
     floor_rps: float,
+    beat_rps: float,
 ) -> tuple[float, CapacityResult, _SessionTrial] | None:
     """The largest rate λ (to MU_RELATIVE_TOLERANCE) with g(λ) ≥ λ, g(λ) the capacity of the trial built at λ;
-    None when not even the capacity without a cache holds (g(floor) < floor). g falls as λ rises (fewer hits, a
+    None when not even the capacity without a cache holds (g(floor) < floor), or when g(floor), which bounds λ*,
+    does not beat `beat_rps` (the best trial so far). g falls as λ rises (fewer hits, a
     larger cache out of the KV), so λ* = g(λ*) lies in [floor, g(floor)]: narrowed by geometric bisection, each
     success also lowering the upper end to g(mid) (λ* ≤ g(mid) when λ* ≥ mid)."""
     prompt = unverified.workload.prompt_tokens
@@ -466,7 +471,7 @@ def _session_fixed_point(
         return found.analytic_arrival_rate_rps, found, trial
 
     held, result, trial = capacity_at(floor_rps)
-    if result is None or held < floor_rps:
+    if result is None or held < floor_rps or held <= beat_rps * (1 + _TIE):
         return None
     low, low_result, low_trial = floor_rps, result, trial
     high = held
