@@ -49,7 +49,6 @@ def test_a_plan_drafts_with_the_catalog_model(seeded: ApiClient, admin: dict[str
 @pytest.mark.parametrize(
     ("pin", "status", "needle"),
     [
-        ({"draft_model": "llama-3.1-8b"}, 422, "needs acceptance_rate"),
         ({"draft_model": "mistral-7b-v0.3", "acceptance_rate": 0.7}, 422, "tokenizer"),
         ({"draft_model": "llama-3.1-405b", "acceptance_rate": 0.7}, 422, "not smaller"),
         ({"draft_model": "no-such-model", "acceptance_rate": 0.7}, 404, ""),
@@ -122,7 +121,6 @@ def test_capacity_drafts_with_the_catalog_model_and_a_plan_at_it_fits_but_not_at
 @pytest.mark.parametrize(
     ("pin", "speculative", "status", "needle"),
     [
-        ({"draft_model": "llama-3.1-8b"}, "on", 422, "needs acceptance_rate"),
         ({"draft_model": "llama-3.1-8b", "acceptance_rate": 0.7}, "off", 422, "speculative auto or on"),
         ({"draft_model": "mistral-7b-v0.3", "acceptance_rate": 0.7}, "on", 422, "tokenizer"),
         ({"draft_model": "no-such-model", "acceptance_rate": 0.7}, "on", 404, ""),
@@ -161,3 +159,19 @@ def test_a_class_plan_refuses_a_draft_model(seeded: ApiClient, admin: dict[str, 
     body = {**WORKED, "constraints": {**WORKED["constraints"], "pin": pin}}
     problem = assert_problem(seeded.post("/v1/plans", json=body, headers=admin), 422)
     assert "pin.draft_model" in _text(problem)
+
+
+def test_without_a_given_rate_the_plan_and_capacity_assume_the_published_pairs_and_say_so(
+    seeded: ApiClient, admin: dict[str, str]
+) -> None:
+    """Llama 3.1 8B drafting for Llama 3.1 70B (size ratio ≈ 8.8): T5-large's pair on WMT EnDe at temperature 1,
+    α 0.71 (planner/speculative.py `draft_model_acceptance`), stated as the source with the advice to measure it."""
+    pin = {"draft_model": "llama-3.1-8b"}
+    response = seeded.post("/v1/plans", json=_with(pin=pin), headers=admin)
+    assert response.status_code == 201, response.text
+    chosen = response.json()["plan"]["speculative"]
+    assert chosen["method"] == "draft_model" and chosen["acceptance_rate"] == 0.71
+    assert "arXiv 2211.17192" in chosen["acceptance_source"] and "measure" in chosen["acceptance_source"]
+    capacity = seeded.post("/v1/capacity", json={**CAPACITY, "constraints": {"speculative": "on", "pin": pin}})
+    assert capacity.status_code == 200, capacity.text
+    assert capacity.json()["speculative"]["acceptance_rate"] == 0.71
