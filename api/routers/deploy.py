@@ -69,7 +69,10 @@ def deploy_plan(
     and a headless Service per pool. A class plan (`classes`) renders each pool of its chosen
     arrangement (k8s: a Deployment and a Service per pool, no HPA); a shared priority pool gets vLLM's
     `--scheduling-policy priority`, and the script says the `priority` each class's requests carry
-    (the class's own: 0 is served first). 404 for an unknown plan; 422 for an unknown target, a model
+    (the class's own: 0 is served first). A plan drafting with a catalog model (constraints.pin.draft_model)
+    renders vLLM's `draft_model` speculative config (with the release it needs), SGLang's STANDALONE
+    algorithm and TensorRT-LLM's DraftTarget, each with the draft's checkpoint. 404 for an unknown plan; 422
+    for an unknown target, a model or draft model
     without `checkpoint`, a quantization the engine has no name for, a disaggregated plan for trt-llm,
     or a class plan's priority pool for sglang or trt-llm (the 422 names the targets that render it)."""
     body, media_type = render(deploy_inputs(plan_id, plans, catalog), target)
