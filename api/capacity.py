@@ -31,6 +31,7 @@ from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.plan_disagg import PoolCandidate, pool_refusals
 from planner.plan_records import PlanConstraints
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec
+from planner.speculative import check_draft_model
 from planner.units import MS_PER_S
 
 
@@ -99,7 +100,23 @@ def _capacity_inputs(
     precision = pin.precision
     pairs = DEFAULT_PRECISIONS if precision is None else ((precision.weights, precision.kv_cache),)
     precisions = catalog.precisions(pairs, skip_unknown=precision is None)
-    return capacity.CapacityInputs(model=model, gpu=gpu, precisions=precisions, draft_methods=published_draft_methods(model.slug))
+    return capacity.CapacityInputs(
+        model=model,
+        gpu=gpu,
+        precisions=precisions,
+        draft_methods=published_draft_methods(model.slug),
+        draft_model=_draft_model(pin, catalog, model),
+    )
+
+
+def _draft_model(pin: PlanPin, catalog: Catalog, model: ModelSpec) -> ModelSpec | None:
+    """The catalog model constraints.pin.draft_model names (404 when unknown), checked to draft for `model` (422):
+    as POST /v1/plans takes it (api/inputs.py)."""
+    if pin.draft_model is None:
+        return None
+    draft = catalog.model_spec(pin.draft_model)
+    check_draft_model(model, draft)
+    return draft
 
 
 def _pool_constraints(body: CapacityRequest) -> PlanConstraints:

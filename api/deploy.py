@@ -24,6 +24,9 @@ Knob → flag, per engine (docs/design.md "Deployable output"):
     served model name     --served-model-name          --served-model-name      (the MODEL argument; no flag)
     speculative decoding  --speculative-config JSON    --speculative-algorithm  speculative_config (YAML)
                           (method, model, k)           + -num-steps k, -eagle-topk 1, -num-draft-tokens k + 1
+    draft model           method draft_model, model    STANDALONE + --speculative-draft-model-path
+                          = the draft's checkpoint     = the draft's checkpoint  DraftTarget, speculative_model_dir
+                          (a release past v0.11)                                 + disable_overlap_scheduler
     prefix cache          --enable-prefix-caching      (radix cache on by       (block reuse on by default
                           (plan.prefix_caching)         default: no flag)        in the PyTorch backend)
 
@@ -139,6 +142,8 @@ class DeployInputs:
     model: Mapping[str, Any]
     quantizations: Mapping[str, Mapping[str, Any]]
     gpus: Mapping[str, Mapping[str, Any]]
+    #: The catalog record of the model the plan drafts with (the request's constraints.pin.draft_model), if any.
+    draft_model: Mapping[str, Any] | None = None
 
 
 @cache
@@ -319,11 +324,30 @@ def published_draft_methods(model_slug: str) -> frozenset[str]:
     return frozenset(heads)
 
 
+def draft_model_request(request: Mapping[str, Any], response: Mapping[str, Any]) -> str | None:
+    """The catalog slug a stored plan drafts with (its request's constraints.pin.draft_model), for the router to
+    read; None when the plan does not draft with a model (`auto` may have planned without speculation)."""
+    chosen = (response.get("plan") or {}).get("speculative") or {}
+    if chosen.get("method") != "draft_model":
+        return None
+    pin = (request.get("constraints") or {}).get("pin") or {}
+    slug: str | None = pin.get("draft_model")
+    return slug
+
+
 def draft_head(inputs: DeployInputs, method: str) -> str | None:
-    """The draft head's checkpoint (engine_cli.json's draft_heads); None for MTP, whose module is in the
-    model's own checkpoint; 422 when no published head is listed for the model."""
+    """The draft's checkpoint: a draft model's own (its catalog `checkpoint`), a head's from engine_cli.json's
+    draft_heads; None for MTP, whose module is in the model's own checkpoint; 422 when no published head is
+    listed for the model, or the draft model has no checkpoint id."""
     if method == "mtp":
         return None
+    if method == "draft_model":
+        if inputs.draft_model is None:
+            raise NotDeployableError(
+                "the plan drafts with a separate model and its request names none (constraints.pin.draft_model)",
+                field="draft_model",
+            )
+        return checkpoint(inputs.draft_model)
     head = engine_cli()["draft_heads"].get(inputs.model["slug"], {}).get(method)
     if head is None:
         raise NotDeployableError(
@@ -388,7 +412,38 @@ def trtllm_speculative_options(inputs: DeployInputs) -> dict[str, Any]:
     head = draft_head(inputs, chosen["method"])
     if head is None:
         return {"speculative_config": {"decoding_type": kind, "num_nextn_predict_layers": chosen["draft_tokens"]}}
-    return {"speculative_config": {"decoding_type": kind, "max_draft_len": chosen["draft_tokens"], "speculative_model_dir": head}}
+    options: dict[str, Any] = {
+        "speculative_config": {"decoding_type": kind, "max_draft_len": chosen["draft_tokens"], "speculative_model_dir": head}
+    }
+    if chosen["method"] == "draft_model":  # the two-model path, as the engine's Draft/target example runs it
+        options["disable_overlap_scheduler"] = True
+    return options
+
+
+def drafts_with_a_model(inputs: DeployInputs) -> bool:
+    """Whether the plan speculates with a separate draft model (plan.speculative.method draft_model)."""
+    chosen = speculative(inputs)
+    return chosen is not None and chosen["method"] == "draft_model"
+
+
+def draft_model_notes(inputs: DeployInputs, engine: str) -> list[str]:
+    """Comment lines for a plan drafting with a separate model: where the engine documents it, the release it
+    needs (vLLM: not the table's), and that α is the request's measured rate, the plan's only evidence for it."""
+    if not drafts_with_a_model(inputs):
+        return []
+    cli = engine_cli()[engine]
+    entry = cli.get("draft_model") or {}
+    source = entry.get("source") or cli.get("draft_model_source", "")
+    notes = [
+        f"# draft model {inputs.draft_model['slug'] if inputs.draft_model else '?'}: as documented at {source.split(' ')[0]}"
+    ]
+    if "requires" in entry:
+        notes.append(f"# requires {entry['requires']}")
+    rate = (speculative(inputs) or {}).get("acceptance_rate")
+    notes.append(
+        f"# the plan assumed acceptance rate {rate}: check it on this traffic (the engine's accepted/draft token counters)"
+    )
+    return notes
 
 
 # --- engine commands -----------------------------------------------------------------------------------
@@ -550,6 +605,7 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
         parts.append(classes_note(inputs))
         if any(g.scheduling == "priority" for g in groups):
             parts.append(f"# priority scheduling as documented at {cli['priority_scheduling']['source'].split(' ')[0]}")
+    parts += draft_model_notes(inputs, engine)
     for index, group in enumerate(groups):
         parts.append(group_comment(inputs, index, group))
         nodes = nodes_per_replica(inputs, group)
@@ -663,6 +719,15 @@ def running_target(inputs: DeployInputs, group: ReplicaGroup) -> float | None:
     return None if occupancy is None or occupancy <= 0 else min(float(occupancy), float(group.batch_limit))
 
 
+def vllm_image(inputs: DeployInputs, vendor: str) -> str:
+    """The vLLM image: the table's release, or for a plan drafting with a separate model on NVIDIA the release
+    engine_cli.json names for it (v0.11's V1 engine has no draft-model speculation)."""
+    if vendor == "nvidia" and drafts_with_a_model(inputs):
+        image: str = engine_cli()["vllm"]["draft_model"]["image"]
+        return image
+    return VLLM_IMAGE[vendor]
+
+
 def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) -> dict[str, Any]:
     """A Deployment of `group.replicas` vLLM servers, each holding `tp × pp` GPUs of the GPU's vendor.
     Each replica is one pod on one node (`render` refuses a replica that spans nodes: it would want a
@@ -680,7 +745,7 @@ def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) 
         annotations |= {"headroom/pool": group.pool, "headroom/classes": class_priorities(group)}
     container: dict[str, Any] = {
         "name": "vllm",
-        "image": VLLM_IMAGE[vendor],
+        "image": vllm_image(inputs, vendor),
         "command": argv[:2],
         "args": argv[2:],
         "ports": [{"name": "http", "containerPort": PORT}],
@@ -831,6 +896,7 @@ def render_k8s(inputs: DeployInputs) -> str:
         if notes:
             source = engine_cli()["vllm"]["priority_scheduling"]["source"].split(" ")[0]
             header += f"# priority scheduling as documented at {source}\n" + "".join(f"{note}\n" for note in notes)
+    header += "".join(f"{note}\n" for note in draft_model_notes(inputs, "vllm"))
     return header + yaml.safe_dump_all(manifests(inputs), sort_keys=False)
 
 

@@ -55,8 +55,26 @@ REQUESTS: tuple[dict[str, Any], ...] = (
     ),
 )
 
+#: The levers of issue 18 (`--levers`): a draft model (the tests' Llama 3.1 70B drafted by Llama 3.1 8B at a
+#: measured α 0.7) and multi-turn sessions (tests/api/test_capacity_sessions.py's question), each also with verify.
+SESSIONS = {"sessions": {"turns": 8, "turn_tokens": 1000, "think_time_s": 10}}
+SESSION_WORKLOAD = {"prompt_tokens": {"mean": 4000, "p99": 10000}, "output_tokens": {"mean": 80, "p99": 320}}
+DRAFT_MODEL = {"speculative": "on", "pin": {"draft_model": "llama-3.1-8b", "acceptance_rate": 0.7}}
+LEVER_REQUESTS: tuple[dict[str, Any], ...] = (
+    _request("llama-3.1-70b", "h100-sxm", 8, CHAT, {"ttft_ms": 2000, "tpot_ms": 30}, constraints=DRAFT_MODEL),
+    _request("llama-3.1-8b", "h100-sxm", 4, {**SESSION_WORKLOAD, "prefix_reuse": SESSIONS}, {"ttft_ms": 1000, "tpot_ms": 60}),
+    _request(
+        "llama-3.1-8b",
+        "h100-sxm",
+        4,
+        {**SESSION_WORKLOAD, "prefix_reuse": SESSIONS},
+        {"ttft_ms": 1000, "tpot_ms": 60},
+        verify=True,
+    ),
+)
 
-def run() -> dict[str, Any]:
+
+def run(requests: tuple[dict[str, Any], ...] = REQUESTS) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)
     from tests.api.client import ApiClient
 
@@ -71,7 +89,7 @@ def run() -> dict[str, Any]:
         client = ApiClient(create_app(Settings(database_url=url)))
         results: dict[str, Any] = {"load_average_before": os.getloadavg(), "requests": []}
         client.post("/v1/capacity", json=REQUESTS[0])  # untimed: the process's first request
-        for body in REQUESTS:
+        for body in requests:
             _clear_caches()
             wall, cpu = time.perf_counter(), time.process_time()
             response = client.post("/v1/capacity", json=body)
@@ -103,8 +121,9 @@ def run() -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--levers", action="store_true", help="time LEVER_REQUESTS (draft model, sessions) instead")
     args = parser.parse_args()
-    results = run()
+    results = run(LEVER_REQUESTS if args.levers else REQUESTS)
     for r in results["requests"]:
         c = r["configuration"] or {}
         print(

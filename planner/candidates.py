@@ -52,7 +52,7 @@ from typing import NamedTuple
 import numpy as np
 
 from planner.confidence import meets
-from planner.errors import PlannerInputError, UnsupportedConfigurationError
+from planner.errors import UnsupportedConfigurationError
 from planner.memory import kv_capacity_tokens, memory_fit
 from planner.optimizer import candidate_id
 from planner.packing import InstanceOffer, offers_for, per_replica_floor
@@ -68,6 +68,7 @@ from planner.speculative import (
     MethodName,
     check_draft_model,
     default_acceptance,
+    draft_model_acceptance,
     draft_model_speculation,
     head_speculation,
     search_method,
@@ -405,11 +406,13 @@ def speculative_groups(
     cannot hold one average request is left out. Empty when the model offers no head (or, with
     `published`, none with a published checkpoint). With `draft_model` (constraints.pin.draft_model)
     that catalog model drafts instead of a head, at the given `acceptance_rate`."""
+    source: str | None = None
     if draft_model is not None:
-        if acceptance_rate is None:
-            raise PlannerInputError("a draft model needs a given acceptance rate", constraint="pin.acceptance_rate")
         check_draft_model(model, draft_model)
         method: MethodName | None = "draft_model"
+        if acceptance_rate is None:  # the published pair's (planner/speculative.py `draft_model_acceptance`)
+            published_pair = draft_model_acceptance(model, draft_model, workload.task)
+            acceptance_rate, source = published_pair.acceptance_rate, published_pair.source
     else:
         method = search_method(model, published)
     if method is None:
@@ -424,7 +427,9 @@ def speculative_groups(
             continue  # a draft over pipeline stages is not modelled: the pipeline group plans without one
         for k in draft_tokens:
             spec = (
-                draft_model_speculation(draft_model, group.precision, group.tp, draft_tokens=k, acceptance_rate=alpha)
+                draft_model_speculation(
+                    draft_model, group.precision, group.tp, draft_tokens=k, acceptance_rate=alpha, acceptance_source=source
+                )
                 if draft_model is not None
                 else head_speculation(model, group.precision, group.tp, method=method, draft_tokens=k, acceptance_rate=alpha)
             )

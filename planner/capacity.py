@@ -32,11 +32,23 @@ loses the cache's tokens (planner/planning.py `_with_prefix_cache`). The capacit
 the trials and of the capacity without a cache; the answer states the hit rate, cache tokens and
 routing assumed (`CapacityResult.prefix_caching`). Verification simulates the busiest replica with
 its own LRU (planner/simulator_prefix.py), as a plan's is.
+
+With multi-turn sessions (`PrefixReuse.sessions`) the hit rate depends on the rate sought, so a trial
+(tp, routing, cache fraction) is built at a rate λ (the cache a fraction of the working set at λ, the
+session model's hits at λ) and g(λ) is the hardware's capacity under it. λ is sustainable when
+g(λ) ≥ λ; g falls as λ rises, so the answer is the fixed point λ* = g(λ*) in [capacity without a
+cache, g(that)], narrowed from below by geometric bisection to MU_RELATIVE_TOLERANCE (μ's own 1 %),
+reported at λ* with the hits at λ* (`_session_capacity`).
+
+Speculative decoding (`CapacityRequest.speculative` auto or on) adds each group's speculating variants
+as a plan's search does (planner/candidates.py `speculative_groups`): the model's search draft head, or
+a catalog model drafting for it (`CapacityInputs.draft_model`, at the request's given α).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -72,6 +84,7 @@ from planner.planning import (
     _with_prefix_cache,
 )
 from planner.prefix_cache import BLOCK_TOKENS, PrefixReuse, Routing, prefix_hits
+from planner.rate_search import MU_RELATIVE_TOLERANCE
 from planner.simulator_prefix import replica_stream, simulate_prefix_replica
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.speculative import SEARCH_DRAFT_TOKENS
@@ -90,6 +103,8 @@ class CapacityInputs:
     precisions: tuple[Precision, ...]
     #: Draft methods with a published head for the model (planner/planning.py `PlanningInputs.draft_methods`).
     draft_methods: frozenset[str] | None = None
+    #: A catalog model drafting instead of a head (constraints.pin.draft_model; needs `CapacityRequest.acceptance_rate`).
+    draft_model: ModelSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.precisions:
@@ -293,6 +308,10 @@ def prefix_capacity(request: CapacityRequest, inputs: CapacityInputs) -> Capacit
         without: CapacityResult | None = _max_capacity(unverified, inputs, None)
     except InfeasiblePlanError as error:
         without, refusal = None, error
+    if reuse.sessions is not None:
+        if without is None:
+            raise refusal
+        return _session_capacity(request, inputs, plain, without)
     trials: list[tuple[CapacityRequest, _PrefixTrial, PrefixCaching]] = []
     if reuse.measured:
         assert reuse.hit_rate is not None
@@ -352,6 +371,137 @@ def prefix_capacity(request: CapacityRequest, inputs: CapacityInputs) -> Capacit
     _found, trial_request, trial, chosen = best
     result = _max_capacity(replace(trial_request, verify=request.verify), inputs, trial) if request.verify else _found
     return replace(result, prefix_caching=chosen, max_arrival_rate_rps_without_cache=rate_without)
+
+
+#: At most this many capacity searches narrow one session trial's self-consistent rate (module docstring).
+MAX_SESSION_STEPS = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _SessionTrial:
+    """One (tp, routing, cache fraction) of the session cache, built at one request rate."""
+
+    request: CapacityRequest
+    trial: _PrefixTrial
+    chosen: PrefixCaching
+
+
+def _session_capacity(
+    request: CapacityRequest, inputs: CapacityInputs, plain: CapacityRequest, without: CapacityResult
+) -> CapacityResult:
+    """The capacity with multi-turn sessions, whose hit rate falls as the rate rises (more sessions share each
+    cache): per (tp, routing, cache fraction) the largest rate λ at which the hardware, with the hits the session
+    model gives at λ itself, holds at least λ (module docstring); the largest over the trials and no cache."""
+    reuse = request.workload.prefix_reuse
+    assert reuse is not None and reuse.sessions is not None
+    unverified = replace(plain, verify=False)
+    floor = without.analytic_arrival_rate_rps
+    best: tuple[float, CapacityResult, _SessionTrial] | None = None
+    candidates = (request.tp,) if request.tp is not None else request.tp_degrees
+    for tp in (t for t in candidates if t <= request.gpus and request.replicas_for(t) >= 1):
+        replicas = request.replicas_for(tp)
+        # session-sticky routing only: random routing gives every replica the same sessions per second and the same
+        # working set (`working_set_tokens` does not depend on it) but a hit only with probability 1/r, so at every
+        # rate and cache it holds no more (planner/prefix_cache.py `session_keep_probability`)
+        routing: Routing = "prefix_aware" if replicas > 1 else "random"
+        for fraction in CACHE_FRACTIONS:
+            beat = floor if best is None else best[0]
+            found = _session_fixed_point(unverified, inputs, reuse, tp, replicas, routing, fraction, floor, beat)
+            if found is not None and found[0] > beat * (1 + _TIE):
+                best = found
+    if best is None or best[0] <= floor * (1 + _TIE):
+        none = PrefixCaching(hit_rate=0.0, cache_tokens=0, routing="random", prefill_tokens_saved_fraction=0.0)
+        result = _max_capacity(plain, inputs, None) if request.verify else without
+        return replace(result, prefix_caching=none, max_arrival_rate_rps_without_cache=floor)
+    rate, found_result, trial = best
+    result = _at_rate(found_result, rate, request.workload)
+    if request.verify:  # the simulator draws the sessions at each rate it simulates: its own fixed point
+        verified = _max_capacity(replace(trial.request, verify=True), inputs, trial.trial)
+        assert verified.verification is not None
+        result = replace(
+            result,
+            max_arrival_rate_rps=min(rate, verified.max_arrival_rate_rps),
+            output_tokens_per_s=min(rate, verified.max_arrival_rate_rps) * request.workload.output_tokens.mean,
+            verification=verified.verification,
+        )
+    return replace(result, prefix_caching=trial.chosen, max_arrival_rate_rps_without_cache=floor)
+
+
+def _session_fixed_point(
+    unverified: CapacityRequest,
+    inputs: CapacityInputs,
+    reuse: PrefixReuse,
+    tp: int,
+    replicas: int,
+    routing: Routing,
+    fraction: float,
+    floor_rps: float,
+    beat_rps: float,
+) -> tuple[float, CapacityResult, _SessionTrial] | None:
+    """The largest rate λ (to MU_RELATIVE_TOLERANCE) with g(λ) ≥ λ, g(λ) the capacity of the trial built at λ;
+    None when not even the capacity without a cache holds (g(floor) < floor), or when g(floor), which bounds λ*,
+    does not beat `beat_rps` (the best trial so far). g falls as λ rises (fewer hits, a
+    larger cache out of the KV), so λ* = g(λ*) lies in [floor, g(floor)]: narrowed by geometric bisection, each
+    success also lowering the upper end to g(mid) (λ* ≤ g(mid) when λ* ≥ mid)."""
+    prompt = unverified.workload.prompt_tokens
+
+    def build(rate_rps: float) -> _SessionTrial:
+        working_set = reuse.working_set_tokens(routing, replicas, arrival_rate_rps=rate_rps)
+        cache = int(fraction * working_set) // BLOCK_TOKENS * BLOCK_TOKENS
+        hits = prefix_hits(reuse, cache, routing, replicas, arrival_rate_rps=rate_rps)
+        mix = reduced_prompts(prompt, hits.classes)
+        chosen = PrefixCaching(
+            hit_rate=hits.hit_rate,
+            cache_tokens=hits.cache_tokens,
+            routing=routing,
+            prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+        )
+        trial = _PrefixTrial(reuse=reuse, cache_tokens=hits.cache_tokens, routing=routing, workload=unverified.workload)
+        request = replace(
+            unverified, tp=tp, workload=replace(unverified.workload, prompt_tokens=mix), prefix_cache_tokens=hits.cache_tokens
+        )
+        return _SessionTrial(request=request, trial=trial, chosen=chosen)
+
+    def capacity_at(rate_rps: float) -> tuple[float, CapacityResult | None, _SessionTrial]:
+        trial = build(rate_rps)
+        try:
+            found = _max_capacity(trial.request, inputs, trial.trial)
+        except InfeasiblePlanError:
+            return 0.0, None, trial  # e.g. the cache leaves too little KV for the p99 request
+        return found.analytic_arrival_rate_rps, found, trial
+
+    held, result, trial = capacity_at(floor_rps)
+    if result is None or held < floor_rps or held <= beat_rps * (1 + _TIE):
+        return None
+    low, low_result, low_trial = floor_rps, result, trial
+    high = held
+    for _ in range(MAX_SESSION_STEPS):
+        if high <= low * (1 + MU_RELATIVE_TOLERANCE):
+            break
+        mid = math.sqrt(low * high)
+        held, result, trial = capacity_at(mid)
+        if result is not None and held >= mid:
+            low, low_result, low_trial = mid, result, trial
+            high = min(high, held)
+        else:
+            high = mid
+    return low, low_result, low_trial
+
+
+def _at_rate(result: CapacityResult, rate_rps: float, workload: Workload) -> CapacityResult:
+    """`result` (a configuration's capacity g ≥ `rate_rps`) answered at `rate_rps`: the rate, μ and utilisation scaled
+    down to it, the curve cut at the new μ."""
+    scale = rate_rps / result.analytic_arrival_rate_rps
+    mu = result.max_rps_per_replica * scale
+    return replace(
+        result,
+        max_arrival_rate_rps=rate_rps,
+        analytic_arrival_rate_rps=rate_rps,
+        output_tokens_per_s=rate_rps * workload.output_tokens.mean,
+        max_rps_per_replica=mu,
+        utilisation=mu / result.saturation_rps_per_replica,
+        curve=tuple(p for p in result.curve if p.arrival_rate_rps <= mu * (1 + _TIE)),
+    )
 
 
 def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _PrefixTrial | None) -> CapacityResult:
@@ -624,11 +774,16 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
             draft_tokens=lengths,
             published=inputs.draft_methods,
             acceptance_rate=request.acceptance_rate,
+            draft_model=inputs.draft_model,
         )
         if request.speculative == "on" and groups and not variants:
+            draft = (
+                f"draft model {inputs.draft_model.slug} leaves no KV cache for one average request beside it"
+                if inputs.draft_model is not None
+                else "no published head for the model, no vocabulary to cost its LM head, or no KV cache left beside it"
+            )
             raise InfeasiblePlanError(
-                f"speculative is 'on' but no draft head can be offered for {inputs.model.slug} on this hardware "
-                "(no published head for the model, no vocabulary to cost its LM head, or no KV cache left beside it); "
+                f"speculative is 'on' but no draft can be offered for {inputs.model.slug} on this hardware ({draft}); "
                 "set it to 'auto' or 'off'",
                 constraint="speculative",
             )

@@ -53,7 +53,7 @@ class Pin:
     #: method's default (planner/speculative.py METHOD_DEFAULTS).
     acceptance_rate: float | None = None
     #: A catalog model to draft with instead of a head (planner/speculative.py `draft_model_speculation`);
-    #: its α has no cited default, so `acceptance_rate` must be given with it.
+    #: without `acceptance_rate` its α is the published pair's (planner/speculative.py `draft_model_acceptance`).
     draft_model: str | None = None
 
     def __post_init__(self) -> None:
@@ -70,12 +70,6 @@ class Pin:
                 raise _refuse(member, f"a pinned {member} must be >= 1, got {value}")
         if self.acceptance_rate is not None and not 0.0 < self.acceptance_rate < 1.0:
             raise _refuse("acceptance_rate", f"a pinned acceptance_rate must be in (0, 1), got {self.acceptance_rate}")
-        if self.draft_model is not None and self.acceptance_rate is None:
-            raise _refuse(
-                "draft_model",
-                f"a draft model ({self.draft_model}) needs pin.acceptance_rate: Headroom has no cited default acceptance "
-                "rate for a separate draft model (measure it, e.g. from vLLM's spec_decode acceptance counters)",
-            )
         if self.chunk_tokens is not None and not self.chunk_pinned:
             object.__setattr__(self, "chunk_pinned", True)
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:

@@ -215,16 +215,15 @@ def speculative_choice(option: Option, workload: Workload) -> SpeculativeChoice 
     spec = option.group.step_model.speculation
     if spec is None:
         return None
-    # a draft model has no default α: its rate is always the request's (constraints.pin.acceptance_rate)
+    # a draft model's default α is its published pair's, carried on the speculation (None: the request gave it)
     default = None if spec.method == "draft_model" else default_acceptance(spec.method, workload.task)
-    given = default is None or spec.acceptance_rate != default.acceptance_rate
+    given = spec.acceptance_source is None and (default is None or spec.acceptance_rate != default.acceptance_rate)
+    source = spec.acceptance_source or (None if default is None else default.source)
     return SpeculativeChoice(
         method=spec.method,
         draft_tokens=spec.draft_tokens,
         acceptance_rate=spec.acceptance_rate,
-        acceptance_source="given by the request (constraints.pin.acceptance_rate)"
-        if given or default is None
-        else default.source,
+        acceptance_source="given by the request (constraints.pin.acceptance_rate)" if given or source is None else source,
         tokens_per_step=spec.tokens_per_step,
         crossover_batch=crossover_batch(
             option.group.step_model,

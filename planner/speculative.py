@@ -237,7 +237,13 @@ def head_speculation(
 
 
 def draft_model_speculation(
-    draft: ModelSpec, precision: Precision, tp: int, *, draft_tokens: int, acceptance_rate: float
+    draft: ModelSpec,
+    precision: Precision,
+    tp: int,
+    *,
+    draft_tokens: int,
+    acceptance_rate: float,
+    acceptance_source: str | None = None,
 ) -> Speculation:
     """A separate draft model (same precision, same tp as the target): its own weights, cache and FLOPs per pass.
 
@@ -253,6 +259,93 @@ def draft_model_speculation(
         draft_flops_per_token=2.0 * draft.params_active,
         draft_attention_flops_per_context_token=float(attention_flops_per_context_token(draft)),
         resident_bytes=weight_bytes(draft, precision.weights),
+        acceptance_source=acceptance_source,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PairAcceptance:
+    """A published per-token acceptance rate α of a (target, separate draft model) pair on one task."""
+
+    target: str
+    draft: str
+    target_params: float
+    draft_params: float
+    benchmark: str
+    temperature: float
+    acceptance_rate: float
+
+    @property
+    def size_ratio(self) -> float:
+        """Target parameters over draft parameters."""
+        return self.target_params / self.draft_params
+
+
+#: Leviathan, Kalman & Matias, "Fast Inference from Transformers via Speculative Decoding" (ICML 2023,
+#: arXiv 2211.17192), Tables 2 and 3: α of T5-XXL (11B) drafted by T5-small (77M), T5-base (250M) and
+#: T5-large (800M) on WMT EnDe translation and CNN/DM summarization at temperature 0 and 1, and of LaMDA
+#: (137B) drafted by LaMDA 100M, 2B and 8B at temperature 0. Read from two transcriptions of the tables
+#: in public research notes found through this project's code search (they agree; one is the note
+#: PUBLISHED_ACCEPTANCE's EAGLE-3 rows come from), not checked against the paper here. Chen et al. (arXiv
+#: 2302.01318) state no α (their Figure 1 plots accepted tokens / (K + 1)), so they add no row.
+_LEVIATHAN = "Leviathan, Kalman & Matias (ICML 2023, arXiv 2211.17192), Tables 2–3"
+_T5XXL, _LAMDA = 11e9, 137e9
+_T5_DRAFTS = (("T5-small", 77e6), ("T5-base", 250e6), ("T5-large", 800e6))
+PUBLISHED_PAIR_ACCEPTANCE: tuple[PairAcceptance, ...] = (
+    *(
+        PairAcceptance(
+            target="T5-XXL",
+            draft=name,
+            target_params=_T5XXL,
+            draft_params=params,
+            benchmark=benchmark,
+            temperature=temperature,
+            acceptance_rate=alpha,
+        )
+        for benchmark, temperature, alphas in (
+            ("WMT EnDe", 0.0, (0.75, 0.80, 0.82)),
+            ("WMT EnDe", 1.0, (0.62, 0.68, 0.71)),
+            ("CNN/DM", 0.0, (0.65, 0.73, 0.74)),
+            ("CNN/DM", 1.0, (0.53, 0.55, 0.56)),
+        )
+        for (name, params), alpha in zip(_T5_DRAFTS, alphas, strict=True)
+    ),
+    *(
+        PairAcceptance(
+            target="LaMDA 137B",
+            draft=name,
+            target_params=_LAMDA,
+            draft_params=params,
+            benchmark="LaMDA's (Table 3)",
+            temperature=0.0,
+            acceptance_rate=alpha,
+        )
+        for name, params, alpha in (("LaMDA 100M", 100e6, 0.61), ("LaMDA 2B", 2e9, 0.71), ("LaMDA 8B", 8e9, 0.75))
+    ),
+)
+
+
+def draft_model_acceptance(target: ModelSpec, draft: ModelSpec, task: Task | None) -> MethodDefault:
+    """The default α of a separate draft model: the published pair (PUBLISHED_PAIR_ACCEPTANCE) at temperature 1 —
+    sampling, the OpenAI-compatible APIs' default temperature, and the lower, safer of the paper's two — on
+    CNN/DM for summarization traffic and WMT EnDe for every other task (the paper measured no chat), whose
+    target/draft size ratio is nearest the pair's in log ratio (total parameters; the paper's drafts are dense).
+
+    The caveat the plan states: two T5 pairs of another model family, a 2023 measurement, and a chain's α taken
+    as constant over positions; the one measured modern pair (SpecDecode-Bench's Llama-3.1-70B drafted by
+    Llama-3.2-1B on vLLM, docs/speculative-decoding.md) implies α 0.634 at batch 1 where this gives 0.68.
+    Measure α on the traffic and give it (constraints.pin.acceptance_rate) where the plan's cost rests on it."""
+    benchmark = "CNN/DM" if task == "summarization" else "WMT EnDe"
+    ratio = target.params_total / draft.params_total
+    rows = [p for p in PUBLISHED_PAIR_ACCEPTANCE if p.benchmark == benchmark and p.temperature == 1.0]
+    found = min(rows, key=lambda p: (abs(math.log(p.size_ratio / ratio)), p.size_ratio))
+    return MethodDefault(
+        method="draft_model",
+        acceptance_rate=found.acceptance_rate,
+        source=f"{_LEVIATHAN}: {found.target} drafted by {found.draft} (size ratio {found.size_ratio:.0f}, this pair's "
+        f"{ratio:.0f}), {found.benchmark}, temperature 1: α {found.acceptance_rate:g}. Another model family and task; "
+        "measure α on this traffic (e.g. vLLM's accepted/draft token counters) and give it in "
+        "constraints.pin.acceptance_rate",
     )
 
 

@@ -58,6 +58,9 @@ class Speculation:
     #: Memory the draft holds beyond the target's weights (a head shares the target's LM head but is
     #: read in full every pass; Medusa's k heads are all resident); its cache is draft_kv_bytes_per_token.
     resident_bytes: float = 0.0
+    #: Where a default α comes from when the draft's method has none of its own (a separate draft model's
+    #: published pair, planner/speculative.py `draft_model_acceptance`); None: the method's default or given.
+    acceptance_source: str | None = None
 
     def __post_init__(self) -> None:
         if self.draft_tokens < 1:

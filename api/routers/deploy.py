@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
-from api.deploy import DeployInputs, render, slugs_needed
+from api.deploy import DeployInputs, draft_model_request, render, slugs_needed
 from api.deps import CatalogDep, PlansDep, ReaderDep
 from api.problems import problem_responses
 from catalog.plans import Plans
@@ -21,15 +21,18 @@ Target = Literal["vllm", "sglang", "trt-llm", "k8s"]
 
 
 def deploy_inputs(plan_id: str, plans: Plans, catalog: Catalog) -> DeployInputs:
-    """The stored plan and the current catalog records of its model, GPUs and quantization schemes."""
+    """The stored plan and the current catalog records of its model, its draft model (if it drafts with one),
+    GPUs and quantization schemes."""
     stored = plans.get(plan_id)
     gpus, schemes = slugs_needed(stored.response)
+    draft = draft_model_request(stored.request, stored.response)
     return DeployInputs(
         plan_id=stored.id,
         response=stored.response,
         model=catalog.get_model(stored.request["model"]),
         quantizations={slug: catalog.get_quantization(slug) for slug in sorted(schemes)},
         gpus={slug: catalog.get_gpu(slug) for slug in sorted(gpus)},
+        draft_model=None if draft is None else catalog.get_model(draft),
     )
 
 
@@ -71,7 +74,10 @@ def deploy_plan(
     and a headless Service per pool. A class plan (`classes`) renders each pool of its chosen
     arrangement (k8s: a Deployment and a Service per pool, no HPA); a shared priority pool gets vLLM's
     `--scheduling-policy priority`, and the script says the `priority` each class's requests carry
-    (the class's own: 0 is served first). 404 for an unknown plan; 422 for an unknown target, a model
+    (the class's own: 0 is served first). A plan drafting with a catalog model (constraints.pin.draft_model)
+    renders vLLM's `draft_model` speculative config (with the release it needs), SGLang's STANDALONE
+    algorithm and TensorRT-LLM's DraftTarget, each with the draft's checkpoint. 404 for an unknown plan; 422
+    for an unknown target, a model or draft model
     without `checkpoint`, a quantization the engine has no name for, a disaggregated plan for trt-llm,
     or a class plan's priority pool for sglang or trt-llm (the 422 names the targets that render it)."""
     inputs = deploy_inputs(plan_id, plans, catalog)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from api.schemas.catalog import Slug
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import PlanPin, PlanPrecision, PlanSlo
-from api.schemas.workload import WorkloadShape, refuse_sessions_without_a_rate
+from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
 from planner.units import MS_PER_S
 
@@ -26,13 +26,9 @@ class _Input(BaseModel):
 
 class CapacityWorkloadShape(WorkloadShape):
     """The traffic's shape without its rate (the rate is what is asked for). With `prefix_reuse` the aggregated
-    capacity plans a prefix cache (docs/prefix-caching.md); separate pools do not take it (a 422), nor
-    `prefix_reuse.sessions` (its hit rate depends on the rate)."""
-
-    @model_validator(mode="after")
-    def _no_sessions(self) -> Self:
-        refuse_sessions_without_a_rate(self.prefix_reuse, "POST /v1/capacity")
-        return self
+    capacity plans a prefix cache (docs/prefix-caching.md); separate pools do not take it (a 422). With
+    `prefix_reuse.sessions`, whose hit rate depends on the rate, the answer is the largest rate at which the
+    hardware holds that rate with the hits the session model gives at it (docs/capacity-benchmark.md)."""
 
 
 class CapacityConstraints(_Input):
@@ -41,14 +37,14 @@ class CapacityConstraints(_Input):
     pin: PlanPin | None = Field(
         default=None,
         description="Fix gpu (must be the request's), tp, pp (only 1), replicas (at most what the hardware holds), batch_limit, "
-        "chunk_tokens (null: no chunking), precision, draft_tokens (with speculative auto or on) or engine (the GPU "
-        "at its engine profile, docs/engines.md).",
+        "chunk_tokens (null: no chunking), precision, draft_tokens, acceptance_rate or draft_model (a catalog model drafting "
+        "instead of a head; these three with speculative auto or on) or engine (the GPU at its engine profile, docs/engines.md).",
     )
     speculative: Literal["auto", "off", "on"] = Field(
         default="off",
         description="Speculative decoding as POST /v1/plans takes it: `auto` sizes every configuration with and without the "
-        "model's draft head (EAGLE, or MTP where the model ships it, at draft lengths 2 and 5 or pin.draft_tokens) and the "
-        "largest capacity wins; `on` only with it (a 422 where no head can be costed); `off` (the default) never. "
+        "model's draft head (EAGLE, or MTP where the model ships it; pin.draft_model's catalog model instead of a head; at "
+        "draft lengths 2 and 5 or pin.draft_tokens) and the largest capacity wins; `on` only with it (a 422 where no head can be costed); `off` (the default) never. "
         "`speculative` in the answer says which draft the configuration runs.",
     )
     n_plus_one: bool = Field(
@@ -141,13 +137,8 @@ class CapacityRequest(_Input):
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
         pin = self.constraints.pin
-        if pin is not None and pin.draft_model is not None:
-            raise ValueError(
-                "constraints.pin.draft_model is not supported by POST /v1/capacity yet (its candidates draft with a head): "
-                "plan with POST /v1/plans"
-            )
         if pin is not None and self.constraints.speculative == "off":
-            for member in ("draft_tokens", "acceptance_rate"):
+            for member in ("draft_tokens", "acceptance_rate", "draft_model"):
                 if getattr(pin, member) is not None:
                     raise ValueError(f"constraints.pin.{member} needs constraints.speculative auto or on")
         if pin is not None:

@@ -147,8 +147,9 @@ class PlanPin(_Input):
         default=None,
         description="A catalog model to draft with instead of a draft head (same vocabulary as the model, fewer "
         "parameters): each verify step adds its k forward passes on the same GPUs, and its weights and KV cache come "
-        "out of the replica's memory (docs/speculative-decoding.md). Needs acceptance_rate (no cited default exists for "
-        "a separate draft model) and constraints.speculative auto or on.",
+        "out of the replica's memory (docs/speculative-decoding.md). Needs constraints.speculative auto or on; without "
+        "acceptance_rate the α of the published (target, draft) pair nearest in size ratio (Leviathan et al. 2023, "
+        "temperature 1) is assumed and plan.speculative.acceptance_source says so: give the measured one where you can.",
         examples=["llama-3.1-8b"],
     )
 
@@ -160,15 +161,6 @@ class PlanPin(_Input):
                 f"a pinned pp must be one of the pipeline degrees the planner models ({', '.join(map(str, PP_DEGREES))}), got {pp}"
             )
         return pp
-
-    @model_validator(mode="after")
-    def _draft_model_with_its_rate(self) -> Self:
-        if self.draft_model is not None and self.acceptance_rate is None:
-            raise ValueError(
-                "draft_model needs acceptance_rate: Headroom has no cited default acceptance rate for a separate draft "
-                "model (measure it, e.g. from vLLM's spec_decode acceptance counters)"
-            )
-        return self
 
     @model_validator(mode="after")
     def _chunk_above_batch(self) -> Self:

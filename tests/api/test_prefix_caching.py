@@ -223,15 +223,8 @@ def test_bad_sessions_are_a_422_naming_them(seeded: ApiClient, admin: dict[str, 
     assert field in bad_fields(problem), bad_fields(problem)
 
 
-def test_capacity_refuses_sessions_saying_why(seeded: ApiClient) -> None:
-    reused = copy.deepcopy(PREFILL_BOUND)
-    reused["workload"]["prefix_reuse"] = SESSIONS
-    problem = assert_problem(seeded.post("/v1/capacity", json=reused), 422)
-    assert "sessions needs the request rate" in str(bad_fields(problem)) + problem["detail"]
-
-
 def test_what_if_plans_sessions_at_each_points_rate(seeded: ApiClient, admin: dict[str, str]) -> None:
-    """A what-if sweep has a rate per point, so it takes sessions (capacity, which asks for the rate, does not):
+    """A what-if sweep has a rate per point, so it takes sessions (capacity solves for its rate: test_capacity_sessions.py):
     each point costs at most the point without them, and the busier one caches (more sessions share each replica's
     cache, and a long-session workload at 40 req/s is prefill-bound)."""
     shape = {key: value for key, value in SESSION_WORKLOAD.items() if key != "arrival_rate_rps"}
