@@ -358,11 +358,13 @@ class StagedPlan:
         return () if self.fleet.verification is None else tuple(self.fleet.adjustments)
 
 
-def stage_plan(request: PlanningRequest, inputs: PlanningInputs) -> StagedPlan:
-    """`_plan` up to the verified rows (see StagedPlan)."""
+def stage_plan(request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None) -> StagedPlan:
+    """`_plan` up to the verified rows (see StagedPlan). `space`: `search_space(request, inputs)` already
+    enumerated (planner/plan_prefix.py's re-plans of one trial, which differ only in min_replicas and the
+    cost bound, neither of which enters it); the same options, so the same plan."""
     started = time.perf_counter()
     request, inputs = apply_pins(request, inputs)
-    space = _search_space(request, inputs)
+    space = _search_space(request, inputs) if space is None else space
     planner = _Planner(space.options, request.workload, checkpoint=request.checkpoint)
     try:
         searched = _search(planner, space, request)
@@ -463,6 +465,14 @@ class _Searched:
     pool: Sequence[tuple[Option, float]]
     slo_failures: Mapping[str, tuple[str, str, float | None]]
     verified: _Verified | None
+
+
+def search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
+    """The search space `stage_plan` enumerates for `request` (its pins applied first, as there):
+    it reads the workload, SLOs, grid, cache reserve and constraints but not min_replicas, the cost
+    bound, verify, explain or advise."""
+    request, inputs = apply_pins(request, inputs)
+    return _search_space(request, inputs)
 
 
 def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:

@@ -8,11 +8,13 @@ the prompt tokens from prefill: the plan no longer needs the H100 its TTFT asked
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from planner.errors import InfeasiblePlanError
 from planner.optimizer import PlanConstraints
 from planner.performance import build_step_model
 from planner.plan_prefix import measured_prompts, reduced_prompts
@@ -172,11 +174,11 @@ def test_several_replicas_route_by_prefix():
     assert section.working_set_tokens < REUSE.working_set_tokens("random", 1)
 
 
-def _planned_in_full(request: PlanningRequest, inputs) -> object:
+def _planned_in_full(request: PlanningRequest, inputs, *, space=None) -> object:
     """planning.stage_plan with every trial's cost bound lifted: each cache size planned to its own optimum."""
     from planner.planning import stage_plan
 
-    return stage_plan(replace(request, below_usd_per_hour=float("inf")), inputs)
+    return stage_plan(replace(request, below_usd_per_hour=float("inf")), inputs, space=space)
 
 
 def _prefix_plan(workload: Workload, *, verify: bool, full: bool):
@@ -279,3 +281,22 @@ def test_a_staged_plan_finishes_into_the_plan_planned_anew(verify: bool):
     assert finish_plan(staged).justification is None
     explained_later = finish_plan(replace(staged, request=replace(staged.request, explain=True)))
     assert _untimed(explained_later) == _untimed(anew)
+
+
+def test_a_re_plan_on_its_trials_search_space_is_the_plan_planned_anew():
+    """prefix_plan enumerates each trial's search space once and re-plans on it (more replicas after a
+    refuted plan, a lifted cost bound): neither min_replicas nor the bound enters the space, so the plan
+    staged on the trial's space is the plan planned anew, its cost bound and replica floor honoured."""
+    from planner.planning import _plan, finish_plan, search_space, stage_plan
+
+    trial = PlanningRequest(workload=CHAT, slo=SLO, prefix_cache_tokens=4096, **GRID)
+    space = search_space(trial, INPUTS)
+    first = finish_plan(stage_plan(trial, INPUTS, space=space))
+    assert _untimed(first) == _untimed(_plan(trial, INPUTS))
+    more = first.replicas + 2
+    again = replace(trial, constraints=replace(trial.constraints, min_replicas=more), below_usd_per_hour=math.inf)
+    replanned = finish_plan(stage_plan(again, INPUTS, space=space))
+    assert replanned.replicas >= more
+    assert _untimed(replanned) == _untimed(_plan(again, INPUTS))
+    with pytest.raises(InfeasiblePlanError):  # the bound still counts on a shared space
+        stage_plan(replace(trial, below_usd_per_hour=first.cost_usd_per_hour), INPUTS, space=space)
