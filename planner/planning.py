@@ -542,9 +542,14 @@ def _search_mixed(planner: _Planner, request: PlanningRequest) -> _Searched:
     slo, lam = request.slo, request.workload.arrival_rate_rps
     outcome = planner.search(slo, lam, request.constraints, below_usd_per_hour=request.below_usd_per_hour)
     # A mixed fleet costs at most the best single configuration, so a group whose single
-    # replica already costs more can hold no row of it: only the others are searched.
+    # replica already costs more can hold no row of it: only the others are searched. Under a cost
+    # bound with no single configuration below it (a prefix trial), only fleets strictly cheaper than
+    # the bound count, so a group whose least fleet already costs the bound is not searched either.
+    strictly = outcome.best is None and math.isfinite(request.below_usd_per_hour)
     ceiling = outcome.best.cost_usd_per_hour if outcome.best is not None else request.below_usd_per_hour
-    best_groups, mixed_drops = planner.best_per_group(slo, ceiling_usd_per_hour=ceiling, arrival_rate_rps=lam)
+    best_groups, mixed_drops = planner.best_per_group(
+        slo, ceiling_usd_per_hour=ceiling, arrival_rate_rps=lam, strictly_below=strictly
+    )
     pool = [(opt, mu) for opt, mu in best_groups.values()]
     return _Searched(outcome=outcome, pool=pool, slo_failures=mixed_drops, verified=None)
 

@@ -300,3 +300,37 @@ def test_a_re_plan_on_its_trials_search_space_is_the_plan_planned_anew():
     assert _untimed(replanned) == _untimed(_plan(again, INPUTS))
     with pytest.raises(InfeasiblePlanError):  # the bound still counts on a shared space
         stage_plan(replace(trial, below_usd_per_hour=first.cost_usd_per_hour), INPUTS, space=space)
+
+
+@pytest.mark.parametrize("rate", [12.0, 30.0])
+def test_a_bounded_mixed_fleet_counts_only_fleets_strictly_below_the_bound(rate: float):
+    """A prefix trial's mixed fleet under a cost bound no single configuration undercuts searches only the
+    groups whose least fleet costs less than the bound: bounded at the plan's own cost it finds no fleet
+    cheaper (none, or one the trial counts as none), and the groups it searched are among those the
+    unbounded plan's filter keeps."""
+    from planner.plan_search import _Planner
+    from planner.planning import PlanningInputs, _plan, search_space
+    from tests.planner.test_planning import LLAMA_8B
+    from tests.planner.test_planning_bounds import GPUS, PRECISIONS
+
+    inputs = PlanningInputs(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, efficiency_profile="test")
+    request = PlanningRequest(
+        workload=CHAT.at_rate(rate), slo=SLO, constraints=PlanConstraints(mixed_fleet=True), verify=False, explain=False, **GRID
+    )
+    unbounded = _plan(request, inputs)
+    cost = unbounded.cost_usd_per_hour
+    try:
+        bounded = _plan(replace(request, below_usd_per_hour=cost), inputs).cost_usd_per_hour
+    except InfeasiblePlanError:
+        bounded = math.inf
+    assert bounded >= cost
+    space = search_space(request, inputs)
+    planner = _Planner(space.options, request.workload)
+    loose, _ = planner.best_per_group(SLO, ceiling_usd_per_hour=cost, arrival_rate_rps=rate)
+    strict, _ = planner.best_per_group(SLO, ceiling_usd_per_hour=cost, arrival_rate_rps=rate, strictly_below=True)
+    assert set(strict) <= set(loose)
+    # here the plan is one replica of one group: its price is the bound, so the strict filter leaves its group out
+    (row,) = unbounded.rows
+    assert row.replicas == 1
+    assert all((key[0], key[3]) != (row.gpu, row.tp) for key in strict)
+    assert any((key[0], key[3]) == (row.gpu, row.tp) for key in loose)
