@@ -334,3 +334,18 @@ def test_a_bounded_mixed_fleet_counts_only_fleets_strictly_below_the_bound(rate:
     assert row.replicas == 1
     assert all((key[0], key[3]) != (row.gpu, row.tp) for key in strict)
     assert any((key[0], key[3]) == (row.gpu, row.tp) for key in loose)
+
+
+def test_the_bench_comparison_ignores_timings_and_finds_any_other_difference():
+    """bench.plan_latency --prefix-compare (the check that a speed change changes no plan): the timing
+    fields are left out of a dump, any other field that differs names its plan."""
+    from bench.plan_latency import _untimed, prefix_compare
+
+    plan = {"cost": {"usd_per_hour": 2.8}, "plan_ms": 12.0, "justification": {"solve_ms": 3.0, "rows": [{"wall_time_s": 1}]}}
+    slower = {**plan, "plan_ms": 99.0, "justification": {"solve_ms": 9.0, "rows": [{"wall_time_s": 5}]}}
+    dearer = {**plan, "cost": {"usd_per_hour": 2.9}}
+    assert _untimed(plan) == _untimed(slower) == {"cost": {"usd_per_hour": 2.8}, "justification": {"rows": [{}]}}
+    before = {"plans": {"00-verify": _untimed(plan), "01-verify": _untimed(plan)}}
+    after = {"plans": {"00-verify": _untimed(slower), "01-verify": _untimed(dearer)}}
+    assert prefix_compare(before, after) == ["01-verify"]
+    assert prefix_compare(before, {"plans": {"00-verify": _untimed(plan)}}) == ["01-verify"]
