@@ -13,6 +13,13 @@ itself (imports, the solver library), as a running service is.
     .venv/bin/python -m bench.plan_latency --grid-ab [--verify]
     .venv/bin/python -m bench.plan_latency --prefix-reuse   # every request's workload with PREFIX_REUSE
     .venv/bin/python -m bench.plan_latency --prefix-ab [--verify]   # without against with it, interleaved
+    .venv/bin/python -m bench.plan_latency --prefix-dump plans.json   # every prefix plan, both verify settings
+    .venv/bin/python -m bench.plan_latency --prefix-compare before.json after.json   # field by field
+
+`--prefix-dump` plans the 24 requests with PREFIX_REUSE in process (cold, both verify settings) and
+writes each `PlanResult` (`planner.plan_result.as_dict`, the timings plan_ms, solve_ms, created_at and
+wall_time_s left out) or its refusal, with each plan's CPU ms; `--prefix-compare` lists the plans that
+differ between two dumps (two versions of the planner: a speed change must change none).
 
 `--prefix-reuse` offers prefix caching on every request (`PREFIX_REUSE` in its workload): the plan
 is then made without a cache and with each cache size (planner/plan_prefix.py), so it measures what
@@ -38,6 +45,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import statistics
 import sys
@@ -389,6 +397,66 @@ def prefix_ab(*, verify: bool, rounds: int = 2) -> dict[str, Any]:
     }
 
 
+#: Fields that time the plan rather than describe it (left out of `--prefix-dump`).
+TIMING_FIELDS = frozenset({"plan_ms", "solve_ms", "created_at", "wall_time_s"})
+
+
+def _untimed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _untimed(item) for key, item in value.items() if key not in TIMING_FIELDS}
+    if isinstance(value, list):
+        return [_untimed(item) for item in value]
+    return value
+
+
+def prefix_dump() -> dict[str, Any]:
+    """Every request with PREFIX_REUSE planned cold in process, verify false then true: each plan
+    (`as_dict` without its timings) or its refusal, and its CPU ms."""
+    from api.inputs import planning_inputs
+    from api.schemas.plans import PlanRequest
+    from planner.plan_result import as_dict
+
+    logging.disable(logging.CRITICAL)
+    plans: dict[str, Any] = {}
+    cpu_ms: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        url = f"sqlite:///{Path(folder) / 'headroom.db'}"
+        upgrade(url)
+        engine = make_engine(url)
+        with make_session_factory(engine)() as session:
+            catalog = Catalog(session)
+            catalog.load_reference_catalog()
+            session.commit()
+            for verify in (False, True):
+                for index, body in enumerate((REQUESTS[0], *REQUESTS)):  # the first untimed: imports, compiled kernels
+                    index -= 1
+                    request = PlanRequest.model_validate({**_with_reuse(body), "verify": verify})
+                    inputs, _ = planning_inputs(request, catalog, default_provider=Settings().default_price_provider)
+                    planning_request = planning.PlanningRequest(
+                        workload=request.traffic(),
+                        slo=request.targets(),
+                        constraints=request.constraints.to_constraints(),
+                        verify=verify,
+                    )
+                    _clear_caches()
+                    key = f"{index:02d}-{'verify' if verify else 'no-verify'}"
+                    started = time.process_time()
+                    try:
+                        plan: Any = _untimed(as_dict(planning.plan_capacity(planning_request, inputs)))
+                    except HeadroomError as error:
+                        plan = {"refused": type(error).__name__, "detail": str(error)}
+                    if index >= 0:
+                        plans[key], cpu_ms[key] = plan, (time.process_time() - started) * 1e3
+        engine.dispose()
+    return {"plans": plans, "cpu_ms": cpu_ms, "load_average_after": os.getloadavg()}
+
+
+def prefix_compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The plans (keys) of two `prefix_dump`s that differ in any field."""
+    keys = sorted(set(before["plans"]) | set(after["plans"]))
+    return [key for key in keys if before["plans"].get(key) != after["plans"].get(key)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
@@ -414,7 +482,24 @@ def main() -> None:
     parser.add_argument(
         "--prefix-ab", action="store_true", help="in process: without prefix_reuse against with it, interleaved (with --verify)"
     )
+    parser.add_argument("--prefix-dump", type=Path, help="write every prefix plan (both verify settings) here")
+    parser.add_argument("--prefix-compare", type=Path, nargs=2, help="two --prefix-dump files: the plans that differ")
     args = parser.parse_args()
+    if args.prefix_dump is not None:
+        dump = prefix_dump()
+        args.prefix_dump.write_text(json.dumps(dump, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        for verify in ("no-verify", "verify"):
+            times = [ms for key, ms in dump["cpu_ms"].items() if key.endswith(f"-{verify}")]
+            print(f"{verify}: p50 {statistics.median(times):.1f} ms cpu, total {sum(times):.0f} ms cpu")
+        print(f"load average {dump['load_average_after']}")
+        return
+    if args.prefix_compare is not None:
+        before, after = (json.loads(path.read_text(encoding="utf-8")) for path in args.prefix_compare)
+        differ = prefix_compare(before, after)
+        print(f"{len(differ)} of {len(set(before['plans']) | set(after['plans']))} plans differ: {', '.join(differ) or 'none'}")
+        for key in sorted(before["cpu_ms"]):
+            print(f"    {key} {before['cpu_ms'][key]:8.1f} -> {after['cpu_ms'].get(key, math.nan):8.1f} ms cpu")
+        return
     if args.prefix_ab:
         ab = prefix_ab(verify=args.verify)
         plain, reuse = ab["plain"], ab["prefix_reuse"]

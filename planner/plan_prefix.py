@@ -45,9 +45,8 @@ its prefix cache (planner/simulator_speculative.py honours the cached tokens).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -67,7 +66,7 @@ from planner.simulator_prefix import PrefixSimulation, simulate_prefix_replica
 from planner.workload import HistogramLength, LengthDistribution, Slo, Workload
 
 if TYPE_CHECKING:
-    from planner.planning import PlanningInputs, PlanningRequest, PlanResult, StagedPlan
+    from planner.planning import PlanningInputs, PlanningRequest, PlanResult, StagedPlan, _Space
 
 #: Cache sizes tried, as fractions of the per-replica working set (none is the plan without a cache).
 CACHE_FRACTIONS = (0.25, 0.5, 1.0)
@@ -80,8 +79,12 @@ MIXTURE_QUANTILES = 128
 MAX_REPLICA_STEPS = 4
 REPLICA_STEP_DIVISOR = 8
 
-#: planning.stage_plan (or a test's variant of it): a plan up to its verified rows, finished by planning.finish_plan.
-Stage = Callable[["PlanningRequest", "PlanningInputs"], "StagedPlan"]
+
+class Stage(Protocol):
+    """planning.stage_plan (or a test's variant of it): a plan up to its verified rows, finished by
+    planning.finish_plan; `space` the request's search space already enumerated (planning.search_space)."""
+
+    def __call__(self, request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None) -> StagedPlan: ...
 
 
 def reduced_prompts(prompt: LengthDistribution, classes: tuple[tuple[float, int], ...]) -> HistogramLength:
@@ -123,6 +126,8 @@ class _Trial:
     """One cache size planned: its record, the request it was planned with and the plan found (None: no
     plan cheaper than the bound it was planned under)."""
 
+    #: Its place among the candidates (its search space's key).
+    index: int
     record: PrefixCachingTrial
     request: PlanningRequest
     #: Staged, not finished (planning.finish_plan): only the attempt deployed is priced and explained.
@@ -139,7 +144,7 @@ def _ttft_at(result: PlanResult) -> float | None:
 
 def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) -> PlanResult:
     """The plan for a workload with prefix reuse (see the module docstring); `stage` plans a trial up to its verified rows."""
-    from planner.planning import finish_plan, staged_ttft_s
+    from planner.planning import finish_plan, search_space, staged_ttft_s
 
     reuse = request.workload.prefix_reuse
     assert reuse is not None
@@ -165,6 +170,9 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             hits = prefix_hits(reuse, cache, routing, replicas, arrival_rate_rps=rate)
             candidates.append((fraction, routing, hits, reduced_prompts(request.workload.prompt_tokens, hits.classes)))
     prompt = request.workload.prompt_tokens
+    # each trial's search space, enumerated once: its re-plans (more replicas, or in full after an earlier
+    # trial cut it short) change only min_replicas and the cost bound, which do not enter it
+    spaces: dict[int, _Space] = {}
 
     def trial(index: int, below_usd_per_hour: float) -> _Trial:
         """Candidate `index` planned, counting only plans strictly cheaper than `below_usd_per_hour`."""
@@ -180,7 +188,9 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
         )
         found: StagedPlan | None
         try:
-            found = stage(trial_request, inputs)
+            if index not in spaces:
+                spaces[index] = search_space(trial_request, inputs)
+            found = stage(trial_request, inputs, space=spaces[index])
         except InfeasiblePlanError:
             found = None
         if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
@@ -194,7 +204,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             replicas=None if found is None else found.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
-        return _Trial(record=record, request=trial_request, found=found)
+        return _Trial(index=index, record=record, request=trial_request, found=found)
 
     # Each trial counts only plans cheaper than the cheapest so far (the plan without a cache, then any
     # trial's): a later, larger cache is chosen only when strictly cheaper, so the first candidate
@@ -225,7 +235,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
         attempt, ready = trial_request, current.found  # the trial's own plan is the first attempt
         for _ in range(MAX_REPLICA_STEPS):
             try:
-                staged = stage(attempt, inputs) if ready is None else ready
+                staged = stage(attempt, inputs, space=spaces[current.index]) if ready is None else ready
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break

@@ -676,7 +676,12 @@ class _Planner:
         heapq.heappush(heap, (cost, gpus, option.id, stage))
 
     def best_per_group(
-        self, slo: Slo, *, ceiling_usd_per_hour: float = math.inf, arrival_rate_rps: float = 0.0
+        self,
+        slo: Slo,
+        *,
+        ceiling_usd_per_hour: float = math.inf,
+        arrival_rate_rps: float = 0.0,
+        strictly_below: bool = False,
     ) -> tuple[dict[tuple[str, str, str, int, int, int], tuple[Option, float]], dict[str, tuple[str, str, float | None]]]:
         """For a mixed fleet: each group's option with the largest μ (equal price and GPUs, so the
         others are dominated), searched in order of the saturation bound; an option that misses at
@@ -687,7 +692,8 @@ class _Planner:
         fleet using r ≥ 1 replicas of group g at price p_g and rate μ_g ≤ S_g (its largest bound)
         costs at least r·p_g + (λ − r·μ_g)⁺·e ≥ p_g + (λ − S_g)⁺·e, since p_g/μ_g ≥ e (the minimum is
         at r = 1) and the rest of the rate costs at least e per unit; N+1, min_replicas and the
-        limits only add to it."""
+        limits only add to it. `strictly_below`: only fleets costing strictly less than the ceiling
+        count (a prefix trial's bound), so a group whose floor reaches it is not searched."""
         efficiency = min((o.group.price_usd_per_hour / o.saturation_bound_rps for o in self.options), default=0.0)
         largest: dict[tuple[str, str, str, int, int, int], float] = {}
         for option in self.options:
@@ -696,7 +702,7 @@ class _Planner:
         for option in self.options:
             price = option.group.price_usd_per_hour
             floor = price + max(0.0, arrival_rate_rps - largest[option.group.layout_key]) * efficiency  # p_g + (λ − S_g)⁺·e
-            if floor <= ceiling_usd_per_hour * (1 + _COST_TOLERANCE):
+            if floor < ceiling_usd_per_hour if strictly_below else floor <= ceiling_usd_per_hour * (1 + _COST_TOLERANCE):
                 groups.setdefault(option.group.layout_key, []).append(option)
         best: dict[tuple[str, str, str, int, int, int], tuple[Option, float]] = {}
         drops: dict[str, tuple[str, str, float | None]] = {}

@@ -362,11 +362,13 @@ class StagedPlan:
         return () if self.fleet.verification is None else tuple(self.fleet.adjustments)
 
 
-def stage_plan(request: PlanningRequest, inputs: PlanningInputs) -> StagedPlan:
-    """`_plan` up to the verified rows (see StagedPlan)."""
+def stage_plan(request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None) -> StagedPlan:
+    """`_plan` up to the verified rows (see StagedPlan). `space`: `search_space(request, inputs)` already
+    enumerated (planner/plan_prefix.py's re-plans of one trial, which differ only in min_replicas and the
+    cost bound, neither of which enters it); the same options, so the same plan."""
     started = time.perf_counter()
     request, inputs = apply_pins(request, inputs)
-    space = _search_space(request, inputs)
+    space = _search_space(request, inputs) if space is None else space
     planner = _Planner(space.options, request.workload, checkpoint=request.checkpoint)
     try:
         searched = _search(planner, space, request)
@@ -469,6 +471,14 @@ class _Searched:
     verified: _Verified | None
 
 
+def search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
+    """The search space `stage_plan` enumerates for `request` (its pins applied first, as there):
+    it reads the workload, SLOs, grid, cache reserve and constraints but not min_replicas, the cost
+    bound, verify, explain or advise."""
+    request, inputs = apply_pins(request, inputs)
+    return _search_space(request, inputs)
+
+
 def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
     """Every candidate configuration (packed into whole instances when the plan is in instances);
     raises InfeasiblePlanError when enumeration leaves none."""
@@ -537,9 +547,14 @@ def _search_mixed(planner: _Planner, request: PlanningRequest) -> _Searched:
     slo, lam = request.slo, request.workload.arrival_rate_rps
     outcome = planner.search(slo, lam, request.constraints, below_usd_per_hour=request.below_usd_per_hour)
     # A mixed fleet costs at most the best single configuration, so a group whose single
-    # replica already costs more can hold no row of it: only the others are searched.
+    # replica already costs more can hold no row of it: only the others are searched. Under a cost
+    # bound with no single configuration below it (a prefix trial), only fleets strictly cheaper than
+    # the bound count, so a group whose least fleet already costs the bound is not searched either.
+    strictly = outcome.best is None and math.isfinite(request.below_usd_per_hour)
     ceiling = outcome.best.cost_usd_per_hour if outcome.best is not None else request.below_usd_per_hour
-    best_groups, mixed_drops = planner.best_per_group(slo, ceiling_usd_per_hour=ceiling, arrival_rate_rps=lam)
+    best_groups, mixed_drops = planner.best_per_group(
+        slo, ceiling_usd_per_hour=ceiling, arrival_rate_rps=lam, strictly_below=strictly
+    )
     pool = [(opt, mu) for opt, mu in best_groups.values()]
     return _Searched(outcome=outcome, pool=pool, slo_failures=mixed_drops, verified=None)
 

@@ -8,11 +8,13 @@ the prompt tokens from prefill: the plan no longer needs the H100 its TTFT asked
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from planner.errors import InfeasiblePlanError
 from planner.optimizer import PlanConstraints
 from planner.performance import build_step_model
 from planner.plan_prefix import measured_prompts, reduced_prompts
@@ -172,11 +174,11 @@ def test_several_replicas_route_by_prefix():
     assert section.working_set_tokens < REUSE.working_set_tokens("random", 1)
 
 
-def _planned_in_full(request: PlanningRequest, inputs) -> object:
+def _planned_in_full(request: PlanningRequest, inputs, *, space=None) -> object:
     """planning.stage_plan with every trial's cost bound lifted: each cache size planned to its own optimum."""
     from planner.planning import stage_plan
 
-    return stage_plan(replace(request, below_usd_per_hour=float("inf")), inputs)
+    return stage_plan(replace(request, below_usd_per_hour=float("inf")), inputs, space=space)
 
 
 def _prefix_plan(workload: Workload, *, verify: bool, full: bool):
@@ -279,3 +281,71 @@ def test_a_staged_plan_finishes_into_the_plan_planned_anew(verify: bool):
     assert finish_plan(staged).justification is None
     explained_later = finish_plan(replace(staged, request=replace(staged.request, explain=True)))
     assert _untimed(explained_later) == _untimed(anew)
+
+
+def test_a_re_plan_on_its_trials_search_space_is_the_plan_planned_anew():
+    """prefix_plan enumerates each trial's search space once and re-plans on it (more replicas after a
+    refuted plan, a lifted cost bound): neither min_replicas nor the bound enters the space, so the plan
+    staged on the trial's space is the plan planned anew, its cost bound and replica floor honoured."""
+    from planner.planning import _plan, finish_plan, search_space, stage_plan
+
+    trial = PlanningRequest(workload=CHAT, slo=SLO, prefix_cache_tokens=4096, **GRID)
+    space = search_space(trial, INPUTS)
+    first = finish_plan(stage_plan(trial, INPUTS, space=space))
+    assert _untimed(first) == _untimed(_plan(trial, INPUTS))
+    more = first.replicas + 2
+    again = replace(trial, constraints=replace(trial.constraints, min_replicas=more), below_usd_per_hour=math.inf)
+    replanned = finish_plan(stage_plan(again, INPUTS, space=space))
+    assert replanned.replicas >= more
+    assert _untimed(replanned) == _untimed(_plan(again, INPUTS))
+    with pytest.raises(InfeasiblePlanError):  # the bound still counts on a shared space
+        stage_plan(replace(trial, below_usd_per_hour=first.cost_usd_per_hour), INPUTS, space=space)
+
+
+@pytest.mark.parametrize("rate", [12.0, 30.0])
+def test_a_bounded_mixed_fleet_counts_only_fleets_strictly_below_the_bound(rate: float):
+    """A prefix trial's mixed fleet under a cost bound no single configuration undercuts searches only the
+    groups whose least fleet costs less than the bound: bounded at the plan's own cost it finds no fleet
+    cheaper (none, or one the trial counts as none), and the groups it searched are among those the
+    unbounded plan's filter keeps."""
+    from planner.plan_search import _Planner
+    from planner.planning import PlanningInputs, _plan, search_space
+    from tests.planner.test_planning import LLAMA_8B
+    from tests.planner.test_planning_bounds import GPUS, PRECISIONS
+
+    inputs = PlanningInputs(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, efficiency_profile="test")
+    request = PlanningRequest(
+        workload=CHAT.at_rate(rate), slo=SLO, constraints=PlanConstraints(mixed_fleet=True), verify=False, explain=False, **GRID
+    )
+    unbounded = _plan(request, inputs)
+    cost = unbounded.cost_usd_per_hour
+    try:
+        bounded = _plan(replace(request, below_usd_per_hour=cost), inputs).cost_usd_per_hour
+    except InfeasiblePlanError:
+        bounded = math.inf
+    assert bounded >= cost
+    space = search_space(request, inputs)
+    planner = _Planner(space.options, request.workload)
+    loose, _ = planner.best_per_group(SLO, ceiling_usd_per_hour=cost, arrival_rate_rps=rate)
+    strict, _ = planner.best_per_group(SLO, ceiling_usd_per_hour=cost, arrival_rate_rps=rate, strictly_below=True)
+    assert set(strict) <= set(loose)
+    # here the plan is one replica of one group: its price is the bound, so the strict filter leaves its group out
+    (row,) = unbounded.rows
+    assert row.replicas == 1
+    assert all((key[0], key[3]) != (row.gpu, row.tp) for key in strict)
+    assert any((key[0], key[3]) == (row.gpu, row.tp) for key in loose)
+
+
+def test_the_bench_comparison_ignores_timings_and_finds_any_other_difference():
+    """bench.plan_latency --prefix-compare (the check that a speed change changes no plan): the timing
+    fields are left out of a dump, any other field that differs names its plan."""
+    from bench.plan_latency import _untimed, prefix_compare
+
+    plan = {"cost": {"usd_per_hour": 2.8}, "plan_ms": 12.0, "justification": {"solve_ms": 3.0, "rows": [{"wall_time_s": 1}]}}
+    slower = {**plan, "plan_ms": 99.0, "justification": {"solve_ms": 9.0, "rows": [{"wall_time_s": 5}]}}
+    dearer = {**plan, "cost": {"usd_per_hour": 2.9}}
+    assert _untimed(plan) == _untimed(slower) == {"cost": {"usd_per_hour": 2.8}, "justification": {"rows": [{}]}}
+    before = {"plans": {"00-verify": _untimed(plan), "01-verify": _untimed(plan)}}
+    after = {"plans": {"00-verify": _untimed(slower), "01-verify": _untimed(dearer)}}
+    assert prefix_compare(before, after) == ["01-verify"]
+    assert prefix_compare(before, {"plans": {"00-verify": _untimed(plan)}}) == ["01-verify"]
