@@ -244,7 +244,10 @@ def replan_classes(
 
 
 def deployed_pools(response: dict[str, Any]) -> list[DeployedClassPool]:
-    """A stored class plan's pools as deployed, for the forward model (planner/class_check.py)."""
+    """A stored class plan's pools as deployed, for the forward model (planner/class_check.py): each
+    with the admission limit its classes were planned with (classes[].admission_limit, set by the
+    shedding arrangement; a plan stored before it carried none)."""
+    limits = {k["name"]: k["admission_limit"] for k in response["classes"] if k.get("admission_limit") is not None}
     return [
         DeployedClassPool(
             name=p["name"],
@@ -257,6 +260,7 @@ def deployed_pools(response: dict[str, Any]) -> list[DeployedClassPool]:
             chunk_tokens=p["chunk_tokens"],
             weights_precision=p["precision"]["weights"],
             kv_precision=p["precision"]["kv_cache"],
+            admission_limits={n: limits[n] for n in p["classes"] if n in limits},
         )
         for p in response["pools"]
     ]

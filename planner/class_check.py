@@ -29,19 +29,19 @@ in force while it still meets every class's target at (1 + headroom_margin) × t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from planner.errors import ConvergenceError, HeadroomError, UnstableLoadError
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.plan_classes_base import meets_slo
-from planner.plan_classes_priority import WARMUP_FRACTION, shed_fractions, with_wait
+from planner.plan_classes_priority import shed_fractions, simulate_priority_pool, with_wait
 from planner.planning import VERIFY_REQUESTS, PlanningInputs
 from planner.queueing import Prediction, predict
 from planner.queueing_priority import ClassLoad, priority_waits
 from planner.simulator import simulate
-from planner.simulator_classes import simulate_classes
+from planner.simulator_classes_step import StepClassSimulated
 from planner.step_model import StepModel
 from planner.traffic_classes import TrafficClass, merged_workload
 from planner.workload import Serving
@@ -66,6 +66,9 @@ class DeployedClassPool:
     chunk_tokens: int | None
     weights_precision: str
     kv_precision: str
+    #: The shedding arrangement's admission limit K per shed class (the stored plan's
+    #: classes[].admission_limit); empty for other pools, or a plan stored without it.
+    admission_limits: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +89,8 @@ class ClassCheck:
     simulated_ttft_p99_s: float | None = None
     simulated_tpot_p99_s: float | None = None
     simulated_e2e_p99_s: float | None = None
+    #: A priority pool's simulated refusal fraction (the step-level class simulator); None otherwise.
+    simulated_shed_fraction: float | None = None
     meets_target: bool
     checked: bool = True
     problem: str | None = None
@@ -195,25 +200,45 @@ def _priority(
     simulated: bool,
     seed: int,
 ) -> list[ClassCheck]:
+    """The pool's classes as plan_classes_priority.py `_trial` predicts a priority pool (without its
+    ρ cap and its all-on-target acceptance), the shed classes at the pool's stored admission limit,
+    and with `simulated` its `simulate_priority_pool` at the planner's verification length."""
     step_model, capacity = _model(pool, inputs)
     replicas = pool.replicas
     percentile = max(k.own_slo.percentile for k in classes)
-    one = Serving(replicas=1, batch_limit=pool.batch_limit, chunk_tokens=pool.chunk_tokens)
+    interactive = [k for k in classes if k.slo is not None]
 
-    def per_replica(ks: Sequence[TrafficClass]) -> Prediction:
+    def replica_prediction(ks: Sequence[TrafficClass]) -> Prediction:
+        # as plan_classes_priority.py `_replica_prediction`: a random split of Poisson arrivals is
+        # Poisson (one replica at λ/r); other arrivals as the pool's replicas sharing the stream
         workload = merged_workload(ks)
-        return predict(step_model, workload.at_rate(workload.arrival_rate_rps / replicas), one,
-                       kv_capacity_tokens=capacity, percentile=percentile)  # fmt: skip
+        if workload.arrival_cv == 1.0:
+            one = Serving(replicas=1, batch_limit=pool.batch_limit, chunk_tokens=pool.chunk_tokens)
+            return predict(step_model, workload.at_rate(workload.arrival_rate_rps / replicas), one,
+                           kv_capacity_tokens=capacity, percentile=percentile)  # fmt: skip
+        serving = Serving(replicas=replicas, batch_limit=pool.batch_limit, chunk_tokens=pool.chunk_tokens)
+        return predict(step_model, workload, serving, kv_capacity_tokens=capacity, percentile=percentile)
 
+    limits: dict[str, int | None] = dict.fromkeys((k.name for k in classes), None)
     try:
-        prediction = per_replica(classes)
+        prediction = replica_prediction(classes)
         q = prediction.queueing
         shed = dict.fromkeys((k.name for k in classes), 0.0)
+        if shedding and q is None and interactive:
+            # as `_trial`: the full load does not fit, the slot holding time of the interactive load alone
+            q = replica_prediction(interactive).queueing
         if shedding and q is not None:
-            # admitted only into a free slot, the occupancy's spread as the planner takes it; a plan whose
-            # shedding search chose a tighter admission limit is checked at this looser one (not stored per pool)
-            shed = shed_fractions(classes, replicas, q.service_s, q.slots, q.slots, q.occupancy_dispersion)
-            prediction = per_replica([replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes])
+            # the shed classes admitted below the plan's admission limit K (stored per class); a plan
+            # stored without one is checked at K = slots (admitted only into a free slot)
+            limit = next((pool.admission_limits[k.name] for k in classes if k.name in pool.admission_limits), q.slots)
+            shed = shed_fractions(classes, replicas, q.service_s, q.slots, limit, q.occupancy_dispersion)
+            limits.update((k.name, limit) for k in classes if k.name in pool.admission_limits)
+            if not pool.admission_limits:
+                lowest = max(k.priority for k in classes)
+                limits.update((k.name, limit) for k in classes if k.priority == lowest and k.max_shed_fraction > 0)
+            prediction = replica_prediction(
+                [replace(k, arrival_rate_rps=k.arrival_rate_rps * (1.0 - shed[k.name])) for k in classes]
+            )
             q = prediction.queueing
         if prediction.unstable or q is None or prediction.ttft is None or prediction.tpot is None or prediction.e2e is None:
             return [_missed(k, pool.name, f"unstable: ρ {prediction.utilisation:.2f} per replica") for k in classes]
@@ -225,34 +250,32 @@ def _priority(
         waits = {w.name: w.wait_at_percentile_s(percentile) for w in priority_waits(loads, slots=q.slots)}
     except (UnstableLoadError, ConvergenceError) as exc:
         return [_missed(k, pool.name, f"the queueing model has no steady state: {exc}") for k in classes]
-    simulated_waits: dict[str, float] = {}
+    sims: dict[str, StepClassSimulated] = {}
     if simulated:
-        rate = sum(load.arrival_rate_rps for load in loads)
-        duration_s = VERIFY_REQUESTS / rate / (1.0 - WARMUP_FRACTION)  # as plan_classes verifies a priority pool
-        simulated_waits = {
-            s.name: s.p99_wait_s
-            for s in simulate_classes(loads, slots=q.slots, duration_s=duration_s, seed=seed, warmup_fraction=WARMUP_FRACTION)
-        }
+        sims = simulate_priority_pool(
+            step_model, classes, replicas, batch_limit=pool.batch_limit, chunk_tokens=pool.chunk_tokens,
+            kv_capacity_tokens=capacity, admission_limits=limits, requests=VERIFY_REQUESTS, seed=seed,
+            percentile=percentile,
+        )  # fmt: skip
     ttft_fcfs, e2e_fcfs, tpot = prediction.ttft.at_percentile_s, prediction.e2e.at_percentile_s, prediction.tpot.at_percentile_s
     fcfs_wait = q.wait_at_percentile_s
     out = []
     for k in classes:
         ttft, e2e = with_wait(ttft_fcfs, fcfs_wait, waits[k.name]), with_wait(e2e_fcfs, fcfs_wait, waits[k.name])
         meets = meets_slo(k.own_slo, ttft, tpot, e2e) and shed[k.name] <= k.max_shed_fraction
-        sim: tuple[float, float] | None = None
-        if k.name in simulated_waits:
-            sim = (
-                with_wait(ttft_fcfs, fcfs_wait, simulated_waits[k.name]),
-                with_wait(e2e_fcfs, fcfs_wait, simulated_waits[k.name]),
-            )
-            if k.own_slo.percentile == SIMULATED_PERCENTILE:
-                meets = meets and meets_slo(k.own_slo, sim[0], tpot, sim[1])
+        sim = sims.get(k.name)
+        if sim is not None:
+            # as the planner's verification (`_simulated`): the simulated figures at the plan's percentile
+            # and the simulated refusals
+            meets = meets and meets_slo(k.own_slo, sim.ttft_s, sim.tpot_s, sim.e2e_s) and sim.shed_fraction <= k.max_shed_fraction
         out.append(
             ClassCheck(
                 name=k.name, pool=pool.name, arrival_rate_rps=k.arrival_rate_rps, percentile=percentile, ttft_s=ttft,
                 tpot_s=tpot, e2e_s=e2e, shed_fraction=shed[k.name], utilisation=q.utilisation,
-                simulated_ttft_p99_s=None if sim is None else sim[0], simulated_tpot_p99_s=None if sim is None else tpot,
-                simulated_e2e_p99_s=None if sim is None else sim[1], meets_target=meets,
+                simulated_ttft_p99_s=None if sim is None else sim.ttft_s,
+                simulated_tpot_p99_s=None if sim is None else sim.tpot_s,
+                simulated_e2e_p99_s=None if sim is None else sim.e2e_s,
+                simulated_shed_fraction=None if sim is None else sim.shed_fraction, meets_target=meets,
             )
         )  # fmt: skip
     return out

@@ -13,19 +13,21 @@ from planner.class_check import ClassCheck, ClassPlanCheck, DeployedClassPool, c
 from planner.class_diff import ClassPlanShape, ClassPoolShape, class_plan_diff, decide_classes
 from planner.diff import Hysteresis, ShapeRow
 from planner.plan_classes import ClassesPlan, PoolPlan, plan_classes
-from planner.plan_classes_base import _Context
+from planner.plan_classes_base import ClassFigures, _Context
 from planner.plan_classes_priority import _shared_priority
-from tests.planner.test_plan_classes import BASE, CHAT_CLASS, INPUTS, OFFICE_DAY, SUMMARISE
+from tests.planner.test_plan_classes import BASE, CHAT_CLASS, INPUTS, OFFICE_DAY, SUMMARISE, _over_the_cap
 
 CLASSES = [CHAT_CLASS, SUMMARISE]
 
 
-def deployed(pools: tuple[PoolPlan, ...]) -> list[DeployedClassPool]:
+def deployed(pools: tuple[PoolPlan, ...], figures: tuple[ClassFigures, ...] = ()) -> list[DeployedClassPool]:
+    """The pools as api/classes_replan.py `deployed_pools` reads them back: with each class's admission limit."""
+    limits = {f.name: f.admission_limit for f in figures if f.admission_limit is not None}
     return [
         DeployedClassPool(
             name=p.name, classes=p.classes, scheduling=p.scheduling, gpu=p.gpu, tp=p.tp, replicas=p.replicas,
             batch_limit=p.batch_limit, chunk_tokens=p.chunk_tokens, weights_precision=p.weights_precision,
-            kv_precision=p.kv_precision,
+            kv_precision=p.kv_precision, admission_limits={n: limits[n] for n in p.classes if n in limits},
         )
         for p in pools
     ]  # fmt: skip
@@ -77,6 +79,34 @@ def test_a_priority_pools_check_is_its_plans_figures_and_verification() -> None:
         assert (checked.ttft_s, checked.tpot_s, checked.e2e_s) == pytest.approx((planned.ttft_s, planned.tpot_s, planned.e2e_s))
         assert checked.simulated_ttft_p99_s == pytest.approx(verified[checked.name].ttft_simulated_s)
         assert checked.simulated_e2e_p99_s == pytest.approx(verified[checked.name].e2e_simulated_s)
+        assert checked.simulated_tpot_p99_s == pytest.approx(verified[checked.name].tpot_simulated_s)
+
+
+def test_a_shedding_pools_check_is_its_plans_figures_and_verification_at_its_admission_limit() -> None:
+    """The shedding pool of tests/planner/test_plan_classes.py whose admission limit sits below the
+    batch (3 % over the unshed pool's cap, summarisation 20 % sheddable): checked at its classes with
+    the stored limit it gives the plan's refusals and figures, and its verification's simulated ones;
+    checked at the free-slot limit (a plan stored without its limit) it refuses less than planned."""
+    classes, _, _ = _over_the_cap(1.03, 0.2)
+    base = replace(BASE, verify=True)
+    candidate = _shared_priority(_Context(classes=classes, inputs=INPUTS, base=base), verify=True, shedding=True)
+    assert candidate.verification is not None
+    pools = deployed(candidate.pools, candidate.classes)
+    assert pools[0].admission_limits and pools[0].admission_limits["summarise"] < pools[0].batch_limit
+    check = check_class_plan("shared_priority_shedding", pools, classes, INPUTS, simulated=True, seed=base.seed)
+    assert check.meets_targets
+    verified = {v.name: v for v in candidate.verification.classes}
+    for planned, checked in zip(candidate.classes, check.classes, strict=True):
+        assert (checked.ttft_s, checked.tpot_s, checked.e2e_s) == pytest.approx((planned.ttft_s, planned.tpot_s, planned.e2e_s))
+        assert checked.shed_fraction == pytest.approx(planned.shed_fraction)
+        assert checked.simulated_ttft_p99_s == pytest.approx(verified[checked.name].ttft_simulated_s)
+        assert checked.simulated_tpot_p99_s == pytest.approx(verified[checked.name].tpot_simulated_s)
+        assert checked.simulated_e2e_p99_s == pytest.approx(verified[checked.name].e2e_simulated_s)
+        assert checked.simulated_shed_fraction == pytest.approx(verified[checked.name].shed_fraction_simulated)
+    summarise = next(k for k in check.classes if k.name == "summarise")
+    assert 0.0 < summarise.shed_fraction <= 0.2
+    unlimited = check_class_plan("shared_priority_shedding", deployed(candidate.pools), classes, INPUTS)
+    assert next(k for k in unlimited.classes if k.name == "summarise").shed_fraction < summarise.shed_fraction
 
 
 def test_a_deferred_plans_background_classes_are_not_re_run() -> None:
