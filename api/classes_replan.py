@@ -266,6 +266,13 @@ def deployed_pools(response: dict[str, Any]) -> list[DeployedClassPool]:
     ]
 
 
+def day_run_in_pool(response: dict[str, Any]) -> list[float] | None:
+    """A stored deferred plan's day run: the background work it served on the interactive pool in each
+    period (verification.periods), which the check simulates again; None when the plan was not verified."""
+    periods = (response.get("verification") or {}).get("periods") or []
+    return [float(p["background_in_pool_rps"]) for p in periods] or None
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None or math.isnan(seconds) else seconds * MS_PER_S
 
@@ -315,7 +322,13 @@ def recheck_classes(stored: StoredDocument, catalog: Catalog, *, default_provide
     response = dict(stored.response)
     arrangement = response["arrangement"]["chosen"]
     check = check_class_plan(
-        arrangement, deployed_pools(response), [k.to_class() for k in request.classes], inputs, simulated=True, seed=0
+        arrangement,
+        deployed_pools(response),
+        [k.to_class() for k in request.classes],
+        inputs,
+        simulated=True,
+        seed=0,
+        background_in_pool_rps=day_run_in_pool(response),
     )
     gpus = [p["gpu"] for p in response["pools"]]
     then_prices = prices_then(response)

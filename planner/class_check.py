@@ -281,6 +281,69 @@ def _priority(
     return out
 
 
+#: Why a deferred plan's background classes are not re-run: the day run (planner/simulator_classes_day.py)
+#: serves them on each period's spare capacity of the interactive pool plus the rented replicas, each at the
+#: background plan's per-replica rate, and a stored plan keeps neither (only what the day run served on the
+#: interactive pool, and the replicas rented).
+NO_DAY_RUN = (
+    "deferred to a day schedule (planner/plan_deferral.py), not re-run: the day run needs each period's spare "
+    "capacity on the interactive pool and an extra replica's rate, which the stored plan does not carry"
+)
+
+
+def _day_periods(
+    pool: DeployedClassPool,
+    interactive: Sequence[TrafficClass],
+    background: Sequence[TrafficClass],
+    in_pool_rps: Sequence[float],
+    inputs: PlanningInputs,
+    *,
+    load_factor: float,
+    seed: int,
+) -> dict[str, tuple[tuple[float, float, float], list[str]]]:
+    """Each period of a deferred plan's day on its interactive pool, as its day run
+    (plan_classes_deferred.py `_day_run`) simulated it: one replica at step level
+    (`simulate_priority_pool`), the interactive classes at that period's rates (× `load_factor`) and the
+    background work the plan's day run served on the pool then (`in_pool_rps`, as stored), at its
+    priority. Per interactive class: its worst simulated (TTFT, TPOT, E2E) over the periods and the
+    periods where it misses its target."""
+    step_model, capacity = _model(pool, inputs)
+    periods = len(in_pool_rps)
+    percentile = max(k.own_slo.percentile for k in [*interactive, *background])
+    background_total = sum(k.arrival_rate_rps for k in background)
+    worst = {k.name: (0.0, 0.0, 0.0) for k in interactive}
+    misses: dict[str, list[str]] = {k.name: [] for k in interactive}
+    for p, in_pool in enumerate(in_pool_rps):
+        rates = [k.day_rps(periods)[p] * load_factor for k in interactive]
+        if sum(rates) + in_pool <= 0:
+            continue
+        shares = [*rates, *(in_pool * k.arrival_rate_rps / background_total for k in background)]
+        # a class with no traffic in the period is left out: the simulator draws nothing for it, so the
+        # others' arrivals (one seeded stream, class by class) are those of the plan's day run
+        period = [
+            replace(k, arrival_rate_rps=rate, demand_rps=None)
+            for k, rate in zip([*interactive, *background], shares, strict=True)
+            if rate > 0
+        ]
+        sims = simulate_priority_pool(
+            step_model, period, pool.replicas, batch_limit=pool.batch_limit, chunk_tokens=pool.chunk_tokens,
+            kv_capacity_tokens=capacity, admission_limits={}, requests=VERIFY_REQUESTS, seed=seed, percentile=percentile,
+        )  # fmt: skip
+        for k in interactive:
+            sim = sims.get(k.name)
+            if sim is None or sim.arrivals == 0:
+                continue
+            figures = (sim.ttft_s, sim.tpot_s, sim.e2e_s)
+            worst[k.name] = (
+                max(worst[k.name][0], figures[0]),
+                max(worst[k.name][1], figures[1]),
+                max(worst[k.name][2], figures[2]),
+            )
+            if not meets_slo(k.own_slo, *figures):
+                misses[k.name].append(str(p))
+    return {name: (worst[name], misses[name]) for name in worst}
+
+
 def check_class_plan(
     arrangement: str,
     pools: Sequence[DeployedClassPool],
@@ -290,9 +353,15 @@ def check_class_plan(
     load_factor: float = 1.0,
     simulated: bool = False,
     seed: int = 0,
+    background_in_pool_rps: Sequence[float] | None = None,
 ) -> ClassPlanCheck:
     """Each class of `classes` (rates × `load_factor`) on the deployed `pools` of a class plan whose
-    chosen arrangement is `arrangement` (module docstring). A class no pool lists is a miss."""
+    chosen arrangement is `arrangement` (module docstring). A class no pool lists is a miss.
+
+    A deferred plan's interactive classes, `simulated` and given its day run's background work on the
+    interactive pool per period (`background_in_pool_rps`, the stored verification.periods), are also
+    simulated period by period as its day run did (`_day_periods`): the worst period's figures are
+    reported and a period where a class misses its target is a miss."""
     scaled = [replace(k, arrival_rate_rps=k.arrival_rate_rps * load_factor) for k in classes]
     by_name = {k.name: k for k in scaled}
     deferred = arrangement == "deferred"
@@ -310,6 +379,12 @@ def check_class_plan(
                 checks = _priority(pool, served, inputs, shedding=shedding, simulated=simulated, seed=seed)
             else:
                 checks = _fcfs(pool, served, inputs, simulated=simulated, seed=seed)
+                if deferred and simulated and background_in_pool_rps:
+                    # the day run's classes at their own rates: its background is the share of what it served
+                    background = [k for k in classes if k.slo is None]
+                    day = _day_periods(pool, [k for k in classes if k.name in {c.name for c in served}], background,
+                                       background_in_pool_rps, inputs, load_factor=load_factor, seed=seed)  # fmt: skip
+                    checks = [_with_day(c, *day[c.name]) for c in checks]
         except (LookupError, HeadroomError) as exc:
             detail = exc.detail if isinstance(exc, HeadroomError) else str(exc.args[0])
             checks = [_unchecked(k, pool.name, detail) for k in served]
@@ -319,7 +394,18 @@ def check_class_plan(
         if k.name in found:
             out.append(found[k.name])
         elif deferred and k.slo is None:
-            out.append(_unchecked(k, "deferred", "deferred to a day schedule (planner/plan_deferral.py), not re-run"))
+            out.append(_unchecked(k, "deferred", NO_DAY_RUN))
         else:
             out.append(_missed(k, "-", "no pool of the plan serves this class"))
     return ClassPlanCheck(load_factor=load_factor, simulated=simulated, classes=tuple(out))
+
+
+def _with_day(check: ClassCheck, worst: tuple[float, float, float], misses: Sequence[str]) -> ClassCheck:
+    """`check` with the day run's worst period as its simulated figures, missing where a period misses."""
+    problem = check.problem
+    if misses and problem is None:
+        problem = f"the day run misses in period {', '.join(misses)} (simulated with the background in the pool)"
+    return replace(
+        check, simulated_ttft_p99_s=worst[0], simulated_tpot_p99_s=worst[1], simulated_e2e_p99_s=worst[2],
+        meets_target=check.meets_target and not misses, problem=problem,
+    )  # fmt: skip

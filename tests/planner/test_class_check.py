@@ -121,6 +121,32 @@ def test_a_deferred_plans_background_classes_are_not_re_run() -> None:
     assert check.meets_targets and "not checked: summarise" in check.summary
 
 
+def test_a_deferred_plans_interactive_classes_are_its_day_runs_and_its_background_is_not_re_run() -> None:
+    """A verified deferred plan checked with its day run's background work on the interactive pool
+    (the stored verification.periods): each period simulated again gives the plan's own day run's
+    figures, the worst of them reported; the background classes stay unchecked, and say why."""
+    chat = replace(CHAT_CLASS, demand_rps=OFFICE_DAY)
+    summarise = replace(SUMMARISE, deadline_h=12.0)
+    deferred = plan_classes([chat, summarise], INPUTS, replace(BASE, verify=True))
+    assert deferred.chosen == "deferred" and deferred.verification is not None
+    periods = deferred.verification.periods
+    in_pool = [p.background_in_pool_rps for p in periods]
+    assert any(b > 0 for b in in_pool)  # the day run put background work on the interactive pool
+    check = check_class_plan(deferred.chosen, deployed(deferred.pools), [chat, summarise], INPUTS, simulated=True,
+                             background_in_pool_rps=in_pool)  # fmt: skip
+    by_name = {k.name: k for k in check.classes}
+    planned = [figures for p in periods for name, *figures in p.interactive if name == "chat"]
+    assert planned  # the plan's day run simulated chat in its periods
+    worst = tuple(max(f[i] for f in planned) for i in range(3))
+    checked = by_name["chat"]
+    assert (checked.simulated_ttft_p99_s, checked.simulated_tpot_p99_s, checked.simulated_e2e_p99_s) == pytest.approx(worst)
+    assert checked.checked and checked.meets_target and checked.pool == "interactive"
+    assert not by_name["summarise"].checked and "spare capacity" in (by_name["summarise"].problem or "")
+    # without the day run's background, chat's simulated figures are its pool's alone at the peak rate
+    alone = check_class_plan(deferred.chosen, deployed(deferred.pools), [chat, summarise], INPUTS, simulated=True)
+    assert alone.classes[0].simulated_tpot_p99_s is not None and alone.classes[0].simulated_tpot_p99_s < worst[1]
+
+
 def _shape(replicas: int, cost: float) -> ClassPlanShape:
     row = ShapeRow(gpu="h100-sxm", tp=1, replicas=replicas, weights_precision="bf16", kv_precision="bf16", batch_limit=64,
                    chunk_tokens=2048)  # fmt: skip
