@@ -1,25 +1,31 @@
 """A stored class plan's pools judged at given traffic classes: the forward model of a class plan.
 
 `plan_classes` (planner/plan_classes.py) searches pools; this module takes pools as they are deployed
-(GPU, tp, replicas, precision, batch limit, chunk budget, scheduling) and predicts each class's
+(GPU, tp, replicas, precision, batch limit, chunk budget, scheduling, admission limits) and predicts each class's
 latencies on them at the classes' rates, scaled by `load_factor`:
 
 - an FCFS pool (`segregated`, `shared_fcfs`, a deferred plan's interactive pool) is the single-class
   queueing model (planner/queueing.py `predict`) of the merged stream of its classes on its replicas,
   each class taking the merged stream's figures at the pool's percentile (the highest of its classes'),
   as `plan_classes` reports them;
-- a priority pool (`shared_priority`, `shared_priority_shedding`) is the merged stream's FCFS figures
-  plus what each class's Cobham wait adds over the FCFS slot wait (`with_wait`), with the shedding
-  arrangement's refusal fractions from the birth–death chain (`shed_fractions`), exactly as
-  `plan_classes` accepts a priority pool, except that the ρ ≤ RELIABLE_MAX_UTILISATION cap of its
-  search is not a target: a deployed pool above it is reported, flagged by `utilisation`;
-- a deferred plan's background classes are served by a day schedule (planner/plan_deferral.py),
-  which this model does not re-run: they are reported `checked: false`.
+- a priority pool (`shared_priority`, `shared_priority_shedding`) as planner/plan_classes_priority.py
+  `_trial` predicts one: the merged stream's FCFS figures plus what each class's Cobham wait adds
+  over the FCFS slot wait (`with_wait`), with the shedding arrangement's refusal fractions from the
+  birth–death chain at the plan's stored admission limit K and the occupancy's overdispersion
+  (`shed_fractions`), except that the ρ ≤ RELIABLE_MAX_UTILISATION cap of its search is not a
+  target: a deployed pool above it is reported, flagged by `utilisation`;
+- a deferred plan's background classes are served by a day schedule (planner/plan_deferral.py) on
+  capacities the stored plan does not keep: they are reported `checked: false` (`NO_DAY_RUN`).
 
 With `simulate`, each FCFS pool is also run in the step-level simulator (planner/simulator.py, the
-single-class planner's VERIFY_REQUESTS requests, its seed) and each priority pool in the slot-level
-class simulator (planner/simulator_classes.py, one replica, as `plan_classes` verifies it); a class
-whose simulated p99 misses its target (at a p99 target) does not meet it.
+single-class planner's VERIFY_REQUESTS requests, its seed) and each priority pool by the function
+the plan's own verification calls (plan_classes_priority.py `simulate_priority_pool`: the
+step-level class simulator, one replica, the stored admission limits, VERIFY_REQUESTS requests);
+a class whose simulated figures miss its target does not meet it (an FCFS pool's at a p99 target,
+the simulator's percentile; a priority pool's at the pool's percentile, with its simulated
+refusals within `max_shed_fraction`). Given a deferred plan's day run (the background work it
+served on the interactive pool per period), its interactive classes are simulated period by period
+as that day run did (`_day_periods`).
 
 Used by the recheck of a stored class plan and by a class deployment's re-plan, which keeps the plan
 in force while it still meets every class's target at (1 + headroom_margin) × the new rates
@@ -74,8 +80,9 @@ class DeployedClassPool:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClassCheck:
     """One class on the deployed pools: the queueing model's figures at its percentile and, when
-    simulated, the simulator's p99s. `checked` is false for a deferred class (no day schedule here)
-    and for a class whose pool cannot be evaluated (`problem` says why)."""
+    simulated, the simulator's (p99 for an FCFS pool; a priority pool's at its percentile; a deferred
+    plan's interactive class's: its day run's worst period). `checked` is false for a deferred
+    background class (`NO_DAY_RUN`) and for a class whose pool cannot be evaluated (`problem` says why)."""
 
     name: str
     pool: str

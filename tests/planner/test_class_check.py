@@ -1,7 +1,8 @@
 """planner/class_check.py, the forward model of a class plan: pools that plan_classes chose, judged
 at the classes they were planned for, give the plan's own figures (the same queueing model), and
 the simulators' p99s; at more load they miss and say which class; a priority pool's simulated waits
-are the plan's own verification's; a deferred plan's background classes are not re-run."""
+are the plan's own verification's (a shedding pool's at its stored admission limit); a verified
+deferred plan's interactive classes are its day run's, its background classes are not re-run."""
 
 from __future__ import annotations
 
