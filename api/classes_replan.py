@@ -72,6 +72,7 @@ def classes_replan_request(template: dict[str, Any], name: str, body: ReplanRequ
 def class_plan_shape(response: dict[str, Any], request: dict[str, Any]) -> ClassPlanShape:
     """What a stored class plan deploys and predicts, each class with the rate its request gave."""
     rates = {k["name"]: float(k["arrival_rate_rps"]) for k in request["classes"]}
+    limits = {k["name"]: int(k["admission_limit"]) for k in response["classes"] if k.get("admission_limit") is not None}
     return ClassPlanShape(
         arrangement=response["arrangement"]["chosen"],
         pools=tuple(
@@ -88,6 +89,7 @@ def class_plan_shape(response: dict[str, Any], request: dict[str, Any]) -> Class
                     batch_limit=p["batch_limit"],
                     chunk_tokens=p["chunk_tokens"],
                 ),
+                admission_limits=tuple((n, limits[n]) for n in p["classes"] if n in limits),
             )
             for p in response["pools"]
         ),

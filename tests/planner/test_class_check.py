@@ -179,3 +179,22 @@ def test_the_class_adoption_rule_keeps_pools_that_hold_at_the_margin_and_adopts_
     unchecked = (_check(1.0, meets=False, checked=False), _check(1.1, meets=False, checked=False))
     assert decide_classes(diff, strict, at_rate=unchecked[0], with_margin=unchecked[1]).changed
     assert decide_classes(diff, strict).changed  # no check at all: the change is adopted, as before the margin
+
+
+def test_another_admission_limit_is_another_pool_for_the_adoption_rule() -> None:
+    """The same shedding pool with summarisation's admission limit moved (12 → 16): not the same
+    configuration, so the plan in force is kept only while its pools hold, and the diff names the limit."""
+    row = ShapeRow(gpu="h100-sxm", tp=1, replicas=4, weights_precision="bf16", kv_precision="bf16", batch_limit=64,
+                   chunk_tokens=2048)  # fmt: skip
+
+    def shedding(limit: int) -> ClassPlanShape:
+        pool = ClassPoolShape(name="shared", classes=("chat", "summarise"), scheduling="priority", row=row,
+                              admission_limits=(("summarise", limit),))  # fmt: skip
+        return ClassPlanShape(arrangement="shared_priority_shedding", pools=(pool,), classes=(), cost_usd_per_hour=16.0)
+
+    diff = class_plan_diff(shedding(12), shedding(16), before_now_usd_per_hour=16.0)
+    assert not diff.same_configuration and diff.pools[0].status == "changed"
+    assert diff.pools_summary() == "shared: admission limit summarise 12 → summarise 16"
+    assert class_plan_diff(shedding(12), shedding(12), before_now_usd_per_hour=16.0).same_configuration
+    missed = decide_classes(diff, Hysteresis(), at_rate=_check(1.0, meets=True), with_margin=_check(1.1, meets=False))
+    assert missed.changed
