@@ -307,6 +307,7 @@ def class_check_read(check: ClassPlanCheck) -> dict[str, Any]:
                 "meets_target": k.meets_target,
                 "checked": k.checked,
                 "problem": k.problem,
+                "simulated_shed_fraction": k.simulated_shed_fraction,
             }
             for k in check.classes
         ],

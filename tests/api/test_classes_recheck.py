@@ -14,10 +14,11 @@ import pytest
 from sqlalchemy import Engine
 
 from api.classes_plans import _response
-from api.classes_replan import day_run_in_pool, deployed_pools
+from api.classes_replan import class_check_read, day_run_in_pool, deployed_pools
 from api.schemas.classes import ClassesPlanRequest
 from catalog.db import make_session_factory
 from catalog.deployments import Deployments
+from planner.class_check import check_class_plan
 from planner.plan_classes import ClassesPlan, plan_classes
 from planner.plan_classes_base import _Context
 from planner.plan_classes_priority import _shared_priority
@@ -128,6 +129,12 @@ def test_a_stored_class_plan_reads_back_its_admission_limits_and_day_run_for_the
     limit = next(f.admission_limit for f in shedding.classes if f.name == "summarise")
     assert limit is not None and limit < pool.batch_limit and dict(pool.admission_limits) == {"summarise": limit}
     assert day_run_in_pool(response) is None  # not a deferred plan
+    # the recheck's check of those pools (simulated), as the response carries it: the verification's refusals
+    read = class_check_read(check_class_plan(shedding.name, [pool], shedding_classes, INPUTS, simulated=True))
+    assert shedding.verification is not None
+    verified = {c.name: c.shed_fraction_simulated for c in shedding.verification.classes}
+    assert {k["name"]: k["simulated_shed_fraction"] for k in read["classes"]} == pytest.approx(verified)
+    assert read["meets_targets"] and 0.0 < verified["summarise"] <= 0.2
 
     chat, summarise = replace(CHAT_CLASS, demand_rps=OFFICE_DAY), replace(SUMMARISE, deadline_h=12.0)
     deferred = plan_classes([chat, summarise], INPUTS, replace(BASE, verify=True))
