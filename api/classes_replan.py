@@ -72,6 +72,7 @@ def classes_replan_request(template: dict[str, Any], name: str, body: ReplanRequ
 def class_plan_shape(response: dict[str, Any], request: dict[str, Any]) -> ClassPlanShape:
     """What a stored class plan deploys and predicts, each class with the rate its request gave."""
     rates = {k["name"]: float(k["arrival_rate_rps"]) for k in request["classes"]}
+    limits = {k["name"]: int(k["admission_limit"]) for k in response["classes"] if k.get("admission_limit") is not None}
     return ClassPlanShape(
         arrangement=response["arrangement"]["chosen"],
         pools=tuple(
@@ -88,6 +89,7 @@ def class_plan_shape(response: dict[str, Any], request: dict[str, Any]) -> Class
                     batch_limit=p["batch_limit"],
                     chunk_tokens=p["chunk_tokens"],
                 ),
+                admission_limits=tuple((n, limits[n]) for n in p["classes"] if n in limits),
             )
             for p in response["pools"]
         ),
@@ -244,7 +246,10 @@ def replan_classes(
 
 
 def deployed_pools(response: dict[str, Any]) -> list[DeployedClassPool]:
-    """A stored class plan's pools as deployed, for the forward model (planner/class_check.py)."""
+    """A stored class plan's pools as deployed, for the forward model (planner/class_check.py): each
+    with the admission limit its classes were planned with (classes[].admission_limit, set by the
+    shedding arrangement; a plan stored before it carried none)."""
+    limits = {k["name"]: k["admission_limit"] for k in response["classes"] if k.get("admission_limit") is not None}
     return [
         DeployedClassPool(
             name=p["name"],
@@ -257,9 +262,17 @@ def deployed_pools(response: dict[str, Any]) -> list[DeployedClassPool]:
             chunk_tokens=p["chunk_tokens"],
             weights_precision=p["precision"]["weights"],
             kv_precision=p["precision"]["kv_cache"],
+            admission_limits={n: limits[n] for n in p["classes"] if n in limits},
         )
         for p in response["pools"]
     ]
+
+
+def day_run_in_pool(response: dict[str, Any]) -> list[float] | None:
+    """A stored deferred plan's day run: the background work it served on the interactive pool in each
+    period (verification.periods), which the check simulates again; None when the plan was not verified."""
+    periods = (response.get("verification") or {}).get("periods") or []
+    return [float(p["background_in_pool_rps"]) for p in periods] or None
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -294,6 +307,7 @@ def class_check_read(check: ClassPlanCheck) -> dict[str, Any]:
                 "meets_target": k.meets_target,
                 "checked": k.checked,
                 "problem": k.problem,
+                "simulated_shed_fraction": k.simulated_shed_fraction,
             }
             for k in check.classes
         ],
@@ -311,7 +325,13 @@ def recheck_classes(stored: StoredDocument, catalog: Catalog, *, default_provide
     response = dict(stored.response)
     arrangement = response["arrangement"]["chosen"]
     check = check_class_plan(
-        arrangement, deployed_pools(response), [k.to_class() for k in request.classes], inputs, simulated=True, seed=0
+        arrangement,
+        deployed_pools(response),
+        [k.to_class() for k in request.classes],
+        inputs,
+        simulated=True,
+        seed=0,
+        background_in_pool_rps=day_run_in_pool(response),
     )
     gpus = [p["gpu"] for p in response["pools"]]
     then_prices = prices_then(response)

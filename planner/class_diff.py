@@ -66,6 +66,9 @@ class ClassPoolShape:
     classes: tuple[str, ...]
     scheduling: Literal["fcfs", "priority"]
     row: ShapeRow
+    #: The shedding arrangement's admission limit per shed class, (class, K) in the pool's order: a
+    #: setting the pool is deployed with (its router refuses at K), so another K is another pool.
+    admission_limits: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +121,7 @@ class ClassPoolChange:
     precision: Change
     batch_limit: Change
     chunk_tokens: Change
+    admission_limits: Change
 
     def summary(self) -> str:
         """`chat: replicas 3 → 4` (or `shared: added`, `summarise: removed`, `chat: same`)."""
@@ -130,6 +134,7 @@ class ClassPoolChange:
             ("precision", self.precision),
             ("batch limit", self.batch_limit),
             ("chunk tokens", self.chunk_tokens),
+            ("admission limit", self.admission_limits),
         )
         return pool_change_summary(self.pool, self.status, fields)
 
@@ -201,6 +206,7 @@ def _pool_changes(before: Sequence[ClassPoolShape], after: Sequence[ClassPoolSha
                 precision=field(lambda p: f"{p.row.weights_precision}/{p.row.kv_precision}"),
                 batch_limit=field(lambda p: p.row.batch_limit),
                 chunk_tokens=field(lambda p: p.row.chunk_tokens),
+                admission_limits=field(lambda p: tuple(f"{n} {k}" for n, k in p.admission_limits) or "none"),
             )
         )
     return tuple(changes)

@@ -7,7 +7,7 @@ planner's candidates for the merged stream, each accepted by the queueing model
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from planner.candidates import Group, Option, enumerate_all_options, enumerate_groups, packed_groups
@@ -27,7 +27,8 @@ from planner.plan_predict import _cached_prediction, _saturation
 from planner.plan_verify import MAX_VERIFY_ROUNDS
 from planner.queueing import RELIABLE_MAX_UTILISATION, Prediction, predict
 from planner.queueing_priority import ClassLoad, priority_waits, shed_probabilities
-from planner.simulator_classes_step import StepClass, simulate_classes_step
+from planner.simulator_classes_step import StepClass, StepClassSimulated, simulate_classes_step
+from planner.step_model import StepModel
 from planner.traffic_classes import TrafficClass, merged_workload, tightest_slo
 from planner.workload import Serving, Slo, Workload
 
@@ -406,42 +407,73 @@ def _largest_limit(ctx: _Context, trial: _Trial) -> _Trial:
     return best
 
 
+def simulate_priority_pool(
+    step_model: StepModel,
+    classes: Sequence[TrafficClass],
+    replicas: int,
+    *,
+    batch_limit: int,
+    chunk_tokens: int | None,
+    kv_capacity_tokens: int,
+    admission_limits: Mapping[str, int | None],
+    requests: int,
+    seed: int,
+    percentile: float,
+    checkpoint: Callable[[], None] | None = None,
+) -> dict[str, StepClassSimulated]:
+    """One replica of a priority pool of `replicas` by the step-level class simulator
+    (planner/simulator_classes_step.py): each class's own arrivals at its per-replica rate and
+    lengths, priority admission, each class's admission limit (`admission_limits`, None or absent:
+    always admitted); `requests` measured requests after a WARMUP_FRACTION warm-up. The check of
+    a priority pool the search accepted (`_simulated`) and of a deployed one (planner/class_check.py)."""
+    rate = sum(k.arrival_rate_rps for k in classes) / replicas
+    duration_s = requests / rate / (1.0 - WARMUP_FRACTION)  # the first tenth is warm-up
+    return {
+        s.name: s
+        for s in simulate_classes_step(
+            step_model,
+            [
+                StepClass(
+                    name=k.name,
+                    workload=k.workload.at_rate(k.arrival_rate_rps / replicas),
+                    priority=k.priority,
+                    admission_limit=admission_limits.get(k.name),
+                )
+                for k in classes
+            ],
+            batch_limit=batch_limit,
+            chunk_tokens=chunk_tokens,
+            kv_capacity_tokens=kv_capacity_tokens,
+            duration_s=duration_s,
+            seed=seed,
+            warmup_fraction=WARMUP_FRACTION,
+            percentile=percentile,
+            checkpoint=checkpoint,
+        )
+    }
+
+
 def _simulated(ctx: _Context, trial: _Trial) -> tuple[ClassVerified, ...]:
     """Every class on one replica of `trial` by the step-level class simulator
-    (planner/simulator_classes_step.py): each class's own arrivals at its per-replica rate and
-    lengths, priority admission, the shed classes' admission limit; as many measured requests as
-    the single-class planner verifies with (`verify_requests`). A class meets its target when its
+    (`simulate_priority_pool`), with as many measured requests as the single-class planner
+    verifies with (`verify_requests`). A class meets its target when its
     simulated TTFT, TPOT and E2E at the plan's percentile do and it is refused no more than its
     `max_shed_fraction`."""
     base = ctx.base
     group, option = trial.option.group, trial.option
-    rate = sum(k.arrival_rate_rps for k in ctx.classes) / trial.replicas
-    duration_s = base.verify_requests / rate / (1.0 - WARMUP_FRACTION)  # the first tenth is warm-up
-    limits = {f.name: f.admission_limit for f in trial.figures}
-    percentile = trial.figures[0].percentile
-    simulated = {
-        s.name: s
-        for s in simulate_classes_step(
-            group.step_model,
-            [
-                StepClass(
-                    name=k.name,
-                    workload=k.workload.at_rate(k.arrival_rate_rps / trial.replicas),
-                    priority=k.priority,
-                    admission_limit=limits[k.name],
-                )
-                for k in ctx.classes
-            ],
-            batch_limit=option.batch_limit,
-            chunk_tokens=option.chunk_tokens,
-            kv_capacity_tokens=group.kv_capacity_tokens,
-            duration_s=duration_s,
-            seed=base.seed,
-            warmup_fraction=WARMUP_FRACTION,
-            percentile=percentile,
-            checkpoint=ctx.checkpoint,
-        )
-    }
+    simulated = simulate_priority_pool(
+        group.step_model,
+        ctx.classes,
+        trial.replicas,
+        batch_limit=option.batch_limit,
+        chunk_tokens=option.chunk_tokens,
+        kv_capacity_tokens=group.kv_capacity_tokens,
+        admission_limits={f.name: f.admission_limit for f in trial.figures},
+        requests=base.verify_requests,
+        seed=base.seed,
+        percentile=trial.figures[0].percentile,
+        checkpoint=ctx.checkpoint,
+    )
     checks = []
     for k in ctx.classes:
         sim = simulated[k.name]

@@ -390,12 +390,19 @@ class ClassCheckRead(BaseModel):
     e2e_s: float | None
     shed_fraction: float
     utilisation: float | None = Field(description="The pool's ρ per replica.")
-    simulated_ttft_p99_ms: float | None = Field(default=None, description="The simulator's p99 (null when not simulated).")
+    simulated_ttft_p99_ms: float | None = Field(
+        default=None,
+        description="The simulator's (null when not simulated): p99 for an FCFS pool, a priority pool's at `percentile`, "
+        "a deferred plan's interactive class's the worst period of its day run.",
+    )
     simulated_tpot_p99_ms: float | None = None
     simulated_e2e_p99_s: float | None = None
     meets_target: bool
     checked: bool = Field(description="False for a deferred class (a day schedule, not re-run) or a pool not evaluable.")
     problem: str | None = None
+    simulated_shed_fraction: float | None = Field(
+        default=None, description="A priority pool's refused fraction in the step-level class simulator (null otherwise)."
+    )
 
 
 class ClassPlanCheckRead(BaseModel):

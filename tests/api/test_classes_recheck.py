@@ -6,17 +6,28 @@ re-plan keeps the plan in force while its pools still meet every class's target 
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
+from api.classes_plans import _response
+from api.classes_replan import class_check_read, day_run_in_pool, deployed_pools
+from api.schemas.classes import ClassesPlanRequest
 from catalog.db import make_session_factory
 from catalog.deployments import Deployments
+from planner.class_check import check_class_plan
+from planner.plan_classes import ClassesPlan, plan_classes
+from planner.plan_classes_base import _Context
+from planner.plan_classes_priority import _shared_priority
 from tests.api.client import ApiClient
 from tests.api.test_classes_deployments import named, post_plan, replan
 from tests.api.test_classes_plans import WORKED
 from tests.api.test_deployments import CHAT
+from tests.planner.test_plan_classes import BASE, CHAT_CLASS, OFFICE_DAY, SUMMARISE, _over_the_cap
+from tests.planner.test_planning import INPUTS
 
 
 def test_a_class_plan_rechecked_gives_its_figures_and_simulated_p99s(seeded: ApiClient, admin: dict[str, str]) -> None:
@@ -97,3 +108,40 @@ def test_a_class_replan_keeps_pools_that_meet_every_target_at_the_margin(
     assert "but not at 1.1× them" in adopted["reason"] and "summarise" in adopted["reason"]
     assert check_of(adopted, "at_new_rate")["meets_targets"] and not check_of(adopted, "with_margin")["meets_targets"]
     assert seeded.get("/v1/deployments/assistant").json()["current_plan_id"] == adopted["plan"]["id"]
+
+
+def test_a_stored_class_plan_reads_back_its_admission_limits_and_day_run_for_the_check() -> None:
+    """What the recheck reads from a stored class plan (api/classes_plans.py's response): each pool with
+    its classes' admission limits (a shedding plan's limit below the batch), and a verified deferred
+    plan's day run on the interactive pool, period by period, as the planner returned them."""
+    shedding_classes, _, _ = _over_the_cap(1.03, 0.2)
+    shedding = _shared_priority(
+        _Context(classes=shedding_classes, inputs=INPUTS, base=replace(BASE, verify=True)), verify=True, shedding=True
+    )
+    plan = ClassesPlan(chosen=shedding.name, pools=shedding.pools, classes=shedding.classes, compared=(),
+                       verification=shedding.verification)  # fmt: skip
+    body = ClassesPlanRequest.model_validate({**WORKED, "classes": [
+        {**k, "arrival_rate_rps": c.arrival_rate_rps, "max_shed_fraction": c.max_shed_fraction}
+        for k, c in zip(WORKED["classes"], shedding_classes, strict=True)
+    ]})  # fmt: skip
+    response = json.loads(json.dumps(_response(body, plan, INPUTS, plan_id="p", created_at="now")))
+    (pool,) = deployed_pools(response)
+    limit = next(f.admission_limit for f in shedding.classes if f.name == "summarise")
+    assert limit is not None and limit < pool.batch_limit and dict(pool.admission_limits) == {"summarise": limit}
+    assert day_run_in_pool(response) is None  # not a deferred plan
+    # the recheck's check of those pools (simulated), as the response carries it: the verification's refusals
+    read = class_check_read(check_class_plan(shedding.name, [pool], shedding_classes, INPUTS, simulated=True))
+    assert shedding.verification is not None
+    verified = {c.name: c.shed_fraction_simulated for c in shedding.verification.classes}
+    assert {k["name"]: k["simulated_shed_fraction"] for k in read["classes"]} == pytest.approx(verified)
+    assert read["meets_targets"] and 0.0 < verified["summarise"] <= 0.2
+
+    chat, summarise = replace(CHAT_CLASS, demand_rps=OFFICE_DAY), replace(SUMMARISE, deadline_h=12.0)
+    deferred = plan_classes([chat, summarise], INPUTS, replace(BASE, verify=True))
+    assert deferred.chosen == "deferred" and deferred.verification is not None
+    body = ClassesPlanRequest.model_validate({**WORKED, "classes": [
+        {**WORKED["classes"][0], "demand_rps": list(OFFICE_DAY)}, {**WORKED["classes"][1], "deadline_h": 12}
+    ]})  # fmt: skip
+    response = json.loads(json.dumps(_response(body, deferred, INPUTS, plan_id="d", created_at="now")))
+    assert day_run_in_pool(response) == [p.background_in_pool_rps for p in deferred.verification.periods]
+    assert all(not p.admission_limits for p in deployed_pools(response))
