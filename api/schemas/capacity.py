@@ -31,10 +31,19 @@ class CapacityWorkloadShape(WorkloadShape):
     hardware holds that rate with the hits the session model gives at it (docs/capacity-benchmark.md)."""
 
 
+class CapacityPin(PlanPin):
+    """POST /v1/plans' pin, less pipeline stages: the capacity search has none, so pp is 1 or omitted
+    (a larger pp is a 422 naming constraints.pin.pp rather than an answer at pp 1)."""
+
+    pp: Literal[1] | None = Field(
+        default=None, description="Pipeline-parallel degree: only 1 (capacity is not searched in stages)."
+    )
+
+
 class CapacityConstraints(_Input):
     """Pins on the configuration searched (as POST /v1/plans' constraints.pin)."""
 
-    pin: PlanPin | None = Field(
+    pin: CapacityPin | None = Field(
         default=None,
         description="Fix gpu (must be the request's), tp, pp (only 1), replicas (at most what the hardware holds), batch_limit, "
         "chunk_tokens (null: no chunking), precision, draft_tokens, acceptance_rate or draft_model (a catalog model drafting "
