@@ -98,9 +98,11 @@ def create_plan(
             body, request, inputs, pricing, plan_id=plan_id, created_at=created_at.isoformat(), run=run, aggregated=aggregated
         )
 
+    if isinstance(body.workload, BatchWorkloadSpec) and engines is None:
+        return planned(inputs, None)  # create_batch_plan stores the job's plan itself
     if engines is None:
         content = planned(inputs, None)
-    elif isinstance(body.workload, BatchWorkloadSpec):
+    elif isinstance(body.workload, BatchWorkloadSpec):  # stored by create_batch_plan too
         if len(engines) > 1:
             raise PlannerInputError(
                 "a batch job is planned on one engine: name one in `engine` (choosing among engines is for interactive traffic)",
