@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -119,18 +120,39 @@ class _RouteTable:
 
     def __init__(self, routes: Iterable[BaseRoute]) -> None:
         self._entries: list[tuple[re.Pattern[str], frozenset[str], bool]] = []
+        #: per route, the query parameters it declares (its dependencies' too); None: not a FastAPI route
+        self._queries: list[tuple[re.Pattern[str], frozenset[str], frozenset[str] | None]] = []
         for route in routes:
             contexts = getattr(route, "effective_route_contexts", None)
             for each in contexts() if callable(contexts) else [route]:
                 methods, path_regex = getattr(each, "methods", None), getattr(each, "path_regex", None)
                 if methods and path_regex is not None:
                     self._entries.append((path_regex, frozenset(methods), getattr(each, "body_field", None) is not None))
+                    dependant = getattr(each, "dependant", None)
+                    declared = None if dependant is None else frozenset(_query_names(dependant))
+                    self._queries.append((path_regex, frozenset(methods), declared))
 
     def allowed_methods(self, path: str) -> list[str]:
         return sorted({method for regex, methods, _ in self._entries if regex.match(path) for method in methods})
 
     def takes_json(self, method: str, path: str) -> bool:
         return any(takes and method in methods and regex.match(path) is not None for regex, methods, takes in self._entries)
+
+    def unknown_query(self, method: str, path: str, names: Iterable[str]) -> list[str]:
+        """The query parameters in `names` the route for (method, path) does not declare; [] when it
+        declares them all or is not a FastAPI route."""
+        for regex, methods, declared in self._queries:
+            if method in methods and regex.match(path) is not None:
+                return [] if declared is None else sorted(set(names) - declared)
+        return []
+
+
+def _query_names(dependant: Any) -> Iterator[str]:
+    """The query parameter names (aliases) a FastAPI dependant declares, its sub-dependencies included."""
+    for field in dependant.query_params:
+        yield field.alias
+    for sub in dependant.dependencies:
+        yield from _query_names(sub)
 
 
 class BodyGuard:
@@ -147,6 +169,15 @@ class BodyGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
+            return
+        # a write with a query parameter its operation does not declare is refused, not silently ignored
+        query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        if unknown := self.routes.unknown_query(scope["method"], scope["path"], (name for name, _ in query)):
+            errors = [
+                {"type": "extra_forbidden", "loc": ("query", name), "msg": "Unknown query parameter", "input": dict(query)[name]}
+                for name in unknown
+            ]
+            await self._refuse(scope, send, RequestValidationError(errors))
             return
         headers = Headers(scope=scope)
         length = headers.get("content-length", "")

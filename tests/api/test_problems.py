@@ -260,3 +260,15 @@ def test_a_500_keeps_the_keep_alive_connection(migrated_database_url: str) -> No
         thread.join(timeout=20)
         sock.close()
         app.state.engine.dispose()
+
+
+def test_a_write_with_an_unknown_query_parameter_is_422_and_writes_nothing(
+    client: ApiClient, admin: dict[str, str], gpu_record: dict[str, Any]
+) -> None:
+    """A write's query parameters are its operation's own: one it does not declare is refused with the
+    parameter named (FastAPI alone ignores it, so `?dry_run=true` would write); a declared one passes."""
+    refused = assert_problem(client.post("/v1/gpus?dry_run=true", json=gpu_record, headers=admin), 422)
+    assert bad_fields(refused) == {"dry_run": "unknown field 'dry_run'"}
+    assert client.get(f"/v1/gpus/{gpu_record['slug']}").status_code == 404
+    created = client.post("/v1/gpus", json=gpu_record, headers=admin)
+    assert created.status_code == 201, created.text
