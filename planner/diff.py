@@ -3,8 +3,10 @@ changes between two plans, why, and whether to change at all (hysteresis).
 
 The forward model is the planner's own replica decision (planner/planning.py): one replica of
 the configuration at the per-replica rate λ·share/r, predicted by the queueing model
-(`planner.queueing.predict`, no router thinning), every SLO target at the SLO's percentile. A plan
-re-checked against the workload and catalog it was planned with therefore always holds.
+(`planner.queueing.predict`, no router thinning), every SLO target at the SLO's percentile, with the
+plan's levers (`Levers`: its speculative draft and its prefix cache, rebuilt as planner/candidates.py
+and planner/plan_prefix.py build them). A plan re-checked against the workload and catalog it was
+planned with therefore always holds.
 
 Hysteresis keeps fleets from flapping. With margin m and saving thresholds (s_frac, s_usd):
 
