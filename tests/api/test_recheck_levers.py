@@ -156,3 +156,15 @@ def test_recheck_at_a_higher_rate_degrades_with_the_levers(seeded: ApiClient, ad
             continue
         assert higher["utilisation"] > lower["utilisation"]
         assert higher["predicted"]["tpot_ms"] > lower["predicted"]["tpot_ms"]
+
+
+def test_a_plan_drafting_with_a_catalog_model_is_rechecked_with_that_draft(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Llama 3.1 70B drafted by Llama 3.1 8B (constraints.pin.draft_model, α 0.7): the recheck rebuilds the
+    draft model's passes and the memory its weights and cache take, and gives back the plan's figures."""
+    from tests.api.test_speculative_draft_model import BODY
+
+    plan = _plan(seeded, admin, BODY)
+    assert plan["plan"]["speculative"]["method"] == "draft_model"
+    checked = _recheck(seeded, plan)
+    assert checked["holds"] is True, checked["summary"]
+    _assert_own_figures(checked["check"], plan)
