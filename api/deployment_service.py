@@ -33,7 +33,10 @@ from catalog.repository import Catalog
 from planner.diff import (
     Check,
     DeployedPool,
+    DeployedPrefixCache,
     DeployedRow,
+    DeployedSpeculation,
+    Levers,
     PlanningContext,
     PlanShape,
     ShapeRow,
@@ -289,13 +292,43 @@ def deployed_rows(
     )
 
 
+def deployed_levers(response: dict[str, Any], planned: PlanRequest, catalog: Catalog) -> Levers:
+    """The speculative decoding and prefix cache a stored plan deploys (`plan.speculative`,
+    `plan.prefix_caching`), its draft model (if any) read from today's catalog by the name the
+    plan's own request pinned; NotFoundError when that model left the catalog."""
+    decision = response["plan"]
+    drafted, cached = decision.get("speculative"), decision.get("prefix_caching")
+    speculation = None
+    if drafted is not None:
+        pin = planned.constraints.pin
+        draft = None
+        if drafted["method"] == "draft_model":
+            if pin is None or pin.draft_model is None:
+                raise PlannerInputError(
+                    "the plan speculates with a draft model its request does not name", field="pin.draft_model"
+                )
+            draft = catalog.model_spec(pin.draft_model)
+        speculation = DeployedSpeculation(
+            method=drafted["method"],
+            draft_tokens=drafted["draft_tokens"],
+            acceptance_rate=drafted["acceptance_rate"],
+            draft_model=draft,
+        )
+    prefix = None if cached is None else DeployedPrefixCache(cache_tokens=cached["cache_tokens"], routing=cached["routing"])
+    return Levers(speculation=speculation, prefix_cache=prefix)
+
+
 def _check(
     response: dict[str, Any],
     request: PlanRequest,
     catalog: Catalog,
     rate_factor: float = 1.0,
     default_provider: str = DEFAULT_PRICE_PROVIDER,
+    *,
+    planned: PlanRequest | None = None,
 ) -> Check:
+    """The stored plan `response` (made from `planned`, default `request`) at `request`'s workload × `rate_factor`
+    and its SLOs, with the plan's levers (deployed_levers), on today's catalog."""
     workload = request.traffic()
     workload = workload.at_rate(workload.arrival_rate_rps * rate_factor)
     try:
@@ -306,9 +339,10 @@ def _check(
                 prefill, decode, model, workload, request.targets(), link=stored_link(response, prefill.gpu, decode.gpu)
             )
         rows = deployed_rows(response, catalog, request, default_provider)
+        levers = deployed_levers(response, planned or request, catalog)
     except (NotFoundError, PlannerInputError) as exc:
         return unavailable(workload.arrival_rate_rps, f"the plan cannot be evaluated on today's catalog: {exc.detail}")
-    return check_plan(rows, model, workload, request.targets())
+    return check_plan(rows, model, workload, request.targets(), levers)
 
 
 def deployed_pools(
@@ -432,8 +466,10 @@ def replan(
     current_request = PlanRequest.model_validate(current.request)
 
     # the current plan judged by the new request's workload and SLO, on today's catalog
-    at_rate = _check(current.response, request, catalog, default_provider=default_provider)
-    with_margin = _check(current.response, request, catalog, 1.0 + hysteresis.headroom_margin, default_provider)
+    at_rate = _check(current.response, request, catalog, default_provider=default_provider, planned=current_request)
+    with_margin = _check(
+        current.response, request, catalog, 1.0 + hysteresis.headroom_margin, default_provider, planned=current_request
+    )
     before, after = plan_shape(current.response), plan_shape(new)
     before_now = at_rate.cost_usd_per_hour
     diff = plan_diff(before, after, before_now_usd_per_hour=before_now)

@@ -3,8 +3,10 @@ changes between two plans, why, and whether to change at all (hysteresis).
 
 The forward model is the planner's own replica decision (planner/planning.py): one replica of
 the configuration at the per-replica rate λ·share/r, predicted by the queueing model
-(`planner.queueing.predict`, no router thinning), every SLO target at the SLO's percentile. A plan
-re-checked against the workload and catalog it was planned with therefore always holds.
+(`planner.queueing.predict`, no router thinning), every SLO target at the SLO's percentile, with the
+plan's levers (`Levers`: its speculative draft and its prefix cache, rebuilt as planner/candidates.py
+and planner/plan_prefix.py build them). A plan re-checked against the workload and catalog it was
+planned with therefore always holds.
 
 Hysteresis keeps fleets from flapping. With margin m and saving thresholds (s_frac, s_usd):
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from planner.disagg import DecodePool, KvLink, PrefillPool, predict_disagg
@@ -27,9 +29,19 @@ from planner.errors import HeadroomError, PlannerInputError, UnstableLoadError
 from planner.memory import kv_bytes_per_token, kv_capacity_tokens, memory_fit
 from planner.parallel import is_valid_tensor_parallel
 from planner.performance import build_step_model
+from planner.plan_prefix import measured_prompts, reduced_prompts
 from planner.precision import check_precision
+from planner.prefix_cache import Routing, prefix_hits
 from planner.queueing import Prediction, predict
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
+from planner.speculative import (
+    MethodName,
+    draft_model_speculation,
+    head_speculation,
+    speculative_kv_capacity_tokens,
+    speculative_step_model,
+)
+from planner.step_model import Speculation, StepModel
 from planner.units import HOURS_PER_MONTH, MS_PER_S
 from planner.workload import Serving, Slo, Workload
 
@@ -96,6 +108,88 @@ class DeployedRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class DeployedSpeculation:
+    """The speculative decoding a plan deploys (its `plan.speculative`): the draft method, k and the
+    acceptance rate it was planned with, and for `draft_model` the catalog model that drafts
+    (constraints.pin.draft_model)."""
+
+    method: MethodName
+    draft_tokens: int
+    acceptance_rate: float
+    draft_model: ModelSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.method == "draft_model" and self.draft_model is None:
+            raise PlannerInputError("a plan speculating with a draft model needs the draft model", field="pin.draft_model")
+
+    def on(self, model: ModelSpec, row: DeployedRow) -> Speculation:
+        """The draft's per-pass cost on `row`'s configuration, as planner/candidates.py speculative_groups builds it."""
+        if self.draft_model is not None:
+            return draft_model_speculation(
+                self.draft_model, row.precision, row.tp, draft_tokens=self.draft_tokens, acceptance_rate=self.acceptance_rate
+            )
+        return head_speculation(
+            model, row.precision, row.tp, method=self.method, draft_tokens=self.draft_tokens, acceptance_rate=self.acceptance_rate
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeployedPrefixCache:
+    """The prefix cache a plan deploys (its `plan.prefix_caching`): the KV tokens each replica gives
+    it and the routing it was planned under (`as_measured` for a measured hit rate)."""
+
+    cache_tokens: int
+    routing: str
+
+    def __post_init__(self) -> None:
+        if self.cache_tokens < 0:
+            raise PlannerInputError(f"a prefix cache needs cache_tokens >= 0, got {self.cache_tokens}", field="cache_tokens")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Levers:
+    """What a plan deploys beside its rows' configurations, each None when it deploys none."""
+
+    speculation: DeployedSpeculation | None = None
+    prefix_cache: DeployedPrefixCache | None = None
+
+
+NO_LEVERS = Levers()
+
+
+def _with_levers(
+    row: DeployedRow, model: ModelSpec, workload: Workload, levers: Levers, step_model: StepModel, capacity: int
+) -> tuple[StepModel, int, Workload]:
+    """The row's step model, KV capacity and offered workload with the plan's levers, as the planner
+    predicted its configuration: speculation verifies the draft and gives the draft's weights and cache
+    their memory (planner/candidates.py speculative_groups); the prefix cache takes its tokens from the
+    KV and the replicas prefill the prompt mixture of its hit classes (planner/plan_prefix.py), at the
+    row's replica count and `workload`'s rate (the hit rate the plan reports is at its own replica count).
+    A workload without prefix reuse finds nothing cached: the cache only takes its memory."""
+    if levers.speculation is not None:
+        spec = levers.speculation.on(model, row)
+        capacity = speculative_kv_capacity_tokens(row.gpu, model, row.precision, row.tp, row.gpu.efficiency, spec)
+        step_model = speculative_step_model(step_model, spec)
+    cache = levers.prefix_cache
+    if cache is None:
+        return step_model, capacity, workload
+    capacity -= cache.cache_tokens
+    if capacity <= 0:
+        raise PlannerInputError(f"a prefix cache of {cache.cache_tokens} tokens leaves no KV for the sequences on {row.gpu.slug}")
+    reuse = workload.prefix_reuse
+    if reuse is None:
+        return step_model, capacity, workload
+    if reuse.measured:
+        assert reuse.hit_rate is not None  # measured ⇔ a hit rate is given (PrefixReuse)
+        mix = measured_prompts(workload.prompt_tokens, reuse.hit_rate)
+    else:
+        routing: Routing = "prefix_aware" if cache.routing == "prefix_aware" else "random"
+        hits = prefix_hits(reuse, cache.cache_tokens, routing, row.replicas, arrival_rate_rps=workload.arrival_rate_rps)
+        mix = reduced_prompts(workload.prompt_tokens, hits.classes)
+    return step_model, capacity, replace(workload, prompt_tokens=mix, prefix_reuse=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RowCheck:
     """One row under the forward model: latencies at the SLO's percentile (seconds) or why it cannot run."""
 
@@ -134,8 +228,9 @@ def _fmt(metric: str, seconds: float) -> str:
     return f"{seconds:.3g} s" if metric == "e2e" else f"{seconds * MS_PER_S:.4g} ms"
 
 
-def check_row(row: DeployedRow, model: ModelSpec, workload: Workload, slo: Slo) -> RowCheck:
-    """The row at its share of `workload`'s rate: one replica at λ·share/r, as the planner decides replicas."""
+def check_row(row: DeployedRow, model: ModelSpec, workload: Workload, slo: Slo, levers: Levers = NO_LEVERS) -> RowCheck:
+    """The row at its share of `workload`'s rate: one replica at λ·share/r, as the planner decides
+    replicas, with the plan's speculation and prefix cache (`_with_levers`)."""
     rate = workload.arrival_rate_rps * row.traffic_share / row.replicas  # λ · share / r per replica
     try:
         check_precision(row.gpu, row.precision)
@@ -146,8 +241,9 @@ def check_row(row: DeployedRow, model: ModelSpec, workload: Workload, slo: Slo) 
             raise PlannerInputError(f"{model.slug} no longer fits on {row.tp} × {row.gpu.slug}")
         step_model = build_step_model(row.gpu, model, row.precision, row.tp, row.gpu.efficiency)
         capacity = kv_capacity_tokens(row.gpu, model, row.precision, row.tp, row.gpu.efficiency)
+        step_model, capacity, offered = _with_levers(row, model, workload, levers, step_model, capacity)
         serving = Serving(replicas=1, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
-        prediction = predict(step_model, workload.at_rate(rate), serving, kv_capacity_tokens=capacity, percentile=slo.percentile)
+        prediction = predict(step_model, offered.at_rate(rate), serving, kv_capacity_tokens=capacity, percentile=slo.percentile)
     except HeadroomError as exc:
         return RowCheck(
             gpu=row.gpu.slug,
@@ -173,11 +269,11 @@ def check_row(row: DeployedRow, model: ModelSpec, workload: Workload, slo: Slo) 
     )
 
 
-def check_plan(rows: Sequence[DeployedRow], model: ModelSpec, workload: Workload, slo: Slo) -> Check:
-    """Every row of a deployed plan at `workload`'s rate, with a one-sentence summary."""
+def check_plan(rows: Sequence[DeployedRow], model: ModelSpec, workload: Workload, slo: Slo, levers: Levers = NO_LEVERS) -> Check:
+    """Every row of a deployed plan at `workload`'s rate, with the plan's levers, and a one-sentence summary."""
     if not rows:
         raise PlannerInputError("a deployed plan needs at least one row")
-    checks = tuple(check_row(row, model, workload, slo) for row in rows)
+    checks = tuple(check_row(row, model, workload, slo, levers) for row in rows)
     meets = all(c.meets_slo for c in checks)
     return Check(
         arrival_rate_rps=workload.arrival_rate_rps,

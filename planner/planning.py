@@ -493,9 +493,6 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
         min_confidence=constraints.min_confidence,
         pp_degrees=request.pp_degrees,
     )
-    if request.prefix_cache_tokens:
-        groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)
-        drops = [*drops, *short]
     if constraints.unit == "instance":
         if not inputs.instance_types:
             raise PlannerInputError(
@@ -504,6 +501,9 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
         groups, unpacked = packed_groups(groups, inputs.instance_types)
         drops = [*drops, *unpacked]
     groups = search_groups(groups, request, inputs)
+    if request.prefix_cache_tokens:  # after the draft's variants: a speculating replica's cache sits beside its draft
+        groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)
+        drops = [*drops, *short]
     options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
         raise _infeasible_from_drops(drops, slo, ())
