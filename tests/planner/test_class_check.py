@@ -56,13 +56,20 @@ def test_a_plans_pools_at_its_own_classes_give_its_figures_and_the_simulators_p9
 
 def test_more_load_than_planned_misses_and_says_which_class(plan: ClassesPlan) -> None:
     """Chat's pool runs at ρ 0.75 for a 500 ms p99 TTFT: 10 % more traffic takes its p99 past it,
-    and the summarisation pool (ρ 0.95) past saturation."""
-    check = check_class_plan(plan.chosen, deployed(plan.pools), CLASSES, INPUTS, load_factor=1.1)
+    and the summarisation pool (ρ 0.94) past saturation. At 1.1× chat's pool runs at ρ 0.83, past
+    the utilisation it was planned at, where the analytic model (since the occupancy-dispersion and
+    TTFT step-mates change, docs/queueing-fidelity.md) puts the p99 TTFT just under 500 ms while the
+    step-level simulator, the reference the model is validated against, puts it above: the check
+    is run simulated so that the miss is the simulator's, and its summary quotes the simulated p99."""
+    check = check_class_plan(plan.chosen, deployed(plan.pools), CLASSES, INPUTS, load_factor=1.1, simulated=True)
     assert not check.meets_targets
     chat, summarise = check.classes
-    assert chat.arrival_rate_rps == pytest.approx(66.0) and chat.ttft_s > 0.5 and not chat.meets_target
+    assert chat.arrival_rate_rps == pytest.approx(66.0) and not chat.meets_target
+    assert chat.simulated_ttft_p99_s is not None and chat.simulated_ttft_p99_s > 0.5
+    assert chat.ttft_s > plan.classes[0].ttft_s  # the model's p99 grows with the load too
     assert not summarise.meets_target and summarise.problem is not None and "unstable" in summarise.problem
     assert check.summary.startswith("misses chat (p99 TTFT") and check.summary.endswith("at 1.1× the rates")
+    assert "simulated p99 TTFT" in check.summary
     # and less load than planned still meets every target
     assert check_class_plan(plan.chosen, deployed(plan.pools), CLASSES, INPUTS, load_factor=0.8).meets_targets
 
