@@ -405,20 +405,21 @@ def test_an_admission_limit_below_the_slots_saves_a_replica_where_the_utilisatio
 
 
 def test_the_step_level_simulator_refuses_a_limit_that_refuses_more_than_allowed() -> None:
-    """1.25 % over the cap with 3.5 % of summarisation allowed: the model accepts the replicas before
-    with summarisation admitted only into a free slot (3.49 % refused by the overdispersed chain),
-    but on the continuous batch the simulator refuses more (5–8 % over seeds 0–2 at the 4,000
-    verifying requests: the chain is still low there), so that pool is refused and the verified
+    """1.25 % over the cap with 4 % of summarisation allowed: the model accepts the replicas before
+    with summarisation admitted only into a free slot (3.7 % refused by the overdispersed chain; it
+    was 3.49 % before the occupancy dispersion took the batch feedback 1/(1 − θ_b)², so the allowance
+    that lets the model accept this pool moved from 3.5 % to 4 %), but on the continuous batch the
+    simulator refuses more (the chain is still low there), so that pool is refused and the verified
     shedding pool has one more replica (docs/traffic-classes.md, Admission)."""
     from dataclasses import replace
 
     from planner.plan_classes_base import _Context
     from planner.plan_classes_priority import _shared_priority
 
-    classes, _, replicas = _over_the_cap(1.0125, 0.035)
+    classes, _, replicas = _over_the_cap(1.0125, 0.04)
     model = _shared_priority(_Context(classes=classes, inputs=INPUTS, base=BASE), verify=False, shedding=True)
     assert model.pools[0].replicas == replicas
-    assert 0.0 < next(f for f in model.classes if f.name == "summarise").shed_fraction <= 0.035
+    assert 0.0 < next(f for f in model.classes if f.name == "summarise").shed_fraction <= 0.04
     verified = _shared_priority(
         _Context(classes=classes, inputs=INPUTS, base=replace(BASE, verify=True)), verify=True, shedding=True
     )
@@ -427,4 +428,4 @@ def test_the_step_level_simulator_refuses_a_limit_that_refuses_more_than_allowed
     assert verified.pools[0].replicas == replicas + 1
     checks = {c.name: c for c in verified.verification.classes}
     assert all(c.meets_target for c in checks.values())
-    assert checks["summarise"].shed_fraction_simulated <= 0.035
+    assert checks["summarise"].shed_fraction_simulated <= 0.04
