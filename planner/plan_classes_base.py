@@ -16,7 +16,7 @@ from planner.plan_rows import FleetRow
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.queueing import Latency, Prediction, predict
 from planner.step_model import StepModel
-from planner.traffic_classes import TrafficClass, merged_workload, tightest_slo
+from planner.traffic_classes import TrafficClass, merged_workload
 from planner.workload import Serving, Slo, Workload
 
 
@@ -230,34 +230,6 @@ def _plan_one(ctx: _Context, classes: Sequence[TrafficClass], slo: Slo, *, verif
     result = ctx.plans[key]
     prediction = _pool_prediction(result, merged_workload(classes), slo.percentile, ctx.inputs)
     return result, prediction, key[2] or not ctx.base.verify
-
-
-def _segregated(ctx: _Context, *, verify: bool) -> _Candidate:
-    pools, figures, final = [], [], True
-    for k in ctx.classes:
-        result, prediction, simulated = _plan_one(ctx, [k], k.own_slo, verify=verify)
-        final = final and simulated
-        pools.append(_pool(k.name, [k], result))
-        figures.append(_figures(k, k.name, result, prediction))
-    return _Candidate(
-        name="segregated",
-        cost_usd_per_hour=sum(p.cost_usd_per_hour for p in pools),
-        pools=tuple(pools),
-        classes=tuple(figures),
-        final=final,
-    )
-
-
-def _shared_fcfs(ctx: _Context, *, verify: bool) -> _Candidate:
-    classes = ctx.classes
-    result, prediction, final = _plan_one(ctx, classes, tightest_slo(classes), verify=verify)
-    return _Candidate(
-        name="shared_fcfs",
-        cost_usd_per_hour=result.cost_usd_per_hour,
-        pools=(_pool("shared", classes, result),),
-        classes=tuple(_figures(k, "shared", result, prediction) for k in classes),
-        final=final,
-    )
 
 
 def meets_slo(slo: Slo, ttft_s: float, tpot_s: float, e2e_s: float) -> bool:
