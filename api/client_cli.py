@@ -139,10 +139,21 @@ def _common(parser: argparse.ArgumentParser) -> None:
 DECISION_FIELDS = ("gpu", "tp", "replicas", "gpus_total", "precision", "batch_limit", "chunk_tokens", "fleet")
 
 
+#: The members of a plan's levers that change what is deployed (the engine's flags, the router): the draft and its
+#: length, the cache's size and routing — not α, E or the hit rate, which are the traffic's.
+LEVER_FIELDS = {"speculative": ("method", "draft_tokens"), "prefix_caching": ("cache_tokens", "routing")}
+
+
 def _decision(plan: dict[str, Any] | None) -> dict[str, Any] | None:
     if plan is not None and "arrangement" in plan:  # a class plan in force: its arrangement and pools
         return {"arrangement": plan["arrangement"]["chosen"], "pools": plan["pools"]}
-    return None if plan is None else {field: plan["plan"].get(field) for field in DECISION_FIELDS}
+    if plan is None:
+        return None
+    levers = {
+        name: None if not plan["plan"].get(name) else {member: plan["plan"][name].get(member) for member in members}
+        for name, members in LEVER_FIELDS.items()
+    }
+    return {**{field: plan["plan"].get(field) for field in DECISION_FIELDS}, **levers}
 
 
 def run_plan(args: argparse.Namespace, settings: Any) -> int:
@@ -463,12 +474,29 @@ def _plan_table(plan: dict[str, Any]) -> str:
             ("precision", f"{decision['precision']['weights']}/{decision['precision']['kv_cache']}"),
             ("batch limit", decision["batch_limit"]),
             ("chunk tokens", decision["chunk_tokens"] if decision["chunk_tokens"] is not None else "-"),
+            ("speculative", _speculative_cell(decision.get("speculative"))),
+            ("prefix cache", _prefix_cell(decision.get("prefix_caching"))),
             ("cost", f"{_money(cost['usd_per_hour'])}/h, {_money(cost['usd_per_month'])}/month (730 h)"),
             (f"{percentile} TTFT", f"{predicted['ttft_ms']['at_percentile']:.4g} ms"),
             (f"{percentile} TPOT", f"{predicted['tpot_ms']['at_percentile']:.4g} ms"),
             ("catalog version", plan["provenance"]["catalog_version"]),
         ]
     )
+
+
+def _speculative_cell(chosen: dict[str, Any] | None) -> str:
+    if not chosen:
+        return "-"
+    return (
+        f"{chosen['method']}, k {chosen['draft_tokens']}, α {chosen['acceptance_rate']:.3g}, "
+        f"E {chosen['tokens_per_step']:.3g} tokens/step"
+    )
+
+
+def _prefix_cell(chosen: dict[str, Any] | None) -> str:
+    if not chosen:
+        return "-"
+    return f"{chosen['cache_tokens']} tokens, hit rate {chosen['hit_rate']:.3g}, routing {chosen['routing']}"
 
 
 def _replan_table(result: dict[str, Any]) -> str:

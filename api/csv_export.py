@@ -249,6 +249,8 @@ PLAN_CSV_COLUMNS: tuple[str, ...] = (
     "pool_binding",
     "pp",
     "ep",
+    "speculative_acceptance_rate",
+    "speculative_draft_model",
 )
 
 PLAN_CSV_DESCRIPTION = (
@@ -261,7 +263,9 @@ PLAN_CSV_DESCRIPTION = (
     "give its size, deadline, finish time, GPU-hours, cost per job and per million output tokens, and the throughput per "
     "replica it was sized with (analytic or simulated, the lower) next to the simulated one. `speculative_method`, "
     "`speculative_draft_tokens` and `speculative_tokens_per_step` give the plan's speculative decoding (draft method, k, "
-    "E tokens per verify step); empty without. `prefix_cache_hit_rate`, `prefix_cache_tokens`, `prefix_cache_routing` and "
+    "E tokens per verify step), `speculative_acceptance_rate` the α it assumed (plan.speculative.acceptance_rate, its source in "
+    "the plan's JSON) and `speculative_draft_model` the catalog model drafting (constraints.pin.draft_model) when the "
+    "method is draft_model (empty for a draft head); empty without. `prefix_cache_hit_rate`, `prefix_cache_tokens`, `prefix_cache_routing` and "
     "`prefix_prefill_tokens_saved_fraction` give the plan's prefix cache (workload.prefix_reuse): the hit rate assumed, the KV "
     "tokens per replica it holds, the routing it needs and the prompt tokens it saves from prefill; empty without. "
     "A disaggregated plan (plan.topology disaggregated) has one row per pool: `pool_role` prefill or decode, the pool's GPU, "
@@ -297,8 +301,8 @@ def plan_csv_rows(request: Mapping[str, Any], response: Mapping[str, Any]) -> li
         "e2e_p99_s": predicted.get("e2e_s", {}).get("p99"),
         "verified": response.get("verification") is not None,
         **_batch_job_columns(response),
-        **_speculative_columns(plan.get("speculative")),
-        **_prefix_columns(plan.get("prefix_caching")),
+        **speculative_columns(plan.get("speculative"), _draft_model(request, plan.get("speculative"))),
+        **prefix_columns(plan.get("prefix_caching")),
         "pool_role": "mixed",
         "pool_rho": None,
         "pool_binding": None,
@@ -406,7 +410,7 @@ def _pool_rows(
     return rows
 
 
-def _prefix_columns(prefix: Mapping[str, Any] | None) -> dict[str, Any]:
+def prefix_columns(prefix: Mapping[str, Any] | None) -> dict[str, Any]:
     """The plan's prefix cache (`plan.prefix_caching`); empty cells without (and for plans stored before it)."""
     if not prefix:
         return dict.fromkeys(
@@ -420,14 +424,36 @@ def _prefix_columns(prefix: Mapping[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def _speculative_columns(speculative: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The plan's speculative decoding (`plan.speculative`); empty cells without (and for plans stored before it)."""
+#: The speculative decoding's columns, empty for a plan without it.
+SPECULATIVE_CSV_COLUMNS = (
+    "speculative_method",
+    "speculative_draft_tokens",
+    "speculative_tokens_per_step",
+    "speculative_acceptance_rate",
+    "speculative_draft_model",
+)
+
+
+def _draft_model(request: Mapping[str, Any], speculative: Mapping[str, Any] | None) -> str | None:
+    """The catalog slug drafting for the plan (its request's constraints.pin.draft_model, as api/deploy.py's
+    `draft_model_request` reads it), when the plan drafts with a model rather than a head."""
+    if not speculative or speculative.get("method") != "draft_model":
+        return None
+    slug: str | None = ((request.get("constraints") or {}).get("pin") or {}).get("draft_model")
+    return slug
+
+
+def speculative_columns(speculative: Mapping[str, Any] | None, draft_model: str | None) -> dict[str, Any]:
+    """The plan's speculative decoding (`plan.speculative`) and the catalog model drafting, if one does; empty
+    cells without (and for plans stored before it)."""
     if not speculative:
-        return {"speculative_method": None, "speculative_draft_tokens": None, "speculative_tokens_per_step": None}
+        return dict.fromkeys(SPECULATIVE_CSV_COLUMNS)
     return {
         "speculative_method": speculative["method"],
         "speculative_draft_tokens": speculative["draft_tokens"],
         "speculative_tokens_per_step": speculative["tokens_per_step"],
+        "speculative_acceptance_rate": speculative.get("acceptance_rate"),  # stored plans before it: empty
+        "speculative_draft_model": draft_model,
     }
 
 

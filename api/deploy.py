@@ -446,6 +446,34 @@ def draft_model_notes(inputs: DeployInputs, engine: str) -> list[str]:
     return notes
 
 
+#: How each engine keeps the prefix cache the plan counts on (the table in the module docstring).
+PREFIX_CACHE_SWITCH = {
+    "vllm": "--enable-prefix-caching (below)",
+    "sglang": "its radix cache, on by default (do not pass --disable-radix-cache)",
+    "trt-llm": "KV cache block reuse, on by default in the PyTorch backend (do not disable enable_block_reuse)",
+}
+
+
+def prefix_cache_notes(inputs: DeployInputs, engine: str) -> list[str]:
+    """Comment lines for a plan counting on a prefix cache: what it assumed (hit rate, KV tokens per replica, routing),
+    the engine's switch, and for prefix-aware routing the router it needs in front (no engine flag sets it)."""
+    chosen = (inputs.response.get("plan") or {}).get("prefix_caching")
+    if not chosen:
+        return []
+    assumed = (
+        f"# prefix cache: the plan assumes hit rate {chosen['hit_rate']} with {chosen['cache_tokens']} KV tokens per "
+        f"replica under {chosen['routing']} routing, kept by {PREFIX_CACHE_SWITCH[engine]}"
+    )
+    notes = [assumed]
+    if chosen["routing"] == "prefix_aware":
+        notes.append(
+            "# routing prefix_aware: put a router that sends each prefix to one replica in front of them (llm-d's "
+            "prefix-cache scorer, the SGLang router's cache_aware policy, NVIDIA Dynamo's KV router); a random load "
+            "balancer gives each replica every prefix and a lower hit rate than planned"
+        )
+    return notes
+
+
 # --- engine commands -----------------------------------------------------------------------------------
 
 
@@ -606,6 +634,7 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
         if any(g.scheduling == "priority" for g in groups):
             parts.append(f"# priority scheduling as documented at {cli['priority_scheduling']['source'].split(' ')[0]}")
     parts += draft_model_notes(inputs, engine)
+    parts += prefix_cache_notes(inputs, engine)
     for index, group in enumerate(groups):
         parts.append(group_comment(inputs, index, group))
         nodes = nodes_per_replica(inputs, group)

@@ -9,13 +9,14 @@ by one (`sweep_unit`, api/tasks.py), and the response is assembled from them (`o
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any, cast
 
 from fastapi.exceptions import RequestValidationError
 
 from api.batch_jobs import batch_plan_request, batch_sweep_points
 from api.classes_plans import classes_base_request
+from api.csv_export import prefix_columns, speculative_columns
 from api.disagg_plans import topology_plan
 from api.errors import RequestTimeoutError
 from api.inputs import engine_inputs, planning_inputs
@@ -162,6 +163,22 @@ def _response_point(row: dict[str, Any], response: dict[str, Any]) -> dict[str, 
         "infeasible_problem": None, "infeasible_constraint": None, "infeasible_reason": None,
         **_pool_columns(response),
     }  # fmt: skip
+
+
+def _lever_columns(body: WhatIfRequest, result: PlanResult | None, answer: dict[str, Any] | None) -> dict[str, Any]:
+    """The point's plan's speculative decoding and prefix cache, as the plan CSV's columns (empty without a plan or
+    without the lever); the drafting catalog model is the request's pin.draft_model, as for a stored plan."""
+    if result is not None:
+        speculative = None if result.speculative is None else asdict(result.speculative)
+        prefix = None if result.prefix_caching is None else asdict(result.prefix_caching)
+    elif answer is not None:
+        speculative, prefix = answer["plan"].get("speculative"), answer["plan"].get("prefix_caching")
+    else:
+        return {}
+    pin = body.constraints.pin
+    drafting = speculative is not None and speculative["method"] == "draft_model"
+    draft_model = pin.draft_model if drafting and pin is not None else None
+    return {**speculative_columns(speculative, draft_model), **prefix_columns(prefix)}
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -370,6 +387,7 @@ def sweep_point(
         # provenance is None only on plans asked for without explanation; this request explains (the default)
         assert result.provenance is not None, "an explained plan carries its provenance"
         point["solve_ms"] = result.provenance.solve_ms
+    point.update(_lever_columns(body, result, answer))
     point["provider"] = pricing.provider
     chosen = pricing.prices.get(point["gpu"]) if point["gpu"] is not None else None
     point["price_usd_per_gpu_hour"] = None if chosen is None else chosen.on_demand_usd_per_hour

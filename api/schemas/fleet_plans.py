@@ -800,6 +800,9 @@ CSV_COLUMNS: tuple[str, ...] = (
     "prefix_cache_tokens",
     "speculative_method",
     "speculative_draft_tokens",
+    "prefix_cache_routing",
+    "speculative_tokens_per_step",
+    "speculative_acceptance_rate",
 )
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -818,8 +821,9 @@ CSV_DESCRIPTION = (
     "serves (empty for a plain workload): a workload with classes has one row per class and period after the period's "
     "other rows, on its arrangement's pool (`demand_rps` and `offered_rps` the class's rate, `target_rho` the pool's "
     "utilisation); a shared pool's replicas, GPUs and cost are on its first class's row, its other classes' rows "
-    "carry 0; `prefix_cache_hit_rate`, `prefix_cache_tokens`, `speculative_method` and "
-    "`speculative_draft_tokens` are the row's levers as the plan CSV's (empty without). Numbers are rounded as the JSON is (cents, 6 significant figures)."
+    "carry 0; `prefix_cache_hit_rate`, `prefix_cache_tokens`, `speculative_method`, "
+    "`speculative_draft_tokens`, `prefix_cache_routing`, `speculative_tokens_per_step` and `speculative_acceptance_rate` "
+    "are the row's levers as the plan CSV's (empty without). Numbers are rounded as the JSON is (cents, 6 significant figures)."
 )
 
 
@@ -898,7 +902,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                         grade=class_pool.calibration_grade,
                         warning=warnings.get(class_pool.gpu),
                         role="mixed",
-                        extra=(k.name, None, None, None, None),
+                        extra=(k.name, *(None,) * 7),
                     )
                     writer.writerow(
                         ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
@@ -923,7 +927,7 @@ def _csv_cells(
     grade: str | None,
     warning: str | None,
     role: str,
-    extra: tuple[Any, ...] = (None,) * 5,
+    extra: tuple[Any, ...] = (None,) * 8,
 ) -> tuple[Any, ...]:
     """One CSV row in `CSV_COLUMNS` order: its GPUs taken from what is `left` of the period's reserved, on-demand and
     spot GPUs of its type, in that order (`left` is updated); `rates` = (demand, offered, capacity, target ρ)."""
@@ -976,6 +980,9 @@ def _lever_cells(row: AssignmentRead, class_name: str | None = None) -> tuple[An
         None if prefix is None else prefix.cache_tokens,
         None if draft is None else draft.method,
         None if draft is None else draft.draft_tokens,
+        None if prefix is None else prefix.routing,
+        None if draft is None else draft.tokens_per_step,
+        None if draft is None else draft.acceptance_rate,
     )
 
 

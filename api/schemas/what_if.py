@@ -430,6 +430,29 @@ class WhatIfPoint(BaseModel):
         "precision and limits; a mixed fleet by its largest configuration), e.g. `prefill: replicas 2 → 3`; `same pools` "
         "when nothing did; null for the first point or beside a point without a plan.",
     )
+    speculative_method: str | None = Field(
+        default=None,
+        description="The point's plan's speculative decoding (plan.speculative.method: eagle, mtp, medusa or draft_model); "
+        "null when it does not speculate (constraints.speculative, docs/speculative-decoding.md).",
+    )
+    speculative_draft_tokens: int | None = Field(default=None, description="k: tokens drafted per sequence and verify step.")
+    speculative_tokens_per_step: float | None = Field(default=None, description="E = (1 − α^(k+1))/(1 − α).")
+    speculative_acceptance_rate: float | None = Field(
+        default=None, description="α assumed (the plan's acceptance_source says where it comes from)."
+    )
+    speculative_draft_model: str | None = Field(
+        default=None, description="The catalog model drafting (constraints.pin.draft_model) when the method is draft_model."
+    )
+    prefix_cache_hit_rate: float | None = Field(
+        default=None,
+        description="The point's plan's prefix cache (plan.prefix_caching, workload.prefix_reuse): the hit rate assumed; "
+        "null when no cache is deployed.",
+    )
+    prefix_cache_tokens: int | None = Field(default=None, description="KV tokens each replica gives the cache.")
+    prefix_cache_routing: str | None = Field(default=None, description="random, prefix_aware or as_measured.")
+    prefix_prefill_tokens_saved_fraction: float | None = Field(
+        default=None, description="The fraction of prompt tokens the cache saves from prefill."
+    )
 
 
 #: The CSV's columns: the point's fields, in order.
