@@ -13,6 +13,7 @@ the target's GPUs). Nothing here is fitted: the published figures are as their s
 
 from __future__ import annotations
 
+import math
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,9 @@ from planner.performance import build_step_model
 from planner.specs import ModelSpec
 from planner.speculative import (
     METHOD_DEFAULTS,
+    PUBLISHED_PAIR_ACCEPTANCE,
     MethodName,
+    acceptance_rate_from_length,
     draft_model_acceptance,
     draft_model_speculation,
     head_speculation,
@@ -330,12 +333,50 @@ def draft_rows(catalog) -> list[str]:
     return lines
 
 
+#: Spec-Bench's leaderboard (Xia et al., arXiv 2401.07851; hemingkx/Spec-Bench Leaderboard.md at commit 09244ff,
+#: "Leaderboard on A100", Vicuna-7B-v1.3, greedy decoding, fp16, batch 1): "#Mean Accepted Tokens" per decoding
+#: step over its six tasks (multi-turn conversation, translation, summarization, QA, math, RAG) — one τ per
+#: method, not per task (its per-task columns are speedups, which would need the step model to become α). SpS is
+#: speculative sampling with a separate draft model (Vicuna-68M drafting for Vicuna-7B, as the names state).
+SPEC_BENCH = "Spec-Bench leaderboard (arXiv 2401.07851), A100, Vicuna-7B-v1.3, greedy, batch 1"
+SPEC_BENCH_MAT: tuple[tuple[str, str, float], ...] = (
+    ("eagle", "EAGLE (tree)", 3.61),
+    ("medusa", "Medusa (tree)", 2.32),
+    ("draft_model", "SpS: Vicuna-68M drafting", 2.28),
+)
+#: Target and draft sizes of Spec-Bench's SpS pair, as the models' names state them (7B, 68M).
+SPEC_BENCH_SPS_RATIO = 7e9 / 68e6
+
+
+def _pair_default(ratio: float) -> float:
+    """planner/speculative.py `draft_model_acceptance`'s rule for a chat pair of this size ratio: the published
+    pair nearest in log ratio, WMT EnDe at temperature 1."""
+    rows = [p for p in PUBLISHED_PAIR_ACCEPTANCE if p.benchmark == "WMT EnDe" and p.temperature == 1.0]
+    return min(rows, key=lambda p: (abs(math.log(p.size_ratio / ratio)), p.size_ratio)).acceptance_rate
+
+
+def default_rows() -> list[str]:
+    """The chat defaults against Spec-Bench's mean accepted lengths: τ read as a chain's α at k 3, 4 and 5 by
+    τ = (1 − α^(k+1))/(1 − α) (the leaderboard states no k), and the k → ∞ bound 1 − 1/τ."""
+    lines = [
+        "| method | Spec-Bench τ | α at k 3 / 4 / 5 | α as k → ∞ | Headroom's chat default α |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for method, name, tau in SPEC_BENCH_MAT:
+        chains = " / ".join(f"{acceptance_rate_from_length(tau, k):.3f}" for k in (3, 4, 5))
+        default = _pair_default(SPEC_BENCH_SPS_RATIO) if method == "draft_model" else METHOD_DEFAULTS[method].acceptance_rate
+        lines.append(f"| {name} | {tau:.2f} | {chains} | {1 - 1 / tau:.3f} | {default:g} |")
+    return lines
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         catalog = open_reference_catalog(Path(folder))
         print("\n".join(rows(catalog)))
         print()
         print("\n".join(draft_rows(catalog)))
+        print()
+        print("\n".join(default_rows()))
         catalog.session.close()
 
 
