@@ -47,7 +47,9 @@ YAML of its own and is not rendered: 422 naming the targets that are.
 
 A plan's `prefix_caching.routing` "prefix_aware" asks for a router in front of the replicas that
 sends each prefix to one replica (llm-d's prefix-cache scorer, the SGLang router's cache_aware
-policy, NVIDIA Dynamo's KV router); no engine flag sets it.
+policy, NVIDIA Dynamo's KV router); no engine flag sets it. Each engine's script states in a comment the
+cache the plan assumed (hit rate, KV tokens per replica, routing) and, under prefix_aware routing, the
+router to put in front (`prefix_cache_notes`).
 
 A class plan (POST /v1/plans with `classes`) renders one command (or Deployment and Service) per pool
 of its chosen arrangement; clients send each class to its pool. A pool whose classes share it by
