@@ -16,10 +16,11 @@ import pytest
 import yaml
 
 from api.cli import main
-from api.deploy import engine_cli
+from api.deploy import DeployInputs, engine_cli, render
 from tests.api.client import ApiClient
 from tests.api.test_cli_plan import local_url, write  # noqa: F401  (local_url is a fixture)
-from tests.api.test_deploy import commands, flags
+from tests.api.test_deploy import commands, flags, inputs
+from tests.api.test_deploy import row as deploy_row
 from tests.api.test_fleet_levers import fleet, fleet_workload, planned
 from tests.api.test_fleet_plans import api, seeded_sqlite_template  # noqa: F401  (fixtures)
 from tests.api.test_prefix_caching import REUSE, _body
@@ -232,3 +233,33 @@ def test_a_fleet_row_and_its_csv_row_carry_both_levers(api: ApiClient) -> None: 
     for json_row, csv_row in zip(rows, table, strict=True):
         levers = {"speculative": json_row["speculative"], "prefix_caching": json_row["prefix_caching"]}
         _assert_levers(csv_row, levers, as_text=True, skip=("prefix_prefill_tokens_saved_fraction",))
+
+
+def _cached(routing: str) -> DeployInputs:
+    """A two-replica plan whose `plan.prefix_caching` holds 8,192 KV tokens per replica at hit rate 0.6."""
+    plan = inputs([deploy_row("g1", 1, 2, "bf16", "bf16", 64, 2048)])
+    response = json.loads(json.dumps(plan.response))
+    response["plan"]["prefix_caching"] = {
+        "hit_rate": 0.6,
+        "cache_tokens": 8192,
+        "routing": routing,
+        "prefill_tokens_saved_fraction": 0.5,
+    }
+    return DeployInputs(
+        plan_id=plan.plan_id, response=response, model=plan.model, quantizations=plan.quantizations, gpus=plan.gpus
+    )
+
+
+@pytest.mark.parametrize("routing", ["prefix_aware", "random"])
+def test_a_cached_plans_scripts_state_the_cache_and_the_router_prefix_aware_routing_needs(routing: str) -> None:
+    """No engine flag sets the routing or the cache's size: each script says what the plan assumed, and under
+    prefix-aware routing that a router must pin each prefix to one replica (a random balancer lowers the hit rate)."""
+    plan = _cached(routing)
+    for engine in ("vllm", "sglang", "trt-llm"):
+        script = render(plan, engine)[0]
+        assert f"hit rate 0.6 with 8192 KV tokens per replica under {routing} routing" in script
+        assert ("cache_aware" in script) is (routing == "prefix_aware")
+        for argv in commands(script):
+            assert set(flags(argv)) <= set(engine_cli()[engine]["flags"])
+    [vllm] = commands(render(plan, "vllm")[0])
+    assert "--enable-prefix-caching" in vllm
