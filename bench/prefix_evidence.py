@@ -43,24 +43,31 @@ POINTS: tuple[tuple[str, str, str, int, int, int, float, str], ...] = (
 )
 
 
+def predicted(catalog, gpu_slug: str, model_slug: str, tp: int, prompt: int, cached: int) -> tuple[float, float]:
+    """(uncached, cached) prefill seconds of a P-token prompt with C tokens cached, on the catalog's calibrated GPU."""
+    gpu = catalog.gpu_spec(gpu_slug)
+    model = catalog.model_spec(model_slug)
+    precision = catalog.precision("bf16", "bf16") if "llama-3" in model_slug else catalog.precision("fp16", "fp16")
+    sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
+    return sm.cached_prefill_s(prompt, 0), sm.cached_prefill_s(prompt, cached)
+
+
+def rows(catalog) -> list[str]:
+    lines = ["| point | P | C | published | Headroom (unloaded prefill) | error |", "|---|---:|---:|---:|---:|---:|"]
+    for label, gpu_slug, model_slug, tp, prompt, cached, published, what in POINTS:
+        full, part = predicted(catalog, gpu_slug, model_slug, tp, prompt, cached)
+        ratio = full / part
+        lines.append(
+            f"| {label}: {what} | {prompt:,} | {cached:,} | {published:.2f}× | {ratio:.2f}× "
+            f"({full * 1e3:.0f} → {part * 1e3:.0f} ms) | {(ratio - published) / published:+.0%} |"
+        )
+    return lines
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         catalog = open_reference_catalog(Path(folder))
-        print("| point | P | C | published | Headroom (unloaded prefill) | error |")
-        print("|---|---:|---:|---:|---:|---:|")
-        for label, gpu_slug, model_slug, tp, prompt, cached, published, what in POINTS:
-            gpu = catalog.gpu_spec(gpu_slug)
-            model = catalog.model_spec(model_slug)
-            precision = catalog.precision("bf16", "bf16") if "llama-3" in model_slug else catalog.precision("fp16", "fp16")
-            sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
-            full = sm.cached_prefill_s(prompt, 0)
-            part = sm.cached_prefill_s(prompt, cached)
-            predicted = full / part
-            error = (predicted - published) / published
-            print(
-                f"| {label}: {what} | {prompt:,} | {cached:,} | {published:.2f}× | {predicted:.2f}× "
-                f"({full * 1e3:.0f} → {part * 1e3:.0f} ms) | {error:+.0%} |"
-            )
+        print("\n".join(rows(catalog)))
         catalog.session.close()
 
 
