@@ -244,7 +244,11 @@ def enumerate_groups(
     the same time as one tp-group alone) while tp divides the read, so pp cannot beat tp ≤ a node on
     the step time (tests/planner/test_pipeline.py shows it), and the search would only spend time on it.
     A pipeline group whose stages do not hold the model is left out silently (the in-node memory drops
-    already say the model does not fit one node).
+    already say the model does not fit one node). Where no in-node tp holds the model, tensor parallelism
+    over 2, 4 or 8 whole nodes (pp 1, up to as many GPUs as the widest pipeline) is offered too, its
+    all-reduce priced on the NIC (planner/parallel.py `tp_link`), so it loses to in-node tp × pp across
+    nodes wherever the per-token NIC traffic outweighs the pipeline's re-read of the weights
+    (tests/planner/test_pipeline_search.py).
 
     With `expert_parallel` (the single-pool planner passes it), an MoE model's tp-GPU groups (tp > 1
     dividing its experts, pp 1) are offered a second time as ep = tp: attention data-parallel, experts
@@ -285,6 +289,15 @@ def enumerate_groups(
                             groups.append(staged)
                         elif staged.constraint != "memory" or 1 not in pp_degrees:
                             drops.append(staged)  # a stage layout the model refuses, an SLO floor, or a pinned pp's fit
+                if needed:
+                    # tensor parallelism across whole nodes, priced on the NIC (planner/parallel.py tp_link): as many
+                    # GPUs as the pipelines of in-node tp stages, so each loses to them only where the physics says so
+                    for tp in _cross_node_tp_degrees(gpu, tp_degrees, pp_degrees):
+                        across = _group_or_drop(gpu, model, precision, tp, slo, shape, cross_node=True)
+                        if isinstance(across, Group):
+                            groups.append(across)
+                        elif across.constraint != "memory":
+                            drops.append(across)
             if expert_parallel and 1 in pp_degrees and gpu.efficiency.include_comm:
                 for tp in tp_degrees:
                     if tp > 1 and tp <= gpu.gpus_per_node and tp in expert_parallel_degrees(model, tp):
@@ -351,13 +364,28 @@ def _precision_drop(gpu: GpuSpec, precision: Precision) -> Drop | None:
     return None
 
 
+def _cross_node_tp_degrees(gpu: GpuSpec, tp_degrees: Sequence[int], pp_degrees: Sequence[int]) -> list[int]:
+    """tp over whole nodes (2, 4, 8 nodes, up to the most GPUs a pipeline of the grid's in-node tp takes)."""
+    most = max(t for t in tp_degrees if t <= gpu.gpus_per_node) * max(pp_degrees) if tp_degrees else 0
+    return [n * gpu.gpus_per_node for n in (2, 4, 8) if n * gpu.gpus_per_node <= most]
+
+
 def _group_or_drop(
-    gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, slo: Slo, shape: _RequestShape, *, pp: int = 1
+    gpu: GpuSpec,
+    model: ModelSpec,
+    precision: Precision,
+    tp: int,
+    slo: Slo,
+    shape: _RequestShape,
+    *,
+    pp: int = 1,
+    cross_node: bool = False,
 ) -> Group | Drop:
-    """The (gpu, precision, tp, pp) group, or why it cannot serve: tp, memory, KV cache, then the SLO floors."""
+    """The (gpu, precision, tp, pp) group, or why it cannot serve: tp, memory, KV cache, then the SLO floors.
+    tp beyond a node only with `cross_node` (whole nodes, planner/parallel.py)."""
     if pp > model.layers:
         return _drop(gpu, precision, tp, "tensor_parallel", f"pp {pp} exceeds {model.slug}'s {model.layers} layers")
-    if tp > gpu.gpus_per_node or not is_valid_tensor_parallel(gpu, model, tp):
+    if (tp > gpu.gpus_per_node and not cross_node) or not is_valid_tensor_parallel(gpu, model, tp):
         return _drop(
             gpu,
             precision,
