@@ -70,7 +70,9 @@ fit of planner/expert_parallel.py, which builds the searched ep group.
 
 Tensor parallelism across nodes (tp > gpus_per_node, whole nodes) prices its all-reduce on the per-GPU
 scale-out NIC (planner/parallel.py `tp_link`), which is what makes it lose to tp inside a node and pp
-across nodes.
+across nodes; the search offers it (tp over 2, 4, 8 whole nodes, pp 1) where no node holds the model
+(planner/candidates.py `enumerate_groups`), and an expert-parallel replica wider than a node would run
+its all-to-all on the NIC the same way.
 """
 
 from __future__ import annotations

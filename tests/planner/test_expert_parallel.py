@@ -190,3 +190,22 @@ def test_without_communication_priced_no_ep_group_is_offered():
         expert_parallel=True,
     )
     assert [g.ep for g in groups] == [1]
+
+
+def test_ep_across_two_nodes_runs_its_all_to_all_on_the_nic():
+    """DeepSeek-V3 (hidden 7,168, top-8 of 256, 58 MoE layers) at ep 16 over two 8-GPU nodes, fp8 activations (1 B):
+    R = 15 · (1 − (15/16)⁸) = 6.0492 other ranks, so 2 × 58 × 7,168 × 6.0492 B / (16 × 50e9 B/s) = 6.2873e-6 s per
+    token over the NIC (in-node α + NIC α = 15 µs per dispatch or combine: 2 × 58 × 15e-6 = 1.74 ms per step),
+    5.9 × the 1.0612e-6 s of ep 8 on NVLink (R = 7 · (1 − (7/8)⁸) = 4.5947: 2 × 58 × 7,168 × 4.5947 / (8 × 450e9))."""
+    from planner.pipeline import parallel_terms
+
+    r16 = 15 * (1 - (15 / 16) ** 8)
+    assert r16 == pytest.approx(6.0492, abs=1e-4)
+    across = parallel_terms(H100_SXM, DEEPSEEK_V3, 16, 1, 16, 1.0)
+    assert across.tp_link.bytes_per_s == 50e9
+    assert across.ep_comm_s_per_token == pytest.approx(2 * 58 * 7168 * r16 / (16 * 50e9))
+    assert across.ep_comm_s_per_token == pytest.approx(6.2873e-6, rel=1e-4)
+    assert across.ep_comm_latency_s == pytest.approx(2 * 58 * 15e-6)
+    inside = parallel_terms(H100_SXM, DEEPSEEK_V3, 8, 1, 8, 1.0)
+    assert inside.ep_comm_s_per_token == pytest.approx(2 * 58 * 7168 * 7 * (1 - (7 / 8) ** 8) / (8 * 450e9))
+    assert inside.ep_comm_s_per_token == pytest.approx(1.0612e-6, rel=1e-4)
