@@ -124,7 +124,7 @@ def _pool_constraints(body: CapacityRequest) -> PlanConstraints:
     precision, tp, batch_limit, pp and engine pins and refuses the rest, `pool_refusals`); whole instances are the
     `instance` unit, which the pools refuse (they are bought by the GPU)."""
     return PlanConstraints(
-        pin=body.pinned().to_pin(),  # PlannerInputError (422) for pp other than 1
+        pin=body.pinned().to_pin(),  # the pools refuse pp > 1 (planner/plan_disagg.py pool_refusals)
         unit="gpu" if body.instances is None else "instance",
         speculative=body.constraints.speculative,
         n_plus_one=body.constraints.n_plus_one,
@@ -338,7 +338,7 @@ def _aggregated(body: CapacityRequest, catalog: Catalog, default_provider: str) 
     inputs, cost = _inputs(body, catalog, default_provider)
     provider = body.provider or default_provider
     instance = _instance_type(body, catalog, provider)
-    pin = body.pinned().to_pin()  # PlannerInputError (422) for pp other than 1
+    pin = body.pinned().to_pin()
     if body.instances is None:
         assert body.gpus is not None, "CapacityRequest gives exactly one of gpus and instances (its _consistent_pins validator)"
         gpus = body.gpus
@@ -351,6 +351,7 @@ def _aggregated(body: CapacityRequest, catalog: Catalog, default_provider: str) 
             slo=body.slo.to_slo(),
             gpus=gpus,
             tp=pin.tp,
+            pp=pin.pp,
             batch_limit=pin.batch_limit,
             chunk_tokens=pin.chunk_tokens,
             chunk_pinned=pin.chunk_pinned,

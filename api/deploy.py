@@ -83,6 +83,7 @@ from typing import Any
 
 import yaml
 
+from api.deploy_expert_parallel import sglang_expert_parallel, trtllm_expert_parallel, vllm_expert_parallel
 from api.schemas.classes import is_classes_plan
 from planner.errors import UnsupportedConfigurationError
 
@@ -485,8 +486,6 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     argv = [*engine_cli()["vllm"]["command"], checkpoint(inputs.model)]
     argv += ["--served-model-name", inputs.model["slug"], "--host", "0.0.0.0", "--port", str(PORT)]
     argv += ["--tensor-parallel-size", str(group.tp), "--pipeline-parallel-size", str(group.pp)]
-    if group.ep > 1:
-        argv += ["--enable-expert-parallel"]
     if nodes_per_replica(inputs, group) > 1:
         argv += ["--distributed-executor-backend", "ray"]  # a replica over several nodes runs on a Ray cluster
     if group.batch_limit is not None:  # a prefill pool has none: its token budget bounds a step
@@ -499,7 +498,7 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     if (inputs.response.get("plan") or {}).get("prefix_caching"):
         argv += ["--enable-prefix-caching"]  # on by default in vLLM's V1 engine; said explicitly when the plan counts on it
     argv += ["--gpu-memory-utilization", f"{memory_utilization(inputs, group.gpu):g}", *vllm_speculative_argv(inputs)]
-    return [*argv, *vllm_pool_argv(group), *vllm_priority_argv(group)]
+    return vllm_expert_parallel([*argv, *vllm_pool_argv(group), *vllm_priority_argv(group)], group.ep)
 
 
 def vllm_priority_argv(group: ReplicaGroup) -> list[str]:
@@ -545,7 +544,7 @@ def sglang_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     kind, name = weights_flag(inputs, "sglang", group)
     argv = [*engine_cli()["sglang"]["command"], "--model-path", checkpoint(inputs.model)]
     argv += ["--served-model-name", inputs.model["slug"], "--host", "0.0.0.0", "--port", str(PORT)]
-    argv += ["--tp-size", str(group.tp), "--pp-size", str(group.pp)]
+    argv += ["--tp-size", str(group.tp), "--pp-size", str(group.pp), *sglang_expert_parallel(group.ep)]
     if group.batch_limit is not None:  # a prefill pool has none: its token budget bounds a step
         argv += ["--max-running-requests", str(group.batch_limit)]
     chunk = engine_cli()["sglang"]["chunked_prefill_disabled"] if group.chunk_tokens is None else str(group.chunk_tokens)
@@ -563,7 +562,7 @@ def trtllm_options(inputs: DeployInputs, group: ReplicaGroup) -> dict[str, Any]:
     kv = kv_cache_dtype("trt-llm", group)
     if kv is not None:
         options.setdefault("quant_config", {})["kv_cache_quant_algo"] = kv
-    return options | trtllm_speculative_options(inputs)
+    return options | trtllm_speculative_options(inputs) | trtllm_expert_parallel(group.ep)[1]
 
 
 def trtllm_argv(inputs: DeployInputs, group: ReplicaGroup, options_file: str) -> list[str]:
@@ -571,8 +570,7 @@ def trtllm_argv(inputs: DeployInputs, group: ReplicaGroup, options_file: str) ->
     model name is the MODEL argument itself, trtllm-serve has no flag to rename it."""
     argv = [*engine_cli()["trt-llm"]["command"], checkpoint(inputs.model), "--backend", "pytorch"]
     argv += ["--host", "0.0.0.0", "--port", str(PORT), "--tp_size", str(group.tp), "--pp_size", str(group.pp)]
-    if group.ep > 1:
-        argv += ["--ep_size", str(group.ep)]
+    argv += trtllm_expert_parallel(group.ep)[0]
     if nodes_per_replica(inputs, group) > 1:
         argv += ["--gpus_per_node", str(inputs.gpus[group.gpu]["gpus_per_node"])]
     argv += ["--max_batch_size", str(group.batch_limit)]

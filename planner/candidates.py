@@ -53,6 +53,12 @@ import numpy as np
 
 from planner.confidence import meets
 from planner.errors import UnsupportedConfigurationError
+from planner.expert_parallel import (
+    expert_parallel_degrees,
+    expert_parallel_kv_capacity_tokens,
+    expert_parallel_memory_fit,
+    expert_parallel_step_model,
+)
 from planner.memory import kv_capacity_tokens, memory_fit
 from planner.optimizer import candidate_id
 from planner.packing import InstanceOffer, offers_for, per_replica_floor
@@ -226,6 +232,7 @@ def enumerate_groups(
     tp_degrees: Sequence[int] = TP_DEGREES,
     min_confidence: str | None = None,
     pp_degrees: Sequence[int] = (1,),
+    expert_parallel: bool = False,
 ) -> tuple[list[Group], list[Drop]]:
     """Every (GPU, precision, tp) that can serve the model within the SLO floors, and every drop.
 
@@ -237,7 +244,19 @@ def enumerate_groups(
     the same time as one tp-group alone) while tp divides the read, so pp cannot beat tp ≤ a node on
     the step time (tests/planner/test_pipeline.py shows it), and the search would only spend time on it.
     A pipeline group whose stages do not hold the model is left out silently (the in-node memory drops
-    already say the model does not fit one node).
+    already say the model does not fit one node). Where no in-node tp holds the model, tensor parallelism
+    over 2, 4 or 8 whole nodes (pp 1, up to as many GPUs as the widest pipeline) is offered too, its
+    all-reduce priced on the NIC (planner/parallel.py `tp_link`), so it loses to in-node tp × pp across
+    nodes wherever the per-token NIC traffic outweighs the pipeline's re-read of the weights
+    (tests/planner/test_pipeline_search.py).
+
+    With `expert_parallel` (the single-pool planner passes it), an MoE model's tp-GPU groups (tp > 1
+    dividing its experts, pp 1) are offered a second time as ep = tp: attention data-parallel, experts
+    sharded, an all-to-all per MoE layer (planner/expert_parallel.py). Which wins depends on the step's
+    tokens (the all-reduces it saves against the dense weights every rank re-reads), so both are priced;
+    with a profile that counts no communication the ep group could only lose (it re-reads the dense
+    weights and saves nothing) and is not offered. The other searches, whose rows count a replica's
+    GPUs and layout as tp alone, do not offer it yet.
 
     A GPU whose calibration is graded below `min_confidence` (planner/confidence.py) is dropped
     whole, once per precision, before anything is computed from its efficiencies."""
@@ -270,6 +289,23 @@ def enumerate_groups(
                             groups.append(staged)
                         elif staged.constraint != "memory" or 1 not in pp_degrees:
                             drops.append(staged)  # a stage layout the model refuses, an SLO floor, or a pinned pp's fit
+                if needed:
+                    # tensor parallelism across whole nodes, priced on the NIC (planner/parallel.py tp_link): as many
+                    # GPUs as the pipelines of in-node tp stages, so each loses to them only where the physics says so
+                    for tp in _cross_node_tp_degrees(gpu, tp_degrees, pp_degrees):
+                        across = _group_or_drop(gpu, model, precision, tp, slo, shape, cross_node=True)
+                        if isinstance(across, Group):
+                            groups.append(across)
+                        elif across.constraint != "memory":
+                            drops.append(across)
+            if expert_parallel and 1 in pp_degrees and gpu.efficiency.include_comm:
+                for tp in tp_degrees:
+                    if tp > 1 and tp <= gpu.gpus_per_node and tp in expert_parallel_degrees(model, tp):
+                        found = _expert_parallel_group_or_drop(gpu, model, precision, tp, slo, shape)
+                        if isinstance(found, Group):
+                            groups.append(found)
+                        else:
+                            drops.append(found)
     return groups, drops
 
 
@@ -328,13 +364,28 @@ def _precision_drop(gpu: GpuSpec, precision: Precision) -> Drop | None:
     return None
 
 
+def _cross_node_tp_degrees(gpu: GpuSpec, tp_degrees: Sequence[int], pp_degrees: Sequence[int]) -> list[int]:
+    """tp over whole nodes (2, 4, 8 nodes, up to the most GPUs a pipeline of the grid's in-node tp takes)."""
+    most = max(t for t in tp_degrees if t <= gpu.gpus_per_node) * max(pp_degrees) if tp_degrees else 0
+    return [n * gpu.gpus_per_node for n in (2, 4, 8) if n * gpu.gpus_per_node <= most]
+
+
 def _group_or_drop(
-    gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, slo: Slo, shape: _RequestShape, *, pp: int = 1
+    gpu: GpuSpec,
+    model: ModelSpec,
+    precision: Precision,
+    tp: int,
+    slo: Slo,
+    shape: _RequestShape,
+    *,
+    pp: int = 1,
+    cross_node: bool = False,
 ) -> Group | Drop:
-    """The (gpu, precision, tp, pp) group, or why it cannot serve: tp, memory, KV cache, then the SLO floors."""
+    """The (gpu, precision, tp, pp) group, or why it cannot serve: tp, memory, KV cache, then the SLO floors.
+    tp beyond a node only with `cross_node` (whole nodes, planner/parallel.py)."""
     if pp > model.layers:
         return _drop(gpu, precision, tp, "tensor_parallel", f"pp {pp} exceeds {model.slug}'s {model.layers} layers")
-    if tp > gpu.gpus_per_node or not is_valid_tensor_parallel(gpu, model, tp):
+    if (tp > gpu.gpus_per_node and not cross_node) or not is_valid_tensor_parallel(gpu, model, tp):
         return _drop(
             gpu,
             precision,
@@ -365,6 +416,51 @@ def _group_or_drop(
             "kv_cache",
             f"the KV cache ({group.kv_capacity_tokens:,} tokens) cannot hold one average request "
             f"({shape.request_tokens:,.0f} tokens)",
+        )
+    floor = slo_floor_drop(group.key, group, slo, shape.output_q)
+    return group if floor is None else floor
+
+
+def _expert_parallel_group_or_drop(
+    gpu: GpuSpec, model: ModelSpec, precision: Precision, ep: int, slo: Slo, shape: _RequestShape
+) -> Group | Drop:
+    """The ep-GPU expert-parallel group (planner/expert_parallel.py), or why it cannot serve: memory, KV, SLO floors."""
+    if not is_valid_tensor_parallel(gpu, model, ep):
+        return _drop(gpu, precision, ep, "tensor_parallel", f"ep {ep} does not divide {model.slug}'s heads")
+    fit = expert_parallel_memory_fit(gpu, model, precision, ep, gpu.efficiency, context_tokens=shape.largest_request)
+    if not fit.fits:
+        return _drop(
+            gpu,
+            precision,
+            ep,
+            "memory",
+            f"expert-parallel ep {ep}: every GPU holds the {model.slug} non-routed weights and 1/{ep} of its experts; "
+            f"{fit.weights_bytes / GB:.1f} GB of weights + one {shape.largest_request:,}-token request on its GPU "
+            f"need {fit.required_bytes / GB:.1f} GB of {fit.available_bytes / GB:.1f} GB",
+            needed_bytes=fit.required_bytes,
+            available_bytes=fit.available_bytes,
+        )
+    sm = expert_parallel_step_model(gpu, model, precision, ep, gpu.efficiency)
+    capacity = expert_parallel_kv_capacity_tokens(gpu, model, precision, ep, gpu.efficiency)
+    group = Group(
+        gpu=gpu,
+        precision=precision,
+        tp=ep,
+        ep=ep,
+        step_model=sm,
+        kv_capacity_tokens=capacity,
+        kv_slots=int(capacity // shape.request_tokens),
+        price_usd_per_hour=ep * gpu.price_usd_per_hour_on_demand,  # ep GPUs × on-demand $/GPU-h
+        batch1_decode_s=sm.step_s(1, 1, 1),
+        prefill_quantile_s=prefill(sm, max(1, math.floor(shape.prompt_q))).time_s,
+    )
+    if group.kv_slots < 1:
+        return _drop(
+            gpu,
+            precision,
+            ep,
+            "kv_cache",
+            f"the expert-parallel KV cache ({capacity:,} tokens) cannot hold one average request ({shape.request_tokens:,.0f} tokens)",
         )
     floor = slo_floor_drop(group.key, group, slo, shape.output_q)
     return group if floor is None else floor
@@ -423,8 +519,8 @@ def speculative_groups(
     request_tokens = workload.prompt_tokens.mean + workload.output_tokens.mean
     variants: list[Group] = []
     for group in groups:
-        if group.pp > 1:
-            continue  # a draft over pipeline stages is not modelled: the pipeline group plans without one
+        if group.pp > 1 or group.ep > 1:
+            continue  # a draft over pipeline stages or expert-parallel ranks is not modelled: the group plans without one
         for k in draft_tokens:
             spec = (
                 draft_model_speculation(

@@ -63,6 +63,7 @@ from planner.candidates import (
     speculative_groups,
 )
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
+from planner.pipeline import PP_DEGREES
 from planner.plan_predict import _cached_prediction, _meets, _per_replica_cv, _predicted_at, _serving, _slo_targets, _verify
 from planner.plan_prefix import (
     CACHE_FRACTIONS,
@@ -119,6 +120,8 @@ class CapacityRequest:
     slo: Slo
     gpus: int
     tp: int | None = None
+    #: pinned pipeline stages (planner/pipeline.py PP_DEGREES); None searches them where no node holds the model
+    pp: int | None = None
     batch_limit: int | None = None
     chunk_tokens: int | None = None
     #: whether `chunk_tokens` is pinned (None pinned = no chunking; not pinned = searched)
@@ -159,6 +162,24 @@ class CapacityRequest:
             object.__setattr__(self, "chunk_pinned", True)
         if self.tp is not None and not 1 <= self.tp <= self.gpus:
             raise PlannerInputError(f"tp {self.tp} needs 1 to {self.gpus} GPUs (the hardware given)", constraint="tp")
+        if self.pp is not None and self.pp not in PP_DEGREES:
+            raise PlannerInputError(
+                f"a pinned pp must be one of the pipeline degrees the planner models ({', '.join(map(str, PP_DEGREES))}), got {self.pp}",
+                constraint="pin.pp",
+                field="constraints.pin.pp",
+            )
+        if self.pp is not None and self.pp > 1 and self.workload.prefix_reuse is not None:
+            raise PlannerInputError(
+                "pipeline stages with a prefix cache: the cache trials size replicas of tp GPUs (pin pp 1)",
+                constraint="pin.pp",
+                field="constraints.pin.pp",
+            )
+        if self.pp is not None and self.pp > 1 and self.instance is not None:
+            raise PlannerInputError(
+                "pipeline stages with whole instances: a replica over several instances is not priced (pin pp 1 or give gpus)",
+                constraint="pin.pp",
+                field="constraints.pin.pp",
+            )
         if self.batch_limit is not None and self.batch_limit < 1:
             raise PlannerInputError(f"batch_limit must be >= 1, got {self.batch_limit}", constraint="batch_limit")
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
@@ -173,7 +194,7 @@ class CapacityRequest:
         return float(self.replicas_for(tp)) if self.busiest_share is None else 1.0 / self.busiest_share
 
     def replicas_for(self, tp: int) -> int:
-        """Replicas of tp GPUs the hardware runs: ⌊gpus / tp⌋, or n · ⌊g / tp⌋ on n whole instances
+        """Replicas of tp GPUs (a pipeline's tp × pp) the hardware runs: ⌊gpus / tp⌋, or n · ⌊g / tp⌋ on n whole instances
         (0 when tp exceeds an instance's NVLink domain); a pinned count when the hardware holds it, else 0."""
         if self.instance is not None:
             held = self.gpus // self.instance.gpus * self.instance.replicas_per_instance(tp)
@@ -197,6 +218,7 @@ class CapacityConfiguration:
     instance_type: str | None = None
     instances: int | None = None
     gpus_per_instance: int | None = None
+    pp: int = 1  # pipeline stages: a replica is tp × pp GPUs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -277,7 +299,7 @@ def _beats(total: float, gpus_used: int, tp: int, option_id: str, best: _Best) -
         return True
     if total < best.total_rps * (1 - _TIE):
         return False
-    best_key = (best.replicas * best.option.group.tp, best.option.group.tp, best.option.id)
+    best_key = (best.replicas * best.option.group.gpus_per_replica, best.option.group.gpus_per_replica, best.option.id)
     return (gpus_used, tp, option_id) < best_key
 
 
@@ -511,16 +533,16 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
     if not options:
         raise _infeasible_from_drops(drops, slo, ())
 
-    # one planner per tp: the per-replica arrival CV depends on the replica count r = ⌊gpus / tp⌋
+    # one planner per replica size (tp, or tp × pp): the per-replica arrival CV depends on r = ⌊gpus / size⌋
     planners: dict[int, _Planner] = {}
-    for tp in sorted({o.group.tp for o in options}):
-        replicas = request.replicas_for(tp)
+    for size in sorted({o.group.gpus_per_replica for o in options}):
+        replicas = request.replicas_for(size)
         per_replica = replace(workload, arrival_cv=_per_replica_cv(workload.arrival_cv, replicas))
-        planners[tp] = _Planner([o for o in options if o.group.tp == tp], per_replica)
+        planners[size] = _Planner([o for o in options if o.group.gpus_per_replica == size], per_replica)
 
     # stage 0: r × closed-form bound; stage 1: r × exact saturation; stage 2: r × μ (final)
     heap: list[tuple[float, int, str]] = [
-        (-request.rate_multiplier(o.group.tp) * o.saturation_bound_rps, 0, o.id) for o in options
+        (-request.rate_multiplier(o.group.gpus_per_replica) * o.saturation_bound_rps, 0, o.id) for o in options
     ]
     heapq.heapify(heap)
     by_id = {o.id: o for o in options}
@@ -533,7 +555,7 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
         if best.option is not None and bound < best.total_rps * (1 - _TIE):
             break  # nothing left can beat (or tie) the best
         option = by_id[option_id]
-        tp, replicas = option.group.tp, request.replicas_for(option.group.tp)
+        tp, replicas = option.group.gpus_per_replica, request.replicas_for(option.group.gpus_per_replica)
         multiplier = request.rate_multiplier(tp)
         planner = planners[tp]
         if stage == 0:
@@ -554,7 +576,9 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
             best = _Best(option=option, replicas=replicas, mu_rps=total / multiplier, total_rps=total)
     if best.option is None:
         raise _infeasible_from_drops(drops, slo, never)
-    return _result(request, inputs, best.option, best, planners[best.option.group.tp], evaluated, len(options), prefix)
+    return _result(
+        request, inputs, best.option, best, planners[best.option.group.gpus_per_replica], evaluated, len(options), prefix
+    )
 
 
 def _mu(planner: _Planner, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
@@ -580,7 +604,7 @@ def _where(option: Option) -> str:
         if g.precision.weights.slug == g.precision.kv_cache.slug
         else (f"{g.precision.weights.slug} weights, {g.precision.kv_cache.slug} KV")
     )
-    return f"{g.gpu.slug}, {precision}, tp {g.tp}, batch {option.batch_limit}"
+    return f"{g.gpu.slug}, {precision}, tp {g.tp}{'' if g.pp == 1 else f' × pp {g.pp}'}, batch {option.batch_limit}"
 
 
 def _binding(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> str:
@@ -699,7 +723,7 @@ def _result(
     saturation = planner.saturation(option)
     steps = _verified(request, option, replicas, best.total_rps, prefix) if request.verify else None
     rate = steps[-1].arrival_rate_rps if steps else best.total_rps
-    gpus_used = replicas * g.tp
+    gpus_used = replicas * g.gpus_per_replica
     price = inputs.gpu.price_usd_per_hour_on_demand
     instance = request.instance
     instances = None if instance is None else request.gpus // instance.gpus
@@ -710,6 +734,7 @@ def _result(
         configuration=CapacityConfiguration(
             gpu=g.gpu.slug,
             tp=g.tp,
+            pp=g.pp,
             replicas=replicas,
             gpus_used=gpus_used,
             weights_precision=g.precision.weights.slug,
@@ -754,6 +779,10 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
             + (f": a replica must sit in one {request.instance.name} NVLink domain" if request.instance is not None else ""),
             constraint="pin.replicas" if request.replicas is not None else "tp",
         )
+    # pipeline stages where no node holds the model (or pinned): GPU mode only, a replica never spans instances
+    # (and not under a prefix-cache trial, whose replica counts are taken per tp)
+    staged = request.instance is None and request.workload.prefix_reuse is None
+    pp_degrees = (1,) if not staged else PP_DEGREES if request.pp is None else (request.pp,)
     groups, drops = enumerate_groups(
         model=inputs.model,
         gpus=(_priced(inputs.gpu),),
@@ -761,7 +790,9 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
         workload=workload,
         slo=request.slo,
         tp_degrees=tp_degrees,
+        pp_degrees=pp_degrees,
     )
+    groups = [g for g in groups if request.replicas_for(g.gpus_per_replica) >= 1]  # a pipeline wider than the hardware
     if request.prefix_cache_tokens:
         groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)
         drops = [*drops, *short]

@@ -40,23 +40,39 @@ degree 1), and the communication per step is linear in n:
                         + EP all-to-all per token (below)
     comm_latency_s'   = pp · 2 · ⌈L/pp⌉ · α_tp  + Σ_hops α_hop  + pp · ⌈L_moe/pp⌉ · 2 · α_ep
 
+(with ep > 1 the all-reduce terms are 0 and the all-to-all ones take their place, below).
+
 Assumption the fold makes: the step's tokens fill pp micro-batches. A batch smaller than pp leaves
 stages idle (the bubble above) and the fold then understates its KV and compute terms (the weight read,
 which dominates a small decode, is exact: each stage reads its own weights once per micro-batch).
 
-Expert parallelism (ep = tp on an MoE model): each MoE layer replaces its post-MLP all-reduce by an
-all-to-all dispatch of each token's hidden state to the GPUs holding its k routed experts and a combine
-back (DeepSeek-V3 arXiv 2412.19437 §3.2.2; DeepEP). Tokens are split evenly over the ep ranks (DP
-attention / sequence-split dispatch); with experts spread evenly, a token reaches each of the other
-ep − 1 GPUs with probability 1 − (1 − 1/ep)^k, so each rank sends, per MoE layer and direction,
+Expert parallelism (ep = tp on an MoE model) is the data-parallel-attention form, the one whose MoE
+layers run an all-to-all: each of the ep GPUs runs attention (and every non-routed weight: embeddings,
+dense MLP layers, shared experts) on its own requests with a full copy of those weights, and holds
+E/ep whole routed experts; each MoE layer dispatches every token's hidden state to the GPUs holding its
+k routed experts and combines the results back (DeepSeek-V3 arXiv 2412.19437 §3.2.2; DeepEP). Engines:
+vLLM `--data-parallel-size ep --enable-expert-parallel` — its all-to-all kernels run only with
+data parallelism (vllm/model_executor/layers/fused_moe/config.py `use_all2all_kernels = dp_size > 1
+and use_ep`; with TP alone `--enable-expert-parallel` only places whole experts and keeps the
+tensor-parallel all-reduce, which prices exactly as ep = 1 here) — and SGLang `--enable-dp-attention
+--dp-size ep --ep-size ep --moe-a2a-backend deepep` (docs.sglang.io "Expert Parallelism": the default
+backend `none` "uses All-Reduce or All-Gather for token dispatch"). Tokens are split evenly over the ep
+ranks by their requests; with experts spread evenly, a token reaches each of the other ep − 1 GPUs with
+probability 1 − (1 − 1/ep)^k, so each rank sends, per MoE layer and direction,
 
     (n/ep) · hidden · a · R,   R = (ep − 1) · (1 − (1 − 1/ep)^k)
 
-(k = 1 gives (ep−1)/ep per token, the "tokens × hidden × bytes × (ep−1)/ep each way"), over the tp link.
+(k = 1 gives (ep−1)/ep per token, the "tokens × hidden × bytes × (ep−1)/ep each way"), over the
+replica's link (NVLink inside a node, the NIC when the ep GPUs span nodes: `tp_link`). There is no
+tensor-parallel all-reduce left: attention is data-parallel. What the replica pays instead — every rank
+reads the full non-routed weights each step and holds a copy of them — is in the step model and memory
+fit of planner/expert_parallel.py, which builds the searched ep group.
 
 Tensor parallelism across nodes (tp > gpus_per_node, whole nodes) prices its all-reduce on the per-GPU
 scale-out NIC (planner/parallel.py `tp_link`), which is what makes it lose to tp inside a node and pp
-across nodes.
+across nodes; the search offers it (tp over 2, 4, 8 whole nodes, pp 1) where no node holds the model
+(planner/candidates.py `enumerate_groups`), and an expert-parallel replica wider than a node would run
+its all-to-all on the NIC the same way.
 """
 
 from __future__ import annotations
@@ -93,8 +109,8 @@ def check_pipeline_parallel(gpu: GpuSpec, model: ModelSpec, tp: int, pp: int, ep
             )
         if ep != tp or model.moe.experts % ep != 0:
             raise UnsupportedConfigurationError(
-                f"ep={ep} must equal tp={tp} (the experts are sharded over each stage's tensor-parallel GPUs, "
-                f"vLLM --enable-expert-parallel) and divide {model.slug}'s {model.moe.experts} experts",
+                f"ep={ep} must equal tp={tp} (the experts are sharded over the replica's GPUs, attention data-parallel: "
+                f"vLLM --data-parallel-size with --enable-expert-parallel) and divide {model.slug}'s {model.moe.experts} experts",
                 ep=ep,
                 tp=tp,
                 experts=model.moe.experts,
@@ -194,8 +210,8 @@ def parallel_terms(gpu: GpuSpec, model: ModelSpec, tp: int, pp: int, ep: int, ac
     layers_s = stage_layers(model, pp)
     moe_layers_s = math.ceil(model.moe.moe_layers / pp) if model.moe is not None else 0
     link = tp_link(gpu, tp)
-    # all-reduces per stage layer: two, but an expert-parallel MoE layer trades its MLP all-reduce for the all-to-all
-    all_reduces = 2 * layers_s - (moe_layers_s if ep > 1 else 0)
+    # all-reduces per stage layer: two; none with expert parallelism (data-parallel attention, all-to-all MoE)
+    all_reduces = 0 if ep > 1 else 2 * layers_s
     per_reduce_s_per_token = (
         ring_all_reduce_s(model.hidden_size * activation_bytes, tp, link.bytes_per_s, 0.0) if tp > 1 else 0.0
     )  # 2(tp−1)/tp · hidden · a / B

@@ -492,6 +492,7 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
         tp_degrees=request.tp_degrees,
         min_confidence=constraints.min_confidence,
         pp_degrees=request.pp_degrees,
+        expert_parallel=True,
     )
     if constraints.unit == "instance":
         if not inputs.instance_types:

@@ -32,12 +32,8 @@ class CapacityWorkloadShape(WorkloadShape):
 
 
 class CapacityPin(PlanPin):
-    """POST /v1/plans' pin, less pipeline stages: the capacity search has none, so pp is 1 or omitted
-    (a larger pp is a 422 naming constraints.pin.pp rather than an answer at pp 1)."""
-
-    pp: Literal[1] | None = Field(
-        default=None, description="Pipeline-parallel degree: only 1 (capacity is not searched in stages)."
-    )
+    """POST /v1/plans' pin. pp as in a plan (1, 2, 4 or 8): the aggregated capacity searches pipeline stages
+    where no node holds the model (GPU mode, no prefix cache); separate pools and whole instances refuse pp > 1."""
 
 
 class CapacityConstraints(_Input):
@@ -45,7 +41,7 @@ class CapacityConstraints(_Input):
 
     pin: CapacityPin | None = Field(
         default=None,
-        description="Fix gpu (must be the request's), tp, pp (only 1), replicas (at most what the hardware holds), batch_limit, "
+        description="Fix gpu (must be the request's), tp, pp (1, 2, 4 or 8; not with instances, a prefix cache or separate pools), replicas (at most what the hardware holds), batch_limit, "
         "chunk_tokens (null: no chunking), precision, draft_tokens, acceptance_rate or draft_model (a catalog model drafting "
         "instead of a head; these three with speculative auto or on) or engine (the GPU at its engine profile, docs/engines.md).",
     )
@@ -175,10 +171,10 @@ class CapacityConfigurationRead(BaseModel):
     tp: int
     pp: int = Field(
         default=1,
-        description="Pipeline-parallel stages per replica; always 1 (capacity of given hardware does not search pipeline stages).",
+        description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs (searched where no node holds the model).",
     )
-    replicas: int = Field(description="gpus // tp, or instances × ⌊GPUs per instance / tp⌋; a pinned count when given.")
-    gpus_used: int = Field(description="replicas × tp.")
+    replicas: int = Field(description="gpus // (tp × pp), or instances × ⌊GPUs per instance / tp⌋; a pinned count when given.")
+    gpus_used: int = Field(description="replicas × tp × pp.")
     precision: CapacityPrecision
     batch_limit: int = Field(description="vLLM max_num_seqs.")
     chunk_tokens: int | None = Field(description="vLLM max_num_batched_tokens with chunked prefill; null = no chunking.")
@@ -361,6 +357,7 @@ def capacity_response(result: CapacityResult, cost: CapacityCost, engine: str | 
         configuration=CapacityConfigurationRead(
             gpu=c.gpu,
             tp=c.tp,
+            pp=c.pp,
             replicas=c.replicas,
             gpus_used=c.gpus_used,
             precision=CapacityPrecision(weights=c.weights_precision, kv_cache=c.kv_precision),

@@ -486,6 +486,7 @@ class PoolRead(BaseModel):
     gpu: str
     tp: int
     pp: int = Field(default=1, description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs.")
+    ep: int = Field(default=1, description="Expert-parallel degree (MoE); 1 = experts tensor-split.")
     replicas: int
     batch_limit: int | None = Field(description="Most sequences a replica runs at once (null for a prefill pool).")
     chunk_tokens: int | None = Field(description="Prompt tokens per step (a prefill pool's token budget; null = no chunking).")
@@ -502,6 +503,11 @@ class PlanDecision(BaseModel):
         default=1,
         description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs, over several nodes when tp × pp "
         "exceeds a node (docs/design.md, Pipeline and expert parallelism).",
+    )
+    ep: int = Field(
+        default=1,
+        description="Expert-parallel degree of an MoE model: 1 = experts tensor-split; tp = attention data-parallel over "
+        "the tp GPUs, experts sharded, an all-to-all per MoE layer (docs/design.md, Pipeline and expert parallelism).",
     )
     replicas: int
     gpus_total: int
@@ -757,6 +763,7 @@ def _mixed_pool(row: Any) -> dict[str, Any]:
         "gpu": row.gpu,
         "tp": row.tp,
         "pp": row.pp,
+        "ep": row.ep,
         "replicas": row.replicas,
         "batch_limit": row.batch_limit,
         "chunk_tokens": row.chunk_tokens,
@@ -790,6 +797,7 @@ def plan_response(
             "gpu": main.gpu,
             "tp": main.tp,
             "pp": main.pp,
+            "ep": main.ep,
             "replicas": result.replicas,
             "gpus_total": result.gpus_total,
             "precision": {"weights": main.weights_precision, "kv_cache": main.kv_precision},

@@ -98,16 +98,19 @@ def test_uneven_stages_pace_the_pipeline():
 def test_expert_parallel_all_to_all_bytes():
     """Mixtral (hidden 4096, top-2 of 8) at tp = ep = 8: a token's two experts are on other ranks w.p.
     1 − (7/8)² each, R = 7 × 0.234375 = 1.640625 ranks, so dispatch sends 4096 × 2 B × 1.640625 = 13,440 B per
-    token and MoE layer (and the combine as much). Per token: 2 × 32 layers × 13,440 / (8 × 450e9) = 2.3893e-7 s;
-    the 32 MoE all-reduces go, the 32 attention ones stay: 32 × 2·7/8·4096·2 / 450e9 = 1.01945e-6 s."""
+    token and MoE layer (and the combine as much). Per token: 2 × 32 layers × 13,440 / (8 × 450e9) = 2.3893e-7 s.
+    Attention is data-parallel in the expert-parallel form (vLLM runs its all-to-all only with
+    --data-parallel-size), so no all-reduce is left: tp = 8 alone pays 64 × 2·7/8·4096·2 / 450e9 = 2.0389e-6 s."""
     assert remote_expert_ranks(2, 8) == pytest.approx(1.640625)
     assert remote_expert_ranks(1, 8) == pytest.approx(7 / 8)  # k = 1: (ep − 1)/ep, the brief's formula
     terms = parallel_terms(H100_SXM, MIXTRAL_8X7B, 8, 1, 8, 2.0)
     assert terms.ep_comm_s_per_token == pytest.approx(2 * 32 * 13_440 / (8 * 450e9))
     assert terms.ep_comm_latency_s == pytest.approx(2 * 32 * 5e-6)
-    assert terms.tp_comm_s_per_token == pytest.approx(32 * 2 * 7 / 8 * 4096 * 2 / 450e9)
+    assert terms.tp_comm_s_per_token == 0.0
+    assert terms.tp_comm_latency_s == 0.0
     no_ep = parallel_terms(H100_SXM, MIXTRAL_8X7B, 8, 1, 1, 2.0)
-    assert no_ep.tp_comm_s_per_token == pytest.approx(2 * terms.tp_comm_s_per_token)
+    assert no_ep.tp_comm_s_per_token == pytest.approx(64 * 2 * 7 / 8 * 4096 * 2 / 450e9)
+    assert no_ep.comm_latency_s == pytest.approx(terms.comm_latency_s)  # 64 all-reduces vs 32 dispatches + 32 combines
     assert terms.comm_s_per_token < no_ep.comm_s_per_token
 
 
