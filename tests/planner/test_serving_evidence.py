@@ -334,3 +334,69 @@ def test_nim_points_beyond_admission_take_the_decoding_concurrency_littles_law_g
             assert record["concurrency"] == round(tput * itl) < offered
         else:
             assert record["concurrency"] == offered and abs(tput * itl - offered) <= 0.05 * offered
+
+
+def _source_points(source: str) -> list[dict[str, object]]:
+    return [r for r in DOCUMENT["points"] if r["source"] == source]
+
+
+def test_trtllm_015_points_are_the_printed_cells_of_their_column():
+    """TensorRT-LLM 0.15.0's table: each point is the printed cell (output tokens/s of the tp-way run), and the
+    column says the chip and precision: 'Mixed' is FP16 weights with an FP16 KV cache, FP8 engines run an FP8 KV
+    cache. The A100-PCIE and GH200 columns have no catalog row and are not recorded."""
+    rows = _source_points("trtllm-0.15.0-perf-overview")
+    columns = {
+        "H100 80GB HBM3 FP8": ("h100-sxm", "fp8"),
+        "H100 80GB HBM3 Mixed": ("h100-sxm", "fp16"),
+        "A100-SXM4-80GB Mixed": ("a100-80gb-sxm", "fp16"),
+        "L40S FP8": ("l40s", "fp8"),
+    }
+    counts: dict[str, int] = {}
+    for record in rows:
+        match = re.fullmatch(r"([\d.]+) tokens/s \((.+), (\d+)/(\d+), TP (\d), column (.+)\)", str(record["published"]))
+        assert match, record["id"]
+        value, _, isl, osl, tp, column = match.groups()
+        assert record["output_tokens_per_s"] == float(value)
+        assert (record["prompt_tokens"], record["output_tokens"], record["tp"]) == (int(isl), int(osl), int(tp))
+        assert (record["gpu"], record["weights"]) == columns[column] and record["kv_cache"] == record["weights"]
+        assert record["engine_release"] == "0.15.0" and inexpressible_reason(record) is None
+        counts[column] = counts.get(column, 0) + 1
+    assert counts == {"H100 80GB HBM3 FP8": 97, "H100 80GB HBM3 Mixed": 80, "A100-SXM4-80GB Mixed": 80, "L40S FP8": 63}
+    # L40S FP8 Mixtral at tp 4 and 8 (the Ada FP8 path on an MoE model): 2 x 9 rows, plus 8x22B at tp 8
+    assert sum(1 for r in rows if r["gpu"] == "l40s" and str(r["model"]).startswith("mixtral")) == 27
+
+
+def test_trtllm_12_points_are_the_per_gpu_figure_times_the_gpus():
+    """release/1.2 prints output tokens/s per GPU: a point is that figure x the configuration's GPUs (TPn, DEPn).
+    DEPn (attention data-parallel with n-way expert parallelism) is recorded as ep n and is not expressible today."""
+    rows = _source_points("trtllm-1.2-perf-overview")
+    assert len(rows) == 31
+    for record in rows:
+        per_gpu = _number(str(record["published"]), r"^([\d,]+) output tokens/s per GPU")
+        layout = re.search(r"column \w+ (TP|DEP)(\d)", str(record["published"]))
+        assert layout, record["id"]
+        gpus = int(layout.group(2))
+        assert record["output_tokens_per_s"] == per_gpu * gpus and record["tp"] == gpus
+        if layout.group(1) == "DEP":
+            assert record["ep"] == gpus and record["attention_dp"] is True
+            assert inexpressible_reason(record) == "expert parallelism (ep > 1)"
+        else:
+            assert record["ep"] == 1 and inexpressible_reason(record) is None
+    b200 = [r for r in DOCUMENT["points"] if r["gpu"] == "b200"]
+    assert len(b200) >= 20 and {"llama-3.1-70b", "qwen3-30b-a3b", "deepseek-v3"} <= {r["model"] for r in b200}
+
+
+def test_the_new_trtllm_points_are_predicted_by_the_step_model(catalog: Catalog):
+    """Every expressible 0.15.0 and release/1.2 point goes through the step model and gets a finite prediction
+    (KV-limited trtllm-bench concurrency of at least one request), on L40S FP8 and B200 NVFP4 alike."""
+    rows = [
+        r
+        for r in DOCUMENT["points"]
+        if r["source"] in ("trtllm-0.15.0-perf-overview", "trtllm-1.2-perf-overview") and inexpressible_reason(r) is None
+    ]
+    evaluated = evaluate(catalog, {**DOCUMENT, "points": rows})
+    assert len(evaluated) == len(rows) == 320 + 21  # 0.15.0: 320; release/1.2: 31 less 10 DEP points
+    for item in evaluated:
+        assert item.measurement is not None and item.measurement.point.batch >= 1, item.record["id"]
+        assert item.predicted is not None and math.isfinite(item.predicted) and item.predicted > 0, item.record["id"]
+    assert {("l40s", "fp8"), ("b200", "nvfp4"), ("gb200", "nvfp4")} <= {(e.record["gpu"], e.record["weights"]) for e in evaluated}
