@@ -130,7 +130,7 @@ def test_vllm_concurrency_rule_worked_by_hand(catalog: Catalog):
 
 
 def test_one_point_hand_checked_is_what_the_step_model_gives(catalog: Catalog):
-    """AMD's ROCm vLLM 0.10.0 latency table: Llama 3.1 70B FP8, tp 8, batch 1, 128 in / 2048 out, 17.236 s
+    """AMD's ROCm vLLM 0.9.1 latency table: Llama 3.1 70B FP8, tp 8, batch 1, 128 in / 2048 out, 17.236 s
     → measured 1 · 2048 / 17.236 s = 118.82 tok/s (static batch: the prefill is inside the time).
 
     Predicted with MI300X's shipped `calibrated` efficiency (η_mem 0.3387, overhead 2 ms): one decode step
@@ -138,7 +138,7 @@ def test_one_point_hand_checked_is_what_the_step_model_gives(catalog: Catalog):
     + two all-reduces per layer (80 · 2 · 5 µs ≈ 0.8 ms) ≈ 7.7 ms (the step model: 7.709 ms); the 128-token
     prefill takes 10.43 ms. 2048 / (0.01043 + 2047 · 0.007709) s = 129.69 tok/s → error +9.1 %."""
     (record,) = [r for r in DOCUMENT["points"] if r["published"].startswith("latency 17.236 s (Batch Size 1, Input 128,")]
-    assert record["source"] == "rocm-vllm-0.10.0-dev-docker" and record["output_tokens_per_s"] == 118.82
+    assert record["source"] == "rocm-vllm-0.9.1-dev-docker" and record["output_tokens_per_s"] == 118.82
     (evaluated,) = [e for e in evaluate(catalog, {**DOCUMENT, "points": [record]})]
     efficiency = catalog.gpu_spec("mi300x", "calibrated").efficiency
     step_model = build_step_model(
@@ -400,3 +400,32 @@ def test_the_new_trtllm_points_are_predicted_by_the_step_model(catalog: Catalog)
         assert item.measurement is not None and item.measurement.point.batch >= 1, item.record["id"]
         assert item.predicted is not None and math.isfinite(item.predicted) and item.predicted > 0, item.record["id"]
     assert {("l40s", "fp8"), ("b200", "nvfp4"), ("gb200", "nvfp4")} <= {(e.record["gpu"], e.record["weights"]) for e in evaluated}
+
+
+def test_each_rocm_release_carries_its_own_latency_table():
+    """The ROCm/vllm dev-docker README was once published with the new release's throughput table and the previous
+    release's latency table (the 0.10.0 edition of 2025-08-13 still printed 0.9.1's). No two releases in the set may
+    share a latency figure for the same row, and each release has the full 32-row table and 8-row throughput table."""
+    sources = sorted(key for key in DOCUMENT["sources"] if key.startswith("rocm-vllm-") and key.endswith("-dev-docker"))
+    assert {"rocm-vllm-0.9.0.1-dev-docker", "rocm-vllm-0.9.1-dev-docker", "rocm-vllm-0.10.0-dev-docker"} <= set(sources)
+    tables: dict[str, dict[tuple[object, ...], str]] = {}
+    for key in sources:
+        rows = _source_points(key)
+        static = [r for r in rows if r["batching"] == "static"]
+        assert (len(static), len(rows) - len(static)) == (32, 8), key
+        tables[key] = {
+            (r["model"], r["concurrency"], r["prompt_tokens"], r["output_tokens"]): str(r["published"]).split(" s (")[0]
+            for r in static
+        }
+    for index, first in enumerate(sources):
+        for second in sources[index + 1 :]:
+            shared = [row for row in tables[first] if tables[first][row] == tables[second].get(row)]
+            assert not shared, (first, second, shared[:3])
+    (row,) = [
+        r
+        for r in _source_points("rocm-vllm-0.10.0-dev-docker")
+        if r["model"] == "llama-3.1-70b" and r["concurrency"] == 1 and r["prompt_tokens"] == 128
+    ]
+    assert row["published"].startswith("latency 17.188 s") and row["output_tokens_per_s"] == pytest.approx(
+        2048 / 17.188, abs=0.005
+    )
