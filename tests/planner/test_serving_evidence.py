@@ -429,3 +429,21 @@ def test_each_rocm_release_carries_its_own_latency_table():
     assert row["published"].startswith("latency 17.188 s") and row["output_tokens_per_s"] == pytest.approx(
         2048 / 17.188, abs=0.005
     )
+
+
+def test_the_totals_table_counts_moe_and_blackwell_points_with_what_a_refit_can_use():
+    """The totals rows for the MoE models and the Blackwell chips give the points, the per-GPU split and how many a
+    refit can use (fit data and expressible), counted here independently of the renderer."""
+    text = render(DOCUMENT, [], "2026-12-04")
+    usable = {r["id"] for r in fit_data(DOCUMENT) if inexpressible_reason(r) is None}
+    for gpu in ("b200", "gb200"):
+        rows = [r for r in DOCUMENT["points"] if r["gpu"] == gpu]
+        count = sum(1 for r in rows if r["id"] in usable)
+        assert (
+            f"| {gpu} | points | {len(rows)} ({count} predictable and unambiguous; engine releases: trt-llm 1.0; trt-llm 1.2) |"
+            in text
+        )
+    deepseek = [r for r in DOCUMENT["points"] if r["model"] == "deepseek-v3"]
+    line = next(x for x in text.splitlines() if x.startswith("| deepseek-v3 | points on more GPUs |"))
+    assert f"| {len(deepseek)} (" in line and "b200 4, gb200 4" in line
+    assert line.endswith(f"; {sum(1 for r in deepseek if r['id'] in usable)} predictable and unambiguous |")
