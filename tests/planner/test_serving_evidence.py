@@ -447,3 +447,27 @@ def test_the_totals_table_counts_moe_and_blackwell_points_with_what_a_refit_can_
     line = next(x for x in text.splitlines() if x.startswith("| deepseek-v3 | points on more GPUs |"))
     assert f"| {len(deepseek)} (" in line and "b200 4, gb200 4" in line
     assert line.endswith(f"; {sum(1 for r in deepseek if r['id'] in usable)} predictable and unambiguous |")
+
+
+def test_dstack_405b_offline_rows_agree_with_their_printed_columns():
+    """dstack's 8xH100 / 8xMI300X Llama 3.1 405B FP8 throughput_comparsion.csv: each row prints elapsed_time,
+    num_requests and tokens_per_second (prompt + output tokens / s); the point is num_requests x output_len / elapsed,
+    and n x (ISL + OSL) / elapsed gives back the printed rate (a mistyped cell fails). No --kv-cache-dtype was passed,
+    so the KV cache is bf16; the unexplained '2FP8' rows are not recorded."""
+    rows = _source_points("dstack-llama405b-h100-mi300x-offline")
+    labels: dict[str, int] = {}
+    for record in rows:
+        elapsed = _number(str(record["published"]), r"elapsed_time ([\d.]+) s")
+        n = _number(str(record["published"]), r"num_requests (\d+)")
+        label = re.search(r"\(gpu ([^,]+),", str(record["published"]))
+        assert label, record["id"]
+        labels[label.group(1)] = labels.get(label.group(1), 0) + 1
+        assert n == record["num_prompts"] and record["max_num_seqs"] == 256
+        assert record["output_tokens_per_s"] == pytest.approx(n * int(record["output_tokens"]) / elapsed, abs=0.01)
+        total = n * (int(record["prompt_tokens"]) + int(record["output_tokens"])) / elapsed
+        # a few elapsed times are printed to 0.01 s (the rate was computed before rounding): 0.005 / 214 s < 5e-5
+        assert total == pytest.approx(_number(str(record["published"]), r"tokens_per_second ([\d.]+)"), rel=5e-5)
+        assert record["kv_cache"] == "bf16" and record["weights"] == "fp8" and inexpressible_reason(record) is None
+        assert record["tp"] == (4 if label.group(1).startswith("4x") else 8)
+    assert labels == {"8xH100 1FP8-meta": 17, "8xMi300 1FP8-amd": 19, "8xMi300x 1FP8-meta": 19, "4xMi300x 1FP8-amd": 19}
+    assert {r["gpu"] for r in rows} == {"h100-sxm", "mi300x"}
