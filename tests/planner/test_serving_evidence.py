@@ -471,3 +471,35 @@ def test_dstack_405b_offline_rows_agree_with_their_printed_columns():
         assert record["tp"] == (4 if label.group(1).startswith("4x") else 8)
     assert labels == {"8xH100 1FP8-meta": 17, "8xMi300 1FP8-amd": 19, "8xMi300x 1FP8-meta": 19, "4xMi300x 1FP8-amd": 19}
     assert {r["gpu"] for r in rows} == {"h100-sxm", "mi300x"}
+
+
+def test_trtllm_013_points_are_the_printed_cells_of_their_column():
+    """TensorRT-LLM 0.13.0's table (thousands separators as printed): each point is its cell, the column gives chip,
+    precision and KV (FP16 columns keep an FP16 KV cache), the GH200 column is not recorded, and every point is
+    expressible; Llama 2 7B/70B are new models on L40S FP8 in the set."""
+    rows = _source_points("trtllm-0.13.0-perf-overview")
+    columns = {
+        "H200 141GB HBM3 FP8": ("h200", "fp8"),
+        "H100 80GB HBM3 FP8": ("h100-sxm", "fp8"),
+        "H100 80GB HBM3 FP16": ("h100-sxm", "fp16"),
+        "A100-SXM4-80GB FP16": ("a100-80gb-sxm", "fp16"),
+        "L40S FP8": ("l40s", "fp8"),
+    }
+    counts: dict[str, int] = {}
+    for record in rows:
+        match = re.fullmatch(r"([\d,.]+) tokens/s \((.+), (\d+)/(\d+), TP (\d), column (.+)\)", str(record["published"]))
+        assert match, record["id"]
+        value, _, isl, osl, tp, column = match.groups()
+        assert record["output_tokens_per_s"] == float(value.replace(",", ""))
+        assert (record["prompt_tokens"], record["output_tokens"], record["tp"]) == (int(isl), int(osl), int(tp))
+        assert (record["gpu"], record["weights"]) == columns[column] and record["kv_cache"] == record["weights"]
+        assert inexpressible_reason(record) is None
+        counts[column] = counts.get(column, 0) + 1
+    assert counts == {
+        "H200 141GB HBM3 FP8": 130,
+        "H100 80GB HBM3 FP8": 113,
+        "H100 80GB HBM3 FP16": 101,
+        "A100-SXM4-80GB FP16": 103,
+        "L40S FP8": 78,
+    }
+    assert {"llama-2-7b", "llama-2-70b"} <= {r["model"] for r in rows if r["gpu"] == "l40s"}
