@@ -503,3 +503,23 @@ def test_trtllm_013_points_are_the_printed_cells_of_their_column():
         "L40S FP8": 78,
     }
     assert {"llama-2-7b", "llama-2-70b"} <= {r["model"] for r in rows if r["gpu"] == "l40s"}
+
+
+def test_no_trtllm_release_reprints_another_releases_figures():
+    """Each TensorRT-LLM perf-overview release is its own measurement: for the rows two releases share (chip,
+    precision, model, tp, lengths), no figure is printed identically in both (a table carried over unchanged, as
+    happened once in the ROCm vLLM README, would show up here)."""
+    keys = sorted(k for k in DOCUMENT["sources"] if k.startswith("trtllm-0.") and k.endswith("-perf-overview"))
+    assert len(keys) >= 5
+    tables = {
+        key: {
+            (r["gpu"], r["weights"], r["model"], r["tp"], r["prompt_tokens"], r["output_tokens"]): r["output_tokens_per_s"]
+            for r in _source_points(key)
+        }
+        for key in keys
+    }
+    for index, first in enumerate(keys):
+        for second in keys[index + 1 :]:
+            common = set(tables[first]) & set(tables[second])
+            assert common, (first, second)
+            assert not [row for row in common if tables[first][row] == tables[second][row]], (first, second)
