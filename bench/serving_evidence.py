@@ -20,6 +20,7 @@ import json
 import math
 import statistics
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -521,11 +522,19 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         lines.append(
             f"| {gpu} FP8 | measured | {len(gp)} points ({', '.join(engines) or 'none'}; {usable} predictable evidence) |"
         )
+    predictable = {id(r) for r in fit_data(document) if inexpressible_reason(r) is None}
     for model in ("mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3"):
         mp = [r for r in points if r["model"] == model]
-        lines.append(f"| {model} | points | {len(mp)} ({', '.join(sorted({r['gpu'] for r in mp}))}) |")
-    for gpu in ("h100-sxm", "h200", "b200"):
-        lines.append(f"| {gpu} | points | {sum(1 for r in points if r['gpu'] == gpu)} |")
+        per_gpu = ", ".join(f"{gpu} {count}" for gpu, count in sorted(Counter(r["gpu"] for r in mp).items()))
+        usable = sum(1 for r in mp if id(r) in predictable)
+        lines.append(f"| {model} | points on more GPUs | {len(mp)} ({per_gpu}); {usable} predictable and unambiguous |")
+    for gpu in ("h100-sxm", "h200", "b200", "gb200"):
+        gp = [r for r in points if r["gpu"] == gpu]
+        releases = sorted({f"{r['engine']} {r['engine_release']}" for r in gp})
+        usable = sum(1 for r in gp if id(r) in predictable)
+        lines.append(
+            f"| {gpu} | points | {len(gp)} ({usable} predictable and unambiguous; engine releases: {'; '.join(releases)}) |"
+        )
     lines += [
         "",
         "## Coverage: points per GPU × engine × kind",

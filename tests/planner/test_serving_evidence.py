@@ -130,7 +130,7 @@ def test_vllm_concurrency_rule_worked_by_hand(catalog: Catalog):
 
 
 def test_one_point_hand_checked_is_what_the_step_model_gives(catalog: Catalog):
-    """AMD's ROCm vLLM 0.10.0 latency table: Llama 3.1 70B FP8, tp 8, batch 1, 128 in / 2048 out, 17.236 s
+    """AMD's ROCm vLLM 0.9.1 latency table: Llama 3.1 70B FP8, tp 8, batch 1, 128 in / 2048 out, 17.236 s
     → measured 1 · 2048 / 17.236 s = 118.82 tok/s (static batch: the prefill is inside the time).
 
     Predicted with MI300X's shipped `calibrated` efficiency (η_mem 0.3387, overhead 2 ms): one decode step
@@ -138,7 +138,7 @@ def test_one_point_hand_checked_is_what_the_step_model_gives(catalog: Catalog):
     + two all-reduces per layer (80 · 2 · 5 µs ≈ 0.8 ms) ≈ 7.7 ms (the step model: 7.709 ms); the 128-token
     prefill takes 10.43 ms. 2048 / (0.01043 + 2047 · 0.007709) s = 129.69 tok/s → error +9.1 %."""
     (record,) = [r for r in DOCUMENT["points"] if r["published"].startswith("latency 17.236 s (Batch Size 1, Input 128,")]
-    assert record["source"] == "rocm-vllm-0.10.0-dev-docker" and record["output_tokens_per_s"] == 118.82
+    assert record["source"] == "rocm-vllm-0.9.1-dev-docker" and record["output_tokens_per_s"] == 118.82
     (evaluated,) = [e for e in evaluate(catalog, {**DOCUMENT, "points": [record]})]
     efficiency = catalog.gpu_spec("mi300x", "calibrated").efficiency
     step_model = build_step_model(
@@ -334,3 +334,192 @@ def test_nim_points_beyond_admission_take_the_decoding_concurrency_littles_law_g
             assert record["concurrency"] == round(tput * itl) < offered
         else:
             assert record["concurrency"] == offered and abs(tput * itl - offered) <= 0.05 * offered
+
+
+def _source_points(source: str) -> list[dict[str, object]]:
+    return [r for r in DOCUMENT["points"] if r["source"] == source]
+
+
+def test_trtllm_015_points_are_the_printed_cells_of_their_column():
+    """TensorRT-LLM 0.15.0's table: each point is the printed cell (output tokens/s of the tp-way run), and the
+    column says the chip and precision: 'Mixed' is FP16 weights with an FP16 KV cache, FP8 engines run an FP8 KV
+    cache. The A100-PCIE and GH200 columns have no catalog row and are not recorded."""
+    rows = _source_points("trtllm-0.15.0-perf-overview")
+    columns = {
+        "H100 80GB HBM3 FP8": ("h100-sxm", "fp8"),
+        "H100 80GB HBM3 Mixed": ("h100-sxm", "fp16"),
+        "A100-SXM4-80GB Mixed": ("a100-80gb-sxm", "fp16"),
+        "L40S FP8": ("l40s", "fp8"),
+    }
+    counts: dict[str, int] = {}
+    for record in rows:
+        match = re.fullmatch(r"([\d.]+) tokens/s \((.+), (\d+)/(\d+), TP (\d), column (.+)\)", str(record["published"]))
+        assert match, record["id"]
+        value, _, isl, osl, tp, column = match.groups()
+        assert record["output_tokens_per_s"] == float(value)
+        assert (record["prompt_tokens"], record["output_tokens"], record["tp"]) == (int(isl), int(osl), int(tp))
+        assert (record["gpu"], record["weights"]) == columns[column] and record["kv_cache"] == record["weights"]
+        assert record["engine_release"] == "0.15.0" and inexpressible_reason(record) is None
+        counts[column] = counts.get(column, 0) + 1
+    assert counts == {"H100 80GB HBM3 FP8": 97, "H100 80GB HBM3 Mixed": 80, "A100-SXM4-80GB Mixed": 80, "L40S FP8": 63}
+    # L40S FP8 Mixtral at tp 4 and 8 (the Ada FP8 path on an MoE model): 2 x 9 rows, plus 8x22B at tp 8
+    assert sum(1 for r in rows if r["gpu"] == "l40s" and str(r["model"]).startswith("mixtral")) == 27
+
+
+def test_trtllm_12_points_are_the_per_gpu_figure_times_the_gpus():
+    """release/1.2 prints output tokens/s per GPU: a point is that figure x the configuration's GPUs (TPn, DEPn).
+    DEPn (attention data-parallel with n-way expert parallelism) is recorded as ep n and is not expressible today."""
+    rows = _source_points("trtllm-1.2-perf-overview")
+    assert len(rows) == 31
+    for record in rows:
+        per_gpu = _number(str(record["published"]), r"^([\d,]+) output tokens/s per GPU")
+        layout = re.search(r"column \w+ (TP|DEP)(\d)", str(record["published"]))
+        assert layout, record["id"]
+        gpus = int(layout.group(2))
+        assert record["output_tokens_per_s"] == per_gpu * gpus and record["tp"] == gpus
+        if layout.group(1) == "DEP":
+            assert record["ep"] == gpus and record["attention_dp"] is True
+            assert inexpressible_reason(record) == "expert parallelism (ep > 1)"
+        else:
+            assert record["ep"] == 1 and inexpressible_reason(record) is None
+    b200 = [r for r in DOCUMENT["points"] if r["gpu"] == "b200"]
+    assert len(b200) >= 20 and {"llama-3.1-70b", "qwen3-30b-a3b", "deepseek-v3"} <= {r["model"] for r in b200}
+
+
+def test_the_new_trtllm_points_are_predicted_by_the_step_model(catalog: Catalog):
+    """Every expressible 0.15.0 and release/1.2 point goes through the step model and gets a finite prediction
+    (KV-limited trtllm-bench concurrency of at least one request), on L40S FP8 and B200 NVFP4 alike."""
+    rows = [
+        r
+        for r in DOCUMENT["points"]
+        if r["source"] in ("trtllm-0.15.0-perf-overview", "trtllm-1.2-perf-overview") and inexpressible_reason(r) is None
+    ]
+    evaluated = evaluate(catalog, {**DOCUMENT, "points": rows})
+    assert len(evaluated) == len(rows) == 320 + 21  # 0.15.0: 320; release/1.2: 31 less 10 DEP points
+    for item in evaluated:
+        assert item.measurement is not None and item.measurement.point.batch >= 1, item.record["id"]
+        assert item.predicted is not None and math.isfinite(item.predicted) and item.predicted > 0, item.record["id"]
+    assert {("l40s", "fp8"), ("b200", "nvfp4"), ("gb200", "nvfp4")} <= {(e.record["gpu"], e.record["weights"]) for e in evaluated}
+
+
+def test_each_rocm_release_carries_its_own_latency_table():
+    """The ROCm/vllm dev-docker README was once published with the new release's throughput table and the previous
+    release's latency table (the 0.10.0 edition of 2025-08-13 still printed 0.9.1's). No two releases in the set may
+    share a latency figure for the same row, and each release has the full 32-row table and 8-row throughput table."""
+    sources = sorted(key for key in DOCUMENT["sources"] if key.startswith("rocm-vllm-") and key.endswith("-dev-docker"))
+    assert {"rocm-vllm-0.9.0.1-dev-docker", "rocm-vllm-0.9.1-dev-docker", "rocm-vllm-0.10.0-dev-docker"} <= set(sources)
+    tables: dict[str, dict[tuple[object, ...], str]] = {}
+    for key in sources:
+        rows = _source_points(key)
+        static = [r for r in rows if r["batching"] == "static"]
+        assert (len(static), len(rows) - len(static)) == (32, 8), key
+        tables[key] = {
+            (r["model"], r["concurrency"], r["prompt_tokens"], r["output_tokens"]): str(r["published"]).split(" s (")[0]
+            for r in static
+        }
+    for index, first in enumerate(sources):
+        for second in sources[index + 1 :]:
+            shared = [row for row in tables[first] if tables[first][row] == tables[second].get(row)]
+            assert not shared, (first, second, shared[:3])
+    (row,) = [
+        r
+        for r in _source_points("rocm-vllm-0.10.0-dev-docker")
+        if r["model"] == "llama-3.1-70b" and r["concurrency"] == 1 and r["prompt_tokens"] == 128
+    ]
+    assert row["published"].startswith("latency 17.188 s") and row["output_tokens_per_s"] == pytest.approx(
+        2048 / 17.188, abs=0.005
+    )
+
+
+def test_the_totals_table_counts_moe_and_blackwell_points_with_what_a_refit_can_use():
+    """The totals rows for the MoE models and the Blackwell chips give the points, the per-GPU split and how many a
+    refit can use (fit data and expressible), counted here independently of the renderer."""
+    text = render(DOCUMENT, [], "2026-12-04")
+    usable = {r["id"] for r in fit_data(DOCUMENT) if inexpressible_reason(r) is None}
+    for gpu in ("b200", "gb200"):
+        rows = [r for r in DOCUMENT["points"] if r["gpu"] == gpu]
+        count = sum(1 for r in rows if r["id"] in usable)
+        assert (
+            f"| {gpu} | points | {len(rows)} ({count} predictable and unambiguous; engine releases: trt-llm 1.0; trt-llm 1.2) |"
+            in text
+        )
+    deepseek = [r for r in DOCUMENT["points"] if r["model"] == "deepseek-v3"]
+    line = next(x for x in text.splitlines() if x.startswith("| deepseek-v3 | points on more GPUs |"))
+    assert f"| {len(deepseek)} (" in line and "b200 4, gb200 4" in line
+    assert line.endswith(f"; {sum(1 for r in deepseek if r['id'] in usable)} predictable and unambiguous |")
+
+
+def test_dstack_405b_offline_rows_agree_with_their_printed_columns():
+    """dstack's 8xH100 / 8xMI300X Llama 3.1 405B FP8 throughput_comparsion.csv: each row prints elapsed_time,
+    num_requests and tokens_per_second (prompt + output tokens / s); the point is num_requests x output_len / elapsed,
+    and n x (ISL + OSL) / elapsed gives back the printed rate (a mistyped cell fails). No --kv-cache-dtype was passed,
+    so the KV cache is bf16; the unexplained '2FP8' rows are not recorded."""
+    rows = _source_points("dstack-llama405b-h100-mi300x-offline")
+    labels: dict[str, int] = {}
+    for record in rows:
+        elapsed = _number(str(record["published"]), r"elapsed_time ([\d.]+) s")
+        n = _number(str(record["published"]), r"num_requests (\d+)")
+        label = re.search(r"\(gpu ([^,]+),", str(record["published"]))
+        assert label, record["id"]
+        labels[label.group(1)] = labels.get(label.group(1), 0) + 1
+        assert n == record["num_prompts"] and record["max_num_seqs"] == 256
+        assert record["output_tokens_per_s"] == pytest.approx(n * int(record["output_tokens"]) / elapsed, abs=0.01)
+        total = n * (int(record["prompt_tokens"]) + int(record["output_tokens"])) / elapsed
+        # a few elapsed times are printed to 0.01 s (the rate was computed before rounding): 0.005 / 214 s < 5e-5
+        assert total == pytest.approx(_number(str(record["published"]), r"tokens_per_second ([\d.]+)"), rel=5e-5)
+        assert record["kv_cache"] == "bf16" and record["weights"] == "fp8" and inexpressible_reason(record) is None
+        assert record["tp"] == (4 if label.group(1).startswith("4x") else 8)
+    assert labels == {"8xH100 1FP8-meta": 17, "8xMi300 1FP8-amd": 19, "8xMi300x 1FP8-meta": 19, "4xMi300x 1FP8-amd": 19}
+    assert {r["gpu"] for r in rows} == {"h100-sxm", "mi300x"}
+
+
+def test_trtllm_013_points_are_the_printed_cells_of_their_column():
+    """TensorRT-LLM 0.13.0's table (thousands separators as printed): each point is its cell, the column gives chip,
+    precision and KV (FP16 columns keep an FP16 KV cache), the GH200 column is not recorded, and every point is
+    expressible; Llama 2 7B/70B are new models on L40S FP8 in the set."""
+    rows = _source_points("trtllm-0.13.0-perf-overview")
+    columns = {
+        "H200 141GB HBM3 FP8": ("h200", "fp8"),
+        "H100 80GB HBM3 FP8": ("h100-sxm", "fp8"),
+        "H100 80GB HBM3 FP16": ("h100-sxm", "fp16"),
+        "A100-SXM4-80GB FP16": ("a100-80gb-sxm", "fp16"),
+        "L40S FP8": ("l40s", "fp8"),
+    }
+    counts: dict[str, int] = {}
+    for record in rows:
+        match = re.fullmatch(r"([\d,.]+) tokens/s \((.+), (\d+)/(\d+), TP (\d), column (.+)\)", str(record["published"]))
+        assert match, record["id"]
+        value, _, isl, osl, tp, column = match.groups()
+        assert record["output_tokens_per_s"] == float(value.replace(",", ""))
+        assert (record["prompt_tokens"], record["output_tokens"], record["tp"]) == (int(isl), int(osl), int(tp))
+        assert (record["gpu"], record["weights"]) == columns[column] and record["kv_cache"] == record["weights"]
+        assert inexpressible_reason(record) is None
+        counts[column] = counts.get(column, 0) + 1
+    assert counts == {
+        "H200 141GB HBM3 FP8": 130,
+        "H100 80GB HBM3 FP8": 113,
+        "H100 80GB HBM3 FP16": 101,
+        "A100-SXM4-80GB FP16": 103,
+        "L40S FP8": 78,
+    }
+    assert {"llama-2-7b", "llama-2-70b"} <= {r["model"] for r in rows if r["gpu"] == "l40s"}
+
+
+def test_no_trtllm_release_reprints_another_releases_figures():
+    """Each TensorRT-LLM perf-overview release is its own measurement: for the rows two releases share (chip,
+    precision, model, tp, lengths), no figure is printed identically in both (a table carried over unchanged, as
+    happened once in the ROCm vLLM README, would show up here)."""
+    keys = sorted(k for k in DOCUMENT["sources"] if k.startswith("trtllm-0.") and k.endswith("-perf-overview"))
+    assert len(keys) >= 5
+    tables = {
+        key: {
+            (r["gpu"], r["weights"], r["model"], r["tp"], r["prompt_tokens"], r["output_tokens"]): r["output_tokens_per_s"]
+            for r in _source_points(key)
+        }
+        for key in keys
+    }
+    for index, first in enumerate(keys):
+        for second in keys[index + 1 :]:
+            common = set(tables[first]) & set(tables[second])
+            assert common, (first, second)
+            assert not [row for row in common if tables[first][row] == tables[second][row]], (first, second)
