@@ -166,6 +166,29 @@ def allreduce_fits() -> dict[tuple[str, int], AllReduceFit]:
     return fits
 
 
+#: Message sizes the check of planner/parallel.py's all-reduce is read at: tokens × Llama-70B's hidden 8192.
+CHECK_TOKENS: tuple[int, ...] = (1, 64, 512, 4096)
+CHECK_HIDDEN = 8192
+
+
+def allreduce_check() -> list[tuple[str, int, int, float, float]]:
+    """(GPU, GPUs, tokens, measured s, planner/parallel.py's ring form s) at the measured message nearest to
+    tokens × 8192 BF16 elements: α + 2·(n−1)/n · bytes / link bandwidth, the catalog's α and NVLink figures."""
+    document = json.loads(KERNELS.read_text(encoding="utf-8"))
+    catalog = _catalog()
+    rows = []
+    for gpu, gpus in sorted({(r[0], int(r[1])) for r in document["allreduce"]}):
+        spec = catalog[gpu]
+        link = float(spec["interconnect_gb_per_s"]) * 1e9  # type: ignore[arg-type]
+        alpha = float(spec["interconnect_latency_us"]) * 1e-6  # type: ignore[arg-type]
+        table = [r for r in document["allreduce"] if r[0] == gpu and int(r[1]) == gpus]
+        for tokens in CHECK_TOKENS:
+            _, _, elements, latency_ms = min(table, key=lambda r: abs(r[2] - tokens * CHECK_HIDDEN))
+            model = alpha + 2.0 * (gpus - 1) / gpus * 2.0 * elements / link
+            rows.append((gpu, gpus, tokens, latency_ms * 1e-3, model))
+    return rows
+
+
 def gemm_half_tokens(gpu: str, compute_dtype: str) -> float:
     """M½ for `gpu` running GEMMs in catalog datatype `compute_dtype` (fp8 → the FP8 table, else BF16);
     0 (η flat in M: the one-η form) where no kernel table covers the GPU."""
@@ -199,6 +222,16 @@ def main() -> int:
         print(
             f"| {ar.gpu} | {ar.gpus} | {ar.points} | {ar.latency_s * 1e6:.2f} | {ar.bus_bytes_per_s / 1e9:.0f} | {ar.median_error:.1%} |"
         )
+    print()
+    print("planner/parallel.py's all-reduce (catalog α and link bandwidth) against the measured one, µs:")
+    print()
+    print("| GPU | GPUs | " + " | ".join(f"{t} tokens: measured / model" for t in CHECK_TOKENS) + " |")
+    print("|---|---|" + "---|" * len(CHECK_TOKENS))
+    check = allreduce_check()
+    for i in range(0, len(check), len(CHECK_TOKENS)):
+        group = check[i : i + len(CHECK_TOKENS)]
+        cells = " | ".join(f"{m * 1e6:.1f} / {p * 1e6:.1f} ({p / m - 1:+.0%})" for _, _, _, m, p in group)
+        print(f"| {group[0][0]} | {group[0][1]} | {cells} |")
     print()
     latencies = [ar.latency_s for ar in allreduce_fits().values()]
     print(f"all-reduce α median {statistics.median(latencies) * 1e6:.2f} µs over {len(latencies)} (GPU, n) pairs")
