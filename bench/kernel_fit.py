@@ -200,41 +200,50 @@ def gemm_half_tokens(gpu: str, compute_dtype: str) -> float:
     return fits[(donor, dtype)].half_tokens if (donor, dtype) in fits else 0.0
 
 
-def main() -> int:
-    print("| GPU | datatype | kernels | η_peak | M½ (tokens) | η_mem | t₀ (µs) | median / p90 error |")
-    print("|---|---|---|---|---|---|---|---|")
+def kernel_tables() -> list[str]:
+    """The fits and the all-reduce check as markdown lines."""
+    out: list[str] = []
+    add = out.append  # the tables, line by line
+    add("| GPU | datatype | kernels | η_peak | M½ (tokens) | η_mem | t₀ (µs) | median / p90 error |")
+    add("|---|---|---|---|---|---|---|---|")
     for fit in gemm_fits().values():
-        print(
+        add(
             f"| {fit.gpu} | {fit.dtype} | {fit.points} | {fit.eta_peak:.3f} | {fit.half_tokens:.0f} | {fit.eta_mem:.3f} | "
             f"{fit.launch_s * 1e6:.1f} | {fit.median_error:.1%} / {fit.p90_error:.1%} |"
         )
-    print()
-    print("| GPU | kernels | launch (µs) | per sequence (ns, one layer) | η_kv | median error |")
-    print("|---|---|---|---|---|---|")
+    add("")
+    add("| GPU | kernels | launch (µs) | per sequence (ns, one layer) | η_kv | median error |")
+    add("|---|---|---|---|---|---|")
     for att in attention_fits().values():
-        print(
+        add(
             f"| {att.gpu} | {att.points} | {att.launch_s * 1e6:.1f} | {att.per_sequence_s * 1e9:.1f} | {att.eta_kv:.3f} | {att.median_error:.1%} |"
         )
-    print()
-    print("| GPU | GPUs | kernels | α (µs) | bus bandwidth (GB/s) | median error |")
-    print("|---|---|---|---|---|---|")
+    add("")
+    add("| GPU | GPUs | kernels | α (µs) | bus bandwidth (GB/s) | median error |")
+    add("|---|---|---|---|---|---|")
     for ar in allreduce_fits().values():
-        print(
+        add(
             f"| {ar.gpu} | {ar.gpus} | {ar.points} | {ar.latency_s * 1e6:.2f} | {ar.bus_bytes_per_s / 1e9:.0f} | {ar.median_error:.1%} |"
         )
-    print()
-    print("planner/parallel.py's all-reduce (catalog α and link bandwidth) against the measured one, µs:")
-    print()
-    print("| GPU | GPUs | " + " | ".join(f"{t} tokens: measured / model" for t in CHECK_TOKENS) + " |")
-    print("|---|---|" + "---|" * len(CHECK_TOKENS))
+    add("")
+    add("planner/parallel.py's all-reduce (catalog α and link bandwidth) against the measured one, µs:")
+    add("")
+    add("| GPU | GPUs | " + " | ".join(f"{t} tokens: measured / model" for t in CHECK_TOKENS) + " |")
+    add("|---|---|" + "---|" * len(CHECK_TOKENS))
     check = allreduce_check()
     for i in range(0, len(check), len(CHECK_TOKENS)):
         group = check[i : i + len(CHECK_TOKENS)]
         cells = " | ".join(f"{m * 1e6:.1f} / {p * 1e6:.1f} ({p / m - 1:+.0%})" for _, _, _, m, p in group)
-        print(f"| {group[0][0]} | {group[0][1]} | {cells} |")
-    print()
+        add(f"| {group[0][0]} | {group[0][1]} | {cells} |")
+    add("")
     latencies = [ar.latency_s for ar in allreduce_fits().values()]
-    print(f"all-reduce α median {statistics.median(latencies) * 1e6:.2f} µs over {len(latencies)} (GPU, n) pairs")
+    add(f"all-reduce α median {statistics.median(latencies) * 1e6:.2f} µs over {len(latencies)} (GPU, n) pairs")
+    return out
+
+
+def main() -> int:
+    for line in kernel_tables():
+        print(line)
     return 0
 
 

@@ -247,6 +247,10 @@ class StepModel:
         return self.compute_flops_per_s / self.memory_bandwidth_bytes_per_s
 
 
+#: The operation-level terms (module docstring): not in COEFFICIENTS, and not in a plan's step-model section,
+#: until the vectorised step times carry them.
+OPERATION_TERMS: tuple[str, ...] = ("gemm_half_tokens", "sequence_overhead_s")
+
 #: The step model's coefficients by name, in one fixed order: the vectorised step times index them
 #: (planner/candidates.py's per-setting arrays, planner/queueing_kernels.py's coefficient vector).
 COEFFICIENTS: tuple[str, ...] = (
