@@ -63,7 +63,10 @@ FITTABLE_PARAMETERS: tuple[str, ...] = ("memory", "compute", "overhead")
 #: memory_compute_overlap (1 = max(memory, compute), 0 = their sum). A whole step runs
 #: compute-bound GEMMs and memory-bound attention one kernel after the other, so its time
 #: lies between max and sum when both are material (large-batch decode, mixed steps).
-OPTIONAL_PARAMETERS: tuple[str, ...] = ("overlap",)
+#: "sequence" is the step model's sequence_overhead_s c_seq (seconds per sequence in the step:
+#: sampling, scheduling, per-sequence attention setup), fitted in µs; it is not an `Efficiency`
+#: field, so the fit reports it in `CalibrationFit.sequence_overhead_s` and predicts with it.
+OPTIONAL_PARAMETERS: tuple[str, ...] = ("overlap", "sequence")
 #: How the engine batched when the point was measured (see the module docstring).
 BATCHING_MODES: tuple[str, ...] = ("static", "continuous")
 #: Losses `fit_step_models` accepts (scipy.optimize.least_squares names).
@@ -86,6 +89,8 @@ _STARTS: tuple[tuple[float, float, float], ...] = (
     (0.5, 0.8, 1.0),
 )
 _OVERHEAD_MS_MAX = 1000.0  # one second per step: far above any engine's scheduling overhead
+_SEQUENCE_US_MAX = 1000.0  # 1 ms per sequence per step: far above any sampling or scheduling cost
+_SEQUENCE_US_START = 5.0  # where the multi-start search starts c_seq (µs per sequence)
 
 
 def _fail(message: str, **extensions: Any) -> NoReturn:
@@ -165,13 +170,13 @@ class MeasuredPoint:
 
 def decode_step_s(step_model: StepModel, batch: float, context_tokens: float) -> float:
     """One decode step of `batch` sequences each at `context_tokens`."""
-    return step_model.step_s(batch, batch * context_tokens, batch * context_tokens)  # n = B, KV = attended = B·c
+    return step_model.step_s(batch, batch * context_tokens, batch * context_tokens, batch)  # n = B, KV = attended = B·c
 
 
 def prefill_s(step_model: StepModel, batch: float, prompt_tokens: float) -> float:
     """One step that prefills `batch` prompts of `prompt_tokens` each from an empty cache."""
     attended = batch * prompt_tokens * (prompt_tokens + 1.0) / 2.0  # B · p(p+1)/2
-    return step_model.step_s(batch * prompt_tokens, 0.0, attended)
+    return step_model.step_s(batch * prompt_tokens, 0.0, attended, batch)  # B sequences
 
 
 class _StepTokens(NamedTuple):
@@ -202,7 +207,7 @@ def mixed_step_s(
 ) -> float:
     """One steady-state step of an in-flight-batching engine holding `batch` requests of p in / o out."""
     new_tokens, kv_read, attended = _mixed_step_tokens(batch, prompt_tokens, output_tokens, seen_by_one=seen_by_one)
-    return step_model.step_s(new_tokens, kv_read, attended)
+    return step_model.step_s(new_tokens, kv_read, attended, batch)  # all B slots: decoding or being prefilled
 
 
 def predict(step_model: StepModel, point: MeasuredPoint) -> float:
@@ -260,6 +265,8 @@ class CalibrationFit:
     max_abs_relative_error: float
     points_used: int
     base: Efficiency = field(default=IDEAL)
+    #: The fitted c_seq in seconds per sequence per step, or None when "sequence" was not fitted.
+    sequence_overhead_s: float | None = None
 
 
 def _efficiency_with(base: Efficiency, memory: float, compute: float, overhead_s: float) -> Efficiency:
@@ -334,6 +341,8 @@ def _identifiability(
                     "need points where memory and compute time are both material (large-batch decode, long prefill) to fit their overlap",
                 )
             )
+        elif name == "sequence" and not any(point.batch > 1 for point_set in sets for point in point_set.points):
+            blind.append((name, "need points at batch > 1 to separate a per-sequence cost from the per-step overhead"))
         elif name == "overhead" and (len(durations) < 2 or max(durations) <= 1.05 * min(durations)):
             blind.append(
                 (
@@ -365,7 +374,8 @@ def fit_step_models(
 
     `loss` is scipy's `least_squares` loss on the (weighted) relative residuals: "linear" is
     plain least squares; "soft_l1" grows like |r| beyond `f_scale` (0.1 = 10 % error), so one
-    odd source cannot drag the fit. `bounds` maps a parameter to (low, high) — η as a fraction,
+    odd source cannot drag the fit. `bounds` maps a parameter to (low, high) — η as a fraction, c_seq
+    ("sequence", optional) in µs per sequence,
     overhead in milliseconds — replacing the default (0.001, 1) / (0, 1000 ms) box.
     """
     requested = _requested_parameters(fit, loss=loss, f_scale=f_scale)
@@ -403,11 +413,17 @@ def _requested_parameters(fit: Sequence[str], *, loss: str, f_scale: float) -> l
 
 def _parameter_box(bounds: Mapping[str, tuple[float, float]] | None) -> dict[str, tuple[float, float]]:
     """(low, high) of each parameter: the default box, narrowed by the caller's `bounds` once checked."""
-    box = {"memory": (1e-3, 1.0), "compute": (1e-3, 1.0), "overhead": (0.0, _OVERHEAD_MS_MAX), "overlap": (0.0, 1.0)}
+    box = {
+        "memory": (1e-3, 1.0),
+        "compute": (1e-3, 1.0),
+        "overhead": (0.0, _OVERHEAD_MS_MAX),
+        "overlap": (0.0, 1.0),
+        "sequence": (0.0, _SEQUENCE_US_MAX),
+    }
     for parameter, (low, high) in (bounds or {}).items():
         if parameter not in box:
             _fail(f"bounds for unknown parameter {parameter!r}", field="bounds")
-        floor, ceiling = (0.0, 1.0) if parameter != "overhead" else (0.0, _OVERHEAD_MS_MAX)
+        floor, ceiling = {"overhead": (0.0, _OVERHEAD_MS_MAX), "sequence": (0.0, _SEQUENCE_US_MAX)}.get(parameter, (0.0, 1.0))
         if not (floor <= low < high <= ceiling) or (parameter in ("memory", "compute") and low <= 0.0):
             _fail(f"bounds for {parameter} must satisfy {floor} < low < high <= {ceiling}, got ({low}, {high})", field="bounds")
         box[parameter] = (float(low), float(high))
@@ -464,9 +480,15 @@ class _FitProblem:
             efficiency = replace(efficiency, memory_compute_overlap=float(x[index["overlap"]]))
         return efficiency
 
+    def sequence_overhead_of(self, x: np.ndarray) -> float | None:
+        return float(x[self.index["sequence"]]) / 1e6 if "sequence" in self.index else None  # fitted in µs
+
     def predictions(self, x: np.ndarray) -> npt.NDArray[np.float64]:
         efficiency = self.efficiency_of(x)
         models = {id(point_set): point_set.step_model_for(efficiency) for point_set in self.sets}
+        c_seq = self.sequence_overhead_of(x)
+        if c_seq is not None:
+            models = {key: replace(model, sequence_overhead_s=c_seq) for key, model in models.items()}
         return np.array([predict(models[id(point_set)], point) for point_set, point in self.points])
 
     def residuals(self, x: np.ndarray) -> npt.NDArray[np.float64]:
@@ -481,7 +503,13 @@ def _least_squares(problem: _FitProblem, box: Mapping[str, tuple[float, float]],
     upper = np.array([box[p][1] for p in fitted])
 
     def solve(start: tuple[float, float, float]) -> Any:
-        by_name = {"memory": start[0], "compute": start[1], "overhead": start[2], "overlap": base.memory_compute_overlap}
+        by_name = {
+            "memory": start[0],
+            "compute": start[1],
+            "overhead": start[2],
+            "overlap": base.memory_compute_overlap,
+            "sequence": _SEQUENCE_US_START,
+        }
         x0 = np.clip(np.array([by_name[p] for p in fitted]), lower, upper)
         x0 = np.where(x0 <= lower, lower + 1e-6 * (upper - lower), np.where(x0 >= upper, upper - 1e-6 * (upper - lower), x0))
         return least_squares(
@@ -579,6 +607,7 @@ def _calibration_fit(
         max_abs_relative_error=float(np.max(np.abs(relative))),
         points_used=len(points),
         base=problem.base,
+        sequence_overhead_s=problem.sequence_overhead_of(best.x),
     )
 
 
@@ -609,106 +638,25 @@ def fit_efficiency(
     return fit_step_models([point_set], fit=fit, base=base, strict=strict, name=name, loss=loss, f_scale=f_scale, bounds=bounds)
 
 
-# --- input formats -----------------------------------------------------------------------------
+# The input formats live in planner/calibration_inputs.py (imported last: it builds on MeasuredPoint above).
+from planner.calibration_inputs import points_from_records, points_from_vllm_benchmark
 
-
-def points_from_records(records: Sequence[Mapping[str, Any]]) -> list[MeasuredPoint]:
-    """Points from the simple JSON list format (times in ms, throughput in output tokens/s).
-
-    Each record: {"kind", "batch"?, "context_tokens"?, "prompt_tokens"?, "output_tokens"?,
-    one of "value_ms" (decode_step/tpot/prefill/ttft) or "output_tokens_per_s" (throughput), "label"?,
-    "batching"? ("static", the default, or "continuous")}.
-    """
-    points: list[MeasuredPoint] = []
-    for i, record in enumerate(records):
-        kind = str(record.get("kind", ""))
-        if kind not in MEASUREMENT_UNITS:
-            _fail(f"point {i}: unknown kind {kind!r}; expected one of {sorted(MEASUREMENT_UNITS)}", index=i, field="kind")
-        if kind == "throughput":
-            raw = record.get("output_tokens_per_s")
-            if raw is None:
-                _fail(f"point {i}: a throughput point needs output_tokens_per_s", index=i, field="output_tokens_per_s")
-            value = float(raw)
-        else:
-            raw = record.get("value_ms")
-            if raw is None:
-                _fail(f"point {i}: a {kind} point needs value_ms", index=i, field="value_ms")
-            value = float(raw) / 1e3
-        points.append(
-            MeasuredPoint(
-                kind=kind,
-                value=value,
-                batch=int(record.get("batch", 1)),
-                context_tokens=float(record.get("context_tokens", 0.0)),
-                prompt_tokens=float(record.get("prompt_tokens", 0.0)),
-                output_tokens=float(record.get("output_tokens", 0.0)),
-                label=str(record.get("label", f"point {i}")),
-                batching=str(record.get("batching", "static")),
-            )
-        )
-    return points
-
-
-def points_from_vllm_benchmark(result: Mapping[str, Any], *, batch_hint: int | None = None) -> list[MeasuredPoint]:
-    """Points from the JSON that vLLM's `benchmarks/benchmark_serving.py --save-result` writes.
-
-    Keys read (vLLM's names): completed, total_input_tokens, total_output_tokens, max_concurrency,
-    request_rate ("inf" for a closed loop), median_ttft_ms, median_tpot_ms, output_throughput.
-    The batch is `max_concurrency`, else `batch_hint`. TTFT becomes a prefill point only at
-    batch 1 (at higher concurrency it includes queueing); throughput only when requests were
-    sent at an infinite rate, since an open-loop rate measures the offered load, not capacity.
-    The serving benchmark drives vLLM's continuous-batching server, so TPOT and throughput are
-    continuous-batching points (the mixed step at concurrency > 1).
-    """
-    for key in ("completed", "total_input_tokens", "total_output_tokens"):
-        if key not in result:
-            _fail(f"not a vLLM benchmark_serving result: missing {key!r}", field=key)
-    completed = float(result["completed"])
-    if completed <= 0:
-        _fail("the vLLM benchmark completed no requests", field="completed")
-    prompt = float(result["total_input_tokens"]) / completed  # mean prompt tokens per request
-    output = float(result["total_output_tokens"]) / completed  # mean output tokens per request
-    concurrency = result.get("max_concurrency")
-    batch = int(concurrency) if concurrency is not None else batch_hint
-    if batch is None:
-        _fail(
-            "the vLLM result has no max_concurrency; pass batch_hint (the number of sequences in flight)",
-            field="max_concurrency",
-        )
-    closed_loop = str(result.get("request_rate", "inf")) == "inf"
-    label = str(result.get("model_id", "vllm benchmark"))
-    points: list[MeasuredPoint] = []
-    ttft_ms = result.get("median_ttft_ms", result.get("mean_ttft_ms"))
-    if ttft_ms is not None and batch == 1 and prompt >= 1:
-        points.append(
-            MeasuredPoint(kind="ttft", value=float(ttft_ms) / 1e3, batch=1, prompt_tokens=prompt, label=f"{label} ttft")
-        )
-    tpot_ms = result.get("median_tpot_ms", result.get("mean_tpot_ms"))
-    if tpot_ms is not None and float(tpot_ms) > 0:
-        points.append(
-            MeasuredPoint(
-                kind="tpot",
-                value=float(tpot_ms) / 1e3,
-                batch=batch,
-                prompt_tokens=prompt,
-                output_tokens=output,
-                label=f"{label} tpot @ concurrency {batch}",
-                batching="continuous",
-            )
-        )
-    throughput = result.get("output_throughput")
-    if throughput is not None and closed_loop and float(throughput) > 0:
-        points.append(
-            MeasuredPoint(
-                kind="throughput",
-                value=float(throughput),
-                batch=batch,
-                prompt_tokens=prompt,
-                output_tokens=output,
-                label=f"{label} output throughput @ concurrency {batch}",
-                batching="continuous",
-            )
-        )
-    if not points:
-        _fail("the vLLM result holds no usable TTFT, TPOT or output throughput", field="result")
-    return points
+__all__ = [
+    "BATCHING_MODES",
+    "FITTABLE_PARAMETERS",
+    "LOSSES",
+    "MEASUREMENT_UNITS",
+    "OPTIONAL_PARAMETERS",
+    "CalibrationFit",
+    "MeasuredPoint",
+    "PointResidual",
+    "PointSet",
+    "decode_step_s",
+    "fit_efficiency",
+    "fit_step_models",
+    "mixed_step_s",
+    "points_from_records",
+    "points_from_vllm_benchmark",
+    "predict",
+    "prefill_s",
+]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from planner.errors import PlannerInputError
 from planner.pipeline import ParallelSection
 from planner.specs import Efficiency
-from planner.step_model import Speculation, StepModel
+from planner.step_model import OPERATION_TERMS, Speculation, StepModel
 
 Metric = Literal["ttft", "tpot", "e2e"]
 Method = Literal["analytic", "simulated"]
@@ -192,7 +192,9 @@ class Verification:
 # --- justification: step model, memory, roofline ---------------------------------------------------------
 
 #: The step model's coefficients, as `StepModelSection` repeats them.
-STEP_MODEL_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(StepModel) if f.name != "speculation")
+STEP_MODEL_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(StepModel) if f.name != "speculation" and f.name not in OPERATION_TERMS
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

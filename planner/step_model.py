@@ -4,9 +4,10 @@ A `StepModel` is what the performance model produces for one (GPU, model, precis
 efficiency) and what the queueing model and the simulator consume. A client can recompute
 any step from its fields:
 
-    t_step = combine(t_mem, t_compute) + t_comm + step_overhead_s
+    t_step = combine(t_mem, t_compute) + t_comm + step_overhead_s + sequences · sequence_overhead_s
     t_mem     = (weight_bytes_read(n) + kv_tokens_read · kv_bytes_per_token) / memory_bandwidth_bytes_per_s
-    t_compute = (n · flops_per_token + attended_tokens · attention_flops_per_context_token) / compute_flops_per_s
+    t_compute = ((n + gemm_half_tokens) · flops_per_token + attended_tokens · attention_flops_per_context_token)
+                / compute_flops_per_s                                (gemm_half_tokens only when n > 0)
     t_comm    = n · comm_s_per_token + comm_latency_s            (0 when n = 0)
     combine(a, b) = max(a, b) + (1 − memory_compute_overlap) · min(a, b)
 
@@ -15,6 +16,25 @@ prefill tokens), kv_tokens_read the KV-cache tokens the step reads (sum of the c
 the sequences in the batch), and attended_tokens the sum over new tokens of the context each
 attends to (a decode at context c attends to c; a prefill chunk of p tokens starting at
 position s attends to p·s + p(p+1)/2).
+
+Two operation-level terms (issue 14 §1), both 0 by default, which is the one-η roofline exactly:
+
+- `gemm_half_tokens` M½: a GEMM of M tokens against a weight matrix runs at η(M) = η_peak · M / (M + M½)
+  of the peak, so its time is 2·(M + M½)·params / (η_peak · peak): small-M GEMMs pay a fixed M½ tokens'
+  worth of FLOPs (tile and wave quantisation, pipeline fill), large-M ones approach η_peak. With the
+  memory term's max(), a small-M decode GEMM is still memory-bound. M½ and η_peak are fitted per GPU and
+  datatype on published kernel timings (bench/kernel_measurements.json, bench/kernel_fit.py).
+- `sequence_overhead_s` c_seq: seconds per sequence in the step, for the work every sequence costs
+  whatever its length: sampling its next token, the scheduler's bookkeeping, and the attention
+  kernel's per-sequence setup (one thread block per sequence and head: the AIConfigurator decode
+  attention timings give ~25 ns per sequence per layer on H100/H200, about 2 µs per step for an
+  80-layer model). `sequences` is the number of sequences in the step (decoding + being prefilled).
+
+The vectorised step times (planner/candidates.py, planner/queueing_kernels.py, planner/queueing_replica.py,
+planner/simulator*.py, planner/pipeline.py) do not carry these two terms yet: they index COEFFICIENTS,
+which does not list them, so `build_step_model` leaves both at 0 (a caller sets them with `replace`), and a
+step model with either non-zero is for `step_s` and the calibration only (docs/fidelity-performance.md,
+"Operation-level terms").
 
 MoE: weight_bytes_read(n) = dense_weight_bytes + moe_layers · E · (1 − (1 − k/E)^n) · expert_weight_bytes
 (the expected number of distinct routed experts touched by n tokens, per MoE layer).
@@ -105,6 +125,10 @@ class StepModel:
     step_overhead_s: float = 0.0
     memory_compute_overlap: float = 1.0
     speculation: Speculation | None = None
+    #: M½ of the GEMM efficiency curve η(M) = η_peak · M / (M + M½), in tokens (0: η flat in M).
+    gemm_half_tokens: float = 0.0
+    #: Seconds each sequence in the step adds (sampling, scheduling, per-sequence attention setup).
+    sequence_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.memory_bandwidth_bytes_per_s <= 0 or self.compute_flops_per_s <= 0:
@@ -113,6 +137,14 @@ class StepModel:
             raise PlannerInputError("step model byte and FLOP coefficients must be positive")
         if self.expert_weight_bytes > 0 and not (0 < self.experts_per_token <= self.experts and self.moe_layers > 0):
             raise PlannerInputError("MoE step model needs experts >= experts_per_token >= 1 and moe_layers >= 1")
+        if not (self.gemm_half_tokens >= 0.0 and self.sequence_overhead_s >= 0.0):
+            raise PlannerInputError("gemm_half_tokens and sequence_overhead_s must be >= 0")
+
+    @property
+    def has_operation_terms(self) -> bool:
+        """Whether M½ or c_seq is set: such a step model is for `step_s` and the calibration only (the
+        vectorised step times do not carry the two terms yet; module docstring)."""
+        return self.gemm_half_tokens > 0.0 or self.sequence_overhead_s > 0.0
 
     @property
     def is_moe(self) -> bool:
@@ -137,8 +169,9 @@ class StepModel:
         ) / self.memory_bandwidth_bytes_per_s  # bytes / BW
 
     def compute_s(self, new_tokens: float, attended_tokens: Tokens) -> Tokens:
+        gemm_tokens = new_tokens + self.gemm_half_tokens if new_tokens > 0 else new_tokens  # M + M½: η(M) = M / (M + M½)
         return (
-            new_tokens * self.flops_per_token + attended_tokens * self.attention_flops_per_context_token
+            gemm_tokens * self.flops_per_token + attended_tokens * self.attention_flops_per_context_token
         ) / self.compute_flops_per_s  # FLOPs / F
 
     def comm_s(self, new_tokens: float) -> float:
@@ -146,12 +179,19 @@ class StepModel:
             return 0.0
         return new_tokens * self.comm_s_per_token + self.comm_latency_s  # bandwidth term + latency term
 
-    def step_s(self, new_tokens: float, kv_tokens_read: float, attended_tokens: float) -> float:
-        """Duration of one step; scalar floats (fast path for the simulator)."""
+    def step_s(self, new_tokens: float, kv_tokens_read: float, attended_tokens: float, sequences: float = 0.0) -> float:
+        """Duration of one step; scalar floats (fast path for the simulator). `sequences`: how many
+        sequences the step holds, priced at `sequence_overhead_s` each (nothing when that is 0)."""
         mem = self.memory_s(new_tokens, kv_tokens_read)
         comp = self.compute_s(new_tokens, attended_tokens)
         hi, lo = (mem, comp) if mem >= comp else (comp, mem)
-        return hi + (1.0 - self.memory_compute_overlap) * lo + self.comm_s(new_tokens) + self.step_overhead_s
+        return (
+            hi
+            + (1.0 - self.memory_compute_overlap) * lo
+            + self.comm_s(new_tokens)
+            + self.step_overhead_s
+            + sequences * self.sequence_overhead_s  # c_seq per sequence
+        )
 
     def cached_prefill_s(self, prompt_tokens: float, cached_tokens: float) -> float:
         """A step that prefills one prompt of `prompt_tokens` whose first `cached_tokens` are in the
@@ -206,6 +246,10 @@ class StepModel:
         """Arithmetic intensity at which compute time equals memory time: F / BW."""
         return self.compute_flops_per_s / self.memory_bandwidth_bytes_per_s
 
+
+#: The operation-level terms (module docstring): not in COEFFICIENTS, and not in a plan's step-model section,
+#: until the vectorised step times carry them.
+OPERATION_TERMS: tuple[str, ...] = ("gemm_half_tokens", "sequence_overhead_s")
 
 #: The step model's coefficients by name, in one fixed order: the vectorised step times index them
 #: (planner/candidates.py's per-setting arrays, planner/queueing_kernels.py's coefficient vector).

@@ -1,0 +1,251 @@
+"""Fit the step model's operation-level terms to published kernel timings (bench/kernel_measurements.json).
+
+    .venv/bin/python -m bench.kernel_fit          # print the fitted terms and how well they reproduce the kernels
+
+Three fits per GPU, each on NVIDIA AIConfigurator's kernel database (sources in bench/kernel_extract.py):
+
+- GEMM of M tokens × (N × K) weights, per datatype: t = max(bytes / (η_mem·BW), 2·N·K·(M + M½) / (η_peak·peak)) + t₀,
+  bytes = N·K·b_w + 2·(M·K + M·N): the roofline with a saturating efficiency η(M) = η_peak·M / (M + M½).
+  M½ is the step model's `gemm_half_tokens`; η_peak the large-M GEMM efficiency.
+- Decode attention of B sequences at context s (one layer, 8 query heads / 1 KV head / dim 128, BF16 KV):
+  t = t₀ + B·c_att + B·s·kv_bytes / (η_kv·BW), c_att the per-sequence setup of the kernel: the kernel-level
+  part of the step model's `sequence_overhead_s` (times the layers of the model).
+- All-reduce of S elements (BF16) over n GPUs: t = α + 2·(n−1)/n · 2S / B_bus (the ring form of
+  planner/parallel.py), α and B_bus per n.
+
+Fitted by least squares on log(predicted / measured) (every kernel counts by its relative error).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import least_squares
+
+KERNELS = Path(__file__).with_name("kernel_measurements.json")
+GPUS_JSON = Path(__file__).resolve().parent.parent / "catalog" / "data" / "gpus.json"
+#: Catalog datatype of each kernel datatype, for the datasheet peak.
+PEAK_DTYPE = {"bfloat16": "bf16", "fp8": "fp8"}
+#: Weight bytes per element of each kernel datatype.
+WEIGHT_BYTES = {"bfloat16": 2, "fp8": 1}
+#: GPUs with no kernel table of their own that take another's GEMM curve (same die generation).
+CARRY_OVER = {"gb200": "b200"}
+
+
+@dataclass(frozen=True, slots=True)
+class GemmFit:
+    gpu: str
+    dtype: str
+    eta_peak: float
+    half_tokens: float
+    eta_mem: float
+    launch_s: float
+    points: int
+    median_error: float
+    p90_error: float
+
+
+@dataclass(frozen=True, slots=True)
+class AttentionFit:
+    gpu: str
+    launch_s: float
+    per_sequence_s: float
+    eta_kv: float
+    points: int
+    median_error: float
+
+
+@dataclass(frozen=True, slots=True)
+class AllReduceFit:
+    gpu: str
+    gpus: int
+    latency_s: float
+    bus_bytes_per_s: float
+    points: int
+    median_error: float
+
+
+def _catalog() -> dict[str, dict[str, object]]:
+    return {str(g["slug"]): g for g in json.loads(GPUS_JSON.read_text(encoding="utf-8"))}
+
+
+def _fit_log(
+    model: Callable[[np.ndarray], np.ndarray], measured: np.ndarray, x0: list[float], low: list[float], high: list[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    result = least_squares(lambda x: np.log(model(x) / measured), x0, bounds=(low, high))
+    return result.x, np.abs(model(result.x) / measured - 1.0)
+
+
+@cache
+def gemm_fits() -> dict[tuple[str, str], GemmFit]:
+    document = json.loads(KERNELS.read_text(encoding="utf-8"))
+    catalog = _catalog()
+    groups: dict[tuple[str, str], list[list[float]]] = {}
+    for gpu, dtype, m, n, k, latency_ms in document["gemm"]:
+        groups.setdefault((gpu, dtype), []).append([m, n, k, latency_ms * 1e-3])
+    fits = {}
+    for (gpu, dtype), rows in sorted(groups.items()):
+        spec = catalog[gpu]
+        peak = float(spec["peak_tflops"][PEAK_DTYPE[dtype]]) * 1e12  # type: ignore[index]
+        bandwidth = float(spec["memory_bandwidth_gb_per_s"]) * 1e9  # type: ignore[arg-type]
+        m, n, k, t = np.array(rows).T
+        bytes_moved = WEIGHT_BYTES[dtype] * n * k + 2.0 * (m * k + m * n)  # weights + BF16 activations in and out
+
+        def model(
+            x: np.ndarray,
+            m: np.ndarray = m,
+            n: np.ndarray = n,
+            k: np.ndarray = k,
+            b: np.ndarray = bytes_moved,
+            peak: float = peak,
+            bandwidth: float = bandwidth,
+        ) -> np.ndarray:
+            eta_peak, half, eta_mem, launch_us = x
+            return np.maximum(2.0 * n * k * (m + half) / (eta_peak * peak), b / (eta_mem * bandwidth)) + launch_us * 1e-6
+
+        x, err = _fit_log(model, t, [0.7, 64.0, 0.8, 5.0], [0.05, 0.0, 0.05, 0.0], [1.0, 4096.0, 1.0, 100.0])
+        fits[(gpu, dtype)] = GemmFit(
+            gpu,
+            dtype,
+            float(x[0]),
+            float(x[1]),
+            float(x[2]),
+            float(x[3]) * 1e-6,
+            len(t),
+            float(np.median(err)),
+            float(np.percentile(err, 90)),
+        )
+    return fits
+
+
+@cache
+def attention_fits() -> dict[str, AttentionFit]:
+    document = json.loads(KERNELS.read_text(encoding="utf-8"))
+    catalog = _catalog()
+    kv_bytes = 2 * 1 * 128 * 2  # K and V × 1 KV head × 128 dims × 2 bytes, per token and layer
+    groups: dict[str, list[list[float]]] = {}
+    for gpu, batch, context, latency_ms in document["decode_attention"]:
+        groups.setdefault(gpu, []).append([batch, context, latency_ms * 1e-3])
+    fits = {}
+    for gpu, rows in sorted(groups.items()):
+        bandwidth = float(catalog[gpu]["memory_bandwidth_gb_per_s"]) * 1e9  # type: ignore[arg-type]
+        b, s, t = np.array(rows).T
+
+        def model(x: np.ndarray, b: np.ndarray = b, s: np.ndarray = s, bw: float = bandwidth) -> np.ndarray:
+            launch_us, per_seq_ns, eta = x
+            return launch_us * 1e-6 + b * per_seq_ns * 1e-9 + b * s * kv_bytes / (eta * bw)
+
+        x, err = _fit_log(model, t, [5.0, 20.0, 0.7], [0.0, 0.0, 0.01], [100.0, 10000.0, 1.0])
+        fits[gpu] = AttentionFit(gpu, float(x[0]) * 1e-6, float(x[1]) * 1e-9, float(x[2]), len(t), float(np.median(err)))
+    return fits
+
+
+@cache
+def allreduce_fits() -> dict[tuple[str, int], AllReduceFit]:
+    document = json.loads(KERNELS.read_text(encoding="utf-8"))
+    groups: dict[tuple[str, int], list[list[float]]] = {}
+    for gpu, gpus, elements, latency_ms in document["allreduce"]:
+        groups.setdefault((gpu, int(gpus)), []).append([elements * 2.0, latency_ms * 1e-3])  # BF16: 2 bytes
+    fits = {}
+    for (gpu, gpus), rows in sorted(groups.items()):
+        size, t = np.array(rows).T
+        ring = 2.0 * (gpus - 1) / gpus
+
+        def model(x: np.ndarray, size: np.ndarray = size, ring: float = ring) -> np.ndarray:
+            latency_us, bus_gb_s = x
+            return latency_us * 1e-6 + ring * size / (bus_gb_s * 1e9)
+
+        x, err = _fit_log(model, t, [5.0, 200.0], [0.0, 1.0], [1000.0, 5000.0])
+        fits[(gpu, gpus)] = AllReduceFit(gpu, gpus, float(x[0]) * 1e-6, float(x[1]) * 1e9, len(t), float(np.median(err)))
+    return fits
+
+
+#: Message sizes the check of planner/parallel.py's all-reduce is read at: tokens × Llama-70B's hidden 8192.
+CHECK_TOKENS: tuple[int, ...] = (1, 64, 512, 4096)
+CHECK_HIDDEN = 8192
+
+
+def allreduce_check() -> list[tuple[str, int, int, float, float]]:
+    """(GPU, GPUs, tokens, measured s, planner/parallel.py's ring form s) at the measured message nearest to
+    tokens × 8192 BF16 elements: α + 2·(n−1)/n · bytes / link bandwidth, the catalog's α and NVLink figures."""
+    document = json.loads(KERNELS.read_text(encoding="utf-8"))
+    catalog = _catalog()
+    rows = []
+    for gpu, gpus in sorted({(r[0], int(r[1])) for r in document["allreduce"]}):
+        spec = catalog[gpu]
+        link = float(spec["interconnect_gb_per_s"]) * 1e9  # type: ignore[arg-type]
+        alpha = float(spec["interconnect_latency_us"]) * 1e-6  # type: ignore[arg-type]
+        table = [r for r in document["allreduce"] if r[0] == gpu and int(r[1]) == gpus]
+        for tokens in CHECK_TOKENS:
+            _, _, elements, latency_ms = min(table, key=lambda r: abs(r[2] - tokens * CHECK_HIDDEN))
+            model = alpha + 2.0 * (gpus - 1) / gpus * 2.0 * elements / link
+            rows.append((gpu, gpus, tokens, latency_ms * 1e-3, model))
+    return rows
+
+
+def gemm_half_tokens(gpu: str, compute_dtype: str) -> float:
+    """M½ for `gpu` running GEMMs in catalog datatype `compute_dtype` (fp8 → the FP8 table, else BF16);
+    0 (η flat in M: the one-η form) where no kernel table covers the GPU."""
+    fits = gemm_fits()
+    donor = gpu if any(g == gpu for g, _ in fits) else CARRY_OVER.get(gpu)
+    if donor is None:
+        return 0.0
+    dtype = "fp8" if compute_dtype == "fp8" and (donor, "fp8") in fits else "bfloat16"
+    return fits[(donor, dtype)].half_tokens if (donor, dtype) in fits else 0.0
+
+
+def kernel_tables() -> list[str]:
+    """The fits and the all-reduce check as markdown lines."""
+    out: list[str] = []
+    add = out.append  # the tables, line by line
+    add("| GPU | datatype | kernels | η_peak | M½ (tokens) | η_mem | t₀ (µs) | median / p90 error |")
+    add("|---|---|---|---|---|---|---|---|")
+    for fit in gemm_fits().values():
+        add(
+            f"| {fit.gpu} | {fit.dtype} | {fit.points} | {fit.eta_peak:.3f} | {fit.half_tokens:.0f} | {fit.eta_mem:.3f} | "
+            f"{fit.launch_s * 1e6:.1f} | {fit.median_error:.1%} / {fit.p90_error:.1%} |"
+        )
+    add("")
+    add("| GPU | kernels | launch (µs) | per sequence (ns, one layer) | η_kv | median error |")
+    add("|---|---|---|---|---|---|")
+    for att in attention_fits().values():
+        add(
+            f"| {att.gpu} | {att.points} | {att.launch_s * 1e6:.1f} | {att.per_sequence_s * 1e9:.1f} | {att.eta_kv:.3f} | {att.median_error:.1%} |"
+        )
+    add("")
+    add("| GPU | GPUs | kernels | α (µs) | bus bandwidth (GB/s) | median error |")
+    add("|---|---|---|---|---|---|")
+    for ar in allreduce_fits().values():
+        add(
+            f"| {ar.gpu} | {ar.gpus} | {ar.points} | {ar.latency_s * 1e6:.2f} | {ar.bus_bytes_per_s / 1e9:.0f} | {ar.median_error:.1%} |"
+        )
+    add("")
+    add("planner/parallel.py's all-reduce (catalog α and link bandwidth) against the measured one, µs:")
+    add("")
+    add("| GPU | GPUs | " + " | ".join(f"{t} tokens: measured / model" for t in CHECK_TOKENS) + " |")
+    add("|---|---|" + "---|" * len(CHECK_TOKENS))
+    check = allreduce_check()
+    for i in range(0, len(check), len(CHECK_TOKENS)):
+        group = check[i : i + len(CHECK_TOKENS)]
+        cells = " | ".join(f"{m * 1e6:.1f} / {p * 1e6:.1f} ({p / m - 1:+.0%})" for _, _, _, m, p in group)
+        add(f"| {group[0][0]} | {group[0][1]} | {cells} |")
+    add("")
+    latencies = [ar.latency_s for ar in allreduce_fits().values()]
+    add(f"all-reduce α median {statistics.median(latencies) * 1e6:.2f} µs over {len(latencies)} (GPU, n) pairs")
+    return out
+
+
+def main() -> int:
+    for line in kernel_tables():
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
