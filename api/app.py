@@ -159,7 +159,8 @@ class BodyGuard:
     """Refuses a request body before anything parses it: 413 when it is larger than
     `max_body_bytes` (by its Content-Length, or by counting a chunked body), 415 when a route that
     takes JSON is sent something else (a body without a JSON Content-Type, or a non-JSON
-    Content-Type). The body read is handed on unchanged."""
+    Content-Type). The body read is handed on unchanged. On every method but OPTIONS, reads
+    included, a query parameter the route does not declare is 422 naming it."""
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int, routes: _RouteTable) -> None:
         self.app = app
@@ -167,10 +168,11 @@ class BodyGuard:
         self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if scope["type"] != "http" or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
             return
-        # a write with a query parameter its operation does not declare is refused, not silently ignored
+        # a query parameter the operation does not declare is refused, not silently ignored: a write's
+        # `?dry_run=true` would write, a read's misspelt `?limt=5` would answer the default page
         query = parse_qsl(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         if unknown := self.routes.unknown_query(scope["method"], scope["path"], (name for name, _ in query)):
             errors = [
@@ -178,6 +180,9 @@ class BodyGuard:
                 for name in unknown
             ]
             await self._refuse(scope, send, RequestValidationError(errors))
+            return
+        if scope["method"] in ("GET", "HEAD"):  # no body to guard
+            await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
         length = headers.get("content-length", "")
@@ -406,8 +411,9 @@ _NO_DATABASE = ("/healthz", "/metrics", "/docs", "/redoc", "/openapi.json")
 def _complete_contract(schema: dict[str, Any]) -> None:
     """Every answer a route can give, whichever layer gives it: 413/415 from `BodyGuard` on routes
     with a body, 400/409 from the Idempotency-Key and 400/412 from If-Match, 422 for a body or
-    parameter that does not validate, 503 wherever the database (or a deadline, or a solver) is
-    used; and the formats of the headers requests send and answers carry."""
+    parameter that does not validate (on every operation: `BodyGuard` refuses a query parameter it
+    does not declare), 503 wherever the database (or a deadline, or a solver) is used; and the
+    formats of the headers requests send and answers carry."""
     for path, operations in schema.get("paths", {}).items():
         for operation in operations.values():
             responses: dict[str, Any] = operation.setdefault("responses", {})
@@ -418,6 +424,8 @@ def _complete_contract(schema: dict[str, Any]) -> None:
 
             if "requestBody" in operation:
                 add(400, 413, 415, 422)
+            if path != "/metrics":  # BodyGuard refuses an undeclared query parameter (the metrics route is added after it)
+                add(422)
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") != "header":
                     continue

@@ -34,28 +34,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from planner.diff import (
-    CatalogState,
+from planner.diff import CatalogState, Decision, Hysteresis, Reason, ShapeRow, catalog_reasons
+from planner.diff_changes import (
+    SAME_RELATIVE,
     Change,
     CostChange,
-    Decision,
-    Hysteresis,
-    Reason,
-    ShapeRow,
-    catalog_reasons,
+    Status,
+    cost_changes,
+    field_change,
+    gpu_changes,
+    names_in_order,
     pool_change_summary,
+    status_of,
 )
 from planner.errors import PlannerInputError
 from planner.traffic_classes import TrafficClass
-from planner.units import HOURS_PER_MONTH
 
 if TYPE_CHECKING:  # the forward model of a class plan (planner/class_check.py) plans; this module only compares
     from planner.class_check import ClassPlanCheck
-
-#: Relative difference below which two rates count as equal (float noise from JSON round trips), as planner/diff.py's.
-_SAME = 1e-9
-
-Status = Literal["added", "removed", "changed", "same"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,28 +171,19 @@ class ClassPlanDiff:
         return "; ".join(parts) if parts else "same arrangement and pools"
 
 
-def _status(before: object | None, after: object | None) -> Status:
-    return "added" if before is None else "removed" if after is None else "same" if before == after else "changed"
-
-
-def _names(before: Sequence[str], after: Sequence[str]) -> list[str]:
-    """Before's names in order, then after's new ones."""
-    return [*before, *(n for n in after if n not in before)]
-
-
 def _pool_changes(before: Sequence[ClassPoolShape], after: Sequence[ClassPoolShape]) -> tuple[ClassPoolChange, ...]:
     old, new = {p.name: p for p in before}, {p.name: p for p in after}
     changes = []
-    for name in _names(list(old), list(new)):
+    for name in names_in_order(list(old), list(new)):
         b, a = old.get(name), new.get(name)
 
         def field(get: Callable[[ClassPoolShape], object], b: ClassPoolShape | None = b, a: ClassPoolShape | None = a) -> Change:
-            return Change(before=None if b is None else get(b), after=None if a is None else get(a))
+            return field_change(get, b, a)
 
         changes.append(
             ClassPoolChange(
                 pool=name,
-                status=_status(b, a),
+                status=status_of(b, a),
                 classes=field(lambda p: p.classes),
                 scheduling=field(lambda p: p.scheduling),
                 gpu=field(lambda p: p.row.gpu),
@@ -215,16 +202,16 @@ def _pool_changes(before: Sequence[ClassPoolShape], after: Sequence[ClassPoolSha
 def _class_changes(before: Sequence[ClassFigures], after: Sequence[ClassFigures]) -> tuple[ClassChange, ...]:
     old, new = {k.name: k for k in before}, {k.name: k for k in after}
     changes = []
-    for name in _names(list(old), list(new)):
+    for name in names_in_order(list(old), list(new)):
         b, a = old.get(name), new.get(name)
 
         def field(get: Callable[[ClassFigures], object], b: ClassFigures | None = b, a: ClassFigures | None = a) -> Change:
-            return Change(before=None if b is None else get(b), after=None if a is None else get(a))
+            return field_change(get, b, a)
 
         changes.append(
             ClassChange(
                 name=name,
-                status=_status(b, a),
+                status=status_of(b, a),
                 arrival_rate_rps=field(lambda k: k.arrival_rate_rps),
                 pool=field(lambda k: k.pool),
                 percentile=field(lambda k: k.percentile),
@@ -240,28 +227,19 @@ def _class_changes(before: Sequence[ClassFigures], after: Sequence[ClassFigures]
 
 def class_plan_diff(before: ClassPlanShape, after: ClassPlanShape, *, before_now_usd_per_hour: float) -> ClassPlanDiff:
     """Pool by pool and class by class from the current class plan to the new one; GPUs added and removed per type."""
-    counts_before, counts_after = before.gpus_by_type(), after.gpus_by_type()
-    added = {gpu: n - counts_before.get(gpu, 0) for gpu, n in counts_after.items() if n > counts_before.get(gpu, 0)}
-    removed = {gpu: n - counts_after.get(gpu, 0) for gpu, n in counts_before.items() if n > counts_after.get(gpu, 0)}
-    change = after.cost_usd_per_hour - before_now_usd_per_hour  # what switching adds to today's bill
+    gpus_total, added, removed = gpu_changes(before.gpus_by_type(), after.gpus_by_type())
+    per_hour, per_month = cost_changes(before.cost_usd_per_hour, before_now_usd_per_hour, after.cost_usd_per_hour)
     pools = _pool_changes(before.pools, after.pools)
     return ClassPlanDiff(
         arrangement=Change(before=before.arrangement, after=after.arrangement),
         pools=pools,
         classes=_class_changes(before.classes, after.classes),
         replicas=Change(before=sum(p.row.replicas for p in before.pools), after=sum(p.row.replicas for p in after.pools)),
-        gpus_total=Change(before=sum(counts_before.values()), after=sum(counts_after.values())),
+        gpus_total=gpus_total,
         gpus_added=added,
         gpus_removed=removed,
-        cost_usd_per_hour=CostChange(
-            before=before.cost_usd_per_hour, before_now=before_now_usd_per_hour, after=after.cost_usd_per_hour, change=change
-        ),
-        cost_usd_per_month=CostChange(
-            before=before.cost_usd_per_hour * HOURS_PER_MONTH,
-            before_now=before_now_usd_per_hour * HOURS_PER_MONTH,
-            after=after.cost_usd_per_hour * HOURS_PER_MONTH,
-            change=change * HOURS_PER_MONTH,
-        ),  # $/h × 730 h
+        cost_usd_per_hour=per_hour,
+        cost_usd_per_month=per_month,
         same_configuration=before.arrangement == after.arrangement and all(p.status == "same" for p in pools),
     )
 
@@ -346,12 +324,12 @@ def _traffic_changes(before: Sequence[TrafficClass], after: Sequence[TrafficClas
     """Class by class: a new rate (with its change), other traffic or targets, classes added or removed."""
     old, new = {k.name: k for k in before}, {k.name: k for k in after}
     changes = []
-    for name in _names(list(old), list(new)):
+    for name in names_in_order(list(old), list(new)):
         b, a = old.get(name), new.get(name)
         if b is None or a is None:
             changes.append(f"class {name} {'added' if b is None else 'removed'}")
             continue
-        if abs(a.arrival_rate_rps - b.arrival_rate_rps) > _SAME * max(a.arrival_rate_rps, b.arrival_rate_rps):
+        if abs(a.arrival_rate_rps - b.arrival_rate_rps) > SAME_RELATIVE * max(a.arrival_rate_rps, b.arrival_rate_rps):
             ratio = a.arrival_rate_rps / b.arrival_rate_rps - 1.0
             changes.append(f"{name} arrival rate {b.arrival_rate_rps:g} → {a.arrival_rate_rps:g} rps ({ratio:+.0%})")
         if dataclasses.replace(b, arrival_rate_rps=a.arrival_rate_rps, demand_rps=None) != dataclasses.replace(

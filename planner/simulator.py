@@ -51,11 +51,12 @@ in OR & MS vol. 13, 2006).
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from heapq import heappop as _heappop
+from heapq import heappush as _heappush
 from typing import Any
 
 import numpy as np
@@ -212,6 +213,18 @@ class _Replica:
         self.last_step_finished = 0
         # Coefficients of a decode-only step that do not depend on the context.
         self._overlap_weight = 1.0 - step_model.memory_compute_overlap
+        #: What `_step` reads at every call, bound once (attribute access is the slow part of CPython).
+        self._step_refs = (
+            prompt,
+            output,
+            self.cached,
+            first_token,
+            finish,
+            self.prefilling,
+            self.finishing,
+            step_model.step_s,
+            chunk_tokens,
+        )
 
     def in_system(self, t: float) -> int:
         """Requests routed here and not finished at time t (call after run_until(t))."""
@@ -260,19 +273,62 @@ class _Replica:
         taken = n if t_stop == math.inf else int(np.searchsorted(starts[:n], t_stop, side="left"))
         return taken, float(starts[taken])
 
+    def _step(
+        self, t: float, t_stop: float, kv_free: int, running: int, decoders: int, context: int, steps: int
+    ) -> tuple[float, int, int, int, int, int, int]:
+        """One step from `t` and the requests it finishes: with prompts in flight a step of decodes and prefill
+        chunks, else the decode-only stretch up to the next completion or the first step starting at or after
+        `t_stop` (`_decode_stretch`). The admission policy is the caller's (FCFS here, priorities in
+        planner/simulator_classes_step.py). Returns (t, kv_free, running, decoders, context, steps, finished)."""
+        prompt, output, cached, first_token, finish, prefilling, finishing, step_s, chunk = self._step_refs
+        finished = 0
+        if not prefilling:
+            taken, t = self._decode_stretch(t, t_stop, finishing[0][0] - steps, decoders, context)
+            steps += taken
+            context += decoders * taken
+        else:
+            # A step with prefill: decodes first, then prompts FCFS within the chunk budget.
+            new_tokens, kv_read, attended, chunks = _prefill_chunks(prefilling, prompt, chunk, decoders, context)
+            t += step_s(new_tokens, kv_read, attended)
+            steps += 1
+            context += decoders
+            # Prompts completed by this step yield their first token; all but possibly the last chunked one are complete.
+            done = chunks if prefilling[chunks - 1][1] == prompt[prefilling[chunks - 1][0]] else chunks - 1
+            for rid, _ in prefilling[:done]:
+                first_token[rid] = t
+                if output[rid] == 1:
+                    finish[rid] = t
+                    finished += 1
+                    running -= 1
+                    kv_free += prompt[rid] + 1 - cached[rid]
+                else:
+                    _heappush(finishing, (steps + output[rid] - 1, rid))
+                    decoders += 1
+                    context += prompt[rid] + 1  # the next step reads the prompt and the first token
+            del prefilling[:done]
+
+        while finishing and finishing[0][0] == steps:
+            rid = _heappop(finishing)[1]
+            finish[rid] = t
+            finished += 1
+            running -= 1
+            decoders -= 1
+            need = prompt[rid] + output[rid]
+            context -= need
+            kv_free += need - cached[rid]
+        return t, kv_free, running, decoders, context, steps, finished
+
     def run_until(self, t_limit: float) -> None:
         """Execute every step that starts before `t_limit` with the requests routed so far."""
-        step_s = self.step_model.step_s
         arrival, prompt, output, cached = self.arrival, self.prompt, self.output, self.cached
-        admission, first_token, finish = self.admission, self.first_token, self.finish
+        admission = self.admission
         ids, n_ids, head = self.ids, len(self.ids), self.head
-        batch_limit, chunk = self.batch_limit, self.chunk_tokens
-        prefilling, finishing = self.prefilling, self.finishing
+        batch_limit = self.batch_limit
+        prefilling = self.prefilling
         t, kv_free, running = self.t, self.kv_free, self.running
         decoders, context, steps, finished = self.decoders, self.decoder_context, self.steps, self.finished
         last_end, last_finished = self.last_step_end, self.last_step_finished
         step_cap, checkpoint = (self.max_steps if self.max_steps is not None else math.inf), self.checkpoint
-        heappush, heappop = heapq.heappush, heapq.heappop
 
         while True:
             # FCFS admission at the start of a step: a free slot and KV room for the head request.
@@ -294,42 +350,10 @@ class _Replica:
             if t >= t_limit:
                 break
 
-            step_finished = 0
-            if not prefilling:
-                t_stop = self._admissible_at(head, running, kv_free, t_limit)
-                taken, t = self._decode_stretch(t, t_stop, finishing[0][0] - steps, decoders, context)
-                steps += taken
-                context += decoders * taken
-            else:
-                # A step with prefill: decodes first, then prompts FCFS within the chunk budget.
-                new_tokens, kv_read, attended, chunks = _prefill_chunks(prefilling, prompt, chunk, decoders, context)
-                t += step_s(new_tokens, kv_read, attended)
-                steps += 1
-                context += decoders
-                # Prompts completed by this step yield their first token; all but possibly the last chunked one are complete.
-                done = chunks if prefilling[chunks - 1][1] == prompt[prefilling[chunks - 1][0]] else chunks - 1
-                for rid, _ in prefilling[:done]:
-                    first_token[rid] = t
-                    if output[rid] == 1:
-                        finish[rid] = t
-                        step_finished += 1
-                        running -= 1
-                        kv_free += prompt[rid] + 1 - cached[rid]
-                    else:
-                        heappush(finishing, (steps + output[rid] - 1, rid))
-                        decoders += 1
-                        context += prompt[rid] + 1  # the next step reads the prompt and the first token
-                del prefilling[:done]
-
-            while finishing and finishing[0][0] == steps:
-                rid = heappop(finishing)[1]
-                finish[rid] = t
-                step_finished += 1
-                running -= 1
-                decoders -= 1
-                need = prompt[rid] + output[rid]
-                context -= need
-                kv_free += need - cached[rid]
+            t_stop = t_limit if prefilling else self._admissible_at(head, running, kv_free, t_limit)
+            t, kv_free, running, decoders, context, steps, step_finished = self._step(
+                t, t_stop, kv_free, running, decoders, context, steps
+            )
             finished += step_finished
             last_end, last_finished = t, step_finished
             if checkpoint is not None and steps & _CHECKPOINT_STEPS_MASK == 0:

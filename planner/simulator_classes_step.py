@@ -17,8 +17,9 @@ chunk budget), lasting `StepModel.step_s` — with two changes at admission:
   and K = c + q lets q wait. Arrivals are taken at the step boundary after them (a step's
   completions count at its end), so the count an arrival sees is at most one step old.
 
-Decode-only stretches are jumped as planner/simulator.py jumps them (its `_Replica._decode_stretch`,
-inherited), stopping at the next arrival while a slot is free or a class has an admission limit
+Steps run in planner/simulator.py's own code (`_Replica._step`, inherited: a prefill step, or a
+decode-only stretch jumped as that module jumps them, and the completions), so only admission is this
+module's; a stretch stops at the next arrival while a slot is free or a class has an admission limit
 (each arrival then meets the count it must be tested against). One replica: a pool of r replicas
 behind a random split gives each a 1/r thinning of every class (Poisson stays Poisson).
 
@@ -29,7 +30,6 @@ latency at a percentile, over the admitted requests.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -39,7 +39,7 @@ import numpy as np
 
 from planner.arrivals import Trace, sample_trace
 from planner.errors import PlannerInputError, SimulationLimitError
-from planner.simulator import _check_runnable, _prefill_chunks, _Replica
+from planner.simulator import _check_runnable, _Replica
 from planner.step_model import StepModel
 from planner.workload import Workload
 
@@ -118,13 +118,11 @@ class _ClassReplica(_Replica):
 
     def run(self, which: list[int], priority_level: list[int], limits: list[int | None]) -> list[bool]:
         """Run every request to its end; returns which were refused."""
-        step_s = self.step_model.step_s
         arrival, prompt, output = self.arrival, self.prompt, self.output
-        admission, first_token, finish = self.admission, self.first_token, self.finish
+        admission = self.admission
         n = len(arrival)
-        batch_limit, chunk = self.batch_limit, self.chunk_tokens
-        prefilling: list[list[int]] = []
-        finishing: list[tuple[int, int]] = []
+        batch_limit = self.batch_limit
+        prefilling = self.prefilling
         queues: list[deque[int]] = [deque() for _ in range(max(priority_level, default=0) + 1)]
         refused = [False] * n
         limited = any(limit is not None for limit in limits)
@@ -132,7 +130,6 @@ class _ClassReplica(_Replica):
         decoders = context = steps = 0
         nxt = 0
         step_cap = self.max_steps if self.max_steps is not None else math.inf
-        heappush, heappop = heapq.heappush, heapq.heappop
         while True:
             while nxt < n and arrival[nxt] <= t:  # arrivals up to this step's start, in order
                 limit = limits[which[nxt]]
@@ -160,36 +157,10 @@ class _ClassReplica(_Replica):
                     break
                 t = max(t, arrival[nxt])  # idle until the next arrival
                 continue
-            if not prefilling:
-                t_stop = arrival[nxt] if nxt < n and (limited or running < batch_limit) else math.inf
-                taken, t = self._decode_stretch(t, t_stop, finishing[0][0] - steps, decoders, context)
-                steps += taken
-                context += decoders * taken
-            else:
-                new_tokens, kv_read, attended, chunks = _prefill_chunks(prefilling, prompt, chunk, decoders, context)
-                t += step_s(new_tokens, kv_read, attended)
-                steps += 1
-                context += decoders
-                done = chunks if prefilling[chunks - 1][1] == prompt[prefilling[chunks - 1][0]] else chunks - 1
-                for rid, _ in prefilling[:done]:
-                    first_token[rid] = t
-                    if output[rid] == 1:
-                        finish[rid] = t
-                        running -= 1
-                        kv_free += prompt[rid] + 1
-                    else:
-                        heappush(finishing, (steps + output[rid] - 1, rid))
-                        decoders += 1
-                        context += prompt[rid] + 1
-                del prefilling[:done]
-            while finishing and finishing[0][0] == steps:
-                rid = heappop(finishing)[1]
-                finish[rid] = t
-                running -= 1
-                decoders -= 1
-                need = prompt[rid] + output[rid]
-                context -= need
-                kv_free += need
+            # a decode-only stretch stops at the next arrival while a slot is free or a class has a limit
+            arrives = nxt < n and (limited or running < batch_limit)
+            t_stop = arrival[nxt] if arrives and not prefilling else math.inf
+            t, kv_free, running, decoders, context, steps, _ = self._step(t, t_stop, kv_free, running, decoders, context, steps)
             if self.checkpoint is not None and steps & _CHECKPOINT_STEPS_MASK == 0:
                 self.checkpoint()
             if steps > step_cap:

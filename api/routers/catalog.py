@@ -55,7 +55,9 @@ _ETAG_HEADER = {
 }
 
 
-def _responses(success: int, *problems: int) -> dict[int | str, dict[str, Any]]:
+def etag_responses(success: int, *problems: int) -> dict[int | str, dict[str, Any]]:
+    """The documented answers of a route returning one versioned record: `success` with its ETag
+    header, and the problems it can answer (the catalog, instance and price routers share them)."""
     return {success: {"headers": _ETAG_HEADER}, **problem_responses(*problems)}
 
 
@@ -80,7 +82,8 @@ def _write(catalog: Catalog, if_version: int | None, write: Callable[[], Any]) -
     raise AssertionError("unreachable")
 
 
-def _with_etag(response: Response, stored: dict[str, Any]) -> dict[str, Any]:
+def with_etag(response: Response, stored: dict[str, Any]) -> dict[str, Any]:
+    """`stored`, its version set as the response's ETag (what If-Match sends back)."""
     response.headers["ETag"] = etag(stored["version"])
     return stored
 
@@ -136,7 +139,7 @@ def _record_handlers(
         return bound
 
     def get_record(slug: SlugPath, catalog: CatalogDep, _reader: ReaderDep, response: Response) -> Any:
-        return _with_etag(response, method(catalog, "get")(slug))
+        return with_etag(response, method(catalog, "get")(slug))
 
     def create_record(body: create_schema, catalog: CatalogDep, idempotency: IdempotencyDep, _admin: AdminKeyDep) -> Any:  # type: ignore[valid-type]
         if (replayed := idempotency.replay(body)) is not None:
@@ -157,7 +160,7 @@ def _record_handlers(
         stored = _write(
             catalog, if_version, lambda: method(catalog, "update")(slug, record(body, slug=slug), if_version=if_version)
         )
-        return _with_etag(response, stored)
+        return with_etag(response, stored)
 
     def update_record(
         slug: SlugPath,
@@ -167,7 +170,7 @@ def _record_handlers(
         if_version: IfMatchDep,
         response: Response,
     ) -> Any:
-        return _with_etag(
+        return with_etag(
             response, _write(catalog, if_version, lambda: method(catalog, "update")(slug, changes(body), if_version=if_version))
         )
 
@@ -185,12 +188,12 @@ def _add_record_routes(
     """Route one resource's handlers with their names, summaries, documented responses and descriptions."""
     router.add_api_route(
         "/{slug}", handlers.get, methods=["GET"], name=f"get_{singular}", response_model=read_schema,
-        summary=f"Get one {label}", responses=_responses(200, 401, 404),
+        summary=f"Get one {label}", responses=etag_responses(200, 401, 404),
         description=f"The {label} with this slug; the ETag header carries its version.",
     )  # fmt: skip
     router.add_api_route(
         "", handlers.create, methods=["POST"], name=f"create_{singular}", response_model=read_schema,
-        status_code=status.HTTP_201_CREATED, summary=f"Add a {label}", responses=_responses(201, 401, 403, 409, 422),
+        status_code=status.HTTP_201_CREATED, summary=f"Add a {label}", responses=etag_responses(201, 401, 403, 409, 422),
         description=(
             "Needs an admin key. 409 if the slug exists already; 422 lists every bad field. A retry with the "
             "same `Idempotency-Key` and body answers the first 201 again instead of 409."
@@ -198,7 +201,7 @@ def _add_record_routes(
     )  # fmt: skip
     router.add_api_route(
         "/{slug}", handlers.replace, methods=["PUT"], name=f"replace_{singular}", response_model=read_schema,
-        summary=f"Replace a {label}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
+        summary=f"Replace a {label}", responses=etag_responses(200, 400, 401, 403, 404, 412, 422),
         description=(
             "Needs an admin key. Replaces every member but the slug. With `If-Match: \"<version>\"` "
             "the write happens only if nobody changed the record since it was read (412 otherwise)."
@@ -206,7 +209,7 @@ def _add_record_routes(
     )  # fmt: skip
     router.add_api_route(
         "/{slug}", handlers.update, methods=["PATCH"], name=f"update_{singular}", response_model=read_schema,
-        summary=f"Change members of a {label}", responses=_responses(200, 400, 401, 403, 404, 412, 422),
+        summary=f"Change members of a {label}", responses=etag_responses(200, 400, 401, 403, 404, 412, 422),
         description=(
             "Needs an admin key. Changes only the members sent; nested blocks are replaced whole and "
             "an explicit null clears an optional member. Honours If-Match like PUT."

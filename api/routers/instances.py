@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from api.deps import AdminKeyDep, IfMatchDep, InstanceTypesDep, ReaderDep, etag
 from api.idempotency import IdempotencyDep
 from api.problems import problem_responses
-from api.routers.catalog import Limit, Offset, _responses, _with_etag
+from api.routers.catalog import Limit, Offset, etag_responses, with_etag
 from api.schemas.catalog import changes, record
 from api.schemas.instances import (
     InstanceTypeCreate,
@@ -59,7 +59,7 @@ def list_instance_types(
 
 @router.post(
     "", response_model=InstanceTypeRead, status_code=status.HTTP_201_CREATED, summary="Add a cloud instance type",
-    responses=_responses(201, 401, 403, 409, 422),
+    responses=etag_responses(201, 401, 403, 409, 422),
 )  # fmt: skip
 def create_instance_type(
     body: InstanceTypeCreate, instance_types: InstanceTypesDep, idempotency: IdempotencyDep, _admin: AdminKeyDep
@@ -76,7 +76,7 @@ def create_instance_type(
 
 @router.get(
     "/{provider}/{name}", response_model=InstanceTypeRead, summary="Get one cloud instance type",
-    responses=_responses(200, 401, 404),
+    responses=etag_responses(200, 401, 404),
 )  # fmt: skip
 def get_instance_type(
     provider: ProviderPath,
@@ -87,12 +87,12 @@ def get_instance_type(
     region: RegionQuery = None,
 ) -> Any:
     """The provider's instance type (its price in `region`, if given); the ETag header carries its version."""
-    return _with_etag(response, instance_types.get_instance_type(provider, name, region))
+    return with_etag(response, instance_types.get_instance_type(provider, name, region))
 
 
 @router.put(
     "/{provider}/{name}", response_model=InstanceTypeRead, summary="Replace a cloud instance type",
-    responses=_responses(200, 400, 401, 403, 404, 412, 422),
+    responses=etag_responses(200, 400, 401, 403, 404, 412, 422),
 )  # fmt: skip
 def replace_instance_type(
     provider: ProviderPath,
@@ -107,12 +107,12 @@ def replace_instance_type(
     """Needs an admin key. Replaces every member but provider, name and region; with
     `If-Match: "<version>"` only if nobody changed the instance type since it was read (412 otherwise)."""
     stored = instance_types.update_instance_type(provider, name, region, record(body), if_version=if_version)
-    return _with_etag(response, stored)
+    return with_etag(response, stored)
 
 
 @router.patch(
     "/{provider}/{name}", response_model=InstanceTypeRead, summary="Change members of a cloud instance type",
-    responses=_responses(200, 400, 401, 403, 404, 412, 422),
+    responses=etag_responses(200, 400, 401, 403, 404, 412, 422),
 )  # fmt: skip
 def update_instance_type(
     provider: ProviderPath,
@@ -127,7 +127,7 @@ def update_instance_type(
     """Needs an admin key. Changes only the members sent; an explicit null clears an optional
     member. Honours If-Match like PUT."""
     stored = instance_types.update_instance_type(provider, name, region, changes(body), if_version=if_version)
-    return _with_etag(response, stored)
+    return with_etag(response, stored)
 
 
 @router.delete(

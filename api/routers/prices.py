@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from api.deps import AdminKeyDep, IfMatchDep, PricesDep, ReaderDep, etag
 from api.idempotency import IdempotencyDep
 from api.problems import problem_responses
-from api.routers.catalog import Limit, Offset, _responses, _with_etag
+from api.routers.catalog import Limit, Offset, etag_responses, with_etag
 from api.schemas.catalog import changes, record
 from api.schemas.prices import (
     PriceCreate,
@@ -57,7 +57,7 @@ def list_prices(
 
 @router.post(
     "", response_model=PriceRead, status_code=status.HTTP_201_CREATED, summary="Add a GPU price",
-    responses=_responses(201, 401, 403, 409, 422),
+    responses=etag_responses(201, 401, 403, 409, 422),
 )  # fmt: skip
 def create_price(body: PriceCreate, prices: PricesDep, idempotency: IdempotencyDep, _admin: AdminKeyDep) -> Any:
     """Needs an admin key. 409 if the provider already prices that GPU in that region; 422 lists
@@ -70,17 +70,17 @@ def create_price(body: PriceCreate, prices: PricesDep, idempotency: IdempotencyD
     return idempotency.respond(body, JSONResponse(content, status_code=status.HTTP_201_CREATED, headers=headers))
 
 
-@router.get("/{provider}/{gpu}", response_model=PriceRead, summary="Get one GPU price", responses=_responses(200, 401, 404))
+@router.get("/{provider}/{gpu}", response_model=PriceRead, summary="Get one GPU price", responses=etag_responses(200, 401, 404))
 def get_price(
     provider: ProviderPath, gpu: GpuPath, prices: PricesDep, _reader: ReaderDep, response: Response, region: RegionQuery = None
 ) -> Any:
     """The provider's price of the GPU (in `region`, if given); the ETag header carries its version."""
-    return _with_etag(response, prices.get_price(provider, gpu, region))
+    return with_etag(response, prices.get_price(provider, gpu, region))
 
 
 @router.put(
     "/{provider}/{gpu}", response_model=PriceRead, summary="Replace a GPU price",
-    responses=_responses(200, 400, 401, 403, 404, 412, 422),
+    responses=etag_responses(200, 400, 401, 403, 404, 412, 422),
 )  # fmt: skip
 def replace_price(
     provider: ProviderPath,
@@ -95,12 +95,12 @@ def replace_price(
     """Needs an admin key. Replaces every member but provider, GPU and region; with
     `If-Match: "<version>"` only if nobody changed the price since it was read (412 otherwise)."""
     stored = prices.update_price(provider, gpu, region, record(body), if_version=if_version)
-    return _with_etag(response, stored)
+    return with_etag(response, stored)
 
 
 @router.patch(
     "/{provider}/{gpu}", response_model=PriceRead, summary="Change members of a GPU price",
-    responses=_responses(200, 400, 401, 403, 404, 412, 422),
+    responses=etag_responses(200, 400, 401, 403, 404, 412, 422),
 )  # fmt: skip
 def update_price(
     provider: ProviderPath,
@@ -115,7 +115,7 @@ def update_price(
     """Needs an admin key. Changes only the members sent; an explicit null clears an optional
     price. Honours If-Match like PUT."""
     stored = prices.update_price(provider, gpu, region, changes(body), if_version=if_version)
-    return _with_etag(response, stored)
+    return with_etag(response, stored)
 
 
 @router.delete(

@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from planner.diff import (
-    HOURS_PER_MONTH,
     Check,
     DeployedRow,
     Hysteresis,
@@ -33,6 +32,7 @@ from planner.diff import (
 )
 from planner.errors import PlannerInputError
 from planner.planning import plan_capacity
+from planner.units import HOURS_PER_MONTH
 from planner.workload import Slo
 from tests.planner.test_planning import A100, BF16_PAIR, CHAT, H100, INPUTS, LLAMA_8B, SLO, request
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from planner import plan_disagg
+from planner import plan_disagg, plan_disagg_candidates
 from planner.disagg import (
     SCALE_OUT_LINKS,
     DecodePool,
@@ -72,7 +72,7 @@ def _kwargs(model, work, slo):  # type: ignore[no-untyped-def]
 
 
 def _plan(kwargs, *, prune: bool, verify: bool, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(plan_disagg, "PRUNE", prune)
+    monkeypatch.setattr(plan_disagg_candidates, "PRUNE", prune)
     try:
         return plan_disaggregated(**kwargs, verify=verify)
     except InfeasiblePlanError:
@@ -131,7 +131,7 @@ def test_the_replica_bounds_hold_for_every_setting_split_limit_and_link(model, w
     kwargs = _kwargs(model, work, slo)
     q = slo.percentile / 100.0
     assert slo.ttft_s is not None
-    settings = plan_disagg._settings(kwargs["gpus"], model, kwargs["precisions"], kwargs["tps"])
+    settings = plan_disagg_candidates.pool_settings(kwargs["gpus"], model, kwargs["precisions"], kwargs["tps"])
     checked = 0
     for s in settings:
         c_min = prefill_replicas_lower_bound(s, work, slo, q)
@@ -148,7 +148,7 @@ def test_the_replica_bounds_hold_for_every_setting_split_limit_and_link(model, w
                 kv_transfer_s(prompt_tokens=work.prompt_tokens.mean, kv_bytes_per_token=kv, link=LINK, gpus=links),
                 kv_transfer_s(prompt_tokens=work.prompt_tokens.quantile(q), kv_bytes_per_token=kv, link=LINK, gpus=links),
             )
-            for limit in plan_disagg._decode_limits(by_memory) if by_memory >= 1 else []:
+            for limit in plan_disagg_candidates.decode_limits(by_memory) if by_memory >= 1 else []:
                 for f in TTFT_SPLITS:
                     cand = decode_candidate(s, limit, work, slo, (1 - f) * slo.ttft_s, transfer, q)
                     if cand is not None:
@@ -162,7 +162,7 @@ def test_the_replica_bounds_hold_for_every_setting_split_limit_and_link(model, w
 def test_the_tpot_bound_is_at_most_the_occupancy_tpot(model, work, slo, limit) -> None:  # type: ignore[no-untyped-def]
     """For r = 1..64 replicas of an H100 tp4 decode pool: the closed-form TPOT bound is at most decode_occupancy's
     TPOT_q, and `decode_saturated` is true exactly where decode_occupancy raises."""
-    setting = next(s for s in plan_disagg._settings([H100], model, [FP16_ALL], [4]))
+    setting = next(s for s in plan_disagg_candidates.pool_settings([H100], model, [FP16_ALL], [4]))
     pool_of = DecodePool(
         step_model=setting.step_model, replicas=1, batch_limit=limit, kv_capacity_tokens=setting.kv_capacity_tokens, tp=4
     )
@@ -189,7 +189,7 @@ def test_the_tpot_bound_is_at_most_the_occupancy_tpot(model, work, slo, limit) -
 def test_the_prefill_bound_by_hand() -> None:
     """Fixed 2,048-token prompts at 10 req/s on an H100 tp2: E[S] = S(2048), so the bound is ⌊10·S⌋ + 1 replicas,
     None once the TTFT is shorter than S / 0.95 (the largest split cannot hold one prefill)."""
-    setting = next(s for s in plan_disagg._settings([H100], LLAMA_2_70B, [FP16_ALL], [2]))
+    setting = next(s for s in plan_disagg_candidates.pool_settings([H100], LLAMA_2_70B, [FP16_ALL], [2]))
     work = Workload(arrival_rate_rps=10.0, prompt_tokens=FixedLength(tokens=2048), output_tokens=FixedLength(tokens=256))
     service = prefill_s(setting.step_model, 2048.0)
     assert prefill_replicas_lower_bound(setting, work, Slo(ttft_s=2.0), 0.99) == math.floor(10.0 * service) + 1
@@ -207,7 +207,7 @@ def test_pruning_skips_searches(monkeypatch: pytest.MonkeyPatch) -> None:
     """The equality tests above compare something: with PRUNE the search sizes fewer decode candidates and solves
     fewer occupancy fixed points than without it, on the first case."""
     calls = {"best_decode": 0, "occupancy": 0}
-    best_decode, occupancy = plan_disagg._best_decode, plan_disagg.decode_occupancy
+    best_decode, occupancy = plan_disagg.best_decode_candidate, plan_disagg_candidates.decode_occupancy
 
     def counted_best_decode(*args, **kwargs):  # type: ignore[no-untyped-def]
         calls["best_decode"] += 1
@@ -217,8 +217,8 @@ def test_pruning_skips_searches(monkeypatch: pytest.MonkeyPatch) -> None:
         calls["occupancy"] += 1
         return occupancy(*args, **kwargs)
 
-    monkeypatch.setattr(plan_disagg, "_best_decode", counted_best_decode)
-    monkeypatch.setattr(plan_disagg, "decode_occupancy", counted_occupancy)
+    monkeypatch.setattr(plan_disagg, "best_decode_candidate", counted_best_decode)
+    monkeypatch.setattr(plan_disagg_candidates, "decode_occupancy", counted_occupancy)
     counts = {}
     for prune in (True, False):
         calls.update(best_decode=0, occupancy=0)

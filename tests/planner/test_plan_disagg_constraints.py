@@ -179,13 +179,14 @@ def test_min_confidence_keeps_low_graded_gpus_out_of_both_pools(free: DisaggPlan
 def test_replicas_verification_adds_past_a_limit_are_refused_naming_it(free: DisaggPlan) -> None:
     """The limits are checked again after the simulator adds replicas: one more decode replica than the free plan,
     at a max_gpus and a budget that fit the free plan exactly, breaks both."""
-    from planner.plan_disagg import _check_added, _Choice
+    from planner.plan_disagg import _check_added
+    from planner.plan_disagg_choice import PoolChoice
 
-    grown = _Choice(
+    grown = PoolChoice(
         prefill=free.prefill, decode=free.decode.with_replicas(free.decode.replicas + 1), fraction=free.ttft_prefill_fraction
     )
     exact = PlanConstraints(max_gpus=free.gpus, budget_usd_per_hour=free.cost_usd_per_hour)
     with pytest.raises(InfeasiblePlanError) as caught:
         _check_added(grown, exact, added=1)
     assert caught.value.extensions["families"] == ["budget", "max_gpus"]
-    _check_added(_Choice(prefill=free.prefill, decode=free.decode, fraction=free.ttft_prefill_fraction), exact, added=1)
+    _check_added(PoolChoice(prefill=free.prefill, decode=free.decode, fraction=free.ttft_prefill_fraction), exact, added=1)
