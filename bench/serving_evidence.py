@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.fidelity import Measurement, open_reference_catalog, trtllm_bench_concurrency
+from bench.serving_evidence_leads import lead_problems, leads_section
 from catalog.engine_profiles import EngineProfiles
 from catalog.repository import Catalog
 from planner.calibration import points_from_records
@@ -159,7 +160,7 @@ def problems(document: Mapping[str, Any], catalog_slugs: Mapping[str, set[str]] 
     for key in sources:
         if key not in cited:
             found.append(f"source {key}: cited by no point")
-    return found
+    return found + lead_problems(document, None if catalog_slugs is None else catalog_slugs["gpus"])
 
 
 def chip_coverage(document: Mapping[str, Any], gpu: str, subset: str = "all") -> tuple[int, int, int]:
@@ -669,6 +670,7 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         cells_text = ", ".join(sorted({f"{e.record['gpu']} {e.record['engine']}" for e in items}))
         srcs = ", ".join(sorted({e.record["source"] for e in items}))
         lines.append(f"| {reason} | {len(items)} | {cells_text} | {srcs} |")
+    lines += leads_section(document)
     lines += ["", "## Sources", ""]
     for key, source in sources.items():
         count = sum(1 for r in points if r["source"] == key)

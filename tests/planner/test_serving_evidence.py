@@ -523,3 +523,24 @@ def test_no_trtllm_release_reprints_another_releases_figures():
             common = set(tables[first]) & set(tables[second])
             assert common, (first, second)
             assert not [row for row in common if tables[first][row] == tables[second][row]], (first, second)
+
+
+def test_leads_examined_are_well_formed_and_reported():
+    """Each lead left out says what was checked and why, names catalog GPUs, and appears in the report."""
+    from bench.serving_evidence_leads import lead_problems, leads_section
+
+    leads = DOCUMENT["leads"]
+    assert lead_problems(DOCUMENT, SLUGS["gpus"]) == []
+    assert {"mi325x", "l4"} <= {gpu for lead in leads for gpu in lead["for_gpus"]}
+    section = "\n".join(leads_section(DOCUMENT))
+    for lead in leads:
+        assert lead["url"] in section and lead["id"] in section
+    broken = copy.deepcopy(DOCUMENT)
+    broken["leads"][0]["finding"] = ""
+    broken["leads"][1]["url"] = "http://example.org"
+    broken["leads"][2]["for_gpus"] = ["mi999x"]
+    found = lead_problems(broken, SLUGS["gpus"])
+    assert any("missing finding" in f for f in found)
+    assert any("not https" in f for f in found)
+    assert any("mi999x" in f for f in found)
+    assert problems(broken, SLUGS) == found  # the set's checker reports the leads' problems too
