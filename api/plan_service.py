@@ -20,7 +20,7 @@ from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments
 from catalog.plans import Plans, new_plan_id
 from catalog.repository import Catalog
-from planner.engines import EngineChoice, allowed_engines
+from planner.engines import EngineChoice, allowed_engines, parse_engine
 from planner.errors import (
     HeadroomError,
     InfeasiblePlanError,
@@ -88,7 +88,7 @@ def create_plan(
                 prices=[price.read() for price in pricing.prices.values()],
                 price_notes=pricing.notes,
                 calibration_grades={gpu.slug: gpu.calibration_grade for gpu in inputs.gpus},
-                engine=engine,
+                engine=None if engine is None else parse_engine(engine)[0],  # the bare engine: the deploy target
             )
 
         if body.constraints.topology == "aggregated":
@@ -223,6 +223,7 @@ def _profile_read(choice: EngineChoice) -> dict[str, Any]:
         "source": choice.source,
         "fallback": choice.fallback,
         "reason": choice.reason,
+        "at_bounds": list(choice.at_bounds),
     }
 
 

@@ -5,8 +5,10 @@ An engine profile is the calibration of one GPU under one engine (the `Efficienc
 planner/specs.py, fitted by bench/engine_profiles.py from the engine's published points). A GPU ×
 engine pair without one falls back, and the plan says so (`EngineChoice.fallback`, `.reason`):
 
-1. the pair's own profile (of several engine generations stored, the one fitted on the most points:
-   generation labels are release lists, not an order);
+1. the pair's own profile: the requested generation's (`engine@generation`, e.g. `vllm@0.11`) when it
+   has one, else — and by default — the newest generation with a profile of its own; a pair whose
+   releases have too few points each has only its profile pooled over every release (generation
+   `all`, also requestable as `engine@all`), which a requested generation without its own falls back to;
 2. else the same GPU's profile under the engine with the most fitted points (its realised bandwidth
    and compute rates are the GPU's; the engine's own per-step costs are not known);
 3. else the GPU's engine-agnostic catalog calibration (catalog `gpus.efficiency`, fitted by
@@ -18,10 +20,15 @@ datasheet ratio (e.g. FP8 over BF16 on Ada in TensorRT-LLM): it multiplies that 
 Lookup: (architecture, engine, datatype); else the same architecture and datatype measured under
 another engine (the GEMM rate is the tensor cores' and the kernel library's, and vLLM, SGLang and
 TensorRT-LLM all run CUTLASS/cuBLASLt FP8 GEMMs on NVIDIA); else the datasheet ratio (factor 1).
+
+A fitted parameter at a bound of its admissible range (PROFILE_BOUNDS) was pinned there by the
+bound, not determined by the points: the choice names it (`EngineChoice.at_bounds`) and its reason
+says the profile is under-determined.
 """
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -38,25 +45,91 @@ ENGINES: tuple[str, ...] = ("vllm", "sglang", "trt-llm")
 ENGINE_VENDORS: dict[str, tuple[str, ...]] = {"vllm": ("nvidia", "amd"), "sglang": ("nvidia", "amd"), "trt-llm": ("nvidia",)}
 
 
+#: The generation label of an engine's profile pooled over every release of it in the evidence.
+POOLED_GENERATION = "all"
+#: A release generation: the engine's major.minor version ("0.11" for vLLM 0.11.0 and 0.11.1rc).
+GENERATION_PATTERN = re.compile(r"^\d+\.\d+$")
+#: An engine naming a generation: "vllm@0.11", "trt-llm@1.0", or "sglang@all" (the pooled profile).
+ENGINE_SPEC_PATTERN = r"^(vllm|sglang|trt-llm)@(\d+\.\d+|all)$"
+#: Admissible range of each fitted profile parameter (η fractions, overhead in ms, overlap 0..1): the bounds
+#: bench/engine_profiles.py fits within, the same as bench/fidelity.py FIT_BOUNDS (whose comment gives each
+#: one's reason: η ≤ 1 and overlap ≤ 1 are physics, the 2 ms overhead ceiling a NIM measurement, the 0.05
+#: η floor only a positivity guard).
+PROFILE_BOUNDS: dict[str, tuple[float, float]] = {
+    "memory": (0.05, 1.0),
+    "compute": (0.05, 1.0),
+    "overhead": (0.0, 2.0),
+    "overlap": (0.0, 1.0),
+}
+#: A fitted value this close to a bound (relative to the range) sits on it.
+AT_BOUND_TOLERANCE = 1e-3
+
+
+def parse_engine(spec: str) -> tuple[str, str | None]:
+    """(engine, generation or None) of "vllm" or "vllm@0.11"; PlannerInputError naming `engine` otherwise."""
+    engine, _, generation = spec.partition("@")
+    if engine not in ENGINES:
+        raise PlannerInputError(
+            f"engine: unknown engine {engine!r}; engines are {', '.join(ENGINES)} (or 'any'), optionally with "
+            "@generation (e.g. vllm@0.11)",
+            field="engine",
+            engine=spec,
+        )
+    if not generation:
+        if spec.endswith("@"):
+            raise PlannerInputError(f"engine {spec!r}: a generation follows @ (e.g. {engine}@0.11)", field="engine", engine=spec)
+        return engine, None
+    if generation != POOLED_GENERATION and not GENERATION_PATTERN.match(generation):
+        raise PlannerInputError(
+            f"engine {spec!r}: a generation is major.minor (e.g. {engine}@0.11) or 'all'", field="engine", engine=spec
+        )
+    return engine, generation
+
+
+def is_generation(label: str) -> bool:
+    """Whether a profile's label is one release generation (else it pools releases)."""
+    return bool(GENERATION_PATTERN.match(label))
+
+
+def generation_order(label: str) -> tuple[int, ...]:
+    """Sort key of a generation label, oldest first ("0.9" < "0.10" < "1.0")."""
+    return tuple(int(part) for part in label.split("."))
+
+
 def runs_on(engine: str, gpu: GpuSpec) -> bool:
-    """Whether `engine` runs on `gpu`'s vendor."""
-    return gpu.vendor.lower() in ENGINE_VENDORS[engine]
+    """Whether `engine` (optionally `engine@generation`) runs on `gpu`'s vendor."""
+    return gpu.vendor.lower() in ENGINE_VENDORS[parse_engine(engine)[0]]
 
 
 def allowed_engines(requested: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    """The engines a request allows: None (engine-agnostic), one engine, a list, or "any" (all of ENGINES).
-    PlannerInputError naming `engine` for an unknown engine or an empty list."""
+    """The engines a request allows: None (engine-agnostic), one engine, a list, or "any" (all of ENGINES);
+    an engine may name its generation ("vllm@0.11"). PlannerInputError naming `engine` for an unknown engine,
+    a malformed generation or an empty list."""
     if requested is None:
         return None
     names = list(ENGINES) if requested == "any" else [requested] if isinstance(requested, str) else list(requested)
     if not names:
         raise PlannerInputError("engine: an empty list allows no engine; name at least one, or 'any'", field="engine")
     for name in names:
-        if name not in ENGINES:
-            raise PlannerInputError(
-                f"engine: unknown engine {name!r}; engines are {', '.join(ENGINES)} (or 'any')", field="engine", engine=name
-            )
+        parse_engine(name)
     return tuple(dict.fromkeys(names))
+
+
+def parameters_at_bounds(efficiency: Efficiency) -> tuple[str, ...]:
+    """The fitted parameters of `efficiency` sitting on a PROFILE_BOUNDS bound, e.g. ("η_compute = 1", "overlap = 0")."""
+    values = {
+        "memory": ("η_mem", efficiency.memory),
+        "compute": ("η_compute", efficiency.compute),
+        "overhead": ("overhead ms", efficiency.step_overhead_s * 1e3),
+        "overlap": ("overlap", efficiency.memory_compute_overlap),
+    }
+    found: list[str] = []
+    for key, (name, value) in values.items():
+        low, high = PROFILE_BOUNDS[key]
+        for bound in (low, high):
+            if abs(value - bound) <= AT_BOUND_TOLERANCE * (high - low):
+                found.append(f"{name} = {bound:g}")
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +149,11 @@ class EngineProfile:
             raise PlannerInputError(f"engine profile of {self.gpu}: unknown engine {self.engine!r}", field="engine")
         if self.points < 0 or self.sources < 0:
             raise PlannerInputError(f"engine profile of {self.gpu}/{self.engine}: negative point or source count")
+
+    @property
+    def pooled(self) -> bool:
+        """Whether this profile pools releases (`all`, or a release list from before generations were split)."""
+        return not is_generation(self.generation)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,11 +185,54 @@ class EngineChoice:
     fallback: bool
     reason: str
     efficiency: Efficiency
+    #: Parameters of the profile pinned at a bound (parameters_at_bounds): the fit did not determine them.
+    at_bounds: tuple[str, ...] = ()
 
 
 def _best_measured(profiles: Iterable[EngineProfile]) -> EngineProfile | None:
     found = sorted(profiles, key=lambda p: (p.points, p.generation))
     return found[-1] if found else None
+
+
+def _pair_profile(own: Sequence[EngineProfile], wanted: str | None, label: str) -> tuple[EngineProfile, bool, str]:
+    """The pair's profile for generation `wanted` (None: the newest), whether that is a fallback, and why."""
+    generations = sorted((p for p in own if not p.pooled), key=lambda p: generation_order(p.generation))
+    pooled = _best_measured(p for p in own if p.pooled)
+    fitted = ", ".join(p.generation for p in generations) or "none"
+    if wanted is None and generations:
+        newest = generations[-1]
+        return (
+            newest,
+            False,
+            f"{label} {newest.generation}, the newest generation with its own profile (generations fitted: {fitted})",
+        )
+    exact = [p for p in generations if p.generation == wanted]
+    if exact:
+        return exact[0], False, f"{label} {wanted}, the requested generation"
+    if pooled is not None:
+        if wanted is None or wanted == POOLED_GENERATION:
+            why = "" if wanted else f" (no release has enough points for a profile of its own; generations fitted: {fitted})"
+            return pooled, False, f"{label} profile pooled over its releases ({pooled.generation}){why}"
+        return (
+            pooled,
+            True,
+            (
+                f"no {label} {wanted} profile (too few points of that release; generations fitted: {fitted}): the profile "
+                f"pooled over its releases ({pooled.generation}) stands in"
+            ),
+        )
+    newest = generations[-1]  # a generation was named that has no profile and nothing is pooled: the newest stands in
+    return newest, True, f"no {label} {wanted} profile: the newest generation, {newest.generation}, stands in"
+
+
+def _bounds_note(efficiency: Efficiency) -> tuple[tuple[str, ...], str]:
+    pinned = parameters_at_bounds(efficiency)
+    if not pinned:
+        return pinned, ""
+    return pinned, (
+        f"; under-determined: {', '.join(pinned)} sit on the fit's bounds, so the points did not determine them "
+        "(low confidence in this profile)"
+    )
 
 
 def low_precision_factor(
@@ -142,28 +263,38 @@ def with_low_precision(
 def choose_profile(
     gpu: GpuSpec, engine: str, profiles: Sequence[EngineProfile], factors: Sequence[LowPrecisionFactor]
 ) -> EngineChoice:
-    """The efficiency `gpu` is priced with under `engine` (the module docstring's fallback rule).
+    """The efficiency `gpu` is priced with under `engine` (or `engine@generation`; the module docstring's rule).
 
     `gpu.efficiency` is the engine-agnostic catalog calibration (step 3). PlannerInputError when the
     engine does not run on the GPU's vendor."""
+    spec = engine
+    engine, wanted = parse_engine(spec)
     if not runs_on(engine, gpu):
         raise PlannerInputError(
-            f"{engine} does not run on {gpu.vendor} GPUs ({gpu.slug})", field="engine", engine=engine, gpu=gpu.slug
+            f"{engine} does not run on {gpu.vendor} GPUs ({gpu.slug})", field="engine", engine=spec, gpu=gpu.slug
         )
-    own = _best_measured(p for p in profiles if p.gpu == gpu.slug and p.engine == engine)
-    if own is not None:
+    own = [p for p in profiles if p.gpu == gpu.slug and p.engine == engine]
+    if own:
+        profile, fallback, why = _pair_profile(own, wanted, f"{gpu.slug} × {engine}")
+        pinned, note = _bounds_note(profile.efficiency)
         return EngineChoice(
             gpu=gpu.slug,
             engine=engine,
-            generation=own.generation,
-            source=own.source,
-            fallback=False,
-            reason=f"{gpu.slug} × {engine} profile fitted on {own.points} points from {own.sources} sources",
-            efficiency=with_low_precision(own.efficiency, gpu.architecture, engine, factors),
+            generation=profile.generation,
+            source=profile.source,
+            fallback=fallback,
+            reason=f"{why}, fitted on {profile.points} points from {profile.sources} sources{note}",
+            efficiency=with_low_precision(profile.efficiency, gpu.architecture, engine, factors),
+            at_bounds=pinned,
         )
     measured = [p for p in profiles if p.gpu == gpu.slug]
     if measured:
-        donor = max(measured, key=lambda p: (p.points, p.generation))
+        by_engine: dict[str, int] = {}
+        for p in measured:
+            by_engine[p.engine] = max(by_engine.get(p.engine, 0), p.points)  # a pooled profile holds all its points
+        donor_engine = max(by_engine, key=lambda e: (by_engine[e], e))
+        donor, _, _ = _pair_profile([p for p in measured if p.engine == donor_engine], POOLED_GENERATION, "")
+        pinned, note = _bounds_note(donor.efficiency)
         return EngineChoice(
             gpu=gpu.slug,
             engine=engine,
@@ -171,10 +302,11 @@ def choose_profile(
             source=donor.source,
             fallback=True,
             reason=(
-                f"no {gpu.slug} × {engine} measurements: the {gpu.slug} × {donor.engine} profile ({donor.points} points) "
-                f"stands in, with {engine}'s low-precision factors"
+                f"no {gpu.slug} × {engine} measurements: the {gpu.slug} × {donor.engine} {donor.generation} profile "
+                f"({donor.points} points) stands in, with {engine}'s low-precision factors{note}"
             ),
             efficiency=with_low_precision(donor.efficiency, gpu.architecture, engine, factors),
+            at_bounds=pinned,
         )
     return EngineChoice(
         gpu=gpu.slug,

@@ -43,7 +43,7 @@ from api.schemas.plan_result import (
 from api.schemas.prices import PlanPriceRead, PriceOverride
 from api.schemas.workload import BatchWorkloadSpec, PlanWorkload
 from planner.confidence import GRADES
-from planner.engines import ENGINES
+from planner.engines import ENGINE_SPEC_PATTERN, ENGINES
 from planner.optimizer import PlanConstraints
 from planner.packing import InstanceUse
 from planner.pins import Pin
@@ -296,10 +296,15 @@ class PlanConstraintsSpec(_Input):
         )
 
 
-#: A request's engine: one, a list to choose from (1 to 3, no repeats needed), or "any".
+#: A request's engine: one, a list to choose from (1 to 3, no repeats needed), or "any"; an engine may name its
+#: release generation ("vllm@0.11"; "trt-llm@all": the profile pooled over releases), docs/engines.md.
 EngineName = Literal["vllm", "sglang", "trt-llm"]
+EngineAtGeneration = Annotated[str, Field(pattern=ENGINE_SPEC_PATTERN, examples=["vllm@0.11"])]
 EngineChoiceSpec = (
-    Literal["any", "vllm", "sglang", "trt-llm"] | Annotated[list[EngineName], Field(min_length=1, max_length=3)] | None
+    Literal["any", "vllm", "sglang", "trt-llm"]
+    | EngineAtGeneration
+    | Annotated[list[EngineName | EngineAtGeneration], Field(min_length=1, max_length=3)]
+    | None
 )
 
 
@@ -343,7 +348,9 @@ class PlanRequest(_Input):
         default=None,
         exclude_if=lambda value: value is None,  # stored requests from before the field read the same
         description="Serving engine(s) to price the plan on: one engine, a list to choose from, or `any` (vllm, sglang, "
-        "trt-llm). Each allowed engine is planned with its per (GPU, engine) efficiency profile and low-precision factors "
+        "trt-llm); an engine may name its release generation (`vllm@0.11`; `trt-llm@all`: pooled over releases), else "
+        "its newest generation with a profile of its own is priced. Each allowed engine is planned with its per (GPU, "
+        "engine, generation) efficiency profile and low-precision factors "
         "(docs/engines.md; a pair without data falls back, and `engine.profile` says so; trt-llm only on NVIDIA GPUs); the "
         "cheapest wins, and `justification.alternatives` gets the best plan on each other engine (kind `engine`). Omitted: "
         "the engine-agnostic per-GPU calibration, as before (or constraints.pin.engine when pinned).",
@@ -638,10 +645,21 @@ class EngineProfileRead(BaseModel):
 
     gpu: str
     engine: str
-    generation: str | None = Field(description="Engine releases the profile was fitted on; null for the per-GPU calibration.")
+    generation: str | None = Field(
+        description="Engine release generation the profile was fitted on (major.minor, e.g. `0.11`), `all` for the profile "
+        "pooled over the engine's releases; null for the per-GPU calibration."
+    )
     source: str
-    fallback: bool = Field(description="True when the pair had no profile of its own and a documented fallback stood in.")
+    fallback: bool = Field(
+        description="True when the pair (or the requested generation) had no profile of its own and a documented fallback "
+        "stood in."
+    )
     reason: str
+    at_bounds: list[str] = Field(
+        default_factory=list,
+        description="Fitted parameters of the profile sitting on a bound of their range (e.g. `η_compute = 1`): pinned by "
+        "the bound, not determined by the data, so the profile is under-determined (low confidence); the reason says so.",
+    )
 
 
 class EngineRead(BaseModel):

@@ -10,9 +10,16 @@ from typing import Any
 import pytest
 
 from catalog.engine_profiles import REFERENCE_PATH
+from planner.engines import generation_order, is_generation
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
 from tests.api.test_plans import body
+
+
+def _priced(profiles: list[dict[str, Any]], gpu: str, engine: str) -> dict[str, Any]:
+    """The shipped profile a bare `engine` prices `gpu` with: its newest generation's (docs/engines.md)."""
+    mine = [p for p in profiles if (p["gpu"], p["engine"]) == (gpu, engine) and is_generation(p["engine_generation"])]
+    return max(mine, key=lambda p: generation_order(p["engine_generation"]))
 
 
 def _plan(client: ApiClient, headers: dict[str, str], **changes: Any) -> Any:
@@ -62,7 +69,7 @@ def test_bad_engines_are_422(seeded: ApiClient, admin: dict[str, str]) -> None:
 def test_evaluate_on_an_engine_uses_its_profile_and_low_precision_factor(seeded: ApiClient) -> None:
     """F = tp · peak_fp8 · factor(ada, trt-llm, fp8) · η_compute(l40s, trt-llm), from the shipped JSON and gpus.json."""
     shipped = json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))
-    (profile,) = [p for p in shipped["profiles"] if (p["gpu"], p["engine"]) == ("l40s", "trt-llm")]
+    profile = _priced(shipped["profiles"], "l40s", "trt-llm")
     (factor,) = [
         f for f in shipped["low_precision"] if (f["architecture"], f["engine"], f["datatype"]) == ("ada", "trt-llm", "fp8")
     ]
@@ -167,11 +174,7 @@ def test_simulate_runs_the_gpu_at_its_engine_profile(seeded: ApiClient) -> None:
         "requests": 400,
         "seed": 7,
     }
-    (profile,) = [
-        p
-        for p in json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))["profiles"]
-        if (p["gpu"], p["engine"]) == ("h100-sxm", "trt-llm")
-    ]
+    profile = _priced(json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))["profiles"], "h100-sxm", "trt-llm")
     on_trt = seeded.post("/v1/simulate", json={**request, "engine": "trt-llm"})
     assert on_trt.status_code == 200, on_trt.text
     efficiency = on_trt.json()["efficiency"]

@@ -26,10 +26,15 @@ def test_the_reference_profiles_load_and_read_back(reference: Catalog) -> None:
     store = EngineProfiles(reference.session)
     profiles = store.profiles()
     assert len(profiles) == len(REFERENCE["profiles"]) > 0
-    l40s = [p for p in profiles if p.gpu == "l40s" and p.engine == "trt-llm"]
-    (record,) = [r for r in REFERENCE["profiles"] if r["gpu"] == "l40s" and r["engine"] == "trt-llm"]
-    assert l40s[0].efficiency.memory == record["memory"]
-    assert l40s[0].efficiency.step_overhead_s == pytest.approx(record["step_overhead_ms"] / 1e3)
+    # one profile per (GPU, engine, generation): the pooled one (`all`) and each release's own
+    (l40s,) = [p for p in profiles if (p.gpu, p.engine, p.generation) == ("l40s", "trt-llm", "all")]
+    (record,) = [
+        r for r in REFERENCE["profiles"] if (r["gpu"], r["engine"], r["engine_generation"]) == ("l40s", "trt-llm", "all")
+    ]
+    assert l40s.efficiency.memory == record["memory"]
+    assert l40s.efficiency.step_overhead_s == pytest.approx(record["step_overhead_ms"] / 1e3)
+    keys = [(p.gpu, p.engine, p.generation) for p in profiles]
+    assert len(set(keys)) == len(keys)
     assert {(f.architecture, f.engine, f.datatype) for f in store.factors()} == {
         (f["architecture"], f["engine"], f["datatype"]) for f in REFERENCE["low_precision"]
     }
@@ -42,8 +47,9 @@ def test_lookup_on_the_catalog_profile_and_fallback(reference: Catalog) -> None:
     l40s = reference.gpu_spec("l40s")
     own = choose_profile(l40s, "trt-llm", profiles, factors)
     assert not own.fallback and own.efficiency.peak_factor("fp8") < 1.0
-    vllm = choose_profile(l40s, "vllm", profiles, factors)  # no L40S vLLM evidence: the TensorRT-LLM profile stands in
-    assert vllm.fallback and vllm.efficiency.memory == own.efficiency.memory
+    vllm = choose_profile(l40s, "vllm", profiles, factors)  # no L40S vLLM evidence: the TensorRT-LLM pooled profile stands in
+    pooled = choose_profile(l40s, "trt-llm@all", profiles, factors)
+    assert vllm.fallback and vllm.efficiency.memory == pooled.efficiency.memory and vllm.generation == "all"
     assert vllm.efficiency.peak_factor("fp8") == own.efficiency.peak_factor("fp8")
     a10g = reference.gpu_spec("a10g")  # no engine profile at all: its catalog calibration
     assert choose_profile(a10g, "vllm", profiles, factors).efficiency == a10g.efficiency
@@ -68,7 +74,11 @@ def test_export_carries_the_engine_profiles_and_import_upserts_them(reference: C
     changed = {**exported["profiles"][0], "memory": 0.5}
     counts = reference.import_catalog({"engine_profiles": {"profiles": [changed], "low_precision": exported["low_precision"]}})
     assert (counts["updated"], counts["unchanged"]) == (1, len(exported["low_precision"]))
-    (again,) = [p for p in EngineProfiles(reference.session).profiles([changed["gpu"]]) if p.engine == changed["engine"]]
+    (again,) = [
+        p
+        for p in EngineProfiles(reference.session).profiles([changed["gpu"]])
+        if (p.engine, p.generation) == (changed["engine"], changed["engine_generation"])
+    ]
     assert again.efficiency.memory == 0.5
     with pytest.raises(InvalidRecordError) as refused:
         reference.import_catalog({"engine_profiles": {"profiles": [{**changed, "gpu": "nope"}], "low_precision": []}})

@@ -13,7 +13,10 @@ from planner.engines import (
     allowed_engines,
     choose_profile,
     low_precision_factor,
+    parameters_at_bounds,
+    parse_engine,
     priced_on,
+    runs_on,
 )
 from planner.errors import PlannerInputError
 from planner.performance import build_step_model
@@ -111,3 +114,71 @@ def test_factors_read_back_from_json_equal_the_planned_ones() -> None:
 
 def _fields(efficiency: Efficiency) -> dict[str, object]:
     return {name: getattr(efficiency, name) for name in Efficiency.__dataclass_fields__}
+
+
+# Release generations: the newest by default, a named one on request, the pooled profile as its fallback.
+_POOLED = replace(TRT, generation="all", points=400, efficiency=replace(TRT.efficiency, memory=0.61))
+_GEN = {
+    g: replace(TRT, generation=g, points=60, efficiency=replace(TRT.efficiency, memory=m))
+    for g, m in (("0.9", 0.62), ("0.10", 0.63))
+}
+GENERATIONS = [_POOLED, *_GEN.values()]
+
+
+def test_the_newest_generation_is_priced_by_default_in_version_order() -> None:
+    """ "0.10" is newer than "0.9" (version order, not string order, where "0.9" > "0.10")."""
+    choice = choose_profile(H100, "trt-llm", GENERATIONS, [])
+    assert (choice.generation, choice.fallback, choice.efficiency.memory) == ("0.10", False, 0.63)
+    assert "newest generation" in choice.reason and "0.9, 0.10" in choice.reason
+
+
+def test_a_named_generation_is_priced_with_its_own_profile() -> None:
+    choice = choose_profile(H100, "trt-llm@0.9", GENERATIONS, [])
+    assert (choice.generation, choice.fallback, choice.efficiency.memory) == ("0.9", False, 0.62)
+    pooled = choose_profile(H100, "trt-llm@all", GENERATIONS, [])
+    assert (pooled.generation, pooled.fallback, pooled.efficiency.memory) == ("all", False, 0.61)
+
+
+def test_a_generation_without_a_profile_falls_back_to_the_pooled_one_and_says_so() -> None:
+    choice = choose_profile(H100, "trt-llm@0.8", GENERATIONS, [])
+    assert (choice.generation, choice.fallback, choice.efficiency.memory) == ("all", True, 0.61)
+    assert "no h100-sxm × trt-llm 0.8 profile" in choice.reason and "pooled" in choice.reason
+
+
+def test_a_pair_with_only_a_pooled_profile_prices_it_by_default() -> None:
+    choice = choose_profile(H100, "trt-llm", [_POOLED], [])
+    assert (choice.generation, choice.fallback) == ("all", False)
+    assert "no release has enough points" in choice.reason
+
+
+def test_generations_are_parsed_and_malformed_ones_refused() -> None:
+    assert parse_engine("vllm") == ("vllm", None)
+    assert parse_engine("vllm@0.11") == ("vllm", "0.11")
+    assert parse_engine("sglang@all") == ("sglang", "all")
+    assert allowed_engines(["vllm@0.11", "vllm", "vllm@0.11"]) == ("vllm@0.11", "vllm")
+    for bad in ("vllm@", "vllm@latest", "vllm@0.11.1", "tgi@1.0"):
+        with pytest.raises(PlannerInputError):
+            allowed_engines(bad)
+    assert not runs_on("trt-llm@1.0", MI300X) and runs_on("vllm@0.11", MI300X)
+
+
+def test_parameters_on_their_bounds_make_the_profile_under_determined() -> None:
+    """MI300X × SGLang's shipped fit: η_compute 1 and overlap 1 (two DeepSeek-R1 posts, one publisher): the bounds,
+    not the points, set them. The choice names them and its reason says so; an interior fit names none."""
+    pinned = replace(
+        VLLM,
+        gpu="mi300x",
+        engine="sglang",
+        efficiency=replace(VLLM.efficiency, memory=0.204, compute=1.0, memory_compute_overlap=1.0),
+    )
+    choice = choose_profile(AMD, "sglang", [pinned], [])
+    assert choice.at_bounds == ("η_compute = 1", "overhead ms = 0", "overlap = 1")
+    assert "under-determined" in choice.reason and "low confidence" in choice.reason
+    interior = replace(
+        pinned, efficiency=replace(pinned.efficiency, compute=0.4, memory_compute_overlap=0.5, step_overhead_s=1e-3)
+    )
+    clean = choose_profile(AMD, "sglang", [interior], [])
+    assert clean.at_bounds == () and "under-determined" not in clean.reason
+    # the fallback to another engine's profile carries its bounds too
+    assert choose_profile(AMD, "vllm", [pinned], []).at_bounds == choice.at_bounds
+    assert parameters_at_bounds(replace(CATALOG, step_overhead_s=2e-3, memory_compute_overlap=0.3)) == ("overhead ms = 2",)
