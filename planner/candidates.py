@@ -233,6 +233,7 @@ def enumerate_groups(
     min_confidence: str | None = None,
     pp_degrees: Sequence[int] = (1,),
     expert_parallel: bool = False,
+    ep_degrees: Sequence[int] | None = None,
 ) -> tuple[list[Group], list[Drop]]:
     """Every (GPU, precision, tp) that can serve the model within the SLO floors, and every drop.
 
@@ -256,7 +257,8 @@ def enumerate_groups(
     tokens (the all-reduces it saves against the dense weights every rank re-reads), so both are priced;
     with a profile that counts no communication the ep group could only lose (it re-reads the dense
     weights and saves nothing) and is not offered. The other searches, whose rows count a replica's
-    GPUs and layout as tp alone, do not offer it yet.
+    GPUs and layout as tp alone, do not offer it yet. `ep_degrees` (a pinned ep, planner/pins.py) keeps
+    only the groups of those ep: (1,) no expert-parallel group, (tp,) only the ep = tp ones.
 
     A GPU whose calibration is graded below `min_confidence` (planner/confidence.py) is dropped
     whole, once per precision, before anything is computed from its efficiencies."""
@@ -300,12 +302,16 @@ def enumerate_groups(
                             drops.append(across)
             if expert_parallel and 1 in pp_degrees and gpu.efficiency.include_comm:
                 for tp in tp_degrees:
+                    if ep_degrees is not None and tp not in ep_degrees:
+                        continue
                     if tp > 1 and tp <= gpu.gpus_per_node and tp in expert_parallel_degrees(model, tp):
                         found = _expert_parallel_group_or_drop(gpu, model, precision, tp, slo, shape)
                         if isinstance(found, Group):
                             groups.append(found)
                         else:
                             drops.append(found)
+    if ep_degrees is not None:
+        groups = [g for g in groups if g.ep in ep_degrees]
     return groups, drops
 
 
