@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem, bad_fields
+from tests.api.test_capacity import body as capacity_body
 from tests.api.test_expert_parallel_plans import REQUEST
 
 
@@ -43,3 +44,18 @@ def test_an_ep_the_planner_cannot_build_is_422_naming_pin_ep(seeded: ApiClient, 
     assert uneven["field"] == "constraints.pin.ep" and "experts" in uneven["detail"]
     zero = assert_problem(_plan(seeded, admin, {"ep": 0}), 422, "invalid-request")
     assert "constraints.pin.ep" in bad_fields(zero)
+
+
+def test_capacity_and_separate_pools_which_search_no_ep_refuse_a_pinned_ep(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """POST /v1/capacity shares the pin but searches no expert-parallel replica: ep 8 is a 422 there, not ignored."""
+    capacity = seeded.post(
+        "/v1/capacity", json=capacity_body(model="mixtral-8x7b", constraints={"pin": {"ep": 8}}), headers=admin
+    )
+    problem = assert_problem(capacity, 422, "invalid-request")
+    assert "expert parallelism" in str(bad_fields(problem))
+    assert (
+        seeded.post(
+            "/v1/capacity", json=capacity_body(model="mixtral-8x7b", constraints={"pin": {"ep": 1}}), headers=admin
+        ).status_code
+        == 200
+    )
