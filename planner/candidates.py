@@ -58,6 +58,7 @@ from planner.expert_parallel import (
     expert_parallel_kv_capacity_tokens,
     expert_parallel_memory_fit,
     expert_parallel_step_model,
+    never_faster,
 )
 from planner.memory import kv_capacity_tokens, memory_fit
 from planner.optimizer import candidate_id
@@ -233,6 +234,7 @@ def enumerate_groups(
     min_confidence: str | None = None,
     pp_degrees: Sequence[int] = (1,),
     expert_parallel: bool = False,
+    ep_degrees: Sequence[int] | None = None,
 ) -> tuple[list[Group], list[Drop]]:
     """Every (GPU, precision, tp) that can serve the model within the SLO floors, and every drop.
 
@@ -256,7 +258,8 @@ def enumerate_groups(
     tokens (the all-reduces it saves against the dense weights every rank re-reads), so both are priced;
     with a profile that counts no communication the ep group could only lose (it re-reads the dense
     weights and saves nothing) and is not offered. The other searches, whose rows count a replica's
-    GPUs and layout as tp alone, do not offer it yet.
+    GPUs and layout as tp alone, do not offer it yet. `ep_degrees` (a pinned ep, planner/pins.py) keeps
+    only the groups of those ep: (1,) no expert-parallel group, (tp,) only the ep = tp ones.
 
     A GPU whose calibration is graded below `min_confidence` (planner/confidence.py) is dropped
     whole, once per precision, before anything is computed from its efficiencies."""
@@ -300,12 +303,16 @@ def enumerate_groups(
                             drops.append(across)
             if expert_parallel and 1 in pp_degrees and gpu.efficiency.include_comm:
                 for tp in tp_degrees:
+                    if ep_degrees is not None and tp not in ep_degrees:
+                        continue
                     if tp > 1 and tp <= gpu.gpus_per_node and tp in expert_parallel_degrees(model, tp):
                         found = _expert_parallel_group_or_drop(gpu, model, precision, tp, slo, shape)
                         if isinstance(found, Group):
                             groups.append(found)
                         else:
                             drops.append(found)
+    if ep_degrees is not None:
+        groups = [g for g in groups if g.ep in ep_degrees]
     return groups, drops
 
 
@@ -773,6 +780,21 @@ def _settings(
     return settings
 
 
+def _beaten_by_twin(group: Group, setting: tuple[int, int | None, int], twin: Group | None) -> bool:
+    """Whether the ep group's (batch, chunk, slots) setting cannot beat the same setting of its ep = 1 twin (same
+    GPUs, precision and tp, so the same price): a chunked setting (every step carries at most the chunk's tokens:
+    C − n prefill tokens beside n decodes, C > batch) with the twin's slots the same and its KV capacity no smaller,
+    whose steps planner/expert_parallel.py `never_faster` proves slower at every token count up to C and every KV read
+    up to the ep group's capacity. Without chunking a step carries as many prompts as arrive, no bound holds, and
+    the setting stays, as it does wherever ep may win (its all-to-all is cheaper per token than the all-reduces)."""
+    batch, chunk, slots = setting
+    if twin is None or chunk is None or twin.kv_capacity_tokens < group.kv_capacity_tokens:
+        return False
+    if min(batch, twin.kv_slots) != slots:
+        return False
+    return never_faster(group.step_model, twin.step_model, max_tokens=chunk, max_kv_tokens=group.kv_capacity_tokens)
+
+
 def enumerate_all_options(
     groups: Sequence[Group],
     workload: Workload,
@@ -780,9 +802,14 @@ def enumerate_all_options(
     batch_limits: Sequence[int] = BATCH_LIMITS,
     chunk_budgets: Sequence[int | None] = CHUNK_BUDGETS,
 ) -> list[Option]:
-    """Batch × chunk settings of every group, in group order, each with its saturation bound."""
+    """Batch × chunk settings of every group, in group order, each with its saturation bound; an expert-parallel
+    setting its ep = 1 twin is sure to beat is left out (`_beaten_by_twin`)."""
+    twins = {g.layout_key: g for g in groups if g.ep == 1 and g.pp == 1}
     settings = [
-        (index, setting) for index, group in enumerate(groups) for setting in _settings(group, batch_limits, chunk_budgets)
+        (index, setting)
+        for index, group in enumerate(groups)
+        for setting in _settings(group, batch_limits, chunk_budgets)
+        if group.ep == 1 or not _beaten_by_twin(group, setting, twins.get((*group.key, 1, 1)))
     ]
     if not settings:
         return []

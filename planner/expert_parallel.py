@@ -91,3 +91,45 @@ def expert_parallel_kv_capacity_tokens(
     fit = expert_parallel_memory_fit(gpu, model, precision, ep, efficiency, context_tokens=0)
     free = fit.available_bytes - fit.weights_bytes
     return max(0, math.floor(free / kv_bytes_per_token(model, precision.kv_cache)))
+
+
+def never_faster(ep_step: StepModel, twin: StepModel, *, max_tokens: float, max_kv_tokens: float) -> bool:
+    """Whether the expert-parallel step is strictly slower than its ep = 1 twin's (same GPUs, precision, tp) at every
+    step of 1 … `max_tokens` new tokens reading at most `max_kv_tokens` KV tokens, whatever the attention.
+
+    The two differ only in the dense weights read (ep · W_dense against W_dense), the KV bytes per token (one copy
+    against the tensor-parallel replicas) and the communication (an all-to-all against the all-reduces); FLOPs, the
+    routed experts, bandwidth and the overlap are the same (anything else and this says False). With
+    f(m, c) = max(m, c) + (1 − o)·min(m, c) the step's memory/compute fold, f rises by at least (1 − o)·δ when m
+    rises by δ ≥ 0 and falls by at most |δ| when δ < 0, so the ep step exceeds the twin's by at least
+
+        g(δm) + min over n ∈ {1, max_tokens} of [n·(c_ep − c_1) + (α_ep − α_1)] + (overhead_ep − overhead_1)
+        δm = [ (W_dense,ep − W_dense,1) − max_kv_tokens · max(0, kv_1 − kv_ep) ] / BW
+
+    (the comm difference is linear in n, so its minimum is at an end). True when that is > 0: no step of the range
+    is faster on the ep replica, so (the queueing model's percentiles never fall as steps slow) no option of it
+    whose steps stay in the range can beat the same option of its twin, which costs the same."""
+    same = (
+        ep_step.flops_per_token == twin.flops_per_token
+        and ep_step.attention_flops_per_context_token == twin.attention_flops_per_context_token
+        and ep_step.compute_flops_per_s == twin.compute_flops_per_s
+        and ep_step.memory_bandwidth_bytes_per_s == twin.memory_bandwidth_bytes_per_s
+        and (ep_step.expert_weight_bytes, ep_step.experts, ep_step.experts_per_token, ep_step.moe_layers)
+        == (twin.expert_weight_bytes, twin.experts, twin.experts_per_token, twin.moe_layers)
+        and ep_step.memory_compute_overlap == twin.memory_compute_overlap
+        and 0.0 <= twin.memory_compute_overlap <= 1.0
+        and ep_step.speculation is None
+        and twin.speculation is None
+    )
+    if not same or max_tokens < 1:
+        return False
+    kv_saved = max(0.0, twin.kv_bytes_per_token - ep_step.kv_bytes_per_token)
+    delta_memory_s = (
+        ep_step.dense_weight_bytes - twin.dense_weight_bytes - max_kv_tokens * kv_saved
+    ) / twin.memory_bandwidth_bytes_per_s
+    fold_s = (1.0 - twin.memory_compute_overlap) * delta_memory_s if delta_memory_s >= 0 else delta_memory_s
+    comm_s = min(
+        n * (ep_step.comm_s_per_token - twin.comm_s_per_token) + (ep_step.comm_latency_s - twin.comm_latency_s)
+        for n in (1.0, float(max_tokens))
+    )
+    return fold_s + comm_s + (ep_step.step_overhead_s - twin.step_overhead_s) > 0.0

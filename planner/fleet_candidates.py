@@ -7,15 +7,19 @@ shape (not per period) and shared by every workload with the same shape (`Candid
 Only undominated candidates matter to the fleet MILP, because its costs come from GPU prices
 alone (planner/fleet.py): a candidate on GPU type k with g GPUs per replica is dominated by one
 on k with g' GPUs, g' dividing g, when (g/g')·μ' ≥ μ (`planner.fleet.dominates`). So for each
-GPU type and tp only the option with the largest μ survives, and a larger tp survives only if
-it beats every divisor tp scaled up. The search finds exactly those, and skips most of the
+GPU type and replica width g = tp × pp only the option with the largest μ survives, and a wider
+replica survives only if it beats every divisor width scaled up. The search finds exactly those, and skips most of the
 queueing model's work (each prediction ≈ a few ms) with bounds that are exact, not heuristic.
 With θ the rate an option must beat to survive:
 
     μ ≤ saturation ≤ the closed-form bound of planner/candidates.py   (skip when bound ≤ θ, then when saturation ≤ θ)
     the SLOs fail at rate θ  ⇒  μ < θ                                 (one prediction; p99s never fall as the rate rises)
 
-Options are taken per (GPU, tp) in decreasing order of the closed-form bound, so the first
+Pipeline stages (pp 2, 4, 8) and tensor parallelism over whole nodes are offered where no node
+holds the model (planner/candidates.py `enumerate_groups`, the grid's `pp_degrees`): a candidate
+records its tp, pp and ep, and its `gpus_per_replica` = tp × pp is what the MILP buys.
+
+Options are taken per (GPU, g) in decreasing order of the closed-form bound, so the first
 μ found usually sets a θ the rest cannot reach. An option that survives gets μ by regula falsi
 on [θ, saturation) to within 1 % (planner/rate_search.py), taken from below: the rate used is one the model verified
 meets every SLO (planner/planning.py narrows its chosen μ the same way). (GPU, precision, tp)
@@ -56,6 +60,7 @@ from planner.fleet_levers import (
 )
 from planner.fleet_spec import Checkpoint, no_checkpoint
 from planner.optimizer import Candidate
+from planner.pipeline import PP_DEGREES
 from planner.queueing import SloExcess, saturation_rps, slo_excess
 from planner.rate_search import Bracket
 from planner.specs import GpuSpec, ModelSpec, Precision
@@ -78,11 +83,13 @@ class CandidateGrid:
     (None = no chunking). Defaults are planner/candidates.py's (docs/design.md "The optimisation")."""
 
     tp_degrees: tuple[int, ...] = TP_DEGREES
+    #: Pipeline stages searched where no node holds the model (planner/pipeline.py PP_DEGREES).
+    pp_degrees: tuple[int, ...] = PP_DEGREES
     batch_limits: tuple[int, ...] = BATCH_LIMITS
     chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
 
     def __post_init__(self) -> None:
-        for name in ("tp_degrees", "batch_limits", "chunk_budgets"):
+        for name in ("tp_degrees", "pp_degrees", "batch_limits", "chunk_budgets"):
             values = tuple(getattr(self, name))
             object.__setattr__(self, name, values)
             if not values:
@@ -262,11 +269,13 @@ def _candidate(option: Option, mu_rps: float, saturation: float, *, suffix: str 
         id=option.id + suffix,
         gpu=group.gpu.slug,
         tp=group.tp,
+        pp=group.pp,
+        ep=group.ep,
         weights_precision=group.precision.weights.slug,
         kv_precision=group.precision.kv_cache.slug,
         batch_limit=option.batch_limit,
         chunk_tokens=option.chunk_tokens,
-        gpus_per_replica=group.tp,
+        gpus_per_replica=group.gpus_per_replica,
         cost_usd_per_hour=group.price_usd_per_hour,
         max_rps_at_slo=mu_rps,
         saturation_rps=saturation,
@@ -336,29 +345,39 @@ def gpu_candidate_table(
     for variant in prefix_variants(workload):
         mix = variant.mix
         groups, variant_drops = enumerate_groups(
-            model=model, gpus=(gpu,), precisions=precisions, workload=mix, slo=slo, tp_degrees=grid.tp_degrees
+            model=model,
+            gpus=(gpu,),
+            precisions=precisions,
+            workload=mix,
+            slo=slo,
+            tp_degrees=grid.tp_degrees,
+            pp_degrees=grid.pp_degrees,
         )
         if not variant.suffix:  # the plain table's drops explain an empty table; a cache variant's add nothing new
             drops.extend(variant_drops)
             group_count += len(groups)
         groups = speculative_search_groups(cached_groups(groups, variant), model, mix, speculative, published)
-        by_tp: dict[int, list[Option]] = {}
-        seen: set[tuple[int, StepModel, int]] = set()
+        by_width: dict[int, list[Option]] = {}  # options by GPUs per replica (tp × pp)
+        seen: set[tuple[int, int, StepModel, int]] = set()
         for group in groups:
             options = enumerate_options(group, mix, batch_limits=grid.batch_limits, chunk_budgets=grid.chunk_budgets)
             enumerated += len(options)
-            key = (group.tp, group.step_model, group.kv_capacity_tokens)
+            key = (group.tp, group.pp, group.step_model, group.kv_capacity_tokens)
             if key not in seen:  # identical physics (e.g. fp16 and bf16): same μ for every option
                 seen.add(key)
-                by_tp.setdefault(group.tp, []).extend(options)
+                by_width.setdefault(group.gpus_per_replica, []).extend(options)
         searched_groups += len(seen)
         search = _Search(mix=mix, slo=slo, max_mu_searches=max_mu_searches - sum(s.mu_searches for s in searches))
         searches.append(search)
-        for tp in sorted(by_tp):
+        for width in sorted(by_width):
             checkpoint()
-            # A (gpu, tp) option must beat every kept divisor tp (of any variant) scaled up to tp GPUs, else it is dominated.
-            theta = max((tp // c.tp * c.max_rps_at_slo for c in kept if tp % c.tp == 0), default=0.0)
-            best = search.best_above(by_tp[tp], theta)
+            # A g-GPU option must beat every kept candidate of a dividing width (any variant) scaled up to g GPUs, else it
+            # is dominated (planner/fleet_formulation.py `dominates` counts GPUs per replica, whatever their tp × pp).
+            theta = max(
+                (width // c.gpus_per_replica * c.max_rps_at_slo for c in kept if width % c.gpus_per_replica == 0),
+                default=0.0,
+            )
+            best = search.best_above(by_width[width], theta)
             if best is not None:
                 found = _candidate(best.option, best.mu_rps, best.saturation_rps, suffix=variant.suffix)
                 kept.append(found)

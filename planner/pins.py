@@ -11,6 +11,9 @@ search, MILP and simulator as a free plan — so pinning a free plan's own choic
 is searched even where one node holds the model). `engine` prices the plan on that engine's profiles
 (planner/engines.py): it is the request's `engine` narrowed to one, applied where the specs are resolved
 (api/plan_service.py).
+`ep` fixes the expert parallelism of an MoE model (planner/expert_parallel.py): 1 keeps the experts
+tensor-split, a larger ep keeps only the data-parallel-attention replicas of tp = ep GPUs (so it must
+equal a pinned tp, divide the model's experts and run without pipeline stages).
 Pins that contradict each other or the request's other constraints are refused with the field named.
 """
 
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from planner.engines import ENGINES
 from planner.errors import PlannerInputError
+from planner.expert_parallel import expert_parallel_degrees
 from planner.pipeline import PP_DEGREES
 
 if TYPE_CHECKING:
@@ -41,6 +45,7 @@ class Pin:
     gpu: str | None = None
     tp: int | None = None
     pp: int | None = None
+    ep: int | None = None
     replicas: int | None = None
     batch_limit: int | None = None
     chunk_tokens: int | None = None
@@ -64,7 +69,11 @@ class Pin:
             )
         if self.engine is not None and self.engine not in ENGINES:
             raise _refuse("engine", f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        for member in ("tp", "replicas", "batch_limit", "draft_tokens"):
+        if self.ep is not None and self.ep > 1 and self.tp is not None and self.ep != self.tp:
+            raise _refuse("ep", f"a pinned ep must be 1 or the pinned tp ({self.tp}), got {self.ep}")
+        if self.ep is not None and self.ep > 1 and self.pp is not None and self.pp > 1:
+            raise _refuse("ep", f"expert parallelism is planned without pipeline stages: pinned ep {self.ep} with pp {self.pp}")
+        for member in ("tp", "ep", "replicas", "batch_limit", "draft_tokens"):
             value = getattr(self, member)
             if value is not None and value < 1:
                 raise _refuse(member, f"a pinned {member} must be >= 1, got {value}")
@@ -104,6 +113,18 @@ def _check_limits(pin: Pin, request: PlanningRequest) -> None:
         )
 
 
+def _check_expert_parallel(ep: int, request: PlanningRequest, inputs: PlanningInputs) -> None:
+    """A pinned ep > 1 needs an MoE model whose experts it divides, and a tp = ep the planner models."""
+    model = inputs.model
+    if model.moe is None:
+        raise _refuse("ep", f"a pinned ep above 1 needs an MoE model; {model.slug} is dense (pin ep 1 or leave it out)")
+    if ep not in expert_parallel_degrees(model, ep):
+        raise _refuse("ep", f"a pinned ep must divide {model.slug}'s {model.moe.experts} experts, got {ep}")
+    if ep not in request.tp_degrees:
+        grid = ", ".join(str(t) for t in request.tp_degrees)
+        raise _refuse("ep", f"a pinned ep runs on tp = ep GPUs: {ep} is not a tensor-parallel degree the planner models ({grid})")
+
+
 def apply_pins(request: PlanningRequest, inputs: PlanningInputs) -> tuple[PlanningRequest, PlanningInputs]:
     """The request and inputs narrowed to the pinned values (the replica pin stays in the
     constraints, where the search and the MILP read it). PlannerInputError, naming the member,
@@ -131,9 +152,12 @@ def apply_pins(request: PlanningRequest, inputs: PlanningInputs) -> tuple[Planni
     if pin.tp is not None and pin.tp not in request.tp_degrees:
         grid = ", ".join(str(t) for t in request.tp_degrees)
         raise _refuse("tp", f"pinned tp {pin.tp} is not a tensor-parallel degree the planner models ({grid})")
+    if pin.ep is not None and pin.ep > 1:
+        _check_expert_parallel(pin.ep, request, inputs)
     narrowed = replace(
         request,
         tp_degrees=request.tp_degrees if pin.tp is None else (pin.tp,),
+        ep_degrees=request.ep_degrees if pin.ep is None else (pin.ep,),
         pp_degrees=request.pp_degrees if pin.pp is None else (pin.pp,),
         batch_limits=request.batch_limits if pin.batch_limit is None else (pin.batch_limit,),
         chunk_budgets=(pin.chunk_tokens,) if pin.chunk_pinned else request.chunk_budgets,

@@ -174,6 +174,8 @@ def pool_refusals(constraints: PlanConstraints) -> list[str]:
             out.append("constraints.pin.draft_tokens and acceptance_rate: the pools do not speculate")
         if pin.pp is not None and pin.pp > 1:
             out.append("constraints.pin.pp: the prefill and decode pools are not searched in pipeline stages")
+        if pin.ep is not None and pin.ep > 1:
+            out.append("constraints.pin.ep: the prefill and decode pools are not searched expert-parallel")
     return out
 
 

@@ -51,6 +51,9 @@ class Candidate:
     max_rps_at_slo: float
     saturation_rps: float
     instance_offers: tuple[InstanceOffer, ...] = ()
+    #: Pipeline stages and expert-parallel degree of a replica (planner/pipeline.py): tp × pp GPUs, ep 1 or tp.
+    pp: int = 1
+    ep: int = 1
 
     def row_cost_usd_per_hour(self, replicas: int) -> float:
         """What `replicas` replicas of this candidate cost per hour: r·p, or whole instances (planner/packing.py)."""
@@ -65,6 +68,11 @@ class Candidate:
             raise PlannerInputError(
                 f"candidate {self.id}: tp must be >= 1 and gpus_per_replica >= tp, "
                 f"got tp {self.tp}, gpus_per_replica {self.gpus_per_replica}"
+            )
+        if self.pp < 1 or self.gpus_per_replica < self.tp * self.pp or self.ep not in (1, self.tp):
+            raise PlannerInputError(
+                f"candidate {self.id}: pp must be >= 1 with gpus_per_replica >= tp × pp, and ep 1 or tp, "
+                f"got tp {self.tp}, pp {self.pp}, ep {self.ep}, gpus_per_replica {self.gpus_per_replica}"
             )
         if self.batch_limit < 1 or (self.chunk_tokens is not None and self.chunk_tokens < 1):
             raise PlannerInputError(

@@ -156,6 +156,8 @@ class PlanningRequest:
     tp_degrees: tuple[int, ...] = TP_DEGREES
     #: Pipeline stages searched where no in-node replica holds the model (planner/candidates.py enumerate_groups).
     pp_degrees: tuple[int, ...] = PP_DEGREES
+    #: Expert-parallel degrees kept (a pinned ep, planner/pins.py); None offers ep 1 and ep = tp to an MoE model.
+    ep_degrees: tuple[int, ...] | None = None
     batch_limits: tuple[int, ...] = BATCH_LIMITS
     chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
     solver_time_limit_s: float = 10.0
@@ -493,6 +495,7 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
         min_confidence=constraints.min_confidence,
         pp_degrees=request.pp_degrees,
         expert_parallel=True,
+        ep_degrees=request.ep_degrees,
     )
     if constraints.unit == "instance":
         if not inputs.instance_types:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.schemas.catalog import Slug
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
@@ -34,6 +34,13 @@ class CapacityWorkloadShape(WorkloadShape):
 class CapacityPin(PlanPin):
     """POST /v1/plans' pin. pp as in a plan (1, 2, 4 or 8): the aggregated capacity searches pipeline stages
     where no node holds the model (GPU mode, no prefix cache); separate pools and whole instances refuse pp > 1."""
+
+    @field_validator("ep")
+    @classmethod
+    def _no_expert_parallel(cls, ep: int | None) -> int | None:
+        if ep is not None and ep > 1:
+            raise ValueError(f"the capacity search does not offer expert parallelism yet (ep 1 only), got ep {ep}")
+        return ep
 
 
 class CapacityConstraints(_Input):

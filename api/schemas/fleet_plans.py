@@ -488,17 +488,26 @@ def _error(loc: tuple[str | int, ...], message: str) -> dict[str, Any]:
 # --- the response -------------------------------------------------------------------------------
 
 
+_PP = (
+    "Pipeline-parallel stages per replica: a replica is tp × pp GPUs, over several nodes when that exceeds a node "
+    "(docs/design.md, Pipeline and expert parallelism)."
+)
+_EP = "Expert-parallel degree (MoE): 1 = experts tensor-split; tp = attention data-parallel, experts sharded."
+
+
 class AssignmentRead(BaseModel):
     """Replicas of one configuration serving one workload in one period."""
 
     name: str = Field(description="Workload name.")
     gpu: str
     tp: int
+    pp: int = Field(default=1, description=_PP)
+    ep: int = Field(default=1, description=_EP)
     precision: PrecisionRead
     batch_limit: int
     chunk_tokens: int | None
     replicas: int
-    gpus: int = Field(description="replicas × tp.")
+    gpus: int = Field(description="replicas × tp × pp.")
     max_rps_at_slo: float = Field(description="Largest per-replica rate (req/s) meeting the workload's SLOs.")
     capacity_rps: float = Field(description="replicas × max_rps_at_slo.")
     demand_rps: float = Field(description="The workload's demand in this period (req/s).")
@@ -707,6 +716,8 @@ class CandidateRead(BaseModel):
     id: str
     gpu: str
     tp: int
+    pp: int = Field(default=1, description=_PP)
+    ep: int = Field(default=1, description=_EP)
     precision: PrecisionRead
     batch_limit: int
     chunk_tokens: int | None

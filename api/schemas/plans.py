@@ -109,6 +109,14 @@ class PlanPin(_Input):
         description="Pipeline-parallel degree, one of 1, 2, 4, 8 (any other value is a 422): 1 rules pipeline stages out; "
         "a larger pp is searched even where one node holds the model.",
     )
+    ep: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="Expert-parallel degree of an MoE model: 1 keeps the experts tensor-split; a larger ep (equal to tp "
+        "when tp is pinned, dividing the model's experts, without pipeline stages; otherwise a 422) plans only the "
+        "data-parallel-attention replicas of ep GPUs whose MoE layers run an all-to-all.",
+    )
     replicas: int | None = Field(
         default=None,
         ge=1,
@@ -163,6 +171,14 @@ class PlanPin(_Input):
         return pp
 
     @model_validator(mode="after")
+    def _ep_is_one_or_tp(self) -> Self:
+        if self.ep is not None and self.ep > 1 and self.tp is not None and self.ep != self.tp:
+            raise ValueError(f"ep ({self.ep}) must be 1 or equal tp ({self.tp})")
+        if self.ep is not None and self.ep > 1 and self.pp is not None and self.pp > 1:
+            raise ValueError(f"ep ({self.ep}) above 1 is planned without pipeline stages, got pp {self.pp}")
+        return self
+
+    @model_validator(mode="after")
     def _chunk_above_batch(self) -> Self:
         if self.chunk_tokens is not None and self.batch_limit is not None and self.chunk_tokens <= self.batch_limit:
             raise ValueError(f"chunk_tokens ({self.chunk_tokens}) must exceed batch_limit ({self.batch_limit})")
@@ -180,6 +196,7 @@ class PlanPin(_Input):
             gpu=self.gpu,
             tp=self.tp,
             pp=self.pp,
+            ep=self.ep,
             replicas=self.replicas,
             batch_limit=self.batch_limit,
             chunk_tokens=self.chunk_tokens,

@@ -13,11 +13,12 @@ from dataclasses import replace
 
 import pytest
 
-from planner.candidates import enumerate_groups
+from planner.candidates import enumerate_all_options, enumerate_groups
 from planner.expert_parallel import (
     expert_parallel_kv_capacity_tokens,
     expert_parallel_memory_fit,
     expert_parallel_step_model,
+    never_faster,
 )
 from planner.memory import kv_capacity_tokens
 from planner.optimizer import PlanConstraints
@@ -209,3 +210,50 @@ def test_ep_across_two_nodes_runs_its_all_to_all_on_the_nic():
     inside = parallel_terms(H100_SXM, DEEPSEEK_V3, 8, 1, 8, 1.0)
     assert inside.ep_comm_s_per_token == pytest.approx(2 * 58 * 7168 * 7 * (1 - (7 / 8) ** 8) / (8 * 450e9))
     assert inside.ep_comm_s_per_token == pytest.approx(1.0612e-6, rel=1e-4)
+
+
+# --- pruning: an ep setting its ep = 1 twin is sure to beat is not offered ------------------------------------------
+
+SERIAL = Efficiency(name="serial", include_comm=True, memory_compute_overlap=0.0)  # memory + compute, nothing hidden
+
+
+def test_never_faster_holds_below_the_break_even_tokens_and_only_there():
+    """With memory and compute added (overlap 0) the ep 8 step pays the 7 extra dense reads, 7 × 3.2057e9 / 26.8e12 =
+    0.8373 ms, at every step, and saves 2.0389e-6 − 2.3893e-7 = 1.80e-6 s of communication a token: it is slower at
+    every step of fewer than 465 tokens (the decode test's break-even) whatever the KV read and attention, and may be
+    faster above. Checked against the step model on a grid of steps up to 256 tokens."""
+    tp = build_step_model(H100_SXM, MIXTRAL_8X7B, FP16_PRECISION, 8, SERIAL)
+    ep = expert_parallel_step_model(H100_SXM, MIXTRAL_8X7B, FP16_PRECISION, 8, SERIAL)
+    capacity = expert_parallel_kv_capacity_tokens(H100_SXM, MIXTRAL_8X7B, FP16_PRECISION, 8, SERIAL)
+    assert never_faster(ep, tp, max_tokens=256, max_kv_tokens=capacity)
+    assert never_faster(ep, tp, max_tokens=465, max_kv_tokens=capacity)
+    assert not never_faster(ep, tp, max_tokens=466, max_kv_tokens=capacity)
+    assert not never_faster(ep, tp, max_tokens=2048, max_kv_tokens=capacity)
+    for n in (1, 7, 64, 255, 256):
+        for kv in (0, 4096, capacity):
+            for attended in (0.0, n * kv, 1e12):
+                assert ep.step_s(n, kv, attended) > tp.step_s(n, kv, attended)
+    # ep 8 at 2,048 tokens wins where compute hides nothing but the comm saving outweighs the dense reads
+    assert ep.step_s(2048, 0, 2048 * 2049 / 2) < tp.step_s(2048, 0, 2048 * 2049 / 2)
+    # full overlap can hide the dense reads under compute, so nothing is proved there
+    overlapped = (build_step_model(H100_SXM, MIXTRAL_8X7B, FP16_PRECISION, 8, COMM), _pair()[1])
+    assert not never_faster(overlapped[1], overlapped[0], max_tokens=1, max_kv_tokens=capacity)
+
+
+def test_ep_settings_below_the_break_even_are_left_out_and_the_rest_kept():
+    """Chunk budgets 256 and 2,048 (and none): the ep 8 group's 256-token settings are dropped (slower at every step
+    they can run, same price, the twin's slots), its 2,048-token and unchunked ones kept; the twin keeps all."""
+    h100 = replace(H100_SXM, price_usd_per_hour_on_demand=4.0, efficiency=SERIAL)
+    groups, _ = enumerate_groups(
+        model=MIXTRAL_8X7B,
+        gpus=(h100,),
+        precisions=(FP16_PRECISION,),
+        workload=LONG,
+        slo=LONG_SLO,
+        tp_degrees=(8,),
+        expert_parallel=True,
+    )
+    options = enumerate_all_options(groups, LONG, batch_limits=(16, 64), chunk_budgets=(None, 256, 2048))
+    by_ep = {ep: sorted((o.batch_limit, o.chunk_tokens or 0) for o in options if o.group.ep == ep) for ep in (1, 8)}
+    assert by_ep[1] == [(16, 0), (16, 256), (16, 2048), (64, 0), (64, 256), (64, 2048)]
+    assert by_ep[8] == [(16, 0), (16, 2048), (64, 0), (64, 2048)]

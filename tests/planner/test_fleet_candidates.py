@@ -157,13 +157,31 @@ def test_a_model_too_large_for_the_gpus_is_refused_by_memory() -> None:
         precisions=(FP16_PRECISION,),
         workload=MIX,
         slo=SLO,
-        grid=CandidateGrid(tp_degrees=(1,), batch_limits=(16,), chunk_budgets=(None,)),
+        grid=CandidateGrid(tp_degrees=(1,), pp_degrees=(1,), batch_limits=(16,), chunk_budgets=(None,)),
     )
     assert table.candidates == ()
     assert no_candidates_error("big", table).extensions["constraint"] == "memory"
 
 
-@pytest.mark.parametrize("field", ["tp_degrees", "batch_limits"])
+def test_a_model_no_gpu_holds_is_offered_in_pipeline_stages() -> None:
+    """The same 70B FP16 (about 140 GB) at tp 1 with stages searched: single GPUs in a pipeline hold it, and each
+    candidate records its pp and counts tp × pp GPUs a replica (what the MILP buys)."""
+    table = candidate_table(
+        model=LLAMA_2_70B,
+        gpus=(A100,),
+        precisions=(FP16_PRECISION,),
+        workload=MIX,
+        slo=SLO,
+        grid=CandidateGrid(tp_degrees=(1,), batch_limits=(16,), chunk_budgets=(None,)),
+    )
+    assert table.candidates
+    for candidate in table.candidates:
+        assert candidate.tp == 1 and candidate.pp > 1 and candidate.ep == 1
+        assert candidate.gpus_per_replica == candidate.pp
+        assert f"/pp{candidate.pp}/" in candidate.id
+
+
+@pytest.mark.parametrize("field", ["tp_degrees", "pp_degrees", "batch_limits"])
 def test_grids_must_be_non_empty_whole_numbers(field: str) -> None:
     with pytest.raises(PlannerInputError):
         CandidateGrid(**{field: ()})
@@ -192,3 +210,17 @@ def test_a_table_is_its_gpu_types_parts_merged_each_part_holding_only_its_own_gp
     assert merged_tables(parts) == whole
     assert whole.predictions == parts[0].predictions + parts[1].predictions
     assert whole.candidates == parts[0].candidates + parts[1].candidates
+
+
+@pytest.mark.parametrize(("pp", "ep", "gpus"), [(0, 1, 8), (2, 1, 8), (1, 2, 8)])
+def test_a_candidate_refuses_a_layout_its_gpus_cannot_hold(pp: int, ep: int, gpus: int) -> None:
+    """pp ≥ 1, tp × pp GPUs at least, ep 1 or tp (tp 8 here): pp 2 in 8 GPUs and ep 2 at tp 8 are refused."""
+    with pytest.raises(PlannerInputError):
+        Candidate(
+            id="x", gpu="h100-sxm", tp=8, pp=pp, ep=ep, weights_precision="bf16", kv_precision="bf16", batch_limit=8,
+            chunk_tokens=None, gpus_per_replica=gpus, cost_usd_per_hour=1.0, max_rps_at_slo=1.0, saturation_rps=1.0,
+        )  # fmt: skip
+    assert Candidate(
+        id="x", gpu="h100-sxm", tp=8, pp=2, ep=8, weights_precision="bf16", kv_precision="bf16", batch_limit=8,
+        chunk_tokens=None, gpus_per_replica=16, cost_usd_per_hour=1.0, max_rps_at_slo=1.0, saturation_rps=1.0,
+    ).gpus_per_replica == 16  # fmt: skip

@@ -104,6 +104,9 @@ def test_pins_outside_the_request_are_refused_naming_the_member(pin: Pin, limits
         ({"engine": "tgi"}, "pin.engine"),
         ({"batch_limit": 64, "chunk_tokens": 64}, "pin.chunk_tokens"),
         ({"replicas": 0}, "pin.replicas"),
+        ({"ep": 0}, "pin.ep"),
+        ({"tp": 8, "ep": 4}, "pin.ep"),
+        ({"ep": 8, "pp": 2}, "pin.ep"),
     ],
 )
 def test_contradictory_or_unmodelled_pins_are_refused(members: dict[str, object], member: str) -> None:
@@ -126,3 +129,11 @@ def test_pp_one_and_an_engine_are_accepted_and_change_nothing() -> None:
     pinned = _plan(Pin(pp=1, engine="sglang"))
     assert pinned.rows == free.rows
     assert not math.isnan(pinned.cost_usd_per_hour)
+
+
+def test_a_pinned_ep_above_one_on_a_dense_model_is_refused() -> None:
+    """The test model is dense: no expert-parallel replica exists to plan, so ep 2 names pin.ep (ep 1 plans as free)."""
+    with pytest.raises(PlannerInputError) as caught:
+        _plan(Pin(ep=2))
+    assert caught.value.extensions["constraint"] == "pin.ep"
+    assert _plan(Pin(ep=1)).rows == _plan().rows

@@ -1,0 +1,37 @@
+"""POST /v1/fleet-plans for a model no node holds: Llama-3.1-405B in BF16 on H100 is served in pipeline stages
+(tp 8 × pp 2, 16 GPUs a replica), and the fleet's candidates, rows and GPU counts carry the pp."""
+
+from __future__ import annotations
+
+from tests.api.client import ApiClient
+from tests.api.test_fleet_plans import api, body, post, seeded_sqlite_template, workload
+
+__all__ = ["api", "seeded_sqlite_template"]  # the fixtures this module uses
+
+
+def test_a_fleet_of_405b_bf16_on_h100_runs_tp_8_by_pp_2_rows(api: ApiClient) -> None:
+    """810 GB of BF16 weights exceed one H100 node (8 × 80 GB), so without stages the fleet had no candidate (a 422).
+    At 0.2 req/s one 16-GPU tp 8 × pp 2 replica covers the demand, while a tp 8 × pp 4 replica or a cross-node tp 16
+    or 32 takes 16 GPUs or more for no less cost: the rows are tp 8 × pp 2 and count tp × pp GPUs a replica."""
+    payload = body(
+        workload(
+            "big",
+            [0.2, 0.2],
+            model="llama-3.1-405b",
+            output_tokens={"mean": 200, "p99": 800},
+            slo={"ttft_ms": 5000, "tpot_ms": 100, "percentile": 99},
+        ),
+        constraints={"gpus": ["h100-sxm"], "precisions": [{"weights": "bf16", "kv_cache": "bf16"}]},
+        search={"tp_degrees": [8], "batch_limits": [32, 128], "chunk_budgets": [2048]},
+        include_candidates=True,
+    )
+    response = post(api, payload)
+    assert response.status_code == 201, response.text
+    plan = response.json()
+    rows = [row for period in plan["periods"] for row in period["workloads"]]
+    assert rows and all((row["tp"], row["pp"], row["ep"]) == (8, 2, 1) for row in rows), rows
+    assert all(row["gpus"] == row["replicas"] * 16 for row in rows), rows
+    candidates = plan["candidates"]["big"] if isinstance(plan["candidates"], dict) else plan["candidates"]
+    staged = [c for c in candidates if c["pp"] > 1]
+    assert staged and all(c["gpus_per_replica"] == c["tp"] * c["pp"] for c in candidates), candidates
+    assert all("/pp" in c["id"] for c in staged), staged
