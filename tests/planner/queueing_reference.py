@@ -77,12 +77,13 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     m0 = occ.flat_arrivals_per_step
     per_arrival_s = np.interp(life, occ.grid, op.per_arrival_s) if m0 > 0 else np.zeros(life.shape)
     prompts, decodes, own = rep.prompts[part], rep.decodes[part], rep.own_attended[part]
-    expected = m0 * decodes
+    life_decode_s = np.interp(life, occ.grid, occ.t_decode)
+    expected = m0 * decodes * life_decode_s / float(np.interp(op.occupancy, occ.grid, occ.t_decode))
     burst = gamma_unit_quantile(pts.z_wait, (op.burst_dispersion - 1.0) / np.maximum(expected, 1e-12))
     arrivals = poisson_quantile(pts.u_life_arrivals, pts.z_life_arrivals, expected * burst)
     spread2 = np.log1p(rep.prompt_cv2 / np.maximum(arrivals, 1.0))
     interference = arrivals * per_arrival_s * np.exp(np.sqrt(spread2) * pts.z_interference - spread2 / 2.0)
-    tpot = np.interp(life, occ.grid, occ.t_decode) + interference / np.maximum(decodes, 1.0)
+    tpot = life_decode_s + interference / np.maximum(decodes, 1.0)
     w = op.above_weight
     in_progress = (1.0 - w) * step_in_progress(rep, op, op.below, pts) + w * step_in_progress(rep, op, op.above, pts)
     residual = np.where(seen > 0, pts.u_residual * in_progress, 0.0)
