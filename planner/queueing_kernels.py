@@ -331,7 +331,13 @@ def sample_latencies(
         p = prompts[i]
         cp = cached[i]  # the prompt's tokens in a prefix cache: read and attended to, not prefilled
         if not chunked:
-            mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * in_progress)  # the others arriving during the step
+            # a queued prompt waits out the later of the prefill server's wait and the step in progress;
+            # its step carries every prompt that arrived from the start of the step in progress until it starts
+            bw = budget_wait[i]
+            delay_unchunked = max(bw, residual)
+            # (a queued prompt's wait already holds the work of the prompts ahead of it: only those behind it join)
+            window = (in_progress - residual + delay_unchunked) if seen > 0.0 and bw <= 0.0 else delay_unchunked
+            mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * window)
             mates_tokens = mates * p_mean * _sum_spread(mates, op[PROMPT_CV2], z_interference[i])
             mates_kv = cp + mates_tokens * pcr  # the cached KV the step's prefills read
             if speculating:
@@ -345,7 +351,7 @@ def sample_latencies(
                     decode_kv + mates_kv,
                     decode_kv + own_attended[i] + mates_tokens * ppm,
                 )
-            delay = residual
+            delay = delay_unchunked
         else:
             bw = budget_wait[i]
             delay_chunked = max(bw, residual)  # a queued prompt waits out the later of the budget wait and the step in progress
