@@ -58,16 +58,16 @@ How the model is built
    prompts that arrived from the start of the step in progress until it starts, up to the budget).
    The mean step carrying k prompts is averaged over the sum of k prompt lengths (the step time is
    convex in the tokens; at k·E[p] it undercounts the stall of mixed lengths). The budget wait is M/G/1's: busy with probability ρ_budget —
-   exactly when the step in progress carries prefill, so the two share one uniform. Without a
-   budget the prefill is the same kind of server (a prompt's work is the time it adds to its step, λ·E[S]
-   = θ_pf), but a queued prompt goes into the next step with those ahead of it, so its step-mates are
-   only the prompts behind it (without that wait, unchunked TTFT p99 of the corpus plans was 12–32 %
-   low where their 16,384-token-budget twins were within 10 %) (drawn apart
+   exactly when the step in progress carries prefill, so the two share one uniform (drawn apart
    they counted one stall twice: +6–20 % on TTFT p99 with fixed prompts) — and, given busy, a gamma
    matched to the conditional wait's first two moments (Pollaczek–Khinchine and Takács), so
    fixed prompts get a near-uniform residual and long-tailed ones a heavier tail than an
    exponential's; a queued prompt waits out the later of the budget wait and the step in progress
-   (the budget frees at a step boundary). Leaving out the prompts behind it put TTFT p99 of long-tailed prompts with a
+   (the budget frees at a step boundary). Without a budget the prefill is the same kind of
+   server (a prompt's work is the time it adds to its step, λ·E[S] = θ_pf), but a queued prompt goes
+   into the next step with those ahead of it, so its step-mates are only the prompts behind it
+   (without that wait, unchunked TTFT p99 of the corpus plans was 12–32 % low where their
+   16,384-token-budget twins were within 10 %). With a budget, leaving out the prompts behind it put TTFT p99 of long-tailed prompts with a
    large budget 10–18 % low against the simulator. TPOT = decode step at the life-average
    occupancy (the arrival's view shrunk towards the mean by √(2/3), the variance ratio of a window
    average of M/G/∞ occupancy over one service time) + the prefill interference of the arrivals
