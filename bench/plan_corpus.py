@@ -281,6 +281,19 @@ def report(points: list[CorpusPoint], command: str) -> list[str]:
         "|---|---|---|---|---|",
         f"| {n} | {within} ({within / n:.0%}) | {len(flagged)} ({len(flagged) / n:.0%}) | {both} ({both / n:.0%}) | {len(dishonest)} |",
         "",
+        "The reliable region was set looking at the even-numbered questions; the odd-numbered ones are the held-out half:",
+        "",
+        "| half | plans | within 10 % (every p99) | flagged reliable | within 10 % and reliable | reliable but outside 10 % |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {name} | {len(half)} | {sum(p.within for p in half)} | {sum(p.reliable for p in half)} | "
+            f"{sum(p.within and p.reliable for p in half)} | {sum(p.reliable and not p.within for p in half)} |"
+            for name, half in (
+                ("even (looked at)", [p for p in points if p.index % 2 == 0]),
+                ("odd (held out)", [p for p in points if p.index % 2 == 1]),
+            )
+        ),
+        "",
         "| question → plan | ρ | TTFT p99 analytic / sim (ms) | err | TPOT p99 | err | E2E p99 (ms) | err | D | reliable |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]

@@ -295,6 +295,7 @@ def sample_latencies(
     lam, p_mean, dcm, ppm = op[LAMBDA], op[PROMPT_MEAN], op[DECODE_CONTEXT], op[PREFILL_POSITION]
     pcr = op[PREFILL_CACHED_READ]
     weight = op[ABOVE_WEIGHT]
+    decode_at_mean = _interp_grid(op[OCCUPANCY], grid, t_decode)
     for i in range(size):
         # the slot: wait when the batch is full (probability P(wait)), else the occupancy seen
         if u_wait[i] >= 1.0 - p_wait:
@@ -309,13 +310,16 @@ def sample_latencies(
         # TPOT: the decode step at the life-average occupancy + the prefill interference of the
         # arrivals during the life (a gamma-mixed Poisson count, a lognormal size per arrival)
         decode_steps = decodes[i]
-        expected = op[M0] * decode_steps
+        life_decode_s = _interp_grid(life, grid, t_decode)
+        # the arrivals during the life are Poisson in time, so they scale with the life's own duration:
+        # a fuller batch's slower decode steps let in proportionally more prompts, which slow it further
+        expected = op[M0] * decode_steps * life_decode_s / decode_at_mean
         burst = _gamma_unit_quantile(z_wait[i], op[BURST_VARIANCE_NUMERATOR] / max(expected, 1e-12))
         arrivals = _poisson_quantile(u_life[i], z_life[i], expected * burst)
         spread2 = math.log1p(op[PROMPT_CV2] / max(arrivals, 1.0))
         per_arrival_s = _interp_grid(life, grid, per_arrival) if op[M0] > 0.0 else 0.0
         interference = arrivals * per_arrival_s * math.exp(math.sqrt(spread2) * z_interference[i] - spread2 / 2.0)
-        tpot_i = _interp_grid(life, grid, t_decode) + interference / max(decode_steps, 1.0)
+        tpot_i = life_decode_s + interference / max(decode_steps, 1.0)
 
         # TTFT: the wait + the residual of the step in progress + the prefill
         in_progress = (1.0 - weight) * _step_in_progress(
@@ -327,7 +331,13 @@ def sample_latencies(
         p = prompts[i]
         cp = cached[i]  # the prompt's tokens in a prefix cache: read and attended to, not prefilled
         if not chunked:
-            mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * in_progress)  # the others arriving during the step
+            # a queued prompt waits out the later of the prefill server's wait and the step in progress;
+            # its step carries every prompt that arrived from the start of the step in progress until it starts
+            bw = budget_wait[i]
+            delay_unchunked = max(bw, residual)
+            # (a queued prompt's wait already holds the work of the prompts ahead of it: only those behind it join)
+            window = (in_progress - residual + delay_unchunked) if seen > 0.0 and bw <= 0.0 else delay_unchunked
+            mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * window)
             mates_tokens = mates * p_mean * _sum_spread(mates, op[PROMPT_CV2], z_interference[i])
             mates_kv = cp + mates_tokens * pcr  # the cached KV the step's prefills read
             if speculating:
@@ -341,7 +351,7 @@ def sample_latencies(
                     decode_kv + mates_kv,
                     decode_kv + own_attended[i] + mates_tokens * ppm,
                 )
-            delay = residual
+            delay = delay_unchunked
         else:
             bw = budget_wait[i]
             delay_chunked = max(bw, residual)  # a queued prompt waits out the later of the budget wait and the step in progress

@@ -89,7 +89,11 @@ def test_the_wall_draws_the_rho_curve_slo_lines_plan_and_simulator(seeded: ApiCl
     assert drawn["simulated"]["rate_rps"] == plan["verification"]["per_replica_rate_rps"]
     assert drawn["simulated"]["ttft_ms"]["value"] == pytest.approx(simulated["ttft_s"]["at_percentile"] * 1e3)
     assert drawn["simulated"]["e2e_s"]["ci"] == simulated["p99_ci_s"]["e2e"]  # the SLO's percentile is the 99th
-    assert drawn["simulated"]["ttft_ms"]["value"] == pytest.approx(plan["predicted"]["of_record"]["ttft_ms"]["value"], rel=1e-3)
+    record = plan["predicted"]["of_record"]["ttft_ms"]
+    if record["method"] == "simulated":  # the analytic model flagged the point: the plan is held to the simulator's figure
+        assert drawn["simulated"]["ttft_ms"]["value"] == pytest.approx(record["value"], rel=1e-3)
+    else:
+        assert plan["predicted"]["reliable"] and record["value"] == pytest.approx(plan["predicted"]["ttft_ms"]["at_percentile"])
     assert {"curve-ttft_ms", "slo-ttft_ms", "plan-ttft_ms", "max-rate-ttft_ms", "simulated-ttft_ms", "legend"} <= _ids(root)
     _has(texts, "Latency wall of llama-3.1-8b", "Arrival rate per replica, requests/s", "Time to first token (p99), ms",
          "Time per output token (p99), ms", "End-to-end latency (p99), s", "SLO 1000 ms", "SLO 60 ms", "p99, queueing model",

@@ -77,36 +77,38 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     m0 = occ.flat_arrivals_per_step
     per_arrival_s = np.interp(life, occ.grid, op.per_arrival_s) if m0 > 0 else np.zeros(life.shape)
     prompts, decodes, own = rep.prompts[part], rep.decodes[part], rep.own_attended[part]
-    expected = m0 * decodes
+    life_decode_s = np.interp(life, occ.grid, occ.t_decode)
+    expected = m0 * decodes * life_decode_s / float(np.interp(op.occupancy, occ.grid, occ.t_decode))
     burst = gamma_unit_quantile(pts.z_wait, (op.burst_dispersion - 1.0) / np.maximum(expected, 1e-12))
     arrivals = poisson_quantile(pts.u_life_arrivals, pts.z_life_arrivals, expected * burst)
     spread2 = np.log1p(rep.prompt_cv2 / np.maximum(arrivals, 1.0))
     interference = arrivals * per_arrival_s * np.exp(np.sqrt(spread2) * pts.z_interference - spread2 / 2.0)
-    tpot = np.interp(life, occ.grid, occ.t_decode) + interference / np.maximum(decodes, 1.0)
+    tpot = life_decode_s + interference / np.maximum(decodes, 1.0)
     w = op.above_weight
     in_progress = (1.0 - w) * step_in_progress(rep, op, op.below, pts) + w * step_in_progress(rep, op, op.above, pts)
     residual = np.where(seen > 0, pts.u_residual * in_progress, 0.0)
     others = admitted - 1.0
     kv = others * rep.decode_context_mean
+    from scipy.special import ndtri
+
+    u = pts.u_step_in_progress
+    queued = u >= 1.0 - op.budget_rho
+    tail = np.clip(1.0 - (1.0 - u) / max(op.budget_rho, 1e-300), 1e-9, 1.0 - 1e-9)
+    budget_wait = np.where(queued, op.budget_wait_mean_s * gamma_unit_quantile(ndtri(tail), op.budget_wait_cv2), 0.0)
+    # from the start of the step in progress to the start of the (last) step carrying the prompt's tokens
+    window = np.where(seen > 0, in_progress - residual + np.maximum(budget_wait, residual), budget_wait)
     if rep.chunk_tokens is None:
-        mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * in_progress)
+        # a queued prompt's wait holds the work of those ahead of it: only those behind it join its step
+        behind_only = np.where((seen > 0) & (budget_wait <= 0.0), window, np.maximum(budget_wait, residual))
+        mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind_only)
         mates_tokens = mates * rep.prompt_mean * sum_spread(mates, rep.prompt_cv2, pts.z_interference)
         prefill_s = step_seconds(rep.sm, others + prompts + mates_tokens, kv, kv + own + mates_tokens * rep.prefill_position_mean)
-        budget_wait = 0.0
     else:
-        u = pts.u_step_in_progress
-        queued = u >= 1.0 - op.budget_rho
-        tail = np.clip(1.0 - (1.0 - u) / max(op.budget_rho, 1e-300), 1e-9, 1.0 - 1e-9)
-        from scipy.special import ndtri
-
-        budget_wait = np.where(queued, op.budget_wait_mean_s * gamma_unit_quantile(ndtri(tail), op.budget_wait_cv2), 0.0)
         cap = np.maximum(1.0, rep.chunk_tokens - admitted)
         chunks = np.ceil(prompts / cap)
         last = prompts - (chunks - 1.0) * cap
         full_attended = (own - last * (prompts - last) - last * (last + 1.0) / 2.0) / np.maximum(chunks - 1.0, 1.0)
         full_s = step_seconds(rep.sm, others + cap, kv, kv + full_attended)
-        # from the start of the step in progress to the start of its last step
-        window = np.where(seen > 0, in_progress - residual + np.maximum(budget_wait, residual), budget_wait)
         behind = window + (chunks - 1.0) * full_s
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind)
         filled = np.minimum(cap - last, mates * rep.prompt_mean * sum_spread(mates, rep.prompt_cv2, pts.z_interference))

@@ -24,14 +24,15 @@ CHAT = Workload(
 def test_simulator_and_queueing_agree_on_a_pp2_replica():
     """Llama-2-70B fp16, tp=4 × pp=2 on H100 with communication, batch 64, chunks of 2,048, at ρ = 0.5:
     the analytic p99 TTFT and TPOT lie within 10 % of the simulator's (docs/queueing-fidelity.md's bar;
-    measured 2026-12-04: −6.2 % and −6.2 %), and the model calls itself reliable there."""
+    measured 2026-12-04: −7.5 % and −5.5 %). The model does not call itself reliable there: 2,048-token chunks
+    split 9 % of these prompts, outside the region docs/queueing-fidelity.md validated (split prompts)."""
     sm = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, COMM, pp=2)
     capacity = kv_capacity_tokens(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, COMM, pp=2)
     serving = Serving(batch_limit=64, chunk_tokens=2048)
     workload = CHAT.at_rate(0.5 * saturation_rps(sm, CHAT, serving, kv_capacity_tokens=capacity))
     analytic = predict(sm, workload, serving, kv_capacity_tokens=capacity)
     simulated = simulate(sm, workload, serving, kv_capacity_tokens=capacity, requests=6000, seed=3)
-    assert analytic.reliable
+    assert not analytic.reliable and analytic.fidelity_note is not None and "split" in analytic.fidelity_note
     assert analytic.ttft is not None and analytic.tpot is not None
     assert simulated.ttft_s.p99 is not None and simulated.tpot_s.p99 is not None
     assert analytic.ttft.at_percentile_s == pytest.approx(simulated.ttft_s.p99, rel=0.10)

@@ -1,6 +1,6 @@
 """The reliable flag on the plans the planner makes (issue 14 §4): where `predict` says reliable, its
-p99s are within 10 % of the simulator's on the same deployment; and the prefill-cluster dispersion
-against hand-computed values."""
+p99s are within 10 % of the simulator's on the same deployment; the region's bounds (split prompts,
+long-tailed prompt mixes); and the prefill-cluster dispersion against hand-computed values."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ import numpy as np
 import pytest
 
 from bench import plan_corpus
-from planner.queueing import _burstiness
+from planner import queueing
 from planner.queueing_kernels import occupancy_dispersion, prefill_cluster_dispersion
-from planner.queueing_replica import life_overlap
+from planner.queueing_replica import _replica, life_overlap
+from planner.step_model import StepModel
+from planner.workload import FixedLength, HistogramLength, Serving, Workload
 
 #: Corpus questions whose plans the committed run (docs/queueing-fidelity.md) found flagged reliable
-#: (#4, #32, #50) and three it did not (#13, #24, #53: ρ 0.36–0.79, chunked and not): a bounded sample
-#: (six plans and 8,000-request simulations, ~20 s on two cores).
-SAMPLE = (4, 32, 50, 13, 24, 53)
+#: (#4, #12, #42, #53: ρ 0.06–0.57, chunked and not) and two it did not (#8: a 2,048-token budget
+#: splitting most prompts, #23: prompt cv² 2.7): a bounded sample (six plans, 8,000-request simulations).
+SAMPLE = (4, 12, 42, 53, 8, 23)
 
 
 @pytest.fixture(scope="module")
@@ -64,14 +66,45 @@ def test_life_overlap_hand_vectors() -> None:
     assert life_overlap(-np.log1p(-u)) == pytest.approx(0.5, rel=2e-3)
 
 
-@pytest.mark.parametrize("theta_pf", [0.0, 0.1, 0.3, 0.6])
-@pytest.mark.parametrize("theta_b", [0.0, 0.2, 0.5])
-@pytest.mark.parametrize("cv2", [0.0, 0.64, 2.7])
-def test_the_reliable_bound_is_at_least_the_dispersion_the_region_was_validated_with(
-    theta_pf: float, theta_b: float, cv2: float
-) -> None:
-    # the region was read off the grid with D = 1/((1 − θ_b)(1 − θ_pf)²); the quantity it now bounds
-    # must not be smaller anywhere, or the region would grow beyond what was validated
-    validated = 1.0 / ((1.0 - theta_b) * (1.0 - theta_pf) ** 2)
-    assert _burstiness(theta_pf, theta_b, cv2) >= validated - 1e-12
-    assert _burstiness(0.5, 0.5, 1.0) == pytest.approx(1.25 / 0.25 / 0.25)  # (1 + θ²cv²)/(1 − θ_pf)²/(1 − θ_b)² = 20
+#: A small made-up replica (test figures): 1 GB of weights, 100 kB of KV per token, 2 GFLOP per token.
+_SMALL = StepModel(
+    dense_weight_bytes=1e9,
+    kv_bytes_per_token=1e5,
+    flops_per_token=2e9,
+    attention_flops_per_context_token=1e5,
+    memory_bandwidth_bytes_per_s=1e12,
+    compute_flops_per_s=1e14,
+)
+
+
+def _flag(prompt: FixedLength | HistogramLength, chunk: int | None) -> queueing.Prediction:
+    workload = Workload(arrival_rate_rps=1.0, prompt_tokens=prompt, output_tokens=FixedLength(tokens=100))
+    serving = Serving(batch_limit=16, chunk_tokens=chunk)
+    rate = 0.3 * queueing.saturation_rps(_SMALL, workload, serving, kv_capacity_tokens=1e6)
+    return queueing.predict(_SMALL, workload.at_rate(rate), serving, kv_capacity_tokens=1e6)
+
+
+def test_split_prompts_are_outside_the_reliable_region() -> None:
+    # 1,000-token prompts: a 4,096-token budget holds each in one step (16 decodes at most take 16 of
+    # it), a 512-token one splits every prompt
+    assert _flag(FixedLength(tokens=1000), 4096).reliable
+    split = _flag(FixedLength(tokens=1000), 512)
+    assert not split.reliable and split.fidelity_note is not None and "split" in split.fidelity_note
+
+
+def test_the_split_fraction_counts_the_prompts_beyond_the_budget() -> None:
+    # half the prompts are 2,000 tokens: beyond a 1,024-token budget less the running decodes
+    histogram = HistogramLength(tokens=(100, 2000), weights=(0.5, 0.5))
+    workload = Workload(arrival_rate_rps=1.0, prompt_tokens=histogram, output_tokens=FixedLength(tokens=100))
+    rep = _replica(_SMALL, workload, Serving(batch_limit=16, chunk_tokens=1024), 1e6)
+    assert queueing._split_fraction(rep, 8.0) == pytest.approx(0.5, abs=0.01)
+    unchunked = _replica(_SMALL, workload, Serving(batch_limit=16), 1e6)
+    assert queueing._split_fraction(unchunked, 8.0) == 0.0
+
+
+def test_long_tailed_prompt_mixes_are_outside_the_reliable_region() -> None:
+    # the corpus's agent mix: cv² = E[p²]/E[p]² − 1 = 7.63e6/1434² − 1 ≈ 2.71 > 1.5
+    agent = HistogramLength(tokens=(128, 512, 2048, 8192), weights=(0.4, 0.3, 0.2, 0.1))
+    p = _flag(agent, None)
+    assert not p.reliable and p.fidelity_note is not None and "cv²" in p.fidelity_note
+    assert _flag(FixedLength(tokens=1000), None).reliable
