@@ -59,6 +59,7 @@ from planner.plan_result import (
     PrefixCachingTrial,
     Verification,
 )
+from planner.plan_search import _COST_TOLERANCE, _Planner
 from planner.plan_verify import _verification_record
 from planner.prefix_cache import BLOCK_TOKENS, PrefixHits, PrefixReuse, Routing, prefix_hits
 from planner.queueing_sample import length_quantiles
@@ -77,6 +78,10 @@ MIXTURE_QUANTILES = 128
 #: is tried, each step adding ⌈R/8⌉ (at least one): a search granularity, four steps reach +46 % of R,
 #: beyond which a cache rarely still undercuts the plan without one. Not a physical constant.
 MAX_REPLICA_STEPS = 4
+#: Re-plans of one cache size on the mixture at its plan's own replica count (prefix-aware routing finds
+#: fewer prefixes on fewer replicas) before it is passed over: each moves the count it is planned at to
+#: the one it needs, which rarely moves again. A search bound, not a physical constant.
+MAX_HIT_ROUNDS = 3
 REPLICA_STEP_DIVISOR = 8
 
 
@@ -227,13 +232,52 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             (i for i in indices if trials[i].found is not None), key=lambda i: (trials[i].cost, trials[i].record.cache_tokens)
         )
 
+    def own_hits(current: _Trial) -> PrefixHits | None:
+        """The hits at the trial plan's own replica count when they are fewer than it was planned with
+        (None: at least as many, so its mixture was conservative). Prefix-aware routing shards the
+        prefixes over the replicas the plan deploys, not over the plan without a cache's."""
+        if reuse.measured or current.found is None:
+            return None
+        _, routing_name, hits, _ = candidates[current.index]
+        routed: Routing = "prefix_aware" if routing_name == "prefix_aware" else "random"
+        own = prefix_hits(reuse, hits.cache_tokens, routed, current.found.replicas, arrival_rate_rps=rate)
+        return None if finds_as_many(own, hits) else own
+
     queue = cheaper(list(range(len(trials))))
     reason = "no cache size lowers the cost of the plan without a cache"
+    replanned: dict[int, int] = {}
     while queue:
         current = trials[queue.pop(0)]
+        fewer = own_hits(current)
+        if fewer is not None:
+            # planned with more hits than its own replicas find: planned again on the mixture at its own
+            # replica count (at most MAX_HIT_ROUNDS times), and queued again at its new cost with the
+            # trials an earlier one cut short planned in full, so the cheapest candidate still comes first
+            rounds = replanned[current.index] = replanned.get(current.index, 0) + 1
+            fraction, routing_name, _, _ = candidates[current.index]
+            candidates[current.index] = (fraction, routing_name, fewer, reduced_prompts(prompt, fewer.classes))
+            spaces.pop(current.index, None)
+            trials[current.index] = trial(current.index, without.cost_usd_per_hour)
+            if rounds >= MAX_HIT_ROUNDS and own_hits(trials[current.index]) is not None:
+                trials[current.index] = replace(trials[current.index], found=None)
+                reason = f"the {fraction:g} cache's plan keeps needing fewer replicas than its hit rate assumes"
+            for index in deferred:
+                trials[index] = trial(index, without.cost_usd_per_hour)
+            queue = cheaper([*queue, current.index, *deferred])
+            deferred = []
+            if trials[current.index].found is None and current.index not in queue:
+                reason = f"the {fraction:g} cache costs as much as the plan without a cache at its own replicas' hit rate"
+            continue
         record, trial_request = current.record, current.request
         attempt, ready = trial_request, current.found  # the trial's own plan is the first attempt
         for _ in range(MAX_REPLICA_STEPS):
+            floor = math.nan if ready is not None else _cost_floor(attempt, inputs, spaces[current.index])
+            if floor == math.inf:  # every option breaks a limit at these replicas: the search would find no plan
+                reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
+                break
+            if floor >= without.cost_usd_per_hour * (1 - _COST_TOLERANCE):  # the re-plan could not undercut: not searched
+                reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
+                break
             try:
                 staged = stage(attempt, inputs, space=spaces[current.index]) if ready is None else ready
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
@@ -295,6 +339,34 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     return replace(finished, justification=justification)
 
 
+def finds_as_many(own: PrefixHits, planned: PrefixHits) -> bool:
+    """Whether every class of `planned` finds its prefix at least as often in `own`: the prompts it
+    prefills are then no longer than the plan assumed (each request only moves from prefilling all
+    of its prompt to prefilling less)."""
+
+    def by_tokens(hits: PrefixHits) -> dict[int, float]:
+        fractions: dict[int, float] = {}
+        for fraction, tokens in hits.classes:
+            fractions[tokens] = fractions.get(tokens, 0.0) + fraction
+        return fractions
+
+    found = by_tokens(own)
+    return all(found.get(tokens, 0.0) >= f * (1 - 1e-12) for tokens, f in by_tokens(planned).items())
+
+
+def _cost_floor(attempt: PlanningRequest, inputs: PlanningInputs, space: _Space) -> float:
+    """The least cost a re-plan of `attempt` on its trial's `space` could find (plan_search's closed-form
+    bounds at its min_replicas, within its limits); nan for a mixed fleet, whose MILP may undercut every
+    single configuration (its re-plans are searched)."""
+    from planner.pins import apply_pins
+
+    if attempt.constraints.mixed_fleet:
+        return math.nan
+    pinned, _ = apply_pins(attempt, inputs)  # as stage_plan plans it
+    planner = _Planner(space.options, pinned.workload)
+    return planner.cost_floor_usd_per_hour(pinned.workload.arrival_rate_rps, pinned.constraints)
+
+
 def _chosen(
     chosen_plan: PlanResult,
     record: PrefixCachingTrial,
@@ -310,11 +382,11 @@ def _chosen(
     finds more the more replicas share the prefixes), the section with and without (`without`: the plan
     without a cache's predicted TTFT and cost)."""
     hit_rate, saved = record.hit_rate, record.prefill_tokens_saved_fraction
-    if not reuse.measured and record.routing == "prefix_aware":
+    if not reuse.measured:  # the plan's own replicas (the trials planned at the count they need: planner/plan_prefix.py)
         hits = prefix_hits(
             reuse,
             record.cache_tokens,
-            "prefix_aware",
+            "prefix_aware" if record.routing == "prefix_aware" else "random",
             chosen_plan.row.replicas,
             arrival_rate_rps=request.workload.arrival_rate_rps,
         )
