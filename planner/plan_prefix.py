@@ -217,6 +217,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     # trial's cost is planned in full only if the simulator refutes the candidates before it.
     trials: list[_Trial] = []
     deferred: list[int] = []
+    cut_at: dict[int, float] = {}  # a deferred trial's bound: it has no plan strictly cheaper than that
     bound = without.cost_usd_per_hour
     for index in range(len(candidates)):
         planned = trial(index, bound)
@@ -224,6 +225,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             bound = planned.found.cost_usd_per_hour
         elif bound < without.cost_usd_per_hour:
             deferred.append(index)
+            cut_at[index] = bound
         trials.append(planned)
 
     def cheaper(indices: list[int]) -> list[int]:
@@ -261,10 +263,13 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             if rounds >= MAX_HIT_ROUNDS and own_hits(trials[current.index]) is not None:
                 trials[current.index] = replace(trials[current.index], found=None)
                 reason = f"the {fraction:g} cache's plan keeps needing fewer replicas than its hit rate assumes"
-            for index in deferred:
+            # a trial cut at a bound the new cost does not exceed still has no plan cheaper than it: left cut
+            dearer = trials[current.index].cost
+            revived = [index for index in deferred if cut_at[index] < dearer]
+            for index in revived:
                 trials[index] = trial(index, without.cost_usd_per_hour)
-            queue = cheaper([*queue, current.index, *deferred])
-            deferred = []
+            queue = cheaper([*queue, current.index, *revived])
+            deferred = [index for index in deferred if index not in revived]
             if trials[current.index].found is None and current.index not in queue:
                 reason = f"the {fraction:g} cache costs as much as the plan without a cache at its own replicas' hit rate"
             continue
