@@ -94,3 +94,18 @@ def test_the_cost_floor_is_below_every_re_plan_of_a_trial(min_replicas: int):
     assert 0 < floor <= staged.cost_usd_per_hour
     assert staged.total_replicas >= min_replicas
     assert math.isnan(_cost_floor(replace(request, constraints=replace(request.constraints, mixed_fleet=True)), INPUTS, space))
+
+
+def test_the_bench_names_plans_that_decide_differently_not_those_that_explain_differently():
+    """bench.plan_latency --prefix-compare also lists the plans whose decision differs (cost, rows, cache
+    and hit rate, verdict): a plan whose justification alone changed (a re-plan's counters) is not among them."""
+    from bench.plan_latency import decision, prefix_decisions
+
+    row = {"gpu": "l40s", "tp": 1, "weights_precision": "fp8", "batch_limit": 1024, "chunk_tokens": None, "replicas": 1}
+    plan = {"cost_usd_per_hour": 1.4, "rows": [row], "prefix_caching": {"cache_tokens": 25_728, "hit_rate": 0.78}}
+    explained = {**plan, "justification": {"candidates": {"queueing_predictions": 99}}}
+    bigger = {**plan, "prefix_caching": {"cache_tokens": 51_456, "hit_rate": 0.85}}
+    before = {"plans": {"00-verify": plan, "01-verify": plan, "02-verify": plan}}
+    after = {"plans": {"00-verify": explained, "01-verify": bigger, "02-verify": {"refused": "InfeasiblePlanError"}}}
+    assert prefix_decisions(before, after) == ["01-verify", "02-verify"]
+    assert decision(plan)[2] == (25_728, 0.78) and decision({"refused": "X"}) == ("refused", "X")
