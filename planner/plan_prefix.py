@@ -12,6 +12,11 @@ prefixes (prefix-aware when R > 1, else random), the plan is made again with:
 * each replica's KV capacity less the cache's tokens (the cache holds the shared blocks, the
   sequences keep only their own).
 
+A trial whose plan needs fewer replicas than it was planned at is planned again on the hits its own
+replica count finds (prefix-aware routing shards the prefixes over the replicas the plan deploys, so
+fewer replicas find fewer), before its cost bounds the next trial: every trial's record and plan rest on
+no more hits than its own replicas find (`finds_as_many`; at most `MAX_HIT_ROUNDS` re-plans).
+
 The mixture's values carry the tokens they found cached (`HistogramLength.cached`): the queueing
 model prefills only the new tokens but counts the cached ones in every decode step's context and in
 the prefill's attention and KV reads (planner/queueing_replica.py), as the simulator does
@@ -79,8 +84,9 @@ MIXTURE_QUANTILES = 128
 #: beyond which a cache rarely still undercuts the plan without one. Not a physical constant.
 MAX_REPLICA_STEPS = 4
 #: Re-plans of one cache size on the mixture at its plan's own replica count (prefix-aware routing finds
-#: fewer prefixes on fewer replicas) before it is passed over: each moves the count it is planned at to
-#: the one it needs, which rarely moves again. A search bound, not a physical constant.
+#: fewer prefixes on fewer replicas) before it is passed over: with hits that never fall as replicas are
+#: added, one suffices (planned on fewer hits, a plan needs no fewer replicas). A search bound, not a
+#: physical constant.
 MAX_HIT_ROUNDS = 3
 REPLICA_STEP_DIVISOR = 8
 
@@ -137,6 +143,8 @@ class _Trial:
     request: PlanningRequest
     #: Staged, not finished (planning.finish_plan): only the attempt deployed is priced and explained.
     found: StagedPlan | None
+    #: The search space it was planned on (its re-plans with more replicas search it again).
+    space: _Space | None = None
 
     @property
     def cost(self) -> float:
@@ -177,29 +185,40 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     prompt = request.workload.prompt_tokens
     # each trial's search space, enumerated once: its re-plans (more replicas, or in full after an earlier
     # trial cut it short) change only min_replicas and the cost bound, which do not enter it
-    spaces: dict[int, _Space] = {}
+    spaces: dict[tuple[int, tuple[tuple[float, int], ...]], _Space] = {}
 
     def trial(index: int, below_usd_per_hour: float) -> _Trial:
-        """Candidate `index` planned, counting only plans strictly cheaper than `below_usd_per_hour`."""
+        """Candidate `index` planned, counting only plans strictly cheaper than `below_usd_per_hour`, on
+        the hits its plan's own replica count finds (`at_own_replicas`)."""
         fraction, routing_name, hits, mix = candidates[index]
-        trial_request = replace(
-            request,
-            workload=replace(request.workload, prompt_tokens=mix, prefix_reuse=None),
-            prefix_cache_tokens=hits.cache_tokens,
-            below_usd_per_hour=below_usd_per_hour,
-            verify=False,
-            explain=False,
-            advise=False,
-        )
-        found: StagedPlan | None
-        try:
-            if index not in spaces:
-                spaces[index] = search_space(trial_request, inputs)
-            found = stage(trial_request, inputs, space=spaces[index])
-        except InfeasiblePlanError:
-            found = None
-        if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
-            found = None  # a mixed fleet's MILP is not bounded: a fleet no cheaper counts as none
+        for rounds in range(MAX_HIT_ROUNDS + 1):
+            trial_request = replace(
+                request,
+                workload=replace(request.workload, prompt_tokens=mix, prefix_reuse=None),
+                prefix_cache_tokens=hits.cache_tokens,
+                below_usd_per_hour=below_usd_per_hour,
+                verify=False,
+                explain=False,
+                advise=False,
+            )
+            found: StagedPlan | None
+            key = (index, hits.classes)
+            try:
+                if key not in spaces:
+                    spaces[key] = search_space(trial_request, inputs)
+                found = stage(trial_request, inputs, space=spaces[key])
+            except InfeasiblePlanError:
+                found = None
+            if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
+                found = None  # a mixed fleet's MILP is not bounded: a fleet no cheaper counts as none
+            fewer = None if found is None else at_own_replicas(hits, routing_name, found.replicas)
+            if fewer is None:
+                break
+            if rounds == MAX_HIT_ROUNDS:
+                found = None  # still planned on more hits than its replicas find: passed over
+                break
+            # its plan needs fewer replicas than it was planned at, which find fewer prefixes: planned again
+            hits, mix = fewer, reduced_prompts(prompt, fewer.classes)
         record = PrefixCachingTrial(
             routing=routing_name,
             cache_fraction=fraction,
@@ -209,7 +228,17 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             replicas=None if found is None else found.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
-        return _Trial(index=index, record=record, request=trial_request, found=found)
+        return _Trial(index=index, record=record, request=trial_request, found=found, space=spaces.get(key))
+
+    def at_own_replicas(hits: PrefixHits, routing_name: str, replicas: int) -> PrefixHits | None:
+        """The hits `replicas` replicas find when fewer than `hits` (None: at least as many, so the mixture
+        planned was conservative for them). Prefix-aware routing shards the prefixes over the replicas the
+        plan deploys, not over the plan without a cache's; a measured hit rate is taken as given."""
+        if reuse.measured:
+            return None
+        routed: Routing = "prefix_aware" if routing_name == "prefix_aware" else "random"
+        own = prefix_hits(reuse, hits.cache_tokens, routed, replicas, arrival_rate_rps=rate)
+        return None if finds_as_many(own, hits) else own
 
     # Each trial counts only plans cheaper than the cheapest so far (the plan without a cache, then any
     # trial's): a later, larger cache is chosen only when strictly cheaper, so the first candidate
@@ -217,7 +246,6 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     # trial's cost is planned in full only if the simulator refutes the candidates before it.
     trials: list[_Trial] = []
     deferred: list[int] = []
-    cut_at: dict[int, float] = {}  # a deferred trial's bound: it has no plan strictly cheaper than that
     bound = without.cost_usd_per_hour
     for index in range(len(candidates)):
         planned = trial(index, bound)
@@ -225,7 +253,6 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             bound = planned.found.cost_usd_per_hour
         elif bound < without.cost_usd_per_hour:
             deferred.append(index)
-            cut_at[index] = bound
         trials.append(planned)
 
     def cheaper(indices: list[int]) -> list[int]:
@@ -234,49 +261,15 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             (i for i in indices if trials[i].found is not None), key=lambda i: (trials[i].cost, trials[i].record.cache_tokens)
         )
 
-    def own_hits(current: _Trial) -> PrefixHits | None:
-        """The hits at the trial plan's own replica count when they are fewer than it was planned with
-        (None: at least as many, so its mixture was conservative). Prefix-aware routing shards the
-        prefixes over the replicas the plan deploys, not over the plan without a cache's."""
-        if reuse.measured or current.found is None:
-            return None
-        _, routing_name, hits, _ = candidates[current.index]
-        routed: Routing = "prefix_aware" if routing_name == "prefix_aware" else "random"
-        own = prefix_hits(reuse, hits.cache_tokens, routed, current.found.replicas, arrival_rate_rps=rate)
-        return None if finds_as_many(own, hits) else own
-
     queue = cheaper(list(range(len(trials))))
     reason = "no cache size lowers the cost of the plan without a cache"
-    replanned: dict[int, int] = {}
     while queue:
         current = trials[queue.pop(0)]
-        fewer = own_hits(current)
-        if fewer is not None:
-            # planned with more hits than its own replicas find: planned again on the mixture at its own
-            # replica count (at most MAX_HIT_ROUNDS times), and queued again at its new cost with the
-            # trials an earlier one cut short planned in full, so the cheapest candidate still comes first
-            rounds = replanned[current.index] = replanned.get(current.index, 0) + 1
-            fraction, routing_name, _, _ = candidates[current.index]
-            candidates[current.index] = (fraction, routing_name, fewer, reduced_prompts(prompt, fewer.classes))
-            spaces.pop(current.index, None)
-            trials[current.index] = trial(current.index, without.cost_usd_per_hour)
-            if rounds >= MAX_HIT_ROUNDS and own_hits(trials[current.index]) is not None:
-                trials[current.index] = replace(trials[current.index], found=None)
-                reason = f"the {fraction:g} cache's plan keeps needing fewer replicas than its hit rate assumes"
-            # a trial cut at a bound the new cost does not exceed still has no plan cheaper than it: left cut
-            dearer = trials[current.index].cost
-            revived = [index for index in deferred if cut_at[index] < dearer]
-            for index in revived:
-                trials[index] = trial(index, without.cost_usd_per_hour)
-            queue = cheaper([*queue, current.index, *revived])
-            deferred = [index for index in deferred if index not in revived]
-            if trials[current.index].found is None and current.index not in queue:
-                reason = f"the {fraction:g} cache costs as much as the plan without a cache at its own replicas' hit rate"
-            continue
-        record, trial_request = current.record, current.request
+        record, trial_request, space = current.record, current.request, current.space
+        assert space is not None  # a trial with a plan was searched
         attempt, ready = trial_request, current.found  # the trial's own plan is the first attempt
         for _ in range(MAX_REPLICA_STEPS):
-            floor = math.nan if ready is not None else _cost_floor(attempt, inputs, spaces[current.index])
+            floor = math.nan if ready is not None else _cost_floor(attempt, inputs, space)
             if floor == math.inf:  # every option breaks a limit at these replicas: the search would find no plan
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break
@@ -284,7 +277,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
             try:
-                staged = stage(attempt, inputs, space=spaces[current.index]) if ready is None else ready
+                staged = stage(attempt, inputs, space=space) if ready is None else ready
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break
