@@ -3,7 +3,8 @@
 Under prefix-aware routing each replica sees 1/R of the distinct prefixes, so the hit rate a cache
 finds depends on the replicas the plan deploys. The trials are first planned at the replica count of
 the plan without a cache; a trial whose plan needs fewer replicas finds fewer prefixes than that, so
-it is planned again on the mixture at its own count before it is verified or deployed.
+it is planned again, with the same fraction of its own replicas' working set and the hits they find,
+before its cost bounds the next trial.
 """
 
 from __future__ import annotations
