@@ -19,7 +19,9 @@ itself (imports, the solver library), as a running service is.
 `--prefix-dump` plans the 24 requests with PREFIX_REUSE in process (cold, both verify settings) and
 writes each `PlanResult` (`planner.plan_result.as_dict`, the timings plan_ms, solve_ms, created_at and
 wall_time_s left out) or its refusal, with each plan's CPU ms; `--prefix-compare` lists the plans that
-differ between two dumps (two versions of the planner: a speed change must change none).
+differ between two dumps (two versions of the planner: a speed change must change none), and
+among them those whose decision differs (`decision`: cost, rows, cache and hit rate, verdict — a
+change that only re-explains a plan is not one).
 
 `--prefix-reuse` offers prefix caching on every request (`PREFIX_REUSE` in its workload): the plan
 is then made without a cache and with each cache size (planner/plan_prefix.py), so it measures what
@@ -457,6 +459,35 @@ def prefix_compare(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     return [key for key in keys if before["plans"].get(key) != after["plans"].get(key)]
 
 
+def decision(plan: dict[str, Any]) -> tuple[Any, ...]:
+    """What a dumped plan decides: its cost, each row's configuration and replicas, the cache and its
+    hit rate, and the verification's verdict (or the refusal) — not the justification's figures."""
+    if "refused" in plan:
+        return ("refused", plan["refused"])
+    cache = plan.get("prefix_caching")
+    rows = tuple(
+        (r["gpu"], r["tp"], r["weights_precision"], r["batch_limit"], r["chunk_tokens"], r["replicas"], r.get("draft"))
+        for r in plan["rows"]
+    )
+    verified = None if plan.get("verification") is None else plan["verification"].get("meets_slo")
+    return (
+        round(plan["cost_usd_per_hour"], 6),
+        rows,
+        None if cache is None else (cache["cache_tokens"], round(cache["hit_rate"], 4)),
+        verified,
+    )
+
+
+def prefix_decisions(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The plans (keys) of two `prefix_dump`s whose decision (`decision`) differs."""
+    keys = sorted(set(before["plans"]) | set(after["plans"]))
+    return [
+        key
+        for key in keys
+        if decision(before["plans"].get(key, {"refused": "absent"})) != decision(after["plans"].get(key, {"refused": "absent"}))
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--warm", action="store_true", help="keep the planner's caches between requests")
@@ -497,6 +528,10 @@ def main() -> None:
         before, after = (json.loads(path.read_text(encoding="utf-8")) for path in args.prefix_compare)
         differ = prefix_compare(before, after)
         print(f"{len(differ)} of {len(set(before['plans']) | set(after['plans']))} plans differ: {', '.join(differ) or 'none'}")
+        decided = prefix_decisions(before, after)
+        print(f"{len(decided)} decide differently (cost, rows, cache, verdict): {', '.join(decided) or 'none'}")
+        for key in decided:
+            print(f"    {key}\n      before {decision(before['plans'][key])}\n      after  {decision(after['plans'][key])}")
         for key in sorted(before["cpu_ms"]):
             print(f"    {key} {before['cpu_ms'][key]:8.1f} -> {after['cpu_ms'].get(key, math.nan):8.1f} ms cpu")
         return

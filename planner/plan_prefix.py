@@ -12,6 +12,11 @@ prefixes (prefix-aware when R > 1, else random), the plan is made again with:
 * each replica's KV capacity less the cache's tokens (the cache holds the shared blocks, the
   sequences keep only their own).
 
+A trial whose plan needs fewer replicas than it was planned at is planned again on the hits its own
+replica count finds (prefix-aware routing shards the prefixes over the replicas the plan deploys, so
+fewer replicas find fewer), before its cost bounds the next trial: every trial's record and plan rest on
+no more hits than its own replicas find (`finds_as_many`; at most `MAX_HIT_ROUNDS` re-plans).
+
 The mixture's values carry the tokens they found cached (`HistogramLength.cached`): the queueing
 model prefills only the new tokens but counts the cached ones in every decode step's context and in
 the prefill's attention and KV reads (planner/queueing_replica.py), as the simulator does
@@ -59,6 +64,7 @@ from planner.plan_result import (
     PrefixCachingTrial,
     Verification,
 )
+from planner.plan_search import _COST_TOLERANCE, _Planner
 from planner.plan_verify import _verification_record
 from planner.prefix_cache import BLOCK_TOKENS, PrefixHits, PrefixReuse, Routing, prefix_hits
 from planner.queueing_sample import length_quantiles
@@ -77,6 +83,11 @@ MIXTURE_QUANTILES = 128
 #: is tried, each step adding ⌈R/8⌉ (at least one): a search granularity, four steps reach +46 % of R,
 #: beyond which a cache rarely still undercuts the plan without one. Not a physical constant.
 MAX_REPLICA_STEPS = 4
+#: Re-plans of one cache size on the mixture at its plan's own replica count (prefix-aware routing finds
+#: fewer prefixes on fewer replicas) before it is passed over: with hits that never fall as replicas are
+#: added, one suffices (planned on fewer hits, a plan needs no fewer replicas). A search bound, not a
+#: physical constant.
+MAX_HIT_ROUNDS = 3
 REPLICA_STEP_DIVISOR = 8
 
 
@@ -132,6 +143,8 @@ class _Trial:
     request: PlanningRequest
     #: Staged, not finished (planning.finish_plan): only the attempt deployed is priced and explained.
     found: StagedPlan | None
+    #: The search space it was planned on (its re-plans with more replicas search it again).
+    space: _Space | None = None
 
     @property
     def cost(self) -> float:
@@ -172,29 +185,43 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     prompt = request.workload.prompt_tokens
     # each trial's search space, enumerated once: its re-plans (more replicas, or in full after an earlier
     # trial cut it short) change only min_replicas and the cost bound, which do not enter it
-    spaces: dict[int, _Space] = {}
+    spaces: dict[tuple[int, tuple[tuple[float, int], ...]], _Space] = {}
 
     def trial(index: int, below_usd_per_hour: float) -> _Trial:
-        """Candidate `index` planned, counting only plans strictly cheaper than `below_usd_per_hour`."""
+        """Candidate `index` planned, counting only plans strictly cheaper than `below_usd_per_hour`, on
+        the hits its plan's own replica count finds (`at_own_replicas`)."""
         fraction, routing_name, hits, mix = candidates[index]
-        trial_request = replace(
-            request,
-            workload=replace(request.workload, prompt_tokens=mix, prefix_reuse=None),
-            prefix_cache_tokens=hits.cache_tokens,
-            below_usd_per_hour=below_usd_per_hour,
-            verify=False,
-            explain=False,
-            advise=False,
-        )
-        found: StagedPlan | None
-        try:
-            if index not in spaces:
-                spaces[index] = search_space(trial_request, inputs)
-            found = stage(trial_request, inputs, space=spaces[index])
-        except InfeasiblePlanError:
-            found = None
-        if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
-            found = None  # a mixed fleet's MILP is not bounded: a fleet no cheaper counts as none
+        for rounds in range(MAX_HIT_ROUNDS + 1):
+            trial_request = replace(
+                request,
+                workload=replace(request.workload, prompt_tokens=mix, prefix_reuse=None),
+                prefix_cache_tokens=hits.cache_tokens,
+                below_usd_per_hour=below_usd_per_hour,
+                verify=False,
+                explain=False,
+                advise=False,
+            )
+            found: StagedPlan | None
+            key = (index, hits.classes)
+            try:
+                if key not in spaces:
+                    spaces[key] = search_space(trial_request, inputs)
+                found = stage(trial_request, inputs, space=spaces[key])
+            except InfeasiblePlanError:
+                found = None
+            if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
+                found = None  # a mixed fleet's MILP is not bounded: a fleet no cheaper counts as none
+            fewer = None if found is None else at_own_replicas(hits, routing_name, found.replicas)
+            if fewer is None:
+                break
+            if rounds == MAX_HIT_ROUNDS:
+                found = None  # still planned on more hits than its replicas find: passed over
+                break
+            # its plan needs fewer replicas than it was planned at, which find fewer prefixes: planned again
+            # with the same fraction of its own replicas' working set, at their hits
+            assert found is not None
+            hits = own_cache(fraction, routing_name, found.replicas)
+            mix = reduced_prompts(prompt, hits.classes)
         record = PrefixCachingTrial(
             routing=routing_name,
             cache_fraction=fraction,
@@ -204,7 +231,25 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             replicas=None if found is None else found.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
-        return _Trial(index=index, record=record, request=trial_request, found=found)
+        return _Trial(index=index, record=record, request=trial_request, found=found, space=spaces.get(key))
+
+    def own_cache(fraction: float, routing_name: str, replicas: int) -> PrefixHits:
+        """The hits of a cache of `fraction` of the per-replica working set at `replicas` replicas."""
+        routed: Routing = "prefix_aware" if routing_name == "prefix_aware" else "random"
+        cache = int(fraction * reuse.working_set_tokens(routed, replicas, arrival_rate_rps=rate)) // BLOCK_TOKENS * BLOCK_TOKENS
+        return prefix_hits(reuse, cache, routed, replicas, arrival_rate_rps=rate)
+
+    def at_own_replicas(hits: PrefixHits, routing_name: str, replicas: int) -> PrefixHits | None:
+        """The hits `replicas` replicas find when fewer than `hits` (None: at least as many, so the mixture
+        planned was conservative for them). Prefix-aware routing shards the prefixes over the replicas the
+        plan deploys, not over the plan without a cache's; a measured hit rate is taken as given. Sessions
+        are not re-planned yet: their sized-at-R cache then disagrees with the simulated LRU by more than
+        the session model's tested 0.05 (tests/api/test_prefix_caching.py), which is that model's to settle."""
+        if reuse.measured or reuse.sessions is not None:
+            return None
+        routed: Routing = "prefix_aware" if routing_name == "prefix_aware" else "random"
+        own = prefix_hits(reuse, hits.cache_tokens, routed, replicas, arrival_rate_rps=rate)
+        return None if finds_as_many(own, hits) else own
 
     # Each trial counts only plans cheaper than the cheapest so far (the plan without a cache, then any
     # trial's): a later, larger cache is chosen only when strictly cheaper, so the first candidate
@@ -231,11 +276,19 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     reason = "no cache size lowers the cost of the plan without a cache"
     while queue:
         current = trials[queue.pop(0)]
-        record, trial_request = current.record, current.request
+        record, trial_request, space = current.record, current.request, current.space
+        assert space is not None  # a trial with a plan was searched
         attempt, ready = trial_request, current.found  # the trial's own plan is the first attempt
         for _ in range(MAX_REPLICA_STEPS):
+            floor = math.nan if ready is not None else _cost_floor(attempt, inputs, space)
+            if floor == math.inf:  # every option breaks a limit at these replicas: the search would find no plan
+                reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
+                break
+            if floor >= without.cost_usd_per_hour * (1 - _COST_TOLERANCE):  # the re-plan could not undercut: not searched
+                reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
+                break
             try:
-                staged = stage(attempt, inputs, space=spaces[current.index]) if ready is None else ready
+                staged = stage(attempt, inputs, space=space) if ready is None else ready
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break
@@ -295,6 +348,34 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     return replace(finished, justification=justification)
 
 
+def finds_as_many(own: PrefixHits, planned: PrefixHits) -> bool:
+    """Whether every class of `planned` finds its prefix at least as often in `own`: the prompts it
+    prefills are then no longer than the plan assumed (each request only moves from prefilling all
+    of its prompt to prefilling less)."""
+
+    def by_tokens(hits: PrefixHits) -> dict[int, float]:
+        fractions: dict[int, float] = {}
+        for fraction, tokens in hits.classes:
+            fractions[tokens] = fractions.get(tokens, 0.0) + fraction
+        return fractions
+
+    found = by_tokens(own)
+    return all(found.get(tokens, 0.0) >= f * (1 - 1e-12) for tokens, f in by_tokens(planned).items())
+
+
+def _cost_floor(attempt: PlanningRequest, inputs: PlanningInputs, space: _Space) -> float:
+    """The least cost a re-plan of `attempt` on its trial's `space` could find (plan_search's closed-form
+    bounds at its min_replicas, within its limits); nan for a mixed fleet, whose MILP may undercut every
+    single configuration (its re-plans are searched)."""
+    from planner.pins import apply_pins
+
+    if attempt.constraints.mixed_fleet:
+        return math.nan
+    pinned, _ = apply_pins(attempt, inputs)  # as stage_plan plans it
+    planner = _Planner(space.options, pinned.workload)
+    return planner.cost_floor_usd_per_hour(pinned.workload.arrival_rate_rps, pinned.constraints)
+
+
 def _chosen(
     chosen_plan: PlanResult,
     record: PrefixCachingTrial,
@@ -310,11 +391,11 @@ def _chosen(
     finds more the more replicas share the prefixes), the section with and without (`without`: the plan
     without a cache's predicted TTFT and cost)."""
     hit_rate, saved = record.hit_rate, record.prefill_tokens_saved_fraction
-    if not reuse.measured and record.routing == "prefix_aware":
+    if not reuse.measured:  # the plan's own replicas (the trials planned at the count they need: planner/plan_prefix.py)
         hits = prefix_hits(
             reuse,
             record.cache_tokens,
-            "prefix_aware",
+            "prefix_aware" if record.routing == "prefix_aware" else "random",
             chosen_plan.row.replicas,
             arrival_rate_rps=request.workload.arrival_rate_rps,
         )

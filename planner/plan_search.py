@@ -606,6 +606,13 @@ class _Planner:
             self._arrays = (bound, price, tp, (bound > 0) & np.isfinite(bound))
         return self._arrays
 
+    def cost_floor_usd_per_hour(self, arrival_rate_rps: float, constraints: PlanConstraints) -> float:
+        """No single-configuration plan of these options costs less: the least of the closed-form
+        bounds `search` starts from (each option's replicas at its saturation bound, within the
+        limits); infinite when every option breaks a limit (the search would find no plan)."""
+        heap = self._initial_heap(arrival_rate_rps, constraints, _Outcome())
+        return heap[0][0] if heap else math.inf
+
     def _initial_heap(
         self, arrival_rate_rps: float, constraints: PlanConstraints, out: _Outcome
     ) -> list[tuple[float, int, str, int]]:
