@@ -14,6 +14,7 @@ from bench.engine_profiles import (
     MIN_GENERATION_MODELS,
     MIN_GENERATION_POINTS,
     MIN_POINTS,
+    MIN_SOURCES,
     PROFILES_JSON,
     fit_points,
     generation_groups,
@@ -46,13 +47,14 @@ def test_the_shipped_profiles_are_the_fits_of_their_points_by_the_rule(tmp_path:
     try:
         groups = fit_points(catalog)
         assert all(m.record.get("role", "evidence") != "check" for ms in groups.values() for m in ms)
-        # every pair with enough points has a pooled profile, and no other pair does
-        assert {k for k, ms in groups.items() if len(ms) >= MIN_POINTS} == {
-            (gpu, engine) for gpu, engine, generation in SHIPPED if generation == POOLED_GENERATION
+        # every pair with enough points from enough sources has a pooled profile, and no other pair does
+        earning = {
+            k for k, ms in groups.items() if len(ms) >= MIN_POINTS and len({m.record["source"] for m in ms}) >= MIN_SOURCES
         }
+        assert earning == {(gpu, engine) for gpu, engine, generation in SHIPPED if generation == POOLED_GENERATION}
         # a generation has its own profile exactly when it has the rule's points and models
         for (gpu, engine), ms in groups.items():
-            if len(ms) < MIN_POINTS:
+            if (gpu, engine) not in earning:
                 continue
             for generation, gms in generation_groups(ms).items():
                 earns = len(gms) >= MIN_GENERATION_POINTS and len({m.record["model"] for m in gms}) >= MIN_GENERATION_MODELS
