@@ -171,6 +171,7 @@ def _disaggregated_body(
     created_at: str,
     plan_ms: float,
     section: dict[str, Any],
+    engine: str | None = None,
 ) -> dict[str, Any]:
     p, d = plan.prefill, plan.decode
     per_hour = plan.cost_usd_per_hour
@@ -200,7 +201,8 @@ def _disaggregated_body(
             "chunk_tokens": None,
             "target_rho": max(p.rho, d.rho),
             "fleet": None,
-            "engine": None if body.constraints.pin is None else body.constraints.pin.engine,
+            # the engine the pools were priced on (the request's `engine`), else the pinned one: the deploy target
+            "engine": engine if engine is not None else None if body.constraints.pin is None else body.constraints.pin.engine,
             "topology": "disaggregated",
             "pools": [_pool(p), _pool(d)],
         },
@@ -289,8 +291,10 @@ def topology_plan(
     created_at: str,
     run: Callable[..., Any],
     aggregated: Callable[[], dict[str, Any]],
+    engine: str | None = None,
 ) -> dict[str, Any]:
-    """The response for topology `disaggregated` or `any` (`aggregated()` builds the ordinary plan response)."""
+    """The response for topology `disaggregated` or `any` (`aggregated()` builds the ordinary plan response;
+    `engine`, the bare engine the inputs were priced on, is the disaggregated plan's `plan.engine`)."""
     requested = body.constraints.topology
     started = time.perf_counter()
     not_planned = pools_not_planned(body)
@@ -329,7 +333,16 @@ def topology_plan(
         why = "constraints.topology is disaggregated: the cheapest prefill and decode pools meeting the SLOs"
         section = _section(disagg, request, requested=requested, chosen="disaggregated", why=why, saving=None, alternative=None)
         return _disaggregated_body(
-            disagg, body, request, inputs, pricing, plan_id=plan_id, created_at=created_at, plan_ms=plan_ms, section=section
+            disagg,
+            body,
+            request,
+            inputs,
+            pricing,
+            plan_id=plan_id,
+            created_at=created_at,
+            plan_ms=plan_ms,
+            section=section,
+            engine=engine,
         )
     agg: dict[str, Any] | None = None
     agg_error: InfeasiblePlanError | None = None
@@ -365,7 +378,16 @@ def topology_plan(
             disagg, request, requested="any", chosen="disaggregated", why=why, saving=saving, alternative=alternative
         )
         return _disaggregated_body(
-            disagg, body, request, inputs, pricing, plan_id=plan_id, created_at=created_at, plan_ms=plan_ms, section=section
+            disagg,
+            body,
+            request,
+            inputs,
+            pricing,
+            plan_id=plan_id,
+            created_at=created_at,
+            plan_ms=plan_ms,
+            section=section,
+            engine=engine,
         )
     if agg is None or agg_cost is None:  # unreachable: without an aggregated plan the disaggregated one was answered
         raise InfeasiblePlanError("no plan of either topology")

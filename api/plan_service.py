@@ -95,7 +95,15 @@ def create_plan(
             return aggregated()
         # the one dispatch point for separate prefill and decode pools (api/disagg_plans.py)
         return topology_plan(
-            body, request, inputs, pricing, plan_id=plan_id, created_at=created_at.isoformat(), run=run, aggregated=aggregated
+            body,
+            request,
+            inputs,
+            pricing,
+            plan_id=plan_id,
+            created_at=created_at.isoformat(),
+            run=run,
+            aggregated=aggregated,
+            engine=None if engine is None else parse_engine(engine)[0],
         )
 
     if isinstance(body.workload, BatchWorkloadSpec) and engines is None:

@@ -242,3 +242,17 @@ def test_mixed_fleet_is_accepted_by_explicit_pools_as_a_no_op(seeded: ApiClient,
     answer = seeded.post("/v1/plans", json=body, headers=ADMIN_HEADERS)
     assert answer.status_code == 201, answer.text
     assert answer.json()["plan"]["pools"] == free_pools["plan"]["pools"]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "trt-llm"])
+def test_a_disaggregated_plan_names_the_engine_its_pools_were_priced_on(seeded: ApiClient, engine: str) -> None:
+    """`plan.engine` is the deploy target: a disaggregated plan priced on the request's engine says which, as an
+    aggregated one does (it used to answer null unless the engine was pinned)."""
+    answer = seeded.post("/v1/plans", json={**rag("disaggregated"), "engine": engine, "verify": False}, headers=ADMIN_HEADERS)
+    assert answer.status_code == 201, answer.text
+    plan = answer.json()
+    assert plan["plan"]["topology"] == "disaggregated"
+    assert plan["plan"]["engine"] == engine
+    aggregated = seeded.post("/v1/plans", json={**rag("aggregated"), "engine": engine, "verify": False}, headers=ADMIN_HEADERS)
+    assert aggregated.status_code == 201, aggregated.text
+    assert aggregated.json()["plan"]["engine"] == plan["plan"]["engine"]
