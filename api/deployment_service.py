@@ -7,6 +7,7 @@ plans themselves come from the plan service (api/plan_service.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -265,10 +266,23 @@ def _priced_spec(catalog: Catalog, slug: str, request: PlanRequest, default_prov
     return on_engine[0]
 
 
-def _engine(response: dict[str, Any]) -> str | None:
-    """The engine a stored plan was priced on (plan.engine; null: the engine-agnostic calibration)."""
+def _engine(response: dict[str, Any], slug: str | None = None) -> str | None:
+    """The engine a stored plan was priced `slug` on (plan.engine; null: the engine-agnostic calibration), at the
+    release generation its profile named (`engine.profiles[]`: "trt-llm@0.14"), so that a plan priced on an older
+    generation is re-read on that generation rather than on the newest; the bare engine where the profile was a
+    fallback or names no generation (the same documented fallback is taken again)."""
     engine = (response.get("plan") or {}).get("engine")
-    return engine if isinstance(engine, str) else None
+    if not isinstance(engine, str):
+        return None
+    for profile in (response.get("engine") or {}).get("profiles") or []:
+        if (
+            profile.get("gpu") == slug
+            and profile.get("engine") == engine
+            and profile.get("generation")
+            and not profile.get("fallback")
+        ):
+            return f"{engine}@{profile['generation']}"
+    return engine
 
 
 def deployed_rows(
@@ -280,7 +294,7 @@ def deployed_rows(
     total = sum(r["offered_rps"] for r in rows) if rows[0]["offered_rps"] is not None else None
     return tuple(
         DeployedRow(
-            gpu=_priced_spec(catalog, r["gpu"], request, default_provider, _engine(response)),
+            gpu=_priced_spec(catalog, r["gpu"], request, default_provider, _engine(response, r["gpu"])),
             precision=catalog.precision(r["precision"]["weights"], r["precision"]["kv_cache"]),
             tp=r["tp"],
             replicas=r["replicas"],
@@ -353,7 +367,7 @@ def deployed_pools(
     prefill, decode = (
         DeployedPool(
             role=role,
-            gpu=_priced_spec(catalog, by_role[role]["gpu"], request, default_provider, _engine(response)),
+            gpu=_priced_spec(catalog, by_role[role]["gpu"], request, default_provider, _engine(response, by_role[role]["gpu"])),
             precision=catalog.precision(by_role[role]["precision"]["weights"], by_role[role]["precision"]["kv_cache"]),
             tp=by_role[role]["tp"],
             replicas=by_role[role]["replicas"],
@@ -389,13 +403,18 @@ def _context(
 
 
 def catalog_now(
-    catalog: Catalog, gpus: list[str], request: PlanRequest, default_provider: str, engine: str | None = None
+    catalog: Catalog,
+    gpus: list[str],
+    request: PlanRequest,
+    default_provider: str,
+    engine: str | None | Callable[[str], str | None] = None,
 ) -> tuple[dict[str, float], dict[str, Efficiency]]:
+    """Each GPU's price and efficiency today, on `engine` (one for all, or each GPU's own: `_engine`)."""
     prices: dict[str, float] = {}
     efficiencies: dict[str, Efficiency] = {}
     for slug in dict.fromkeys(gpus):
         try:
-            spec = _priced_spec(catalog, slug, request, default_provider, engine)
+            spec = _priced_spec(catalog, slug, request, default_provider, engine(slug) if callable(engine) else engine)
         except (NotFoundError, PlannerInputError):
             continue
         prices[slug] = spec.price_usd_per_hour_on_demand
@@ -474,7 +493,7 @@ def replan(
     before_now = at_rate.cost_usd_per_hour
     diff = plan_diff(before, after, before_now_usd_per_hour=before_now)
     involved = [r.gpu for r in before.rows] + [r.gpu for r in after.rows]
-    prices_now, efficiencies_now = catalog_now(catalog, involved, request, default_provider, _engine(new))
+    prices_now, efficiencies_now = catalog_now(catalog, involved, request, default_provider, lambda slug: _engine(new, slug))
     reasons = change_reasons(
         _context(current_request, current.catalog_version, prices_then(current.response), efficiencies_then(current.response)),
         _context(request, new["provenance"]["catalog_version"], prices_now, efficiencies_now),
@@ -518,7 +537,9 @@ def recheck(plan_id: str, catalog: Catalog, *, default_provider: str = DEFAULT_P
     check = _check(stored.response, request, catalog, default_provider=default_provider)
     shape = plan_shape(stored.response)
     gpus = [r.gpu for r in shape.rows]
-    prices_now, efficiencies_now = catalog_now(catalog, gpus, request, default_provider, _engine(stored.response))
+    prices_now, efficiencies_now = catalog_now(
+        catalog, gpus, request, default_provider, lambda slug: _engine(stored.response, slug)
+    )
     version_now = catalog.catalog_version()
     changes = change_reasons(
         _context(request, stored.catalog_version, prices_then(stored.response), efficiencies_then(stored.response)),

@@ -198,3 +198,26 @@ def test_a_plan_priced_on_an_engine_rechecks_on_that_engine(seeded: ApiClient, a
     later = seeded.get(f"/v1/plans/{stored.json()['id']}/recheck").json()
     assert [c["kind"] for c in later["changes"]] == ["catalog"]
     assert "other records changed" in later["changes"][0]["detail"] and "l40s" not in later["changes"][0]["detail"]
+
+
+def test_a_plan_priced_on_an_older_generation_rechecks_on_that_generation(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """A plan priced on `trt-llm@0.14` is re-read on 0.14's profile, not on the newest generation's: with nothing
+    changed in the catalog the recheck finds nothing changed (it used to report the newest profile's efficiencies
+    as a change of the plan's GPU)."""
+    profiles = json.loads(REFERENCE_PATH.read_text())["profiles"]
+    own = {p["engine_generation"] for p in profiles if (p["gpu"], p["engine"]) == ("h100-sxm", "trt-llm")}
+    newest = _priced(profiles, "h100-sxm", "trt-llm")["engine_generation"]
+    assert "0.14" in own and newest != "0.14"  # the premise: 0.14 has its own profile and is not the default
+    stored = seeded.post("/v1/plans", json=body(engine="trt-llm@0.14", constraints__gpus=["h100-sxm"]), headers=admin)
+    assert stored.status_code == 201, stored.text
+    assert stored.json()["engine"]["profile"]["generation"] == "0.14"
+    fresh = seeded.get(f"/v1/plans/{stored.json()['id']}/recheck").json()
+    assert fresh["changes"] == [] and fresh["holds"] is True
+    assert fresh["cost"]["now_usd_per_hour"] == pytest.approx(stored.json()["cost"]["usd_per_hour"])
+    # another GPU's edit moves the catalog version: h100-sxm, re-read on 0.14, is not reported as changed
+    efficiency = seeded.get("/v1/gpus/l40s").json()["efficiency"]
+    changed = {"efficiency": efficiency | {"compute": efficiency["compute"] * 0.99}}
+    assert seeded.patch("/v1/gpus/l40s", json=changed, headers=admin).status_code == 200
+    later = seeded.get(f"/v1/plans/{stored.json()['id']}/recheck").json()
+    assert [c["kind"] for c in later["changes"]] == ["catalog"]
+    assert "h100-sxm" not in later["changes"][0]["detail"]
