@@ -62,9 +62,10 @@ from planner.candidates import (
     enumerate_groups,
     speculative_groups,
 )
-from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
+from planner.capacity_curve import CurvePoint, binding_metric, capacity_mu, latency_curve, where
+from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.pipeline import PP_DEGREES
-from planner.plan_predict import _cached_prediction, _meets, _per_replica_cv, _predicted_at, _serving, _slo_targets, _verify
+from planner.plan_predict import _per_replica_cv, _serving, _verify
 from planner.plan_prefix import (
     CACHE_FRACTIONS,
     _report,
@@ -76,9 +77,7 @@ from planner.plan_result import PrefixCaching, SpeculativeChoice
 from planner.plan_search import _Planner
 from planner.plan_speculative import speculative_choice
 from planner.planning import (
-    CURVE_UTILISATIONS,
     MAX_VERIFY_ADJUSTMENTS,
-    SATURATION_BINDS,
     VERIFY_CAPACITY_STEP,
     VERIFY_REQUESTS,
     _infeasible_from_drops,
@@ -219,18 +218,6 @@ class CapacityConfiguration:
     instances: int | None = None
     gpus_per_instance: int | None = None
     pp: int = 1  # pipeline stages: a replica is tp × pp GPUs
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CurvePoint:
-    """Per-replica latencies at the SLO's percentile at one utilisation (None where unstable)."""
-
-    utilisation: float
-    arrival_rate_rps: float  # per replica
-    ttft_s: float | None
-    tpot_s: float | None
-    e2e_s: float | None
-    meets_slo: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -563,11 +550,11 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
             continue
         if stage == 1:
             evaluated += 1
-            mu = _mu(planner, option, slo)
+            mu = capacity_mu(planner, option, slo)
             if isinstance(mu, tuple):
                 metric, _reason, predicted = mu
                 if metric in ("ttft", "tpot", "e2e") and predicted is not None:
-                    never.append((metric, predicted, _where(option)))
+                    never.append((metric, predicted, where(option)))
                 continue
             heapq.heappush(heap, (-multiplier * mu, 2, option_id))
             continue
@@ -579,68 +566,6 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
     return _result(
         request, inputs, best.option, best, planners[best.option.group.gpus_per_replica], evaluated, len(options), prefix
     )
-
-
-def _mu(planner: _Planner, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
-    """μ as the plan search narrows it (planner/rate_search.py: regula falsi on the slacks, to 1 %
-    from below, every probe a rate the queueing model verified), or why no rate meets the SLOs: a
-    miss at a millionth of saturation settles that with one prediction."""
-    facts = planner._facts(option, slo)
-    vanishing = planner.saturation(option) * 1e-6
-    # drop is read again after meets, which records one when the queueing model does not converge
-    if facts.met_rps <= 0 and facts.drop is None and not planner.meets(option, slo, vanishing) and facts.drop is None:
-        facts.drop = planner._why_never(option, slo, vanishing)
-    if facts.drop is not None:
-        return facts.drop
-    if facts.met_rps <= 0:
-        facts.met_rps = vanishing
-    return planner.max_rate(option, slo)[0]
-
-
-def _where(option: Option) -> str:
-    g = option.group
-    precision = (
-        g.precision.weights.slug
-        if g.precision.weights.slug == g.precision.kv_cache.slug
-        else (f"{g.precision.weights.slug} weights, {g.precision.kv_cache.slug} KV")
-    )
-    return f"{g.gpu.slug}, {precision}, tp {g.tp}{'' if g.pp == 1 else f' × pp {g.pp}'}, batch {option.batch_limit}"
-
-
-def _binding(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> str:
-    """The SLO metric closest to its target at μ; saturation when every SLO holds up to 99 % of it."""
-    if mu_rps >= SATURATION_BINDS * saturation_rps:
-        return "saturation"
-    prediction = _cached_prediction(
-        option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, mu_rps, slo.percentile
-    )
-    targets = _slo_targets(slo)
-    return max(targets, key=lambda metric: _predicted_at(prediction, metric) / targets[metric])
-
-
-def _curve(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> tuple[CurvePoint, ...]:
-    """Per-replica percentiles at the plan's fixed utilisations below μ, and at μ itself."""
-    rates = sorted({u * saturation_rps for u in CURVE_UTILISATIONS if u * saturation_rps < mu_rps} | {mu_rps})
-    points: list[CurvePoint] = []
-    for rate in rates:
-        try:
-            p = _cached_prediction(
-                option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, rate, slo.percentile
-            )
-        except ConvergenceError:
-            continue  # a point the queueing model cannot solve is left out, not guessed
-        stable = not p.unstable
-        points.append(
-            CurvePoint(
-                utilisation=rate / saturation_rps,
-                arrival_rate_rps=rate,
-                ttft_s=_predicted_at(p, "ttft") if stable else None,
-                tpot_s=_predicted_at(p, "tpot") if stable else None,
-                e2e_s=_predicted_at(p, "e2e") if stable else None,
-                meets_slo=_meets(p, slo),
-            )
-        )
-    return tuple(points)
 
 
 def _step(report: dict[str, Any], rate_rps: float) -> VerifyStep:
@@ -701,7 +626,7 @@ def _verified(
             return tuple(steps)
     last = steps[-1]
     raise InfeasiblePlanError(
-        f"the simulator finds the SLOs missed ({', '.join(last.misses)}) on {_where(option)} × {replicas} even at "
+        f"the simulator finds the SLOs missed ({', '.join(last.misses)}) on {where(option)} × {replicas} even at "
         f"{last.arrival_rate_rps:.4g} req/s, {len(steps) - 1} steps of 10 % below the queueing model's "
         f"{rate_rps:.4g} req/s",
         constraint="verification",
@@ -748,9 +673,9 @@ def _result(
         max_rps_per_replica=mu,
         saturation_rps_per_replica=saturation,
         utilisation=mu / saturation,
-        binding=_binding(planner, option, request.slo, mu, saturation),
+        binding=binding_metric(planner, option, request.slo, mu, saturation),
         per_replica_arrival_cv=planner.mix.arrival_cv,
-        curve=_curve(planner, option, request.slo, mu, saturation),
+        curve=latency_curve(planner, option, request.slo, mu, saturation),
         cost_usd_per_hour=_cost(instance, instances, gpus_used, price),
         verification=steps,
         configurations_evaluated=evaluated,
