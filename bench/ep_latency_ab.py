@@ -26,10 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from api.settings import Settings
+from bench.fidelity import open_reference_catalog
 from bench.plan_latency import REQUESTS, _clear_caches
-from catalog.db import make_engine, make_session_factory
-from catalog.migrate import upgrade
-from catalog.repository import Catalog
 from planner import candidates, planning
 from planner.errors import HeadroomError
 
@@ -58,13 +56,8 @@ def ab(*, verify: bool, prune_ab: bool = False) -> dict[str, Any]:
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as folder:
-        url = f"sqlite:///{Path(folder) / 'headroom.db'}"
-        upgrade(url)
-        engine = make_engine(url)
-        with make_session_factory(engine)() as session:
-            catalog = Catalog(session)
-            catalog.load_reference_catalog()
-            session.commit()
+        catalog = open_reference_catalog(Path(folder))  # a fresh SQLite catalog with the reference data
+        try:
             for body in [b for b in REQUESTS if b["model"] in MOE] if prune_ab else REQUESTS:
                 request = PlanRequest.model_validate({**body, "verify": verify})
                 inputs, _ = planning_inputs(request, catalog, default_provider=Settings().default_price_provider)
@@ -97,7 +90,8 @@ def ab(*, verify: bool, prune_ab: bool = False) -> dict[str, Any]:
                         "plan_with": plans["with"],
                     }
                 )
-        engine.dispose()
+        finally:
+            catalog.session.close()
 
     def p50(key: str, only_moe: bool) -> float:
         return statistics.median(r[key] for r in rows if not only_moe or r["model"] in MOE)
