@@ -317,6 +317,8 @@ class PlanConstraintsSpec(_Input):
 #: release generation ("vllm@0.11"; "trt-llm@all": the profile pooled over releases), docs/engines.md.
 EngineName = Literal["vllm", "sglang", "trt-llm"]
 EngineAtGeneration = Annotated[str, Field(pattern=ENGINE_SPEC_PATTERN, examples=["vllm@0.11"])]
+#: One engine, optionally naming its release generation: what evaluate, simulate, capacity, what-if and fleet plans take.
+OneEngineSpec = EngineName | EngineAtGeneration
 EngineChoiceSpec = (
     Literal["any", "vllm", "sglang", "trt-llm"]
     | EngineAtGeneration
@@ -676,6 +678,12 @@ class EngineProfileRead(BaseModel):
         default_factory=list,
         description="Fitted parameters of the profile sitting on a bound of their range (e.g. `η_compute = 1`): pinned by "
         "the bound, not determined by the data, so the profile is under-determined (low confidence); the reason says so.",
+    )
+    calibration_grade: str | None = Field(
+        default=None,
+        description="The calibration grade (low, medium, high) the GPU is priced at on this profile: its catalog grade, "
+        "lowered one step when `at_bounds` is not empty (the reason says so; low stays low). `calibration_grades` and "
+        "constraints.min_confidence use it. Null in plans stored before it was kept.",
     )
 
 
