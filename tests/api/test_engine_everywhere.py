@@ -14,8 +14,11 @@ from catalog.engine_profiles import REFERENCE_PATH
 from planner.engines import parameters_at_bounds
 from planner.specs import Efficiency
 from tests.api.client import ApiClient
-from tests.api.conftest import assert_problem
+from tests.api.conftest import ADMIN_HEADERS, assert_problem
+from tests.api.test_operations import ASYNC, wait_for, without_timings, working
 from tests.api.test_plans import body
+
+__all__ = ["working"]  # the fixture of tests/api/test_operations.py: an app with an embedded worker
 
 REFERENCE = json.loads(REFERENCE_PATH.read_text(encoding="utf-8"))["profiles"]
 #: A generation TensorRT-LLM was never profiled on (its releases in the evidence start at 0.12).
@@ -152,6 +155,19 @@ def test_what_if_points_are_plans_on_the_named_generation(seeded: ApiClient, adm
     assert same.json()["points"][0]["cost_usd_per_hour"] == point["cost_usd_per_hour"]
     pinned["constraints"]["pin"] = {"engine": "sglang"}
     assert assert_problem(seeded.post("/v1/what-if", json=pinned, headers=admin), 422)["field"] == "constraints.pin.engine"
+
+
+def test_an_async_sweep_carries_the_engine_it_was_planned_on(working: ApiClient) -> None:
+    """A what-if run as an operation (task workers, api/tasks.py) answers the synchronous sweep, `engine` included."""
+    request = _sweep(engine="trt-llm@0.14")
+    accepted = working.post("/v1/what-if", json=request, headers=ASYNC)
+    assert accepted.status_code == 202, accepted.text
+    done = wait_for(working, accepted.headers["Location"], states=("succeeded", "failed"))[-1]
+    assert done["state"] == "succeeded", done
+    assert done["result"]["engine"]["profiles"][0]["generation"] == "0.14"
+    synchronous = working.post("/v1/what-if", json=request, headers=ADMIN_HEADERS)
+    assert synchronous.status_code == 200, synchronous.text
+    assert without_timings(done["result"]) == without_timings(synchronous.json())
 
 
 def test_a_fleet_plan_prices_every_gpu_on_the_named_generation(seeded: ApiClient, admin: dict[str, str]) -> None:
