@@ -134,7 +134,8 @@ class PlanPin(_Input):
     engine: Literal[ENGINES] | None = Field(  # type: ignore[valid-type]
         default=None,
         description="Serving engine the plan is priced on (its per (GPU, engine) efficiency profile, docs/engines.md); the "
-        "same as `engine` naming one engine. A request `engine` that does not allow it is a 422.",
+        "same as `engine` naming one engine. With a request `engine` it narrows it to the engines it matches, every "
+        "release generation of its engine (`vllm` matches `vllm@0.11`); matching none is a 422.",
     )
     draft_tokens: int | None = Field(
         default=None,
@@ -367,8 +368,9 @@ class PlanRequest(_Input):
         default=None,
         exclude_if=lambda value: value is None,  # stored requests from before the field read the same
         description="Serving engine(s) to price the plan on: one engine, a list to choose from, or `any` (vllm, sglang, "
-        "trt-llm); an engine may name its release generation (`vllm@0.11`; `trt-llm@all`: pooled over releases), else "
-        "its newest generation with a profile of its own is priced. Each allowed engine is planned with its per (GPU, "
+        "trt-llm); an engine may name its release generation (`vllm@0.11`; `trt-llm@all`: pooled over releases; one no "
+        "profile of the engine has is a 422 listing `known_generations`), else its newest generation with a profile of "
+        "its own is priced. Each allowed engine is planned with its per (GPU, "
         "engine, generation) efficiency profile and low-precision factors "
         "(docs/engines.md; a pair without data falls back, and `engine.profile` says so; trt-llm only on NVIDIA GPUs); the "
         "cheapest wins, and `justification.alternatives` gets the best plan on each other engine (kind `engine`). Omitted: "
