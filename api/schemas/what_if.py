@@ -266,6 +266,10 @@ class WhatIfRequest(_Input):
             return self
         if self.slo is not None:
             raise ValueError("with classes, each class carries its own target: leave out slo")
+        if self.engine is not None:  # refused rather than ignored: the mix is planned engine-agnostic
+            raise ValueError(
+                "engine: a class mix is planned as POST /v1/plans plans classes, which take no engine yet; leave out engine"
+            )
         if self.sweep.class_rates_rps is None:
             raise ValueError("classes are swept by sweep.class_rates_rps: each class's rate at each point")
         by_name = {k.name: k for k in self.classes}

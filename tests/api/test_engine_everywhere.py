@@ -14,9 +14,10 @@ from catalog.engine_profiles import REFERENCE_PATH
 from planner.engines import parameters_at_bounds
 from planner.specs import Efficiency
 from tests.api.client import ApiClient
-from tests.api.conftest import ADMIN_HEADERS, assert_problem
+from tests.api.conftest import ADMIN_HEADERS, assert_problem, bad_fields
 from tests.api.test_operations import ASYNC, wait_for, without_timings, working
 from tests.api.test_plans import body
+from tests.api.test_what_if_classes import MIX
 
 __all__ = ["working"]  # the fixture of tests/api/test_operations.py: an app with an embedded worker
 
@@ -253,3 +254,11 @@ def test_a_profile_on_its_bounds_lowers_the_plans_confidence_grade_one_step(seed
     assert _plan(seeded, admin, constraints__gpus=["h100-sxm"], constraints__min_confidence="medium").status_code == 200
     refused = _plan(seeded, admin, engine="trt-llm", constraints__gpus=["h100-sxm"], constraints__min_confidence="medium")
     assert refused.status_code == 422, refused.text
+
+
+def test_a_class_mix_sweep_refuses_an_engine_rather_than_ignoring_it(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """A mix is planned as POST /v1/plans plans classes, which take no engine: the engine was silently dropped."""
+    request = {**MIX, "engine": "trt-llm@0.14"}
+    refused = assert_problem(seeded.post("/v1/what-if", json=request, headers=admin), 422)
+    assert "engine" in " ".join(bad_fields(refused).values())
+    assert seeded.post("/v1/what-if", json=MIX, headers=admin).status_code == 200
