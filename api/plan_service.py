@@ -187,6 +187,14 @@ def _cheapest_engine(
         "profile": engine_profile_read(main),
         "profiles": [engine_profile_read(choices[g]) for g in dict.fromkeys(gpus) if g in choices],
     }
+    catalog_grades = {gpu.slug: gpu.calibration_grade for gpu in inputs.gpus}
+    for warning in content.get("warnings") or []:  # a grade the engine profile lowered: the catalog's alone is not why
+        choice = choices.get(warning.get("gpu"))
+        if choice is not None and catalog_grades.get(choice.gpu) != choice.calibration_grade:
+            warning["message"] += (
+                f"; priced on {chosen}, whose profile for {choice.gpu} is under-determined ({', '.join(choice.at_bounds)} "
+                "on the fit's bounds), which lowers its grade one step (engine.profile.reason)"
+            )
     justification = content.get("justification")
     if isinstance(justification, dict) and isinstance(justification.get("alternatives"), list):
         for engine in engines:

@@ -250,7 +250,8 @@ def test_a_profile_on_its_bounds_lowers_the_plans_confidence_grade_one_step(seed
     assert profile["at_bounds"] == list(pinned) and profile["calibration_grade"] == "low"
     assert "lowered one step, medium → low" in profile["reason"]
     assert answer["calibration_grades"]["h100-sxm"] == "low"
-    assert any(w["code"] == "low_confidence_plan" and w["gpu"] == "h100-sxm" for w in answer["warnings"])
+    (warning,) = [w for w in answer["warnings"] if w["code"] == "low_confidence_plan" and w["gpu"] == "h100-sxm"]
+    assert "under-determined" in warning["message"] and "lowers its grade one step" in warning["message"]
     assert _plan(seeded, admin, constraints__gpus=["h100-sxm"], constraints__min_confidence="medium").status_code == 200
     refused = _plan(seeded, admin, engine="trt-llm", constraints__gpus=["h100-sxm"], constraints__min_confidence="medium")
     assert refused.status_code == 422, refused.text
