@@ -8,8 +8,7 @@ from dataclasses import replace
 
 from api.deploy import published_draft_methods
 from api.disagg_plans import LINK
-from api.evaluation import on_engine
-from api.inputs import instance_types, priced
+from api.inputs import engine_gpu, engine_read, instance_types, one_engine, priced
 from api.schemas.capacity import (
     CapacityAlternative,
     CapacityCost,
@@ -21,7 +20,7 @@ from api.schemas.capacity import (
     CapacityResponse,
     capacity_response,
 )
-from api.schemas.plans import DEFAULT_PRECISIONS, PlanPin
+from api.schemas.plans import DEFAULT_PRECISIONS, EngineRead, PlanPin
 from catalog.errors import NotFoundError
 from catalog.repository import Catalog
 from planner import capacity
@@ -58,9 +57,12 @@ def _instance_type(body: CapacityRequest, catalog: Catalog, provider: str) -> In
     return instance
 
 
-def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> tuple[capacity.CapacityInputs, CapacityCost]:
-    """The model, the GPU at the requested efficiencies with its price (when priced), the precisions.
-    Unknown slugs and an unknown provider are 404; an unpriced GPU only leaves the cost null."""
+def _inputs(
+    body: CapacityRequest, catalog: Catalog, default_provider: str
+) -> tuple[capacity.CapacityInputs, CapacityCost, EngineRead | None]:
+    """The model, the GPU at the requested efficiencies (at its engine profile with `engine` or pin.engine) with its
+    price (when priced), the precisions; and the answer's `engine` section. Unknown slugs and an unknown provider are
+    404; an unpriced GPU only leaves the cost null."""
     model = catalog.model_spec(body.model)
     provider = body.provider or default_provider
     instance = _instance_type(body, catalog, provider)
@@ -74,11 +76,14 @@ def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> t
             field="constraints.pin.gpu",
         )
     (gpu,) = catalog.gpu_specs(body.efficiency_profile, slugs=[slug])
-    if pin.engine is not None:  # the GPU at its engine profile (docs/engines.md)
-        gpu = on_engine(catalog, gpu, pin.engine, body.efficiency_profile)
+    engine = one_engine(body.engine, pin.engine)
+    section = None
+    if engine is not None:  # the GPU at its engine profile (docs/engines.md)
+        gpu, choice = engine_gpu(catalog, gpu, engine, body.efficiency_profile)
+        section = engine_read(engine, [choice])
     if instance is not None:  # costed per instance-hour: the per-GPU list is not consulted
         cost = CapacityCost(usd_per_hour=None, price_usd_per_gpu_hour=instance.usd_per_hour / instance.gpus, provider=provider)
-        return _capacity_inputs(body, catalog, model, gpu, pin), cost
+        return _capacity_inputs(body, catalog, model, gpu, pin), cost, section
     try:
         pricing = priced(catalog, [gpu], provider)
     except PlannerInputError as unpriced:
@@ -91,7 +96,7 @@ def _inputs(body: CapacityRequest, catalog: Catalog, default_provider: str) -> t
             provider=provider,
             notes=list(pricing.notes),
         )
-    return _capacity_inputs(body, catalog, model, gpu, pin), cost
+    return _capacity_inputs(body, catalog, model, gpu, pin), cost, section
 
 
 def _capacity_inputs(
@@ -220,7 +225,11 @@ def _section(
 
 
 def _pools_response(
-    found: DisaggCapacity, body: CapacityRequest, cost: CapacityCost, section: CapacityDisaggregation
+    found: DisaggCapacity,
+    body: CapacityRequest,
+    cost: CapacityCost,
+    section: CapacityDisaggregation,
+    engine: EngineRead | None,
 ) -> CapacityResponse:
     rate = found.agreed_rate_rps
     price = cost.price_usd_per_gpu_hour
@@ -243,6 +252,7 @@ def _pools_response(
         configurations_considered=found.plans_evaluated,
         topology="disaggregated",
         disaggregation=section,
+        engine=engine,
     )
 
 
@@ -277,12 +287,12 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
     topology = body.constraints.topology
     if topology == "aggregated":
         return _aggregated(body, catalog, default_provider)
-    inputs, cost = _inputs(body, catalog, default_provider)
+    inputs, cost, engine = _inputs(body, catalog, default_provider)
     if topology == "disaggregated":
         found = _pools_capacity(body, inputs)
         why = "constraints.topology is disaggregated: the largest rate a prefill and a decode pool on these GPUs sustain"
         section = _section(found, requested=topology, chosen="disaggregated", why=why, gain=None, alternative=None)
-        return _pools_response(found, body, cost, section)
+        return _pools_response(found, body, cost, section, engine)
     pools: DisaggCapacity | None = None
     pools_error: HeadroomError | None = None
     try:
@@ -311,7 +321,7 @@ def estimate_capacity(body: CapacityRequest, catalog: Catalog, default_provider:
             reason=str(aggregated_error.detail) if aggregated_error is not None else f"sustains {one:.4g} req/s, less",
         )
         section = _section(pools, requested="any", chosen="disaggregated", why=why, gain=gain, alternative=alternative)
-        return _pools_response(pools, body, cost, section)
+        return _pools_response(pools, body, cost, section, engine)
     assert aggregated is not None and one is not None, "without an aggregated answer the pools were answered"
     two = None if pools is None else pools.agreed_rate_rps
     why = (
@@ -335,7 +345,7 @@ def _aggregated(body: CapacityRequest, catalog: Catalog, default_provider: str) 
             "constraints.n_plus_one: the aggregated capacity does not keep a spare replica yet; separate pools take it "
             "(constraints.topology disaggregated or any)"
         )
-    inputs, cost = _inputs(body, catalog, default_provider)
+    inputs, cost, engine = _inputs(body, catalog, default_provider)
     provider = body.provider or default_provider
     instance = _instance_type(body, catalog, provider)
     pin = body.pinned().to_pin()
@@ -365,4 +375,4 @@ def _aggregated(body: CapacityRequest, catalog: Catalog, default_provider: str) 
         inputs,
     )
     cost.usd_per_hour = result.cost_usd_per_hour
-    return capacity_response(result, cost, engine=pin.engine)
+    return capacity_response(result, cost, engine=engine)

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
-from catalog.engine_profiles import EngineProfiles
+from api.inputs import engine_gpu, engine_read
+from api.schemas.plans import EngineRead
 from catalog.repository import Catalog
-from planner.engines import choose_profile
 from planner.errors import SimulationLimitError, UnsupportedConfigurationError
 from planner.plan_predict import _per_replica_cv
 from planner.plan_prefix import _saved_fraction, measured_prompts, reduced_prompts
@@ -59,6 +59,8 @@ class Configuration:
     efficiency: EfficiencyChoice
     candidate_precisions: tuple[Precision, ...]
     catalog_version: int
+    #: The answer's `engine` section (api/inputs.py engine_read) when the request named an engine.
+    engine: EngineRead | None = None
 
 
 #: Override field → Efficiency field and the factor from the API's unit to SI.
@@ -129,8 +131,10 @@ def resolve_configuration(
     `engine` and the calibrated profile, the GPU's efficiency is its profile under that engine
     (planner/engines.py; PlannerInputError for an engine that does not run on the GPU)."""
     gpu_spec = catalog.gpu_spec(gpu, efficiency_profile)
+    engine_section = None
     if engine is not None:
-        gpu_spec = on_engine(catalog, gpu_spec, engine, efficiency_profile)
+        gpu_spec, choice = engine_gpu(catalog, gpu_spec, engine, efficiency_profile)
+        engine_section = engine_read(engine, [choice])
     return Configuration(
         gpu=gpu_spec,
         model=catalog.model_spec(model),
@@ -139,19 +143,8 @@ def resolve_configuration(
         efficiency=apply_overrides(gpu_spec.efficiency, overrides),
         candidate_precisions=candidate_precisions(catalog, kv_cache),
         catalog_version=catalog.catalog_version(),
+        engine=engine_section,
     )
-
-
-def on_engine(catalog: Catalog, gpu: GpuSpec, engine: str, efficiency_profile: str) -> GpuSpec:
-    """`gpu` with its efficiency under `engine` (calibrated only; another profile is the request's own and is kept),
-    the choice and its reason at the head of the efficiency's source."""
-    store = EngineProfiles(catalog.session)
-    if efficiency_profile != "calibrated":
-        choose_profile(gpu, engine, (), ())  # the engine must still run on the GPU
-        return gpu
-    choice = choose_profile(gpu, engine, store.profiles([gpu.slug]), store.factors())
-    note = f"engine {engine}{' (fallback)' if choice.fallback else ''}: {choice.reason}. "
-    return dataclasses.replace(gpu, efficiency=dataclasses.replace(choice.efficiency, source=note + choice.efficiency.source))
 
 
 def check_simulation_size(

@@ -34,7 +34,7 @@ from typing import Any
 from api.deploy import published_draft_methods
 from api.disagg_plans import LINK
 from api.errors import RequestTimeoutError
-from api.inputs import BUILT_IN_EFFICIENCIES, engine_gpus, priced
+from api.inputs import BUILT_IN_EFFICIENCIES, engine_gpus, engine_read, priced
 from api.observability import Deadline
 from api.rounding import rounded
 from api.schemas.fleet_plans import (
@@ -62,7 +62,7 @@ from api.schemas.fleet_plans import (
     SolverRead,
 )
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
-from api.schemas.plans import DEFAULT_PRECISIONS, PlanWarning, PrecisionRead
+from api.schemas.plans import DEFAULT_PRECISIONS, EngineRead, PlanWarning, PrecisionRead
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.errors import NotFoundError
@@ -122,6 +122,8 @@ class FleetInputs:
     spot: dict[str, SpotOffer]
     catalog_version: int
     notes: tuple[str, ...]
+    #: The answer's `engine` section (api/inputs.py engine_read) when the request named an engine.
+    engine: EngineRead | None = None
 
 
 def _pages(list_page: Callable[..., Page]) -> Iterator[str]:
@@ -158,8 +160,12 @@ def resolve_inputs(body: FleetPlanRequest, catalog: Catalog, default_provider: s
         except NotFoundError:
             if named_gpus or body.efficiency_profile in BUILT_IN_EFFICIENCIES:
                 raise
+    engine = None
     if body.engine is not None:  # each GPU at its engine profile; GPUs the engine does not run on are left out
-        specs = list(engine_gpus(catalog, specs, body.engine, body.efficiency_profile)[0])
+        on_engine, choices = engine_gpus(catalog, specs, body.engine, body.efficiency_profile)
+        specs = list(on_engine)
+        if specs:
+            engine = engine_read(body.engine, [choices[g.slug] for g in specs])
     pricing = priced(catalog, specs, body.provider or default_provider, price_overrides(body.prices))
     notes.extend(pricing.notes)
     for slug, price in body.prices.items():
@@ -207,6 +213,7 @@ def resolve_inputs(body: FleetPlanRequest, catalog: Catalog, default_provider: s
         spot=spot,
         catalog_version=catalog.catalog_version(),
         notes=tuple(notes),
+        engine=engine,
     )
 
 
@@ -1036,6 +1043,7 @@ def fleet_plan_response(
         plan_ms=outcome.plan_ms,
         notes=notes,
         warnings=warnings,
+        engine=inputs.engine,
         candidates={name: [_candidate_read(c) for c in table.candidates] for name, table in outcome.tables.items()}
         if body.include_candidates
         else None,

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from api.deploy import published_draft_methods
 from api.instance_plans import instance_pricing
-from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest
+from api.schemas.plans import DEFAULT_PRECISIONS, EngineRead, PlanRequest
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.engine_profiles import EngineProfiles
@@ -19,7 +20,17 @@ from catalog.errors import NotFoundError
 from catalog.instances import InstanceTypes
 from catalog.prices import PriceOverride, Prices, Pricing
 from catalog.repository import Catalog, GpuSpecs
-from planner.engines import EngineChoice, priced_on, runs_on
+from planner.engines import (
+    EngineChoice,
+    EngineProfile,
+    LowPrecisionFactor,
+    check_generation,
+    choose_profile,
+    narrowed_by_pin,
+    parse_engine,
+    priced_on,
+    runs_on,
+)
 from planner.errors import PlannerInputError
 from planner.planning import PlanningInputs
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
@@ -129,28 +140,94 @@ def _draft_model(body: PlanRequest, catalog: Catalog, model: ModelSpec) -> Model
     return draft
 
 
+def one_engine(engine: str | None, pinned: str | None) -> str | None:
+    """The one engine an evaluate, simulate, capacity, what-if or fleet request prices on: its `engine` (one, optionally
+    `engine@generation`) narrowed by constraints.pin.engine (planner/engines.py `narrowed_by_pin`: a bare pin matches
+    every generation of its engine); None for neither. PlannerInputError naming the pin when they disagree."""
+    narrowed = narrowed_by_pin(None if engine is None else (engine,), pinned)
+    return None if narrowed is None else narrowed[0]
+
+
+def engine_profiles(catalog: Catalog, engine: str) -> tuple[tuple[EngineProfile, ...], tuple[LowPrecisionFactor, ...]]:
+    """The catalog's engine profiles and low-precision factors, once `engine` (one, optionally `engine@generation`) is
+    checked: an unknown engine or a generation no profile of it has is a PlannerInputError (422) naming the known ones."""
+    store = EngineProfiles(catalog.session)
+    profiles = store.profiles()
+    check_generation(engine, profiles)
+    return profiles, store.factors()
+
+
+def check_engines(catalog: Catalog, engines: Sequence[str]) -> None:
+    """Every requested engine checked up front (engine_profiles' 422), so that a typo in a list is refused rather than
+    taken for an engine that could not plan."""
+    profiles = EngineProfiles(catalog.session).profiles()
+    for engine in engines:
+        check_generation(engine, profiles)
+
+
 def engine_gpus(
     catalog: Catalog, gpus: Sequence[GpuSpec], engine: str, efficiency_profile: str
 ) -> tuple[tuple[GpuSpec, ...], dict[str, EngineChoice]]:
     """The GPUs `engine` runs on, each at its engine profile (calibrated plans only: an `ideal` or
     stored profile is the request's own choice and is kept, which the choice's reason says)."""
+    profiles, factors = engine_profiles(catalog, engine)
     if efficiency_profile == "calibrated":
-        store = EngineProfiles(catalog.session)
-        return priced_on(gpus, engine, store.profiles(), store.factors())
+        return priced_on(gpus, engine, profiles, factors)
     kept = tuple(g for g in gpus if runs_on(engine, g))
     choices = {
         g.slug: EngineChoice(
             gpu=g.slug,
-            engine=engine,
+            engine=parse_engine(engine)[0],
             generation=None,
             source=g.efficiency.source,
             fallback=True,
             reason=f"efficiency_profile {efficiency_profile!r} requested: engine profiles are calibrations and do not apply",
             efficiency=g.efficiency,
+            calibration_grade=g.calibration_grade,
         )
         for g in kept
     }
     return kept, choices
+
+
+def engine_gpu(catalog: Catalog, gpu: GpuSpec, engine: str, efficiency_profile: str) -> tuple[GpuSpec, EngineChoice]:
+    """One GPU at its profile under `engine` (engine_gpus), the choice's reason at the head of its efficiency's source;
+    PlannerInputError when the engine does not run on the GPU."""
+    choose_profile(gpu, engine, (), ())  # the engine must run on the GPU, whatever the profile
+    gpus, choices = engine_gpus(catalog, [gpu], engine, efficiency_profile)
+    choice = choices[gpu.slug]
+    note = f"engine {engine}{' (fallback)' if choice.fallback else ''}: {choice.reason}. "
+    efficiency = dataclasses.replace(gpus[0].efficiency, source=note + choice.efficiency.source)
+    return dataclasses.replace(gpus[0], efficiency=efficiency), choice
+
+
+def engine_read(engine: str, choices: Sequence[EngineChoice]) -> EngineRead:
+    """The answer's `engine` section (api/schemas/plans.py EngineRead) for one requested engine priced on `choices`
+    (the answer's GPUs, its own first): the engine as asked, each GPU's profile, generation and why."""
+    profiles = [engine_profile_read(choice) for choice in choices]
+    return EngineRead.model_validate(
+        {
+            "chosen": engine,
+            "allowed": [engine],
+            "reason": f"the only engine allowed ({engine})",
+            "profile": profiles[0],
+            "profiles": profiles,
+        }
+    )
+
+
+def engine_profile_read(choice: EngineChoice) -> dict[str, Any]:
+    """One GPU's `engine.profile` (api/schemas/plans.py EngineProfileRead)."""
+    return {
+        "gpu": choice.gpu,
+        "engine": choice.engine,
+        "generation": choice.generation,
+        "source": choice.source,
+        "fallback": choice.fallback,
+        "reason": choice.reason,
+        "at_bounds": list(choice.at_bounds),
+        "calibration_grade": choice.calibration_grade,
+    }
 
 
 def engine_inputs(

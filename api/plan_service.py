@@ -13,14 +13,14 @@ from typing import Any, cast
 
 from api.batch_jobs import create_batch_plan
 from api.disagg_plans import topology_plan
-from api.inputs import engine_inputs, planning_inputs
+from api.inputs import check_engines, engine_inputs, engine_profile_read, planning_inputs
 from api.schemas.plans import PlanRequest, PlanResponse, plan_response
 from api.schemas.workload import BatchWorkloadSpec
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments
 from catalog.plans import Plans, new_plan_id
 from catalog.repository import Catalog
-from planner.engines import EngineChoice, allowed_engines, parse_engine
+from planner.engines import EngineChoice, allowed_engines, narrowed_by_pin, parse_engine
 from planner.errors import (
     HeadroomError,
     InfeasiblePlanError,
@@ -60,6 +60,8 @@ def create_plan(
     With engines allowed (`engine`, or constraints.pin.engine), each is planned on its engine profiles
     and the cheapest answers, the others becoming `engine` alternatives (planner/engines.py)."""
     engines = requested_engines(body)
+    if engines is not None:
+        check_engines(catalog, engines)
     inputs, pricing = planning_inputs(body, catalog, default_provider=default_provider)
     if checkpoint is None:  # a route's `run` is its deadline's: the planner stops at its steps when that passes
         checkpoint = getattr(getattr(run, "__self__", None), "checkpoint", None)
@@ -132,19 +134,11 @@ def create_plan(
 
 
 def requested_engines(body: PlanRequest) -> tuple[str, ...] | None:
-    """The engines a request allows (`engine`, narrowed by constraints.pin.engine); None for neither.
-    PlannerInputError (422) when the pin is outside the allowed list."""
-    allowed = allowed_engines(body.engine)
+    """The engines a request allows (`engine`, narrowed by constraints.pin.engine: a bare pin matches every
+    generation of its engine, planner/engines.py `narrowed_by_pin`); None for neither. PlannerInputError (422)
+    when the pin matches none of the allowed engines."""
     pinned = None if body.constraints.pin is None else body.constraints.pin.engine
-    if pinned is None:
-        return allowed
-    if allowed is not None and pinned not in allowed:
-        raise PlannerInputError(
-            f"pinned engine {pinned!r} is not among the request's engines ({', '.join(allowed)})",
-            constraint="pin.engine",
-            field="constraints.pin.engine",
-        )
-    return (pinned,)
+    return narrowed_by_pin(allowed_engines(body.engine), pinned)
 
 
 #: What makes one engine's plan impossible without making the request wrong: the next engine is tried.
@@ -190,9 +184,17 @@ def _cheapest_engine(
         "chosen": chosen,
         "allowed": list(engines),
         "reason": why,
-        "profile": _profile_read(main),
-        "profiles": [_profile_read(choices[g]) for g in dict.fromkeys(gpus) if g in choices],
+        "profile": engine_profile_read(main),
+        "profiles": [engine_profile_read(choices[g]) for g in dict.fromkeys(gpus) if g in choices],
     }
+    catalog_grades = {gpu.slug: gpu.calibration_grade for gpu in inputs.gpus}
+    for warning in content.get("warnings") or []:  # a grade the engine profile lowered: the catalog's alone is not why
+        choice = choices.get(warning.get("gpu"))
+        if choice is not None and catalog_grades.get(choice.gpu) != choice.calibration_grade:
+            warning["message"] += (
+                f"; priced on {chosen}, whose profile for {choice.gpu} is under-determined ({', '.join(choice.at_bounds)} "
+                "on the fit's bounds), which lowers its grade one step (engine.profile.reason)"
+            )
     justification = content.get("justification")
     if isinstance(justification, dict) and isinstance(justification.get("alternatives"), list):
         for engine in engines:
@@ -221,18 +223,6 @@ def _cost(content: Mapping[str, Any]) -> float:
 
 def _detail(error: HeadroomError) -> str:
     return str(getattr(error, "detail", error))
-
-
-def _profile_read(choice: EngineChoice) -> dict[str, Any]:
-    return {
-        "gpu": choice.gpu,
-        "engine": choice.engine,
-        "generation": choice.generation,
-        "source": choice.source,
-        "fallback": choice.fallback,
-        "reason": choice.reason,
-        "at_bounds": list(choice.at_bounds),
-    }
 
 
 def _engine_alternative(engine: str, other: Mapping[str, Any], chosen: Mapping[str, Any]) -> dict[str, Any]:

@@ -81,14 +81,14 @@ class Kind:
 
 
 def _what_if_unit(prepared: Any, index: int, settings: Settings, _session: Session) -> Any:
-    body, inputs, pricing = prepared
+    body, inputs, pricing, _engine = prepared
     deadline = Deadline(timeout_s=settings.request_timeout_s, expires_at_s=time.monotonic() + settings.request_timeout_s)
     return what_if.sweep_unit(body, inputs, pricing, index, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
 
 
 def _what_if_result(prepared: Any, units: list[Any], sweep_ms: float) -> dict[str, Any]:
-    body, inputs, pricing = prepared
-    return what_if.operation_result(body, inputs, pricing, units, sweep_ms=sweep_ms)
+    body, inputs, pricing, engine = prepared
+    return what_if.operation_result(body, inputs, pricing, units, sweep_ms=sweep_ms, engine=engine)
 
 
 KINDS: dict[str, Kind] = {

@@ -19,13 +19,13 @@ from api.classes_plans import classes_base_request
 from api.csv_export import prefix_columns, speculative_columns
 from api.disagg_plans import topology_plan
 from api.errors import RequestTimeoutError
-from api.inputs import engine_inputs, planning_inputs
+from api.inputs import engine_inputs, engine_read, one_engine, planning_inputs
 from api.observability import Deadline, MetricsRegistry
 from api.operations import OperationQueue
 from api.problems import problem_type_for
 from api.rounding import rounded
 from api.schemas.classes import ClassesPlanRequest
-from api.schemas.plans import PlanConstraintsSpec, PlanRequest, plan_response
+from api.schemas.plans import EngineRead, PlanConstraintsSpec, PlanRequest, plan_response
 from api.schemas.what_if import (
     MAX_WHAT_IF_POINTS,
     WHAT_IF_CSV_COLUMNS,
@@ -185,21 +185,25 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * MS_PER_S
 
 
-def _inputs_for_gpus(body: WhatIfRequest, catalog: Catalog, default_provider: str) -> tuple[PlanningInputs, Pricing]:
+def _inputs_for_gpus(
+    body: WhatIfRequest, catalog: Catalog, default_provider: str
+) -> tuple[PlanningInputs, Pricing, EngineRead | None]:
     """The planner's specs for the sweep, via the plans route's gathering (same 404s): the sweep's
-    GPU types when it has them, else those `constraints.gpus` allows."""
+    GPU types when it has them, else those `constraints.gpus` allows; on the request's engine, with
+    the answer's `engine` section (None without one)."""
     constraints = body.constraints
     if body.sweep.gpus is not None:
         constraints = constraints.model_copy(update={"gpus": list(body.sweep.gpus)})
     if body.classes is not None:  # a class mix: the classes request's gathering (it carries the same fields)
-        return planning_inputs(
+        inputs, pricing = planning_inputs(
             cast(PlanRequest, _classes_request(body, 0, constraints)), catalog, default_provider=default_provider
         )
+        return inputs, pricing, None
     shape = body.workload
     assert shape is not None, "WhatIfRequest gives a workload or classes (_workload_or_classes)"
     if isinstance(shape, BatchWorkloadSpec):  # a job's deadlines or sizes are swept (api/batch_jobs.py)
         inputs, pricing = planning_inputs(batch_plan_request(body, constraints), catalog, default_provider=default_provider)
-        return _on_engine(body, catalog, inputs), pricing
+        return _priced(body, catalog, inputs, pricing)
     as_plan = PlanRequest(
         model=body.model,
         workload=WorkloadSpec(arrival_rate_rps=body.sweep.rates_rps()[0], prompt_tokens=shape.prompt_tokens,
@@ -208,13 +212,19 @@ def _inputs_for_gpus(body: WhatIfRequest, catalog: Catalog, default_provider: st
         provider=body.provider, prices=body.prices,
     )  # fmt: skip
     inputs, pricing = planning_inputs(as_plan, catalog, default_provider=default_provider)
-    return _on_engine(body, catalog, inputs), pricing
+    return _priced(body, catalog, inputs, pricing)
 
 
-def _on_engine(body: WhatIfRequest, catalog: Catalog, inputs: PlanningInputs) -> PlanningInputs:
-    """Every point planned on the request's engine (or pin.engine): its GPUs at their engine profiles (api/inputs.py)."""
-    engine = body.engine or (None if body.constraints.pin is None else body.constraints.pin.engine)
-    return inputs if engine is None else engine_inputs(catalog, body.efficiency_profile, inputs, engine)[0]
+def _priced(
+    body: WhatIfRequest, catalog: Catalog, inputs: PlanningInputs, pricing: Pricing
+) -> tuple[PlanningInputs, Pricing, EngineRead | None]:
+    """Every point planned on the request's engine (`engine` narrowed by pin.engine, api/inputs.py one_engine): its
+    GPUs at their engine profiles, and the answer's `engine` section naming each GPU's profile and generation."""
+    engine = one_engine(body.engine, None if body.constraints.pin is None else body.constraints.pin.engine)
+    if engine is None:
+        return inputs, pricing, None
+    inputs, choices = engine_inputs(catalog, body.efficiency_profile, inputs, engine)
+    return inputs, pricing, engine_read(engine, [choices[g.slug] for g in inputs.gpus])
 
 
 def _classes_request(body: WhatIfRequest, index: int, constraints: PlanConstraintsSpec | None = None) -> ClassesPlanRequest:
@@ -271,22 +281,30 @@ def operation_request(body: WhatIfRequest, settings: Settings) -> dict[str, Any]
     return {"body": body.model_dump(mode="json"), "default_provider": settings.default_price_provider}
 
 
-def operation_inputs(request: dict[str, Any], catalog: Catalog) -> tuple[WhatIfRequest, PlanningInputs, Pricing]:
-    """The stored sweep's body and the specs its points are planned with (read once per worker and operation)."""
+def operation_inputs(
+    request: dict[str, Any], catalog: Catalog
+) -> tuple[WhatIfRequest, PlanningInputs, Pricing, EngineRead | None]:
+    """The stored sweep's body, the specs its points are planned with and its `engine` section (read once per worker
+    and operation)."""
     body = WhatIfRequest.model_validate(request["body"])
-    inputs, pricing = _inputs_for_gpus(body, catalog, request["default_provider"])
-    return body, inputs, pricing
+    return (body, *_inputs_for_gpus(body, catalog, request["default_provider"]))
 
 
 def operation_result(
-    body: WhatIfRequest, inputs: PlanningInputs, pricing: Pricing, units: list[list[dict[str, Any]]], *, sweep_ms: float
+    body: WhatIfRequest,
+    inputs: PlanningInputs,
+    pricing: Pricing,
+    units: list[list[dict[str, Any]]],
+    *,
+    sweep_ms: float,
+    engine: EngineRead | None = None,
 ) -> dict[str, Any]:
     """The WhatIfResponse of a sweep whose units task workers computed: the same as the synchronous
     route's but for `sweep_ms` (the operation's run time) and each point's own timings."""
     points = [point for unit in units for point in unit]
     answer = sweep_response(
         body, points, catalog_version=inputs.catalog_version, provider=pricing.provider, notes=list(pricing.notes),
-        sweep_ms=sweep_ms,
+        sweep_ms=sweep_ms, engine=engine,
     )  # fmt: skip
     return answer.model_dump(mode="json")
 
@@ -586,7 +604,7 @@ def what_if_sweep(
 ) -> WhatIfResponse:
     """The sweep's points, served rounded (api/rounding.py)."""
     started = time.perf_counter()
-    inputs, pricing = _inputs_for_gpus(body, catalog, settings.default_price_provider)
+    inputs, pricing, engine = _inputs_for_gpus(body, catalog, settings.default_price_provider)
     points = deadline.run(
         sweep_points, body, inputs, pricing, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline
     )
@@ -596,7 +614,7 @@ def what_if_sweep(
             metrics.record_solver_time(point["solve_ms"] / MS_PER_S)
     return sweep_response(
         body, points, catalog_version=inputs.catalog_version, provider=pricing.provider, notes=list(pricing.notes),
-        sweep_ms=(time.perf_counter() - started) * MS_PER_S,
+        sweep_ms=(time.perf_counter() - started) * MS_PER_S, engine=engine,
     )  # fmt: skip
 
 
@@ -608,6 +626,7 @@ def sweep_response(
     provider: str,
     notes: list[str],
     sweep_ms: float,
+    engine: EngineRead | None = None,
 ) -> WhatIfResponse:
     """The response to the sweep from its points (computed here or stored by task workers), served
     rounded (api/rounding.py); each point says what changed in its pools from the one before."""
@@ -619,7 +638,7 @@ def sweep_response(
             verified="each plan verified in the simulator" if body.verify else "not verified in the simulator"
         ),
         points_total=len(points), points_feasible=sum(1 for p in points if p["feasible"]),
-        sweep_ms=sweep_ms,
+        sweep_ms=sweep_ms, engine=engine,
         points=[WhatIfPoint.model_validate({k: v for k, v in p.items() if k != "solve_ms"}) for p in points],
     )  # fmt: skip
     return WhatIfResponse.model_validate(rounded(answer.model_dump(mode="json")))  # served rounded (api/rounding.py)

@@ -10,7 +10,8 @@ loaded into a throw-away SQLite database, as bench/fidelity.py does), and the er
 GPU × engine. Points it cannot express (pipeline or expert parallelism, several nodes, attention
 data-parallelism, lengths not published) are counted separately with the reason. Points with role
 "check" (MLPerf) are reported but are never fit data. Each point is also predicted with its (GPU,
-engine) profile (planner/engines.py, fitted by bench/engine_profiles.py): the per-cell table shows both.
+engine, release generation) profile, as a plan for its release asks (`engine_spec`: planner/engines.py,
+fitted by bench/engine_profiles.py): the per-cell table shows both.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from catalog.engine_profiles import EngineProfiles
 from catalog.repository import Catalog
 from planner.calibration import points_from_records
 from planner.engines import ENGINES as PLANNED_ENGINES
-from planner.engines import EngineChoice, choose_profile, runs_on
+from planner.engines import POOLED_GENERATION, EngineChoice, choose_profile, release_generation, runs_on
 from planner.memory import replica_kv_bytes_per_token, weight_bytes
 from planner.specs import Efficiency, GpuSpec, ModelSpec, Precision
 
@@ -69,10 +70,14 @@ class Evaluated:
     reason: str | None  # why the step model cannot express it; None when it can
     measurement: Measurement | None = None
     predicted: float | None = None
-    #: The prediction with the point's (GPU, engine) profile (planner/engines.py, docs/engines.md); None
-    #: where the engine does not run on the GPU or is not one of planner.engines.ENGINES.
+    #: The prediction with the point's (GPU, engine, release generation) profile, priced as a plan for its release
+    #: asks (`engine_spec`; planner/engines.py, docs/engines.md); None where the engine does not run on the GPU or
+    #: is not one of planner.engines.ENGINES.
     engine_predicted: float | None = None
+    #: The pair has no profile of its own: another engine's profile or the catalog calibration stood in.
     engine_fallback: bool = False
+    #: The generation of the profile that priced it (its release's, or `all`, the pair's pooled profile).
+    engine_generation: str | None = None
 
     @property
     def engine_optimism(self) -> float | None:
@@ -239,12 +244,22 @@ def measurement_of(catalog: Catalog, record: Mapping[str, Any]) -> Measurement:
     return Measurement(record=record, point=point, gpu=gpu, model=model, precision=precision, tp=int(record["tp"]))
 
 
+def engine_spec(record: Mapping[str, Any]) -> str:
+    """The engine a plan for this point's release asks for: `engine@generation` of its published release, or
+    `engine@all` (the pair's pooled profile) where the release names no version, as bench/engine_profiles.py
+    prices its points. A release the pair has no profile of falls back to the pooled one (planner/engines.py)."""
+    generation = release_generation(str(record["engine_release"]))
+    return f"{record['engine']}@{generation or POOLED_GENERATION}"
+
+
 def evaluate(catalog: Catalog, document: Mapping[str, Any]) -> list[Evaluated]:
-    """Every point with its prediction under each GPU's shipped `calibrated` efficiency."""
+    """Every point with its prediction under each GPU's shipped `calibrated` efficiency, and under its (GPU, engine,
+    release generation) profile (`engine_spec`)."""
     shipped: dict[str, Efficiency] = {}
     on_engine: dict[tuple[str, str], EngineChoice | None] = {}
     store = EngineProfiles(catalog.session)
     profiles, factors = store.profiles(), store.factors()
+    paired = {(p.gpu, p.engine) for p in profiles}
     out: list[Evaluated] = []
     for record in document["points"]:
         reason = inexpressible_reason(record)
@@ -255,11 +270,13 @@ def evaluate(catalog: Catalog, document: Mapping[str, Any]) -> list[Evaluated]:
         gpu, engine = record["gpu"], record["engine"]
         if gpu not in shipped:
             shipped[gpu] = catalog.gpu_spec(gpu, "calibrated").efficiency
-        if (gpu, engine) not in on_engine:
-            spec = catalog.gpu_spec(gpu, "calibrated")
-            known = engine in PLANNED_ENGINES and runs_on(engine, spec)
-            on_engine[(gpu, engine)] = choose_profile(spec, engine, profiles, factors) if known else None
-        choice = on_engine[(gpu, engine)]
+        known = engine in PLANNED_ENGINES
+        spec = engine_spec(record) if known else engine
+        if (gpu, spec) not in on_engine:
+            gpu_spec = catalog.gpu_spec(gpu, "calibrated")
+            runs = known and runs_on(engine, gpu_spec)
+            on_engine[(gpu, spec)] = choose_profile(gpu_spec, spec, profiles, factors) if runs else None
+        choice = on_engine[(gpu, spec)]
         out.append(
             Evaluated(
                 record=record,
@@ -267,7 +284,8 @@ def evaluate(catalog: Catalog, document: Mapping[str, Any]) -> list[Evaluated]:
                 measurement=m,
                 predicted=m.predict_with(shipped[gpu]),
                 engine_predicted=None if choice is None else m.predict_with(choice.efficiency),
-                engine_fallback=choice is not None and choice.fallback,
+                engine_fallback=choice is not None and (gpu, engine) not in paired,
+                engine_generation=None if choice is None else choice.generation,
             )
         )
     return out
@@ -557,12 +575,17 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         f"Over the {len(expressible)} expressible points (roles `evidence` and `check` alike; the check points in",
         "this set are not expressible, below). Worst = the signed error of largest magnitude.",
         "",
-        "The last two columns predict the same points with the point's (GPU, engine) profile and low-precision",
-        "factors (`catalog/data/engine_profiles.json`, fitted on these evidence points by `bench/engine_profiles.py`:",
-        "in-sample where the profile is the pair's own; docs/engines.md has the leave-one-source-out errors).",
+        "The last three columns predict the same points with the point's (GPU, engine, release generation) profile and",
+        "low-precision factors (`catalog/data/engine_profiles.json`, fitted on these evidence points by",
+        "`bench/engine_profiles.py`: in-sample where the profile is the pair's own; docs/engines.md has the",
+        "leave-one-source-out errors), each point priced as a plan for its own release asks: `engine@generation` of its",
+        "`engine_release` (major.minor), `engine@all` where the release names no version. A release without a profile",
+        "of its own on that GPU falls back to the pair's profile pooled over its releases (planner/engines.py);",
+        "`own release` counts the points priced on their release's own profile. `(fallback)`: the pair has no profile",
+        "at all, and another engine's profile or the catalog calibration stood in (docs/engines.md).",
         "",
-        "| GPU | engine | points | median abs(error) | worst error | median optimism | engine profile: median abs(error) | median optimism |",
-        "|---|---|---|---|---|---|---|---|",
+        "| GPU | engine | points | median abs(error) | worst error | median optimism | engine profile: median abs(error) | median optimism | own release |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     cells = cell_errors(evaluated)
     for (gpu, engine), (count, median, worst, optimism) in sorted(cells.items(), key=lambda kv: -kv[1][1]):
@@ -572,7 +595,17 @@ def render(document: Mapping[str, Any], evaluated: Sequence[Evaluated], today: s
         after_text = (
             f"{statistics.median(abs(o) for o in after):.1%}{fallback} | {statistics.median(after):+.1%}" if after else "- | -"
         )
-        lines.append(f"| {gpu} | {engine} | {count} | {median:.1%} | {worst:+.1%} | {optimism:+.1%} | {after_text} |")
+        own = sum(
+            1
+            for e in items
+            if not e.engine_fallback
+            and e.engine_generation is not None
+            and e.engine_generation == release_generation(str(e.record["engine_release"]))
+        )
+        own_text = f"{own} of {len(items)}" if after else "-"
+        lines.append(
+            f"| {gpu} | {engine} | {count} | {median:.1%} | {worst:+.1%} | {optimism:+.1%} | {after_text} | {own_text} |"
+        )
     lines += [
         "",
         "### By engine release and precision",

@@ -22,8 +22,15 @@ another engine (the GEMM rate is the tensor cores' and the kernel library's, and
 TensorRT-LLM all run CUTLASS/cuBLASLt FP8 GEMMs on NVIDIA); else the datasheet ratio (factor 1).
 
 A fitted parameter at a bound of its admissible range (PROFILE_BOUNDS) was pinned there by the
-bound, not determined by the points: the choice names it (`EngineChoice.at_bounds`) and its reason
-says the profile is under-determined.
+bound, not determined by the points: the choice names it (`EngineChoice.at_bounds`), its reason
+says the profile is under-determined, and the GPU priced on it has its calibration grade lowered one
+step (planner/confidence.py GRADES; low stays low), since the grade was earned by a fit that did
+determine its parameters.
+
+A requested generation must be one the catalog has a profile of for that engine (on any GPU), or
+`all`: another is a typo or a release nobody measured, and is refused naming the known ones
+(`check_generation`); a known generation a GPU lacks falls back as in rule 1. A bare pinned engine
+(`constraints.pin.engine: vllm`) matches every generation of it (`narrowed_by_pin`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from planner.confidence import GRADES, grade_rank
 from planner.errors import PlannerInputError
 from planner.specs import Efficiency, GpuSpec
 
@@ -84,6 +92,66 @@ def parse_engine(spec: str) -> tuple[str, str | None]:
             f"engine {spec!r}: a generation is major.minor (e.g. {engine}@0.11) or 'all'", field="engine", engine=spec
         )
     return engine, generation
+
+
+#: A published release string starting with its version ("0.11.1rc", "v1.0.0"): major.minor is its generation.
+_RELEASE_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)")
+
+
+def release_generation(release: str) -> str | None:
+    """The release generation (major.minor) of a published release ("0.11.1rc" → "0.11", "v1.0.0" → "1.0"); None
+    when the release names no version (a date, "not stated"). The rule bench/engine_profiles.py `generation_of`
+    applies to bench/serving_evidence.json's `engine_release`."""
+    found = _RELEASE_VERSION.match(release)
+    return None if found is None else f"{int(found.group(1))}.{int(found.group(2))}"
+
+
+def known_generations(engine: str, profiles: Iterable[EngineProfile]) -> tuple[str, ...]:
+    """The release generations `engine` has a profile of (on any GPU), oldest first, then `all` (always requestable)."""
+    labels = {p.generation for p in profiles if p.engine == engine and is_generation(p.generation)}
+    return (*sorted(labels, key=generation_order), POOLED_GENERATION)
+
+
+def check_generation(spec: str, profiles: Iterable[EngineProfile]) -> None:
+    """PlannerInputError (naming `engine` and the known generations) when `spec` names a generation no profile of
+    its engine has; a bare engine and `engine@all` always pass."""
+    engine, wanted = parse_engine(spec)
+    if wanted is None or wanted == POOLED_GENERATION:
+        return
+    known = known_generations(engine, profiles)
+    if wanted not in known:
+        raise PlannerInputError(
+            f"engine {spec!r}: no {engine} profile of release generation {wanted} in the catalog; its generations are "
+            f"{', '.join(known)} (or {engine} alone: its newest per GPU)",
+            field="engine",
+            engine=spec,
+            known_generations=list(known),
+        )
+
+
+def narrowed_by_pin(allowed: Sequence[str] | None, pinned: str | None) -> tuple[str, ...] | None:
+    """The engines a request allows (`allowed_engines`) once constraints.pin.engine is applied: the pin alone when
+    nothing else is asked; else the allowed engines the pin matches (a bare pin `vllm` matches `vllm` and every
+    `vllm@generation`; a pin naming a generation matches only itself). PlannerInputError naming the pin when it
+    matches none."""
+    if pinned is None:
+        return None if allowed is None else tuple(allowed)
+    if allowed is None:
+        return (pinned,)
+    bare = "@" not in pinned
+    matched = tuple(name for name in allowed if name == pinned or (bare and parse_engine(name)[0] == pinned))
+    if not matched:
+        raise PlannerInputError(
+            f"pinned engine {pinned!r} is not among the request's engines ({', '.join(allowed)})",
+            constraint="pin.engine",
+            field="constraints.pin.engine",
+        )
+    return matched
+
+
+def lowered_grade(grade: str) -> str:
+    """The calibration grade one step lower (planner/confidence.py GRADES); low stays low."""
+    return GRADES[max(grade_rank(grade) - 1, 0)]
 
 
 def is_generation(label: str) -> bool:
@@ -187,6 +255,12 @@ class EngineChoice:
     efficiency: Efficiency
     #: Parameters of the profile pinned at a bound (parameters_at_bounds): the fit did not determine them.
     at_bounds: tuple[str, ...] = ()
+    #: The calibration grade of the GPU priced on this choice: its catalog grade, one step lower when `at_bounds`.
+    calibration_grade: str
+
+    def priced(self, gpu: GpuSpec) -> GpuSpec:
+        """`gpu` at this choice's efficiency and calibration grade."""
+        return replace(gpu, efficiency=self.efficiency, calibration_grade=self.calibration_grade)
 
 
 def _best_measured(profiles: Iterable[EngineProfile]) -> EngineProfile | None:
@@ -225,13 +299,20 @@ def _pair_profile(own: Sequence[EngineProfile], wanted: str | None, label: str) 
     return newest, True, f"no {label} {wanted} profile: the newest generation, {newest.generation}, stands in"
 
 
-def _bounds_note(efficiency: Efficiency) -> tuple[tuple[str, ...], str]:
+def _bounds_note(efficiency: Efficiency, grade: str) -> tuple[tuple[str, ...], str, str]:
+    """The parameters on a bound, the reason's note on them, and the GPU's grade on this profile."""
     pinned = parameters_at_bounds(efficiency)
     if not pinned:
-        return pinned, ""
-    return pinned, (
-        f"; under-determined: {', '.join(pinned)} sit on the fit's bounds, so the points did not determine them "
-        "(low confidence in this profile)"
+        return pinned, "", grade
+    lowered = lowered_grade(grade)
+    step = f"{grade} → {lowered}" if lowered != grade else f"{grade} stays {grade}, the lowest"
+    return (
+        pinned,
+        (
+            f"; under-determined: {', '.join(pinned)} sit on the fit's bounds, so the points did not determine them "
+            f"(low confidence in this profile: its calibration grade is lowered one step, {step})"
+        ),
+        lowered,
     )
 
 
@@ -276,7 +357,7 @@ def choose_profile(
     own = [p for p in profiles if p.gpu == gpu.slug and p.engine == engine]
     if own:
         profile, fallback, why = _pair_profile(own, wanted, f"{gpu.slug} × {engine}")
-        pinned, note = _bounds_note(profile.efficiency)
+        pinned, note, grade = _bounds_note(profile.efficiency, gpu.calibration_grade)
         return EngineChoice(
             gpu=gpu.slug,
             engine=engine,
@@ -286,6 +367,7 @@ def choose_profile(
             reason=f"{why}, fitted on {profile.points} points from {profile.sources} sources{note}",
             efficiency=with_low_precision(profile.efficiency, gpu.architecture, engine, factors),
             at_bounds=pinned,
+            calibration_grade=grade,
         )
     measured = [p for p in profiles if p.gpu == gpu.slug]
     if measured:
@@ -294,7 +376,7 @@ def choose_profile(
             by_engine[p.engine] = max(by_engine.get(p.engine, 0), p.points)  # a pooled profile holds all its points
         donor_engine = max(by_engine, key=lambda e: (by_engine[e], e))
         donor, _, _ = _pair_profile([p for p in measured if p.engine == donor_engine], POOLED_GENERATION, "")
-        pinned, note = _bounds_note(donor.efficiency)
+        pinned, note, grade = _bounds_note(donor.efficiency, gpu.calibration_grade)
         return EngineChoice(
             gpu=gpu.slug,
             engine=engine,
@@ -307,6 +389,7 @@ def choose_profile(
             ),
             efficiency=with_low_precision(donor.efficiency, gpu.architecture, engine, factors),
             at_bounds=pinned,
+            calibration_grade=grade,
         )
     return EngineChoice(
         gpu=gpu.slug,
@@ -316,6 +399,7 @@ def choose_profile(
         fallback=True,
         reason=f"no engine profile for {gpu.slug}: its engine-agnostic catalog calibration applies",
         efficiency=gpu.efficiency,
+        calibration_grade=gpu.calibration_grade,
     )
 
 
@@ -330,5 +414,5 @@ def priced_on(
             continue
         choice = choose_profile(gpu, engine, profiles, factors)
         choices[gpu.slug] = choice
-        specs.append(replace(gpu, efficiency=choice.efficiency))
+        specs.append(choice.priced(gpu))
     return tuple(specs), choices

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from api.schemas.catalog import Slug
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
-from api.schemas.plans import PlanPin, PlanPrecision, PlanSlo
+from api.schemas.plans import EngineRead, OneEngineSpec, PlanPin, PlanPrecision, PlanSlo
 from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
 from planner.units import MS_PER_S
@@ -108,6 +108,15 @@ class CapacityRequest(_Input):
     constraints: CapacityConstraints = Field(default_factory=CapacityConstraints)
     workload: CapacityWorkloadShape
     slo: PlanSlo
+    engine: OneEngineSpec | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="Serving engine the GPU is evaluated on, optionally naming its release generation (`vllm@0.11`; "
+        "`trt-llm@all`: pooled over releases; bare: its newest generation with a profile of its own): its per (GPU, "
+        "engine, generation) profile and low-precision factors, or the documented fallback (docs/engines.md; the "
+        "answer's `engine` says which). A generation no profile of the engine has is a 422 naming the known ones. With "
+        "constraints.pin.engine the pin must match it (a bare pin matches every generation of its engine).",
+    )
     tp: int | None = Field(
         default=None, ge=1, le=1024, description="Pin the tensor-parallel degree; default searched (1, 2, 4, 8 up to `gpus`)."
     )
@@ -190,7 +199,9 @@ class CapacityConfigurationRead(BaseModel):
     gpus_per_instance: int | None = None
     stranded_gpus: int | None = Field(default=None, description="instances × GPUs per instance − gpus_used.")
     engine: str | None = Field(
-        default=None, description="constraints.pin.engine: the engine whose profile the GPU was evaluated at (docs/engines.md)."
+        default=None,
+        description="The engine whose profile the GPU was evaluated at (request `engine` or constraints.pin.engine, without "
+        "its generation: the deploy target; the top-level `engine` says which profile, docs/engines.md).",
     )
 
 
@@ -349,13 +360,19 @@ class CapacityResponse(BaseModel):
     disaggregation: CapacityDisaggregation | None = Field(
         default=None, description="The separate pools' capacity; null unless constraints.topology is disaggregated or any."
     )
+    engine: EngineRead | None = Field(
+        default=None,
+        description="The engine the GPU was priced on (request `engine` or constraints.pin.engine): its profile, release "
+        "generation (`profile.generation`) and why; null when the request named none.",
+    )
 
 
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * MS_PER_S
 
 
-def capacity_response(result: CapacityResult, cost: CapacityCost, engine: str | None = None) -> CapacityResponse:
+def capacity_response(result: CapacityResult, cost: CapacityCost, engine: EngineRead | None = None) -> CapacityResponse:
+    """The aggregated answer; `engine` is the `engine` section (api/inputs.py engine_read) when an engine was asked for."""
     c = result.configuration
     return CapacityResponse(
         max_arrival_rate_rps=result.max_arrival_rate_rps,
@@ -376,8 +393,9 @@ def capacity_response(result: CapacityResult, cost: CapacityCost, engine: str | 
             stranded_gpus=None
             if c.instances is None or c.gpus_per_instance is None
             else c.instances * c.gpus_per_instance - c.gpus_used,
-            engine=engine,
+            engine=None if engine is None else engine.profile.engine,
         ),
+        engine=engine,
         max_rps_per_replica=result.max_rps_per_replica,
         saturation_rps_per_replica=result.saturation_rps_per_replica,
         utilisation=result.utilisation,

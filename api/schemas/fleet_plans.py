@@ -20,7 +20,7 @@ from api.rounding import rounded
 from api.schemas.catalog import Slug
 from api.schemas.classes import MAX_CLASSES, TrafficClassSpec
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
-from api.schemas.plans import PlanPrecision, PlanSlo, PlanWarning, PrecisionRead
+from api.schemas.plans import EngineRead, OneEngineSpec, PlanPrecision, PlanSlo, PlanWarning, PrecisionRead
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import (
     ARRIVAL_CV_DESCRIPTION,
@@ -345,12 +345,15 @@ class FleetPlanRequest(_Input):
         max_length=64,
         description="GPU efficiencies: `calibrated`, `ideal`, or a stored profile name (per GPU).",
     )
-    engine: Literal["vllm", "sglang", "trt-llm"] | None = Field(
+    engine: OneEngineSpec | None = Field(
         default=None,
         exclude_if=lambda value: value is None,
-        description="Serving engine to plan on: each GPU at its per (GPU, engine) efficiency profile and low-precision "
-        "factors, or the documented fallback (docs/engines.md); GPUs the engine does not run on are left out. One engine "
-        "(a list to choose from is POST /v1/plans'); omitted: the engine-agnostic calibration.",
+        description="Serving engine to plan on, optionally naming its release generation (`vllm@0.11`; `trt-llm@all`: "
+        "pooled over releases; bare: each GPU's newest generation with a profile of its own): each GPU at its per (GPU, "
+        "engine, generation) efficiency profile and low-precision factors, or the documented fallback (docs/engines.md; "
+        "the answer's `engine` says which); GPUs the engine does not run on are left out. A generation no profile of "
+        "the engine has is a 422 naming the known ones. One engine (a list to choose from is POST /v1/plans'); omitted: "
+        "the engine-agnostic calibration.",
     )
     search: SearchGrid = Field(default_factory=SearchGrid)
     solver_time_limit_s: float = Field(
@@ -762,6 +765,11 @@ class FleetPlanResponse(BaseModel):
     notes: list[str]
     warnings: list[PlanWarning] = Field(
         default_factory=list, description="A warning per GPU the schedule runs on whose calibration is graded low."
+    )
+    engine: EngineRead | None = Field(
+        default=None,
+        description="The engine the fleet is planned on (request `engine`): `profiles` gives each GPU's profile, release "
+        "generation and why (`profile` is the first of them); null when none was asked for.",
     )
     candidates: dict[str, list[CandidateRead]] | None = Field(
         default=None, description="Each workload's candidate table (with `include_candidates`)."

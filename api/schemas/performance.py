@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.evaluation import Configuration, LatencyEstimate, Method, PrefixSetup
 from api.schemas.catalog import Slug
+from api.schemas.plans import EngineRead, OneEngineSpec
 from api.schemas.workload import ServingSpec, WorkloadSpec
 from planner.performance import DecodeStep, Evaluation, Prefill, ThroughputCurve
 from planner.queueing import FORMULA, Latency, Prediction, RhoPoint
@@ -89,12 +90,15 @@ class ConfigurationSpec(_Input):
         examples=["calibrated"],
     )
     overrides: EfficiencyOverrides | None = Field(default=None, description="Replace some of the profile's values.")
-    engine: Literal["vllm", "sglang", "trt-llm"] | None = Field(
+    engine: OneEngineSpec | None = Field(
         default=None,
         exclude_if=lambda value: value is None,
-        description="Serving engine: with the `calibrated` profile, the GPU's efficiency under this engine (its per (GPU, "
-        "engine) profile and low-precision factors, or the documented fallback; `efficiency.source` says which, "
-        "docs/engines.md). One engine: a configuration runs on one. Omitted: the engine-agnostic calibration.",
+        description="Serving engine, optionally naming its release generation (`vllm@0.11`; `trt-llm@all`: pooled over "
+        "releases; bare: its newest generation with a profile of its own): with the `calibrated` profile, the GPU's "
+        "efficiency under it (its per (GPU, engine, generation) profile and low-precision factors, or the documented "
+        "fallback; the answer's `engine.profile` and `efficiency.source` say which, docs/engines.md). A generation no "
+        "profile of the engine has is a 422 naming the known ones. One engine: a configuration runs on one. Omitted: "
+        "the engine-agnostic calibration.",
     )
 
     def override_values(self) -> dict[str, float | bool]:
@@ -448,6 +452,11 @@ class EvaluateResponse(BaseModel):
     precision: PrecisionSpec
     efficiency: EfficiencyUsed
     catalog_version: int = Field(description="Version of the catalog the numbers were read from.")
+    engine: EngineRead | None = Field(
+        default=None,
+        description="The engine the GPU was priced on (request `engine`): its profile, release generation and why "
+        "(`profile.generation`); null when the request named none.",
+    )
     context_tokens: int = Field(description="Context of each decoding sequence, tokens.")
     usable_memory_bytes: float = Field(description="tp × GPU memory × (1 − reserve), bytes.")
     weights_bytes: float = Field(description="All weights of the model at this precision (with scale overhead), bytes.")
@@ -525,6 +534,11 @@ class SimulateResponse(BaseModel):
     precision: PrecisionSpec
     efficiency: EfficiencyUsed
     catalog_version: int
+    engine: EngineRead | None = Field(
+        default=None,
+        description="The engine the GPU was priced on (request `engine`): its profile, release generation and why "
+        "(`profile.generation`); null when the request named none.",
+    )
     kv_capacity_tokens: int = Field(description="KV-cache tokens one replica holds after its weights.")
     requests: int = Field(description="Arrivals simulated (warm-up included).")
     measured_requests: int = Field(description="Arrivals after the warm-up, which the statistics cover.")
@@ -766,6 +780,7 @@ def evaluate_response(
         precision=_precision(config),
         efficiency=efficiency_used(config),
         catalog_version=config.catalog_version,
+        engine=config.engine,
         context_tokens=ev.context_tokens,
         usable_memory_bytes=ev.usable_memory_bytes,
         weights_bytes=ev.weights_bytes,
@@ -885,6 +900,7 @@ def simulate_response(
         precision=_precision(config),
         efficiency=efficiency_used(config),
         catalog_version=config.catalog_version,
+        engine=config.engine,
         kv_capacity_tokens=kv_capacity_tokens,
         requests=sim.requests,
         measured_requests=sim.measured_requests,

@@ -134,7 +134,8 @@ class PlanPin(_Input):
     engine: Literal[ENGINES] | None = Field(  # type: ignore[valid-type]
         default=None,
         description="Serving engine the plan is priced on (its per (GPU, engine) efficiency profile, docs/engines.md); the "
-        "same as `engine` naming one engine. A request `engine` that does not allow it is a 422.",
+        "same as `engine` naming one engine. With a request `engine` it narrows it to the engines it matches, every "
+        "release generation of its engine (`vllm` matches `vllm@0.11`); matching none is a 422.",
     )
     draft_tokens: int | None = Field(
         default=None,
@@ -317,6 +318,8 @@ class PlanConstraintsSpec(_Input):
 #: release generation ("vllm@0.11"; "trt-llm@all": the profile pooled over releases), docs/engines.md.
 EngineName = Literal["vllm", "sglang", "trt-llm"]
 EngineAtGeneration = Annotated[str, Field(pattern=ENGINE_SPEC_PATTERN, examples=["vllm@0.11"])]
+#: One engine, optionally naming its release generation: what evaluate, simulate, capacity, what-if and fleet plans take.
+OneEngineSpec = EngineName | EngineAtGeneration
 EngineChoiceSpec = (
     Literal["any", "vllm", "sglang", "trt-llm"]
     | EngineAtGeneration
@@ -365,8 +368,9 @@ class PlanRequest(_Input):
         default=None,
         exclude_if=lambda value: value is None,  # stored requests from before the field read the same
         description="Serving engine(s) to price the plan on: one engine, a list to choose from, or `any` (vllm, sglang, "
-        "trt-llm); an engine may name its release generation (`vllm@0.11`; `trt-llm@all`: pooled over releases), else "
-        "its newest generation with a profile of its own is priced. Each allowed engine is planned with its per (GPU, "
+        "trt-llm); an engine may name its release generation (`vllm@0.11`; `trt-llm@all`: pooled over releases; one no "
+        "profile of the engine has is a 422 listing `known_generations`), else its newest generation with a profile of "
+        "its own is priced. Each allowed engine is planned with its per (GPU, "
         "engine, generation) efficiency profile and low-precision factors "
         "(docs/engines.md; a pair without data falls back, and `engine.profile` says so; trt-llm only on NVIDIA GPUs); the "
         "cheapest wins, and `justification.alternatives` gets the best plan on each other engine (kind `engine`). Omitted: "
@@ -676,6 +680,12 @@ class EngineProfileRead(BaseModel):
         default_factory=list,
         description="Fitted parameters of the profile sitting on a bound of their range (e.g. `η_compute = 1`): pinned by "
         "the bound, not determined by the data, so the profile is under-determined (low confidence); the reason says so.",
+    )
+    calibration_grade: str | None = Field(
+        default=None,
+        description="The calibration grade (low, medium, high) the GPU is priced at on this profile: its catalog grade, "
+        "lowered one step when `at_bounds` is not empty (the reason says so; low stays low). `calibration_grades` and "
+        "constraints.min_confidence use it. Null in plans stored before it was kept.",
     )
 
 

@@ -17,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from api.schemas.catalog import Slug
 from api.schemas.classes import MAX_CLASSES, TrafficClassSpec
-from api.schemas.plans import PlanConstraintsSpec, PlanSlo
+from api.schemas.plans import EngineRead, OneEngineSpec, PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import MAX_DEADLINE_H, MAX_JOB_REQUESTS, BatchWorkloadSpec, WorkloadShape
 
@@ -221,12 +221,15 @@ class WhatIfRequest(_Input):
     efficiency_profile: Slug = Field(
         default="calibrated", description="Efficiencies to plan with: `calibrated`, `ideal` or a stored profile name."
     )
-    engine: Literal["vllm", "sglang", "trt-llm"] | None = Field(
+    engine: OneEngineSpec | None = Field(
         default=None,
         exclude_if=lambda value: value is None,
-        description="Serving engine to plan on: each GPU at its per (GPU, engine) efficiency profile and low-precision "
-        "factors, or the documented fallback (docs/engines.md); GPUs the engine does not run on are left out. One engine "
-        "(a list to choose from is POST /v1/plans'); omitted: the engine-agnostic calibration.",
+        description="Serving engine to plan on, optionally naming its release generation (`vllm@0.11`; `trt-llm@all`: "
+        "pooled over releases; bare: each GPU's newest generation with a profile of its own): each GPU at its per (GPU, "
+        "engine, generation) efficiency profile and low-precision factors, or the documented fallback (docs/engines.md; "
+        "the answer's `engine` says which); GPUs the engine does not run on are left out. A generation no profile of the "
+        "engine has is a 422 naming the known ones; constraints.pin.engine must match it (a bare pin matches every "
+        "generation). One engine (a list to choose from is POST /v1/plans'); omitted: the engine-agnostic calibration.",
     )
     sweep: WhatIfAxes
     provider: Slug | None = Field(
@@ -263,6 +266,10 @@ class WhatIfRequest(_Input):
             return self
         if self.slo is not None:
             raise ValueError("with classes, each class carries its own target: leave out slo")
+        if self.engine is not None:  # refused rather than ignored: the mix is planned engine-agnostic
+            raise ValueError(
+                "engine: a class mix is planned as POST /v1/plans plans classes, which take no engine yet; leave out engine"
+            )
         if self.sweep.class_rates_rps is None:
             raise ValueError("classes are swept by sweep.class_rates_rps: each class's rate at each point")
         by_name = {k.name: k for k in self.classes}
@@ -474,4 +481,9 @@ class WhatIfResponse(BaseModel):
     points_total: int
     points_feasible: int
     sweep_ms: float = Field(description="Wall time of the whole sweep.")
+    engine: EngineRead | None = Field(
+        default=None,
+        description="The engine every point is planned on (request `engine` or constraints.pin.engine): `profiles` gives "
+        "each GPU's profile, release generation and why (`profile` is the first of them); null when none was asked for.",
+    )
     points: list[WhatIfPoint]

@@ -44,11 +44,14 @@ def test_a_named_generation_is_priced_and_stated(seeded: ApiClient, admin: dict[
 
 
 def test_a_generation_without_a_profile_falls_back_to_the_pooled_one(seeded: ApiClient, admin: dict[str, str]) -> None:
-    answer = _plan(seeded, admin, engine="trt-llm@0.1", constraints__gpus=["l40s"])
+    """trt-llm 1.0 is profiled on other GPUs (a known generation) but not on L40S: L40S falls back to its pooled
+    profile. A generation no GPU has a profile of is a 422 (tests/api/test_engine_everywhere.py)."""
+    assert "1.0" not in L40S_GENERATIONS
+    answer = _plan(seeded, admin, engine="trt-llm@1.0", constraints__gpus=["l40s"])
     assert answer.status_code == 200, answer.text
     profile = answer.json()["engine"]["profile"]
     assert (profile["generation"], profile["fallback"]) == ("all", True)
-    assert "no l40s × trt-llm 0.1 profile" in profile["reason"]
+    assert "no l40s × trt-llm 1.0 profile" in profile["reason"]
 
 
 def test_a_malformed_generation_is_422(seeded: ApiClient, admin: dict[str, str]) -> None:
