@@ -22,10 +22,12 @@ another engine (the GEMM rate is the tensor cores' and the kernel library's, and
 TensorRT-LLM all run CUTLASS/cuBLASLt FP8 GEMMs on NVIDIA); else the datasheet ratio (factor 1).
 
 A fitted parameter at a bound of its admissible range (PROFILE_BOUNDS) was pinned there by the
-bound, not determined by the points: the choice names it (`EngineChoice.at_bounds`), its reason
-says the profile is under-determined, and the GPU priced on it has its calibration grade lowered one
-step (planner/confidence.py GRADES; low stays low), since the grade was earned by a fit that did
-determine its parameters.
+bound, not determined by the points: the choice names it (`EngineChoice.at_bounds`). Where it is an
+efficiency (η_mem or η_compute at 0.05 or 1, `lowers_grade`) its reason says the profile is
+under-determined, and the GPU priced on it has its calibration grade lowered one step
+(planner/confidence.py GRADES; low stays low), since the grade was earned by a fit that did
+determine its parameters; the overhead and overlap on the ends of their ranges are admissible
+regimes and are named without lowering the grade.
 
 A requested generation must be one the catalog has a profile of for that engine (on any GPU), or
 `all`: another is a typo or a release nobody measured, and is refused naming the known ones
@@ -300,10 +302,17 @@ def _pair_profile(own: Sequence[EngineProfile], wanted: str | None, label: str) 
 
 
 def _bounds_note(efficiency: Efficiency, grade: str) -> tuple[tuple[str, ...], str, str]:
-    """The parameters on a bound, the reason's note on them, and the GPU's grade on this profile."""
+    """The parameters on a bound, the reason's note on them, and the GPU's grade on this profile: lowered one
+    step only when an efficiency (η_mem, η_compute) is on a bound (`lowers_grade`)."""
     pinned = parameters_at_bounds(efficiency)
     if not pinned:
         return pinned, "", grade
+    if not any(lowers_grade(name) for name in pinned):
+        return (
+            pinned,
+            f"; {', '.join(pinned)} sit on the ends of their admissible ranges (the efficiencies are fitted inside theirs)",
+            grade,
+        )
     lowered = lowered_grade(grade)
     step = f"{grade} → {lowered}" if lowered != grade else f"{grade} stays {grade}, the lowest"
     return (
@@ -314,6 +323,16 @@ def _bounds_note(efficiency: Efficiency, grade: str) -> tuple[tuple[str, ...], s
         ),
         lowered,
     )
+
+
+def lowers_grade(parameter: str) -> bool:
+    """Whether a parameter on its bound (a parameters_at_bounds entry) lowers the profile's grade: an efficiency
+    η on 0.05 or 1 means the points asked for a rate the roofline cannot realise, so the profile's step times
+    are not what its points say. The step overhead and the memory/compute overlap on the ends of their ranges
+    (0 or 2 ms; 0 or 1) are admissible regimes — no fixed cost, fully serial or fully overlapped phases — and
+    leave the grade the fit earned (the overhead's 2 ms cap names the per-sequence cost the model lacks, which
+    the profile's out-of-source error already carries)."""
+    return parameter.startswith("η")
 
 
 def low_precision_factor(

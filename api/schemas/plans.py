@@ -679,12 +679,13 @@ class EngineProfileRead(BaseModel):
     at_bounds: list[str] = Field(
         default_factory=list,
         description="Fitted parameters of the profile sitting on a bound of their range (e.g. `η_compute = 1`): pinned by "
-        "the bound, not determined by the data, so the profile is under-determined (low confidence); the reason says so.",
+        "the bound, not determined by the data; an efficiency η on a bound makes the profile under-determined (low "
+        "confidence), while the overhead or overlap on the ends of their ranges are admissible; the reason says which.",
     )
     calibration_grade: str | None = Field(
         default=None,
         description="The calibration grade (low, medium, high) the GPU is priced at on this profile: its catalog grade, "
-        "lowered one step when `at_bounds` is not empty (the reason says so; low stays low). `calibration_grades` and "
+        "lowered one step when `at_bounds` names an efficiency η (the reason says so; low stays low). `calibration_grades` and "
         "constraints.min_confidence use it. Null in plans stored before it was kept.",
     )
 

@@ -25,7 +25,8 @@ from tests.planner.performance_specs import H100_SXM, MI300X
 #: An interior fit: no parameter within AT_BOUND_TOLERANCE of its PROFILE_BOUNDS range.
 INTERIOR = Efficiency(name="calibrated", memory=0.6, compute=0.5, step_overhead_s=1e-3, memory_compute_overlap=0.4, source="fit")
 #: The same fit with the overhead on its 2 ms ceiling: under-determined.
-ON_BOUND = replace(INTERIOR, step_overhead_s=2e-3)
+ON_BOUND = replace(INTERIOR, memory=1.0, step_overhead_s=2e-3)
+OVERHEAD_CAPPED = replace(INTERIOR, step_overhead_s=2e-3)
 H100 = replace(H100_SXM, efficiency=replace(INTERIOR, memory=0.7), calibration_grade="medium")
 
 
@@ -76,14 +77,18 @@ def test_grades_step_down_once_and_low_stays_low() -> None:
 
 
 def test_a_profile_on_its_bounds_lowers_the_priced_gpus_grade_one_step_and_says_why() -> None:
-    """H100 graded medium: its interior 0.17 profile keeps medium; the 0.12 profile with the overhead on its 2 ms
-    ceiling prices it at low, and the reason says the grade was lowered and from what."""
+    """H100 graded medium: its interior 0.17 profile keeps medium; the 0.12 profile with η_mem on its ceiling of 1
+    prices it at low, and the reason says the grade was lowered and from what; a profile whose only bound is the
+    overhead's 2 ms cap names it and keeps the grade."""
     profiles = (_profile("h100-sxm", "trt-llm", "0.17"), _profile("h100-sxm", "trt-llm", "0.12", ON_BOUND))
     interior = choose_profile(H100, "trt-llm@0.17", profiles, [])
     assert (interior.at_bounds, interior.calibration_grade) == ((), "medium")
     bounded = choose_profile(H100, "trt-llm@0.12", profiles, [])
-    assert bounded.at_bounds == ("overhead ms = 2",) and bounded.calibration_grade == "low"
+    assert bounded.at_bounds == ("η_mem = 1", "overhead ms = 2") and bounded.calibration_grade == "low"
     assert "lowered one step, medium → low" in bounded.reason
+    capped = choose_profile(H100, "trt-llm@0.12", (_profile("h100-sxm", "trt-llm", "0.12", OVERHEAD_CAPPED),), [])
+    assert capped.at_bounds == ("overhead ms = 2",) and capped.calibration_grade == "medium"
+    assert "overhead ms = 2" in capped.reason and "under-determined" not in capped.reason
     (spec,), choices = priced_on([H100], "trt-llm@0.12", profiles, [])
     assert spec.calibration_grade == "low" and spec.efficiency.step_overhead_s == pytest.approx(2e-3)
     assert choices["h100-sxm"] == bounded
