@@ -1,10 +1,13 @@
 """POST /v1/fleet-plans for a model no node holds: Llama-3.1-405B in BF16 on H100 is served in pipeline stages
-(tp 8 × pp 2, 16 GPUs a replica), and the fleet's candidates, rows and GPU counts carry the pp."""
+(tp 8 × pp 2, 16 GPUs a replica), and the fleet's candidates, rows, GPU counts and schedule CSV carry the pp."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 from tests.api.client import ApiClient
-from tests.api.test_fleet_plans import api, body, post, seeded_sqlite_template, workload
+from tests.api.test_fleet_plans import ADMIN_HEADERS, api, body, post, seeded_sqlite_template, workload
 
 __all__ = ["api", "seeded_sqlite_template"]  # the fixtures this module uses
 
@@ -35,3 +38,9 @@ def test_a_fleet_of_405b_bf16_on_h100_runs_tp_8_by_pp_2_rows(api: ApiClient) -> 
     staged = [c for c in candidates if c["pp"] > 1]
     assert staged and all(c["gpus_per_replica"] == c["tp"] * c["pp"] for c in candidates), candidates
     assert all("/pp" in c["id"] for c in staged), staged
+    # the schedule CSV carries the stages: its gpus column is replicas × tp × pp
+    table = api.get(f"/v1/fleet-plans/{plan['id']}/csv", headers=ADMIN_HEADERS)
+    assert table.status_code == 200, table.text
+    csv_rows = list(csv.DictReader(io.StringIO(table.text)))
+    assert csv_rows and all((r["tp"], r["pp"], r["ep"]) == ("8", "2", "1") for r in csv_rows), csv_rows
+    assert all(int(r["gpus"]) == int(r["replicas"]) * 16 for r in csv_rows), csv_rows
