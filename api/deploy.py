@@ -601,14 +601,14 @@ def group_comment(inputs: DeployInputs, index: int, group: ReplicaGroup) -> str:
             f"# plan {inputs.plan_id} pool {group.pool} (classes {classes}{scheduling}): {group.replicas} replica(s){rented} "
             f"of {group.tp}x {group.gpu}, weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
         )
-    if group.role != "mixed":
-        return (
-            f"# plan {inputs.plan_id} {group.role} pool: {group.replicas} replica(s) of {group.tp}x {group.gpu}, "
-            f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
-        )
     shape = (
         f"{group.tp}x {group.gpu}" if group.pp == 1 else f"{group.gpus_per_replica}x {group.gpu} (tp {group.tp} x pp {group.pp})"
     )
+    if group.role != "mixed":
+        return (
+            f"# plan {inputs.plan_id} {group.role} pool: {group.replicas} replica(s) of {shape}, "
+            f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
+        )
     return (
         f"# plan {inputs.plan_id} configuration {index + 1} of {count}: {group.replicas} replica(s) of {shape}, "
         f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
