@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from planner.candidates import Option
+from planner.expert_parallel import expert_parallel_kv_capacity_tokens, expert_parallel_step_model
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.plan_deferral import DeferralSchedule
@@ -63,6 +64,9 @@ class PoolPlan:
     weights_precision: str
     kv_precision: str
     scheduling: str = "fcfs"  # "priority": the classes share the pool, the lower priority value served first
+    #: Pipeline stages and expert-parallel degree of a replica (planner/pipeline.py): tp × pp GPUs.
+    pp: int = 1
+    ep: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,18 +150,26 @@ def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> Poo
         utilisation=result.target_rho,
         weights_precision=row.weights_precision,
         kv_precision=row.kv_precision,
+        pp=row.pp,
+        ep=row.ep,
     )
 
 
 def _row_model(row: FleetRow, inputs: PlanningInputs) -> tuple[StepModel, int]:
-    """The step model and KV capacity of a plan row's configuration, as enumeration builds them (planner/candidates.py)."""
+    """The step model and KV capacity of a plan row's configuration, as enumeration builds them (planner/candidates.py):
+    tp × pp GPUs in stages, or an expert-parallel group (planner/expert_parallel.py)."""
     gpu = next(g for g in inputs.gpus if g.slug == row.gpu)
     precision = next(
         p for p in inputs.precisions if p.weights.slug == row.weights_precision and p.kv_cache.slug == row.kv_precision
     )
+    if row.ep > 1:
+        return (
+            expert_parallel_step_model(gpu, inputs.model, precision, row.ep, gpu.efficiency),
+            expert_parallel_kv_capacity_tokens(gpu, inputs.model, precision, row.ep, gpu.efficiency),
+        )
     return (
-        build_step_model(gpu, inputs.model, precision, row.tp, gpu.efficiency),
-        kv_capacity_tokens(gpu, inputs.model, precision, row.tp, gpu.efficiency),
+        build_step_model(gpu, inputs.model, precision, row.tp, gpu.efficiency, pp=row.pp),
+        kv_capacity_tokens(gpu, inputs.model, precision, row.tp, gpu.efficiency, pp=row.pp),
     )
 
 
