@@ -16,6 +16,7 @@ from planner.plan_predict import _cached_prediction
 from planner.plan_rows import FleetRow
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.queueing import Latency, Prediction, predict
+from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
 from planner.traffic_classes import TrafficClass, merged_workload
 from planner.workload import Serving, Slo, Workload
@@ -156,20 +157,27 @@ def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> Poo
 
 
 def _row_model(row: FleetRow, inputs: PlanningInputs) -> tuple[StepModel, int]:
-    """The step model and KV capacity of a plan row's configuration, as enumeration builds them (planner/candidates.py):
-    tp × pp GPUs in stages, or an expert-parallel group (planner/expert_parallel.py)."""
+    """The step model and KV capacity of a plan row's configuration, as enumeration builds them (planner/candidates.py)."""
     gpu = next(g for g in inputs.gpus if g.slug == row.gpu)
     precision = next(
         p for p in inputs.precisions if p.weights.slug == row.weights_precision and p.kv_cache.slug == row.kv_precision
     )
-    if row.ep > 1:
+    return pool_step_model(gpu, inputs.model, precision, tp=row.tp, pp=row.pp, ep=row.ep)
+
+
+def pool_step_model(
+    gpu: GpuSpec, model: ModelSpec, precision: Precision, *, tp: int, pp: int = 1, ep: int = 1
+) -> tuple[StepModel, int]:
+    """The step model and KV capacity of one replica of a pool: tp × pp GPUs in stages (planner/pipeline.py), or an
+    ep-GPU expert-parallel group (planner/expert_parallel.py), as planner/candidates.py builds its groups."""
+    if ep > 1:
         return (
-            expert_parallel_step_model(gpu, inputs.model, precision, row.ep, gpu.efficiency),
-            expert_parallel_kv_capacity_tokens(gpu, inputs.model, precision, row.ep, gpu.efficiency),
+            expert_parallel_step_model(gpu, model, precision, ep, gpu.efficiency),
+            expert_parallel_kv_capacity_tokens(gpu, model, precision, ep, gpu.efficiency),
         )
     return (
-        build_step_model(gpu, inputs.model, precision, row.tp, gpu.efficiency, pp=row.pp),
-        kv_capacity_tokens(gpu, inputs.model, precision, row.tp, gpu.efficiency, pp=row.pp),
+        build_step_model(gpu, model, precision, tp, gpu.efficiency, pp=pp),
+        kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency, pp=pp),
     )
 
 

@@ -47,3 +47,15 @@ def test_405b_classes_arrange_pools_in_stages(seeded: ApiClient, admin: dict[str
     assert script.status_code == 200, script.text
     for pool in plan["pools"]:
         assert f"--pipeline-parallel-size {pool['pp']}" in script.text.replace(" \\\n  ", " ")
+
+
+def test_the_405b_class_plan_rechecks_its_staged_pools(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """The recheck rebuilds each pool's step model at its stages (at tp alone 405B has no KV room on 8 GPUs) and
+    prices a pool's tp × pp GPUs: the verified plan holds against its own classes at the price it was planned at."""
+    plan = seeded.post("/v1/plans", json={**CLASSES_405B, "verify": True}, headers=admin).json()
+    response = seeded.get(f"/v1/plans/{plan['id']}/recheck")
+    assert response.status_code == 200, response.text
+    recheck = response.json()
+    assert recheck["holds"] is True, recheck
+    assert all(k["checked"] for k in recheck["check"]["classes"]), recheck["check"]
+    assert "when planned" not in recheck["summary"], recheck["summary"]  # same prices: no change of cost to report
