@@ -43,6 +43,7 @@ def _config(c: PoolCandidate) -> PoolConfig:
         role=c.role,
         gpu=c.gpu,
         tp=c.tp,
+        pp=c.pp,
         replicas=c.replicas,
         weights_precision=c.weights,
         kv_precision=c.kv_cache,

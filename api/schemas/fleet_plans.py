@@ -534,8 +534,9 @@ class FleetPoolRead(BaseModel):
     role: Literal["prefill", "decode"]
     gpu: str
     tp: int
+    pp: int = Field(default=1, description=_PP)
     replicas: int
-    gpus: int = Field(description="replicas × tp.")
+    gpus: int = Field(description="replicas × tp × pp.")
     precision: PrecisionRead
     batch_limit: int | None = Field(description="The decode pool's vLLM max_num_seqs; null for prefill.")
     chunk_tokens: int | None = Field(description="The prefill pool's token budget per step; null for decode.")
@@ -566,8 +567,10 @@ class FleetClassPoolRead(BaseModel):
     classes: list[str] = Field(description="The classes it serves.")
     gpu: str
     tp: int
+    pp: int = Field(default=1, description=_PP)
+    ep: int = Field(default=1, description=_EP)
     replicas: int
-    gpus: int = Field(description="replicas × tp.")
+    gpus: int = Field(description="replicas × tp × pp.")
     precision: PrecisionRead
     batch_limit: int | None
     chunk_tokens: int | None
@@ -894,6 +897,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                     grade=pool.calibration_grade,
                     warning=warnings.get(pool.gpu),
                     role=pool.role,
+                    layout=(pool.pp, 1),
                 )
                 writer.writerow(
                     ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
@@ -919,6 +923,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                         warning=warnings.get(class_pool.gpu),
                         role="mixed",
                         extra=(k.name, *(None,) * 7),
+                        layout=(class_pool.pp, class_pool.ep),
                     )
                     writer.writerow(
                         ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
