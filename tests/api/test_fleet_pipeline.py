@@ -89,3 +89,29 @@ def test_a_fleet_of_405b_classes_counts_its_staged_pools_gpus(api: ApiClient) ->
     rows = [r for r in csv.DictReader(io.StringIO(table.text)) if r["class_name"]]
     assert any(int(r["pp"]) >= 2 for r in rows), rows
     assert all(int(r["gpus"]) in (0, int(r["replicas"]) * int(r["tp"]) * int(r["pp"])) for r in rows), rows
+
+
+def test_a_fleet_of_405b_pools_runs_them_in_stages(api: ApiClient) -> None:
+    """A disaggregated 405B BF16 workload in a fleet: its prefill and decode pools are 16-GPU pipelines (as a single
+    plan's, tests/api/test_disagg_pipeline.py), where no pool option existed before; the period's GPUs count them."""
+    payload = body(
+        workload(
+            "big",
+            [1, 1],
+            model="llama-3.1-405b",
+            topology="disaggregated",
+            output_tokens={"mean": 200, "p99": 800},
+            slo={"ttft_ms": 5000, "tpot_ms": 60, "percentile": 99},
+        ),
+        constraints={"gpus": ["h100-sxm"], "precisions": [{"weights": "bf16", "kv_cache": "bf16"}]},
+        search={"tp_degrees": [1, 2, 4, 8], "batch_limits": [32, 128], "chunk_budgets": [2048]},
+    )
+    response = post(api, payload)
+    assert response.status_code == 201, response.text
+    plan = response.json()
+    for period in plan["periods"]:
+        [pair] = period["pools"]
+        for pool in (pair["prefill"], pair["decode"]):
+            assert pool["pp"] >= 2 and pool["tp"] * pool["pp"] == 16, pool
+            assert pool["gpus"] == 16 * pool["replicas"], pool
+        assert period["gpus_used"]["h100-sxm"] == pair["prefill"]["gpus"] + pair["decode"]["gpus"]
