@@ -79,6 +79,8 @@ def _response(
                 classes=list(p.classes),
                 gpu=p.gpu,
                 tp=p.tp,
+                pp=p.pp,
+                ep=p.ep,
                 replicas=p.replicas,
                 batch_limit=p.batch_limit,
                 chunk_tokens=p.chunk_tokens,

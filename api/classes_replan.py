@@ -114,7 +114,7 @@ def class_plan_shape(response: dict[str, Any], request: dict[str, Any]) -> Class
 def prices_then(response: dict[str, Any]) -> dict[str, float]:
     """$/GPU-h the class plan was made with, from its pools' costs (cost ÷ GPUs), the deferred pool's aside."""
     return {
-        p["gpu"]: p["cost_usd_per_hour"] / (p["replicas"] * p["tp"])  # $/h ÷ GPUs
+        p["gpu"]: p["cost_usd_per_hour"] / (p["replicas"] * p["tp"] * p.get("pp", 1))  # $/h ÷ GPUs (tp × pp a replica)
         for p in response["pools"]
         if not (response["arrangement"]["chosen"] == _DEFERRED and p["name"] == _DEFERRED) and p["replicas"] * p["tp"]
     }
@@ -263,6 +263,8 @@ def deployed_pools(response: dict[str, Any]) -> list[DeployedClassPool]:
             weights_precision=p["precision"]["weights"],
             kv_precision=p["precision"]["kv_cache"],
             admission_limits={n: limits[n] for n in p["classes"] if n in limits},
+            pp=p.get("pp", 1),
+            ep=p.get("ep", 1),
         )
         for p in response["pools"]
     ]

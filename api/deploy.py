@@ -83,7 +83,12 @@ from typing import Any
 
 import yaml
 
-from api.deploy_expert_parallel import sglang_expert_parallel, trtllm_expert_parallel, vllm_expert_parallel
+from api.deploy_expert_parallel import (
+    sglang_expert_parallel,
+    trtllm_expert_parallel,
+    vllm_expert_parallel,
+    vllm_expert_parallel_env,
+)
 from api.schemas.classes import is_classes_plan
 from planner.errors import UnsupportedConfigurationError
 
@@ -501,6 +506,11 @@ def vllm_argv(inputs: DeployInputs, group: ReplicaGroup) -> list[str]:
     return vllm_expert_parallel([*argv, *vllm_pool_argv(group), *vllm_priority_argv(group)], group.ep)
 
 
+def vllm_env(inputs: DeployInputs, group: ReplicaGroup) -> dict[str, str]:
+    """Environment variables one replica of `group` is started with (the expert-parallel all-to-all backend)."""
+    return vllm_expert_parallel_env(group.ep, nodes=nodes_per_replica(inputs, group), role=group.role)
+
+
 def vllm_priority_argv(group: ReplicaGroup) -> list[str]:
     """`--scheduling-policy priority` for a class plan's priority pool; none for any other."""
     if group.scheduling != "priority":
@@ -591,14 +601,14 @@ def group_comment(inputs: DeployInputs, index: int, group: ReplicaGroup) -> str:
             f"# plan {inputs.plan_id} pool {group.pool} (classes {classes}{scheduling}): {group.replicas} replica(s){rented} "
             f"of {group.tp}x {group.gpu}, weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
         )
-    if group.role != "mixed":
-        return (
-            f"# plan {inputs.plan_id} {group.role} pool: {group.replicas} replica(s) of {group.tp}x {group.gpu}, "
-            f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
-        )
     shape = (
         f"{group.tp}x {group.gpu}" if group.pp == 1 else f"{group.gpus_per_replica}x {group.gpu} (tp {group.tp} x pp {group.pp})"
     )
+    if group.role != "mixed":
+        return (
+            f"# plan {inputs.plan_id} {group.role} pool: {group.replicas} replica(s) of {shape}, "
+            f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
+        )
     return (
         f"# plan {inputs.plan_id} configuration {index + 1} of {count}: {group.replicas} replica(s) of {shape}, "
         f"weights {group.weights}, KV cache {group.kv_cache}; run this once per replica"
@@ -644,7 +654,13 @@ def render_engine(inputs: DeployInputs, engine: str) -> str:
         if note is not None:
             parts.append(note)
         if engine == "vllm":
-            parts.append(shell_command(vllm_argv(inputs, group)))
+            env = vllm_env(inputs, group)
+            if env:
+                parts.append(
+                    f"# expert parallel: VLLM_ALL2ALL_BACKEND={env['VLLM_ALL2ALL_BACKEND']} as vLLM's expert-parallel "
+                    "deployment guide selects it for this layout; it needs its kernels installed (vLLM tools/ep_kernels)"
+                )
+            parts.append(shell_command([*(f"{k}={v}" for k, v in env.items()), *vllm_argv(inputs, group)]))
         elif engine == "sglang":
             parts.append(shell_command(sglang_argv(inputs, group)))
         else:
@@ -782,8 +798,11 @@ def deployment(inputs: DeployInputs, group: ReplicaGroup, index: int, app: str) 
         "readinessProbe": {"httpGet": {"path": "/health", "port": PORT}, "periodSeconds": 10},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],  # NCCL between the tp workers
     }
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in vllm_env(inputs, group).items()]
     if group.role != "mixed":  # NIXL's handshake: the decoder reaches the prefiller at its pod address
-        container["env"] = [{"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+        env.append({"name": "VLLM_NIXL_SIDE_CHANNEL_HOST", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    if env:
+        container["env"] = env
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -79,6 +79,7 @@ def _pool(c: PoolCandidate) -> dict[str, Any]:
         "role": c.role,
         "gpu": c.gpu,
         "tp": c.tp,
+        "pp": c.pp,
         "replicas": c.replicas,
         "batch_limit": c.batch_limit,
         "chunk_tokens": c.chunk_tokens,
@@ -143,7 +144,7 @@ def _section(
                 else plan.link.source
             ),
             "bytes_per_s_per_gpu": plan.link.bytes_per_s_per_gpu,
-            "links": min(plan.prefill.tp, plan.decode.tp),
+            "links": min(plan.prefill.gpus_per_replica, plan.decode.gpus_per_replica),  # tp·pp GPUs hold a replica's KV
             "kv_bytes_per_token": plan.kv_bytes_per_token,
             "p99_prompt_bytes": kv_transfer_bytes(p_q, plan.kv_bytes_per_token),
             "p99_ms": pred.transfer_q_s * MS_PER_S,
@@ -194,6 +195,7 @@ def _disaggregated_body(
         "plan": {
             "gpu": d.gpu,
             "tp": d.tp,
+            "pp": d.pp,
             "replicas": p.replicas + d.replicas,
             "gpus_total": plan.gpus,
             "precision": {"weights": d.weights, "kv_cache": d.kv_cache},
@@ -267,6 +269,7 @@ def _aggregated_first(
             workload=request.workload,
             slo=request.slo,
             link=LINK,
+            pp_degrees=request.pp_degrees,
         )
     ).usd_per_hour
     if bound < agg_cost:
@@ -320,6 +323,7 @@ def topology_plan(
                     verify=request.verify and requested == "disaggregated",
                     seed=request.seed,
                     constraints=request.constraints,
+                    pp_degrees=request.pp_degrees,
                 )
             )
         except HeadroomError as error:  # e.g. no TTFT target to split, a bad pin, no pair within the limits

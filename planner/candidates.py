@@ -256,8 +256,8 @@ def enumerate_groups(
     sharded, an all-to-all per MoE layer (planner/expert_parallel.py). Which wins depends on the step's
     tokens (the all-reduces it saves against the dense weights every rank re-reads), so both are priced;
     with a profile that counts no communication the ep group could only lose (it re-reads the dense
-    weights and saves nothing) and is not offered. The other searches, whose rows count a replica's
-    GPUs and layout as tp alone, do not offer it yet. `ep_degrees` (a pinned ep, planner/pins.py) keeps
+    weights and saves nothing) and is not offered. The fleet search (planner/fleet_candidates.py) passes
+    it too; the class, batch-job and capacity searches do not offer it yet. `ep_degrees` (a pinned ep, planner/pins.py) keeps
     only the groups of those ep: (1,) no expert-parallel group, (tp,) only the ep = tp ones.
 
     A GPU whose calibration is graded below `min_confidence` (planner/confidence.py) is dropped

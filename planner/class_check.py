@@ -39,9 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from planner.errors import ConvergenceError, HeadroomError, UnstableLoadError
-from planner.memory import kv_capacity_tokens
-from planner.performance import build_step_model
-from planner.plan_classes_base import meets_slo
+from planner.plan_classes_base import meets_slo, pool_step_model
 from planner.plan_classes_priority import shed_fractions, simulate_priority_pool, with_wait
 from planner.planning import VERIFY_REQUESTS, PlanningInputs
 from planner.queueing import Prediction, predict
@@ -75,6 +73,9 @@ class DeployedClassPool:
     #: The shedding arrangement's admission limit K per shed class (the stored plan's
     #: classes[].admission_limit); empty for other pools, or a plan stored without it.
     admission_limits: Mapping[str, int] = field(default_factory=dict)
+    #: Pipeline stages and expert-parallel degree of a replica (a plan stored before pools carried them: 1).
+    pp: int = 1
+    ep: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,10 +156,7 @@ def _model(pool: DeployedClassPool, inputs: PlanningInputs) -> tuple[StepModel, 
     )
     if precision is None:
         raise LookupError(f"precision {pool.weights_precision}/{pool.kv_precision} is not in today's catalog")
-    return (
-        build_step_model(gpu, inputs.model, precision, pool.tp, gpu.efficiency),
-        kv_capacity_tokens(gpu, inputs.model, precision, pool.tp, gpu.efficiency),
-    )
+    return pool_step_model(gpu, inputs.model, precision, tp=pool.tp, pp=pool.pp, ep=pool.ep)
 
 
 def _unchecked(k: TrafficClass, pool: str, problem: str) -> ClassCheck:

@@ -16,8 +16,12 @@ With θ the rate an option must beat to survive:
     the SLOs fail at rate θ  ⇒  μ < θ                                 (one prediction; p99s never fall as the rate rises)
 
 Pipeline stages (pp 2, 4, 8) and tensor parallelism over whole nodes are offered where no node
-holds the model (planner/candidates.py `enumerate_groups`, the grid's `pp_degrees`): a candidate
-records its tp, pp and ep, and its `gpus_per_replica` = tp × pp is what the MILP buys.
+holds the model (planner/candidates.py `enumerate_groups`, the grid's `pp_degrees`), and an MoE
+model's in-node tp groups are offered a second time as expert-parallel ep = tp groups (attention
+data-parallel, experts sharded, an all-to-all per MoE layer: planner/expert_parallel.py), as the
+single-plan search offers them. A candidate records its tp, pp and ep, and its `gpus_per_replica`
+= tp × pp is what the MILP buys: an ep group competes with its ep = 1 twin at the same width and
+price, so the one with the larger μ is kept.
 
 Options are taken per (GPU, g) in decreasing order of the closed-form bound, so the first
 μ found usually sets a θ the rest cannot reach. An option that survives gets μ by regula falsi
@@ -44,8 +48,8 @@ from planner.candidates import (
     TP_DEGREES,
     Drop,
     Option,
+    enumerate_all_options,
     enumerate_groups,
-    enumerate_options,
 )
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError
 from planner.fleet_formulation import undominated
@@ -87,6 +91,8 @@ class CandidateGrid:
     pp_degrees: tuple[int, ...] = PP_DEGREES
     batch_limits: tuple[int, ...] = BATCH_LIMITS
     chunk_budgets: tuple[int | None, ...] = CHUNK_BUDGETS
+    #: Offer an MoE model's tp-GPU groups a second time as ep = tp (planner/expert_parallel.py), as a single plan does.
+    expert_parallel: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tp_degrees", "pp_degrees", "batch_limits", "chunk_budgets"):
@@ -352,21 +358,24 @@ def gpu_candidate_table(
             slo=slo,
             tp_degrees=grid.tp_degrees,
             pp_degrees=grid.pp_degrees,
+            expert_parallel=grid.expert_parallel,
         )
         if not variant.suffix:  # the plain table's drops explain an empty table; a cache variant's add nothing new
             drops.extend(variant_drops)
             group_count += len(groups)
         groups = speculative_search_groups(cached_groups(groups, variant), model, mix, speculative, published)
         by_width: dict[int, list[Option]] = {}  # options by GPUs per replica (tp × pp)
-        seen: set[tuple[int, int, StepModel, int]] = set()
-        for group in groups:
-            options = enumerate_options(group, mix, batch_limits=grid.batch_limits, chunk_budgets=grid.chunk_budgets)
-            enumerated += len(options)
-            key = (group.tp, group.pp, group.step_model, group.kv_capacity_tokens)
-            if key not in seen:  # identical physics (e.g. fp16 and bf16): same μ for every option
-                seen.add(key)
-                by_width.setdefault(group.gpus_per_replica, []).extend(options)
-        searched_groups += len(seen)
+        # one enumeration over every group, so an expert-parallel group's settings its ep = 1 twin is sure to beat are
+        # left out as the single-plan search leaves them (planner/candidates.py `enumerate_all_options`)
+        options = enumerate_all_options(groups, mix, batch_limits=grid.batch_limits, chunk_budgets=grid.chunk_budgets)
+        enumerated += len(options)
+        searched: dict[tuple[int, int, int, StepModel, int], int] = {}  # physics → the first group that has it
+        for option in options:
+            group = option.group
+            key = (group.tp, group.pp, group.ep, group.step_model, group.kv_capacity_tokens)
+            if searched.setdefault(key, id(group)) == id(group):  # identical physics (fp16, bf16): same μ, searched once
+                by_width.setdefault(group.gpus_per_replica, []).append(option)
+        searched_groups += len(searched)
         search = _Search(mix=mix, slo=slo, max_mu_searches=max_mu_searches - sum(s.mu_searches for s in searches))
         searches.append(search)
         for width in sorted(by_width):

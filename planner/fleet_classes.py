@@ -49,6 +49,8 @@ def _config(pool: PoolPlan) -> PoolConfig:
         role=pool.name,
         gpu=pool.gpu,
         tp=pool.tp,
+        pp=pool.pp,
+        ep=pool.ep,
         replicas=pool.replicas,
         weights_precision=pool.weights_precision,
         kv_precision=pool.kv_precision,

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from planner.disagg import KvLink
 from planner.errors import InfeasiblePlanError, UnstableLoadError
 from planner.fleet_spec import Checkpoint, FleetConstraints, PoolConfig, PoolOption, no_checkpoint
+from planner.pipeline import PP_DEGREES
 from planner.plan_disagg import PoolCandidate, plan_disaggregated
 from planner.plan_records import PlanConstraints
 from planner.specs import GpuSpec, ModelSpec, Precision
@@ -43,6 +44,7 @@ def _config(c: PoolCandidate) -> PoolConfig:
         role=c.role,
         gpu=c.gpu,
         tp=c.tp,
+        pp=c.pp,
         replicas=c.replicas,
         weights_precision=c.weights,
         kv_precision=c.kv_cache,
@@ -98,6 +100,7 @@ def pool_options(
                         link=link,
                         verify=False,
                         constraints=PlanConstraints(min_replicas=constraints.min_replicas, n_plus_one=spare),
+                        pp_degrees=PP_DEGREES,  # stages where no in-node tp holds the model, as a single plan's pools
                     )
                 except (InfeasiblePlanError, UnstableLoadError):
                     sized[rate, spare] = None

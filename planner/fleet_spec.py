@@ -64,10 +64,13 @@ class PoolConfig:
     binding: str
     #: Replicas beyond what the demand needs, kept for constraints.n_plus_one (in `replicas`, priced).
     spare_replicas: int = 0
+    #: Pipeline stages and expert-parallel degree of a replica (planner/pipeline.py): tp × pp GPUs a replica.
+    pp: int = 1
+    ep: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.replicas
+        return self.tp * self.pp * self.replicas
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

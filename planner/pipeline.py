@@ -77,6 +77,7 @@ its all-to-all on the NIC the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -266,6 +267,23 @@ def lone_prefill_s(sm: StepModel, pp: int, prompt_tokens: float) -> float:
     hi, lo = (mem, comp) if mem >= comp else (comp, mem)
     comm = pp * prompt_tokens * sm.comm_s_per_token + sm.comm_latency_s
     return hi + (1.0 - sm.memory_compute_overlap) * lo + comm + sm.step_overhead_s
+
+
+def lone_prompt_step_model(sm: StepModel, pp: int) -> StepModel:
+    """The step model whose prefill of one prompt takes `lone_prefill_s`: the fold's compute rate over pp (the stages
+    compute one after the other) and its per-token communication × pp (every stage's all-reduces and every hop on the
+    prompt's tokens); the weight read, latencies and overhead as folded. So `step_s(p, 0, p(p+1)/2)` is exactly
+    `lone_prefill_s(sm, pp, p)`, and a prefill pool's queue (planner/plan_disagg_candidates.py) prices one prompt's
+    service with it. pp = 1 gives `sm` itself."""
+    if pp < 1:
+        raise PlannerInputError(f"pp must be >= 1, got {pp}", pp=pp)
+    if pp == 1:
+        return sm
+    return dataclasses.replace(
+        sm,
+        compute_flops_per_s=sm.compute_flops_per_s / pp,  # one stage computing at a time: pp × the fold's compute time
+        comm_s_per_token=pp * sm.comm_s_per_token,  # pp × n × comm_s_per_token, as lone_prefill_s
+    )
 
 
 def bubble_fraction(pp: int, micro_batches: int) -> float:

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from planner.candidates import Option
+from planner.expert_parallel import expert_parallel_kv_capacity_tokens, expert_parallel_step_model
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.plan_deferral import DeferralSchedule
@@ -15,6 +16,7 @@ from planner.plan_predict import _cached_prediction
 from planner.plan_rows import FleetRow
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.queueing import Latency, Prediction, predict
+from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
 from planner.traffic_classes import TrafficClass, merged_workload
 from planner.workload import Serving, Slo, Workload
@@ -63,6 +65,9 @@ class PoolPlan:
     weights_precision: str
     kv_precision: str
     scheduling: str = "fcfs"  # "priority": the classes share the pool, the lower priority value served first
+    #: Pipeline stages and expert-parallel degree of a replica (planner/pipeline.py): tp × pp GPUs.
+    pp: int = 1
+    ep: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +151,8 @@ def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> Poo
         utilisation=result.target_rho,
         weights_precision=row.weights_precision,
         kv_precision=row.kv_precision,
+        pp=row.pp,
+        ep=row.ep,
     )
 
 
@@ -155,9 +162,22 @@ def _row_model(row: FleetRow, inputs: PlanningInputs) -> tuple[StepModel, int]:
     precision = next(
         p for p in inputs.precisions if p.weights.slug == row.weights_precision and p.kv_cache.slug == row.kv_precision
     )
+    return pool_step_model(gpu, inputs.model, precision, tp=row.tp, pp=row.pp, ep=row.ep)
+
+
+def pool_step_model(
+    gpu: GpuSpec, model: ModelSpec, precision: Precision, *, tp: int, pp: int = 1, ep: int = 1
+) -> tuple[StepModel, int]:
+    """The step model and KV capacity of one replica of a pool: tp × pp GPUs in stages (planner/pipeline.py), or an
+    ep-GPU expert-parallel group (planner/expert_parallel.py), as planner/candidates.py builds its groups."""
+    if ep > 1:
+        return (
+            expert_parallel_step_model(gpu, model, precision, ep, gpu.efficiency),
+            expert_parallel_kv_capacity_tokens(gpu, model, precision, ep, gpu.efficiency),
+        )
     return (
-        build_step_model(gpu, inputs.model, precision, row.tp, gpu.efficiency),
-        kv_capacity_tokens(gpu, inputs.model, precision, row.tp, gpu.efficiency),
+        build_step_model(gpu, model, precision, tp, gpu.efficiency, pp=pp),
+        kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency, pp=pp),
     )
 
 

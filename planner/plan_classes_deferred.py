@@ -162,6 +162,8 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
                 utilisation=plan_b.target_rho,
                 weights_precision=row_b.weights_precision,
                 kv_precision=row_b.kv_precision,
+                pp=row_b.pp,
+                ep=row_b.ep,
             )
         )
     completion_s = schedule.completion_h * S_PER_H

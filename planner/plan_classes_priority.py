@@ -129,12 +129,6 @@ def _priority_options(ctx: _Context) -> list[Option]:
     background = [k for k in classes if k.slo is None]
     merged = merged_workload(classes)
     request, inputs = apply_pins(replace(base, workload=merged, slo=tightest_slo(background)), ctx.inputs)
-    if 1 not in request.pp_degrees:
-        raise PlannerInputError(
-            "a class plan's pools are not searched in pipeline stages: only pp 1 can be pinned",
-            constraint="pin.pp",
-            field="constraints.pin.pp",
-        )
 
     def groups(workload: Workload, slo: Slo) -> list[Group]:
         return enumerate_groups(
@@ -145,6 +139,7 @@ def _priority_options(ctx: _Context) -> list[Option]:
             slo=slo,
             tp_degrees=request.tp_degrees,
             min_confidence=request.constraints.min_confidence,
+            pp_degrees=request.pp_degrees,  # stages where no in-node tp holds the model, as a single plan searches
         )[0]
 
     served = {g.key for g in groups(merged_workload(interactive), tightest_slo(interactive))}
@@ -543,6 +538,7 @@ def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> 
             weights_precision=group.precision.weights.slug,
             kv_precision=group.precision.kv_cache.slug,
             scheduling="priority",
+            pp=group.pp,
         )
         return _Candidate(
             name="shared_priority_shedding" if shedding else "shared_priority",

@@ -9,7 +9,7 @@ MILP over every split's candidates picks one candidate per pool, both of one spl
 
     minimise   Σ_(f,p) cost_fp · prefill[f,p] + Σ_(f,d,g) cost_fdg · decode[f,d,g]
     subject to Σ prefill = 1,  Σ decode = 1
-               decode[f,d,g] ≤ Σ_{p: tp_p = g, same KV format} prefill[f,p]   (same split; the transfer runs over min(tp_p, tp_d) links)
+               decode[f,d,g] ≤ Σ_{p: w_p = g, same KV format} prefill[f,p]   (same split; the transfer runs over min(w_p, w_d) links, w = tp·pp)
                Σ gpus · prefill + Σ gpus · decode ≤ max_gpus                                   (constraints.max_gpus)
                Σ cost · prefill + Σ cost · decode ≤ budget_usd_per_hour                        (constraints.budget_usd_per_hour)
                Σ_{on k} gpus · prefill + Σ_{on k} gpus · decode ≤ inventory_k, each k listed  (constraints.inventory)
@@ -173,7 +173,10 @@ def pool_refusals(constraints: PlanConstraints) -> list[str]:
         if pin.draft_tokens is not None or pin.acceptance_rate is not None or pin.draft_model is not None:
             out.append("constraints.pin.draft_tokens and acceptance_rate: the pools do not speculate")
         if pin.pp is not None and pin.pp > 1:
-            out.append("constraints.pin.pp: the prefill and decode pools are not searched in pipeline stages")
+            out.append(
+                "constraints.pin.pp: the prefill and decode pools take pipeline stages only where no node holds the "
+                "model, never a pinned pp above 1"
+            )
         if pin.ep is not None and pin.ep > 1:
             out.append("constraints.pin.ep: the prefill and decode pools are not searched expert-parallel")
     return out
@@ -192,6 +195,7 @@ def plan_disaggregated(
     seed: int = 0,
     constraints: PlanConstraints | None = None,
     same_node: bool = True,
+    pp_degrees: Sequence[int] = (1,),
 ) -> DisaggPlan:
     """The cheapest (prefill pool, decode pool) meeting `slo` within `constraints` by the analytic model, verified
     by simulation. A constraint the pools cannot honour (`pool_refusals`) is refused, never ignored. `link` is the
@@ -200,7 +204,9 @@ def plan_disaggregated(
     `link` is the default scale-out network: a GPU with catalog figures (GpuSpec.scale_out_bytes_per_s) uses its own,
     and a pair of pools crosses the slower NIC of the two (planner/disagg.py scale_out_link). A decode candidate is
     sized over the slowest NIC among the prefill candidates of its tp (exact for one GPU type, conservative for a
-    mixed pair: never sized over a faster link than it gets); the chosen pair's prediction and simulation use its own."""
+    mixed pair: never sized over a faster link than it gets); the chosen pair's prediction and simulation use its own.
+    `pp_degrees` (planner/pipeline.py PP_DEGREES from POST /v1/plans) offers pipeline settings where no in-node tp holds
+    the model (planner/plan_disagg_candidates.py); a pinned pp 1 offers none."""
     constraints = PlanConstraints() if constraints is None else constraints
     if slo.ttft_s is None:
         raise PlannerInputError("a disaggregated plan needs a TTFT target to split between the pools", field="slo.ttft_s")
@@ -208,12 +214,14 @@ def plan_disaggregated(
         raise UnsupportedConfigurationError("separate prefill and decode pools do not take " + "; ".join(refusals))
     gpus, precisions, tps, batch_limits = _pinned(constraints, gpus, precisions, tps)
     q = slo.percentile / 100.0
-    settings = pool_settings(gpus, model, precisions, tps)
+    if constraints.pin is not None and constraints.pin.pp == 1:
+        pp_degrees = (1,)
+    settings = pool_settings(gpus, model, precisions, tps, pp_degrees)
     splits: Splits = {}
     occupancies: dict[tuple[int, int, int, KvLink], dict[int, DecodeOccupancy | None]] = {}
     best_decode: dict[tuple[int, int, float, KvLink], PoolCandidate | None] = {}
     nic = {s.gpu.slug: gpu_scale_out_link(s.gpu, link) for s in settings}  # each GPU's own share of the network
-    moments = [prefill_service_moments(s.step_model, workload.prompt_tokens) for s in settings]
+    moments = [prefill_service_moments(s.prefill_model, workload.prompt_tokens) for s in settings]
     # a decode setting whose cheapest possible candidate (`decode_cost_floor`) costs no less than a candidate already
     # found for the same (prefill tp, KV format[, GPU]) in this split cannot be kept by `_undominated` (which keeps the first
     # of the cheapest), so it is not searched: the MILP sees exactly the candidates it would without this (plan_disagg_candidates.PRUNE)
@@ -231,13 +239,13 @@ def plan_disaggregated(
         prefill = [add_replica_floors(c, constraints) for c in prefill]
         decode: dict[tuple[int, int], PoolCandidate] = {}
         cheapest: dict[tuple[int, str, str], float] = {}  # per `_undominated` group: the cheapest decode so far
-        for g in sorted({c.tp for c in prefill}):
-            slowest = min((nic[c.gpu] for c in prefill if c.tp == g), key=lambda x: x.bytes_per_s_per_gpu)
+        for g in sorted({c.gpus_per_replica for c in prefill}):  # the GPUs a prefill replica's KV is spread over
+            slowest = min((nic[c.gpu] for c in prefill if c.gpus_per_replica == g), key=lambda x: x.bytes_per_s_per_gpu)
             for i, s in enumerate(settings):
                 group = (g, s.precision.kv_cache.slug, s.gpu.slug if by_gpu else "")
                 if plan_disagg_candidates.PRUNE and decode_floor[i] >= cheapest.get(group, math.inf):
                     continue
-                links = min(g, s.tp)  # prefill tps at or above the decode tp cost the same transfer
+                links = min(g, s.gpus_per_replica)  # prefill widths at or above the decode width cost the same transfer
                 own = nic[s.gpu.slug]
                 pair = own if own.bytes_per_s_per_gpu <= slowest.bytes_per_s_per_gpu else slowest  # the slower NIC
                 key = (i, links, fraction, pair)
@@ -369,24 +377,24 @@ def _in_node_choice(
         for fraction in TTFT_SPLITS:
             for i in members:
                 ps = settings[i]
-                if ps.tp >= node:
+                if ps.gpus_per_replica >= node:
                     continue
                 budget = fraction * ttft_s
-                p = prefill_candidate(ps, workload, budget, q, moments[i], max_replicas=(node - 1) // ps.tp)
+                p = prefill_candidate(ps, workload, budget, q, moments[i], max_replicas=(node - 1) // ps.gpus_per_replica)
                 if p is None:
                     continue
                 p = add_replica_floors(p, constraints)
                 for j in members:
                     ds = settings[j]
-                    room = (node - p.gpus) // ds.tp  # decode replicas the node still holds
+                    room = (node - p.gpus) // ds.gpus_per_replica  # decode replicas the node still holds
                     if ds.precision.kv_cache.slug != ps.precision.kv_cache.slug or room < 1:
                         continue
-                    one_replica = p.cost_usd_per_hour + gpu.price_usd_per_hour_on_demand * ds.tp  # the least this pair costs
+                    one_replica = p.cost_usd_per_hour + gpu.price_usd_per_hour_on_demand * ds.gpus_per_replica  # the least
                     if plan_disagg_candidates.PRUNE and (
                         one_replica > ceiling_usd_per_hour or (best is not None and one_replica > best[0])
                     ):
                         continue
-                    links = min(ps.tp, ds.tp)
+                    links = min(ps.gpus_per_replica, ds.gpus_per_replica)
                     key = (j, links, room, fraction)
                     if key not in decode_of:
                         decode_of[key] = best_decode_candidate(
@@ -436,13 +444,14 @@ def _link_why(choice: PoolChoice, same_node: bool, left_node: bool) -> str:
 def _pools(choice: PoolChoice) -> tuple[PrefillPool, DecodePool]:
     p, d = choice.prefill, choice.decode
     return (
-        PrefillPool(step_model=p.step_model, replicas=p.serving_replicas, tp=p.tp),
+        # a replica of pp stages prefills pp prompts at once (planner/plan_disagg_candidates.py); `tp` is the links count
+        PrefillPool(step_model=p.step_model, replicas=p.serving_replicas * p.pp, tp=p.gpus_per_replica),
         DecodePool(
             step_model=d.step_model,
             replicas=d.serving_replicas,
             batch_limit=d.batch_limit or 1,
             kv_capacity_tokens=d.kv_capacity_tokens,
-            tp=d.tp,
+            tp=d.gpus_per_replica,
         ),
     )
 

@@ -5,6 +5,16 @@ those replicas (and so on the cheapest plan's cost) that the search prunes by.
 A prefill candidate is the fewest replicas c with W_q(c) + S(p_q) ≤ budget (an M/G/c queue of whole prompts); a
 decode candidate the fewest replicas r meeting TPOT, admission wait + KV transfer ≤ budget and, with an E2E
 target, (o_q − 1)·t_step(n̄) ≤ e2e − ttft (planner/plan_disagg.py's module docstring states the method).
+
+Pipeline stages. Where no in-node tp holds the model (Llama-3.1-405B in BF16 on H100), a setting may be tp × pp GPUs
+(pp ∈ `pp_degrees`, planner/pipeline.py), as the single-pool search offers them. Its decode pool uses the pipeline's
+folded step model (a decode step's sequences fill the pp micro-batches). Its prefill pool counts pp servers per replica:
+the engine keeps pp micro-batches in flight (vLLM's virtual engines), so pp prompts are prefilled at once, each going
+through the stages one after the other in `lone_prefill_s` (planner/pipeline.py `lone_prompt_step_model`): an
+M/G/(c·pp) queue of whole prompts. Assumed: the pp prompts in flight do not wait for one another's stages (they are
+staggered; at full load each stage is busy with one prompt at a time, the throughput of the folded model). The KV
+cache of a replica is spread over its tp × pp GPUs (each stage holds its layers' share), so a transfer runs over
+min(GPUs of a prefill replica, GPUs of a decode replica) links.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from planner.errors import (
 )
 from planner.memory import kv_bytes_per_token, kv_capacity_tokens
 from planner.performance import build_step_model
+from planner.pipeline import lone_prompt_step_model
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.step_model import StepModel
 from planner.workload import Slo, Workload
@@ -76,10 +87,16 @@ class PoolCandidate:
     gpus_per_node: int
     #: Replicas beyond what the SLOs need, kept for constraints.n_plus_one (priced, in `replicas`).
     spare_replicas: int = 0
+    #: Pipeline stages of a replica (tp × pp GPUs); a prefill replica serves pp prompts at once (module docstring).
+    pp: int = 1
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.replicas
+        return self.gpus_per_replica * self.replicas
 
     @property
     def serving_replicas(self) -> int:
@@ -90,13 +107,13 @@ class PoolCandidate:
         return replace(
             self,
             replicas=replicas,
-            cost_usd_per_hour=self.price_usd_per_gpu_hour * self.tp * replicas,  # price × tp × replicas
+            cost_usd_per_hour=self.price_usd_per_gpu_hour * self.gpus_per_replica * replicas,  # price × tp·pp × replicas
         )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PoolSetting:
-    """One (GPU, precision, tp) a pool may run, with its step model and KV memory: what a candidate is sized on."""
+    """One (GPU, precision, tp, pp) a pool may run, with its step models and KV memory: what a candidate is sized on."""
 
     gpu: GpuSpec
     precision: Precision
@@ -104,33 +121,60 @@ class PoolSetting:
     step_model: StepModel
     kv_capacity_tokens: float
     kv_bytes_per_token: float
+    pp: int = 1
+    #: One prompt alone through the replica (`lone_prompt_step_model`; `step_model` itself at pp 1): the prefill
+    #: pool's service time per prompt, pp of them in flight on a replica (module docstring).
+    prefill_step_model: StepModel | None = None
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def prefill_model(self) -> StepModel:
+        return self.step_model if self.prefill_step_model is None else self.prefill_step_model
 
 
 def pool_settings(
-    gpus: Sequence[GpuSpec], model: ModelSpec, precisions: Sequence[Precision], tps: Sequence[int]
+    gpus: Sequence[GpuSpec],
+    model: ModelSpec,
+    precisions: Sequence[Precision],
+    tps: Sequence[int],
+    pp_degrees: Sequence[int] = (1,),
 ) -> list[PoolSetting]:
-    """Every (GPU, precision, tp) whose step model builds and whose memory holds some KV after the weights."""
+    """Every (GPU, precision, tp) whose step model builds and whose memory holds some KV after the weights; and, for a
+    (GPU, precision) where none of the in-node tps does, every (tp, pp) with pp > 1 in `pp_degrees` that does (a
+    pipeline of in-node tp stages, as planner/candidates.py `enumerate_groups` offers them; the default (1,) none)."""
     out = []
     for gpu in gpus:
         for precision in precisions:
-            for tp in tps:
-                try:
-                    sm = build_step_model(gpu, model, precision, tp, gpu.efficiency)
-                except (UnsupportedConfigurationError, ModelDoesNotFitError, PlannerInputError):
-                    continue
-                capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency)
-                if capacity > 0:
-                    out.append(
-                        PoolSetting(
-                            gpu=gpu,
-                            precision=precision,
-                            tp=tp,
-                            step_model=sm,
-                            kv_capacity_tokens=float(capacity),
-                            kv_bytes_per_token=kv_bytes_per_token(model, precision.kv_cache),
-                        )
-                    )
+            found = [s for tp in tps if (s := _setting(gpu, model, precision, tp, 1)) is not None]
+            if not any(s.tp <= gpu.gpus_per_node for s in found):
+                in_node = [tp for tp in tps if tp <= gpu.gpus_per_node]
+                found += [s for tp in in_node for pp in pp_degrees if pp > 1 and (s := _setting(gpu, model, precision, tp, pp))]
+            out += found
     return out
+
+
+def _setting(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, pp: int) -> PoolSetting | None:
+    """The (GPU, precision, tp, pp) setting, or None when its layout is refused or no KV fits beside the weights."""
+    try:
+        sm = build_step_model(gpu, model, precision, tp, gpu.efficiency, pp=pp)
+    except (UnsupportedConfigurationError, ModelDoesNotFitError, PlannerInputError):
+        return None
+    capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency, pp=pp)
+    if capacity <= 0:
+        return None
+    return PoolSetting(
+        gpu=gpu,
+        precision=precision,
+        tp=tp,
+        pp=pp,
+        step_model=sm,
+        prefill_step_model=None if pp == 1 else lone_prompt_step_model(sm, pp),
+        kv_capacity_tokens=float(capacity),
+        kv_bytes_per_token=kv_bytes_per_token(model, precision.kv_cache),
+    )
 
 
 def _candidate(
@@ -143,13 +187,14 @@ def _candidate(
         weights=setting.precision.weights.slug,
         kv_cache=setting.precision.kv_cache.slug,
         tp=setting.tp,
+        pp=setting.pp,
         replicas=replicas,
         batch_limit=batch_limit,
         chunk_tokens=PREFILL_TOKEN_BUDGET if role == "prefill" else None,
-        cost_usd_per_hour=price * setting.tp * replicas,  # price × tp × replicas
+        cost_usd_per_hour=price * setting.gpus_per_replica * replicas,  # price × tp·pp × replicas
         rho=rho,
         binding=binding,
-        step_model=setting.step_model,
+        step_model=setting.prefill_model if role == "prefill" else setting.step_model,
         kv_capacity_tokens=setting.kv_capacity_tokens,
         kv_bytes_per_token=setting.kv_bytes_per_token,
         price_usd_per_gpu_hour=price,
@@ -166,20 +211,21 @@ def prefill_candidate(
     *,
     max_replicas: int = MAX_POOL_REPLICAS,
 ) -> PoolCandidate | None:
-    """The fewest replicas c with W_q(c) + S(p_q) ≤ budget; None when no c ≤ max_replicas does.
-    `moments`: the setting's prefill (E[S], c_s²), when the caller keeps them across budgets."""
+    """The fewest replicas c with W_q(c·pp) + S(p_q) ≤ budget (pp prompts in flight on a replica of pp stages); None
+    when no c ≤ max_replicas does. `moments`: the setting's prefill (E[S], c_s²), when the caller keeps them across budgets."""
     prompt_q = workload.prompt_tokens.quantile(q)
     if setting.kv_capacity_tokens < prompt_q:
         return None  # the replica's memory after its weights cannot hold a p99 prompt's KV while prefilling it
-    service_q = prefill_s(setting.step_model, prompt_q)
+    service_q = prefill_s(setting.prefill_model, prompt_q)
     if service_q > budget_s:
         return None
     if moments is None:
-        moments = prefill_service_moments(setting.step_model, workload.prompt_tokens)
-    first = max(1, math.floor(workload.arrival_rate_rps * moments[0]) + 1)  # ρ < 1 needs c > λ·E[S]
+        moments = prefill_service_moments(setting.prefill_model, workload.prompt_tokens)
+    servers = max(1, math.floor(workload.arrival_rate_rps * moments[0]) + 1)  # ρ < 1 needs c·pp > λ·E[S]
+    first = math.ceil(servers / setting.pp)
     binding = "utilisation" if first > 1 else "ttft"
     for c in range(first, max_replicas + 1):
-        pool = PrefillPool(step_model=setting.step_model, replicas=c, tp=setting.tp)
+        pool = PrefillPool(step_model=setting.prefill_model, replicas=c * setting.pp, tp=setting.gpus_per_replica)
         try:
             pq = prefill_queue(pool, workload, q, moments=moments)
         except UnstableLoadError:
@@ -215,7 +261,7 @@ def decode_candidate(
         replicas=1,
         batch_limit=batch_limit,
         kv_capacity_tokens=setting.kv_capacity_tokens,
-        tp=setting.tp,
+        tp=setting.gpus_per_replica,  # the GPUs the replica's KV is spread over: its transfer links
     )
     try:
         slots, _ = decode_slots(pool_of, workload)
@@ -246,7 +292,7 @@ def decode_candidate(
                 replicas=r,
                 batch_limit=batch_limit,
                 kv_capacity_tokens=setting.kv_capacity_tokens,
-                tp=setting.tp,
+                tp=setting.gpus_per_replica,
             )
             try:
                 known[r] = decode_occupancy(pool, workload, transfer_mean, q)
@@ -276,10 +322,11 @@ def prefill_replicas_lower_bound(
     no queueing); None when no split's budget admits the setting (the p99 prompt's KV or prefill does not fit)."""
     if slo.ttft_s is None or setting.kv_capacity_tokens < workload.prompt_tokens.quantile(q):
         return None
-    if prefill_s(setting.step_model, workload.prompt_tokens.quantile(q)) > max(TTFT_SPLITS) * slo.ttft_s:
+    if prefill_s(setting.prefill_model, workload.prompt_tokens.quantile(q)) > max(TTFT_SPLITS) * slo.ttft_s:
         return None  # the largest prefill budget is shorter than one p99 prefill
-    mean_s, _ = moments if moments is not None else prefill_service_moments(setting.step_model, workload.prompt_tokens)
-    first = max(1, math.floor(workload.arrival_rate_rps * mean_s) + 1)  # prefill_candidate's first count
+    mean_s, _ = moments if moments is not None else prefill_service_moments(setting.prefill_model, workload.prompt_tokens)
+    servers = max(1, math.floor(workload.arrival_rate_rps * mean_s) + 1)
+    first = math.ceil(servers / setting.pp)  # prefill_candidate's first count
     return first if first <= MAX_POOL_REPLICAS else None
 
 
@@ -301,10 +348,11 @@ def decode_replicas_lower_bound(
     kv = setting.kv_bytes_per_token
     links = [link] if node_link is None else [link, node_link]  # the faster of the two bounds either
     p_q, p_mean = workload.prompt_tokens.quantile(q), workload.prompt_tokens.mean
-    transfer_q = min(kv_transfer_s(prompt_tokens=p_q, kv_bytes_per_token=kv, link=x, gpus=setting.tp) for x in links)
+    width = setting.gpus_per_replica  # the most links a transfer to this replica runs over
+    transfer_q = min(kv_transfer_s(prompt_tokens=p_q, kv_bytes_per_token=kv, link=x, gpus=width) for x in links)
     if transfer_q > (1.0 - min(TTFT_SPLITS)) * slo.ttft_s:
         return None
-    transfer_mean = min(kv_transfer_s(prompt_tokens=p_mean, kv_bytes_per_token=kv, link=x, gpus=setting.tp) for x in links)
+    transfer_mean = min(kv_transfer_s(prompt_tokens=p_mean, kv_bytes_per_token=kv, link=x, gpus=width) for x in links)
     hold_min = transfer_mean + max(workload.output_tokens.mean - 1.0, 0.0) * step_one  # t_x + (ō − 1)·t_step(1)
     best: int | None = None
     for limit in decode_limits(by_memory):
@@ -313,7 +361,7 @@ def decode_replicas_lower_bound(
             replicas=1,
             batch_limit=limit,
             kv_capacity_tokens=setting.kv_capacity_tokens,
-            tp=setting.tp,
+            tp=width,
         )
         slots = min(limit, by_memory)
         r = max(1, math.ceil(workload.arrival_rate_rps * hold_min / slots))  # λ·H_min / s
@@ -328,10 +376,11 @@ def decode_replicas_lower_bound(
 
 
 def decode_cost_floor(setting: PoolSetting, workload: Workload, slo: Slo, link: KvLink, q: float) -> float:
-    """The least a decode candidate of this setting can cost over `link` (inf: it has none): price × tp × its
+    """The least a decode candidate of this setting can cost over `link` (inf: it has none): price × tp·pp × its
     replica lower bound."""
     replicas = decode_replicas_lower_bound(setting, workload, slo, link, q)
-    return math.inf if replicas is None else setting.gpu.price_usd_per_hour_on_demand * setting.tp * replicas  # $/GPU-h × tp × r
+    price = setting.gpu.price_usd_per_hour_on_demand
+    return math.inf if replicas is None else price * setting.gpus_per_replica * replicas  # $/GPU-h × tp·pp × r
 
 
 def decode_limits(by_memory: int) -> list[int]:
@@ -362,24 +411,28 @@ def disaggregated_cost_lower_bound(
     slo: Slo,
     link: KvLink,
     same_node: bool = True,
+    pp_degrees: Sequence[int] = (1,),
 ) -> CostLowerBound:
     """`plan_disaggregated`'s cost is at least this (before verification, which only adds replicas): every pool it
     can answer has at least its setting's replica lower bound. Settings are taken cheapest GPU-hour first, so the
     prefill moments are computed only for settings that could still lower the bound."""
     q = slo.percentile / 100.0
-    settings = sorted(pool_settings(gpus, model, precisions, tps), key=lambda s: s.gpu.price_usd_per_hour_on_demand * s.tp)
+    settings = sorted(
+        pool_settings(gpus, model, precisions, tps, pp_degrees),
+        key=lambda s: s.gpu.price_usd_per_hour_on_demand * s.gpus_per_replica,
+    )
     # per KV format: both pools must hold the cache in one format (the MILP's transfer constraint)
     bounds: dict[str, tuple[float, float]] = {}
     for kv_format in dict.fromkeys(s.precision.kv_cache.slug for s in settings):
         prefill = decode = math.inf
         for s in (s for s in settings if s.precision.kv_cache.slug == kv_format):
-            per_replica = s.gpu.price_usd_per_hour_on_demand * s.tp  # price × tp
+            per_replica = s.gpu.price_usd_per_hour_on_demand * s.gpus_per_replica  # price × tp·pp
             if per_replica >= prefill and per_replica >= decode:
                 break  # a replica of this or any later setting costs at least both bounds so far
             if per_replica < prefill and (c := prefill_replicas_lower_bound(s, workload, slo, q)) is not None:
                 prefill = min(prefill, per_replica * c)
             # pools in one node may move the KV over its scale-up link (plan_disaggregated's `same_node`)
-            node_link = intra_node_link(s.gpu) if same_node and s.tp < s.gpu.gpus_per_node else None
+            node_link = intra_node_link(s.gpu) if same_node and s.gpus_per_replica < s.gpu.gpus_per_node else None
             if (
                 per_replica < decode
                 and (r := decode_replicas_lower_bound(s, workload, slo, link, q, node_link=node_link)) is not None

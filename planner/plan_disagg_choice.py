@@ -104,8 +104,8 @@ def _solve_pools(
     problem += pulp.lpSum(y.values()) == 1, "one_decode_candidate"
     for f, (prefill, decode) in splits.items():
         for key, option in decode.items():
-            # same split; the KV crosses over min(tp_p, tp_d) links and both pools must hold it in the same format
-            same = [x[(f, i)] for i, c in enumerate(prefill) if c.tp == key[1] and c.kv_cache == option.kv_cache]
+            # same split; the KV crosses over min(w_p, w_d) links (w = tp·pp GPUs a replica) and both pools hold one format
+            same = [x[(f, i)] for i, c in enumerate(prefill) if c.gpus_per_replica == key[1] and c.kv_cache == option.kv_cache]
             problem += y[(f, key)] <= pulp.lpSum(same), constraint_name("transfer_links", round(f * 100), key[0], key[1])
     if constraints.max_gpus is not None:
         add_max_gpus_constraints(problem, decisions, constraints.max_gpus)
@@ -229,7 +229,7 @@ def _undominated(
     candidate is also the one with the fewest GPUs, so nothing a GPU limit could need is dropped."""
     cheapest_p: dict[tuple[int, str, str], PoolCandidate] = {}
     for c in prefill:
-        group = (c.tp, c.kv_cache, c.gpu if by_gpu else "")
+        group = (c.gpus_per_replica, c.kv_cache, c.gpu if by_gpu else "")
         if group not in cheapest_p or c.cost_usd_per_hour < cheapest_p[group].cost_usd_per_hour:
             cheapest_p[group] = c
     cheapest_d: dict[tuple[int, str, str], tuple[tuple[int, int], PoolCandidate]] = {}

@@ -151,6 +151,8 @@ class ClassPoolRead(BaseModel):
     classes: list[str]
     gpu: str
     tp: int
+    pp: int = Field(default=1, description="Pipeline-parallel stages per replica: a replica is tp × pp GPUs.")
+    ep: int = Field(default=1, description="Expert-parallel degree (MoE): 1 = experts tensor-split; tp = experts sharded.")
     replicas: int = Field(description="Replicas of the pool; the deferred pool's is the most it rents in any period.")
     batch_limit: int
     chunk_tokens: int | None

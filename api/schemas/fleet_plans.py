@@ -537,8 +537,9 @@ class FleetPoolRead(BaseModel):
     role: Literal["prefill", "decode"]
     gpu: str
     tp: int
+    pp: int = Field(default=1, description=_PP)
     replicas: int
-    gpus: int = Field(description="replicas × tp.")
+    gpus: int = Field(description="replicas × tp × pp.")
     precision: PrecisionRead
     batch_limit: int | None = Field(description="The decode pool's vLLM max_num_seqs; null for prefill.")
     chunk_tokens: int | None = Field(description="The prefill pool's token budget per step; null for decode.")
@@ -569,8 +570,10 @@ class FleetClassPoolRead(BaseModel):
     classes: list[str] = Field(description="The classes it serves.")
     gpu: str
     tp: int
+    pp: int = Field(default=1, description=_PP)
+    ep: int = Field(default=1, description=_EP)
     replicas: int
-    gpus: int = Field(description="replicas × tp.")
+    gpus: int = Field(description="replicas × tp × pp.")
     precision: PrecisionRead
     batch_limit: int | None
     chunk_tokens: int | None
@@ -822,6 +825,8 @@ CSV_COLUMNS: tuple[str, ...] = (
     "prefix_cache_routing",
     "speculative_tokens_per_step",
     "speculative_acceptance_rate",
+    "pp",
+    "ep",
 )
 
 CSV_MEDIA_TYPE = "text/csv"
@@ -842,7 +847,9 @@ CSV_DESCRIPTION = (
     "utilisation); a shared pool's replicas, GPUs and cost are on its first class's row, its other classes' rows "
     "carry 0; `prefix_cache_hit_rate`, `prefix_cache_tokens`, `speculative_method`, "
     "`speculative_draft_tokens`, `prefix_cache_routing`, `speculative_tokens_per_step` and `speculative_acceptance_rate` "
-    "are the row's levers as the plan CSV's (empty without). Numbers are rounded as the JSON is (cents, 6 significant figures)."
+    "are the row's levers as the plan CSV's (empty without); `pp` and `ep` are the row's pipeline stages and "
+    "expert-parallel degree, as the plan CSV's (a replica is tp × pp GPUs: `gpus` = replicas × tp × pp). Numbers are "
+    "rounded as the JSON is (cents, 6 significant figures)."
 )
 
 
@@ -875,6 +882,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                 warning=warnings.get(row.gpu),
                 role="mixed",
                 extra=_lever_cells(row),
+                layout=(row.pp, row.ep),
             )
             writer.writerow(
                 ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
@@ -897,6 +905,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                     grade=pool.calibration_grade,
                     warning=warnings.get(pool.gpu),
                     role=pool.role,
+                    layout=(pool.pp, 1),
                 )
                 writer.writerow(
                     ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
@@ -922,6 +931,7 @@ def schedule_csv(plan: FleetPlanResponse) -> str:
                         warning=warnings.get(class_pool.gpu),
                         role="mixed",
                         extra=(k.name, *(None,) * 7),
+                        layout=(class_pool.pp, class_pool.ep),
                     )
                     writer.writerow(
                         ["" if cell is None else rounded(cell, column) for cell, column in zip(cells, CSV_COLUMNS, strict=True)]
@@ -947,9 +957,11 @@ def _csv_cells(
     warning: str | None,
     role: str,
     extra: tuple[Any, ...] = (None,) * 8,
+    layout: tuple[int, int] = (1, 1),
 ) -> tuple[Any, ...]:
     """One CSV row in `CSV_COLUMNS` order: its GPUs taken from what is `left` of the period's reserved, on-demand and
-    spot GPUs of its type, in that order (`left` is updated); `rates` = (demand, offered, capacity, target ρ)."""
+    spot GPUs of its type, in that order (`left` is updated); `rates` = (demand, offered, capacity, target ρ);
+    `layout` = (pp, ep)."""
     bought = left.setdefault(gpu, [0, 0, 0])
     taken = []
     need = gpus
@@ -987,6 +999,7 @@ def _csv_cells(
         warning,
         role,
         *extra,
+        *layout,
     )
 
 

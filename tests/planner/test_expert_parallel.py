@@ -23,9 +23,10 @@ from planner.expert_parallel import (
 from planner.memory import kv_capacity_tokens
 from planner.optimizer import PlanConstraints
 from planner.performance import build_step_model
+from planner.pipeline import parallel_terms
 from planner.planning import PlanningInputs, PlanningRequest, plan_capacity
 from planner.queueing import max_rps_at_slo
-from planner.specs import Efficiency
+from planner.specs import Efficiency, GpuSpec
 from planner.workload import LognormalLength, Serving, Slo, Workload
 from tests.planner.performance_specs import DEEPSEEK_V3, FP16_PRECISION, H100_SXM, MIXTRAL_8X7B
 
@@ -257,3 +258,47 @@ def test_ep_settings_below_the_break_even_are_left_out_and_the_rest_kept():
     by_ep = {ep: sorted((o.batch_limit, o.chunk_tokens or 0) for o in options if o.group.ep == ep) for ep in (1, 8)}
     assert by_ep[1] == [(16, 0), (16, 256), (16, 2048), (64, 0), (64, 256), (64, 2048)]
     assert by_ep[8] == [(16, 0), (16, 2048), (64, 0), (64, 2048)]
+
+
+# --- the all-to-all on a PCIe-only GPU is priced on PCIe, not NVLink -----------------------------------------------
+
+# NVIDIA L40S datasheet: 48 GB GDDR6, 864 GB/s, dense BF16/FP16 362.05 TFLOP/s; no NVLink on this SKU, so GPUs of a
+# node talk over PCIe Gen4 x16: 24 GB/s each way (NCCL's usable-rate model of the 32 GB/s line rate) and 42 µs per
+# small collective (nccl-tests on 8 Ada GPUs over PCIe) — catalog/data/gpus.json's l40s row, whose sources it cites.
+L40S = GpuSpec(
+    slug="l40s",
+    vendor="nvidia",
+    architecture="ada",
+    memory_bytes=48e9,
+    hbm_bandwidth_bytes_per_s=864e9,
+    peak_flops_per_s={"bf16": 362.05e12, "fp16": 362.05e12, "fp8": 733e12, "int8": 733e12, "fp4": None},
+    interconnect_bytes_per_s=24e9,
+    interconnect_latency_s=42e-6,
+    gpus_per_node=8,
+)
+
+
+def test_l40s_ep2_all_to_all_runs_over_pcie():
+    """Mixtral (hidden 4,096, top-2 of 8, 32 MoE layers) at ep 2 on two L40S, fp16 activations (2 B). A token's two
+    experts miss its own rank's four w.p. 1 − (1/2)² = 0.75, so R = 1 × 0.75 and the dispatch sends
+    4,096 × 2 × 0.75 = 6,144 B per token and MoE layer (the combine as much). Each of the 2 ranks sends its half of
+    the tokens over its own PCIe link: 2 × 32 × 6,144 / (2 × 24e9) = 8.192e-6 s per token, and 2 × 32 × 42 µs =
+    2.688 ms per step of latency. On H100 NVLink (450e9 B/s, 5 µs) the same all-to-all is 4.3691e-7 s per token and
+    0.32 ms: 18.75 × and 8.4 × cheaper. The tp 2 all-reduces it replaces on the same PCIe link: 64 × 2 · ½ · 8,192 /
+    24e9 = 2.1845e-5 s per token."""
+    a2a = 2 * 32 * 4096 * 2 * 0.75 / (2 * 24e9)
+    assert a2a == pytest.approx(8.192e-6)
+    pcie = parallel_terms(L40S, MIXTRAL_8X7B, 2, 1, 2, 2.0)
+    assert pcie.tp_link.bytes_per_s == 24e9
+    assert pcie.ep_comm_s_per_token == pytest.approx(a2a, rel=1e-12)
+    assert pcie.ep_comm_latency_s == pytest.approx(2.688e-3, rel=1e-12)
+    assert pcie.tp_comm_s_per_token == 0.0
+    nvlink = parallel_terms(H100_SXM, MIXTRAL_8X7B, 2, 1, 2, 2.0)
+    assert nvlink.ep_comm_s_per_token == pytest.approx(4.3691e-7, rel=1e-4)
+    assert pcie.ep_comm_s_per_token / nvlink.ep_comm_s_per_token == pytest.approx(450 / 24)
+    tp2 = parallel_terms(L40S, MIXTRAL_8X7B, 2, 1, 1, 2.0)
+    assert tp2.tp_comm_s_per_token == pytest.approx(2.1845e-5, rel=1e-4)
+    # the step model the search prices the ep group with carries the PCIe terms
+    sm = expert_parallel_step_model(L40S, MIXTRAL_8X7B, FP16_PRECISION, 2, COMM)
+    assert sm.comm_s_per_token == pytest.approx(a2a, rel=1e-12)
+    assert sm.comm_latency_s == pytest.approx(2.688e-3, rel=1e-12)

@@ -14,6 +14,7 @@ from planner.pipeline import (
     check_pipeline_parallel,
     cross_node_hops,
     lone_prefill_s,
+    lone_prompt_step_model,
     nodes_per_replica,
     parallel_terms,
     remote_expert_ranks,
@@ -65,6 +66,24 @@ def test_pp2_ttft_adds_every_hop_and_all_reduce():
     ideal = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 8, IDEAL, pp=2)
     per_token = 2 * 80 * 2 * 7 / 8 * 8192 * 2 / 450e9 + 8192 * 2 / 50e9
     assert lone_prefill_s(sm, 2, 100) - lone_prefill_s(ideal, 2, 100) == pytest.approx(100 * per_token + 0.81e-3, rel=1e-9)
+
+
+def test_the_lone_prompt_step_model_prefills_in_lone_prefill_s():
+    """A prefill pool prices one prompt's service with `lone_prompt_step_model` (planner/plan_disagg_candidates.py):
+    its plain prefill step is exactly `lone_prefill_s` — 72.105 ms for the 2,000-token prompt above on tp 4 × pp 2
+    (ideal), and with communication on tp 8 × pp 2 the same 100-token step as `lone_prefill_s` — while the weight read
+    and per-step latency stay the fold's. pp 1 is the step model itself."""
+    sm = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 4, IDEAL, pp=2)
+    lone = lone_prompt_step_model(sm, 2)
+    assert prefill(lone, 2000).time_s == pytest.approx(72.105e-3, rel=1e-4)
+    assert prefill(lone, 2000).time_s == pytest.approx(lone_prefill_s(sm, 2, 2000), rel=1e-12)
+    comm = build_step_model(H100_SXM, LLAMA_2_70B, FP16_PRECISION, 8, COMM, pp=2)
+    lone_comm = lone_prompt_step_model(comm, 2)
+    assert lone_comm.step_s(100, 0, 100 * 101 / 2) == pytest.approx(lone_prefill_s(comm, 2, 100), rel=1e-12)
+    assert (lone_comm.memory_s(100, 0), lone_comm.comm_latency_s) == (comm.memory_s(100, 0), comm.comm_latency_s)
+    assert lone_prompt_step_model(comm, 1) is comm
+    with pytest.raises(PlannerInputError):
+        lone_prompt_step_model(comm, 0)
 
 
 def test_stage_hops_cross_the_nic_only_between_nodes():
