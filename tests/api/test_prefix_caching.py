@@ -53,14 +53,6 @@ def test_a_high_reuse_plan_deploys_a_cache_and_costs_less(seeded: ApiClient, adm
     assert len(section["trials"]) == 3
     assert plan["verification"]["meets_slo"] is True
     assert section["simulated_hit_rate"] == pytest.approx(chosen["hit_rate"], abs=0.05)
-    reuse = PrefixReuse(sessions=Sessions(**SESSIONS["sessions"]))
-    planned = [t for t in section["trials"] if t["replicas"] is not None]
-    assert planned
-    for trial in planned:
-        own = reuse.working_set_tokens("prefix_aware", trial["replicas"], arrival_rate_rps=SESSION_WORKLOAD["arrival_rate_rps"])
-        assert trial["cache_tokens"] == int(trial["cache_fraction"] * own) // 16 * 16
-    # the plan without a cache's replicas are more (working_set_tokens is theirs): some trial re-sized up for fewer
-    assert any(t["cache_tokens"] > section["working_set_tokens"] for t in planned)
     again = seeded.get(f"/v1/plans/{plan['id']}")
     assert again.json()["plan"]["prefix_caching"] == chosen
 
