@@ -81,7 +81,7 @@ class Shape:
     model: ModelSpec
     workload: Workload
     slo: Slo
-    levers: fleet_plans.TableLevers = ("off", None)
+    levers: fleet_plans.TableLevers = ("off", None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +112,14 @@ def distinct_shapes(body: FleetPlanRequest) -> int:
     """How many candidate tables per GPU type the request needs (equal shapes share one), from the body alone."""
     return len(
         {
-            (w.model, w.to_workload().at_rate(1.0), w.shape_slo().to_slo(), fleet_plans.table_levers(body, w)[0])
+            (
+                w.model,
+                w.to_workload().at_rate(1.0),
+                w.shape_slo().to_slo(),
+                fleet_plans.table_levers(body, w)[0],
+                w.draft_model,
+                w.acceptance_rate,
+            )
             for w in fleet_plans.table_workloads(body)
         }
     )
@@ -202,7 +209,7 @@ def run_unit(prepared: Prepared, index: int, _settings: Settings, _session: Sess
     table = gpu_candidate_table(
         model=shape.model, gpu=gpus[index % len(gpus)], precisions=prepared.inputs.precisions, workload=shape.workload,
         slo=shape.slo, grid=prepared.body.search.to_grid(), checkpoint=deadline.checkpoint,
-        speculative=shape.levers[0], published=shape.levers[1],
+        speculative=shape.levers[0], published=shape.levers[1], draft=shape.levers[2],
     )  # fmt: skip
     return {"table": table_json(table), "ms": (time.perf_counter() - started) * MS_PER_S}
 

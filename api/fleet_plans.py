@@ -78,7 +78,7 @@ from planner.fleet_candidates import (
     no_candidates_error,
 )
 from planner.fleet_classes import arrangement_options
-from planner.fleet_levers import NO_LEVERS, CandidateLevers, SpeculativeMode
+from planner.fleet_levers import NO_LEVERS, CandidateLevers, DraftPin, SpeculativeMode
 from planner.fleet_pools import pool_options
 from planner.fleet_solve import solve_fleet
 from planner.fleet_spec import (
@@ -99,6 +99,7 @@ from planner.optimizer import Candidate
 from planner.plan_records import PlanConstraints
 from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR, PlanningInputs, PlanningRequest
 from planner.specs import GpuSpec, ModelSpec, Precision
+from planner.speculative import check_draft_model
 from planner.units import MS_PER_S
 from planner.workload import FixedLength, Slo, Workload
 
@@ -326,9 +327,10 @@ def pending_table_jobs() -> int:
     return _WORKERS.pending()
 
 
-#: A table's inputs; the last member is its levers: the speculative mode and the draft heads published for the model.
+#: A table's inputs; the last member is its levers: the speculative mode, the draft heads published for the model and
+#: what the workload pins about its drafts (a catalog draft model, a measured α; None: nothing).
 _TableJob = tuple[ModelSpec, tuple[GpuSpec, ...], tuple[Precision, ...], Workload, Slo, CandidateGrid, "TableLevers"]
-TableLevers = tuple[SpeculativeMode, frozenset[str] | None]
+TableLevers = tuple[SpeculativeMode, frozenset[str] | None, DraftPin | None]
 
 
 class TableDeadlinePassed(Exception):
@@ -351,12 +353,12 @@ class _ExpiresAt:
 def _compute_table(
     job: _TableJob, expires_at_unix_s: float | None = None, checkpoint: Checkpoint = no_checkpoint
 ) -> CandidateTable:
-    model, gpus, precisions, workload, slo, grid, (speculative, published) = job
+    model, gpus, precisions, workload, slo, grid, (speculative, published, draft) = job
     if expires_at_unix_s is not None:
         checkpoint = _ExpiresAt(expires_at_unix_s)
     return candidate_table(
         model=model, gpus=gpus, precisions=precisions, workload=workload, slo=slo, grid=grid, checkpoint=checkpoint,
-        speculative=speculative, published=published,
+        speculative=speculative, published=published, draft=draft,
     )  # fmt: skip
 
 
@@ -452,6 +454,17 @@ def fleet_inputs(
     NotFoundError, or PlannerInputError when no GPU type or no precision is left to plan with."""
     inputs = resolve_inputs(body, catalog, default_provider)
     models = {slug: catalog.model_spec(slug) for slug in dict.fromkeys(w.model for w in body.workloads)}
+    for index, w in enumerate(body.workloads):
+        if w.draft_model is None:
+            continue
+        draft = models.get(w.draft_model) or catalog.model_spec(w.draft_model)  # 404 for a slug the catalog lacks
+        try:
+            check_draft_model(models[w.model], draft)
+        except PlannerInputError as error:  # a plan's constraints.pin.draft_model is a fleet workload's draft_model
+            raise PlannerInputError(
+                error.detail, constraint="draft_model", field=f"workloads[{index}].draft_model", workload=w.name
+            ) from None
+        models[w.draft_model] = draft
     if not inputs.gpus:
         if body.constraints.gpus is None:  # the caller constrained nothing: what is missing is the catalog's
             raise PlannerInputError(
@@ -484,7 +497,7 @@ def table_jobs(body: FleetPlanRequest, inputs: FleetInputs, models: dict[str, Mo
             w.to_workload(),
             w.shape_slo().to_slo(),
             grid,
-            table_levers(body, w),
+            table_levers(body, w, models),
         )
         for w in table_workloads(body)
     ]
@@ -495,11 +508,16 @@ def table_workloads(body: FleetPlanRequest) -> list[FleetWorkloadSpec]:
     return [w for w in body.workloads if w.classes is None]
 
 
-def table_levers(body: FleetPlanRequest, w: FleetWorkloadSpec) -> TableLevers:
-    """The workload's speculative mode (its own, else constraints.speculative) and, when it speculates, the
-    draft heads published for its model (api/deploy.py, as a single plan's PlanningInputs.draft_methods)."""
+def table_levers(body: FleetPlanRequest, w: FleetWorkloadSpec, models: dict[str, ModelSpec] | None = None) -> TableLevers:
+    """The workload's speculative mode (its own, else constraints.speculative), when it speculates the draft heads
+    published for its model (api/deploy.py, as a single plan's PlanningInputs.draft_methods) and what it pins about
+    its drafts (`draft_model`, its spec from `models`, which `fleet_inputs` read; `acceptance_rate`)."""
     mode = body.constraints.speculative if w.speculative is None else w.speculative
-    return (mode, None if mode == "off" else published_draft_methods(w.model))
+    draft = None
+    if w.draft_model is not None or w.acceptance_rate is not None:
+        spec = None if w.draft_model is None or models is None else models[w.draft_model]
+        draft = DraftPin(draft_model=spec, acceptance_rate=w.acceptance_rate)
+    return (mode, None if mode == "off" else published_draft_methods(w.model), draft)
 
 
 def plan_fleet(
@@ -774,8 +792,12 @@ def _levers(body: FleetPlanRequest, plan: FleetPlan, tables: dict[str, Candidate
             continue
         top = max(served, key=lambda cid: served[cid])  # dicts keep schedule order: max takes the first of equals
         chosen = _candidate_levers(tables, w.name, first[f"{w.name}\0{top}"])
+        drafting = chosen.speculative is not None and chosen.speculative.method == "draft_model"
         out[w.name] = FleetLeversRead(
-            speculative_mode=table_levers(body, w)[0], prefix_reuse=w.prefix_reuse is not None, **_lever_reads(chosen)
+            speculative_mode=table_levers(body, w)[0],
+            prefix_reuse=w.prefix_reuse is not None,
+            draft_model=w.draft_model if drafting else None,
+            **_lever_reads(chosen),
         )
     return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from api.csv_export import prefix_columns, speculative_columns
 from api.schemas.classes import is_classes_plan
 from catalog.plans import StoredPlan
 from planner.planning import HOURS_PER_MONTH
@@ -29,6 +30,25 @@ def plan_shape(decision: dict[str, Any]) -> str:
     return f"{xpyd}: " + ", ".join(
         _pool_shape(p["tp"] * p["replicas"], p["gpu"], p["tp"], p["replicas"], p["role"]) for p in (prefill, decode)
     )
+
+
+def lever_summary(request: dict[str, Any], decision: dict[str, Any]) -> dict[str, Any]:
+    """The levers a plan pulled, as its list item's flat fields (the CSV's column names): the prefix cache
+    (`plan.prefix_caching`) and the speculative decoding (`plan.speculative`); null where it pulls none and for
+    plans stored before either existed."""
+    prefix = prefix_columns(decision.get("prefix_caching"))
+    speculative = decision.get("speculative")
+    drafting = (speculative or {}).get("method") == "draft_model"
+    pinned = ((request.get("constraints") or {}).get("pin") or {}).get("draft_model")  # as the plan's CSV reads it
+    columns = speculative_columns(speculative, pinned if drafting else None)
+    return {
+        "prefix_cache_hit_rate": prefix["prefix_cache_hit_rate"],
+        "prefix_cache_tokens": prefix["prefix_cache_tokens"],
+        "prefix_cache_routing": prefix["prefix_cache_routing"],
+        "speculative_method": columns["speculative_method"],
+        "speculative_draft_tokens": columns["speculative_draft_tokens"],
+        "speculative_draft_model": columns["speculative_draft_model"],
+    }
 
 
 def classes_summary(plan: StoredPlan) -> dict[str, Any]:
@@ -57,6 +77,7 @@ def classes_summary(plan: StoredPlan) -> dict[str, Any]:
         "cost_usd_per_hour": per_hour,
         "cost_usd_per_month": per_hour * HOURS_PER_MONTH,
         "job_cost_usd": None,
+        **lever_summary({}, {}),  # a class plan's pools do not speculate or cache prefixes
     }
 
 
@@ -91,4 +112,5 @@ def plan_summary(plan: StoredPlan) -> dict[str, Any]:
         "cost_usd_per_hour": cost["usd_per_hour"],
         "cost_usd_per_month": cost["usd_per_month"],
         "job_cost_usd": None if batch is None else batch["cost_usd"],
+        **lever_summary(plan.request, decision),
     }

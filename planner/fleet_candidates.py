@@ -56,6 +56,7 @@ from planner.fleet_formulation import undominated
 from planner.fleet_levers import (
     NO_LEVERS,
     CandidateLevers,
+    DraftPin,
     SpeculativeMode,
     cached_groups,
     levers_of,
@@ -300,6 +301,7 @@ def candidate_table(
     checkpoint: Checkpoint = no_checkpoint,
     speculative: SpeculativeMode = "off",
     published: frozenset[str] | None = None,
+    draft: DraftPin | None = None,
 ) -> CandidateTable:
     """The undominated candidates for serving `model` to `workload`'s length mix within `slo`.
 
@@ -314,13 +316,14 @@ def candidate_table(
     are independent, and an operation computes them as separate tasks (api/fleet_operation.py).
 
     `workload.prefix_reuse` and `speculative` (off, auto, on; heads limited to `published` where
-    given) add the lever variants of planner/fleet_levers.py as more candidates, recorded in `levers`.
+    given; `draft` a pinned draft model or α) add the lever variants of planner/fleet_levers.py as more candidates, recorded in `levers`.
     """
     return merged_tables(
         [
             gpu_candidate_table(
                 model=model, gpu=gpu, precisions=precisions, workload=workload, slo=slo, grid=grid,
                 max_mu_searches=max_mu_searches, checkpoint=checkpoint, speculative=speculative, published=published,
+                draft=draft,
             )
             for gpu in gpus
         ]
@@ -339,6 +342,7 @@ def gpu_candidate_table(
     checkpoint: Checkpoint = no_checkpoint,
     speculative: SpeculativeMode = "off",
     published: frozenset[str] | None = None,
+    draft: DraftPin | None = None,
 ) -> CandidateTable:
     """One GPU type's part of `candidate_table`: its undominated candidates, drops and refusals,
     the search bounded by `max_mu_searches` μ searches over every lever variant (planner/fleet_levers.py),
@@ -363,7 +367,7 @@ def gpu_candidate_table(
         if not variant.suffix:  # the plain table's drops explain an empty table; a cache variant's add nothing new
             drops.extend(variant_drops)
             group_count += len(groups)
-        groups = speculative_search_groups(cached_groups(groups, variant), model, mix, speculative, published)
+        groups = speculative_search_groups(cached_groups(groups, variant), model, mix, speculative, published, draft)
         by_width: dict[int, list[Option]] = {}  # options by GPUs per replica (tp × pp)
         # one enumeration over every group, so an expert-parallel group's settings its ep = 1 twin is sure to beat are
         # left out as the single-plan search leaves them (planner/candidates.py `enumerate_all_options`)

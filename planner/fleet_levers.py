@@ -9,6 +9,9 @@ exactly as planner/plan_speculative.py `search_groups` does for a single plan, w
 planner/candidates.py `speculative_groups` at planner/speculative.py's SEARCH_DRAFT_TOKENS (auto:
 the groups and their speculating variants; on: the variants alone; the acceptance rate is the
 method's default for `workload.task`). A variant's candidate id carries its draft ("/eagle-k3").
+A workload may pin what drafts (`DraftPin`, a single plan's constraints.pin.draft_model and
+acceptance_rate): a catalog model drafting instead of the head (its α the one given, else the
+published pair's nearest in size ratio), or the head at a measured α.
 
 Prefix caching (`workload.prefix_reuse`): each variant below is searched as its own table and its
 candidates (id suffixed "+pc<tokens>") join the plain ones, as planner/plan_prefix.py's trials join
@@ -48,6 +51,21 @@ SpeculativeMode = Literal["off", "auto", "on"]
 
 #: The routing a fleet's prefix cache is planned under (module docstring).
 FLEET_ROUTING: Routing = "random"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DraftPin:
+    """What a workload pins about its drafts: a catalog model drafting instead of a head (None: the head) and the
+    acceptance rate α measured on its traffic (None: the method's, or the published pair's, default)."""
+
+    draft_model: ModelSpec | None = None
+    acceptance_rate: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.acceptance_rate is not None and not 0.0 < self.acceptance_rate < 1.0:
+            raise PlannerInputError(
+                f"acceptance_rate must be in (0, 1), got {self.acceptance_rate}", constraint="acceptance_rate"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,18 +146,36 @@ def cached_groups(groups: Sequence[Group], variant: PrefixVariant) -> list[Group
 
 
 def speculative_search_groups(
-    groups: Sequence[Group], model: ModelSpec, mix: Workload, mode: SpeculativeMode, published: frozenset[str] | None
+    groups: Sequence[Group],
+    model: ModelSpec,
+    mix: Workload,
+    mode: SpeculativeMode,
+    published: frozenset[str] | None,
+    draft: DraftPin | None = None,
 ) -> list[Group]:
     """The groups searched under `mode`, as plan_speculative `search_groups` offers them to a single plan:
     off as they are, auto with their speculating variants, on the variants alone (PlannerInputError when
-    the model has no head to offer: the request's error, as a single plan's)."""
+    the model has no head to offer: the request's error, as a single plan's). With `draft` the variants
+    draft with its catalog model (PlannerInputError when it cannot draft for `model`) and/or at its α."""
     if mode == "off":
+        if draft is not None and draft.draft_model is not None:
+            raise PlannerInputError("a draft_model needs speculative auto or on", constraint="speculative")
         return list(groups)
-    variants = speculative_groups(groups, model, mix, draft_tokens=SEARCH_DRAFT_TOKENS, published=published)
+    pin = DraftPin() if draft is None else draft
+    variants = speculative_groups(
+        groups,
+        model,
+        mix,
+        draft_tokens=SEARCH_DRAFT_TOKENS,
+        published=published,
+        acceptance_rate=pin.acceptance_rate,
+        draft_model=pin.draft_model,
+    )
     if mode == "on":
         if groups and not variants:
+            drafter = "no draft head" if pin.draft_model is None else f"no configuration drafting with {pin.draft_model.slug}"
             raise PlannerInputError(
-                f"speculative is 'on' but no draft head can be offered for {model.slug} on the allowed configurations "
+                f"speculative is 'on' but {drafter} can be offered for {model.slug} on the allowed configurations "
                 "(no published head for the model, no vocabulary to cost its LM head, or no KV cache left beside it); "
                 "set it to 'auto' or 'off'",
                 constraint="speculative",

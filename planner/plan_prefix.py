@@ -242,10 +242,9 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     def at_own_replicas(hits: PrefixHits, routing_name: str, replicas: int) -> PrefixHits | None:
         """The hits `replicas` replicas find when fewer than `hits` (None: at least as many, so the mixture
         planned was conservative for them). Prefix-aware routing shards the prefixes over the replicas the
-        plan deploys, not over the plan without a cache's; a measured hit rate is taken as given. Sessions
-        are not re-planned yet: their sized-at-R cache then disagrees with the simulated LRU by more than
-        the session model's tested 0.05 (tests/api/test_prefix_caching.py), which is that model's to settle."""
-        if reuse.measured or reuse.sessions is not None:
+        plan deploys, not over the plan without a cache's (sessions too: fewer replicas hold more sessions
+        each); a measured hit rate is taken as given."""
+        if reuse.measured:
             return None
         routed: Routing = "prefix_aware" if routing_name == "prefix_aware" else "random"
         own = prefix_hits(reuse, hits.cache_tokens, routed, replicas, arrival_rate_rps=rate)

@@ -26,6 +26,15 @@ turn: a turn finds whatever history of its session the replica still holds (unde
 possibly an older, shorter one: the planner's model counts only the previous turn's), then the
 session's history after the turn, j·u tokens, replaces it. The turns' arrival times are the
 session process's (not the workload's arrival CV); their lengths are the workload's.
+
+The session stream starts in steady state: sessions are drawn from 2·L before the first turn
+simulated, L the 99.99th percentile of a session's lifetime (T − 1 exponential think times: a
+Gamma(T − 1, τ) law), and their earlier turns only reference the LRU (`SessionTurns.burn_*`). A
+history's fate in an LRU depends only on the references after its own, and every session with a
+turn simulated started within L of it, every session referencing the LRU since then within 2·L:
+so the simulated turns find what an LRU serving the stream forever finds. Started empty instead,
+the first session lifetime of turns finds every history (the cache not yet full): over a plan's
+few thousand verification turns that read up to 0.07 above the steady state (tests/planner/test_prefix_sessions.py).
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.stats import gamma
 
 from planner.arrivals import Trace, sample_trace
 from planner.errors import PlannerInputError
@@ -96,21 +106,35 @@ def cached_tokens(prefixes: np.ndarray, sizes: np.ndarray, prompts: np.ndarray, 
     return found
 
 
+#: A session outlasting this quantile of its lifetime law is missing from the stream's start (module docstring).
+SESSION_LIFETIME_QUANTILE = 0.9999
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionTurns:
-    """Replica 0's turns in arrival order: when, which session, which turn (1-based)."""
+    """Replica 0's turns in arrival order: when, which session, which turn (1-based); `burn_session` and
+    `burn_turn` the turns before the first, in order, which only bring its LRU to steady state."""
 
     arrival_s: np.ndarray
     session: np.ndarray
     turn: np.ndarray
+    burn_session: np.ndarray
+    burn_turn: np.ndarray
+
+
+def session_burn_in_s(sessions: Sessions) -> float:
+    """2·L: how long before the first simulated turn the sessions start (module docstring), L the
+    `SESSION_LIFETIME_QUANTILE` of a session's lifetime, a sum of T − 1 exponential think times."""
+    lifetime = float(gamma.ppf(SESSION_LIFETIME_QUANTILE, sessions.turns - 1, scale=sessions.think_time_s))
+    return 2.0 * lifetime
 
 
 def session_turns(
     sessions: Sessions, arrival_rate_rps: float, routing: Routing, replicas: int, turns: int, rng: np.random.Generator
 ) -> SessionTurns:
-    """The first `turns` turns replica 0 receives (see the module docstring). Sessions are drawn until
-    the last one starts after replica 0's `turns`-th turn, so no session that could have sent a turn
-    before it is missing."""
+    """The first `turns` turns replica 0 receives from time 0, and the turns before them from sessions started
+    since `session_burn_in_s` (see the module docstring). Sessions are drawn until the last one starts after
+    replica 0's `turns`-th turn, so no session that could have sent a turn before it is missing."""
     if not arrival_rate_rps > 0:
         raise PlannerInputError("a session simulation needs a positive arrival rate")
     if turns < 1:
@@ -120,9 +144,10 @@ def session_turns(
     # at λ/(T·R), every turn kept; random: every session, each turn kept with probability 1/R
     rate = sessions.session_rate_rps(arrival_rate_rps) / (replicas if sticky else 1)
     per_session = sessions.turns if sticky else sessions.turns / replicas  # turns reaching replica 0 per session drawn
-    count = math.ceil(1.25 * turns / per_session) + 16
+    burn_s = session_burn_in_s(sessions)
+    count = math.ceil(1.25 * turns / per_session + rate * burn_s) + 16
     while True:
-        starts = np.cumsum(rng.exponential(1.0 / rate, count))
+        starts = np.cumsum(rng.exponential(1.0 / rate, count)) - burn_s
         gaps = rng.exponential(sessions.think_time_s, (count, sessions.turns))
         gaps[:, 0] = 0.0
         times = starts[:, None] + np.cumsum(gaps, axis=1)
@@ -131,21 +156,33 @@ def session_turns(
         else:
             mine = rng.random(times.shape) < 1.0 / replicas
         kept = times[mine]
-        if kept.size >= turns and np.sort(kept)[turns - 1] <= starts[-1]:
+        after = np.sort(kept[kept >= 0.0])
+        if after.size >= turns and after[turns - 1] <= starts[-1]:
             break
         count *= 2
     session_ids, turn_ids = np.nonzero(mine)
-    order = np.argsort(kept, kind="stable")[:turns]
-    return SessionTurns(arrival_s=kept[order], session=session_ids[order], turn=turn_ids[order] + 1)
+    order = np.argsort(kept, kind="stable")
+    burn = int(np.count_nonzero(kept < 0.0))  # sorted: the turns before time 0 come first
+    burned, measured = order[:burn], order[burn : burn + turns]
+    return SessionTurns(
+        arrival_s=kept[measured],
+        session=session_ids[measured],
+        turn=turn_ids[measured] + 1,
+        burn_session=session_ids[burned],
+        burn_turn=turn_ids[burned] + 1,
+    )
 
 
 def session_cached_tokens(sessions: Sessions, stream: SessionTurns, prompts: np.ndarray, cache_tokens: int) -> np.ndarray:
     """The prompt tokens each turn finds cached: its session's history on the replica (capped at the
-    prompt's whole blocks short of its last token), the history then replaced by the turn's j·u."""
+    prompt's whole blocks short of its last token), the history then replaced by the turn's j·u. The
+    burn-in turns reference the LRU first, finding nothing counted."""
     lru = BlockLru(int(cache_tokens))
     found = np.zeros(stream.session.size, dtype=np.int64)
     room = (np.maximum(prompts - 1, 0) // BLOCK_TOKENS) * BLOCK_TOKENS
     u = sessions.turn_tokens
+    for session, turn in zip(stream.burn_session.tolist(), stream.burn_turn.tolist(), strict=True):
+        lru.put(session, cacheable_tokens(turn * u))  # the stream before the first turn: the LRU brought to steady state
     for i, (session, turn) in enumerate(zip(stream.session.tolist(), stream.turn.tolist(), strict=True)):
         if turn > 1:
             found[i] = min(lru.lookup(session), int(room[i]))

@@ -124,7 +124,58 @@ _EAGLE3_TABLE1 = "Li et al., EAGLE-3 (arXiv 2503.01840), Table 1, T = 0, LLaMA-I
 _DEEPSEEK_V3 = (
     "DeepSeek-AI, DeepSeek-V3 Technical Report (arXiv 2412.19437), §5.4.3: second-token acceptance 85–90 % across topics"
 )
+#: Spec-Bench's leaderboard (Xia et al., ACL Findings 2024, arXiv 2401.07851; hemingkx/Spec-Bench Leaderboard.md at
+#: commit 09244ff, "Leaderboard on A100", Vicuna-7B-v1.3, greedy decoding, fp16, batch 1): per method, the mean
+#: accepted tokens per step over its six tasks τ̄, the overall speedup S (the mean of the six task speedups) and the
+#: speedup s_t on each task Headroom names (multi-turn conversation = MT-bench → chat, CNN/DM summarization,
+#: GSM8K math; its translation, QA and RAG columns have no Headroom task, and code and instruction no column).
+_SPEC_BENCH = "Spec-Bench leaderboard (arXiv 2401.07851; hemingkx/Spec-Bench Leaderboard.md at 09244ff), A100, Vicuna-7B-v1.3, greedy, batch 1"
+SPEC_BENCH_COLUMNS: tuple[tuple[Task, str], ...] = (
+    ("chat", "Multi-turn Conversation"),
+    ("summarization", "Summarization"),
+    ("math", "Mathematical Reasoning"),
+)
+#: method → (τ̄, S, k, the speedups on SPEC_BENCH_COLUMNS in order). k: Medusa runs Spec-Bench's 4 heads
+#: (evaluation/inference_medusa.py `num_heads = 4`: at most 4 drafted tokens a step); SpS is transformers' assisted
+#: generation (model/sps/decoding.py), whose draft starts at `num_assistant_tokens` 5 and moves ±1–2 with acceptance:
+#: 5 is taken. EAGLE's row is the derivation's check (tests/planner/test_speculative_tasks.py), not a default.
+SPEC_BENCH_SPEEDUPS: dict[str, tuple[float, float, int, tuple[float, ...]]] = {
+    "eagle": (3.61, 2.29, 5, (2.67, 2.23, 2.67)),
+    "medusa": (2.32, 1.78, 4, (2.05, 1.57, 2.05)),
+    "draft_model": (2.28, 1.49, 5, (1.66, 1.62, 1.47)),
+}
+
+
+def spec_bench_task_length(method: str, task: Task) -> float:
+    """τ_t = τ̄ · s_t / S: a task's mean accepted length from Spec-Bench's mean over its tasks and the task's speedup.
+
+    At batch 1 a step of a 7B model reads its 13.5 GB of weights whatever the task, and a method's drafting and
+    verification cost per step is the same on every task, so its speedup over plain decoding is τ times one
+    task-independent ratio of step times: s_t / S = τ_t / τ̄ (the KV reads a longer context adds, 0.5 MB a token
+    against 13.5 GB, change both steps alike). Rounded to 0.01 (the leaderboard's precision)."""
+    mean_length, overall, _k, speedups = SPEC_BENCH_SPEEDUPS[method]
+    index = [t for t, _ in SPEC_BENCH_COLUMNS].index(task)
+    return round(mean_length * speedups[index] / overall, 2)  # τ̄ · s_t / S
+
+
+def _spec_bench_rows(method: MethodName) -> tuple[PublishedAcceptance, ...]:
+    k = SPEC_BENCH_SPEEDUPS[method][2]
+    return tuple(
+        PublishedAcceptance(
+            method=method,
+            task=task,
+            benchmark=f"Spec-Bench {column}",
+            acceptance_length=spec_bench_task_length(method, task),
+            draft_tokens=k,
+            source=f"{_SPEC_BENCH}: τ = mean accepted tokens {SPEC_BENCH_SPEEDUPS[method][0]:g} × the task's speedup over "
+            f"the overall {SPEC_BENCH_SPEEDUPS[method][1]:g}×",
+        )
+        for task, column in SPEC_BENCH_COLUMNS
+    )
+
+
 PUBLISHED_ACCEPTANCE: tuple[PublishedAcceptance, ...] = (
+    *_spec_bench_rows("medusa"),
     PublishedAcceptance(
         method="eagle", task="chat", benchmark="MT-bench", acceptance_length=6.13, draft_tokens=8, source=_EAGLE3_TABLE1
     ),
@@ -151,8 +202,9 @@ PUBLISHED_ACCEPTANCE: tuple[PublishedAcceptance, ...] = (
 
 def default_acceptance(method: str, task: Task | None) -> MethodDefault:
     """The default α of `method` for traffic of `task`: the published per-task figure converted to a
-    chain's α where PUBLISHED_ACCEPTANCE has one, else the method's chat default (METHOD_DEFAULTS;
-    Medusa and separate draft models have no per-task figure with a source here)."""
+    chain's α where PUBLISHED_ACCEPTANCE has one (EAGLE: EAGLE-3's table; Medusa: Spec-Bench's chat, math and
+    summarization), else the method's chat default (METHOD_DEFAULTS). A separate draft model's is
+    `draft_model_acceptance`'s."""
     found = next((p for p in PUBLISHED_ACCEPTANCE if p.method == method and p.task == task), None)
     if task is None or found is None:
         return METHOD_DEFAULTS[method]
@@ -274,6 +326,9 @@ class PairAcceptance:
     benchmark: str
     temperature: float
     acceptance_rate: float
+    #: The Headroom task the benchmark is (None: a proxy for every task, Leviathan et al.'s rows).
+    task: Task | None = None
+    source: str = ""
 
     @property
     def size_ratio(self) -> float:
@@ -325,11 +380,35 @@ PUBLISHED_PAIR_ACCEPTANCE: tuple[PairAcceptance, ...] = (
 )
 
 
+#: Spec-Bench's SpS pair (Vicuna-7B-v1.3 drafted by Vicuna-68M, sizes as the names state them) per task: τ from
+#: `spec_bench_task_length`, α by τ = (1 − α^(k+1))/(1 − α) at k 5. Greedy (the leaderboard's only setting): the
+#: overall τ 2.28 read at k 5 gives α 0.578, below Leviathan et al.'s temperature-1 0.62 for the nearest T5 pair, so
+#: greedy decoding does not make these rows the optimistic ones (docs/speculative-decoding.md).
+SPEC_BENCH_PAIR_ACCEPTANCE: tuple[PairAcceptance, ...] = tuple(
+    PairAcceptance(
+        target="Vicuna-7B-v1.3",
+        draft="Vicuna-68M",
+        target_params=7e9,
+        draft_params=68e6,
+        benchmark=f"Spec-Bench {column}",
+        temperature=0.0,
+        acceptance_rate=round(
+            acceptance_rate_from_length(spec_bench_task_length("draft_model", task), SPEC_BENCH_SPEEDUPS["draft_model"][2]), 3
+        ),
+        task=task,
+        source=f"{_SPEC_BENCH}, SpS: τ {spec_bench_task_length('draft_model', task):g} (mean accepted tokens 2.28 × the "
+        "task's speedup over the overall 1.49×) at k 5",
+    )
+    for task, column in SPEC_BENCH_COLUMNS
+)
+
+
 def draft_model_acceptance(target: ModelSpec, draft: ModelSpec, task: Task | None) -> MethodDefault:
     """The default α of a separate draft model: the published pair (PUBLISHED_PAIR_ACCEPTANCE) at temperature 1 —
     sampling, the OpenAI-compatible APIs' default temperature, and the lower, safer of the paper's two — on
-    CNN/DM for summarization traffic and WMT EnDe for every other task (the paper measured no chat), whose
-    target/draft size ratio is nearest the pair's in log ratio (total parameters; the paper's drafts are dense).
+    CNN/DM for summarization traffic and WMT EnDe for every other task (the paper measured no chat), or for chat,
+    math and summarization Spec-Bench's SpS pair on that task (SPEC_BENCH_PAIR_ACCEPTANCE, greedy), whichever's
+    target/draft size ratio is nearest the pair's in log ratio (total parameters; the papers' drafts are dense).
 
     The caveat the plan states: two T5 pairs of another model family, a 2023 measurement, and a chain's α taken
     as constant over positions; the one measured modern pair (SpecDecode-Bench's Llama-3.1-70B drafted by
@@ -338,12 +417,14 @@ def draft_model_acceptance(target: ModelSpec, draft: ModelSpec, task: Task | Non
     benchmark = "CNN/DM" if task == "summarization" else "WMT EnDe"
     ratio = target.params_total / draft.params_total
     rows = [p for p in PUBLISHED_PAIR_ACCEPTANCE if p.benchmark == benchmark and p.temperature == 1.0]
+    rows += [p for p in SPEC_BENCH_PAIR_ACCEPTANCE if task is not None and p.task == task]
     found = min(rows, key=lambda p: (abs(math.log(p.size_ratio / ratio)), p.size_ratio))
     return MethodDefault(
         method="draft_model",
         acceptance_rate=found.acceptance_rate,
-        source=f"{_LEVIATHAN}: {found.target} drafted by {found.draft} (size ratio {found.size_ratio:.0f}, this pair's "
-        f"{ratio:.0f}), {found.benchmark}, temperature 1: α {found.acceptance_rate:g}. Another model family and task; "
+        source=f"{found.source or _LEVIATHAN}: {found.target} drafted by {found.draft} (size ratio {found.size_ratio:.0f}, "
+        f"this pair's {ratio:.0f}), {found.benchmark}, temperature {found.temperature:g}: α {found.acceptance_rate:g}. "
+        f"{'Another model family' if found.task else 'Another model family and task'}; "
         "measure α on this traffic (e.g. vLLM's accepted/draft token counters) and give it in "
         "constraints.pin.acceptance_rate",
     )

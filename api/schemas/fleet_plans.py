@@ -82,7 +82,18 @@ WorkloadName = Annotated[
 #: Poisson arrivals: a workload's arrival_cv unless it gives one (docs/design.md).
 DEFAULT_ARRIVAL_CV = 1.0
 #: The fields of one traffic shape, which a workload with `classes` leaves to its classes.
-SHAPE_FIELDS = ("prompt_tokens", "output_tokens", "slo", "demand_rps", "arrival_cv", "prefix_reuse", "task", "speculative")
+SHAPE_FIELDS = (
+    "prompt_tokens",
+    "output_tokens",
+    "slo",
+    "demand_rps",
+    "arrival_cv",
+    "prefix_reuse",
+    "task",
+    "speculative",
+    "draft_model",
+    "acceptance_rate",
+)
 
 
 class FleetWorkloadSpec(_Input):
@@ -159,6 +170,26 @@ class FleetWorkloadSpec(_Input):
         description="This workload's speculative decoding, as a plan's constraints.speculative: `auto` offers each "
         "configuration with and without a draft head, `on` only with one, `off` none. Absent: constraints.speculative.",
     )  # not written back when absent: stored requests stay as they were
+    draft_model: Slug | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="A catalog model to draft with instead of the model's draft head, as POST /v1/plans' "
+        "constraints.pin.draft_model (same vocabulary as the model, fewer parameters; an unknown slug is a 404, one that "
+        "cannot draft a 422): each verify step adds its k forward passes on the same GPUs, and its weights and KV cache "
+        "come out of the replica's memory. Needs speculative auto or on (this workload's, else constraints.speculative); "
+        "without acceptance_rate the α of the published (target, draft) pair nearest in size ratio is assumed "
+        "(docs/speculative-decoding.md).",
+        examples=["llama-3.1-8b"],
+    )  # not written back when absent: stored requests stay as they were
+    acceptance_rate: float | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        gt=0,
+        lt=1,
+        description="The draft's per-token acceptance rate α measured on this traffic, as POST /v1/plans' "
+        "constraints.pin.acceptance_rate: used instead of the method's (or the draft pair's) default. Needs speculative "
+        "auto or on.",
+    )  # not written back when absent: stored requests stay as they were
 
     @model_validator(mode="after")
     def _one_traffic_shape(self) -> Self:
@@ -195,6 +226,12 @@ class FleetWorkloadSpec(_Input):
             raise ValueError(
                 f"workload {self.name}: topology disaggregated with prefix_reuse: separate pools do not plan a prefix cache "
                 "(planner/plan_disagg.py); use topology aggregated or any (the cache is offered to the aggregated replicas)"
+            )
+        if self.topology == "disaggregated" and (self.draft_model is not None or self.acceptance_rate is not None):
+            raise ValueError(
+                f"workload {self.name}: topology disaggregated with a draft_model or acceptance_rate: separate pools do not "
+                "speculate (planner/plan_disagg.py pool_refusals); use topology aggregated or any (the draft is offered "
+                "to the aggregated replicas)"
             )
         if self.topology == "disaggregated" and self.speculative == "on":
             raise ValueError(
@@ -392,6 +429,16 @@ class FleetPlanRequest(_Input):
                         "head; give this workload speculative auto or off, or another topology",
                     )
                 )
+            mode = self.constraints.speculative if workload.speculative is None else workload.speculative
+            for pinned in ("draft_model", "acceptance_rate"):
+                if mode == "off" and getattr(workload, pinned) is not None:
+                    errors.append(
+                        _error(
+                            ("workloads", index, pinned),
+                            "needs speculative auto or on (the workload's speculative, else constraints.speculative, "
+                            "is off and never speculates)",
+                        )
+                    )
             for k_index, k in enumerate(workload.classes or ()):
                 if k.demand_rps is not None and len(k.demand_rps) != periods:
                     errors.append(
@@ -425,6 +472,8 @@ class FleetPlanRequest(_Input):
             repr(w.prefix_reuse),
             w.task,
             speculative,
+            w.draft_model,
+            w.acceptance_rate,
         )
 
     def distinct_shapes(self) -> int:
@@ -531,6 +580,11 @@ class FleetLeversRead(BaseModel):
     prefix_reuse: bool = Field(description="Whether the workload gave prefix_reuse (cache variants offered).")
     prefix_caching: PrefixCachingRead | None = Field(description="The prefix cache run; null for none.")
     speculative: SpeculativeRead | None = Field(description="The draft verified; null for none.")
+    draft_model: str | None = Field(
+        default=None,
+        description="The catalog model drafting (the workload's draft_model) when `speculative.method` is draft_model; "
+        "else null.",
+    )
 
 
 class FleetPoolRead(BaseModel):

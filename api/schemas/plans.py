@@ -769,6 +769,24 @@ class PlanSummaryRead(BaseModel):
     cost_usd_per_hour: float = Field(description="On-demand cost of the whole plan, as planned.")
     cost_usd_per_month: float = Field(description="730 hours.")
     job_cost_usd: float | None = Field(description="The whole batch job's cost; null for interactive traffic.")
+    prefix_cache_hit_rate: float | None = Field(
+        description="plan.prefix_caching.hit_rate: the prefix cache's hit rate; null without a cache (and for a class plan)."
+    )
+    prefix_cache_tokens: int | None = Field(
+        description="plan.prefix_caching.cache_tokens: KV tokens each replica gives the cache; null without a cache."
+    )
+    prefix_cache_routing: Literal["random", "prefix_aware", "as_measured"] | None = Field(
+        description="plan.prefix_caching.routing; null without a cache."
+    )
+    speculative_method: Literal["eagle", "mtp", "medusa", "draft_model"] | None = Field(
+        description="plan.speculative.method: the draft that proposes tokens; null without speculative decoding."
+    )
+    speculative_draft_tokens: int | None = Field(
+        description="plan.speculative.draft_tokens: k, tokens drafted per sequence and step; null without speculative decoding."
+    )
+    speculative_draft_model: str | None = Field(
+        description="The catalog model drafting (constraints.pin.draft_model) when the method is draft_model; else null."
+    )
     currency: Literal["USD"] = "USD"
 
 

@@ -35,7 +35,9 @@ SLO = Slo(ttft_s=2.0, tpot_s=0.08, percentile=99)
 def test_parallel_tables_equal_serial_ones_and_are_cached() -> None:
     fleet_plans.clear_table_cache()
     gpus, precisions = (H100, A100), (FP16_PRECISION, FP8_PRECISION)
-    jobs = [(LLAMA_2_70B, gpus, precisions, workload, SLO, GRID, ("off", None)) for workload in (CHAT, LONG, CHAT.at_rate(5.0))]
+    jobs = [
+        (LLAMA_2_70B, gpus, precisions, workload, SLO, GRID, ("off", None, None)) for workload in (CHAT, LONG, CHAT.at_rate(5.0))
+    ]
     parallel = fleet_plans.candidate_tables(jobs)
     serial = [
         candidate_table(model=LLAMA_2_70B, gpus=gpus, precisions=precisions, workload=w, slo=SLO, grid=GRID)
@@ -52,7 +54,7 @@ def test_the_table_workers_are_kept_between_plans_and_stop_on_request() -> None:
     """One pool of workers serves every fleet plan (a worker's start costs ~1.4 s); stopping them
     (the app's shutdown) lets them go, and the next tables start new ones with the same answers."""
     gpus, precisions = (H100, A100), (FP16_PRECISION,)
-    jobs = [(LLAMA_2_70B, gpus, precisions, workload, SLO, GRID, ("off", None)) for workload in (CHAT, LONG)]
+    jobs = [(LLAMA_2_70B, gpus, precisions, workload, SLO, GRID, ("off", None, None)) for workload in (CHAT, LONG)]
     fleet_plans.clear_table_cache()
     first = fleet_plans.candidate_tables(jobs)
     pool = fleet_plans._WORKERS._pool
@@ -69,7 +71,7 @@ def test_the_table_workers_are_kept_between_plans_and_stop_on_request() -> None:
 def test_a_table_job_past_its_deadline_stops_at_its_first_checkpoint() -> None:
     """A job carries its request's deadline into the worker (as wall-clock time): past it, the
     table stops before its first (GPU, tp) search with a picklable TableDeadlinePassed."""
-    job = (LLAMA_2_70B, (H100, A100), (FP16_PRECISION,), CHAT, SLO, GRID, ("off", None))
+    job = (LLAMA_2_70B, (H100, A100), (FP16_PRECISION,), CHAT, SLO, GRID, ("off", None, None))
     with pytest.raises(fleet_plans.TableDeadlinePassed) as stopped:
         fleet_plans._compute_table(job, time.time() - 1.0)
     assert isinstance(pickle.loads(pickle.dumps(stopped.value)), fleet_plans.TableDeadlinePassed)

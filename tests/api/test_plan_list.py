@@ -123,3 +123,68 @@ def test_a_disaggregated_plan_is_listed_with_its_pools(seeded: ApiClient, admin:
         assert f"{count} × {pool['gpu']} {pool['role']} (tp {pool['tp']}, {pool['replicas']} replica" in item["shape"]
     assert item["shape"].index(" prefill ") < item["shape"].index(" decode ")
     assert item["gpus_total"] == stored["plan"]["gpus_total"] == sum(p["tp"] * p["replicas"] for p in (prefill, decode))
+
+
+LEVERS = (
+    "prefix_cache_hit_rate",
+    "prefix_cache_tokens",
+    "prefix_cache_routing",
+    "speculative_method",
+    "speculative_draft_tokens",
+    "speculative_draft_model",
+)
+
+
+def test_the_levers_a_plan_pulls_are_listed(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """Each list item says the prefix cache (hit rate, cache tokens, routing) and the speculative decoding
+    (method, draft tokens, the drafting catalog model) its plan deploys, as plan.prefix_caching and
+    plan.speculative say them; null for a plan pulling neither."""
+    from tests.api.test_prefix_caching import REUSE, _body
+    from tests.api.test_speculative_draft_model import BODY as DRAFTED
+
+    cached = plan(seeded, admin, _body(REUSE))
+    drafted = plan(seeded, admin, DRAFTED)
+    plain = plan(seeded, admin, chat(15, constraints={"speculative": "off"}))
+    by_id = {item["id"]: item for item in seeded.get("/v1/plans").json()["items"]}
+
+    prefix = cached["plan"]["prefix_caching"]
+    assert prefix is not None and prefix["cache_tokens"] > 0  # the reuse is high enough that a cache pays
+    item = by_id[cached["id"]]
+    assert item["prefix_cache_hit_rate"] == prefix["hit_rate"] and 0.0 < item["prefix_cache_hit_rate"] < 1.0
+    assert item["prefix_cache_tokens"] == prefix["cache_tokens"]
+    assert item["prefix_cache_routing"] == prefix["routing"]
+
+    speculative = drafted["plan"]["speculative"]
+    item = by_id[drafted["id"]]
+    assert item["speculative_method"] == speculative["method"] == "draft_model"
+    assert item["speculative_draft_tokens"] == speculative["draft_tokens"] >= 1
+    assert item["speculative_draft_model"] == "llama-3.1-8b"
+    assert item["prefix_cache_hit_rate"] is None and item["prefix_cache_routing"] is None
+
+    assert plain["plan"]["prefix_caching"] is None and plain["plan"]["speculative"] is None
+    assert all(by_id[plain["id"]][key] is None for key in LEVERS)
+
+
+def test_a_head_speculating_plan_lists_no_draft_model(seeded: ApiClient, stored: list[dict[str, Any]]) -> None:
+    """The stored chat plans (constraints.speculative auto) draft with Llama 3.1 8B's EAGLE head: listed with the
+    method and k, no catalog draft model and no cache; the batch job (which never speculates) lists none."""
+    named, unnamed, batch = stored
+    by_id = {item["id"]: item for item in seeded.get("/v1/plans").json()["items"]}
+    heads = 0
+    for chat_plan in (named, unnamed):
+        speculative = chat_plan["plan"]["speculative"]
+        item = by_id[chat_plan["id"]]
+        assert item["speculative_method"] == (None if speculative is None else speculative["method"])
+        assert item["speculative_draft_tokens"] == (None if speculative is None else speculative["draft_tokens"])
+        assert item["speculative_draft_model"] is None and item["prefix_cache_tokens"] is None
+        heads += speculative is not None and speculative["method"] in {"eagle", "mtp", "medusa"}
+    assert heads >= 1  # at least one of them does speculate, so the fields are exercised
+    assert all(by_id[batch["id"]][key] is None for key in LEVERS)
+
+
+def test_a_plan_stored_before_the_levers_lists_them_null() -> None:
+    """Plans stored before either lever existed have neither plan.prefix_caching nor plan.speculative: null, not a 500."""
+    from api.plan_list import lever_summary
+
+    assert lever_summary({}, {"gpu": "h100-sxm"}) == dict.fromkeys(LEVERS)
+    assert lever_summary({}, {"speculative": None, "prefix_caching": None}) == dict.fromkeys(LEVERS)

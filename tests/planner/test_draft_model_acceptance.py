@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from planner.speculative import PUBLISHED_PAIR_ACCEPTANCE, draft_model_acceptance
+from planner.speculative import PUBLISHED_PAIR_ACCEPTANCE, SPEC_BENCH_PAIR_ACCEPTANCE, draft_model_acceptance, tokens_per_step
 from tests.planner.performance_specs import LLAMA_2_70B
 from tests.planner.test_speculative import LLAMA_2_7B
 
@@ -45,3 +45,27 @@ def test_the_nearest_pair_in_log_size_ratio_at_temperature_1() -> None:
     tiny = replace(LLAMA_2_7B, params_total=LLAMA_2_70B.params_total / 60, params_active=LLAMA_2_70B.params_total / 60)
     found = draft_model_acceptance(LLAMA_2_70B, tiny, "code")
     assert found.acceptance_rate == 0.68 and "T5-base" in found.source
+
+
+def test_spec_bench_per_task_pairs_join_where_their_size_ratio_is_nearest() -> None:
+    """Spec-Bench's SpS pair (Vicuna-7B by Vicuna-68M, ratio 7e9 / 68e6 = 103) per task: τ 2.54 on conversation,
+    2.25 on math, 2.48 on summarization, each α at k 5 ((1 − α⁶)/(1 − α) = τ). A draft ≈100 times smaller than
+    its target takes the row for chat, math and summarization (103 is nearer than T5-small's 143); for code it keeps
+    Leviathan et al.'s WMT T5-small 0.62. A 10-times smaller draft keeps T5-large's 0.71 on chat (13.75 is nearer)."""
+    by_task = {p.task: p for p in SPEC_BENCH_PAIR_ACCEPTANCE}
+    assert set(by_task) == {"chat", "math", "summarization"}
+    for task, tau in (("chat", 2.54), ("math", 2.25), ("summarization", 2.48)):
+        # α kept to 3 places: ±0.0005 moves τ by at most dτ/dα · 0.0005 = (1 + 2α + 3α² + 4α³ + 5α⁴) · 0.0005 ≈ 5.2 · 0.0005 = 0.0026
+        assert tokens_per_step(by_task[task].acceptance_rate, 5) == pytest.approx(tau, abs=3e-3)
+        assert by_task[task].size_ratio == pytest.approx(102.94, abs=0.01) and by_task[task].temperature == 0.0
+    assert by_task["chat"].acceptance_rate == 0.631 and by_task["math"].acceptance_rate == 0.571
+    small = replace(LLAMA_2_7B, params_total=LLAMA_2_70B.params_total / 100, params_active=LLAMA_2_70B.params_total / 100)
+    chat = draft_model_acceptance(LLAMA_2_70B, small, "chat")
+    assert chat.acceptance_rate == 0.631 and "Spec-Bench" in chat.source and "Vicuna-68M" in chat.source
+    assert "measure" in chat.source
+    assert draft_model_acceptance(LLAMA_2_70B, small, "math").acceptance_rate == 0.571
+    assert draft_model_acceptance(LLAMA_2_70B, small, "summarization").acceptance_rate == by_task["summarization"].acceptance_rate
+    code = draft_model_acceptance(LLAMA_2_70B, small, "code")
+    assert code.acceptance_rate == 0.62 and "T5-small" in code.source
+    assert draft_model_acceptance(LLAMA_2_70B, small, None).acceptance_rate == 0.62  # no task: no task's row
+    assert draft_model_acceptance(LLAMA_2_70B, LLAMA_2_7B, "math").acceptance_rate == 0.71

@@ -83,3 +83,32 @@ def test_variants_keep_the_plain_mix_first_and_drop_the_reuse() -> None:
     assert all(v.mix.prefix_reuse is None and v.cache_tokens % 16 == 0 for v in variants)
     hitting = [v for v in variants[1:] if v.prefix_caching is not None and v.prefix_caching.hit_rate > 0]
     assert hitting and all(v.mix.prompt_tokens.mean < MIX.prompt_tokens.mean for v in hitting)
+
+
+def test_a_pinned_draft_model_is_the_only_draft_offered() -> None:
+    """With DraftPin(Llama 2 7B, α 0.7) and speculative on, every candidate drafts with the 7B model at α 0.7,
+    E = (1 − 0.7^(k+1))/0.3 (a fleet workload's draft_model, as a plan's constraints.pin.draft_model)."""
+    from planner.fleet_levers import DraftPin
+    from tests.planner.test_speculative import LLAMA_2_7B
+
+    drafted = table(speculative="on", draft=DraftPin(draft_model=LLAMA_2_7B, acceptance_rate=0.7))
+    assert drafted.candidates
+    for c in drafted.candidates:
+        choice = drafted.levers[c.id].speculative
+        assert choice is not None and choice.method == "draft_model" and choice.acceptance_rate == 0.7
+        assert choice.tokens_per_step == pytest.approx((1 - 0.7 ** (choice.draft_tokens + 1)) / 0.3)
+    heads = table(speculative="on")
+    assert {heads.levers[c.id].speculative.method for c in heads.candidates} != {"draft_model"}  # type: ignore[union-attr]
+
+
+def test_a_draft_pin_the_table_cannot_use_is_refused() -> None:
+    from planner.errors import PlannerInputError
+    from planner.fleet_levers import DraftPin
+    from tests.planner.test_speculative import LLAMA_2_7B
+
+    with pytest.raises(PlannerInputError, match="auto or on"):
+        table(speculative="off", draft=DraftPin(draft_model=LLAMA_2_7B))
+    with pytest.raises(PlannerInputError, match="tokenizer"):
+        table(speculative="auto", draft=DraftPin(draft_model=dataclasses.replace(LLAMA_2_7B, vocab_size=32_768)))
+    with pytest.raises(PlannerInputError, match="acceptance_rate"):
+        DraftPin(acceptance_rate=1.0)
