@@ -1,10 +1,17 @@
-"""What a class plan refuses rather than ignores: the constraints its arrangements cannot honour,
-named once for every route that plans classes (POST /v1/plans with `classes`, a what-if class-mix
-sweep). Separate prefill and decode pools name theirs in planner/plan_disagg.py (`pool_refusals`)."""
+"""What a plan's shape refuses rather than ignores, named once for every route that plans it: the
+constraints a class plan's arrangements cannot honour (POST /v1/plans with `classes`, a what-if
+class-mix sweep), and the workload lever separate prefill and decode pools cannot (plans, capacity,
+what-if and fleet workloads). The pools' constraint refusals are planner/plan_disagg.py's `pool_refusals`."""
 
 from __future__ import annotations
 
 from planner.plan_records import PlanConstraints
+
+#: Separate pools plan no prefix cache (planner/plan_disagg.py prices a pool's prefill without one).
+POOLS_REFUSE_PREFIX_REUSE = (
+    "topology disaggregated does not take workload.prefix_reuse yet: separate pools do not plan a prefix cache; "
+    "use topology aggregated or any (the cache is offered to the aggregated replicas) or leave prefix_reuse out"
+)
 
 
 def class_plan_refusals(constraints: PlanConstraints, *, topology: str) -> list[str]:

@@ -20,7 +20,7 @@ from api.schemas.classes import MAX_CLASSES, TrafficClassSpec
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import MAX_DEADLINE_H, MAX_JOB_REQUESTS, BatchWorkloadSpec, WorkloadShape
-from planner.plan_refusals import class_plan_refusals
+from planner.plan_refusals import POOLS_REFUSE_PREFIX_REUSE, class_plan_refusals
 
 #: Most points one sweep may have (rates × SLO values × GPU types). Measured on the 2-core dev
 #: machine: a 10-point sweep over the 12-GPU reference catalog (8B chat) took 2.9 s in a fresh
@@ -302,8 +302,11 @@ class WhatIfRequest(_Input):
             return self
         reuse = getattr(self.workload, "prefix_reuse", None)  # a batch job's workload has none
         if isinstance(self.workload, BatchWorkloadSpec) or reuse is not None:
-            what = "a batch job's sweep" if reuse is None else "workload.prefix_reuse"
-            raise ValueError(f"topology disaggregated does not take {what} yet: plan it aggregated or any")
+            raise ValueError(
+                POOLS_REFUSE_PREFIX_REUSE
+                if reuse is not None
+                else "topology disaggregated does not take a batch job's sweep yet: plan it aggregated or any"
+            )
         return self
 
     @model_validator(mode="after")
