@@ -29,6 +29,7 @@ from planner.capacity_disagg import DisaggCapacity, max_capacity_disaggregated, 
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError, UnsupportedConfigurationError
 from planner.plan_disagg import PoolCandidate, pool_refusals
 from planner.plan_records import PlanConstraints
+from planner.plan_refusals import POOLS_REFUSE_PREFIX_REUSE
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec
 from planner.speculative import check_draft_model
 from planner.units import MS_PER_S
@@ -259,7 +260,7 @@ def _pools_response(
 def _pools_capacity(body: CapacityRequest, inputs: capacity.CapacityInputs) -> DisaggCapacity:
     constraints = _pool_constraints(body)
     if body.workload.prefix_reuse is not None:  # refused rather than ignored
-        raise UnsupportedConfigurationError("separate prefill and decode pools do not take workload.prefix_reuse yet")
+        raise UnsupportedConfigurationError(POOLS_REFUSE_PREFIX_REUSE)
     if refusals := pool_refusals(constraints):
         raise UnsupportedConfigurationError("separate prefill and decode pools do not take " + "; ".join(refusals))
     assert body.gpus is not None, "instances are the unit `instance`, refused by pool_refusals"

@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -29,6 +30,9 @@ from catalog.errors import InvalidRecordError
 from catalog.records import API_KEY_ROLES
 from catalog.repository import Catalog
 from planner.errors import HeadroomError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 DEFAULT_OPENAPI_PATH = Path("openapi/openapi.json")
 
@@ -74,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="migrate, seed an empty catalog, and serve the API")
     serve.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    serve.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="server processes (uvicorn's workers, default 1): each serves the whole API with its own caches",
+    )
     serve.set_defaults(run=_serve)
 
     db = commands.add_parser("db", help="database schema and reference data").add_subparsers(
@@ -149,6 +159,18 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     from api.observability import UVICORN_LOG_CONFIG
     from planner.queueing import warm_up
 
+    # uvicorn's own lines as JSON too; its access log is replaced by the app's headroom.access line
+    options: dict[str, Any] = {
+        "host": args.host, "port": args.port, "log_level": settings.log_level,
+        "log_config": UVICORN_LOG_CONFIG, "access_log": False,
+    }  # fmt: skip
+    if args.workers > 1:
+        # uvicorn starts each worker process from an import string: the worker builds its app from
+        # the environment, so the database this command was given travels there.
+        os.environ["HEADROOM_DATABASE_URL"] = settings.database_url
+        uvicorn.run("api.cli:worker_app", factory=True, workers=args.workers, **options)
+        return 0
+
     warm_up()  # the compiled queueing kernels, before the first plan request rather than during it
     start_table_workers()
 
@@ -156,14 +178,27 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
     # signal; `finally` stops them where uvicorn returns or raises instead (a port already in use).
     # SIGKILL runs nothing here: the workers watch the service and exit (api/table_worker.py).
     try:
-        # uvicorn's own lines as JSON too; its access log is replaced by the app's headroom.access line
-        uvicorn.run(
-            create_app(settings), host=args.host, port=args.port, log_level=settings.log_level,
-            log_config=UVICORN_LOG_CONFIG, access_log=False,
-        )  # fmt: skip
+        uvicorn.run(create_app(settings), **options)
     finally:
         stop_table_workers()
     return 0
+
+
+def worker_app() -> FastAPI:
+    """The app of one `headroom serve --workers N` process, configured from the environment; its
+    queueing kernels are loaded before it serves, its table workers on its first fleet plan."""
+    from api.app import create_app
+    from planner.queueing import warm_up
+
+    warm_up()
+    return create_app()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _db_upgrade(args: argparse.Namespace, settings: Settings) -> int:

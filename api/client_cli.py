@@ -246,9 +246,8 @@ def _run(
 
 @contextlib.contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
-    """File descriptor 1 pointed at stderr for the duration: HiGHS prints its banner from C on the
-    process's stdout when its first model is made, whatever its options say, and nothing but the
-    answer may reach a pipe into `jq`."""
+    """File descriptor 1 pointed at stderr for the duration: nothing but the answer may reach a pipe
+    into `jq`, whatever a solver library writes from C (planner/milp.py keeps HiGHS's banner off)."""
     sys.stdout.flush()
     try:
         saved = os.dup(1)

@@ -19,8 +19,8 @@ from api.inputs import engine_gpu, engine_read
 from api.schemas.plans import EngineRead
 from catalog.repository import Catalog
 from planner.errors import SimulationLimitError, UnsupportedConfigurationError
-from planner.plan_predict import _per_replica_cv
-from planner.plan_prefix import _saved_fraction, measured_prompts, reduced_prompts
+from planner.plan_predict import per_replica_arrival_cv
+from planner.plan_prefix import measured_prompts, prompt_saved_fraction, reduced_prompts
 from planner.prefix_cache import BLOCK_TOKENS, PrefixReuse, Routing, prefix_hits
 from planner.queueing import Prediction, RhoPoint, predict, rho_curve
 from planner.simulator import SimulationResult, simulate
@@ -325,7 +325,7 @@ def prefix_setup(
             working_set_tokens=0,
             kv_capacity_tokens=kv_capacity_tokens,
             hit_rate=reuse.hit_rate,
-            prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+            prefill_tokens_saved_fraction=prompt_saved_fraction(prompt, mix),
             classes=((1.0, 0),),
             workload=replace(workload, prompt_tokens=mix, prefix_reuse=None),
         )
@@ -351,7 +351,7 @@ def prefix_setup(
         working_set_tokens=working_set,
         kv_capacity_tokens=left,
         hit_rate=hits.hit_rate,
-        prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+        prefill_tokens_saved_fraction=prompt_saved_fraction(prompt, mix),
         classes=hits.classes,
         workload=replace(workload, prompt_tokens=mix, prefix_reuse=None),
     )
@@ -371,7 +371,7 @@ def simulate_prefix_deployment(
     """Replica 0 of the deployment (the busiest under prefix-aware routing) with its own LRU, as a plan's
     verification simulates it (planner/plan_prefix.py `_verified`): the deployment's workload, the
     arrival CV a random split leaves each replica, the KV left beside the cache."""
-    per_replica_cv = _per_replica_cv(workload.arrival_cv, serving.replicas)
+    per_replica_cv = per_replica_arrival_cv(workload.arrival_cv, serving.replicas)
     return simulate_prefix_replica(
         step_model,
         replace(workload, arrival_cv=per_replica_cv, prefix_reuse=None),

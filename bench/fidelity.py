@@ -1,7 +1,10 @@
 """Calibrate per-GPU efficiencies on published measurements and report how well the model predicts them.
 
     .venv/bin/python -m bench.fidelity                    # fit, write docs/calibration.md and docs/fidelity-performance.md
-    .venv/bin/python -m bench.fidelity --write-catalog    # also write the fitted efficiency blocks into catalog/data/gpus.json
+    .venv/bin/python -m bench.fidelity --write-catalog    # also write the fitted efficiency blocks and their
+                                                          # confidence grades into catalog/data/gpus.json
+
+docs/calibration.md comes out whole, its confidence section (bench/confidence.py) included.
 
 Every measurement in bench/measurements.json is predicted through `planner.performance.build_step_model`
 with the reference catalog's GPU, model and precision rows (loaded into a throw-away SQLite catalog).
@@ -234,7 +237,7 @@ def _median_efficiency(fits: Iterable[CalibrationFit], base: Efficiency) -> Effi
     )
 
 
-def _fittable_gpus(measurements: Iterable[Measurement]) -> dict[str, list[Measurement]]:
+def fittable_gpus(measurements: Iterable[Measurement]) -> dict[str, list[Measurement]]:
     return {gpu: ms for gpu, ms in by_gpu(measurements).items() if any(m.record.get("fit", True) for m in ms)}
 
 
@@ -253,7 +256,7 @@ def leave_one_group_out(
     for held_group in sorted({key(m) for m in measurements}):
         rest = [m for m in measurements if key(m) != held_group]
         first_pass: dict[str, CalibrationFit] = {}
-        for gpu, points in _fittable_gpus(rest).items():
+        for gpu, points in fittable_gpus(rest).items():
             try:
                 first_pass[gpu] = fit_gpu(points, parameters=parameters, bounds=bounds)
             except CalibrationError:  # too few points left to fit: the GPU takes the median below
@@ -393,7 +396,7 @@ BEFORE: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 
-def _fitted(measurements: Iterable[Measurement]) -> list[Measurement]:
+def fitted_measurements(measurements: Iterable[Measurement]) -> list[Measurement]:
     return [m for m in measurements if m.record.get("fit", True)]
 
 
@@ -401,8 +404,8 @@ def summarise(
     measurements: Sequence[Measurement], predictions: Mapping[str, Mapping[str, float]]
 ) -> dict[str, dict[str, tuple[float, float, int]]]:
     """Median and worst |error| per metric (over fitted points) and per prediction; plus the excluded points."""
-    groups: list[tuple[str, list[Measurement]]] = [("all fitted points", _fitted(measurements))]
-    groups += [(metric, [m for m in _fitted(measurements) if m.metric == metric]) for metric in METRICS]
+    groups: list[tuple[str, list[Measurement]]] = [("all fitted points", fitted_measurements(measurements))]
+    groups += [(metric, [m for m in fitted_measurements(measurements) if m.metric == metric]) for metric in METRICS]
     groups.append(("excluded points (fit: false)", [m for m in measurements if not m.record.get("fit", True)]))
     summary: dict[str, dict[str, tuple[float, float, int]]] = {}
     for label, ms in groups:
@@ -770,7 +773,9 @@ def render_fidelity_doc(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
-        "--write-catalog", action="store_true", help="write the fitted efficiency blocks into catalog/data/gpus.json"
+        "--write-catalog",
+        action="store_true",
+        help="write the fitted efficiency blocks and their confidence grades into catalog/data/gpus.json",
     )
     parser.add_argument("--date", default=date.today().isoformat(), help="date stamped into the docs and sources")
     args = parser.parse_args(argv)
@@ -778,9 +783,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as directory:
         catalog = open_reference_catalog(Path(directory))
         document, measurements = load_measurements(catalog)
-        fits = {gpu: fit_gpu(points) for gpu, points in _fittable_gpus(measurements).items()}
+        fits = {gpu: fit_gpu(points) for gpu, points in fittable_gpus(measurements).items()}
         all_gpus = [gpu["slug"] for gpu in json.loads(GPUS_JSON.read_text(encoding="utf-8"))]
-        batch_1 = {m.gpu.slug for m in _fitted(measurements) if m.metric == "batch-1 decode"}
+        batch_1 = {m.gpu.slug for m in fitted_measurements(measurements) if m.metric == "batch-1 decode"}
         blocks = efficiency_blocks(fits, all_gpus, args.date, batch_1)
         if args.write_catalog:
             write_catalog_efficiencies(blocks)
@@ -800,7 +805,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         variant_fits = {
             gpu: fit_gpu(points, parameters=PREVIOUS_PARAMETERS, bounds=PREVIOUS_BOUNDS)
-            for gpu, points in _fittable_gpus(measurements).items()
+            for gpu, points in fittable_gpus(measurements).items()
         }
         variant = {
             "calibrated": {m.record["id"]: m.predict_with(variant_fits[m.gpu.slug].efficiency) for m in measurements},
@@ -810,7 +815,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CalibrationError as error:
         raise SystemExit(f"out-of-sample fit failed: {error.detail}") from error
 
-    CALIBRATION_DOC.write_text(render_calibration_doc(document, measurements, fits, blocks, args.date), encoding="utf-8")
+    # Imported here: bench/confidence.py builds on this module's fits.
+    from bench.confidence import calibration_doc, confidence_blocks, write_catalog_confidence
+
+    confidence = confidence_blocks(all_gpus, measurements, fits, predictions["loso"], predictions["lomo"])
+    if args.write_catalog:
+        write_catalog_confidence(confidence)
+    CALIBRATION_DOC.write_text(calibration_doc(document, measurements, fits, blocks, confidence, args.date), encoding="utf-8")
     fidelity, summary = render_fidelity_doc(measurements, predictions, variant, variant_fits, args.date)
     FIDELITY_DOC.write_text(fidelity, encoding="utf-8")
     for metric, row in summary.items():

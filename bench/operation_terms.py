@@ -38,9 +38,9 @@ from bench.fidelity import (
     FIT_PARAMETERS,
     METRICS,
     Measurement,
-    _fittable_gpus,
-    _fitted,
     by_gpu,
+    fittable_gpus,
+    fitted_measurements,
     load_measurements,
     open_reference_catalog,
 )
@@ -132,7 +132,7 @@ def leave_one_group_out(
     for held_group in sorted({key(m) for m in measurements}):
         rest = [m for m in measurements if key(m) != held_group]
         first: dict[str, CalibrationFit] = {}
-        for gpu, points in _fittable_gpus(rest).items():
+        for gpu, points in fittable_gpus(rest).items():
             try:
                 first[gpu] = fit_gpu(points, with_seq, with_gemm)
             except CalibrationError:
@@ -208,7 +208,7 @@ def side_by_side_only() -> int:
         _, measurements = load_measurements(catalog)
         profiles: dict[str, dict[str, Profile]] = {}
         for name, (with_seq, with_gemm) in VARIANTS.items():
-            by = {gpu: profile(fit_gpu(points, with_seq, with_gemm)) for gpu, points in _fittable_gpus(measurements).items()}
+            by = {gpu: profile(fit_gpu(points, with_seq, with_gemm)) for gpu, points in fittable_gpus(measurements).items()}
             profiles[name] = by | {c: by[d] for c, d in CARRY_OVER.items() if d in by}
         for line in aic_rows(catalog, profiles):
             print(line)
@@ -224,12 +224,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as directory:
         catalog = open_reference_catalog(Path(directory))
         _, measurements = load_measurements(catalog)
-        fitted = _fitted(measurements)
+        fitted = fitted_measurements(measurements)
         groups = [("all fitted points", fitted)] + [(metric, [m for m in fitted if m.metric == metric]) for metric in METRICS]
         summary: dict[str, dict[str, dict[str, tuple[float, float]]]] = {}
         fits: dict[str, dict[str, CalibrationFit]] = {}
         for name, (with_seq, with_gemm) in VARIANTS.items():
-            fits[name] = {gpu: fit_gpu(points, with_seq, with_gemm) for gpu, points in _fittable_gpus(measurements).items()}
+            fits[name] = {gpu: fit_gpu(points, with_seq, with_gemm) for gpu, points in fittable_gpus(measurements).items()}
             preds = {
                 "in-sample": {m.record["id"]: predict_with(m, profile(fits[name][m.gpu.slug]), with_gemm) for m in measurements},
                 "LOMO": leave_one_group_out(measurements, lambda m: m.model.slug, with_seq, with_gemm),

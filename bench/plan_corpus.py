@@ -160,7 +160,7 @@ def _deployments(questions: tuple[dict[str, Any], ...]) -> list[tuple[int, str, 
     from planner import planning
     from planner.errors import HeadroomError
     from planner.pins import apply_pins
-    from planner.plan_predict import _per_replica_cv, _serving
+    from planner.plan_predict import option_serving, per_replica_arrival_cv
     from planner.plan_rows import candidate_id_of
     from planner.workload import Workload
 
@@ -197,7 +197,7 @@ def _deployments(questions: tuple[dict[str, Any], ...]) -> list[tuple[int, str, 
                     arrival_rate_rps=row.offered_rps / row.replicas,
                     prompt_tokens=workload.prompt_tokens,
                     output_tokens=workload.output_tokens,
-                    arrival_cv=_per_replica_cv(workload.arrival_cv, row.replicas),
+                    arrival_cv=per_replica_arrival_cv(workload.arrival_cv, row.replicas),
                 )
                 chunk = f"chunk {row.chunk_tokens}" if row.chunk_tokens else "no chunk"
                 label = (
@@ -210,7 +210,7 @@ def _deployments(questions: tuple[dict[str, Any], ...]) -> list[tuple[int, str, 
                         label,
                         option.group.step_model,
                         per_replica,
-                        _serving(option),
+                        option_serving(option),
                         option.group.kv_capacity_tokens,
                         row.replicas,
                     )

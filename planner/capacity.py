@@ -4,9 +4,9 @@ the SLOs, the configuration that reaches it, what binds, and (on request) the si
 A configuration is (tp, precision, batch limit, chunk budget) from planner/candidates.py's
 enumeration, run as r = ⌊gpus / tp⌋ replicas behind a random split. Each replica sees the
 offered stream thinned with probability 1/r, so its inter-arrival CV is c_r² = c²/r + (r − 1)/r
-(`planner.plan_predict._per_replica_cv`, the split the plan's verification simulates), and its
+(`planner.plan_predict.per_replica_arrival_cv`, the split the plan's verification simulates), and its
 largest rate meeting every SLO, μ_c, is the planner's own root-find on that per-replica stream
-(`_Planner.mu`, planner/queueing.py `max_rps_at_slo`). The capacity of the configuration is
+(`Planner.mu`, planner/queueing.py `max_rps_at_slo`). The capacity of the configuration is
 
     Λ_c = r · μ_c                                  (r replicas, each at its largest rate)
 
@@ -28,7 +28,7 @@ replicas), at ¼, ½ and all of the per-replica working set (`CACHE_FRACTIONS`),
 prefixes; the deployment's capacity is then the busiest replica's μ over its share of the traffic,
 `CapacityRequest.busiest_share`, which Zipf popularity makes more than 1/r). Each trial's Che hit
 probabilities give the cached-prefill mixture (`reduced_prompts`) and each replica's KV capacity
-loses the cache's tokens (planner/planning.py `_with_prefix_cache`). The capacity is the largest of
+loses the cache's tokens (planner/planning.py `with_prefix_cache`). The capacity is the largest of
 the trials and of the capacity without a cache; the answer states the hit rate, cache tokens and
 routing assumed (`CapacityResult.prefix_caching`). Verification simulates the busiest replica with
 its own LRU (planner/simulator_prefix.py), as a plan's is.
@@ -65,23 +65,23 @@ from planner.candidates import (
 from planner.capacity_curve import CurvePoint, binding_metric, capacity_mu, latency_curve, where
 from planner.errors import InfeasiblePlanError, PlannerInputError
 from planner.pipeline import PP_DEGREES
-from planner.plan_predict import _per_replica_cv, _serving, _verify
+from planner.plan_predict import option_serving, per_replica_arrival_cv, verify_replica_share
 from planner.plan_prefix import (
     CACHE_FRACTIONS,
-    _report,
-    _saved_fraction,
     measured_prompts,
+    prefix_simulation_report,
+    prompt_saved_fraction,
     reduced_prompts,
 )
 from planner.plan_result import PrefixCaching, SpeculativeChoice
-from planner.plan_search import _Planner
+from planner.plan_search import Planner
 from planner.plan_speculative import speculative_choice
 from planner.planning import (
     MAX_VERIFY_ADJUSTMENTS,
     VERIFY_CAPACITY_STEP,
     VERIFY_REQUESTS,
-    _infeasible_from_drops,
-    _with_prefix_cache,
+    infeasible_from_drops,
+    with_prefix_cache,
 )
 from planner.prefix_cache import BLOCK_TOKENS, PrefixReuse, Routing, prefix_hits
 from planner.rate_search import MU_RELATIVE_TOLERANCE
@@ -329,7 +329,7 @@ def prefix_capacity(request: CapacityRequest, inputs: CapacityInputs) -> Capacit
             hit_rate=reuse.hit_rate,
             cache_tokens=0,
             routing="as_measured",
-            prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+            prefill_tokens_saved_fraction=prompt_saved_fraction(prompt, mix),
         )
         trial = _PrefixTrial(reuse=reuse, cache_tokens=0, routing="random", workload=plain.workload)
         trials.append((replace(unverified, workload=replace(plain.workload, prompt_tokens=mix)), trial, chosen))
@@ -351,7 +351,7 @@ def prefix_capacity(request: CapacityRequest, inputs: CapacityInputs) -> Capacit
                         hit_rate=hits.hit_rate,
                         cache_tokens=hits.cache_tokens,
                         routing=routing,
-                        prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+                        prefill_tokens_saved_fraction=prompt_saved_fraction(prompt, mix),
                     )
                     trial = _PrefixTrial(reuse=reuse, cache_tokens=hits.cache_tokens, routing=routing, workload=plain.workload)
                     trial_request = replace(
@@ -463,7 +463,7 @@ def _session_fixed_point(
             hit_rate=hits.hit_rate,
             cache_tokens=hits.cache_tokens,
             routing=routing,
-            prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+            prefill_tokens_saved_fraction=prompt_saved_fraction(prompt, mix),
         )
         trial = _PrefixTrial(reuse=reuse, cache_tokens=hits.cache_tokens, routing=routing, workload=unverified.workload)
         request = replace(
@@ -518,14 +518,14 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
     workload, slo = request.workload.at_rate(1.0), request.slo
     options, drops = _options(request, inputs)
     if not options:
-        raise _infeasible_from_drops(drops, slo, ())
+        raise infeasible_from_drops(drops, slo, ())
 
     # one planner per replica size (tp, or tp × pp): the per-replica arrival CV depends on r = ⌊gpus / size⌋
-    planners: dict[int, _Planner] = {}
+    planners: dict[int, Planner] = {}
     for size in sorted({o.group.gpus_per_replica for o in options}):
         replicas = request.replicas_for(size)
-        per_replica = replace(workload, arrival_cv=_per_replica_cv(workload.arrival_cv, replicas))
-        planners[size] = _Planner([o for o in options if o.group.gpus_per_replica == size], per_replica)
+        per_replica = replace(workload, arrival_cv=per_replica_arrival_cv(workload.arrival_cv, replicas))
+        planners[size] = Planner([o for o in options if o.group.gpus_per_replica == size], per_replica)
 
     # stage 0: r × closed-form bound; stage 1: r × exact saturation; stage 2: r × μ (final)
     heap: list[tuple[float, int, str]] = [
@@ -562,7 +562,7 @@ def _max_capacity(request: CapacityRequest, inputs: CapacityInputs, prefix: _Pre
         if _beats(total, replicas * tp, tp, option_id, best):
             best = _Best(option=option, replicas=replicas, mu_rps=total / multiplier, total_rps=total)
     if best.option is None:
-        raise _infeasible_from_drops(drops, slo, never)
+        raise infeasible_from_drops(drops, slo, never)
     return _result(
         request, inputs, best.option, best, planners[best.option.group.gpus_per_replica], evaluated, len(options), prefix
     )
@@ -586,17 +586,17 @@ def _step(report: dict[str, Any], rate_rps: float) -> VerifyStep:
 def _prefix_verify(
     option: Option, trial: _PrefixTrial, rate_rps: float, replicas: int, slo: Slo, requests: int, seed: int
 ) -> dict[str, Any]:
-    """The busiest replica simulated with its own LRU prefix cache (planner/simulator_prefix.py), reported as `_verify`'s."""
+    """The busiest replica simulated with its own LRU prefix cache (planner/simulator_prefix.py), reported as `verify_replica_share`'s."""
     workload = replace(
         trial.workload,
         arrival_rate_rps=rate_rps,
-        arrival_cv=_per_replica_cv(trial.workload.arrival_cv, replicas),
+        arrival_cv=per_replica_arrival_cv(trial.workload.arrival_cv, replicas),
         prefix_reuse=None,
     )
     simulation = simulate_prefix_replica(
         option.group.step_model,
         workload,
-        _serving(option),
+        option_serving(option),
         kv_capacity_tokens=option.group.kv_capacity_tokens,
         reuse=trial.reuse,
         cache_tokens=trial.cache_tokens,
@@ -605,7 +605,7 @@ def _prefix_verify(
         requests=requests,
         seed=seed,
     )
-    return _report(simulation, slo, option.group.gpu.slug, replicas)
+    return prefix_simulation_report(simulation, slo, option.group.gpu.slug, replicas)
 
 
 def _verified(
@@ -617,7 +617,7 @@ def _verified(
     for adjustment in range(MAX_VERIFY_ADJUSTMENTS + 1):
         rate = rate_rps / VERIFY_CAPACITY_STEP**adjustment
         report = (
-            _verify(option, request.workload, rate, replicas, request.slo, request.verify_requests, request.seed)
+            verify_replica_share(option, request.workload, rate, replicas, request.slo, request.verify_requests, request.seed)
             if prefix is None
             else _prefix_verify(option, prefix, rate, replicas, request.slo, request.verify_requests, request.seed)
         )
@@ -639,7 +639,7 @@ def _result(
     inputs: CapacityInputs,
     option: Option,
     best: _Best,
-    planner: _Planner,
+    planner: Planner,
     evaluated: int,
     considered: int,
     prefix: _PrefixTrial | None = None,
@@ -719,7 +719,7 @@ def _options(request: CapacityRequest, inputs: CapacityInputs) -> tuple[list[Opt
     )
     groups = [g for g in groups if request.replicas_for(g.gpus_per_replica) >= 1]  # a pipeline wider than the hardware
     if request.prefix_cache_tokens:
-        groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)
+        groups, short = with_prefix_cache(groups, workload, request.prefix_cache_tokens)
         drops = [*drops, *short]
     if request.speculative != "off":
         lengths = SEARCH_DRAFT_TOKENS if request.draft_tokens is None else (request.draft_tokens,)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from planner.candidates import Option
 from planner.errors import ConvergenceError
-from planner.plan_predict import _cached_prediction, _meets, _predicted_at, _serving, _slo_targets
-from planner.plan_search import _Planner
+from planner.plan_predict import cached_prediction, option_serving, predicted_at, prediction_meets_slo, slo_targets
+from planner.plan_search import Planner
 from planner.planning import CURVE_UTILISATIONS, SATURATION_BINDS
 from planner.workload import Slo
 
@@ -25,7 +25,7 @@ class CurvePoint:
     meets_slo: bool
 
 
-def capacity_mu(planner: _Planner, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
+def capacity_mu(planner: Planner, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
     """μ as the plan search narrows it (planner/rate_search.py: regula falsi on the slacks, to 1 %
     from below, every probe a rate the queueing model verified), or why no rate meets the SLOs: a
     miss at a millionth of saturation settles that with one prediction."""
@@ -51,25 +51,30 @@ def where(option: Option) -> str:
     return f"{g.gpu.slug}, {precision}, tp {g.tp}{'' if g.pp == 1 else f' × pp {g.pp}'}, batch {option.batch_limit}"
 
 
-def binding_metric(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> str:
+def binding_metric(planner: Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> str:
     """The SLO metric closest to its target at μ; saturation when every SLO holds up to 99 % of it."""
     if mu_rps >= SATURATION_BINDS * saturation_rps:
         return "saturation"
-    prediction = _cached_prediction(
-        option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, mu_rps, slo.percentile
+    prediction = cached_prediction(
+        option.group.step_model, planner.mix, option_serving(option), option.group.kv_capacity_tokens, mu_rps, slo.percentile
     )
-    targets = _slo_targets(slo)
-    return max(targets, key=lambda metric: _predicted_at(prediction, metric) / targets[metric])
+    targets = slo_targets(slo)
+    return max(targets, key=lambda metric: predicted_at(prediction, metric) / targets[metric])
 
 
-def latency_curve(planner: _Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> tuple[CurvePoint, ...]:
+def latency_curve(planner: Planner, option: Option, slo: Slo, mu_rps: float, saturation_rps: float) -> tuple[CurvePoint, ...]:
     """Per-replica percentiles at the plan's fixed utilisations below μ, and at μ itself."""
     rates = sorted({u * saturation_rps for u in CURVE_UTILISATIONS if u * saturation_rps < mu_rps} | {mu_rps})
     points: list[CurvePoint] = []
     for rate in rates:
         try:
-            p = _cached_prediction(
-                option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, rate, slo.percentile
+            p = cached_prediction(
+                option.group.step_model,
+                planner.mix,
+                option_serving(option),
+                option.group.kv_capacity_tokens,
+                rate,
+                slo.percentile,
             )
         except ConvergenceError:
             continue  # a point the queueing model cannot solve is left out, not guessed
@@ -78,10 +83,10 @@ def latency_curve(planner: _Planner, option: Option, slo: Slo, mu_rps: float, sa
             CurvePoint(
                 utilisation=rate / saturation_rps,
                 arrival_rate_rps=rate,
-                ttft_s=_predicted_at(p, "ttft") if stable else None,
-                tpot_s=_predicted_at(p, "tpot") if stable else None,
-                e2e_s=_predicted_at(p, "e2e") if stable else None,
-                meets_slo=_meets(p, slo),
+                ttft_s=predicted_at(p, "ttft") if stable else None,
+                tpot_s=predicted_at(p, "tpot") if stable else None,
+                e2e_s=predicted_at(p, "e2e") if stable else None,
+                meets_slo=prediction_meets_slo(p, slo),
             )
         )
     return tuple(points)

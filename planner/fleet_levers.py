@@ -22,7 +22,7 @@ the plan without a cache:
 * shared prefixes: a cache of ¼, ½ and all of the per-replica working set (plan_prefix
   `CACHE_FRACTIONS`), its Che hit rates (planner/prefix_cache.py `prefix_hits`), the reduced-prompt
   mixture (plan_prefix `reduced_prompts`) and each replica's KV less the cache (planner/planning.py
-  `_with_prefix_cache`). The routing is "random": a single plan takes prefix-aware routing over its R
+  `with_prefix_cache`). The routing is "random": a single plan takes prefix-aware routing over its R
   replicas, but a fleet workload's replica count differs per period and is chosen by the MILP after
   the tables are built, and random routing's hit rate does not depend on R (prefix-aware routing
   only raises it, so the fleet's figure is the conservative one).
@@ -38,10 +38,10 @@ from typing import Literal
 
 from planner.candidates import Group, Option, speculative_groups
 from planner.errors import PlannerInputError
-from planner.plan_prefix import CACHE_FRACTIONS, _saved_fraction, measured_prompts, reduced_prompts
+from planner.plan_prefix import CACHE_FRACTIONS, measured_prompts, prompt_saved_fraction, reduced_prompts
 from planner.plan_result import PrefixCaching, SpeculativeChoice
 from planner.plan_speculative import speculative_choice
-from planner.planning import _with_prefix_cache
+from planner.planning import with_prefix_cache
 from planner.prefix_cache import BLOCK_TOKENS, Routing, prefix_hits
 from planner.specs import ModelSpec
 from planner.speculative import SEARCH_DRAFT_TOKENS
@@ -106,7 +106,7 @@ def prefix_variants(workload: Workload) -> tuple[PrefixVariant, ...]:
             hit_rate=reuse.hit_rate,
             cache_tokens=0,
             routing="as_measured",
-            prefill_tokens_saved_fraction=_saved_fraction(prompt, reduced),
+            prefill_tokens_saved_fraction=prompt_saved_fraction(prompt, reduced),
         )
         return (
             plain,
@@ -126,7 +126,7 @@ def prefix_variants(workload: Workload) -> tuple[PrefixVariant, ...]:
             hit_rate=hits.hit_rate,
             cache_tokens=cache,
             routing=FLEET_ROUTING,
-            prefill_tokens_saved_fraction=_saved_fraction(prompt, reduced),
+            prefill_tokens_saved_fraction=prompt_saved_fraction(prompt, reduced),
         )
         variants.append(
             PrefixVariant(
@@ -137,11 +137,11 @@ def prefix_variants(workload: Workload) -> tuple[PrefixVariant, ...]:
 
 
 def cached_groups(groups: Sequence[Group], variant: PrefixVariant) -> list[Group]:
-    """`groups` with the variant's cache taken from each replica's KV (planning.py `_with_prefix_cache`, judged
+    """`groups` with the variant's cache taken from each replica's KV (planning.py `with_prefix_cache`, judged
     on the variant's prompt mix as a single plan's trial is); a group left too small is dropped."""
     if not variant.cache_tokens:
         return list(groups)
-    kept, _dropped = _with_prefix_cache(groups, variant.mix, variant.cache_tokens)
+    kept, _dropped = with_prefix_cache(groups, variant.mix, variant.cache_tokens)
     return kept
 
 

@@ -135,12 +135,31 @@ def _interrupt_after(deadline: float, stop_at_objective: float | None = None) ->
     return callback
 
 
+@functools.cache
+def _silence_highs_banner() -> None:
+    """Keep HiGHS's copyright banner off stdout, once per process.
+
+    HiGHS prints "Running HiGHS …: Copyright …" the first time any instance in the process is
+    used with `output_flag` on, and `highspy.Highs()` uses the new instance inside its own
+    constructor (it installs its callback trampoline) before PuLP can pass `msg=False`, so every
+    plan printed the banner to the API's stdout (seen on `headroom serve`, highspy 1.16). The
+    banner is written once per process: writing it here on an instance whose console logging is
+    off marks it written without printing it.
+    """
+    from highspy import _core  # installed whenever HiGHS is the solver (`highs_available()`)
+
+    quiet = _core._Highs()
+    quiet.setOptionValue("log_to_console", False)
+    quiet.setCallback(lambda *_args: None, None)
+
+
 def _make_solver(
     name: str, time_limit_s: float, relative_gap: float | None, *, mip: bool, stop_at_objective: float | None = None
 ) -> pulp.LpSolver:
     if name == HIGHS:
         import highspy  # installed whenever HiGHS is the solver (`highs_available()`)
 
+        _silence_highs_banner()
         kinds = highspy.cb.HighsCallbackType
         return pulp.HiGHS(
             mip=mip,
@@ -303,6 +322,7 @@ class Relaxation:
             return
         import highspy  # installed whenever HiGHS is the solver (`highs_available()`)
 
+        _silence_highs_banner()
         self._highs = highspy.Highs()  # type: ignore[no-untyped-call]  # highspy's Highs.__init__ has no annotations
         self._highs.setOptionValue("output_flag", False)
         self._columns = list(problem.variables())

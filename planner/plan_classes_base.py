@@ -12,7 +12,7 @@ from planner.expert_parallel import expert_parallel_kv_capacity_tokens, expert_p
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.plan_deferral import DeferralSchedule
-from planner.plan_predict import _cached_prediction
+from planner.plan_predict import cached_prediction
 from planner.plan_rows import FleetRow
 from planner.planning import PlanningInputs, PlanningRequest, PlanResult, plan_capacity
 from planner.queueing import Latency, Prediction, predict
@@ -191,7 +191,7 @@ def _pool_prediction(result: PlanResult, workload: Workload, percentile: float, 
         # a random split of Poisson arrivals is Poisson: one replica at λ/r, the rate the search probed
         serving = Serving(replicas=1, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
         rate_rps = workload.arrival_rate_rps / row.replicas
-        return _cached_prediction(step_model, workload.at_rate(1.0), serving, capacity, rate_rps, percentile)
+        return cached_prediction(step_model, workload.at_rate(1.0), serving, capacity, rate_rps, percentile)
     serving = Serving(replicas=row.replicas, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
     return predict(step_model, workload.at_rate(row.offered_rps), serving, kv_capacity_tokens=capacity, percentile=percentile)
 

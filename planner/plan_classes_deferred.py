@@ -23,7 +23,7 @@ from planner.plan_classes_base import (
 )
 from planner.plan_classes_priority import WARMUP_FRACTION, _priority_options, _trial
 from planner.plan_deferral import deferral_schedule, deferred_fraction
-from planner.plan_predict import _saturation
+from planner.plan_predict import cached_saturation_rps
 from planner.plan_rows import candidate_id_of
 from planner.planning import PlanResult
 from planner.simulator_classes_day import simulate_background_day
@@ -71,8 +71,8 @@ def _spare_rps(
     interactive = [k for k in ctx.classes if k.slo is not None]
     serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
     group = option.group
-    sat_i = _saturation(group.step_model, merged_workload(interactive).at_rate(1.0), serving, group.kv_capacity_tokens)
-    sat_b = _saturation(group.step_model, merged_workload(background).at_rate(1.0), serving, group.kv_capacity_tokens)
+    sat_i = cached_saturation_rps(group.step_model, merged_workload(interactive).at_rate(1.0), serving, group.kv_capacity_tokens)
+    sat_b = cached_saturation_rps(group.step_model, merged_workload(background).at_rate(1.0), serving, group.kv_capacity_tokens)
     replicas = row.replicas
     peak_rho = interactive_plan.target_rho
     background_total = sum(k.arrival_rate_rps for k in background)

@@ -23,7 +23,7 @@ from planner.plan_classes_base import (
     _NotComparable,
     meets_slo,
 )
-from planner.plan_predict import _cached_prediction, _saturation
+from planner.plan_predict import cached_prediction, cached_saturation_rps
 from planner.plan_verify import MAX_VERIFY_ROUNDS
 from planner.queueing import RELIABLE_MAX_UTILISATION, Prediction, predict
 from planner.queueing_priority import ClassLoad, priority_waits, shed_probabilities
@@ -159,7 +159,7 @@ def _replica_prediction(option: Option, workload: Workload, replicas: int, perce
     if workload.arrival_cv == 1.0:
         # a random split of Poisson arrivals is Poisson: one replica at λ/r (cached across the search)
         serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
-        return _cached_prediction(
+        return cached_prediction(
             group.step_model,
             workload.at_rate(1.0),
             serving,
@@ -315,7 +315,7 @@ def _cheapest_pool(ctx: _Context, options: Sequence[Option], *, shedding: bool, 
     for option in options:
         serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
         try:
-            saturation = _saturation(option.group.step_model, mix, serving, option.group.kv_capacity_tokens)
+            saturation = cached_saturation_rps(option.group.step_model, mix, serving, option.group.kv_capacity_tokens)
         except ConvergenceError:
             continue
         if not saturation > 0:

@@ -28,7 +28,7 @@ from planner.memory import kv_bytes_per_request, weight_bytes
 from planner.optimizer import PlanConstraints, PlanSolution
 from planner.performance import decode_step, prefill
 from planner.pins import without_replicas
-from planner.plan_predict import _cached_prediction, _meets, _predicted_at, _serving, _slo_targets
+from planner.plan_predict import cached_prediction, option_serving, predicted_at, prediction_meets_slo, slo_targets
 from planner.plan_result import (
     Alternative,
     BindingEntry,
@@ -57,7 +57,7 @@ from planner.plan_result import (
     Verification,
 )
 from planner.plan_rows import FleetRow, _config, candidate_id_of
-from planner.plan_search import _COST_TOLERANCE, CURVE_UTILISATIONS, SinglePlan, _Outcome, _Planner, _refused_by, single_plan
+from planner.plan_search import _COST_TOLERANCE, CURVE_UTILISATIONS, Planner, SinglePlan, _Outcome, _refused_by, single_plan
 from planner.plan_verify import _verified_search
 from planner.queueing import Prediction
 from planner.specs import ModelSpec
@@ -88,7 +88,7 @@ _UNITS: dict[str, ConstraintUnit] = {u: u for u in get_args(ConstraintUnit)}
 class _Context:
     """What the justification sections share: the request's caches, its inputs and the final cost."""
 
-    planner: _Planner
+    planner: Planner
     request: PlanningRequest
     inputs: PlanningInputs
     by_id: Mapping[str, Option]
@@ -108,7 +108,7 @@ def _predicted_section(
         return Percentiles(
             p50=latency.p50_s if latency else None,
             p99=latency.p99_s if latency else None,
-            at_percentile=_predicted_at(prediction, metric),
+            at_percentile=predicted_at(prediction, metric),
         )
 
     use_simulator = verification is not None and not prediction.reliable
@@ -118,7 +118,7 @@ def _predicted_section(
             simulated: Percentiles = getattr(verification.simulated, f"{metric}_s")
             low, high = getattr(verification.simulated.p99_ci_s, metric) if slo.percentile == 99.0 else (None, None)
             return FigureOfRecord(value=simulated.at_percentile, method="simulated", ci_low=low, ci_high=high)
-        return FigureOfRecord(value=_predicted_at(prediction, metric), method="analytic")
+        return FigureOfRecord(value=predicted_at(prediction, metric), method="analytic")
 
     note = prediction.fidelity_note
     if verification is not None and use_simulator:
@@ -213,15 +213,20 @@ def _roofline_section(option: Option, workload: Workload, prediction: Prediction
     )
 
 
-def _rho_curve(planner: _Planner, option: Option, slo: Slo, plan_rate_rps: float, mu_rps: float) -> list[RhoPoint]:
+def _rho_curve(planner: Planner, option: Option, slo: Slo, plan_rate_rps: float, mu_rps: float) -> list[RhoPoint]:
     """p-percentile latencies against ρ around the plan: fixed utilisations plus the plan's and μ's."""
     saturation = planner.saturation(option)
     rates = sorted({u * saturation for u in CURVE_UTILISATIONS} | {plan_rate_rps, mu_rps})
     points: list[RhoPoint] = []
     for rate in rates:
         try:
-            p = _cached_prediction(
-                option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, rate, slo.percentile
+            p = cached_prediction(
+                option.group.step_model,
+                planner.mix,
+                option_serving(option),
+                option.group.kv_capacity_tokens,
+                rate,
+                slo.percentile,
             )
         except ConvergenceError:
             continue  # a point the queueing model cannot solve is left out of the drawing, not guessed
@@ -229,10 +234,10 @@ def _rho_curve(planner: _Planner, option: Option, slo: Slo, plan_rate_rps: float
             RhoPoint(
                 utilisation=rate / saturation,
                 arrival_rate_rps=rate,
-                ttft_s=_predicted_at(p, "ttft") if not p.unstable else None,
-                tpot_s=_predicted_at(p, "tpot") if not p.unstable else None,
-                e2e_s=_predicted_at(p, "e2e") if not p.unstable else None,
-                meets_slo=_meets(p, slo),
+                ttft_s=predicted_at(p, "ttft") if not p.unstable else None,
+                tpot_s=predicted_at(p, "tpot") if not p.unstable else None,
+                e2e_s=predicted_at(p, "e2e") if not p.unstable else None,
+                meets_slo=prediction_meets_slo(p, slo),
                 at="plan" if rate == plan_rate_rps else ("max_rps_at_slo" if rate == mu_rps else None),
             )
         )
@@ -262,7 +267,7 @@ def _queueing_section(prediction: Prediction, slo: Slo, curve: list[RhoPoint]) -
         wait_at_percentile_s=q.wait_at_percentile_s,
         formula=q.formula,
         rho_curve=tuple(curve),
-        slo_lines_s=_slo_targets(slo),
+        slo_lines_s=slo_targets(slo),
         percentile=slo.percentile,
     )
 
@@ -274,22 +279,22 @@ def _binding_section(
     workload, slo, constraints = request.workload, request.slo, request.constraints
     lam = workload.arrival_rate_rps
     cost = ctx.cost  # the plan as returned, after verification
-    at_mu = _cached_prediction(
+    at_mu = cached_prediction(
         main_option.group.step_model,
         planner.mix,
-        _serving(main_option),
+        option_serving(main_option),
         main_option.group.kv_capacity_tokens,
         mu_rps,
         slo.percentile,
     )
-    ratios = {m: _predicted_at(at_mu, m) / t for m, t in _slo_targets(slo).items()}
+    ratios = {m: predicted_at(at_mu, m) / t for m, t in slo_targets(slo).items()}
     setting = max(ratios, key=ratios.__getitem__, default=None)
     # Capacity, not latency, sets the replica rate when every SLO still holds at 99 % of saturation:
     # decided by the prediction at that rate (usually already known from μ's bracket), not by μ's
     # estimate, which sits up to 1 % below μ and would make the answer depend on how μ was narrowed.
     at_saturation = planner.meets(main_option, slo, SATURATION_BINDS * planner.saturation(main_option))
     binding: list[BindingEntry] = []
-    for metric, target in _slo_targets(slo).items():
+    for metric, target in slo_targets(slo).items():
         relaxed = replace(slo, **{f"{metric}_s": target * SLO_RELAXATION})
         relaxed_cost: float | None
         if constraints.mixed_fleet:
@@ -302,7 +307,7 @@ def _binding_section(
             ).best
             relaxed_cost = better.cost_usd_per_hour if better is not None else cost
             saving = cost - relaxed_cost
-        predicted = _predicted_at(prediction, metric)
+        predicted = predicted_at(prediction, metric)
         binding.append(
             SloBinding(
                 constraint=_SLO_CONSTRAINTS[metric],
@@ -310,7 +315,7 @@ def _binding_section(
                 target_s=target,
                 predicted_at_plan_s=predicted,
                 slack_s=target - predicted,
-                predicted_at_max_rps_s=_predicted_at(at_mu, metric),
+                predicted_at_max_rps_s=predicted_at(at_mu, metric),
                 relax_by=SLO_RELAXATION - 1.0,
                 relaxed_cost_usd_per_hour=relaxed_cost,
                 relaxed_saving_usd_per_hour=saving,

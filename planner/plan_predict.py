@@ -26,18 +26,20 @@ from planner.step_model import StepModel
 from planner.workload import Serving, Slo, Workload
 
 
-def _mix(workload: Workload) -> Workload:
+def unit_rate_mix(workload: Workload) -> Workload:
     """The workload at a unit rate: per-replica μ and saturation do not depend on the offered rate."""
     return workload.at_rate(1.0)
 
 
 @lru_cache(maxsize=8192)
-def _saturation(sm: StepModel, mix: Workload, serving: Serving, capacity: int) -> float:
+def cached_saturation_rps(sm: StepModel, mix: Workload, serving: Serving, capacity: int) -> float:
     return saturation_rps(sm, mix, serving, kv_capacity_tokens=capacity)
 
 
 @lru_cache(maxsize=8192)
-def _max_rps(sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int) -> float | tuple[str, str, float | None]:
+def cached_max_rps(
+    sm: StepModel, mix: Workload, serving: Serving, slo: Slo, capacity: int
+) -> float | tuple[str, str, float | None]:
     """μ, or (constraint, reason, predicted_s) when no rate meets the SLO on this configuration."""
     try:
         return max_rps_at_slo(sm, mix, serving, slo, kv_capacity_tokens=capacity)
@@ -52,7 +54,7 @@ class _PredictionCache:
     """The queueing model's answers per (configuration, rate, percentile), shared by every request in
     the process (pure functions of frozen specs): full predictions per percentile, and screens per
     whole SLO (where `queueing.screen` proved a miss on a slice of the sample, the lower bounds on the
-    percentiles that did; within one request `_Planner._proven_missed` lets them settle a looser
+    percentiles that did; within one request `plan_search.Planner._proven_missed` lets them settle a looser
     SLO too). A screened rate that is not proven missed yields the very prediction `predict` makes,
     so it is kept as that as well. Bounded, least recently used out first, and safe across request threads, as
     `functools.lru_cache` is."""
@@ -111,29 +113,29 @@ class _PredictionCache:
             self._answers.clear()
 
 
-_PREDICTIONS = _PredictionCache(maxsize=16384)
+PREDICTIONS = _PredictionCache(maxsize=16384)
 
 
-def _cached_prediction(
+def cached_prediction(
     sm: StepModel, mix: Workload, serving: Serving, capacity: int, rate_rps: float, percentile: float
 ) -> Prediction:
-    return _PREDICTIONS.prediction(sm, mix, serving, capacity, rate_rps, percentile)
+    return PREDICTIONS.prediction(sm, mix, serving, capacity, rate_rps, percentile)
 
 
-def _meets(prediction: Prediction, slo: Slo) -> bool:
+def prediction_meets_slo(prediction: Prediction, slo: Slo) -> bool:
     if prediction.unstable:
         return False
-    return all(_predicted_at(prediction, metric) <= target for metric, target in _slo_targets(slo).items())
+    return all(predicted_at(prediction, metric) <= target for metric, target in slo_targets(slo).items())
 
 
-def _excess(prediction: Prediction, slo: Slo) -> float:
-    """max over the SLO's targets of predicted/target − 1 (≤ 0 exactly when `_meets`; inf when unstable)."""
+def slo_excess(prediction: Prediction, slo: Slo) -> float:
+    """max over the SLO's targets of predicted/target − 1 (≤ 0 exactly when `prediction_meets_slo`; inf when unstable)."""
     if prediction.unstable:
         return math.inf
-    return max(_predicted_at(prediction, metric) / target - 1.0 for metric, target in _slo_targets(slo).items())
+    return max(predicted_at(prediction, metric) / target - 1.0 for metric, target in slo_targets(slo).items())
 
 
-def _stricter_or_equal(a: Slo, b: Slo) -> bool:
+def slo_stricter_or_equal(a: Slo, b: Slo) -> bool:
     """Whether meeting `a` implies meeting `b`: same percentile, each target of `b` set in `a` no looser."""
     if a.percentile != b.percentile:
         return False
@@ -145,30 +147,30 @@ def _stricter_or_equal(a: Slo, b: Slo) -> bool:
     return True
 
 
-def _serving(option: Option, replicas: int = 1) -> Serving:
+def option_serving(option: Option, replicas: int = 1) -> Serving:
     return Serving(replicas=replicas, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
 
 
-def _slo_targets(slo: Slo) -> dict[Metric, float]:
+def slo_targets(slo: Slo) -> dict[Metric, float]:
     """The targets the SLO sets, by metric (an unset target is no constraint)."""
     targets: tuple[tuple[Metric, float | None], ...] = (("ttft", slo.ttft_s), ("tpot", slo.tpot_s), ("e2e", slo.e2e_s))
     return {m: t for m, t in targets if t is not None}
 
 
-def _predicted_at(p: Prediction, metric: str) -> float:
+def predicted_at(p: Prediction, metric: str) -> float:
     latency = getattr(p, metric)
     return 0.0 if latency is None else latency.at_percentile_s
 
 
-def _per_replica_cv(arrival_cv: float, replicas: int) -> float:
+def per_replica_arrival_cv(arrival_cv: float, replicas: int) -> float:
     """A random split of a renewal stream into r parts: c² = c²/r + (r − 1)/r (thinning; Poisson stays Poisson)."""
     return math.sqrt(arrival_cv**2 / replicas + (replicas - 1) / replicas)
 
 
-def _prediction(
+def option_prediction(
     option: Option, workload: Workload, rate_rps: float, replicas: int, percentile: float, *, curve: bool
 ) -> Prediction:
-    serving = _serving(option, replicas)
+    serving = option_serving(option, replicas)
     return predict(
         option.group.step_model,
         workload.at_rate(rate_rps),
@@ -196,7 +198,7 @@ def _simulated_share(
     return (result, *samples)
 
 
-def _verify(
+def verify_replica_share(
     option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, requests: int, seed: int
 ) -> dict[str, Any]:
     """Simulate one replica at its share of the traffic (random split) and compare with the SLOs."""
@@ -204,10 +206,10 @@ def _verify(
         arrival_rate_rps=rate_rps / replicas,
         prompt_tokens=workload.prompt_tokens,
         output_tokens=workload.output_tokens,
-        arrival_cv=_per_replica_cv(workload.arrival_cv, replicas),
+        arrival_cv=per_replica_arrival_cv(workload.arrival_cv, replicas),
     )
     result, ttft, tpot, e2e = _simulated_share(
-        option.group.step_model, per_replica, _serving(option), option.group.kv_capacity_tokens, requests, seed
+        option.group.step_model, per_replica, option_serving(option), option.group.kv_capacity_tokens, requests, seed
     )
     return simulation_report(result, ttft, tpot, e2e, slo, per_replica.arrival_rate_rps)
 
@@ -222,7 +224,7 @@ def simulation_report(
         "tpot": float(np.percentile(tpot, slo.percentile)) if tpot.size else 0.0,
         "e2e": float(np.percentile(e2e, slo.percentile)),
     }
-    misses: list[str] = [m for m, target in _slo_targets(slo).items() if values[m] > target]
+    misses: list[str] = [m for m, target in slo_targets(slo).items() if values[m] > target]
     if not result.stable:
         misses.append("stability")
     return {

@@ -64,7 +64,7 @@ from planner.plan_result import (
     PrefixCachingTrial,
     Verification,
 )
-from planner.plan_search import _COST_TOLERANCE, _Planner
+from planner.plan_search import _COST_TOLERANCE, Planner
 from planner.plan_verify import _verification_record
 from planner.prefix_cache import BLOCK_TOKENS, PrefixHits, PrefixReuse, Routing, prefix_hits
 from planner.queueing_sample import length_quantiles
@@ -127,7 +127,7 @@ def measured_prompts(prompt: LengthDistribution, hit_rate: float) -> HistogramLe
     )
 
 
-def _saved_fraction(prompt: LengthDistribution, reduced: HistogramLength) -> float:
+def prompt_saved_fraction(prompt: LengthDistribution, reduced: HistogramLength) -> float:
     base = length_quantiles(prompt, (np.arange(MIXTURE_QUANTILES) + 0.5) / MIXTURE_QUANTILES)
     return 1.0 - reduced.mean / float(np.mean(base))
 
@@ -227,7 +227,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             cache_fraction=fraction,
             cache_tokens=hits.cache_tokens,
             hit_rate=hits.hit_rate,
-            prefill_tokens_saved_fraction=_saved_fraction(prompt, mix),
+            prefill_tokens_saved_fraction=prompt_saved_fraction(prompt, mix),
             replicas=None if found is None else found.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
@@ -371,7 +371,7 @@ def _cost_floor(attempt: PlanningRequest, inputs: PlanningInputs, space: _Space)
     if attempt.constraints.mixed_fleet:
         return math.nan
     pinned, _ = apply_pins(attempt, inputs)  # as stage_plan plans it
-    planner = _Planner(space.options, pinned.workload)
+    planner = Planner(space.options, pinned.workload)
     return planner.cost_floor_usd_per_hour(pinned.workload.arrival_rate_rps, pinned.constraints)
 
 
@@ -399,7 +399,9 @@ def _chosen(
             arrival_rate_rps=request.workload.arrival_rate_rps,
         )
         hit_rate = hits.hit_rate
-        saved = _saved_fraction(request.workload.prompt_tokens, reduced_prompts(request.workload.prompt_tokens, hits.classes))
+        saved = prompt_saved_fraction(
+            request.workload.prompt_tokens, reduced_prompts(request.workload.prompt_tokens, hits.classes)
+        )
     chosen = PrefixCaching(
         hit_rate=hit_rate, cache_tokens=record.cache_tokens, routing=record.routing, prefill_tokens_saved_fraction=saved
     )
@@ -438,7 +440,7 @@ def _verified(
     Raises HeadroomError when the simulation cannot run (a request larger than the KV left to sequences)."""
     if not request.verify:
         return None, None
-    from planner.plan_predict import _per_replica_cv, _serving
+    from planner.plan_predict import option_serving, per_replica_arrival_cv
     from planner.plan_rows import candidate_id_of
     from planner.planning import _search_space
 
@@ -449,13 +451,13 @@ def _verified(
         arrival_rate_rps=row.offered_rps,
         prompt_tokens=request.workload.prompt_tokens,
         output_tokens=request.workload.output_tokens,
-        arrival_cv=_per_replica_cv(request.workload.arrival_cv, row.replicas),
+        arrival_cv=per_replica_arrival_cv(request.workload.arrival_cv, row.replicas),
     )
     routing: Routing = "prefix_aware" if record.routing == "prefix_aware" else "random"
     simulation = simulate_prefix_replica(
         option.group.step_model,
         workload,
-        _serving(option),
+        option_serving(option),
         kv_capacity_tokens=option.group.kv_capacity_tokens,
         reuse=reuse,
         cache_tokens=record.cache_tokens,
@@ -464,12 +466,12 @@ def _verified(
         requests=request.verify_requests,
         seed=request.seed,
     )
-    report = _report(simulation, request.slo, row.gpu, row.replicas)
+    report = prefix_simulation_report(simulation, request.slo, row.gpu, row.replicas)
     return _verification_record(report, adjustments, request.seed), simulation.hit_rate
 
 
-def _report(simulation: PrefixSimulation, slo: Slo, gpu: str, replicas: int) -> dict[str, Any]:
-    """The simulation as planner/plan_predict.py's `_verify` reports one (its record's input)."""
+def prefix_simulation_report(simulation: PrefixSimulation, slo: Slo, gpu: str, replicas: int) -> dict[str, Any]:
+    """The simulation as planner/plan_predict.py's `verify_replica_share` reports one (its record's input)."""
     result = simulation.result
     detail = result.detail
     warm = result.requests - result.measured_requests

@@ -14,7 +14,7 @@ from planner.packing import InstanceUse, instance_uses
 from planner.plan_result import (
     Configuration,
 )
-from planner.plan_search import _Planner
+from planner.plan_search import Planner
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,7 +97,7 @@ def candidate_id_of(row: FleetRow) -> str:
     return plain + row.draft
 
 
-def _candidate(option: Option, mu: float, planner: _Planner) -> Candidate:
+def _candidate(option: Option, mu: float, planner: Planner) -> Candidate:
     g = option.group
     return Candidate(
         id=option.id,

@@ -1,5 +1,5 @@
 """The branch and bound that finds the cheapest single configuration, and the per-request state
-it keeps (`_Planner`): what each option is known to meet or miss under each SLO, and what the
+it keeps (`Planner`): what each option is known to meet or miss under each SLO, and what the
 simulator taught it. planner/planning.py runs it; planner/plan_verify.py puts the simulator in its loop.
 
 Why a branch and bound before the MILP. The queueing root-find is the expensive step (tens of
@@ -44,17 +44,17 @@ from planner.errors import (
 )
 from planner.optimizer import PlanConstraints
 from planner.plan_predict import (
-    _PREDICTIONS,
-    _cached_prediction,
-    _excess,
-    _max_rps,
-    _mix,
-    _predicted_at,
-    _saturation,
-    _serving,
-    _slo_targets,
-    _stricter_or_equal,
-    _verify,
+    PREDICTIONS,
+    cached_max_rps,
+    cached_prediction,
+    cached_saturation_rps,
+    option_serving,
+    predicted_at,
+    slo_excess,
+    slo_stricter_or_equal,
+    slo_targets,
+    unit_rate_mix,
+    verify_replica_share,
 )
 from planner.queueing import PercentileBounds, Prediction
 from planner.rate_search import Bracket
@@ -201,13 +201,13 @@ class _Outcome:
     exhaustive: bool = True
 
 
-class _Planner:
+class Planner:
     """Caches for one request: exact saturations and μ per (option, SLO)."""
 
     def __init__(self, options: Sequence[Option], workload: Workload, *, checkpoint: Callable[[], None] | None = None) -> None:
         self.options = list(options)
         self.checkpoint = checkpoint
-        self.mix = _mix(workload)
+        self.mix = unit_rate_mix(workload)
         self.root_finds = 0
         self.predictions = 0
         self.facts: dict[tuple[str, Slo], _RateFacts] = {}
@@ -231,11 +231,11 @@ class _Planner:
         self, option: Option, workload: Workload, rate_rps: float, replicas: int, slo: Slo, request: PlanningRequest
     ) -> dict[str, Any]:
         """The simulator's verdict on `replicas` of `option` sharing `rate_rps` (one replica at its
-        share, as `_verify`), run once per request for each configuration, load and SLO."""
+        share, as `verify_replica_share`), run once per request for each configuration, load and SLO."""
         key = (option.id, rate_rps, replicas, slo)
         report = self._simulations.get(key)
         if report is None:
-            report = _verify(option, workload, rate_rps, replicas, slo, request.verify_requests, request.seed)
+            report = verify_replica_share(option, workload, rate_rps, replicas, slo, request.verify_requests, request.seed)
             self._simulations[key] = report
         return report
 
@@ -250,7 +250,7 @@ class _Planner:
         per_replica = rate_rps / replicas
         cv_key = replicas if workload.arrival_cv != 1.0 else 0
         for passed_slo, passed_rate, passed_cv in self._passes.get(option.id, ()):
-            if passed_cv == cv_key and per_replica <= passed_rate and _stricter_or_equal(passed_slo, slo):
+            if passed_cv == cv_key and per_replica <= passed_rate and slo_stricter_or_equal(passed_slo, slo):
                 return True, None
         report = self.simulated(option, workload, rate_rps, replicas, slo, request)
         if report["meets_slo"]:
@@ -302,13 +302,13 @@ class _Planner:
         return len(self._simulations)
 
     def saturation(self, option: Option) -> float:
-        return _saturation(option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens)
+        return cached_saturation_rps(option.group.step_model, self.mix, option_serving(option), option.group.kv_capacity_tokens)
 
     def mu(self, option: Option, slo: Slo) -> float | tuple[str, str, float | None]:
         """The queueing model's root-find for μ (mixed fleets need the exact rate)."""
-        before = _max_rps.cache_info().hits
-        value = _max_rps(option.group.step_model, self.mix, _serving(option), slo, option.group.kv_capacity_tokens)
-        if _max_rps.cache_info().hits == before:
+        before = cached_max_rps.cache_info().hits
+        value = cached_max_rps(option.group.step_model, self.mix, option_serving(option), slo, option.group.kv_capacity_tokens)
+        if cached_max_rps.cache_info().hits == before:
             self.root_finds += 1
         if not isinstance(value, tuple):
             facts = self._facts(option, slo)
@@ -327,7 +327,7 @@ class _Planner:
             facts = _RateFacts(met_rps=0.0, missed_rps=self.saturation(option))
             # a rate meeting a stricter SLO meets this one: carry what is known
             for other_slo, known in self._facts_of.get(option.id, ()):
-                if _stricter_or_equal(other_slo, slo):
+                if slo_stricter_or_equal(other_slo, slo):
                     facts.met_rps = max(facts.met_rps, known.met_rps)
             self.facts[key] = facts
             self._facts_of.setdefault(option.id, []).append((slo, facts))
@@ -348,14 +348,14 @@ class _Planner:
             proven = self._proven_missed(option, slo, rate_rps)
             if proven is not None:
                 return facts.record(rate_rps, proven)
-        sm, serving, capacity = option.group.step_model, _serving(option), option.group.kv_capacity_tokens
+        sm, serving, capacity = option.group.step_model, option_serving(option), option.group.kv_capacity_tokens
         try:
             if exact_slack:
-                answer: Prediction | PercentileBounds = _PREDICTIONS.prediction(
+                answer: Prediction | PercentileBounds = PREDICTIONS.prediction(
                     sm, self.mix, serving, capacity, rate_rps, slo.percentile
                 )
             else:
-                answer = _PREDICTIONS.screened(sm, self.mix, serving, capacity, rate_rps, slo)
+                answer = PREDICTIONS.screened(sm, self.mix, serving, capacity, rate_rps, slo)
         except ConvergenceError as exc:
             facts.drop = ("queueing", f"the queueing model did not converge on this configuration ({exc.detail})", None)
             facts.missed_rps = 0.0
@@ -363,7 +363,7 @@ class _Planner:
         self.predictions += 1
         self._answers.setdefault((option.id, slo.percentile), []).append((rate_rps, answer))
         excess = (
-            answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else _excess(answer, slo)
+            answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else slo_excess(answer, slo)
         )  # bounds: a lower bound, > 0
         return facts.record(rate_rps, excess)
 
@@ -378,7 +378,7 @@ class _Planner:
         for rate, answer in self._answers.get((option.id, slo.percentile), ()):
             if rate > rate_rps:
                 continue
-            excess = answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else _excess(answer, slo)
+            excess = answer.excess(slo)[0] if isinstance(answer, PercentileBounds) else slo_excess(answer, slo)
             if excess > 0 and (proven is None or excess > proven):
                 proven = excess
         return proven
@@ -457,12 +457,12 @@ class _Planner:
         return high
 
     def _why_never(self, option: Option, slo: Slo, rate_rps: float) -> tuple[str, str, float | None]:
-        prediction = _cached_prediction(
-            option.group.step_model, self.mix, _serving(option), option.group.kv_capacity_tokens, rate_rps, slo.percentile
+        prediction = cached_prediction(
+            option.group.step_model, self.mix, option_serving(option), option.group.kv_capacity_tokens, rate_rps, slo.percentile
         )
-        metric = max(_slo_targets(slo), key=lambda m: _predicted_at(prediction, m) / _slo_targets(slo)[m])
-        predicted = _predicted_at(prediction, metric)
-        target = _slo_targets(slo)[metric]
+        metric = max(slo_targets(slo), key=lambda m: predicted_at(prediction, m) / slo_targets(slo)[m])
+        predicted = predicted_at(prediction, metric)
+        target = slo_targets(slo)[metric]
         return (
             metric,
             (

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 from planner.candidates import Group, Option, speculative_groups
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
 from planner.memory import kv_capacity_tokens
-from planner.plan_predict import _cached_prediction, _meets, _predicted_at, _serving
+from planner.plan_predict import cached_prediction, option_serving, predicted_at, prediction_meets_slo
 from planner.plan_result import QueueingSection, SpeculativeChoice, SpeculativeSection, SpeculativeTrial
 from planner.plan_rows import FleetRow, _row, candidate_id_of
-from planner.plan_search import _Planner
+from planner.plan_search import Planner
 from planner.plan_verify import _Fleet
 from planner.queueing import Prediction
 from planner.speculative import SEARCH_DRAFT_TOKENS, crossover_batch, default_acceptance
@@ -135,10 +135,10 @@ def _plain_of(option: Option, options: Sequence[Option], inputs: PlanningInputs)
     return option._replace(group=plain, id=option.id.removesuffix(group.draft))
 
 
-def _predict(planner: _Planner, option: Option, rate_rps: float, percentile: float) -> Prediction | None:
+def _predict(planner: Planner, option: Option, rate_rps: float, percentile: float) -> Prediction | None:
     try:
-        prediction = _cached_prediction(
-            option.group.step_model, planner.mix, _serving(option), option.group.kv_capacity_tokens, rate_rps, percentile
+        prediction = cached_prediction(
+            option.group.step_model, planner.mix, option_serving(option), option.group.kv_capacity_tokens, rate_rps, percentile
         )
     except HeadroomError:
         return None  # not convergent with this draft: not a candidate
@@ -153,8 +153,8 @@ def _trial(option: Option, prediction: Prediction | None, request: PlanningReque
         draft_tokens=int(k),
         tokens_per_step=sm.tokens_per_step,
         crossover_batch=crossover_batch(sm, context_tokens=_mean_decode_context(request)),
-        tpot_s=None if prediction is None else _predicted_at(prediction, "tpot"),
-        meets_slo=prediction is not None and _meets(prediction, request.slo),
+        tpot_s=None if prediction is None else predicted_at(prediction, "tpot"),
+        meets_slo=prediction is not None and prediction_meets_slo(prediction, request.slo),
     )
 
 
@@ -166,7 +166,7 @@ class LatencyChoice:
     reason: str | None  # None: the search's own choice stands and needs no other reason
 
 
-def latency_choice(planner: _Planner, fleet: _Fleet, request: PlanningRequest) -> LatencyChoice | None:
+def latency_choice(planner: Planner, fleet: _Fleet, request: PlanningRequest) -> LatencyChoice | None:
     """On a single configuration, among its speculating variants at the plan's per-replica load: the one
     with the lowest TPOT that meets every SLO, when that TPOT is below the configuration's as chosen
     and the simulator agrees; the row then runs that variant (same replicas and cost). Under auto a
@@ -185,14 +185,14 @@ def latency_choice(planner: _Planner, fleet: _Fleet, request: PlanningRequest) -
     rate_rps = row.offered_rps / row.replicas
     percentile = request.slo.percentile
     base = _predict(planner, option, rate_rps, percentile)
-    now = math.inf if base is None else _predicted_at(base, "tpot")
+    now = math.inf if base is None else predicted_at(base, "tpot")
     tried = [(v, _predict(planner, v, rate_rps, percentile)) for v in variants]
-    meeting = [(v, p) for v, p in tried if p is not None and _meets(p, request.slo)]
+    meeting = [(v, p) for v, p in tried if p is not None and prediction_meets_slo(p, request.slo)]
     if not meeting:
         return LatencyChoice(fleet=fleet, reason=None if searched else "no draft length meets every SLO at this load")
-    variant, prediction = min(meeting, key=lambda t: (_predicted_at(t[1], "tpot"), t[0].id))
+    variant, prediction = min(meeting, key=lambda t: (predicted_at(t[1], "tpot"), t[0].id))
     draft = variant.group.draft.removeprefix("/")
-    if _predicted_at(prediction, "tpot") >= now:
+    if predicted_at(prediction, "tpot") >= now:
         reason = None if searched else f"the best draft ({draft}) does not lower the TPOT at this load"
         return LatencyChoice(fleet=fleet, reason=reason)
     verification = fleet.verification
@@ -235,7 +235,7 @@ def speculative_choice(option: Option, workload: Workload) -> SpeculativeChoice 
 def speculative_section(
     result: PlanResult,
     option: Option,
-    planner: _Planner,
+    planner: Planner,
     request: PlanningRequest,
     inputs: PlanningInputs,
     *,
@@ -270,7 +270,7 @@ def speculative_section(
         mode=request.constraints.speculative,
         context_tokens=_mean_decode_context(request),
         mean_running_sequences=queueing.littles_law.occupancy if isinstance(queueing, QueueingSection) else 0.0,
-        tpot_s_without=None if base is None else _predicted_at(base, "tpot"),
+        tpot_s_without=None if base is None else predicted_at(base, "tpot"),
         trials=trials,
         chosen=chosen,
         reason=reason,
@@ -279,7 +279,7 @@ def speculative_section(
     )
 
 
-def cheapest_without(planner: _Planner, request: PlanningRequest) -> tuple[float, int] | None:
+def cheapest_without(planner: Planner, request: PlanningRequest) -> tuple[float, int] | None:
     """The cost and replicas of the cheapest single configuration without speculation (the search's
     caches make it cheap); None when none meets the SLOs within the limits, or under on (not offered)."""
     if request.constraints.speculative != "auto":

@@ -32,7 +32,7 @@ from planner.plan_result import (
     as_dict,
 )
 from planner.plan_rows import FleetRow, _candidate, _configuration, _row, candidate_id_of
-from planner.plan_search import SinglePlan, _Outcome, _Planner
+from planner.plan_search import Planner, SinglePlan, _Outcome
 from planner.workload import Slo, Workload
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class _Verified:
 
 
 def _verified_search(
-    planner: _Planner,
+    planner: Planner,
     workload: Workload,
     slo: Slo,
     arrival_rate_rps: float,
@@ -109,7 +109,7 @@ def _verified_search(
     simulator can only raise, so the first winner the simulator agrees with is the cheapest plan
     that survives verification — no option left could undercut it. Without `request.verify` this is
     the plain search. With `infer`, a pass already simulated at a higher load under a stricter SLO
-    stands for this one (`_Planner.simulator_agrees`): the justification's re-plans use it; the plan
+    stands for this one (`Planner.simulator_agrees`): the justification's re-plans use it; the plan
     itself is always simulated at its own load."""
     adjustments: list[Adjustment] = []
     outcome = planner.search(slo, arrival_rate_rps, constraints, below_usd_per_hour=below_usd_per_hour)
@@ -172,7 +172,7 @@ def _row_slacks(
 
 
 def _verified_fleet(
-    planner: _Planner,
+    planner: Planner,
     by_id: Mapping[str, Option],
     pool: Sequence[tuple[Option, float]],
     workload: Workload,
@@ -225,7 +225,7 @@ def _verified_fleet(
     )
 
 
-def _mu_below_miss(planner: _Planner, option: Option, slo: Slo) -> float:
+def _mu_below_miss(planner: Planner, option: Option, slo: Slo) -> float:
     """μ of `option` again after the simulator found a rate missed: the queueing model's largest
     rate below that miss (0 when none down to a thousandth of it meets)."""
     facts = planner._facts(option, slo)
@@ -251,7 +251,7 @@ class _Fleet:
 
 
 def _single_report(
-    planner: _Planner, by_id: Mapping[str, Option], verified: _Verified, fleet: _Fleet, request: PlanningRequest
+    planner: Planner, by_id: Mapping[str, Option], verified: _Verified, fleet: _Fleet, request: PlanningRequest
 ) -> _Fleet:
     """A single configuration's rows with the simulator's report at the MILP's replica count (the
     run the search's verification made, reused), and the moves that verification made."""
@@ -267,7 +267,7 @@ def _single_report(
 
 
 def _verified_mixed(
-    planner: _Planner,
+    planner: Planner,
     by_id: Mapping[str, Option],
     pool: Sequence[tuple[Option, float]],
     fleet: _Fleet,
@@ -307,7 +307,7 @@ def _verified_mixed(
 
 
 def _single_instead(
-    planner: _Planner, fleet: _Fleet, best: SinglePlan, report: dict[str, Any], single: _Verified, request: PlanningRequest
+    planner: Planner, fleet: _Fleet, best: SinglePlan, report: dict[str, Any], single: _Verified, request: PlanningRequest
 ) -> _Fleet:
     """The verified single configuration `best` in place of the mixed fleet, which cost more."""
     slo, lam = request.slo, request.workload.arrival_rate_rps

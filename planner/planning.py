@@ -10,7 +10,7 @@ records). An impossible request's relaxations are found by re-planning (planner/
 The work is split by responsibility:
 
 - planner/plan_predict.py — the queueing model's and the simulator's answers, cached across requests;
-- planner/plan_search.py — the branch and bound over candidates and the per-request `_Planner` state;
+- planner/plan_search.py — the branch and bound over candidates and the per-request `Planner` state;
 - planner/plan_verify.py — the simulator in the search's loop and the plan's verification record;
 - planner/plan_rows.py — the plan's rows and the MILP's candidates, built from options;
 - planner/plan_explain.py — the justification: model sections and the re-planned ones.
@@ -64,7 +64,7 @@ from planner.plan_explain import (
     _sensitivity_section,
     _step_model_section,
 )
-from planner.plan_predict import _cached_prediction, _predicted_at, _prediction, _serving
+from planner.plan_predict import cached_prediction, option_prediction, option_serving, predicted_at
 from planner.plan_result import (
     Adjustment,
     CandidatesSection,
@@ -79,7 +79,7 @@ from planner.plan_result import (
     as_dict,
 )
 from planner.plan_rows import FleetRow, _candidate, _row, candidate_id_of
-from planner.plan_search import CURVE_UTILISATIONS, MAX_EVALUATIONS, SinglePlan, _Outcome, _Planner, single_plan
+from planner.plan_search import CURVE_UTILISATIONS, MAX_EVALUATIONS, Planner, SinglePlan, _Outcome, single_plan
 from planner.plan_speculative import (
     cheapest_without,
     latency_choice,
@@ -226,7 +226,7 @@ def _describe(gpu: str, weights: str, kv: str, tp: int | None) -> str:
     return f"{gpu}, {precision}" + ("" if tp is None else f", tp {tp}")
 
 
-def _infeasible_from_drops(
+def infeasible_from_drops(
     drops: Sequence[Drop], slo: Slo, slo_predicted: Sequence[tuple[str, float, str]]
 ) -> InfeasiblePlanError:
     """No candidate survives: name the constraint and the smallest relaxation that would admit one."""
@@ -316,7 +316,7 @@ class StagedPlan:
 
     request: PlanningRequest
     inputs: PlanningInputs
-    planner: _Planner | None = None
+    planner: Planner | None = None
     space: _Space | None = None
     fleet: _Fleet | None = None
     solve_ms: float = 0.0
@@ -371,7 +371,7 @@ def stage_plan(request: PlanningRequest, inputs: PlanningInputs, *, space: _Spac
     started = time.perf_counter()
     request, inputs = apply_pins(request, inputs)
     space = _search_space(request, inputs) if space is None else space
-    planner = _Planner(space.options, request.workload, checkpoint=request.checkpoint)
+    planner = Planner(space.options, request.workload, checkpoint=request.checkpoint)
     try:
         searched = _search(planner, space, request)
     except InfeasiblePlanError as error:
@@ -429,7 +429,7 @@ def staged_ttft_s(staged: StagedPlan) -> float | None:
     main_option = space.by_id[candidate_id_of(main)]
     planner.max_rate(main_option, request.slo, curve=True)  # as `_result` asks it first: the planner's state is the same
     prediction = _main_prediction(planner, main_option, main, request, single=len(fleet.rows) == 1)
-    return _predicted_at(prediction, "ttft")
+    return predicted_at(prediction, "ttft")
 
 
 def _planned_without(request: PlanningRequest, inputs: PlanningInputs, refuted: int) -> PlanResult:
@@ -506,15 +506,15 @@ def _search_space(request: PlanningRequest, inputs: PlanningInputs) -> _Space:
         drops = [*drops, *unpacked]
     groups = search_groups(groups, request, inputs)
     if request.prefix_cache_tokens:  # after the draft's variants: a speculating replica's cache sits beside its draft
-        groups, short = _with_prefix_cache(groups, workload, request.prefix_cache_tokens)
+        groups, short = with_prefix_cache(groups, workload, request.prefix_cache_tokens)
         drops = [*drops, *short]
     options = enumerate_all_options(groups, workload, batch_limits=request.batch_limits, chunk_budgets=request.chunk_budgets)
     if not options:
-        raise _infeasible_from_drops(drops, slo, ())
+        raise infeasible_from_drops(drops, slo, ())
     return _Space(groups=groups, drops=drops, options=options, by_id={o.id: o for o in options})
 
 
-def _with_prefix_cache(groups: Sequence[Group], workload: Workload, cache_tokens: int) -> tuple[list[Group], list[Drop]]:
+def with_prefix_cache(groups: Sequence[Group], workload: Workload, cache_tokens: int) -> tuple[list[Group], list[Drop]]:
     """Each group with `cache_tokens` of its KV capacity given to the prefix cache; a group left unable
     to hold the p99 prompt and output together is dropped (as enumeration drops one that cannot hold the model's)."""
     kept: list[Group] = []
@@ -539,7 +539,7 @@ def _with_prefix_cache(groups: Sequence[Group], workload: Workload, cache_tokens
     return kept, dropped
 
 
-def _search(planner: _Planner, space: _Space, request: PlanningRequest) -> _Searched:
+def _search(planner: Planner, space: _Space, request: PlanningRequest) -> _Searched:
     """The candidates the MILP chooses among, with their μ; raises InfeasiblePlanError when none is left."""
     searched = _search_mixed(planner, request) if request.constraints.mixed_fleet else _search_single(planner, request)
     if not searched.pool:
@@ -547,7 +547,7 @@ def _search(planner: _Planner, space: _Space, request: PlanningRequest) -> _Sear
     return searched
 
 
-def _search_mixed(planner: _Planner, request: PlanningRequest) -> _Searched:
+def _search_mixed(planner: Planner, request: PlanningRequest) -> _Searched:
     slo, lam = request.slo, request.workload.arrival_rate_rps
     outcome = planner.search(slo, lam, request.constraints, below_usd_per_hour=request.below_usd_per_hour)
     # A mixed fleet costs at most the best single configuration, so a group whose single
@@ -563,7 +563,7 @@ def _search_mixed(planner: _Planner, request: PlanningRequest) -> _Searched:
     return _Searched(outcome=outcome, pool=pool, slo_failures=mixed_drops, verified=None)
 
 
-def _search_single(planner: _Planner, request: PlanningRequest) -> _Searched:
+def _search_single(planner: Planner, request: PlanningRequest) -> _Searched:
     """The search's winner is simulated before anything is built on it; a miss moves it (more
     replicas or another configuration) and the search runs again, so the plan, its MILP and every
     section of the justification describe the configuration the simulator agreed with."""
@@ -610,10 +610,10 @@ def _no_plan(searched: _Searched, space: _Space, slo: Slo) -> InfeasiblePlanErro
         for i, (c, _, pred) in searched.slo_failures.items()
         if pred is not None and c in ("ttft", "tpot", "e2e")
     ]
-    return _infeasible_from_drops(space.drops, slo, predicted)
+    return infeasible_from_drops(space.drops, slo, predicted)
 
 
-def _solved(planner: _Planner, space: _Space, searched: _Searched, request: PlanningRequest) -> tuple[_Fleet, float]:
+def _solved(planner: Planner, space: _Space, searched: _Searched, request: PlanningRequest) -> tuple[_Fleet, float]:
     """The MILP's optimum over the pool, as rows, and the milliseconds the solver took."""
     candidates = [_candidate(opt, mu, planner) for opt, mu in searched.pool]
     solve_started = time.perf_counter()
@@ -627,7 +627,7 @@ def _solved(planner: _Planner, space: _Space, searched: _Searched, request: Plan
     return _Fleet(solution=solution, candidates=candidates, rows=rows, outcome=searched.outcome), solve_ms
 
 
-def _verified_plan(planner: _Planner, space: _Space, searched: _Searched, fleet: _Fleet, request: PlanningRequest) -> _Fleet:
+def _verified_plan(planner: Planner, space: _Space, searched: _Searched, fleet: _Fleet, request: PlanningRequest) -> _Fleet:
     """The rows with the simulator's report: a single configuration was verified during the search;
     a mixed fleet is verified now (and may give way to a single configuration)."""
     if searched.verified is not None:
@@ -638,7 +638,7 @@ def _verified_plan(planner: _Planner, space: _Space, searched: _Searched, fleet:
 
 
 def _result(
-    planner: _Planner,
+    planner: Planner,
     space: _Space,
     fleet: _Fleet,
     request: PlanningRequest,
@@ -703,20 +703,20 @@ def _parallel_section(option: Option, model: ModelSpec, workload: Workload, pred
     )
 
 
-def _main_prediction(planner: _Planner, option: Option, main: FleetRow, request: PlanningRequest, *, single: bool) -> Prediction:
+def _main_prediction(planner: Planner, option: Option, main: FleetRow, request: PlanningRequest, *, single: bool) -> Prediction:
     """The queueing model's prediction for the plan's largest row at its load."""
     workload, slo = request.workload, request.slo
     if workload.arrival_cv == 1.0 and single:
         # a random split of Poisson arrivals is Poisson: one replica at λ/r, the very rate the search probed
-        return _cached_prediction(
+        return cached_prediction(
             option.group.step_model,
             planner.mix,
-            _serving(option),
+            option_serving(option),
             option.group.kv_capacity_tokens,
             workload.arrival_rate_rps / main.replicas,
             slo.percentile,
         )
-    return _prediction(option, workload, main.offered_rps, main.replicas, slo.percentile, curve=False)
+    return option_prediction(option, workload, main.offered_rps, main.replicas, slo.percentile, curve=False)
 
 
 def _priced(rows: Sequence[FleetRow], workload: Workload, record: Verification | None) -> PlanResult:
@@ -739,7 +739,7 @@ def _priced(rows: Sequence[FleetRow], workload: Workload, record: Verification |
     )
 
 
-def _candidates_section(planner: _Planner, space: _Space, fleet: _Fleet) -> CandidatesSection:
+def _candidates_section(planner: Planner, space: _Space, fleet: _Fleet) -> CandidatesSection:
     """How much the plan searched; read last, so it counts the re-planned sections' predictions too."""
     return CandidatesSection(
         enumerated=len(space.options),

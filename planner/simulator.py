@@ -72,7 +72,7 @@ from planner.workload import Serving, Workload
 #: recommends), each of at least 200 requests so a block p99 rests on two requests above it.
 CI_BLOCKS = 20
 #: A simulation calls its checkpoint every 4,096 steps (a few milliseconds of stepping).
-_CHECKPOINT_STEPS_MASK = 4095
+CHECKPOINT_STEPS_MASK = 4095
 CI_MIN_BLOCK_REQUESTS = 200
 CI_MIN_BLOCKS = 5
 CI_LEVEL = 0.95
@@ -167,7 +167,7 @@ class SimulationResult:
     detail: RequestTimes
 
 
-class _Replica:
+class EngineReplica:
     """One continuous-batching engine. State lives in attributes between `run_until` calls and in
     locals inside it (attribute access is the slow part of CPython)."""
 
@@ -288,7 +288,7 @@ class _Replica:
             context += decoders * taken
         else:
             # A step with prefill: decodes first, then prompts FCFS within the chunk budget.
-            new_tokens, kv_read, attended, chunks = _prefill_chunks(prefilling, prompt, chunk, decoders, context)
+            new_tokens, kv_read, attended, chunks = prefill_chunks(prefilling, prompt, chunk, decoders, context)
             t += step_s(new_tokens, kv_read, attended)
             steps += 1
             context += decoders
@@ -356,7 +356,7 @@ class _Replica:
             )
             finished += step_finished
             last_end, last_finished = t, step_finished
-            if checkpoint is not None and steps & _CHECKPOINT_STEPS_MASK == 0:
+            if checkpoint is not None and steps & CHECKPOINT_STEPS_MASK == 0:
                 checkpoint()  # the caller's deadline: a simulation its request abandoned stops here
             if steps > step_cap:
                 raise SimulationLimitError(f"simulation exceeded its bound of {self.max_steps} steps", max_steps=self.max_steps)
@@ -366,17 +366,17 @@ class _Replica:
         self.last_step_end, self.last_step_finished = last_end, last_finished
 
 
-def _replica(step_model: StepModel, index: int, seed: int, **kwargs: Any) -> _Replica:
+def _replica(step_model: StepModel, index: int, seed: int, **kwargs: Any) -> EngineReplica:
     """Replica `index`: plain, or speculative with its own accepted-length stream from (seed, index)."""
     if step_model.speculation is None:
-        return _Replica(step_model, **kwargs)
-    # imported here: the speculative replica subclasses this module's _Replica
+        return EngineReplica(step_model, **kwargs)
+    # imported here: the speculative replica subclasses this module's EngineReplica
     from planner.simulator_speculative import SpeculativeReplica
 
     return SpeculativeReplica(step_model, rng=np.random.default_rng([seed, index]), **kwargs)
 
 
-def _prefill_chunks(
+def prefill_chunks(
     prefilling: list[list[int]], prompt: list[int], chunk: int | None, decoders: int, context: int
 ) -> tuple[int, int, int, int]:
     """One step's work when prompts are in flight: decodes first, then prompts FCFS within the chunk
@@ -418,7 +418,7 @@ def simulate_requests(
     `seed` only drives the random router. Join-shortest-queue sends each arrival to the replica
     holding the fewest requests (waiting + running) at that instant, the lowest index on a tie.
     """
-    _check_runnable(trace, kv_capacity_tokens, max_steps)
+    check_runnable(trace, kv_capacity_tokens, max_steps)
     n = len(trace)
     arrival = trace.arrival_s.tolist()
     prompt = trace.prompt_tokens.tolist()
@@ -468,7 +468,7 @@ def simulate_requests(
     )
 
 
-def _check_runnable(trace: Trace, kv_capacity_tokens: int, max_steps: int | None) -> None:
+def check_runnable(trace: Trace, kv_capacity_tokens: int, max_steps: int | None) -> None:
     """Refuse before anything runs what could never finish: a KV cache under one token, a request
     larger than the whole cache (it could never be admitted), a step bound under one."""
     if not kv_capacity_tokens >= 1:
@@ -487,7 +487,7 @@ def _check_runnable(trace: Trace, kv_capacity_tokens: int, max_steps: int | None
         raise PlannerInputError(f"max_steps must be >= 1, got {max_steps}")
 
 
-def _route_jsq(replicas: list[_Replica], arrival: list[float], max_steps: int | None) -> np.ndarray:
+def _route_jsq(replicas: list[EngineReplica], arrival: list[float], max_steps: int | None) -> np.ndarray:
     """Join-shortest-queue: every replica advanced to each arrival, which goes to the one holding
     the fewest requests then (the lowest index on a tie)."""
     route = np.empty(len(arrival), dtype=np.int64)
@@ -504,7 +504,7 @@ def _route_jsq(replicas: list[_Replica], arrival: list[float], max_steps: int | 
     return route
 
 
-def _route_static(replicas: list[_Replica], serving: Serving, n: int, seed: int) -> np.ndarray:
+def _route_static(replicas: list[EngineReplica], serving: Serving, n: int, seed: int) -> np.ndarray:
     """Routes decided up front (random split or round-robin), each replica then runs alone."""
     route = (
         np.zeros(n, dtype=np.int64)
@@ -516,7 +516,7 @@ def _route_static(replicas: list[_Replica], serving: Serving, n: int, seed: int)
     return route
 
 
-def _check_total_steps(replicas: list[_Replica], max_steps: int | None) -> None:
+def _check_total_steps(replicas: list[EngineReplica], max_steps: int | None) -> None:
     if max_steps is not None and sum(r.steps for r in replicas) > max_steps:
         raise SimulationLimitError(f"simulation exceeded its bound of {max_steps} steps", max_steps=max_steps)
 
@@ -557,7 +557,7 @@ def simulate(
         max_steps=max_steps,
         checkpoint=checkpoint,
     )
-    return _summarise(detail, serving, _measurement_window(detail, warmup_fraction), started)
+    return summarise_measurements(detail, serving, measurement_window(detail, warmup_fraction), started)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -575,7 +575,7 @@ class _Window:
         return self.end_s - self.start_s
 
 
-def _measurement_window(detail: RequestTimes, warmup_fraction: float) -> _Window:
+def measurement_window(detail: RequestTimes, warmup_fraction: float) -> _Window:
     n = len(detail.arrival_s)
     warm = math.floor(warmup_fraction * n)
     window = _Window(requests=n, warm=warm, start_s=float(detail.arrival_s[warm]), end_s=float(detail.arrival_s[-1]))
@@ -588,7 +588,7 @@ def _measurement_window(detail: RequestTimes, warmup_fraction: float) -> _Window
     return window
 
 
-def _summarise(detail: RequestTimes, serving: Serving, window: _Window, started: float) -> SimulationResult:
+def summarise_measurements(detail: RequestTimes, serving: Serving, window: _Window, started: float) -> SimulationResult:
     """Percentiles over the measured requests, time averages over the window (see the module docstring)."""
     n, warm = window.requests, window.warm
     measured = slice(warm, n)

@@ -17,7 +17,7 @@ chunk budget), lasting `StepModel.step_s` — with two changes at admission:
   and K = c + q lets q wait. Arrivals are taken at the step boundary after them (a step's
   completions count at its end), so the count an arrival sees is at most one step old.
 
-Steps run in planner/simulator.py's own code (`_Replica._step`, inherited: a prefill step, or a
+Steps run in planner/simulator.py's own code (`EngineReplica._step`, inherited: a prefill step, or a
 decode-only stretch jumped as that module jumps them, and the completions), so only admission is this
 module's; a stretch stops at the next arrival while a slot is free or a class has an admission limit
 (each arrival then meets the count it must be tested against). One replica: a pool of r replicas
@@ -39,7 +39,7 @@ import numpy as np
 
 from planner.arrivals import Trace, sample_trace
 from planner.errors import PlannerInputError, SimulationLimitError
-from planner.simulator import _check_runnable, _Replica
+from planner.simulator import EngineReplica, check_runnable
 from planner.step_model import StepModel
 from planner.workload import Workload
 
@@ -113,7 +113,7 @@ def _trace(classes: Sequence[StepClass], duration_s: float, rng: np.random.Gener
     return trace, which[order]
 
 
-class _ClassReplica(_Replica):
+class _ClassReplica(EngineReplica):
     """planner/simulator.py's replica with priority admission and admission limits (`run`)."""
 
     def run(self, which: list[int], priority_level: list[int], limits: list[int | None]) -> list[bool]:
@@ -192,7 +192,7 @@ def simulate_classes_step(
         raise PlannerInputError("the step-level class simulation does not model speculative decoding")
     rng = np.random.default_rng(seed)
     trace, which_arr = _trace(classes, duration_s, rng)
-    _check_runnable(trace, kv_capacity_tokens, max_steps)
+    check_runnable(trace, kv_capacity_tokens, max_steps)
     n = len(trace.arrival_s)
     levels = sorted({k.priority for k in classes})
     which = which_arr.tolist()

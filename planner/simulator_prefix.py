@@ -50,7 +50,7 @@ from scipy.stats import gamma
 from planner.arrivals import Trace, sample_trace
 from planner.errors import PlannerInputError
 from planner.prefix_cache import BLOCK_TOKENS, BlockLru, PrefixReuse, Routing, Sessions, cacheable_tokens
-from planner.simulator import SimulationResult, _measurement_window, _summarise, simulate_requests
+from planner.simulator import SimulationResult, measurement_window, simulate_requests, summarise_measurements
 from planner.step_model import StepModel
 from planner.workload import Serving, Workload
 
@@ -253,13 +253,13 @@ def simulate_prefix_replica(
         cached=found.tolist(),
         checkpoint=checkpoint,
     )
-    window = _measurement_window(detail, warmup_fraction)
+    window = measurement_window(detail, warmup_fraction)
     warm = math.floor(warmup_fraction * requests)
     carrying = sizes[warm:] > 0
     hit_rate = float(np.mean(found[warm:][carrying] > 0)) if carrying.any() else 0.0
     saved = float(found[warm:].sum() / trace.prompt_tokens[warm:].sum())
     return PrefixSimulation(
-        result=_summarise(detail, one, window, started),
+        result=summarise_measurements(detail, one, window, started),
         rate_rps=per_replica.arrival_rate_rps,
         hit_rate=hit_rate,
         prefill_tokens_saved_fraction=saved,

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from planner.errors import PlannerInputError, SimulationLimitError
-from planner.simulator import _CHECKPOINT_STEPS_MASK, _prefill_chunks, _Replica
+from planner.simulator import CHECKPOINT_STEPS_MASK, EngineReplica, prefill_chunks
 from planner.speculative import draw_emitted_tokens
 from planner.step_model import StepModel
 
@@ -34,7 +34,7 @@ from planner.step_model import StepModel
 _GROWTH_CHUNK = 4096
 
 
-class SpeculativeReplica(_Replica):
+class SpeculativeReplica(EngineReplica):
     """One continuous-batching engine whose step model speculates (see the module docstring)."""
 
     def __init__(self, step_model: StepModel, *, rng: np.random.Generator, **kwargs: Any) -> None:
@@ -168,7 +168,7 @@ class SpeculativeReplica(_Replica):
                 self.steps += taken
             else:
                 decoders, context = self.decoders, self.decoder_context
-                new, kv_read, attended, chunks = _prefill_chunks(prefilling, prompt, self.chunk_tokens, decoders * v, context)
+                new, kv_read, attended, chunks = prefill_chunks(prefilling, prompt, self.chunk_tokens, decoders * v, context)
                 self.t += sm.verify_step_s(
                     decoders,
                     context,
@@ -203,7 +203,7 @@ class SpeculativeReplica(_Replica):
                 self.kv_free += need - cached[rid]
             self.finished += step_finished
             self.last_step_end, self.last_step_finished = self.t, step_finished
-            if self.checkpoint is not None and self.steps & _CHECKPOINT_STEPS_MASK == 0:
+            if self.checkpoint is not None and self.steps & CHECKPOINT_STEPS_MASK == 0:
                 self.checkpoint()
             if self.max_steps is not None and self.steps > self.max_steps:
                 raise SimulationLimitError(f"simulation exceeded its bound of {self.max_steps} steps", max_steps=self.max_steps)

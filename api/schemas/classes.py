@@ -16,6 +16,7 @@ from api.schemas.plan_result import EfficiencyRead
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo, PrecisionRead
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import TokenLengths, length_distribution
+from planner.plan_refusals import class_plan_refusals
 from planner.traffic_classes import TrafficClass
 from planner.workload import MAX_ARRIVAL_CV, MIN_ARRIVAL_CV
 
@@ -116,17 +117,8 @@ class ClassesPlanRequest(_Input):
             raise ValueError("class names must be unique")
         if len({len(k.demand_rps) for k in self.classes if k.demand_rps is not None}) > 1:
             raise ValueError("every class's demand_rps must give the same number of periods")
-        if self.constraints.topology == "disaggregated":  # `any` arranges the aggregated pools, as `aggregated` does
-            raise ValueError(
-                "class plans arrange aggregated pools only: leave out constraints.topology or set it to aggregated or any"
-            )
-        if self.constraints.speculative == "on":
-            raise ValueError(
-                "class plans do not speculate yet (the priority pool's class simulator has no verify step): leave out "
-                "constraints.speculative; auto plans the pools without it"
-            )
-        if self.constraints.pin is not None and self.constraints.pin.draft_model is not None:
-            raise ValueError("class plans do not speculate yet: leave out constraints.pin.draft_model")
+        if refusals := class_plan_refusals(self.constraints.to_constraints(), topology=self.constraints.topology):
+            raise ValueError(refusals[0])
         return self
 
 

@@ -35,6 +35,7 @@ from planner.confidence import GRADES
 from planner.fleet_candidates import CandidateGrid
 from planner.fleet_classes import class_demand_rps
 from planner.plan_prefix import CACHE_FRACTIONS
+from planner.plan_refusals import POOLS_REFUSE_PREFIX_REUSE
 from planner.speculative import SEARCH_DRAFT_TOKENS
 from planner.traffic_classes import merged_workload
 from planner.units import HOURS_PER_MONTH
@@ -223,10 +224,7 @@ class FleetWorkloadSpec(_Input):
     @model_validator(mode="after")
     def _pools_take_no_levers(self) -> Self:
         if self.topology == "disaggregated" and self.prefix_reuse is not None:
-            raise ValueError(
-                f"workload {self.name}: topology disaggregated with prefix_reuse: separate pools do not plan a prefix cache "
-                "(planner/plan_disagg.py); use topology aggregated or any (the cache is offered to the aggregated replicas)"
-            )
+            raise ValueError(f"workload {self.name}: {POOLS_REFUSE_PREFIX_REUSE}")
         if self.topology == "disaggregated" and (self.draft_model is not None or self.acceptance_rate is not None):
             raise ValueError(
                 f"workload {self.name}: topology disaggregated with a draft_model or acceptance_rate: separate pools do not "

@@ -49,6 +49,7 @@ from planner.packing import InstanceUse
 from planner.pins import Pin
 from planner.pipeline import PP_DEGREES
 from planner.plan_disagg import pool_refusals
+from planner.plan_refusals import POOLS_REFUSE_PREFIX_REUSE
 from planner.planning import HOURS_PER_MONTH, PlanResult
 from planner.units import MS_PER_S
 from planner.workload import Slo, Workload
@@ -426,10 +427,7 @@ class PlanRequest(_Input):
         if not self.workload.arrival_rate_rps > 0:
             raise ValueError("workload.arrival_rate_rps must be > 0 to plan capacity for it")
         if self.workload.prefix_reuse is not None and self.constraints.topology == "disaggregated":
-            raise ValueError(
-                "topology disaggregated does not take workload.prefix_reuse yet: the pools' planner has no prefix cache "
-                "(plan with topology aggregated or any, or leave prefix_reuse out)"
-            )
+            raise ValueError(POOLS_REFUSE_PREFIX_REUSE)
         return self
 
     def traffic(self) -> Workload:

@@ -20,6 +20,7 @@ from api.schemas.classes import MAX_CLASSES, TrafficClassSpec
 from api.schemas.plans import EngineRead, OneEngineSpec, PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import MAX_DEADLINE_H, MAX_JOB_REQUESTS, BatchWorkloadSpec, WorkloadShape
+from planner.plan_refusals import POOLS_REFUSE_PREFIX_REUSE, class_plan_refusals
 
 #: Most points one sweep may have (rates × SLO values × GPU types). Measured on the 2-core dev
 #: machine: a 10-point sweep over the 12-GPU reference catalog (8B chat) took 2.9 s in a fresh
@@ -290,12 +291,8 @@ class WhatIfRequest(_Input):
                 )
         if len({len(k.demand_rps) for k in self.classes if k.demand_rps is not None}) > 1:
             raise ValueError("every class's demand_rps must give the same number of periods")
-        if self.constraints.topology == "disaggregated":
-            raise ValueError(
-                "class plans arrange aggregated pools only: leave out constraints.topology or set it to aggregated or any"
-            )
-        if self.constraints.speculative == "on":
-            raise ValueError("class plans do not speculate yet: leave out constraints.speculative")
+        if refusals := class_plan_refusals(self.constraints.to_constraints(), topology=self.constraints.topology):
+            raise ValueError(refusals[0])
         return self
 
     def classes_at(self, index: int) -> list[TrafficClassSpec]:
@@ -312,8 +309,11 @@ class WhatIfRequest(_Input):
             return self
         reuse = getattr(self.workload, "prefix_reuse", None)  # a batch job's workload has none
         if isinstance(self.workload, BatchWorkloadSpec) or reuse is not None:
-            what = "a batch job's sweep" if reuse is None else "workload.prefix_reuse"
-            raise ValueError(f"topology disaggregated does not take {what} yet: plan it aggregated or any")
+            raise ValueError(
+                POOLS_REFUSE_PREFIX_REUSE
+                if reuse is not None
+                else "topology disaggregated does not take a batch job's sweep yet: plan it aggregated or any"
+            )
         return self
 
     @model_validator(mode="after")

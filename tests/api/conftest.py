@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -296,11 +296,13 @@ def serve_headroom(
     env: Mapping[str, str | None] | None = None,
     separate_stderr: bool = False,
     ready_path: str | None = "/readyz",
+    serve_args: Sequence[str] = (),
 ) -> Iterator[ServedHeadroom]:
     """`headroom serve` over a fresh SQLite file in `folder` (migrated and seeded at start) with the
     bootstrap admin key, until `ready_path` answers 200; stopped on exit. `env` overrides the
     environment (None removes a variable); `separate_stderr` writes stderr to a file of its own;
-    `ready_path=None` returns at once (call `wait_ready` after work of your own)."""
+    `ready_path=None` returns at once (call `wait_ready` after work of your own); `serve_args` are
+    more `headroom serve` options."""
     port = free_port()
     environment = {
         **os.environ,
@@ -318,7 +320,7 @@ def serve_headroom(
     stderr_path = folder / "serve.err" if separate_stderr else stdout_path
     with stdout_path.open("wb") as stdout, stderr_path.open("wb") if separate_stderr else contextlib.nullcontext() as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+            [sys.executable, "-m", "api.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *serve_args],
             cwd=ROOT, env=environment, stdin=subprocess.DEVNULL, stdout=stdout,
             stderr=stderr if separate_stderr else subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip

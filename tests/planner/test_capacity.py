@@ -14,8 +14,8 @@ from planner.capacity import (
     max_capacity,
 )
 from planner.errors import InfeasiblePlanError
-from planner.plan_predict import _per_replica_cv
-from planner.plan_search import _Planner
+from planner.plan_predict import per_replica_arrival_cv
+from planner.plan_search import Planner
 from planner.rate_search import MU_RELATIVE_TOLERANCE
 from planner.workload import Slo
 from tests.planner.test_planning import BF16_PAIR, CHAT, FP8_PAIR, H100, LLAMA_8B, SLO
@@ -34,7 +34,7 @@ def test_capacity_is_replicas_times_the_planners_mu_of_the_best_configuration() 
     for that configuration and Λ = r · μ. Brute force over every configuration: Λ is the largest."""
     request = CapacityRequest(workload=CHAT, slo=SLO, gpus=6, **GRID)  # type: ignore[arg-type]
     result = max_capacity(request, INPUTS)
-    planner = _Planner(capacity_options(request, INPUTS), CHAT)
+    planner = Planner(capacity_options(request, INPUTS), CHAT)
     totals = {}
     for option in planner.options:
         mu = planner.mu(option, SLO)
@@ -88,7 +88,7 @@ def test_burstier_arrivals_are_split_before_each_replica_queues() -> None:
     result = max_capacity(
         CapacityRequest(workload=bursty, slo=SLO, gpus=4, tp=1, **{k: v for k, v in GRID.items() if k != "tp_degrees"}), INPUTS
     )  # type: ignore[arg-type]
-    assert result.per_replica_arrival_cv == pytest.approx(_per_replica_cv(2.0, 4)) == pytest.approx(1.75**0.5)
+    assert result.per_replica_arrival_cv == pytest.approx(per_replica_arrival_cv(2.0, 4)) == pytest.approx(1.75**0.5)
     assert result.max_arrival_rate_rps <= capacity(4, tp=1)  # burstier never holds more
 
 

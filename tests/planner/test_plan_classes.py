@@ -366,7 +366,7 @@ def _over_the_cap(over: float, max_shed: float):  # type: ignore[no-untyped-def]
 
     from planner.plan_classes_base import _Context
     from planner.plan_classes_priority import _cheapest_pool, _priority_options
-    from planner.plan_predict import _saturation
+    from planner.plan_predict import cached_saturation_rps
     from planner.queueing import RELIABLE_MAX_UTILISATION
     from planner.workload import Serving
 
@@ -378,7 +378,7 @@ def _over_the_cap(over: float, max_shed: float):  # type: ignore[no-untyped-def]
     option, replicas = unshed.option, unshed.replicas
     serving = Serving(replicas=1, batch_limit=option.batch_limit, chunk_tokens=option.chunk_tokens)
     mix = merged_workload([chat, summarise]).at_rate(1.0)
-    saturation = _saturation(option.group.step_model, mix, serving, option.group.kv_capacity_tokens)
+    saturation = cached_saturation_rps(option.group.step_model, mix, serving, option.group.kv_capacity_tokens)
     scale = RELIABLE_MAX_UTILISATION * replicas * saturation * over / (chat.arrival_rate_rps + summarise.arrival_rate_rps)
     return [replace(k, arrival_rate_rps=k.arrival_rate_rps * scale) for k in (chat, summarise)], option, replicas
 

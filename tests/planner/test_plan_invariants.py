@@ -847,7 +847,7 @@ def test_sensitivity_to_traffic_is_monotone(case: Case) -> None:
 
 def simulated_misses(case: Case, result: PlanResult) -> list[str]:
     """Each row simulated again — one replica at its share of the traffic, a random split (as
-    plan_predict._verify does), another seed, twice the requests — and compared with the SLOs.
+    plan_predict.verify_replica_share does), another seed, twice the requests — and compared with the SLOs.
 
     The rule for noise: the independent run's p99 is an estimate with a 95 % batch-means confidence
     interval (planner/simulator.py). A plan that truly sits at its target reads above it about half

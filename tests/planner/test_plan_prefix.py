@@ -315,7 +315,7 @@ def test_a_bounded_mixed_fleet_counts_only_fleets_strictly_below_the_bound(rate:
     groups whose least fleet costs less than the bound: bounded at the plan's own cost it finds no fleet
     cheaper (none, or one the trial counts as none), and the groups it searched are among those the
     unbounded plan's filter keeps."""
-    from planner.plan_search import _Planner
+    from planner.plan_search import Planner
     from planner.planning import PlanningInputs, _plan, search_space
     from tests.planner.test_planning import LLAMA_8B
     from tests.planner.test_planning_bounds import GPUS, PRECISIONS
@@ -332,7 +332,7 @@ def test_a_bounded_mixed_fleet_counts_only_fleets_strictly_below_the_bound(rate:
         bounded = math.inf
     assert bounded >= cost
     space = search_space(request, inputs)
-    planner = _Planner(space.options, request.workload)
+    planner = Planner(space.options, request.workload)
     loose, _ = planner.best_per_group(SLO, ceiling_usd_per_hour=cost, arrival_rate_rps=rate)
     strict, _ = planner.best_per_group(SLO, ceiling_usd_per_hour=cost, arrival_rate_rps=rate, strictly_below=True)
     assert set(strict) <= set(loose)

@@ -170,7 +170,7 @@ def test_the_mixed_fleet_group_filter_keeps_the_cheapest_fleet(rate: float) -> N
     """Groups refused by their cost floor p_g + (λ − S_g)⁺·e could not lower the fleet's cost: the MILP
     over the filtered groups costs what it costs over every group."""
     from planner.optimizer import Candidate, solve_plan
-    from planner.plan_search import _Planner
+    from planner.plan_search import Planner
     from tests.planner.test_planning import CHAT, GRID, SLO
 
     workload = CHAT.at_rate(rate)
@@ -188,7 +188,7 @@ def test_the_mixed_fleet_group_filter_keeps_the_cheapest_fleet(rate: float) -> N
         for g in groups
         for o in enumerate_options(g, workload, batch_limits=GRID["batch_limits"], chunk_budgets=GRID["chunk_budgets"])
     ]
-    planner = _Planner(options, workload)
+    planner = Planner(options, workload)
     ceiling = planner.search(SLO, rate, PlanConstraints()).best.cost_usd_per_hour
 
     def fleet_cost(pool: dict) -> float:
@@ -221,7 +221,7 @@ def test_the_cheapest_plan_does_not_depend_on_the_order_candidates_are_searched(
     """Ties in cost and GPUs go to the smallest candidate id, so enumerating the candidates in
     another order (another heap history, other probes) gives the same configuration."""
     from planner import plan_predict
-    from planner.plan_search import _Planner
+    from planner.plan_search import Planner
     from tests.planner.test_planning import CHAT, SLO
 
     workload = CHAT.at_rate(rate)
@@ -229,9 +229,9 @@ def test_the_cheapest_plan_does_not_depend_on_the_order_candidates_are_searched(
     options = [o for g in groups for o in enumerate_options(g, workload)]
     answers = set()
     for ordered in (options, options[::-1], sorted(options, key=lambda o: (o.batch_limit, o.chunk_tokens or 0, o.id))):
-        for cache in (plan_predict._PREDICTIONS, plan_predict._saturation, plan_predict._max_rps):
+        for cache in (plan_predict.PREDICTIONS, plan_predict.cached_saturation_rps, plan_predict.cached_max_rps):
             cache.cache_clear()
-        best = _Planner(ordered, workload).search(SLO, rate, PlanConstraints()).best
+        best = Planner(ordered, workload).search(SLO, rate, PlanConstraints()).best
         assert best is not None
         answers.add((best.option.id, best.replicas, best.cost_usd_per_hour))
     assert len(answers) == 1
@@ -251,7 +251,7 @@ def test_the_initial_heap_is_what_pushing_each_option_gives(
 ) -> None:
     """The search queues every option at its closed-form bound in one vectorised pass: the same
     entries (cost, GPUs, id), the same refusals by family, as one `_push` per option."""
-    from planner.plan_search import _Outcome, _Planner
+    from planner.plan_search import Planner, _Outcome
     from tests.planner.test_planning import CHAT, SLO
 
     workload = CHAT.at_rate(rate)
@@ -263,7 +263,7 @@ def test_the_initial_heap_is_what_pushing_each_option_gives(
         inventory={} if stock is None else {"h100-sxm": stock},
     )
     groups, _ = enumerate_groups(model=LLAMA_8B, gpus=GPUS, precisions=PRECISIONS, workload=workload, slo=SLO)
-    planner = _Planner([o for g in groups for o in enumerate_options(g, workload)], workload)
+    planner = Planner([o for g in groups for o in enumerate_options(g, workload)], workload)
     one_by_one, at_once = _Outcome(), _Outcome()
     pushed: list[tuple[float, int, str, int]] = []
     for option in planner.options:
