@@ -37,7 +37,7 @@ from api.errors import RequestTimeoutError
 from api.inputs import BUILT_IN_EFFICIENCIES, engine_gpus, engine_read, priced
 from api.observability import Deadline
 from api.rounding import rounded
-from api.schemas.fleet_plans import (
+from api.schemas.fleet_plan_response import (
     AssignmentRead,
     CandidateRead,
     CandidateSearchRead,
@@ -48,11 +48,9 @@ from api.schemas.fleet_plans import (
     FleetClassPoolRead,
     FleetClassRead,
     FleetLeversRead,
-    FleetPlanRequest,
     FleetPlanResponse,
     FleetPoolRead,
     FleetTopologyRead,
-    FleetWorkloadSpec,
     GpuPriceRead,
     InventoryShadowPriceRead,
     ModelSizeRead,
@@ -61,6 +59,7 @@ from api.schemas.fleet_plans import (
     ShadowPricesRead,
     SolverRead,
 )
+from api.schemas.fleet_plans import FleetPlanRequest, FleetWorkloadSpec
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
 from api.schemas.plans import DEFAULT_PRECISIONS, EngineRead, PlanWarning, PrecisionRead
 from api.schemas.prices import price_overrides

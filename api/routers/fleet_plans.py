@@ -20,18 +20,15 @@ from api.observability import DeadlineDep, MetricsDep
 from api.operations import prefers_async
 from api.problems import problem_responses
 from api.routers.operations import PreferHeader, accepted, accepted_responses
+from api.schemas.fleet_plan_csv import CSV_COLUMNS, CSV_DESCRIPTION, CSV_MEDIA_TYPE, schedule_csv
+from api.schemas.fleet_plan_response import FleetPlanResponse
 from api.schemas.fleet_plans import (
-    CSV_COLUMNS,
-    CSV_DESCRIPTION,
-    CSV_MEDIA_TYPE,
     MAX_DISTINCT_SHAPES,
     MAX_PERIODS,
     MAX_SHAPE_OPTIONS,
     MAX_WORKLOAD_PERIODS,
     MAX_WORKLOADS,
     FleetPlanRequest,
-    FleetPlanResponse,
-    schedule_csv,
 )
 from planner.units import MS_PER_S
 

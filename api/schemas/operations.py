@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.problems import Problem
 from api.schemas.catalog import Page
 from api.schemas.deployments import ClassesReplanResponse, ReplanResponse
-from api.schemas.fleet_plans import FleetPlanResponse
+from api.schemas.fleet_plan_response import FleetPlanResponse
 from api.schemas.what_if import WhatIfResponse
 
 OperationStateName = Literal["queued", "running", "succeeded", "failed", "cancelled"]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from api.csv_export import PLAN_CSV_COLUMNS
-from api.schemas.fleet_plans import CSV_COLUMNS as FLEET_CSV_COLUMNS
+from api.schemas.fleet_plan_csv import CSV_COLUMNS as FLEET_CSV_COLUMNS
 from api.schemas.what_if import WHAT_IF_CSV_COLUMNS
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem

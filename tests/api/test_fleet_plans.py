@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from api.schemas.fleet_plans import CSV_COLUMNS
+from api.schemas.fleet_plan_csv import CSV_COLUMNS
 from catalog.db import make_engine, make_session_factory
 from catalog.repository import Catalog
 from tests.api.client import ApiClient

@@ -16,11 +16,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from api import fleet_plans
-from api.schemas.fleet_plans import (
-    MAX_DISTINCT_SHAPES,
-    MAX_SHAPE_OPTIONS,
-    MAX_WORKLOAD_PERIODS,
-)
+from api.schemas.fleet_plans import MAX_DISTINCT_SHAPES, MAX_SHAPE_OPTIONS, MAX_WORKLOAD_PERIODS
 from api.settings import SOLVER_SHARE_OF_DEADLINE
 from planner.fleet_candidates import clear_caches
 from tests.api.client import ApiClient

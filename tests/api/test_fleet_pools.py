@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from api.schemas.fleet_plans import CSV_COLUMNS
+from api.schemas.fleet_plan_csv import CSV_COLUMNS
 from tests.api.client import ApiClient
 from tests.api.conftest import ADMIN_HEADERS, assert_problem
 from tests.api.test_charts import _svg
