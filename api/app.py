@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 import api
 from api.docs_assets import install_docs
 from api.errors import NotReadyError
-from api.fleet_plans import stop_table_workers
+from api.fleet_tables import stop_table_workers
 from api.observability import install_observability
 from api.problems import (
     PROBLEM_MEDIA_TYPE,

@@ -155,7 +155,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
         print("headroom: loaded the reference catalog into the empty database", file=sys.stderr)
     if settings.admin_key is not None:
         print("headroom: HEADROOM_ADMIN_KEY is accepted as an admin API key", file=sys.stderr)
-    from api.fleet_plans import start_table_workers, stop_table_workers
+    from api.fleet_tables import start_table_workers, stop_table_workers
     from api.observability import UVICORN_LOG_CONFIG
     from planner.queueing import warm_up
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from api import fleet_plans
+from api import fleet_inputs, fleet_plans, fleet_tables
 from api.observability import Deadline
 from api.operations import OperationQueue
 from api.schemas.fleet_plans import FleetPlanRequest
@@ -81,7 +81,7 @@ class Shape:
     model: ModelSpec
     workload: Workload
     slo: Slo
-    levers: fleet_plans.TableLevers = ("off", None, None)
+    levers: fleet_tables.TableLevers = ("off", None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +89,7 @@ class Prepared:
     """What every unit of one fleet-plan operation shares, read from the catalog once per worker."""
 
     body: FleetPlanRequest
-    inputs: fleet_plans.FleetInputs
+    inputs: fleet_inputs.FleetInputs
     models: dict[str, ModelSpec]
     shapes: tuple[Shape, ...]
     #: each workload's shape, an index into `shapes`, in the request's order
@@ -97,12 +97,12 @@ class Prepared:
 
 
 def _shapes(
-    body: FleetPlanRequest, inputs: fleet_plans.FleetInputs, models: dict[str, ModelSpec]
+    body: FleetPlanRequest, inputs: fleet_inputs.FleetInputs, models: dict[str, ModelSpec]
 ) -> tuple[tuple[Shape, ...], tuple[int, ...]]:
     """The request's distinct shapes (first appearance first) and each workload's one."""
-    index: dict[tuple[ModelSpec, Workload, Slo, fleet_plans.TableLevers], int] = {}
+    index: dict[tuple[ModelSpec, Workload, Slo, fleet_tables.TableLevers], int] = {}
     of_workload = []
-    for model, _gpus, _precisions, workload, slo, _grid, levers in fleet_plans.table_jobs(body, inputs, models):
+    for model, _gpus, _precisions, workload, slo, _grid, levers in fleet_tables.table_jobs(body, inputs, models):
         key = (model, workload.at_rate(1.0), slo, levers)
         of_workload.append(index.setdefault(key, len(index)))
     return tuple(Shape(model=m, workload=w, slo=s, levers=lv) for m, w, s, lv in index), tuple(of_workload)
@@ -116,11 +116,11 @@ def distinct_shapes(body: FleetPlanRequest) -> int:
                 w.model,
                 w.to_workload().at_rate(1.0),
                 w.shape_slo().to_slo(),
-                fleet_plans.table_levers(body, w)[0],
+                fleet_tables.table_levers(body, w)[0],
                 w.draft_model,
                 w.acceptance_rate,
             )
-            for w in fleet_plans.table_workloads(body)
+            for w in fleet_tables.table_workloads(body)
         }
     )
 
@@ -175,7 +175,7 @@ def operation_request(body: FleetPlanRequest, settings: Settings, gpus: list[str
 def start_operation(body: FleetPlanRequest, catalog: Catalog, settings: Settings, tasks: OperationQueue) -> StoredOperation:
     """Read the plan's specs now (404 and 422 as the synchronous route answers them), then store it
     as a queued operation of one unit per (shape, GPU type) and a last one for the MILP."""
-    inputs, models = fleet_plans.fleet_inputs(body, catalog, settings.default_price_provider)
+    inputs, models = fleet_inputs.fleet_inputs(body, catalog, settings.default_price_provider)
     shapes, _ = _shapes(body, inputs, models)
     gpus = [gpu.slug for gpu in inputs.gpus]
     return tasks.submit(
@@ -185,7 +185,7 @@ def start_operation(body: FleetPlanRequest, catalog: Catalog, settings: Settings
 
 def prepare(request: dict[str, Any], catalog: Catalog) -> Prepared:
     body = FleetPlanRequest.model_validate(request["body"])
-    inputs, models = fleet_plans.fleet_inputs(body, catalog, request["default_provider"])
+    inputs, models = fleet_inputs.fleet_inputs(body, catalog, request["default_provider"])
     if [gpu.slug for gpu in inputs.gpus] != request["gpus"]:  # the unit count was fixed by these
         raise PlannerInputError(
             f"the GPU types this fleet plan may use changed in the catalog after it was asked for "

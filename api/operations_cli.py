@@ -69,7 +69,7 @@ def run_worker(args: argparse.Namespace, settings: Settings) -> int:
     if args.threads is not None and not 1 <= args.threads <= 64:
         print(f"headroom: error: --threads must be 1 … 64, got {args.threads}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from api.fleet_plans import stop_table_workers
+    from api.fleet_tables import stop_table_workers
     from api.tasks import TaskEngine
     from planner.queueing import warm_up
 

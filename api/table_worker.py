@@ -12,7 +12,7 @@ parent): a thread waits on a pidfd for its exit (Linux), or polls its pid every
 and the resource tracker see end-of-file and exit too. A worker also gets PR_SET_PDEATHSIG
 (Linux): if the fork server dies first, the kernel kills it.
 
-Import this module only where the fork server's preload does (api/fleet_plans.py): the hooks
+Import this module only where the fork server's preload does (api/fleet_tables.py): the hooks
 act on every process later forked from the importing one.
 """
 

@@ -23,7 +23,7 @@ Scenarios (illustrative traffic, not data):
 Demand d(h) = peak × (0.55 + 0.45 cos(2π(h − peak hour)/24)) req/s, peaks 2–40 req/s.
 Inventory caps two scarce types (a scenario): h100-sxm 64, h200 48.
 
-Each scenario is posted twice: cold (queueing caches and api/fleet_plans.py's candidate-table
+Each scenario is posted twice: cold (queueing caches and api/fleet_tables.py's candidate-table
 cache cleared first) and warm (the same request again: tables and queueing results cached; a
 repeated or slightly changed plan pays only for the MILP). Candidate tables for distinct shapes
 are computed in worker processes, so `process_cpu_s` (this process's CPU) leaves their CPU out.
@@ -44,7 +44,7 @@ from typing import Any
 import httpx
 
 from api.app import create_app
-from api.fleet_plans import clear_table_cache, restart_table_workers
+from api.fleet_tables import clear_table_cache, restart_table_workers
 from api.settings import Settings
 from catalog import migrate
 from catalog.db import make_engine, make_session_factory

@@ -55,7 +55,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from api import fleet_operation, fleet_plans, what_if
+from api import fleet_inputs, fleet_operation, fleet_plans, fleet_tables, what_if
 from api.disagg_plans import LINK
 from api.observability import Deadline
 from api.schemas.fleet_plans import FleetPlanRequest
@@ -227,8 +227,8 @@ def fleet_in_process_s(database_url: str) -> tuple[float, str]:
     """FLEET_50X24 as the synchronous route plans it (tables in the table worker processes), caches
     cold: wall time and cost per day."""
     body = FleetPlanRequest.model_validate(fleet_50x24())
-    fleet_plans.clear_table_cache()
-    fleet_plans.restart_table_workers()
+    fleet_tables.clear_table_cache()
+    fleet_tables.restart_table_workers()
     clear_caches()
     engine = make_engine(database_url)
     try:
@@ -240,7 +240,7 @@ def fleet_in_process_s(database_url: str) -> tuple[float, str]:
             wall_s = time.perf_counter() - started
     finally:
         engine.dispose()
-        fleet_plans.stop_table_workers()
+        fleet_tables.stop_table_workers()
     solver = outcome.plan.solver
     summary = (
         f"${outcome.plan.cost.usd_per_day:.2f}/day  tables {outcome.candidates_ms / 1e3:.1f} s wall, MILP {solver.solve_s:.1f} s "
@@ -255,7 +255,7 @@ def per_table_cost(database_url: str) -> dict[str, float]:
     engine = make_engine(database_url)
     try:
         with make_session_factory(engine)() as session:
-            inputs, models = fleet_plans.fleet_inputs(body, Catalog(session))
+            inputs, models = fleet_inputs.fleet_inputs(body, Catalog(session))
     finally:
         engine.dispose()
     clear_caches()
@@ -296,7 +296,7 @@ def per_pool_plan_cost(database_url: str) -> dict[str, float]:
     engine = make_engine(database_url)
     try:
         with make_session_factory(engine)() as session:
-            inputs, models = fleet_plans.fleet_inputs(body, Catalog(session))
+            inputs, models = fleet_inputs.fleet_inputs(body, Catalog(session))
     finally:
         engine.dispose()
     clear_caches()

@@ -11,7 +11,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-import api.fleet_plans
+import api.fleet_tables
 import planner.queueing
 from api.cli import main
 from tests.api.conftest import living_group_members, serve_headroom
@@ -27,7 +27,7 @@ def served(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setattr(uvicorn, "run", run)
     monkeypatch.setattr(planner.queueing, "warm_up", lambda: seen["started"].append("warm_up"))
-    monkeypatch.setattr(api.fleet_plans, "start_table_workers", lambda: seen["started"].append("table_workers"))
+    monkeypatch.setattr(api.fleet_tables, "start_table_workers", lambda: seen["started"].append("table_workers"))
     monkeypatch.setenv("HEADROOM_DATABASE_URL", "sqlite:///elsewhere.db")
     return seen
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from api import fleet_plans
+from api import fleet_plans, fleet_tables
 from api.schemas.fleet_plans import MAX_DISTINCT_SHAPES, MAX_SHAPE_OPTIONS, MAX_WORKLOAD_PERIODS
 from api.settings import SOLVER_SHARE_OF_DEADLINE
 from planner.fleet_candidates import clear_caches
@@ -143,9 +143,9 @@ def test_a_plan_past_the_request_timeout_answers_503_and_then_stops(seeded: Call
     """Cold tables (every cache cleared) on the default grid take seconds; with a 0.3 s request
     timeout the answer is a 503 `request-timeout`, and soon after it the plan's thread has ended
     and the table workers hold no job of it: nothing keeps burning CPU for a client that left."""
-    fleet_plans.clear_table_cache()
+    fleet_tables.clear_table_cache()
     clear_caches()
-    fleet_plans.restart_table_workers()  # workers with empty caches
+    fleet_tables.restart_table_workers()  # workers with empty caches
     api = seeded(request_timeout_s=0.3)
     shapes = [workload(f"w{i}", [5.0, 9.0], output_tokens={"mean": 200 + 10 * i, "p99": 1000}) for i in range(6)]
     payload = body(*shapes, search={})
@@ -154,7 +154,7 @@ def test_a_plan_past_the_request_timeout_answers_503_and_then_stops(seeded: Call
     problem = assert_problem(post(api, payload), 503, "request-timeout")
     assert problem["timeout_s"] == 0.3
     answered_s = time.monotonic() - started
-    while (plan_threads() or fleet_plans.pending_table_jobs()) and time.monotonic() - started < answered_s + STOPS_WITHIN_S:
+    while (plan_threads() or fleet_tables.pending_table_jobs()) and time.monotonic() - started < answered_s + STOPS_WITHIN_S:
         time.sleep(0.05)
-    assert plan_threads() == [] and fleet_plans.pending_table_jobs() == 0
-    fleet_plans.clear_table_cache()
+    assert plan_threads() == [] and fleet_tables.pending_table_jobs() == 0
+    fleet_tables.clear_table_cache()
