@@ -212,7 +212,7 @@ def run_deploy(args: argparse.Namespace, settings: Any) -> int:
 
 
 def _deploy_locally(plan_id: str, target: str, catalog: Catalog, session: Session) -> str:
-    from api.deploy import render
+    from api.deploy_render import render
     from api.routers.deploy import deploy_inputs
     from catalog.plans import Plans
 

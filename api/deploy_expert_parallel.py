@@ -1,5 +1,5 @@
 """The expert-parallel replica's engine flags (planner/expert_parallel.py: ep GPUs, attention
-data-parallel, experts sharded, an all-to-all per MoE layer), kept apart from api/deploy.py's
+data-parallel, experts sharded, an all-to-all per MoE layer), kept apart from api/deploy_engines.py's
 other flags.
 
 - vLLM: `--tensor-parallel-size 1 --data-parallel-size ep --enable-expert-parallel`; its all-to-all

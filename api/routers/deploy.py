@@ -1,6 +1,6 @@
 """`GET /v1/plans/{plan_id}/deploy?target=vllm|sglang|trt-llm|k8s` (deploy_plan): a stored plan as
 the engine's launch command(s) or as Kubernetes manifests. The rendering is pure
-(api/deploy.py); this reads the plan and the catalog records it names."""
+(api/deploy_render.py); this reads the plan and the catalog records it names."""
 
 # No `from __future__ import annotations`: FastAPI reads the handler's annotations at runtime.
 
@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
-from api.deploy import DeployInputs, draft_model_request, render, slugs_needed
+from api.deploy import DeployInputs, draft_model_request, slugs_needed
+from api.deploy_render import render
 from api.deps import CatalogDep, PlansDep, ReaderDep
 from api.problems import problem_responses
 from catalog.plans import Plans

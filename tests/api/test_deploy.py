@@ -15,7 +15,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from api.deploy import ENGINES, DeployInputs, NotDeployableError, engine_cli, render
+from api.deploy import ENGINES, DeployInputs, NotDeployableError, engine_cli
+from api.deploy_render import render
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
 

@@ -11,7 +11,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from api.deploy import ENGINES, DeployInputs, NotDeployableError, engine_cli, render
+from api.deploy import ENGINES, DeployInputs, NotDeployableError, engine_cli
+from api.deploy_render import render
 from tests.api.client import ApiClient
 from tests.api.test_deploy import K8S_VERSION, _fields, commands, flags, speculating
 from tests.api.test_speculative_draft_model import BODY

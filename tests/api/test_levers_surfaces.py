@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from api.cli import main
-from api.deploy import DeployInputs, engine_cli, render
+from api.deploy import DeployInputs, engine_cli
+from api.deploy_render import render
 from tests.api.client import ApiClient
 from tests.api.test_cli_plan import local_url, write  # noqa: F401  (local_url is a fixture)
 from tests.api.test_deploy import commands, flags, inputs
