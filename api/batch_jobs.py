@@ -22,8 +22,9 @@ from api.errors import RequestTimeoutError
 from api.observability import Deadline
 from api.problems import problem_type_for
 from api.rounding import rounded
+from api.schemas.plan_response import PlanResponse
 from api.schemas.plan_result import provenance_read
-from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanResponse
+from api.schemas.plans import PlanConstraintsSpec, PlanRequest
 from api.schemas.what_if import WHAT_IF_CSV_COLUMNS, WhatIfRequest
 from api.schemas.workload import BatchWorkloadSpec, length_distribution
 from catalog.plans import Plans, new_plan_id

@@ -20,7 +20,8 @@ from api.schemas.capacity import (
     CapacityResponse,
     capacity_response,
 )
-from api.schemas.plans import DEFAULT_PRECISIONS, EngineRead, PlanPin
+from api.schemas.plan_response import EngineRead
+from api.schemas.plans import DEFAULT_PRECISIONS, PlanPin
 from catalog.errors import NotFoundError
 from catalog.repository import Catalog
 from planner import capacity

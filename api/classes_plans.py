@@ -23,8 +23,9 @@ from api.schemas.classes import (
     InteractivePeriodRead,
     PeriodVerificationRead,
 )
+from api.schemas.plan_response import PrecisionRead
 from api.schemas.plan_result import EfficiencyRead
-from api.schemas.plans import PlanRequest, PrecisionRead
+from api.schemas.plans import PlanRequest
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments
 from catalog.plans import Plans, new_plan_id

@@ -21,12 +21,7 @@ from api.deploy import (
     is_disaggregated,
     replica_groups,
 )
-from api.deploy_engines import (
-    classes_note,
-    priority_note,
-    vllm_argv,
-    vllm_env,
-)
+from api.deploy_engines import classes_note, priority_note, vllm_argv, vllm_env
 from api.schemas.classes import is_classes_plan
 
 #: HPA ceiling as a multiple of the planned replicas: a policy default (room for traffic to double before

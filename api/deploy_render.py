@@ -16,12 +16,8 @@ from api.deploy import (
     nodes_per_replica,
     replica_groups,
 )
-from api.deploy_engines import (
-    render_engine,
-)
-from api.deploy_k8s import (
-    render_k8s,
-)
+from api.deploy_engines import render_engine
+from api.deploy_k8s import render_k8s
 
 
 def render(inputs: DeployInputs, target: str) -> tuple[str, str]:

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from api.rounding import rounded
+from api.schemas.plan_response import PlanResponse
 from api.schemas.plan_result import provenance_read
-from api.schemas.plans import PlanRequest, PlanResponse
+from api.schemas.plans import PlanRequest
 from catalog.prices import Pricing
 from planner.disagg import DEFAULT_SCALE_OUT, KvLink, intra_node_link, kv_transfer_bytes, scale_out_link
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError

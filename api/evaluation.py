@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 from api.inputs import engine_gpu, engine_read
-from api.schemas.plans import EngineRead
+from api.schemas.plan_response import EngineRead
 from catalog.repository import Catalog
 from planner.errors import SimulationLimitError, UnsupportedConfigurationError
 from planner.plan_predict import per_replica_arrival_cv

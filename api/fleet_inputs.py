@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from api.inputs import BUILT_IN_EFFICIENCIES, engine_gpus, engine_read, priced
 from api.schemas.fleet_plans import FleetPlanRequest
-from api.schemas.plans import DEFAULT_PRECISIONS, EngineRead
+from api.schemas.plan_response import EngineRead
+from api.schemas.plans import DEFAULT_PRECISIONS
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.errors import NotFoundError
@@ -18,10 +19,7 @@ from catalog.prices import ChosenPrice
 from catalog.repository import Catalog, Page
 from planner.confidence import meets
 from planner.errors import PlannerInputError
-from planner.fleet_spec import (
-    GpuPrice,
-    SpotOffer,
-)
+from planner.fleet_spec import GpuPrice, SpotOffer
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.speculative import check_draft_model
 

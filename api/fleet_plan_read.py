@@ -35,18 +35,11 @@ from api.schemas.fleet_plan_response import (
     SolverRead,
 )
 from api.schemas.fleet_plans import FleetPlanRequest
+from api.schemas.plan_response import PlanWarning, PrecisionRead
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
-from api.schemas.plans import PlanWarning, PrecisionRead
-from planner.fleet_candidates import (
-    CandidateTable,
-)
+from planner.fleet_candidates import CandidateTable
 from planner.fleet_levers import NO_LEVERS, CandidateLevers
-from planner.fleet_spec import (
-    ClassFigure,
-    FleetClassAssignment,
-    FleetPlan,
-    PoolConfig,
-)
+from planner.fleet_spec import ClassFigure, FleetClassAssignment, FleetPlan, PoolConfig
 from planner.optimizer import Candidate
 from planner.planning import HOURS_PER_MONTH, SECONDS_PER_HOUR
 from planner.units import MS_PER_S

@@ -20,16 +20,9 @@ from api.errors import RequestTimeoutError
 from api.fleet_inputs import FleetInputs
 from api.observability import Deadline
 from api.schemas.fleet_plans import FleetPlanRequest, FleetWorkloadSpec
-from planner.fleet_candidates import (
-    CandidateGrid,
-    CandidateTable,
-    candidate_table,
-)
+from planner.fleet_candidates import CandidateGrid, CandidateTable, candidate_table
 from planner.fleet_levers import DraftPin, SpeculativeMode
-from planner.fleet_spec import (
-    Checkpoint,
-    no_checkpoint,
-)
+from planner.fleet_spec import Checkpoint, no_checkpoint
 from planner.specs import GpuSpec, ModelSpec, Precision
 from planner.workload import Slo, Workload
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from api.deploy import published_draft_methods
 from api.instance_plans import instance_pricing
-from api.schemas.plans import DEFAULT_PRECISIONS, EngineRead, PlanRequest
+from api.schemas.plan_response import EngineRead
+from api.schemas.plans import DEFAULT_PRECISIONS, PlanRequest
 from api.schemas.prices import price_overrides
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.engine_profiles import EngineProfiles
@@ -202,7 +203,7 @@ def engine_gpu(catalog: Catalog, gpu: GpuSpec, engine: str, efficiency_profile: 
 
 
 def engine_read(engine: str, choices: Sequence[EngineChoice]) -> EngineRead:
-    """The answer's `engine` section (api/schemas/plans.py EngineRead) for one requested engine priced on `choices`
+    """The answer's `engine` section (api/schemas/plan_response.py EngineRead) for one requested engine priced on `choices`
     (the answer's GPUs, its own first): the engine as asked, each GPU's profile, generation and why."""
     profiles = [engine_profile_read(choice) for choice in choices]
     return EngineRead.model_validate(
@@ -217,7 +218,7 @@ def engine_read(engine: str, choices: Sequence[EngineChoice]) -> EngineRead:
 
 
 def engine_profile_read(choice: EngineChoice) -> dict[str, Any]:
-    """One GPU's `engine.profile` (api/schemas/plans.py EngineProfileRead)."""
+    """One GPU's `engine.profile` (api/schemas/plan_response.py EngineProfileRead)."""
     return {
         "gpu": choice.gpu,
         "engine": choice.engine,

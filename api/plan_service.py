@@ -14,7 +14,8 @@ from typing import Any, cast
 from api.batch_jobs import create_batch_plan
 from api.disagg_plans import topology_plan
 from api.inputs import check_engines, engine_inputs, engine_profile_read, planning_inputs
-from api.schemas.plans import PlanRequest, PlanResponse, plan_response
+from api.schemas.plan_response import PlanResponse, plan_response
+from api.schemas.plans import PlanRequest
 from api.schemas.workload import BatchWorkloadSpec
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments

@@ -25,7 +25,8 @@ from api.operations import OperationQueue
 from api.problems import problem_type_for
 from api.rounding import rounded
 from api.schemas.classes import ClassesPlanRequest
-from api.schemas.plans import EngineRead, PlanConstraintsSpec, PlanRequest, plan_response
+from api.schemas.plan_response import EngineRead, plan_response
+from api.schemas.plans import PlanConstraintsSpec, PlanRequest
 from api.schemas.what_if import (
     MAX_WHAT_IF_POINTS,
     WHAT_IF_CSV_COLUMNS,

@@ -32,7 +32,8 @@ from api.plan_list import plan_summary
 from api.problems import problem_responses
 from api.routers.catalog import Limit, Offset
 from api.schemas.classes import ClassesPlanRequest, ClassesPlanResponse, is_classes_plan
-from api.schemas.plans import PlanPage, PlanRequest, PlanResponse
+from api.schemas.plan_response import PlanPage, PlanResponse
+from api.schemas.plans import PlanRequest
 from planner.units import MS_PER_S
 
 router = APIRouter(tags=["plans"])

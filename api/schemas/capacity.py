@@ -13,8 +13,9 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from api.schemas.catalog import Slug
+from api.schemas.plan_response import EngineRead
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
-from api.schemas.plans import EngineRead, OneEngineSpec, PlanPin, PlanPrecision, PlanSlo
+from api.schemas.plans import OneEngineSpec, PlanPin, PlanPrecision, PlanSlo
 from api.schemas.workload import WorkloadShape
 from planner.capacity import CapacityResult
 from planner.units import MS_PER_S

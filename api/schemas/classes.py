@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
+from api.schemas.plan_response import PrecisionRead
 from api.schemas.plan_result import EfficiencyRead
-from api.schemas.plans import PlanConstraintsSpec, PlanSlo, PrecisionRead
+from api.schemas.plans import PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import TokenLengths, length_distribution
 from planner.plan_refusals import class_plan_refusals

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Page, Slug
 from api.schemas.classes import MAX_CLASSES, ClassesPlanResponse, TrafficClassSpec
-from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanResponse, PlanSlo, PoolRead
+from api.schemas.plan_response import PlanResponse, PoolRead
+from api.schemas.plans import PlanConstraintsSpec, PlanRequest, PlanSlo
 from api.schemas.workload import WorkloadSpec
 from planner.class_diff import ClassPlanDiff
 from planner.diff import (

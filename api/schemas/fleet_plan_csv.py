@@ -11,7 +11,7 @@ from typing import Any
 from api.csv_export import CURRENCY
 from api.rounding import rounded
 from api.schemas.fleet_plan_response import AssignmentRead, FleetPlanResponse, PeriodRead
-from api.schemas.plans import PrecisionRead
+from api.schemas.plan_response import PrecisionRead
 from planner.units import HOURS_PER_MONTH
 
 #: The CSV schedule's columns, in order; units in the names. Stable: spreadsheets refer to them.

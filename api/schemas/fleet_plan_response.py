@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from api.schemas.plan_response import EngineRead, PlanWarning, PrecisionRead
 from api.schemas.plan_result import PrefixCachingRead, SpeculativeRead
-from api.schemas.plans import EngineRead, PlanWarning, PrecisionRead
 
 _PP = (
     "Pipeline-parallel stages per replica: a replica is tp × pp GPUs, over several nodes when that exceeds a node "

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.evaluation import Configuration, LatencyEstimate, Method, PrefixSetup
 from api.schemas.catalog import Slug
-from api.schemas.plans import EngineRead, OneEngineSpec
+from api.schemas.plan_response import EngineRead
+from api.schemas.plans import OneEngineSpec
 from api.schemas.workload import ServingSpec, WorkloadSpec
 from planner.performance import DecodeStep, Evaluation, Prefill, ThroughputCurve
 from planner.queueing import FORMULA, Latency, Prediction, RhoPoint

@@ -17,7 +17,8 @@ from pydantic_core import PydanticCustomError
 
 from api.schemas.catalog import Slug
 from api.schemas.classes import MAX_CLASSES, TrafficClassSpec
-from api.schemas.plans import EngineRead, OneEngineSpec, PlanConstraintsSpec, PlanSlo
+from api.schemas.plan_response import EngineRead
+from api.schemas.plans import OneEngineSpec, PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import MAX_DEADLINE_H, MAX_JOB_REQUESTS, BatchWorkloadSpec, WorkloadShape
 from planner.plan_refusals import POOLS_REFUSE_PREFIX_REUSE, class_plan_refusals

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from api.csv_export import PLAN_CSV_COLUMNS, plan_csv_rows, rows_to_csv
-from api.schemas.plans import plan_response
+from api.schemas.plan_response import plan_response
 from planner.planning import FleetRow, plan_capacity
 from tests.api.client import ApiClient
 from tests.api.conftest import assert_problem
