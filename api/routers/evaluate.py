@@ -8,7 +8,9 @@ from fastapi import APIRouter
 from api.deps import CatalogDep, ReaderDep, SettingsDep
 from api.evaluation import predict_latency, prefix_setup, resolve_configuration
 from api.problems import problem_responses
-from api.schemas.performance import STEP_FORMULA, EvaluateRequest, EvaluateResponse, evaluate_response, prefix_cache_read
+from api.schemas.performance import EvaluateRequest
+from api.schemas.performance_read import evaluate_response, prefix_cache_read
+from api.schemas.performance_response import STEP_FORMULA, EvaluateResponse
 from planner.performance import evaluate
 
 router = APIRouter(tags=["performance"])

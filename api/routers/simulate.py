@@ -16,7 +16,9 @@ from api.evaluation import (
 )
 from api.observability import Deadline, DeadlineDep, MetricsDep, MetricsRegistry
 from api.problems import problem_responses
-from api.schemas.performance import SimulateRequest, SimulateResponse, prefix_cache_simulated, simulate_response
+from api.schemas.performance import SimulateRequest
+from api.schemas.performance_read import prefix_cache_simulated, simulate_response
+from api.schemas.performance_response import SimulateResponse
 from planner.memory import check_fit, kv_capacity_tokens
 from planner.performance import build_step_model
 from planner.queueing import saturation_rps
