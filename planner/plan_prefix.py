@@ -95,7 +95,9 @@ class Stage(Protocol):
     """planning.stage_plan (or a test's variant of it): a plan up to its verified rows, finished by
     planning.finish_plan; `space` the request's search space already enumerated (planning.search_space)."""
 
-    def __call__(self, request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None) -> StagedPlan: ...
+    def __call__(
+        self, request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None, refine: bool = True
+    ) -> StagedPlan: ...
 
 
 def reduced_prompts(prompt: LengthDistribution, classes: tuple[tuple[float, int], ...]) -> HistogramLength:
@@ -157,7 +159,7 @@ def _ttft_at(result: PlanResult) -> float | None:
 
 def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) -> PlanResult:
     """The plan for a workload with prefix reuse (see the module docstring); `stage` plans a trial up to its verified rows."""
-    from planner.planning import finish_plan, search_space, staged_ttft_s
+    from planner.planning import finish_plan, refined_stage, search_space, staged_ttft_s
 
     reuse = request.workload.prefix_reuse
     assert reuse is not None
@@ -206,7 +208,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             try:
                 if key not in spaces:
                     spaces[key] = search_space(trial_request, inputs)
-                found = stage(trial_request, inputs, space=spaces[key])
+                found = stage(trial_request, inputs, space=spaces[key], refine=False)
             except InfeasiblePlanError:
                 found = None
             if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
@@ -288,7 +290,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
             try:
-                staged = stage(attempt, inputs, space=space) if ready is None else ready
+                staged = stage(attempt, inputs, space=space, refine=False) if ready is None else ready
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break
@@ -307,7 +309,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
                 # the attempts are staged unexplained; the one deployed is priced (and explained) once, from its
                 # own search (the search does not depend on `explain`: the same plan as planned anew)
                 explained = replace(staged.request, explain=request.explain)
-                chosen_plan = finish_plan(replace(staged, request=explained))
+                chosen_plan = finish_plan(replace(refined_stage(staged), request=explained))
                 records = tuple(t.record for t in trials)
                 return _chosen(
                     chosen_plan,
