@@ -147,6 +147,8 @@ class _Trial:
     found: StagedPlan | None
     #: The search space it was planned on (its re-plans with more replicas search it again).
     space: _Space | None = None
+    #: The routing its hits were planned under (its record's is the one its own plan deploys: `deployed_routing`).
+    routing: str = "random"
 
     @property
     def cost(self) -> float:
@@ -225,7 +227,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             hits = own_cache(fraction, routing_name, found.replicas)
             mix = reduced_prompts(prompt, hits.classes)
         record = PrefixCachingTrial(
-            routing=routing_name,
+            routing=routing_name if found is None else deployed_routing(routing_name, found.replicas),
             cache_fraction=fraction,
             cache_tokens=hits.cache_tokens,
             hit_rate=hits.hit_rate,
@@ -233,7 +235,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             replicas=None if found is None else found.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
-        return _Trial(index=index, record=record, request=trial_request, found=found, space=spaces.get(key))
+        return _Trial(index=index, record=record, request=trial_request, found=found, space=spaces.get(key), routing=routing_name)
 
     def own_cache(fraction: float, routing_name: str, replicas: int) -> PrefixHits:
         """The hits of a cache of `fraction` of the per-replica working set at `replicas` replicas."""
@@ -298,6 +300,8 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             if staged.cost_usd_per_hour >= without.cost_usd_per_hour:
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
+            # the routing the attempt deploys, at its own replica count (prefix-aware needs R > 1)
+            record = replace(current.record, routing=deployed_routing(current.routing, staged.row.replicas))
             try:
                 verification, simulated_hit = _verified(
                     staged, trial_request, request, inputs, reuse, record, without.adjustments
@@ -348,6 +352,13 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     )
     justification = None if finished.justification is None else replace(finished.justification, prefix_caching=section)
     return replace(finished, justification=justification)
+
+
+def deployed_routing(planned: str, replicas: int) -> str:
+    """The routing a trial's plan deploys: prefix-aware (or session-sticky) routing, decided at the plan
+    without a cache's replica count, concentrates the prefixes over R > 1 replicas; a plan of one replica
+    routes nothing, so it is random routing (one replica sees every prefix either way, the same hits)."""
+    return "random" if planned == "prefix_aware" and replicas == 1 else planned
 
 
 def finds_as_many(own: PrefixHits, planned: PrefixHits) -> bool:
