@@ -13,6 +13,7 @@ import pytest
 from bench.fidelity import open_reference_catalog
 from bench.serving_evidence import fit_data, inexpressible_reason, load, vllm_max_num_seqs_concurrency
 from catalog.repository import Catalog
+from planner.memory import replica_kv_bytes_per_token, weight_bytes
 
 DOCUMENT = load()
 POINTS = {r["id"]: r for r in DOCUMENT["points"]}
@@ -76,3 +77,34 @@ def test_dstack_online_vllm_rows_hold_what_the_kv_cache_holds_below_the_client_c
     assert [POINTS[i]["concurrency"] for i in ("e1258", "e1260", "e1262")] == [127, 95, 63]
     # the offline vLLM rows of the same study at 3200/1600 on H200 are priced at the same rule's 127
     assert POINTS["e1387"]["concurrency"] == "vllm-max-num-seqs-kv-limited"
+
+
+#: comparison/h100sxm5_vs_mi300x/raw_data/gpu-usage.md: 'Loading model weights took X GB in each GPU' (vLLM prints GiB).
+DSTACK_405B_LOADED_GIB = {
+    "8xH100 1FP8-meta": 56.7677,
+    "8xMi300x 1FP8-meta": 56.7677,
+    "8xMi300 1FP8-amd": 49.3235,
+    "4xMi300x 1FP8-amd": 97.4347,
+}
+
+
+def test_dstack_405b_rows_admit_what_fits_beside_the_weights_the_source_printed(catalog: Catalog):
+    """vLLM admits min(--max-num-seqs, prompts, requests whose bf16 KV fits 0.9 of memory less the loaded weights); the
+    weights are the per-GPU figure the source prints for each checkpoint, not the catalog's all-FP8 405B (meta's loads 20 %
+    more), so on 8 x H100 the 2048/2048 runs of 128 and 256 prompts hold 41, not the 80 all-FP8 weights would leave."""
+    rows = [r for r in DOCUMENT["points"] if r["source"] == "dstack-llama405b-h100-mi300x-offline"]
+    assert len(rows) == 74
+    model = catalog.model_spec("llama-3.1-405b")
+    for record in rows:
+        label = re.search(r"\(gpu ([^,]+),", str(record["published"])).group(1)  # type: ignore[union-attr]
+        gpu = catalog.gpu_spec(str(record["gpu"]), "ideal")
+        precision = catalog.precision(str(record["weights"]), str(record["kv_cache"]))
+        tp = int(record["tp"])
+        free = 0.9 * tp * gpu.memory_bytes - tp * DSTACK_405B_LOADED_GIB[label] * 2**30
+        per_request = replica_kv_bytes_per_token(model, precision.kv_cache, tp) * (
+            int(record["prompt_tokens"]) + int(record["output_tokens"])
+        )
+        assert record["concurrency"] == max(1, min(256, int(record["num_prompts"]), int(free / per_request))), record["id"]
+    # meta's checkpoint is heavier than the catalog's all-FP8 weights: the source's figure, not the catalog's, sets the batch
+    assert DSTACK_405B_LOADED_GIB["8xH100 1FP8-meta"] * 2**30 > 1.15 * weight_bytes(model, precision.weights) / 8
+    assert [POINTS[i]["concurrency"] for i in ("e1890", "e1891", "e1898")] == [41, 41, 78]
