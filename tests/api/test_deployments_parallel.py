@@ -11,11 +11,14 @@ aggregated and in separate pools, and Mixtral with 4,000-token prompts on tp 8, 
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.api.client import ApiClient
+from tests.api.test_cli_plan import local_url, run, write  # noqa: F401  (local_url is a fixture)
 from tests.api.test_deployments import plan, replan
 from tests.api.test_disagg_pipeline import DISAGG_405B
 from tests.api.test_expert_parallel_plans import REQUEST as MIXTRAL_EP
@@ -127,3 +130,32 @@ def test_a_405b_disaggregated_plan_rechecks_its_pools_in_stages(seeded: ApiClien
     result = replan(seeded, admin, "pools", {"arrival_rate_rps": DISAGG_405B["workload"]["arrival_rate_rps"]})
     assert result["diff"]["same_configuration"] is True and result["changed"] is False
     assert {p["pool"]: p["status"] for p in result["diff"]["pools"]} == {"prefill": "same", "decode": "same"}
+
+
+def test_the_cli_counts_ep_alone_as_a_change_of_the_plan_in_force(
+    local_url: str,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Mixtral at 20 req/s on tp 8 is one replica of 8 GPUs whether ep is pinned 8 or 1 (same GPUs, batch and chunk):
+    `headroom plan --deployment moe --detailed-exitcode` with ep 1 after ep 8 exits 5, since the engine's command
+    changes (data-parallel attention and an all-to-all, or tensor-split experts); the same request again exits 0."""
+
+    def pinned(ep: int) -> str:
+        body = copy.deepcopy(MIXTRAL_EP)
+        body["workload"]["arrival_rate_rps"] = 20
+        body["constraints"]["pin"] = {"tp": 8, "ep": ep}
+        return write(tmp_path / f"ep{ep}.json", body)
+
+    first = run(capsys, "--database-url", local_url, "plan", pinned(8), "--deployment", "moe")
+    assert first[0] == 0, first[2]
+    before = json.loads(first[1])["plan"]
+    argv = ("--database-url", local_url, "plan", pinned(1), "--deployment", "moe", "--detailed-exitcode")
+    code, out, err = run(capsys, *argv)
+    after = json.loads(out)["plan"]
+    assert [after[f] for f in ("gpu", "tp", "replicas", "gpus_total", "batch_limit", "chunk_tokens")] == [
+        before[f] for f in ("gpu", "tp", "replicas", "gpus_total", "batch_limit", "chunk_tokens")
+    ], "only ep differs here"
+    assert (before["ep"], after["ep"]) == (8, 1)
+    assert code == 5, err
+    assert run(capsys, *argv)[0] == 0
