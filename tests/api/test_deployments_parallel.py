@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.api.client import ApiClient
+from tests.api.test_classes_pipeline import CLASSES_405B
 from tests.api.test_cli_plan import local_url, run, write  # noqa: F401  (local_url is a fixture)
 from tests.api.test_deployments import plan, replan
 from tests.api.test_disagg_pipeline import DISAGG_405B
@@ -159,3 +160,20 @@ def test_the_cli_counts_ep_alone_as_a_change_of_the_plan_in_force(
     assert (before["ep"], after["ep"]) == (8, 1)
     assert code == 5, err
     assert run(capsys, *argv)[0] == 0
+
+
+def test_a_405b_class_deployment_counts_its_staged_pools_gpus(seeded: ApiClient, admin: dict[str, str]) -> None:
+    """A class plan's pools of tp 8 × pp 2 (tests/api/test_classes_pipeline.py): the deployment's summary and the
+    re-plan's diff count replicas × tp × pp GPUs a pool (they counted replicas × tp: half the GPUs bought)."""
+    stored = plan(seeded, admin, _named(CLASSES_405B, "classes"))
+    gpus = sum(pool["replicas"] * pool["tp"] * pool["pp"] for pool in stored["pools"])
+    assert all(pool["pp"] >= 2 for pool in stored["pools"])
+    summary = seeded.get("/v1/deployments").json()["items"][0]
+    assert summary["gpus_total"] == gpus
+    [item] = seeded.get("/v1/deployments/classes/plans").json()["items"]
+    assert item["gpus_total"] == gpus
+
+    rates = {k["name"]: k["arrival_rate_rps"] for k in CLASSES_405B["classes"]}
+    result = replan(seeded, admin, "classes", {"class_rates_rps": rates})
+    assert result["diff"]["gpus_total"]["before"] == gpus
+    assert result["diff"]["gpus_total"]["after"] == sum(p["replicas"] * p["tp"] * p["pp"] for p in result["plan"]["pools"])
