@@ -418,7 +418,7 @@ def parallel_summary(section: ParallelSection) -> str:
     ]
     return (
         f"{layout} = {section.gpus_per_replica} GPUs over {section.nodes_per_replica} node(s): a decode step of "
-        f"{section.decode_batch} sequences takes {section.decode_step_s * 1e3:.3g} ms ({section.pp} × "
+        f"{section.decode_batch} sequence{'' if section.decode_batch == 1 else 's'} takes {section.decode_step_s * 1e3:.3g} ms ({section.pp} × "
         f"{section.stage_s * 1e3:.3g} ms stage + {section.hops_s * 1e3:.3g} ms hops), a lone {section.prompt_tokens}-token "
         f"prompt {section.lone_prefill_s * 1e3:.3g} ms through the stages (bubble {section.lone_bubble_fraction:.2f})"
         + (f"; {', '.join(comm)}" if comm else "")
