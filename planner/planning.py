@@ -48,7 +48,7 @@ from planner.errors import (
 from planner.optimizer import PlanConstraints, PlanSolution, solve_plan
 from planner.packing import InstanceUse
 from planner.pins import apply_pins
-from planner.pipeline import PP_DEGREES, ParallelSection, parallel_section, parallel_terms
+from planner.pipeline import PP_DEGREES, ParallelSection, replica_parallel_section
 from planner.plan_explain import (
     SATURATION_BINDS,
     SLO_RELAXATION,
@@ -96,7 +96,6 @@ from planner.plan_verify import (
     _verified_mixed,
     _verified_search,
 )
-from planner.precision import activation_bytes
 from planner.queueing import Prediction
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.units import GB, HOURS_PER_MONTH, MS_PER_S, SECONDS_PER_HOUR
@@ -726,16 +725,9 @@ def _result(
 def _parallel_section(option: Option, model: ModelSpec, workload: Workload, prediction: Prediction) -> ParallelSection | None:
     """A pipeline or expert-parallel group's terms at the plan's occupancy and mean prompt (as the roofline section's)."""
     g = option.group
-    if g.pp == 1 and g.ep == 1:
-        return None
-    terms = parallel_terms(g.gpu, model, g.tp, g.pp, g.ep, activation_bytes(g.precision.weights))
     occupancy = prediction.queueing.mean_occupancy if prediction.queueing else 1.0
-    return parallel_section(
-        terms,
-        g.step_model,
-        batch=max(1, round(occupancy)),
-        context_tokens=max(1, round(workload.prompt_tokens.mean + workload.output_tokens.mean / 2)),
-        prompt_tokens=max(1, round(workload.prompt_tokens.mean)),
+    return replica_parallel_section(
+        g.gpu, model, g.precision.weights, g.step_model, tp=g.tp, pp=g.pp, ep=g.ep, batch=occupancy, workload=workload
     )
 
 

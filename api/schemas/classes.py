@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
-from api.schemas.plan_result import EfficiencyRead
+from api.schemas.plan_result import EfficiencyRead, ParallelSectionRead
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo, PrecisionRead
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import TokenLengths, length_distribution
@@ -153,6 +153,11 @@ class ClassPoolRead(BaseModel):
     precision: PrecisionRead
     scheduling: Literal["fcfs", "priority"] = Field(
         description="`priority`: the pool's classes share it, the lower `priority` value served first; `fcfs` otherwise."
+    )
+    parallel: ParallelSectionRead | None = Field(
+        default=None,
+        description="A pool in pipeline stages or expert-parallel: per-stage time, bubble and communication terms, as an "
+        "aggregated plan's justification.parallel, its decode step at the pool's mean occupancy (null at pp 1 ep 1).",
     )
 
 
