@@ -24,12 +24,13 @@ from api.schemas.classes import (
     PeriodVerificationRead,
 )
 from api.schemas.plan_response import PrecisionRead
-from api.schemas.plan_result import EfficiencyRead
+from api.schemas.plan_result import EfficiencyRead, ParallelSectionRead
 from api.schemas.plans import PlanRequest
 from api.settings import DEFAULT_PRICE_PROVIDER
 from catalog.deployments import Deployments
 from catalog.plans import Plans, new_plan_id
 from catalog.repository import Catalog
+from planner.pipeline import parallel_summary
 from planner.plan_classes import ClassesPlan, plan_classes
 from planner.planning import PlanningInputs, PlanningRequest
 from planner.units import MS_PER_S
@@ -51,6 +52,12 @@ CLASSES_CSV_COLUMNS = (
 )
 
 
+def _reason(reason: str, plan: ClassesPlan) -> str:
+    """The chosen arrangement's reason, naming its pools' stages as an aggregated plan's justification.parallel does."""
+    staged = [f"{p.name} pool {parallel_summary(p.parallel)}" for p in plan.pools if p.parallel is not None]
+    return f"{reason}; in pipeline stages (pools[].parallel): " + "; ".join(staged) if staged else reason
+
+
 def _response(
     body: ClassesPlanRequest, plan: ClassesPlan, inputs: PlanningInputs, *, plan_id: str, created_at: str
 ) -> dict[str, Any]:
@@ -67,7 +74,7 @@ def _response(
                 ArrangementRead(
                     name=c.name,
                     cost_usd_per_hour=c.cost_usd_per_hour,
-                    reason=c.reason,
+                    reason=_reason(c.reason, plan) if c.name == plan.chosen else c.reason,
                     saving_vs_no_shedding_usd_per_hour=c.saving_vs_no_shedding_usd_per_hour,
                 )
                 for c in plan.compared
@@ -89,6 +96,7 @@ def _response(
                 utilisation=p.utilisation,
                 precision=PrecisionRead(weights=p.weights_precision, kv_cache=p.kv_precision),
                 scheduling="priority" if p.scheduling == "priority" else "fcfs",
+                parallel=None if p.parallel is None else ParallelSectionRead.model_validate(p.parallel),
             )
             for p in plan.pools
         ],

@@ -83,6 +83,8 @@ def class_plan_shape(response: dict[str, Any], request: dict[str, Any]) -> Class
                 row=ShapeRow(
                     gpu=p["gpu"],
                     tp=p["tp"],
+                    pp=p.get("pp", 1),  # a plan stored before pools carried their stages: 1
+                    ep=p.get("ep", 1),
                     replicas=p["replicas"],
                     weights_precision=p["precision"]["weights"],
                     kv_precision=p["precision"]["kv_cache"],

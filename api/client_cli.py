@@ -138,6 +138,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 #: which moves with the traffic while the GPUs stay the same).
 DECISION_FIELDS = ("gpu", "tp", "replicas", "gpus_total", "precision", "batch_limit", "chunk_tokens", "fleet")
 
+#: The replica's layout beside tp: pipeline stages and the expert-parallel degree (ep 8 on the same 8 GPUs is another
+#: engine command); 1 where a plan stored before they were reported lacks them.
+LAYOUT_FIELDS = ("pp", "ep")
+
 
 #: The members of a plan's levers that change what is deployed (the engine's flags, the router): the draft and its
 #: length, the cache's size and routing — not α, E or the hit rate, which are the traffic's.
@@ -153,7 +157,8 @@ def _decision(plan: dict[str, Any] | None) -> dict[str, Any] | None:
         name: None if not plan["plan"].get(name) else {member: plan["plan"][name].get(member) for member in members}
         for name, members in LEVER_FIELDS.items()
     }
-    return {**{field: plan["plan"].get(field) for field in DECISION_FIELDS}, **levers}
+    layout = {field: plan["plan"].get(field, 1) for field in LAYOUT_FIELDS}
+    return {**{field: plan["plan"].get(field) for field in DECISION_FIELDS}, **layout, **levers}
 
 
 def run_plan(args: argparse.Namespace, settings: Any) -> int:

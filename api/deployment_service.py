@@ -94,7 +94,17 @@ def deployment_read(deployments: Deployments, plans: Plans, deployment: StoredDe
 
 def _main_pool(response: dict[str, Any]) -> dict[str, Any]:
     """A class plan's pool the summaries name: the one with the most GPUs (the first of equals)."""
-    return max(response["pools"], key=lambda p: p["replicas"] * p["tp"])
+    return max(response["pools"], key=_pool_gpus)
+
+
+def _pool_gpus(pool: dict[str, Any]) -> int:
+    """A stored pool's or row's GPUs: replicas × tp × pp (a plan stored before pools carried pp: 1)."""
+    return int(pool["replicas"] * pool["tp"] * pool.get("pp", 1))
+
+
+def _layout(record: dict[str, Any]) -> tuple[int, int]:
+    """A stored row's or pool's (pp, ep), 1 each for a plan stored before they were reported."""
+    return int(record.get("pp", 1)), int(record.get("ep", 1))
 
 
 def _headline(response: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +131,7 @@ def _headline(response: dict[str, Any]) -> dict[str, Any]:
         "gpu": main["gpu"],
         "tp": main["tp"],
         "replicas": sum(p["replicas"] for p in response["pools"]),
-        "gpus_total": sum(p["replicas"] * p["tp"] for p in response["pools"]),  # replicas × tp per pool
+        "gpus_total": sum(_pool_gpus(p) for p in response["pools"]),  # replicas × tp × pp per pool
         "precision": main["precision"],
         "batch_limit": main["batch_limit"],
         "topology": "aggregated",  # class plans arrange aggregated pools only
@@ -130,6 +140,8 @@ def _headline(response: dict[str, Any]) -> dict[str, Any]:
                 "role": "mixed",
                 "gpu": p["gpu"],
                 "tp": p["tp"],
+                "pp": _layout(p)[0],
+                "ep": _layout(p)[1],
                 "replicas": p["replicas"],
                 "batch_limit": p["batch_limit"],
                 "chunk_tokens": p["chunk_tokens"],
@@ -212,6 +224,8 @@ def plan_shape(response: dict[str, Any]) -> PlanShape:
                 role=p["role"],
                 gpu=p["gpu"],
                 tp=p["tp"],
+                pp=_layout(p)[0],
+                ep=_layout(p)[1],
                 replicas=p["replicas"],
                 weights_precision=p["precision"]["weights"],
                 kv_precision=p["precision"]["kv_cache"],
@@ -225,6 +239,8 @@ def plan_shape(response: dict[str, Any]) -> PlanShape:
         ShapeRow(
             gpu=r["gpu"],
             tp=r["tp"],
+            pp=_layout(r)[0],
+            ep=_layout(r)[1],
             replicas=r["replicas"],
             weights_precision=r["precision"]["weights"],
             kv_precision=r["precision"]["kv_cache"],
@@ -297,6 +313,8 @@ def deployed_rows(
             gpu=_priced_spec(catalog, r["gpu"], request, default_provider, _engine(response, r["gpu"])),
             precision=catalog.precision(r["precision"]["weights"], r["precision"]["kv_cache"]),
             tp=r["tp"],
+            pp=_layout(r)[0],
+            ep=_layout(r)[1],
             replicas=r["replicas"],
             batch_limit=r["batch_limit"],
             chunk_tokens=r["chunk_tokens"],
@@ -370,6 +388,8 @@ def deployed_pools(
             gpu=_priced_spec(catalog, by_role[role]["gpu"], request, default_provider, _engine(response, by_role[role]["gpu"])),
             precision=catalog.precision(by_role[role]["precision"]["weights"], by_role[role]["precision"]["kv_cache"]),
             tp=by_role[role]["tp"],
+            pp=_layout(by_role[role])[0],
+            ep=_layout(by_role[role])[1],
             replicas=by_role[role]["replicas"],
             batch_limit=by_role[role]["batch_limit"],
         )

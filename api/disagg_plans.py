@@ -16,16 +16,18 @@ from typing import Any
 
 from api.rounding import rounded
 from api.schemas.plan_response import PlanResponse
-from api.schemas.plan_result import provenance_read
+from api.schemas.plan_result import ParallelSectionRead, provenance_read
 from api.schemas.plans import PlanRequest
 from catalog.prices import Pricing
 from planner.disagg import DEFAULT_SCALE_OUT, KvLink, intra_node_link, kv_transfer_bytes, scale_out_link
 from planner.errors import HeadroomError, InfeasiblePlanError, PlannerInputError
+from planner.pipeline import parallel_summary
 from planner.plan_disagg import (
     DisaggPlan,
     PoolCandidate,
     disaggregated_cost_lower_bound,
     plan_disaggregated,
+    pool_parallel_sections,
     pool_refusals,
     verify_disaggregated,
 )
@@ -91,6 +93,7 @@ def _pool(c: PoolCandidate) -> dict[str, Any]:
 def _section(
     plan: DisaggPlan | None,
     request: PlanningRequest,
+    inputs: PlanningInputs,
     *,
     requested: str,
     chosen: str,
@@ -123,7 +126,14 @@ def _section(
     pred = plan.prediction
     p_q = request.workload.prompt_tokens.quantile(q)
     if plan.prefill.spare_replicas or plan.decode.spare_replicas:
-        section["why"] = f"{why}; {SPARE}"
+        why = f"{why}; {SPARE}"
+    parallel = pool_parallel_sections(
+        plan, gpus=inputs.gpus, model=inputs.model, precisions=inputs.precisions, workload=request.workload
+    )
+    staged = [f"{c.role} pool {parallel_summary(s)}" for c, s in zip((plan.prefill, plan.decode), parallel, strict=True) if s]
+    if staged:  # as an aggregated plan's justification.parallel, named in the explanation (pools[].parallel)
+        why = f"{why}; in pipeline stages (pools[].parallel): " + "; ".join(staged)
+    section["why"] = why
     section.update(
         ttft_prefill_fraction=plan.ttft_prefill_fraction,
         pools=[
@@ -133,8 +143,9 @@ def _section(
                 "binding": c.binding,
                 "cost_usd_per_hour": c.cost_usd_per_hour,
                 "spare_replicas": c.spare_replicas,
+                "parallel": None if s is None else ParallelSectionRead.model_validate(s).model_dump(mode="json"),
             }
-            for c in (plan.prefill, plan.decode)
+            for c, s in zip((plan.prefill, plan.decode), parallel, strict=True)
         ],
         transfer={
             "link": f"{plan.link.name}: {plan.link_why}" if plan.link_why else plan.link.name,  # the link and why
@@ -336,7 +347,9 @@ def topology_plan(
         if disagg is None:
             raise InfeasiblePlanError("no disaggregated plan")  # unreachable: its error was raised above
         why = "constraints.topology is disaggregated: the cheapest prefill and decode pools meeting the SLOs"
-        section = _section(disagg, request, requested=requested, chosen="disaggregated", why=why, saving=None, alternative=None)
+        section = _section(
+            disagg, request, inputs, requested=requested, chosen="disaggregated", why=why, saving=None, alternative=None
+        )
         return _disaggregated_body(
             disagg,
             body,
@@ -380,7 +393,7 @@ def topology_plan(
             "reason": str(agg_error.detail if agg_error is not None else f"costs {agg_cost:.2f} $/h, more than the pools"),
         }
         section = _section(
-            disagg, request, requested="any", chosen="disaggregated", why=why, saving=saving, alternative=alternative
+            disagg, request, inputs, requested="any", chosen="disaggregated", why=why, saving=saving, alternative=alternative
         )
         return _disaggregated_body(
             disagg,
@@ -410,6 +423,6 @@ def topology_plan(
     if skipped is not None:
         why, alternative["reason"] = skipped.why, skipped.reason
     agg["disaggregation"] = rounded(
-        _section(disagg, request, requested="any", chosen="aggregated", why=why, saving=saving, alternative=alternative)
+        _section(disagg, request, inputs, requested="any", chosen="aggregated", why=why, saving=saving, alternative=alternative)
     )
     return agg

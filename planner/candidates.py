@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -60,14 +61,15 @@ from planner.expert_parallel import (
     expert_parallel_step_model,
     never_faster,
 )
-from planner.memory import kv_capacity_tokens, memory_fit
+from planner.memory import memory_fit
 from planner.optimizer import candidate_id
 from planner.packing import InstanceOffer, offers_for, per_replica_floor
 from planner.packing import cost_usd_per_hour as packed_cost_usd_per_hour
 from planner.parallel import is_valid_tensor_parallel
-from planner.performance import build_step_model, prefill
+from planner.performance import prefill
 from planner.pipeline import lone_prefill_s
 from planner.precision import check_precision
+from planner.replica_physics import REPLICAS, VARIANTS, replica_physics, variant_physics
 from planner.saturation_bounds import ROUNDING, DraftCoefficients, StepCoefficients, bound_moments, saturation_bounds
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.speculative import (
@@ -75,11 +77,7 @@ from planner.speculative import (
     check_draft_model,
     default_acceptance,
     draft_model_acceptance,
-    draft_model_speculation,
-    head_speculation,
     search_method,
-    speculative_kv_capacity_tokens,
-    speculative_step_model,
 )
 from planner.step_model import StepModel
 from planner.units import GB, MS_PER_S
@@ -473,8 +471,9 @@ def _expert_parallel_group_or_drop(
 
 
 def _group(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, shape: _RequestShape, *, pp: int = 1) -> Group:
-    sm = build_step_model(gpu, model, precision, tp, gpu.efficiency, pp=pp)
-    capacity = kv_capacity_tokens(gpu, model, precision, tp, gpu.efficiency, pp=pp)
+    sm, capacity, batch1_decode_s = REPLICAS.value(
+        (gpu, model, precision), (tp, pp), partial(replica_physics, gpu, model, precision, tp, pp)
+    )
     prompt_q = max(1, math.floor(shape.prompt_q))
     return Group(
         gpu=gpu,
@@ -485,7 +484,7 @@ def _group(gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, shape:
         kv_capacity_tokens=capacity,
         kv_slots=int(capacity // shape.request_tokens),
         price_usd_per_hour=tp * pp * gpu.price_usd_per_hour_on_demand,  # tp·pp GPUs × on-demand $/GPU-h
-        batch1_decode_s=sm.step_s(1, 1, 1),
+        batch1_decode_s=batch1_decode_s,
         # the TTFT floor: a prompt alone goes through every stage in turn (planner/pipeline.py lone_prefill_s)
         prefill_quantile_s=prefill(sm, prompt_q).time_s if pp == 1 else lone_prefill_s(sm, pp, prompt_q),
     )
@@ -528,24 +527,32 @@ def speculative_groups(
         if group.pp > 1 or group.ep > 1:
             continue  # a draft over pipeline stages or expert-parallel ranks is not modelled: the group plans without one
         for k in draft_tokens:
-            spec = (
-                draft_model_speculation(
-                    draft_model, group.precision, group.tp, draft_tokens=k, acceptance_rate=alpha, acceptance_source=source
-                )
-                if draft_model is not None
-                else head_speculation(model, group.precision, group.tp, method=method, draft_tokens=k, acceptance_rate=alpha)
+            sm, capacity, batch1_decode_s = VARIANTS.value(
+                (group.gpu, model, group.precision, group.step_model, draft_model),
+                (group.tp, method, k, alpha, source),
+                partial(
+                    variant_physics,
+                    group.gpu,
+                    model,
+                    group.precision,
+                    group.tp,
+                    group.step_model,
+                    k,
+                    method,
+                    alpha,
+                    source,
+                    draft_model,
+                ),
             )
-            capacity = speculative_kv_capacity_tokens(group.gpu, model, group.precision, group.tp, group.gpu.efficiency, spec)
             if capacity // request_tokens < 1:
                 continue
-            sm = speculative_step_model(group.step_model, spec)
             variants.append(
                 replace(
                     group,
                     step_model=sm,
                     kv_capacity_tokens=capacity,
                     kv_slots=int(capacity // request_tokens),
-                    batch1_decode_s=sm.verify_step_s(1, 1) / sm.tokens_per_step,  # one verify step emits E tokens
+                    batch1_decode_s=batch1_decode_s,
                 )
             )
     return variants

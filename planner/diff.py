@@ -142,10 +142,13 @@ class ShapeRow:
     batch_limit: int | None
     chunk_tokens: int | None
     role: PoolRole = "mixed"
+    #: Pipeline stages and expert-parallel degree of a replica (tp × pp GPUs; a plan stored without them: 1).
+    pp: int = 1
+    ep: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.replicas * self.tp
+        return self.replicas * self.tp * self.pp  # replicas × tp·pp GPUs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,12 +192,16 @@ class PoolChange:
     precision: Change
     batch_limit: Change
     chunk_tokens: Change
+    pp: Change
+    ep: Change
 
     def summary(self) -> str:
         """`prefill: replicas 2 → 3, gpu h100-sxm → a100-80gb-sxm` (or `decode: added`, `mixed: removed`)."""
         fields = (
             ("gpu", self.gpu),
             ("tp", self.tp),
+            ("pp", self.pp),
+            ("ep", self.ep),
             ("replicas", self.replicas),
             ("precision", self.precision),
             ("batch limit", self.batch_limit),
@@ -242,6 +249,8 @@ def pool_diff(before: Sequence[ShapeRow], after: Sequence[ShapeRow]) -> tuple[Po
                 precision=field(lambda r: f"{r.weights_precision}/{r.kv_precision}"),
                 batch_limit=field(lambda r: r.batch_limit),
                 chunk_tokens=field(lambda r: r.chunk_tokens),
+                pp=field(lambda r: r.pp),
+                ep=field(lambda r: r.ep),
             )
         )
     return tuple(changes)
@@ -270,6 +279,9 @@ class PlanDiff:
     cost_usd_per_hour: CostChange
     cost_usd_per_month: CostChange
     same_configuration: bool
+    #: The main configuration's pipeline stages and expert-parallel degree (the `plan` block's pp and ep).
+    pp: Change
+    ep: Change
 
 
 def plan_diff(before: PlanShape, after: PlanShape, *, before_now_usd_per_hour: float) -> PlanDiff:
@@ -292,6 +304,8 @@ def plan_diff(before: PlanShape, after: PlanShape, *, before_now_usd_per_hour: f
         cost_usd_per_hour=per_hour,
         cost_usd_per_month=per_month,
         same_configuration=sorted(before.rows, key=repr) == sorted(after.rows, key=repr),
+        pp=Change(before=b.pp, after=a.pp),
+        ep=Change(before=b.ep, after=a.ep),
     )
 
 

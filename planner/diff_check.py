@@ -1,6 +1,12 @@
 """The forward model on a stored plan (planner/diff.py's module docstring): each deployed configuration at
 its share of a new workload's rate, with the plan's levers, predicted by the planner's own queueing model;
 a disaggregated plan's pools by planner/disagg.py's model. Re-planning compares these checks' answers.
+
+A replica is rebuilt at its own layout, as the search built it: tp × pp GPUs in pipeline stages
+(planner/pipeline.py) or an ep-GPU expert-parallel group (planner/expert_parallel.py), through
+planner/plan_classes_base.py `pool_step_model`, the step model and KV capacity a class plan's pools share; a
+disaggregated plan's prefill replica of pp stages serves pp prompts at once, each through the stages in turn
+(`lone_prompt_step_model`, planner/plan_disagg_candidates.py's module docstring).
 """
 
 from __future__ import annotations
@@ -13,9 +19,10 @@ from typing import Literal
 from planner.diff_changes import PoolRole
 from planner.disagg import DecodePool, KvLink, PrefillPool, predict_disagg
 from planner.errors import HeadroomError, PlannerInputError, UnstableLoadError
-from planner.memory import kv_bytes_per_token, kv_capacity_tokens, memory_fit
-from planner.parallel import is_valid_tensor_parallel
-from planner.performance import build_step_model
+from planner.expert_parallel import expert_parallel_memory_fit
+from planner.memory import kv_bytes_per_token, memory_fit
+from planner.pipeline import check_pipeline_parallel, lone_prompt_step_model
+from planner.plan_classes_base import pool_step_model
 from planner.plan_prefix import measured_prompts, reduced_prompts
 from planner.precision import check_precision
 from planner.prefix_cache import Routing, prefix_hits
@@ -44,16 +51,21 @@ class DeployedRow:
     batch_limit: int
     chunk_tokens: int | None
     traffic_share: float = 1.0
+    #: Pipeline stages and expert-parallel degree of a replica (a plan stored before rows carried them: 1).
+    pp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        if self.replicas < 1 or self.tp < 1:
-            raise PlannerInputError(f"a deployed row needs replicas >= 1 and tp >= 1, got {self.replicas}, {self.tp}")
+        if self.replicas < 1 or self.tp < 1 or self.pp < 1 or self.ep < 1:
+            raise PlannerInputError(
+                f"a deployed row needs replicas, tp, pp and ep >= 1, got {self.replicas}, {self.tp}, {self.pp}, {self.ep}"
+            )
         if not (0.0 < self.traffic_share <= 1.0):
             raise PlannerInputError(f"traffic_share must be in (0, 1], got {self.traffic_share}")
 
     @property
     def cost_usd_per_hour(self) -> float:
-        return self.replicas * self.tp * self.gpu.price_usd_per_hour_on_demand  # replicas × tp GPUs × $/GPU-h
+        return self.replicas * self.tp * self.pp * self.gpu.price_usd_per_hour_on_demand  # replicas × tp·pp GPUs × $/GPU-h
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +128,12 @@ def _with_levers(
     row's replica count and `workload`'s rate (the hit rate the plan reports is at its own replica count).
     A workload without prefix reuse finds nothing cached: the cache only takes its memory."""
     if levers.speculation is not None:
+        if row.pp > 1 or row.ep > 1:
+            raise PlannerInputError(
+                f"a plan speculating on a replica of pp {row.pp}, ep {row.ep} was not made by this planner "
+                "(drafts are planned on pp 1, ep 1 replicas only)",
+                field="speculative",
+            )
         spec = levers.speculation.on(model, row)
         capacity = speculative_kv_capacity_tokens(row.gpu, model, row.precision, row.tp, row.gpu.efficiency, spec)
         step_model = speculative_step_model(step_model, spec)
@@ -178,19 +196,30 @@ def format_latency(metric: str, seconds: float) -> str:
     return f"{seconds:.3g} s" if metric == "e2e" else f"{seconds * MS_PER_S:.4g} ms"
 
 
+def replica_model(
+    gpu: GpuSpec, model: ModelSpec, precision: Precision, *, tp: int, pp: int = 1, ep: int = 1
+) -> tuple[StepModel, int]:
+    """One deployed replica's step model and KV capacity at its layout (module docstring), after the checks the
+    search made on it: the GPU runs the precision, tp × pp (ep) is a layout of the model, and its memory still
+    holds the weights and one token's KV (ep copies of the non-routed weights when expert-parallel)."""
+    check_precision(gpu, precision)
+    check_pipeline_parallel(gpu, model, tp, pp, ep)
+    if ep > 1:
+        fit = expert_parallel_memory_fit(gpu, model, precision, ep, gpu.efficiency)
+    else:
+        fit = memory_fit(gpu, model, precision, tp, gpu.efficiency, pp=pp)
+    if not fit.fits:
+        layout = ("" if pp == 1 else f" (tp {tp} × pp {pp})") + ("" if ep == 1 else f" (ep {ep})")
+        raise PlannerInputError(f"{model.slug} no longer fits on {tp * pp} × {gpu.slug}{layout}")
+    return pool_step_model(gpu, model, precision, tp=tp, pp=pp, ep=ep)
+
+
 def check_row(row: DeployedRow, model: ModelSpec, workload: Workload, slo: Slo, levers: Levers = NO_LEVERS) -> RowCheck:
-    """The row at its share of `workload`'s rate: one replica at λ·share/r, as the planner decides
-    replicas, with the plan's speculation and prefix cache (`_with_levers`)."""
+    """The row at its share of `workload`'s rate: one replica (at its tp, pp and ep) at λ·share/r, as the planner
+    decides replicas, with the plan's speculation and prefix cache (`_with_levers`)."""
     rate = workload.arrival_rate_rps * row.traffic_share / row.replicas  # λ · share / r per replica
     try:
-        check_precision(row.gpu, row.precision)
-        if row.tp > row.gpu.gpus_per_node or not is_valid_tensor_parallel(row.gpu, model, row.tp):
-            raise PlannerInputError(f"tp {row.tp} is not valid for {model.slug} on {row.gpu.slug}")
-        fit = memory_fit(row.gpu, model, row.precision, row.tp, row.gpu.efficiency)
-        if not fit.fits:
-            raise PlannerInputError(f"{model.slug} no longer fits on {row.tp} × {row.gpu.slug}")
-        step_model = build_step_model(row.gpu, model, row.precision, row.tp, row.gpu.efficiency)
-        capacity = kv_capacity_tokens(row.gpu, model, row.precision, row.tp, row.gpu.efficiency)
+        step_model, capacity = replica_model(row.gpu, model, row.precision, tp=row.tp, pp=row.pp, ep=row.ep)
         step_model, capacity, offered = _with_levers(row, model, workload, levers, step_model, capacity)
         serving = Serving(replicas=1, batch_limit=row.batch_limit, chunk_tokens=row.chunk_tokens)
         prediction = predict(step_model, offered.at_rate(rate), serving, kv_capacity_tokens=capacity, percentile=slo.percentile)
@@ -244,44 +273,53 @@ class DeployedPool:
     tp: int
     replicas: int
     batch_limit: int | None
+    #: Pipeline stages and expert-parallel degree of a replica (a plan stored before pools carried them: 1).
+    pp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        if self.replicas < 1 or self.tp < 1:
-            raise PlannerInputError(f"a deployed pool needs replicas >= 1 and tp >= 1, got {self.replicas}, {self.tp}")
+        if self.replicas < 1 or self.tp < 1 or self.pp < 1 or self.ep < 1:
+            raise PlannerInputError(
+                f"a deployed pool needs replicas, tp, pp and ep >= 1, got {self.replicas}, {self.tp}, {self.pp}, {self.ep}"
+            )
         if self.role == "decode" and (self.batch_limit is None or self.batch_limit < 1):
             raise PlannerInputError(f"a decode pool needs a batch limit >= 1, got {self.batch_limit}")
 
     @property
+    def gpus_per_replica(self) -> int:
+        """tp × pp: the GPUs a replica's KV is spread over, so the links a transfer to or from it runs over."""
+        return self.tp * self.pp
+
+    @property
     def cost_usd_per_hour(self) -> float:
-        return self.replicas * self.tp * self.gpu.price_usd_per_hour_on_demand  # replicas × tp GPUs × $/GPU-h
+        return self.replicas * self.gpus_per_replica * self.gpu.price_usd_per_hour_on_demand  # replicas × tp·pp GPUs × $/GPU-h
 
 
 def check_pools(
     prefill: DeployedPool, decode: DeployedPool, model: ModelSpec, workload: Workload, slo: Slo, *, link: KvLink
 ) -> Check:
     """A disaggregated plan under planner/disagg.py's model at `workload`'s rate: the planner's own
-    prediction of its pools (predict_disagg, the KV crossing `link`), one row per pool with its ρ;
-    TTFT, TPOT and E2E are the deployment's, so both rows carry them."""
+    prediction of its pools (predict_disagg, the KV crossing `link` over min(tp·pp) of the two replicas' GPUs),
+    each pool rebuilt at its layout (`replica_model`), a prefill replica of pp stages pp servers of a lone prompt
+    (as planner/plan_disagg.py predicts its choice); one row per pool with its ρ; TTFT, TPOT and E2E are the
+    deployment's, so both rows carry them."""
     rate = workload.arrival_rate_rps
     pools = (prefill, decode)
     try:
-        steps = []
-        for pool in pools:
-            check_precision(pool.gpu, pool.precision)
-            if pool.tp > pool.gpu.gpus_per_node or not is_valid_tensor_parallel(pool.gpu, model, pool.tp):
-                raise PlannerInputError(f"tp {pool.tp} is not valid for {model.slug} on {pool.gpu.slug}")
-            if not memory_fit(pool.gpu, model, pool.precision, pool.tp, pool.gpu.efficiency).fits:
-                raise PlannerInputError(f"{model.slug} no longer fits on {pool.tp} × {pool.gpu.slug}")
-            steps.append(build_step_model(pool.gpu, model, pool.precision, pool.tp, pool.gpu.efficiency))
-        capacity = kv_capacity_tokens(decode.gpu, model, decode.precision, decode.tp, decode.gpu.efficiency)
+        prefill_step, _ = replica_model(prefill.gpu, model, prefill.precision, tp=prefill.tp, pp=prefill.pp, ep=prefill.ep)
+        decode_step, capacity = replica_model(decode.gpu, model, decode.precision, tp=decode.tp, pp=decode.pp, ep=decode.ep)
         prediction = predict_disagg(
-            PrefillPool(step_model=steps[0], replicas=prefill.replicas, tp=prefill.tp),
+            PrefillPool(
+                step_model=lone_prompt_step_model(prefill_step, prefill.pp),
+                replicas=prefill.replicas * prefill.pp,  # pp prompts in flight on a replica of pp stages
+                tp=prefill.gpus_per_replica,
+            ),
             DecodePool(
-                step_model=steps[1],
+                step_model=decode_step,
                 replicas=decode.replicas,
                 batch_limit=decode.batch_limit or 1,
                 kv_capacity_tokens=float(capacity),
-                tp=decode.tp,
+                tp=decode.gpus_per_replica,
             ),
             workload,
             link=link,

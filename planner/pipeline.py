@@ -80,11 +80,16 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from planner.errors import PlannerInputError, UnsupportedConfigurationError
 from planner.parallel import Link, check_tensor_parallel, nvlink_link, ring_all_reduce_s, scale_out_link_of, tp_link
-from planner.specs import GpuSpec, ModelSpec
+from planner.precision import activation_bytes
+from planner.specs import GpuSpec, ModelSpec, QuantSpec
 from planner.step_model import StepModel
+
+if TYPE_CHECKING:
+    from planner.workload import Workload
 
 #: Pipeline degrees the optimizer searches (issue 14 §2: "pp ∈ {1, 2, 4, 8}").
 PP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
@@ -367,4 +372,54 @@ def parallel_section(
         lone_prefill_s=lone_prefill_s(sm, pp, prompt_tokens),
         lone_bubble_fraction=bubble_fraction(pp, 1),
         formula=PARALLEL_FORMULA,
+    )
+
+
+def replica_parallel_section(
+    gpu: GpuSpec,
+    model: ModelSpec,
+    weights: QuantSpec,
+    sm: StepModel,
+    *,
+    tp: int,
+    pp: int,
+    ep: int,
+    batch: float,
+    workload: Workload,
+) -> ParallelSection | None:
+    """The section of one replica in stages or expert-parallel (None at pp 1 and ep 1), as every plan form shows it: an
+    aggregated plan's justification, each pool of a disaggregated plan and each pool of a class plan. `sm` is the
+    replica's folded step model (an expert-parallel group's own at ep > 1); the decode step is at `batch` sequences
+    (rounded, at least one) of a decoding sequence's mean context (the mean prompt and half the mean output), the lone
+    prompt the mean prompt."""
+    if pp == 1 and ep == 1:
+        return None
+    terms = parallel_terms(gpu, model, tp, pp, ep, activation_bytes(weights))
+    return parallel_section(
+        terms,
+        sm,
+        batch=max(1, round(batch)),
+        context_tokens=max(1, round(workload.prompt_tokens.mean + workload.output_tokens.mean / 2)),
+        prompt_tokens=max(1, round(workload.prompt_tokens.mean)),
+    )
+
+
+def parallel_summary(section: ParallelSection) -> str:
+    """One sentence naming a section's layout and terms, for a plan's explanation text (ms at the edge of the text)."""
+    layout = f"tp {section.tp} × pp {section.pp}" + (f", ep {section.ep}" if section.ep > 1 else "")
+    comm = [
+        f"{name} {per_token:.3g} s/token + {latency * 1e3:.3g} ms/step"
+        for name, per_token, latency in (
+            ("all-reduce", section.tp_comm_s_per_token, section.tp_comm_latency_s),
+            ("stage hops", section.hop_s_per_token, section.hop_latency_s),
+            ("all-to-all", section.ep_comm_s_per_token, section.ep_comm_latency_s),
+        )
+        if per_token > 0 or latency > 0
+    ]
+    return (
+        f"{layout} = {section.gpus_per_replica} GPUs over {section.nodes_per_replica} node(s): a decode step of "
+        f"{section.decode_batch} sequence{'' if section.decode_batch == 1 else 's'} takes {section.decode_step_s * 1e3:.3g} ms ({section.pp} × "
+        f"{section.stage_s * 1e3:.3g} ms stage + {section.hops_s * 1e3:.3g} ms hops), a lone {section.prompt_tokens}-token "
+        f"prompt {section.lone_prefill_s * 1e3:.3g} ms through the stages (bubble {section.lone_bubble_fraction:.2f})"
+        + (f"; {', '.join(comm)}" if comm else "")
     )

@@ -72,7 +72,7 @@ def _segregated(ctx: _Context, *, verify: bool) -> _Candidate:
     for k in ctx.classes:
         result, prediction, simulated = _plan_one(ctx, [k], k.own_slo, verify=verify)
         final = final and simulated
-        pools.append(_pool(k.name, [k], result))
+        pools.append(_pool(k.name, [k], result, prediction, ctx.inputs))
         figures.append(_figures(k, k.name, result, prediction))
     return _Candidate(
         name="segregated",
@@ -89,7 +89,7 @@ def _shared_fcfs(ctx: _Context, *, verify: bool) -> _Candidate:
     return _Candidate(
         name="shared_fcfs",
         cost_usd_per_hour=result.cost_usd_per_hour,
-        pools=(_pool("shared", classes, result),),
+        pools=(_pool("shared", classes, result, prediction, ctx.inputs),),
         classes=tuple(_figures(k, "shared", result, prediction) for k in classes),
         final=final,
     )

@@ -11,6 +11,7 @@ from planner.candidates import Option
 from planner.expert_parallel import expert_parallel_kv_capacity_tokens, expert_parallel_step_model
 from planner.memory import kv_capacity_tokens
 from planner.performance import build_step_model
+from planner.pipeline import ParallelSection, replica_parallel_section
 from planner.plan_deferral import DeferralSchedule
 from planner.plan_predict import cached_prediction
 from planner.plan_rows import FleetRow
@@ -68,6 +69,9 @@ class PoolPlan:
     #: Pipeline stages and expert-parallel degree of a replica (planner/pipeline.py): tp × pp GPUs.
     pp: int = 1
     ep: int = 1
+    #: A pool in pipeline stages or expert-parallel: its per-stage time, bubble and communication terms, as an
+    #: aggregated plan's justification.parallel (`pool_parallel_section`); None at pp 1 and ep 1.
+    parallel: ParallelSection | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,7 +141,9 @@ class _Candidate:
     schedule: DeferralSchedule | None = None
 
 
-def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> PoolPlan:
+def _pool(
+    name: str, classes: Sequence[TrafficClass], result: PlanResult, prediction: Prediction, inputs: PlanningInputs
+) -> PoolPlan:
     row = result.row
     return PoolPlan(
         name=name,
@@ -153,16 +159,39 @@ def _pool(name: str, classes: Sequence[TrafficClass], result: PlanResult) -> Poo
         kv_precision=row.kv_precision,
         pp=row.pp,
         ep=row.ep,
+        parallel=row_parallel_section(row, inputs, merged_workload(classes), prediction),
     )
 
 
-def _row_model(row: FleetRow, inputs: PlanningInputs) -> tuple[StepModel, int]:
-    """The step model and KV capacity of a plan row's configuration, as enumeration builds them (planner/candidates.py)."""
+def _row_setting(row: FleetRow, inputs: PlanningInputs) -> tuple[GpuSpec, Precision]:
+    """The GPU and precision a plan row names."""
     gpu = next(g for g in inputs.gpus if g.slug == row.gpu)
     precision = next(
         p for p in inputs.precisions if p.weights.slug == row.weights_precision and p.kv_cache.slug == row.kv_precision
     )
+    return gpu, precision
+
+
+def _row_model(row: FleetRow, inputs: PlanningInputs) -> tuple[StepModel, int]:
+    """The step model and KV capacity of a plan row's configuration, as enumeration builds them (planner/candidates.py)."""
+    gpu, precision = _row_setting(row, inputs)
     return pool_step_model(gpu, inputs.model, precision, tp=row.tp, pp=row.pp, ep=row.ep)
+
+
+def row_parallel_section(
+    row: FleetRow, inputs: PlanningInputs, workload: Workload, prediction: Prediction
+) -> ParallelSection | None:
+    """A class pool's parallel section (planner/pipeline.py `replica_parallel_section`, None at pp 1 and ep 1): its
+    step model rebuilt as the pool's prediction builds it, its decode step at the prediction's mean occupancy, as an
+    aggregated plan's justification shows its replica's."""
+    if row.pp == 1 and row.ep == 1:
+        return None
+    gpu, precision = _row_setting(row, inputs)
+    sm, _ = pool_step_model(gpu, inputs.model, precision, tp=row.tp, pp=row.pp, ep=row.ep)
+    occupancy = prediction.queueing.mean_occupancy if prediction.queueing else 1.0
+    return replica_parallel_section(
+        gpu, inputs.model, precision.weights, sm, tp=row.tp, pp=row.pp, ep=row.ep, batch=occupancy, workload=workload
+    )
 
 
 def pool_step_model(

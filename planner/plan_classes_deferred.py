@@ -20,6 +20,7 @@ from planner.plan_classes_base import (
     _plan_one,
     _pool,
     meets_slo,
+    row_parallel_section,
 )
 from planner.plan_classes_priority import WARMUP_FRACTION, _priority_options, _trial
 from planner.plan_deferral import deferral_schedule, deferred_fraction
@@ -146,7 +147,7 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
                 f"interactive {missed[0].interactive})",
                 constraint="verification",
             )
-    pools = [replace(_pool("interactive", interactive, plan_i), classes=tuple(k.name for k in classes))]
+    pools = [replace(_pool("interactive", interactive, plan_i, prediction_i, ctx.inputs), classes=tuple(k.name for k in classes))]
     if any(schedule.extra_replicas):
         row_b = plan_b.row
         pools.append(
@@ -164,6 +165,7 @@ def _deferred(ctx: _Context, *, verify: bool) -> _Candidate:
                 kv_precision=row_b.kv_precision,
                 pp=row_b.pp,
                 ep=row_b.ep,
+                parallel=row_parallel_section(row_b, ctx.inputs, merged_workload(background), prediction_b),
             )
         )
     completion_s = schedule.completion_h * S_PER_H

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from planner.candidates import Group, Option, enumerate_all_options, enumerate_groups, packed_groups
 from planner.errors import ConvergenceError, InfeasiblePlanError, PlannerInputError, UnstableLoadError
 from planner.pins import apply_pins
+from planner.pipeline import replica_parallel_section
 from planner.plan_classes_base import (
     ClassFigures,
     ClassVerified,
@@ -115,6 +116,7 @@ class _Trial:
     ttft_fcfs_s: float  # the merged stream's, FCFS, at the percentile
     e2e_fcfs_s: float
     fcfs_wait_s: float  # its slot wait at the percentile
+    mean_occupancy: float  # running sequences per replica, the merged (admitted) stream FCFS
     #: The shed classes' admission limit per replica (running + waiting); None without shedding.
     admission_limit: int | None = None
 
@@ -279,6 +281,7 @@ def _trial(
         ttft_fcfs_s=prediction.ttft.at_percentile_s,
         e2e_fcfs_s=prediction.e2e.at_percentile_s,
         fcfs_wait_s=fcfs_wait,
+        mean_occupancy=q.mean_occupancy,
         admission_limit=limit if shedding else None,
     )
 
@@ -539,6 +542,18 @@ def _shared_priority(ctx: _Context, *, verify: bool, shedding: bool = False) -> 
             kv_precision=group.precision.kv_cache.slug,
             scheduling="priority",
             pp=group.pp,
+            ep=group.ep,
+            parallel=replica_parallel_section(
+                group.gpu,
+                ctx.inputs.model,
+                group.precision.weights,
+                group.step_model,
+                tp=group.tp,
+                pp=group.pp,
+                ep=group.ep,
+                batch=trial.mean_occupancy,
+                workload=merged_workload(classes),
+            ),
         )
         return _Candidate(
             name="shared_priority_shedding" if shedding else "shared_priority",

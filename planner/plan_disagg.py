@@ -53,6 +53,8 @@ from planner.disagg import (
     scale_out_link,
 )
 from planner.errors import InfeasiblePlanError, PlannerInputError, UnsupportedConfigurationError
+from planner.performance import build_step_model
+from planner.pipeline import ParallelSection, replica_parallel_section
 from planner.plan_disagg_candidates import (
     DECODE_BATCH_LIMITS,
     MAX_POOL_REPLICAS,
@@ -107,6 +109,7 @@ __all__ = [
     "decode_replicas_lower_bound",
     "disaggregated_cost_lower_bound",
     "plan_disaggregated",
+    "pool_parallel_sections",
     "pool_refusals",
     "prefill_candidate",
     "prefill_replicas_lower_bound",
@@ -553,3 +556,30 @@ def _check_added(choice: PoolChoice, constraints: PlanConstraints, added: int) -
             constraint=broken[0][0],
             families=sorted({family for family, _ in broken}),
         )
+
+
+def pool_parallel_sections(
+    plan: DisaggPlan,
+    *,
+    gpus: Sequence[GpuSpec],
+    model: ModelSpec,
+    precisions: Sequence[Precision],
+    workload: Workload,
+) -> tuple[ParallelSection | None, ParallelSection | None]:
+    """The (prefill, decode) pools' parallel sections (planner/pipeline.py `replica_parallel_section`; None for a pool
+    at pp 1), as an aggregated plan's justification shows its replica's: each built on the pool's folded step model
+    (the prefill pool prices a prompt with the lone-prompt model, whose time the section's `lone_prefill_s` is). The
+    decode pool's step is at its mean batch per replica (the prediction's fixed point); a prefill pool batches no
+    decodes, so its step is one sequence's."""
+
+    def section(pool: PoolCandidate, batch: float) -> ParallelSection | None:
+        if pool.pp == 1:
+            return None  # separate pools take no expert parallelism (pool_refusals)
+        gpu = next(g for g in gpus if g.slug == pool.gpu)
+        precision = next(p for p in precisions if p.weights.slug == pool.weights and p.kv_cache.slug == pool.kv_cache)
+        sm = build_step_model(gpu, model, precision, pool.tp, gpu.efficiency, pp=pool.pp)
+        return replica_parallel_section(
+            gpu, model, precision.weights, sm, tp=pool.tp, pp=pool.pp, ep=1, batch=batch, workload=workload
+        )
+
+    return section(plan.prefill, 1.0), section(plan.decode, plan.prediction.decode.mean_batch)

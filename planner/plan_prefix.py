@@ -95,7 +95,9 @@ class Stage(Protocol):
     """planning.stage_plan (or a test's variant of it): a plan up to its verified rows, finished by
     planning.finish_plan; `space` the request's search space already enumerated (planning.search_space)."""
 
-    def __call__(self, request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None) -> StagedPlan: ...
+    def __call__(
+        self, request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None, refine: bool = True
+    ) -> StagedPlan: ...
 
 
 def reduced_prompts(prompt: LengthDistribution, classes: tuple[tuple[float, int], ...]) -> HistogramLength:
@@ -145,6 +147,8 @@ class _Trial:
     found: StagedPlan | None
     #: The search space it was planned on (its re-plans with more replicas search it again).
     space: _Space | None = None
+    #: The routing its hits were planned under (its record's is the one its own plan deploys: `deployed_routing`).
+    routing: str = "random"
 
     @property
     def cost(self) -> float:
@@ -157,7 +161,7 @@ def _ttft_at(result: PlanResult) -> float | None:
 
 def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) -> PlanResult:
     """The plan for a workload with prefix reuse (see the module docstring); `stage` plans a trial up to its verified rows."""
-    from planner.planning import finish_plan, search_space, staged_ttft_s
+    from planner.planning import finish_plan, refined_stage, search_space, staged_ttft_s
 
     reuse = request.workload.prefix_reuse
     assert reuse is not None
@@ -206,7 +210,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             try:
                 if key not in spaces:
                     spaces[key] = search_space(trial_request, inputs)
-                found = stage(trial_request, inputs, space=spaces[key])
+                found = stage(trial_request, inputs, space=spaces[key], refine=False)
             except InfeasiblePlanError:
                 found = None
             if found is not None and found.cost_usd_per_hour >= below_usd_per_hour:
@@ -223,7 +227,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             hits = own_cache(fraction, routing_name, found.replicas)
             mix = reduced_prompts(prompt, hits.classes)
         record = PrefixCachingTrial(
-            routing=routing_name,
+            routing=routing_name if found is None else deployed_routing(routing_name, found.replicas),
             cache_fraction=fraction,
             cache_tokens=hits.cache_tokens,
             hit_rate=hits.hit_rate,
@@ -231,7 +235,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             replicas=None if found is None else found.replicas,
             cost_usd_per_hour=None if found is None else found.cost_usd_per_hour,
         )
-        return _Trial(index=index, record=record, request=trial_request, found=found, space=spaces.get(key))
+        return _Trial(index=index, record=record, request=trial_request, found=found, space=spaces.get(key), routing=routing_name)
 
     def own_cache(fraction: float, routing_name: str, replicas: int) -> PrefixHits:
         """The hits of a cache of `fraction` of the per-replica working set at `replicas` replicas."""
@@ -287,7 +291,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
             try:
-                staged = stage(attempt, inputs, space=space) if ready is None else ready
+                staged = stage(attempt, inputs, space=space, refine=False) if ready is None else ready
             except InfeasiblePlanError:  # more replicas than a limit of the request allows
                 reason = f"the {record.cache_fraction:g} cache cannot add the replicas the simulator asks for within the limits"
                 break
@@ -295,6 +299,8 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
             if staged.cost_usd_per_hour >= without.cost_usd_per_hour:
                 reason = f"the {record.cache_fraction:g} cache needs as much as the plan without a cache once simulated"
                 break
+            # the routing the attempt deploys, at its own replica count (prefix-aware needs R > 1)
+            record = replace(current.record, routing=deployed_routing(current.routing, staged.row.replicas))
             try:
                 verification, simulated_hit = _verified(
                     staged, trial_request, request, inputs, reuse, record, without.adjustments
@@ -306,7 +312,7 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
                 # the attempts are staged unexplained; the one deployed is priced (and explained) once, from its
                 # own search (the search does not depend on `explain`: the same plan as planned anew)
                 explained = replace(staged.request, explain=request.explain)
-                chosen_plan = finish_plan(replace(staged, request=explained))
+                chosen_plan = finish_plan(replace(refined_stage(staged), request=explained))
                 records = tuple(t.record for t in trials)
                 return _chosen(
                     chosen_plan,
@@ -345,6 +351,13 @@ def prefix_plan(request: PlanningRequest, inputs: PlanningInputs, stage: Stage) 
     )
     justification = None if finished.justification is None else replace(finished.justification, prefix_caching=section)
     return replace(finished, justification=justification)
+
+
+def deployed_routing(planned: str, replicas: int) -> str:
+    """The routing a trial's plan deploys: prefix-aware (or session-sticky) routing, decided at the plan
+    without a cache's replica count, concentrates the prefixes over R > 1 replicas; a plan of one replica
+    routes nothing, so it is random routing (one replica sees every prefix either way, the same hits)."""
+    return "random" if planned == "prefix_aware" and replicas == 1 else planned
 
 
 def finds_as_many(own: PrefixHits, planned: PrefixHits) -> bool:

@@ -48,7 +48,7 @@ from planner.errors import (
 from planner.optimizer import PlanConstraints, PlanSolution, solve_plan
 from planner.packing import InstanceUse
 from planner.pins import apply_pins
-from planner.pipeline import PP_DEGREES, ParallelSection, parallel_section, parallel_terms
+from planner.pipeline import PP_DEGREES, ParallelSection, replica_parallel_section
 from planner.plan_explain import (
     SATURATION_BINDS,
     SLO_RELAXATION,
@@ -96,7 +96,6 @@ from planner.plan_verify import (
     _verified_mixed,
     _verified_search,
 )
-from planner.precision import activation_bytes
 from planner.queueing import Prediction
 from planner.specs import GpuSpec, InstanceTypeSpec, ModelSpec, Precision
 from planner.units import GB, HOURS_PER_MONTH, MS_PER_S, SECONDS_PER_HOUR
@@ -323,6 +322,8 @@ class StagedPlan:
     started: float = 0.0
     #: The finished plan when staging already made it (auto speculation refuted in every round: planned again without).
     done: PlanResult | None = None
+    #: What the search handed the MILP, kept while the winner's μ is not yet narrowed (`stage_plan(refine=False)`).
+    unrefined: _Searched | None = None
 
     @property
     def cost_usd_per_hour(self) -> float:
@@ -364,10 +365,14 @@ class StagedPlan:
         return () if self.fleet.verification is None else tuple(self.fleet.adjustments)
 
 
-def stage_plan(request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None) -> StagedPlan:
+def stage_plan(
+    request: PlanningRequest, inputs: PlanningInputs, *, space: _Space | None = None, refine: bool = True
+) -> StagedPlan:
     """`_plan` up to the verified rows (see StagedPlan). `space`: `search_space(request, inputs)` already
     enumerated (planner/plan_prefix.py's re-plans of one trial, which differ only in min_replicas and the
-    cost bound, neither of which enters it); the same options, so the same plan."""
+    cost bound, neither of which enters it); the same options, so the same plan. Without `refine` (an
+    unverified single-configuration plan whose cost and replicas are all a caller may need) the winner's
+    μ is left unnarrowed until `refined_stage`, which makes the very StagedPlan `refine` would have."""
     started = time.perf_counter()
     request, inputs = apply_pins(request, inputs)
     space = _search_space(request, inputs) if space is None else space
@@ -381,11 +386,36 @@ def stage_plan(request: PlanningRequest, inputs: PlanningInputs, *, space: _Spac
         # are few and speculating variants crowd the cheapest plans): auto never answers worse than off
         done = _planned_without(request, inputs, len(error.extensions.get("adjustments", ())))
         return StagedPlan(request=request, inputs=inputs, done=done)
+    # the MILP's μ of a single configuration's winner, narrowed now unless deferred (`refined_stage`)
+    deferred = searched.verified is not None and not refine and not request.verify
+    if searched.verified is not None and not deferred:
+        searched = replace(searched, pool=_pool(planner, searched.outcome, request.slo, refine=True))
     fleet, solve_ms = _solved(planner, space, searched, request)
     fleet = _verified_plan(planner, space, searched, fleet, request)
     return StagedPlan(
-        request=request, inputs=inputs, planner=planner, space=space, fleet=fleet, solve_ms=solve_ms, started=started
+        request=request,
+        inputs=inputs,
+        planner=planner,
+        space=space,
+        fleet=fleet,
+        solve_ms=solve_ms,
+        started=started,
+        unrefined=searched if deferred else None,
     )
+
+
+def refined_stage(staged: StagedPlan) -> StagedPlan:
+    """`staged` as `stage_plan` with `refine` makes it: the winner's μ narrowed (the same predictions in the
+    same order, nothing having asked its planner anything since) and the MILP solved on it again."""
+    searched = staged.unrefined
+    if searched is None:
+        return staged
+    planner, space = staged.planner, staged.space
+    assert planner is not None and space is not None
+    searched = replace(searched, pool=_pool(planner, searched.outcome, staged.request.slo, refine=True))
+    fleet, solve_ms = _solved(planner, space, searched, staged.request)
+    fleet = _verified_plan(planner, space, searched, fleet, staged.request)
+    return replace(staged, fleet=fleet, solve_ms=solve_ms, unrefined=None)
 
 
 def finish_plan(staged: StagedPlan) -> PlanResult:
@@ -540,7 +570,8 @@ def with_prefix_cache(groups: Sequence[Group], workload: Workload, cache_tokens:
 
 
 def _search(planner: Planner, space: _Space, request: PlanningRequest) -> _Searched:
-    """The candidates the MILP chooses among, with their μ; raises InfeasiblePlanError when none is left."""
+    """The candidates the MILP chooses among, with their μ (a single configuration's winner's not yet
+    narrowed: `_pool`); raises InfeasiblePlanError when none is left."""
     searched = _search_mixed(planner, request) if request.constraints.mixed_fleet else _search_single(planner, request)
     if not searched.pool:
         raise _no_plan(searched, space, request.slo)
@@ -579,18 +610,22 @@ def _search_single(planner: Planner, request: PlanningRequest) -> _Searched:
             constraint="verification",
             adjustments=[as_dict(a) for a in verified.adjustments],
         )
-    # μ for the MILP: the largest per-replica rate verified to meet the SLOs — within 1 % of μ for
-    # the cheapest candidate, λ/r for the others (enough to decide their replica counts; a
-    # larger μ could only make the winner win by more).
+    pool = _pool(planner, outcome, slo, refine=False)
+    return _Searched(outcome=outcome, pool=pool, slo_failures=outcome.slo_drops, verified=verified)
+
+
+def _pool(planner: Planner, outcome: _Outcome, slo: Slo, *, refine: bool) -> list[tuple[Option, float]]:
+    """μ for the MILP: the largest per-replica rate verified to meet the SLOs — within 1 % of μ for
+    the cheapest candidate (λ/r until `refine`), λ/r for the others (enough to decide their replica
+    counts; a larger μ could only make the winner win by more)."""
     best = outcome.best
     best_option = best.option if best is not None else None
-    refined = planner.max_rate(best.option, slo, curve=True)[0] if best is not None else None
-    pool = [
+    refined = planner.max_rate(best.option, slo, curve=True)[0] if best is not None and refine else None
+    return [
         (p.option, refined if refined is not None and p.option is best_option else p.mu_rps)
         for p in outcome.priced
         if best is None or p.option is best.option or p.cost_usd_per_hour > best.cost_usd_per_hour
     ]
-    return _Searched(outcome=outcome, pool=pool, slo_failures=outcome.slo_drops, verified=verified)
 
 
 def _no_plan(searched: _Searched, space: _Space, slo: Slo) -> InfeasiblePlanError:
@@ -690,16 +725,9 @@ def _result(
 def _parallel_section(option: Option, model: ModelSpec, workload: Workload, prediction: Prediction) -> ParallelSection | None:
     """A pipeline or expert-parallel group's terms at the plan's occupancy and mean prompt (as the roofline section's)."""
     g = option.group
-    if g.pp == 1 and g.ep == 1:
-        return None
-    terms = parallel_terms(g.gpu, model, g.tp, g.pp, g.ep, activation_bytes(g.precision.weights))
     occupancy = prediction.queueing.mean_occupancy if prediction.queueing else 1.0
-    return parallel_section(
-        terms,
-        g.step_model,
-        batch=max(1, round(occupancy)),
-        context_tokens=max(1, round(workload.prompt_tokens.mean + workload.output_tokens.mean / 2)),
-        prompt_tokens=max(1, round(workload.prompt_tokens.mean)),
+    return replica_parallel_section(
+        g.gpu, model, g.precision.weights, g.step_model, tp=g.tp, pp=g.pp, ep=g.ep, batch=occupancy, workload=workload
     )
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from api.schemas.catalog import Slug
 from api.schemas.plan_response import PrecisionRead
-from api.schemas.plan_result import EfficiencyRead
+from api.schemas.plan_result import EfficiencyRead, ParallelSectionRead
 from api.schemas.plans import PlanConstraintsSpec, PlanSlo
 from api.schemas.prices import PriceOverride
 from api.schemas.workload import TokenLengths, length_distribution
@@ -154,6 +154,11 @@ class ClassPoolRead(BaseModel):
     precision: PrecisionRead
     scheduling: Literal["fcfs", "priority"] = Field(
         description="`priority`: the pool's classes share it, the lower `priority` value served first; `fcfs` otherwise."
+    )
+    parallel: ParallelSectionRead | None = Field(
+        default=None,
+        description="A pool in pipeline stages or expert-parallel: per-stage time, bubble and communication terms, as an "
+        "aggregated plan's justification.parallel, its decode step at the pool's mean occupancy (null at pp 1 ep 1).",
     )
 
 

@@ -236,6 +236,8 @@ class PoolChangeRead(BaseModel):
     precision: ChangeRead = Field(description="weights/kv_cache.")
     batch_limit: ChangeRead
     chunk_tokens: ChangeRead
+    pp: ChangeRead = Field(description="Pipeline stages of a replica (tp × pp GPUs; `gpus` counts them).")
+    ep: ChangeRead = Field(description="Expert-parallel degree of a replica (1: experts tensor-split).")
 
 
 class PlanDiffRead(BaseModel):
@@ -250,6 +252,8 @@ class PlanDiffRead(BaseModel):
     batch_limit: ChangeRead
     chunk_tokens: ChangeRead
     precision: ChangeRead
+    pp: ChangeRead = Field(description="The main configuration's pipeline stages (the plan block's pp).")
+    ep: ChangeRead = Field(description="The main configuration's expert-parallel degree (the plan block's ep).")
     gpus_added: dict[str, int] = Field(description="GPUs per type the new plan has beyond the current one.")
     gpus_removed: dict[str, int] = Field(description="GPUs per type the new plan releases.")
     cost_usd_per_hour: CostChangeRead
@@ -565,7 +569,7 @@ def diff_read(diff: PlanDiff, reasons: tuple[Reason, ...]) -> dict[str, Any]:
                 "summary": p.summary(),
                 **{
                     name: change(getattr(p, name))
-                    for name in ("gpu", "tp", "replicas", "gpus", "precision", "batch_limit", "chunk_tokens")
+                    for name in ("gpu", "tp", "pp", "ep", "replicas", "gpus", "precision", "batch_limit", "chunk_tokens")
                 },
             }
             for p in diff.pools
@@ -577,6 +581,8 @@ def diff_read(diff: PlanDiff, reasons: tuple[Reason, ...]) -> dict[str, Any]:
         "batch_limit": change(diff.batch_limit),
         "chunk_tokens": change(diff.chunk_tokens),
         "precision": change(diff.precision),
+        "pp": change(diff.pp),
+        "ep": change(diff.ep),
         "gpus_added": diff.gpus_added,
         "gpus_removed": diff.gpus_removed,
         "cost_usd_per_hour": cost(diff.cost_usd_per_hour),

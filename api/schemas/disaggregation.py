@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from api.schemas.plan_result import ParallelSectionRead
+
 
 class PoolJustificationRead(BaseModel):
     role: Literal["prefill", "decode"]
@@ -21,6 +23,12 @@ class PoolJustificationRead(BaseModel):
         default=0,
         description="Replicas beyond what the SLOs need, for constraints.n_plus_one (1, else 0): counted in the pool's "
         "replicas and cost; rho and the predicted and simulated figures are with the spare lost.",
+    )
+    parallel: ParallelSectionRead | None = Field(
+        default=None,
+        description="A pool in pipeline stages: per-stage time, bubble and communication terms, as an aggregated plan's "
+        "justification.parallel (null at pp 1). The decode pool's step is at its mean batch per replica; a prefill pool "
+        "decodes no batch, so its step is one sequence's, and its service per prompt is lone_prefill_s.",
     )
 
 

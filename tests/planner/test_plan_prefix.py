@@ -174,11 +174,11 @@ def test_several_replicas_route_by_prefix():
     assert section.working_set_tokens < REUSE.working_set_tokens("random", 1)
 
 
-def _planned_in_full(request: PlanningRequest, inputs, *, space=None) -> object:
+def _planned_in_full(request: PlanningRequest, inputs, *, space=None, refine=True) -> object:
     """planning.stage_plan with every trial's cost bound lifted: each cache size planned to its own optimum."""
     from planner.planning import stage_plan
 
-    return stage_plan(replace(request, below_usd_per_hour=float("inf")), inputs, space=space)
+    return stage_plan(replace(request, below_usd_per_hour=float("inf")), inputs, space=space, refine=refine)
 
 
 def _prefix_plan(workload: Workload, *, verify: bool, full: bool):
@@ -307,6 +307,32 @@ def test_a_re_plan_on_its_trials_search_space_is_the_plan_planned_anew():
     assert _untimed(replanned) == _untimed(_plan(again, INPUTS))
     with pytest.raises(InfeasiblePlanError):  # the bound still counts on a shared space
         stage_plan(replace(trial, below_usd_per_hour=first.cost_usd_per_hour), INPUTS, space=space)
+
+
+@pytest.mark.parametrize("cache_tokens", [0, 4096])
+def test_an_unrefined_trial_refined_later_is_the_plan_staged_refined(cache_tokens: int):
+    """prefix_plan stages its trials without narrowing the winner's μ (`refine=False`: only their cost and
+    replicas decide which is deployed) and narrows it for the one deployed (`refined_stage`). The search's
+    answer does not depend on μ's narrowing, so the unrefined stage has the refined one's cost and replicas,
+    and once refined it finishes, explained, into the very plan staged refined — the same predictions in
+    the same order, the MILP solved again on the narrowed μ. A plan staged refined is left as it is."""
+    from planner.planning import finish_plan, refined_stage, search_space, stage_plan
+
+    trial = PlanningRequest(
+        workload=CHAT, slo=SLO, prefix_cache_tokens=cache_tokens, verify=False, explain=False, advise=False, **GRID
+    )
+    space = search_space(trial, INPUTS)
+    refined = stage_plan(trial, INPUTS, space=space)
+    unrefined = stage_plan(trial, INPUTS, space=space, refine=False)
+    assert unrefined.unrefined is not None and refined.unrefined is None
+    assert refined_stage(refined) is refined
+    assert unrefined.cost_usd_per_hour == refined.cost_usd_per_hour and unrefined.replicas == refined.replicas
+    predictions = unrefined.planner.predictions
+    later = refined_stage(unrefined)
+    assert later.planner.predictions > predictions  # μ narrowed only now
+    assert later.planner.predictions == refined.planner.predictions
+    explain = replace(trial, explain=True)
+    assert _untimed(finish_plan(replace(later, request=explain))) == _untimed(finish_plan(replace(refined, request=explain)))
 
 
 @pytest.mark.parametrize("rate", [12.0, 30.0])

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from planner.optimizer import PlanConstraints
-from planner.plan_prefix import _cost_floor, finds_as_many, reduced_prompts
+from planner.plan_prefix import _cost_floor, deployed_routing, finds_as_many, reduced_prompts
 from planner.planning import PlanningRequest, plan_capacity, search_space, stage_plan
 from planner.prefix_cache import PrefixHits, prefix_hits
 from tests.planner.test_plan_prefix import REUSE, SLO
@@ -110,3 +110,33 @@ def test_the_bench_names_plans_that_decide_differently_not_those_that_explain_di
     after = {"plans": {"00-verify": explained, "01-verify": bigger, "02-verify": {"refused": "InfeasiblePlanError"}}}
     assert prefix_decisions(before, after) == ["01-verify", "02-verify"]
     assert decision(plan)[2] == (25_728, 0.78) and decision({"refused": "X"}) == ("refused", "X")
+
+
+def test_a_trial_deploying_one_replica_routes_at_random():
+    """Routing is decided at the plan without a cache's replica count (3 at 20 req/s: prefix-aware), but a
+    cached plan of one replica has nothing to route: the plan and its trial's record say random, at the one
+    replica's hit rate (the same under either routing: one replica sees every prefix); trials with no plan
+    keep the routing they were planned under, and a plan of several replicas keeps prefix-aware routing."""
+    request = PlanningRequest(
+        workload=replace(CHAT.at_rate(20.0), prefix_reuse=REUSE),
+        slo=SLO,
+        constraints=PlanConstraints(speculative="off"),
+        verify=False,
+        **GRID,
+    )
+    without = plan_capacity(replace(request, workload=replace(request.workload, prefix_reuse=None)), INPUTS)
+    assert without.replicas > 1
+    plan = plan_capacity(request, INPUTS)
+    trials = plan.justification.prefix_caching.trials
+    assert plan.row.replicas == 1 and plan.prefix_caching is not None
+    assert plan.prefix_caching.routing == "random"
+    assert [t.routing for t in trials if t.replicas == 1] == ["random"]
+    assert {t.routing for t in trials if t.replicas is None} == {"prefix_aware"}
+    cache = plan.prefix_caching.cache_tokens
+    one = prefix_hits(REUSE, cache, "random", 1).hit_rate
+    assert (
+        plan.prefix_caching.hit_rate == pytest.approx(one) == pytest.approx(prefix_hits(REUSE, cache, "prefix_aware", 1).hit_rate)
+    )
+    assert deployed_routing("prefix_aware", 2) == "prefix_aware"
+    assert deployed_routing("prefix_aware", 1) == deployed_routing("random", 1) == "random"
+    assert deployed_routing("as_measured", 1) == "as_measured"
