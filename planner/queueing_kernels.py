@@ -228,10 +228,13 @@ def _step_in_progress(
 ) -> float:
     """The step in progress at arrival for one grid row, its type the one whose length-biased CDF
     the point's uniform falls in (`below` entries of the CDF under it); a step carrying prompts
-    (unchunked) is as long as its size-biased prompt makes it (reading its cached prefix, if any)."""
+    is as long as its size-biased prompt makes it (reading its cached prefix, if any; with a chunk
+    budget, at most the budget's tokens: the rest is in the spilled full-budget steps' type)."""
     kind = min(below, durations.size - 1)
-    if op[CHUNK_TOKENS] <= 0.0 and 1 <= kind < durations.size - 1:
+    if 1 <= kind < durations.size - 1:
         tokens = (kind - 1.0) * op[PROMPT_MEAN] + size_biased
+        if op[CHUNK_TOKENS] > 0.0:
+            tokens = min(tokens, max(1.0, op[CHUNK_TOKENS] - n_row * sm[VERIFY_TOKENS]))  # C − n·(k+1)
         context = n_row * op[DECODE_CONTEXT]
         cached_kv = tokens * op[PREFILL_CACHED_READ]
         if sm[DRAFT_TOKENS] > 0.0:

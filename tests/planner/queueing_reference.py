@@ -43,18 +43,18 @@ def step_in_progress(rep: _Replica, op: _OperatingPoint, kinds: _StepKinds, pts:
     durations = kinds.durations
     kind = np.minimum(np.searchsorted(kinds.cdf, pts.u_step_in_progress), len(durations) - 1)
     in_progress = durations[kind]
-    if rep.chunk_tokens is None:
-        carrying = (kind >= 1) & (kind < len(durations) - 1)
-        tokens = np.maximum(kind - 1.0, 0.0) * rep.prompt_mean + rep.size_biased_prompts[pts.part]
-        n_row = op.occ.grid[kinds.row]
-        biased = step_seconds(
-            rep.sm,
-            n_row + tokens,
-            n_row * rep.decode_context_mean,
-            n_row * rep.decode_context_mean + tokens * rep.prefill_position_mean,
-        )
-        in_progress = np.where(carrying, biased, in_progress)
-    return in_progress
+    carrying = (kind >= 1) & (kind < len(durations) - 1)
+    tokens = np.maximum(kind - 1.0, 0.0) * rep.prompt_mean + rep.size_biased_prompts[pts.part]
+    n_row = op.occ.grid[kinds.row]
+    if rep.chunk_tokens is not None:
+        tokens = np.minimum(tokens, max(1.0, rep.chunk_tokens - n_row))  # at most the budget beside n decodes
+    biased = step_seconds(
+        rep.sm,
+        n_row + tokens,
+        n_row * rep.decode_context_mean,
+        n_row * rep.decode_context_mean + tokens * rep.prefill_position_mean,
+    )
+    return np.where(carrying, biased, in_progress)
 
 
 def sum_spread(count: np.ndarray, cv2: float, z: np.ndarray) -> np.ndarray:
@@ -94,7 +94,14 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     u = pts.u_step_in_progress
     queued = u >= 1.0 - op.budget_rho
     tail = np.clip(1.0 - (1.0 - u) / max(op.budget_rho, 1e-300), 1e-9, 1.0 - 1e-9)
-    budget_wait = np.where(queued, op.budget_wait_mean_s * gamma_unit_quantile(ndtri(tail), op.budget_wait_cv2), 0.0)
+    work_s = np.where(queued, op.budget_wait_mean_s * gamma_unit_quantile(ndtri(tail), op.budget_wait_cv2), 0.0)
+    if rep.chunk_tokens is not None and op.budget_rho > 0.0:
+        # the work ahead waits only as the full steps it adds to the prompt's own: ⌈(A + p)/(C−n)⌉ − ⌈p/(C−n)⌉
+        own_tokens = rep.prompts[pts.part]
+        ahead = work_s / op.budget_step_s * op.budget_tokens
+        extra = np.ceil((ahead + own_tokens) / op.budget_tokens) - np.ceil(own_tokens / op.budget_tokens)
+        work_s = np.where(queued & (extra > 0.0), (extra - 1.0 + pts.u_residual) * op.budget_step_s, 0.0)
+    budget_wait = work_s
     # from the start of the step in progress to the start of the (last) step carrying the prompt's tokens
     window = np.where(seen > 0, in_progress - residual + np.maximum(budget_wait, residual), budget_wait)
     if rep.chunk_tokens is None:
