@@ -373,7 +373,11 @@ def sample_latencies(
             # put TTFT p99 of the corpus plans with a 16,384-token budget 10-25 % low (bench/plan_corpus.py).
             # Their prompt tokens are a sum of `mates` prompts (`_sum_spread`, at the interference's normal
             # quantile: a TTFT and a TPOT draw of one point, so E2E sees them comonotone, a conservative tie).
-            window = (in_progress - residual + delay_chunked) if seen > 0.0 else bw
+            # A queued prompt's budget wait already holds the work of the prompts ahead of it: only those
+            # behind it join its last step (counting those ahead as step-mates too put the TTFT p99 of the
+            # corpus plans with a 16,384-token budget 5-10 % above their unchunked twins', which the
+            # simulator serves alike).
+            window = (in_progress - residual + delay_chunked) if seen > 0.0 and bw <= 0.0 else delay_chunked
             behind_s = window + (chunks - 1.0) * full_s
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * behind_s)
             filled = min(cap - last, mates * p_mean * _sum_spread(mates, op[PROMPT_CV2], z_interference[i]))

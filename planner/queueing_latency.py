@@ -154,8 +154,6 @@ class _OperatingPoint:
     budget_rho: float = 0.0
     budget_wait_mean_s: float = 0.0
     budget_wait_cv2: float = 0.0
-    budget_tokens: float = 0.0  # C − n at L
-    budget_step_s: float = 0.0  # the full-budget step at L
 
 
 def _operating_point(rep: _Replica, lam: float) -> _OperatingPoint | None:
@@ -208,33 +206,32 @@ def _operating_point(rep: _Replica, lam: float) -> _OperatingPoint | None:
         # So the wait is M/G/1's with S ∝ p, scaled so that λ·E[S] = θ_pf. Taking only the residual of
         # the step in progress put unchunked TTFT p99 of the corpus plans 12-32 % low where their
         # 16,384-token-budget twins were within 10 % (bench/plan_corpus.py).
-        return point
+        if lam <= 0.0 or occ.feedback_prefill <= 0.0:
+            return point
+        scale = occ.feedback_prefill / (lam * rep.prompt_sample_moments[0])  # seconds of prefill per prompt token
     else:
         # Pollaczek–Khinchine wait for the chunk budget, a server of C − n prefill tokens per full
         # step: a prompt holds it p/(C−n) full steps, S = p·t_full/(C−n), so its moments are the
-        # sampled prompts' moments scaled. The wait is the work ahead of a prompt; `_sample` turns it
-        # into the full steps it adds beyond those the prompt's own chunks take.
-        budget_tokens = float(rep.budget(np.array(occupancy)))
-        scale = float(np.interp(occupancy, grid, occ.t_full)) / budget_tokens  # t_full / (C − n) at L
-        moments = rep.prompt_sample_moments
-    budget_rho = lam * moments[0] * scale
-    if budget_rho <= 0.0:
-        return point
+        # sampled prompts' moments scaled.
+        scale = float(np.interp(occupancy, grid, occ.t_full)) / float(rep.budget(np.array(occupancy)))  # t_full / (C − n) at L
+    budget_rho = lam * rep.prompt_sample_moments[0] * scale
     if budget_rho >= 1.0:
         return None
-    budget_mean = lam * moments[1] * scale**2 / (2.0 * (1.0 - budget_rho))  # λ·E[S²] / 2(1−ρ)
+    budget_mean = (
+        lam * rep.prompt_sample_moments[1] * scale**2 / (2.0 * (1.0 - budget_rho)) if budget_rho > 0 else 0.0
+    )  # λ·E[S²] / 2(1−ρ)
     # Given that it queues, the wait is a gamma matched to the first two moments of M/G/1's
     # conditional wait (Takács: E[W²] = 2E[W]² + λE[S³]/3(1−ρ)): near-uniform for fixed prompts
     # (the residual of one prompt), heavier-tailed for long-tailed ones, exponential-like as ρ grows.
-    conditional_mean = budget_mean / budget_rho
-    second = (2.0 * budget_mean**2 + lam * moments[2] * scale**3 / (3.0 * (1.0 - budget_rho))) / budget_rho
+    conditional_mean = budget_mean / max(budget_rho, 1e-300)
+    second = (2.0 * budget_mean**2 + lam * rep.prompt_sample_moments[2] * scale**3 / (3.0 * (1.0 - budget_rho))) / max(
+        budget_rho, 1e-300
+    )
     return replace(
         point,
         budget_rho=budget_rho,
         budget_wait_mean_s=conditional_mean,
         budget_wait_cv2=max(second / max(conditional_mean, 1e-150) ** 2 - 1.0, 1e-6),  # 1e-150² stays a normal float
-        budget_tokens=budget_tokens,
-        budget_step_s=scale * budget_tokens,
     )
 
 
@@ -291,18 +288,7 @@ def _sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
         queued = u_sip >= 1.0 - budget_rho
         tail_u = np.clip(1.0 - (1.0 - u_sip[queued]) / max(budget_rho, 1e-300), 1e-9, 1.0 - 1e-9)
         budget_wait = np.zeros(u_sip.shape)
-        work_s = op.budget_wait_mean_s * _gamma_unit_quantile(ndtri(tail_u), op.budget_wait_cv2)
-        # Every queued prompt that fits the next step's budget goes into it (the step-type chain of
-        # `carried_prompts_distribution` and the step-mates follow that): the work ahead delays a
-        # prompt only by the full steps it adds to those its own chunks take, ⌈(A + p)/(C−n)⌉ −
-        # ⌈p/(C−n)⌉ for A tokens ahead, each waited out from a step boundary (the residual's uniform).
-        # Charging the whole work ahead as a wait counted the next step twice: the TTFT p99 of the
-        # corpus plans with a 16,384-token budget sat 5-10 % above their unchunked twins', which the
-        # simulator serves alike.
-        own = rep.prompts[pts.part][queued]
-        ahead = work_s / op.budget_step_s * op.budget_tokens
-        extra = np.ceil((ahead + own) / op.budget_tokens) - np.ceil(own / op.budget_tokens)
-        budget_wait[queued] = np.where(extra > 0.0, (extra - 1.0 + pts.u_residual[queued]) * op.budget_step_s, 0.0)
+        budget_wait[queued] = op.budget_wait_mean_s * _gamma_unit_quantile(ndtri(tail_u), op.budget_wait_cv2)
     size = pts.size
     out = _Latencies(ttft=np.empty(size), tpot=np.empty(size), e2e=np.empty(size), wait=np.empty(size))
     queueing_kernels.sample_latencies(

@@ -94,19 +94,12 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     u = pts.u_step_in_progress
     queued = u >= 1.0 - op.budget_rho
     tail = np.clip(1.0 - (1.0 - u) / max(op.budget_rho, 1e-300), 1e-9, 1.0 - 1e-9)
-    work_s = np.where(queued, op.budget_wait_mean_s * gamma_unit_quantile(ndtri(tail), op.budget_wait_cv2), 0.0)
-    if rep.chunk_tokens is not None and op.budget_rho > 0.0:
-        # the work ahead waits only as the full steps it adds to the prompt's own: ⌈(A + p)/(C−n)⌉ − ⌈p/(C−n)⌉
-        own_tokens = rep.prompts[pts.part]
-        ahead = work_s / op.budget_step_s * op.budget_tokens
-        extra = np.ceil((ahead + own_tokens) / op.budget_tokens) - np.ceil(own_tokens / op.budget_tokens)
-        work_s = np.where(queued & (extra > 0.0), (extra - 1.0 + pts.u_residual) * op.budget_step_s, 0.0)
-    budget_wait = work_s
+    budget_wait = np.where(queued, op.budget_wait_mean_s * gamma_unit_quantile(ndtri(tail), op.budget_wait_cv2), 0.0)
     # from the start of the step in progress to the start of the (last) step carrying the prompt's tokens
     window = np.where(seen > 0, in_progress - residual + np.maximum(budget_wait, residual), budget_wait)
+    # a queued prompt's wait holds the work of those ahead of it: only those behind it join its step
+    behind_only = np.where((seen > 0) & (budget_wait <= 0.0), window, np.maximum(budget_wait, residual))
     if rep.chunk_tokens is None:
-        # a queued prompt's wait holds the work of those ahead of it: only those behind it join its step
-        behind_only = np.where((seen > 0) & (budget_wait <= 0.0), window, np.maximum(budget_wait, residual))
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind_only)
         mates_tokens = mates * rep.prompt_mean * sum_spread(mates, rep.prompt_cv2, pts.z_interference)
         prefill_s = step_seconds(rep.sm, others + prompts + mates_tokens, kv, kv + own + mates_tokens * rep.prefill_position_mean)
@@ -116,7 +109,7 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
         last = prompts - (chunks - 1.0) * cap
         full_attended = (own - last * (prompts - last) - last * (last + 1.0) / 2.0) / np.maximum(chunks - 1.0, 1.0)
         full_s = step_seconds(rep.sm, others + cap, kv, kv + full_attended)
-        behind = window + (chunks - 1.0) * full_s
+        behind = behind_only + (chunks - 1.0) * full_s
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind)
         filled = np.minimum(cap - last, mates * rep.prompt_mean * sum_spread(mates, rep.prompt_cv2, pts.z_interference))
         prefill_s = (chunks - 1.0) * full_s + step_seconds(
