@@ -12,6 +12,7 @@ planner/queueing.py).
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -64,17 +65,22 @@ def _gamma_unit_quantile(z: np.ndarray, variance: np.ndarray | float) -> np.ndar
     return cube
 
 
-def _carry_durations(rep: _Replica, row: int) -> np.ndarray:
-    """The time the step carrying k prompts takes (with the full-budget steps it spills into) at grid
-    row `row`, for each k and each of the prompt grid's points of the sum of k prompts
-    (planner/queueing_replica.py `_step_tables` before its mean over the points)."""
-    n = float(rep.grid[row])
-    k = rep.k[0][:, None]
+def _carry_durations(rep: _Replica) -> np.ndarray:
+    """The time the step carrying k prompts takes (with the full-budget steps it spills into), for
+    each grid row n, each k and each of the prompt grid's points of the sum of k prompts
+    (planner/queueing_replica.py `_step_tables` before its mean over the points). Rate-independent,
+    so kept per replica (by identity: `_Replica` holds arrays and is not hashable)."""
+    cached = _CARRY_DURATIONS.get(id(rep))
+    if cached is not None and cached[0] is rep:
+        _CARRY_DURATIONS.move_to_end(id(rep))
+        return cached[1]
+    n = rep.grid[:, None, None]
+    k = rep.k[0][None, :, None]
     spread = rep.prompt_grid - float(np.mean(rep.prompt_grid))
-    arriving = np.maximum(k * rep.prompt_mean + np.sqrt(k) * spread[None, :], 0.0)
-    cap = float(rep.budget(np.array(n)))
+    arriving = np.maximum(k * rep.prompt_mean + np.sqrt(k) * spread[None, None, :], 0.0)
+    cap = rep.budget(rep.grid)[:, None, None]
     carried = np.minimum(arriving, cap)
-    spill = np.maximum(arriving - cap, 0.0) / cap if math.isfinite(cap) else np.zeros(arriving.shape)
+    spill = np.where(np.isfinite(cap), np.maximum(arriving - cap, 0.0) / cap, 0.0)
     context = n * rep.decode_context_mean
     if rep.sm.speculation is None:
         single = step_seconds(
@@ -83,14 +89,23 @@ def _carry_durations(rep: _Replica, row: int) -> np.ndarray:
     else:
         single = verify_seconds(
             rep.sm,
-            np.full(carried.shape, n),
-            np.full(carried.shape, context),
+            np.broadcast_to(n, carried.shape),
+            np.broadcast_to(context, carried.shape),
             carried,
             carried * rep.prefill_position_mean,
             carried * rep.prefill_cached_read,
         )
-    durations: np.ndarray = single + spill * float(rep.t_full[row])
+    durations: np.ndarray = single + spill * rep.t_full[:, None, None]
+    _CARRY_DURATIONS[id(rep)] = (rep, durations)
+    if len(_CARRY_DURATIONS) > _CARRY_DURATIONS_KEPT:
+        _CARRY_DURATIONS.popitem(last=False)
     return durations
+
+
+#: `_carry_durations` per replica, least recently used out first; as many as `_replica` keeps (a kept
+#: replica cannot be collected, so its id is not reused while its entry is here).
+_CARRY_DURATIONS: OrderedDict[int, tuple[_Replica, np.ndarray]] = OrderedDict()
+_CARRY_DURATIONS_KEPT = 256
 
 
 def carried_prompts_distribution(rep: _Replica, row: int, lam: float) -> np.ndarray:
@@ -101,9 +116,8 @@ def carried_prompts_distribution(rep: _Replica, row: int, lam: float) -> np.ndar
     long step: the counts are overdispersed against the Poisson(λ·T̄) of independent steps, and the
     step in progress an arrival finds (length-biased) is longer in its tail."""
     k = rep.k[0]
-    durations = _carry_durations(rep, row)  # (k, prompt-grid point)
-    means = np.maximum(lam * durations, 1e-300)[:, :, None]
-    transition = np.exp(k[None, None, :] * np.log(means) - means - rep.log_k_factorial[0][None, None, :]).mean(axis=1)
+    means = np.maximum(lam * _carry_durations(rep)[row], 1e-300)[:, :, None]  # (k, prompt-grid point, 1)
+    transition = np.exp(k * np.log(means) - means - rep.log_k_factorial[0]).mean(axis=1)
     transition /= transition.sum(axis=1, keepdims=True)  # truncated at k_max: the rest of each row folded in
     size = k.size
     # π·(P − I) = 0 with Σπ = 1: one balance equation replaced by the normalisation
