@@ -110,14 +110,21 @@ _CARRY_DURATIONS_KEPT = 256
 
 def carried_prompts_distribution(rep: _Replica, row: int, lam: float) -> np.ndarray:
     """The distribution of the number of prompts one step carries at grid row `row` (a step and the
-    full-budget steps it spills into), arrivals Poisson at rate `lam`: the stationary law of the chain
-    K' ~ Poisson(λ·T(K)), where T(k) is the time the k prompts' step takes. Every prompt that arrives
-    while a step runs goes into the next one (gated batch service), so a long step is followed by a
-    long step: the counts are overdispersed against the Poisson(λ·T̄) of independent steps, and the
-    step in progress an arrival finds (length-biased) is longer in its tail."""
-    k = rep.k[0]
-    means = np.maximum(lam * _carry_durations(rep)[row], 1e-300)[:, :, None]  # (k, prompt-grid point, 1)
-    transition = np.exp(k * np.log(means) - means - rep.log_k_factorial[0]).mean(axis=1)
+    full-budget steps it spills into), arrivals Poisson at rate `lam` (`gated_batch_stationary` on
+    the replica's step durations)."""
+    return gated_batch_stationary(_carry_durations(rep)[row], lam, rep.k[0], rep.log_k_factorial[0])
+
+
+def gated_batch_stationary(durations_s: np.ndarray, lam: float, k: np.ndarray, log_k_factorial: np.ndarray) -> np.ndarray:
+    """The stationary law of the chain K' ~ Poisson(λ·T(K)) on k = 0 … k_max, T(k) the time the step
+    carrying k prompts takes (`durations_s[k, j]`, its mean over the columns j: the prompt grid's
+    points of the sum of k prompts). Every prompt that arrives while a step runs goes into the next
+    one (gated batch service), so a long step is followed by a long step: the counts are
+    overdispersed against the Poisson(λ·T̄) of independent steps (for T(k) = a + b·k the mean is
+    λa/(1 − λb) and the variance the mean over 1 − (λb)²), and the step in progress an arrival finds
+    (length-biased) is longer in its tail."""
+    means = np.maximum(lam * np.asarray(durations_s, dtype=float).reshape(k.size, -1), 1e-300)[:, :, None]
+    transition = np.exp(k * np.log(means) - means - log_k_factorial).mean(axis=1)
     transition /= transition.sum(axis=1, keepdims=True)  # truncated at k_max: the rest of each row folded in
     size = k.size
     # π·(P − I) = 0 with Σπ = 1: one balance equation replaced by the normalisation
