@@ -10,8 +10,11 @@ Three fits per GPU, each on NVIDIA AIConfigurator's kernel database (sources in 
 - Decode attention of B sequences at context s (one layer, 8 query heads / 1 KV head / dim 128, BF16 KV):
   t = t₀ + B·c_att + B·s·kv_bytes / (η_kv·BW), c_att the per-sequence setup of the kernel: the kernel-level
   part of the step model's `sequence_overhead_s` (times the layers of the model).
-- All-reduce of S elements (BF16) over n GPUs: t = α + 2·(n−1)/n · 2S / B_bus (the ring form of
-  planner/parallel.py), α and B_bus per n.
+- All-reduce of S elements (BF16) over n GPUs: t = α + 2·(n−1)/n · 2S / B_bus (the ring form),
+  α and B_bus per n; and planner/parallel.py's message-size model per link class (the GPU's architecture,
+  i.e. its NVLink generation, and all of them pooled), six parameters shared by n = 2, 4, 8:
+  t = min(a₀ + a₁·(n−1) + (n−1)·S_bytes / (e₁·B), b₀ + b₁·2(n−1) + 2(n−1)/n · S_bytes / (e₂·B)),
+  B the catalog link bandwidth: the constants of planner/parallel.py `ALL_REDUCE_FITS`.
 
 Fitted by least squares on log(predicted / measured) (every kernel counts by its relative error).
 """
@@ -27,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 from scipy.optimize import least_squares
+
+from planner.parallel import ALL_REDUCE_FITS, Link, all_reduce_s
 
 KERNELS = Path(__file__).with_name("kernel_measurements.json")
 GPUS_JSON = Path(__file__).resolve().parent.parent / "catalog" / "data" / "gpus.json"
@@ -166,26 +171,92 @@ def allreduce_fits() -> dict[tuple[str, int], AllReduceFit]:
     return fits
 
 
+@dataclass(frozen=True, slots=True)
+class AllReduceClassFit:
+    link_class: str
+    #: a₀ (s), a₁ (s per peer), e₁, b₀ (s), b₁ (s per ring step), e₂: planner/parallel.py `AllReduceFit`'s order.
+    parameters: tuple[float, float, float, float, float, float]
+    points: int
+    median_error: float
+    p90_error: float
+    #: The median error of the ring line with the catalog α and link bandwidth on the same timings.
+    catalog_ring_median_error: float
+
+
+def _two_algorithms(x: np.ndarray, link: np.ndarray, n: np.ndarray, size: np.ndarray) -> np.ndarray:
+    a0, a1, e1, b0, b1, e2 = x
+    one_shot = (a0 + a1 * (n - 1)) * 1e-6 + (n - 1) * size / (e1 * link)
+    ring = (b0 + b1 * 2 * (n - 1)) * 1e-6 + 2 * (n - 1) / n * size / (e2 * link)
+    return np.minimum(one_shot, ring)
+
+
+@cache
+def allreduce_class_fits() -> dict[str, AllReduceClassFit]:
+    """planner/parallel.py's one-shot / ring model fitted per link class (the GPU's architecture) and pooled."""
+    document = json.loads(KERNELS.read_text(encoding="utf-8"))
+    catalog = _catalog()
+    rows = [
+        (
+            str(catalog[gpu]["architecture"]),
+            float(catalog[gpu]["interconnect_gb_per_s"]) * 1e9,  # type: ignore[arg-type]
+            float(catalog[gpu]["interconnect_latency_us"]) * 1e-6,  # type: ignore[arg-type]
+            float(gpus),
+            elements * 2.0,  # BF16: 2 bytes
+            latency_ms * 1e-3,
+        )
+        for gpu, gpus, elements, latency_ms in document["allreduce"]
+    ]
+    fits = {}
+    for link_class in sorted({r[0] for r in rows}) + ["pooled"]:
+        chosen = [r[1:] for r in rows if link_class in (r[0], "pooled")]
+        link, alpha, n, size, t = np.array(chosen).T
+        x, err = _fit_log(
+            lambda x, link=link, n=n, size=size: _two_algorithms(x, link, n, size),
+            t,
+            [2.0, 0.2, 0.5, 5.0, 2.0, 0.8],
+            [0.0, 0.0, 0.01, 0.0, 0.0, 0.01],
+            [50.0, 20.0, 2.0, 200.0, 50.0, 2.0],
+        )
+        ring = alpha + 2.0 * (n - 1) / n * size / link
+        fits[link_class] = AllReduceClassFit(
+            link_class,
+            (x[0] * 1e-6, x[1] * 1e-6, x[2], x[3] * 1e-6, x[4] * 1e-6, x[5]),
+            len(t),
+            float(np.median(err)),
+            float(np.percentile(err, 90)),
+            float(np.median(np.abs(ring / t - 1.0))),
+        )
+    return fits
+
+
 #: Message sizes the check of planner/parallel.py's all-reduce is read at: tokens × Llama-70B's hidden 8192.
 CHECK_TOKENS: tuple[int, ...] = (1, 64, 512, 4096)
 CHECK_HIDDEN = 8192
 
 
-def allreduce_check() -> list[tuple[str, int, int, float, float]]:
-    """(GPU, GPUs, tokens, measured s, planner/parallel.py's ring form s) at the measured message nearest to
-    tokens × 8192 BF16 elements: α + 2·(n−1)/n · bytes / link bandwidth, the catalog's α and NVLink figures."""
+def allreduce_check() -> list[tuple[str, int, int, float, float, float]]:
+    """(GPU, GPUs, tokens, measured s, the ring form with the catalog's α and NVLink figures s, planner/parallel.py
+    `all_reduce_s` s) at the measured message nearest to tokens × 8192 BF16 elements. The ring form is
+    α + 2·(n−1)/n · bytes / link bandwidth (the all-reduce before issue 14's message-size model)."""
     document = json.loads(KERNELS.read_text(encoding="utf-8"))
     catalog = _catalog()
     rows = []
     for gpu, gpus in sorted({(r[0], int(r[1])) for r in document["allreduce"]}):
         spec = catalog[gpu]
-        link = float(spec["interconnect_gb_per_s"]) * 1e9  # type: ignore[arg-type]
+        bandwidth = float(spec["interconnect_gb_per_s"]) * 1e9  # type: ignore[arg-type]
         alpha = float(spec["interconnect_latency_us"]) * 1e-6  # type: ignore[arg-type]
+        link = Link(
+            name=gpu,
+            bytes_per_s=bandwidth,
+            latency_s=alpha,
+            source="catalog",
+            all_reduce=ALL_REDUCE_FITS[str(spec["architecture"])],
+        )
         table = [r for r in document["allreduce"] if r[0] == gpu and int(r[1]) == gpus]
         for tokens in CHECK_TOKENS:
             _, _, elements, latency_ms = min(table, key=lambda r: abs(r[2] - tokens * CHECK_HIDDEN))
-            model = alpha + 2.0 * (gpus - 1) / gpus * 2.0 * elements / link
-            rows.append((gpu, gpus, tokens, latency_ms * 1e-3, model))
+            ring = alpha + 2.0 * (gpus - 1) / gpus * 2.0 * elements / bandwidth
+            rows.append((gpu, gpus, tokens, latency_ms * 1e-3, ring, all_reduce_s(2.0 * elements, gpus, link)))
     return rows
 
 
@@ -226,14 +297,30 @@ def kernel_tables() -> list[str]:
             f"| {ar.gpu} | {ar.gpus} | {ar.points} | {ar.latency_s * 1e6:.2f} | {ar.bus_bytes_per_s / 1e9:.0f} | {ar.median_error:.1%} |"
         )
     add("")
-    add("planner/parallel.py's all-reduce (catalog α and link bandwidth) against the measured one, µs:")
+    add("planner/parallel.py's all-reduce model per link class (`ALL_REDUCE_FITS`), shared by 2, 4 and 8 GPUs:")
     add("")
-    add("| GPU | GPUs | " + " | ".join(f"{t} tokens: measured / model" for t in CHECK_TOKENS) + " |")
+    add(
+        "| link class | kernels | a₀ (µs) | a₁ (µs/peer) | e₁ | b₀ (µs) | b₁ (µs/step) | e₂ | median / p90 error | catalog ring line |"
+    )
+    add("|---|---|---|---|---|---|---|---|---|---|")
+    for cf in allreduce_class_fits().values():
+        a0, a1, e1, b0, b1, e2 = cf.parameters
+        add(
+            f"| {cf.link_class} | {cf.points} | {a0 * 1e6:.3f} | {a1 * 1e6:.3f} | {e1:.3f} | {b0 * 1e6:.2f} | {b1 * 1e6:.3f} | "
+            f"{e2:.3f} | {cf.median_error:.1%} / {cf.p90_error:.1%} | {cf.catalog_ring_median_error:.1%} |"
+        )
+    add("")
+    add("The measured all-reduce against the ring line with the catalog α and link bandwidth, then against")
+    add("planner/parallel.py `all_reduce_s`, µs (messages of tokens × 8,192 BF16 elements):")
+    add("")
+    add("| GPU | GPUs | " + " | ".join(f"{t} tokens: measured / ring / model" for t in CHECK_TOKENS) + " |")
     add("|---|---|" + "---|" * len(CHECK_TOKENS))
     check = allreduce_check()
     for i in range(0, len(check), len(CHECK_TOKENS)):
         group = check[i : i + len(CHECK_TOKENS)]
-        cells = " | ".join(f"{m * 1e6:.1f} / {p * 1e6:.1f} ({p / m - 1:+.0%})" for _, _, _, m, p in group)
+        cells = " | ".join(
+            f"{m * 1e6:.1f} / {r * 1e6:.1f} ({r / m - 1:+.0%}) / {p * 1e6:.1f} ({p / m - 1:+.0%})" for _, _, _, m, r, p in group
+        )
         add(f"| {group[0][0]} | {group[0][1]} | {cells} |")
     add("")
     latencies = [ar.latency_s for ar in allreduce_fits().values()]
