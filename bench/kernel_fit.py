@@ -16,6 +16,14 @@ Three fits per GPU, each on NVIDIA AIConfigurator's kernel database (sources in 
   t = min(a₀ + a₁·(n−1) + (n−1)·S_bytes / (e₁·B), b₀ + b₁·2(n−1) + 2(n−1)/n · S_bytes / (e₂·B)),
   B the catalog link bandwidth: the constants of planner/parallel.py `ALL_REDUCE_FITS`.
 
+- One MoE layer's grouped expert GEMMs (issue 14 §3) at t tokens over ep expert-parallel GPUs: each GPU
+  runs its E/ep experts on t·k/ep (token, expert) pairs (balanced routing), touching
+  x = min(E/ep, max(1, ⌈t·k/ep⌉)) experts of 3·h·i weights each, at per-expert M = t·k/E tokens:
+  t = max(bytes / (η_mem·BW), 2·3·h·i·(t·k/ep + x·M½) / (η_peak·peak)) + t₀ — the GEMM curve η(M) paid
+  per expert (each touched expert's GEMM pays its M½). Read three ways: the dense GEMM fit with M½ = 0
+  (the step model's one-η form), the dense GEMM fit with its M½ per expert, and the same form refitted
+  on the MoE timings themselves.
+
 Fitted by least squares on log(predicted / measured) (every kernel counts by its relative error).
 """
 
@@ -229,6 +237,93 @@ def allreduce_class_fits() -> dict[str, AllReduceClassFit]:
     return fits
 
 
+#: (hidden, expert intermediate, experts per token, experts) of the MoE shapes in kernel_measurements.json
+#: (bench/kernel_extract.py `MOE_SHAPES`), and the GEMM table each datatype is read against.
+MOE_MODELS: dict[str, tuple[int, int, int, int]] = {
+    "mixtral-8x7b": (4096, 14336, 2, 8),
+    "qwen3-30b-a3b": (2048, 768, 8, 128),
+    "deepseek-v3": (7168, 2048, 8, 256),
+}
+MOE_GEMM_DTYPE = {"bfloat16": "bfloat16", "fp8_block": "fp8"}
+
+
+@dataclass(frozen=True, slots=True)
+class MoeCheck:
+    gpu: str
+    model: str
+    dtype: str
+    points: int
+    #: Median |predicted / measured − 1|: dense GEMM fit with M½ = 0; with its M½ per expert; refitted on MoE.
+    one_eta_error: float
+    per_expert_error: float
+    refit_error: float
+    dense_half_tokens: float
+    refit_half_tokens: float
+    refit_eta_peak: float
+    #: Median signed error of the one-η form at per-expert M ≤ 16 and M ≥ 64 (small / large expert batches).
+    one_eta_small_m_bias: float
+    one_eta_large_m_bias: float
+
+
+def _moe_model(
+    x: np.ndarray, pairs: np.ndarray, touched: np.ndarray, h: int, i: int, wbytes: int, peak: float, bandwidth: float
+) -> np.ndarray:
+    eta_peak, half, eta_mem, launch_us = x
+    bytes_moved = touched * 3.0 * h * i * wbytes + 2.0 * pairs * (2.0 * h + 3.0 * i)  # expert weights + BF16 activations
+    flops = 2.0 * 3.0 * h * i * (pairs + touched * half)  # gate, up, down per pair, plus M½ per touched expert
+    return np.maximum(flops / (eta_peak * peak), bytes_moved / (eta_mem * bandwidth)) + launch_us * 1e-6
+
+
+@cache
+def moe_checks() -> list[MoeCheck]:
+    """The MoE timings against the dense GEMM fits (M½ = 0 and per expert) and a refit on themselves."""
+    document = json.loads(KERNELS.read_text(encoding="utf-8"))
+    catalog = _catalog()
+    dense = gemm_fits()
+    groups: dict[tuple[str, str, str], list[list[float]]] = {}
+    for gpu, model, dtype, ep, tokens, latency_ms in document.get("moe", []):
+        groups.setdefault((gpu, model, dtype), []).append([ep, tokens, latency_ms * 1e-3])
+    out = []
+    for (gpu, model, dtype), rows in sorted(groups.items()):
+        h, i, k, experts = MOE_MODELS[model]
+        gemm_dtype = MOE_GEMM_DTYPE[dtype]
+        fit = dense[(gpu, gemm_dtype)]
+        peak = float(catalog[gpu]["peak_tflops"][PEAK_DTYPE[gemm_dtype]]) * 1e12  # type: ignore[index]
+        bandwidth = float(catalog[gpu]["memory_bandwidth_gb_per_s"]) * 1e9  # type: ignore[arg-type]
+        ep, tokens, t = np.array(rows).T
+        pairs = tokens * k / ep
+        touched = np.minimum(experts / ep, np.maximum(1.0, np.ceil(pairs)))
+        per_expert_m = tokens * k / experts
+        wbytes = WEIGHT_BYTES[gemm_dtype]
+
+        def model_of(
+            x: np.ndarray,
+            shape: tuple[np.ndarray, np.ndarray, int, int, int, float, float] = (pairs, touched, h, i, wbytes, peak, bandwidth),
+        ) -> np.ndarray:
+            return _moe_model(x, *shape)
+
+        one_eta = model_of(np.array([fit.eta_peak, 0.0, fit.eta_mem, fit.launch_s * 1e6])) / t - 1.0
+        per_expert = model_of(np.array([fit.eta_peak, fit.half_tokens, fit.eta_mem, fit.launch_s * 1e6])) / t - 1.0
+        x, refit = _fit_log(model_of, t, [0.7, 64.0, 0.8, 5.0], [0.05, 0.0, 0.05, 0.0], [1.0, 4096.0, 1.0, 100.0])
+        out.append(
+            MoeCheck(
+                gpu,
+                model,
+                dtype,
+                len(t),
+                float(np.median(np.abs(one_eta))),
+                float(np.median(np.abs(per_expert))),
+                float(np.median(refit)),
+                fit.half_tokens,
+                float(x[1]),
+                float(x[0]),
+                float(np.median(one_eta[per_expert_m <= 16])),
+                float(np.median(one_eta[per_expert_m >= 64])),
+            )
+        )
+    return out
+
+
 #: Message sizes the check of planner/parallel.py's all-reduce is read at: tokens × Llama-70B's hidden 8192.
 CHECK_TOKENS: tuple[int, ...] = (1, 64, 512, 4096)
 CHECK_HIDDEN = 8192
@@ -322,6 +417,22 @@ def kernel_tables() -> list[str]:
             f"{m * 1e6:.1f} / {r * 1e6:.1f} ({r / m - 1:+.0%}) / {p * 1e6:.1f} ({p / m - 1:+.0%})" for _, _, _, m, r, p in group
         )
         add(f"| {group[0][0]} | {group[0][1]} | {cells} |")
+    add("")
+    add("MoE layers (grouped expert GEMMs, balanced routing, every expert-parallel degree) against the GEMM curve:")
+    add("median |error| of the dense GEMM fit with M½ = 0 (one-η), with its M½ paid per touched expert, and of the")
+    add("same form refitted on the MoE timings; then the one-η form's median signed error at small and large per-expert M.")
+    add("")
+    add(
+        "| GPU | model | datatype | kernels | one-η | η(M) per expert | refit | dense M½ | refit M½ | refit η_peak | "
+        "one-η at M ≤ 16 | one-η at M ≥ 64 |"
+    )
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for mc in moe_checks():
+        add(
+            f"| {mc.gpu} | {mc.model} | {mc.dtype} | {mc.points} | {mc.one_eta_error:.1%} | {mc.per_expert_error:.1%} | "
+            f"{mc.refit_error:.1%} | {mc.dense_half_tokens:.0f} | {mc.refit_half_tokens:.0f} | {mc.refit_eta_peak:.3f} | "
+            f"{mc.one_eta_small_m_bias:+.1%} | {mc.one_eta_large_m_bias:+.1%} |"
+        )
     add("")
     latencies = [ar.latency_s for ar in allreduce_fits().values()]
     add(f"all-reduce α median {statistics.median(latencies) * 1e6:.2f} µs over {len(latencies)} (GPU, n) pairs")

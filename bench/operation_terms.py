@@ -2,6 +2,9 @@
 
     .venv/bin/python -m bench.operation_terms            # writes docs/operation-terms.md (~25 CPU min: LOMO/LOSO × 4)
     .venv/bin/python -m bench.operation_terms --side-by-side-only   # only the AIConfigurator rows, to stdout
+    .venv/bin/python -m bench.operation_terms --kernel-tables       # rewrite only the kernel-fit section (seconds)
+
+Dated sections written by hand at the end of the document (headings "## 20…") are kept on every rewrite.
 
 Variants, each refitted per GPU on bench/measurements.json exactly as bench/fidelity.py fits the shipped
 profiles (soft-L1, 1/√n source weights, FIT_BOUNDS; η_mem, η_compute, overhead, overlap):
@@ -221,6 +224,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = sys.argv[1:]
     if "--side-by-side-only" in argv:
         return side_by_side_only()
+    if "--kernel-tables" in argv:
+        head = DOC.read_text(encoding="utf-8").split(KERNEL_HEADING, 1)[0]
+        DOC.write_text(head + kernel_section() + dated_sections(), encoding="utf-8")
+        print(f"rewrote the kernel-fit section of {DOC}")
+        return 0
     with tempfile.TemporaryDirectory() as directory:
         catalog = open_reference_catalog(Path(directory))
         _, measurements = load_measurements(catalog)
@@ -243,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         profiles = {name: by | {c: by[d] for c, d in CARRY_OVER.items() if d in by} for name, by in profiles.items()}
         side = aic_rows(catalog, profiles)
         catalog.session.close()
-    DOC.write_text(render(summary, fits, side, len(fitted)), encoding="utf-8")
+    DOC.write_text(render(summary, fits, side, len(fitted)) + dated_sections(), encoding="utf-8")
     print(f"wrote {DOC}")
     return 0
 
@@ -302,13 +310,24 @@ def render(
     return "\n".join(lines) + kernel_section()
 
 
+KERNEL_HEADING = "## Kernel-level fits (`python -m bench.kernel_fit`)"
+DATED_HEADING = "\n## 20"
+
+
+def dated_sections() -> str:
+    """The hand-written dated sections at the end of the current document ("## 20…" headings), kept verbatim."""
+    text = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
+    at = text.find(DATED_HEADING)
+    return text[at:] if at >= 0 else ""
+
+
 def kernel_section() -> str:
     """The kernel-level fits the GEMM variant takes M½ and the datatype factor from (bench/kernel_fit.py)."""
     lines = [
-        "## Kernel-level fits (`python -m bench.kernel_fit`)",
+        KERNEL_HEADING,
         "",
         "NVIDIA AIConfigurator's published kernel timings (bench/kernel_measurements.json; Apache-2.0; TensorRT-LLM",
-        "1.3.0rc20 on H100/H200/B200, 1.0.0 on A100): GEMMs, decode attention and the custom all-reduce.",
+        "1.3.0rc20 on H100/H200/B200, 1.0.0 on A100): GEMMs, decode attention, the custom all-reduce and MoE layers.",
         "",
         *kernel_tables(),
         "",
