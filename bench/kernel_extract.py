@@ -17,7 +17,7 @@ licensed Apache-2.0 (the wheel's LICENSE; each table's collection_meta.yaml carr
 - All-reduce (`custom_allreduce_perf`): BF16, TensorRT-LLM's custom all-reduce, 2/4/8 GPUs; message size
   in elements (AIConfigurator's `CustomAllReduce` op passes tokens × hidden), latency in ms.
 - MoE layer (`moe_perf`): the grouped expert GEMMs of one MoE layer (TensorRT-LLM's CUTLASS fused MoE,
-  `moe_torch_flow_cutlass`), balanced routing, expert tensor parallelism 1 and every expert-parallel
+  `moe_torch_flow_cutlass`), balanced routing, every expert tensor-parallel and expert-parallel
   degree, for three shapes (`MOE_SHAPES`): Mixtral-8x7B and Qwen3-30B-A3B in BF16, DeepSeek-V3 in
   block-scaled FP8 (its released datatype); latency in ms for one layer.
 
@@ -87,8 +87,18 @@ def main(wheel_path: str) -> int:
             for r in _table(wheel, path):
                 shape = MOE_SHAPES.get((r["hidden_size"], r["inter_size"], r["topk"], r["num_experts"]))
                 kept = r["kernel_source"] == "moe_torch_flow_cutlass" and r["distribution"] == "balanced"
-                if shape is not None and kept and r["moe_dtype"] == shape[1] and r["moe_tp_size"] == 1:
-                    moe.append([slug, shape[0], r["moe_dtype"], r["moe_ep_size"], r["num_tokens"], round(r["latency"], 6)])
+                if shape is not None and kept and r["moe_dtype"] == shape[1]:
+                    moe.append(
+                        [
+                            slug,
+                            shape[0],
+                            r["moe_dtype"],
+                            r["moe_tp_size"],
+                            r["moe_ep_size"],
+                            r["num_tokens"],
+                            round(r["latency"], 6),
+                        ]
+                    )
     document = {
         "source": (
             "NVIDIA AIConfigurator performance database, aiconfigurator-core 0.12.0 wheel (PyPI), "
@@ -102,7 +112,7 @@ def main(wheel_path: str) -> int:
         "decode_attention": attention,
         "allreduce_columns": ["gpu", "gpus", "message_elements_bf16", "latency_ms"],
         "allreduce": allreduce,
-        "moe_columns": ["gpu", "model", "dtype", "expert_parallel", "tokens", "latency_ms"],
+        "moe_columns": ["gpu", "model", "dtype", "expert_tensor_parallel", "expert_parallel", "tokens", "latency_ms"],
         "moe": moe,
     }
     OUT.write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")

@@ -16,9 +16,9 @@ Three fits per GPU, each on NVIDIA AIConfigurator's kernel database (sources in 
   t = min(a₀ + a₁·(n−1) + (n−1)·S_bytes / (e₁·B), b₀ + b₁·2(n−1) + 2(n−1)/n · S_bytes / (e₂·B)),
   B the catalog link bandwidth: the constants of planner/parallel.py `ALL_REDUCE_FITS`.
 
-- One MoE layer's grouped expert GEMMs (issue 14 §3) at t tokens over ep expert-parallel GPUs: each GPU
-  runs its E/ep experts on t·k/ep (token, expert) pairs (balanced routing), touching
-  x = min(E/ep, max(1, ⌈t·k/ep⌉)) experts of 3·h·i weights each, at per-expert M = t·k/E tokens:
+- One MoE layer's grouped expert GEMMs (issue 14 §3) at t tokens over ep expert-parallel GPUs, each expert's
+  intermediate split over tp: each GPU runs its E/ep experts (of i = I/tp) on t·k/ep (token, expert) pairs
+  (balanced routing), touching x = min(E/ep, max(1, ⌈t·k/ep⌉)) experts of 3·h·i weights, per-expert M = t·k/E:
   t = max(bytes / (η_mem·BW), 2·3·h·i·(t·k/ep + x·M½) / (η_peak·peak)) + t₀ — the GEMM curve η(M) paid
   per expert (each touched expert's GEMM pays its M½). Read three ways: the dense GEMM fit with M½ = 0
   (the step model's one-η form), the dense GEMM fit with its M½ per expert, and the same form refitted
@@ -281,8 +281,9 @@ def moe_checks() -> list[MoeCheck]:
     catalog = _catalog()
     dense = gemm_fits()
     groups: dict[tuple[str, str, str], list[list[float]]] = {}
-    for gpu, model, dtype, ep, tokens, latency_ms in document.get("moe", []):
-        groups.setdefault((gpu, model, dtype), []).append([ep, tokens, latency_ms * 1e-3])
+    for gpu, model, dtype, tp, ep, tokens, latency_ms in document.get("moe", []):
+        if tp == 1:  # the expert's whole intermediate on one GPU; moe_shape_efficiency reads the tp splits
+            groups.setdefault((gpu, model, dtype), []).append([ep, tokens, latency_ms * 1e-3])
     out = []
     for (gpu, model, dtype), rows in sorted(groups.items()):
         h, i, k, experts = MOE_MODELS[model]
@@ -321,6 +322,56 @@ def moe_checks() -> list[MoeCheck]:
                 float(np.median(one_eta[per_expert_m >= 64])),
             )
         )
+    return out
+
+
+@cache
+def moe_shape_efficiency() -> list[tuple[str, str, str, int, int, float, int]]:
+    """(GPU, model, datatype, expert tp, expert intermediate per GPU i = I/tp, realised / dense-fit compute rate,
+    kernels) of the compute-bound MoE timings (per-expert M ≥ 256, ep 1): the grouped expert GEMM's rate
+    against the dense GEMM fit of the same GPU and datatype (median over those timings), by expert shape."""
+    document = json.loads(KERNELS.read_text(encoding="utf-8"))
+    catalog = _catalog()
+    dense = gemm_fits()
+    groups: dict[tuple[str, str, str, int], list[float]] = {}
+    for gpu, model, dtype, tp, ep, tokens, latency_ms in document.get("moe", []):
+        h, i, k, experts = MOE_MODELS[model]
+        if ep != 1 or tokens * k / experts < 256:
+            continue
+        fit = dense[(gpu, MOE_GEMM_DTYPE[dtype])]
+        peak = float(catalog[gpu]["peak_tflops"][PEAK_DTYPE[MOE_GEMM_DTYPE[dtype]]]) * 1e12  # type: ignore[index]
+        dense_s = 2.0 * 3.0 * h * (i / tp) * tokens * k / (fit.eta_peak * peak)  # at the dense GEMM's large-M rate
+        groups.setdefault((gpu, model, dtype, int(tp)), []).append(dense_s / (latency_ms * 1e-3 - fit.launch_s))
+    return [
+        (gpu, model, dtype, tp, MOE_MODELS[model][1] // tp, float(np.median(r)), len(r))
+        for (gpu, model, dtype, tp), r in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][3]))
+    ]
+
+
+#: GPUs pooled into each architecture's expert-GEMM fit (planner/performance.py `EXPERT_GEMM_HALF_INTERMEDIATE`).
+EXPERT_GEMM_CLASSES = {"hopper": ("h100-sxm", "h200"), "blackwell": ("b200",)}
+
+
+def expert_gemm_half_intermediate() -> dict[tuple[str, str], tuple[float, float, int]]:
+    """(class, datatype) → (i½, median |error|, kernel groups): the grouped expert GEMM's rate / the dense GEMM
+    rate = i / (i + i½), i the expert intermediate per GPU, fitted by least squares on log ratio over
+    `moe_shape_efficiency`; classes per `EXPERT_GEMM_CLASSES` plus every GPU's BF16 pooled."""
+    rows = moe_shape_efficiency()
+    classes = {
+        (c, d): [r for r in rows if r[0] in gpus and r[2] == d]
+        for c, gpus in EXPERT_GEMM_CLASSES.items()
+        for d in ("bfloat16", "fp8_block")
+    }
+    classes[("pooled", "bfloat16")] = [r for r in rows if r[2] == "bfloat16"]
+    out = {}
+    for key, chosen in classes.items():
+        if not chosen:
+            continue
+        inter = np.array([r[4] for r in chosen], dtype=float)
+        ratio = np.array([r[5] for r in chosen])
+        result = least_squares(lambda x, i=inter, r=ratio: np.log(i / (i + x[0]) / r), [500.0], bounds=([0.0], [1e5]))
+        err = np.abs(inter / (inter + result.x[0]) / ratio - 1.0)
+        out[key] = (float(result.x[0]), float(np.median(err)), len(chosen))
     return out
 
 
@@ -433,6 +484,21 @@ def kernel_tables() -> list[str]:
             f"{mc.refit_error:.1%} | {mc.dense_half_tokens:.0f} | {mc.refit_half_tokens:.0f} | {mc.refit_eta_peak:.3f} | "
             f"{mc.one_eta_small_m_bias:+.1%} | {mc.one_eta_large_m_bias:+.1%} |"
         )
+    add("")
+    add("Compute-bound MoE layers (per-expert M ≥ 256, ep 1) by the expert's intermediate per GPU (I / expert tp): the")
+    add("grouped GEMM's rate as a fraction of the dense GEMM fit's large-M rate on the same GPU and datatype.")
+    add("")
+    add("| GPU | model | datatype | expert tp | intermediate per GPU | rate / dense rate | kernels |")
+    add("|---|---|---|---|---|---|---|")
+    for gpu, model, dtype, tp, inter, ratio, count in moe_shape_efficiency():
+        add(f"| {gpu} | {model} | {dtype} | {tp} | {inter} | {ratio:.2f} | {count} |")
+    add("")
+    add("Fitted rate / dense rate = i / (i + i½), i the expert intermediate per GPU:")
+    add("")
+    add("| class | datatype | i½ | median error | groups |")
+    add("|---|---|---|---|---|")
+    for (name, dtype), (half, error, groups) in expert_gemm_half_intermediate().items():
+        add(f"| {name} | {dtype} | {half:.0f} | {error:.1%} | {groups} |")
     add("")
     latencies = [ar.latency_s for ar in allreduce_fits().values()]
     add(f"all-reduce α median {statistics.median(latencies) * 1e6:.2f} µs over {len(latencies)} (GPU, n) pairs")

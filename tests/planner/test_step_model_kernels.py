@@ -3,7 +3,17 @@ bench/kernel_measurements.json, AIConfigurator's Apache-2.0 kernel database)."""
 
 from __future__ import annotations
 
-from bench.kernel_fit import allreduce_check, attention_fits, gemm_fits, gemm_half_tokens, moe_checks
+import itertools
+
+from bench.kernel_fit import (
+    allreduce_check,
+    attention_fits,
+    expert_gemm_half_intermediate,
+    gemm_fits,
+    gemm_half_tokens,
+    moe_checks,
+    moe_shape_efficiency,
+)
 
 
 def test_the_gemm_roofline_with_a_saturating_curve_reproduces_the_kernels():
@@ -64,3 +74,18 @@ def test_large_experts_follow_the_dense_gemm_fit_and_small_ones_run_at_half_its_
         assert qwen.one_eta_error - qwen.per_expert_error < 0.03
         assert qwen.refit_error < 0.5 * qwen.one_eta_error  # the same form refitted on the MoE timings fits them
         assert qwen.refit_eta_peak < 0.6
+
+
+def test_the_expert_gemm_rate_falls_with_the_expert_intermediate_per_gpu_whatever_the_model():
+    """Compute-bound MoE layers at every expert tp: the grouped GEMM's rate relative to the dense GEMM fit falls
+    as the expert's intermediate per GPU shrinks (tp splits it), and one curve i / (i + i½) per GPU class
+    fits Mixtral's and Qwen3's experts together within 10 % (median): the expert's shape, not the model."""
+    rows = moe_shape_efficiency()
+    for gpu in ("h100-sxm", "h200", "b200"):
+        for model in ("mixtral-8x7b", "qwen3-30b-a3b"):
+            ratios = [r for g, m, _, _, _, r, _ in rows if g == gpu and m == model]  # ascending tp
+            assert all(b < a for a, b in itertools.pairwise(ratios)), (gpu, model, ratios)
+    fits = expert_gemm_half_intermediate()
+    for key in (("hopper", "bfloat16"), ("blackwell", "bfloat16"), ("pooled", "bfloat16")):
+        half, error, groups = fits[key]
+        assert 300.0 < half < 1200.0 and error < 0.10 and groups >= 11, (key, half, error)
