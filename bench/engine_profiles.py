@@ -2,6 +2,8 @@
 low-precision factors; write catalog/data/engine_profiles.json and docs/engines.md.
 
     .venv/bin/python -m bench.engine_profiles            # fit, write the JSON and the report
+    .venv/bin/python -m bench.engine_profiles --variant collectives+moe --out /tmp/v   # a step variant
+                                                         # (bench/step_variants.py), written under --out
 
 Data: the `evidence` points of bench/serving_evidence.json the step model can express
 (`fit_data()`: MLPerf `check` points never), plus the fitted points of bench/measurements.json with
@@ -36,6 +38,7 @@ from typing import Any
 
 from bench.fidelity import FIT_BASE, Measurement, fit_gpu, load_measurements, open_reference_catalog
 from bench.serving_evidence import evaluate, fit_data, inexpressible_reason, load, measurement_of
+from bench.step_variants import VARIANTS, step_variant
 from catalog.repository import Catalog
 from planner.calibration import CalibrationFit
 from planner.engines import (
@@ -325,10 +328,16 @@ def profile_record(profile: EngineProfile) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--date", default=date.today().isoformat(), help="date stamped into the JSON and report")
+    parser.add_argument("--variant", choices=VARIANTS, default="shipped", help="step-model variant (bench/step_variants.py)")
+    parser.add_argument("--out", type=Path, help="folder for the JSON and report of a variant (required with one)")
     args = parser.parse_args(argv)
+    if args.variant != "shipped" and args.out is None:
+        parser.error("--variant needs --out: a variant's profiles are not the shipped ones")
+    profiles_json = PROFILES_JSON if args.out is None else args.out / PROFILES_JSON.name
+    report_doc = REPORT_DOC if args.out is None else args.out / REPORT_DOC.name
     from bench.engine_errors import cross_validate, error_report  # the report's half; imports this module
 
-    with tempfile.TemporaryDirectory() as directory:
+    with tempfile.TemporaryDirectory() as directory, step_variant(args.variant):
         catalog = open_reference_catalog(Path(directory))
         groups = fit_points(catalog)
         factors, factor_rows = low_precision_factors(catalog, groups)
@@ -361,8 +370,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for f in factors
         ],
     }
-    PROFILES_JSON.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    REPORT_DOC.write_text(
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+    profiles_json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    report_doc.write_text(
         render(
             args.date,
             report.profile_table,

@@ -16,6 +16,10 @@ licensed Apache-2.0 (the wheel's LICENSE; each table's collection_meta.yaml carr
   layer at tp 8), BF16 KV, every batch and context the table has; latency in ms for one layer.
 - All-reduce (`custom_allreduce_perf`): BF16, TensorRT-LLM's custom all-reduce, 2/4/8 GPUs; message size
   in elements (AIConfigurator's `CustomAllReduce` op passes tokens × hidden), latency in ms.
+- MoE layer (`moe_perf`): the grouped expert GEMMs of one MoE layer (TensorRT-LLM's CUTLASS fused MoE,
+  `moe_torch_flow_cutlass`), balanced routing, every expert tensor-parallel and expert-parallel
+  degree, for three shapes (`MOE_SHAPES`): Mixtral-8x7B and Qwen3-30B-A3B in BF16, DeepSeek-V3 in
+  block-scaled FP8 (its released datatype); latency in ms for one layer.
 
 Not imported by anything: pyarrow is not a Headroom dependency. The output is committed.
 """
@@ -40,6 +44,13 @@ TABLES = {
     ("a100_sxm", "1.0.0"): "a100-80gb-sxm",
 }
 SIZES = {1024, 2048, 4096, 8192, 16384}
+#: (hidden, expert intermediate, experts per token, experts) -> (model, MoE datatype kept); model configs
+#: on Hugging Face (mistralai/Mixtral-8x7B-v0.1, Qwen/Qwen3-30B-A3B, deepseek-ai/DeepSeek-V3).
+MOE_SHAPES = {
+    (4096, 14336, 2, 8): ("mixtral-8x7b", "bfloat16"),
+    (2048, 768, 8, 128): ("qwen3-30b-a3b", "bfloat16"),
+    (7168, 2048, 8, 256): ("deepseek-v3", "fp8_block"),
+}
 POWERS = {2**i for i in range(15)}
 
 
@@ -54,6 +65,7 @@ def main(wheel_path: str) -> int:
     gemm: list[list[Any]] = []
     attention: list[list[Any]] = []
     allreduce: list[list[Any]] = []
+    moe: list[list[Any]] = []
     for (system, version), slug in TABLES.items():
         path = f"{PREFIX}{system}/gemm/trtllm/{version}/gemm_perf.parquet"
         for r in _table(wheel, path):
@@ -70,6 +82,23 @@ def main(wheel_path: str) -> int:
             for r in _table(wheel, path):
                 if r["allreduce_dtype"] == "bfloat16":
                     allreduce.append([slug, r["num_gpus"], r["message_size"], round(r["latency"], 6)])
+        path = f"{PREFIX}{system}/moe/trtllm/{version}/moe_perf.parquet"
+        if path in names:
+            for r in _table(wheel, path):
+                shape = MOE_SHAPES.get((r["hidden_size"], r["inter_size"], r["topk"], r["num_experts"]))
+                kept = r["kernel_source"] == "moe_torch_flow_cutlass" and r["distribution"] == "balanced"
+                if shape is not None and kept and r["moe_dtype"] == shape[1]:
+                    moe.append(
+                        [
+                            slug,
+                            shape[0],
+                            r["moe_dtype"],
+                            r["moe_tp_size"],
+                            r["moe_ep_size"],
+                            r["num_tokens"],
+                            round(r["latency"], 6),
+                        ]
+                    )
     document = {
         "source": (
             "NVIDIA AIConfigurator performance database, aiconfigurator-core 0.12.0 wheel (PyPI), "
@@ -83,9 +112,11 @@ def main(wheel_path: str) -> int:
         "decode_attention": attention,
         "allreduce_columns": ["gpu", "gpus", "message_elements_bf16", "latency_ms"],
         "allreduce": allreduce,
+        "moe_columns": ["gpu", "model", "dtype", "expert_tensor_parallel", "expert_parallel", "tokens", "latency_ms"],
+        "moe": moe,
     }
     OUT.write_text(json.dumps(document, separators=(",", ":")) + "\n", encoding="utf-8")
-    print(f"{len(gemm)} GEMM, {len(attention)} attention, {len(allreduce)} all-reduce rows -> {OUT}")
+    print(f"{len(gemm)} GEMM, {len(attention)} attention, {len(allreduce)} all-reduce, {len(moe)} MoE rows -> {OUT}")
     return 0
 
 

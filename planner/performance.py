@@ -14,6 +14,16 @@ vLLM and FlashMLA decode this way): per head the score is a dot product over kv_
 rope_head_dim values and the output a weighted sum over kv_lora_rank values, so
     attention_flops_per_context_token = 2 · layers · heads · (2 · kv_lora_rank + rope_head_dim).
 Prefill kernels may use the unabsorbed form (fewer FLOPs), so this overstates MLA prefill attention.
+
+MoE expert GEMMs (issue 14 §3): a routed expert's grouped GEMM runs at r(i) = i / (i + i½) of the dense
+GEMM rate, i the expert's intermediate size per GPU (I / tp with the experts split over tp; I with
+expert parallelism). NVIDIA AIConfigurator's MoE layer timings (bench/kernel_measurements.json,
+`python -m bench.kernel_fit`: Mixtral-8x7B, Qwen3-30B-A3B, DeepSeek-V3 at every expert tp) show the rate
+falling with i from ~1 at Mixtral's 14,336 to 0.1 at 48-128, whatever the model. `flops_per_token` counts
+it as dense-GEMM-equivalent FLOPs: 2 · (params_active + routed_active · (1/r − 1)), routed_active =
+moe_layers · experts_per_token · expert_params, so η_compute stays the dense GEMM's. `build_step_model`
+does not use it yet (2 · params_active): it is the `moe` step variant of `python -m bench.engine_profiles
+--variant` (bench/step_variants.py; results in docs/operation-terms.md) until the refit ships it.
 """
 
 from __future__ import annotations
@@ -62,6 +72,42 @@ def attention_flops_per_context_token(model: ModelSpec) -> float:
     return 4 * model.layers * model.attention_heads * model.head_dim  # L × H × d × (QKᵀ + PV) × 2
 
 
+#: i½ (expert intermediate per GPU) of the grouped expert GEMM's rate relative to the dense GEMM rate, per
+#: (architecture, compute class): fitted by `python -m bench.kernel_fit` (least squares on the log rate ratio) on
+#: TensorRT-LLM 1.3.0rc20's CUTLASS fused-MoE timings: hopper BF16 H100/H200 22 groups 6.1 % median error,
+#: hopper FP8 on DeepSeek-V3's block-scaled FP8 10 groups 4.9 %, blackwell BF16 B200 11 groups 8.7 %, and
+#: all BF16 groups pooled (9.2 %) for an architecture or datatype without its own.
+EXPERT_GEMM_HALF_INTERMEDIATE: dict[tuple[str, str], float] = {
+    ("hopper", "bf16"): 565.0,
+    ("hopper", "fp8"): 1646.0,
+    ("blackwell", "bf16"): 838.0,
+    ("pooled", "bf16"): 648.0,
+}
+
+
+def expert_gemm_rate(gpu: GpuSpec, model: ModelSpec, compute_dtype: str, tp: int, ep: int) -> float:
+    """r(i) = i / (i + i½): the routed experts' GEMM rate relative to a dense GEMM's (1 for a dense model)."""
+    if model.moe is None:
+        return 1.0
+    intermediate = model.moe.expert_params / (3.0 * model.hidden_size)  # gate, up, down: 3 · h · I parameters
+    per_gpu = intermediate / tp if ep == 1 else intermediate  # tp splits every expert; ep keeps experts whole
+    arch = gpu.architecture.lower()
+    dtype = "fp8" if compute_dtype == "fp8" else "bf16"
+    half = EXPERT_GEMM_HALF_INTERMEDIATE.get(
+        (arch, dtype), EXPERT_GEMM_HALF_INTERMEDIATE.get((arch, "bf16"), EXPERT_GEMM_HALF_INTERMEDIATE[("pooled", "bf16")])
+    )
+    return per_gpu / (per_gpu + half)
+
+
+def flops_per_token(gpu: GpuSpec, model: ModelSpec, compute_dtype: str, tp: int, ep: int) -> float:
+    """Dense-GEMM-equivalent FLOPs per new token: 2 · active params, the routed experts' at their rate r(i)."""
+    if model.moe is None:
+        return 2.0 * model.params_active  # multiply + add per active weight
+    routed_active = model.moe.moe_layers * model.moe.experts_per_token * model.moe.expert_params
+    rate = expert_gemm_rate(gpu, model, compute_dtype, tp, ep)
+    return 2.0 * (model.params_active + routed_active * (1.0 / rate - 1.0))  # experts' FLOPs at the dense rate
+
+
 def build_step_model(
     gpu: GpuSpec, model: ModelSpec, precision: Precision, tp: int, efficiency: Efficiency, *, pp: int = 1, ep: int = 1
 ) -> StepModel:
@@ -86,7 +132,7 @@ def build_step_model(
         experts_per_token=moe.experts_per_token if moe is not None else 0,
         moe_layers=moe.moe_layers if moe is not None else 0,
         kv_bytes_per_token=float(replica_kv_bytes_per_token(model, precision.kv_cache, tp)),
-        flops_per_token=2.0 * model.params_active,  # multiply + add per active weight
+        flops_per_token=2.0 * model.params_active,  # multiply + add per active weight (one η: see `flops_per_token`)
         attention_flops_per_context_token=float(attention_flops_per_context_token(model)),
         memory_bandwidth_bytes_per_s=pp
         * tp
