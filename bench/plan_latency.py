@@ -58,7 +58,7 @@ from typing import Any
 
 import numpy as np
 
-from api.app import create_app
+from api.app import create_app, freeze_startup_heap
 from api.settings import Settings
 from catalog.db import make_engine, make_session_factory
 from catalog.migrate import upgrade
@@ -177,7 +177,12 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 def run(
-    *, warm: bool, responses: Path | None = None, repeat: int = 1, requests: tuple[dict[str, Any], ...] = REQUESTS
+    *,
+    warm: bool,
+    responses: Path | None = None,
+    repeat: int = 1,
+    requests: tuple[dict[str, Any], ...] = REQUESTS,
+    gc_freeze: bool = False,
 ) -> dict[str, Any]:
     logging.disable(logging.CRITICAL)  # the access log would dominate the terminal
     from tests.api.client import ApiClient
@@ -198,6 +203,8 @@ def run(
             # one untimed plan first: the first request of a process pays imports, the solver's
             # library load and the app's first-use setup (~90 ms), which no later request sees
             client.post("/v1/plans", json={**requests[0], "verify": False}, headers=headers)
+            if gc_freeze:  # what the app's lifespan does at start-up under a server (this ASGI client runs none)
+                freeze_startup_heap()
             for verify in (False, True):
                 rows = []
                 for index, body in enumerate(requests):
@@ -250,6 +257,7 @@ def run(
     results["load_average_after"] = os.getloadavg()
     results["cpus"] = os.cpu_count()
     results["warm_caches"] = warm
+    results["gc_freeze"] = gc_freeze
     results["repeat"] = repeat
     return results
 
@@ -513,6 +521,9 @@ def main() -> None:
     parser.add_argument(
         "--prefix-ab", action="store_true", help="in process: without prefix_reuse against with it, interleaved (with --verify)"
     )
+    parser.add_argument(
+        "--gc-freeze", action="store_true", help="freeze the heap after the warm-up plan, as the app's lifespan does at start-up"
+    )
     parser.add_argument("--prefix-dump", type=Path, help="write every prefix plan (both verify settings) here")
     parser.add_argument("--prefix-compare", type=Path, nargs=2, help="two --prefix-dump files: the plans that differ")
     args = parser.parse_args()
@@ -570,7 +581,7 @@ def main() -> None:
     chosen = REQUESTS if args.topology is None else with_topology(REQUESTS, args.topology)
     if args.prefix_reuse:
         chosen = tuple(_with_reuse(body) for body in chosen)
-    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat), requests=chosen)
+    results = run(warm=args.warm, responses=args.responses, repeat=max(1, args.repeat), requests=chosen, gc_freeze=args.gc_freeze)
     results["topology"] = args.topology
     results["prefix_reuse"] = args.prefix_reuse
     for mode in ("no_verify", "verify"):

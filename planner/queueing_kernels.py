@@ -537,3 +537,43 @@ def occupancy_at(
     mean_running = (running_sum + c * tail) / total
     departure_rate = (departures_sum + departures_full * tail) / total
     return mu, dispersion, theta_pf, theta_b, mean_running, tail / total, departure_rate, m0
+
+
+@njit(cache=True, nogil=True)
+def carry_tables(
+    sm: np.ndarray,
+    grid: np.ndarray,
+    cap: np.ndarray,
+    k: np.ndarray,
+    spread: np.ndarray,
+    prompt_mean: float,
+    decode_context: float,
+    position: float,
+    cached_read: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`queueing_replica.step_tables`' carry step and spill on the occupancy grid (rows: n; columns:
+    k prompts arriving), each the mean over the prompt grid's points: k arrivals bring
+    max(k·E[p] + √k·spread, 0) tokens, the step carries at most `cap` (∞ without chunking) and the
+    rest spills into cap-sized steps. A step with n decoders is `_verify_s` (which is `_step_s`
+    without speculation: k + 1 = 1 and no draft), term by term the NumPy tables' formula; sums run
+    point by point, so entries agree with NumPy's to ulps."""
+    rows, columns, points = grid.size, k.size, spread.size
+    t_carry = np.empty((rows, columns))
+    spill = np.empty((rows, columns))
+    for i in range(rows):
+        n, c = grid[i], cap[i]
+        decode_kv = n * decode_context
+        chunked = math.isfinite(c)
+        for j in range(columns):
+            base, root = k[j] * prompt_mean, math.sqrt(k[j])
+            step_sum = 0.0
+            spill_sum = 0.0
+            for q in range(points):
+                arriving = max(base + root * spread[q], 0.0)
+                carried = min(arriving, c)
+                if chunked:
+                    spill_sum += max(arriving - c, 0.0) / c
+                step_sum += _verify_s(sm, n, decode_kv, carried, carried * cached_read, carried * position)
+            t_carry[i, j] = step_sum / points
+            spill[i, j] = spill_sum / points
+    return t_carry, spill
