@@ -121,13 +121,19 @@ def synchronous_sweep(database_url: str) -> dict[str, Any]:
     engine = make_engine(database_url)
     try:
         with make_session_factory(engine)() as session:
-            inputs, pricing = what_if._inputs_for_gpus(body, Catalog(session), settings.default_price_provider)
+            inputs, pricing, engine_read = what_if._inputs_for_gpus(body, Catalog(session), settings.default_price_provider)
     finally:
         engine.dispose()
     deadline = Deadline(timeout_s=600, expires_at_s=time.monotonic() + 600)
     points = what_if.sweep_points(body, inputs, pricing, solver_time_limit_s=settings.solver_time_limit_s, deadline=deadline)
     answer = what_if.sweep_response(
-        body, points, catalog_version=inputs.catalog_version, provider=pricing.provider, notes=list(pricing.notes), sweep_ms=0
+        body,
+        points,
+        catalog_version=inputs.catalog_version,
+        provider=pricing.provider,
+        notes=list(pricing.notes),
+        sweep_ms=0,
+        engine=engine_read,
     )
     return answer.model_dump(mode="json")
 
