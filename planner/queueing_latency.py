@@ -97,29 +97,15 @@ def _carry_durations(rep: _Replica) -> np.ndarray:
         )
     durations: np.ndarray = single + spill * rep.t_full[:, None, None]
     _CARRY_DURATIONS[id(rep)] = (rep, durations)
-    while len(_CARRY_DURATIONS) > 1 and (
-        len(_CARRY_DURATIONS) > _CARRY_DURATIONS_KEPT
-        or sum(table.nbytes for _, table in _CARRY_DURATIONS.values()) > _CARRY_DURATIONS_BYTES
-    ):
+    if len(_CARRY_DURATIONS) > _CARRY_DURATIONS_KEPT:
         _CARRY_DURATIONS.popitem(last=False)
     return durations
 
 
 #: `_carry_durations` per replica, least recently used out first; as many as `_replica` keeps (a kept
-#: replica cannot be collected, so its id is not reused while its entry is here), and no more than
-#: `_CARRY_DURATIONS_BYTES` in all: a replica admitting thousands of prompts per step has a table of
-#: grid × k × points floats (hundreds of MB), and 256 of them exhausted a 24 GiB machine (a memory
-#: bound, not physics).
+#: replica cannot be collected, so its id is not reused while its entry is here).
 _CARRY_DURATIONS: OrderedDict[int, tuple[_Replica, np.ndarray]] = OrderedDict()
 _CARRY_DURATIONS_KEPT = 256
-_CARRY_DURATIONS_BYTES = 256 * 2**20
-
-#: States of the prompt-count chain solved exactly (a dense states × states system); a replica admitting
-#: more prompts per step takes Poisson counts at the fixed point of the chain's mean instead
-#: (`gated_batch_stationary`). A memory and time bound, not physics: 512 states is a 2 MB system.
-GATED_CHAIN_MAX_STATES = 512
-#: Transition rows built at once: bounds the rows × points × states temporary (~16 MB at 512 states).
-_CHAIN_ROWS_AT_ONCE = 64
 
 
 def carried_prompts_distribution(rep: _Replica, row: int, lam: float) -> np.ndarray:
@@ -137,26 +123,10 @@ def gated_batch_stationary(durations_s: np.ndarray, lam: float, k: np.ndarray, l
     overdispersed against the Poisson(λ·T̄) of independent steps (for T(k) = a + b·k the mean is
     λa/(1 − λb) and the variance the mean over 1 − (λb)²), and the step in progress an arrival finds
     (length-biased) is longer in its tail."""
-    rates = np.maximum(lam * np.asarray(durations_s, dtype=float).reshape(k.size, -1), 1e-300)
-    size = k.size
-    if size > GATED_CHAIN_MAX_STATES:
-        # too many states for the dense system: Poisson counts at the chain's mean, the fixed point of
-        # m = λ·T̄(m) (exactly λa/(1 − λb) for T(k) = a + b·k), without the overdispersion
-        mean_rates = rates.mean(axis=1)
-        m = float(mean_rates[0])
-        for _ in range(64):
-            m_next = float(np.interp(m, k, mean_rates))
-            if abs(m_next - m) <= 1e-9 * max(m, 1.0):
-                break
-            m = m_next
-        pmf: np.ndarray = np.exp(k * math.log(max(m, 1e-300)) - m - log_k_factorial)
-        normalised: np.ndarray = pmf / pmf.sum()
-        return normalised
-    transition = np.empty((size, size))
-    for start in range(0, size, _CHAIN_ROWS_AT_ONCE):
-        means = rates[start : start + _CHAIN_ROWS_AT_ONCE, :, None]
-        transition[start : start + _CHAIN_ROWS_AT_ONCE] = np.exp(k * np.log(means) - means - log_k_factorial).mean(axis=1)
+    means = np.maximum(lam * np.asarray(durations_s, dtype=float).reshape(k.size, -1), 1e-300)[:, :, None]
+    transition = np.exp(k * np.log(means) - means - log_k_factorial).mean(axis=1)
     transition /= transition.sum(axis=1, keepdims=True)  # truncated at k_max: the rest of each row folded in
+    size = k.size
     # π·(P − I) = 0 with Σπ = 1: one balance equation replaced by the normalisation
     system = (transition - np.eye(size)).T
     system[-1, :] = 1.0

@@ -37,19 +37,3 @@ def test_the_columns_are_averaged_as_a_mixture() -> None:
     durations = np.stack([np.full(K.size, 0.02), np.full(K.size, 0.06)], axis=1)
     pmf = gated_batch_stationary(durations, 50.0, K, LOG_K_FACTORIAL)
     assert pmf == pytest.approx(0.5 * poisson.pmf(K, 1.0) + 0.5 * poisson.pmf(K, 3.0), abs=1e-12)
-
-
-def test_a_chain_past_the_dense_bound_keeps_its_mean_in_bounded_memory() -> None:
-    """2,000 states (a replica admitting ~2,000 prompts a step) would be a 32 MB system built from a
-    2,000 × points × 2,000 temporary (the hostile-numbers test OOM-killed a 24 GiB machine through it): past
-    GATED_CHAIN_MAX_STATES the counts are Poisson at the fixed point m = λ·T(m), for T(k) = a + b·k the
-    chain's own mean λa/(1 − λb): λ = 1000/s, a = 0.1 s, b = 0.0005 s give m = 100/(1 − 0.5) = 200, which
-    the exact chain at the bound also has."""
-    from planner.queueing_latency import GATED_CHAIN_MAX_STATES
-
-    lam, a, b = 1000.0, 0.1, 0.0005
-    for size in (GATED_CHAIN_MAX_STATES, 2_000):
-        k = np.arange(size, dtype=float)
-        pmf = gated_batch_stationary((a + b * k)[:, None], lam, k, gammaln(k + 1.0))
-        assert pmf.sum() == pytest.approx(1.0)
-        assert float(np.dot(k, pmf)) == pytest.approx(lam * a / (1.0 - lam * b), rel=1e-3)
