@@ -25,17 +25,14 @@ def test_long_prompts_with_a_large_budget_agree_with_the_simulator() -> None:
     """A 4,096-token budget holds several 1,000-token (mean) prompts: the step that finishes a long
     prompt also carries the prompts that arrived behind it, up to the budget, and is that much longer.
     Left out, TTFT p99 came out 18 % below the simulator's here (24 % at ρ = 0.3); with it, within
-    the 10 % target plus the simulation's CI (±6 % at 20,000 requests). p90 within 7 %: the gated-batch
-    step chain (planner/queueing_latency.py, 2026-12-05) reads it 5.8 % above the simulator here (0.0954 vs
-    0.0901 s; within 5 % before the chain), the price of the corpus's p99s moving from 61 % to 67 % within
-    10 % and reliable (docs/queueing-fidelity.md); a known, pessimistic gap, not noise."""
+    the 10 % target plus the simulation's CI (±6 % at 20,000 requests)."""
     saturation = saturation_rps(LLAMA70B_4XH100, LONG_PROMPTS, BIG_BUDGET, kv_capacity_tokens=KV_TOKENS)
     load = LONG_PROMPTS.at_rate(0.2 * saturation)
     p = predict(LLAMA70B_4XH100, load, BIG_BUDGET, kv_capacity_tokens=KV_TOKENS)
     sim = simulate(LLAMA70B_4XH100, load, BIG_BUDGET, kv_capacity_tokens=int(KV_TOKENS), requests=20_000, seed=1)
     assert p.reliable and p.ttft is not None
     assert p.ttft.p99_s == pytest.approx(sim.ttft_s.p99, rel=0.12)
-    assert p.ttft.p90_s == pytest.approx(sim.ttft_s.p90, rel=0.07)
+    assert p.ttft.p90_s == pytest.approx(sim.ttft_s.p90, rel=0.05)
 
 
 def test_the_share_of_arrivals_that_meet_a_prefill_stall_matches_the_simulator() -> None:
