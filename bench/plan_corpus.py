@@ -32,15 +32,9 @@ from typing import Any
 
 METRICS = ("ttft", "tpot", "e2e")
 TARGET_ERROR = 0.10
-#: Simulated requests per plan at first (the verification default is 4,000; more here so the
-#: simulator's own p99 CI stays a few percent: a 10 % comparison needs the reference tighter than 10 %).
+#: Simulated requests per plan (the verification default is 4,000; more here so the simulator's own
+#: p99 CI stays a few percent: a 10 % comparison needs the reference tighter than 10 %).
 REQUESTS = 20_000
-#: A plan whose simulated p99s have a 95 % CI half-width above this is simulated again, once, with the
-#: requests that should bring it to the target (the half-width falls as 1/√n), up to `MAX_LENGTHENING`
-#: times `REQUESTS`. At 20,000 requests the TTFT p99 CIs of the chat plans were ±13–23 %: wider than
-#: the 10 % being judged.
-CI_TARGET = 0.03
-MAX_LENGTHENING = 16
 
 
 def _q(model: str, rate: float, prompt: Any, output: Any, slo: dict[str, float], **constraints: Any) -> dict[str, Any]:
@@ -139,7 +133,6 @@ class CorpusPoint:
     dispersion: float
     wait_probability: float
     chunk_tokens: int | None
-    requests: int = REQUESTS  # simulated
 
     def error(self, metric: str) -> float | None:
         a, sim = self.analytic[metric], self.simulated[metric][0]
@@ -233,12 +226,7 @@ def run(questions: tuple[dict[str, Any], ...] = CORPUS, *, requests: int = REQUE
     points = []
     for index, label, sm, workload, serving, kv, _ in _deployments(questions):
         p = predict(sm, workload, serving, kv_capacity_tokens=kv)
-        n = requests
-        sim = simulate(sm, workload, serving, kv_capacity_tokens=kv, requests=n, seed=seed)
-        if _widest_ci(sim) > CI_TARGET:
-            # the CI narrows as 1/√n: one rerun at the length that should meet the target (up to the cap)
-            n = min(MAX_LENGTHENING, math.ceil((_widest_ci(sim) / CI_TARGET) ** 2)) * requests
-            sim = simulate(sm, workload, serving, kv_capacity_tokens=kv, requests=n, seed=seed)
+        sim = simulate(sm, workload, serving, kv_capacity_tokens=kv, requests=requests, seed=seed)
         point = CorpusPoint(
             index=index,
             label=label,
@@ -254,7 +242,6 @@ def run(questions: tuple[dict[str, Any], ...] = CORPUS, *, requests: int = REQUE
             dispersion=p.queueing.occupancy_dispersion if p.queueing else math.nan,
             wait_probability=p.queueing.wait_probability if p.queueing else math.nan,
             chunk_tokens=serving.chunk_tokens,
-            requests=n,
         )
         points.append(point)
         errs = " ".join(f"{m}={_fmt_err(point.error(m))}" for m in METRICS)
@@ -264,16 +251,6 @@ def run(questions: tuple[dict[str, Any], ...] = CORPUS, *, requests: int = REQUE
             flush=True,
         )
     return points
-
-
-def _widest_ci(sim: Any) -> float:
-    """The largest 95 % CI half-width, relative to the p99, of a simulation's TTFT, TPOT and E2E p99s."""
-    widths = []
-    for metric in METRICS:
-        p = getattr(sim, f"{metric}_s")
-        if p.p99_ci_low is not None and p.p99_ci_high is not None and math.isfinite(p.p99) and p.p99 > 0:
-            widths.append((p.p99_ci_high - p.p99_ci_low) / 2.0 / p.p99)
-    return max(widths, default=0.0)
 
 
 def _fmt_err(e: float | None) -> str:
@@ -297,9 +274,7 @@ def report(points: list[CorpusPoint], command: str) -> list[str]:
         (
             f"`{command}`: {n} plan questions of `bench/plan_corpus.py` (`CORPUS`), each planned with verify false and "
             "speculation off; the plan's largest row is simulated as one replica at its share of the traffic "
-            f"({REQUESTS:,} requests; where a p99's 95 % CI half-width exceeds {CI_TARGET:.0%}, once more at the length "
-            f"that should meet it, up to {MAX_LENGTHENING * REQUESTS:,}: the *n* column) and compared with `predict` "
-            "on the same deployment."
+            f"({REQUESTS:,} requests) and compared with `predict` on the same deployment."
         ),
         "",
         "| plans | within 10 % (every p99) | flagged reliable | within 10 % and reliable | reliable but outside 10 % |",
@@ -319,17 +294,15 @@ def report(points: list[CorpusPoint], command: str) -> list[str]:
             )
         ),
         "",
-        "| question → plan | ρ | n | TTFT p99 analytic / sim (ms) | err | TPOT p99 | err | E2E p99 (ms) | err | D | reliable |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| question → plan | ρ | TTFT p99 analytic / sim (ms) | err | TPOT p99 | err | E2E p99 (ms) | err | D | reliable |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in points:
         cells = []
         for m in METRICS:
             cells += [f"{_fmt_ms(p.analytic[m])} / {_fmt_ms(p.simulated[m][0])}", _fmt_err(p.error(m))]
         lines.append(
-            f"| {p.label} | {p.rho:.2f} | {p.requests:,} | "
-            + " | ".join(cells)
-            + f" | {p.dispersion:.2f} | {'yes' if p.reliable else 'no'} |"
+            f"| {p.label} | {p.rho:.2f} | " + " | ".join(cells) + f" | {p.dispersion:.2f} | {'yes' if p.reliable else 'no'} |"
         )
     lines.append("")
     return lines

@@ -577,66 +577,18 @@ CORPUS_NOTES = (
     "",
     (
         "Before items 4–6 (commit 5fee1a2, same command): 18 of 54 plans within 10 % on every p99, 3 (6 %) flagged "
-        "reliable, all 3 within. After them (commit b0e5513): 33 (61 %) within 10 % and flagged reliable, 4 flagged "
-        "but outside 10 %, each by its TTFT p99."
-    ),
-    "",
-    (
-        "7. *The reference itself.* At 20,000 simulated requests the TTFT p99 CIs of the chat plans were ±13–23 %, "
-        "wider than the 10 % being judged; a plan whose CI half-width exceeds 3 % is now simulated once more at the "
-        "length that should meet it (up to 320,000 requests: the *n* column). Of the four flagged misses one was "
-        "noise (#22 −10.7 % → −6.4 % at 320,000 requests), three were not (#13 +11.8 %, #18 −10.7 %, #47 −10.6 %)."
-    ),
-    (
-        "8. *TTFT: gated batch service.* Every prompt that arrives while a step runs goes into the next step, so a long "
-        "step begets a long step: the number of prompts a step carries is the stationary law of the chain "
-        "K' ~ Poisson(λ·T(K)) (T averaged over the prompt grid's sums of k prompts; `gated_batch_stationary`, "
-        "hand-checked: T(k) = a + b·k gives mean λa/(1 − λb) and variance mean/(1 − (λb)²)), not Poisson(λ·T̄) of "
-        "independent steps, and the step in progress an arrival finds is length-biased over that law, its prompt "
-        "size-biased with a chunk budget too (up to the budget). No constant was fitted. Evaluated on the same "
-        "deployments and the same 320,000-request simulations as the model of commit b0e5513: plans within 10 % on "
-        "every p99 37 → 40, within and flagged reliable 33 → 36, flagged but outside 4 → 1."
-    ),
-    (
-        "9. *Step-mates of a queued prompt, with a budget as without.* A prompt that queues for the chunk budget "
-        "waits out the work ahead of it (the M/G/1 wait); the prompts ahead are in that wait, so only those behind it "
-        "share its last step, as item 5 already had it without a budget. Counting them in both put the chain's "
-        "16,384-token-budget plans 5–10 % above their unchunked twins. (Tried and not kept: dropping the M/G/1 wait "
-        "once the chain carried the step-in-progress burstiness, or keeping only the full steps it adds beyond the "
-        "prompt's own chunks: fixed-length twins then agreed exactly, but RAG and summarisation plans with a "
-        "16,384-token budget were 10–13 % low and the corpus fell to 34 within and flagged, 3 flagged misses.)"
-    ),
-    "",
-    (
+        "reliable, all 3 within. "
         "What is left (the table above): the issue's target — 80 % of the corpus within 10 % on every p99 and flagged "
-        "reliable — is not met. 41 of 54 (76 %) are within 10 % on every p99 and 36 (67 %) also flagged reliable; one flagged plan is "
-        "outside (#29, RAG prompts without a budget, TTFT p99 +10.8 %; its 16,384-token twin #28 is −3.5 %). The "
-        "others outside: the six at ρ > 0.85 (next section); prompts split over several chunked steps (2,048-token "
-        "budgets with 3,000–6,000-token prompts: #5, #19 within or near it, flagged); the agent mix of cv² 2.7 (#8, #9, "
-        "#23, #35: TPOT p99 −19 to −29 %, whether one of its 8,192-token prompts lands in a short life; flagged); #45 "
-        "at ρ 0.85 with its batch full for 0.4 % of arrivals (TTFT p99 −13 %, flagged); #25, #26, #30, #52 are within "
-        "10 % but flagged (the batch full for 0.11 % of arrivals, 9 % of prompts split, prompt cv² 2.7): loosening "
-        "a bound for them would be read off this corpus, not derived, and was not done. TPOT p99 is still 4–9 % low on "
-        "most chat plans. The flag's bounds are unchanged (set on "
-        "the even half; the odd half is still the held-out check, in the half table above)."
-    ),
-    "",
-    "### ρ above 0.85: the search does not cap it (issue 14 §4)",
-    "",
-    (
-        "Six corpus plans (and the batch-summarisation golden plan, at ρ 0.998) are priced at ρ 0.86–1.00: E2E-only, "
-        "loose-TTFT or TPOT-only SLOs, whose targets still hold close to saturation. There the analytic p99s are "
-        "20–94 % low against the simulator and `predict` flags them. Decided: the search keeps pricing them, "
-        "because with `verify` on (the default) each is simulated in the search's loop and the simulator's "
-        "percentiles are its figures of record; a cap at 0.85 would charge every loose-SLO plan up to 1/0.85 − 1 = "
-        "18 % more replicas for a fidelity problem the verification already handles, and would have to be one rule "
-        "across plans, fleets, capacity answers and the binding-constraint report (the search, `_max_rps`, the "
-        "justification's saturation binding), which this change does not own. The case for a cap is real and is "
-        "the owner's call: a serving team keeps headroom because the p99 wait grows as 1/(1 − ρ) (Kingman), so 5 % "
-        "more traffic than forecast takes a plan at ρ 0.95 to ρ ≈ 1, and near ρ = 1 even the "
-        "simulator's p99 converges slowly (±13 % CI at 320,000 requests on #16, #27, #33). The natural form is a "
-        "`constraints.max_utilisation` (the priority pools of planner/plan_classes_priority.py already cap at "
-        "`RELIABLE_MAX_UTILISATION`), default to be decided with the goldens it moves."
+        "reliable — is not met: 35 of 54 (65 %) are within 10 %, 37 flagged reliable, 33 (61 %) both. Four plans flagged "
+        "reliable are outside 10 %, each by its TTFT p99 (−15 to +13 %: a 256-token-prompt plan and a chat plan without "
+        "chunking, a chat plan with a 16,384-token budget, a fixed-1,500-token plan on L4), two in each half: the TTFT "
+        "of plans without a split or heavy tail is within about ±15 %, not ±10 %, and no single quantity of the model "
+        "separated these four from the 33 within. TPOT p99 is still 8–10 % low on many chat plans (the interference "
+        "from several prompts in one step is convex in their tokens; a per-arrival stall cv² from the step formula "
+        "instead of the prompts' cv² made it worse and was not kept), so a plan at the edge of its TPOT SLO can move "
+        "outside with small changes. Six plans sit at ρ 0.86–1.00 (E2E-only, loose-TTFT or TPOT-only SLOs, budgets of 512–2,048 tokens): the analytic p99s "
+        "there are 20–90 % low and they are flagged; refusing ρ > 0.85 in the search is the planner's (not this "
+        "module's) decision."
     ),
     "",
 )

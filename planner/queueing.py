@@ -51,24 +51,23 @@ How the model is built
    wait with Allen–Cunneen's variability factor, where departures from a full batch are the
    superposition of c slots' renewal streams, c_d² = 1 + (c_s² − 1)/c (Poisson as c grows).
 7. *Latency percentiles.* TTFT = slot wait + the residual of the step in progress (length-biased
-   over step types, interpolated between the two occupancy-grid rows around the mean occupancy at a
-   common uniform; a prompt-carrying step's prompt size-biased, up to the budget) + the prefill (one
-   step carrying the prompt and the prompts that arrived during the step in progress, their tokens a
-   sum of prompts; with chunking ⌈p/(C−n)⌉ budget steps, the last also carrying the prompts that
-   arrived from the start of the step in progress until it starts, up to the budget). The mean step
-   carrying k prompts is averaged over the sum of k prompt lengths (the step time is convex in the
-   tokens; at k·E[p] it undercounts the stall of mixed lengths). *Gated batch service:* every prompt
-   that arrives while a step runs goes into the next step, so a long step begets a long step; the
-   number of prompts a step carries is the stationary law of the chain K' ~ Poisson(λ·T(K))
-   (queueing_latency.py `carried_prompts_distribution`), not Poisson(λ·T̄) of independent steps.
-   Prefill queueing on top of it is M/G/1's, as before: the budget (or, without one, the prefill
-   as a server of λ·E[S] = θ_pf) is busy with probability ρ_budget, exactly when the step in progress
-   carries prefill, so the two share one uniform; given busy, the wait is a gamma matched to
-   Pollaczek–Khinchine's and Takács' moments; a queued prompt waits out the later of it and the step
-   in progress, and as that wait holds the work of the prompts ahead of it, only those behind it are
-   its step-mates, with a budget as without (counting those ahead as step-mates too left plans with
-   a 16,384-token budget 5–10 % above their unchunked twins, which the simulator serves alike).
-   With a budget, leaving out the prompts behind it put TTFT p99 of long-tailed prompts with a
+   over step types at the mean occupancy, interpolated between the two occupancy-grid rows around it
+   at a common uniform; a prompt-carrying step's prompt size-biased) + the prefill (one step carrying
+   the prompt and the prompts that arrived during the same step, their tokens a sum of prompts; with
+   chunking ⌈p/(C−n)⌉ budget steps after a wait for the budget, whose last step also carries the
+   prompts that arrived from the start of the step in progress until it starts, up to the budget).
+   The mean step carrying k prompts is averaged over the sum of k prompt lengths (the step time is
+   convex in the tokens; at k·E[p] it undercounts the stall of mixed lengths). The budget wait is M/G/1's: busy with probability ρ_budget —
+   exactly when the step in progress carries prefill, so the two share one uniform (drawn apart
+   they counted one stall twice: +6–20 % on TTFT p99 with fixed prompts) — and, given busy, a gamma
+   matched to the conditional wait's first two moments (Pollaczek–Khinchine and Takács), so
+   fixed prompts get a near-uniform residual and long-tailed ones a heavier tail than an
+   exponential's; a queued prompt waits out the later of the budget wait and the step in progress
+   (the budget frees at a step boundary). Without a budget the prefill is the same kind of
+   server (a prompt's work is the time it adds to its step, λ·E[S] = θ_pf), but a queued prompt goes
+   into the next step with those ahead of it, so its step-mates are only the prompts behind it
+   (without that wait, unchunked TTFT p99 of the corpus plans was 12–32 % low where their
+   16,384-token-budget twins were within 10 %). With a budget, leaving out the prompts behind it put TTFT p99 of long-tailed prompts with a
    large budget 10–18 % low against the simulator. TPOT = decode step at the life-average
    occupancy (the arrival's view shrunk towards the mean by √(2/3), the variance ratio of a window
    average of M/G/∞ occupancy over one service time) + the prefill interference of the arrivals

@@ -228,13 +228,10 @@ def _step_in_progress(
 ) -> float:
     """The step in progress at arrival for one grid row, its type the one whose length-biased CDF
     the point's uniform falls in (`below` entries of the CDF under it); a step carrying prompts
-    is as long as its size-biased prompt makes it (reading its cached prefix, if any; with a chunk
-    budget, at most the budget's tokens: the rest is in the spilled full-budget steps' type)."""
+    (unchunked) is as long as its size-biased prompt makes it (reading its cached prefix, if any)."""
     kind = min(below, durations.size - 1)
-    if 1 <= kind < durations.size - 1:
+    if op[CHUNK_TOKENS] <= 0.0 and 1 <= kind < durations.size - 1:
         tokens = (kind - 1.0) * op[PROMPT_MEAN] + size_biased
-        if op[CHUNK_TOKENS] > 0.0:
-            tokens = min(tokens, max(1.0, op[CHUNK_TOKENS] - n_row * sm[VERIFY_TOKENS]))  # C − n·(k+1)
         context = n_row * op[DECODE_CONTEXT]
         cached_kv = tokens * op[PREFILL_CACHED_READ]
         if sm[DRAFT_TOKENS] > 0.0:
@@ -373,11 +370,7 @@ def sample_latencies(
             # put TTFT p99 of the corpus plans with a 16,384-token budget 10-25 % low (bench/plan_corpus.py).
             # Their prompt tokens are a sum of `mates` prompts (`_sum_spread`, at the interference's normal
             # quantile: a TTFT and a TPOT draw of one point, so E2E sees them comonotone, a conservative tie).
-            # A queued prompt's budget wait already holds the work of the prompts ahead of it: only those
-            # behind it join its last step (counting those ahead as step-mates too put the TTFT p99 of the
-            # corpus plans with a 16,384-token budget 5-10 % above their unchunked twins', which the
-            # simulator serves alike).
-            window = (in_progress - residual + delay_chunked) if seen > 0.0 and bw <= 0.0 else delay_chunked
+            window = (in_progress - residual + delay_chunked) if seen > 0.0 else bw
             behind_s = window + (chunks - 1.0) * full_s
             mates = _poisson_quantile(u_stepmates[i], z_stepmates[i], lam * behind_s)
             filled = min(cap - last, mates * p_mean * _sum_spread(mates, op[PROMPT_CV2], z_interference[i]))

@@ -12,7 +12,6 @@ planner/queueing.py).
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -21,7 +20,7 @@ from scipy.special import ndtri
 
 from planner import queueing_kernels
 from planner.queueing_occupancy import _Occupancy, _occupancy
-from planner.queueing_replica import _Replica, step_seconds, verify_seconds
+from planner.queueing_replica import _Replica
 from planner.queueing_sample import _SCREEN_HEAD, _U, _Points
 from planner.workload import Slo
 
@@ -65,78 +64,6 @@ def _gamma_unit_quantile(z: np.ndarray, variance: np.ndarray | float) -> np.ndar
     return cube
 
 
-def _carry_durations(rep: _Replica) -> np.ndarray:
-    """The time the step carrying k prompts takes (with the full-budget steps it spills into), for
-    each grid row n, each k and each of the prompt grid's points of the sum of k prompts
-    (planner/queueing_replica.py `_step_tables` before its mean over the points). Rate-independent,
-    so kept per replica (by identity: `_Replica` holds arrays and is not hashable)."""
-    cached = _CARRY_DURATIONS.get(id(rep))
-    if cached is not None and cached[0] is rep:
-        _CARRY_DURATIONS.move_to_end(id(rep))
-        return cached[1]
-    n = rep.grid[:, None, None]
-    k = rep.k[0][None, :, None]
-    spread = rep.prompt_grid - float(np.mean(rep.prompt_grid))
-    arriving = np.maximum(k * rep.prompt_mean + np.sqrt(k) * spread[None, None, :], 0.0)
-    cap = rep.budget(rep.grid)[:, None, None]
-    carried = np.minimum(arriving, cap)
-    spill = np.where(np.isfinite(cap), np.maximum(arriving - cap, 0.0) / cap, 0.0)
-    context = n * rep.decode_context_mean
-    if rep.sm.speculation is None:
-        single = step_seconds(
-            rep.sm, n + carried, context + carried * rep.prefill_cached_read, context + carried * rep.prefill_position_mean
-        )
-    else:
-        single = verify_seconds(
-            rep.sm,
-            np.broadcast_to(n, carried.shape),
-            np.broadcast_to(context, carried.shape),
-            carried,
-            carried * rep.prefill_position_mean,
-            carried * rep.prefill_cached_read,
-        )
-    durations: np.ndarray = single + spill * rep.t_full[:, None, None]
-    _CARRY_DURATIONS[id(rep)] = (rep, durations)
-    if len(_CARRY_DURATIONS) > _CARRY_DURATIONS_KEPT:
-        _CARRY_DURATIONS.popitem(last=False)
-    return durations
-
-
-#: `_carry_durations` per replica, least recently used out first; as many as `_replica` keeps (a kept
-#: replica cannot be collected, so its id is not reused while its entry is here).
-_CARRY_DURATIONS: OrderedDict[int, tuple[_Replica, np.ndarray]] = OrderedDict()
-_CARRY_DURATIONS_KEPT = 256
-
-
-def carried_prompts_distribution(rep: _Replica, row: int, lam: float) -> np.ndarray:
-    """The distribution of the number of prompts one step carries at grid row `row` (a step and the
-    full-budget steps it spills into), arrivals Poisson at rate `lam` (`gated_batch_stationary` on
-    the replica's step durations)."""
-    return gated_batch_stationary(_carry_durations(rep)[row], lam, rep.k[0], rep.log_k_factorial[0])
-
-
-def gated_batch_stationary(durations_s: np.ndarray, lam: float, k: np.ndarray, log_k_factorial: np.ndarray) -> np.ndarray:
-    """The stationary law of the chain K' ~ Poisson(λ·T(K)) on k = 0 … k_max, T(k) the time the step
-    carrying k prompts takes (`durations_s[k, j]`, its mean over the columns j: the prompt grid's
-    points of the sum of k prompts). Every prompt that arrives while a step runs goes into the next
-    one (gated batch service), so a long step is followed by a long step: the counts are
-    overdispersed against the Poisson(λ·T̄) of independent steps (for T(k) = a + b·k the mean is
-    λa/(1 − λb) and the variance the mean over 1 − (λb)²), and the step in progress an arrival finds
-    (length-biased) is longer in its tail."""
-    means = np.maximum(lam * np.asarray(durations_s, dtype=float).reshape(k.size, -1), 1e-300)[:, :, None]
-    transition = np.exp(k * np.log(means) - means - log_k_factorial).mean(axis=1)
-    transition /= transition.sum(axis=1, keepdims=True)  # truncated at k_max: the rest of each row folded in
-    size = k.size
-    # π·(P − I) = 0 with Σπ = 1: one balance equation replaced by the normalisation
-    system = (transition - np.eye(size)).T
-    system[-1, :] = 1.0
-    rhs = np.zeros(size)
-    rhs[-1] = 1.0
-    stationary: np.ndarray = np.clip(np.linalg.solve(system, rhs), 0.0, None)
-    stationary /= stationary.sum()
-    return stationary
-
-
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class _StepKinds:
     """The step in progress at arrival for one occupancy-grid row: the step types' durations and the
@@ -149,7 +76,8 @@ class _StepKinds:
 
 def _step_kinds(rep: _Replica, occ: _Occupancy, row: int) -> _StepKinds:
     m_row = float(occ.arrivals_per_step[row])
-    pmf = carried_prompts_distribution(rep, row, m_row / float(occ.t_mean[row]))
+    k = rep.k[0]
+    pmf = np.exp(k * math.log(max(m_row, 1e-300)) - m_row - rep.log_k_factorial[0])
     durations = np.concatenate((rep.carry_single_s[row], [rep.t_full[row]]))
     weights = np.concatenate((pmf, [float(np.dot(pmf, rep.spill_steps[row] - 1.0))])) * durations
     return _StepKinds(row=row, durations=durations, cdf=np.cumsum(weights) / weights.sum())

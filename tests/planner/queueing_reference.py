@@ -43,18 +43,18 @@ def step_in_progress(rep: _Replica, op: _OperatingPoint, kinds: _StepKinds, pts:
     durations = kinds.durations
     kind = np.minimum(np.searchsorted(kinds.cdf, pts.u_step_in_progress), len(durations) - 1)
     in_progress = durations[kind]
-    carrying = (kind >= 1) & (kind < len(durations) - 1)
-    tokens = np.maximum(kind - 1.0, 0.0) * rep.prompt_mean + rep.size_biased_prompts[pts.part]
-    n_row = op.occ.grid[kinds.row]
-    if rep.chunk_tokens is not None:
-        tokens = np.minimum(tokens, max(1.0, rep.chunk_tokens - n_row))  # at most the budget beside n decodes
-    biased = step_seconds(
-        rep.sm,
-        n_row + tokens,
-        n_row * rep.decode_context_mean,
-        n_row * rep.decode_context_mean + tokens * rep.prefill_position_mean,
-    )
-    return np.where(carrying, biased, in_progress)
+    if rep.chunk_tokens is None:
+        carrying = (kind >= 1) & (kind < len(durations) - 1)
+        tokens = np.maximum(kind - 1.0, 0.0) * rep.prompt_mean + rep.size_biased_prompts[pts.part]
+        n_row = op.occ.grid[kinds.row]
+        biased = step_seconds(
+            rep.sm,
+            n_row + tokens,
+            n_row * rep.decode_context_mean,
+            n_row * rep.decode_context_mean + tokens * rep.prefill_position_mean,
+        )
+        in_progress = np.where(carrying, biased, in_progress)
+    return in_progress
 
 
 def sum_spread(count: np.ndarray, cv2: float, z: np.ndarray) -> np.ndarray:
@@ -97,9 +97,9 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
     budget_wait = np.where(queued, op.budget_wait_mean_s * gamma_unit_quantile(ndtri(tail), op.budget_wait_cv2), 0.0)
     # from the start of the step in progress to the start of the (last) step carrying the prompt's tokens
     window = np.where(seen > 0, in_progress - residual + np.maximum(budget_wait, residual), budget_wait)
-    # a queued prompt's wait holds the work of those ahead of it: only those behind it join its step
-    behind_only = np.where((seen > 0) & (budget_wait <= 0.0), window, np.maximum(budget_wait, residual))
     if rep.chunk_tokens is None:
+        # a queued prompt's wait holds the work of those ahead of it: only those behind it join its step
+        behind_only = np.where((seen > 0) & (budget_wait <= 0.0), window, np.maximum(budget_wait, residual))
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind_only)
         mates_tokens = mates * rep.prompt_mean * sum_spread(mates, rep.prompt_cv2, pts.z_interference)
         prefill_s = step_seconds(rep.sm, others + prompts + mates_tokens, kv, kv + own + mates_tokens * rep.prefill_position_mean)
@@ -109,7 +109,7 @@ def sample(rep: _Replica, op: _OperatingPoint, pts: _Points) -> _Latencies:
         last = prompts - (chunks - 1.0) * cap
         full_attended = (own - last * (prompts - last) - last * (last + 1.0) / 2.0) / np.maximum(chunks - 1.0, 1.0)
         full_s = step_seconds(rep.sm, others + cap, kv, kv + full_attended)
-        behind = behind_only + (chunks - 1.0) * full_s
+        behind = window + (chunks - 1.0) * full_s
         mates = poisson_quantile(pts.u_stepmates, pts.z_stepmates, lam * behind)
         filled = np.minimum(cap - last, mates * rep.prompt_mean * sum_spread(mates, rep.prompt_cv2, pts.z_interference))
         prefill_s = (chunks - 1.0) * full_s + step_seconds(
